@@ -1,0 +1,360 @@
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::access::{Access, Touches};
+use crate::class::SideEffectClass;
+use crate::{fs, meta, safety};
+
+/// A primitive as the surfaces see it: its name, class, description and argument schema.
+#[derive(Clone, Debug)]
+pub struct PrimitiveSpec {
+    /// The MCP tool name (`write_file`).
+    pub name: &'static str,
+    /// The side-effect class.
+    pub class: SideEffectClass,
+    /// One paragraph for the agent.
+    pub description: String,
+    /// The JSON schema of the arguments (an object schema).
+    pub input_schema: serde_json::Value,
+}
+
+/// Why a tool call could not be turned into an [`Action`].
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// No primitive has this name.
+    #[error("no primitive is named {name:?}")]
+    UnknownPrimitive {
+        /// The name asked for.
+        name: String,
+    },
+    /// The arguments do not match the primitive's schema.
+    #[error("invalid arguments for {primitive}: {source}")]
+    InvalidArguments {
+        /// The primitive.
+        primitive: &'static str,
+        /// What serde found wrong.
+        source: serde_json::Error,
+    },
+    /// Composites nest deeper than [`Action::DEPTH_MAX`].
+    #[error("the action tree nests deeper than {max} levels")]
+    TooDeep {
+        /// The bound.
+        max: usize,
+    },
+    /// A composite holds more leaves than [`Action::LEAVES_MAX`].
+    #[error("the action tree has more than {max} leaves")]
+    TooManyLeaves {
+        /// The bound.
+        max: usize,
+    },
+}
+
+impl ParseError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownPrimitive { .. } => "unknown_primitive",
+            Self::InvalidArguments { .. } => "invalid_arguments",
+            Self::TooDeep { .. } => "action_tree_too_deep",
+            Self::TooManyLeaves { .. } => "action_tree_too_large",
+        }
+    }
+}
+
+/// Declares every primitive once: the enum variant, its argument type, its MCP name and its
+/// class. `classify`, the tool list, the parser and the schema all come from this table, so a
+/// new primitive is one line here plus its argument struct (and its executor in a body).
+macro_rules! actions {
+    ($( $(#[doc = $doc:literal])* $variant:ident($ty:ty) = $name:literal, $class:ident; )*) => {
+        /// One typed request from an agent. Serialized with its primitive name in `type`.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(tag = "type")]
+        pub enum Action {
+            $( $(#[doc = $doc])* #[serde(rename = $name)] $variant($ty), )*
+        }
+
+        impl Action {
+            /// The primitive's MCP name.
+            pub fn primitive(&self) -> &'static str {
+                match self { $( Self::$variant(_) => $name, )* }
+            }
+
+            /// The side-effect class (the `classify()` of the design).
+            pub fn class(&self) -> SideEffectClass {
+                match self { $( Self::$variant(_) => SideEffectClass::$class, )* }
+            }
+
+            /// The paths this action touches by itself, not counting children.
+            pub fn touches(&self) -> Vec<Access> {
+                let mut out = Vec::new();
+                match self { $( Self::$variant(a) => a.touches(&mut out), )* }
+                out
+            }
+
+            /// Parse an MCP tool call. The tree's depth and size are bounded.
+            pub fn from_tool_call(name: &str, arguments: serde_json::Value) -> Result<Action, ParseError> {
+                let action = match name {
+                    $( $name => serde_json::from_value::<$ty>(arguments)
+                        .map(Action::$variant)
+                        .map_err(|source| ParseError::InvalidArguments { primitive: $name, source })?, )*
+                    _ => return Err(ParseError::UnknownPrimitive { name: name.to_owned() }),
+                };
+                action.check_bounds()?;
+                Ok(action)
+            }
+
+            /// The class of a primitive by name.
+            pub fn class_of(name: &str) -> Option<SideEffectClass> {
+                match name { $( $name => Some(SideEffectClass::$class), )* _ => None }
+            }
+        }
+
+        /// Every primitive, in table order.
+        pub fn primitives() -> Vec<PrimitiveSpec> {
+            vec![ $( PrimitiveSpec {
+                name: $name,
+                class: SideEffectClass::$class,
+                description: doc_text(&[$($doc),*]),
+                input_schema: serde_json::to_value(schemars::schema_for!($ty)).unwrap_or_default(),
+            }, )* ]
+        }
+
+        /// Every primitive name, in table order.
+        pub const PRIMITIVE_NAMES: &[&str] = &[ $( $name ),* ];
+    };
+}
+
+fn doc_text(lines: &[&str]) -> String {
+    lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ").trim().to_owned()
+}
+
+actions! {
+    /// Read a text file, or a window of its lines. Class: read_only.
+    ReadFile(fs::ReadFile) = "read_file", ReadOnly;
+    /// Read several text files; each succeeds or fails on its own. Class: read_only.
+    ReadFiles(fs::ReadFiles) = "read_files", ReadOnly;
+    /// Create or replace a file atomically; the old contents stay in the journal. Class: fs_write.
+    WriteFile(fs::WriteFile) = "write_file", FsWrite;
+    /// Replace an exact string in a file, or preview the change with dry_run. Class: fs_write.
+    EditFile(fs::EditFile) = "edit_file", FsWrite;
+    /// Apply a unified diff to one file. Class: fs_write.
+    ApplyPatch(fs::ApplyPatch) = "apply_patch", FsWrite;
+    /// Apply unified diffs to several files, all or nothing. Class: fs_write.
+    PatchSet(fs::PatchSet) = "patch_set", FsWrite;
+    /// Existence, kind, size, mode and mtime of several paths. Class: read_only.
+    StatFiles(fs::StatFiles) = "stat_files", ReadOnly;
+    /// Size, lines, text or binary, media type and blake3 of a file. Class: read_only.
+    FileInfo(fs::FileInfo) = "file_info", ReadOnly;
+    /// Hash a file with blake3 or sha256. Class: read_only.
+    Checksum(fs::Checksum) = "checksum", ReadOnly;
+    /// Move a file or directory to the freedesktop trash, restorable. Class: destructive.
+    MoveToTrash(fs::MoveToTrash) = "move_to_trash", Destructive;
+    /// Bring a trashed item back to its original path. Class: fs_write.
+    RestoreFromTrash(fs::RestoreFromTrash) = "restore_from_trash", FsWrite;
+    /// Judge and project an action tree without running it. Class: meta.
+    Simulate(safety::Simulate) = "simulate", Meta;
+    /// The policy's verdict on an action, without running it. Class: meta.
+    PolicyCheck(safety::PolicyCheck) = "policy_check", Meta;
+    /// Run steps in order, judged whole before the first runs. Class: composite.
+    Pipeline(safety::Pipeline) = "pipeline", Composite;
+    /// Run an action and fall back to another if it fails. Class: composite.
+    Try(safety::Try) = "try", Composite;
+    /// Run one of two actions depending on a condition. Class: composite.
+    If(safety::If) = "if", Composite;
+    /// Fail unless a condition holds. Class: read_only.
+    Assert(safety::Assert) = "assert", ReadOnly;
+    /// Check that a file parses as JSON, TOML or UTF-8. Class: read_only.
+    Validate(safety::Validate) = "validate", ReadOnly;
+    /// This session's recent actions from the journal. Class: meta.
+    SessionHistory(meta::SessionHistory) = "session_history", Meta;
+}
+
+impl Action {
+    /// How deeply composites may nest.
+    pub const DEPTH_MAX: usize = 16;
+    /// Most leaves one action tree may hold.
+    pub const LEAVES_MAX: usize = 1024;
+
+    /// The actions this one runs, with a label for each (`steps[2]`, `then`, ...). Simulate and
+    /// policy_check name an action but never run it, so they have no children.
+    pub fn children(&self) -> Vec<(String, &Action)> {
+        match self {
+            Action::Pipeline(p) => {
+                p.steps.iter().enumerate().map(|(i, a)| (format!("steps[{i}]"), a)).collect()
+            }
+            Action::Try(t) => {
+                let mut out = vec![("action".to_owned(), t.action.as_ref())];
+                if let Some(f) = &t.fallback {
+                    out.push(("fallback".to_owned(), f.as_ref()));
+                }
+                out
+            }
+            Action::If(i) => {
+                let mut out = vec![("then".to_owned(), i.then.as_ref())];
+                if let Some(e) = &i.otherwise {
+                    out.push(("else".to_owned(), e.as_ref()));
+                }
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every leaf (non-composite action) with its path in the tree, depth first.
+    pub fn leaves(&self) -> Vec<(String, &Action)> {
+        let mut out = Vec::new();
+        self.collect_leaves(String::new(), &mut out);
+        out
+    }
+
+    fn collect_leaves<'a>(&'a self, path: String, out: &mut Vec<(String, &'a Action)>) {
+        let children = self.children();
+        if children.is_empty() && self.class() != SideEffectClass::Composite {
+            out.push((path, self));
+            return;
+        }
+        // A composite's own touches (an if's condition) count as a leaf of their own.
+        if !self.touches().is_empty() {
+            out.push((join(&path, "condition"), self));
+        }
+        for (label, child) in children {
+            child.collect_leaves(join(&path, &label), out);
+        }
+    }
+
+    /// Refuse trees deeper than [`Self::DEPTH_MAX`] or wider than [`Self::LEAVES_MAX`].
+    pub fn check_bounds(&self) -> Result<(), ParseError> {
+        fn walk(a: &Action, depth: usize, leaves: &mut usize) -> Result<(), ParseError> {
+            if depth > Action::DEPTH_MAX {
+                return Err(ParseError::TooDeep { max: Action::DEPTH_MAX });
+            }
+            let inner: Vec<&Action> = match a {
+                Action::Simulate(s) => vec![s.action.as_ref()],
+                Action::PolicyCheck(p) => vec![p.action.as_ref()],
+                _ => a.children().into_iter().map(|(_, c)| c).collect(),
+            };
+            if inner.is_empty() {
+                *leaves += 1;
+                if *leaves > Action::LEAVES_MAX {
+                    return Err(ParseError::TooManyLeaves { max: Action::LEAVES_MAX });
+                }
+            }
+            inner.into_iter().try_for_each(|c| walk(c, depth + 1, leaves))
+        }
+        walk(self, 1, &mut 0)
+    }
+}
+
+fn join(path: &str, label: &str) -> String {
+    if path.is_empty() { label.to_owned() } else { format!("{path}.{label}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The class of every primitive, pinned. A new primitive must be added here on purpose.
+    #[test]
+    fn classify_table() {
+        let table: &[(&str, SideEffectClass)] = &[
+            ("read_file", SideEffectClass::ReadOnly),
+            ("read_files", SideEffectClass::ReadOnly),
+            ("write_file", SideEffectClass::FsWrite),
+            ("edit_file", SideEffectClass::FsWrite),
+            ("apply_patch", SideEffectClass::FsWrite),
+            ("patch_set", SideEffectClass::FsWrite),
+            ("stat_files", SideEffectClass::ReadOnly),
+            ("file_info", SideEffectClass::ReadOnly),
+            ("checksum", SideEffectClass::ReadOnly),
+            ("move_to_trash", SideEffectClass::Destructive),
+            ("restore_from_trash", SideEffectClass::FsWrite),
+            ("simulate", SideEffectClass::Meta),
+            ("policy_check", SideEffectClass::Meta),
+            ("pipeline", SideEffectClass::Composite),
+            ("try", SideEffectClass::Composite),
+            ("if", SideEffectClass::Composite),
+            ("assert", SideEffectClass::ReadOnly),
+            ("validate", SideEffectClass::ReadOnly),
+            ("session_history", SideEffectClass::Meta),
+        ];
+        assert_eq!(table.len(), PRIMITIVE_NAMES.len(), "every primitive is in the table");
+        for (name, class) in table {
+            assert_eq!(Action::class_of(name), Some(*class), "{name}");
+        }
+        let specs = primitives();
+        for spec in &specs {
+            assert_eq!(Action::class_of(spec.name), Some(spec.class));
+            assert!(!spec.description.is_empty(), "{} has a description", spec.name);
+            assert_eq!(spec.input_schema["type"], "object", "{} schema is an object", spec.name);
+        }
+    }
+
+    #[test]
+    fn parses_and_classifies_a_value() {
+        let a = Action::from_tool_call(
+            "write_file",
+            json!({"path": "a.txt", "content": "hi"}),
+        )
+        .unwrap();
+        assert_eq!(a.class(), SideEffectClass::FsWrite);
+        assert_eq!(a.touches(), vec![Access::write("a.txt")]);
+        // Round trip through the tagged form the journal stores.
+        let tagged = serde_json::to_value(&a).unwrap();
+        assert_eq!(tagged["type"], "write_file");
+        assert_eq!(serde_json::from_value::<Action>(tagged).unwrap(), a);
+    }
+
+    #[test]
+    fn parse_errors_are_coded() {
+        let unknown = Action::from_tool_call("rm_rf", json!({})).unwrap_err();
+        assert_eq!(unknown.code(), "unknown_primitive");
+        let missing = Action::from_tool_call("read_file", json!({})).unwrap_err();
+        assert_eq!(missing.code(), "invalid_arguments");
+        let extra = Action::from_tool_call("read_file", json!({"path": "a", "x": 1})).unwrap_err();
+        assert_eq!(extra.code(), "invalid_arguments");
+        let wrong_type = Action::from_tool_call("read_file", json!({"path": 7})).unwrap_err();
+        assert_eq!(wrong_type.code(), "invalid_arguments");
+    }
+
+    #[test]
+    fn deep_trees_are_refused() {
+        let mut v = json!({"type": "read_file", "path": "a"});
+        for _ in 0..Action::DEPTH_MAX + 2 {
+            v = json!({"type": "pipeline", "steps": [v]});
+        }
+        let err = Action::from_tool_call("pipeline", json!({"steps": [v]})).unwrap_err();
+        assert_eq!(err.code(), "action_tree_too_deep");
+    }
+
+    #[test]
+    fn wide_trees_are_refused() {
+        let steps: Vec<_> = (0..Action::LEAVES_MAX + 1)
+            .map(|i| json!({"type": "read_file", "path": format!("f{i}")}))
+            .collect();
+        let err = Action::from_tool_call("pipeline", json!({"steps": steps})).unwrap_err();
+        assert_eq!(err.code(), "action_tree_too_large");
+    }
+
+    #[test]
+    fn leaves_are_labelled_by_their_place_in_the_tree() {
+        let a = Action::from_tool_call(
+            "pipeline",
+            json!({"steps": [
+                {"type": "read_file", "path": "a"},
+                {"type": "if", "condition": {"kind": "file_exists", "path": "c"},
+                 "then": {"type": "write_file", "path": "b", "content": ""}},
+            ]}),
+        )
+        .unwrap();
+        let labels: Vec<_> = a.leaves().into_iter().map(|(l, a)| (l, a.primitive())).collect();
+        assert_eq!(
+            labels,
+            vec![
+                ("steps[0]".to_owned(), "read_file"),
+                ("steps[1].condition".to_owned(), "if"),
+                ("steps[1].then".to_owned(), "write_file"),
+            ]
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! The vocabulary of aido: every request an agent can make is a variant of [`Action`].
+//!
+//! Actions are plain data. This crate does no I/O, reads no clock and spawns nothing, so the
+//! same values can be judged by the policy, journaled, simulated and replayed deterministically.
+//! Every primitive is declared once, in the `actions!` table in [`action`]; its class, its JSON
+//! schema, its MCP tool and its parser all come from that one line.
+//!
+//! ```
+//! use aido_actions::{Action, SideEffectClass};
+//! let action = Action::from_tool_call("read_file", serde_json::json!({"path": "notes.txt"})).unwrap();
+//! assert_eq!(action.class(), SideEffectClass::ReadOnly);
+//! assert_eq!(action.primitive(), "read_file");
+//! ```
+
+/// The `Action` enum, the primitive table and tool-call parsing.
+pub mod action;
+/// What an action touches: paths read, written and deleted, for the policy and simulate.
+pub mod access;
+/// Side-effect classes and the MCP hints derived from them.
+pub mod class;
+/// Conditions used by `if` and `assert`.
+pub mod condition;
+/// Filesystem primitives.
+pub mod fs;
+/// Meta primitives: questions an agent asks about its own session.
+pub mod meta;
+/// What a finished action returns: output, effects and the nondeterministic inputs it saw.
+pub mod outcome;
+/// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate.
+pub mod safety;
+/// The policy chain's answer, shared by the policy, the journal and every surface.
+pub mod verdict;
+
+pub use action::{Action, ParseError, PrimitiveSpec, primitives};
+pub use access::{Access, AccessKind};
+pub use class::SideEffectClass;
+pub use condition::Condition;
+pub use outcome::{Effect, Failure, Input, Outcome};
+pub use verdict::Verdict;

@@ -1,0 +1,103 @@
+use serde::{Deserialize, Serialize};
+
+/// What a successful action returns, and what the journal keeps of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// A short text for the agent (for read_file, the file's text).
+    pub text: String,
+    /// Structured output (MCP `structuredContent`).
+    pub output: serde_json::Value,
+    /// Changes made to the world, in order, with enough to redo or undo them from blobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
+    /// Every nondeterministic input the body saw, so playback can reproduce the result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<Input>,
+}
+
+impl Outcome {
+    /// An outcome with only structured output; its text is the output as JSON.
+    pub fn from_output(output: serde_json::Value) -> Self {
+        let text = output.to_string();
+        Self { text, output, effects: Vec::new(), inputs: Vec::new() }
+    }
+}
+
+/// One change to the world. Paths are resolved absolute paths; `blob` and `before` are blake3
+/// hashes (hex) of contents stored in the journal's blob store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum Effect {
+    /// A file now holds the blob's bytes; `before` is what it held, if it existed.
+    FileWritten {
+        /// Resolved path.
+        path: String,
+        /// Hash of the new contents.
+        blob: String,
+        /// Hash of the previous contents, if the file existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
+    },
+    /// A file or directory was moved.
+    Moved {
+        /// Where it was.
+        from: String,
+        /// Where it is now.
+        to: String,
+    },
+    /// A directory was created.
+    DirCreated {
+        /// Resolved path.
+        path: String,
+    },
+    /// A file was removed; `before` holds its contents.
+    FileRemoved {
+        /// Resolved path.
+        path: String,
+        /// Hash of the removed contents.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
+    },
+}
+
+/// A nondeterministic input an action saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum Input {
+    /// The wall clock, in milliseconds since the Unix epoch.
+    Clock {
+        /// Milliseconds since the epoch.
+        unix_ms: u64,
+    },
+    /// A human's answer to a confirmation.
+    HumanAnswer {
+        /// Whether the human approved.
+        approved: bool,
+    },
+}
+
+/// Why an action did not succeed: a stable code, a sentence for people, optional details.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Failure {
+    /// Stable, snake_case, never reused (see each crate's code table).
+    pub code: String,
+    /// What happened, for people.
+    pub message: String,
+    /// Structured context (paths, sizes, limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+impl Failure {
+    /// A failure without details.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self { code: code.to_owned(), message: message.into(), details: None }
+    }
+
+    /// Attach structured details.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}

@@ -1,0 +1,357 @@
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in defaults, as TOML: the first layer under every config.
+pub const DEFAULTS_TOML: &str = r#"
+# readonly | confirm | normal
+mode = "normal"
+# Relative paths in actions are resolved against this directory.
+workdir = "~"
+
+[paths]
+# Roots an agent may read from (write roots are readable too).
+read = ["~"]
+# Roots an agent may write to.
+write = ["~"]
+# Globs that are refused whatever the roots say. Deny lists add up across layers.
+deny = ["**/.ssh/**", "/etc/shadow", "**/.env"]
+
+[actions]
+# Meta primitives that skip every gate.
+always_allow = ["session_history", "simulate", "policy_check"]
+# Primitives that always ask a human first, whatever the mode.
+confirm = []
+# Per-primitive switch; a primitive not listed is enabled.
+enabled = {}
+
+[desktop]
+# Desktop and VM-screen actions are refused unless this is true.
+enabled = false
+
+[limits]
+# Largest tools/call arguments, in bytes.
+argument_bytes_max = 8388608
+# Largest file read_file returns whole, in bytes.
+read_bytes_max = 8388608
+# Largest journal record after large strings move to blobs, in bytes.
+record_bytes_max = 1048576
+# Largest blob (file contents, outputs), in bytes.
+blob_bytes_max = 67108864
+# Most records one session may hold.
+records_per_session_max = 1000000
+# Most actions one session may run at once.
+in_flight_actions_max = 8
+# Longest one body call may take, in milliseconds.
+action_timeout_ms = 120000
+# Longest a human may take to answer a confirmation, in milliseconds.
+confirm_timeout_ms = 300000
+"#;
+
+/// How much the agent may do without asking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Only read_only, meta and composite-of-those actions run.
+    Readonly,
+    /// Every action that changes the world asks a human first.
+    Confirm,
+    /// Actions within the walls run.
+    Normal,
+}
+
+/// The effective configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// See [`Mode`].
+    pub mode: Mode,
+    /// Where relative paths start.
+    pub workdir: String,
+    /// Path walls and deny globs.
+    pub paths: Paths,
+    /// Per-primitive switches.
+    pub actions: Actions,
+    /// The desktop gate.
+    pub desktop: Desktop,
+    /// Named limits.
+    pub limits: Limits,
+}
+
+/// `[paths]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paths {
+    /// Read roots.
+    pub read: Vec<String>,
+    /// Write roots.
+    pub write: Vec<String>,
+    /// Deny globs.
+    pub deny: Vec<String>,
+}
+
+/// `[actions]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Actions {
+    /// Meta primitives that skip every gate.
+    pub always_allow: Vec<String>,
+    /// Primitives that always ask first.
+    pub confirm: Vec<String>,
+    /// Per-primitive enable map.
+    pub enabled: BTreeMap<String, bool>,
+}
+
+/// `[desktop]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Desktop {
+    /// Whether desktop-class actions may run at all.
+    pub enabled: bool,
+}
+
+/// `[limits]`: every bound aido enforces, with its unit last.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Largest tools/call arguments.
+    pub argument_bytes_max: u64,
+    /// Largest whole-file read.
+    pub read_bytes_max: u64,
+    /// Largest encoded journal record.
+    pub record_bytes_max: u64,
+    /// Largest blob.
+    pub blob_bytes_max: u64,
+    /// Most records per session.
+    pub records_per_session_max: u64,
+    /// Most concurrent actions per session.
+    pub in_flight_actions_max: u32,
+    /// Longest body call.
+    pub action_timeout_ms: u64,
+    /// Longest wait for a human.
+    pub confirm_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        // The defaults are a constant parsed by a test; failing here is a build defect.
+        #[allow(clippy::expect_used)]
+        Layered::from_layers(&[])
+            .expect("built-in defaults parse")
+            .config
+    }
+}
+
+/// Where a layer came from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "source", content = "path")]
+pub enum Source {
+    /// Compiled into aido.
+    Defaults,
+    /// A file (`~/.aido/config.toml` or `--config`).
+    File(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Defaults => f.write_str("defaults"),
+            Self::File(p) => f.write_str(p),
+        }
+    }
+}
+
+/// A config file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML.
+    #[error("{source_name}: {error}")]
+    Syntax {
+        /// Which layer.
+        source_name: String,
+        /// The parser's message.
+        error: String,
+    },
+    /// TOML, but not aido's shape (unknown key, wrong type).
+    #[error("invalid config: {error}")]
+    Shape {
+        /// The message.
+        error: String,
+    },
+    /// A value that makes no sense (always_allow of a non-meta primitive, a bad glob).
+    #[error("invalid config value {key}: {reason}")]
+    Value {
+        /// Dotted key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Syntax { .. } => "config_syntax",
+            Self::Shape { .. } => "config_shape",
+            Self::Value { .. } => "config_value",
+        }
+    }
+}
+
+/// The effective config and, for every leaf key, the layer it came from.
+#[derive(Clone, Debug)]
+pub struct Layered {
+    /// The merged config.
+    pub config: Config,
+    /// Dotted key -> the layers that set it (more than one only for lists that add up).
+    pub sources: BTreeMap<String, Vec<Source>>,
+}
+
+/// Keys whose lists add up across layers instead of being replaced: a later layer can never
+/// remove a deny glob.
+const ADDITIVE_KEYS: &[&str] = &["paths.deny"];
+
+impl Layered {
+    /// Merge the defaults with `layers` (lowest first). Tables merge key by key; a value in a
+    /// later layer replaces the earlier one, except lists in [`ADDITIVE_KEYS`], which add up.
+    pub fn from_layers(layers: &[(Source, &str)]) -> Result<Self, ConfigError> {
+        let mut merged = toml::Table::new();
+        let mut sources = BTreeMap::new();
+        let all = std::iter::once((Source::Defaults, DEFAULTS_TOML))
+            .chain(layers.iter().map(|(s, t)| (s.clone(), *t)));
+        for (source, text) in all {
+            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+                ConfigError::Syntax { source_name: source.to_string(), error: e.to_string() }
+            })?;
+            merge(&mut merged, table, "", &source, &mut sources);
+        }
+        let config: Config = toml::Value::Table(merged)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Shape { error: e.to_string() })?;
+        config.check()?;
+        Ok(Self { config, sources })
+    }
+}
+
+fn merge(
+    into: &mut toml::Table,
+    from: toml::Table,
+    prefix: &str,
+    source: &Source,
+    sources: &mut BTreeMap<String, Vec<Source>>,
+) {
+    for (key, value) in from {
+        let dotted = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(existing)), toml::Value::Table(table)) => {
+                merge(existing, table, &dotted, source, sources);
+            }
+            (Some(toml::Value::Array(existing)), toml::Value::Array(items))
+                if ADDITIVE_KEYS.contains(&dotted.as_str()) =>
+            {
+                for item in items {
+                    if !existing.contains(&item) {
+                        existing.push(item);
+                    }
+                }
+                sources.entry(dotted).or_default().push(source.clone());
+            }
+            (_, value) => {
+                if let toml::Value::Table(t) = &value {
+                    for k in t.keys() {
+                        sources.insert(format!("{dotted}.{k}"), vec![source.clone()]);
+                    }
+                }
+                into.insert(key, value);
+                sources.insert(dotted, vec![source.clone()]);
+            }
+        }
+    }
+}
+
+impl Config {
+    fn check(&self) -> Result<(), ConfigError> {
+        for name in &self.actions.always_allow {
+            match aido_actions::Action::class_of(name) {
+                Some(aido_actions::SideEffectClass::Meta) => {}
+                Some(class) => {
+                    return Err(ConfigError::Value {
+                        key: "actions.always_allow".into(),
+                        reason: format!("{name} is {class}; only meta primitives may skip the gates"),
+                    });
+                }
+                None => {
+                    return Err(ConfigError::Value {
+                        key: "actions.always_allow".into(),
+                        reason: format!("no primitive is named {name}"),
+                    });
+                }
+            }
+        }
+        for name in self.actions.confirm.iter().chain(self.actions.enabled.keys()) {
+            if aido_actions::Action::class_of(name).is_none() {
+                return Err(ConfigError::Value {
+                    key: "actions".into(),
+                    reason: format!("no primitive is named {name}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The effective config as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse_and_say_where_they_came_from() {
+        let layered = Layered::from_layers(&[]).unwrap();
+        assert_eq!(layered.config.mode, Mode::Normal);
+        assert!(layered.config.paths.deny.contains(&"**/.ssh/**".to_owned()));
+        assert!(!layered.config.desktop.enabled);
+        assert_eq!(layered.sources["mode"], vec![Source::Defaults]);
+    }
+
+    #[test]
+    fn a_file_overrides_values_and_adds_deny_globs() {
+        let file = Source::File("/x/config.toml".into());
+        let layered = Layered::from_layers(&[(
+            file.clone(),
+            "mode = \"readonly\"\n[paths]\ndeny = [\"**/secrets/**\"]\n[limits]\nread_bytes_max = 10\n",
+        )])
+        .unwrap();
+        let c = &layered.config;
+        assert_eq!(c.mode, Mode::Readonly);
+        assert_eq!(c.limits.read_bytes_max, 10);
+        assert_eq!(c.limits.blob_bytes_max, 67108864, "untouched keys keep their default");
+        assert!(c.paths.deny.contains(&"**/.ssh/**".to_owned()), "a layer cannot drop a deny");
+        assert!(c.paths.deny.contains(&"**/secrets/**".to_owned()));
+        assert_eq!(layered.sources["mode"], vec![file.clone()]);
+        assert_eq!(layered.sources["limits.read_bytes_max"], vec![file.clone()]);
+        assert_eq!(layered.sources["limits.blob_bytes_max"], vec![Source::Defaults]);
+        assert_eq!(layered.sources["paths.deny"], vec![Source::Defaults, file]);
+    }
+
+    #[test]
+    fn bad_configs_are_coded() {
+        let f = || Source::File("c.toml".into());
+        let cases: &[(&str, &str)] = &[
+            ("mode = ", "config_syntax"),
+            ("colour = true", "config_shape"),
+            ("mode = \"yolo\"", "config_shape"),
+            ("[actions]\nalways_allow = [\"write_file\"]", "config_value"),
+            ("[actions]\nconfirm = [\"nope\"]", "config_value"),
+        ];
+        for (text, code) in cases {
+            let err = Layered::from_layers(&[(f(), text)]).unwrap_err();
+            assert_eq!(err.code(), *code, "{text}");
+        }
+    }
+}
