@@ -31,15 +31,24 @@ pub struct Access {
 impl Access {
     /// A read of `path`.
     pub fn read(path: &str) -> Self {
-        Self { path: path.to_owned(), kind: AccessKind::Read }
+        Self {
+            path: path.to_owned(),
+            kind: AccessKind::Read,
+        }
     }
     /// A write of `path`.
     pub fn write(path: &str) -> Self {
-        Self { path: path.to_owned(), kind: AccessKind::Write }
+        Self {
+            path: path.to_owned(),
+            kind: AccessKind::Write,
+        }
     }
     /// A removal of `path`.
     pub fn delete(path: &str) -> Self {
-        Self { path: path.to_owned(), kind: AccessKind::Delete }
+        Self {
+            path: path.to_owned(),
+            kind: AccessKind::Delete,
+        }
     }
 }
 

@@ -125,7 +125,13 @@ macro_rules! actions {
 }
 
 fn doc_text(lines: &[&str]) -> String {
-    lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ").trim().to_owned()
+    lines
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim()
+        .to_owned()
 }
 
 actions! {
@@ -179,9 +185,12 @@ impl Action {
     /// policy_check name an action but never run it, so they have no children.
     pub fn children(&self) -> Vec<(String, &Action)> {
         match self {
-            Action::Pipeline(p) => {
-                p.steps.iter().enumerate().map(|(i, a)| (format!("steps[{i}]"), a)).collect()
-            }
+            Action::Pipeline(p) => p
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("steps[{i}]"), a))
+                .collect(),
             Action::Try(t) => {
                 let mut out = vec![("action".to_owned(), t.action.as_ref())];
                 if let Some(f) = &t.fallback {
@@ -226,7 +235,9 @@ impl Action {
     pub fn check_bounds(&self) -> Result<(), ParseError> {
         fn walk(a: &Action, depth: usize, leaves: &mut usize) -> Result<(), ParseError> {
             if depth > Action::DEPTH_MAX {
-                return Err(ParseError::TooDeep { max: Action::DEPTH_MAX });
+                return Err(ParseError::TooDeep {
+                    max: Action::DEPTH_MAX,
+                });
             }
             let inner: Vec<&Action> = match a {
                 Action::Simulate(s) => vec![s.action.as_ref()],
@@ -236,17 +247,25 @@ impl Action {
             if inner.is_empty() {
                 *leaves += 1;
                 if *leaves > Action::LEAVES_MAX {
-                    return Err(ParseError::TooManyLeaves { max: Action::LEAVES_MAX });
+                    return Err(ParseError::TooManyLeaves {
+                        max: Action::LEAVES_MAX,
+                    });
                 }
             }
-            inner.into_iter().try_for_each(|c| walk(c, depth + 1, leaves))
+            inner
+                .into_iter()
+                .try_for_each(|c| walk(c, depth + 1, leaves))
         }
         walk(self, 1, &mut 0)
     }
 }
 
 fn join(path: &str, label: &str) -> String {
-    if path.is_empty() { label.to_owned() } else { format!("{path}.{label}") }
+    if path.is_empty() {
+        label.to_owned()
+    } else {
+        format!("{path}.{label}")
+    }
 }
 
 #[cfg(test)]
@@ -278,25 +297,34 @@ mod tests {
             ("validate", SideEffectClass::ReadOnly),
             ("session_history", SideEffectClass::Meta),
         ];
-        assert_eq!(table.len(), PRIMITIVE_NAMES.len(), "every primitive is in the table");
+        assert_eq!(
+            table.len(),
+            PRIMITIVE_NAMES.len(),
+            "every primitive is in the table"
+        );
         for (name, class) in table {
             assert_eq!(Action::class_of(name), Some(*class), "{name}");
         }
         let specs = primitives();
         for spec in &specs {
             assert_eq!(Action::class_of(spec.name), Some(spec.class));
-            assert!(!spec.description.is_empty(), "{} has a description", spec.name);
-            assert_eq!(spec.input_schema["type"], "object", "{} schema is an object", spec.name);
+            assert!(
+                !spec.description.is_empty(),
+                "{} has a description",
+                spec.name
+            );
+            assert_eq!(
+                spec.input_schema["type"], "object",
+                "{} schema is an object",
+                spec.name
+            );
         }
     }
 
     #[test]
     fn parses_and_classifies_a_value() {
-        let a = Action::from_tool_call(
-            "write_file",
-            json!({"path": "a.txt", "content": "hi"}),
-        )
-        .unwrap();
+        let a = Action::from_tool_call("write_file", json!({"path": "a.txt", "content": "hi"}))
+            .unwrap();
         assert_eq!(a.class(), SideEffectClass::FsWrite);
         assert_eq!(a.touches(), vec![Access::write("a.txt")]);
         // Round trip through the tagged form the journal stores.
@@ -347,7 +375,11 @@ mod tests {
             ]}),
         )
         .unwrap();
-        let labels: Vec<_> = a.leaves().into_iter().map(|(l, a)| (l, a.primitive())).collect();
+        let labels: Vec<_> = a
+            .leaves()
+            .into_iter()
+            .map(|(l, a)| (l, a.primitive()))
+            .collect();
         assert_eq!(
             labels,
             vec![

@@ -65,7 +65,11 @@ impl SideEffectClass {
     pub fn destructive_hint(self) -> bool {
         matches!(
             self,
-            Self::Destructive | Self::Composite | Self::ProcessSpawn | Self::Network | Self::Desktop
+            Self::Destructive
+                | Self::Composite
+                | Self::ProcessSpawn
+                | Self::Network
+                | Self::Desktop
         )
     }
 

@@ -12,10 +12,10 @@
 //! assert_eq!(action.primitive(), "read_file");
 //! ```
 
-/// The `Action` enum, the primitive table and tool-call parsing.
-pub mod action;
 /// What an action touches: paths read, written and deleted, for the policy and simulate.
 pub mod access;
+/// The `Action` enum, the primitive table and tool-call parsing.
+pub mod action;
 /// Side-effect classes and the MCP hints derived from them.
 pub mod class;
 /// Conditions used by `if` and `assert`.
@@ -31,8 +31,8 @@ pub mod safety;
 /// The policy chain's answer, shared by the policy, the journal and every surface.
 pub mod verdict;
 
-pub use action::{Action, ParseError, PrimitiveSpec, primitives};
 pub use access::{Access, AccessKind};
+pub use action::{Action, ParseError, PrimitiveSpec, primitives};
 pub use class::SideEffectClass;
 pub use condition::Condition;
 pub use outcome::{Effect, Failure, Input, Outcome};

@@ -19,7 +19,12 @@ impl Outcome {
     /// An outcome with only structured output; its text is the output as JSON.
     pub fn from_output(output: serde_json::Value) -> Self {
         let text = output.to_string();
-        Self { text, output, effects: Vec::new(), inputs: Vec::new() }
+        Self {
+            text,
+            output,
+            effects: Vec::new(),
+            inputs: Vec::new(),
+        }
     }
 }
 
@@ -92,7 +97,11 @@ pub struct Failure {
 impl Failure {
     /// A failure without details.
     pub fn new(code: &str, message: impl Into<String>) -> Self {
-        Self { code: code.to_owned(), message: message.into(), details: None }
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// Attach structured details.

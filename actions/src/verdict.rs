@@ -80,12 +80,21 @@ pub enum Verdict {
 impl Verdict {
     /// A denial without a leaf.
     pub fn deny(gate: Gate, code: &str, reason: impl Into<String>) -> Self {
-        Self::Deny { gate, code: code.to_owned(), reason: reason.into(), leaf: None }
+        Self::Deny {
+            gate,
+            code: code.to_owned(),
+            reason: reason.into(),
+            leaf: None,
+        }
     }
 
     /// A confirmation without a leaf.
     pub fn confirm(gate: Gate, reason: impl Into<String>) -> Self {
-        Self::Confirm { gate, reason: reason.into(), leaf: None }
+        Self::Confirm {
+            gate,
+            reason: reason.into(),
+            leaf: None,
+        }
     }
 
     /// True for Allow.

@@ -1,1 +1,37 @@
+//! The journal: the truth about every session, append-only, on sled.
+//!
+//! Each session is a chain of [`Record`]s with gap-free seqs from 1. Every record carries the
+//! blake3 hash of the one before it, so altering any byte breaks the chain at that seq, and
+//! [`Journal::verify`] names it. Long strings (file contents, outputs) move out of records into
+//! a content-addressed blob store, so identical contents are stored once. One writer thread
+//! owns all appends and group-commits them: it drains whatever is queued, writes it as one
+//! batch, flushes once, and only then acknowledges — so an acknowledged record survives
+//! `kill -9`, and under load one flush serves many records.
+//!
+//! ```
+//! use aido_journal::{CommitMode, Event, Journal, Limits, SessionId};
+//! let dir = tempfile::tempdir().unwrap();
+//! let journal = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+//! let session = SessionId::from_bytes([7; 16]);
+//! let started = Event::SessionStarted { client: None, cwd: "/w".into(), runtime: "test".into() };
+//! let appended = journal.append_blocking(session, 1, started).unwrap();
+//! assert_eq!(appended.seq, 1);
+//! assert!(journal.verify(session).unwrap().broken.is_none());
+//! ```
 
+/// The blob store and the moving of long strings out of records.
+mod blobs;
+/// Where journals live under `AIDO_HOME`, and reading one a running aido holds.
+pub mod dir;
+/// Errors and their stable codes.
+pub mod error;
+/// Records, events and session ids.
+pub mod record;
+/// The group-committing writer thread.
+mod writer;
+
+mod journal;
+
+pub use error::{AppendError, OpenError, ReadError};
+pub use journal::{Appended, Broken, CommitMode, Journal, Limits, SessionSummary, VerifyReport};
+pub use record::{Event, FORMAT_VERSION, Record, SessionId};

@@ -12,7 +12,10 @@ fn engine(home: &std::path::Path) -> PolicyEngine {
 deny = ["**/.git/objects/**", "**/*.pem", "**/id_rsa*", "**/secrets/**", "/etc/**", "**/.npmrc", "**/node_modules/.bin/**"]
 "#;
     let config = Layered::from_layers(&[(Source::File("bench".into()), text)]).map(|l| l.config);
-    let env = Environment { home: home.to_owned(), aido_home: home.join(".aido") };
+    let env = Environment {
+        home: home.to_owned(),
+        aido_home: home.join(".aido"),
+    };
     match config.and_then(|c| PolicyEngine::new(&c, &env, &FsResolver)) {
         Ok(e) => e,
         Err(e) => panic!("bench config: {e}"),
@@ -24,7 +27,11 @@ fn bench(c: &mut Criterion) {
     let home = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
     std::fs::create_dir_all(home.join("project/src")).unwrap_or_else(|e| panic!("{e}"));
     let engine = engine(&home);
-    assert_eq!(engine.config().paths.deny.len(), 10, "3 built-in + 7 configured deny globs");
+    assert_eq!(
+        engine.config().paths.deny.len(),
+        10,
+        "3 built-in + 7 configured deny globs"
+    );
     let ctx = SessionContext::new(home.join("project"));
     let write = Action::from_tool_call(
         "write_file",

@@ -221,14 +221,20 @@ impl Layered {
         let all = std::iter::once((Source::Defaults, DEFAULTS_TOML))
             .chain(layers.iter().map(|(s, t)| (s.clone(), *t)));
         for (source, text) in all {
-            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-                ConfigError::Syntax { source_name: source.to_string(), error: e.to_string() }
-            })?;
+            let table: toml::Table =
+                text.parse()
+                    .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                        source_name: source.to_string(),
+                        error: e.to_string(),
+                    })?;
             merge(&mut merged, table, "", &source, &mut sources);
         }
-        let config: Config = toml::Value::Table(merged)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Shape { error: e.to_string() })?;
+        let config: Config =
+            toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Shape {
+                    error: e.to_string(),
+                })?;
         config.check()?;
         Ok(Self { config, sources })
     }
@@ -242,7 +248,11 @@ fn merge(
     sources: &mut BTreeMap<String, Vec<Source>>,
 ) {
     for (key, value) in from {
-        let dotted = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let dotted = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         match (into.get_mut(&key), value) {
             (Some(toml::Value::Table(existing)), toml::Value::Table(table)) => {
                 merge(existing, table, &dotted, source, sources);
@@ -278,7 +288,9 @@ impl Config {
                 Some(class) => {
                     return Err(ConfigError::Value {
                         key: "actions.always_allow".into(),
-                        reason: format!("{name} is {class}; only meta primitives may skip the gates"),
+                        reason: format!(
+                            "{name} is {class}; only meta primitives may skip the gates"
+                        ),
                     });
                 }
                 None => {
@@ -289,7 +301,12 @@ impl Config {
                 }
             }
         }
-        for name in self.actions.confirm.iter().chain(self.actions.enabled.keys()) {
+        for name in self
+            .actions
+            .confirm
+            .iter()
+            .chain(self.actions.enabled.keys())
+        {
             if aido_actions::Action::class_of(name).is_none() {
                 return Err(ConfigError::Value {
                     key: "actions".into(),
@@ -330,12 +347,21 @@ mod tests {
         let c = &layered.config;
         assert_eq!(c.mode, Mode::Readonly);
         assert_eq!(c.limits.read_bytes_max, 10);
-        assert_eq!(c.limits.blob_bytes_max, 67108864, "untouched keys keep their default");
-        assert!(c.paths.deny.contains(&"**/.ssh/**".to_owned()), "a layer cannot drop a deny");
+        assert_eq!(
+            c.limits.blob_bytes_max, 67108864,
+            "untouched keys keep their default"
+        );
+        assert!(
+            c.paths.deny.contains(&"**/.ssh/**".to_owned()),
+            "a layer cannot drop a deny"
+        );
         assert!(c.paths.deny.contains(&"**/secrets/**".to_owned()));
         assert_eq!(layered.sources["mode"], vec![file.clone()]);
         assert_eq!(layered.sources["limits.read_bytes_max"], vec![file.clone()]);
-        assert_eq!(layered.sources["limits.blob_bytes_max"], vec![Source::Defaults]);
+        assert_eq!(
+            layered.sources["limits.blob_bytes_max"],
+            vec![Source::Defaults]
+        );
         assert_eq!(layered.sources["paths.deny"], vec![Source::Defaults, file]);
     }
 

@@ -30,7 +30,10 @@ pub struct SessionContext {
 impl SessionContext {
     /// A context with every capability.
     pub fn new(cwd: PathBuf) -> Self {
-        Self { cwd, capabilities: None }
+        Self {
+            cwd,
+            capabilities: None,
+        }
     }
 }
 
@@ -71,7 +74,11 @@ impl PolicyEngine {
         env: &Environment,
         resolver: &dyn PathResolver,
     ) -> Result<Self, ConfigError> {
-        let real = |p: &Path| resolver.resolve(p).unwrap_or_else(|_| normalize_lexically(p));
+        let real = |p: &Path| {
+            resolver
+                .resolve(p)
+                .unwrap_or_else(|_| normalize_lexically(p))
+        };
         let home = real(&env.home);
         let expand_root = |key: &str, s: &String| -> Result<PathBuf, ConfigError> {
             let p = expand_tilde(s, &home).ok_or_else(|| ConfigError::Value {
@@ -86,8 +93,12 @@ impl PolicyEngine {
             }
             Ok(real(&p))
         };
-        let read_roots =
-            config.paths.read.iter().map(|s| expand_root("paths.read", s)).collect::<Result<_, _>>()?;
+        let read_roots = config
+            .paths
+            .read
+            .iter()
+            .map(|s| expand_root("paths.read", s))
+            .collect::<Result<_, _>>()?;
         let write_roots = config
             .paths
             .write
@@ -108,16 +119,21 @@ impl PolicyEngine {
                 forms.push(dir.to_owned());
             }
             for form in forms {
-                let glob = GlobBuilder::new(&form).literal_separator(true).build().map_err(|e| {
-                    ConfigError::Value { key: "paths.deny".into(), reason: e.to_string() }
-                })?;
+                let glob = GlobBuilder::new(&form)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| ConfigError::Value {
+                        key: "paths.deny".into(),
+                        reason: e.to_string(),
+                    })?;
                 builder.add(glob);
                 deny_globs.push(pattern.clone());
             }
         }
-        let deny = builder
-            .build()
-            .map_err(|e| ConfigError::Value { key: "paths.deny".into(), reason: e.to_string() })?;
+        let deny = builder.build().map_err(|e| ConfigError::Value {
+            key: "paths.deny".into(),
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             always_allow: config.actions.always_allow.iter().cloned().collect(),
             confirm: config.actions.confirm.iter().cloned().collect(),
@@ -171,7 +187,13 @@ impl PolicyEngine {
     ) -> Verdict {
         let primitive = action.primitive();
         let class = action.class();
-        let leaf = || if at.is_empty() { None } else { Some(at.to_owned()) };
+        let leaf = || {
+            if at.is_empty() {
+                None
+            } else {
+                Some(at.to_owned())
+            }
+        };
         let deny = |gate: Gate, code: &str, reason: String| Verdict::Deny {
             gate,
             code: code.to_owned(),
@@ -233,7 +255,11 @@ impl PolicyEngine {
         // pipeline_preflight: a composite is judged by every leaf it could run; the first
         // denied leaf refuses the whole tree.
         for (label, child) in action.children() {
-            let child_at = if at.is_empty() { label } else { format!("{at}.{label}") };
+            let child_at = if at.is_empty() {
+                label
+            } else {
+                format!("{at}.{label}")
+            };
             match self.judge(child, ctx, resolver, &child_at) {
                 Verdict::Allow => {}
                 d @ Verdict::Deny { .. } => return d,
@@ -253,17 +279,16 @@ impl PolicyEngine {
         }
 
         // capabilities: composites are judged by their leaves.
-        if let Some(grants) = &ctx.capabilities {
-            if class != SideEffectClass::Composite
-                && !grants.contains(primitive)
-                && !grants.contains(class.name())
-            {
-                return deny(
-                    Gate::Capabilities,
-                    "capability_missing",
-                    format!("this session was not granted {primitive} ({class})"),
-                );
-            }
+        if let Some(grants) = &ctx.capabilities
+            && class != SideEffectClass::Composite
+            && !grants.contains(primitive)
+            && !grants.contains(class.name())
+        {
+            return deny(
+                Gate::Capabilities,
+                "capability_missing",
+                format!("this session was not granted {primitive} ({class})"),
+            );
         }
 
         confirm.unwrap_or(Verdict::Allow)
@@ -292,16 +317,28 @@ impl PolicyEngine {
                 return Err((
                     Gate::DenyPatterns,
                     "path_denied_by_pattern",
-                    format!("{given} ({}) matches the deny pattern {pattern}", candidate.display()),
+                    format!(
+                        "{given} ({}) matches the deny pattern {pattern}",
+                        candidate.display()
+                    ),
                 ));
             }
         }
-        Ok(PathCheck { given: given.to_owned(), lexical, resolved, root, kind })
+        Ok(PathCheck {
+            given: given.to_owned(),
+            lexical,
+            resolved,
+            root,
+            kind,
+        })
     }
 
     /// The deny glob `path` matches, if any.
     pub fn denied_by_pattern(&self, path: &Path) -> Option<&str> {
-        self.deny.matches(path).first().map(|i| self.deny_globs[*i].as_str())
+        self.deny
+            .matches(path)
+            .first()
+            .map(|i| self.deny_globs[*i].as_str())
     }
 
     /// The wall root that admits a resolved path for this kind of access.
@@ -315,7 +352,10 @@ impl PolicyEngine {
             return Err((
                 Gate::PathWalls,
                 "path_in_aido_home",
-                format!("{given} is inside AIDO_HOME ({}), which holds the journal", self.aido_home.display()),
+                format!(
+                    "{given} is inside AIDO_HOME ({}), which holds the journal",
+                    self.aido_home.display()
+                ),
             ));
         }
         let roots: Vec<&PathBuf> = if kind.needs_write() {
@@ -358,7 +398,11 @@ impl PolicyEngine {
         }
         let path = expand_tilde(given, &self.home)
             .ok_or_else(|| invalid("only ~ and ~/ are expanded, not ~user"))?;
-        let absolute = if path.is_absolute() { path } else { cwd.join(path) };
+        let absolute = if path.is_absolute() {
+            path
+        } else {
+            cwd.join(path)
+        };
         Ok(absolute)
     }
 }
@@ -395,7 +439,14 @@ mod tests {
     fn world(extra: &str) -> World {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
-        for d in ["home/.ssh", "w/a/sub", "w/ab", "ro", "outside", "home/.aido"] {
+        for d in [
+            "home/.ssh",
+            "w/a/sub",
+            "w/ab",
+            "ro",
+            "outside",
+            "home/.aido",
+        ] {
             std::fs::create_dir_all(base.join(d)).unwrap();
         }
         std::fs::write(base.join("home/.ssh/id_ed25519"), "key").unwrap();
@@ -405,16 +456,30 @@ mod tests {
         symlink(base.join("outside/secret"), base.join("w/a/secret_link")).unwrap();
         symlink(base.join("home/.ssh"), base.join("w/a/keys")).unwrap();
         symlink(base.join("w/a/sub"), base.join("ro/into_a")).unwrap();
-        let (top, tables) = if extra.starts_with('[') { ("", extra) } else { (extra, "") };
+        let (top, tables) = if extra.starts_with('[') {
+            ("", extra)
+        } else {
+            (extra, "")
+        };
         let text = format!(
             "{top}\nworkdir = \"{b}/w/a\"\n[paths]\nread = [\"{b}/ro\"]\nwrite = [\"{b}/w/a\", \"~\"]\n{tables}",
             b = base.display()
         );
-        let config = Layered::from_layers(&[(Source::File("t".into()), &text)]).unwrap().config;
-        let env = Environment { home: base.join("home"), aido_home: base.join("home/.aido") };
+        let config = Layered::from_layers(&[(Source::File("t".into()), &text)])
+            .unwrap()
+            .config;
+        let env = Environment {
+            home: base.join("home"),
+            aido_home: base.join("home/.aido"),
+        };
         let engine = PolicyEngine::new(&config, &env, &FsResolver).unwrap();
         let ctx = SessionContext::new(base.join("w/a"));
-        World { _dir: dir, base, engine, ctx }
+        World {
+            _dir: dir,
+            base,
+            engine,
+            ctx,
+        }
     }
 
     fn verdict(w: &World, primitive: &str, args: serde_json::Value) -> Verdict {
@@ -438,23 +503,23 @@ mod tests {
         let cases: &[(&str, &str, &str)] = &[
             // (primitive, path, expected code)
             ("write_file", "{b}/w/a/new.txt", "allow"),
-            ("write_file", "new.txt", "allow"),                     // relative, under cwd
-            ("write_file", "sub/deeper/new.txt", "allow"),          // missing parents
-            ("write_file", "{b}/w/ab/x", "path_outside_walls"),     // sibling prefix
+            ("write_file", "new.txt", "allow"), // relative, under cwd
+            ("write_file", "sub/deeper/new.txt", "allow"), // missing parents
+            ("write_file", "{b}/w/ab/x", "path_outside_walls"), // sibling prefix
             ("write_file", "{b}/w/a/../ab/x", "path_outside_walls"), // `..` escape
-            ("write_file", "../ab/x", "path_outside_walls"),        // relative `..` escape
+            ("write_file", "../ab/x", "path_outside_walls"), // relative `..` escape
             ("write_file", "sub/../../ab/x", "path_outside_walls"),
-            ("write_file", "to_outside/x", "path_outside_walls"),   // symlinked parent dir
-            ("write_file", "secret_link", "path_outside_walls"),    // symlinked file
+            ("write_file", "to_outside/x", "path_outside_walls"), // symlinked parent dir
+            ("write_file", "secret_link", "path_outside_walls"),  // symlinked file
             ("read_file", "secret_link", "path_outside_walls"),
-            ("read_file", "{b}/ro/into_a/f", "allow"),              // read root, link into a
-            ("write_file", "{b}/ro/x", "path_outside_walls"),       // read root is not writable
-            ("write_file", "{b}/ro/into_a/x", "allow"),             // resolves into write root
+            ("read_file", "{b}/ro/into_a/f", "allow"), // read root, link into a
+            ("write_file", "{b}/ro/x", "path_outside_walls"), // read root is not writable
+            ("write_file", "{b}/ro/into_a/x", "allow"), // resolves into write root
             ("read_file", "/etc/passwd", "path_outside_walls"),
             ("read_file", "/etc/shadow", "path_outside_walls"),
             ("read_file", "~/.ssh/id_ed25519", "path_denied_by_pattern"),
             ("read_file", "keys/id_ed25519", "path_denied_by_pattern"), // symlink into .ssh
-            ("move_to_trash", "~/.ssh", "path_denied_by_pattern"),  // the dir itself
+            ("move_to_trash", "~/.ssh", "path_denied_by_pattern"),      // the dir itself
             ("write_file", "~/proj/.env", "path_denied_by_pattern"),
             ("write_file", "~/notes.txt", "allow"),
             ("write_file", "~/.aido/journal/db", "path_in_aido_home"),
@@ -480,7 +545,12 @@ mod tests {
     fn every_denial_names_its_gate_and_code() {
         let w = world("");
         match verdict(&w, "read_file", json!({"path": "/etc/passwd"})) {
-            Verdict::Deny { gate, code, reason, leaf } => {
+            Verdict::Deny {
+                gate,
+                code,
+                reason,
+                leaf,
+            } => {
                 assert_eq!(gate, Gate::PathWalls);
                 assert_eq!(code, "path_outside_walls");
                 assert!(!reason.is_empty());
@@ -497,23 +567,55 @@ mod tests {
     #[test]
     fn modes_and_switches() {
         let ro = world("mode = \"readonly\"");
-        assert_eq!(code(&verdict(&ro, "write_file", json!({"path": "x", "content": ""}))), "mode_readonly");
-        assert_eq!(code(&verdict(&ro, "read_file", json!({"path": "file"}))), "allow");
+        assert_eq!(
+            code(&verdict(
+                &ro,
+                "write_file",
+                json!({"path": "x", "content": ""})
+            )),
+            "mode_readonly"
+        );
+        assert_eq!(
+            code(&verdict(&ro, "read_file", json!({"path": "file"}))),
+            "allow"
+        );
         assert_eq!(code(&verdict(&ro, "session_history", json!({}))), "allow");
 
         let confirm = world("mode = \"confirm\"");
-        assert_eq!(code(&verdict(&confirm, "write_file", json!({"path": "x", "content": ""}))), "confirm");
-        assert_eq!(code(&verdict(&confirm, "read_file", json!({"path": "file"}))), "allow");
+        assert_eq!(
+            code(&verdict(
+                &confirm,
+                "write_file",
+                json!({"path": "x", "content": ""})
+            )),
+            "confirm"
+        );
+        assert_eq!(
+            code(&verdict(&confirm, "read_file", json!({"path": "file"}))),
+            "allow"
+        );
         // A denial still wins over a confirmation.
         assert_eq!(
-            code(&verdict(&confirm, "write_file", json!({"path": "/etc/x", "content": ""}))),
+            code(&verdict(
+                &confirm,
+                "write_file",
+                json!({"path": "/etc/x", "content": ""})
+            )),
             "path_outside_walls"
         );
 
-        let off = world("[actions]\nenabled = { move_to_trash = false }\nconfirm = [\"edit_file\"]");
-        assert_eq!(code(&verdict(&off, "move_to_trash", json!({"path": "file"}))), "action_disabled");
+        let off =
+            world("[actions]\nenabled = { move_to_trash = false }\nconfirm = [\"edit_file\"]");
         assert_eq!(
-            code(&verdict(&off, "edit_file", json!({"path": "file", "old_string": "f", "new_string": "g"}))),
+            code(&verdict(&off, "move_to_trash", json!({"path": "file"}))),
+            "action_disabled"
+        );
+        assert_eq!(
+            code(&verdict(
+                &off,
+                "edit_file",
+                json!({"path": "file", "old_string": "f", "new_string": "g"})
+            )),
             "confirm"
         );
     }
@@ -522,7 +624,11 @@ mod tests {
     fn always_allow_skips_the_gates_for_meta_only() {
         let w = world("mode = \"readonly\"");
         // simulate of a write is itself allowed: it runs nothing.
-        let v = verdict(&w, "simulate", json!({"action": {"type": "write_file", "path": "/etc/x", "content": ""}}));
+        let v = verdict(
+            &w,
+            "simulate",
+            json!({"action": {"type": "write_file", "path": "/etc/x", "content": ""}}),
+        );
         assert_eq!(code(&v), "allow");
     }
 
@@ -539,7 +645,9 @@ mod tests {
             ]}),
         );
         match v {
-            Verdict::Deny { gate, code, leaf, .. } => {
+            Verdict::Deny {
+                gate, code, leaf, ..
+            } => {
                 assert_eq!(gate, Gate::DenyPatterns);
                 assert_eq!(code, "path_denied_by_pattern");
                 assert_eq!(leaf.as_deref(), Some("steps[1].fallback"));
@@ -560,9 +668,16 @@ mod tests {
     fn capabilities_limit_a_session() {
         let mut w = world("");
         w.ctx.capabilities = Some(["read_only".to_owned()].into_iter().collect());
-        assert_eq!(code(&verdict(&w, "read_file", json!({"path": "file"}))), "allow");
         assert_eq!(
-            code(&verdict(&w, "write_file", json!({"path": "x", "content": ""}))),
+            code(&verdict(&w, "read_file", json!({"path": "file"}))),
+            "allow"
+        );
+        assert_eq!(
+            code(&verdict(
+                &w,
+                "write_file",
+                json!({"path": "x", "content": ""})
+            )),
             "capability_missing"
         );
     }

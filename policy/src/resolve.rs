@@ -51,7 +51,9 @@ pub struct FsResolver;
 impl PathResolver for FsResolver {
     fn resolve(&self, path: &Path) -> Result<PathBuf, ResolveError> {
         if !path.is_absolute() {
-            return Err(ResolveError::NotAbsolute { path: path.to_owned() });
+            return Err(ResolveError::NotAbsolute {
+                path: path.to_owned(),
+            });
         }
         let mut pending: VecDeque<OsString> = VecDeque::new();
         push_front(&mut pending, path);
@@ -61,7 +63,9 @@ impl PathResolver for FsResolver {
         while let Some(part) = pending.pop_front() {
             if part == ".." {
                 if missing {
-                    return Err(ResolveError::ParentOfMissing { path: path.to_owned() });
+                    return Err(ResolveError::ParentOfMissing {
+                        path: path.to_owned(),
+                    });
                 }
                 resolved.pop();
                 continue;
@@ -75,7 +79,9 @@ impl PathResolver for FsResolver {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     hops += 1;
                     if hops > SYMLINK_HOPS_MAX {
-                        return Err(ResolveError::SymlinkLoop { path: path.to_owned() });
+                        return Err(ResolveError::SymlinkLoop {
+                            path: path.to_owned(),
+                        });
                     }
                     let target = std::fs::read_link(&candidate).map_err(|e| ResolveError::Io {
                         path: candidate.clone(),
@@ -92,7 +98,10 @@ impl PathResolver for FsResolver {
                     resolved = candidate;
                 }
                 Err(e) => {
-                    return Err(ResolveError::Io { path: candidate, error: e.to_string() });
+                    return Err(ResolveError::Io {
+                        path: candidate,
+                        error: e.to_string(),
+                    });
                 }
             }
         }
@@ -145,16 +154,34 @@ mod tests {
         symlink("sub", root.join("real/rel")).unwrap();
         symlink(root.join("loop"), root.join("loop")).unwrap();
         let r = FsResolver;
-        assert_eq!(r.resolve(&root.join("link/sub")).unwrap(), root.join("real/sub"));
-        assert_eq!(r.resolve(&root.join("link/rel/new.txt")).unwrap(), root.join("real/sub/new.txt"));
+        assert_eq!(
+            r.resolve(&root.join("link/sub")).unwrap(),
+            root.join("real/sub")
+        );
+        assert_eq!(
+            r.resolve(&root.join("link/rel/new.txt")).unwrap(),
+            root.join("real/sub/new.txt")
+        );
         // `..` after a symlink goes up from the target, as the kernel does.
-        assert_eq!(r.resolve(&root.join("real/rel/..")).unwrap(), root.join("real"));
-        assert_eq!(r.resolve(&root.join("missing/a/b")).unwrap(), root.join("missing/a/b"));
+        assert_eq!(
+            r.resolve(&root.join("real/rel/..")).unwrap(),
+            root.join("real")
+        );
+        assert_eq!(
+            r.resolve(&root.join("missing/a/b")).unwrap(),
+            root.join("missing/a/b")
+        );
         assert!(matches!(
             r.resolve(&root.join("missing/../../etc")),
             Err(ResolveError::ParentOfMissing { .. })
         ));
-        assert!(matches!(r.resolve(&root.join("loop/x")), Err(ResolveError::SymlinkLoop { .. })));
-        assert!(matches!(r.resolve(Path::new("rel")), Err(ResolveError::NotAbsolute { .. })));
+        assert!(matches!(
+            r.resolve(&root.join("loop/x")),
+            Err(ResolveError::SymlinkLoop { .. })
+        ));
+        assert!(matches!(
+            r.resolve(Path::new("rel")),
+            Err(ResolveError::NotAbsolute { .. })
+        ));
     }
 }

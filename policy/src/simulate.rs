@@ -59,7 +59,8 @@ impl PolicyEngine {
                 } else {
                     self.evaluate(a, ctx, resolver)
                 };
-                let conditional = leaf.contains("then") || leaf.contains("else") || leaf.contains("fallback");
+                let conditional =
+                    leaf.contains("then") || leaf.contains("else") || leaf.contains("fallback");
                 let (mut reads, mut writes, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
                 for access in a.touches() {
                     let shown = self
@@ -85,12 +86,23 @@ impl PolicyEngine {
                 }
             })
             .collect();
-        Simulation { would_execute: tree_runs, verdict, leaves }
+        Simulation {
+            would_execute: tree_runs,
+            verdict,
+            leaves,
+        }
     }
 
-    fn paths_verdict(&self, a: &Action, ctx: &SessionContext, resolver: &dyn PathResolver) -> Verdict {
+    fn paths_verdict(
+        &self,
+        a: &Action,
+        ctx: &SessionContext,
+        resolver: &dyn PathResolver,
+    ) -> Verdict {
         for access in a.touches() {
-            if let Err((gate, code, reason)) = self.check_path(&access.path, access.kind, ctx, resolver) {
+            if let Err((gate, code, reason)) =
+                self.check_path(&access.path, access.kind, ctx, resolver)
+            {
                 return Verdict::deny(gate, code, reason);
             }
         }
@@ -108,7 +120,10 @@ mod tests {
     fn projects_each_leaf_and_mutates_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().canonicalize().unwrap();
-        let env = Environment { home: home.clone(), aido_home: home.join(".aido") };
+        let env = Environment {
+            home: home.clone(),
+            aido_home: home.join(".aido"),
+        };
         let engine = PolicyEngine::new(&Config::default(), &env, &FsResolver).unwrap();
         let ctx = SessionContext::new(home.clone());
         let tree = Action::from_tool_call(
@@ -124,10 +139,19 @@ mod tests {
         let sim = engine.simulate(&tree, &ctx, &FsResolver);
         assert!(sim.would_execute);
         assert_eq!(sim.leaves.len(), 4);
-        assert_eq!(sim.leaves[0].writes, vec![home.join("a.txt").display().to_string()]);
-        assert_eq!(sim.leaves[1].deletes, vec![home.join("b.txt").display().to_string()]);
+        assert_eq!(
+            sim.leaves[0].writes,
+            vec![home.join("a.txt").display().to_string()]
+        );
+        assert_eq!(
+            sim.leaves[1].deletes,
+            vec![home.join("b.txt").display().to_string()]
+        );
         assert_eq!(sim.leaves[2].leaf, "steps[2].condition");
-        assert_eq!(sim.leaves[2].reads, vec![home.join("a.txt").display().to_string()]);
+        assert_eq!(
+            sim.leaves[2].reads,
+            vec![home.join("a.txt").display().to_string()]
+        );
         assert!(sim.leaves[3].conditional && !sim.leaves[3].would_execute);
         assert!(!home.join("a.txt").exists(), "simulate wrote nothing");
 

@@ -1,0 +1,124 @@
+/// The journal could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// sled refused (another process holds the lock, corrupt files, no space).
+    #[error("cannot open the journal at {path}: {source}")]
+    Storage {
+        /// The directory.
+        path: String,
+        /// sled's error.
+        source: sled::Error,
+    },
+    /// Another aido process holds this journal.
+    #[error("the journal at {path} is held by another aido process")]
+    Locked {
+        /// The directory.
+        path: String,
+    },
+    /// Copying a live journal for reading failed.
+    #[error("cannot copy the live journal at {path}: {source}")]
+    Copy {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl OpenError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Storage { .. } => "journal_open_failed",
+            Self::Locked { .. } => "journal_locked",
+            Self::Copy { .. } => "journal_copy_failed",
+        }
+    }
+}
+
+/// A record could not be appended. Nothing was written and no seq was used.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum AppendError {
+    /// The encoded record is larger than `record_bytes_max`.
+    #[error("the record is {bytes} bytes; the limit is {max}")]
+    RecordTooLarge {
+        /// Its size.
+        bytes: u64,
+        /// record_bytes_max.
+        max: u64,
+    },
+    /// One blob is larger than `blob_bytes_max`.
+    #[error("a blob is {bytes} bytes; the limit is {max}")]
+    BlobTooLarge {
+        /// Its size.
+        bytes: u64,
+        /// blob_bytes_max.
+        max: u64,
+    },
+    /// The session already holds `records_per_session_max` records.
+    #[error("the session holds {max} records, the most one session may hold")]
+    SessionFull {
+        /// records_per_session_max.
+        max: u64,
+    },
+    /// sled failed to write or flush (a full disk, an I/O error).
+    #[error("the journal could not write: {message}")]
+    Storage {
+        /// sled's message.
+        message: String,
+    },
+    /// The writer thread is gone (the journal was closed, or it crashed).
+    #[error("the journal writer has stopped")]
+    WriterGone,
+    /// This journal was opened read-only.
+    #[error("this journal was opened read-only")]
+    ReadOnly,
+}
+
+impl AppendError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::RecordTooLarge { .. } => "journal_record_too_large",
+            Self::BlobTooLarge { .. } => "journal_blob_too_large",
+            Self::SessionFull { .. } => "journal_session_full",
+            Self::Storage { .. } => "journal_storage_failed",
+            Self::WriterGone => "journal_writer_gone",
+            Self::ReadOnly => "journal_read_only",
+        }
+    }
+}
+
+/// A record could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// sled failed.
+    #[error("the journal could not be read: {0}")]
+    Storage(#[from] sled::Error),
+    /// A stored record is not valid (verify says where).
+    #[error("record {seq} cannot be decoded: {reason}")]
+    Corrupt {
+        /// The seq.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+    /// No session has this id (or id prefix).
+    #[error("no session matches {0}")]
+    NoSuchSession(String),
+    /// More than one session matches this id prefix.
+    #[error("{0} matches more than one session")]
+    AmbiguousSession(String),
+}
+
+impl ReadError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Storage(_) => "journal_read_failed",
+            Self::Corrupt { .. } => "journal_record_corrupt",
+            Self::NoSuchSession(_) => "session_not_found",
+            Self::AmbiguousSession(_) => "session_ambiguous",
+        }
+    }
+}

@@ -1,0 +1,739 @@
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+
+use crate::blobs::{self, externalize, internalize};
+use crate::error::{AppendError, OpenError, ReadError};
+use crate::record::{Event, GENESIS, Record, SessionId};
+use crate::writer::{Command, Reply, Writer};
+
+/// The journal's named bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest encoded record, after long strings moved to blobs.
+    pub record_bytes_max: u64,
+    /// Largest blob.
+    pub blob_bytes_max: u64,
+    /// Most records one session may hold.
+    pub records_per_session_max: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            record_bytes_max: 1 << 20,
+            blob_bytes_max: 64 << 20,
+            records_per_session_max: 1_000_000,
+        }
+    }
+}
+
+/// How the writer makes records durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitMode {
+    /// Drain the queue, write it as one batch, flush once, acknowledge all (the default).
+    Group,
+    /// Flush after every record (for comparison in benchmarks).
+    PerRecord,
+}
+
+/// A record that is on disk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Appended {
+    /// Its seq.
+    pub seq: u64,
+    /// Its hash (hex).
+    pub hash: String,
+}
+
+/// A session as `aido replay sessions` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionSummary {
+    /// The id.
+    pub id: SessionId,
+    /// When it started.
+    pub started_ms: u64,
+    /// The MCP client, if known.
+    pub client: Option<String>,
+    /// Its working directory.
+    pub cwd: String,
+    /// How many records it holds.
+    pub records: u64,
+}
+
+/// Where verify found the chain broken.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Broken {
+    /// The first seq that does not check out.
+    pub seq: u64,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// What verify found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// Records checked.
+    pub records: u64,
+    /// The hash of the last good record.
+    pub head: String,
+    /// The first break, if any.
+    pub broken: Option<Broken>,
+}
+
+pub(crate) struct Trees {
+    pub(crate) db: sled::Db,
+    pub(crate) records: sled::Tree,
+    pub(crate) blobs: sled::Tree,
+    pub(crate) sessions: sled::Tree,
+}
+
+struct Inner {
+    trees: Arc<Trees>,
+    limits: Limits,
+    path: PathBuf,
+    sender: Mutex<Option<mpsc::Sender<Command>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    // A copy of a live journal, removed when this handle goes.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer commit what is queued and stop.
+        if let Ok(mut sender) = self.sender.lock() {
+            sender.take();
+        }
+        if let Ok(mut writer) = self.writer.lock()
+            && let Some(handle) = writer.take()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// A handle on one journal. Cheap to clone; the writer stops when the last clone goes.
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+fn is_lock_error(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
+}
+
+fn open_trees(path: &Path) -> Result<Trees, OpenError> {
+    let storage = |source: sled::Error| {
+        if is_lock_error(&source) {
+            OpenError::Locked {
+                path: path.display().to_string(),
+            }
+        } else {
+            OpenError::Storage {
+                path: path.display().to_string(),
+                source,
+            }
+        }
+    };
+    let db = sled::Config::new()
+        .path(path)
+        .cache_capacity(64 << 20)
+        // The writer flushes every batch itself; the background flusher only adds work.
+        .flush_every_ms(None)
+        .open()
+        .map_err(storage)?;
+    let records = db.open_tree("records").map_err(storage)?;
+    let blobs = db.open_tree("blobs").map_err(storage)?;
+    let sessions = db.open_tree("sessions").map_err(storage)?;
+    Ok(Trees {
+        db,
+        records,
+        blobs,
+        sessions,
+    })
+}
+
+impl Journal {
+    /// Open (or create) the journal in `path` and start its writer.
+    pub fn open(path: &Path, limits: Limits, mode: CommitMode) -> Result<Self, OpenError> {
+        let trees = Arc::new(open_trees(path)?);
+        let (sender, receiver) = mpsc::channel();
+        let writer = Writer::new(trees.clone(), limits, mode);
+        let handle = std::thread::Builder::new()
+            .name("aido-journal-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|source| OpenError::Copy {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                trees,
+                limits,
+                path: path.to_owned(),
+                sender: Mutex::new(Some(sender)),
+                writer: Mutex::new(Some(handle)),
+                _scratch: None,
+            }),
+        })
+    }
+
+    /// Open a journal for reading only. If a running aido holds it, read a copy taken now
+    /// (sled recovers the copy as it would after a crash: every acknowledged record is in it).
+    pub fn open_read_only(path: &Path) -> Result<Self, OpenError> {
+        let (trees, scratch) = match open_trees(path) {
+            Ok(trees) => (trees, None),
+            Err(OpenError::Locked { .. }) => {
+                let copy_err = |source| OpenError::Copy {
+                    path: path.display().to_string(),
+                    source,
+                };
+                let scratch = tempfile::tempdir().map_err(copy_err)?;
+                copy_dir(path, scratch.path()).map_err(copy_err)?;
+                (open_trees(scratch.path())?, Some(scratch))
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                trees: Arc::new(trees),
+                limits: Limits::default(),
+                path: path.to_owned(),
+                sender: Mutex::new(None),
+                writer: Mutex::new(None),
+                _scratch: scratch,
+            }),
+        })
+    }
+
+    /// The directory this journal lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The limits it enforces.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Encode and queue a record. Limits are checked here, before a seq is taken.
+    fn submit(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: &Event,
+        reply: Reply,
+    ) -> Result<(), AppendError> {
+        let limits = self.inner.limits;
+        let value = serde_json::to_value(event).map_err(|e| AppendError::Storage {
+            message: format!("cannot encode the event: {e}"),
+        })?;
+        let mut blobs = Vec::new();
+        let stored = externalize(value, &mut blobs);
+        if let Some((_, big)) = blobs
+            .iter()
+            .find(|(_, b)| b.len() as u64 > limits.blob_bytes_max)
+        {
+            return Err(AppendError::BlobTooLarge {
+                bytes: big.len() as u64,
+                max: limits.blob_bytes_max,
+            });
+        }
+        let event_json = serde_json::to_vec(&stored).map_err(|e| AppendError::Storage {
+            message: format!("cannot encode the event: {e}"),
+        })?;
+        // The header (version, session, seq, time, prev) adds under 200 bytes.
+        let bytes = event_json.len() as u64 + 200;
+        if bytes > limits.record_bytes_max {
+            return Err(AppendError::RecordTooLarge {
+                bytes,
+                max: limits.record_bytes_max,
+            });
+        }
+        let session_meta = match event {
+            Event::SessionStarted { client, cwd, .. } => Some(
+                serde_json::json!({"started_ms": time_ms, "client": client, "cwd": cwd})
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        let command = Command::Append {
+            session,
+            time_ms,
+            event_json,
+            blobs,
+            session_meta,
+            reply,
+        };
+        let sender = self
+            .inner
+            .sender
+            .lock()
+            .map_err(|_| AppendError::WriterGone)?;
+        match sender.as_ref() {
+            Some(s) => s.send(command).map_err(|_| AppendError::WriterGone),
+            None => Err(AppendError::ReadOnly),
+        }
+    }
+
+    /// Append a record and wait until it is durable.
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the record was queued does not unqueue it: it may still be
+    /// written, and only its acknowledgement is lost.
+    pub async fn append(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(session, time_ms, &event, Reply::Async(tx))?;
+        rx.await.map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// Append a record and block the thread until it is durable. Not for async contexts.
+    pub fn append_blocking(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.submit(session, time_ms, &event, Reply::Blocking(tx))?;
+        rx.recv().map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// Bytes of a blob by hash (hex).
+    pub fn blob(&self, hash: &str) -> Result<Option<Vec<u8>>, ReadError> {
+        let Ok(key) = hex::decode(hash) else {
+            return Ok(None);
+        };
+        Ok(self.inner.trees.blobs.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn decode(&self, seq: u64, value: &[u8]) -> Result<Record, ReadError> {
+        let corrupt = |reason: String| ReadError::Corrupt { seq, reason };
+        if value.len() < 32 {
+            return Err(corrupt("shorter than its hash".into()));
+        }
+        let (hash, bytes) = value.split_at(32);
+        if blake3::hash(bytes).as_bytes() != hash {
+            return Err(corrupt("its bytes do not match its hash".into()));
+        }
+        let stored: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not JSON: {e}")))?;
+        let fetch = |h: &str| self.blob(h).ok().flatten();
+        let value = internalize(stored, &fetch).map_err(corrupt)?;
+        let mut record: Record =
+            serde_json::from_value(value).map_err(|e| corrupt(format!("not a record: {e}")))?;
+        record.hash = hex::encode(hash);
+        Ok(record)
+    }
+
+    /// Records of a session with `from <= seq < to`, oldest first; at most `limit`, taken from
+    /// the newest end when `newest` is set.
+    pub fn records(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: Option<u64>,
+        limit: usize,
+        newest: bool,
+    ) -> Result<Vec<Record>, ReadError> {
+        let start = key(session, from.max(1));
+        let end = match to {
+            Some(to) => Bound::Excluded(key(session, to).to_vec()),
+            None => Bound::Excluded(key(session, u64::MAX).to_vec()),
+        };
+        let range = self
+            .inner
+            .trees
+            .records
+            .range((Bound::Included(start.to_vec()), end));
+        let mut out = Vec::new();
+        let items: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> = if newest {
+            Box::new(range.rev())
+        } else {
+            Box::new(range)
+        };
+        for item in items.take(limit) {
+            let (k, v) = item?;
+            out.push(self.decode(seq_of(&k), &v)?);
+        }
+        if newest {
+            out.reverse();
+        }
+        Ok(out)
+    }
+
+    /// Every record of a session, oldest first.
+    pub fn all_records(&self, session: SessionId) -> Result<Vec<Record>, ReadError> {
+        self.records(session, 1, None, usize::MAX, false)
+    }
+
+    /// The seq of a session's last record (0 when it has none).
+    pub fn head_seq(&self, session: SessionId) -> Result<u64, ReadError> {
+        Ok(self
+            .inner
+            .trees
+            .records
+            .scan_prefix(session.as_bytes())
+            .next_back()
+            .transpose()?
+            .map_or(0, |(k, _)| seq_of(&k)))
+    }
+
+    /// Every session in this journal, oldest first.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>, ReadError> {
+        let mut out = Vec::new();
+        for item in self.inner.trees.sessions.iter() {
+            let (k, v) = item?;
+            let Ok(bytes) = <[u8; 16]>::try_from(k.as_ref()) else {
+                continue;
+            };
+            let id = SessionId::from_bytes(bytes);
+            let meta: serde_json::Value = serde_json::from_slice(&v).unwrap_or_default();
+            out.push(SessionSummary {
+                id,
+                started_ms: meta["started_ms"].as_u64().unwrap_or(0),
+                client: meta["client"].as_str().map(str::to_owned),
+                cwd: meta["cwd"].as_str().unwrap_or("").to_owned(),
+                records: self.head_seq(id)?,
+            });
+        }
+        out.sort_by_key(|s| (s.started_ms, s.id));
+        Ok(out)
+    }
+
+    /// Find a session by its id or a unique prefix of it.
+    pub fn find_session(&self, prefix: &str) -> Result<SessionId, ReadError> {
+        let prefix = prefix.to_ascii_lowercase();
+        let matches: Vec<_> = self
+            .sessions()?
+            .into_iter()
+            .filter(|s| s.id.to_string().starts_with(&prefix))
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(one.id),
+            [] => Err(ReadError::NoSuchSession(prefix)),
+            _ => Err(ReadError::AmbiguousSession(prefix)),
+        }
+    }
+
+    /// Check a session's chain: seqs gap-free from 1, each record's bytes matching its hash,
+    /// each `prev` naming the record before, each blob present and matching its hash.
+    pub fn verify(&self, session: SessionId) -> Result<VerifyReport, ReadError> {
+        let mut prev = hex::encode(GENESIS);
+        let mut expected = 1u64;
+        let broken = |seq, reason: String, records, head: &str| VerifyReport {
+            records,
+            head: head.to_owned(),
+            broken: Some(crate::Broken { seq, reason }),
+        };
+        for item in self.inner.trees.records.scan_prefix(session.as_bytes()) {
+            let (k, v) = item?;
+            let seq = seq_of(&k);
+            let checked = expected - 1;
+            if seq != expected {
+                return Ok(broken(
+                    expected,
+                    format!("seq {expected} is missing (next is {seq})"),
+                    checked,
+                    &prev,
+                ));
+            }
+            if v.len() < 32 {
+                return Ok(broken(seq, "shorter than its hash".into(), checked, &prev));
+            }
+            let (hash, bytes) = v.split_at(32);
+            if blake3::hash(bytes).as_bytes() != hash {
+                return Ok(broken(
+                    seq,
+                    "its bytes do not match its hash".into(),
+                    checked,
+                    &prev,
+                ));
+            }
+            let stored: serde_json::Value = match serde_json::from_slice(bytes) {
+                Ok(v) => v,
+                Err(e) => return Ok(broken(seq, format!("not JSON: {e}"), checked, &prev)),
+            };
+            if stored["seq"].as_u64() != Some(seq) {
+                return Ok(broken(
+                    seq,
+                    "its seq field does not match its key".into(),
+                    checked,
+                    &prev,
+                ));
+            }
+            if stored["prev"].as_str() != Some(prev.as_str()) {
+                return Ok(broken(
+                    seq,
+                    "its prev hash does not name the record before".into(),
+                    checked,
+                    &prev,
+                ));
+            }
+            let mut refs = Vec::new();
+            blobs::references(&stored, &mut refs);
+            for r in refs {
+                match self.blob(&r)? {
+                    Some(bytes) if blobs::hash_hex(&bytes) == r => {}
+                    Some(_) => {
+                        return Ok(broken(
+                            seq,
+                            format!("blob {r} does not match its hash"),
+                            checked,
+                            &prev,
+                        ));
+                    }
+                    None => return Ok(broken(seq, format!("blob {r} is missing"), checked, &prev)),
+                }
+            }
+            prev = hex::encode(hash);
+            expected += 1;
+        }
+        Ok(VerifyReport {
+            records: expected - 1,
+            head: prev,
+            broken: None,
+        })
+    }
+
+    /// Raw access for tools that inspect or test the on-disk form (e.g. the tamper test).
+    #[doc(hidden)]
+    pub fn raw_records_tree(&self) -> sled::Tree {
+        self.inner.trees.records.clone()
+    }
+}
+
+/// The records key of (session, seq): 16 bytes of id, then the seq big-endian.
+pub(crate) fn key(session: SessionId, seq: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..16].copy_from_slice(session.as_bytes());
+    k[16..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn seq_of(key: &[u8]) -> u64 {
+    key.get(16..24)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn prev_of_genesis() -> [u8; 32] {
+    GENESIS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(limits: Limits) -> (tempfile::TempDir, Journal) {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path(), limits, CommitMode::Group).unwrap();
+        (dir, j)
+    }
+
+    fn ended(reason: &str) -> Event {
+        Event::SessionEnded {
+            reason: reason.to_owned(),
+        }
+    }
+
+    #[test]
+    fn seqs_are_gap_free_per_session_and_chained() {
+        let (_d, j) = open(Limits::default());
+        let a = SessionId::from_bytes([1; 16]);
+        let b = SessionId::from_bytes([2; 16]);
+        for n in 0..5 {
+            assert_eq!(j.append_blocking(a, n, ended("a")).unwrap().seq, n + 1);
+            assert_eq!(j.append_blocking(b, n, ended("b")).unwrap().seq, n + 1);
+        }
+        let records = j.all_records(a).unwrap();
+        assert_eq!(
+            records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4, 5]
+        );
+        assert_eq!(records[0].prev, hex::encode(GENESIS));
+        for pair in records.windows(2) {
+            assert_eq!(pair[1].prev, pair[0].hash);
+        }
+        assert_eq!(j.verify(b).unwrap().records, 5);
+    }
+
+    #[test]
+    fn long_strings_are_stored_once_as_blobs() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([3; 16]);
+        let content = "line\n".repeat(10_000);
+        for n in 0..3 {
+            j.append_blocking(s, n, ended(&content)).unwrap();
+        }
+        assert_eq!(j.inner.trees.blobs.len(), 1, "three records, one blob");
+        let record_bytes: usize = j
+            .inner
+            .trees
+            .records
+            .iter()
+            .map(|kv| kv.unwrap().1.len())
+            .sum();
+        assert!(
+            record_bytes < 3 * 500,
+            "records hold references, not contents ({record_bytes} bytes)"
+        );
+        let records = j.all_records(s).unwrap();
+        assert!(records.iter().all(|r| r.event == ended(&content)));
+    }
+
+    #[test]
+    fn limits_are_coded_and_take_no_seq() {
+        let limits = Limits {
+            record_bytes_max: 600,
+            blob_bytes_max: 2000,
+            records_per_session_max: 3,
+        };
+        let (_d, j) = open(limits);
+        let s = SessionId::from_bytes([4; 16]);
+        let too_long_inline = "x".repeat(1000); // inline (<= 1024) but over the record limit
+        assert_eq!(
+            j.append_blocking(s, 0, ended(&too_long_inline))
+                .unwrap_err()
+                .code(),
+            "journal_record_too_large"
+        );
+        assert_eq!(
+            j.append_blocking(s, 0, ended(&"y".repeat(3000)))
+                .unwrap_err()
+                .code(),
+            "journal_blob_too_large"
+        );
+        for n in 1..=3 {
+            assert_eq!(j.append_blocking(s, 0, ended("ok")).unwrap().seq, n);
+        }
+        assert_eq!(
+            j.append_blocking(s, 0, ended("ok")).unwrap_err().code(),
+            "journal_session_full"
+        );
+        assert_eq!(
+            j.verify(s).unwrap(),
+            VerifyReport {
+                records: 3,
+                head: j.all_records(s).unwrap()[2].hash.clone(),
+                broken: None
+            }
+        );
+        // Another session is not affected.
+        assert_eq!(
+            j.append_blocking(SessionId::from_bytes([5; 16]), 0, ended("ok"))
+                .unwrap()
+                .seq,
+            1
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_async_appends_stay_gap_free() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([6; 16]);
+        let tasks: Vec<_> = (0..200)
+            .map(|n| {
+                let j = j.clone();
+                tokio::spawn(async move { j.append(s, n, ended("c")).await.unwrap().seq })
+            })
+            .collect();
+        let mut seqs = Vec::new();
+        for t in tasks {
+            seqs.push(t.await.unwrap());
+        }
+        seqs.sort();
+        assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
+        assert_eq!(j.verify(s).unwrap().broken, None);
+    }
+
+    #[test]
+    fn a_live_journal_can_be_read_from_a_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+        let s = SessionId::from_bytes([8; 16]);
+        let started = Event::SessionStarted {
+            client: Some("t".into()),
+            cwd: "/".into(),
+            runtime: "x".into(),
+        };
+        live.append_blocking(s, 1, started).unwrap();
+        assert!(matches!(
+            Journal::open(dir.path(), Limits::default(), CommitMode::Group),
+            Err(OpenError::Locked { .. })
+        ));
+        let reader = Journal::open_read_only(dir.path()).unwrap();
+        assert_eq!(reader.sessions().unwrap()[0].id, s);
+        assert_eq!(
+            reader.append_blocking(s, 2, ended("x")).unwrap_err().code(),
+            "journal_read_only"
+        );
+    }
+
+    /// Every journal error code, pinned.
+    #[test]
+    fn error_code_table() {
+        let codes = [
+            AppendError::RecordTooLarge { bytes: 0, max: 0 }.code(),
+            AppendError::BlobTooLarge { bytes: 0, max: 0 }.code(),
+            AppendError::SessionFull { max: 0 }.code(),
+            AppendError::Storage {
+                message: String::new(),
+            }
+            .code(),
+            AppendError::WriterGone.code(),
+            AppendError::ReadOnly.code(),
+            ReadError::NoSuchSession(String::new()).code(),
+            ReadError::AmbiguousSession(String::new()).code(),
+            ReadError::Corrupt {
+                seq: 0,
+                reason: String::new(),
+            }
+            .code(),
+        ];
+        assert_eq!(
+            codes,
+            [
+                "journal_record_too_large",
+                "journal_blob_too_large",
+                "journal_session_full",
+                "journal_storage_failed",
+                "journal_writer_gone",
+                "journal_read_only",
+                "session_not_found",
+                "session_ambiguous",
+                "journal_record_corrupt",
+            ]
+        );
+    }
+}

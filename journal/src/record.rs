@@ -1,0 +1,146 @@
+use aido_actions::{Action, Failure, Outcome, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// The record format version, written in every record.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// A session's id: 16 bytes, shown as 32 lowercase hex digits. The first 6 bytes are the start
+/// time in milliseconds, so ids sort by age.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId([u8; 16]);
+
+impl SessionId {
+    /// From raw bytes.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+    /// The raw bytes (the key prefix of the session's records).
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+    /// Parse 32 hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes = hex::decode(text).ok()?;
+        Some(Self(bytes.try_into().ok()?))
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl Serialize for SessionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).ok_or_else(|| serde::de::Error::custom("a session id is 32 hex digits"))
+    }
+}
+
+/// What happened. One variant per kind of record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A session began.
+    SessionStarted {
+        /// The MCP client's name and version, when it gave them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<String>,
+        /// The working directory relative paths resolve against.
+        cwd: String,
+        /// The aido version that ran it.
+        runtime: String,
+    },
+    /// An agent asked for an action and the policy judged it.
+    ActionProposed {
+        /// The action, as parsed.
+        action: Action,
+        /// The chain's verdict.
+        verdict: Verdict,
+    },
+    /// A human answered a confirmation for the action proposed at `proposal`.
+    ConfirmAnswered {
+        /// The seq of the ActionProposed record.
+        proposal: u64,
+        /// Whether it may run.
+        approved: bool,
+        /// accepted, declined, cancelled, timeout or unavailable.
+        answer: String,
+    },
+    /// The action proposed at `proposal` finished.
+    ActionCompleted {
+        /// The seq of the ActionProposed record.
+        proposal: u64,
+        /// What it returned and changed.
+        outcome: Outcome,
+        /// How long it ran.
+        duration_ms: u64,
+    },
+    /// The action proposed at `proposal` failed, was refused, or was cancelled.
+    ActionFailed {
+        /// The seq of the ActionProposed record.
+        proposal: u64,
+        /// Why.
+        failure: Failure,
+        /// How long it ran.
+        duration_ms: u64,
+    },
+    /// A body crashed and its supervisor restarted it.
+    BodyRestarted {
+        /// Which body.
+        body: String,
+        /// The panic or error that stopped it.
+        reason: String,
+    },
+    /// The session ended.
+    SessionEnded {
+        /// Why (client closed, shutdown).
+        reason: String,
+    },
+}
+
+impl Event {
+    /// The snake_case kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionStarted { .. } => "session_started",
+            Self::ActionProposed { .. } => "action_proposed",
+            Self::ConfirmAnswered { .. } => "confirm_answered",
+            Self::ActionCompleted { .. } => "action_completed",
+            Self::ActionFailed { .. } => "action_failed",
+            Self::BodyRestarted { .. } => "body_restarted",
+            Self::SessionEnded { .. } => "session_ended",
+        }
+    }
+}
+
+/// One journal entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// [`FORMAT_VERSION`] when written.
+    pub v: u16,
+    /// Its session.
+    pub session: SessionId,
+    /// Its place in the session, from 1, without gaps.
+    pub seq: u64,
+    /// When it was appended, milliseconds since the epoch (from the runtime's clock facade).
+    pub time_ms: u64,
+    /// blake3 (hex) of the previous record of the session; 64 zeros for seq 1.
+    pub prev: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: Event,
+    /// blake3 (hex) of this record as stored. Not part of the hashed bytes.
+    #[serde(skip)]
+    pub hash: String,
+}
+
+/// The `prev` of a session's first record.
+pub const GENESIS: [u8; 32] = [0; 32];

@@ -1,0 +1,207 @@
+use std::collections::HashMap;
+use std::sync::{Arc, mpsc};
+
+use crate::error::AppendError;
+use crate::journal::{Appended, CommitMode, Limits, Trees, key, prev_of_genesis};
+use crate::record::{FORMAT_VERSION, SessionId};
+
+/// Most records one group commit takes from the queue.
+const BATCH_RECORDS_MAX: usize = 4096;
+
+pub(crate) enum Reply {
+    Async(tokio::sync::oneshot::Sender<Result<Appended, AppendError>>),
+    Blocking(mpsc::SyncSender<Result<Appended, AppendError>>),
+}
+
+impl Reply {
+    fn send(self, result: Result<Appended, AppendError>) {
+        // A caller that stopped waiting is not an error for the writer.
+        match self {
+            Self::Async(tx) => {
+                let _ = tx.send(result);
+            }
+            Self::Blocking(tx) => {
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
+
+pub(crate) enum Command {
+    Append {
+        session: SessionId,
+        time_ms: u64,
+        event_json: Vec<u8>,
+        blobs: Vec<(String, Vec<u8>)>,
+        session_meta: Option<String>,
+        reply: Reply,
+    },
+}
+
+/// The one writer. It alone assigns seqs and prev hashes, so they are gap-free and chained.
+pub(crate) struct Writer {
+    trees: Arc<Trees>,
+    limits: Limits,
+    mode: CommitMode,
+    heads: HashMap<SessionId, (u64, [u8; 32])>,
+}
+
+impl Writer {
+    pub(crate) fn new(trees: Arc<Trees>, limits: Limits, mode: CommitMode) -> Self {
+        Self {
+            trees,
+            limits,
+            mode,
+            heads: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn run(mut self, receiver: mpsc::Receiver<Command>) {
+        let batch_max = match self.mode {
+            CommitMode::Group => BATCH_RECORDS_MAX,
+            CommitMode::PerRecord => 1,
+        };
+        while let Ok(first) = receiver.recv() {
+            let mut batch = vec![first];
+            while batch.len() < batch_max {
+                match receiver.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
+                }
+            }
+            self.commit(batch);
+        }
+    }
+
+    fn head(&mut self, session: SessionId) -> Result<(u64, [u8; 32]), AppendError> {
+        if let Some(head) = self.heads.get(&session) {
+            return Ok(*head);
+        }
+        let last = self
+            .trees
+            .records
+            .scan_prefix(session.as_bytes())
+            .next_back()
+            .transpose()
+            .map_err(|e| AppendError::Storage {
+                message: e.to_string(),
+            })?;
+        let head = match last {
+            None => (0, prev_of_genesis()),
+            Some((k, v)) => {
+                let seq = k
+                    .get(16..24)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map_or(0, u64::from_be_bytes);
+                let hash = v
+                    .get(..32)
+                    .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                    .unwrap_or_default();
+                (seq, hash)
+            }
+        };
+        self.heads.insert(session, head);
+        Ok(head)
+    }
+
+    fn commit(&mut self, batch: Vec<Command>) {
+        let mut records = sled::Batch::default();
+        let mut sessions = sled::Batch::default();
+        let mut staged: HashMap<SessionId, (u64, [u8; 32])> = HashMap::new();
+        let mut acks: Vec<(Reply, Result<Appended, AppendError>)> = Vec::with_capacity(batch.len());
+        let mut blob_error = None;
+        for command in batch {
+            let Command::Append {
+                session,
+                time_ms,
+                event_json,
+                blobs,
+                session_meta,
+                reply,
+            } = command;
+            let head = match staged.get(&session) {
+                Some(h) => Ok(*h),
+                None => self.head(session),
+            };
+            let (seq, prev) = match head {
+                Ok((seq, prev)) => (seq + 1, prev),
+                Err(e) => {
+                    acks.push((reply, Err(e)));
+                    continue;
+                }
+            };
+            if seq > self.limits.records_per_session_max {
+                acks.push((
+                    reply,
+                    Err(AppendError::SessionFull {
+                        max: self.limits.records_per_session_max,
+                    }),
+                ));
+                continue;
+            }
+            for (hash, bytes) in blobs {
+                let Ok(k) = hex::decode(&hash) else { continue };
+                let stored = self.trees.blobs.contains_key(&k).and_then(|present| {
+                    if present {
+                        Ok(None)
+                    } else {
+                        self.trees.blobs.insert(k, bytes)
+                    }
+                });
+                if let Err(e) = stored {
+                    blob_error = Some(e.to_string());
+                }
+            }
+            let mut bytes = format!(
+                "{{\"v\":{FORMAT_VERSION},\"session\":\"{session}\",\"seq\":{seq},\"time_ms\":{time_ms},\"prev\":\"{}\",",
+                hex::encode(prev)
+            )
+            .into_bytes();
+            // The event is a JSON object; splice its fields after the header's.
+            bytes.extend_from_slice(event_json.get(1..).unwrap_or(b"}"));
+            let hash = *blake3::hash(&bytes).as_bytes();
+            let mut value = Vec::with_capacity(32 + bytes.len());
+            value.extend_from_slice(&hash);
+            value.extend_from_slice(&bytes);
+            records.insert(&key(session, seq)[..], value);
+            if let Some(meta) = session_meta {
+                sessions.insert(&session.as_bytes()[..], meta.into_bytes());
+            }
+            staged.insert(session, (seq, hash));
+            acks.push((
+                reply,
+                Ok(Appended {
+                    seq,
+                    hash: hex::encode(hash),
+                }),
+            ));
+        }
+        let written = match blob_error {
+            Some(message) => Err(message),
+            None => self
+                .trees
+                .sessions
+                .apply_batch(sessions)
+                .and_then(|_| self.trees.records.apply_batch(records))
+                .and_then(|_| self.trees.db.flush().map(|_| ()))
+                .map_err(|e| e.to_string()),
+        };
+        match written {
+            Ok(()) => {
+                self.heads.extend(staged);
+                for (reply, result) in acks {
+                    reply.send(result);
+                }
+            }
+            Err(message) => {
+                // Nothing in this batch is acknowledged; heads are re-read from disk next time.
+                self.heads.clear();
+                for (reply, result) in acks {
+                    reply.send(result.and(Err(AppendError::Storage {
+                        message: message.clone(),
+                    })));
+                }
+            }
+        }
+    }
+}
