@@ -1,1 +1,34 @@
+//! The running side of aido: a ractor supervision tree that every action passes through.
+//!
+//! ```text
+//! RuntimeActor (supervisor)
+//!  ├── FsBody          the filesystem body: the only code that touches the agent's files
+//!  └── SessionActor*   one per agent connection: admission, policy, proposal records
+//! Journal writer       a dedicated thread owned by the Journal handle (group commit)
+//! ```
+//!
+//! A [`Session::run`] call judges the action (in the session actor, which also journals the
+//! proposal with its verdict in one group-committed write), asks a human if the verdict says
+//! so, walks the action tree (composites here, leaves in the body), and journals the outcome.
+//! The body is supervised: if it panics, the runtime journals a `body_restarted` record and
+//! spawns a fresh one, and the call in flight gets a `body_crashed` error instead of hanging.
+//!
+//! Clock and ids come from [`clock::Clock`], so tests and replay can pin them.
 
+/// The clock and id facade.
+pub mod clock;
+/// Errors of the runtime itself (not of actions).
+pub mod error;
+/// Walking action trees: composites, meta primitives, progress and cancellation.
+mod executor;
+/// The filesystem body.
+pub mod fs;
+/// The runtime handle and its supervising actor.
+pub mod runtime;
+/// Session actors and the handle surfaces use.
+pub mod session;
+
+pub use clock::{Clock, SystemClock};
+pub use error::StartError;
+pub use runtime::{Runtime, RuntimeOptions};
+pub use session::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Session};

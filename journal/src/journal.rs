@@ -233,6 +233,7 @@ impl Journal {
         session: SessionId,
         time_ms: u64,
         event: &Event,
+        extra: Vec<Vec<u8>>,
         reply: Reply,
     ) -> Result<(), AppendError> {
         let limits = self.inner.limits;
@@ -241,6 +242,7 @@ impl Journal {
         })?;
         let mut blobs = Vec::new();
         let stored = externalize(value, &mut blobs);
+        blobs.extend(extra.into_iter().map(|b| (blobs::hash_hex(&b), b)));
         if let Some((_, big)) = blobs
             .iter()
             .find(|(_, b)| b.len() as u64 > limits.blob_bytes_max)
@@ -299,7 +301,24 @@ impl Journal {
         event: Event,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(session, time_ms, &event, Reply::Async(tx))?;
+        self.submit(session, time_ms, &event, Vec::new(), Reply::Async(tx))?;
+        rx.await.map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// Append a record together with blobs its event names by hash (file contents that an
+    /// effect refers to), and wait until all of it is durable.
+    ///
+    /// # Cancel safety
+    /// As [`Journal::append`].
+    pub async fn append_with_blobs(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+        blobs: Vec<Vec<u8>>,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(session, time_ms, &event, blobs, Reply::Async(tx))?;
         rx.await.map_err(|_| AppendError::WriterGone)?
     }
 
@@ -311,7 +330,7 @@ impl Journal {
         event: Event,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.submit(session, time_ms, &event, Reply::Blocking(tx))?;
+        self.submit(session, time_ms, &event, Vec::new(), Reply::Blocking(tx))?;
         rx.recv().map_err(|_| AppendError::WriterGone)?
     }
 

@@ -89,6 +89,10 @@ pub enum Event {
         proposal: u64,
         /// Why.
         failure: Failure,
+        /// Changes made before it failed (a pipeline's earlier steps), so the journal still
+        /// knows every change to the world.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        effects: Vec<aido_actions::Effect>,
         /// How long it ran.
         duration_ms: u64,
     },

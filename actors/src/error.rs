@@ -1,0 +1,29 @@
+/// The runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The config does not compile into a policy.
+    #[error("invalid policy: {0}")]
+    Policy(#[from] aido_policy::ConfigError),
+    /// An actor failed to spawn.
+    #[error("cannot spawn the {actor} actor: {message}")]
+    Spawn {
+        /// Which actor.
+        actor: &'static str,
+        /// ractor's message.
+        message: String,
+    },
+    /// The runtime's own journal session could not be started.
+    #[error("cannot journal: {0}")]
+    Journal(#[from] aido_journal::AppendError),
+}
+
+impl StartError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Policy(e) => e.code(),
+            Self::Spawn { .. } => "actor_spawn_failed",
+            Self::Journal(e) => e.code(),
+        }
+    }
+}

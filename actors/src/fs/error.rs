@@ -1,0 +1,236 @@
+use aido_actions::Failure;
+use aido_actions::verdict::Gate;
+
+/// Why a filesystem action failed. Every variant has a stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// The body's own check of a path refused it (same codes as the policy).
+    #[error("{reason}")]
+    Denied {
+        /// The gate.
+        gate: Gate,
+        /// The policy code.
+        code: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The path named a different file when it was opened than when it was checked.
+    #[error("{path} changed between the check and the open (now {now})")]
+    ChangedDuringCheck {
+        /// The checked path.
+        path: String,
+        /// What the descriptor really is.
+        now: String,
+    },
+    /// No such file.
+    #[error("{path} does not exist")]
+    NotFound {
+        /// The path.
+        path: String,
+    },
+    /// Expected a regular file.
+    #[error("{path} is not a regular file")]
+    NotAFile {
+        /// The path.
+        path: String,
+    },
+    /// The file is not UTF-8 text.
+    #[error("{path} is binary (not UTF-8 text); read it with encoding base64")]
+    Binary {
+        /// The path.
+        path: String,
+    },
+    /// The file is larger than read_bytes_max.
+    #[error("{path} is {bytes} bytes; the most returned whole is {max} (use offset and limit)")]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// edit_file's old_string is not in the file.
+    #[error("old_string does not occur in {path}")]
+    EditNoMatch {
+        /// The path.
+        path: String,
+    },
+    /// edit_file's old_string occurs more than once and replace_all is false.
+    #[error("old_string occurs {count} times in {path}; make it unique or set replace_all")]
+    EditAmbiguous {
+        /// The path.
+        path: String,
+        /// How many times.
+        count: usize,
+    },
+    /// edit_file's old_string is empty.
+    #[error("old_string is empty")]
+    EditEmpty,
+    /// The patch text is not a unified diff.
+    #[error("the patch for {path} is not a unified diff: {reason}")]
+    PatchInvalid {
+        /// The path.
+        path: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A hunk does not apply.
+    #[error("the patch does not apply to {path}: {reason}")]
+    PatchFailed {
+        /// The path.
+        path: String,
+        /// Which hunk.
+        reason: String,
+    },
+    /// patch_set wrote some files, then failed; the written ones were put back.
+    #[error("writing {path} failed ({reason}); the files written before it were restored")]
+    PatchSetRolledBack {
+        /// The file that failed.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Content in base64 that is not base64.
+    #[error("content is not valid base64: {reason}")]
+    BadBase64 {
+        /// The decoder's message.
+        reason: String,
+    },
+    /// restore_from_trash found nothing trashed from this path.
+    #[error("nothing in the trash came from {path}")]
+    NotInTrash {
+        /// The path.
+        path: String,
+    },
+    /// restore_from_trash would overwrite something.
+    #[error("{path} exists; move it away before restoring")]
+    RestoreTargetExists {
+        /// The path.
+        path: String,
+    },
+    /// The trash cannot hold this item.
+    #[error("cannot trash {path}: {reason}")]
+    Trash {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// validate found the file malformed.
+    #[error("{path} is not valid {format} at line {line}, column {column}: {reason}")]
+    Invalid {
+        /// The path.
+        path: String,
+        /// The format.
+        format: &'static str,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        reason: String,
+    },
+    /// No space left on the device.
+    #[error("no space left on the device writing {path}")]
+    DiskFull {
+        /// The path.
+        path: String,
+    },
+    /// The OS refused access.
+    #[error("permission denied: {path}")]
+    PermissionDenied {
+        /// The path.
+        path: String,
+    },
+    /// Any other I/O failure.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The call was cancelled by the agent.
+    #[error("cancelled")]
+    Cancelled,
+    /// The action is not one the filesystem body runs (a routing defect).
+    #[error("{primitive} is not run by the filesystem body")]
+    WrongBody {
+        /// The primitive.
+        primitive: &'static str,
+    },
+}
+
+impl FsError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Denied { code, .. } => code,
+            Self::ChangedDuringCheck { .. } => "path_changed_during_check",
+            Self::NotFound { .. } => "file_not_found",
+            Self::NotAFile { .. } => "not_a_file",
+            Self::Binary { .. } => "binary_file",
+            Self::TooLarge { .. } => "file_too_large",
+            Self::EditNoMatch { .. } => "edit_no_match",
+            Self::EditAmbiguous { .. } => "edit_ambiguous_match",
+            Self::EditEmpty => "edit_empty_old_string",
+            Self::PatchInvalid { .. } => "patch_invalid",
+            Self::PatchFailed { .. } => "patch_failed",
+            Self::PatchSetRolledBack { .. } => "patch_set_rolled_back",
+            Self::BadBase64 { .. } => "invalid_arguments",
+            Self::NotInTrash { .. } => "trash_item_not_found",
+            Self::RestoreTargetExists { .. } => "restore_target_exists",
+            Self::Trash { .. } => "trash_failed",
+            Self::Invalid { .. } => "validation_failed",
+            Self::DiskFull { .. } => "disk_full",
+            Self::PermissionDenied { .. } => "permission_denied",
+            Self::Io { .. } => "io_error",
+            Self::Cancelled => "cancelled",
+            Self::WrongBody { .. } => "wrong_body",
+        }
+    }
+
+    /// Classify an I/O error on `path`.
+    pub(crate) fn io(op: &'static str, path: &str, source: std::io::Error) -> Self {
+        let path = path.to_owned();
+        match source.kind() {
+            std::io::ErrorKind::NotFound => Self::NotFound { path },
+            std::io::ErrorKind::PermissionDenied => Self::PermissionDenied { path },
+            std::io::ErrorKind::StorageFull => Self::DiskFull { path },
+            _ if source.raw_os_error() == Some(libc_enospc()) => Self::DiskFull { path },
+            _ => Self::Io { op, path, source },
+        }
+    }
+
+    fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::Denied { gate, .. } => Some(serde_json::json!({"gate": gate})),
+            Self::TooLarge { bytes, max, .. } => {
+                Some(serde_json::json!({"bytes": bytes, "max": max}))
+            }
+            Self::EditAmbiguous { count, .. } => Some(serde_json::json!({"count": count})),
+            Self::Invalid { line, column, .. } => {
+                Some(serde_json::json!({"line": line, "column": column}))
+            }
+            _ => None,
+        }
+    }
+}
+
+const fn libc_enospc() -> i32 {
+    28
+}
+
+impl From<FsError> for Failure {
+    fn from(e: FsError) -> Self {
+        let details = e.details();
+        let failure = Failure::new(e.code(), e.to_string());
+        match details {
+            Some(d) => failure.with_details(d),
+            None => failure,
+        }
+    }
+}

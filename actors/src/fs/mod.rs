@@ -1,0 +1,22 @@
+//! The filesystem body: the one place that touches the agent's files.
+//!
+//! Every path was judged by the policy before the body sees it, and the body checks again
+//! where it counts: it resolves the path, opens it *relative to the wall root's directory
+//! handle* with cap-std (which refuses to follow anything out of that directory), and then
+//! asks the kernel which file the open descriptor really is (`/proc/self/fd`) and runs the
+//! walls and deny globs on that. A symlink swapped in between the check and the use can make
+//! an action fail (`path_changed_during_check`); it cannot make it touch a denied file.
+
+/// The actor and its messages.
+pub mod actor;
+/// Errors and their codes.
+pub mod error;
+/// The operations, one function per primitive.
+mod ops;
+/// The freedesktop.org trash.
+mod trash;
+/// Opening files under checked roots.
+mod walls;
+
+pub use actor::{Executed, FsBody, FsBodyArgs, FsMsg};
+pub use error::FsError;

@@ -1,0 +1,278 @@
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use aido_journal::{Event, Journal, SessionId};
+use aido_policy::{Config, Environment, FsResolver, PolicyEngine, SessionContext};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use crate::clock::Clock;
+use crate::error::StartError;
+use crate::fs::{FsBody, FsBodyArgs, FsMsg};
+use crate::session::{Session, SessionActor, SessionArgs};
+
+/// What a runtime is built from.
+pub struct RuntimeOptions {
+    /// The effective config.
+    pub config: Config,
+    /// Home and AIDO_HOME.
+    pub env: Environment,
+    /// The journal every session writes to.
+    pub journal: Journal,
+    /// Time and ids.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// State every actor of one runtime shares.
+pub(crate) struct Shared {
+    pub(crate) journal: Journal,
+    pub(crate) policy: Arc<PolicyEngine>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// The current filesystem body; replaced by the supervisor after a crash.
+    pub(crate) fs: RwLock<Option<ActorRef<FsMsg>>>,
+    /// The runtime's own journal session (body restarts are recorded there).
+    pub(crate) runtime_session: SessionId,
+    /// The last body crash, for the error the in-flight call gets.
+    pub(crate) last_crash: Mutex<Option<String>>,
+    pub(crate) panic_next: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub(crate) fn config_limits(&self) -> &aido_policy::Limits {
+        &self.policy.config().limits
+    }
+
+    pub(crate) fn fs(&self) -> Option<ActorRef<FsMsg>> {
+        self.fs.read().ok().and_then(|g| g.clone())
+    }
+}
+
+/// A running aido: the supervisor, its bodies, and the sessions opened on it.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    supervisor: ActorRef<RuntimeMsg>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+/// The version recorded in every session's first record.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+impl Runtime {
+    /// Compile the policy, start the supervisor and the filesystem body.
+    pub async fn start(options: RuntimeOptions) -> Result<Self, StartError> {
+        let policy = Arc::new(PolicyEngine::new(
+            &options.config,
+            &options.env,
+            &FsResolver,
+        )?);
+        let runtime_session = options.clock.session_id();
+        let started = Event::SessionStarted {
+            client: Some("aido-runtime".into()),
+            cwd: policy.workdir().display().to_string(),
+            runtime: format!("aido {VERSION}"),
+        };
+        options
+            .journal
+            .append(runtime_session, options.clock.now_ms(), started)
+            .await?;
+        let panic_next = Arc::new(AtomicBool::new(false));
+        let fs_args = FsBodyArgs {
+            policy: policy.clone(),
+            limits: options.config.limits.clone(),
+            clock: options.clock.clone(),
+            trash: crate::fs::actor::home_trash(&options.env.home),
+            panic_next: panic_next.clone(),
+        };
+        let shared = Arc::new(Shared {
+            journal: options.journal,
+            policy,
+            clock: options.clock,
+            fs: RwLock::new(None),
+            runtime_session,
+            last_crash: Mutex::new(None),
+            panic_next,
+        });
+        let (supervisor, handle) = Actor::spawn(
+            None,
+            RuntimeActor,
+            RuntimeArgs {
+                shared: shared.clone(),
+                fs_args,
+            },
+        )
+        .await
+        .map_err(|e| StartError::Spawn {
+            actor: "runtime",
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            shared,
+            supervisor,
+            handle,
+        })
+    }
+
+    /// Open a session for one agent connection: journal its start and spawn its actor under
+    /// the supervisor.
+    pub async fn open_session(&self, client: Option<String>) -> Result<Session, StartError> {
+        let id = self.shared.clock.session_id();
+        let cwd = self.shared.policy.workdir().to_owned();
+        let event = Event::SessionStarted {
+            client,
+            cwd: cwd.display().to_string(),
+            runtime: format!("aido {VERSION}"),
+        };
+        self.shared
+            .journal
+            .append(id, self.shared.clock.now_ms(), event)
+            .await?;
+        let ctx = SessionContext::new(cwd);
+        let (actor, _) = Actor::spawn_linked(
+            None,
+            SessionActor,
+            SessionArgs {
+                shared: self.shared.clone(),
+                id,
+                ctx: ctx.clone(),
+            },
+            self.supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| StartError::Spawn {
+            actor: "session",
+            message: e.to_string(),
+        })?;
+        Ok(Session::new(id, actor, self.shared.clone(), ctx))
+    }
+
+    /// The compiled policy.
+    pub fn policy(&self) -> &PolicyEngine {
+        &self.shared.policy
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Journal {
+        &self.shared.journal
+    }
+
+    /// The runtime's own journal session.
+    pub fn runtime_session(&self) -> SessionId {
+        self.shared.runtime_session
+    }
+
+    /// Fault injection: the filesystem body panics on its next message. For supervision tests.
+    #[doc(hidden)]
+    pub fn inject_body_panic(&self) {
+        self.shared.panic_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Stop every actor and wait for the supervisor.
+    pub async fn shutdown(self) {
+        self.supervisor.stop(Some("shutdown".into()));
+        let _ = self.handle.await;
+    }
+}
+
+/// The supervisor.
+pub(crate) struct RuntimeActor;
+
+pub(crate) struct RuntimeArgs {
+    shared: Arc<Shared>,
+    fs_args: FsBodyArgs,
+}
+
+pub(crate) struct RuntimeState {
+    shared: Arc<Shared>,
+    fs_args: FsBodyArgs,
+    fs_cell: ActorCell,
+    restarts: u64,
+}
+
+/// The supervisor takes no requests of its own; it exists to own and restart children.
+pub(crate) enum RuntimeMsg {}
+
+async fn spawn_fs(
+    myself: &ActorRef<RuntimeMsg>,
+    shared: &Shared,
+    args: FsBodyArgs,
+) -> Result<ActorCell, ActorProcessingErr> {
+    let (fs, _) = Actor::spawn_linked(None, FsBody, args, myself.get_cell()).await?;
+    let cell = fs.get_cell();
+    if let Ok(mut slot) = shared.fs.write() {
+        *slot = Some(fs);
+    }
+    Ok(cell)
+}
+
+impl Actor for RuntimeActor {
+    type Msg = RuntimeMsg;
+    type State = RuntimeState;
+    type Arguments = RuntimeArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<RuntimeMsg>,
+        args: RuntimeArgs,
+    ) -> Result<RuntimeState, ActorProcessingErr> {
+        let fs_cell = spawn_fs(&myself, &args.shared, args.fs_args.clone()).await?;
+        Ok(RuntimeState {
+            shared: args.shared,
+            fs_args: args.fs_args,
+            fs_cell,
+            restarts: 0,
+        })
+    }
+
+    /// Restart policy: the filesystem body holds no state that a restart loses (it opens
+    /// files per action), so it is restarted at once, every time, and each restart is
+    /// journaled in the runtime's session. Sessions are not restarted: a failed session
+    /// actor ends that agent's session, and its calls get an error.
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<RuntimeMsg>,
+        event: SupervisionEvent,
+        state: &mut RuntimeState,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorFailed(cell, error)
+                if cell.get_id() == state.fs_cell.get_id() =>
+            {
+                let reason = error.to_string();
+                tracing::error!(%reason, "the filesystem body crashed; restarting it");
+                if let Ok(mut last) = state.shared.last_crash.lock() {
+                    *last = Some(reason.clone());
+                }
+                state.restarts += 1;
+                let event = Event::BodyRestarted {
+                    body: "filesystem".into(),
+                    reason,
+                };
+                let now = state.shared.clock.now_ms();
+                if let Err(e) = state
+                    .shared
+                    .journal
+                    .append(state.shared.runtime_session, now, event)
+                    .await
+                {
+                    tracing::error!(code = e.code(), "cannot journal the body restart");
+                }
+                state.fs_cell = spawn_fs(&myself, &state.shared, state.fs_args.clone()).await?;
+            }
+            SupervisionEvent::ActorFailed(cell, error) => {
+                tracing::error!(actor = ?cell.get_id(), %error, "a session actor failed; its session ends");
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                tracing::debug!(actor = ?cell.get_id(), ?reason, "actor stopped");
+            }
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Where `~` points for a runtime when nothing says otherwise.
+pub fn default_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}

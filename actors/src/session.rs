@@ -1,0 +1,415 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aido_actions::verdict::Gate;
+use aido_actions::{Action, Failure, Input, Outcome, Verdict};
+use aido_journal::{Event, SessionId};
+use aido_policy::{FsResolver, SessionContext};
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::Executor;
+use crate::runtime::Shared;
+
+/// A human's answer to a confirmation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmAnswer {
+    /// Run it.
+    Approved,
+    /// Do not.
+    Declined,
+    /// The human dismissed the question.
+    Cancelled,
+    /// No answer in time.
+    TimedOut,
+    /// The client cannot ask a human.
+    Unavailable,
+}
+
+impl ConfirmAnswer {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Approved => "accepted",
+            Self::Declined => "declined",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timeout",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Asks a human to approve an action (MCP elicitation, in the MCP server).
+pub trait Confirmer: Send + Sync {
+    /// Ask; `prompt` says what would run and why the policy asks.
+    fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>>;
+}
+
+/// Receives progress of long actions (MCP progress notifications, in the MCP server).
+pub trait Progress: Send + Sync {
+    /// `done` of `total` steps are finished.
+    fn report(&self, done: u64, total: u64, message: String);
+}
+
+/// What a surface lends a call.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// How to ask a human; `None` means nobody can be asked.
+    pub confirmer: Option<Arc<dyn Confirmer>>,
+    /// Where progress goes.
+    pub progress: Option<Arc<dyn Progress>>,
+    /// Cancelled when the agent cancels the call.
+    pub cancel: CancellationToken,
+}
+
+/// A finished action.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ran {
+    /// The seq of its proposal record.
+    pub seq: u64,
+    /// What it returned.
+    pub outcome: Outcome,
+}
+
+/// An action that was refused or failed.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunError {
+    /// The seq of its proposal record, when it got that far.
+    pub seq: Option<u64>,
+    /// The code, message and details.
+    pub failure: Failure,
+    /// For refusals: the gate that refused.
+    pub gate: Option<Gate>,
+    /// For refusals of composites: the leaf.
+    pub leaf: Option<String>,
+}
+
+impl RunError {
+    fn plain(seq: Option<u64>, failure: Failure) -> Self {
+        Self {
+            seq,
+            failure,
+            gate: None,
+            leaf: None,
+        }
+    }
+}
+
+/// One agent's session. Cheap to clone.
+#[derive(Clone)]
+pub struct Session {
+    id: SessionId,
+    actor: ActorRef<SessionMsg>,
+    shared: Arc<Shared>,
+    ctx: SessionContext,
+}
+
+/// How long a proposal may wait for the session actor (judging and one journal write).
+const PROPOSE_TIMEOUT_MS: u64 = 30_000;
+
+impl Session {
+    pub(crate) fn new(
+        id: SessionId,
+        actor: ActorRef<SessionMsg>,
+        shared: Arc<Shared>,
+        ctx: SessionContext,
+    ) -> Self {
+        Self {
+            id,
+            actor,
+            shared,
+            ctx,
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// Where its relative paths start.
+    pub fn cwd(&self) -> &std::path::Path {
+        &self.ctx.cwd
+    }
+
+    /// Run one action through the whole path: judge and journal the proposal, ask a human if
+    /// needed, execute, journal the outcome.
+    ///
+    /// # Cancel safety
+    /// The work runs in its own task: dropping this future does not stop it half-way, and
+    /// its records are still written. Use `hooks.cancel` to stop it between steps.
+    pub async fn run(&self, action: Action, hooks: Hooks) -> Result<Ran, RunError> {
+        let this = self.clone();
+        match tokio::spawn(async move { this.run_inner(action, hooks).await }).await {
+            Ok(result) => result,
+            Err(e) => Err(RunError::plain(
+                None,
+                Failure::new("internal_error", e.to_string()),
+            )),
+        }
+    }
+
+    async fn run_inner(&self, action: Action, hooks: Hooks) -> Result<Ran, RunError> {
+        let shared = &self.shared;
+        let proposed = self
+            .actor
+            .call(
+                |reply| SessionMsg::Propose {
+                    action: Box::new(action.clone()),
+                    reply,
+                },
+                Some(Duration::from_millis(PROPOSE_TIMEOUT_MS)),
+            )
+            .await;
+        let (seq, verdict) = match proposed {
+            Ok(CallResult::Success(Ok(p))) => p,
+            Ok(CallResult::Success(Err(f))) => return Err(RunError::plain(None, f)),
+            Ok(CallResult::Timeout) => {
+                return Err(RunError::plain(
+                    None,
+                    Failure::new(
+                        "session_busy",
+                        "the session did not take the action in time",
+                    ),
+                ));
+            }
+            Ok(CallResult::SenderError) | Err(_) => {
+                return Err(RunError::plain(
+                    None,
+                    Failure::new("session_closed", "the session has ended"),
+                ));
+            }
+        };
+        // From here on the session counts this action in flight until the guard drops.
+        let _slot = Release(self.actor.clone());
+        let mut inputs = Vec::new();
+        match verdict {
+            Verdict::Allow => {}
+            Verdict::Deny {
+                gate,
+                code,
+                reason,
+                leaf,
+            } => {
+                let failure = Failure::new(&code, reason)
+                    .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
+                return Err(RunError {
+                    seq: Some(seq),
+                    failure,
+                    gate: Some(gate),
+                    leaf,
+                });
+            }
+            Verdict::Confirm { gate, reason, leaf } => {
+                let prompt = format!(
+                    "aido asks before running {}: {reason}.\n{}",
+                    action.primitive(),
+                    serde_json::to_string_pretty(&action).unwrap_or_default()
+                );
+                let answer = match &hooks.confirmer {
+                    None => ConfirmAnswer::Unavailable,
+                    Some(c) => {
+                        let wait = Duration::from_millis(shared.config_limits().confirm_timeout_ms);
+                        tokio::time::timeout(wait, c.confirm(prompt))
+                            .await
+                            .unwrap_or(ConfirmAnswer::TimedOut)
+                    }
+                };
+                let approved = answer == ConfirmAnswer::Approved;
+                let event = Event::ConfirmAnswered {
+                    proposal: seq,
+                    approved,
+                    answer: answer.name().into(),
+                };
+                self.journal(event, Vec::new())
+                    .await
+                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                if !approved {
+                    let (code, message) = match answer {
+                        ConfirmAnswer::Unavailable => (
+                            "confirm_unavailable",
+                            format!(
+                                "{reason}, and this client cannot ask a human (no MCP elicitation)"
+                            ),
+                        ),
+                        _ => (
+                            "confirm_declined",
+                            format!("{reason}; the human answered: {}", answer.name()),
+                        ),
+                    };
+                    let failure = Failure::new(code, message)
+                        .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
+                    let event = Event::ActionFailed {
+                        proposal: seq,
+                        failure: failure.clone(),
+                        effects: Vec::new(),
+                        duration_ms: 0,
+                    };
+                    self.journal(event, Vec::new())
+                        .await
+                        .map_err(|f| RunError::plain(Some(seq), f))?;
+                    return Err(RunError {
+                        seq: Some(seq),
+                        failure,
+                        gate: Some(gate),
+                        leaf,
+                    });
+                }
+                inputs.push(Input::HumanAnswer { approved });
+            }
+        }
+        let started = shared.clock.now_ms();
+        let executor = Executor {
+            shared: shared.clone(),
+            session: self.id,
+            ctx: &self.ctx,
+            hooks: &hooks,
+        };
+        let result = executor.exec(&action, String::new()).await;
+        let duration_ms = shared.clock.now_ms().saturating_sub(started);
+        match result {
+            Ok(mut done) => {
+                inputs.append(&mut done.outcome.inputs);
+                done.outcome.inputs = inputs;
+                let event = Event::ActionCompleted {
+                    proposal: seq,
+                    outcome: done.outcome.clone(),
+                    duration_ms,
+                };
+                self.journal(event, done.blobs)
+                    .await
+                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                Ok(Ran {
+                    seq,
+                    outcome: done.outcome,
+                })
+            }
+            Err(failed) => {
+                let event = Event::ActionFailed {
+                    proposal: seq,
+                    failure: failed.failure.clone(),
+                    effects: failed.partial.outcome.effects,
+                    duration_ms,
+                };
+                self.journal(event, failed.partial.blobs)
+                    .await
+                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                Err(RunError::plain(Some(seq), failed.failure))
+            }
+        }
+    }
+
+    async fn journal(&self, event: Event, blobs: Vec<Vec<u8>>) -> Result<u64, Failure> {
+        let now = self.shared.clock.now_ms();
+        self.shared
+            .journal
+            .append_with_blobs(self.id, now, event, blobs)
+            .await
+            .map(|a| a.seq)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))
+    }
+
+    /// End the session: journal why and stop its actor.
+    pub async fn close(&self, reason: &str) {
+        let _ = self
+            .journal(
+                Event::SessionEnded {
+                    reason: reason.to_owned(),
+                },
+                Vec::new(),
+            )
+            .await;
+        self.actor.stop(Some(reason.to_owned()));
+    }
+}
+
+/// Sends Release when dropped, so every exit path frees the admission slot.
+struct Release(ActorRef<SessionMsg>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = self.0.cast(SessionMsg::Release);
+    }
+}
+
+/// The session actor: it admits actions (bounded in-flight count), judges them and journals
+/// their proposals, one at a time, so a session's proposals are ordered.
+pub(crate) struct SessionActor;
+
+pub(crate) struct SessionArgs {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) id: SessionId,
+    pub(crate) ctx: SessionContext,
+}
+
+pub(crate) struct SessionState {
+    args: SessionArgs,
+    in_flight: u32,
+}
+
+pub(crate) enum SessionMsg {
+    Propose {
+        action: Box<Action>,
+        reply: RpcReplyPort<Result<(u64, Verdict), Failure>>,
+    },
+    Release,
+}
+
+impl Actor for SessionActor {
+    type Msg = SessionMsg;
+    type State = SessionState;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        args: SessionArgs,
+    ) -> Result<SessionState, ActorProcessingErr> {
+        Ok(SessionState { args, in_flight: 0 })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        state: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SessionMsg::Propose { action, reply } => {
+                let shared = &state.args.shared;
+                let max = shared.config_limits().in_flight_actions_max;
+                if state.in_flight >= max {
+                    let _ = reply.send(Err(Failure::new(
+                        "too_many_in_flight",
+                        format!("this session already runs {max} actions (in_flight_actions_max)"),
+                    )));
+                    return Ok(());
+                }
+                let verdict = shared
+                    .policy
+                    .evaluate(&action, &state.args.ctx, &FsResolver);
+                let event = Event::ActionProposed {
+                    action: *action,
+                    verdict: verdict.clone(),
+                };
+                let appended = shared
+                    .journal
+                    .append(state.args.id, shared.clock.now_ms(), event)
+                    .await;
+                let answer = match appended {
+                    Ok(a) => {
+                        state.in_flight += 1;
+                        Ok((a.seq, verdict))
+                    }
+                    Err(e) => Err(Failure::new(e.code(), e.to_string())),
+                };
+                let _ = reply.send(answer);
+            }
+            SessionMsg::Release => state.in_flight = state.in_flight.saturating_sub(1),
+        }
+        Ok(())
+    }
+}

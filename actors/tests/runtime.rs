@@ -1,0 +1,732 @@
+//! The whole path of an action through a real runtime: sled journal on disk, the ractor tree,
+//! the filesystem body on a temp home.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aido_actions::{Action, Effect};
+use aido_actors::clock::FixedClock;
+use aido_actors::{ConfirmAnswer, Confirmer, Hooks, Progress, Runtime, RuntimeOptions, Session};
+use aido_journal::{CommitMode, Event, Journal, Limits as JournalLimits};
+use aido_policy::{Environment, Layered, Source};
+use serde_json::{Value, json};
+
+struct World {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    runtime: Runtime,
+    session: Session,
+}
+
+async fn world(config: &str) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let home = base.join("home");
+    std::fs::create_dir_all(home.join("project")).unwrap();
+    let aido_home = base.join("aido");
+    let text = format!("workdir = \"{}\"\n{config}", home.join("project").display());
+    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
+        .unwrap()
+        .config;
+    let journal = Journal::open(
+        &aido_home.join("journal"),
+        JournalLimits::default(),
+        CommitMode::Group,
+    )
+    .unwrap();
+    let runtime = Runtime::start(RuntimeOptions {
+        config,
+        env: Environment {
+            home: home.clone(),
+            aido_home,
+        },
+        journal,
+        clock: Arc::new(FixedClock::default()),
+    })
+    .await
+    .unwrap();
+    let session = runtime
+        .open_session(Some("test-client".into()))
+        .await
+        .unwrap();
+    World {
+        _dir: dir,
+        home,
+        runtime,
+        session,
+    }
+}
+
+fn action(primitive: &str, args: Value) -> Action {
+    Action::from_tool_call(primitive, args).unwrap()
+}
+
+impl World {
+    fn p(&self, rel: &str) -> PathBuf {
+        self.home.join("project").join(rel)
+    }
+
+    async fn ok(&self, primitive: &str, args: Value) -> Value {
+        match self
+            .session
+            .run(action(primitive, args), Hooks::default())
+            .await
+        {
+            Ok(ran) => ran.outcome.output,
+            Err(e) => panic!("{primitive} failed: {:?}", e.failure),
+        }
+    }
+
+    async fn err(&self, primitive: &str, args: Value) -> String {
+        match self
+            .session
+            .run(action(primitive, args), Hooks::default())
+            .await
+        {
+            Ok(ran) => panic!("{primitive} should fail but gave {:?}", ran.outcome.output),
+            Err(e) => e.failure.code,
+        }
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.runtime
+            .journal()
+            .all_records(self.session.id())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.event)
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_primitives_change_real_files_and_journal_every_step() {
+    let w = world("").await;
+    let out = w
+        .ok(
+            "write_file",
+            json!({"path": "src/a.txt", "content": "one\ntwo\nthree\n"}),
+        )
+        .await;
+    assert_eq!(out["created"], true);
+    assert_eq!(
+        std::fs::read_to_string(w.p("src/a.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+
+    let out = w
+        .ok(
+            "read_file",
+            json!({"path": "src/a.txt", "offset": 2, "limit": 1}),
+        )
+        .await;
+    assert_eq!(out["content"], "two\n");
+    assert_eq!(out["truncated"], true);
+
+    let dry = w
+        .ok(
+            "edit_file",
+            json!({"path": "src/a.txt", "old_string": "two", "new_string": "2", "dry_run": true}),
+        )
+        .await;
+    assert!(dry["diff"].as_str().unwrap().contains("-two\n+2\n"));
+    assert_eq!(
+        std::fs::read_to_string(w.p("src/a.txt")).unwrap(),
+        "one\ntwo\nthree\n",
+        "dry run writes nothing"
+    );
+    w.ok(
+        "edit_file",
+        json!({"path": "src/a.txt", "old_string": "two", "new_string": "2"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(w.p("src/a.txt")).unwrap(),
+        "one\n2\nthree\n"
+    );
+
+    std::fs::write(w.p("dup.txt"), "x x").unwrap();
+    assert_eq!(
+        w.err(
+            "edit_file",
+            json!({"path": "dup.txt", "old_string": "x", "new_string": "y"})
+        )
+        .await,
+        "edit_ambiguous_match"
+    );
+    assert_eq!(
+        w.err(
+            "edit_file",
+            json!({"path": "dup.txt", "old_string": "zz", "new_string": "y"})
+        )
+        .await,
+        "edit_no_match"
+    );
+    w.ok(
+        "edit_file",
+        json!({"path": "dup.txt", "old_string": "x", "new_string": "y", "replace_all": true}),
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(w.p("dup.txt")).unwrap(), "y y");
+
+    let patch = "--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1,3 +1,3 @@\n one\n-2\n+two again\n three\n";
+    w.ok("apply_patch", json!({"path": "src/a.txt", "patch": patch}))
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(w.p("src/a.txt")).unwrap(),
+        "one\ntwo again\nthree\n"
+    );
+    assert_eq!(
+        w.err("apply_patch", json!({"path": "src/a.txt", "patch": patch}))
+            .await,
+        "patch_failed"
+    );
+    assert_eq!(
+        w.err(
+            "apply_patch",
+            json!({"path": "src/a.txt", "patch": "nonsense"})
+        )
+        .await,
+        "patch_invalid"
+    );
+
+    let sum = w
+        .ok(
+            "checksum",
+            json!({"path": "src/a.txt", "algorithm": "sha256"}),
+        )
+        .await;
+    use sha2_check::sha256_hex;
+    assert_eq!(sum["digest"], sha256_hex(b"one\ntwo again\nthree\n"));
+    let b3 = w.ok("checksum", json!({"path": "src/a.txt"})).await;
+    assert_eq!(
+        b3["digest"],
+        blake3::hash(b"one\ntwo again\nthree\n")
+            .to_hex()
+            .to_string()
+    );
+
+    let info = w.ok("file_info", json!({"path": "src/a.txt"})).await;
+    assert_eq!(
+        (info["lines"].as_u64(), info["binary"].as_bool()),
+        (Some(3), Some(false))
+    );
+    std::fs::write(w.p("bin.dat"), [0u8, 159, 146, 150]).unwrap();
+    let info = w.ok("file_info", json!({"path": "bin.dat"})).await;
+    assert_eq!(info["binary"], true);
+    assert_eq!(
+        w.err("read_file", json!({"path": "bin.dat"})).await,
+        "binary_file"
+    );
+    let b64 = w
+        .ok(
+            "read_file",
+            json!({"path": "bin.dat", "encoding": "base64"}),
+        )
+        .await;
+    assert_eq!(b64["content"], "AJ+Slg==");
+
+    let stat = w
+        .ok("stat_files", json!({"paths": ["src/a.txt", "nope", "src"]}))
+        .await;
+    assert_eq!(stat["files"][0]["kind"], "file");
+    assert_eq!(stat["files"][1]["exists"], false);
+    assert_eq!(stat["files"][2]["kind"], "dir");
+
+    let many = w
+        .ok("read_files", json!({"paths": ["src/a.txt", "nope"]}))
+        .await;
+    assert_eq!(many["files"][0]["ok"], true);
+    assert_eq!(many["files"][1]["code"], "file_not_found");
+
+    std::fs::write(w.p("c.json"), "{\"a\": [1, 2,]}").unwrap();
+    assert_eq!(
+        w.err("validate", json!({"path": "c.json", "format": "json"}))
+            .await,
+        "validation_failed"
+    );
+    std::fs::write(w.p("c.toml"), "a = 1\n").unwrap();
+    w.ok("validate", json!({"path": "c.toml", "format": "toml"}))
+        .await;
+
+    // The journal holds a proposal and a terminal record for each call, and the write's
+    // contents (new and previous) as blobs.
+    let events = w.events();
+    let proposals = events
+        .iter()
+        .filter(|e| matches!(e, Event::ActionProposed { .. }))
+        .count();
+    let terminals = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::ActionCompleted { .. } | Event::ActionFailed { .. }
+            )
+        })
+        .count();
+    assert_eq!(proposals, terminals);
+    let edit = events.iter().find_map(|e| match e {
+        Event::ActionCompleted { outcome, .. }
+            if !outcome.effects.is_empty() && outcome.output.get("replacements").is_some() =>
+        {
+            Some(outcome.effects.clone())
+        }
+        _ => None,
+    });
+    match edit.as_deref() {
+        Some(
+            [
+                Effect::FileWritten {
+                    blob,
+                    before: Some(before),
+                    ..
+                },
+            ],
+        ) => {
+            let j = w.runtime.journal();
+            assert_eq!(j.blob(blob).unwrap().unwrap(), b"one\n2\nthree\n");
+            assert_eq!(j.blob(before).unwrap().unwrap(), b"one\ntwo\nthree\n");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        w.runtime.journal().verify(w.session.id()).unwrap().broken,
+        None
+    );
+}
+
+mod sha2_check {
+    pub fn sha256_hex(bytes: &[u8]) -> String {
+        let out = std::process::Command::new("sha256sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(bytes)?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_leaf_refuses_the_pipeline_before_anything_runs() {
+    let w = world("").await;
+    let steps = json!({"steps": [
+        {"type": "write_file", "path": "first.txt", "content": "1"},
+        {"type": "write_file", "path": "~/.ssh/authorized_keys", "content": "evil"},
+    ]});
+    let err = w
+        .session
+        .run(action("pipeline", steps), Hooks::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.failure.code, "path_denied_by_pattern");
+    assert_eq!(err.leaf.as_deref(), Some("steps[1]"));
+    assert!(!w.p("first.txt").exists(), "the first step never ran");
+    assert!(!w.home.join(".ssh").exists());
+    // The denial is journaled with its verdict.
+    match w.events().last() {
+        Some(Event::ActionProposed { verdict, .. }) => assert!(verdict.is_deny()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composites_run_their_branches_and_keep_partial_effects() {
+    let w = world("").await;
+    std::fs::write(w.p("flag"), "on").unwrap();
+    let out = w
+        .ok(
+            "if",
+            json!({"condition": {"kind": "file_contains", "path": "flag", "text": "on"},
+                         "then": {"type": "write_file", "path": "then.txt", "content": "t"},
+                         "else": {"type": "write_file", "path": "else.txt", "content": "e"}}),
+        )
+        .await;
+    assert_eq!(out["branch"], "then");
+    assert!(w.p("then.txt").exists() && !w.p("else.txt").exists());
+
+    let out = w
+        .ok("try", json!({"action": {"type": "read_file", "path": "missing"},
+                          "fallback": {"type": "write_file", "path": "fallback.txt", "content": "f"}}))
+        .await;
+    assert_eq!(out["succeeded"], false);
+    assert_eq!(out["error"]["code"], "file_not_found");
+    assert!(w.p("fallback.txt").exists());
+
+    assert_eq!(
+        w.err(
+            "assert",
+            json!({"condition": {"kind": "file_exists", "path": "nope"}, "message": "need nope"})
+        )
+        .await,
+        "assertion_failed"
+    );
+
+    // A pipeline that fails at step 2 keeps step 1's write, and the failure record says so.
+    let code = w
+        .err(
+            "pipeline",
+            json!({"steps": [
+                {"type": "write_file", "path": "p1.txt", "content": "1"},
+                {"type": "edit_file", "path": "p1.txt", "old_string": "zzz", "new_string": "y"},
+                {"type": "write_file", "path": "p3.txt", "content": "3"},
+            ]}),
+        )
+        .await;
+    assert_eq!(code, "edit_no_match");
+    assert!(w.p("p1.txt").exists() && !w.p("p3.txt").exists());
+    match w.events().last() {
+        Some(Event::ActionFailed {
+            effects, failure, ..
+        }) => {
+            assert_eq!(effects.len(), 1);
+            assert_eq!(failure.details.as_ref().unwrap()["leaf"], "steps[1]");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // patch_set is all or nothing.
+    std::fs::write(w.p("x.txt"), "x\n").unwrap();
+    std::fs::write(w.p("y.txt"), "y\n").unwrap();
+    let good = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-x\n+X\n";
+    let bad = "--- a/y\n+++ b/y\n@@ -1 +1 @@\n-nope\n+Y\n";
+    let code = w
+        .err(
+            "patch_set",
+            json!({"patches": [{"path": "x.txt", "patch": good}, {"path": "y.txt", "patch": bad}]}),
+        )
+        .await;
+    assert_eq!(code, "patch_failed");
+    assert_eq!(
+        std::fs::read_to_string(w.p("x.txt")).unwrap(),
+        "x\n",
+        "nothing written"
+    );
+    let yes = "--- a/y\n+++ b/y\n@@ -1 +1 @@\n-y\n+Y\n";
+    w.ok(
+        "patch_set",
+        json!({"patches": [{"path": "x.txt", "patch": good}, {"path": "y.txt", "patch": yes}]}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(w.p("x.txt")).unwrap()
+            + &std::fs::read_to_string(w.p("y.txt")).unwrap(),
+        "X\nY\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trash_follows_the_freedesktop_spec_and_restores() {
+    let w = world("").await;
+    std::fs::create_dir_all(w.p("dir/sub")).unwrap();
+    std::fs::write(w.p("dir/sub/f.txt"), "keep me").unwrap();
+    let out = w.ok("move_to_trash", json!({"path": "dir"})).await;
+    assert!(!w.p("dir").exists());
+    let trash = w.home.join(".local/share/Trash");
+    assert_eq!(
+        out["trashed_to"],
+        trash.join("files/dir").display().to_string()
+    );
+    let info = std::fs::read_to_string(trash.join("info/dir.trashinfo")).unwrap();
+    assert!(info.starts_with("[Trash Info]\nPath="));
+    assert!(info.contains(&format!("Path={}\n", w.p("dir").display())));
+    assert!(info.contains("DeletionDate="));
+    assert_eq!(
+        std::fs::read_to_string(trash.join("files/dir/sub/f.txt")).unwrap(),
+        "keep me"
+    );
+
+    // A second item with the same name gets its own slot.
+    std::fs::create_dir_all(w.p("dir")).unwrap();
+    w.ok("move_to_trash", json!({"path": "dir"})).await;
+    assert!(trash.join("files/dir.2").exists() && trash.join("info/dir.2.trashinfo").exists());
+
+    w.ok("restore_from_trash", json!({"path": "dir"})).await;
+    assert!(w.p("dir").exists());
+    assert_eq!(
+        w.err("restore_from_trash", json!({"path": "dir"})).await,
+        "restore_target_exists"
+    );
+    assert_eq!(
+        w.err("restore_from_trash", json!({"path": "never"})).await,
+        "trash_item_not_found"
+    );
+
+    // A directory holding something denied cannot be trashed as a whole.
+    std::fs::create_dir_all(w.p("app")).unwrap();
+    std::fs::write(w.p("app/.env"), "SECRET=1").unwrap();
+    assert_eq!(
+        w.err("move_to_trash", json!({"path": "app"})).await,
+        "path_denied_by_pattern"
+    );
+    assert!(w.p("app/.env").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_body_is_restarted_and_the_call_gets_an_error() {
+    let w = world("").await;
+    std::fs::write(w.p("a.txt"), "a").unwrap();
+    w.runtime.inject_body_panic();
+    let err = w
+        .session
+        .run(
+            action("read_file", json!({"path": "a.txt"})),
+            Hooks::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.failure.code, "body_crashed");
+    // The restart is journaled in the runtime's session...
+    let runtime_events: Vec<_> = w
+        .runtime
+        .journal()
+        .all_records(w.runtime.runtime_session())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect();
+    assert!(
+        runtime_events.iter().any(|e| matches!(e, Event::BodyRestarted { body, reason } if body == "filesystem" && reason.contains("injected fault"))),
+        "{runtime_events:?}"
+    );
+    // ...the failure in the agent's session, and the next call is served by the new body.
+    match w.events().last() {
+        Some(Event::ActionFailed { failure, .. }) => assert_eq!(failure.code, "body_crashed"),
+        other => panic!("{other:?}"),
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match w
+            .session
+            .run(
+                action("read_file", json!({"path": "a.txt"})),
+                Hooks::default(),
+            )
+            .await
+        {
+            Ok(ran) => {
+                assert_eq!(ran.outcome.output["content"], "a");
+                break;
+            }
+            Err(e) if e.failure.code == "body_crashed" && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("{:?}", e.failure),
+        }
+    }
+}
+
+struct Answer(ConfirmAnswer, Arc<AtomicU64>);
+
+impl Confirmer for Answer {
+    fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>> {
+        assert!(prompt.contains("write_file"));
+        self.1.fetch_add(1, Ordering::SeqCst);
+        let a = self.0;
+        Box::pin(async move { a })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_mode_asks_a_human_and_journals_the_answer() {
+    let w = world("mode = \"confirm\"").await;
+    let asked = Arc::new(AtomicU64::new(0));
+    let hooks = |a| Hooks {
+        confirmer: Some(Arc::new(Answer(a, asked.clone()))),
+        ..Hooks::default()
+    };
+    let write = |name: &str| action("write_file", json!({"path": name, "content": "x"}));
+
+    w.session
+        .run(write("yes.txt"), hooks(ConfirmAnswer::Approved))
+        .await
+        .unwrap();
+    assert!(w.p("yes.txt").exists());
+    let err = w
+        .session
+        .run(write("no.txt"), hooks(ConfirmAnswer::Declined))
+        .await
+        .unwrap_err();
+    assert_eq!(err.failure.code, "confirm_declined");
+    assert!(!w.p("no.txt").exists());
+    let err = w
+        .session
+        .run(write("nobody.txt"), Hooks::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.failure.code, "confirm_unavailable");
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
+    // Reads are not asked about.
+    w.session
+        .run(
+            action("read_file", json!({"path": "yes.txt"})),
+            hooks(ConfirmAnswer::Declined),
+        )
+        .await
+        .unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
+
+    let answers: Vec<_> = w
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ConfirmAnswered {
+                approved, answer, ..
+            } => Some((approved, answer)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            (true, "accepted".into()),
+            (false, "declined".into()),
+            (false, "unavailable".into())
+        ]
+    );
+}
+
+struct Steps(std::sync::Mutex<Vec<(u64, u64)>>);
+
+impl Progress for Steps {
+    fn report(&self, done: u64, total: u64, _message: String) {
+        self.0.lock().unwrap().push((done, total));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_report_progress_and_stop_when_cancelled() {
+    let w = world("").await;
+    let steps: Vec<_> = (0..3)
+        .map(|i| json!({"type": "write_file", "path": format!("s{i}"), "content": ""}))
+        .collect();
+    let progress = Arc::new(Steps(Default::default()));
+    let hooks = Hooks {
+        progress: Some(progress.clone()),
+        ..Hooks::default()
+    };
+    w.session
+        .run(action("pipeline", json!({"steps": steps})), hooks)
+        .await
+        .unwrap();
+    assert_eq!(
+        *progress.0.lock().unwrap(),
+        vec![(0, 3), (1, 3), (2, 3), (3, 3)]
+    );
+
+    let hooks = Hooks::default();
+    hooks.cancel.cancel();
+    let err = w
+        .session
+        .run(
+            action(
+                "pipeline",
+                json!({"steps": [{"type": "write_file", "path": "never", "content": ""}]}),
+            ),
+            hooks,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.failure.code, "cancelled");
+    assert!(!w.p("never").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_history_simulate_and_policy_check_answer_from_the_journal_and_policy() {
+    let w = world("").await;
+    w.ok("write_file", json!({"path": "h.txt", "content": "h"}))
+        .await;
+    w.err("read_file", json!({"path": "/etc/shadow"})).await;
+    let sim = w
+        .ok(
+            "simulate",
+            json!({"action": {"type": "pipeline", "steps": [
+            {"type": "write_file", "path": "sim.txt", "content": "s"},
+            {"type": "move_to_trash", "path": "h.txt"}]}}),
+        )
+        .await;
+    assert_eq!(sim["would_execute"], true);
+    assert_eq!(
+        sim["leaves"][1]["deletes"][0],
+        w.p("h.txt").display().to_string()
+    );
+    assert!(
+        !w.p("sim.txt").exists() && w.p("h.txt").exists(),
+        "simulate changed nothing"
+    );
+    let check = w
+        .ok(
+            "policy_check",
+            json!({"action": {"type": "read_file", "path": "~/.ssh/id_rsa"}}),
+        )
+        .await;
+    assert_eq!(check["verdict"]["code"], "path_denied_by_pattern");
+
+    let history = w.ok("session_history", json!({"limit": 10})).await;
+    let actions = history["actions"].as_array().unwrap();
+    let summary: Vec<_> = actions
+        .iter()
+        .map(|a| {
+            (
+                a["primitive"].as_str().unwrap(),
+                a["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("write_file", "completed"),
+            ("read_file", "denied"),
+            ("simulate", "completed"),
+            ("policy_check", "completed"),
+            ("session_history", "pending")
+        ]
+    );
+    assert_eq!(actions[1]["code"], "path_outside_walls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_give_coded_errors() {
+    let w = world("[limits]\nread_bytes_max = 16\n").await;
+    std::fs::write(w.p("big.txt"), "0123456789abcdefXYZ").unwrap();
+    assert_eq!(
+        w.err("read_file", json!({"path": "big.txt"})).await,
+        "file_too_large"
+    );
+    let window = w
+        .ok(
+            "read_file",
+            json!({"path": "big.txt", "offset": 1, "limit": 1}),
+        )
+        .await;
+    assert_eq!(
+        window["truncated"], true,
+        "a window never exceeds the limit"
+    );
+    assert_eq!(
+        w.err("read_file", json!({"path": "missing.txt"})).await,
+        "file_not_found"
+    );
+    assert_eq!(
+        w.err(
+            "write_file",
+            json!({"path": "b.bin", "content": "!!", "encoding": "base64"})
+        )
+        .await,
+        "invalid_arguments"
+    );
+}
