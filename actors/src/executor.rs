@@ -324,6 +324,12 @@ impl Executor<'_> {
                         e["confirmation"] = json!(answer);
                     }
                 }
+                Event::CallRejected { tool, code, .. } => {
+                    actions.push(
+                        json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": tool,
+                                        "verdict": "none", "status": "rejected", "code": code}),
+                    );
+                }
                 Event::SessionStarted { .. }
                 | Event::BodyRestarted { .. }
                 | Event::SessionEnded { .. } => {}

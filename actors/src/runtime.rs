@@ -65,16 +65,9 @@ impl Runtime {
             &options.env,
             &FsResolver,
         )?);
+        // The runtime's own session is journaled only when something happens to the runtime
+        // itself (a body restart), so quiet runs do not add a session per start.
         let runtime_session = options.clock.session_id();
-        let started = Event::SessionStarted {
-            client: Some("aido-runtime".into()),
-            cwd: policy.workdir().display().to_string(),
-            runtime: format!("aido {VERSION}"),
-        };
-        options
-            .journal
-            .append(runtime_session, options.clock.now_ms(), started)
-            .await?;
         let panic_next = Arc::new(AtomicBool::new(false));
         let fs_args = FsBodyArgs {
             policy: policy.clone(),
@@ -243,11 +236,22 @@ impl Actor for RuntimeActor {
                     *last = Some(reason.clone());
                 }
                 state.restarts += 1;
+                let now = state.shared.clock.now_ms();
+                if state.restarts == 1 {
+                    let started = Event::SessionStarted {
+                        client: Some("aido-runtime".into()),
+                        cwd: state.shared.policy.workdir().display().to_string(),
+                        runtime: format!("aido {VERSION}"),
+                    };
+                    let session = state.shared.runtime_session;
+                    if let Err(e) = state.shared.journal.append(session, now, started).await {
+                        tracing::error!(code = e.code(), "cannot journal the runtime session");
+                    }
+                }
                 let event = Event::BodyRestarted {
                     body: "filesystem".into(),
                     reason,
                 };
-                let now = state.shared.clock.now_ms();
                 if let Err(e) = state
                     .shared
                     .journal

@@ -312,6 +312,18 @@ impl Session {
             .map_err(|e| Failure::new(e.code(), e.to_string()))
     }
 
+    /// Journal a tool call that could not be parsed into an action.
+    pub async fn reject(&self, tool: &str, code: &str, message: &str) {
+        let event = Event::CallRejected {
+            tool: tool.to_owned(),
+            code: code.to_owned(),
+            message: message.to_owned(),
+        };
+        if let Err(f) = self.journal(event, Vec::new()).await {
+            tracing::error!(code = %f.code, "cannot journal a rejected call");
+        }
+    }
+
     /// End the session: journal why and stop its actor.
     pub async fn close(&self, reason: &str) {
         let _ = self

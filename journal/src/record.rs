@@ -96,6 +96,16 @@ pub enum Event {
         /// How long it ran.
         duration_ms: u64,
     },
+    /// A tool call that never became an action: unknown primitive, malformed or oversized
+    /// arguments. Kept so the journal shows everything an agent tried.
+    CallRejected {
+        /// The tool name the agent called.
+        tool: String,
+        /// The stable code.
+        code: String,
+        /// What was wrong.
+        message: String,
+    },
     /// A body crashed and its supervisor restarted it.
     BodyRestarted {
         /// Which body.
@@ -119,6 +129,7 @@ impl Event {
             Self::ConfirmAnswered { .. } => "confirm_answered",
             Self::ActionCompleted { .. } => "action_completed",
             Self::ActionFailed { .. } => "action_failed",
+            Self::CallRejected { .. } => "call_rejected",
             Self::BodyRestarted { .. } => "body_restarted",
             Self::SessionEnded { .. } => "session_ended",
         }

@@ -1,1 +1,20 @@
+//! The MCP server: how agents reach aido.
+//!
+//! `tools/list` is generated from the Action table in aido-actions, so a new primitive appears
+//! here with no code in this crate; its annotations (readOnlyHint, destructiveHint,
+//! idempotentHint, openWorldHint) come from its side-effect class. `tools/call` parses the
+//! arguments into an `Action` (size-capped, schema-checked) and runs it through the session:
+//! policy, journal, body, journal. A refusal or failure is an `isError` result whose
+//! `structuredContent` carries the stable `code` (and for refusals the `gate` and `reason`),
+//! so the model can read it and correct itself. Confirmations are asked through MCP
+//! elicitation; long actions send progress notifications; cancellation reaches the executor.
+//!
+//! This crate must never print: stdout is the protocol. Logs go through `tracing` to stderr.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
+/// The server: a `ServerHandler` over one aido session per connection.
+pub mod server;
+/// Tool definitions from the Action table.
+pub mod tools;
+
+pub use server::{AidoServer, serve_stdio};

@@ -1,1 +1,209 @@
+//! Reading a session back for people and tools: a timeline a person can follow (verdicts,
+//! outcomes, confirmations, restarts), the JSON-lines export for jq and log shippers, and the
+//! verification report.
+//!
+//! ```
+//! use aido_journal::{CommitMode, Event, Journal, Limits, SessionId};
+//! let dir = tempfile::tempdir().unwrap();
+//! let j = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+//! let s = SessionId::from_bytes([1; 16]);
+//! j.append_blocking(s, 0, Event::SessionStarted { client: None, cwd: "/w".into(), runtime: "t".into() }).unwrap();
+//! let text = aido_replay::timeline(&j.all_records(s).unwrap(), false);
+//! assert!(text.contains("session started"));
+//! ```
 
+use std::io::Write;
+
+use aido_actions::Verdict;
+use aido_journal::{Event, Record, VerifyReport};
+
+/// Terminal colours, used only when asked (stdout is a terminal).
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(&self, code: &str, text: &str) -> String {
+        if self.0 {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+    fn green(&self, t: &str) -> String {
+        self.wrap("32", t)
+    }
+    fn red(&self, t: &str) -> String {
+        self.wrap("31", t)
+    }
+    fn yellow(&self, t: &str) -> String {
+        self.wrap("33", t)
+    }
+    fn dim(&self, t: &str) -> String {
+        self.wrap("2", t)
+    }
+}
+
+fn clock(time_ms: u64) -> String {
+    let s = time_ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600 % 24,
+        s / 60 % 60,
+        s % 60,
+        time_ms % 1000
+    )
+}
+
+fn short(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', "⏎");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max).collect::<String>())
+    }
+}
+
+/// A session as lines a person can read: one line per record.
+pub fn timeline(records: &[Record], colour: bool) -> String {
+    let p = Paint(colour);
+    let mut out = String::new();
+    for r in records {
+        let head = format!("{:>5}  {}  ", r.seq, p.dim(&clock(r.time_ms)));
+        let line = match &r.event {
+            Event::SessionStarted {
+                client,
+                cwd,
+                runtime,
+            } => {
+                format!(
+                    "session started by {} in {cwd} ({runtime})",
+                    client.as_deref().unwrap_or("an unknown client")
+                )
+            }
+            Event::ActionProposed { action, verdict } => {
+                let args = serde_json::to_value(action).map(|mut v| {
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("type");
+                    }
+                    v.to_string()
+                });
+                let judged = match verdict {
+                    Verdict::Allow => p.green("allow"),
+                    Verdict::Confirm { gate, reason, .. } => {
+                        p.yellow(&format!("confirm ({gate}: {reason})"))
+                    }
+                    Verdict::Deny {
+                        gate,
+                        code,
+                        reason,
+                        leaf,
+                    } => p.red(&format!(
+                        "DENY {code} by {gate}{}: {reason}",
+                        leaf.as_ref()
+                            .map(|l| format!(" at {l}"))
+                            .unwrap_or_default()
+                    )),
+                };
+                format!(
+                    "{} [{}] {}  → {judged}",
+                    action.primitive(),
+                    action.class(),
+                    short(&args.unwrap_or_default(), 100)
+                )
+            }
+            Event::ConfirmAnswered {
+                proposal,
+                approved,
+                answer,
+            } => {
+                let said = if *approved {
+                    p.green(answer)
+                } else {
+                    p.red(answer)
+                };
+                format!("  human answered #{proposal}: {said}")
+            }
+            Event::ActionCompleted {
+                proposal,
+                outcome,
+                duration_ms,
+            } => {
+                let effects = if outcome.effects.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} change(s)", outcome.effects.len())
+                };
+                format!(
+                    "  #{proposal} {} in {duration_ms} ms{effects}: {}",
+                    p.green("completed"),
+                    short(&outcome.text, 80)
+                )
+            }
+            Event::ActionFailed {
+                proposal,
+                failure,
+                effects,
+                ..
+            } => {
+                let kept = if effects.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} change(s) kept)", effects.len())
+                };
+                format!(
+                    "  #{proposal} {} [{}]{kept}: {}",
+                    p.red("failed"),
+                    failure.code,
+                    short(&failure.message, 80)
+                )
+            }
+            Event::CallRejected {
+                tool,
+                code,
+                message,
+            } => p.red(&format!(
+                "rejected call to {tool:?} [{code}]: {}",
+                short(message, 80)
+            )),
+            Event::BodyRestarted { body, reason } => {
+                p.yellow(&format!("{body} body restarted after: {reason}"))
+            }
+            Event::SessionEnded { reason } => format!("session ended: {}", short(reason, 80)),
+        };
+        out.push_str(&head);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// A record as one JSON object, its hash included.
+pub fn record_json(record: &Record) -> serde_json::Value {
+    let mut value = serde_json::to_value(record).unwrap_or_default();
+    if let Some(o) = value.as_object_mut() {
+        o.insert("hash".into(), record.hash.clone().into());
+    }
+    value
+}
+
+/// Write a session as JSON lines, one record a line.
+pub fn export_jsonl(records: &[Record], out: &mut dyn Write) -> std::io::Result<()> {
+    for r in records {
+        serde_json::to_writer(&mut *out, &record_json(r))?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// What `aido replay verify` prints.
+pub fn verify_text(session: &str, report: &VerifyReport) -> String {
+    match &report.broken {
+        None => format!(
+            "session {session}: {} records, chain intact, head {}",
+            report.records, report.head
+        ),
+        Some(b) => format!(
+            "session {session}: BROKEN at seq {}: {} ({} records before it check out)",
+            b.seq, b.reason, report.records
+        ),
+    }
+}

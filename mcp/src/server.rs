@@ -1,0 +1,334 @@
+// Logging notifications are part of protocol 2025-11-25, which aido speaks; rmcp marks them
+// deprecated for a later protocol revision (SEP-2577).
+#![allow(deprecated)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use aido_actions::Action;
+use aido_actors::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Runtime, Session};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, ErrorData as McpError, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+/// The aido MCP server for one connection.
+#[derive(Clone)]
+pub struct AidoServer {
+    runtime: Arc<Runtime>,
+    session: Arc<OnceCell<Session>>,
+    tools: Arc<Vec<Tool>>,
+    level: Arc<Mutex<LoggingLevel>>,
+}
+
+impl AidoServer {
+    /// A server over a started runtime. The session opens at `initialize`.
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self {
+            runtime,
+            session: Arc::new(OnceCell::new()),
+            tools: Arc::new(crate::tools::tools()),
+            level: Arc::new(Mutex::new(LoggingLevel::Info)),
+        }
+    }
+
+    /// The session, opened on first use if the client skipped straight to a call.
+    async fn session(&self, client: Option<String>) -> Result<&Session, McpError> {
+        self.session
+            .get_or_try_init(|| async { self.runtime.open_session(client).await })
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), Some(json!({"code": e.code()}))))
+    }
+
+    fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
+        let wanted = self.level.lock().map(|l| *l).unwrap_or(LoggingLevel::Info);
+        if severity(level) < severity(wanted) {
+            return;
+        }
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let param = LoggingMessageNotificationParam::new(level, data).with_logger("aido");
+            let _ = peer.notify_logging_message(param).await;
+        });
+    }
+
+    /// The session's result as MCP content.
+    fn to_result(result: Result<Ran, RunError>) -> CallToolResult {
+        match result {
+            Ok(ran) => {
+                let structured = match ran.outcome.output {
+                    Value::Object(_) => ran.outcome.output,
+                    other => json!({"value": other}),
+                };
+                let mut r = CallToolResult::success(vec![ContentBlock::text(ran.outcome.text)]);
+                r.structured_content = Some(structured);
+                r.meta = Some(seq_meta(Some(ran.seq)));
+                r
+            }
+            Err(e) => {
+                let mut structured = json!({"code": e.failure.code, "message": e.failure.message});
+                if let Some(gate) = e.gate {
+                    structured["gate"] = json!(gate);
+                    structured["reason"] = json!(e.failure.message);
+                }
+                if let Some(leaf) = e.leaf {
+                    structured["leaf"] = json!(leaf);
+                }
+                // A refusal's details only repeat its gate and leaf.
+                if let Some(details) = e.failure.details.filter(|_| e.gate.is_none()) {
+                    structured["details"] = details;
+                }
+                let text = match e.gate {
+                    Some(gate) => format!(
+                        "denied by {gate} [{}]: {}",
+                        e.failure.code, e.failure.message
+                    ),
+                    None => format!("[{}] {}", e.failure.code, e.failure.message),
+                };
+                let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
+                r.structured_content = Some(structured);
+                r.meta = Some(seq_meta(e.seq));
+                r
+            }
+        }
+    }
+}
+
+fn seq_meta(seq: Option<u64>) -> MetaObject {
+    let mut meta = MetaObject::default();
+    if let Some(seq) = seq {
+        meta.0.insert("aido/seq".into(), json!(seq));
+    }
+    meta
+}
+
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn input_error(code: &str, message: String) -> CallToolResult {
+    let mut r = CallToolResult::error(vec![ContentBlock::text(format!("[{code}] {message}"))]);
+    r.structured_content = Some(json!({"code": code, "message": message}));
+    r
+}
+
+/// Asks the human through MCP elicitation (form mode, one boolean).
+struct Elicit(Peer<RoleServer>);
+
+impl Confirmer for Elicit {
+    fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>> {
+        let peer = self.0.clone();
+        Box::pin(async move {
+            let can_ask = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some());
+            if !can_ask {
+                return ConfirmAnswer::Unavailable;
+            }
+            let schema = match ElicitationSchema::builder()
+                .required_bool("approve")
+                .build()
+            {
+                Ok(s) => s,
+                Err(_) => return ConfirmAnswer::Unavailable,
+            };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: prompt,
+                requested_schema: schema,
+            };
+            match peer.create_elicitation(params).await {
+                Ok(result) => match result.action {
+                    ElicitationAction::Accept => {
+                        let approve = result
+                            .content
+                            .as_ref()
+                            .and_then(|c| c.get("approve"))
+                            .and_then(Value::as_bool);
+                        if approve == Some(true) {
+                            ConfirmAnswer::Approved
+                        } else {
+                            ConfirmAnswer::Declined
+                        }
+                    }
+                    ElicitationAction::Decline => ConfirmAnswer::Declined,
+                    ElicitationAction::Cancel => ConfirmAnswer::Cancelled,
+                    // An answer this version does not know is not an approval.
+                    _ => ConfirmAnswer::Declined,
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "elicitation failed");
+                    ConfirmAnswer::Unavailable
+                }
+            }
+        })
+    }
+}
+
+/// Sends `notifications/progress` for the request's progress token.
+struct Notify {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+}
+
+impl Progress for Notify {
+    fn report(&self, done: u64, total: u64, message: String) {
+        let peer = self.peer.clone();
+        let mut param = ProgressNotificationParam::new(self.token.clone(), done as f64);
+        param.total = Some(total as f64);
+        param.message = Some(message);
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(param).await;
+        });
+    }
+}
+
+impl ServerHandler for AidoServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        );
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info.server_info = Implementation::new("aido", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "aido runs every action through a policy and an append-only journal. Denials come back as \
+             isError results with a stable code, gate and reason: read them and adjust. Use simulate or \
+             policy_check to look before leaping, pipeline to run several steps judged as one, and \
+             session_history to see what you did."
+                .into(),
+        );
+        info
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let client = format!(
+            "{} {}",
+            request.client_info.name, request.client_info.version
+        );
+        self.session(Some(client)).await?;
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let mut result = ListToolsResult::default();
+        result.tools = self.tools.as_ref().clone();
+        Ok(result)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut level) = self.level.lock() {
+            *level = request.level;
+        }
+        Ok(())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let session = self.session(None).await?;
+        let limits = &self.runtime.policy().config().limits;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let size = serde_json::to_vec(&arguments).map_or(0, |b| b.len()) as u64;
+        if size > limits.argument_bytes_max {
+            let message = format!(
+                "the arguments are {size} bytes; the limit is {} (argument_bytes_max)",
+                limits.argument_bytes_max
+            );
+            session
+                .reject(&request.name, "arguments_too_large", &message)
+                .await;
+            return Ok(input_error("arguments_too_large", message).into());
+        }
+        let action = match Action::from_tool_call(&request.name, arguments) {
+            Ok(a) => a,
+            Err(e) => {
+                session
+                    .reject(&request.name, e.code(), &e.to_string())
+                    .await;
+                if e.code() == "unknown_primitive" {
+                    // MCP: an unknown tool is a protocol error, not a tool result.
+                    return Err(McpError::invalid_params(
+                        e.to_string(),
+                        Some(json!({"code": e.code()})),
+                    ));
+                }
+                return Ok(input_error(e.code(), e.to_string()).into());
+            }
+        };
+        let progress = context.meta.get_progress_token().map(|token| {
+            Arc::new(Notify {
+                peer: context.peer.clone(),
+                token,
+            }) as Arc<dyn Progress>
+        });
+        let hooks = Hooks {
+            confirmer: Some(Arc::new(Elicit(context.peer.clone()))),
+            progress,
+            cancel: context.ct.clone(),
+        };
+        let primitive = action.primitive();
+        let result = session.run(action, hooks).await;
+        let (level, data) = match &result {
+            Ok(ran) => (
+                LoggingLevel::Info,
+                json!({"seq": ran.seq, "primitive": primitive, "status": "completed"}),
+            ),
+            Err(e) => (
+                LoggingLevel::Warning,
+                json!({"seq": e.seq, "primitive": primitive, "status": if e.gate.is_some() { "denied" } else { "failed" }, "code": e.failure.code}),
+            ),
+        };
+        self.log(&context.peer, level, data);
+        Ok(Self::to_result(result).into())
+    }
+}
+
+/// Serve one MCP connection over stdin/stdout until the client closes it.
+pub async fn serve_stdio(
+    runtime: Arc<Runtime>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let server = AidoServer::new(runtime);
+    let sessions = server.session.clone();
+    let service = server.serve(rmcp::transport::stdio()).await?;
+    let reason = service.waiting().await;
+    tracing::info!(?reason, "the MCP client closed the connection");
+    if let Some(session) = sessions.get() {
+        session.close("client closed the connection").await;
+    }
+    Ok(())
+}
