@@ -489,19 +489,18 @@ async fn a_panicking_body_is_restarted_and_the_call_gets_an_error() {
         .await
         .unwrap_err();
     assert_eq!(err.failure.code, "body_crashed");
-    // The restart is journaled in the runtime's session...
-    let runtime_events: Vec<_> = w
-        .runtime
-        .journal()
-        .all_records(w.runtime.runtime_session())
-        .unwrap()
-        .into_iter()
-        .map(|r| r.event)
-        .collect();
-    assert!(
-        runtime_events.iter().any(|e| matches!(e, Event::BodyRestarted { body, reason } if body == "filesystem" && reason.contains("injected fault"))),
-        "{runtime_events:?}"
-    );
+    // The restart is journaled in the runtime's session (by the supervisor, which may finish
+    // a moment after the call's error arrives)...
+    let restarted = wait_until(std::time::Duration::from_secs(10), || {
+        w.runtime
+            .journal()
+            .all_records(w.runtime.runtime_session())
+            .unwrap()
+            .into_iter()
+            .any(|r| matches!(r.event, Event::BodyRestarted { ref body, ref reason } if body == "filesystem" && reason.contains("injected fault")))
+    })
+    .await;
+    assert!(restarted, "a body_restarted record naming the panic");
     // ...the failure in the agent's session, and the next call is served by the new body.
     match w.events().last() {
         Some(Event::ActionFailed { failure, .. }) => assert_eq!(failure.code, "body_crashed"),
@@ -729,4 +728,16 @@ async fn limits_give_coded_errors() {
         .await,
         "invalid_arguments"
     );
+}
+
+/// Poll `cond` until it holds or `timeout` passes.
+async fn wait_until(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    cond()
 }
