@@ -1,0 +1,348 @@
+//! The `aido` binary end to end: an MCP session over raw JSON-RPC on stdio, then the forensic
+//! commands on the journal it left — timeline, export, verify (and a tamper it must catch),
+//! config provenance, policy check, reading a journal a live process holds.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+const AIDO: &str = env!("CARGO_BIN_EXE_aido");
+
+struct Home {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    aido_home: PathBuf,
+}
+
+fn home() -> Home {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let home = base.join("home");
+    let aido_home = base.join("aido");
+    std::fs::create_dir_all(&home).unwrap();
+    Home {
+        _dir: dir,
+        home,
+        aido_home,
+    }
+}
+
+impl Home {
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new(AIDO)
+            .args(args)
+            .env("HOME", &self.home)
+            .env("AIDO_HOME", &self.aido_home)
+            .output()
+            .unwrap()
+    }
+}
+
+/// A running `aido mcp` spoken to in raw JSON-RPC lines.
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(h: &Home, client: &str) -> Self {
+        let mut child = Command::new(AIDO)
+            .arg("mcp")
+            .env("HOME", &h.home)
+            .env("AIDO_HOME", &h.aido_home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = Self {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+        };
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "aido mcp closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": args}))
+    }
+
+    fn close(mut self) {
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "aido mcp exits cleanly when the client closes"
+        );
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn session_of(h: &Home, client: &str) -> String {
+    let out = h.cmd(&["replay", "sessions", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sessions: Value = serde_json::from_slice(&out.stdout).unwrap();
+    sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["client"].as_str().is_some_and(|c| c.starts_with(client)))
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no session of {client} in {sessions}"))
+}
+
+#[test]
+fn a_session_can_be_shown_exported_verified_and_its_tampering_found() {
+    let h = home();
+    let mut mcp = Mcp::start(&h, "forensics");
+    let ok = mcp.call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "hello"}),
+    );
+    assert_eq!(ok["result"]["isError"], false);
+    let denied = mcp.call("read_file", json!({"path": "~/.ssh/id_ed25519"}));
+    assert_eq!(denied["result"]["isError"], true);
+    assert_eq!(
+        denied["result"]["structuredContent"]["gate"],
+        "deny_patterns"
+    );
+    let rejected = mcp.call("write_file", json!({"path": 7}));
+    assert_eq!(
+        rejected["result"]["structuredContent"]["code"],
+        "invalid_arguments"
+    );
+    // A live journal can be read while aido mcp holds it.
+    let id = session_of(&h, "forensics");
+    mcp.close();
+    assert_eq!(
+        std::fs::read_to_string(h.home.join("notes.txt")).unwrap(),
+        "hello"
+    );
+
+    let show = h.cmd(&["replay", "show", &id[..8]]);
+    let text = stdout(&show);
+    assert!(
+        text.contains("write_file [fs_write]") && text.contains("allow"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DENY path_denied_by_pattern by deny_patterns"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rejected call to \"write_file\" [invalid_arguments]"),
+        "{text}"
+    );
+    assert!(!text.contains("\x1b["), "no colour when piped");
+
+    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
+    let records: Vec<Value> = export
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=records.len() as u64).collect::<Vec<_>>());
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "session_started",
+            "action_proposed",
+            "action_completed",
+            "action_proposed",
+            "call_rejected",
+            "session_ended"
+        ]
+    );
+    assert_eq!(records[3]["verdict"]["code"], "path_denied_by_pattern");
+    for pair in records.windows(2) {
+        assert_eq!(pair[1]["prev"], pair[0]["hash"]);
+    }
+
+    let verify = h.cmd(&["replay", "verify", &id]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    assert!(stdout(&verify).contains("chain intact"));
+
+    // Change the denied proposal's recorded path on disk, as someone covering tracks would.
+    tamper(
+        &h.aido_home.join("journal/main"),
+        &id,
+        4,
+        b"id_ed25519",
+        b"id_rsa_xx1",
+    );
+    let verify = h.cmd(&["replay", "verify", &id]);
+    assert_eq!(verify.status.code(), Some(1));
+    assert!(
+        stdout(&verify).contains("BROKEN at seq 4"),
+        "{}",
+        stdout(&verify)
+    );
+}
+
+fn tamper(db: &Path, session: &str, seq: u64, from: &[u8], to: &[u8]) {
+    let db = sled::open(db).unwrap();
+    let records = db.open_tree("records").unwrap();
+    let mut key = (0..16)
+        .map(|i| u8::from_str_radix(&session[2 * i..2 * i + 2], 16).unwrap())
+        .collect::<Vec<_>>();
+    key.extend_from_slice(&seq.to_be_bytes());
+    let mut value = records.get(&key).unwrap().unwrap().to_vec();
+    let at = value
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the bytes to alter");
+    value[at..at + to.len()].copy_from_slice(to);
+    records.insert(key, value).unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn two_aido_processes_share_one_home() {
+    let h = home();
+    let mut first = Mcp::start(&h, "first");
+    let mut second = Mcp::start(&h, "second");
+    assert_eq!(
+        first.call("write_file", json!({"path": "a", "content": "1"}))["result"]["isError"],
+        false
+    );
+    assert_eq!(
+        second.call("write_file", json!({"path": "b", "content": "2"}))["result"]["isError"],
+        false
+    );
+    first.close();
+    second.close();
+    assert!(
+        h.aido_home.join("journal/main").exists() && h.aido_home.join("journal/shard-2").exists()
+    );
+    for client in ["first", "second"] {
+        let id = session_of(&h, client);
+        assert!(h.cmd(&["replay", "verify", &id]).status.success());
+    }
+}
+
+#[test]
+fn config_show_names_the_source_of_every_value() {
+    let h = home();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        "mode = \"confirm\"\n[paths]\ndeny = [\"**/secrets/**\"]\n",
+    )
+    .unwrap();
+    let extra = h.home.join("extra.toml");
+    std::fs::write(&extra, "[limits]\nread_bytes_max = 1024\n").unwrap();
+    let out = h.cmd(&[
+        "config",
+        "show",
+        "--json",
+        "--config",
+        extra.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["mode"], "confirm");
+    assert_eq!(v["config"]["limits"]["read_bytes_max"], 1024);
+    let home_file = h.aido_home.join("config.toml").display().to_string();
+    assert_eq!(v["sources"]["mode"], json!([home_file]));
+    assert_eq!(
+        v["sources"]["limits.read_bytes_max"],
+        json!([extra.display().to_string()])
+    );
+    assert_eq!(v["sources"]["desktop.enabled"], json!(["defaults"]));
+    assert_eq!(v["sources"]["paths.deny"], json!(["defaults", home_file]));
+    let text = stdout(&h.cmd(&["config", "show"]));
+    assert!(
+        text.contains("mode") && text.contains("defaults") && text.contains("[limits]"),
+        "{text}"
+    );
+
+    std::fs::write(h.aido_home.join("config.toml"), "mode = \"yolo\"\n").unwrap();
+    let bad = h.cmd(&["config", "show"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("[config_shape]"));
+}
+
+#[test]
+fn policy_check_answers_with_verdict_and_exit_code() {
+    let h = home();
+    let check = |action: Value| h.cmd(&["policy", "check", &action.to_string()]);
+    let allow = check(json!({"type": "write_file", "path": "~/x.txt", "content": ""}));
+    assert_eq!(allow.status.code(), Some(0));
+    assert!(stdout(&allow).contains("\"allow\""));
+    let deny =
+        check(json!({"type": "pipeline", "steps": [{"type": "read_file", "path": "/etc/shadow"}]}));
+    assert_eq!(deny.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&deny.stdout).unwrap();
+    assert_eq!(
+        (v["gate"].as_str(), v["code"].as_str(), v["leaf"].as_str()),
+        (
+            Some("path_walls"),
+            Some("path_outside_walls"),
+            Some("steps[0]")
+        )
+    );
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(h.aido_home.join("config.toml"), "mode = \"confirm\"\n").unwrap();
+    assert_eq!(
+        check(json!({"type": "write_file", "path": "~/x", "content": ""}))
+            .status
+            .code(),
+        Some(3)
+    );
+    assert_eq!(
+        h.cmd(&["policy", "check", "{\"type\": \"rm\"}"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
