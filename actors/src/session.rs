@@ -400,6 +400,23 @@ impl Actor for SessionActor {
                     )));
                     return Ok(());
                 }
+                // An admitted action must be able to finish its story in the journal: its
+                // proposal plus up to two more records (an answer and an outcome), for it and
+                // for every action already in flight. Refuse it whole rather than run it and
+                // lose its outcome.
+                let records_max = shared.journal.limits().records_per_session_max;
+                let head = shared.journal.head_seq(state.args.id).unwrap_or(u64::MAX);
+                let needed = 1 + 2 * (u64::from(state.in_flight) + 1);
+                if head.saturating_add(needed) > records_max {
+                    let _ = reply.send(Err(Failure::new(
+                        "journal_session_full",
+                        format!(
+                            "the session holds {head} of at most {records_max} records \
+                             (records_per_session_max); start a new session"
+                        ),
+                    )));
+                    return Ok(());
+                }
                 let verdict = shared
                     .policy
                     .evaluate(&action, &state.args.ctx, &FsResolver);

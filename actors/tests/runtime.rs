@@ -1,6 +1,8 @@
 //! The whole path of an action through a real runtime: sled journal on disk, the ractor tree,
 //! the filesystem body on a temp home.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -740,4 +742,64 @@ async fn wait_until(timeout: std::time::Duration, mut cond: impl FnMut() -> bool
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     cond()
+}
+
+/// A write onto a full filesystem fails with `disk_full`, leaves the old contents and no
+/// temporary file behind, and the session goes on. The full filesystem is a real 64 KiB tmpfs
+/// (mounting needs root, which CI has).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_a_coded_error_that_loses_nothing() {
+    let w = world("").await;
+    let small = w.p("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=64k",
+            "aido-test-full",
+            small.to_str().unwrap(),
+        ])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        mounted,
+        "mounting a small tmpfs needs root; run the tests as root (CI does)"
+    );
+    eprintln!("full-disk test: a 64 KiB tmpfs at {}", small.display());
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.clone());
+
+    w.ok(
+        "write_file",
+        json!({"path": "small/f.txt", "content": "before"}),
+    )
+    .await;
+    let big = "x".repeat(256 * 1024);
+    assert_eq!(
+        w.err("write_file", json!({"path": "small/f.txt", "content": big}))
+            .await,
+        "disk_full"
+    );
+    assert_eq!(
+        std::fs::read_to_string(small.join("f.txt")).unwrap(),
+        "before"
+    );
+    let left: Vec<_> = std::fs::read_dir(&small)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("f.txt")],
+        "no temporary file left behind"
+    );
+    w.ok("read_file", json!({"path": "small/f.txt"})).await;
 }

@@ -2,6 +2,8 @@
 //! commands on the journal it left — timeline, export, verify (and a tamper it must catch),
 //! config provenance, policy check, reading a journal a live process holds.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
@@ -345,4 +347,46 @@ fn policy_check_answers_with_verdict_and_exit_code() {
             .code(),
         Some(2)
     );
+}
+
+#[test]
+fn a_full_session_refuses_new_actions_with_a_code_and_loses_nothing() {
+    let h = home();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    // started + 2 x (proposal, outcome) = 5; a third action would need 3 more.
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        "[limits]\nrecords_per_session_max = 7\n",
+    )
+    .unwrap();
+    let mut mcp = Mcp::start(&h, "full");
+    for name in ["one", "two"] {
+        let r = mcp.call("write_file", json!({"path": name, "content": name}));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    for _ in 0..2 {
+        let r = mcp.call("write_file", json!({"path": "three", "content": "3"}));
+        assert_eq!(r["result"]["isError"], true);
+        assert_eq!(
+            r["result"]["structuredContent"]["code"],
+            "journal_session_full"
+        );
+    }
+    // Still serving.
+    let tools = mcp.request("tools/list", json!({}));
+    assert!(tools["result"]["tools"].as_array().unwrap().len() > 10);
+    let id = session_of(&h, "full");
+    mcp.close();
+    assert!(
+        !h.home.join("three").exists(),
+        "a refused action did not run"
+    );
+    let verify = h.cmd(&["replay", "verify", &id]);
+    assert!(verify.status.success());
+    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
+    let completed = export
+        .lines()
+        .filter(|l| l.contains("\"action_completed\""))
+        .count();
+    assert_eq!(completed, 2, "both finished actions kept their outcomes");
 }

@@ -1,6 +1,8 @@
 //! An acknowledged record survives `kill -9` of the writing process, and tampering with any
 //! stored byte is found by verify at the right seq.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
