@@ -1,0 +1,108 @@
+//! The files both servers read: one temp tree, the same bytes for both, so the only difference
+//! between the two columns of the comparison is the server.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// A temp dir holding `home/` (HOME for aido, the allowed dir for the peer, with the files in
+/// `home/files/`) and `aido-home/` (AIDO_HOME: aido's journal). Removed on drop.
+pub struct Fixture {
+    root: tempfile::TempDir,
+    /// Every file, with the exact text it holds.
+    pub files: Vec<(PathBuf, String)>,
+}
+
+impl Fixture {
+    /// Writes `count` text files of about `bytes` bytes each.
+    pub fn create(count: usize, bytes: usize) -> Result<Self> {
+        let root = tempfile::Builder::new()
+            .prefix("aido-bench-")
+            .tempdir()
+            .context("creating the temp dir")?;
+        let dir = root.path().join("home").join("files");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(root.path().join("aido-home"))?;
+        let mut files = Vec::with_capacity(count);
+        for index in 0..count {
+            let path = dir.join(format!("file-{index:04}.txt"));
+            let text = content(index, bytes);
+            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            files.push((path, text));
+        }
+        Ok(Self { root, files })
+    }
+
+    /// HOME for aido and the directory the peer is allowed to serve.
+    pub fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+
+    /// AIDO_HOME.
+    pub fn aido_home(&self) -> PathBuf {
+        self.root.path().join("aido-home")
+    }
+
+    /// Where the servers' stderr goes (kept for the error message if one fails).
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Bytes over all files.
+    pub fn total_bytes(&self) -> usize {
+        self.files.iter().map(|(_, text)| text.len()).sum()
+    }
+}
+
+/// Deterministic ASCII lines, different for every file, about `bytes` long (whole lines only).
+pub fn content(index: usize, bytes: usize) -> String {
+    let mut text = String::with_capacity(bytes + 80);
+    let mut line = 0usize;
+    while text.len() < bytes {
+        let next = format!(
+            "file {index:04} line {line:04}: the quick brown fox jumps over the lazy dog {:08x}\n",
+            mix(index, line)
+        );
+        if text.len() + next.len() > bytes && !text.is_empty() {
+            break;
+        }
+        text.push_str(&next);
+        line += 1;
+    }
+    text
+}
+
+/// A cheap integer hash so lines differ without a random number generator.
+fn mix(index: usize, line: usize) -> u32 {
+    let mut x = (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (line as u64);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x & 0xffff_ffff) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_is_near_the_size_and_differs_per_file() {
+        let a = content(1, 4096);
+        let b = content(2, 4096);
+        assert!(a.len() <= 4096 && a.len() > 4000, "{}", a.len());
+        assert_ne!(a, b);
+        assert_eq!(a, content(1, 4096));
+        assert!(a.is_ascii() && a.ends_with('\n'));
+    }
+
+    #[test]
+    fn fixture_writes_what_it_lists() {
+        let f = Fixture::create(3, 1000).unwrap();
+        assert_eq!(f.files.len(), 3);
+        for (path, text) in &f.files {
+            assert!(path.starts_with(f.home()));
+            assert_eq!(&std::fs::read_to_string(path).unwrap(), text);
+        }
+        assert!(f.aido_home().is_dir());
+    }
+}

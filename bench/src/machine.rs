@@ -1,0 +1,99 @@
+//! Facts about the machine and the build the numbers came from.
+
+use std::path::Path;
+use std::process::Command;
+
+/// What the report's header states.
+#[derive(Clone, Debug, Default)]
+pub struct Machine {
+    /// CPUs this process may use.
+    pub cpus: usize,
+    /// `model name` from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Physical memory, from /proc/meminfo.
+    pub memory: String,
+    /// The kernel release.
+    pub kernel: String,
+    /// When the run happened (UTC).
+    pub date: String,
+    /// `rustc --version`.
+    pub rustc: String,
+    /// The git commit, and whether the tree had uncommitted changes.
+    pub commit: String,
+    /// `node --version`.
+    pub node: String,
+    /// The file system under the temp dir (where the journal and the files were).
+    pub temp_fs: String,
+}
+
+impl Machine {
+    /// Collects the facts; anything that cannot be read says `unknown`.
+    pub fn collect(node: &str, temp: &Path) -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let commit = match run("git", &["rev-parse", "--short=12", "HEAD"]) {
+            Some(hash) => {
+                let dirty = run("git", &["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
+                if dirty {
+                    format!("{hash} (plus uncommitted changes)")
+                } else {
+                    hash
+                }
+            }
+            None => "unknown".into(),
+        };
+        Self {
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu_model: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
+            memory: field(&meminfo, "MemTotal")
+                .and_then(|kb| kb.trim_end_matches(" kB").trim().parse::<u64>().ok())
+                .map_or_else(
+                    || "unknown".into(),
+                    |kb| format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0),
+                ),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "unknown".into()),
+            date: run("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown".into()),
+            rustc: run("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
+            commit,
+            node: run(node, &["--version"]).unwrap_or_else(|| "unknown".into()),
+            // findmnt names ext4 as such; `stat -f` only knows the ext2/ext3 magic.
+            temp_fs: run(
+                "findmnt",
+                &["-n", "-o", "FSTYPE", "--target", &temp.to_string_lossy()],
+            )
+            .or_else(|| run("stat", &["-f", "-c", "%T", &temp.to_string_lossy()]))
+            .unwrap_or_else(|| "unknown".into()),
+        }
+    }
+}
+
+/// The value of the first `key : value` line.
+fn field(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().to_owned())
+    })
+}
+
+/// A command's trimmed stdout, if it ran and succeeded.
+fn run(program: &str, args: &[&str]) -> Option<String> {
+    let output = Command::new(program).args(args).output().ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_takes_the_first_match() {
+        let text = "processor\t: 0\nmodel name\t: AMD EPYC\nmodel name\t: other\n";
+        assert_eq!(field(text, "model name").as_deref(), Some("AMD EPYC"));
+        assert_eq!(field(text, "missing"), None);
+    }
+}

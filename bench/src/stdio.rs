@@ -1,0 +1,315 @@
+//! The stdio comparison: the same `read_file` round trips against aido and against the peer, each
+//! spawned as a child and driven by one rmcp client, in alternating rounds.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+use crate::fixture::Fixture;
+
+/// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// One MCP server under test, spoken to over its stdin/stdout.
+pub struct Server {
+    /// Shown in the report.
+    pub name: String,
+    /// The tool called for a read (it differs between servers).
+    pub tool: String,
+    client: RunningService<RoleClient, ()>,
+    stderr: PathBuf,
+}
+
+impl Server {
+    /// Spawns `command`, runs the MCP handshake, and picks the first of `tools` the server lists.
+    /// The child's stderr goes to `stderr`, shown if anything fails.
+    pub async fn start(
+        name: &str,
+        mut command: tokio::process::Command,
+        stderr: PathBuf,
+        tools: &[&str],
+    ) -> Result<Self> {
+        let log = std::fs::File::create(&stderr)
+            .with_context(|| format!("creating {}", stderr.display()))?;
+        command.kill_on_drop(true);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("spawning {name}"))?;
+        let client = ()
+            .serve(transport)
+            .await
+            .with_context(|| format!("MCP handshake with {name}{}", tail(&stderr)))?;
+        let listed = client
+            .peer()
+            .list_all_tools()
+            .await
+            .with_context(|| format!("tools/list on {name}{}", tail(&stderr)))?;
+        let Some(tool) = tools
+            .iter()
+            .find(|wanted| listed.iter().any(|t| t.name == **wanted))
+        else {
+            let names: Vec<_> = listed.iter().map(|t| t.name.to_string()).collect();
+            bail!("{name} lists none of {tools:?}; it has {names:?}");
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            tool: (*tool).to_owned(),
+            client,
+            stderr,
+        })
+    }
+
+    /// One `tools/call` of the read tool; the text of its first content block.
+    pub async fn read(&self, path: &Path) -> Result<String> {
+        let mut arguments = JsonObject::new();
+        arguments.insert(
+            "path".into(),
+            Value::String(path.to_string_lossy().into_owned()),
+        );
+        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
+        let result = self
+            .client
+            .peer()
+            .call_tool(params)
+            .await
+            .with_context(|| format!("{} {} {}", self.name, self.tool, path.display()))?;
+        let text = result
+            .content
+            .first()
+            .and_then(|block| block.as_text())
+            .map(|block| block.text.clone());
+        if result.is_error == Some(true) {
+            bail!(
+                "{} refused {} {}: {}",
+                self.name,
+                self.tool,
+                path.display(),
+                text.unwrap_or_default()
+            );
+        }
+        text.with_context(|| format!("{} returned no text for {}", self.name, path.display()))
+    }
+
+    /// Closes stdin and waits for the child to exit (SIGTERM, then kill, if it does not).
+    pub async fn stop(mut self) -> Result<()> {
+        let quit = self
+            .client
+            .close_with_timeout(SHUTDOWN_TIMEOUT)
+            .await
+            .with_context(|| format!("stopping {}", self.name))?;
+        if quit.is_none() {
+            bail!(
+                "{} did not stop within {SHUTDOWN_TIMEOUT:?}{}",
+                self.name,
+                tail(&self.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The last lines of a server's stderr, for error messages.
+fn tail(stderr: &Path) -> String {
+    let text = std::fs::read_to_string(stderr).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(20);
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("\n--- its stderr ---\n{}", lines[start..].join("\n"))
+    }
+}
+
+/// How the comparison is run.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// Measured round trips per server.
+    pub calls: usize,
+    /// The measured calls are split into this many rounds per server, run A, B, A, B, ...
+    pub rounds: usize,
+    /// Unmeasured round trips per server first.
+    pub warmup: usize,
+}
+
+/// One server's measured round trips.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// The server.
+    pub name: String,
+    /// The tool called.
+    pub tool: String,
+    /// Every measured round trip, in call order.
+    pub latencies: Vec<Duration>,
+}
+
+impl Measured {
+    /// Round trips per second over the time spent inside calls.
+    pub fn per_second(&self) -> f64 {
+        let busy: Duration = self.latencies.iter().sum();
+        if busy.is_zero() {
+            return 0.0;
+        }
+        self.latencies.len() as f64 / busy.as_secs_f64()
+    }
+
+    /// The nearest-rank percentile `p` (0 < p <= 100).
+    pub fn percentile(&self, p: f64) -> Duration {
+        percentile(&self.latencies, p)
+    }
+}
+
+/// The nearest-rank percentile of unsorted samples; zero when there are none.
+pub fn percentile(samples: &[Duration], p: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Warms every server up, then runs the measured rounds in turn (round r of server 0, round r
+/// of server 1, round r+1 of server 0, ...), so drift in the machine hits both alike. Every
+/// reply is checked against the file's bytes: a mismatch ends the run with an error.
+pub async fn compare(servers: &[Server], fixture: &Fixture, plan: Plan) -> Result<Vec<Measured>> {
+    if fixture.files.is_empty() || plan.rounds == 0 || !plan.calls.is_multiple_of(plan.rounds) {
+        bail!(
+            "need files, and calls ({}) divisible by rounds ({})",
+            plan.calls,
+            plan.rounds
+        );
+    }
+    for server in servers {
+        for n in 0..plan.warmup {
+            read_checked(server, fixture, n).await?;
+        }
+    }
+    let mut measured: Vec<Measured> = servers
+        .iter()
+        .map(|s| Measured {
+            name: s.name.clone(),
+            tool: s.tool.clone(),
+            latencies: Vec::with_capacity(plan.calls),
+        })
+        .collect();
+    let per_round = plan.calls / plan.rounds;
+    for round in 0..plan.rounds {
+        for (server, out) in servers.iter().zip(measured.iter_mut()) {
+            for k in 0..per_round {
+                out.latencies
+                    .push(read_checked(server, fixture, round * per_round + k).await?);
+            }
+        }
+    }
+    Ok(measured)
+}
+
+/// Reads file `n % files` through `server`, checks the text, and returns the round trip time.
+async fn read_checked(server: &Server, fixture: &Fixture, n: usize) -> Result<Duration> {
+    let (path, expected) = &fixture.files[n % fixture.files.len()];
+    let start = Instant::now();
+    let text = server.read(path).await?;
+    let took = start.elapsed();
+    if text != *expected {
+        let at = text
+            .bytes()
+            .zip(expected.bytes())
+            .position(|(a, b)| a != b)
+            .unwrap_or(text.len().min(expected.len()));
+        bail!(
+            "{} returned wrong text for {}: {} bytes instead of {}, first difference at byte {at}",
+            server.name,
+            path.display(),
+            text.len(),
+            expected.len()
+        );
+    }
+    Ok(took)
+}
+
+/// What aido's journal holds after the run, read back with `aido replay`.
+#[derive(Clone, Debug, Default)]
+pub struct JournalCheck {
+    /// Sessions in the journal.
+    pub sessions: usize,
+    /// Records over all sessions.
+    pub records: u64,
+    /// Sessions whose hash chain `aido replay verify` accepted.
+    pub verified: usize,
+}
+
+/// Runs `aido replay sessions --json` and `aido replay verify` on every session (after aido
+/// has exited: the journal is locked while it runs).
+pub fn check_journal(aido: &Path, aido_home: &Path) -> Result<JournalCheck> {
+    let output = std::process::Command::new(aido)
+        .args(["replay", "sessions", "--json"])
+        .env("AIDO_HOME", aido_home)
+        .output()
+        .context("running aido replay sessions")?;
+    if !output.status.success() {
+        bail!(
+            "aido replay sessions failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let sessions: Value =
+        serde_json::from_slice(&output.stdout).context("aido replay sessions --json")?;
+    let sessions = sessions.as_array().cloned().unwrap_or_default();
+    let mut check = JournalCheck {
+        sessions: sessions.len(),
+        ..JournalCheck::default()
+    };
+    for session in &sessions {
+        check.records += session["records"].as_u64().unwrap_or(0);
+        let Some(id) = session["id"].as_str() else {
+            bail!("a session without an id: {session}");
+        };
+        let status = std::process::Command::new(aido)
+            .args(["replay", "verify", id])
+            .env("AIDO_HOME", aido_home)
+            .stdout(Stdio::null())
+            .status()
+            .context("running aido replay verify")?;
+        if status.success() {
+            check.verified += 1;
+        }
+    }
+    Ok(check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(values: &[u64]) -> Vec<Duration> {
+        values.iter().map(|v| Duration::from_millis(*v)).collect()
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let samples = ms(&[5, 1, 4, 2, 3, 10, 9, 8, 7, 6]);
+        assert_eq!(percentile(&samples, 50.0), Duration::from_millis(5));
+        assert_eq!(percentile(&samples, 99.0), Duration::from_millis(10));
+        assert_eq!(percentile(&samples, 10.0), Duration::from_millis(1));
+        assert_eq!(percentile(&[], 50.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn per_second_counts_only_time_in_calls() {
+        let m = Measured {
+            name: "x".into(),
+            tool: "read_file".into(),
+            latencies: ms(&[2, 2, 2, 2]),
+        };
+        assert!((m.per_second() - 500.0).abs() < 1e-6);
+    }
+}
