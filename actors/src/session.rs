@@ -420,18 +420,34 @@ impl Actor for SessionActor {
                 let verdict = shared
                     .policy
                     .evaluate(&action, &state.args.ctx, &FsResolver);
+                // Write ahead: an action that can change the world runs only after its
+                // proposal is durable. One that cannot (every leaf read-only or meta) starts as
+                // soon as its proposal has a seq; its outcome record's durable acknowledgement
+                // then covers the proposal too (records are written in order), so a read costs
+                // one flush instead of two.
+                let read_only = verdict.is_allow()
+                    && action
+                        .leaves()
+                        .iter()
+                        .all(|(_, leaf)| !leaf.class().mutates());
                 let event = Event::ActionProposed {
                     action: *action,
                     verdict: verdict.clone(),
                 };
-                let appended = shared
-                    .journal
-                    .append(state.args.id, shared.clock.now_ms(), event)
-                    .await;
+                let (id, now) = (state.args.id, shared.clock.now_ms());
+                let appended = if read_only {
+                    shared
+                        .journal
+                        .append_sequenced(id, now, event)
+                        .await
+                        .map(|s| s.seq)
+                } else {
+                    shared.journal.append(id, now, event).await.map(|a| a.seq)
+                };
                 let answer = match appended {
-                    Ok(a) => {
+                    Ok(seq) => {
                         state.in_flight += 1;
-                        Ok((a.seq, verdict))
+                        Ok((seq, verdict))
                     }
                     Err(e) => Err(Failure::new(e.code(), e.to_string())),
                 };

@@ -49,6 +49,21 @@ pub struct Appended {
     pub hash: String,
 }
 
+/// A record whose seq is assigned and whose write is under way.
+#[derive(Debug)]
+pub struct Sequenced {
+    /// Its seq.
+    pub seq: u64,
+    durable: tokio::sync::oneshot::Receiver<Result<Appended, AppendError>>,
+}
+
+impl Sequenced {
+    /// Wait until the record is on disk.
+    pub async fn durable(self) -> Result<Appended, AppendError> {
+        self.durable.await.map_err(|_| AppendError::WriterGone)?
+    }
+}
+
 /// A session as `aido replay sessions` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
@@ -234,6 +249,7 @@ impl Journal {
         time_ms: u64,
         event: &Event,
         extra: Vec<Vec<u8>>,
+        sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
         reply: Reply,
     ) -> Result<(), AppendError> {
         let limits = self.inner.limits;
@@ -276,6 +292,7 @@ impl Journal {
             event_json,
             blobs,
             session_meta,
+            sequenced,
             reply,
         };
         let sender = self
@@ -301,7 +318,7 @@ impl Journal {
         event: Event,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(session, time_ms, &event, Vec::new(), Reply::Async(tx))?;
+        self.submit(session, time_ms, &event, Vec::new(), None, Reply::Async(tx))?;
         rx.await.map_err(|_| AppendError::WriterGone)?
     }
 
@@ -318,8 +335,41 @@ impl Journal {
         blobs: Vec<Vec<u8>>,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(session, time_ms, &event, blobs, Reply::Async(tx))?;
+        self.submit(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
         rx.await.map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// Append a record and return as soon as its seq is assigned, before it is durable; await
+    /// [`Sequenced::durable`] for that. A later record's durable acknowledgement implies this
+    /// one is durable too: records are written in order, and after a failed write the journal
+    /// refuses every later append.
+    ///
+    /// # Cancel safety
+    /// As [`Journal::append`].
+    pub async fn append_sequenced(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+    ) -> Result<Sequenced, AppendError> {
+        let (tx, durable) = tokio::sync::oneshot::channel();
+        let (seq_tx, seq_rx) = tokio::sync::oneshot::channel();
+        self.submit(
+            session,
+            time_ms,
+            &event,
+            Vec::new(),
+            Some(seq_tx),
+            Reply::Async(tx),
+        )?;
+        match seq_rx.await {
+            Ok(seq) => Ok(Sequenced { seq, durable }),
+            // No seq: the writer refused the record; its reply says why.
+            Err(_) => match durable.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(AppendError::WriterGone),
+            },
+        }
     }
 
     /// Append a record and block the thread until it is durable. Not for async contexts.
@@ -330,7 +380,14 @@ impl Journal {
         event: Event,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.submit(session, time_ms, &event, Vec::new(), Reply::Blocking(tx))?;
+        self.submit(
+            session,
+            time_ms,
+            &event,
+            Vec::new(),
+            None,
+            Reply::Blocking(tx),
+        )?;
         rx.recv().map_err(|_| AppendError::WriterGone)?
     }
 
@@ -694,6 +751,28 @@ mod tests {
         seqs.sort();
         assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
         assert_eq!(j.verify(s).unwrap().broken, None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sequenced_appends_get_their_seq_before_they_are_durable() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([10; 16]);
+        let first = j.append_sequenced(s, 0, ended("a")).await.unwrap();
+        assert_eq!(first.seq, 1);
+        // A later durable record implies the earlier one is on disk.
+        let second = j.append(s, 0, ended("b")).await.unwrap();
+        assert_eq!(second.seq, 2);
+        assert_eq!(j.head_seq(s).unwrap(), 2);
+        assert_eq!(first.durable().await.unwrap().seq, 1);
+        let full = Limits {
+            records_per_session_max: 2,
+            ..Limits::default()
+        };
+        let (_d2, k) = open(full);
+        k.append(s, 0, ended("1")).await.unwrap();
+        k.append(s, 0, ended("2")).await.unwrap();
+        let refused = k.append_sequenced(s, 0, ended("3")).await.unwrap_err();
+        assert_eq!(refused.code(), "journal_session_full");
     }
 
     #[test]

@@ -33,5 +33,7 @@ mod writer;
 mod journal;
 
 pub use error::{AppendError, OpenError, ReadError};
-pub use journal::{Appended, Broken, CommitMode, Journal, Limits, SessionSummary, VerifyReport};
+pub use journal::{
+    Appended, Broken, CommitMode, Journal, Limits, Sequenced, SessionSummary, VerifyReport,
+};
 pub use record::{Event, FORMAT_VERSION, Record, SessionId};

@@ -34,6 +34,8 @@ pub(crate) enum Command {
         event_json: Vec<u8>,
         blobs: Vec<(String, Vec<u8>)>,
         session_meta: Option<String>,
+        /// Told the seq as soon as it is assigned, before the batch is durable.
+        sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
         reply: Reply,
     },
 }
@@ -44,6 +46,10 @@ pub(crate) struct Writer {
     limits: Limits,
     mode: CommitMode,
     heads: HashMap<SessionId, (u64, [u8; 32])>,
+    /// Set by the first failed write or flush. After it the writer refuses everything: what
+    /// reached the disk is unknown, and refusing keeps the promise that a durable record
+    /// implies every earlier one is durable too.
+    poisoned: Option<String>,
 }
 
 impl Writer {
@@ -53,6 +59,7 @@ impl Writer {
             limits,
             mode,
             heads: HashMap::new(),
+            poisoned: None,
         }
     }
 
@@ -105,6 +112,14 @@ impl Writer {
     }
 
     fn commit(&mut self, batch: Vec<Command>) {
+        if let Some(why) = &self.poisoned {
+            for Command::Append { reply, .. } in batch {
+                reply.send(Err(AppendError::Storage {
+                    message: format!("the journal stopped after a failed write: {why}"),
+                }));
+            }
+            return;
+        }
         let mut records = sled::Batch::default();
         let mut sessions = sled::Batch::default();
         let mut staged: HashMap<SessionId, (u64, [u8; 32])> = HashMap::new();
@@ -117,6 +132,7 @@ impl Writer {
                 event_json,
                 blobs,
                 session_meta,
+                sequenced,
                 reply,
             } = command;
             let head = match staged.get(&session) {
@@ -168,6 +184,9 @@ impl Writer {
                 sessions.insert(&session.as_bytes()[..], meta.into_bytes());
             }
             staged.insert(session, (seq, hash));
+            if let Some(tx) = sequenced {
+                let _ = tx.send(seq);
+            }
             acks.push((
                 reply,
                 Ok(Appended {
@@ -194,8 +213,9 @@ impl Writer {
                 }
             }
             Err(message) => {
-                // Nothing in this batch is acknowledged; heads are re-read from disk next time.
-                self.heads.clear();
+                // Nothing in this batch is acknowledged, and nothing after it will be.
+                tracing_poison(&message);
+                self.poisoned = Some(message.clone());
                 for (reply, result) in acks {
                     reply.send(result.and(Err(AppendError::Storage {
                         message: message.clone(),
@@ -203,5 +223,13 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+fn tracing_poison(message: &str) {
+    // The journal crate has no logger; stderr is the operator's last resort here.
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("aido journal: a write failed ({message}); refusing further appends");
     }
 }

@@ -63,6 +63,8 @@ pub struct PolicyEngine {
     write_roots: Vec<PathBuf>,
     deny: GlobSet,
     deny_globs: Vec<String>,
+    /// Roots and the working directory that existed when compiled, already resolved.
+    anchors: Vec<PathBuf>,
     always_allow: HashSet<String>,
     confirm: HashSet<String>,
 }
@@ -93,13 +95,13 @@ impl PolicyEngine {
             }
             Ok(real(&p))
         };
-        let read_roots = config
+        let read_roots: Vec<PathBuf> = config
             .paths
             .read
             .iter()
             .map(|s| expand_root("paths.read", s))
             .collect::<Result<_, _>>()?;
-        let write_roots = config
+        let write_roots: Vec<PathBuf> = config
             .paths
             .write
             .iter()
@@ -134,7 +136,15 @@ impl PolicyEngine {
             key: "paths.deny".into(),
             reason: e.to_string(),
         })?;
+        let anchors: Vec<PathBuf> = read_roots
+            .iter()
+            .chain(write_roots.iter())
+            .chain(std::iter::once(&workdir))
+            .filter(|p| p.is_dir())
+            .cloned()
+            .collect();
         Ok(Self {
+            anchors,
             always_allow: config.actions.always_allow.iter().cloned().collect(),
             confirm: config.actions.confirm.iter().cloned().collect(),
             config: config.clone(),
@@ -304,13 +314,15 @@ impl PolicyEngine {
         resolver: &dyn PathResolver,
     ) -> Result<PathCheck, (Gate, &'static str, String)> {
         let lexical = self.absolute(given, &ctx.cwd)?;
-        let resolved = resolver.resolve(&lexical).map_err(|e| {
-            let code = match e {
-                ResolveError::NotAbsolute { .. } => "path_invalid",
-                _ => "path_unresolvable",
-            };
-            (Gate::PathWalls, code, e.to_string())
-        })?;
+        let resolved = resolver
+            .resolve_from(&lexical, &self.anchors)
+            .map_err(|e| {
+                let code = match e {
+                    ResolveError::NotAbsolute { .. } => "path_invalid",
+                    _ => "path_unresolvable",
+                };
+                (Gate::PathWalls, code, e.to_string())
+            })?;
         let root = self.admit(&resolved, kind, given)?;
         for candidate in [&lexical, &resolved] {
             if let Some(pattern) = self.denied_by_pattern(candidate) {
