@@ -292,6 +292,7 @@ impl Journal {
             event_json,
             blobs,
             session_meta,
+            durable: sequenced.is_none(),
             sequenced,
             reply,
         };

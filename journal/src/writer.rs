@@ -8,6 +8,11 @@ use crate::record::{FORMAT_VERSION, SessionId};
 /// Most records one group commit takes from the queue.
 const BATCH_RECORDS_MAX: usize = 4096;
 
+/// Longest a written but unflushed record waits for a flush when nothing else arrives.
+const LAZY_FLUSH_MS: u64 = 20;
+
+type Ack = (Reply, Result<Appended, AppendError>);
+
 pub(crate) enum Reply {
     Async(tokio::sync::oneshot::Sender<Result<Appended, AppendError>>),
     Blocking(mpsc::SyncSender<Result<Appended, AppendError>>),
@@ -36,6 +41,10 @@ pub(crate) enum Command {
         session_meta: Option<String>,
         /// Told the seq as soon as it is assigned, before the batch is durable.
         sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
+        /// Whether this record needs a flush of its own. A record that does not is written
+        /// at once and made durable by the next flush (the next durable record, or
+        /// [`LAZY_FLUSH_MS`] of quiet), and acknowledged then.
+        durable: bool,
         reply: Reply,
     },
 }
@@ -50,6 +59,8 @@ pub(crate) struct Writer {
     /// reached the disk is unknown, and refusing keeps the promise that a durable record
     /// implies every earlier one is durable too.
     poisoned: Option<String>,
+    /// Written, not yet flushed, not yet acknowledged.
+    waiting: Vec<Ack>,
 }
 
 impl Writer {
@@ -60,6 +71,7 @@ impl Writer {
             mode,
             heads: HashMap::new(),
             poisoned: None,
+            waiting: Vec::new(),
         }
     }
 
@@ -68,7 +80,22 @@ impl Writer {
             CommitMode::Group => BATCH_RECORDS_MAX,
             CommitMode::PerRecord => 1,
         };
-        while let Ok(first) = receiver.recv() {
+        loop {
+            let first = if self.waiting.is_empty() {
+                match receiver.recv() {
+                    Ok(c) => c,
+                    Err(_) => break,
+                }
+            } else {
+                match receiver.recv_timeout(std::time::Duration::from_millis(LAZY_FLUSH_MS)) {
+                    Ok(c) => c,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.settle(Vec::new(), true);
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            };
             let mut batch = vec![first];
             while batch.len() < batch_max {
                 match receiver.try_recv() {
@@ -77,6 +104,38 @@ impl Writer {
                 }
             }
             self.commit(batch);
+        }
+        self.settle(Vec::new(), true);
+    }
+
+    /// Flush if asked (or if this mode flushes every batch), then acknowledge what is durable;
+    /// without a flush, hold the acknowledgements for the next one.
+    fn settle(&mut self, acks: Vec<Ack>, flush: bool) {
+        if !flush {
+            self.waiting.extend(acks);
+            return;
+        }
+        let mut all = std::mem::take(&mut self.waiting);
+        all.extend(acks);
+        if all.is_empty() {
+            return;
+        }
+        match self.trees.db.flush() {
+            Ok(_) => all
+                .into_iter()
+                .for_each(|(reply, result)| reply.send(result)),
+            Err(e) => self.fail(all, e.to_string()),
+        }
+    }
+
+    /// A write or flush failed: refuse these and everything after them.
+    fn fail(&mut self, acks: Vec<Ack>, message: String) {
+        tracing_poison(&message);
+        self.poisoned = Some(message.clone());
+        for (reply, result) in acks {
+            reply.send(result.and(Err(AppendError::Storage {
+                message: message.clone(),
+            })));
         }
     }
 
@@ -120,10 +179,14 @@ impl Writer {
             }
             return;
         }
+        let flush = self.mode == CommitMode::PerRecord
+            || batch.iter().any(|Command::Append { durable, .. }| *durable);
         let mut records = sled::Batch::default();
         let mut sessions = sled::Batch::default();
         let mut staged: HashMap<SessionId, (u64, [u8; 32])> = HashMap::new();
-        let mut acks: Vec<(Reply, Result<Appended, AppendError>)> = Vec::with_capacity(batch.len());
+        let mut acks: Vec<Ack> = Vec::with_capacity(batch.len());
+        // Seqs told early, once the batch is written (readable) but before it is flushed.
+        let mut early = Vec::new();
         let mut blob_error = None;
         for command in batch {
             let Command::Append {
@@ -134,6 +197,7 @@ impl Writer {
                 session_meta,
                 sequenced,
                 reply,
+                durable: _,
             } = command;
             let head = match staged.get(&session) {
                 Some(h) => Ok(*h),
@@ -185,7 +249,7 @@ impl Writer {
             }
             staged.insert(session, (seq, hash));
             if let Some(tx) = sequenced {
-                let _ = tx.send(seq);
+                early.push((tx, seq));
             }
             acks.push((
                 reply,
@@ -202,25 +266,21 @@ impl Writer {
                 .sessions
                 .apply_batch(sessions)
                 .and_then(|_| self.trees.records.apply_batch(records))
-                .and_then(|_| self.trees.db.flush().map(|_| ()))
                 .map_err(|e| e.to_string()),
         };
         match written {
             Ok(()) => {
                 self.heads.extend(staged);
-                for (reply, result) in acks {
-                    reply.send(result);
+                for (tx, seq) in early {
+                    let _ = tx.send(seq);
                 }
+                self.settle(acks, flush);
             }
             Err(message) => {
                 // Nothing in this batch is acknowledged, and nothing after it will be.
-                tracing_poison(&message);
-                self.poisoned = Some(message.clone());
-                for (reply, result) in acks {
-                    reply.send(result.and(Err(AppendError::Storage {
-                        message: message.clone(),
-                    })));
-                }
+                let mut all = std::mem::take(&mut self.waiting);
+                all.extend(acks);
+                self.fail(all, message);
             }
         }
     }

@@ -36,7 +36,8 @@ impl AidoServer {
             runtime,
             session: Arc::new(OnceCell::new()),
             tools: Arc::new(crate::tools::tools()),
-            level: Arc::new(Mutex::new(LoggingLevel::Info)),
+            // Until the client sets a level, only refusals and failures are sent.
+            level: Arc::new(Mutex::new(LoggingLevel::Notice)),
         }
     }
 
@@ -49,7 +50,11 @@ impl AidoServer {
     }
 
     fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
-        let wanted = self.level.lock().map(|l| *l).unwrap_or(LoggingLevel::Info);
+        let wanted = self
+            .level
+            .lock()
+            .map(|l| *l)
+            .unwrap_or(LoggingLevel::Notice);
         if severity(level) < severity(wanted) {
             return;
         }
