@@ -1,0 +1,569 @@
+use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::btrfs;
+use crate::detect::{self, Backend};
+use crate::manifest::{self, Applied, Entry, Manifest};
+
+/// A snapshot failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// A file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No snapshot has this id.
+    #[error("no snapshot {id}")]
+    NotFound {
+        /// The id.
+        id: String,
+    },
+    /// A snapshot with this id exists.
+    #[error("snapshot {id} exists")]
+    Exists {
+        /// The id.
+        id: String,
+    },
+    /// Ids are letters, digits, `.`, `_` and `-`, at most 64.
+    #[error("{id:?} is not a valid snapshot id")]
+    InvalidId {
+        /// The id.
+        id: String,
+    },
+    /// A file name that is not UTF-8.
+    #[error("cannot snapshot the file name {name:?} (not UTF-8)")]
+    UnsupportedName {
+        /// The name, lossily.
+        name: String,
+    },
+    /// The tree is too large.
+    #[error("the workspace holds more than {max} entries")]
+    TooManyEntries {
+        /// The bound.
+        max: usize,
+    },
+    /// The workspace is not a directory.
+    #[error("the workspace {path} is not a directory")]
+    NotADirectory {
+        /// The path.
+        path: String,
+    },
+    /// A `btrfs` command failed.
+    #[error("{command}: {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// What it said.
+        stderr: String,
+    },
+    /// A stored snapshot's metadata does not parse.
+    #[error("snapshot {id} is damaged: {reason}")]
+    Damaged {
+        /// The id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl SnapshotError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Io { source, .. } if source.raw_os_error() == Some(28) => "disk_full",
+            Self::Io { .. } => "snapshot_io_failed",
+            Self::NotFound { .. } => "snapshot_not_found",
+            Self::Exists { .. } => "snapshot_exists",
+            Self::InvalidId { .. } => "snapshot_id_invalid",
+            Self::UnsupportedName { .. } => "snapshot_name_unsupported",
+            Self::TooManyEntries { .. } => "snapshot_too_large",
+            Self::NotADirectory { .. } => "workspace_not_a_directory",
+            Self::Command { .. } => "snapshot_command_failed",
+            Self::Damaged { .. } => "snapshot_damaged",
+        }
+    }
+
+    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+/// A snapshot as listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Its id.
+    pub id: String,
+    /// How it was taken.
+    pub backend: Backend,
+    /// When, milliseconds since the epoch (from the caller's clock).
+    pub created_ms: u64,
+    /// Regular files in it.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+}
+
+/// What a restore did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RestoreStats {
+    /// How.
+    pub backend: Backend,
+    /// Files written (0 for a btrfs swap).
+    pub written: u64,
+    /// Entries removed.
+    pub removed: u64,
+    /// Files that already matched.
+    pub unchanged: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    snapshot: Snapshot,
+    #[serde(default)]
+    manifest: Option<Manifest>,
+}
+
+/// Snapshots of one workspace.
+#[derive(Clone, Debug)]
+pub struct Store {
+    workspace: PathBuf,
+    backend: Backend,
+    why: String,
+    /// Where this workspace's snapshots and their metadata live.
+    dir: PathBuf,
+    /// The content-addressed objects (copy backend).
+    objects: PathBuf,
+    /// Never part of a snapshot (aido's own home, if it sits in the workspace).
+    exclude: Vec<PathBuf>,
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+impl Store {
+    /// The store for `workspace`, with the best backend it supports.
+    pub fn open(workspace: &Path, aido_home: &Path) -> Result<Self, SnapshotError> {
+        Self::open_with(workspace, aido_home, None)
+    }
+
+    /// The store for `workspace` with a given backend, or the best one when `None`. A backend
+    /// the workspace cannot use falls back to the next (btrfs -> reflink -> copy), and
+    /// [`Store::why`] says so.
+    pub fn open_with(
+        workspace: &Path,
+        aido_home: &Path,
+        wanted: Option<Backend>,
+    ) -> Result<Self, SnapshotError> {
+        let workspace = workspace
+            .canonicalize()
+            .map_err(|e| SnapshotError::io("open workspace", workspace, e))?;
+        if !workspace.is_dir() {
+            return Err(SnapshotError::NotADirectory {
+                path: workspace.display().to_string(),
+            });
+        }
+        let aido_home = aido_home
+            .canonicalize()
+            .unwrap_or_else(|_| aido_home.to_owned());
+        let name = workspace
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "root".into());
+        let beside = workspace
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join(".aido-snapshots")
+            .join(&name);
+        let key = blake3::hash(workspace.as_os_str().as_encoded_bytes()).to_hex()[..16].to_owned();
+        let in_aido_home = aido_home.join("snapshots").join(key);
+        let objects = aido_home.join("snapshots").join("objects");
+        let exclude: Vec<PathBuf> = if aido_home.starts_with(&workspace) {
+            vec![aido_home.clone()]
+        } else {
+            Vec::new()
+        };
+
+        let mut why = Vec::new();
+        let try_btrfs = matches!(wanted, None | Some(Backend::BtrfsSubvolume));
+        let try_reflink = !matches!(wanted, Some(Backend::Copy));
+        let mut chosen = None;
+        if try_btrfs {
+            if !exclude.is_empty() {
+                why.push("btrfs_subvolume: AIDO_HOME is inside the workspace and a subvolume snapshot would hold the journal".to_owned());
+            } else if detect::is_btrfs_subvolume(&workspace) {
+                chosen = Some(Backend::BtrfsSubvolume);
+            } else {
+                why.push("btrfs_subvolume: the workspace is not a btrfs subvolume (with `btrfs` installed)".to_owned());
+            }
+        }
+        if chosen.is_none() && try_reflink {
+            std::fs::create_dir_all(&beside)
+                .map_err(|e| SnapshotError::io("create", &beside, e))?;
+            if detect::supports_reflink(&beside) {
+                chosen = Some(Backend::Reflink);
+            } else {
+                why.push("reflink: the filesystem cannot clone extents (FICLONE)".to_owned());
+                let _ = std::fs::remove_dir(&beside);
+                let _ = beside.parent().map(std::fs::remove_dir);
+            }
+        }
+        let backend = chosen.unwrap_or(Backend::Copy);
+        let dir = match backend {
+            Backend::Copy => in_aido_home,
+            Backend::BtrfsSubvolume | Backend::Reflink => beside,
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| SnapshotError::io("create", &dir, e))?;
+        if backend == Backend::Copy {
+            std::fs::create_dir_all(&objects)
+                .map_err(|e| SnapshotError::io("create", &objects, e))?;
+        }
+        let why = if why.is_empty() {
+            format!("{backend}: supported")
+        } else {
+            format!("{backend} (skipped {})", why.join("; "))
+        };
+        Ok(Self {
+            workspace,
+            backend,
+            why,
+            dir,
+            objects,
+            exclude,
+        })
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Why this backend (which ones were skipped and why).
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+
+    /// The workspace (resolved).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn meta_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    fn data_path(&self, id: &str) -> PathBuf {
+        self.dir.join(id)
+    }
+
+    fn load(&self, id: &str) -> Result<Stored, SnapshotError> {
+        if !valid_id(id) {
+            return Err(SnapshotError::InvalidId { id: id.to_owned() });
+        }
+        let text = match std::fs::read(self.meta_path(id)) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SnapshotError::NotFound { id: id.to_owned() });
+            }
+            Err(e) => return Err(SnapshotError::io("read", &self.meta_path(id), e)),
+        };
+        serde_json::from_slice(&text).map_err(|e| SnapshotError::Damaged {
+            id: id.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn save(&self, stored: &Stored) -> Result<(), SnapshotError> {
+        let path = self.meta_path(&stored.snapshot.id);
+        let temp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec(stored).map_err(|e| SnapshotError::Damaged {
+            id: stored.snapshot.id.clone(),
+            reason: e.to_string(),
+        })?;
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&temp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&temp, &path)
+        };
+        write().map_err(|e| SnapshotError::io("write", &path, e))
+    }
+
+    /// Take a snapshot named `id`; `created_ms` comes from the caller's clock.
+    pub fn create(&self, id: &str, created_ms: u64) -> Result<Snapshot, SnapshotError> {
+        if !valid_id(id) {
+            return Err(SnapshotError::InvalidId { id: id.to_owned() });
+        }
+        if self.meta_path(id).exists() || self.data_path(id).symlink_metadata().is_ok() {
+            return Err(SnapshotError::Exists { id: id.to_owned() });
+        }
+        let (manifest, keep_manifest) = match self.backend {
+            Backend::BtrfsSubvolume => {
+                btrfs::snapshot_read_only(&self.workspace, &self.data_path(id))?;
+                (Manifest::scan(&self.data_path(id), &[])?, false)
+            }
+            Backend::Reflink => (self.create_reflink(id)?, true),
+            Backend::Copy => (self.create_copy()?, true),
+        };
+        let snapshot = Snapshot {
+            id: id.to_owned(),
+            backend: self.backend,
+            created_ms,
+            files: manifest.files(),
+            bytes: manifest.bytes(),
+        };
+        self.save(&Stored {
+            snapshot: snapshot.clone(),
+            manifest: keep_manifest.then_some(manifest),
+        })?;
+        Ok(snapshot)
+    }
+
+    fn create_reflink(&self, id: &str) -> Result<Manifest, SnapshotError> {
+        let manifest = Manifest::scan(&self.workspace, &self.exclude)?;
+        let data = self.data_path(id);
+        std::fs::create_dir_all(&data).map_err(|e| SnapshotError::io("create", &data, e))?;
+        for (rel, entry) in &manifest.entries {
+            let (from, to) = (self.workspace.join(rel), data.join(rel));
+            match entry {
+                Entry::Dir { .. } => {
+                    std::fs::create_dir_all(&to).map_err(|e| SnapshotError::io("mkdir", &to, e))?
+                }
+                Entry::File { .. } => reflink_copy::reflink(&from, &to)
+                    .map_err(|e| SnapshotError::io("clone", &from, e))?,
+                Entry::Symlink { target } => std::os::unix::fs::symlink(target, &to)
+                    .map_err(|e| SnapshotError::io("symlink", &to, e))?,
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// The newest stored manifest, to reuse hashes of files that did not change.
+    fn previous_manifest(&self) -> BTreeMap<String, Entry> {
+        self.list()
+            .ok()
+            .and_then(|l| l.into_iter().max_by_key(|s| s.created_ms))
+            .and_then(|s| self.load(&s.id).ok())
+            .and_then(|s| s.manifest)
+            .map(|m| m.entries)
+            .unwrap_or_default()
+    }
+
+    fn create_copy(&self) -> Result<Manifest, SnapshotError> {
+        let mut manifest = Manifest::scan(&self.workspace, &self.exclude)?;
+        let previous = self.previous_manifest();
+        for (rel, entry) in manifest.entries.iter_mut() {
+            let Entry::File {
+                size,
+                mtime_ns,
+                hash,
+                ..
+            } = entry
+            else {
+                continue;
+            };
+            let reused = match previous.get(rel) {
+                Some(Entry::File {
+                    size: s,
+                    mtime_ns: m,
+                    hash: Some(h),
+                    ..
+                }) if s == size && m == mtime_ns => Some(h.clone()),
+                _ => None,
+            };
+            let path = self.workspace.join(rel.as_str());
+            let digest = match reused {
+                Some(h) if self.objects.join(&h).exists() => h,
+                _ => self.store_object(&path)?,
+            };
+            *hash = Some(digest);
+        }
+        Ok(manifest)
+    }
+
+    /// Copy a file into the object store under its blake3; return the hash.
+    fn store_object(&self, path: &Path) -> Result<String, SnapshotError> {
+        let mut file = std::fs::File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| SnapshotError::io("read", path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        let hash = hasher.finalize().to_hex().to_string();
+        let object = self.objects.join(&hash);
+        if !object.exists() {
+            let temp = self
+                .objects
+                .join(format!(".{hash}.{}.tmp", std::process::id()));
+            clone_or_copy(path, &temp).map_err(|e| SnapshotError::io("store", path, e))?;
+            std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
+        }
+        Ok(hash)
+    }
+
+    /// Make the workspace equal to snapshot `id`. Safe to run again after a crash.
+    pub fn restore(&self, id: &str) -> Result<RestoreStats, SnapshotError> {
+        let stored = self.load(id)?;
+        let applied = match (stored.snapshot.backend, stored.manifest) {
+            (Backend::BtrfsSubvolume, _) => {
+                self.restore_btrfs(id)?;
+                Applied::default()
+            }
+            (Backend::Reflink, Some(m)) => {
+                let data = self.data_path(id);
+                manifest::apply(&self.workspace, &m, &self.exclude, &|rel, _, dest| {
+                    clone_or_copy(&data.join(rel), dest)
+                })?
+            }
+            (Backend::Copy, Some(m)) => manifest::apply(
+                &self.workspace,
+                &m,
+                &self.exclude,
+                &|_, entry, dest| match entry {
+                    Entry::File { hash: Some(h), .. } => clone_or_copy(&self.objects.join(h), dest),
+                    _ => Err(std::io::Error::other("a file without a hash")),
+                },
+            )?,
+            (_, None) => {
+                return Err(SnapshotError::Damaged {
+                    id: id.to_owned(),
+                    reason: "no manifest".into(),
+                });
+            }
+        };
+        Ok(RestoreStats {
+            backend: stored.snapshot.backend,
+            written: applied.written,
+            removed: applied.removed,
+            unchanged: applied.unchanged,
+        })
+    }
+
+    fn restore_btrfs(&self, id: &str) -> Result<(), SnapshotError> {
+        let name = self
+            .workspace
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let swap = self.workspace.with_file_name(format!(".{name}.aido-swap"));
+        // A swap left by a crash holds either the new tree (not yet swapped in) or the old
+        // one (swapped out, not yet deleted); either way it is not the workspace. Drop it.
+        if swap.symlink_metadata().is_ok() {
+            btrfs::delete(&swap)?;
+        }
+        btrfs::snapshot(&self.data_path(id), &swap)?;
+        btrfs::exchange(&swap, &self.workspace)?;
+        btrfs::delete(&swap)
+    }
+
+    /// Delete snapshot `id` (and, for the copy backend, objects nothing else uses).
+    pub fn delete(&self, id: &str) -> Result<(), SnapshotError> {
+        let stored = self.load(id)?;
+        let data = self.data_path(id);
+        match stored.snapshot.backend {
+            Backend::BtrfsSubvolume => btrfs::delete(&data)?,
+            Backend::Reflink => {
+                std::fs::remove_dir_all(&data).map_err(|e| SnapshotError::io("remove", &data, e))?
+            }
+            Backend::Copy => {}
+        }
+        let meta = self.meta_path(id);
+        std::fs::remove_file(&meta).map_err(|e| SnapshotError::io("remove", &meta, e))?;
+        if stored.snapshot.backend == Backend::Copy {
+            self.collect_garbage()?;
+        }
+        Ok(())
+    }
+
+    /// Remove objects no snapshot of any workspace in this AIDO_HOME refers to.
+    fn collect_garbage(&self) -> Result<(), SnapshotError> {
+        let Some(all) = self.objects.parent() else {
+            return Ok(());
+        };
+        let mut live = HashSet::new();
+        for ws in std::fs::read_dir(all)
+            .map_err(|e| SnapshotError::io("list", all, e))?
+            .flatten()
+        {
+            if ws.path() == self.objects || !ws.path().is_dir() {
+                continue;
+            }
+            for meta in std::fs::read_dir(ws.path())
+                .map_err(|e| SnapshotError::io("list", &ws.path(), e))?
+                .flatten()
+            {
+                let Ok(bytes) = std::fs::read(meta.path()) else {
+                    continue;
+                };
+                let Ok(stored) = serde_json::from_slice::<Stored>(&bytes) else {
+                    continue;
+                };
+                for entry in stored.manifest.iter().flat_map(|m| m.entries.values()) {
+                    if let Entry::File { hash: Some(h), .. } = entry {
+                        live.insert(h.clone());
+                    }
+                }
+            }
+        }
+        for object in std::fs::read_dir(&self.objects)
+            .map_err(|e| SnapshotError::io("list", &self.objects, e))?
+            .flatten()
+        {
+            let name = object.file_name().to_string_lossy().into_owned();
+            if !live.contains(&name) {
+                let _ = std::fs::remove_file(object.path());
+            }
+        }
+        Ok(())
+    }
+
+    /// Every snapshot of this workspace, oldest first.
+    pub fn list(&self) -> Result<Vec<Snapshot>, SnapshotError> {
+        let mut out = Vec::new();
+        for item in std::fs::read_dir(&self.dir)
+            .map_err(|e| SnapshotError::io("list", &self.dir, e))?
+            .flatten()
+        {
+            let name = item.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
+            if let Ok(stored) = self.load(id) {
+                out.push(stored.snapshot);
+            }
+        }
+        out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        Ok(out)
+    }
+}
+
+/// Clone extents when the filesystem can, copy bytes otherwise.
+fn clone_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    reflink_copy::reflink_or_copy(from, to).map(|_| ())
+}
