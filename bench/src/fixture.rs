@@ -14,12 +14,17 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// Writes `count` text files of about `bytes` bytes each.
-    pub fn create(count: usize, bytes: usize) -> Result<Self> {
-        let root = tempfile::Builder::new()
-            .prefix("aido-bench-")
-            .tempdir()
-            .context("creating the temp dir")?;
+    /// Writes `count` text files of about `bytes` bytes each, in a fresh directory under
+    /// `parent` (the default temp dir when `None`).
+    pub fn create(count: usize, bytes: usize, parent: Option<&Path>) -> Result<Self> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("aido-bench-");
+        let root = match parent {
+            Some(parent) => builder
+                .tempdir_in(parent)
+                .with_context(|| format!("creating a temp dir in {}", parent.display()))?,
+            None => builder.tempdir().context("creating the temp dir")?,
+        };
         let dir = root.path().join("home").join("files");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         std::fs::create_dir_all(root.path().join("aido-home"))?;
@@ -97,12 +102,27 @@ mod tests {
 
     #[test]
     fn fixture_writes_what_it_lists() {
-        let f = Fixture::create(3, 1000).unwrap();
+        let f = Fixture::create(3, 1000, None).unwrap();
         assert_eq!(f.files.len(), 3);
         for (path, text) in &f.files {
             assert!(path.starts_with(f.home()));
             assert_eq!(&std::fs::read_to_string(path).unwrap(), text);
         }
         assert!(f.aido_home().is_dir());
+    }
+
+    #[test]
+    fn fixture_goes_where_it_is_told() {
+        let parent = tempfile::tempdir().unwrap();
+        let f = Fixture::create(2, 500, Some(parent.path())).unwrap();
+        assert!(f.root().starts_with(parent.path()));
+        assert!(f.home().starts_with(parent.path()) && f.aido_home().starts_with(parent.path()));
+        assert!(
+            f.files
+                .iter()
+                .all(|(path, _)| path.starts_with(parent.path()))
+        );
+        drop(f);
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
     }
 }

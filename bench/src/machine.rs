@@ -58,14 +58,48 @@ impl Machine {
             rustc: run("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
             commit,
             node: run(node, &["--version"]).unwrap_or_else(|| "unknown".into()),
-            // findmnt names ext4 as such; `stat -f` only knows the ext2/ext3 magic.
-            temp_fs: run(
-                "findmnt",
-                &["-n", "-o", "FSTYPE", "--target", &temp.to_string_lossy()],
-            )
-            .or_else(|| run("stat", &["-f", "-c", "%T", &temp.to_string_lossy()]))
-            .unwrap_or_else(|| "unknown".into()),
+            temp_fs: fs_type(temp).unwrap_or_else(|| "unknown".into()),
         }
+    }
+}
+
+/// The type of the file system `path` is on (`ext4`, `tmpfs`, ...), if it can be told.
+pub fn fs_type(path: &Path) -> Option<String> {
+    // findmnt names ext4 as such; `stat -f` only knows the ext2/ext3 magic.
+    run(
+        "findmnt",
+        &["-n", "-o", "FSTYPE", "--target", &path.to_string_lossy()],
+    )
+    .and_then(|out| last_line(&out))
+    .or_else(|| run("stat", &["-f", "-c", "%T", &path.to_string_lossy()]))
+    .and_then(|out| last_line(&out))
+}
+
+/// findmnt lists every file system stacked on one mount point, the visible one last.
+fn last_line(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .rfind(|line| !line.is_empty())
+        .map(str::to_owned)
+}
+
+/// Whether `dir` can hold the tmpfs run: `Ok` if it is a directory on tmpfs, otherwise why not.
+pub fn check_tmpfs(dir: &Path) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!("{} does not exist on this machine", dir.display()));
+    }
+    tmpfs_verdict(dir, fs_type(dir).as_deref())
+}
+
+/// [`check_tmpfs`] once the file system type is known.
+fn tmpfs_verdict(dir: &Path, fs: Option<&str>) -> Result<(), String> {
+    match fs {
+        Some("tmpfs") => Ok(()),
+        Some(other) => Err(format!("{} is {other}, not tmpfs", dir.display())),
+        None => Err(format!(
+            "the file system of {} could not be determined",
+            dir.display()
+        )),
     }
 }
 
@@ -95,5 +129,35 @@ mod tests {
         let text = "processor\t: 0\nmodel name\t: AMD EPYC\nmodel name\t: other\n";
         assert_eq!(field(text, "model name").as_deref(), Some("AMD EPYC"));
         assert_eq!(field(text, "missing"), None);
+    }
+
+    #[test]
+    fn stacked_mounts_name_the_visible_one() {
+        assert_eq!(last_line("tmpfs\ntmpfs\n").as_deref(), Some("tmpfs"));
+        assert_eq!(
+            last_line("ext4\n  overlay \n\n").as_deref(),
+            Some("overlay")
+        );
+        assert_eq!(last_line("\n"), None);
+    }
+
+    #[test]
+    fn tmpfs_check_says_why_not() {
+        let dir = Path::new("/dev/shm");
+        assert_eq!(tmpfs_verdict(dir, Some("tmpfs")), Ok(()));
+        assert_eq!(
+            tmpfs_verdict(dir, Some("ext4")),
+            Err("/dev/shm is ext4, not tmpfs".to_owned())
+        );
+        assert!(
+            tmpfs_verdict(dir, None)
+                .unwrap_err()
+                .contains("could not be determined")
+        );
+        let missing = Path::new("/no/such/dir/for/aido-bench");
+        assert_eq!(
+            check_tmpfs(missing),
+            Err("/no/such/dir/for/aido-bench does not exist on this machine".to_owned())
+        );
     }
 }

@@ -3,8 +3,11 @@
 //! It measures aido where an agent feels it — `read_file` round trips over MCP stdio — against
 //! a peer that does the same read without a policy or a journal
 //! (`@modelcontextprotocol/server-filesystem`), both spawned by one rmcp client and driven in
-//! alternating rounds, and puts the result beside the criterion benches of the policy and the
-//! journal, each against its target. `bench/run` builds everything and runs it.
+//! alternating rounds, twice: with the files and aido's journal in the default temp dir, then on
+//! tmpfs, so the price of a durable journal shows. It puts the result beside the criterion
+//! benches of the policy and the journal, each against its target, and prices one metadata
+//! system call (the difference between the two policy evaluation benches). `bench/run` builds
+//! everything and runs it.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido --out docs/BENCHMARKS.md
@@ -16,6 +19,8 @@ mod estimates;
 mod fixture;
 /// Machine and build facts for the header.
 mod machine;
+/// The price of one metadata system call.
+mod metadata;
 /// The markdown report.
 mod report;
 /// The stdio comparison.
@@ -27,10 +32,9 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 
-use crate::fixture::Fixture;
 use crate::machine::Machine;
 use crate::report::Report;
-use crate::stdio::{Plan, Server};
+use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -71,6 +75,12 @@ struct Args {
     /// Bytes per file (about; whole lines).
     #[arg(long, default_value_t = 4096)]
     file_bytes: usize,
+    /// The tmpfs directory for the second stdio run (skipped if it is missing or not tmpfs).
+    #[arg(long, default_value = "/dev/shm")]
+    tmpfs_dir: PathBuf,
+    /// `symlink_metadata` calls timed to price one metadata call.
+    #[arg(long, default_value_t = 100_000)]
+    metadata_calls: usize,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -79,73 +89,70 @@ async fn main() -> Result<()> {
     let aido = std::fs::canonicalize(&args.aido)
         .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;
     let (peer_entry, peer) = peer_package(&args.peer_dir)?;
+    let temp = std::env::temp_dir();
+    let machine = Machine::collect(&args.node, &temp);
 
-    let fixture = Fixture::create(args.files, args.file_bytes)?;
-    let machine = Machine::collect(&args.node, fixture.root());
-    let plan = Plan {
-        calls: args.calls,
-        rounds: args.rounds,
-        warmup: args.warmup,
-    };
+    // First, while nothing else runs: the price of the metadata calls the full policy
+    // evaluation makes and the gates-only evaluation does not.
+    let metadata = metadata::measure(&temp, args.metadata_calls, machine.temp_fs.clone())?;
     eprintln!(
-        "aido-bench: {} files ({} bytes) in {}; {} warm-up + {} measured calls per server in {} rounds",
-        fixture.files.len(),
-        fixture.total_bytes(),
-        fixture.root().display(),
-        plan.warmup,
-        plan.calls,
-        plan.rounds
+        "aido-bench: std::fs::symlink_metadata on a file in {} ({}): {} median over {} calls",
+        temp.display(),
+        metadata.fs,
+        report::format_ns(metadata.median_ns),
+        metadata.calls
     );
 
-    let mut command = tokio::process::Command::new(&aido);
-    command
-        .arg("mcp")
-        .env("HOME", fixture.home())
-        .env("AIDO_HOME", fixture.aido_home())
-        .env_remove("AIDO_LOG")
-        .current_dir(fixture.home());
-    let aido_server = Server::start(
-        "aido",
-        command,
-        fixture.root().join("aido.stderr"),
-        &["read_file"],
-    )
-    .await?;
-    let mut command = tokio::process::Command::new(&args.node);
-    command
-        .arg(&peer_entry)
-        .arg(fixture.home())
-        .current_dir(fixture.home());
-    let peer_server = Server::start(
-        "server-filesystem",
-        command,
-        fixture.root().join("peer.stderr"),
-        &["read_text_file", "read_file"],
-    )
-    .await?;
-
-    let servers = [aido_server, peer_server];
-    let measured = stdio::compare(&servers, &fixture, plan).await;
-    let [aido_server, peer_server] = servers;
-    // Stop both even when the run failed, so no child outlives the harness.
-    let stopped = (aido_server.stop().await, peer_server.stop().await);
-    let measured = measured?;
-    stopped.0?;
-    stopped.1?;
-    let journal = stdio::check_journal(&aido, &fixture.aido_home())?;
+    let setup = Setup {
+        aido,
+        node: args.node.clone(),
+        peer_entry,
+        plan: Plan {
+            calls: args.calls,
+            rounds: args.rounds,
+            warmup: args.warmup,
+        },
+        files: args.files,
+        file_bytes: args.file_bytes,
+    };
+    let mut stdio = vec![
+        stdio::run(
+            &setup,
+            Placement {
+                label: "the default temp dir".into(),
+                dir: temp.clone(),
+                fs: machine.temp_fs.clone(),
+            },
+        )
+        .await?,
+    ];
+    let tmpfs = Placement {
+        label: "the tmpfs dir".into(),
+        dir: args.tmpfs_dir.clone(),
+        fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
+    };
+    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
+        Ok(()) => stdio::run(&setup, tmpfs).await?,
+        Err(reason) => {
+            eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
+            StdioRun {
+                place: tmpfs,
+                outcome: Outcome::Skipped(reason),
+            }
+        }
+    });
 
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
+        gates: estimates::read(&args.criterion_dir, report::GATES_ID)?,
         simulate: estimates::read(&args.criterion_dir, report::SIMULATE_ID)?,
         group_commit: estimates::read(&args.criterion_dir, report::GROUP_COMMIT_ID)?,
         per_record: estimates::read(&args.criterion_dir, report::PER_RECORD_ID)?,
-        stdio: measured,
-        plan,
-        files: fixture.files.len(),
-        file_bytes: fixture.total_bytes() / fixture.files.len().max(1),
+        metadata,
+        stdio,
+        plan: setup.plan,
         peer,
-        journal,
     };
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
@@ -153,18 +160,30 @@ async fn main() -> Result<()> {
     std::fs::write(&args.out, report.render())
         .with_context(|| format!("writing {}", args.out.display()))?;
 
-    for m in &report.stdio {
-        println!(
-            "{:<18} {:>8.0} round trips/s  p50 {:>9}  p99 {:>9}",
-            m.name,
-            m.per_second(),
-            report::format_ns(m.percentile(50.0).as_nanos() as f64),
-            report::format_ns(m.percentile(99.0).as_nanos() as f64),
-        );
+    for run in &report.stdio {
+        println!("stdio in {} ({}):", run.place.label, run.place.fs);
+        match &run.outcome {
+            Outcome::Ran { measured, .. } => {
+                for m in measured {
+                    println!(
+                        "  {:<18} {:>8.0} round trips/s  p50 {:>9}  p99 {:>9}",
+                        m.name,
+                        m.per_second(),
+                        report::format_ns(m.percentile(50.0).as_nanos() as f64),
+                        report::format_ns(m.percentile(99.0).as_nanos() as f64),
+                    );
+                }
+                if let Some(ratio) = run.ratio() {
+                    println!("  aido / peer        {ratio:.2}x");
+                }
+            }
+            Outcome::Skipped(reason) => println!("  skipped: {reason}"),
+        }
     }
-    if let Some(ratio) = report.stdio_ratio() {
-        println!("aido / peer        {ratio:.2}x");
-    }
+    println!(
+        "symlink_metadata   {} per call",
+        report::format_ns(report.metadata.median_ns)
+    );
     for (id, met) in report.targets_met() {
         let word = match met {
             Some(true) => "pass",

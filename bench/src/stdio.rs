@@ -17,6 +17,150 @@ use crate::fixture::Fixture;
 /// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// What every run of the comparison shares.
+pub struct Setup {
+    /// The aido binary.
+    pub aido: PathBuf,
+    /// The node binary that runs the peer.
+    pub node: String,
+    /// The peer's entry script.
+    pub peer_entry: PathBuf,
+    /// How the comparison is run.
+    pub plan: Plan,
+    /// Files in the fixture.
+    pub files: usize,
+    /// Bytes per file (about).
+    pub file_bytes: usize,
+}
+
+/// Where one run keeps the fixture and aido's journal.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// Shown in the report ("default temp dir", "tmpfs").
+    pub label: String,
+    /// The directory the fixture is created in.
+    pub dir: PathBuf,
+    /// The file system type of `dir`.
+    pub fs: String,
+}
+
+/// One run of the comparison, or why it did not run.
+#[derive(Clone, Debug)]
+pub struct StdioRun {
+    /// Where it ran (or would have).
+    pub place: Placement,
+    /// What it measured.
+    pub outcome: Outcome,
+}
+
+/// A run's result.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// The run happened.
+    Ran {
+        /// aido first, then the peer.
+        measured: Vec<Measured>,
+        /// aido's journal afterwards.
+        journal: JournalCheck,
+        /// Files in the fixture.
+        files: usize,
+        /// Mean bytes per file.
+        file_bytes: usize,
+    },
+    /// The run was skipped, and why.
+    Skipped(String),
+}
+
+impl StdioRun {
+    /// aido's measurement and the peer's, when the run happened.
+    pub fn pair(&self) -> Option<(&Measured, &Measured)> {
+        match &self.outcome {
+            Outcome::Ran { measured, .. } => match measured.as_slice() {
+                [aido, peer] => Some((aido, peer)),
+                _ => None,
+            },
+            Outcome::Skipped(_) => None,
+        }
+    }
+
+    /// aido's round trips per second over the peer's.
+    pub fn ratio(&self) -> Option<f64> {
+        let (aido, peer) = self.pair()?;
+        let peer = peer.per_second();
+        (peer > 0.0).then(|| aido.per_second() / peer)
+    }
+}
+
+/// Runs the comparison once with the fixture and AIDO_HOME in a fresh directory under
+/// `place.dir`: both servers started, warmed up, measured in alternating rounds (every reply
+/// checked), stopped, then aido's journal read back.
+pub async fn run(setup: &Setup, place: Placement) -> Result<StdioRun> {
+    let fixture = Fixture::create(setup.files, setup.file_bytes, Some(&place.dir))?;
+    eprintln!(
+        "aido-bench: stdio in {} ({}): {} files ({} bytes) in {}; {} warm-up + {} measured calls per server in {} rounds",
+        place.label,
+        place.fs,
+        fixture.files.len(),
+        fixture.total_bytes(),
+        fixture.root().display(),
+        setup.plan.warmup,
+        setup.plan.calls,
+        setup.plan.rounds
+    );
+    let mut command = tokio::process::Command::new(&setup.aido);
+    command
+        .arg("mcp")
+        .env("HOME", fixture.home())
+        .env("AIDO_HOME", fixture.aido_home())
+        .env_remove("AIDO_LOG")
+        .current_dir(fixture.home());
+    let aido_server = Server::start(
+        "aido",
+        command,
+        fixture.root().join("aido.stderr"),
+        &["read_file"],
+    )
+    .await?;
+    let mut command = tokio::process::Command::new(&setup.node);
+    command
+        .arg(&setup.peer_entry)
+        .arg(fixture.home())
+        .current_dir(fixture.home());
+    let peer_server = match Server::start(
+        "server-filesystem",
+        command,
+        fixture.root().join("peer.stderr"),
+        &["read_text_file", "read_file"],
+    )
+    .await
+    {
+        Ok(server) => server,
+        Err(e) => {
+            let _ = aido_server.stop().await;
+            return Err(e);
+        }
+    };
+
+    let servers = [aido_server, peer_server];
+    let measured = compare(&servers, &fixture, setup.plan).await;
+    let [aido_server, peer_server] = servers;
+    // Stop both even when the run failed, so no child outlives the harness.
+    let stopped = (aido_server.stop().await, peer_server.stop().await);
+    let measured = measured?;
+    stopped.0?;
+    stopped.1?;
+    let journal = check_journal(&setup.aido, &fixture.aido_home())?;
+    Ok(StdioRun {
+        place,
+        outcome: Outcome::Ran {
+            measured,
+            journal,
+            files: fixture.files.len(),
+            file_bytes: fixture.total_bytes() / fixture.files.len().max(1),
+        },
+    })
+}
+
 /// One MCP server under test, spoken to over its stdin/stdout.
 pub struct Server {
     /// Shown in the report.
@@ -311,5 +455,35 @@ mod tests {
             latencies: ms(&[2, 2, 2, 2]),
         };
         assert!((m.per_second() - 500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn ratio_is_aido_over_peer_and_absent_when_skipped() {
+        let place = Placement {
+            label: "tmpfs".into(),
+            dir: "/dev/shm".into(),
+            fs: "tmpfs".into(),
+        };
+        let measured = |name: &str, each: u64| Measured {
+            name: name.into(),
+            tool: "read_file".into(),
+            latencies: ms(&[each; 4]),
+        };
+        let ran = StdioRun {
+            place: place.clone(),
+            outcome: Outcome::Ran {
+                measured: vec![measured("aido", 4), measured("peer", 1)],
+                journal: JournalCheck::default(),
+                files: 1,
+                file_bytes: 10,
+            },
+        };
+        assert!((ran.ratio().unwrap() - 0.25).abs() < 1e-9);
+        assert_eq!(ran.pair().unwrap().0.name, "aido");
+        let skipped = StdioRun {
+            place,
+            outcome: Outcome::Skipped("no tmpfs".into()),
+        };
+        assert!(skipped.pair().is_none() && skipped.ratio().is_none());
     }
 }
