@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, meta, safety};
+use crate::{fs, meta, safety, snapshot};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -173,6 +173,20 @@ actions! {
     Validate(safety::Validate) = "validate", ReadOnly;
     /// This session's recent actions from the journal. Class: meta.
     SessionHistory(meta::SessionHistory) = "session_history", Meta;
+    /// Snapshot the workspace, tied to this seq. Class: read_only (the workspace is untouched).
+    CreateSnapshot(snapshot::CreateSnapshot) = "create_snapshot", ReadOnly;
+    /// Make the workspace equal to a snapshot. Class: destructive.
+    RestoreSnapshot(snapshot::RestoreSnapshot) = "restore_snapshot", Destructive;
+    /// The workspace's snapshots. Class: meta.
+    ListSnapshots(snapshot::ListSnapshots) = "list_snapshots", Meta;
+    /// Delete a snapshot. Class: destructive.
+    DeleteSnapshot(snapshot::DeleteSnapshot) = "delete_snapshot", Destructive;
+    /// Rewind files and session to any earlier seq; the later records become a branch. Class: destructive.
+    Rewind(snapshot::Rewind) = "rewind", Destructive;
+    /// Snapshot, change, validate, and restore on any failure. Class: composite.
+    SafeChange(safety::SafeChange) = "safe_change", Composite;
+    /// Random bytes, recorded for replay. Class: read_only.
+    RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
 }
 
 impl Action {
@@ -198,6 +212,18 @@ impl Action {
                 }
                 out
             }
+            Action::SafeChange(c) => c
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("steps[{i}]"), a))
+                .chain(
+                    c.validate
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (format!("validate[{i}]"), a)),
+                )
+                .collect(),
             Action::If(i) => {
                 let mut out = vec![("then".to_owned(), i.then.as_ref())];
                 if let Some(e) = &i.otherwise {
@@ -296,6 +322,13 @@ mod tests {
             ("assert", SideEffectClass::ReadOnly),
             ("validate", SideEffectClass::ReadOnly),
             ("session_history", SideEffectClass::Meta),
+            ("create_snapshot", SideEffectClass::ReadOnly),
+            ("restore_snapshot", SideEffectClass::Destructive),
+            ("list_snapshots", SideEffectClass::Meta),
+            ("delete_snapshot", SideEffectClass::Destructive),
+            ("rewind", SideEffectClass::Destructive),
+            ("safe_change", SideEffectClass::Composite),
+            ("random_bytes", SideEffectClass::ReadOnly),
         ];
         assert_eq!(
             table.len(),

@@ -26,8 +26,10 @@ pub mod fs;
 pub mod meta;
 /// What a finished action returns: output, effects and the nondeterministic inputs it saw.
 pub mod outcome;
-/// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate.
+/// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.
 pub mod safety;
+/// Snapshots, rewind and recorded randomness.
+pub mod snapshot;
 /// The policy chain's answer, shared by the policy, the journal and every surface.
 pub mod verdict;
 

@@ -55,6 +55,18 @@ pub enum Effect {
         /// Resolved path.
         path: String,
     },
+    /// The workspace was made equal to a snapshot (taken at seq `taken_at`).
+    SnapshotRestored {
+        /// The snapshot id.
+        snapshot: String,
+        /// The seq of its snapshot_taken record.
+        taken_at: u64,
+    },
+    /// The session was rewound: the workspace now equals its state just after `seq`.
+    RewoundTo {
+        /// The seq it went back to.
+        seq: u64,
+    },
     /// A file was removed; `before` holds its contents.
     FileRemoved {
         /// Resolved path.
@@ -73,6 +85,11 @@ pub enum Input {
     Clock {
         /// Milliseconds since the epoch.
         unix_ms: u64,
+    },
+    /// Bytes from the operating system's random source.
+    Random {
+        /// The bytes, hex.
+        hex: String,
     },
     /// A human's answer to a confirmation.
     HumanAnswer {

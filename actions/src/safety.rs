@@ -96,6 +96,22 @@ impl Touches for Assert {
     }
 }
 
+/// Take a snapshot, run `steps`, then `validate`; if any of them fails, restore the snapshot,
+/// so the workspace is either changed and valid or exactly as it was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SafeChange {
+    /// The change.
+    pub steps: Vec<Action>,
+    /// Checks that must pass afterwards (assert, validate, read_file, ...).
+    #[serde(default)]
+    pub validate: Vec<Action>,
+}
+
+impl Touches for SafeChange {
+    fn touches(&self, _out: &mut Vec<Access>) {}
+}
+
 /// A format validate can check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -11,6 +11,8 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_ms(&self) -> u64;
     /// A fresh session id: 6 bytes of time, 10 unpredictable bytes.
     fn session_id(&self) -> SessionId;
+    /// Fill `buf` with unpredictable bytes.
+    fn random(&self, buf: &mut [u8]);
 }
 
 /// The real clock; ids mix the time, a counter and the process's random hasher keys.
@@ -41,6 +43,19 @@ impl Clock for SystemClock {
         bytes[6..].copy_from_slice(&random.as_bytes()[..10]);
         SessionId::from_bytes(bytes)
     }
+
+    fn random(&self, buf: &mut [u8]) {
+        use std::io::Read;
+        let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf));
+        if from_os.is_err() {
+            // No /dev/urandom: stretch the hasher-seeded id entropy with blake3's XOF.
+            let seed = self.session_id();
+            blake3::Hasher::new()
+                .update(seed.as_bytes())
+                .finalize_xof()
+                .fill(buf);
+        }
+    }
 }
 
 /// A clock for tests: time advances by one millisecond per read, ids count up.
@@ -59,5 +74,13 @@ impl Clock for FixedClock {
         let mut bytes = [0u8; 16];
         bytes[8..].copy_from_slice(&n.to_be_bytes());
         SessionId::from_bytes(bytes)
+    }
+
+    fn random(&self, buf: &mut [u8]) {
+        let n = self.ticks.fetch_add(1, Ordering::Relaxed);
+        blake3::Hasher::new()
+            .update(&n.to_le_bytes())
+            .finalize_xof()
+            .fill(buf);
     }
 }

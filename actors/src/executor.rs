@@ -2,19 +2,22 @@
 //! go to the filesystem body. Every change a leaf made is carried up, so a composite's record
 //! (completed or failed) lists all of them.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aido_actions::meta::SessionHistory;
-use aido_actions::{Action, Condition, Failure, Outcome};
+use aido_actions::snapshot::RandomBytes;
+use aido_actions::{Action, Condition, Effect, Failure, Input, Outcome};
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use serde_json::json;
 
-use crate::fs::{Executed, FsMsg};
+use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
+use crate::recovery::Recovery;
 use crate::runtime::Shared;
 use crate::session::Hooks;
 
@@ -36,11 +39,13 @@ impl From<Failure> for Failed {
 pub(crate) struct Executor<'a> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) session: SessionId,
+    /// The seq of the proposal being run.
+    pub(crate) proposal: u64,
     pub(crate) ctx: &'a SessionContext,
     pub(crate) hooks: &'a Hooks,
 }
 
-type Step<'a> = Pin<Box<dyn Future<Output = Result<Executed, Failed>> + Send + 'a>>;
+type Walk<'a> = Pin<Box<dyn Future<Output = Result<Executed, Failed>> + Send + 'a>>;
 
 fn absorb(into: &mut Executed, from: Executed) {
     into.outcome.effects.extend(from.outcome.effects);
@@ -62,7 +67,7 @@ fn crashed(shared: &Shared) -> Failure {
 }
 
 impl Executor<'_> {
-    pub(crate) fn exec<'b>(&'b self, action: &'b Action, at: String) -> Step<'b> {
+    pub(crate) fn exec<'b>(&'b self, action: &'b Action, at: String) -> Walk<'b> {
         Box::pin(async move {
             if self.hooks.cancel.is_cancelled() {
                 return Err(Failure::new("cancelled", "the call was cancelled").into());
@@ -156,6 +161,44 @@ impl Executor<'_> {
                     )))
                 }
                 Action::SessionHistory(h) => self.history(h).map_err(Failed::from),
+                Action::CreateSnapshot(c) => {
+                    let (output, _) = self.take_snapshot(c.label.as_deref()).await?;
+                    Ok(Executed::new(Outcome::from_output(output)))
+                }
+                Action::RestoreSnapshot(r) => self
+                    .restore_snapshot(&r.snapshot)
+                    .await
+                    .map_err(Failed::from),
+                Action::ListSnapshots(_) => self.list_snapshots().await.map_err(Failed::from),
+                Action::DeleteSnapshot(d) => {
+                    let output = self
+                        .snapshot_op(SnapshotOp::Delete {
+                            id: d.snapshot.clone(),
+                        })
+                        .await?;
+                    Ok(Executed::new(Outcome::from_output(output)))
+                }
+                Action::RandomBytes(r) => {
+                    if r.count == 0 || r.count > RandomBytes::COUNT_MAX {
+                        return Err(Failure::new(
+                            "invalid_arguments",
+                            format!("count must be 1 to {}", RandomBytes::COUNT_MAX),
+                        )
+                        .into());
+                    }
+                    let mut bytes = vec![0u8; r.count as usize];
+                    self.shared.clock.random(&mut bytes);
+                    let hex = hex::encode(&bytes);
+                    let mut done = Executed::new(Outcome {
+                        text: hex.clone(),
+                        output: json!({"count": r.count, "hex": hex}),
+                        ..Outcome::default()
+                    });
+                    done.outcome.inputs.push(Input::Random { hex });
+                    Ok(done)
+                }
+                Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
+                Action::Rewind(r) => self.rewind(r.to_seq).await.map_err(Failed::from),
                 Action::ReadFile(_)
                 | Action::ReadFiles(_)
                 | Action::WriteFile(_)
@@ -330,9 +373,20 @@ impl Executor<'_> {
                                         "verdict": "none", "status": "rejected", "code": code}),
                     );
                 }
+                Event::Rewound { to_seq, branch, .. } => {
+                    actions.push(json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": "rewind",
+                                        "verdict": "none", "status": "rewound", "to_seq": to_seq, "branch": branch}));
+                }
                 Event::SessionStarted { .. }
                 | Event::BodyRestarted { .. }
-                | Event::SessionEnded { .. } => {}
+                | Event::SessionEnded { .. }
+                | Event::SnapshotTaken { .. } => {}
+            }
+        }
+        let gone = aido_journal::timeline::abandoned(&records);
+        for a in actions.iter_mut() {
+            if let Some(branch) = a["seq"].as_u64().and_then(|s| gone.get(&s)) {
+                a["abandoned_by_rewind"] = json!(branch);
             }
         }
         let skip = actions.len().saturating_sub(limit);
@@ -356,6 +410,384 @@ impl Executor<'_> {
             ..Outcome::default()
         }))
     }
+}
+
+impl Executor<'_> {
+    async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
+        let fs = self.shared.fs().ok_or_else(|| crashed(&self.shared))?;
+        let call = fs
+            .call(
+                |reply| FsMsg::Snapshot {
+                    op,
+                    session: self.ctx.clone(),
+                    reply,
+                },
+                self.timeout(),
+            )
+            .await;
+        match call {
+            Ok(CallResult::Success(result)) => result,
+            Ok(CallResult::Timeout) => Err(Failure::new(
+                "body_timeout",
+                "the snapshot did not finish within action_timeout_ms",
+            )),
+            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
+        }
+    }
+
+    async fn record(&self, event: Event) -> Result<u64, Failure> {
+        let now = self.shared.clock.now_ms();
+        self.shared
+            .journal
+            .append(self.session, now, event)
+            .await
+            .map(|a| a.seq)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))
+    }
+
+    fn records(&self) -> Result<Vec<aido_journal::Record>, Failure> {
+        self.shared
+            .journal
+            .all_records(self.session)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))
+    }
+
+    /// Take a snapshot and journal it; returns the output and the snapshot id.
+    async fn take_snapshot(
+        &self,
+        label: Option<&str>,
+    ) -> Result<(serde_json::Value, String), Failure> {
+        let mut tag = [0u8; 3];
+        self.shared.clock.random(&mut tag);
+        let id = format!(
+            "{}-{}-{}",
+            &self.session.to_string()[..12],
+            self.proposal,
+            hex::encode(tag)
+        );
+        let created_ms = self.shared.clock.now_ms();
+        let mut output = self
+            .snapshot_op(SnapshotOp::Create {
+                id: id.clone(),
+                created_ms,
+            })
+            .await?;
+        let event = Event::SnapshotTaken {
+            snapshot: id.clone(),
+            backend: output["backend"].as_str().unwrap_or_default().to_owned(),
+            workspace: output["workspace"].as_str().unwrap_or_default().to_owned(),
+            proposal: self.proposal,
+        };
+        let seq = self.record(event).await?;
+        output["seq"] = json!(seq);
+        if let Some(label) = label {
+            output["label"] = json!(label);
+        }
+        Ok((output, id))
+    }
+
+    async fn restore_snapshot(&self, snapshot: &str) -> Result<Executed, Failure> {
+        let taken_at = self
+            .records()?
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::SnapshotTaken { snapshot: s, .. } if s == snapshot => Some(r.seq),
+                _ => None,
+            })
+            .unwrap_or(0);
+        let steps = vec![Step::Restore {
+            snapshot: snapshot.to_owned(),
+        }];
+        let marker = Recovery::begin(&self.shared, self.session, self.proposal, &steps, None)?;
+        let output = self
+            .snapshot_op(SnapshotOp::Restore {
+                id: snapshot.to_owned(),
+            })
+            .await?;
+        marker.finish();
+        let mut done = Executed::new(Outcome::from_output(output));
+        done.outcome.effects.push(Effect::SnapshotRestored {
+            snapshot: snapshot.to_owned(),
+            taken_at,
+        });
+        Ok(done)
+    }
+
+    async fn list_snapshots(&self) -> Result<Executed, Failure> {
+        let listed = self.snapshot_op(SnapshotOp::List).await?;
+        let records = self.records()?;
+        let mut list = listed.as_array().cloned().unwrap_or_default();
+        for item in list.iter_mut() {
+            let id = item["id"].as_str().unwrap_or_default().to_owned();
+            let seq = records.iter().find_map(|r| match &r.event {
+                Event::SnapshotTaken { snapshot, .. } if *snapshot == id => Some(r.seq),
+                _ => None,
+            });
+            item["seq"] = json!(seq);
+        }
+        Ok(Executed::new(Outcome::from_output(
+            json!({"snapshots": list}),
+        )))
+    }
+
+    async fn safe_change(
+        &self,
+        steps: &[Action],
+        validate: &[Action],
+        at: &str,
+    ) -> Result<Executed, Failed> {
+        let (taken, id) = self.take_snapshot(Some("safe_change")).await?;
+        let all: Vec<Action> = steps.iter().chain(validate.iter()).cloned().collect();
+        match self.pipeline(&all, at).await {
+            Ok(mut done) => {
+                let steps = done.outcome.output["steps"].take();
+                done.outcome.output = json!({"snapshot": taken, "steps": steps, "restored": false});
+                done.outcome.text =
+                    format!("{} steps and checks passed; snapshot {id} kept", all.len());
+                Ok(done)
+            }
+            Err(failed) => {
+                let mut partial = failed.partial;
+                let mut failure = failed.failure;
+                match self.restore_snapshot(&id).await {
+                    Ok(r) => {
+                        partial.outcome.effects.extend(r.outcome.effects);
+                        failure.message = format!(
+                            "{}; the workspace was restored to snapshot {id}",
+                            failure.message
+                        );
+                        if let Some(d) = failure.details.as_mut() {
+                            d["restored"] = json!(id);
+                        }
+                    }
+                    Err(e) => {
+                        failure.message = format!(
+                            "{}; restoring snapshot {id} ALSO failed: {}",
+                            failure.message, e.message
+                        );
+                    }
+                }
+                Err(Failed { failure, partial })
+            }
+        }
+    }
+
+    /// Rewind the session to just after `to_seq`.
+    async fn rewind(&self, to_seq: u64) -> Result<Executed, Failure> {
+        let records = self.records()?;
+        let plan = rewind_plan(&records, to_seq, self.proposal)?;
+        let method = if plan.snapshot.is_some() {
+            "snapshot"
+        } else {
+            "undo"
+        };
+        let blobs = fetch_blobs(&self.shared.journal, &plan.steps)?;
+        let marker = Recovery::begin(
+            &self.shared,
+            self.session,
+            self.proposal,
+            &plan.steps,
+            Some((to_seq, plan.branch, plan.snapshot.clone())),
+        )?;
+        let applied = self
+            .snapshot_op(SnapshotOp::Apply {
+                steps: plan.steps.clone(),
+                blobs,
+            })
+            .await?;
+        let event = Event::Rewound {
+            to_seq,
+            proposal: self.proposal,
+            branch: plan.branch,
+            method: method.into(),
+            snapshot: plan.snapshot.clone(),
+            recovered: false,
+        };
+        let rewound_at = self.record(event).await?;
+        marker.finish();
+        let output = json!({"to_seq": to_seq, "branch": plan.branch, "method": method, "snapshot": plan.snapshot,
+                            "steps": plan.steps.len(), "applied": applied["applied"], "rewound_at": rewound_at,
+                            "abandoned": [to_seq + 1, self.proposal - 1]});
+        let mut done = Executed::new(Outcome {
+            text: format!(
+                "rewound to seq {to_seq} by {method} ({} steps); records {}..{} are branch {}",
+                plan.steps.len(),
+                to_seq + 1,
+                self.proposal - 1,
+                plan.branch
+            ),
+            output,
+            ..Outcome::default()
+        });
+        // The rewind's own effect, for replay: the workspace now equals its state at to_seq.
+        done.outcome.effects.push(Effect::RewoundTo { seq: to_seq });
+        Ok(done)
+    }
+}
+
+/// The bytes of every blob the steps write.
+pub(crate) fn fetch_blobs(
+    journal: &aido_journal::Journal,
+    steps: &[Step],
+) -> Result<HashMap<String, Vec<u8>>, Failure> {
+    let mut blobs = HashMap::new();
+    for step in steps {
+        if let Step::Write { blob, .. } = step
+            && !blobs.contains_key(blob)
+        {
+            let bytes = journal
+                .blob(blob)
+                .map_err(|e| Failure::new(e.code(), e.to_string()))?
+                .ok_or_else(|| {
+                    Failure::new("blob_missing", format!("the journal has no blob {blob}"))
+                })?;
+            blobs.insert(blob.clone(), bytes);
+        }
+    }
+    Ok(blobs)
+}
+
+/// What a rewind will do.
+pub(crate) struct RewindPlan {
+    pub(crate) steps: Vec<Step>,
+    pub(crate) snapshot: Option<String>,
+    pub(crate) branch: u32,
+}
+
+/// The changes a record made (effects of outcomes, complete or partial).
+fn effects_of(record: &aido_journal::Record) -> Vec<Effect> {
+    match &record.event {
+        Event::ActionCompleted { outcome, .. } => outcome.effects.clone(),
+        Event::ActionFailed { effects, .. } => effects.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// Plan a rewind to just after `to_seq` for the rewind proposed at `proposal`: restore the
+/// newest live snapshot at or before `to_seq` and redo the live changes after it; with no
+/// snapshot, undo the live changes after `to_seq`, newest first, from their `before` blobs.
+pub(crate) fn rewind_plan(
+    records: &[aido_journal::Record],
+    to_seq: u64,
+    proposal: u64,
+) -> Result<RewindPlan, Failure> {
+    if to_seq == 0 || to_seq >= proposal {
+        return Err(Failure::new(
+            "rewind_target_invalid",
+            format!(
+                "to_seq must be between 1 and {}",
+                proposal.saturating_sub(1)
+            ),
+        ));
+    }
+    let gone = aido_journal::timeline::abandoned(records);
+    if gone.contains_key(&to_seq) {
+        return Err(Failure::new(
+            "rewind_target_abandoned",
+            format!("seq {to_seq} is on an abandoned branch"),
+        ));
+    }
+    let live: Vec<&aido_journal::Record> = records
+        .iter()
+        .filter(|r| !gone.contains_key(&r.seq) && r.seq < proposal)
+        .collect();
+    let branch = records
+        .iter()
+        .filter(|r| matches!(r.event, Event::Rewound { .. }))
+        .count() as u32
+        + 1;
+    let snapshot = live.iter().rev().find_map(|r| match &r.event {
+        Event::SnapshotTaken { snapshot, .. } if r.seq <= to_seq => Some((r.seq, snapshot.clone())),
+        _ => None,
+    });
+    let mut steps = Vec::new();
+    match &snapshot {
+        Some((taken, id)) => {
+            steps.push(Step::Restore {
+                snapshot: id.clone(),
+            });
+            for r in live.iter().filter(|r| r.seq > *taken && r.seq <= to_seq) {
+                for effect in effects_of(r) {
+                    steps.extend(redo(&effect, records)?);
+                }
+            }
+        }
+        None => {
+            for r in live.iter().rev().filter(|r| r.seq > to_seq) {
+                for effect in effects_of(r).iter().rev() {
+                    steps.extend(undo(effect)?);
+                }
+            }
+        }
+    }
+    Ok(RewindPlan {
+        steps,
+        snapshot: snapshot.map(|(_, id)| id),
+        branch,
+    })
+}
+
+fn redo(effect: &Effect, records: &[aido_journal::Record]) -> Result<Vec<Step>, Failure> {
+    Ok(match effect {
+        Effect::FileWritten { path, blob, .. } => vec![Step::Write {
+            path: path.clone(),
+            blob: blob.clone(),
+        }],
+        Effect::Moved { from, to } => vec![Step::Move {
+            from: from.clone(),
+            to: to.clone(),
+        }],
+        Effect::DirCreated { path } => vec![Step::Mkdir { path: path.clone() }],
+        Effect::FileRemoved { path, .. } => vec![Step::Remove { path: path.clone() }],
+        Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
+            snapshot: snapshot.clone(),
+        }],
+        // A rewind inside the replayed range left the workspace as it was at `seq`: get there
+        // the same way, with the records as they stood before that rewind.
+        Effect::RewoundTo { seq } => rewind_plan(records, *seq, *seq + 1)?.steps,
+    })
+}
+
+fn undo(effect: &Effect) -> Result<Vec<Step>, Failure> {
+    Ok(match effect {
+        Effect::FileWritten {
+            path,
+            before: Some(b),
+            ..
+        } => vec![Step::Write {
+            path: path.clone(),
+            blob: b.clone(),
+        }],
+        Effect::FileWritten {
+            path, before: None, ..
+        } => vec![Step::Remove { path: path.clone() }],
+        Effect::Moved { from, to } => vec![Step::Move {
+            from: to.clone(),
+            to: from.clone(),
+        }],
+        Effect::DirCreated { path } => vec![Step::Remove { path: path.clone() }],
+        Effect::FileRemoved {
+            path,
+            before: Some(b),
+        } => vec![Step::Write {
+            path: path.clone(),
+            blob: b.clone(),
+        }],
+        Effect::FileRemoved { path, before: None } => {
+            return Err(Failure::new(
+                "rewind_needs_snapshot",
+                format!(
+                    "the removal of {path} kept no contents; take a snapshot to rewind past it"
+                ),
+            ));
+        }
+        Effect::SnapshotRestored { .. } | Effect::RewoundTo { .. } => {
+            return Err(Failure::new(
+                "rewind_needs_snapshot",
+                "a restore or rewind cannot be undone without an earlier snapshot",
+            ));
+        }
+    })
 }
 
 fn wrap(mut done: Executed, f: impl FnOnce(serde_json::Value) -> serde_json::Value) -> Executed {

@@ -23,6 +23,8 @@ pub mod error;
 mod executor;
 /// The filesystem body.
 pub mod fs;
+/// Finishing restores and rewinds a crash interrupted.
+mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// Session actors and the handle surfaces use.

@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     /// The last body crash, for the error the in-flight call gets.
     pub(crate) last_crash: Mutex<Option<String>>,
     pub(crate) panic_next: Arc<AtomicBool>,
+    /// AIDO_HOME (recovery markers live there).
+    pub(crate) aido_home: PathBuf,
 }
 
 impl Shared {
@@ -75,6 +77,7 @@ impl Runtime {
             clock: options.clock.clone(),
             trash: crate::fs::actor::home_trash(&options.env.home),
             panic_next: panic_next.clone(),
+            aido_home: options.env.aido_home.clone(),
         };
         let shared = Arc::new(Shared {
             journal: options.journal,
@@ -84,6 +87,7 @@ impl Runtime {
             runtime_session,
             last_crash: Mutex::new(None),
             panic_next,
+            aido_home: options.env.aido_home.clone(),
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -98,6 +102,13 @@ impl Runtime {
             actor: "runtime",
             message: e.to_string(),
         })?;
+        let recovered = crate::recovery::Recovery::recover(&shared).await;
+        if recovered > 0 {
+            tracing::warn!(
+                recovered,
+                "finished restores or rewinds a crash had interrupted"
+            );
+        }
         Ok(Self {
             shared,
             supervisor,

@@ -265,6 +265,7 @@ impl Session {
         let executor = Executor {
             shared: shared.clone(),
             session: self.id,
+            proposal: seq,
             ctx: &self.ctx,
             hooks: &hooks,
         };
@@ -282,6 +283,7 @@ impl Session {
                 self.journal(event, done.blobs)
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
+                crate::recovery::Recovery::clear(shared, self.id, seq);
                 Ok(Ran {
                     seq,
                     outcome: done.outcome,

@@ -803,3 +803,172 @@ async fn a_full_disk_is_a_coded_error_that_loses_nothing() {
     );
     w.ok("read_file", json!({"path": "small/f.txt"})).await;
 }
+
+fn tree(root: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_dir() {
+                out.insert(rel, "<dir>".into());
+                stack.push(p);
+            } else {
+                out.insert(
+                    rel,
+                    std::fs::read_to_string(&p).unwrap_or_else(|_| "<binary>".into()),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_restore_and_safe_change_undo_a_failed_change() {
+    let w = world("").await;
+    std::fs::write(w.p("keep.txt"), "v1").unwrap();
+    let snap = w.ok("create_snapshot", json!({"label": "before"})).await;
+    let id = snap["snapshot"].as_str().unwrap().to_owned();
+    assert_eq!(snap["files"], 1);
+    eprintln!("snapshot backend: {}", snap["backend"]);
+    w.ok("write_file", json!({"path": "keep.txt", "content": "v2"}))
+        .await;
+    w.ok("write_file", json!({"path": "extra.txt", "content": "x"}))
+        .await;
+    let listed = w.ok("list_snapshots", json!({})).await;
+    assert_eq!(listed["snapshots"][0]["id"], id.as_str());
+    assert!(
+        listed["snapshots"][0]["seq"].as_u64().is_some(),
+        "tied to the journal seq it was taken at"
+    );
+    w.ok("restore_snapshot", json!({"snapshot": id})).await;
+    assert_eq!(std::fs::read_to_string(w.p("keep.txt")).unwrap(), "v1");
+    assert!(!w.p("extra.txt").exists());
+    assert_eq!(
+        w.err("restore_snapshot", json!({"snapshot": "nope"})).await,
+        "snapshot_not_found"
+    );
+
+    // safe_change: the validation fails, so the change is undone.
+    let code = w
+        .err(
+            "safe_change",
+            json!({
+            "steps": [{"type": "write_file", "path": "config.json", "content": "{broken"},
+                      {"type": "write_file", "path": "keep.txt", "content": "v3"}],
+            "validate": [{"type": "validate", "path": "config.json", "format": "json"}]}),
+        )
+        .await;
+    assert_eq!(code, "validation_failed");
+    assert!(!w.p("config.json").exists(), "restored");
+    assert_eq!(std::fs::read_to_string(w.p("keep.txt")).unwrap(), "v1");
+    // And when it passes, the change stays.
+    let ok = w
+        .ok(
+            "safe_change",
+            json!({
+            "steps": [{"type": "write_file", "path": "config.json", "content": "{\"ok\": true}"}],
+            "validate": [{"type": "validate", "path": "config.json", "format": "json"}]}),
+        )
+        .await;
+    assert_eq!(ok["restored"], false);
+    assert!(w.p("config.json").exists());
+    w.ok("delete_snapshot", json!({"snapshot": id})).await;
+    assert_eq!(
+        w.ok("list_snapshots", json!({})).await["snapshots"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_bytes_are_recorded_as_inputs() {
+    let w = world("").await;
+    let out = w.ok("random_bytes", json!({"count": 16})).await;
+    let hex = out["hex"].as_str().unwrap().to_owned();
+    assert_eq!(hex.len(), 32);
+    match w.events().last() {
+        Some(Event::ActionCompleted { outcome, .. }) => {
+            assert_eq!(outcome.inputs, vec![aido_actions::Input::Random { hex }]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        w.err("random_bytes", json!({"count": 0})).await,
+        "invalid_arguments"
+    );
+}
+
+async fn seq_of_last(w: &World) -> u64 {
+    w.runtime.journal().head_seq(w.session.id()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_to_any_seq_with_and_without_snapshots() {
+    let w = world("").await;
+    // Without a snapshot: undo from the before-images.
+    w.ok("write_file", json!({"path": "a.txt", "content": "a1"}))
+        .await;
+    let after_a1 = seq_of_last(&w).await;
+    let state_a1 = tree(&w.p(""));
+    w.ok("write_file", json!({"path": "a.txt", "content": "a2"}))
+        .await;
+    w.ok("write_file", json!({"path": "b.txt", "content": "b"}))
+        .await;
+    w.ok("move_to_trash", json!({"path": "a.txt"})).await;
+    let out = w.ok("rewind", json!({"to_seq": after_a1})).await;
+    assert_eq!(out["method"], "undo");
+    assert_eq!(tree(&w.p("")), state_a1);
+
+    // With a snapshot: restore it, then redo the changes up to the target.
+    w.ok("create_snapshot", json!({})).await;
+    w.ok("write_file", json!({"path": "c.txt", "content": "c"}))
+        .await;
+    w.ok(
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "a1", "new_string": "a3"}),
+    )
+    .await;
+    let middle = seq_of_last(&w).await;
+    let state_middle = tree(&w.p(""));
+    w.ok("write_file", json!({"path": "d.txt", "content": "d"}))
+        .await;
+    w.ok("write_file", json!({"path": "c.txt", "content": "c2"}))
+        .await;
+    let out = w.ok("rewind", json!({"to_seq": middle})).await;
+    assert_eq!(out["method"], "snapshot");
+    assert_eq!(out["branch"], 2);
+    assert_eq!(tree(&w.p("")), state_middle);
+
+    // The abandoned records are still there and the chain still verifies.
+    let records = w.runtime.journal().all_records(w.session.id()).unwrap();
+    let gone = aido_journal::timeline::abandoned(&records);
+    assert!(
+        gone.contains_key(&(middle + 1)),
+        "the write of d.txt is on branch 2"
+    );
+    assert_eq!(
+        w.runtime.journal().verify(w.session.id()).unwrap().broken,
+        None
+    );
+    let history = w.ok("session_history", json!({"limit": 50})).await;
+    let abandoned: Vec<_> = history["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a.get("abandoned_by_rewind").is_some())
+        .collect();
+    assert!(!abandoned.is_empty());
+    assert_eq!(
+        w.err("rewind", json!({"to_seq": middle + 1})).await,
+        "rewind_target_abandoned"
+    );
+    assert_eq!(
+        w.err("rewind", json!({"to_seq": 0})).await,
+        "rewind_target_invalid"
+    );
+}

@@ -27,6 +27,8 @@ pub mod dir;
 pub mod error;
 /// Records, events and session ids.
 pub mod record;
+/// Which records are on the current timeline after rewinds.
+pub mod timeline;
 /// The group-committing writer thread.
 mod writer;
 

@@ -106,6 +106,36 @@ pub enum Event {
         /// What was wrong.
         message: String,
     },
+    /// A snapshot of the workspace was taken; it holds the state after every record before
+    /// this one.
+    SnapshotTaken {
+        /// The snapshot id.
+        snapshot: String,
+        /// btrfs_subvolume, reflink or copy.
+        backend: String,
+        /// The workspace it is of.
+        workspace: String,
+        /// The action that took it.
+        proposal: u64,
+    },
+    /// The session was rewound: the records after `to_seq` and before `proposal` (the rewind
+    /// action) are an abandoned branch from here on.
+    Rewound {
+        /// The seq the session went back to.
+        to_seq: u64,
+        /// The rewind action's proposal.
+        proposal: u64,
+        /// Which branch this starts (1 for the first rewind).
+        branch: u32,
+        /// `snapshot` (restore, then replay changes) or `undo` (reverse changes).
+        method: String,
+        /// The snapshot restored, for method `snapshot`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot: Option<String>,
+        /// True when finished at start-up after a crash interrupted it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        recovered: bool,
+    },
     /// A body crashed and its supervisor restarted it.
     BodyRestarted {
         /// Which body.
@@ -130,6 +160,8 @@ impl Event {
             Self::ActionCompleted { .. } => "action_completed",
             Self::ActionFailed { .. } => "action_failed",
             Self::CallRejected { .. } => "call_rejected",
+            Self::SnapshotTaken { .. } => "snapshot_taken",
+            Self::Rewound { .. } => "rewound",
             Self::BodyRestarted { .. } => "body_restarted",
             Self::SessionEnded { .. } => "session_ended",
         }

@@ -29,6 +29,12 @@ enabled = {}
 # Desktop and VM-screen actions are refused unless this is true.
 enabled = false
 
+[snapshots]
+# The directory snapshots, restores and rewinds cover; empty means the workdir.
+workspace = ""
+# auto | btrfs_subvolume | reflink | copy (auto picks the best the workspace supports).
+backend = "auto"
+
 [limits]
 # Largest tools/call arguments, in bytes.
 argument_bytes_max = 8388608
@@ -74,6 +80,8 @@ pub struct Config {
     pub actions: Actions,
     /// The desktop gate.
     pub desktop: Desktop,
+    /// What snapshots cover and how they are taken.
+    pub snapshots: Snapshots,
     /// Named limits.
     pub limits: Limits,
 }
@@ -108,6 +116,16 @@ pub struct Actions {
 pub struct Desktop {
     /// Whether desktop-class actions may run at all.
     pub enabled: bool,
+}
+
+/// `[snapshots]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshots {
+    /// The workspace directory; empty for the workdir.
+    pub workspace: String,
+    /// auto, btrfs_subvolume, reflink or copy.
+    pub backend: String,
 }
 
 /// `[limits]`: every bound aido enforces, with its unit last.
@@ -282,6 +300,17 @@ fn merge(
 
 impl Config {
     fn check(&self) -> Result<(), ConfigError> {
+        if !["auto", "btrfs_subvolume", "reflink", "copy"]
+            .contains(&self.snapshots.backend.as_str())
+        {
+            return Err(ConfigError::Value {
+                key: "snapshots.backend".into(),
+                reason: format!(
+                    "{} is not auto, btrfs_subvolume, reflink or copy",
+                    self.snapshots.backend
+                ),
+            });
+        }
         for name in &self.actions.always_allow {
             match aido_actions::Action::class_of(name) {
                 Some(aido_actions::SideEffectClass::Meta) => {}

@@ -6,7 +6,7 @@ use aido_actions::{AccessKind, Action, SideEffectClass, Verdict};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::{Config, ConfigError, Mode};
-use crate::resolve::{PathResolver, ResolveError, normalize_lexically};
+use crate::resolve::{FsResolver, PathResolver, ResolveError, normalize_lexically};
 
 /// Where the engine lives: the user's home (for `~`) and aido's own home, which agents may
 /// never touch (it holds the journal and the config).
@@ -110,7 +110,12 @@ impl PolicyEngine {
         let workdir = expand_root("workdir", &config.workdir)?;
         let mut deny_globs = Vec::new();
         let mut builder = GlobSetBuilder::new();
-        for pattern in &config.paths.deny {
+        // aido's own snapshot storage beside a workspace is never the agent's to touch.
+        let builtin = [
+            "**/.aido-snapshots/**".to_owned(),
+            "**/.*.aido-swap/**".to_owned(),
+        ];
+        for pattern in config.paths.deny.iter().chain(builtin.iter()) {
             let expanded = match pattern.strip_prefix("~/") {
                 Some(rest) => format!("{}/{rest}", home.display()),
                 None => pattern.clone(),
@@ -166,6 +171,24 @@ impl PolicyEngine {
     /// The resolved working directory new sessions start in.
     pub fn workdir(&self) -> &Path {
         &self.workdir
+    }
+
+    /// The resolved workspace snapshots cover (`snapshots.workspace`, else the workdir).
+    pub fn workspace(&self) -> PathBuf {
+        let configured = &self.config.snapshots.workspace;
+        if configured.is_empty() {
+            return self.workdir.clone();
+        }
+        expand_tilde(configured, &self.home)
+            .map(|p| {
+                if p.is_absolute() {
+                    p
+                } else {
+                    self.workdir.join(p)
+                }
+            })
+            .map(|p| FsResolver.resolve(&p).unwrap_or(p))
+            .unwrap_or_else(|| self.workdir.clone())
     }
 
     /// The resolved write roots.

@@ -66,8 +66,14 @@ fn short(text: &str, max: usize) -> String {
 pub fn timeline(records: &[Record], colour: bool) -> String {
     let p = Paint(colour);
     let mut out = String::new();
+    let gone = aido_journal::timeline::abandoned(records);
     for r in records {
-        let head = format!("{:>5}  {}  ", r.seq, p.dim(&clock(r.time_ms)));
+        // Records a rewind abandoned are marked with their branch, and dimmed.
+        let branch = match gone.get(&r.seq) {
+            Some(b) => p.dim(&format!("b{b}│")),
+            None => "  │".to_owned(),
+        };
+        let head = format!("{:>5} {branch} {}  ", r.seq, p.dim(&clock(r.time_ms)));
         let line = match &r.event {
             Event::SessionStarted {
                 client,
@@ -163,6 +169,33 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
             } => p.red(&format!(
                 "rejected call to {tool:?} [{code}]: {}",
                 short(message, 80)
+            )),
+            Event::SnapshotTaken {
+                snapshot,
+                backend,
+                workspace,
+                ..
+            } => p.yellow(&format!("snapshot {snapshot} of {workspace} ({backend})")),
+            Event::Rewound {
+                to_seq,
+                proposal,
+                branch,
+                method,
+                snapshot,
+                recovered,
+            } => p.yellow(&format!(
+                "REWOUND to seq {to_seq} by {method}{}{}: records {}..{} are now branch {branch}",
+                snapshot
+                    .as_ref()
+                    .map(|s| format!(" from snapshot {s}"))
+                    .unwrap_or_default(),
+                if *recovered {
+                    " (finished after a crash)"
+                } else {
+                    ""
+                },
+                to_seq + 1,
+                proposal - 1
             )),
             Event::BodyRestarted { body, reason } => {
                 p.yellow(&format!("{body} body restarted after: {reason}"))

@@ -47,12 +47,15 @@ pub struct FsBodyArgs {
     pub trash: PathBuf,
     /// Set to make the next message panic (fault injection for the supervision test).
     pub panic_next: Arc<AtomicBool>,
+    /// AIDO_HOME (the copy backend's object store lives there).
+    pub aido_home: PathBuf,
 }
 
 /// The body's state.
 pub struct FsState {
     args: FsBodyArgs,
     walls: Walls,
+    snapshots: super::snapshot::Snapshots,
 }
 
 /// Messages to the filesystem body.
@@ -67,6 +70,15 @@ pub enum FsMsg {
         cancel: CancellationToken,
         /// The answer.
         reply: RpcReplyPort<Result<Executed, Failure>>,
+    },
+    /// A snapshot operation on the workspace.
+    Snapshot {
+        /// What to do.
+        op: super::snapshot::SnapshotOp,
+        /// The session it runs for.
+        session: SessionContext,
+        /// The answer.
+        reply: RpcReplyPort<Result<serde_json::Value, Failure>>,
     },
     /// Answer a condition.
     Evaluate {
@@ -90,7 +102,11 @@ impl Actor for FsBody {
         args: FsBodyArgs,
     ) -> Result<FsState, ActorProcessingErr> {
         let walls = Walls::new(args.policy.clone());
-        Ok(FsState { args, walls })
+        Ok(FsState {
+            args,
+            walls,
+            snapshots: super::snapshot::Snapshots::new(),
+        })
     }
 
     async fn handle(
@@ -113,6 +129,14 @@ impl Actor for FsBody {
                 let cx = ctx(state, &session, &cancel);
                 let result = run(&cx, &action).map_err(Failure::from);
                 let _ = reply.send(result);
+            }
+            FsMsg::Snapshot { op, session, reply } => {
+                let FsState {
+                    args,
+                    walls,
+                    snapshots,
+                } = state;
+                let _ = reply.send(snapshots.run(op, walls, &session, &args.aido_home));
             }
             FsMsg::Evaluate {
                 condition,
@@ -164,7 +188,14 @@ fn run(cx: &Ctx, action: &Action) -> Result<Executed, super::FsError> {
         | Action::Try(_)
         | Action::If(_)
         | Action::Assert(_)
-        | Action::SessionHistory(_) => Err(super::FsError::WrongBody {
+        | Action::SessionHistory(_)
+        | Action::CreateSnapshot(_)
+        | Action::RestoreSnapshot(_)
+        | Action::ListSnapshots(_)
+        | Action::DeleteSnapshot(_)
+        | Action::Rewind(_)
+        | Action::SafeChange(_)
+        | Action::RandomBytes(_) => Err(super::FsError::WrongBody {
             primitive: action.primitive(),
         }),
     }

@@ -13,6 +13,8 @@ pub mod actor;
 pub mod error;
 /// The operations, one function per primitive.
 mod ops;
+/// Snapshots, restores and rewind steps.
+pub mod snapshot;
 /// The freedesktop.org trash.
 mod trash;
 /// Opening files under checked roots.
@@ -20,3 +22,4 @@ mod walls;
 
 pub use actor::{Executed, FsBody, FsBodyArgs, FsMsg};
 pub use error::FsError;
+pub use snapshot::{SnapshotOp, Step};

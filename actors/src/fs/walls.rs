@@ -100,6 +100,13 @@ impl Walls {
         Ok(dir)
     }
 
+    /// Drop cached root handles (after a restore swapped a directory).
+    pub(crate) fn forget_dirs(&self) {
+        if let Ok(mut dirs) = self.dirs.lock() {
+            dirs.clear();
+        }
+    }
+
     /// After an open: ask the kernel what the descriptor is, and judge that path too.
     pub(crate) fn confirm_fd(
         &self,

@@ -1,0 +1,224 @@
+//! The workspace's snapshots, restores and the replay or undo of journaled changes, as the
+//! filesystem body runs them.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use aido_actions::{AccessKind, Failure};
+use aido_policy::SessionContext;
+use aido_snapshots::{Backend, SnapshotError, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::error::FsError;
+use super::walls::Walls;
+
+/// One step of a rewind: restore a snapshot, or redo (or undo) one journaled change.
+/// Contents are named by blob hash; the bytes travel beside the steps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Make the workspace equal to this snapshot.
+    Restore {
+        /// The snapshot id.
+        snapshot: String,
+    },
+    /// Make `path` hold the blob.
+    Write {
+        /// Resolved path.
+        path: String,
+        /// blake3 of the contents.
+        blob: String,
+    },
+    /// Remove `path` (file or directory) if it exists.
+    Remove {
+        /// Resolved path.
+        path: String,
+    },
+    /// Move `from` to `to` if `from` exists.
+    Move {
+        /// Resolved path.
+        from: String,
+        /// Resolved path.
+        to: String,
+    },
+    /// Create a directory (and its parents).
+    Mkdir {
+        /// Resolved path.
+        path: String,
+    },
+}
+
+/// A snapshot operation for the body.
+pub enum SnapshotOp {
+    /// Take a snapshot.
+    Create {
+        /// Its id.
+        id: String,
+        /// The clock's time.
+        created_ms: u64,
+    },
+    /// Restore one.
+    Restore {
+        /// Its id.
+        id: String,
+    },
+    /// List them.
+    List,
+    /// Delete one.
+    Delete {
+        /// Its id.
+        id: String,
+    },
+    /// Run rewind steps in order.
+    Apply {
+        /// The steps.
+        steps: Vec<Step>,
+        /// Blob bytes by hash.
+        blobs: HashMap<String, Vec<u8>>,
+    },
+}
+
+fn failure(e: SnapshotError) -> Failure {
+    Failure::new(e.code(), e.to_string())
+}
+
+fn backend(name: &str) -> Option<Backend> {
+    match name {
+        "btrfs_subvolume" => Some(Backend::BtrfsSubvolume),
+        "reflink" => Some(Backend::Reflink),
+        "copy" => Some(Backend::Copy),
+        _ => None,
+    }
+}
+
+/// The body's snapshot side: the store is opened on first use (probing the backend writes a
+/// file beside the workspace, which a session that never snapshots should not pay for).
+pub(crate) struct Snapshots {
+    store: Option<Store>,
+}
+
+impl Snapshots {
+    pub(crate) fn new() -> Self {
+        Self { store: None }
+    }
+
+    fn store(&mut self, walls: &Walls, aido_home: &Path) -> Result<&Store, Failure> {
+        if self.store.is_none() {
+            let policy = &walls.policy;
+            let workspace = policy.workspace();
+            let wanted = backend(&policy.config().snapshots.backend);
+            let store = Store::open_with(&workspace, aido_home, wanted).map_err(failure)?;
+            tracing::info!(workspace = %workspace.display(), backend = %store.backend(), why = store.why(), "snapshot store open");
+            self.store = Some(store);
+        }
+        self.store
+            .as_ref()
+            .ok_or_else(|| Failure::new("snapshot_io_failed", "no store"))
+    }
+
+    pub(crate) fn run(
+        &mut self,
+        op: SnapshotOp,
+        walls: &Walls,
+        session: &SessionContext,
+        aido_home: &Path,
+    ) -> Result<Value, Failure> {
+        match op {
+            SnapshotOp::Create { id, created_ms } => {
+                let store = self.store(walls, aido_home)?;
+                let s = store.create(&id, created_ms).map_err(failure)?;
+                Ok(
+                    json!({"snapshot": s.id, "backend": s.backend, "files": s.files, "bytes": s.bytes,
+                          "workspace": store.workspace().display().to_string(), "why": store.why()}),
+                )
+            }
+            SnapshotOp::Restore { id } => {
+                let stats = self
+                    .store(walls, aido_home)?
+                    .restore(&id)
+                    .map_err(failure)?;
+                // A btrfs restore swaps the workspace directory itself: old handles are stale.
+                walls.forget_dirs();
+                Ok(json!({"snapshot": id, "stats": stats}))
+            }
+            SnapshotOp::List => {
+                let list = self.store(walls, aido_home)?.list().map_err(failure)?;
+                Ok(json!(list))
+            }
+            SnapshotOp::Delete { id } => {
+                self.store(walls, aido_home)?.delete(&id).map_err(failure)?;
+                Ok(json!({"deleted": id}))
+            }
+            SnapshotOp::Apply { steps, blobs } => {
+                let total = steps.len();
+                for step in steps {
+                    self.step(step, &blobs, walls, session, aido_home)?;
+                }
+                Ok(json!({"applied": total}))
+            }
+        }
+    }
+
+    fn step(
+        &mut self,
+        step: Step,
+        blobs: &HashMap<String, Vec<u8>>,
+        walls: &Walls,
+        session: &SessionContext,
+        aido_home: &Path,
+    ) -> Result<(), Failure> {
+        // Every path is judged again: a rewind under a stricter policy must not write outside
+        // today's walls.
+        let check = |path: &str, kind| walls.check(path, kind, session).map_err(Failure::from);
+        let io = |op, path: &str, e| Failure::from(FsError::io(op, path, e));
+        match step {
+            Step::Restore { snapshot } => {
+                self.run(
+                    SnapshotOp::Restore { id: snapshot },
+                    walls,
+                    session,
+                    aido_home,
+                )?;
+            }
+            Step::Write { path, blob } => {
+                let target = check(&path, AccessKind::Write)?;
+                let bytes = blobs.get(&blob).ok_or_else(|| {
+                    Failure::new(
+                        "blob_missing",
+                        format!("the journal has no blob {blob} for {path}"),
+                    )
+                })?;
+                walls
+                    .write_atomic(&target, session, bytes, true, 0)
+                    .map_err(Failure::from)?;
+            }
+            Step::Remove { path } => {
+                let target = check(&path, AccessKind::Delete)?;
+                let removed = match target.resolved.symlink_metadata() {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target.resolved),
+                    Ok(_) => std::fs::remove_file(&target.resolved),
+                    Err(_) => Ok(()),
+                };
+                removed.map_err(|e| io("remove", &path, e))?;
+            }
+            Step::Move { from, to } => {
+                let source = check(&from, AccessKind::Delete)?;
+                let target = check(&to, AccessKind::Write)?;
+                if source.resolved.symlink_metadata().is_ok() {
+                    if let Some(parent) = target.resolved.parent() {
+                        std::fs::create_dir_all(parent)
+                            .map_err(|e| io("create parent of", &to, e))?;
+                    }
+                    std::fs::rename(&source.resolved, &target.resolved)
+                        .map_err(|e| io("move", &from, e))?;
+                }
+            }
+            Step::Mkdir { path } => {
+                let target = check(&path, AccessKind::Write)?;
+                std::fs::create_dir_all(&target.resolved).map_err(|e| io("mkdir", &path, e))?;
+            }
+        }
+        Ok(())
+    }
+}
