@@ -378,6 +378,7 @@ impl Executor<'_> {
                                         "verdict": "none", "status": "rewound", "to_seq": to_seq, "branch": branch}));
                 }
                 Event::SessionStarted { .. }
+                | Event::SessionResumed { .. }
                 | Event::BodyRestarted { .. }
                 | Event::SessionEnded { .. }
                 | Event::SnapshotTaken { .. } => {}
@@ -708,7 +709,7 @@ pub(crate) fn rewind_plan(
             });
             for r in live.iter().filter(|r| r.seq > *taken && r.seq <= to_seq) {
                 for effect in effects_of(r) {
-                    steps.extend(redo(&effect, records)?);
+                    steps.extend(redo(&effect)?);
                 }
             }
         }
@@ -727,7 +728,7 @@ pub(crate) fn rewind_plan(
     })
 }
 
-fn redo(effect: &Effect, records: &[aido_journal::Record]) -> Result<Vec<Step>, Failure> {
+fn redo(effect: &Effect) -> Result<Vec<Step>, Failure> {
     Ok(match effect {
         Effect::FileWritten { path, blob, .. } => vec![Step::Write {
             path: path.clone(),
@@ -742,9 +743,10 @@ fn redo(effect: &Effect, records: &[aido_journal::Record]) -> Result<Vec<Step>, 
         Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
             snapshot: snapshot.clone(),
         }],
-        // A rewind inside the replayed range left the workspace as it was at `seq`: get there
-        // the same way, with the records as they stood before that rewind.
-        Effect::RewoundTo { seq } => rewind_plan(records, *seq, *seq + 1)?.steps,
+        // An earlier rewind on the live timeline: the records it abandoned are not on the
+        // timeline being replayed, so the state before it already equals the state at its
+        // target, and there is nothing to do.
+        Effect::RewoundTo { .. } => Vec::new(),
     })
 }
 
@@ -781,10 +783,13 @@ fn undo(effect: &Effect) -> Result<Vec<Step>, Failure> {
                 ),
             ));
         }
-        Effect::SnapshotRestored { .. } | Effect::RewoundTo { .. } => {
+        // Walking the live timeline backwards, the state before an earlier rewind is the
+        // state at its target (what it abandoned is not on this timeline): nothing to undo.
+        Effect::RewoundTo { .. } => Vec::new(),
+        Effect::SnapshotRestored { .. } => {
             return Err(Failure::new(
                 "rewind_needs_snapshot",
-                "a restore or rewind cannot be undone without an earlier snapshot",
+                "a snapshot restore cannot be undone without an earlier snapshot",
             ));
         }
     })

@@ -89,6 +89,15 @@ impl Recovery {
         let mut finished = 0;
         for entry in entries.flatten() {
             let path = entry.path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                // The marker was being written when aido stopped: no step had run.
+                if let Err(f) = Self::never_started(shared, &path).await {
+                    tracing::error!(code = %f.code, message = %f.message, "recovery failed");
+                    continue;
+                }
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             if path.extension().is_none_or(|e| e != "json") {
                 let _ = std::fs::remove_file(&path);
                 continue;
@@ -109,6 +118,49 @@ impl Recovery {
             }
         }
         finished
+    }
+
+    /// Journal that the action named by a half-written marker never began.
+    async fn never_started(shared: &Arc<Shared>, path: &std::path::Path) -> Result<(), Failure> {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some((session, proposal)) = name.rsplit_once('-') else {
+            return Ok(());
+        };
+        let (Some(session), Ok(proposal)) = (SessionId::parse(session), proposal.parse::<u64>())
+        else {
+            return Ok(());
+        };
+        let records = shared
+            .journal
+            .all_records(session)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        let done = records.iter().any(|r| match &r.event {
+            Event::ActionCompleted { proposal: p, .. }
+            | Event::ActionFailed { proposal: p, .. } => *p == proposal,
+            _ => false,
+        });
+        if done {
+            return Ok(());
+        }
+        let failure = Failure::new(
+            "interrupted",
+            "aido stopped before this action changed anything; the workspace is as it was before it",
+        );
+        let event = Event::ActionFailed {
+            proposal,
+            failure,
+            effects: Vec::new(),
+            duration_ms: 0,
+        };
+        shared
+            .journal
+            .append(session, shared.clock.now_ms(), event)
+            .await
+            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        Ok(())
     }
 
     async fn finish_one(shared: &Arc<Shared>, marker: &Marker) -> Result<(), Failure> {

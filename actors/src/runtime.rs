@@ -149,6 +149,38 @@ impl Runtime {
         Ok(Session::new(id, actor, self.shared.clone(), ctx))
     }
 
+    /// Continue an existing session (its records go on from its last seq), e.g. for a person
+    /// rewinding it with `aido replay rewind`. Journals who resumed it.
+    pub async fn resume_session(
+        &self,
+        id: SessionId,
+        client: String,
+    ) -> Result<Session, StartError> {
+        let now = self.shared.clock.now_ms();
+        self.shared
+            .journal
+            .append(id, now, Event::SessionResumed { client })
+            .await?;
+        let cwd = self.shared.policy.workdir().to_owned();
+        let ctx = SessionContext::new(cwd);
+        let (actor, _) = Actor::spawn_linked(
+            None,
+            SessionActor,
+            SessionArgs {
+                shared: self.shared.clone(),
+                id,
+                ctx: ctx.clone(),
+            },
+            self.supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| StartError::Spawn {
+            actor: "session",
+            message: e.to_string(),
+        })?;
+        Ok(Session::new(id, actor, self.shared.clone(), ctx))
+    }
+
     /// The compiled policy.
     pub fn policy(&self) -> &PolicyEngine {
         &self.shared.policy

@@ -43,6 +43,22 @@ enum Command {
     /// Ask the policy about an action without running it.
     #[command(subcommand)]
     Policy(PolicyCmd),
+    /// Make workspaces that snapshot well.
+    #[command(subcommand)]
+    Workspace(WorkspaceCmd),
+}
+
+#[derive(Subcommand)]
+enum WorkspaceCmd {
+    /// Make PATH a workspace: a btrfs subvolume when its parent is on btrfs, or, with
+    /// `--btrfs SIZE`, a subvolume on a new btrfs filesystem in a loop file (needs root).
+    Init {
+        /// The workspace directory (must not exist, or be empty).
+        path: PathBuf,
+        /// Size of a btrfs loop file to create, e.g. 2G or 512M.
+        #[arg(long, value_name = "SIZE")]
+        btrfs: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -61,10 +77,53 @@ enum Replay {
         #[arg(long)]
         json: bool,
     },
-    /// Check a session's hash chain; exit 1 and name the first broken seq if altered.
+    /// Check a session's hash chain and re-derive its files from the records in a scratch
+    /// dir, checking every blob; exit 1 and name the first broken seq if anything was altered.
     Verify {
         /// Session id or a unique prefix.
         session: String,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reproduce recorded results from the records alone and compare them byte for byte.
+    Playback {
+        /// Session id or a unique prefix.
+        session: String,
+    },
+    /// Every action another policy would have denied or sent to confirmation.
+    WhatIf {
+        /// Session id or a unique prefix.
+        session: String,
+        /// The other policy (a config file, layered over the defaults).
+        #[arg(long)]
+        policy: PathBuf,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The file changes between two seqs.
+    Diff {
+        /// Session id or a unique prefix.
+        session: String,
+        /// From just after this seq.
+        #[arg(long)]
+        from: u64,
+        /// To just after this seq.
+        #[arg(long)]
+        to: u64,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rewind a session's files and head to just after SEQ (the later records become a
+    /// branch). The session's journal must not be held by a running aido.
+    Rewind {
+        /// Session id or a unique prefix.
+        session: String,
+        /// The seq to go back to.
+        #[arg(long = "to")]
+        to: u64,
     },
     /// Write a session's records.
     Export {
@@ -153,7 +212,42 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(mcp(layered, &home))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Replay(Replay::Rewind { session, to }) => {
+            let layered = layered(&cli, &home)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(rewind(layered, &home, session, *to))
+        }
         Command::Replay(r) => replay(r, &home),
+        Command::Workspace(WorkspaceCmd::Init { path, btrfs }) => {
+            let bytes = btrfs.as_deref().map(parse_size).transpose()?;
+            let made = aido_snapshots::volume::init(path, &home, bytes)
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            let store = aido_snapshots::Store::open(&made.path, &home)
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            println!(
+                "workspace {} ({})",
+                made.path.display(),
+                if made.subvolume {
+                    "a btrfs subvolume"
+                } else {
+                    "a directory"
+                }
+            );
+            if let (Some(image), Some(mount)) = (&made.image, &made.mount) {
+                println!(
+                    "  btrfs image {} mounted at {}",
+                    image.display(),
+                    mount.display()
+                );
+            }
+            println!("  snapshot backend: {}", store.why());
+            println!(
+                "  use it: set workdir (and snapshots.workspace) to {} in {}/config.toml",
+                made.path.display(),
+                home.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Config(ConfigCmd::Show { json }) => {
             let layered = layered(&cli, &home)?;
             if *json {
@@ -246,6 +340,84 @@ fn readers(home: &Path) -> Result<Vec<Journal>> {
     Ok(journals)
 }
 
+fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("{text:?} is not a size like 2G or 512M"))?;
+    let mult = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        other => bail!("unknown size unit {other:?} (use K, M, G or T)"),
+    };
+    Ok(n * mult)
+}
+
+async fn rewind(layered: Layered, home: &Path, session: &str, to: u64) -> Result<ExitCode> {
+    let dir = home.join("journal");
+    let path = {
+        let journals = readers(home)?;
+        let (journal, _) = aido_journal::dir::find(&journals, session)
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+        journal.path().to_owned()
+    };
+    let _ = dir;
+    let limits = &layered.config.limits;
+    let journal_limits = aido_journal::Limits {
+        record_bytes_max: limits.record_bytes_max,
+        blob_bytes_max: limits.blob_bytes_max,
+        records_per_session_max: limits.records_per_session_max,
+    };
+    let journal = Journal::open(&path, journal_limits, CommitMode::Group).map_err(|e| match e.code() {
+        "journal_locked" => anyhow::anyhow!(
+            "[journal_locked] the session's journal ({}) is held by a running aido; stop it, or ask the agent to call rewind",
+            path.display()
+        ),
+        code => anyhow::anyhow!("[{code}] {e}"),
+    })?;
+    let id = journal
+        .find_session(session)
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let runtime = Runtime::start(RuntimeOptions {
+        config: layered.config,
+        env: environment(home),
+        journal,
+        clock: Arc::new(SystemClock::default()),
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let who = format!(
+        "aido replay rewind (uid {})",
+        std::env::var("USER").unwrap_or_else(|_| "?".into())
+    );
+    let resumed = runtime
+        .resume_session(id, who)
+        .await
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let action = Action::Rewind(aido_actions::snapshot::Rewind { to_seq: to });
+    let result = resumed.run(action, aido_actors::Hooks::default()).await;
+    resumed.close("rewind finished").await;
+    runtime.shutdown().await;
+    match result {
+        Ok(ran) => {
+            println!("{}", ran.outcome.text);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("aido: [{}] {}", e.failure.code, e.failure.message);
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
     let journals = readers(home)?;
     let coded = |e: aido_journal::ReadError| anyhow::anyhow!("[{}] {e}", e.code());
@@ -281,16 +453,151 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Replay::Verify { session } => {
+        Replay::Verify { session, json } => {
             let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
             let report = journal.verify(id).map_err(coded)?;
-            println!("{}", aido_replay::verify_text(&id.to_string(), &report));
-            Ok(if report.broken.is_some() {
-                ExitCode::from(1)
+            if report.broken.is_some() {
+                if *json {
+                    println!("{}", serde_json::json!({"chain": report}));
+                } else {
+                    println!("{}", aido_replay::verify_text(&id.to_string(), &report));
+                }
+                return Ok(ExitCode::from(1));
+            }
+            let records = journal.all_records(id).map_err(coded)?;
+            let scratch = tempfile::tempdir()?;
+            let derived = aido_replay::derive::derive(journal, &records, scratch.path())?;
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::json!({"chain": report, "derive": derived})
+                );
             } else {
+                println!("{}", aido_replay::verify_text(&id.to_string(), &report));
+                println!(
+                    "re-derived {} change(s) into a scratch dir: {}",
+                    derived.steps,
+                    if derived.intact() {
+                        "every blob and file hash checks out"
+                    } else {
+                        "DAMAGE FOUND"
+                    }
+                );
+                for f in &derived.findings {
+                    println!("  seq {} {} [{}]: {}", f.seq, f.path, f.kind, f.detail);
+                }
+            }
+            Ok(if derived.intact() {
                 ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
             })
         }
+        Replay::Playback { session } => {
+            let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
+            let records = journal.all_records(id).map_err(coded)?;
+            let scratch = tempfile::tempdir()?;
+            let derived = aido_replay::derive::derive(journal, &records, scratch.path())?;
+            let played = aido_replay::playback::playback(journal, &records, &derived);
+            println!(
+                "reproduced {} result(s) byte for byte; {} depend on state outside the journal; {} mismatch(es)",
+                played.reproduced,
+                played.not_reproducible,
+                played.mismatches.len()
+            );
+            for m in &played.mismatches {
+                println!(
+                    "  seq {} {}: recorded {} but reproduced {}",
+                    m.seq, m.primitive, m.recorded, m.reproduced
+                );
+            }
+            Ok(if played.mismatches.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Replay::WhatIf {
+            session,
+            policy,
+            json,
+        } => {
+            let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
+            let records = journal.all_records(id).map_err(coded)?;
+            let text = std::fs::read_to_string(policy)
+                .with_context(|| format!("reading {}", policy.display()))?;
+            let other =
+                Layered::from_layers(&[(Source::File(policy.display().to_string()), &text)])
+                    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            let engine = PolicyEngine::new(&other.config, &environment(home), &FsResolver)?;
+            let cwd = records
+                .iter()
+                .find_map(|r| match &r.event {
+                    aido_journal::Event::SessionStarted { cwd, .. } => Some(PathBuf::from(cwd)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| engine.workdir().to_owned());
+            let changed = aido_replay::whatif::what_if(&records, &engine, &cwd);
+            if *json {
+                println!("{}", serde_json::to_string(&changed)?);
+            } else {
+                let proposals = records
+                    .iter()
+                    .filter(|r| matches!(r.event, aido_journal::Event::ActionProposed { .. }))
+                    .count();
+                println!(
+                    "{} of {proposals} action(s) would be judged differently under {}:",
+                    changed.len(),
+                    policy.display()
+                );
+                for c in &changed {
+                    let said = match &c.other {
+                        Verdict::Deny {
+                            gate, code, reason, ..
+                        } => format!("DENY {code} by {gate}: {reason}"),
+                        Verdict::Confirm { gate, reason, .. } => {
+                            format!("CONFIRM by {gate}: {reason}")
+                        }
+                        Verdict::Allow => "allow".into(),
+                    };
+                    println!(
+                        "  seq {:>5} {:<18} recorded {:<8} -> {said}",
+                        c.seq,
+                        c.primitive,
+                        c.recorded.name()
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Replay::Diff {
+            session,
+            from,
+            to,
+            json,
+        } => {
+            let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
+            let records = journal.all_records(id).map_err(coded)?;
+            let scratch = tempfile::tempdir()?;
+            let derived = aido_replay::derive::derive(journal, &records, scratch.path())?;
+            let changes = aido_replay::derive::diff(journal, &derived, *from, *to);
+            if *json {
+                println!("{}", serde_json::to_string(&changes)?);
+            } else {
+                for c in &changes {
+                    println!("{} {}", c.kind, c.path);
+                    match &c.diff {
+                        Some(d) => print!("{d}"),
+                        None => println!("  (binary)"),
+                    }
+                }
+                if changes.is_empty() {
+                    println!("no file changes between seq {from} and seq {to}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Replay::Rewind { .. } => bail!("rewind is handled above"),
         Replay::Export { session, .. } => {
             let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
             let records = journal.all_records(id).map_err(coded)?;

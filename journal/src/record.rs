@@ -58,6 +58,11 @@ pub enum Event {
         /// The aido version that ran it.
         runtime: String,
     },
+    /// A person (or another process) continued an existing session, e.g. `aido replay rewind`.
+    SessionResumed {
+        /// Who resumed it.
+        client: String,
+    },
     /// An agent asked for an action and the policy judged it.
     ActionProposed {
         /// The action, as parsed.
@@ -159,6 +164,7 @@ impl Event {
             Self::ConfirmAnswered { .. } => "confirm_answered",
             Self::ActionCompleted { .. } => "action_completed",
             Self::ActionFailed { .. } => "action_failed",
+            Self::SessionResumed { .. } => "session_resumed",
             Self::CallRejected { .. } => "call_rejected",
             Self::SnapshotTaken { .. } => "snapshot_taken",
             Self::Rewound { .. } => "rewound",

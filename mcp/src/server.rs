@@ -327,7 +327,15 @@ pub async fn serve_stdio(
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let server = AidoServer::new(runtime);
     let sessions = server.session.clone();
-    let service = server.serve(rmcp::transport::stdio()).await?;
+    let service = match server.serve(rmcp::transport::stdio()).await {
+        Ok(service) => service,
+        // A client that goes away before initializing is not an error of aido's.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("the MCP client closed the connection before initializing");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let reason = service.waiting().await;
     tracing::info!(?reason, "the MCP client closed the connection");
     if let Some(session) = sessions.get() {

@@ -12,6 +12,13 @@
 //! assert!(text.contains("session started"));
 //! ```
 
+/// Re-deriving a session's files from its records, and diffs between seqs.
+pub mod derive;
+/// Reproducing recorded results from the records alone.
+pub mod playback;
+/// What another policy would have said.
+pub mod whatif;
+
 use std::io::Write;
 
 use aido_actions::Verdict;
@@ -170,6 +177,7 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 "rejected call to {tool:?} [{code}]: {}",
                 short(message, 80)
             )),
+            Event::SessionResumed { client } => p.yellow(&format!("session resumed by {client}")),
             Event::SnapshotTaken {
                 snapshot,
                 backend,

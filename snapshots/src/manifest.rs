@@ -242,12 +242,15 @@ pub(crate) fn apply(
                 let when = SystemTime::UNIX_EPOCH + Duration::from_nanos((*mtime_ns).max(0) as u64);
                 file.set_modified(when)
                     .map_err(|e| SnapshotError::io("set mtime", &temp, e))?;
-                file.sync_all()
-                    .map_err(|e| SnapshotError::io("sync", &temp, e))?;
                 std::fs::rename(&temp, &path).map_err(|e| SnapshotError::io("rename", &path, e))?;
                 applied.written += 1;
             }
         }
     }
+    // One filesystem-wide sync instead of one per file: a restore interrupted before this
+    // point is redone from its recovery marker, so only its end must be durable.
+    let dir = std::fs::File::open(root).map_err(|e| SnapshotError::io("open", root, e))?;
+    rustix::fs::syncfs(&dir)
+        .map_err(|e| SnapshotError::io("sync", root, std::io::Error::from(e)))?;
     Ok(applied)
 }

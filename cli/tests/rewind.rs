@@ -1,0 +1,326 @@
+//! Rewind and replay through the real binary: an agent snapshots and rewinds over MCP, a person
+//! reads the branches with `aido replay show`, re-derives the files with `verify`, reproduces
+//! results with `playback`, asks `what-if` of a stricter policy, diffs two seqs, rewinds from the
+//! command line; and a `kill -9` in the middle of a restore leaves a consistent workspace.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{AIDO, Mcp, home, session_of, stdout};
+use serde_json::{Value, json};
+
+fn tree(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn seq(v: &Value) -> u64 {
+    v["result"]["_meta"]["aido/seq"].as_u64().unwrap()
+}
+
+#[test]
+fn an_agent_rewinds_and_a_person_can_follow_verify_and_replay_it() {
+    let h = home();
+    let ws = h.home.join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        format!("workdir = \"{}\"\n", ws.display()),
+    )
+    .unwrap();
+
+    let mut mcp = Mcp::start(&h, "rewinder");
+    assert_eq!(
+        mcp.call("write_file", json!({"path": "a.txt", "content": "one\n"}))["result"]["isError"],
+        false
+    );
+    let snap = mcp.call("create_snapshot", json!({"label": "start"}));
+    assert_eq!(snap["result"]["isError"], false, "{snap}");
+    eprintln!(
+        "snapshot backend: {}",
+        snap["result"]["structuredContent"]["backend"]
+    );
+    let edit = mcp.call(
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "one", "new_string": "two"}),
+    );
+    let read = mcp.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(read["result"]["structuredContent"]["content"], "two\n");
+    mcp.call("checksum", json!({"path": "a.txt"}));
+    let target = seq(&read) + 1; // the read's outcome record
+    let state_at_target = tree(&ws);
+    mcp.call("write_file", json!({"path": "b.txt", "content": "b\n"}));
+    mcp.call("move_to_trash", json!({"path": "a.txt"}));
+    let rewound = mcp.call("rewind", json!({"to_seq": target}));
+    assert_eq!(rewound["result"]["isError"], false, "{rewound}");
+    assert_eq!(rewound["result"]["structuredContent"]["method"], "snapshot");
+    assert_eq!(
+        tree(&ws),
+        state_at_target,
+        "the files are as they were at seq {target}"
+    );
+    let id = session_of(&h, "rewinder");
+    mcp.close();
+
+    let show = stdout(&h.cmd(&["replay", "show", &id]));
+    assert!(show.contains("REWOUND to seq"), "{show}");
+    assert!(
+        show.contains(" b1│"),
+        "abandoned records carry their branch: {show}"
+    );
+    assert!(show.contains("snapshot "), "{show}");
+
+    let verify = h.cmd(&["replay", "verify", &id]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    assert!(stdout(&verify).contains("every blob and file hash checks out"));
+
+    let playback = h.cmd(&["replay", "playback", &id]);
+    assert!(playback.status.success(), "{}", stdout(&playback));
+    assert!(
+        stdout(&playback).starts_with("reproduced 2 result(s)"),
+        "the read and the checksum: {}",
+        stdout(&playback)
+    );
+
+    let strict = h.home.join("strict.toml");
+    std::fs::write(&strict, "mode = \"readonly\"\n").unwrap();
+    let what_if = h.cmd(&[
+        "replay",
+        "what-if",
+        &id,
+        "--policy",
+        strict.to_str().unwrap(),
+        "--json",
+    ]);
+    let changed: Vec<Value> = serde_json::from_slice(&what_if.stdout).unwrap();
+    let primitives: Vec<&str> = changed
+        .iter()
+        .map(|c| c["primitive"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        primitives,
+        [
+            "write_file",
+            "edit_file",
+            "write_file",
+            "move_to_trash",
+            "rewind"
+        ]
+    );
+    assert!(
+        changed
+            .iter()
+            .all(|c| c["other"]["code"] == "mode_readonly")
+    );
+
+    let diff = h.cmd(&[
+        "replay",
+        "diff",
+        &id,
+        "--from",
+        &(seq(&edit) - 1).to_string(),
+        "--to",
+        &target.to_string(),
+        "--json",
+    ]);
+    let changes: Vec<Value> = serde_json::from_slice(&diff.stdout).unwrap();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["kind"], "modified");
+    assert!(
+        changes[0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-one\n+two\n")
+    );
+
+    // A person rewinds further back from the command line.
+    let back = h.cmd(&["replay", "rewind", &id, "--to", "3"]); // seq 3: the first write's outcome
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+    let show = stdout(&h.cmd(&["replay", "show", &id]));
+    assert!(
+        show.contains("session resumed by aido replay rewind"),
+        "{show}"
+    );
+}
+
+#[test]
+fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_says_which() {
+    let h = home();
+    let ws = h.home.join("big");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        format!(
+            "workdir = \"{}\"\n[snapshots]\nbackend = \"copy\"\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    for i in 0..3000 {
+        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
+    }
+    let mut mcp = Mcp::start(&h, "crashy");
+    let snap = mcp.call("create_snapshot", json!({}));
+    let snapshot = snap["result"]["structuredContent"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let original = tree(&ws);
+    for i in 0..3000 {
+        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("changed {i}\n")).unwrap();
+    }
+    let changed = tree(&ws);
+    // Ask for the restore and kill aido in the middle of it: once its marker is on disk and
+    // the first file is back.
+    mcp.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                    "params": {"name": "restore_snapshot", "arguments": {"snapshot": snapshot}}}));
+    let recovery = h.aido_home.join("recovery");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let begun = || {
+        std::fs::read_dir(&recovery)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
+            .unwrap_or(false)
+            && std::fs::read_to_string(ws.join("f0000.txt"))
+                .is_ok_and(|t| t.starts_with("original"))
+    };
+    while !begun() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    mcp.child.kill().unwrap();
+    mcp.child.wait().unwrap();
+    let at_kill = tree(&ws);
+    let written = at_kill
+        .iter()
+        .filter(|(k, v)| original.get(*k) == Some(*v))
+        .count();
+    eprintln!("killed with {written} of 3000 files restored");
+
+    // The next start finishes the restore before it serves anyone.
+    let next = Command::new(AIDO)
+        .arg("mcp")
+        .env("HOME", &h.home)
+        .env("AIDO_HOME", &h.aido_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(next.success());
+    let after = tree(&ws);
+    assert!(
+        after == original || after == changed,
+        "before or after, never half"
+    );
+    let id = session_of(&h, "crashy");
+    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
+    let records: Vec<Value> = export
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let proposal = records
+        .iter()
+        .find(|r| r["event"] == "action_proposed" && r["action"]["type"] == "restore_snapshot")
+        .unwrap();
+    let outcome = records
+        .iter()
+        .find(|r| {
+            r["proposal"] == proposal["seq"]
+                && (r["event"] == "action_completed" || r["event"] == "action_failed")
+        })
+        .expect("the journal says how the restore ended");
+    if after == changed {
+        // Killed while the restore's marker was being written: nothing had run.
+        assert_eq!(outcome["event"], "action_failed", "{outcome}");
+        assert_eq!(outcome["failure"]["code"], "interrupted");
+        eprintln!(
+            "killed before the restore began: the workspace is as before, and the journal says so"
+        );
+    } else if written < 3000 {
+        assert_eq!(outcome["outcome"]["output"]["recovered"], true, "{outcome}");
+        eprintln!("the restore was interrupted and finished at the next start");
+    } else {
+        eprintln!(
+            "the restore finished before the kill landed; the journal says {}",
+            outcome["event"]
+        );
+    }
+    assert!(
+        !recovery.exists() || std::fs::read_dir(&recovery).unwrap().count() == 0,
+        "no marker left"
+    );
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}
+
+#[test]
+fn workspace_init_makes_a_snapshot_friendly_workspace() {
+    let h = home();
+    let plain = h.cmd(&["workspace", "init", h.home.join("plain").to_str().unwrap()]);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    assert!(
+        stdout(&plain).contains("snapshot backend:"),
+        "{}",
+        stdout(&plain)
+    );
+    let vol = h.home.join("vol");
+    let btrfs = h.cmd(&[
+        "workspace",
+        "init",
+        vol.to_str().unwrap(),
+        "--btrfs",
+        "256M",
+    ]);
+    if btrfs.status.success() {
+        let text = stdout(&btrfs);
+        assert!(
+            text.contains("a btrfs subvolume") && text.contains("btrfs_subvolume: supported"),
+            "{text}"
+        );
+        let mount = h.home.join(".vol.aido-volume");
+        let _ = Command::new("umount").arg(&mount).status();
+    } else {
+        eprintln!(
+            "workspace init --btrfs failed here ({}); the plain workspace above took its backend",
+            String::from_utf8_lossy(&btrfs.stderr).trim()
+        );
+        assert!(String::from_utf8_lossy(&btrfs.stderr).contains("[snapshot_command_failed]"));
+    }
+    let bad = h.cmd(&[
+        "workspace",
+        "init",
+        h.home.join("x").to_str().unwrap(),
+        "--btrfs",
+        "12Q",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}
