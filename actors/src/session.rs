@@ -315,14 +315,18 @@ impl Session {
     }
 
     /// Journal a tool call that could not be parsed into an action.
-    pub async fn reject(&self, tool: &str, code: &str, message: &str) {
+    pub async fn reject(&self, tool: &str, code: &str, message: &str) -> Option<u64> {
         let event = Event::CallRejected {
             tool: tool.to_owned(),
             code: code.to_owned(),
             message: message.to_owned(),
         };
-        if let Err(f) = self.journal(event, Vec::new()).await {
-            tracing::error!(code = %f.code, "cannot journal a rejected call");
+        match self.journal(event, Vec::new()).await {
+            Ok(seq) => Some(seq),
+            Err(f) => {
+                tracing::error!(code = %f.code, "cannot journal a rejected call");
+                None
+            }
         }
     }
 

@@ -189,6 +189,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AIDO_LOG")
                 .unwrap_or_else(|_| "warn".into()),
@@ -331,12 +332,6 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
 fn readers(home: &Path) -> Result<Vec<Journal>> {
     let journals = aido_journal::dir::open_readers(&home.join("journal"))
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-    if journals.is_empty() {
-        bail!(
-            "no journal under {} (has `aido mcp` run with this AIDO_HOME?)",
-            home.display()
-        );
-    }
     Ok(journals)
 }
 

@@ -84,7 +84,16 @@ impl AidoServer {
                     structured["gate"] = json!(gate);
                     structured["reason"] = json!(e.failure.message);
                 }
-                if let Some(leaf) = e.leaf {
+                // Refusals name their leaf directly; a composite that failed while running
+                // names it in its details. Either way the agent finds it at the top.
+                let leaf = e.leaf.clone().or_else(|| {
+                    e.failure
+                        .details
+                        .as_ref()
+                        .and_then(|d| d["leaf"].as_str())
+                        .map(str::to_owned)
+                });
+                if let Some(leaf) = leaf {
                     structured["leaf"] = json!(leaf);
                 }
                 // A refusal's details only repeat its gate and leaf.
@@ -128,9 +137,10 @@ fn severity(level: LoggingLevel) -> u8 {
     }
 }
 
-fn input_error(code: &str, message: String) -> CallToolResult {
+fn input_error(code: &str, message: String, seq: Option<u64>) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(format!("[{code}] {message}"))]);
     r.structured_content = Some(json!({"code": code, "message": message}));
+    r.meta = Some(seq_meta(seq));
     r
 }
 
@@ -272,15 +282,15 @@ impl ServerHandler for AidoServer {
                 "the arguments are {size} bytes; the limit is {} (argument_bytes_max)",
                 limits.argument_bytes_max
             );
-            session
+            let seq = session
                 .reject(&request.name, "arguments_too_large", &message)
                 .await;
-            return Ok(input_error("arguments_too_large", message).into());
+            return Ok(input_error("arguments_too_large", message, seq).into());
         }
         let action = match Action::from_tool_call(&request.name, arguments) {
             Ok(a) => a,
             Err(e) => {
-                session
+                let seq = session
                     .reject(&request.name, e.code(), &e.to_string())
                     .await;
                 if e.code() == "unknown_primitive" {
@@ -290,7 +300,7 @@ impl ServerHandler for AidoServer {
                         Some(json!({"code": e.code()})),
                     ));
                 }
-                return Ok(input_error(e.code(), e.to_string()).into());
+                return Ok(input_error(e.code(), e.to_string(), seq).into());
             }
         };
         let progress = context.meta.get_progress_token().map(|token| {
@@ -336,10 +346,31 @@ pub async fn serve_stdio(
         }
         Err(e) => return Err(e.into()),
     };
-    let reason = service.waiting().await;
-    tracing::info!(?reason, "the MCP client closed the connection");
+    // A client closing stdin ends the session; so do SIGTERM and SIGINT, and the session's
+    // last record says which.
+    let reason = tokio::select! {
+        quit = service.waiting() => format!("the client closed the connection ({quit:?})"),
+        signal = shutdown_signal() => format!("aido received {signal}"),
+    };
+    tracing::info!(%reason, "session over");
     if let Some(session) = sessions.get() {
-        session.close("client closed the connection").await;
+        session.close(&reason).await;
     }
     Ok(())
+}
+
+/// Wait for SIGTERM or SIGINT; the name of the one that came.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        },
+        // Without signal handlers, only the client can end the session.
+        _ => std::future::pending().await,
+    }
 }

@@ -1,0 +1,95 @@
+"""The `aido` command line outside of `mcp`: config show and policy check.
+
+(`aido replay ...` is checked in test_mcp_sdk.py, right after real sessions.)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conftest import describe
+
+DENY_SSH = json.dumps({"type": "read_file", "path": "~/.ssh/id_rsa"})
+ALLOW_READ = json.dumps({"type": "read_file", "path": "~/notes.txt"})
+WRITE = json.dumps({"type": "write_file", "path": "~/new.txt", "content": "x"})
+
+
+def effective(shown: Any) -> dict[str, Any]:
+    """The effective config from `config show --json` (bare, or under "config")."""
+    assert isinstance(shown, dict), shown
+    cfg = shown.get("config", shown)
+    assert isinstance(cfg, dict) and "mode" in cfg, shown
+    return cfg
+
+
+def test_config_show_defaults(world):
+    cfg = effective(world.run_json("config", "show", "--json"))
+    assert cfg["mode"] == "normal"
+    deny = cfg["paths"]["deny"]
+    for pattern in ("**/.ssh/**", "/etc/shadow", "**/.env"):
+        assert pattern in deny, deny
+    assert cfg["limits"]["argument_bytes_max"] == 8388608
+    proc = world.run("config", "show")
+    assert proc.returncode == 0 and "mode" in proc.stdout, describe(proc)
+
+
+def test_config_show_merges_a_config_file(world):
+    cfg = effective(
+        world.run_json(
+            "config", "show", "--json",
+            config='mode = "confirm"\n[paths]\ndeny = ["**/secrets/**"]\n[limits]\nread_bytes_max = 1234\n',
+        )
+    )  # fmt: skip
+    assert cfg["mode"] == "confirm"
+    assert "**/secrets/**" in cfg["paths"]["deny"] and "**/.ssh/**" in cfg["paths"]["deny"], "denies add up"
+    assert cfg["limits"]["read_bytes_max"] == 1234
+    assert cfg["limits"]["argument_bytes_max"] == 8388608, "untouched keys keep their defaults"
+
+
+def test_config_in_aido_home_is_loaded_by_the_cli(world):
+    (world.aido_home / "config.toml").write_text('mode = "readonly"\n')
+    assert effective(world.run_json("config", "show", "--json"))["mode"] == "readonly"
+
+
+def test_a_bad_config_is_refused(world):
+    proc = world.run("config", "show", "--json", config="colour = true\n")
+    assert proc.returncode != 0, describe(proc)
+    assert "colour" in proc.stderr + proc.stdout, describe(proc)
+    proc = world.run("policy", "check", ALLOW_READ, config='mode = "yolo"\n')
+    assert proc.returncode != 0 and proc.returncode not in (1, 3), describe(proc)
+
+
+def test_policy_check_exit_codes(world):
+    proc = world.run("policy", "check", ALLOW_READ)
+    assert proc.returncode == 0, describe(proc)
+    assert "allow" in proc.stdout, describe(proc)
+
+    proc = world.run("policy", "check", DENY_SSH)
+    assert proc.returncode == 1, describe(proc)
+    assert "path_denied_by_pattern" in proc.stdout + proc.stderr, describe(proc)
+
+    proc = world.run("policy", "check", WRITE, config='mode = "confirm"\n')
+    assert proc.returncode == 3, describe(proc)
+    assert "confirm" in proc.stdout, describe(proc)
+
+    proc = world.run("policy", "check", WRITE, config='mode = "readonly"\n')
+    assert proc.returncode == 1 and "mode_readonly" in proc.stdout + proc.stderr, describe(proc)
+
+    pipeline = json.dumps({"type": "pipeline", "steps": [json.loads(WRITE), json.loads(DENY_SSH)]})
+    proc = world.run("policy", "check", pipeline)
+    assert proc.returncode == 1 and "steps[1]" in proc.stdout + proc.stderr, describe(proc)
+    assert not (world.home / "new.txt").exists(), "policy check runs nothing"
+
+
+def test_policy_check_rejects_a_malformed_action(world):
+    proc = world.run("policy", "check", '{"type": "read_file"}')
+    assert proc.returncode not in (0, 1, 3), describe(proc)
+    proc = world.run("policy", "check", "not json")
+    assert proc.returncode not in (0, 1, 3), describe(proc)
+
+
+def test_replay_on_a_fresh_aido_home_says_there_is_no_journal(world):
+    proc = world.run("replay", "sessions", "--json")
+    assert proc.returncode != 0, describe(proc)
+    assert proc.stdout == "" and str(world.aido_home) in proc.stderr, describe(proc)

@@ -1,0 +1,160 @@
+"""`aido mcp` spoken to line by line over its stdin/stdout, without an SDK in between.
+
+For what an SDK hides: the exact wire, a garbage line, and how the process ends (stdin closed,
+SIGTERM, SIGKILL) with the journal still whole afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from conftest import describe
+
+
+class Raw:
+    def __init__(self, world: Any):
+        self.world = world
+        log = world.root / "logs" / "raw.stderr"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        world.logs.append(log)
+        self.proc = subprocess.Popen(
+            [str(world.bin), "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(log, "w"),
+            bufsize=0,
+            env=world.env(),
+            cwd=world.home,
+        )
+        self.notifications: list[dict[str, Any]] = []
+        self.other_responses: list[dict[str, Any]] = []
+        self.buffer = b""
+
+    def send_line(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_line(json.dumps({"jsonrpc": "2.0", **message}).encode())
+
+    def read(self, timeout: float = 10) -> dict[str, Any]:
+        """The next message. Reads the pipe unbuffered: select() on a buffered reader would
+        miss a second line that already sits in Python's buffer."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no complete message from the server within {timeout}s (have {self.buffer[:200]!r})"
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                assert chunk, f"the server closed stdout (exit code {self.proc.poll()})"
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def response(self, id_: Any, timeout: float = 10) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.read(max(0.1, deadline - time.monotonic()))
+            if "method" in msg:
+                self.notifications.append(msg)
+            elif msg.get("id") == id_:
+                return msg
+            else:
+                self.other_responses.append(msg)
+
+    def request(self, id_: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.send({"id": id_, "method": method, **({"params": params} if params is not None else {})})
+        return self.response(id_)
+
+    def initialize(self) -> dict[str, Any]:
+        init = self.request(
+            0,
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-e2e", "version": "1"}},
+        )
+        self.send({"method": "notifications/initialized"})
+        return init
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def raw(world):
+    r = Raw(world)
+    yield r
+    r.close()
+
+
+def test_the_wire(raw, world):
+    init = raw.initialize()
+    assert init["result"]["protocolVersion"] == "2025-11-25"
+    assert init["result"]["serverInfo"]["name"] == "aido"
+
+    resp = raw.request(1, "tools/call", {"name": "write_file", "arguments": {"path": "~/w.txt", "content": "wire"}})
+    result = resp["result"]
+    assert result["isError"] is False
+    assert result["structuredContent"]["bytes"] == 4
+    assert isinstance(result["_meta"]["aido/seq"], int)
+    assert (world.home / "w.txt").read_text() == "wire"
+
+    # An unknown method is a JSON-RPC error, not a crash.
+    resp = raw.request("str-id", "no/such/method")
+    assert resp["error"]["code"] == -32601, resp
+    resp = raw.request(2, "tools/call", {"name": "no_such_tool", "arguments": {}})
+    assert resp["error"]["code"] == -32602 and "unknown_primitive" in json.dumps(resp["error"]), resp
+    assert raw.request(3, "ping") == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def test_a_garbage_line_does_not_kill_the_server(raw, world):
+    raw.initialize()
+    raw.send_line(b"{this is not json")
+    raw.send_line(b"")
+    raw.send_line(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": 7}')
+    # Arguments that are not an object at all: an error response (of some JSON-RPC code).
+    resp = raw.request(2, "tools/call", {"name": "read_file", "arguments": "~/notes.txt"})
+    assert "error" in resp or resp["result"]["isError"] is True, resp
+    resp = raw.request(3, "tools/call", {"name": "read_file", "arguments": {"path": "~/notes.txt"}})
+    assert resp["result"]["structuredContent"]["content"] == "hello\nworld\n", resp
+    assert raw.proc.poll() is None
+
+
+@pytest.mark.parametrize("how", ["stdin_closed", "SIGTERM", "SIGKILL"])
+def test_the_journal_is_whole_however_the_server_ends(raw, world, how):
+    raw.initialize()
+    resp = raw.request(1, "tools/call", {"name": "write_file", "arguments": {"path": "~/end.txt", "content": "e"}})
+    seq = resp["result"]["_meta"]["aido/seq"]
+    if how == "stdin_closed":
+        raw.proc.stdin.close()
+        assert raw.proc.wait(10) == 0, "the server exits cleanly when its client goes away"
+    else:
+        raw.proc.send_signal(getattr(signal, how))
+        raw.proc.wait(10)
+
+    sessions = world.run_json("replay", "sessions", "--json")
+    sessions = sessions.get("sessions") if isinstance(sessions, dict) else sessions
+    assert len(sessions) == 1, sessions
+    sid = sessions[0]["id"]
+    proc = world.run("replay", "verify", sid)
+    assert proc.returncode == 0, describe(proc)
+    proc = world.run("replay", "export", sid, "--jsonl")
+    assert proc.returncode == 0, describe(proc)
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    events = [r["event"] for r in records]
+    assert "action_completed" in events and any(r.get("proposal") == seq for r in records), events
+    if how == "stdin_closed":
+        assert events[-1] == "session_ended", events
