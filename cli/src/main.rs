@@ -210,7 +210,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp => {
             let layered = layered(&cli, &home)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            runtime.block_on(mcp(layered, &home))?;
+            let served = runtime.block_on(mcp(layered, &home));
+            // The stdin reader may still be blocked in a read that will never return (the
+            // session ended on a signal): do not wait for it.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay(Replay::Rewind { session, to }) => {

@@ -89,7 +89,9 @@ def test_policy_check_rejects_a_malformed_action(world):
     assert proc.returncode not in (0, 1, 3), describe(proc)
 
 
-def test_replay_on_a_fresh_aido_home_says_there_is_no_journal(world):
+def test_replay_on_a_fresh_aido_home_lists_no_sessions(world):
     proc = world.run("replay", "sessions", "--json")
-    assert proc.returncode != 0, describe(proc)
-    assert proc.stdout == "" and str(world.aido_home) in proc.stderr, describe(proc)
+    assert proc.returncode == 0, describe(proc)
+    assert json.loads(proc.stdout) == [], describe(proc)
+    proc = world.run("replay", "show", "0123")
+    assert proc.returncode == 2 and "[session_not_found]" in proc.stderr, describe(proc)

@@ -141,6 +141,9 @@ def test_the_journal_is_whole_however_the_server_ends(raw, world, how):
     if how == "stdin_closed":
         raw.proc.stdin.close()
         assert raw.proc.wait(10) == 0, "the server exits cleanly when its client goes away"
+    elif how == "SIGTERM":
+        raw.proc.send_signal(signal.SIGTERM)
+        assert raw.proc.wait(10) == 0, "SIGTERM ends the session cleanly"
     else:
         raw.proc.send_signal(getattr(signal, how))
         raw.proc.wait(10)
@@ -156,5 +159,7 @@ def test_the_journal_is_whole_however_the_server_ends(raw, world, how):
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     events = [r["event"] for r in records]
     assert "action_completed" in events and any(r.get("proposal") == seq for r in records), events
-    if how == "stdin_closed":
+    if how in ("stdin_closed", "SIGTERM"):
         assert events[-1] == "session_ended", events
+        if how == "SIGTERM":
+            assert "SIGTERM" in records[-1]["reason"], records[-1]
