@@ -163,3 +163,36 @@ def test_the_journal_is_whole_however_the_server_ends(raw, world, how):
         assert events[-1] == "session_ended", events
         if how == "SIGTERM":
             assert "SIGTERM" in records[-1]["reason"], records[-1]
+
+
+def test_a_cancelled_pipeline_stops_between_steps_and_the_journal_says_so(raw, world):
+    raw.initialize()
+    steps = [{"type": "write_file", "path": f"~/cancel/f{i:03}.txt", "content": str(i)} for i in range(400)]
+    raw.send({"id": 7, "method": "tools/call", "params": {"name": "pipeline", "arguments": {"steps": steps}}})
+    # Let a few steps run, then cancel the request.
+    deadline = time.monotonic() + 10
+    while not (world.home / "cancel" / "f001.txt").exists():
+        assert time.monotonic() < deadline, "the pipeline never started"
+        time.sleep(0.001)
+    raw.send({"method": "notifications/cancelled", "params": {"requestId": 7, "reason": "the user changed their mind"}})
+    # The session keeps serving.
+    resp = raw.request(8, "tools/call", {"name": "read_file", "arguments": {"path": "~/notes.txt"}})
+    assert resp["result"]["isError"] is False, resp
+    # The pipeline's outcome reaches the journal: cancelled, with the steps that did run.
+    deadline = time.monotonic() + 20
+    while True:
+        sessions = world.run_json("replay", "sessions", "--json")
+        sid = sessions[0]["id"]
+        proc = world.run("replay", "export", sid, "--jsonl")
+        records = [json.loads(line) for line in proc.stdout.splitlines()]
+        proposal = next(r for r in records if r["event"] == "action_proposed" and r["action"]["type"] == "pipeline")
+        ends = [r for r in records if r.get("proposal") == proposal["seq"]]
+        if ends:
+            break
+        assert time.monotonic() < deadline, "the cancelled pipeline never recorded its end"
+        time.sleep(0.05)
+    end = ends[0]
+    assert end["event"] == "action_failed" and end["failure"]["code"] == "cancelled", end
+    written = sorted(p.name for p in (world.home / "cancel").iterdir())
+    assert 0 < len(written) < 400, f"{len(written)} of 400 steps ran"
+    assert len(end["effects"]) == len(written), "every step that ran is in the record, no more"
