@@ -86,6 +86,49 @@ pub fn playback(journal: &Journal, records: &[Record], derived: &Derived) -> Pla
                                        "total_lines": lines, "truncated": false})
                 })
             }
+            // A change is reproduced from the contents it replaced (kept in the journal as the
+            // effect's `before` blob) and the action's own arguments; the new contents must come
+            // out as the blob the effect recorded.
+            Action::WriteFile(a) if a.encoding == aido_actions::fs::Encoding::Utf8 => {
+                match outcome.effects.as_slice() {
+                    [aido_actions::Effect::FileWritten { path, blob, before }] => {
+                        let same = blake3::hash(a.content.as_bytes()).to_hex().as_str() == blob;
+                        same.then(|| serde_json::json!({"path": path, "bytes": a.content.len(), "created": before.is_none()}))
+                    }
+                    _ => None,
+                }
+            }
+            Action::EditFile(a) => {
+                let path = recorded["path"].as_str().unwrap_or_default().to_owned();
+                let before = match outcome.effects.as_slice() {
+                    [
+                        aido_actions::Effect::FileWritten {
+                            before: Some(b),
+                            blob,
+                            ..
+                        },
+                    ] => Some((b.clone(), Some(blob.clone()))),
+                    [] if a.dry_run => derived
+                        .state_at(seen)
+                        .get(&path)
+                        .cloned()
+                        .flatten()
+                        .map(|b| (b, None)),
+                    _ => None,
+                };
+                before.and_then(|(b, after)| {
+                    let old = String::from_utf8(journal.blob(&b).ok().flatten()?).ok()?;
+                    let count = old.matches(&a.old_string).count();
+                    let new = old.replace(&a.old_string, &a.new_string);
+                    if let Some(after) = after
+                        && blake3::hash(new.as_bytes()).to_hex().as_str() != after
+                    {
+                        return Some(serde_json::json!({"path": path, "new_contents_blob": blake3::hash(new.as_bytes()).to_hex().to_string()}));
+                    }
+                    let diff = diffy::create_patch(&old, &new).to_string();
+                    Some(serde_json::json!({"path": path, "replacements": count, "diff": diff, "dry_run": a.dry_run}))
+                })
+            }
             Action::Checksum(a) => {
                 let path = recorded["path"].as_str().unwrap_or_default();
                 text_of(journal, derived, seen, path).map(|bytes| {
