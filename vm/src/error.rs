@@ -1,0 +1,84 @@
+/// A machine operation failed. Every variant has a stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// qemu-system-x86_64 (or qemu-img, setpriv) is not installed.
+    #[error("{program} is not installed")]
+    Missing {
+        /// The program.
+        program: &'static str,
+    },
+    /// QEMU could not be started.
+    #[error("cannot start QEMU: {message}")]
+    Spawn {
+        /// Why.
+        message: String,
+    },
+    /// QEMU exited while starting.
+    #[error("QEMU exited while starting: {stderr}")]
+    Exited {
+        /// What it said.
+        stderr: String,
+    },
+    /// The guest did not say it was ready in time.
+    #[error("the guest did not boot within {timeout_ms} ms")]
+    BootTimeout {
+        /// The deadline.
+        timeout_ms: u64,
+    },
+    /// A QMP command failed.
+    #[error("QMP {command}: {message}")]
+    Qmp {
+        /// The command.
+        command: &'static str,
+        /// QEMU's message.
+        message: String,
+    },
+    /// Text not found before the deadline.
+    #[error("{text:?} did not appear within {timeout_ms} ms")]
+    TextTimeout {
+        /// The text.
+        text: String,
+        /// The deadline.
+        timeout_ms: u64,
+    },
+    /// A key name or character the keyboard cannot type.
+    #[error("cannot type {what:?}")]
+    UnknownKey {
+        /// The key or character.
+        what: String,
+    },
+    /// A file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl VmError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Missing { .. } => "vm_qemu_missing",
+            Self::Spawn { .. } => "vm_spawn_failed",
+            Self::Exited { .. } => "vm_exited",
+            Self::BootTimeout { .. } => "vm_boot_timeout",
+            Self::Qmp { .. } => "vm_qmp_failed",
+            Self::TextTimeout { .. } => "vm_text_timeout",
+            Self::UnknownKey { .. } => "vm_unknown_key",
+            Self::Io { .. } => "vm_io_failed",
+        }
+    }
+
+    pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,491 @@
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use qapi::qmp;
+use serde::Serialize;
+use serde_json::json;
+use tokio::io::WriteHalf;
+use tokio::net::UnixStream;
+
+use crate::accel::Accel;
+use crate::error::VmError;
+use crate::keys;
+use crate::screen::{TextMatch, TextScreen};
+
+/// Pause after each key release. QEMU's keyboard queue is small: keys sent in a burst are
+/// silently lost, while 4 ms apart they all arrive (measured: 191 characters intact).
+const KEY_GAP_MS: u64 = 4;
+/// How long QEMU has to open its QMP socket.
+const QMP_CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// How often the serial log and the screen are polled.
+const POLL_MS: u64 = 50;
+/// The physical address and size of the VGA text buffer.
+const VGA_TEXT_ADDR: u64 = 0xB8000;
+const VGA_TEXT_BYTES: u64 = 4000;
+/// input-send-event absolute coordinates run from 0 to this.
+const ABS_MAX: u64 = 32767;
+
+/// What to boot.
+#[derive(Clone, Debug, Serialize)]
+pub struct MachineSpec {
+    /// The kernel (bzImage).
+    pub kernel: PathBuf,
+    /// The initramfs.
+    pub initrd: PathBuf,
+    /// A qcow2 base disk; the machine writes to its own overlay on it, never to the base.
+    pub disk: Option<PathBuf>,
+    /// Guest memory in MiB.
+    pub memory_mb: u32,
+    /// The kernel command line.
+    pub append: String,
+    /// How long the guest has to print `ready_marker` on its serial port.
+    pub boot_timeout_ms: u64,
+    /// The line the guest prints on ttyS0 when it is ready.
+    pub ready_marker: String,
+    /// The accelerator.
+    pub accel: Accel,
+}
+
+impl MachineSpec {
+    /// The guest built by `vm/guest/build-image` in `dir`, in VGA text mode.
+    pub fn text_console(dir: &Path) -> Self {
+        Self {
+            kernel: dir.join("vmlinuz"),
+            initrd: dir.join("initrd.img"),
+            disk: Some(dir.join("disk.qcow2")),
+            memory_mb: 128,
+            append: "console=ttyS0 console=tty0 quiet".into(),
+            boot_timeout_ms: 60_000,
+            ready_marker: "AIDO-GUEST-READY".into(),
+            accel: Accel::detect(),
+        }
+    }
+}
+
+type Qmp = qapi::futures::QapiService<qapi::futures::QmpStreamTokio<WriteHalf<UnixStream>>>;
+
+/// One running QEMU.
+pub struct Machine {
+    child: tokio::process::Child,
+    dir: tempfile::TempDir,
+    qmp: Qmp,
+    events: tokio::task::JoinHandle<()>,
+    accel: Accel,
+    booted_in: Duration,
+    /// The screen size in pixels, from the last screenshot (text mode: 720x400).
+    screen: Mutex<(u32, u32)>,
+}
+
+fn program(name: &'static str) -> Result<(), VmError> {
+    let found = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|p| p.join(name).is_file()))
+        .unwrap_or(false);
+    if found {
+        Ok(())
+    } else {
+        Err(VmError::Missing { program: name })
+    }
+}
+
+impl Machine {
+    /// Boot `spec` and wait until the guest says it is ready. On any failure QEMU is killed.
+    pub async fn boot(spec: &MachineSpec) -> Result<Self, VmError> {
+        for p in ["qemu-system-x86_64", "qemu-img", "setpriv"] {
+            program(p)?;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("aido-vm-")
+            .tempdir()
+            .map_err(|e| VmError::io("create", Path::new("aido-vm-*"), e))?;
+        let qmp_path = dir.path().join("qmp.sock");
+        let serial = dir.path().join("serial.log");
+        let stderr_path = dir.path().join("qemu.stderr");
+        let mut args: Vec<String> = vec![
+            "--pdeathsig".into(),
+            "KILL".into(),
+            "--".into(),
+            "qemu-system-x86_64".into(),
+            "-name".into(),
+            "aido-vm".into(),
+            "-machine".into(),
+            format!("pc,accel={}", spec.accel.name()),
+            "-m".into(),
+            spec.memory_mb.to_string(),
+            "-nodefaults".into(),
+            "-vga".into(),
+            "std".into(),
+            "-display".into(),
+            "none".into(),
+            "-kernel".into(),
+            spec.kernel.display().to_string(),
+            "-initrd".into(),
+            spec.initrd.display().to_string(),
+            "-append".into(),
+            spec.append.clone(),
+            "-serial".into(),
+            format!("file:{}", serial.display()),
+            "-qmp".into(),
+            format!("unix:{},server=on,wait=off", qmp_path.display()),
+            // Containment: no network, seccomp on, nothing of the host shared.
+            "-nic".into(),
+            "none".into(),
+            "-sandbox".into(),
+            "on".into(),
+            "-device".into(),
+            "qemu-xhci".into(),
+            "-device".into(),
+            "usb-tablet".into(),
+        ];
+        if let Some(base) = &spec.disk {
+            let overlay = dir.path().join("overlay.qcow2");
+            let made = std::process::Command::new("qemu-img")
+                .args(["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b"])
+                .arg(base)
+                .arg(&overlay)
+                .output()
+                .map_err(|e| VmError::Spawn {
+                    message: format!("qemu-img: {e}"),
+                })?;
+            if !made.status.success() {
+                return Err(VmError::Spawn {
+                    message: String::from_utf8_lossy(&made.stderr).trim().to_owned(),
+                });
+            }
+            args.push("-drive".into());
+            args.push(format!("file={},if=virtio,format=qcow2", overlay.display()));
+        }
+        let stderr = std::fs::File::create(&stderr_path)
+            .map_err(|e| VmError::io("create", &stderr_path, e))?;
+        let started = Instant::now();
+        let mut child = tokio::process::Command::new("setpriv")
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| VmError::Spawn {
+                message: e.to_string(),
+            })?;
+        let exited = |child: &mut tokio::process::Child| -> Option<VmError> {
+            match child.try_wait() {
+                Ok(Some(_)) => Some(VmError::Exited {
+                    stderr: std::fs::read_to_string(&stderr_path)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned(),
+                }),
+                _ => None,
+            }
+        };
+        // QMP: the socket appears once QEMU has parsed its arguments.
+        let deadline = Instant::now() + Duration::from_millis(QMP_CONNECT_TIMEOUT_MS);
+        let stream = loop {
+            if let Some(e) = exited(&mut child) {
+                return Err(e);
+            }
+            if let Ok(negotiation) = qapi::futures::QmpStreamTokio::open_uds(&qmp_path).await {
+                match negotiation.negotiate().await {
+                    Ok(stream) => break stream,
+                    Err(e) => {
+                        // QEMU opens the socket early and may still fail (a missing kernel):
+                        // then what it printed says more than the broken socket.
+                        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+                        return Err(exited(&mut child).unwrap_or(VmError::Qmp {
+                            command: "qmp_capabilities",
+                            message: e.to_string(),
+                        }));
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(VmError::Spawn {
+                    message: "QEMU did not open its QMP socket".into(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let (qmp, events) = stream.spawn_tokio();
+        let mut machine = Self {
+            child,
+            dir,
+            qmp,
+            events,
+            accel: spec.accel,
+            booted_in: Duration::ZERO,
+            screen: Mutex::new((720, 400)),
+        };
+        // The guest is up when it says so on its serial port.
+        let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
+        loop {
+            if std::fs::read_to_string(&serial).is_ok_and(|log| log.contains(&spec.ready_marker)) {
+                break;
+            }
+            if let Some(e) = exited(&mut machine.child) {
+                return Err(e);
+            }
+            if Instant::now() > deadline {
+                machine.kill().await;
+                return Err(VmError::BootTimeout {
+                    timeout_ms: spec.boot_timeout_ms,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+        machine.booted_in = started.elapsed();
+        Ok(machine)
+    }
+
+    /// The accelerator it runs on.
+    pub fn accel(&self) -> Accel {
+        self.accel
+    }
+
+    /// How long it took from exec to ready.
+    pub fn booted_in(&self) -> Duration {
+        self.booted_in
+    }
+
+    /// QEMU's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The serial log so far.
+    pub fn serial(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serial.log")).unwrap_or_default()
+    }
+
+    async fn hmp(&self, line: &str) -> Result<String, VmError> {
+        self.qmp
+            .execute(qmp::human_monitor_command {
+                command_line: line.to_owned(),
+                cpu_index: None,
+            })
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "human-monitor-command",
+                message: e.to_string(),
+            })
+    }
+
+    /// A PNG of the screen.
+    pub async fn screenshot_png(&self) -> Result<Vec<u8>, VmError> {
+        let path = self.dir.path().join("screen.png");
+        self.qmp
+            .execute(qmp::screendump {
+                filename: path.display().to_string(),
+                format: Some(qmp::ImageFormat::png),
+                device: None,
+                head: None,
+            })
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "screendump",
+                message: e.to_string(),
+            })?;
+        let png = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
+        if let Some((w, h)) = png_size(&png)
+            && let Ok(mut screen) = self.screen.lock()
+        {
+            *screen = (w, h);
+        }
+        Ok(png)
+    }
+
+    /// The screen's text, exactly, from the VGA text buffer (text mode only).
+    pub async fn text_screen(&self) -> Result<TextScreen, VmError> {
+        let path = self.dir.path().join("vga.bin");
+        self.qmp
+            .execute(qmp::pmemsave {
+                val: VGA_TEXT_ADDR,
+                size: VGA_TEXT_BYTES,
+                filename: path.display().to_string(),
+            })
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "pmemsave",
+                message: e.to_string(),
+            })?;
+        let bytes = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
+        Ok(TextScreen::from_vga(&bytes))
+    }
+
+    /// Wait until `text` is on the screen; where it is.
+    pub async fn wait_for_text(&self, text: &str, timeout_ms: u64) -> Result<TextMatch, VmError> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            if let Some(found) = self.text_screen().await?.find(text).into_iter().next() {
+                return Ok(found);
+            }
+            if Instant::now() > deadline {
+                return Err(VmError::TextTimeout {
+                    text: text.to_owned(),
+                    timeout_ms,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+    }
+
+    async fn send(&self, events: Vec<serde_json::Value>) -> Result<(), VmError> {
+        let events = events
+            .into_iter()
+            .map(|e| {
+                serde_json::from_value::<qmp::InputEvent>(e.clone()).map_err(|_| {
+                    VmError::UnknownKey {
+                        what: e.to_string(),
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.qmp
+            .execute(qmp::input_send_event {
+                device: None,
+                head: None,
+                events,
+            })
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "input-send-event",
+                message: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    async fn key_event(&self, code: &str, down: bool) -> Result<(), VmError> {
+        self.send(vec![
+            json!({"type": "key", "data": {"down": down, "key": {"type": "qcode", "data": code}}}),
+        ])
+        .await
+    }
+
+    /// Press a chord (`ctrl+alt+t`, `Return`): every key down in order, then up in reverse.
+    pub async fn key(&self, chord: &str) -> Result<(), VmError> {
+        let codes = keys::chord(chord)?;
+        for code in &codes {
+            self.key_event(code, true).await?;
+        }
+        for code in codes.iter().rev() {
+            self.key_event(code, false).await?;
+            tokio::time::sleep(Duration::from_millis(KEY_GAP_MS)).await;
+        }
+        Ok(())
+    }
+
+    /// Type text on the US keyboard, paced so no key is dropped. Characters the keyboard
+    /// cannot type are refused before the first key is sent.
+    pub async fn type_text(&self, text: &str) -> Result<(), VmError> {
+        let plan = text
+            .chars()
+            .map(keys::for_char)
+            .collect::<Result<Vec<_>, _>>()?;
+        for (code, shift) in plan {
+            if shift {
+                self.key_event("shift", true).await?;
+            }
+            self.key_event(code, true).await?;
+            self.key_event(code, false).await?;
+            if shift {
+                self.key_event("shift", false).await?;
+            }
+            tokio::time::sleep(Duration::from_millis(KEY_GAP_MS)).await;
+        }
+        Ok(())
+    }
+
+    /// Move the pointer to (x, y) in screen pixels and click `button` (left, middle, right).
+    pub async fn click(&self, x: u32, y: u32, button: &str) -> Result<(), VmError> {
+        let (w, h) = self.screen.lock().map(|s| *s).unwrap_or((720, 400));
+        let scale = |v: u32, size: u32| {
+            u64::from(v.min(size.saturating_sub(1))) * ABS_MAX / u64::from(size.max(2) - 1)
+        };
+        self.send(vec![
+            json!({"type": "abs", "data": {"axis": "x", "value": scale(x, w)}}),
+            json!({"type": "abs", "data": {"axis": "y", "value": scale(y, h)}}),
+        ])
+        .await?;
+        for down in [true, false] {
+            self.send(vec![
+                json!({"type": "btn", "data": {"down": down, "button": button}}),
+            ])
+            .await?;
+            tokio::time::sleep(Duration::from_millis(KEY_GAP_MS)).await;
+        }
+        Ok(())
+    }
+
+    /// Save disk and memory as a named internal snapshot (in the qcow2 overlay).
+    pub async fn snapshot_save(&self, name: &str) -> Result<(), VmError> {
+        self.hmp_ok("savevm", &format!("savevm {name}")).await
+    }
+
+    /// Go back to a named snapshot.
+    pub async fn snapshot_load(&self, name: &str) -> Result<(), VmError> {
+        self.hmp_ok("loadvm", &format!("loadvm {name}")).await
+    }
+
+    /// Delete a named snapshot.
+    pub async fn snapshot_delete(&self, name: &str) -> Result<(), VmError> {
+        self.hmp_ok("delvm", &format!("delvm {name}")).await
+    }
+
+    /// HMP reports errors inside a successful reply: any text back is an error here.
+    async fn hmp_ok(&self, command: &'static str, line: &str) -> Result<(), VmError> {
+        if !line.split_whitespace().nth(1).is_some_and(|n| {
+            n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        }) {
+            return Err(VmError::Qmp {
+                command,
+                message: format!("{line:?}: a snapshot name is letters, digits, . _ -"),
+            });
+        }
+        let said = self.hmp(line).await?;
+        if said.trim().is_empty() {
+            Ok(())
+        } else {
+            Err(VmError::Qmp {
+                command,
+                message: said.trim().to_owned(),
+            })
+        }
+    }
+
+    /// Ask QEMU to quit and wait for it; kill it if it does not go.
+    pub async fn shutdown(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.qmp.execute(qmp::quit {})).await;
+        if tokio::time::timeout(Duration::from_secs(3), self.child.wait())
+            .await
+            .is_err()
+        {
+            self.kill().await;
+        }
+        self.events.abort();
+    }
+
+    async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+        self.events.abort();
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        // kill_on_drop covers the child; the event reader goes too.
+        self.events.abort();
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Width and height from a PNG's IHDR.
+fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    let w = png.get(16..20)?;
+    let h = png.get(20..24)?;
+    Some((
+        u32::from_be_bytes(w.try_into().ok()?),
+        u32::from_be_bytes(h.try_into().ok()?),
+    ))
+}
