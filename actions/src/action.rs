@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, meta, safety, snapshot};
+use crate::{fs, meta, safety, snapshot, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -187,6 +187,32 @@ actions! {
     SafeChange(safety::SafeChange) = "safe_change", Composite;
     /// Random bytes, recorded for replay. Class: read_only.
     RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
+    /// Boot a contained machine (QEMU) for the agent. Class: process_spawn.
+    VmStart(vm::VmStart) = "vm_start", ProcessSpawn;
+    /// Shut a machine down. Class: destructive.
+    VmShutdown(vm::VmShutdown) = "vm_shutdown", Destructive;
+    /// The running machines. Class: meta.
+    VmList(vm::VmList) = "vm_list", Meta;
+    /// A machine's accelerator, boot time and screen. Class: read_only.
+    VmInfo(vm::VmInfo) = "vm_info", ReadOnly;
+    /// A PNG of the machine's screen, and its text. Class: read_only.
+    VmScreenshot(vm::VmScreenshot) = "vm_screenshot", ReadOnly;
+    /// Type text on the machine. Class: desktop.
+    VmType(vm::VmType) = "vm_type", Desktop;
+    /// Press a key or chord on the machine. Class: desktop.
+    VmKey(vm::VmKey) = "vm_key", Desktop;
+    /// Click a point of the machine's screen. Class: desktop.
+    VmClick(vm::VmClick) = "vm_click", Desktop;
+    /// Find text on the machine's screen, with boxes. Class: read_only.
+    VmFindText(vm::VmFindText) = "vm_find_text", ReadOnly;
+    /// Wait until text appears on the machine's screen. Class: read_only.
+    VmWaitForText(vm::VmWaitForText) = "vm_wait_for_text", ReadOnly;
+    /// Find text on the machine's screen and click it. Class: desktop.
+    VmClickText(vm::VmClickText) = "vm_click_text", Desktop;
+    /// Save a machine's disk and memory. Class: read_only (the machine runs on unchanged).
+    VmSnapshotCreate(vm::VmSnapshotCreate) = "vm_snapshot_create", ReadOnly;
+    /// Return a machine to a saved snapshot. Class: destructive.
+    VmSnapshotRestore(vm::VmSnapshotRestore) = "vm_snapshot_restore", Destructive;
 }
 
 impl Action {
@@ -329,6 +355,19 @@ mod tests {
             ("rewind", SideEffectClass::Destructive),
             ("safe_change", SideEffectClass::Composite),
             ("random_bytes", SideEffectClass::ReadOnly),
+            ("vm_start", SideEffectClass::ProcessSpawn),
+            ("vm_shutdown", SideEffectClass::Destructive),
+            ("vm_list", SideEffectClass::Meta),
+            ("vm_info", SideEffectClass::ReadOnly),
+            ("vm_screenshot", SideEffectClass::ReadOnly),
+            ("vm_type", SideEffectClass::Desktop),
+            ("vm_key", SideEffectClass::Desktop),
+            ("vm_click", SideEffectClass::Desktop),
+            ("vm_find_text", SideEffectClass::ReadOnly),
+            ("vm_wait_for_text", SideEffectClass::ReadOnly),
+            ("vm_click_text", SideEffectClass::Desktop),
+            ("vm_snapshot_create", SideEffectClass::ReadOnly),
+            ("vm_snapshot_restore", SideEffectClass::Destructive),
         ];
         assert_eq!(
             table.len(),

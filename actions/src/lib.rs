@@ -32,10 +32,12 @@ pub mod safety;
 pub mod snapshot;
 /// The policy chain's answer, shared by the policy, the journal and every surface.
 pub mod verdict;
+/// Machine (QEMU) primitives.
+pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{Action, ParseError, PrimitiveSpec, primitives};
 pub use class::SideEffectClass;
 pub use condition::Condition;
-pub use outcome::{Effect, Failure, Input, Outcome};
+pub use outcome::{Effect, Failure, Image, Input, Outcome};
 pub use verdict::Verdict;

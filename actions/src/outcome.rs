@@ -10,6 +10,10 @@ pub struct Outcome {
     /// Changes made to the world, in order, with enough to redo or undo them from blobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<Effect>,
+    /// Images for the agent (MCP image content), e.g. a screenshot. Journaled like any
+    /// output (the bytes go to the blob store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
     /// Every nondeterministic input the body saw, so playback can reproduce the result.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<Input>,
@@ -23,9 +27,19 @@ impl Outcome {
             text,
             output,
             effects: Vec::new(),
+            images: Vec::new(),
             inputs: Vec::new(),
         }
     }
+}
+
+/// An image in a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// The media type (`image/png`).
+    pub mime: String,
+    /// The bytes, base64.
+    pub base64: String,
 }
 
 /// One change to the world. Paths are resolved absolute paths; `blob` and `before` are blake3

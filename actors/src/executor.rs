@@ -20,6 +20,7 @@ use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
 use crate::recovery::Recovery;
 use crate::runtime::Shared;
 use crate::session::Hooks;
+use crate::vm::VmMsg;
 
 /// A failed subtree and what it changed before failing.
 pub(crate) struct Failed {
@@ -199,6 +200,19 @@ impl Executor<'_> {
                 }
                 Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
                 Action::Rewind(r) => self.rewind(r.to_seq).await.map_err(Failed::from),
+                Action::VmStart(_)
+                | Action::VmShutdown(_)
+                | Action::VmList(_)
+                | Action::VmInfo(_)
+                | Action::VmScreenshot(_)
+                | Action::VmType(_)
+                | Action::VmKey(_)
+                | Action::VmClick(_)
+                | Action::VmFindText(_)
+                | Action::VmWaitForText(_)
+                | Action::VmClickText(_)
+                | Action::VmSnapshotCreate(_)
+                | Action::VmSnapshotRestore(_) => self.vm(action).await.map_err(Failed::from),
                 Action::ReadFile(_)
                 | Action::ReadFiles(_)
                 | Action::WriteFile(_)
@@ -285,6 +299,27 @@ impl Executor<'_> {
             Ok(CallResult::Timeout) => Err(Failure::new(
                 "body_timeout",
                 "the filesystem body did not answer within action_timeout_ms",
+            )),
+            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
+        }
+    }
+
+    async fn vm(&self, action: &Action) -> Result<Executed, Failure> {
+        let vm = self.shared.vm().ok_or_else(|| crashed(&self.shared))?;
+        let call = vm
+            .call(
+                |reply| VmMsg::Run {
+                    action: Box::new(action.clone()),
+                    reply,
+                },
+                self.timeout(),
+            )
+            .await;
+        match call {
+            Ok(CallResult::Success(result)) => result,
+            Ok(CallResult::Timeout) => Err(Failure::new(
+                "body_timeout",
+                "the VM body did not answer within action_timeout_ms",
             )),
             Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
         }

@@ -29,6 +29,8 @@ mod recovery;
 pub mod runtime;
 /// Session actors and the handle surfaces use.
 pub mod session;
+/// The VM body: contained QEMU machines.
+pub mod vm;
 
 pub use clock::{Clock, SystemClock};
 pub use error::StartError;

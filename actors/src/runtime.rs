@@ -10,6 +10,7 @@ use crate::clock::Clock;
 use crate::error::StartError;
 use crate::fs::{FsBody, FsBodyArgs, FsMsg};
 use crate::session::{Session, SessionActor, SessionArgs};
+use crate::vm::{VmBody, VmBodyArgs, VmMsg};
 
 /// What a runtime is built from.
 pub struct RuntimeOptions {
@@ -30,6 +31,8 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     /// The current filesystem body; replaced by the supervisor after a crash.
     pub(crate) fs: RwLock<Option<ActorRef<FsMsg>>>,
+    /// The current VM body; replaced by the supervisor after a crash.
+    pub(crate) vm: RwLock<Option<ActorRef<VmMsg>>>,
     /// The runtime's own journal session (body restarts are recorded there).
     pub(crate) runtime_session: SessionId,
     /// The last body crash, for the error the in-flight call gets.
@@ -46,6 +49,10 @@ impl Shared {
 
     pub(crate) fn fs(&self) -> Option<ActorRef<FsMsg>> {
         self.fs.read().ok().and_then(|g| g.clone())
+    }
+
+    pub(crate) fn vm(&self) -> Option<ActorRef<VmMsg>> {
+        self.vm.read().ok().and_then(|g| g.clone())
     }
 }
 
@@ -84,6 +91,7 @@ impl Runtime {
             policy,
             clock: options.clock,
             fs: RwLock::new(None),
+            vm: RwLock::new(None),
             runtime_session,
             last_crash: Mutex::new(None),
             panic_next,
@@ -95,6 +103,10 @@ impl Runtime {
             RuntimeArgs {
                 shared: shared.clone(),
                 fs_args,
+                vm_args: VmBodyArgs {
+                    images: options.env.aido_home.join("vm").join("images"),
+                    limits: options.config.vm.clone(),
+                },
             },
         )
         .await
@@ -215,12 +227,15 @@ pub(crate) struct RuntimeActor;
 pub(crate) struct RuntimeArgs {
     shared: Arc<Shared>,
     fs_args: FsBodyArgs,
+    vm_args: VmBodyArgs,
 }
 
 pub(crate) struct RuntimeState {
     shared: Arc<Shared>,
     fs_args: FsBodyArgs,
     fs_cell: ActorCell,
+    vm_args: VmBodyArgs,
+    vm_cell: ActorCell,
     restarts: u64,
 }
 
@@ -240,6 +255,49 @@ async fn spawn_fs(
     Ok(cell)
 }
 
+async fn spawn_vm(
+    myself: &ActorRef<RuntimeMsg>,
+    shared: &Shared,
+    args: VmBodyArgs,
+) -> Result<ActorCell, ActorProcessingErr> {
+    let (vm, _) = Actor::spawn_linked(None, VmBody, args, myself.get_cell()).await?;
+    let cell = vm.get_cell();
+    if let Ok(mut slot) = shared.vm.write() {
+        *slot = Some(vm);
+    }
+    Ok(cell)
+}
+
+impl RuntimeState {
+    /// Journal a body's crash in the runtime's own session (started on the first one).
+    async fn journal_restart(&mut self, body: &str, reason: String) {
+        tracing::error!(%reason, body, "a body crashed; restarting it");
+        if let Ok(mut last) = self.shared.last_crash.lock() {
+            *last = Some(reason.clone());
+        }
+        self.restarts += 1;
+        let now = self.shared.clock.now_ms();
+        let session = self.shared.runtime_session;
+        if self.restarts == 1 {
+            let started = Event::SessionStarted {
+                client: Some("aido-runtime".into()),
+                cwd: self.shared.policy.workdir().display().to_string(),
+                runtime: format!("aido {VERSION}"),
+            };
+            if let Err(e) = self.shared.journal.append(session, now, started).await {
+                tracing::error!(code = e.code(), "cannot journal the runtime session");
+            }
+        }
+        let event = Event::BodyRestarted {
+            body: body.into(),
+            reason,
+        };
+        if let Err(e) = self.shared.journal.append(session, now, event).await {
+            tracing::error!(code = e.code(), "cannot journal the body restart");
+        }
+    }
+}
+
 impl Actor for RuntimeActor {
     type Msg = RuntimeMsg;
     type State = RuntimeState;
@@ -251,10 +309,13 @@ impl Actor for RuntimeActor {
         args: RuntimeArgs,
     ) -> Result<RuntimeState, ActorProcessingErr> {
         let fs_cell = spawn_fs(&myself, &args.shared, args.fs_args.clone()).await?;
+        let vm_cell = spawn_vm(&myself, &args.shared, args.vm_args.clone()).await?;
         Ok(RuntimeState {
             shared: args.shared,
             fs_args: args.fs_args,
             fs_cell,
+            vm_args: args.vm_args,
+            vm_cell,
             restarts: 0,
         })
     }
@@ -273,37 +334,16 @@ impl Actor for RuntimeActor {
             SupervisionEvent::ActorFailed(cell, error)
                 if cell.get_id() == state.fs_cell.get_id() =>
             {
-                let reason = error.to_string();
-                tracing::error!(%reason, "the filesystem body crashed; restarting it");
-                if let Ok(mut last) = state.shared.last_crash.lock() {
-                    *last = Some(reason.clone());
-                }
-                state.restarts += 1;
-                let now = state.shared.clock.now_ms();
-                if state.restarts == 1 {
-                    let started = Event::SessionStarted {
-                        client: Some("aido-runtime".into()),
-                        cwd: state.shared.policy.workdir().display().to_string(),
-                        runtime: format!("aido {VERSION}"),
-                    };
-                    let session = state.shared.runtime_session;
-                    if let Err(e) = state.shared.journal.append(session, now, started).await {
-                        tracing::error!(code = e.code(), "cannot journal the runtime session");
-                    }
-                }
-                let event = Event::BodyRestarted {
-                    body: "filesystem".into(),
-                    reason,
-                };
-                if let Err(e) = state
-                    .shared
-                    .journal
-                    .append(state.shared.runtime_session, now, event)
-                    .await
-                {
-                    tracing::error!(code = e.code(), "cannot journal the body restart");
-                }
+                state.journal_restart("filesystem", error.to_string()).await;
                 state.fs_cell = spawn_fs(&myself, &state.shared, state.fs_args.clone()).await?;
+            }
+            // The VM body's machines died with it (QEMU is killed with its owner): the agent
+            // starts them again.
+            SupervisionEvent::ActorFailed(cell, error)
+                if cell.get_id() == state.vm_cell.get_id() =>
+            {
+                state.journal_restart("vm", error.to_string()).await;
+                state.vm_cell = spawn_vm(&myself, &state.shared, state.vm_args.clone()).await?;
             }
             SupervisionEvent::ActorFailed(cell, error) => {
                 tracing::error!(actor = ?cell.get_id(), %error, "a session actor failed; its session ends");

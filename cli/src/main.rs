@@ -46,7 +46,31 @@ enum Command {
     /// Make workspaces that snapshot well.
     #[command(subcommand)]
     Workspace(WorkspaceCmd),
+    /// Machines for agents.
+    #[command(subcommand)]
+    Vm(VmCmd),
 }
+
+#[derive(Subcommand)]
+enum VmCmd {
+    /// Guest images.
+    #[command(subcommand)]
+    Image(VmImageCmd),
+}
+
+#[derive(Subcommand)]
+enum VmImageCmd {
+    /// Build the test guest from Debian packages (kernel + busybox initramfs + qcow2 disk)
+    /// into $AIDO_HOME/vm/images/text, where vm_start finds it.
+    Build {
+        /// Rebuild even if the image exists.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// The guest image builder, shipped inside the binary.
+const BUILD_IMAGE_SCRIPT: &str = include_str!("../../vm/guest/build-image");
 
 #[derive(Subcommand)]
 enum WorkspaceCmd {
@@ -223,6 +247,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(rewind(layered, &home, session, *to))
         }
         Command::Replay(r) => replay(r, &home),
+        Command::Vm(VmCmd::Image(VmImageCmd::Build { force })) => {
+            let out = home.join("vm").join("images").join("text");
+            if out.join("manifest.json").exists() && !force {
+                println!(
+                    "guest image already at {} (use --force to rebuild)",
+                    out.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            std::fs::create_dir_all(&out)?;
+            let script = tempfile::NamedTempFile::new()?;
+            std::fs::write(script.path(), BUILD_IMAGE_SCRIPT)?;
+            eprintln!(
+                "building the guest image into {} (Debian kernel + busybox)",
+                out.display()
+            );
+            let status = std::process::Command::new("bash")
+                .arg(script.path())
+                .arg(&out)
+                .status()?;
+            if !status.success() {
+                bail!("[vm_image_build_failed] build-image exited with {status}");
+            }
+            let manifest = std::fs::read_to_string(out.join("manifest.json"))?;
+            println!(
+                "guest image ready at {}: {}",
+                out.display(),
+                manifest.trim()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Workspace(WorkspaceCmd::Init { path, btrfs }) => {
             let bytes = btrfs.as_deref().map(parse_size).transpose()?;
             let made = aido_snapshots::volume::init(path, &home, bytes)

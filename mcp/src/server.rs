@@ -73,7 +73,14 @@ impl AidoServer {
                     Value::Object(_) => ran.outcome.output,
                     other => json!({"value": other}),
                 };
-                let mut r = CallToolResult::success(vec![ContentBlock::text(ran.outcome.text)]);
+                let mut content = vec![ContentBlock::text(ran.outcome.text)];
+                content.extend(
+                    ran.outcome
+                        .images
+                        .into_iter()
+                        .map(|i| ContentBlock::image(i.base64, i.mime)),
+                );
+                let mut r = CallToolResult::success(content);
                 r.structured_content = Some(structured);
                 r.meta = Some(seq_meta(Some(ran.seq)));
                 r

@@ -29,6 +29,17 @@ enabled = {}
 # Desktop and VM-screen actions are refused unless this is true.
 enabled = false
 
+[vm]
+# Contained QEMU machines (vm_* primitives). Unlike the host desktop they are on by default:
+# the agent's input reaches only the guest.
+enabled = true
+# Most machines running at once.
+machines_max = 4
+# Largest guest memory, in MiB.
+memory_mb_max = 2048
+# Longest a guest may take to boot, in milliseconds.
+boot_timeout_ms = 120000
+
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
 workspace = ""
@@ -82,6 +93,8 @@ pub struct Config {
     pub desktop: Desktop,
     /// What snapshots cover and how they are taken.
     pub snapshots: Snapshots,
+    /// Contained machines.
+    pub vm: Vm,
     /// Named limits.
     pub limits: Limits,
 }
@@ -116,6 +129,20 @@ pub struct Actions {
 pub struct Desktop {
     /// Whether desktop-class actions may run at all.
     pub enabled: bool,
+}
+
+/// `[vm]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vm {
+    /// Whether vm_* primitives may run.
+    pub enabled: bool,
+    /// Most machines at once.
+    pub machines_max: u32,
+    /// Largest guest memory.
+    pub memory_mb_max: u32,
+    /// Longest boot.
+    pub boot_timeout_ms: u64,
 }
 
 /// `[snapshots]`.

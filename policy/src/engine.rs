@@ -241,8 +241,17 @@ impl PolicyEngine {
         }
         let mut confirm: Option<Verdict> = None;
 
-        // desktop_gate
-        if class == SideEffectClass::Desktop && !self.config.desktop.enabled {
+        // desktop_gate: machines (vm_*) are contained and have their own switch; the host
+        // desktop is off unless enabled.
+        if primitive.starts_with("vm_") {
+            if !self.config.vm.enabled {
+                return deny(
+                    Gate::DesktopGate,
+                    "vm_disabled",
+                    format!("{primitive} drives a machine and vm.enabled is false"),
+                );
+            }
+        } else if class == SideEffectClass::Desktop && !self.config.desktop.enabled {
             return deny(
                 Gate::DesktopGate,
                 "desktop_disabled",
@@ -723,6 +732,7 @@ mod tests {
         let src = include_str!("engine.rs");
         let all = [
             "desktop_disabled",
+            "vm_disabled",
             "mode_readonly",
             "action_disabled",
             "capability_missing",

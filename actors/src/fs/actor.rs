@@ -195,7 +195,20 @@ fn run(cx: &Ctx, action: &Action) -> Result<Executed, super::FsError> {
         | Action::DeleteSnapshot(_)
         | Action::Rewind(_)
         | Action::SafeChange(_)
-        | Action::RandomBytes(_) => Err(super::FsError::WrongBody {
+        | Action::RandomBytes(_)
+        | Action::VmStart(_)
+        | Action::VmShutdown(_)
+        | Action::VmList(_)
+        | Action::VmInfo(_)
+        | Action::VmScreenshot(_)
+        | Action::VmType(_)
+        | Action::VmKey(_)
+        | Action::VmClick(_)
+        | Action::VmFindText(_)
+        | Action::VmWaitForText(_)
+        | Action::VmClickText(_)
+        | Action::VmSnapshotCreate(_)
+        | Action::VmSnapshotRestore(_) => Err(super::FsError::WrongBody {
             primitive: action.primitive(),
         }),
     }

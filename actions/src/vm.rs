@@ -1,0 +1,175 @@
+//! Machine primitives: a whole QEMU guest for the agent, with root inside and nothing of the
+//! host reachable. `vm` names a machine started with vm_start (default `default`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::access::{Access, Touches};
+
+fn default_vm() -> String {
+    "default".into()
+}
+
+/// Boot a machine from the cached guest image (see `aido vm image build`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmStart {
+    /// Its name (default `default`).
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Guest memory in MiB (default 128, at most 2048).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u32>,
+}
+
+/// Shut a machine down (QEMU quits; its disk overlay and snapshots go with it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmShutdown {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+}
+
+/// The running machines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmList {}
+
+/// One machine: accelerator (kvm or tcg), boot time, screen size, QEMU pid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmInfo {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+}
+
+/// A PNG of the machine's screen (an MCP image), plus its text when the guest is in text mode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmScreenshot {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+}
+
+/// Type text on the machine's keyboard (US layout), paced so no key is lost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmType {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// The text; `\n` presses Enter.
+    pub text: String,
+}
+
+/// Press a key or chord: `Return`, `ctrl+alt+t`, `ctrl+c`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmKey {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Keys joined by `+`.
+    pub keys: String,
+}
+
+/// Click at a point of the screen (pixels).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmClick {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Pixels from the left.
+    pub x: u32,
+    /// Pixels from the top.
+    pub y: u32,
+    /// left (default), middle or right.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub button: Option<String>,
+}
+
+/// Find text on the screen: every match with its bounding box and center.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmFindText {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// The text to find.
+    pub text: String,
+}
+
+/// Wait until text is on the screen (polling), then say where.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmWaitForText {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// The text to wait for.
+    pub text: String,
+    /// How long to wait (default 10000 ms, at most 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Find text on the screen and click its center.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmClickText {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// The text to click.
+    pub text: String,
+}
+
+/// Save the machine's disk and memory under a name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmSnapshotCreate {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Letters, digits, `.`, `_`, `-`.
+    pub name: String,
+}
+
+/// Go back to a named machine snapshot (disk, memory and screen).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmSnapshotRestore {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// The snapshot.
+    pub name: String,
+}
+
+macro_rules! touches_nothing {
+    ($($t:ty),*) => {
+        $(impl Touches for $t {
+            fn touches(&self, _out: &mut Vec<Access>) {}
+        })*
+    };
+}
+
+touches_nothing!(
+    VmStart,
+    VmShutdown,
+    VmList,
+    VmInfo,
+    VmScreenshot,
+    VmType,
+    VmKey,
+    VmClick,
+    VmFindText,
+    VmWaitForText,
+    VmClickText,
+    VmSnapshotCreate,
+    VmSnapshotRestore
+);

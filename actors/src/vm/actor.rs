@@ -1,0 +1,292 @@
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use aido_actions::{Action, Failure, Image, Outcome};
+use aido_vm::{Machine, MachineSpec, VmError};
+use base64::Engine;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::json;
+
+use crate::fs::Executed;
+
+/// The VM body actor.
+pub struct VmBody;
+
+/// What it is built from.
+#[derive(Clone)]
+pub struct VmBodyArgs {
+    /// Where `aido vm image build` leaves guest images (`AIDO_HOME/vm/images`).
+    pub images: PathBuf,
+    /// `[vm]` from the config.
+    pub limits: aido_policy::config::Vm,
+}
+
+/// Its state: the running machines by name.
+pub struct VmState {
+    args: VmBodyArgs,
+    machines: BTreeMap<String, Machine>,
+}
+
+/// Messages to the VM body.
+pub enum VmMsg {
+    /// Run one vm_* primitive.
+    Run {
+        /// The action.
+        action: Box<Action>,
+        /// The answer.
+        reply: RpcReplyPort<Result<Executed, Failure>>,
+    },
+}
+
+/// Longest vm_wait_for_text wait.
+const WAIT_FOR_TEXT_MS_MAX: u64 = 120_000;
+/// Default vm_wait_for_text wait.
+const WAIT_FOR_TEXT_MS_DEFAULT: u64 = 10_000;
+
+fn failure(e: VmError) -> Failure {
+    Failure::new(e.code(), e.to_string())
+}
+
+fn out(output: serde_json::Value) -> Executed {
+    Executed::new(Outcome::from_output(output))
+}
+
+impl VmState {
+    fn machine(&self, name: &str) -> Result<&Machine, Failure> {
+        self.machines.get(name).ok_or_else(|| {
+            Failure::new(
+                "vm_not_found",
+                format!("no machine named {name:?} is running (start it with vm_start)"),
+            )
+        })
+    }
+
+    async fn run(&mut self, action: &Action) -> Result<Executed, Failure> {
+        match action {
+            Action::VmStart(a) => {
+                let valid = !a.vm.is_empty()
+                    && a.vm.len() <= 32
+                    && a.vm
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+                if !valid {
+                    return Err(Failure::new(
+                        "invalid_arguments",
+                        "a machine name is 1 to 32 letters, digits, - or _",
+                    ));
+                }
+                if self.machines.contains_key(&a.vm) {
+                    return Err(Failure::new(
+                        "vm_exists",
+                        format!("{} is already running", a.vm),
+                    ));
+                }
+                let max = self.args.limits.machines_max as usize;
+                if self.machines.len() >= max {
+                    return Err(Failure::new(
+                        "vm_too_many",
+                        format!("{max} machines already run (vm.machines_max)"),
+                    ));
+                }
+                let memory = a.memory_mb.unwrap_or(128);
+                if !(64..=self.args.limits.memory_mb_max).contains(&memory) {
+                    return Err(Failure::new(
+                        "invalid_arguments",
+                        format!(
+                            "memory_mb must be 64 to {} (vm.memory_mb_max)",
+                            self.args.limits.memory_mb_max
+                        ),
+                    ));
+                }
+                let image = self.args.images.join("text");
+                if !image.join("manifest.json").exists() {
+                    return Err(Failure::new(
+                        "vm_image_missing",
+                        format!(
+                            "no guest image at {}; build it with `aido vm image build`",
+                            image.display()
+                        ),
+                    ));
+                }
+                let mut spec = MachineSpec::text_console(&image);
+                spec.memory_mb = memory;
+                spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
+                let machine = Machine::boot(&spec).await.map_err(failure)?;
+                let output = json!({"vm": a.vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
+                                    "pid": machine.pid(), "memory_mb": memory});
+                self.machines.insert(a.vm.clone(), machine);
+                Ok(out(output))
+            }
+            Action::VmShutdown(a) => {
+                let machine = self.machines.remove(&a.vm).ok_or_else(|| {
+                    Failure::new(
+                        "vm_not_found",
+                        format!("no machine named {:?} is running", a.vm),
+                    )
+                })?;
+                machine.shutdown().await;
+                Ok(out(json!({"vm": a.vm, "stopped": true})))
+            }
+            Action::VmList(_) => {
+                let list: Vec<_> = self
+                    .machines
+                    .iter()
+                    .map(|(name, m)| json!({"vm": name, "accel": m.accel(), "pid": m.pid()}))
+                    .collect();
+                Ok(out(json!({"machines": list})))
+            }
+            Action::VmInfo(a) => {
+                let m = self.machine(&a.vm)?;
+                Ok(out(
+                    json!({"vm": a.vm, "accel": m.accel(), "booted_in_ms": m.booted_in().as_millis() as u64, "pid": m.pid()}),
+                ))
+            }
+            Action::VmScreenshot(a) => {
+                let m = self.machine(&a.vm)?;
+                let png = m.screenshot_png().await.map_err(failure)?;
+                let text = m.text_screen().await.map_err(failure)?.text();
+                let (w, h) = (
+                    png.get(16..20)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u32::from_be_bytes),
+                    png.get(20..24)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u32::from_be_bytes),
+                );
+                let mut done = Executed::new(Outcome {
+                    text: text.clone(),
+                    output: json!({"vm": a.vm, "width": w, "height": h, "text": text, "png_bytes": png.len()}),
+                    ..Outcome::default()
+                });
+                done.outcome.images.push(Image {
+                    mime: "image/png".into(),
+                    base64: base64::engine::general_purpose::STANDARD.encode(&png),
+                });
+                Ok(done)
+            }
+            Action::VmType(a) => {
+                self.machine(&a.vm)?
+                    .type_text(&a.text)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "typed": a.text.chars().count()})))
+            }
+            Action::VmKey(a) => {
+                self.machine(&a.vm)?.key(&a.keys).await.map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "keys": a.keys})))
+            }
+            Action::VmClick(a) => {
+                let button = a.button.as_deref().unwrap_or("left");
+                if !["left", "middle", "right"].contains(&button) {
+                    return Err(Failure::new(
+                        "invalid_arguments",
+                        "button is left, middle or right",
+                    ));
+                }
+                self.machine(&a.vm)?
+                    .click(a.x, a.y, button)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(
+                    json!({"vm": a.vm, "x": a.x, "y": a.y, "button": button}),
+                ))
+            }
+            Action::VmFindText(a) => {
+                let screen = self.machine(&a.vm)?.text_screen().await.map_err(failure)?;
+                let matches = screen.find(&a.text);
+                Ok(out(
+                    json!({"vm": a.vm, "text": a.text, "found": !matches.is_empty(), "matches": matches, "source": "vga_text"}),
+                ))
+            }
+            Action::VmWaitForText(a) => {
+                let timeout = a
+                    .timeout_ms
+                    .unwrap_or(WAIT_FOR_TEXT_MS_DEFAULT)
+                    .min(WAIT_FOR_TEXT_MS_MAX);
+                let found = self
+                    .machine(&a.vm)?
+                    .wait_for_text(&a.text, timeout)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "text": a.text, "match": found})))
+            }
+            Action::VmClickText(a) => {
+                let m = self.machine(&a.vm)?;
+                let screen = m.text_screen().await.map_err(failure)?;
+                let Some(found) = screen.find(&a.text).into_iter().next() else {
+                    return Err(Failure::new(
+                        "vm_text_not_found",
+                        format!("{:?} is not on the screen", a.text),
+                    ));
+                };
+                m.click(found.center[0], found.center[1], "left")
+                    .await
+                    .map_err(failure)?;
+                Ok(out(
+                    json!({"vm": a.vm, "text": a.text, "clicked": found.center, "match": found}),
+                ))
+            }
+            Action::VmSnapshotCreate(a) => {
+                self.machine(&a.vm)?
+                    .snapshot_save(&a.name)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "snapshot": a.name})))
+            }
+            Action::VmSnapshotRestore(a) => {
+                self.machine(&a.vm)?
+                    .snapshot_load(&a.name)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "restored": a.name})))
+            }
+            other => Err(Failure::new(
+                "wrong_body",
+                format!("{} is not run by the VM body", other.primitive()),
+            )),
+        }
+    }
+}
+
+impl Actor for VmBody {
+    type Msg = VmMsg;
+    type State = VmState;
+    type Arguments = VmBodyArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<VmMsg>,
+        args: VmBodyArgs,
+    ) -> Result<VmState, ActorProcessingErr> {
+        Ok(VmState {
+            args,
+            machines: BTreeMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<VmMsg>,
+        msg: VmMsg,
+        state: &mut VmState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            VmMsg::Run { action, reply } => {
+                let result = state.run(&action).await;
+                let _ = reply.send(result);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<VmMsg>,
+        state: &mut VmState,
+    ) -> Result<(), ActorProcessingErr> {
+        for (_, machine) in std::mem::take(&mut state.machines) {
+            machine.shutdown().await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! A whole machine for the agent, through the real binary: `aido vm image build`, then over MCP
+//! vm_start, type a command and read its output back from the screen, find text with its box,
+//! a screenshot as an MCP image, a machine snapshot taken and restored, shutdown; and the
+//! policy switch that turns machines off. The guest boots on TCG here (KVM where it is real).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
+mod common;
+
+use common::{Mcp, home, session_of, stdout};
+use serde_json::json;
+
+#[test]
+fn an_agent_drives_a_machine_over_mcp() {
+    let h = home();
+    let built = h.cmd(&["vm", "image", "build"]);
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    assert!(stdout(&built).contains("guest image ready"));
+
+    let mut mcp = Mcp::start(&h, "vm-agent");
+    let missing = mcp.call("vm_info", json!({}));
+    assert_eq!(
+        missing["result"]["structuredContent"]["code"],
+        "vm_not_found"
+    );
+
+    let started = mcp.call("vm_start", json!({"vm": "box"}));
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    eprintln!(
+        "machine booted on {} in {} ms",
+        started["result"]["structuredContent"]["accel"],
+        started["result"]["structuredContent"]["booted_in_ms"]
+    );
+    let prompt = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "box", "text": "# ", "timeout_ms": 30000}),
+    );
+    assert_eq!(prompt["result"]["isError"], false, "{prompt}");
+    let typed = mcp.call(
+        "vm_type",
+        json!({"vm": "box", "text": "echo answer-$((6*7))\n"}),
+    );
+    assert_eq!(typed["result"]["isError"], false, "{typed}");
+    let answer = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "box", "text": "answer-42", "timeout_ms": 30000}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let found = mcp.call("vm_find_text", json!({"vm": "box", "text": "answer-42"}));
+    let matches = found["result"]["structuredContent"]["matches"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(!matches.is_empty());
+    assert_eq!(
+        matches[0]["bbox"][2],
+        9 * 9,
+        "nine cells of nine pixels: {matches:?}"
+    );
+
+    let shot = mcp.call("vm_screenshot", json!({"vm": "box"}));
+    let content = shot["result"]["content"].as_array().unwrap();
+    let image = content
+        .iter()
+        .find(|c| c["type"] == "image")
+        .expect("an MCP image");
+    assert_eq!(image["mimeType"], "image/png");
+    assert!(image["data"].as_str().unwrap().len() > 1000);
+    assert!(
+        shot["result"]["structuredContent"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("answer-42")
+    );
+    assert_eq!(shot["result"]["structuredContent"]["width"], 720);
+
+    assert_eq!(
+        mcp.call("vm_snapshot_create", json!({"vm": "box", "name": "s1"}))["result"]["isError"],
+        false
+    );
+    mcp.call("vm_type", json!({"vm": "box", "text": "clear\n"}));
+    let cleared = mcp.call("vm_find_text", json!({"vm": "box", "text": "answer-42"}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut gone = cleared["result"]["structuredContent"]["found"] == false;
+    while !gone && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        gone = mcp.call("vm_find_text", json!({"vm": "box", "text": "answer-42"}))["result"]["structuredContent"]
+            ["found"]
+            == false;
+    }
+    assert!(gone, "clear wiped the screen");
+    let restored = mcp.call("vm_snapshot_restore", json!({"vm": "box", "name": "s1"}));
+    assert_eq!(restored["result"]["isError"], false, "{restored}");
+    let back = mcp.call("vm_find_text", json!({"vm": "box", "text": "answer-42"}));
+    assert_eq!(
+        back["result"]["structuredContent"]["found"], true,
+        "the old screen is back"
+    );
+
+    assert_eq!(
+        mcp.call("vm_type", json!({"vm": "box", "text": "ünïcode"}))["result"]["structuredContent"]
+            ["code"],
+        "vm_unknown_key"
+    );
+    let list = mcp.call("vm_list", json!({}));
+    assert_eq!(
+        list["result"]["structuredContent"]["machines"][0]["vm"],
+        "box"
+    );
+    let pid = list["result"]["structuredContent"]["machines"][0]["pid"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        mcp.call("vm_shutdown", json!({"vm": "box"}))["result"]["isError"],
+        false
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "QEMU is gone"
+    );
+    let id = session_of(&h, "vm-agent");
+    mcp.close();
+
+    // Every machine action is in the journal like any other.
+    let show = stdout(&h.cmd(&["replay", "show", &id]));
+    for primitive in [
+        "vm_start",
+        "vm_type",
+        "vm_screenshot",
+        "vm_snapshot_restore",
+        "vm_shutdown",
+    ] {
+        assert!(show.contains(primitive), "{primitive} in {show}");
+    }
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}
+
+#[test]
+fn machines_can_be_switched_off_by_policy() {
+    let h = home();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(h.aido_home.join("config.toml"), "[vm]\nenabled = false\n").unwrap();
+    let mut mcp = Mcp::start(&h, "no-vm");
+    let refused = mcp.call("vm_start", json!({}));
+    assert_eq!(
+        refused["result"]["structuredContent"]["code"],
+        "vm_disabled"
+    );
+    assert_eq!(
+        refused["result"]["structuredContent"]["gate"],
+        "desktop_gate"
+    );
+    let missing_image = {
+        std::fs::write(h.aido_home.join("config.toml"), "").unwrap();
+        let mut again = Mcp::start(&h, "no-image");
+        let r = again.call("vm_start", json!({}));
+        again.close();
+        r
+    };
+    assert_eq!(
+        missing_image["result"]["structuredContent"]["code"],
+        "vm_image_missing"
+    );
+    mcp.close();
+}
