@@ -213,6 +213,26 @@ actions! {
     VmSnapshotCreate(vm::VmSnapshotCreate) = "vm_snapshot_create", ReadOnly;
     /// Return a machine to a saved snapshot. Class: destructive.
     VmSnapshotRestore(vm::VmSnapshotRestore) = "vm_snapshot_restore", Destructive;
+    /// A machine's snapshots. Class: read_only.
+    VmSnapshotList(vm::VmTarget) = "vm_snapshot_list", ReadOnly;
+    /// Delete a machine snapshot. Class: destructive.
+    VmSnapshotDelete(vm::VmSnapshotDelete) = "vm_snapshot_delete", Destructive;
+    /// Pull a machine's plug. Class: destructive.
+    VmForceOff(vm::VmTarget) = "vm_force_off", Destructive;
+    /// Reset a machine and wait until it is up. Class: destructive.
+    VmReboot(vm::VmTarget) = "vm_reboot", Destructive;
+    /// Move the pointer. Class: desktop.
+    VmMove(vm::VmPoint) = "vm_move", Desktop;
+    /// Triple-click (select a line). Class: desktop.
+    VmTripleClick(vm::VmPoint) = "vm_triple_click", Desktop;
+    /// Drag with the left button held. Class: desktop.
+    VmDrag(vm::VmDrag) = "vm_drag", Desktop;
+    /// Scroll the wheel at a point. Class: desktop.
+    VmScroll(vm::VmScroll) = "vm_scroll", Desktop;
+    /// Where the pointer is. Class: read_only.
+    VmCursorPosition(vm::VmTarget) = "vm_cursor_position", ReadOnly;
+    /// Wait a while. Class: read_only.
+    VmWait(vm::VmWait) = "vm_wait", ReadOnly;
 }
 
 impl Action {
@@ -368,6 +388,16 @@ mod tests {
             ("vm_click_text", SideEffectClass::Desktop),
             ("vm_snapshot_create", SideEffectClass::ReadOnly),
             ("vm_snapshot_restore", SideEffectClass::Destructive),
+            ("vm_snapshot_list", SideEffectClass::ReadOnly),
+            ("vm_snapshot_delete", SideEffectClass::Destructive),
+            ("vm_force_off", SideEffectClass::Destructive),
+            ("vm_reboot", SideEffectClass::Destructive),
+            ("vm_move", SideEffectClass::Desktop),
+            ("vm_triple_click", SideEffectClass::Desktop),
+            ("vm_drag", SideEffectClass::Desktop),
+            ("vm_scroll", SideEffectClass::Desktop),
+            ("vm_cursor_position", SideEffectClass::ReadOnly),
+            ("vm_wait", SideEffectClass::ReadOnly),
         ];
         assert_eq!(
             table.len(),

@@ -150,6 +150,79 @@ pub struct VmSnapshotRestore {
     pub name: String,
 }
 
+/// Names just a machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmTarget {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+}
+
+/// A point on a machine's screen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmPoint {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Pixels from the left.
+    pub x: u32,
+    /// Pixels from the top.
+    pub y: u32,
+}
+
+/// A drag on a machine's screen, left button held from one point to another.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmDrag {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Start, pixels from the left.
+    pub from_x: u32,
+    /// Start, pixels from the top.
+    pub from_y: u32,
+    /// End, pixels from the left.
+    pub to_x: u32,
+    /// End, pixels from the top.
+    pub to_y: u32,
+}
+
+/// Scroll the wheel at a point: positive `amount` scrolls down, negative up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmScroll {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// Pixels from the left.
+    pub x: u32,
+    /// Pixels from the top.
+    pub y: u32,
+    /// Wheel steps (at most 100 either way).
+    pub amount: i32,
+}
+
+/// Wait a while, e.g. for a program in the machine to settle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmWait {
+    /// Milliseconds (at most 60000).
+    pub ms: u64,
+}
+
+/// Delete a named machine snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmSnapshotDelete {
+    /// The machine.
+    #[serde(default = "default_vm")]
+    pub vm: String,
+    /// The snapshot.
+    pub name: String,
+}
+
 macro_rules! touches_nothing {
     ($($t:ty),*) => {
         $(impl Touches for $t {
@@ -171,5 +244,11 @@ touches_nothing!(
     VmWaitForText,
     VmClickText,
     VmSnapshotCreate,
-    VmSnapshotRestore
+    VmSnapshotRestore,
+    VmTarget,
+    VmPoint,
+    VmDrag,
+    VmScroll,
+    VmWait,
+    VmSnapshotDelete
 );

@@ -212,7 +212,17 @@ impl Executor<'_> {
                 | Action::VmWaitForText(_)
                 | Action::VmClickText(_)
                 | Action::VmSnapshotCreate(_)
-                | Action::VmSnapshotRestore(_) => self.vm(action).await.map_err(Failed::from),
+                | Action::VmSnapshotRestore(_)
+                | Action::VmSnapshotList(_)
+                | Action::VmSnapshotDelete(_)
+                | Action::VmForceOff(_)
+                | Action::VmReboot(_)
+                | Action::VmMove(_)
+                | Action::VmTripleClick(_)
+                | Action::VmDrag(_)
+                | Action::VmScroll(_)
+                | Action::VmCursorPosition(_)
+                | Action::VmWait(_) => self.vm(action).await.map_err(Failed::from),
                 Action::ReadFile(_)
                 | Action::ReadFiles(_)
                 | Action::WriteFile(_)

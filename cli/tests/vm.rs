@@ -106,6 +106,41 @@ fn an_agent_drives_a_machine_over_mcp() {
             ["code"],
         "vm_unknown_key"
     );
+    let listed = mcp.call("vm_snapshot_list", json!({"vm": "box"}));
+    assert_eq!(
+        listed["result"]["structuredContent"]["snapshots"],
+        json!(["s1"]),
+        "{listed}"
+    );
+    let deleted = mcp.call("vm_snapshot_delete", json!({"vm": "box", "name": "s1"}));
+    assert_eq!(deleted["result"]["isError"], false, "{deleted}");
+    let listed = mcp.call("vm_snapshot_list", json!({"vm": "box"}));
+    assert_eq!(
+        listed["result"]["structuredContent"]["snapshots"],
+        json!([])
+    );
+    mcp.call("vm_move", json!({"vm": "box", "x": 100, "y": 50}));
+    let cursor = mcp.call("vm_cursor_position", json!({"vm": "box"}));
+    let at = &cursor["result"]["structuredContent"];
+    assert_eq!((at["x"].clone(), at["y"].clone()), (json!(100), json!(50)));
+    let scroll = mcp.call(
+        "vm_scroll",
+        json!({"vm": "box", "x": 1, "y": 1, "amount": 1000}),
+    );
+    assert_eq!(
+        scroll["result"]["structuredContent"]["code"],
+        "invalid_arguments"
+    );
+    let rebooted = mcp.call("vm_reboot", json!({"vm": "box"}));
+    assert_eq!(rebooted["result"]["isError"], false, "{rebooted}");
+    let up = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "box", "text": "BusyBox", "timeout_ms": 30000}),
+    );
+    assert_eq!(
+        up["result"]["isError"], false,
+        "the machine came back up: {up}"
+    );
     let list = mcp.call("vm_list", json!({}));
     assert_eq!(
         list["result"]["structuredContent"]["machines"][0]["vm"],
@@ -115,7 +150,7 @@ fn an_agent_drives_a_machine_over_mcp() {
         .as_u64()
         .unwrap();
     assert_eq!(
-        mcp.call("vm_shutdown", json!({"vm": "box"}))["result"]["isError"],
+        mcp.call("vm_force_off", json!({"vm": "box"}))["result"]["isError"],
         false
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -138,7 +173,7 @@ fn an_agent_drives_a_machine_over_mcp() {
         "vm_type",
         "vm_screenshot",
         "vm_snapshot_restore",
-        "vm_shutdown",
+        "vm_force_off",
     ] {
         assert!(show.contains(primitive), "{primitive} in {show}");
     }

@@ -76,6 +76,11 @@ pub struct Machine {
     booted_in: Duration,
     /// The screen size in pixels, from the last screenshot (text mode: 720x400).
     screen: Mutex<(u32, u32)>,
+    /// Where aido last put the pointer.
+    pointer: Mutex<(u32, u32)>,
+    /// The line the guest prints when it is up (for reboots).
+    ready_marker: String,
+    boot_timeout_ms: u64,
 }
 
 fn program(name: &'static str) -> Result<(), VmError> {
@@ -216,6 +221,9 @@ impl Machine {
             accel: spec.accel,
             booted_in: Duration::ZERO,
             screen: Mutex::new((720, 400)),
+            pointer: Mutex::new((0, 0)),
+            ready_marker: spec.ready_marker.clone(),
+            boot_timeout_ms: spec.boot_timeout_ms,
         };
         // The guest is up when it says so on its serial port.
         let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
@@ -396,25 +404,111 @@ impl Machine {
         Ok(())
     }
 
-    /// Move the pointer to (x, y) in screen pixels and click `button` (left, middle, right).
-    pub async fn click(&self, x: u32, y: u32, button: &str) -> Result<(), VmError> {
+    /// Move the pointer to (x, y) in screen pixels (the usb-tablet takes absolute positions).
+    pub async fn move_to(&self, x: u32, y: u32) -> Result<(), VmError> {
         let (w, h) = self.screen.lock().map(|s| *s).unwrap_or((720, 400));
-        let scale = |v: u32, size: u32| {
-            u64::from(v.min(size.saturating_sub(1))) * ABS_MAX / u64::from(size.max(2) - 1)
-        };
+        let (x, y) = (x.min(w.saturating_sub(1)), y.min(h.saturating_sub(1)));
+        let scale = |v: u32, size: u32| u64::from(v) * ABS_MAX / u64::from(size.max(2) - 1);
         self.send(vec![
             json!({"type": "abs", "data": {"axis": "x", "value": scale(x, w)}}),
             json!({"type": "abs", "data": {"axis": "y", "value": scale(y, h)}}),
         ])
         .await?;
-        for down in [true, false] {
-            self.send(vec![
-                json!({"type": "btn", "data": {"down": down, "button": button}}),
-            ])
-            .await?;
-            tokio::time::sleep(Duration::from_millis(KEY_GAP_MS)).await;
+        if let Ok(mut p) = self.pointer.lock() {
+            *p = (x, y);
         }
         Ok(())
+    }
+
+    /// Where the pointer is (as aido last put it).
+    pub fn cursor(&self) -> (u32, u32) {
+        self.pointer.lock().map(|p| *p).unwrap_or((0, 0))
+    }
+
+    /// Press or release a button: left, middle, right, wheel-up, wheel-down.
+    pub async fn button(&self, button: &str, down: bool) -> Result<(), VmError> {
+        self.send(vec![
+            json!({"type": "btn", "data": {"down": down, "button": button}}),
+        ])
+        .await?;
+        tokio::time::sleep(Duration::from_millis(KEY_GAP_MS)).await;
+        Ok(())
+    }
+
+    /// Move the pointer to (x, y) in screen pixels and click `button` `count` times.
+    pub async fn click_n(&self, x: u32, y: u32, button: &str, count: u32) -> Result<(), VmError> {
+        self.move_to(x, y).await?;
+        for _ in 0..count {
+            self.button(button, true).await?;
+            self.button(button, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Move the pointer to (x, y) in screen pixels and click `button` (left, middle, right).
+    pub async fn click(&self, x: u32, y: u32, button: &str) -> Result<(), VmError> {
+        self.click_n(x, y, button, 1).await
+    }
+
+    /// Press the left button at `from`, move to `to`, release.
+    pub async fn drag(&self, from: (u32, u32), to: (u32, u32)) -> Result<(), VmError> {
+        self.move_to(from.0, from.1).await?;
+        self.button("left", true).await?;
+        self.move_to(to.0, to.1).await?;
+        self.button("left", false).await
+    }
+
+    /// Scroll at (x, y): `amount` wheel steps up (negative) or down (positive).
+    pub async fn scroll(&self, x: u32, y: u32, amount: i32) -> Result<(), VmError> {
+        self.move_to(x, y).await?;
+        let wheel = if amount < 0 { "wheel-up" } else { "wheel-down" };
+        for _ in 0..amount.unsigned_abs() {
+            self.button(wheel, true).await?;
+            self.button(wheel, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Reset the machine and wait until the guest is up again.
+    pub async fn reboot(&self) -> Result<(), VmError> {
+        let seen = self.serial().matches(&self.ready_marker).count();
+        self.qmp
+            .execute(qmp::system_reset {})
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "system_reset",
+                message: e.to_string(),
+            })?;
+        let deadline = Instant::now() + Duration::from_millis(self.boot_timeout_ms);
+        while self.serial().matches(&self.ready_marker).count() <= seen {
+            if Instant::now() > deadline {
+                return Err(VmError::BootTimeout {
+                    timeout_ms: self.boot_timeout_ms,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+        Ok(())
+    }
+
+    /// The names of the machine's snapshots.
+    pub async fn snapshot_list(&self) -> Result<Vec<String>, VmError> {
+        let table = self.hmp("info snapshots").await?;
+        // Rows after the header: "ID  TAG  VM SIZE  DATE  VM CLOCK  ICOUNT".
+        Ok(table
+            .lines()
+            .filter_map(|l| {
+                let mut cols = l.split_whitespace();
+                let id = cols.next()?;
+                let tag = cols.next()?;
+                (id.chars().all(|c| c.is_ascii_digit()) || id == "--").then(|| tag.to_owned())
+            })
+            .collect())
+    }
+
+    /// Kill QEMU at once, as pulling the plug.
+    pub async fn force_off(mut self) {
+        self.kill().await;
     }
 
     /// Save disk and memory as a named internal snapshot (in the qcow2 overlay).

@@ -208,7 +208,17 @@ fn run(cx: &Ctx, action: &Action) -> Result<Executed, super::FsError> {
         | Action::VmWaitForText(_)
         | Action::VmClickText(_)
         | Action::VmSnapshotCreate(_)
-        | Action::VmSnapshotRestore(_) => Err(super::FsError::WrongBody {
+        | Action::VmSnapshotRestore(_)
+        | Action::VmSnapshotList(_)
+        | Action::VmSnapshotDelete(_)
+        | Action::VmForceOff(_)
+        | Action::VmReboot(_)
+        | Action::VmMove(_)
+        | Action::VmTripleClick(_)
+        | Action::VmDrag(_)
+        | Action::VmScroll(_)
+        | Action::VmCursorPosition(_)
+        | Action::VmWait(_) => Err(super::FsError::WrongBody {
             primitive: action.primitive(),
         }),
     }

@@ -240,6 +240,84 @@ impl VmState {
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "restored": a.name})))
             }
+            Action::VmSnapshotList(a) => {
+                let names = self
+                    .machine(&a.vm)?
+                    .snapshot_list()
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "snapshots": names})))
+            }
+            Action::VmSnapshotDelete(a) => {
+                self.machine(&a.vm)?
+                    .snapshot_delete(&a.name)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "deleted": a.name})))
+            }
+            Action::VmForceOff(a) => {
+                let machine = self.machines.remove(&a.vm).ok_or_else(|| {
+                    Failure::new(
+                        "vm_not_found",
+                        format!("no machine named {:?} is running", a.vm),
+                    )
+                })?;
+                machine.force_off().await;
+                Ok(out(json!({"vm": a.vm, "stopped": true, "forced": true})))
+            }
+            Action::VmReboot(a) => {
+                self.machine(&a.vm)?.reboot().await.map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "rebooted": true})))
+            }
+            Action::VmMove(a) => {
+                self.machine(&a.vm)?
+                    .move_to(a.x, a.y)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "x": a.x, "y": a.y})))
+            }
+            Action::VmTripleClick(a) => {
+                self.machine(&a.vm)?
+                    .click_n(a.x, a.y, "left", 3)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(json!({"vm": a.vm, "x": a.x, "y": a.y, "clicks": 3})))
+            }
+            Action::VmDrag(a) => {
+                self.machine(&a.vm)?
+                    .drag((a.from_x, a.from_y), (a.to_x, a.to_y))
+                    .await
+                    .map_err(failure)?;
+                Ok(out(
+                    json!({"vm": a.vm, "from": [a.from_x, a.from_y], "to": [a.to_x, a.to_y]}),
+                ))
+            }
+            Action::VmScroll(a) => {
+                if a.amount.unsigned_abs() > 100 {
+                    return Err(Failure::new(
+                        "invalid_arguments",
+                        "amount is -100 to 100 wheel steps",
+                    ));
+                }
+                self.machine(&a.vm)?
+                    .scroll(a.x, a.y, a.amount)
+                    .await
+                    .map_err(failure)?;
+                Ok(out(
+                    json!({"vm": a.vm, "x": a.x, "y": a.y, "amount": a.amount}),
+                ))
+            }
+            Action::VmCursorPosition(a) => {
+                let (x, y) = self.machine(&a.vm)?.cursor();
+                Ok(out(json!({"vm": a.vm, "x": x, "y": y})))
+            }
+            Action::VmWait(a) => {
+                if a.ms > 60_000 {
+                    return Err(Failure::new("invalid_arguments", "ms is at most 60000"));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(a.ms)).await;
+                Ok(out(json!({"waited_ms": a.ms})))
+            }
             other => Err(Failure::new(
                 "wrong_body",
                 format!("{} is not run by the VM body", other.primitive()),
