@@ -233,6 +233,8 @@ actions! {
     VmCursorPosition(vm::VmTarget) = "vm_cursor_position", ReadOnly;
     /// Wait a while. Class: read_only.
     VmWait(vm::VmWait) = "vm_wait", ReadOnly;
+    /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
+    Computer(vm::Computer) = "computer", Desktop;
 }
 
 impl Action {
@@ -398,6 +400,7 @@ mod tests {
             ("vm_scroll", SideEffectClass::Desktop),
             ("vm_cursor_position", SideEffectClass::ReadOnly),
             ("vm_wait", SideEffectClass::ReadOnly),
+            ("computer", SideEffectClass::Desktop),
         ];
         assert_eq!(
             table.len(),

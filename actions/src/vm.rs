@@ -223,6 +223,92 @@ pub struct VmSnapshotDelete {
     pub name: String,
 }
 
+/// What Anthropic's computer-use tool can ask for (computer_20250124 and computer_20251124).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputerAction {
+    /// Press a key or chord given in `text` (xdotool names: `Return`, `ctrl+s`).
+    Key,
+    /// Type `text`.
+    Type,
+    /// Move the pointer to `coordinate`.
+    MouseMove,
+    /// Click at `coordinate` (or where the pointer is), holding the keys in `text`.
+    LeftClick,
+    /// Drag from `start_coordinate` to `coordinate`.
+    LeftClickDrag,
+    /// Right click.
+    RightClick,
+    /// Middle click.
+    MiddleClick,
+    /// Double click.
+    DoubleClick,
+    /// Triple click.
+    TripleClick,
+    /// Take a screenshot.
+    Screenshot,
+    /// Where the pointer is.
+    CursorPosition,
+    /// Press the left button.
+    LeftMouseDown,
+    /// Release the left button.
+    LeftMouseUp,
+    /// Scroll `scroll_amount` steps in `scroll_direction` at `coordinate`, holding `text` keys.
+    Scroll,
+    /// Hold the keys in `text` for `duration` seconds.
+    HoldKey,
+    /// Wait `duration` seconds.
+    Wait,
+    /// A screenshot of `region` only, at full resolution.
+    Zoom,
+}
+
+/// A scroll direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScrollDirection {
+    /// Up.
+    Up,
+    /// Down.
+    Down,
+    /// Left.
+    Left,
+    /// Right.
+    Right,
+}
+
+/// Anthropic's `computer` tool, with exactly its actions and parameters, driving a machine
+/// (the one named `vm`, default `default`), so computer-use agents work unchanged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Computer {
+    /// What to do.
+    pub action: ComputerAction,
+    /// [x, y] in screen pixels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinate: Option<[u32; 2]>,
+    /// [x, y] where a drag starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_coordinate: Option<[u32; 2]>,
+    /// Text to type, the key chord, or keys to hold during a click or scroll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// For scroll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scroll_direction: Option<ScrollDirection>,
+    /// For scroll: wheel steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scroll_amount: Option<u32>,
+    /// For hold_key and wait: seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<f64>,
+    /// For zoom: [x0, y0, x1, y1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<[u32; 4]>,
+    /// The machine (an aido extension; default `default`).
+    #[serde(default = "default_vm")]
+    pub vm: String,
+}
+
 macro_rules! touches_nothing {
     ($($t:ty),*) => {
         $(impl Touches for $t {
@@ -250,5 +336,6 @@ touches_nothing!(
     VmDrag,
     VmScroll,
     VmWait,
-    VmSnapshotDelete
+    VmSnapshotDelete,
+    Computer
 );

@@ -222,7 +222,8 @@ impl Executor<'_> {
                 | Action::VmDrag(_)
                 | Action::VmScroll(_)
                 | Action::VmCursorPosition(_)
-                | Action::VmWait(_) => self.vm(action).await.map_err(Failed::from),
+                | Action::VmWait(_)
+                | Action::Computer(_) => self.vm(action).await.map_err(Failed::from),
                 Action::ReadFile(_)
                 | Action::ReadFiles(_)
                 | Action::WriteFile(_)

@@ -208,3 +208,122 @@ fn machines_can_be_switched_off_by_policy() {
     );
     mcp.close();
 }
+
+fn png_size_of(image: &serde_json::Value) -> (u32, u32) {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(image["data"].as_str().unwrap())
+        .unwrap();
+    (
+        u32::from_be_bytes(bytes[16..20].try_into().unwrap()),
+        u32::from_be_bytes(bytes[20..24].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn a_computer_use_agent_works_unchanged() {
+    let h = home();
+    assert!(h.cmd(&["vm", "image", "build"]).status.success());
+    let mut mcp = Mcp::start(&h, "computer-use");
+    // No vm_start: the default machine boots on the first computer call.
+    let shot = mcp.call("computer", json!({"action": "screenshot"}));
+    assert_eq!(shot["result"]["isError"], false, "{shot}");
+    let image = shot["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "image")
+        .unwrap()
+        .clone();
+    assert_eq!(png_size_of(&image), (720, 400));
+    let ready = mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "# ", "timeout_ms": 30000}),
+    );
+    assert_eq!(ready["result"]["isError"], false, "{ready}");
+
+    let typed = mcp.call(
+        "computer",
+        json!({"action": "type", "text": "echo cu-$((2+3))"}),
+    );
+    assert!(
+        typed["result"]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image"),
+        "a screenshot follows"
+    );
+    assert_eq!(
+        mcp.call("computer", json!({"action": "key", "text": "Return"}))["result"]["isError"],
+        false
+    );
+    let seen = mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "cu-5", "timeout_ms": 30000}),
+    );
+    assert_eq!(seen["result"]["isError"], false, "{seen}");
+
+    let zoom = mcp.call(
+        "computer",
+        json!({"action": "zoom", "region": [0, 0, 360, 200]}),
+    );
+    let part = zoom["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "image")
+        .unwrap()
+        .clone();
+    assert_eq!(png_size_of(&part), (360, 200));
+    mcp.call(
+        "computer",
+        json!({"action": "mouse_move", "coordinate": [200, 100]}),
+    );
+    let at = mcp.call("computer", json!({"action": "cursor_position"}));
+    assert_eq!(at["result"]["content"][0]["text"], "X=200,Y=100");
+    for action in [
+        json!({"action": "left_click", "coordinate": [10, 10], "text": "shift"}),
+        json!({"action": "double_click", "coordinate": [10, 10]}),
+        json!({"action": "triple_click", "coordinate": [10, 10]}),
+        json!({"action": "right_click"}),
+        json!({"action": "middle_click"}),
+        json!({"action": "left_click_drag", "start_coordinate": [1, 1], "coordinate": [50, 50]}),
+        json!({"action": "left_mouse_down"}),
+        json!({"action": "left_mouse_up"}),
+        json!({"action": "scroll", "coordinate": [100, 100], "scroll_direction": "down", "scroll_amount": 3, "text": "ctrl"}),
+        json!({"action": "hold_key", "text": "shift", "duration": 0.1}),
+        json!({"action": "wait", "duration": 0.1}),
+    ] {
+        let r = mcp.call("computer", action.clone());
+        assert_eq!(r["result"]["isError"], false, "{action}: {r}");
+    }
+    let bad = mcp.call(
+        "computer",
+        json!({"action": "left_click_drag", "coordinate": [5, 5]}),
+    );
+    assert_eq!(
+        bad["result"]["structuredContent"]["code"],
+        "invalid_arguments"
+    );
+    let tools = mcp.request("tools/list", json!({}));
+    let computer = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "computer")
+        .unwrap()
+        .clone();
+    let actions = computer["inputSchema"].to_string();
+    for name in [
+        "left_mouse_down",
+        "hold_key",
+        "zoom",
+        "triple_click",
+        "scroll",
+    ] {
+        assert!(actions.contains(name), "{name} in the computer schema");
+    }
+    mcp.call("vm_force_off", json!({}));
+    mcp.close();
+}

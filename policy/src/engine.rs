@@ -243,7 +243,7 @@ impl PolicyEngine {
 
         // desktop_gate: machines (vm_*) are contained and have their own switch; the host
         // desktop is off unless enabled.
-        if primitive.starts_with("vm_") {
+        if primitive.starts_with("vm_") || primitive == "computer" {
             if !self.config.vm.enabled {
                 return deny(
                     Gate::DesktopGate,

@@ -14,6 +14,8 @@
 pub mod accel;
 /// Errors and their codes.
 pub mod error;
+/// Cropping screenshots.
+pub mod image;
 /// Text and chords to QEMU key codes.
 pub mod keys;
 /// The machine: boot, screen, input, snapshots, shutdown.

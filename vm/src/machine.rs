@@ -370,6 +370,20 @@ impl Machine {
         .await
     }
 
+    /// Press (`down`) or release a chord's keys: down in order, up in reverse.
+    pub async fn hold(&self, chord: &str, down: bool) -> Result<(), VmError> {
+        let codes = keys::chord(chord)?;
+        let ordered: Vec<&&str> = if down {
+            codes.iter().collect()
+        } else {
+            codes.iter().rev().collect()
+        };
+        for code in ordered {
+            self.key_event(code, down).await?;
+        }
+        Ok(())
+    }
+
     /// Press a chord (`ctrl+alt+t`, `Return`): every key down in order, then up in reverse.
     pub async fn key(&self, chord: &str) -> Result<(), VmError> {
         let codes = keys::chord(chord)?;

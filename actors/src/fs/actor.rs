@@ -218,7 +218,8 @@ fn run(cx: &Ctx, action: &Action) -> Result<Executed, super::FsError> {
         | Action::VmDrag(_)
         | Action::VmScroll(_)
         | Action::VmCursorPosition(_)
-        | Action::VmWait(_) => Err(super::FsError::WrongBody {
+        | Action::VmWait(_)
+        | Action::Computer(_) => Err(super::FsError::WrongBody {
             primitive: action.primitive(),
         }),
     }

@@ -61,62 +61,70 @@ impl VmState {
         })
     }
 
+    /// Boot a machine named `vm`.
+    async fn start(
+        &mut self,
+        vm: &str,
+        memory_mb: Option<u32>,
+    ) -> Result<serde_json::Value, Failure> {
+        let vm = vm.to_owned();
+        let valid = !vm.is_empty()
+            && vm.len() <= 32
+            && vm
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+        if !valid {
+            return Err(Failure::new(
+                "invalid_arguments",
+                "a machine name is 1 to 32 letters, digits, - or _",
+            ));
+        }
+        if self.machines.contains_key(&vm) {
+            return Err(Failure::new(
+                "vm_exists",
+                format!("{} is already running", vm),
+            ));
+        }
+        let max = self.args.limits.machines_max as usize;
+        if self.machines.len() >= max {
+            return Err(Failure::new(
+                "vm_too_many",
+                format!("{max} machines already run (vm.machines_max)"),
+            ));
+        }
+        let memory = memory_mb.unwrap_or(128);
+        if !(64..=self.args.limits.memory_mb_max).contains(&memory) {
+            return Err(Failure::new(
+                "invalid_arguments",
+                format!(
+                    "memory_mb must be 64 to {} (vm.memory_mb_max)",
+                    self.args.limits.memory_mb_max
+                ),
+            ));
+        }
+        let image = self.args.images.join("text");
+        if !image.join("manifest.json").exists() {
+            return Err(Failure::new(
+                "vm_image_missing",
+                format!(
+                    "no guest image at {}; build it with `aido vm image build`",
+                    image.display()
+                ),
+            ));
+        }
+        let mut spec = MachineSpec::text_console(&image);
+        spec.memory_mb = memory;
+        spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
+        let machine = Machine::boot(&spec).await.map_err(failure)?;
+        let output = json!({"vm": vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
+                                    "pid": machine.pid(), "memory_mb": memory});
+        self.machines.insert(vm.clone(), machine);
+        Ok(output)
+    }
+
     async fn run(&mut self, action: &Action) -> Result<Executed, Failure> {
         match action {
-            Action::VmStart(a) => {
-                let valid = !a.vm.is_empty()
-                    && a.vm.len() <= 32
-                    && a.vm
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
-                if !valid {
-                    return Err(Failure::new(
-                        "invalid_arguments",
-                        "a machine name is 1 to 32 letters, digits, - or _",
-                    ));
-                }
-                if self.machines.contains_key(&a.vm) {
-                    return Err(Failure::new(
-                        "vm_exists",
-                        format!("{} is already running", a.vm),
-                    ));
-                }
-                let max = self.args.limits.machines_max as usize;
-                if self.machines.len() >= max {
-                    return Err(Failure::new(
-                        "vm_too_many",
-                        format!("{max} machines already run (vm.machines_max)"),
-                    ));
-                }
-                let memory = a.memory_mb.unwrap_or(128);
-                if !(64..=self.args.limits.memory_mb_max).contains(&memory) {
-                    return Err(Failure::new(
-                        "invalid_arguments",
-                        format!(
-                            "memory_mb must be 64 to {} (vm.memory_mb_max)",
-                            self.args.limits.memory_mb_max
-                        ),
-                    ));
-                }
-                let image = self.args.images.join("text");
-                if !image.join("manifest.json").exists() {
-                    return Err(Failure::new(
-                        "vm_image_missing",
-                        format!(
-                            "no guest image at {}; build it with `aido vm image build`",
-                            image.display()
-                        ),
-                    ));
-                }
-                let mut spec = MachineSpec::text_console(&image);
-                spec.memory_mb = memory;
-                spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
-                let machine = Machine::boot(&spec).await.map_err(failure)?;
-                let output = json!({"vm": a.vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
-                                    "pid": machine.pid(), "memory_mb": memory});
-                self.machines.insert(a.vm.clone(), machine);
-                Ok(out(output))
-            }
+            Action::VmStart(a) => self.start(&a.vm, a.memory_mb).await.map(out),
             Action::VmShutdown(a) => {
                 let machine = self.machines.remove(&a.vm).ok_or_else(|| {
                     Failure::new(
@@ -310,6 +318,13 @@ impl VmState {
             Action::VmCursorPosition(a) => {
                 let (x, y) = self.machine(&a.vm)?.cursor();
                 Ok(out(json!({"vm": a.vm, "x": x, "y": y})))
+            }
+            Action::Computer(c) => {
+                // Computer-use agents never call vm_start: the default machine boots on first use.
+                if c.vm == "default" && !self.machines.contains_key("default") {
+                    self.start("default", None).await?;
+                }
+                super::computer::run(self.machine(&c.vm)?, c).await
             }
             Action::VmWait(a) => {
                 if a.ms > 60_000 {

@@ -4,5 +4,7 @@
 
 /// The actor and its messages.
 pub mod actor;
+/// Anthropic's computer-use tool on a machine.
+mod computer;
 
 pub use actor::{VmBody, VmBodyArgs, VmMsg};
