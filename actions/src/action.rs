@@ -233,6 +233,18 @@ actions! {
     VmCursorPosition(vm::VmTarget) = "vm_cursor_position", ReadOnly;
     /// Wait a while. Class: read_only.
     VmWait(vm::VmWait) = "vm_wait", ReadOnly;
+    /// Clone a running machine into a new one. Class: process_spawn.
+    VmClone(vm::VmClone) = "vm_clone", ProcessSpawn;
+    /// Destroy a machine made by vm_clone. Class: destructive.
+    VmDestroyClone(vm::VmTarget) = "vm_destroy_clone", Destructive;
+    /// Take a warm clone from the pool. Class: process_spawn.
+    VmPoolAcquire(vm::VmPoolAcquire) = "vm_pool_acquire", ProcessSpawn;
+    /// Give a pooled clone back (it is destroyed; the pool warms a new one). Class: destructive.
+    VmPoolRelease(vm::VmTarget) = "vm_pool_release", Destructive;
+    /// The warm pool's state. Class: meta.
+    VmPoolStatus(vm::VmPoolStatus) = "vm_pool_status", Meta;
+    /// Stop the pool's warm clones. Class: destructive.
+    VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
     /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
     Computer(vm::Computer) = "computer", Desktop;
 }
@@ -401,6 +413,12 @@ mod tests {
             ("vm_cursor_position", SideEffectClass::ReadOnly),
             ("vm_wait", SideEffectClass::ReadOnly),
             ("computer", SideEffectClass::Desktop),
+            ("vm_clone", SideEffectClass::ProcessSpawn),
+            ("vm_destroy_clone", SideEffectClass::Destructive),
+            ("vm_pool_acquire", SideEffectClass::ProcessSpawn),
+            ("vm_pool_release", SideEffectClass::Destructive),
+            ("vm_pool_status", SideEffectClass::Meta),
+            ("vm_pool_shutdown", SideEffectClass::Destructive),
         ];
         assert_eq!(
             table.len(),

@@ -223,6 +223,30 @@ pub struct VmSnapshotDelete {
     pub name: String,
 }
 
+/// Clone a running machine (its disk, memory and screen) into a new one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmClone {
+    /// The machine to copy.
+    #[serde(default = "default_vm")]
+    pub source: String,
+    /// The new machine's name.
+    pub vm: String,
+}
+
+/// Take a warm clone from the pool (near-instant; a fresh identity), under a name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmPoolAcquire {
+    /// The name it will have.
+    pub vm: String,
+}
+
+/// The warm pool: clones ready, size, handed out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VmPoolStatus {}
+
 /// What Anthropic's computer-use tool can ask for (computer_20250124 and computer_20251124).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -337,5 +361,8 @@ touches_nothing!(
     VmScroll,
     VmWait,
     VmSnapshotDelete,
-    Computer
+    Computer,
+    VmClone,
+    VmPoolAcquire,
+    VmPoolStatus
 );

@@ -223,7 +223,13 @@ impl Executor<'_> {
                 | Action::VmScroll(_)
                 | Action::VmCursorPosition(_)
                 | Action::VmWait(_)
-                | Action::Computer(_) => self.vm(action).await.map_err(Failed::from),
+                | Action::Computer(_)
+                | Action::VmClone(_)
+                | Action::VmDestroyClone(_)
+                | Action::VmPoolAcquire(_)
+                | Action::VmPoolRelease(_)
+                | Action::VmPoolStatus(_)
+                | Action::VmPoolShutdown(_) => self.vm(action).await.map_err(Failed::from),
                 Action::ReadFile(_)
                 | Action::ReadFiles(_)
                 | Action::WriteFile(_)

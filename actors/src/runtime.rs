@@ -89,7 +89,7 @@ impl Runtime {
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
-            clock: options.clock,
+            clock: options.clock.clone(),
             fs: RwLock::new(None),
             vm: RwLock::new(None),
             runtime_session,
@@ -104,6 +104,7 @@ impl Runtime {
                 shared: shared.clone(),
                 fs_args,
                 vm_args: VmBodyArgs {
+                    clock: options.clock.clone(),
                     images: options.env.aido_home.join("vm").join("images"),
                     limits: options.config.vm.clone(),
                 },

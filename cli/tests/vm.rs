@@ -327,3 +327,76 @@ fn a_computer_use_agent_works_unchanged() {
     mcp.call("vm_force_off", json!({}));
     mcp.close();
 }
+
+fn identity(mcp: &mut Mcp, vm: &str) -> String {
+    mcp.call(
+        "vm_type",
+        json!({"vm": vm, "text": "cat /etc/aido-identity\n"}),
+    );
+    let found = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": vm, "text": "aido-clone-", "timeout_ms": 30000}),
+    );
+    assert_eq!(found["result"]["isError"], false, "{found}");
+    let shot = mcp.call("vm_screenshot", json!({"vm": vm}));
+    let text = shot["result"]["structuredContent"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    text.lines()
+        .find(|l| l.starts_with("aido-clone-"))
+        .map(|l| l.trim().to_owned())
+        .unwrap_or_else(|| panic!("no identity line in {text}"))
+}
+
+#[test]
+fn warm_clones_come_from_the_pool_each_with_its_own_identity() {
+    let h = home();
+    assert!(h.cmd(&["vm", "image", "build"]).status.success());
+    let mut mcp = Mcp::start(&h, "pool-agent");
+    let first = mcp.call("vm_pool_acquire", json!({"vm": "one"}));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let second = mcp.call("vm_pool_acquire", json!({"vm": "two"}));
+    let ms = second["result"]["structuredContent"]["acquire_ms"]
+        .as_f64()
+        .unwrap();
+    eprintln!("acquired a warm clone in {ms:.1} ms");
+    let status = mcp.call("vm_pool_status", json!({}));
+    assert_eq!(status["result"]["structuredContent"]["pool"]["acquired"], 2);
+    let (a, b) = (identity(&mut mcp, "one"), identity(&mut mcp, "two"));
+    assert_ne!(a, b, "two clones, two identities");
+    // Releasing the wrong kind of machine is refused; the right kind is destroyed.
+    assert_eq!(
+        mcp.call("vm_destroy_clone", json!({"vm": "one"}))["result"]["structuredContent"]["code"],
+        "vm_wrong_kind"
+    );
+    assert_eq!(
+        mcp.call("vm_pool_release", json!({"vm": "one"}))["result"]["isError"],
+        false
+    );
+    // A running machine can be cloned.
+    let cloned = mcp.call("vm_clone", json!({"source": "two", "vm": "three"}));
+    assert_eq!(cloned["result"]["isError"], false, "{cloned}");
+    let copy = mcp.call("vm_find_text", json!({"vm": "three", "text": &b}));
+    assert_eq!(
+        copy["result"]["structuredContent"]["found"], true,
+        "the clone shows the source's screen"
+    );
+    assert_eq!(
+        mcp.call("vm_destroy_clone", json!({"vm": "three"}))["result"]["isError"],
+        false
+    );
+    assert_eq!(
+        mcp.call("vm_pool_release", json!({"vm": "two"}))["result"]["isError"],
+        false
+    );
+    assert_eq!(
+        mcp.call("vm_pool_shutdown", json!({}))["result"]["isError"],
+        false
+    );
+    assert_eq!(
+        mcp.call("vm_list", json!({}))["result"]["structuredContent"]["machines"],
+        json!([])
+    );
+    mcp.close();
+}

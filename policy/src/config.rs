@@ -39,6 +39,8 @@ machines_max = 4
 memory_mb_max = 2048
 # Longest a guest may take to boot, in milliseconds.
 boot_timeout_ms = 120000
+# Clones the warm pool keeps paused and ready (vm_pool_acquire).
+pool_size = 2
 
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
@@ -143,6 +145,8 @@ pub struct Vm {
     pub memory_mb_max: u32,
     /// Longest boot.
     pub boot_timeout_ms: u64,
+    /// Warm clones kept ready.
+    pub pool_size: u32,
 }
 
 /// `[snapshots]`.

@@ -20,10 +20,13 @@ pub mod image;
 pub mod keys;
 /// The machine: boot, screen, input, snapshots, shutdown.
 pub mod machine;
+/// A warm pool of clones, and cloning a running machine.
+pub mod pool;
 /// The VGA text screen and finding text on it.
 pub mod screen;
 
 pub use accel::Accel;
 pub use error::VmError;
 pub use machine::{Machine, MachineSpec};
+pub use pool::{Pool, PoolStatus};
 pub use screen::{TextMatch, TextScreen};

@@ -97,6 +97,17 @@ fn program(name: &'static str) -> Result<(), VmError> {
 impl Machine {
     /// Boot `spec` and wait until the guest says it is ready. On any failure QEMU is killed.
     pub async fn boot(spec: &MachineSpec) -> Result<Self, VmError> {
+        Self::launch(spec, None).await
+    }
+
+    /// Start from a saved state (see [`Machine::save_state`]) instead of booting: the machine
+    /// comes back paused, exactly as it was saved; [`Machine::resume`] runs it. `spec.disk`
+    /// must be a base whose contents match the moment of the save.
+    pub async fn restore(spec: &MachineSpec, state: &Path) -> Result<Self, VmError> {
+        Self::launch(spec, Some(state)).await
+    }
+
+    async fn launch(spec: &MachineSpec, incoming: Option<&Path>) -> Result<Self, VmError> {
         for p in ["qemu-system-x86_64", "qemu-img", "setpriv"] {
             program(p)?;
         }
@@ -129,8 +140,16 @@ impl Machine {
             spec.initrd.display().to_string(),
             "-append".into(),
             spec.append.clone(),
+            // The serial port is a socket (so aido can write to the guest's shell) that also
+            // logs everything the guest prints.
+            "-chardev".into(),
+            format!(
+                "socket,id=serial0,path={},server=on,wait=off,logfile={}",
+                dir.path().join("serial.sock").display(),
+                serial.display()
+            ),
             "-serial".into(),
-            format!("file:{}", serial.display()),
+            "chardev:serial0".into(),
             "-qmp".into(),
             format!("unix:{},server=on,wait=off", qmp_path.display()),
             // Containment: no network, seccomp on, nothing of the host shared.
@@ -143,6 +162,10 @@ impl Machine {
             "-device".into(),
             "usb-tablet".into(),
         ];
+        if incoming.is_some() {
+            args.push("-incoming".into());
+            args.push("defer".into());
+        }
         if let Some(base) = &spec.disk {
             let overlay = dir.path().join("overlay.qcow2");
             let made = std::process::Command::new("qemu-img")
@@ -225,6 +248,25 @@ impl Machine {
             ready_marker: spec.ready_marker.clone(),
             boot_timeout_ms: spec.boot_timeout_ms,
         };
+        if let Some(state) = incoming {
+            machine
+                .qmp
+                .execute(qmp::migrate_incoming {
+                    uri: Some(format!("file:{}", state.display())),
+                    channels: None,
+                    exit_on_error: None,
+                })
+                .await
+                .map_err(|e| VmError::Qmp {
+                    command: "migrate-incoming",
+                    message: e.to_string(),
+                })?;
+            machine
+                .wait_migration("migrate-incoming", spec.boot_timeout_ms)
+                .await?;
+            machine.booted_in = started.elapsed();
+            return Ok(machine);
+        }
         // The guest is up when it says so on its serial port.
         let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
         loop {
@@ -244,6 +286,97 @@ impl Machine {
         }
         machine.booted_in = started.elapsed();
         Ok(machine)
+    }
+
+    async fn wait_migration(&self, command: &'static str, timeout_ms: u64) -> Result<(), VmError> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            let info = self
+                .qmp
+                .execute(qmp::query_migrate {})
+                .await
+                .map_err(|e| VmError::Qmp {
+                    command: "query-migrate",
+                    message: e.to_string(),
+                })?;
+            match info.status {
+                Some(qmp::MigrationStatus::completed) => return Ok(()),
+                Some(qmp::MigrationStatus::failed) | Some(qmp::MigrationStatus::cancelled) => {
+                    return Err(VmError::Qmp {
+                        command,
+                        message: info.error_desc.unwrap_or_else(|| "failed".into()),
+                    });
+                }
+                _ => {}
+            }
+            if Instant::now() > deadline {
+                return Err(VmError::Qmp {
+                    command,
+                    message: format!("not done within {timeout_ms} ms"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Pause the machine and write its whole state (CPU, RAM, devices) to `path`. The disk is
+    /// not in it: keep the disk overlay as it is now for [`Machine::restore`].
+    pub async fn save_state(&self, path: &Path) -> Result<(), VmError> {
+        self.qmp
+            .execute(qmp::stop {})
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "stop",
+                message: e.to_string(),
+            })?;
+        self.qmp
+            .execute(qmp::migrate {
+                uri: Some(format!("file:{}", path.display())),
+                channels: None,
+                detach: None,
+                resume: None,
+            })
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "migrate",
+                message: e.to_string(),
+            })?;
+        self.wait_migration("migrate", 60_000).await
+    }
+
+    /// Run a paused machine.
+    pub async fn resume(&self) -> Result<(), VmError> {
+        self.qmp
+            .execute(qmp::cont {})
+            .await
+            .map_err(|e| VmError::Qmp {
+                command: "cont",
+                message: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    /// Write a line to the guest's serial console (its root shell there runs it).
+    pub async fn serial_write(&self, line: &str) -> Result<(), VmError> {
+        use tokio::io::AsyncWriteExt;
+        let path = self.dir.path().join("serial.sock");
+        let mut sock = UnixStream::connect(&path)
+            .await
+            .map_err(|e| VmError::io("connect", &path, e))?;
+        sock.write_all(format!("{line}\n").as_bytes())
+            .await
+            .map_err(|e| VmError::io("write", &path, e))?;
+        sock.flush()
+            .await
+            .map_err(|e| VmError::io("write", &path, e))?;
+        // Keep the connection a moment: closing at once can drop bytes not yet read by QEMU.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(())
+    }
+
+    /// The machine's private directory (sockets, logs, overlay).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// The accelerator it runs on.

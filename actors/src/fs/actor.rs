@@ -219,7 +219,13 @@ fn run(cx: &Ctx, action: &Action) -> Result<Executed, super::FsError> {
         | Action::VmScroll(_)
         | Action::VmCursorPosition(_)
         | Action::VmWait(_)
-        | Action::Computer(_) => Err(super::FsError::WrongBody {
+        | Action::Computer(_)
+        | Action::VmClone(_)
+        | Action::VmDestroyClone(_)
+        | Action::VmPoolAcquire(_)
+        | Action::VmPoolRelease(_)
+        | Action::VmPoolStatus(_)
+        | Action::VmPoolShutdown(_) => Err(super::FsError::WrongBody {
             primitive: action.primitive(),
         }),
     }

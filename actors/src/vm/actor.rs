@@ -15,6 +15,8 @@ pub struct VmBody;
 /// What it is built from.
 #[derive(Clone)]
 pub struct VmBodyArgs {
+    /// Time and randomness (clone identities are seeded from it).
+    pub clock: std::sync::Arc<dyn crate::clock::Clock>,
     /// Where `aido vm image build` leaves guest images (`AIDO_HOME/vm/images`).
     pub images: PathBuf,
     /// `[vm]` from the config.
@@ -25,6 +27,10 @@ pub struct VmBodyArgs {
 pub struct VmState {
     args: VmBodyArgs,
     machines: BTreeMap<String, Machine>,
+    /// How each machine came to be: started, cloned or pooled.
+    origin: BTreeMap<String, &'static str>,
+    /// The warm pool, opened on first use.
+    pool: Option<aido_vm::Pool>,
 }
 
 /// Messages to the VM body.
@@ -119,7 +125,78 @@ impl VmState {
         let output = json!({"vm": vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
                                     "pid": machine.pid(), "memory_mb": memory});
         self.machines.insert(vm.clone(), machine);
+        self.origin.insert(vm.clone(), "vm_start");
         Ok(output)
+    }
+
+    fn check_new_name(&self, vm: &str) -> Result<(), Failure> {
+        let valid = !vm.is_empty()
+            && vm.len() <= 32
+            && vm
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+        if !valid {
+            return Err(Failure::new(
+                "invalid_arguments",
+                "a machine name is 1 to 32 letters, digits, - or _",
+            ));
+        }
+        if self.machines.contains_key(vm) {
+            return Err(Failure::new(
+                "vm_exists",
+                format!("{vm} is already running"),
+            ));
+        }
+        let max = self.args.limits.machines_max as usize;
+        if self.machines.len() >= max {
+            return Err(Failure::new(
+                "vm_too_many",
+                format!("{max} machines already run (vm.machines_max)"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn image(&self) -> Result<PathBuf, Failure> {
+        let image = self.args.images.join("text");
+        if image.join("manifest.json").exists() {
+            Ok(image)
+        } else {
+            Err(Failure::new(
+                "vm_image_missing",
+                format!(
+                    "no guest image at {}; build it with `aido vm image build`",
+                    image.display()
+                ),
+            ))
+        }
+    }
+
+    fn work_dir(&self, what: &str) -> PathBuf {
+        self.args
+            .images
+            .parent()
+            .unwrap_or(&self.args.images)
+            .join(what)
+    }
+
+    fn remove(&mut self, vm: &str, origin: &'static str) -> Result<Machine, Failure> {
+        match self.origin.get(vm) {
+            None => Err(Failure::new(
+                "vm_not_found",
+                format!("no machine named {vm:?} is running"),
+            )),
+            Some(o) if *o != origin => Err(Failure::new(
+                "vm_wrong_kind",
+                format!("{vm} was not made by {origin} (it was {o})"),
+            )),
+            Some(_) => {
+                self.origin.remove(vm);
+                self.machines
+                    .remove(vm)
+                    .ok_or_else(|| Failure::new("vm_not_found", vm.to_owned()))
+            }
+        }
     }
 
     async fn run(&mut self, action: &Action) -> Result<Executed, Failure> {
@@ -326,6 +403,70 @@ impl VmState {
                 }
                 super::computer::run(self.machine(&c.vm)?, c).await
             }
+            Action::VmClone(a) => {
+                self.check_new_name(&a.vm)?;
+                let dir = self.work_dir("clones").join(&a.vm);
+                let spec = MachineSpec::text_console(&self.image()?);
+                let source = self.machine(&a.source)?;
+                let clone = aido_vm::pool::clone_machine(source, &spec, &dir)
+                    .await
+                    .map_err(failure)?;
+                clone.resume().await.map_err(failure)?;
+                let output = json!({"vm": a.vm, "source": a.source, "pid": clone.pid(), "accel": clone.accel()});
+                self.machines.insert(a.vm.clone(), clone);
+                self.origin.insert(a.vm.clone(), "vm_clone");
+                Ok(out(output))
+            }
+            Action::VmDestroyClone(a) => {
+                self.remove(&a.vm, "vm_clone")?.shutdown().await;
+                let _ = std::fs::remove_dir_all(self.work_dir("clones").join(&a.vm));
+                Ok(out(json!({"vm": a.vm, "destroyed": true})))
+            }
+            Action::VmPoolAcquire(a) => {
+                self.check_new_name(&a.vm)?;
+                if self.pool.is_none() {
+                    let mut spec = MachineSpec::text_console(&self.image()?);
+                    spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
+                    let dir = self.work_dir("pool").join("text");
+                    let size = self.args.limits.pool_size as usize;
+                    self.pool = Some(
+                        aido_vm::Pool::open(&spec, &dir, size)
+                            .await
+                            .map_err(failure)?,
+                    );
+                }
+                let entropy = self.args.entropy();
+                let pool = self
+                    .pool
+                    .as_mut()
+                    .ok_or_else(|| Failure::new("vm_pool_failed", "no pool"))?;
+                let (clone, took) = pool.acquire(&entropy).await.map_err(failure)?;
+                let output = json!({"vm": a.vm, "acquire_ms": took.as_secs_f64() * 1000.0, "pid": clone.pid(),
+                                    "accel": clone.accel(), "pool": pool.status()});
+                // Warm a replacement now, so the next acquire is as fast.
+                pool.refill().await.map_err(failure)?;
+                self.machines.insert(a.vm.clone(), clone);
+                self.origin.insert(a.vm.clone(), "vm_pool_acquire");
+                Ok(out(output))
+            }
+            Action::VmPoolRelease(a) => {
+                let machine = self.remove(&a.vm, "vm_pool_acquire")?;
+                match self.pool.as_mut() {
+                    Some(pool) => pool.release(machine).await,
+                    None => machine.shutdown().await,
+                }
+                Ok(out(json!({"vm": a.vm, "released": true})))
+            }
+            Action::VmPoolStatus(_) => {
+                let status = self.pool.as_ref().map(|p| p.status());
+                Ok(out(json!({"open": status.is_some(), "pool": status})))
+            }
+            Action::VmPoolShutdown(_) => {
+                if let Some(mut pool) = self.pool.take() {
+                    pool.shutdown().await;
+                }
+                Ok(out(json!({"open": false})))
+            }
             Action::VmWait(a) => {
                 if a.ms > 60_000 {
                     return Err(Failure::new("invalid_arguments", "ms is at most 60000"));
@@ -354,6 +495,8 @@ impl Actor for VmBody {
         Ok(VmState {
             args,
             machines: BTreeMap::new(),
+            origin: BTreeMap::new(),
+            pool: None,
         })
     }
 
@@ -381,5 +524,13 @@ impl Actor for VmBody {
             machine.shutdown().await;
         }
         Ok(())
+    }
+}
+
+impl VmBodyArgs {
+    fn entropy(&self) -> [u8; 32] {
+        let mut seed = [0u8; 32];
+        self.clock.random(&mut seed);
+        seed
     }
 }

@@ -1,0 +1,166 @@
+//! A warm pool of clones. A template machine boots once from the golden image, reaches its
+//! prompt, and is saved (RAM and devices to a state file; its disk overlay kept read-only).
+//! Each clone is a new QEMU on its own copy-on-write overlay of that disk, restored from the
+//! state file and left paused, so acquiring one is a `cont`. On acquire a clone gets a fresh
+//! identity (hostname, an identity file, new entropy mixed into its RNG) because clones
+//! restored from one image otherwise share all of that.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::VmError;
+use crate::machine::{Machine, MachineSpec};
+
+/// Most clones one pool keeps warm.
+pub const POOL_SIZE_MAX: usize = 8;
+
+/// What the pool holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PoolStatus {
+    /// Paused clones ready to hand out.
+    pub warm: usize,
+    /// How many it keeps warm.
+    pub size: usize,
+    /// Clones handed out so far.
+    pub acquired: u64,
+    /// The template's directory.
+    pub template: String,
+}
+
+/// Warm clones of one template.
+pub struct Pool {
+    spec: MachineSpec,
+    state: PathBuf,
+    dir: PathBuf,
+    warm: VecDeque<Machine>,
+    size: usize,
+    acquired: u64,
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> VmError + 'a {
+    move |e| VmError::io(op, path, e)
+}
+
+impl Pool {
+    /// Open (making the template on first use) a pool in `dir` for `base`, and warm `size`
+    /// clones.
+    pub async fn open(base: &MachineSpec, dir: &Path, size: usize) -> Result<Self, VmError> {
+        let size = size.min(POOL_SIZE_MAX);
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+        let disk = dir.join("template.qcow2");
+        let state = dir.join("template.state");
+        let done = dir.join("template.json");
+        if !done.exists() {
+            let machine = Machine::boot(base).await?;
+            machine.wait_for_text("# ", base.boot_timeout_ms).await?;
+            machine.save_state(&state).await?;
+            // The disk as it was at the save: the machine's overlay, now frozen.
+            let overlay = machine.dir().join("overlay.qcow2");
+            std::fs::copy(&overlay, &disk).map_err(io("copy", &overlay))?;
+            machine.shutdown().await;
+            let mut perms = std::fs::metadata(&disk)
+                .map_err(io("stat", &disk))?
+                .permissions();
+            perms.set_readonly(true);
+            std::fs::set_permissions(&disk, perms).map_err(io("chmod", &disk))?;
+            std::fs::write(
+                &done,
+                serde_json::json!({"base": base.disk, "kernel": base.kernel}).to_string(),
+            )
+            .map_err(io("write", &done))?;
+        }
+        let mut spec = base.clone();
+        spec.disk = Some(disk);
+        let mut pool = Self {
+            spec,
+            state,
+            dir: dir.to_owned(),
+            warm: VecDeque::new(),
+            size,
+            acquired: 0,
+        };
+        pool.refill().await?;
+        Ok(pool)
+    }
+
+    /// Warm clones until the pool holds its size.
+    pub async fn refill(&mut self) -> Result<(), VmError> {
+        while self.warm.len() < self.size {
+            let clone = Machine::restore(&self.spec, &self.state).await?;
+            self.warm.push_back(clone);
+        }
+        Ok(())
+    }
+
+    /// A running clone with a fresh identity, and how long handing it out took. `entropy`
+    /// seeds it (the caller's randomness facade provides it).
+    pub async fn acquire(&mut self, entropy: &[u8; 32]) -> Result<(Machine, Duration), VmError> {
+        let started = Instant::now();
+        let clone = match self.warm.pop_front() {
+            Some(c) => c,
+            None => Machine::restore(&self.spec, &self.state).await?,
+        };
+        clone.resume().await?;
+        self.acquired += 1;
+        let took = started.elapsed();
+        let seed: String = entropy.iter().map(|b| format!("{b:02x}")).collect();
+        let id = format!("aido-clone-{}-{}", self.acquired, &seed[..8]);
+        clone
+            .serial_write(&format!(
+                "hostname {id}; echo {id} > /etc/aido-identity; echo {seed} > /dev/urandom; echo AIDO-IDENTITY-$(cat /etc/aido-identity)"
+            ))
+            .await?;
+        Ok((clone, took))
+    }
+
+    /// Give a clone back: it is destroyed (a used clone is never handed out again).
+    pub async fn release(&mut self, clone: Machine) {
+        clone.shutdown().await;
+    }
+
+    /// What the pool holds.
+    pub fn status(&self) -> PoolStatus {
+        PoolStatus {
+            warm: self.warm.len(),
+            size: self.size,
+            acquired: self.acquired,
+            template: self.dir.display().to_string(),
+        }
+    }
+
+    /// Stop every warm clone.
+    pub async fn shutdown(&mut self) {
+        while let Some(clone) = self.warm.pop_front() {
+            clone.shutdown().await;
+        }
+    }
+}
+
+/// Clone a running machine: pause it, save its state and a copy of its disk overlay, run it
+/// again, and start the copy from that state (paused; [`Machine::resume`] runs it). The files
+/// go in `dir`.
+pub async fn clone_machine(
+    source: &Machine,
+    spec: &MachineSpec,
+    dir: &Path,
+) -> Result<Machine, VmError> {
+    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let state = dir.join("clone.state");
+    let disk = dir.join("clone-base.qcow2");
+    let saved = source.save_state(&state).await;
+    let copied = saved.and_then(|_| {
+        let overlay = source.dir().join("overlay.qcow2");
+        std::fs::copy(&overlay, &disk)
+            .map(|_| ())
+            .map_err(|e| VmError::io("copy", &overlay, e))
+    });
+    // The source runs on whatever happened.
+    source.resume().await?;
+    copied?;
+    let mut clone_spec = spec.clone();
+    clone_spec.disk = Some(disk);
+    Machine::restore(&clone_spec, &state).await
+}
