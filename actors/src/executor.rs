@@ -342,6 +342,36 @@ impl Executor<'_> {
         }
     }
 
+    /// Ask the VM body something about all its machines.
+    async fn vm_all(
+        &self,
+        msg: impl FnOnce(ractor::RpcReplyPort<Result<Vec<String>, Failure>>) -> VmMsg,
+    ) -> Result<Vec<String>, Failure> {
+        let vm = self.shared.vm().ok_or_else(|| crashed(&self.shared))?;
+        match vm.call(msg, self.timeout()).await {
+            Ok(CallResult::Success(result)) => result,
+            Ok(CallResult::Timeout) => Err(Failure::new(
+                "body_timeout",
+                "the VM body did not answer in time",
+            )),
+            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
+        }
+    }
+
+    /// The machines snapshotted with workspace snapshot `id` in this session.
+    fn machines_of(&self, id: &str) -> Vec<String> {
+        self.records()
+            .unwrap_or_default()
+            .into_iter()
+            .find_map(|r| match r.event {
+                Event::SnapshotTaken {
+                    snapshot, machines, ..
+                } if snapshot == id => Some(machines),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
     async fn evaluate(&self, condition: &Condition) -> Result<bool, Failed> {
         let fs = self.shared.fs().ok_or_else(|| crashed(&self.shared))?;
         let call = fs
@@ -525,11 +555,21 @@ impl Executor<'_> {
                 created_ms,
             })
             .await?;
+        // Running machines are snapshotted under the same id, so going back here puts them
+        // back too.
+        let machines = self
+            .vm_all(|reply| VmMsg::SnapshotAll {
+                id: id.clone(),
+                reply,
+            })
+            .await?;
+        output["machines"] = json!(machines);
         let event = Event::SnapshotTaken {
             snapshot: id.clone(),
             backend: output["backend"].as_str().unwrap_or_default().to_owned(),
             workspace: output["workspace"].as_str().unwrap_or_default().to_owned(),
             proposal: self.proposal,
+            machines,
         };
         let seq = self.record(event).await?;
         output["seq"] = json!(seq);
@@ -648,6 +688,24 @@ impl Executor<'_> {
                 blobs,
             })
             .await?;
+        // Machines go back to the same snapshot (their state is not replayed step by step: the
+        // journal holds their inputs, not their memory).
+        let machines = match &plan.snapshot {
+            Some(id) => {
+                let machines = self.machines_of(id);
+                if machines.is_empty() {
+                    Vec::new()
+                } else {
+                    self.vm_all(|reply| VmMsg::RestoreAll {
+                        id: id.clone(),
+                        machines,
+                        reply,
+                    })
+                    .await?
+                }
+            }
+            None => Vec::new(),
+        };
         let event = Event::Rewound {
             to_seq,
             proposal: self.proposal,
@@ -658,7 +716,7 @@ impl Executor<'_> {
         };
         let rewound_at = self.record(event).await?;
         marker.finish();
-        let output = json!({"to_seq": to_seq, "branch": plan.branch, "method": method, "snapshot": plan.snapshot,
+        let output = json!({"to_seq": to_seq, "branch": plan.branch, "method": method, "snapshot": plan.snapshot, "machines": machines,
                             "steps": plan.steps.len(), "applied": applied["applied"], "rewound_at": rewound_at,
                             "abandoned": [to_seq + 1, self.proposal - 1]});
         let mut done = Executed::new(Outcome {

@@ -400,3 +400,60 @@ fn warm_clones_come_from_the_pool_each_with_its_own_identity() {
     );
     mcp.close();
 }
+
+#[test]
+fn a_session_rewind_also_rewinds_the_machines() {
+    let h = home();
+    assert!(h.cmd(&["vm", "image", "build"]).status.success());
+    let ws = h.home.join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        format!("workdir = \"{}\"\n", ws.display()),
+    )
+    .unwrap();
+    let mut mcp = Mcp::start(&h, "rewind-vm");
+    assert_eq!(mcp.call("vm_start", json!({}))["result"]["isError"], false);
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "# ", "timeout_ms": 30000}),
+    );
+    mcp.call("vm_type", json!({"text": "echo one-$((0+1))\n"}));
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "one-1", "timeout_ms": 30000}),
+    );
+    mcp.call("write_file", json!({"path": "f.txt", "content": "one"}));
+    let snap = mcp.call("create_snapshot", json!({}));
+    assert_eq!(
+        snap["result"]["structuredContent"]["machines"],
+        json!(["default"]),
+        "{snap}"
+    );
+    let at = snap["result"]["_meta"]["aido/seq"].as_u64().unwrap() + 2; // proposal, snapshot_taken, outcome
+    mcp.call("vm_type", json!({"text": "clear; echo two-$((1+1))\n"}));
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "two-2", "timeout_ms": 30000}),
+    );
+    mcp.call("write_file", json!({"path": "f.txt", "content": "two"}));
+    let rewound = mcp.call("rewind", json!({"to_seq": at}));
+    assert_eq!(rewound["result"]["isError"], false, "{rewound}");
+    assert_eq!(
+        rewound["result"]["structuredContent"]["machines"],
+        json!(["default"])
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "one");
+    let screen = mcp.call("vm_screenshot", json!({}));
+    let text = screen["result"]["structuredContent"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("one-1") && !text.contains("two-2"),
+        "the machine's screen went back too: {text}"
+    );
+    mcp.call("vm_force_off", json!({}));
+    mcp.close();
+}

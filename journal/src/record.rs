@@ -122,6 +122,10 @@ pub enum Event {
         workspace: String,
         /// The action that took it.
         proposal: u64,
+        /// Running machines snapshotted with it (disk and memory, under the same id), so a
+        /// rewind to here puts them back too.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        machines: Vec<String>,
     },
     /// The session was rewound: the records after `to_seq` and before `proposal` (the rewind
     /// action) are an abandoned branch from here on.

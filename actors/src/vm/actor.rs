@@ -42,6 +42,22 @@ pub enum VmMsg {
         /// The answer.
         reply: RpcReplyPort<Result<Executed, Failure>>,
     },
+    /// Snapshot every running machine under `id` (for a workspace snapshot).
+    SnapshotAll {
+        /// The snapshot id.
+        id: String,
+        /// The machines snapshotted.
+        reply: RpcReplyPort<Result<Vec<String>, Failure>>,
+    },
+    /// Restore `machines` (those still running) to snapshot `id`.
+    RestoreAll {
+        /// The snapshot id.
+        id: String,
+        /// The machines it holds.
+        machines: Vec<String>,
+        /// The machines restored.
+        reply: RpcReplyPort<Result<Vec<String>, Failure>>,
+    },
 }
 
 /// Longest vm_wait_for_text wait.
@@ -510,6 +526,42 @@ impl Actor for VmBody {
             VmMsg::Run { action, reply } => {
                 let result = state.run(&action).await;
                 let _ = reply.send(result);
+            }
+            VmMsg::SnapshotAll { id, reply } => {
+                let mut done = Vec::new();
+                let mut result = Ok(());
+                for (name, machine) in &state.machines {
+                    match machine.snapshot_save(&id).await {
+                        Ok(()) => done.push(name.clone()),
+                        Err(e) => {
+                            result = Err(failure(e));
+                            break;
+                        }
+                    }
+                }
+                let _ = reply.send(result.map(|_| done));
+            }
+            VmMsg::RestoreAll {
+                id,
+                machines,
+                reply,
+            } => {
+                let mut done = Vec::new();
+                let mut result = Ok(());
+                for name in machines {
+                    // A machine stopped since has nothing to go back to.
+                    let Some(machine) = state.machines.get(&name) else {
+                        continue;
+                    };
+                    match machine.snapshot_load(&id).await {
+                        Ok(()) => done.push(name),
+                        Err(e) => {
+                            result = Err(failure(e));
+                            break;
+                        }
+                    }
+                }
+                let _ = reply.send(result.map(|_| done));
             }
         }
         Ok(())
