@@ -6,8 +6,10 @@
 //! alternating rounds, twice: with the files and aido's journal in the default temp dir, then on
 //! tmpfs, so the price of a durable journal shows. It puts the result beside the criterion
 //! benches of the policy and the journal, each against its target, and prices one metadata
-//! system call (the difference between the two policy evaluation benches). `bench/run` builds
-//! everything and runs it.
+//! system call (the difference between the two policy evaluation benches). Then it times
+//! snapshot create and restore on a large tree with every snapshot backend (btrfs on a loop
+//! volume it mounts and unmounts) against `cp -a` and git, and `rewind` in sessions of many
+//! actions through a real runtime. `bench/run` builds everything and runs it.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido --out docs/BENCHMARKS.md
@@ -23,8 +25,18 @@ mod machine;
 mod metadata;
 /// The markdown report.
 mod report;
+/// Rewind through a real runtime.
+mod rewind;
+/// Snapshot create and restore against `cp -a` and git.
+mod snapshots;
 /// The stdio comparison.
 mod stdio;
+/// Stopping the snapshot section cleanly on Ctrl-C.
+mod stop;
+/// The tree the snapshot benchmark snapshots.
+mod tree;
+/// The btrfs loop volume.
+mod volume;
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +45,7 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::Report;
+use crate::report::{Report, SnapshotSection};
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
 #[derive(Parser, Debug)]
@@ -81,6 +93,39 @@ struct Args {
     /// `symlink_metadata` calls timed to price one metadata call.
     #[arg(long, default_value_t = 100_000)]
     metadata_calls: usize,
+    /// Leave out the snapshot and rewind benchmarks.
+    #[arg(long)]
+    skip_snapshots: bool,
+    /// Leave out the rewind benchmark (the snapshot benchmark still runs).
+    #[arg(long)]
+    skip_rewind: bool,
+    /// Files in the snapshot benchmark's tree.
+    #[arg(long, default_value_t = 10_000)]
+    tree_files: usize,
+    /// Bytes in the snapshot benchmark's tree (exactly).
+    #[arg(long, default_value_t = 200 << 20)]
+    tree_bytes: u64,
+    /// Files the change before each restore rewrites (it also deletes and adds a tenth as many).
+    #[arg(long, default_value_t = 100)]
+    tree_changed: usize,
+    /// Repeats of create, change, restore per method (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    snapshot_repeats: usize,
+    /// Size of the sparse btrfs loop file (data plus snapshots must fit).
+    #[arg(long, default_value_t = 2 << 30)]
+    btrfs_bytes: u64,
+    /// Actions in each rewind session.
+    #[arg(long, default_value_t = 1000)]
+    rewind_actions: usize,
+    /// Files the rewind sessions work on.
+    #[arg(long, default_value_t = 300)]
+    rewind_files: usize,
+    /// A `create_snapshot` every this many actions of a rewind session.
+    #[arg(long, default_value_t = 100)]
+    rewind_snapshot_every: usize,
+    /// Rewinds per backend (each in a fresh session).
+    #[arg(long, default_value_t = 5)]
+    rewind_targets: usize,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -142,6 +187,12 @@ async fn main() -> Result<()> {
         }
     });
 
+    let snapshots = if args.skip_snapshots {
+        SnapshotSection::Skipped("`--skip-snapshots`".into())
+    } else {
+        snapshot_section(&args, &temp).await?
+    };
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -153,6 +204,7 @@ async fn main() -> Result<()> {
         stdio,
         plan: setup.plan,
         peer,
+        snapshots,
     };
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
@@ -180,6 +232,7 @@ async fn main() -> Result<()> {
             Outcome::Skipped(reason) => println!("  skipped: {reason}"),
         }
     }
+    print_snapshots(&report.snapshots);
     println!(
         "symlink_metadata   {} per call",
         report::format_ns(report.metadata.median_ns)
@@ -194,6 +247,109 @@ async fn main() -> Result<()> {
     }
     println!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// Runs the snapshot and rewind benchmarks on their own thread (they block, and the rewind
+/// sessions run their own multi-threaded runtime), while this one waits for Ctrl-C or SIGTERM:
+/// a stop request lets the section return through its guards, which unmount and remove what it
+/// made.
+async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
+    let options = snapshots::Options {
+        tree: tree::TreeSpec {
+            files: args.tree_files.max(1),
+            bytes: args.tree_bytes,
+        },
+        change: tree::ChangeSpec {
+            changed: args.tree_changed,
+            deleted: args.tree_changed.div_ceil(10),
+            added: args.tree_changed.div_ceil(10),
+        },
+        repeats: args.snapshot_repeats.max(1),
+        btrfs_bytes: args.btrfs_bytes,
+        rewind: (!args.skip_rewind).then(|| rewind::Options {
+            actions: args.rewind_actions,
+            files: args.rewind_files.max(1),
+            snapshot_every: args.rewind_snapshot_every.max(1),
+            targets: args.rewind_targets.max(1),
+        }),
+    };
+    let temp = temp.to_owned();
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("aido-bench-snapshots".into())
+        .spawn(move || {
+            let _ = done.send(snapshots::run(&temp, &options));
+        })
+        .context("starting the snapshot thread")?;
+    let interrupt = tokio::spawn(async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => t.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminated => {}
+        }
+        eprintln!("aido-bench: interrupted; cleaning up the snapshot benchmark");
+        stop::request();
+    });
+    let outcome = finished.await;
+    interrupt.abort();
+    match outcome {
+        Ok(Ok(results)) => Ok(SnapshotSection::Ran(Box::new(results))),
+        Ok(Err(e)) if stop::requested() => Err(e),
+        Ok(Err(e)) => {
+            eprintln!("aido-bench: the snapshot section failed: {e:#}");
+            Ok(SnapshotSection::Failed(format!("{e:#}")))
+        }
+        Err(_) => bail!("the snapshot thread panicked"),
+    }
+}
+
+fn print_snapshots(section: &SnapshotSection) {
+    let results = match section {
+        SnapshotSection::Ran(r) => r,
+        SnapshotSection::Skipped(why) => return println!("snapshots: not run: {why}"),
+        SnapshotSection::Failed(why) => return println!("snapshots: failed: {why}"),
+    };
+    for row in &results.rows {
+        let what = format!("{} ({})", row.method.label().replace('`', ""), row.fs);
+        match &row.outcome {
+            snapshots::RowOutcome::Ran(t) => println!(
+                "  {what:<28} create {:>9}  restore {:>9}  second create {:>9}",
+                report::format_duration(snapshots::median(&t.create)),
+                report::format_duration(snapshots::median(&t.restore)),
+                report::format_duration(snapshots::median(&t.second_create)),
+            ),
+            snapshots::RowOutcome::Skipped(why) => println!("  {what:<28} not run: {why}"),
+            snapshots::RowOutcome::Failed(why) => println!("  {what:<28} failed: {why}"),
+        }
+    }
+    for run in &results.rewind {
+        match run.median_max() {
+            Some((median, max)) => println!(
+                "  rewind on {} ({}): median {}, max {}",
+                run.backend,
+                run.fs,
+                report::format_duration(median),
+                report::format_duration(max)
+            ),
+            None => println!(
+                "  rewind on {} ({}): {}",
+                run.backend,
+                run.fs,
+                match &run.outcome {
+                    rewind::RewindOutcome::Skipped(why) => format!("not run: {why}"),
+                    rewind::RewindOutcome::Failed(why) => format!("failed: {why}"),
+                    rewind::RewindOutcome::Ran(_) => "no rewinds".into(),
+                }
+            ),
+        }
+    }
 }
 
 /// The peer's entry script (its `bin`) and "name version", from its package.json.

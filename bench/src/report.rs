@@ -8,6 +8,11 @@ use crate::machine::Machine;
 use crate::metadata::{BATCH, MetadataCost};
 use crate::stdio::{Measured, Outcome, Plan, StdioRun};
 
+/// The snapshot and rewind sections.
+mod snapshots;
+
+pub use snapshots::SnapshotSection;
+
 /// The policy target: median evaluation of a write_file against 10 deny globs.
 pub const POLICY_TARGET_NS: f64 = 2_000.0;
 /// The simulate target: a 20-leaf pipeline.
@@ -53,6 +58,8 @@ pub struct Report {
     pub plan: Plan,
     /// The peer package and version.
     pub peer: String,
+    /// Snapshot create and restore, and rewind.
+    pub snapshots: SnapshotSection,
 }
 
 /// "pass", "FAIL", or "not run".
@@ -85,8 +92,32 @@ pub fn format_ns(ns: f64) -> String {
     format!("{value:.decimals$} {unit}")
 }
 
-fn format_duration(d: Duration) -> String {
+/// [`format_ns`] of a duration.
+pub fn format_duration(d: Duration) -> String {
     format_ns(d.as_nanos() as f64)
+}
+
+/// Bytes in the largest binary unit that keeps the value at or above 1, to three significant
+/// digits.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{bytes} B");
+    }
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{value:.decimals$} {}", UNITS[unit])
 }
 
 /// A count with thousands separators.
@@ -105,12 +136,14 @@ fn thousands(value: f64) -> String {
 impl Report {
     /// Whether every benchmark that has a target met it (`None` if one was not run).
     pub fn targets_met(&self) -> Vec<(&'static str, Option<bool>)> {
-        vec![
+        let mut met = vec![
             (POLICY_ID, self.policy_passed()),
             (GATES_ID, self.gates_passed()),
             (SIMULATE_ID, self.simulate_passed()),
             ("journal_append_8_writers", self.journal_passed()),
-        ]
+        ];
+        met.extend(self.snapshot_targets());
+        met
     }
 
     fn policy_passed(&self) -> Option<bool> {
@@ -149,6 +182,7 @@ impl Report {
         self.policy_section(&mut s);
         self.journal_section(&mut s);
         self.stdio_section(&mut s);
+        self.snapshot_sections(&mut s);
         self.reproduce(&mut s);
         s
     }
@@ -236,6 +270,7 @@ impl Report {
                 measured
             );
         }
+        self.snapshot_summary(s);
         let _ = writeln!(s);
     }
 
@@ -582,10 +617,14 @@ impl Report {
              run stays within minutes), then runs `target/release/aido-bench --out \
              docs/BENCHMARKS.md`, which prices one `symlink_metadata` call, does the stdio \
              comparison in the default temp dir and again on tmpfs (`--tmpfs-dir`, default \
-             `/dev/shm`; skipped if that is missing or not tmpfs), reads the criterion \
-             estimates from `target/criterion/*/new/estimates.json` and rewrites this file. \
+             `/dev/shm`; skipped if that is missing or not tmpfs), then the snapshot \
+             benchmarks (the tree in the default temp dir and on a btrfs loop volume it makes \
+             and unmounts; the volume needs root, without it the btrfs rows say why they did \
+             not run) and the rewind sessions, reads the criterion estimates from \
+             `target/criterion/*/new/estimates.json` and rewrites this file. \
              `target/release/aido-bench --help` lists the knobs (calls, rounds, files, the \
-             tmpfs dir, metadata calls)."
+             tmpfs dir, metadata calls, the tree's size, repeats, the rewind sessions; \
+             `--skip-snapshots` and `--skip-rewind` leave those sections out)."
         );
     }
 }
@@ -635,7 +674,7 @@ fn stdio_table(s: &mut String, measured: &[Measured]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::stdio::{JournalCheck, Placement};
 
@@ -683,7 +722,7 @@ mod tests {
 
     /// The full evaluation fails (4 µs), the gates alone pass (700 ns); a metadata call costs
     /// 900 ns; aido is 4× faster per call on tmpfs than on ext4.
-    fn report() -> Report {
+    pub(crate) fn report() -> Report {
         Report {
             machine: Machine::default(),
             policy: Some(estimate(POLICY_ID, 4_000.0, None)),
@@ -706,6 +745,7 @@ mod tests {
                 warmup: 1,
             },
             peer: "peer 1.0".into(),
+            snapshots: SnapshotSection::Skipped("not asked for".into()),
         }
     }
 
@@ -719,6 +759,10 @@ mod tests {
                 (GATES_ID, Some(true)),
                 (SIMULATE_ID, Some(false)),
                 ("journal_append_8_writers", Some(true)),
+                ("snapshot_btrfs_subvolume_create", None),
+                ("snapshot_btrfs_subvolume_restore", None),
+                ("rewind_copy", None),
+                ("rewind_btrfs_subvolume", None),
             ]
         );
         let text = r.render();

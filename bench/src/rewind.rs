@@ -1,0 +1,493 @@
+//! Rewind through a real runtime: a session of many actions (mostly `write_file` and
+//! `edit_file` on a few hundred small files, a `create_snapshot` every so often) against a sled
+//! journal in the temp dir, then one timed `rewind` to a seq of it. Each target gets its own
+//! fresh session (a rewind abandons everything after its target, so a second rewind in the same
+//! session would start from another state); the targets are spread over the session, one per
+//! equal slice of its seqs, at a seeded random point in the slice. After each rewind the
+//! workspace is compared with the state the harness recorded for the target.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aido_actions::Action;
+use aido_actors::{Hooks, Runtime, RuntimeOptions, Session, SystemClock};
+use aido_journal::{CommitMode, Journal, Limits};
+use aido_policy::{Environment, Layered, Source};
+use aido_snapshots::Backend;
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::snapshots::median;
+use crate::stop;
+use crate::tree::mix;
+
+/// The target: every rewind under this.
+pub const REWIND_TARGET: Duration = Duration::from_secs(1);
+
+/// Directories the session's files are spread over.
+const DIRS: usize = 10;
+/// Lines in each file.
+const LINES: usize = 40;
+
+/// How the rewind benchmark runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Actions in each session.
+    pub actions: usize,
+    /// Files the actions work on.
+    pub files: usize,
+    /// A `create_snapshot` every this many actions (the first action is one).
+    pub snapshot_every: usize,
+    /// Rewinds (one fresh session each).
+    pub targets: usize,
+}
+
+/// One session and its rewind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Actions run before the rewind.
+    pub actions: usize,
+    /// Of which `create_snapshot`.
+    pub snapshots: usize,
+    /// The session's last seq before the rewind.
+    pub head: u64,
+    /// How long the actions took, all together.
+    pub session_time: Duration,
+    /// The rewind's target.
+    pub to_seq: u64,
+    /// `snapshot` or `undo`.
+    pub method: String,
+    /// Steps the rewind ran (a restore and the redone writes).
+    pub steps: u64,
+    /// The seq of the snapshot it restored, if it restored one.
+    pub snapshot_seq: Option<u64>,
+    /// Files written since that snapshot (what an incremental restore must rewrite).
+    pub files_since_snapshot: usize,
+    /// The `rewind` call, end to end.
+    pub time: Duration,
+}
+
+/// What a backend's rewind run gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RewindOutcome {
+    /// Every session ran and every rewind gave back the recorded tree.
+    Ran(Vec<Sample>),
+    /// Not run.
+    Skipped(String),
+    /// Failed.
+    Failed(String),
+}
+
+/// The rewind benchmark on one backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RewindRun {
+    /// The snapshot backend of the workspace.
+    pub backend: Backend,
+    /// The workspace's filesystem.
+    pub fs: String,
+    /// What happened.
+    pub outcome: RewindOutcome,
+}
+
+impl RewindRun {
+    /// A run that did not happen.
+    pub fn skipped(backend: Backend, fs: &str, reason: String) -> Self {
+        Self {
+            backend,
+            fs: fs.into(),
+            outcome: RewindOutcome::Skipped(reason),
+        }
+    }
+
+    /// The rewinds' times, when it ran.
+    pub fn times(&self) -> Option<Vec<Duration>> {
+        match &self.outcome {
+            RewindOutcome::Ran(samples) => Some(samples.iter().map(|s| s.time).collect()),
+            _ => None,
+        }
+    }
+
+    /// (median, max) of the rewinds.
+    pub fn median_max(&self) -> Option<(Duration, Duration)> {
+        let times = self.times()?;
+        let max = times.iter().max().copied()?;
+        Some((median(&times), max))
+    }
+
+    /// Whether every rewind was under [`REWIND_TARGET`] (`None` when it did not run).
+    pub fn passed(&self) -> Option<bool> {
+        self.median_max().map(|(_, max)| max < REWIND_TARGET)
+    }
+}
+
+/// Runs `options.targets` sessions with their workspaces under `work` (on the filesystem
+/// measured) and their journals under `journals` (the temp dir), on `backend`.
+pub fn run(
+    options: &Options,
+    backend: Backend,
+    work: &Path,
+    journals: &Path,
+    fs: &str,
+) -> Result<RewindRun> {
+    eprintln!(
+        "aido-bench: rewind on {backend} ({fs}): {} sessions of {} actions",
+        options.targets, options.actions
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    let mut samples = Vec::new();
+    for k in 0..options.targets {
+        stop::check()?;
+        let dirs = Dirs {
+            home: work.join(format!("s{k}")).join("home"),
+            aido_home: journals.join(format!("s{k}")).join("aido-home"),
+        };
+        match runtime.block_on(session(options, backend, &dirs, k)) {
+            Ok(sample) => {
+                eprintln!(
+                    "aido-bench:   session {k}: {} actions in {:.1} s, rewind to seq {} of {} by {} \
+                     ({} steps) in {}",
+                    sample.actions,
+                    sample.session_time.as_secs_f64(),
+                    sample.to_seq,
+                    sample.head,
+                    sample.method,
+                    sample.steps,
+                    crate::report::format_duration(sample.time)
+                );
+                samples.push(sample);
+            }
+            Err(_) if stop::requested() => bail!("interrupted"),
+            Err(e) => {
+                eprintln!("aido-bench:   failed: {e:#}");
+                return Ok(RewindRun {
+                    backend,
+                    fs: fs.into(),
+                    outcome: RewindOutcome::Failed(format!("{e:#}")),
+                });
+            }
+        }
+        // The session's files and journal are done with.
+        let _ = std::fs::remove_dir_all(dirs.aido_home.parent().unwrap_or(&dirs.aido_home));
+    }
+    Ok(RewindRun {
+        backend,
+        fs: fs.into(),
+        outcome: RewindOutcome::Ran(samples),
+    })
+}
+
+struct Dirs {
+    home: PathBuf,
+    aido_home: PathBuf,
+}
+
+/// A file's text: `LINES` lines that change with `version`, and one `counter: N` line the
+/// edits bump.
+fn file_text(file: usize, version: u64, counter: u64) -> String {
+    let mut text = format!("// file {file:03}, written at version {version}\ncounter: {counter}\n");
+    for line in 0..LINES {
+        text.push_str(&format!(
+            "let value_{line:02} = {:016x}; // of file {file:03}\n",
+            mix(mix(file as u64, version), line as u64)
+        ));
+    }
+    text
+}
+
+/// Directories the session's files are spread over.
+pub fn dirs() -> usize {
+    DIRS
+}
+
+/// Bytes of one of the session's files (about: versions and counters vary a little).
+pub fn file_bytes() -> usize {
+    file_text(0, 0, 0).len()
+}
+
+fn rel(file: usize) -> String {
+    format!("src/m{}/file{file:03}.txt", file % DIRS)
+}
+
+/// The target seq for session `k` of `targets`: a seeded point in the k-th slice of 1..=head.
+pub fn target(k: usize, targets: usize, head: u64) -> u64 {
+    let targets = targets.max(1) as u64;
+    let k = (k as u64).min(targets - 1);
+    let lo = 1 + (head.saturating_sub(1)) * k / targets;
+    let hi = (1 + (head.saturating_sub(1)) * (k + 1) / targets).max(lo);
+    lo + mix(k, 0x5eed) % (hi - lo + 1)
+}
+
+/// What one action did to the model, and where its record ended.
+struct Step {
+    head: u64,
+    file: usize,
+    text: String,
+}
+
+async fn session(options: &Options, backend: Backend, dirs: &Dirs, k: usize) -> Result<Sample> {
+    let ws = dirs.home.join("ws");
+    std::fs::create_dir_all(&dirs.home)?;
+    std::fs::create_dir_all(&dirs.aido_home)?;
+    // A subvolume where the parent is btrfs (aido's own workspace init), a directory elsewhere.
+    aido_snapshots::volume::init(&ws, &dirs.aido_home, None)?;
+    let ws = ws.canonicalize()?;
+    let home = dirs.home.canonicalize()?;
+    // The project the agent works on, there before the session.
+    let mut current: Vec<String> = (0..options.files).map(|f| file_text(f, 0, 0)).collect();
+    for (f, text) in current.iter().enumerate() {
+        let path = ws.join(rel(f));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text)?;
+    }
+    let initial = current.clone();
+    let mut counters = vec![0u64; options.files];
+    let mut versions = vec![0u64; options.files];
+
+    let config = format!(
+        "workdir = \"{}\"\n[snapshots]\nbackend = \"{}\"\n",
+        ws.display(),
+        backend.name()
+    );
+    let config = Layered::from_layers(&[(Source::File("aido-bench".into()), &config)])?.config;
+    let journal = Journal::open(
+        &dirs.aido_home.join("journal"),
+        Limits::default(),
+        CommitMode::Group,
+    )?;
+    let runtime = Runtime::start(RuntimeOptions {
+        config,
+        env: Environment {
+            home,
+            aido_home: dirs.aido_home.clone(),
+        },
+        journal,
+        clock: Arc::new(SystemClock::default()),
+    })
+    .await?;
+    let session = runtime.open_session(Some("aido-bench".into())).await?;
+    let result = drive(
+        options,
+        backend,
+        &runtime,
+        &session,
+        &ws,
+        k,
+        (&mut current, &mut counters, &mut versions),
+        &initial,
+    )
+    .await;
+    session.close("done").await;
+    runtime.shutdown().await;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    options: &Options,
+    backend: Backend,
+    runtime: &Runtime,
+    session: &Session,
+    ws: &Path,
+    k: usize,
+    (current, counters, versions): (&mut Vec<String>, &mut Vec<u64>, &mut Vec<u64>),
+    initial: &[String],
+) -> Result<Sample> {
+    let head = || runtime.journal().head_seq(session.id());
+    let mut steps = Vec::new();
+    let mut snapshots = 0;
+    let mut taken = std::collections::HashMap::new();
+    let start = Instant::now();
+    for i in 0..options.actions {
+        if i % 64 == 0 {
+            stop::check()?;
+        }
+        let file = (mix(k as u64, i as u64) % options.files.max(1) as u64) as usize;
+        let path = rel(file);
+        let (primitive, args) = if i % options.snapshot_every.max(1) == 0 {
+            snapshots += 1;
+            ("create_snapshot", json!({}))
+        } else {
+            match i % 10 {
+                3 => ("read_file", json!({"path": path})),
+                1 | 5 | 8 => {
+                    versions[file] += 1;
+                    current[file] = file_text(file, versions[file], counters[file]);
+                    (
+                        "write_file",
+                        json!({"path": path, "content": current[file]}),
+                    )
+                }
+                _ => {
+                    let old = format!("counter: {}\n", counters[file]);
+                    counters[file] += 1;
+                    let new = format!("counter: {}\n", counters[file]);
+                    current[file] = current[file].replacen(&old, &new, 1);
+                    (
+                        "edit_file",
+                        json!({"path": path, "old_string": old, "new_string": new}),
+                    )
+                }
+            }
+        };
+        let output = ok(session, primitive, args).await?;
+        if primitive == "create_snapshot" {
+            if output["backend"] != backend.name() {
+                bail!(
+                    "asked for the {backend} backend, the snapshot was taken by {}: {}",
+                    output["backend"],
+                    output["why"]
+                );
+            }
+            if let (Some(id), Some(seq)) = (output["snapshot"].as_str(), output["seq"].as_u64()) {
+                taken.insert(id.to_owned(), seq);
+            }
+        }
+        if matches!(primitive, "write_file" | "edit_file") {
+            steps.push(Step {
+                head: head()?,
+                file,
+                text: current[file].clone(),
+            });
+        }
+    }
+    let session_time = start.elapsed();
+    let last = head()?;
+    let to_seq = target(k, options.targets, last);
+
+    stop::check()?;
+    let start = Instant::now();
+    let output = ok(session, "rewind", json!({"to_seq": to_seq})).await?;
+    let time = start.elapsed();
+
+    // The tree at the target: every change whose outcome record is at or before it.
+    let mut expected = initial.to_vec();
+    for step in steps.iter().filter(|s| s.head <= to_seq) {
+        expected[step.file] = step.text.clone();
+    }
+    for (f, text) in expected.iter().enumerate() {
+        let path = ws.join(rel(f));
+        let found = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} after the rewind", path.display()))?;
+        if &found != text {
+            bail!("after the rewind to seq {to_seq}, {} differs", rel(f));
+        }
+    }
+    let (files, _) = crate::tree::count(ws)?;
+    if files != options.files {
+        bail!(
+            "after the rewind the workspace holds {files} files, not {}",
+            options.files
+        );
+    }
+    let snapshot_seq = output["snapshot"]
+        .as_str()
+        .and_then(|id| taken.get(id).copied());
+    let files_since_snapshot = snapshot_seq.map_or(0, |seq| {
+        let mut files: Vec<usize> = steps
+            .iter()
+            .filter(|s| s.head > seq)
+            .map(|s| s.file)
+            .collect();
+        files.sort_unstable();
+        files.dedup();
+        files.len()
+    });
+    Ok(Sample {
+        snapshot_seq,
+        files_since_snapshot,
+        actions: options.actions,
+        snapshots,
+        head: last,
+        session_time,
+        to_seq,
+        method: output["method"].as_str().unwrap_or("?").to_owned(),
+        steps: output["steps"].as_u64().unwrap_or(0),
+        time,
+    })
+}
+
+async fn ok(session: &Session, primitive: &str, args: Value) -> Result<Value> {
+    let action = Action::from_tool_call(primitive, args)?;
+    match session.run(action, Hooks::default()).await {
+        Ok(ran) => Ok(ran.outcome.output),
+        Err(e) => Err(anyhow!(
+            "{primitive} failed: {} ({})",
+            e.failure.message,
+            e.failure.code
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_fall_one_per_slice() {
+        let head = 3_000;
+        let picked: Vec<u64> = (0..5).map(|k| target(k, 5, head)).collect();
+        for (k, t) in picked.iter().enumerate() {
+            let k = k as u64;
+            assert!(
+                (1 + 2_999 * k / 5..=1 + 2_999 * (k + 1) / 5).contains(t),
+                "{k}: {t}"
+            );
+        }
+        assert!(picked.windows(2).all(|w| w[0] <= w[1]), "{picked:?}");
+        assert_eq!(target(0, 1, 1), 1);
+        assert!((1..=10).contains(&target(3, 1, 10)));
+    }
+
+    #[test]
+    fn edits_bump_the_one_counter_line() {
+        let text = file_text(7, 2, 5);
+        assert_eq!(text.matches("counter: ").count(), 1);
+        assert!(text.contains("counter: 5\n"));
+        assert_ne!(file_text(7, 3, 5), text);
+    }
+
+    /// A short session on the copy backend: the whole path, rewind and check included.
+    #[test]
+    fn a_short_session_rewinds_to_the_recorded_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let options = Options {
+            actions: 40,
+            files: 12,
+            snapshot_every: 10,
+            targets: 2,
+        };
+        let run = run(
+            &options,
+            Backend::Copy,
+            &base.join("work"),
+            &base.join("journals"),
+            "test-fs",
+        )
+        .unwrap();
+        let RewindOutcome::Ran(samples) = &run.outcome else {
+            panic!("{run:?}");
+        };
+        assert_eq!(samples.len(), 2);
+        for s in samples {
+            assert_eq!((s.actions, s.snapshots), (40, 4));
+            assert!(s.to_seq >= 1 && s.to_seq <= s.head, "{s:?}");
+            if s.method == "snapshot" {
+                let seq = s.snapshot_seq.unwrap();
+                assert!(seq <= s.to_seq, "{s:?}");
+                assert!(
+                    s.files_since_snapshot > 0 && s.files_since_snapshot <= 12,
+                    "{s:?}"
+                );
+            }
+        }
+        assert!(run.passed().is_some());
+    }
+}
