@@ -110,10 +110,13 @@ pub struct Snapshot {
     pub backend: Backend,
     /// When, milliseconds since the epoch (from the caller's clock).
     pub created_ms: u64,
-    /// Regular files in it.
-    pub files: u64,
-    /// Bytes of those files.
-    pub bytes: u64,
+    /// Regular files in it (not counted for btrfs snapshots: counting would walk the tree
+    /// that an O(1) snapshot never reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<u64>,
+    /// Bytes of those files (as `files`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 /// What a restore did.
@@ -320,21 +323,21 @@ impl Store {
         let (manifest, keep_manifest) = match self.backend {
             Backend::BtrfsSubvolume => {
                 btrfs::snapshot_read_only(&self.workspace, &self.data_path(id))?;
-                (Manifest::scan(&self.data_path(id), &[])?, false)
+                (None, false)
             }
-            Backend::Reflink => (self.create_reflink(id)?, true),
-            Backend::Copy => (self.create_copy()?, true),
+            Backend::Reflink => (Some(self.create_reflink(id)?), true),
+            Backend::Copy => (Some(self.create_copy()?), true),
         };
         let snapshot = Snapshot {
             id: id.to_owned(),
             backend: self.backend,
             created_ms,
-            files: manifest.files(),
-            bytes: manifest.bytes(),
+            files: manifest.as_ref().map(Manifest::files),
+            bytes: manifest.as_ref().map(Manifest::bytes),
         };
         self.save(&Stored {
             snapshot: snapshot.clone(),
-            manifest: keep_manifest.then_some(manifest),
+            manifest: if keep_manifest { manifest } else { None },
         })?;
         Ok(snapshot)
     }
@@ -405,7 +408,7 @@ impl Store {
     fn store_object(&self, path: &Path) -> Result<String, SnapshotError> {
         let mut file = std::fs::File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
         let mut hasher = blake3::Hasher::new();
-        let mut buf = vec![0u8; 256 * 1024];
+        let mut buf = [0u8; 64 * 1024];
         loop {
             let n = file
                 .read(&mut buf)
@@ -421,7 +424,8 @@ impl Store {
             let temp = self
                 .objects
                 .join(format!(".{hash}.{}.tmp", std::process::id()));
-            clone_or_copy(path, &temp).map_err(|e| SnapshotError::io("store", path, e))?;
+            // The copy backend is chosen where extents cannot be shared: copy outright.
+            std::fs::copy(path, &temp).map_err(|e| SnapshotError::io("store", path, e))?;
             std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
         }
         Ok(hash)

@@ -91,9 +91,14 @@ pub fn init(
             std::fs::create_dir_all(&mount).map_err(|e| SnapshotError::io("create", &mount, e))?;
             run("mount", &["-o", "loop", &s(&image), &s(&mount)])?;
             let subvolume = mount.join("workspace");
-            crate::btrfs::create(&subvolume)?;
-            std::os::unix::fs::symlink(&subvolume, &path)
-                .map_err(|e| SnapshotError::io("link", &path, e))?;
+            let finished = crate::btrfs::create(&subvolume).and_then(|_| {
+                std::os::unix::fs::symlink(&subvolume, &path).map_err(|e| SnapshotError::io("link", &path, e))
+            });
+            if let Err(e) = finished {
+                // Leave nothing mounted behind a failure.
+                let _ = run("umount", &[&s(&mount)]);
+                return Err(e);
+            }
             Ok(Workspace {
                 path: path.clone(),
                 resolved: subvolume,

@@ -47,6 +47,12 @@ pub enum VmError {
         /// The key or character.
         what: String,
     },
+    /// OCR failed.
+    #[error("OCR: {message}")]
+    Ocr {
+        /// Why.
+        message: String,
+    },
     /// A file operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -70,6 +76,7 @@ impl VmError {
             Self::Qmp { .. } => "vm_qmp_failed",
             Self::TextTimeout { .. } => "vm_text_timeout",
             Self::UnknownKey { .. } => "vm_unknown_key",
+            Self::Ocr { .. } => "vm_ocr_failed",
             Self::Io { .. } => "vm_io_failed",
         }
     }

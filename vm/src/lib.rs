@@ -20,6 +20,8 @@ pub mod image;
 pub mod keys;
 /// The machine: boot, screen, input, snapshots, shutdown.
 pub mod machine;
+/// Reading graphical screens with tesseract.
+pub mod ocr;
 /// A warm pool of clones, and cloning a running machine.
 pub mod pool;
 /// The VGA text screen and finding text on it.
@@ -27,6 +29,7 @@ pub mod screen;
 
 pub use accel::Accel;
 pub use error::VmError;
-pub use machine::{Machine, MachineSpec};
+pub use machine::{Machine, MachineSpec, ScreenMatch};
+pub use ocr::Ocr;
 pub use pool::{Pool, PoolStatus};
 pub use screen::{TextMatch, TextScreen};

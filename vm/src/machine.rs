@@ -49,6 +49,14 @@ pub struct MachineSpec {
 }
 
 impl MachineSpec {
+    /// The guest built by `vm/guest/build-image DIR --framebuffer`: a 1280x800 framebuffer
+    /// console with a large font (read by OCR).
+    pub fn framebuffer(dir: &Path) -> Self {
+        let mut spec = Self::text_console(dir);
+        spec.append = "console=ttyS0 console=tty0 fbcon=font:TER16x32 quiet".into();
+        spec
+    }
+
     /// The guest built by `vm/guest/build-image` in `dir`, in VGA text mode.
     pub fn text_console(dir: &Path) -> Self {
         Self {
@@ -454,6 +462,47 @@ impl Machine {
         Ok(TextScreen::from_vga(&bytes))
     }
 
+    /// Find `needle` on the screen: exactly from the VGA text buffer when the guest is in text
+    /// mode (QEMU's 720x400 screen), else by OCR with fuzzy matching. Best match first.
+    pub async fn find_text(&self, needle: &str, ocr: &crate::ocr::Ocr) -> Result<Vec<ScreenMatch>, VmError> {
+        let png = self.screenshot_png().await?;
+        if png_size(&png) == Some((720, 400)) {
+            let screen = self.text_screen().await?;
+            return Ok(screen
+                .find(needle)
+                .into_iter()
+                .map(|m| ScreenMatch { text: needle.to_owned(), bbox: m.bbox, center: m.center, similarity: 1.0, source: "vga_text" })
+                .collect());
+        }
+        let ocr = ocr.clone();
+        let words = tokio::task::spawn_blocking(move || ocr.words(&png))
+            .await
+            .map_err(|e| VmError::Ocr { message: e.to_string() })??;
+        Ok(crate::ocr::find(&words, needle)
+            .into_iter()
+            .map(|m| ScreenMatch { text: m.text, bbox: m.bbox, center: m.center, similarity: m.similarity, source: "ocr" })
+            .collect())
+    }
+
+    /// Poll [`Machine::find_text`] until `needle` shows up or `timeout_ms` passes.
+    pub async fn wait_for_screen_text(
+        &self,
+        needle: &str,
+        ocr: &crate::ocr::Ocr,
+        timeout_ms: u64,
+    ) -> Result<ScreenMatch, VmError> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            if let Some(found) = self.find_text(needle, ocr).await?.into_iter().next() {
+                return Ok(found);
+            }
+            if Instant::now() > deadline {
+                return Err(VmError::TextTimeout { text: needle.to_owned(), timeout_ms });
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+    }
+
     /// Wait until `text` is on the screen; where it is.
     pub async fn wait_for_text(&self, text: &str, timeout_ms: u64) -> Result<TextMatch, VmError> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
@@ -719,6 +768,21 @@ impl Drop for Machine {
         self.events.abort();
         let _ = self.child.start_kill();
     }
+}
+
+/// Text found on a screen, by either reader.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScreenMatch {
+    /// What is there (OCR's reading; the needle itself for exact text).
+    pub text: String,
+    /// x, y, width, height in screen pixels.
+    pub bbox: [u32; 4],
+    /// Its center.
+    pub center: [u32; 2],
+    /// 1.0 for exact text, OCR's similarity otherwise.
+    pub similarity: f64,
+    /// `vga_text` or `ocr`.
+    pub source: &'static str,
 }
 
 /// Width and height from a PNG's IHDR.
