@@ -20,6 +20,10 @@ pub struct VmStart {
     /// Guest memory in MiB (default 128, at most 2048).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mb: Option<u32>,
+    /// `text` (VGA text console, read exactly; the default) or `framebuffer` (a 1280x800
+    /// graphical console, read by OCR; built with `aido vm image build --framebuffer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
 }
 
 /// Shut a machine down (QEMU quits; its disk overlay and snapshots go with it).

@@ -457,3 +457,47 @@ fn a_session_rewind_also_rewinds_the_machines() {
     mcp.call("vm_force_off", json!({}));
     mcp.close();
 }
+
+#[test]
+fn a_graphical_screen_is_read_by_ocr() {
+    let h = home();
+    let built = h.cmd(&["vm", "image", "build", "--framebuffer"]);
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let mut mcp = Mcp::start(&h, "ocr-agent");
+    let started = mcp.call("vm_start", json!({"vm": "fb", "display": "framebuffer"}));
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    eprintln!("started: {}", started["result"]["structuredContent"]);
+    let up = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "fb", "text": "BusyBox", "timeout_ms": 60000}),
+    );
+    assert_eq!(up["result"]["isError"], false, "{up}");
+    mcp.call(
+        "vm_type",
+        json!({"vm": "fb", "text": "echo 'Graphical hello 42'\n"}),
+    );
+    let seen = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "fb", "text": "Graphical hello 42", "timeout_ms": 60000}),
+    );
+    assert_eq!(seen["result"]["isError"], false, "{seen}");
+    let m = &seen["result"]["structuredContent"]["match"];
+    assert_eq!(m["source"], "ocr");
+    assert!(
+        m["similarity"].as_f64().unwrap() >= 0.8 && m["bbox"][2].as_u64().unwrap() > 50,
+        "{m}"
+    );
+    let shot = mcp.call("vm_screenshot", json!({"vm": "fb"}));
+    assert_eq!(shot["result"]["structuredContent"]["width"], 1280);
+    let clicked = mcp.call(
+        "vm_click_text",
+        json!({"vm": "fb", "text": "Graphical hello 42"}),
+    );
+    assert_eq!(clicked["result"]["isError"], false, "{clicked}");
+    mcp.call("vm_force_off", json!({"vm": "fb"}));
+    mcp.close();
+}

@@ -92,7 +92,8 @@ pub fn init(
             run("mount", &["-o", "loop", &s(&image), &s(&mount)])?;
             let subvolume = mount.join("workspace");
             let finished = crate::btrfs::create(&subvolume).and_then(|_| {
-                std::os::unix::fs::symlink(&subvolume, &path).map_err(|e| SnapshotError::io("link", &path, e))
+                std::os::unix::fs::symlink(&subvolume, &path)
+                    .map_err(|e| SnapshotError::io("link", &path, e))
             });
             if let Err(e) = finished {
                 // Leave nothing mounted behind a failure.

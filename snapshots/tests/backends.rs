@@ -78,8 +78,15 @@ fn scenario(store: &Store, ws: &Path) {
     let first = digest(ws);
     let s1 = store.create("s1", 1).unwrap();
     assert_eq!(s1.backend, store.backend());
-    let counted = if store.backend() == Backend::BtrfsSubvolume { None } else { Some(3) };
-    assert_eq!(s1.files, counted, "btrfs snapshots are not walked to count files");
+    let counted = if store.backend() == Backend::BtrfsSubvolume {
+        None
+    } else {
+        Some(3)
+    };
+    assert_eq!(
+        s1.files, counted,
+        "btrfs snapshots are not walked to count files"
+    );
     mutate(ws);
     let second = digest(ws);
     assert_ne!(first, second);

@@ -464,23 +464,41 @@ impl Machine {
 
     /// Find `needle` on the screen: exactly from the VGA text buffer when the guest is in text
     /// mode (QEMU's 720x400 screen), else by OCR with fuzzy matching. Best match first.
-    pub async fn find_text(&self, needle: &str, ocr: &crate::ocr::Ocr) -> Result<Vec<ScreenMatch>, VmError> {
+    pub async fn find_text(
+        &self,
+        needle: &str,
+        ocr: &crate::ocr::Ocr,
+    ) -> Result<Vec<ScreenMatch>, VmError> {
         let png = self.screenshot_png().await?;
         if png_size(&png) == Some((720, 400)) {
             let screen = self.text_screen().await?;
             return Ok(screen
                 .find(needle)
                 .into_iter()
-                .map(|m| ScreenMatch { text: needle.to_owned(), bbox: m.bbox, center: m.center, similarity: 1.0, source: "vga_text" })
+                .map(|m| ScreenMatch {
+                    text: needle.to_owned(),
+                    bbox: m.bbox,
+                    center: m.center,
+                    similarity: 1.0,
+                    source: "vga_text",
+                })
                 .collect());
         }
         let ocr = ocr.clone();
         let words = tokio::task::spawn_blocking(move || ocr.words(&png))
             .await
-            .map_err(|e| VmError::Ocr { message: e.to_string() })??;
+            .map_err(|e| VmError::Ocr {
+                message: e.to_string(),
+            })??;
         Ok(crate::ocr::find(&words, needle)
             .into_iter()
-            .map(|m| ScreenMatch { text: m.text, bbox: m.bbox, center: m.center, similarity: m.similarity, source: "ocr" })
+            .map(|m| ScreenMatch {
+                text: m.text,
+                bbox: m.bbox,
+                center: m.center,
+                similarity: m.similarity,
+                source: "ocr",
+            })
             .collect())
     }
 
@@ -497,7 +515,10 @@ impl Machine {
                 return Ok(found);
             }
             if Instant::now() > deadline {
-                return Err(VmError::TextTimeout { text: needle.to_owned(), timeout_ms });
+                return Err(VmError::TextTimeout {
+                    text: needle.to_owned(),
+                    timeout_ms,
+                });
             }
             tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }

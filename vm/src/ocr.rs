@@ -55,7 +55,9 @@ pub struct Ocr {
 }
 
 fn fail(message: impl Into<String>) -> VmError {
-    VmError::Ocr { message: message.into() }
+    VmError::Ocr {
+        message: message.into(),
+    }
 }
 
 impl Ocr {
@@ -93,13 +95,20 @@ impl Ocr {
     /// Every word on the screen.
     pub fn words(&self, png: &[u8]) -> Result<Vec<Word>, VmError> {
         let (tx, rx) = mpsc::channel();
-        self.jobs.send((png.to_vec(), tx)).map_err(|_| fail("the OCR worker is gone"))?;
+        self.jobs
+            .send((png.to_vec(), tx))
+            .map_err(|_| fail("the OCR worker is gone"))?;
         rx.recv().map_err(|_| fail("the OCR worker is gone"))?
     }
 }
 
-fn recognize(engine: Option<tesseract::Tesseract>, png: &[u8]) -> (Result<Vec<Word>, VmError>, Option<tesseract::Tesseract>) {
-    let Some(engine) = engine else { return (Err(fail("no engine")), None) };
+fn recognize(
+    engine: Option<tesseract::Tesseract>,
+    png: &[u8],
+) -> (Result<Vec<Word>, VmError>, Option<tesseract::Tesseract>) {
+    let Some(engine) = engine else {
+        return (Err(fail("no engine")), None);
+    };
     let image = match image::load_from_memory_with_format(png, image::ImageFormat::Png) {
         Ok(i) => i.to_luma8(),
         Err(e) => return (Err(fail(format!("not a PNG: {e}"))), Some(engine)),
@@ -139,7 +148,12 @@ fn parse_tsv(tsv: &str, scale: u32) -> Vec<Word> {
             }
             Some(Word {
                 text: text.to_owned(),
-                bbox: [n(6)? / scale, n(7)? / scale, n(8)?.div_ceil(scale), n(9)?.div_ceil(scale)],
+                bbox: [
+                    n(6)? / scale,
+                    n(7)? / scale,
+                    n(8)?.div_ceil(scale),
+                    n(9)?.div_ceil(scale),
+                ],
                 confidence,
                 line: (n(2)?, n(3)?, n(4)?),
             })
@@ -163,13 +177,26 @@ pub fn find(words: &[Word], needle: &str) -> Vec<OcrMatch> {
         // joins words).
         for size in want.saturating_sub(1).max(1)..=want + 1 {
             for window in line.windows(size.min(line.len())) {
-                let text = window.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" ");
-                let similarity = strsim::normalized_levenshtein(&text.to_lowercase(), &needle.to_lowercase());
+                let text = window
+                    .iter()
+                    .map(|w| w.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let similarity =
+                    strsim::normalized_levenshtein(&text.to_lowercase(), &needle.to_lowercase());
                 if similarity >= SIMILARITY_MIN {
                     let x0 = window.iter().map(|w| w.bbox[0]).min().unwrap_or(0);
                     let y0 = window.iter().map(|w| w.bbox[1]).min().unwrap_or(0);
-                    let x1 = window.iter().map(|w| w.bbox[0] + w.bbox[2]).max().unwrap_or(0);
-                    let y1 = window.iter().map(|w| w.bbox[1] + w.bbox[3]).max().unwrap_or(0);
+                    let x1 = window
+                        .iter()
+                        .map(|w| w.bbox[0] + w.bbox[2])
+                        .max()
+                        .unwrap_or(0);
+                    let y1 = window
+                        .iter()
+                        .map(|w| w.bbox[1] + w.bbox[3])
+                        .max()
+                        .unwrap_or(0);
                     out.push(OcrMatch {
                         text,
                         bbox: [x0, y0, x1 - x0, y1 - y0],
@@ -180,7 +207,11 @@ pub fn find(words: &[Word], needle: &str) -> Vec<OcrMatch> {
             }
         }
     }
-    out.sort_by(|a, b| b.similarity.total_cmp(&a.similarity).then(a.bbox[1].cmp(&b.bbox[1])));
+    out.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(a.bbox[1].cmp(&b.bbox[1]))
+    });
     out.dedup_by(|a, b| a.bbox == b.bbox);
     out
 }

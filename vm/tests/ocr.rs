@@ -14,31 +14,56 @@ fn guest_fb() -> PathBuf {
     lock.lock().unwrap();
     if !dir.join("manifest.json").exists() {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guest/build-image");
-        let out = std::process::Command::new(script).arg(&dir).arg("--framebuffer").output().unwrap();
-        assert!(out.status.success(), "build-image failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new(script)
+            .arg(&dir)
+            .arg("--framebuffer")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "build-image failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     dir
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocr_reads_a_framebuffer_screen_and_finds_text() {
-    assert_eq!(std::env::var("OMP_THREAD_LIMIT").as_deref(), Ok("1"), "set by .cargo/config.toml");
+    assert_eq!(
+        std::env::var("OMP_THREAD_LIMIT").as_deref(),
+        Ok("1"),
+        "set by .cargo/config.toml"
+    );
     let spec = MachineSpec::framebuffer(&guest_fb());
     let vm = Machine::boot(&spec).await.unwrap();
     let ocr = Ocr::start().unwrap();
     let png = vm.screenshot_png().await.unwrap();
-    let size = (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
+    let size = (
+        u32::from_be_bytes(png[16..20].try_into().unwrap()),
+        u32::from_be_bytes(png[20..24].try_into().unwrap()),
+    );
     eprintln!("framebuffer screen {size:?} on {}", vm.accel().name());
     assert_ne!(size, (720, 400), "a graphical screen, not VGA text");
-    let prompt = vm.wait_for_screen_text("BusyBox", &ocr, 60_000).await.unwrap();
+    let prompt = vm
+        .wait_for_screen_text("BusyBox", &ocr, 60_000)
+        .await
+        .unwrap();
     assert_eq!(prompt.source, "ocr");
 
-    let lines = ["Quick brown fox 0123", "jumps over 4567 lazy", "dogs near the river"];
+    let lines = [
+        "Quick brown fox 0123",
+        "jumps over 4567 lazy",
+        "dogs near the river",
+    ];
     vm.type_text("clear\n").await.unwrap();
     for line in lines {
         vm.type_text(&format!("echo '{line}'\n")).await.unwrap();
     }
-    let found = vm.wait_for_screen_text("dogs near the river", &ocr, 60_000).await.unwrap();
+    let found = vm
+        .wait_for_screen_text("dogs near the river", &ocr, 60_000)
+        .await
+        .unwrap();
     assert!(found.bbox[2] > 100 && found.bbox[3] > 10, "{found:?}");
     assert!(found.center[0] > found.bbox[0] && found.center[1] > found.bbox[1]);
 
@@ -67,7 +92,10 @@ async fn ocr_reads_a_framebuffer_screen_and_finds_text() {
         total += best;
     }
     let accuracy = total / lines.len() as f64;
-    eprintln!("character accuracy on the known screen: {:.1}%", accuracy * 100.0);
+    eprintln!(
+        "character accuracy on the known screen: {:.1}%",
+        accuracy * 100.0
+    );
     assert!(accuracy >= 0.85, "accuracy {accuracy:.3}");
     vm.shutdown().await;
 }

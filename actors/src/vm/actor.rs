@@ -31,6 +31,8 @@ pub struct VmState {
     origin: BTreeMap<String, &'static str>,
     /// The warm pool, opened on first use.
     pool: Option<aido_vm::Pool>,
+    /// The OCR engine (one worker for all machines), started on first use.
+    ocr: Option<aido_vm::Ocr>,
 }
 
 /// Messages to the VM body.
@@ -83,37 +85,14 @@ impl VmState {
         })
     }
 
-    /// Boot a machine named `vm`.
+    /// Boot a machine named `vm` on the `text` or `framebuffer` image.
     async fn start(
         &mut self,
         vm: &str,
         memory_mb: Option<u32>,
+        display: Option<&str>,
     ) -> Result<serde_json::Value, Failure> {
-        let vm = vm.to_owned();
-        let valid = !vm.is_empty()
-            && vm.len() <= 32
-            && vm
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
-        if !valid {
-            return Err(Failure::new(
-                "invalid_arguments",
-                "a machine name is 1 to 32 letters, digits, - or _",
-            ));
-        }
-        if self.machines.contains_key(&vm) {
-            return Err(Failure::new(
-                "vm_exists",
-                format!("{} is already running", vm),
-            ));
-        }
-        let max = self.args.limits.machines_max as usize;
-        if self.machines.len() >= max {
-            return Err(Failure::new(
-                "vm_too_many",
-                format!("{max} machines already run (vm.machines_max)"),
-            ));
-        }
+        self.check_new_name(vm)?;
         let memory = memory_mb.unwrap_or(128);
         if !(64..=self.args.limits.memory_mb_max).contains(&memory) {
             return Err(Failure::new(
@@ -124,25 +103,39 @@ impl VmState {
                 ),
             ));
         }
-        let image = self.args.images.join("text");
-        if !image.join("manifest.json").exists() {
-            return Err(Failure::new(
-                "vm_image_missing",
-                format!(
-                    "no guest image at {}; build it with `aido vm image build`",
-                    image.display()
-                ),
-            ));
-        }
-        let mut spec = MachineSpec::text_console(&image);
+        let framebuffer = match display.unwrap_or("text") {
+            "text" => false,
+            "framebuffer" => true,
+            other => {
+                return Err(Failure::new(
+                    "invalid_arguments",
+                    format!("display is text or framebuffer, not {other:?}"),
+                ));
+            }
+        };
+        let image = self.image_of(framebuffer)?;
+        let mut spec = if framebuffer {
+            MachineSpec::framebuffer(&image)
+        } else {
+            MachineSpec::text_console(&image)
+        };
         spec.memory_mb = memory;
         spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
         let machine = Machine::boot(&spec).await.map_err(failure)?;
         let output = json!({"vm": vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
-                                    "pid": machine.pid(), "memory_mb": memory});
-        self.machines.insert(vm.clone(), machine);
-        self.origin.insert(vm.clone(), "vm_start");
+                            "pid": machine.pid(), "memory_mb": memory, "display": if framebuffer { "framebuffer" } else { "text" }});
+        self.machines.insert(vm.to_owned(), machine);
+        self.origin.insert(vm.to_owned(), "vm_start");
         Ok(output)
+    }
+
+    fn ocr(&mut self) -> Result<aido_vm::Ocr, Failure> {
+        if self.ocr.is_none() {
+            self.ocr = Some(aido_vm::Ocr::start().map_err(failure)?);
+        }
+        self.ocr
+            .clone()
+            .ok_or_else(|| Failure::new("vm_ocr_failed", "no OCR engine"))
     }
 
     fn check_new_name(&self, vm: &str) -> Result<(), Failure> {
@@ -174,15 +167,24 @@ impl VmState {
     }
 
     fn image(&self) -> Result<PathBuf, Failure> {
-        let image = self.args.images.join("text");
+        self.image_of(false)
+    }
+
+    /// The guest image: `text`, or `fb` for the framebuffer variant.
+    fn image_of(&self, framebuffer: bool) -> Result<PathBuf, Failure> {
+        let image = self
+            .args
+            .images
+            .join(if framebuffer { "fb" } else { "text" });
         if image.join("manifest.json").exists() {
             Ok(image)
         } else {
             Err(Failure::new(
                 "vm_image_missing",
                 format!(
-                    "no guest image at {}; build it with `aido vm image build`",
-                    image.display()
+                    "no guest image at {}; build it with `aido vm image build{}`",
+                    image.display(),
+                    if framebuffer { " --framebuffer" } else { "" }
                 ),
             ))
         }
@@ -217,7 +219,10 @@ impl VmState {
 
     async fn run(&mut self, action: &Action) -> Result<Executed, Failure> {
         match action {
-            Action::VmStart(a) => self.start(&a.vm, a.memory_mb).await.map(out),
+            Action::VmStart(a) => self
+                .start(&a.vm, a.memory_mb, a.display.as_deref())
+                .await
+                .map(out),
             Action::VmShutdown(a) => {
                 let machine = self.machines.remove(&a.vm).ok_or_else(|| {
                     Failure::new(
@@ -245,7 +250,14 @@ impl VmState {
             Action::VmScreenshot(a) => {
                 let m = self.machine(&a.vm)?;
                 let png = m.screenshot_png().await.map_err(failure)?;
-                let text = m.text_screen().await.map_err(failure)?.text();
+                // The exact text comes with the picture in text mode; graphical screens are read
+                // on demand (vm_find_text), not on every screenshot.
+                let text_mode = png.get(16..24) == Some(&[0, 0, 2, 0xd0, 0, 0, 1, 0x90][..]);
+                let text = if text_mode {
+                    m.text_screen().await.map_err(failure)?.text()
+                } else {
+                    String::new()
+                };
                 let (w, h) = (
                     png.get(16..20)
                         .and_then(|b| b.try_into().ok())
@@ -293,10 +305,15 @@ impl VmState {
                 ))
             }
             Action::VmFindText(a) => {
-                let screen = self.machine(&a.vm)?.text_screen().await.map_err(failure)?;
-                let matches = screen.find(&a.text);
+                let ocr = self.ocr()?;
+                let matches = self
+                    .machine(&a.vm)?
+                    .find_text(&a.text, &ocr)
+                    .await
+                    .map_err(failure)?;
+                let source = matches.first().map_or("none", |m| m.source);
                 Ok(out(
-                    json!({"vm": a.vm, "text": a.text, "found": !matches.is_empty(), "matches": matches, "source": "vga_text"}),
+                    json!({"vm": a.vm, "text": a.text, "found": !matches.is_empty(), "matches": matches, "source": source}),
                 ))
             }
             Action::VmWaitForText(a) => {
@@ -304,17 +321,24 @@ impl VmState {
                     .timeout_ms
                     .unwrap_or(WAIT_FOR_TEXT_MS_DEFAULT)
                     .min(WAIT_FOR_TEXT_MS_MAX);
+                let ocr = self.ocr()?;
                 let found = self
                     .machine(&a.vm)?
-                    .wait_for_text(&a.text, timeout)
+                    .wait_for_screen_text(&a.text, &ocr, timeout)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "text": a.text, "match": found})))
             }
             Action::VmClickText(a) => {
+                let ocr = self.ocr()?;
                 let m = self.machine(&a.vm)?;
-                let screen = m.text_screen().await.map_err(failure)?;
-                let Some(found) = screen.find(&a.text).into_iter().next() else {
+                let Some(found) = m
+                    .find_text(&a.text, &ocr)
+                    .await
+                    .map_err(failure)?
+                    .into_iter()
+                    .next()
+                else {
                     return Err(Failure::new(
                         "vm_text_not_found",
                         format!("{:?} is not on the screen", a.text),
@@ -415,7 +439,7 @@ impl VmState {
             Action::Computer(c) => {
                 // Computer-use agents never call vm_start: the default machine boots on first use.
                 if c.vm == "default" && !self.machines.contains_key("default") {
-                    self.start("default", None).await?;
+                    self.start("default", None, None).await?;
                 }
                 super::computer::run(self.machine(&c.vm)?, c).await
             }
@@ -513,6 +537,7 @@ impl Actor for VmBody {
             machines: BTreeMap::new(),
             origin: BTreeMap::new(),
             pool: None,
+            ocr: None,
         })
     }
 
