@@ -194,6 +194,52 @@ impl Runtime {
         Ok(Session::new(id, actor, self.shared.clone(), ctx))
     }
 
+    /// A machine's screen (PNG) and pointer, for a person watching; not journaled.
+    pub async fn vm_peek(&self, vm: &str) -> Result<crate::vm::actor::Peeked, aido_actions::Failure> {
+        let body = self
+            .shared
+            .vm()
+            .ok_or_else(|| aido_actions::Failure::new("body_crashed", "no VM body"))?;
+        match body
+            .call(
+                |reply| VmMsg::Peek {
+                    vm: vm.to_owned(),
+                    reply,
+                },
+                Some(std::time::Duration::from_secs(10)),
+            )
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(r)) => r,
+            _ => Err(aido_actions::Failure::new(
+                "body_timeout",
+                "the VM body did not answer",
+            )),
+        }
+    }
+
+    /// The running machines' names.
+    pub async fn vm_names(&self) -> Vec<String> {
+        let Some(body) = self.shared.vm() else {
+            return Vec::new();
+        };
+        match body
+            .call(
+                |reply| VmMsg::Names { reply },
+                Some(std::time::Duration::from_secs(10)),
+            )
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(names)) => names,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The runtime's clock (and randomness).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
+    }
+
     /// The compiled policy.
     pub fn policy(&self) -> &PolicyEngine {
         &self.shared.policy

@@ -6,12 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// The live view and the control channel `aido vm` uses.
+mod control;
+/// `aido vm` commands, spoken to a running aido's control channel.
+mod vm_client;
+
 use aido_actions::{Action, Verdict};
 use aido_actors::{Runtime, RuntimeOptions, SystemClock};
 use aido_journal::{CommitMode, Journal};
 use aido_policy::{Environment, FsResolver, Layered, PolicyEngine, SessionContext, Source};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use serde_json::json;
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +62,72 @@ enum VmCmd {
     /// Guest images.
     #[command(subcommand)]
     Image(VmImageCmd),
+    /// The running aido's machines.
+    List,
+    /// Save a machine's screen as PNG.
+    Shot {
+        /// The machine.
+        vm: String,
+        /// Where to write it.
+        #[arg(short, long, default_value = "screen.png")]
+        output: PathBuf,
+    },
+    /// Type text on a machine (as a person; journaled).
+    Type {
+        /// The machine.
+        vm: String,
+        /// The text (`\n` for Enter is a real newline: quote it in your shell).
+        text: String,
+    },
+    /// Press a key or chord on a machine.
+    Key {
+        /// The machine.
+        vm: String,
+        /// Keys joined by `+`.
+        keys: String,
+    },
+    /// Click a point of a machine's screen.
+    Click {
+        /// The machine.
+        vm: String,
+        /// Pixels from the left.
+        x: u32,
+        /// Pixels from the top.
+        y: u32,
+    },
+    /// Click text on a machine's screen.
+    ClickText {
+        /// The machine.
+        vm: String,
+        /// The text.
+        text: String,
+    },
+    /// Wait until text is on a machine's screen.
+    WaitText {
+        /// The machine.
+        vm: String,
+        /// The text.
+        text: String,
+        /// How long to wait.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
+    /// Save or restore a machine snapshot.
+    Snapshot {
+        /// The machine.
+        vm: String,
+        /// create, restore, list or delete.
+        op: String,
+        /// The snapshot name (not for list).
+        name: Option<String>,
+    },
+    /// The warm pool.
+    Pool {
+        /// Only `status`.
+        op: String,
+    },
+    /// Print the live view's address (open it in a browser on this machine).
+    Live,
 }
 
 #[derive(Subcommand)]
@@ -263,6 +335,50 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(rewind(layered, &home, session, *to))
         }
         Command::Replay(r) => replay(r, &home),
+        Command::Vm(VmCmd::List) => vm_client::list(&home),
+        Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),
+        Command::Vm(VmCmd::Live) => vm_client::live(&home),
+        Command::Vm(VmCmd::Type { vm, text }) => {
+            vm_client::call(&home, "vm_type", json!({"vm": vm, "text": text}))
+        }
+        Command::Vm(VmCmd::Key { vm, keys }) => {
+            vm_client::call(&home, "vm_key", json!({"vm": vm, "keys": keys}))
+        }
+        Command::Vm(VmCmd::Click { vm, x, y }) => {
+            vm_client::call(&home, "vm_click", json!({"vm": vm, "x": x, "y": y}))
+        }
+        Command::Vm(VmCmd::ClickText { vm, text }) => {
+            vm_client::call(&home, "vm_click_text", json!({"vm": vm, "text": text}))
+        }
+        Command::Vm(VmCmd::WaitText {
+            vm,
+            text,
+            timeout_ms,
+        }) => vm_client::call(
+            &home,
+            "vm_wait_for_text",
+            json!({"vm": vm, "text": text, "timeout_ms": timeout_ms}),
+        ),
+        Command::Vm(VmCmd::Snapshot { vm, op, name }) => {
+            let primitive = match op.as_str() {
+                "create" => "vm_snapshot_create",
+                "restore" => "vm_snapshot_restore",
+                "delete" => "vm_snapshot_delete",
+                "list" => "vm_snapshot_list",
+                other => bail!("snapshot takes create, restore, list or delete, not {other:?}"),
+            };
+            let mut args = json!({"vm": vm});
+            if op != "list" {
+                args["name"] = json!(name.clone().context("a snapshot name is needed")?);
+            }
+            vm_client::call(&home, primitive, args)
+        }
+        Command::Vm(VmCmd::Pool { op }) => {
+            if op != "status" {
+                bail!("pool takes status");
+            }
+            vm_client::call(&home, "vm_pool_status", json!({}))
+        }
         Command::Vm(VmCmd::Image(VmImageCmd::Build { force, framebuffer })) => {
             let out = home
                 .join("vm")
@@ -400,9 +516,25 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     let runtime = Arc::new(runtime);
-    aido_mcp::serve_stdio(runtime.clone())
+    let control = if runtime.policy().config().vm.enabled && runtime.policy().config().vm.live_view
+    {
+        match control::start(runtime.clone(), home).await {
+            Ok(file) => Some(file),
+            Err(e) => {
+                tracing::warn!(error = %e, "no live view");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let served = aido_mcp::serve_stdio(runtime.clone())
         .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| anyhow::anyhow!("{e}"));
+    if let Some(file) = control {
+        let _ = std::fs::remove_file(file);
+    }
+    served?;
     if let Ok(runtime) = Arc::try_unwrap(runtime) {
         runtime.shutdown().await;
     }

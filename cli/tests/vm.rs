@@ -501,3 +501,92 @@ fn a_graphical_screen_is_read_by_ocr() {
     mcp.call("vm_force_off", json!({"vm": "fb"}));
     mcp.close();
 }
+
+#[test]
+fn a_person_watches_and_drives_the_agents_machine() {
+    let h = home();
+    assert!(h.cmd(&["vm", "image", "build"]).status.success());
+    let mut mcp = Mcp::start(&h, "watched-agent");
+    assert_eq!(
+        mcp.call("vm_start", json!({"vm": "box"}))["result"]["isError"],
+        false
+    );
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "box", "text": "# ", "timeout_ms": 30000}),
+    );
+
+    assert_eq!(stdout(&h.cmd(&["vm", "list"])).trim(), "box");
+    let png = h.home.join("box.png");
+    let shot = h.cmd(&["vm", "shot", "box", "-o", png.to_str().unwrap()]);
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    assert!(
+        h.cmd(&["vm", "type", "box", "echo person-$((2*21))\n"])
+            .status
+            .success()
+    );
+    let waited = h.cmd(&[
+        "vm",
+        "wait-text",
+        "box",
+        "person-42",
+        "--timeout-ms",
+        "30000",
+    ]);
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    let missing = h.cmd(&["vm", "click-text", "box", "not on the screen"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("[vm_text_not_found]"));
+
+    // The live view: a page on loopback, refused without the token.
+    let live = stdout(&h.cmd(&["vm", "live"])).trim().to_owned();
+    assert!(
+        live.starts_with("http://127.0.0.1:") && live.contains("?token="),
+        "{live}"
+    );
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let page = agent
+        .get(&live)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        page.contains("aido live view") && page.contains("/api/vm/"),
+        "{page}"
+    );
+    let without = live.split('?').next().unwrap().to_owned();
+    assert_eq!(agent.get(&without).call().unwrap().status(), 401);
+    let screen = agent
+        .get(&format!(
+            "{}api/vm/box/screen.png?{}",
+            without,
+            live.split('?').nth(1).unwrap()
+        ))
+        .call()
+        .unwrap();
+    assert_eq!(screen.status(), 200);
+
+    mcp.call("vm_force_off", json!({"vm": "box"}));
+    let person = session_of(&h, "aido vm (person)");
+    mcp.close();
+    let show = stdout(&h.cmd(&["replay", "show", &person]));
+    assert!(
+        show.contains("vm_type") && show.contains("vm_wait_for_text"),
+        "a person's input is journaled: {show}"
+    );
+    assert!(!show.contains("vm_screenshot"), "looking is not an action");
+}

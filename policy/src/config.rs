@@ -41,6 +41,8 @@ memory_mb_max = 2048
 boot_timeout_ms = 120000
 # Clones the warm pool keeps paused and ready (vm_pool_acquire).
 pool_size = 2
+# Serve the live view and the `aido vm` control channel on 127.0.0.1 (token-protected).
+live_view = true
 
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
@@ -147,6 +149,8 @@ pub struct Vm {
     pub boot_timeout_ms: u64,
     /// Warm clones kept ready.
     pub pool_size: u32,
+    /// Serve the live view on loopback.
+    pub live_view: bool,
 }
 
 /// `[snapshots]`.

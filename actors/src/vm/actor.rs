@@ -35,6 +35,9 @@ pub struct VmState {
     ocr: Option<aido_vm::Ocr>,
 }
 
+/// A screen (PNG bytes) and the pointer position.
+pub type Peeked = (Vec<u8>, (u32, u32));
+
 /// Messages to the VM body.
 pub enum VmMsg {
     /// Run one vm_* primitive.
@@ -43,6 +46,19 @@ pub enum VmMsg {
         action: Box<Action>,
         /// The answer.
         reply: RpcReplyPort<Result<Executed, Failure>>,
+    },
+    /// A look at a machine for a person (the live view): its screen and pointer. Not an
+    /// action of the agent's, so not journaled; it changes nothing.
+    Peek {
+        /// The machine.
+        vm: String,
+        /// PNG bytes and the pointer position.
+        reply: RpcReplyPort<Result<Peeked, Failure>>,
+    },
+    /// The names of the running machines.
+    Names {
+        /// The names.
+        reply: RpcReplyPort<Vec<String>>,
     },
     /// Snapshot every running machine under `id` (for a workspace snapshot).
     SnapshotAll {
@@ -551,6 +567,20 @@ impl Actor for VmBody {
             VmMsg::Run { action, reply } => {
                 let result = state.run(&action).await;
                 let _ = reply.send(result);
+            }
+            VmMsg::Peek { vm, reply } => {
+                let peeked = match state.machine(&vm) {
+                    Ok(m) => m
+                        .screenshot_png()
+                        .await
+                        .map(|png| (png, m.cursor()))
+                        .map_err(failure),
+                    Err(f) => Err(f),
+                };
+                let _ = reply.send(peeked);
+            }
+            VmMsg::Names { reply } => {
+                let _ = reply.send(state.machines.keys().cloned().collect());
             }
             VmMsg::SnapshotAll { id, reply } => {
                 let mut done = Vec::new();
