@@ -249,7 +249,80 @@ actions! {
     Computer(vm::Computer) = "computer", Desktop;
 }
 
+/// Which part of aido runs an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// The session's executor: composites, meta, snapshots, rewinds.
+    Runtime,
+    /// The filesystem body.
+    Filesystem,
+    /// The VM body.
+    Machine,
+}
+
 impl Action {
+    /// Which body runs this action. No wildcard: a new primitive must choose.
+    pub fn body(&self) -> Body {
+        match self {
+            Action::ReadFile(_)
+            | Action::ReadFiles(_)
+            | Action::WriteFile(_)
+            | Action::EditFile(_)
+            | Action::ApplyPatch(_)
+            | Action::PatchSet(_)
+            | Action::StatFiles(_)
+            | Action::FileInfo(_)
+            | Action::Checksum(_)
+            | Action::MoveToTrash(_)
+            | Action::RestoreFromTrash(_)
+            | Action::Validate(_) => Body::Filesystem,
+            Action::VmStart(_)
+            | Action::VmShutdown(_)
+            | Action::VmList(_)
+            | Action::VmInfo(_)
+            | Action::VmScreenshot(_)
+            | Action::VmType(_)
+            | Action::VmKey(_)
+            | Action::VmClick(_)
+            | Action::VmFindText(_)
+            | Action::VmWaitForText(_)
+            | Action::VmClickText(_)
+            | Action::VmSnapshotCreate(_)
+            | Action::VmSnapshotRestore(_)
+            | Action::VmSnapshotList(_)
+            | Action::VmSnapshotDelete(_)
+            | Action::VmForceOff(_)
+            | Action::VmReboot(_)
+            | Action::VmMove(_)
+            | Action::VmTripleClick(_)
+            | Action::VmDrag(_)
+            | Action::VmScroll(_)
+            | Action::VmCursorPosition(_)
+            | Action::VmWait(_)
+            | Action::VmClone(_)
+            | Action::VmDestroyClone(_)
+            | Action::VmPoolAcquire(_)
+            | Action::VmPoolRelease(_)
+            | Action::VmPoolStatus(_)
+            | Action::VmPoolShutdown(_)
+            | Action::Computer(_) => Body::Machine,
+            Action::Simulate(_)
+            | Action::PolicyCheck(_)
+            | Action::Pipeline(_)
+            | Action::Try(_)
+            | Action::If(_)
+            | Action::Assert(_)
+            | Action::SessionHistory(_)
+            | Action::CreateSnapshot(_)
+            | Action::RestoreSnapshot(_)
+            | Action::ListSnapshots(_)
+            | Action::DeleteSnapshot(_)
+            | Action::Rewind(_)
+            | Action::SafeChange(_)
+            | Action::RandomBytes(_) => Body::Runtime,
+        }
+    }
+
     /// How deeply composites may nest.
     pub const DEPTH_MAX: usize = 16;
     /// Most leaves one action tree may hold.

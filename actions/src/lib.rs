@@ -36,7 +36,7 @@ pub mod verdict;
 pub mod vm;
 
 pub use access::{Access, AccessKind};
-pub use action::{Action, ParseError, PrimitiveSpec, primitives};
+pub use action::{Action, Body, ParseError, PrimitiveSpec, primitives};
 pub use class::SideEffectClass;
 pub use condition::Condition;
 pub use outcome::{Effect, Failure, Image, Input, Outcome};

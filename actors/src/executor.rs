@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::RandomBytes;
-use aido_actions::{Action, Condition, Effect, Failure, Input, Outcome};
+use aido_actions::{Action, Body, Condition, Effect, Failure, Input, Outcome};
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
 use ractor::rpc::CallResult;
@@ -72,6 +72,11 @@ impl Executor<'_> {
         Box::pin(async move {
             if self.hooks.cancel.is_cancelled() {
                 return Err(Failure::new("cancelled", "the call was cancelled").into());
+            }
+            match action.body() {
+                Body::Filesystem => return self.body(action).await.map_err(Failed::from),
+                Body::Machine => return self.vm(action).await.map_err(Failed::from),
+                Body::Runtime => {}
             }
             match action {
                 Action::Pipeline(p) => self.pipeline(&p.steps, &at).await,
@@ -200,48 +205,12 @@ impl Executor<'_> {
                 }
                 Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
                 Action::Rewind(r) => self.rewind(r.to_seq).await.map_err(Failed::from),
-                Action::VmStart(_)
-                | Action::VmShutdown(_)
-                | Action::VmList(_)
-                | Action::VmInfo(_)
-                | Action::VmScreenshot(_)
-                | Action::VmType(_)
-                | Action::VmKey(_)
-                | Action::VmClick(_)
-                | Action::VmFindText(_)
-                | Action::VmWaitForText(_)
-                | Action::VmClickText(_)
-                | Action::VmSnapshotCreate(_)
-                | Action::VmSnapshotRestore(_)
-                | Action::VmSnapshotList(_)
-                | Action::VmSnapshotDelete(_)
-                | Action::VmForceOff(_)
-                | Action::VmReboot(_)
-                | Action::VmMove(_)
-                | Action::VmTripleClick(_)
-                | Action::VmDrag(_)
-                | Action::VmScroll(_)
-                | Action::VmCursorPosition(_)
-                | Action::VmWait(_)
-                | Action::Computer(_)
-                | Action::VmClone(_)
-                | Action::VmDestroyClone(_)
-                | Action::VmPoolAcquire(_)
-                | Action::VmPoolRelease(_)
-                | Action::VmPoolStatus(_)
-                | Action::VmPoolShutdown(_) => self.vm(action).await.map_err(Failed::from),
-                Action::ReadFile(_)
-                | Action::ReadFiles(_)
-                | Action::WriteFile(_)
-                | Action::EditFile(_)
-                | Action::ApplyPatch(_)
-                | Action::PatchSet(_)
-                | Action::StatFiles(_)
-                | Action::FileInfo(_)
-                | Action::Checksum(_)
-                | Action::MoveToTrash(_)
-                | Action::RestoreFromTrash(_)
-                | Action::Validate(_) => self.body(action).await.map_err(Failed::from),
+                // Routed to their bodies above.
+                _ => Err(Failure::new(
+                    "wrong_body",
+                    format!("{} is not run by the executor", action.primitive()),
+                )
+                .into()),
             }
         })
     }
@@ -298,48 +267,42 @@ impl Executor<'_> {
         ))
     }
 
-    async fn body(&self, action: &Action) -> Result<Executed, Failure> {
-        let fs = self.shared.fs().ok_or_else(|| crashed(&self.shared))?;
-        let call = fs
-            .call(
-                |reply| FsMsg::Run {
-                    action: Box::new(action.clone()),
-                    session: self.ctx.clone(),
-                    cancel: self.hooks.cancel.clone(),
-                    reply,
-                },
-                self.timeout(),
-            )
-            .await;
-        match call {
+    /// Ask a body and wait, at most the action timeout: a crashed or stuck body is a coded
+    /// failure for the call in flight, never a hang.
+    async fn ask<M: ractor::Message, T: Send + 'static>(
+        &self,
+        body: Option<ractor::ActorRef<M>>,
+        name: &str,
+        msg: impl FnOnce(ractor::RpcReplyPort<Result<T, Failure>>) -> M,
+    ) -> Result<T, Failure> {
+        let body = body.ok_or_else(|| crashed(&self.shared))?;
+        match body.call(msg, self.timeout()).await {
             Ok(CallResult::Success(result)) => result,
             Ok(CallResult::Timeout) => Err(Failure::new(
                 "body_timeout",
-                "the filesystem body did not answer within action_timeout_ms",
+                format!("the {name} body did not answer within action_timeout_ms"),
             )),
             Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
         }
     }
 
+    async fn body(&self, action: &Action) -> Result<Executed, Failure> {
+        let (session, cancel) = (self.ctx.clone(), self.hooks.cancel.clone());
+        self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Run {
+            action: Box::new(action.clone()),
+            session,
+            cancel,
+            reply,
+        })
+        .await
+    }
+
     async fn vm(&self, action: &Action) -> Result<Executed, Failure> {
-        let vm = self.shared.vm().ok_or_else(|| crashed(&self.shared))?;
-        let call = vm
-            .call(
-                |reply| VmMsg::Run {
-                    action: Box::new(action.clone()),
-                    reply,
-                },
-                self.timeout(),
-            )
-            .await;
-        match call {
-            Ok(CallResult::Success(result)) => result,
-            Ok(CallResult::Timeout) => Err(Failure::new(
-                "body_timeout",
-                "the VM body did not answer within action_timeout_ms",
-            )),
-            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
-        }
+        self.ask(self.shared.vm(), "VM", |reply| VmMsg::Run {
+            action: Box::new(action.clone()),
+            reply,
+        })
+        .await
     }
 
     /// Ask the VM body something about all its machines.
@@ -347,15 +310,7 @@ impl Executor<'_> {
         &self,
         msg: impl FnOnce(ractor::RpcReplyPort<Result<Vec<String>, Failure>>) -> VmMsg,
     ) -> Result<Vec<String>, Failure> {
-        let vm = self.shared.vm().ok_or_else(|| crashed(&self.shared))?;
-        match vm.call(msg, self.timeout()).await {
-            Ok(CallResult::Success(result)) => result,
-            Ok(CallResult::Timeout) => Err(Failure::new(
-                "body_timeout",
-                "the VM body did not answer in time",
-            )),
-            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
-        }
+        self.ask(self.shared.vm(), "VM", msg).await
     }
 
     /// The machines snapshotted with workspace snapshot `id` in this session.
@@ -373,26 +328,14 @@ impl Executor<'_> {
     }
 
     async fn evaluate(&self, condition: &Condition) -> Result<bool, Failed> {
-        let fs = self.shared.fs().ok_or_else(|| crashed(&self.shared))?;
-        let call = fs
-            .call(
-                |reply| FsMsg::Evaluate {
-                    condition: condition.clone(),
-                    session: self.ctx.clone(),
-                    reply,
-                },
-                self.timeout(),
-            )
-            .await;
-        match call {
-            Ok(CallResult::Success(result)) => result.map_err(Failed::from),
-            Ok(CallResult::Timeout) => Err(Failure::new(
-                "body_timeout",
-                "the filesystem body did not answer in time",
-            )
-            .into()),
-            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared).into()),
-        }
+        let session = self.ctx.clone();
+        self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Evaluate {
+            condition: condition.clone(),
+            session,
+            reply,
+        })
+        .await
+        .map_err(Failed::from)
     }
 
     fn history(&self, h: &SessionHistory) -> Result<Executed, Failure> {
@@ -497,25 +440,13 @@ impl Executor<'_> {
 
 impl Executor<'_> {
     async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
-        let fs = self.shared.fs().ok_or_else(|| crashed(&self.shared))?;
-        let call = fs
-            .call(
-                |reply| FsMsg::Snapshot {
-                    op,
-                    session: self.ctx.clone(),
-                    reply,
-                },
-                self.timeout(),
-            )
-            .await;
-        match call {
-            Ok(CallResult::Success(result)) => result,
-            Ok(CallResult::Timeout) => Err(Failure::new(
-                "body_timeout",
-                "the snapshot did not finish within action_timeout_ms",
-            )),
-            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
-        }
+        let session = self.ctx.clone();
+        self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Snapshot {
+            op,
+            session,
+            reply,
+        })
+        .await
     }
 
     async fn record(&self, event: Event) -> Result<u64, Failure> {

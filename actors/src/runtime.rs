@@ -195,7 +195,10 @@ impl Runtime {
     }
 
     /// A machine's screen (PNG) and pointer, for a person watching; not journaled.
-    pub async fn vm_peek(&self, vm: &str) -> Result<crate::vm::actor::Peeked, aido_actions::Failure> {
+    pub async fn vm_peek(
+        &self,
+        vm: &str,
+    ) -> Result<crate::vm::actor::Peeked, aido_actions::Failure> {
         let body = self
             .shared
             .vm()

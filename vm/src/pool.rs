@@ -16,6 +16,8 @@ use crate::machine::{Machine, MachineSpec};
 
 /// Most clones one pool keeps warm.
 pub const POOL_SIZE_MAX: usize = 8;
+/// Longest a clone may take to take its new identity after it runs again.
+const IDENTITY_TIMEOUT_S: u64 = 30;
 
 /// What the pool holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -95,8 +97,9 @@ impl Pool {
         Ok(())
     }
 
-    /// A running clone with a fresh identity, and how long handing it out took. `entropy`
-    /// seeds it (the caller's randomness facade provides it).
+    /// A running clone with a fresh identity, and how long it took until the clone ran (the
+    /// `cont`; the identity is applied right after, before this returns). `entropy` seeds it
+    /// (the caller's randomness facade provides it).
     pub async fn acquire(&mut self, entropy: &[u8; 32]) -> Result<(Machine, Duration), VmError> {
         let started = Instant::now();
         let clone = match self.warm.pop_front() {
@@ -113,6 +116,19 @@ impl Pool {
                 "hostname {id}; echo {id} > /etc/aido-identity; echo {seed} > /dev/urandom; echo AIDO-IDENTITY-$(cat /etc/aido-identity)"
             ))
             .await?;
+        // Hand it out only once the guest has taken its identity (the echoed command line
+        // holds `$(cat ...)`, so only the output names the id).
+        let marker = format!("AIDO-IDENTITY-{id}");
+        let deadline = Instant::now() + Duration::from_secs(IDENTITY_TIMEOUT_S);
+        while !clone.serial().contains(&marker) {
+            if Instant::now() > deadline {
+                return Err(VmError::Qmp {
+                    command: "identity",
+                    message: "the clone did not take its identity".into(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         Ok((clone, took))
     }
 

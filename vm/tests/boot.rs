@@ -3,30 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::path::PathBuf;
 
-use aido_vm::{Machine, MachineSpec};
+use common::guest;
 
-/// Build the guest once per target dir; concurrent test processes wait on a lock file.
-fn guest() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("aido-guest");
-    std::fs::create_dir_all(&dir).unwrap();
-    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if !dir.join("manifest.json").exists() {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guest/build-image");
-        let out = std::process::Command::new(script)
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "build-image failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
-}
+use aido_vm::{Machine, MachineSpec};
 
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()

@@ -3,30 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-use std::path::PathBuf;
+mod common;
+
+use common::guest_fb;
 
 use aido_vm::{Machine, MachineSpec, Ocr};
-
-fn guest_fb() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("aido-guest-fb");
-    std::fs::create_dir_all(&dir).unwrap();
-    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if !dir.join("manifest.json").exists() {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guest/build-image");
-        let out = std::process::Command::new(script)
-            .arg(&dir)
-            .arg("--framebuffer")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "build-image failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocr_reads_a_framebuffer_screen_and_finds_text() {

@@ -3,30 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-use std::path::PathBuf;
+mod common;
+
+use common::guest;
 
 use aido_vm::pool::clone_machine;
 use aido_vm::{Machine, MachineSpec, Pool};
-
-fn guest() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("aido-guest");
-    std::fs::create_dir_all(&dir).unwrap();
-    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if !dir.join("manifest.json").exists() {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("guest/build-image");
-        let out = std::process::Command::new(script)
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "build-image failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
-}
 
 async fn wait_serial(m: &Machine, needle: &str) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -180,52 +180,9 @@ fn run(cx: &Ctx, action: &Action) -> Result<Executed, super::FsError> {
         Action::MoveToTrash(a) => ops::move_to_trash(cx, a),
         Action::RestoreFromTrash(a) => ops::restore_from_trash(cx, a),
         Action::Validate(a) => ops::validate(cx, a),
-        // The executor never sends these to the body: composites, meta and assert are walked
-        // by the session. Answering with an error keeps the body total.
-        Action::Simulate(_)
-        | Action::PolicyCheck(_)
-        | Action::Pipeline(_)
-        | Action::Try(_)
-        | Action::If(_)
-        | Action::Assert(_)
-        | Action::SessionHistory(_)
-        | Action::CreateSnapshot(_)
-        | Action::RestoreSnapshot(_)
-        | Action::ListSnapshots(_)
-        | Action::DeleteSnapshot(_)
-        | Action::Rewind(_)
-        | Action::SafeChange(_)
-        | Action::RandomBytes(_)
-        | Action::VmStart(_)
-        | Action::VmShutdown(_)
-        | Action::VmList(_)
-        | Action::VmInfo(_)
-        | Action::VmScreenshot(_)
-        | Action::VmType(_)
-        | Action::VmKey(_)
-        | Action::VmClick(_)
-        | Action::VmFindText(_)
-        | Action::VmWaitForText(_)
-        | Action::VmClickText(_)
-        | Action::VmSnapshotCreate(_)
-        | Action::VmSnapshotRestore(_)
-        | Action::VmSnapshotList(_)
-        | Action::VmSnapshotDelete(_)
-        | Action::VmForceOff(_)
-        | Action::VmReboot(_)
-        | Action::VmMove(_)
-        | Action::VmTripleClick(_)
-        | Action::VmDrag(_)
-        | Action::VmScroll(_)
-        | Action::VmCursorPosition(_)
-        | Action::VmWait(_)
-        | Action::Computer(_)
-        | Action::VmClone(_)
-        | Action::VmDestroyClone(_)
-        | Action::VmPoolAcquire(_)
-        | Action::VmPoolRelease(_)
-        | Action::VmPoolStatus(_)
-        | Action::VmPoolShutdown(_) => Err(super::FsError::WrongBody {
+        // The executor routes only filesystem actions here (Action::body); anything else is
+        // answered with an error, which keeps the body total.
+        _ => Err(super::FsError::WrongBody {
             primitive: action.primitive(),
         }),
     }
