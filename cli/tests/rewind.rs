@@ -324,3 +324,84 @@ fn workspace_init_makes_a_snapshot_friendly_workspace() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn kill_9_during_a_rewind_is_finished_at_the_next_start() {
+    let h = home();
+    let ws = h.home.join("big");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        format!(
+            "workdir = \"{}\"\n[snapshots]\nbackend = \"copy\"\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    for i in 0..3000 {
+        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
+    }
+    let mut mcp = Mcp::start(&h, "crashy-rewind");
+    let snap = mcp.call("create_snapshot", json!({}));
+    let target = seq(&snap) + 2; // the snapshot's outcome record
+    let original = tree(&ws);
+    // Change every file through aido, in three pipelines of 1000 steps.
+    for part in 0..3 {
+        let steps: Vec<Value> = (part * 1000..(part + 1) * 1000)
+            .map(|i| json!({"type": "write_file", "path": format!("f{i:04}.txt"), "content": format!("changed {i}\n")}))
+            .collect();
+        let r = mcp.call("pipeline", json!({"steps": steps}));
+        assert_eq!(r["result"]["isError"], false);
+    }
+    mcp.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                    "params": {"name": "rewind", "arguments": {"to_seq": target}}}));
+    let recovery = h.aido_home.join("recovery");
+    let begun = || {
+        std::fs::read_dir(&recovery)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
+            .unwrap_or(false)
+            && std::fs::read_to_string(ws.join("f0000.txt"))
+                .is_ok_and(|t| t.starts_with("original"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !begun() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    mcp.child.kill().unwrap();
+    mcp.child.wait().unwrap();
+    let restored = tree(&ws)
+        .iter()
+        .filter(|(k, v)| original.get(*k) == Some(*v))
+        .count();
+    eprintln!("killed the rewind with {restored} of 3000 files back");
+
+    let next = Command::new(AIDO)
+        .arg("mcp")
+        .env("HOME", &h.home)
+        .env("AIDO_HOME", &h.aido_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(next.success());
+    assert_eq!(tree(&ws), original, "the rewind was finished");
+    let id = session_of(&h, "crashy-rewind");
+    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
+    let records: Vec<Value> = export
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rewound = records
+        .iter()
+        .find(|r| r["event"] == "rewound")
+        .expect("the journal says it rewound");
+    if restored < 3000 {
+        assert_eq!(rewound["recovered"], true, "{rewound}");
+    }
+    assert_eq!(rewound["to_seq"], target);
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}
