@@ -241,7 +241,7 @@ impl Recovery {
                     duration_ms: 0,
                 })
                 .await?;
-                tracing::warn!(session = %marker.session, proposal = marker.proposal, "finished an interrupted restore");
+                tracing::warn!(session = %marker.session, proposal = marker.proposal, "finished an interrupted restore or rewind");
             }
             Err(failure) => {
                 let failure = Failure::new(
