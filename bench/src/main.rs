@@ -9,7 +9,10 @@
 //! system call (the difference between the two policy evaluation benches). Then it times
 //! snapshot create and restore on a large tree with every snapshot backend (btrfs on a loop
 //! volume it mounts and unmounts) against `cp -a` and git, and `rewind` in sessions of many
-//! actions through a real runtime. `bench/run` builds everything and runs it.
+//! actions through a real runtime. Last, whole machines (the `aido-vm` crate, on this machine's
+//! accelerator): boot to a prompt, snapshot revert, pool acquire, QEMU's memory per body and
+//! `find_text` on a text-mode and a framebuffer screen. `bench/run` builds everything and runs
+//! it.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido --out docs/BENCHMARKS.md
@@ -35,6 +38,8 @@ mod stdio;
 mod stop;
 /// The tree the snapshot benchmark snapshots.
 mod tree;
+/// Whole machines: boot, revert, pool, memory, find_text.
+mod vm;
 /// The btrfs loop volume.
 mod volume;
 
@@ -45,7 +50,7 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::{Report, SnapshotSection};
+use crate::report::{Report, SnapshotSection, VmSection};
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
 #[derive(Parser, Debug)]
@@ -126,10 +131,52 @@ struct Args {
     /// Rewinds per backend (each in a fresh session).
     #[arg(long, default_value_t = 5)]
     rewind_targets: usize,
+    /// Leave out the VM benchmarks.
+    #[arg(long)]
+    skip_vm: bool,
+    /// The script that builds the guest images.
+    #[arg(long, default_value = "vm/guest/build-image")]
+    vm_build_image: PathBuf,
+    /// Boots of the text-console guest timed (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    vm_boots: usize,
+    /// `loadvm` reverts, and migration-file restores, timed.
+    #[arg(long, default_value_t = 5)]
+    vm_reverts: usize,
+    /// Pool acquisitions timed (a refill after each).
+    #[arg(long, default_value_t = 5)]
+    vm_acquisitions: usize,
+    /// `find_text` calls timed on each screen.
+    #[arg(long, default_value_t = 5)]
+    vm_finds: usize,
+    /// Clones the pool keeps warm.
+    #[arg(long, default_value_t = 2)]
+    vm_pool_size: usize,
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    // tesseract (the VM section's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
+    // 5-9x faster on small machines with one thread: run with it, as `aido` does.
+    if std::env::var_os("OMP_THREAD_LIMIT").is_none()
+        && let Ok(me) = std::env::current_exe()
+    {
+        use std::os::unix::process::CommandExt;
+        let error = std::process::Command::new(me)
+            .args(std::env::args_os().skip(1))
+            .env("OMP_THREAD_LIMIT", "1")
+            .exec();
+        eprintln!(
+            "aido-bench: cannot re-execute with OMP_THREAD_LIMIT=1 ({error}); going on without it"
+        );
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(bench())
+}
+
+async fn bench() -> Result<()> {
     let args = Args::parse();
     let aido = std::fs::canonicalize(&args.aido)
         .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;
@@ -193,6 +240,12 @@ async fn main() -> Result<()> {
         snapshot_section(&args, &temp).await?
     };
 
+    let vm = if args.skip_vm {
+        VmSection::Skipped("`--skip-vm`".into())
+    } else {
+        vm_section(&args, &temp).await?
+    };
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -205,6 +258,7 @@ async fn main() -> Result<()> {
         plan: setup.plan,
         peer,
         snapshots,
+        vm,
     };
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
@@ -233,6 +287,7 @@ async fn main() -> Result<()> {
         }
     }
     print_snapshots(&report.snapshots);
+    print_vm(&report.vm);
     println!(
         "symlink_metadata   {} per call",
         report::format_ns(report.metadata.median_ns)
@@ -274,14 +329,60 @@ async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
         }),
     };
     let temp = temp.to_owned();
+    let outcome = interruptible("aido-bench-snapshots", "snapshot benchmark", move || {
+        snapshots::run(&temp, &options)
+    })
+    .await?;
+    Ok(match outcome {
+        Ok(results) => SnapshotSection::Ran(Box::new(results)),
+        Err(e) => {
+            eprintln!("aido-bench: the snapshot section failed: {e:#}");
+            SnapshotSection::Failed(format!("{e:#}"))
+        }
+    })
+}
+
+/// Runs the VM benchmarks on their own thread and runtime, stoppable like the snapshot section
+/// (every QEMU it started is stopped on the way out).
+async fn vm_section(args: &Args, temp: &Path) -> Result<VmSection> {
+    let options = vm::Options {
+        build_image: args.vm_build_image.clone(),
+        boots: args.vm_boots.max(1),
+        reverts: args.vm_reverts.max(1),
+        acquisitions: args.vm_acquisitions.max(1),
+        finds: args.vm_finds.max(1),
+        pool_size: args.vm_pool_size.max(1),
+    };
+    let temp = temp.to_owned();
+    let outcome = interruptible("aido-bench-vm", "VM benchmark", move || {
+        vm::run_blocking(&temp, &options)
+    })
+    .await?;
+    Ok(match outcome {
+        Ok(results) => VmSection::Ran(Box::new(results)),
+        Err(e) => {
+            eprintln!("aido-bench: the VM section failed: {e:#}");
+            VmSection::Failed(format!("{e:#}"))
+        }
+    })
+}
+
+/// Runs `work` on a thread of its own while this one waits for Ctrl-C or SIGTERM: a stop
+/// request lets the work return through its guards, which undo what it made. `Err` when
+/// interrupted (or the thread panicked); `Ok(Err)` when the work failed by itself.
+async fn interruptible<T: Send + 'static>(
+    thread: &str,
+    section: &'static str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<Result<T>> {
     let (done, finished) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
-        .name("aido-bench-snapshots".into())
+        .name(thread.into())
         .spawn(move || {
-            let _ = done.send(snapshots::run(&temp, &options));
+            let _ = done.send(work());
         })
-        .context("starting the snapshot thread")?;
-    let interrupt = tokio::spawn(async {
+        .with_context(|| format!("starting the {section} thread"))?;
+    let interrupt = tokio::spawn(async move {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let terminated = async {
@@ -294,20 +395,67 @@ async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
             _ = tokio::signal::ctrl_c() => {}
             _ = terminated => {}
         }
-        eprintln!("aido-bench: interrupted; cleaning up the snapshot benchmark");
+        eprintln!("aido-bench: interrupted; cleaning up the {section}");
         stop::request();
     });
     let outcome = finished.await;
     interrupt.abort();
     match outcome {
-        Ok(Ok(results)) => Ok(SnapshotSection::Ran(Box::new(results))),
         Ok(Err(e)) if stop::requested() => Err(e),
-        Ok(Err(e)) => {
-            eprintln!("aido-bench: the snapshot section failed: {e:#}");
-            Ok(SnapshotSection::Failed(format!("{e:#}")))
-        }
-        Err(_) => bail!("the snapshot thread panicked"),
+        Ok(result) => Ok(result),
+        Err(_) => bail!("the {section} thread panicked"),
     }
+}
+
+fn print_vm(section: &VmSection) {
+    use crate::snapshots::median;
+    let r = match section {
+        VmSection::Ran(r) => r,
+        VmSection::Skipped(why) => return println!("vm: not run: {why}"),
+        VmSection::Failed(why) => return println!("vm: failed: {why}"),
+    };
+    let show = |what: &str, values: Result<&[std::time::Duration], &String>| match values {
+        Ok(v) => println!(
+            "  {what:<40} {:>9} median of {}",
+            report::format_duration(median(v)),
+            v.len()
+        ),
+        Err(e) => println!("  {what:<40} failed: {e}"),
+    };
+    println!("vm ({}, {}):", r.accel, r.qemu);
+    show(
+        "boot to prompt",
+        r.boot.as_ref().map(|b| b.prompt.as_slice()),
+    );
+    show("loadvm", r.loadvm.as_ref().map(|l| l.load.as_slice()));
+    show(
+        "migration-file restore + resume",
+        r.migration.as_ref().map(|m| m.total.as_slice()),
+    );
+    show(
+        "pool acquire, until the clone runs",
+        r.pool.as_ref().map(|p| p.handout.as_slice()),
+    );
+    show(
+        "pool acquire, whole call",
+        r.pool.as_ref().map(|p| p.wall.as_slice()),
+    );
+    for row in &r.rss {
+        match &row.outcome {
+            Ok(m) => println!("  {:<40} {:>9}", row.body.id(), report::format_bytes(m.rss)),
+            Err(e) => println!("  {:<40} failed: {e}", row.body.id()),
+        }
+    }
+    for f in &r.find {
+        show(
+            &format!("find_text {:?}", f.screen),
+            f.outcome.as_ref().map(|t| t.times.as_slice()),
+        );
+    }
+    if !r.leftover.is_empty() {
+        println!("  QEMU processes left and killed: {:?}", r.leftover);
+    }
+    println!("  section took {}", report::format_duration(r.took));
 }
 
 fn print_snapshots(section: &SnapshotSection) {

@@ -10,8 +10,11 @@ use crate::stdio::{Measured, Outcome, Plan, StdioRun};
 
 /// The snapshot and rewind sections.
 mod snapshots;
+/// The VM section.
+mod vm;
 
 pub use snapshots::SnapshotSection;
+pub use vm::VmSection;
 
 /// The policy target: median evaluation of a write_file against 10 deny globs.
 pub const POLICY_TARGET_NS: f64 = 2_000.0;
@@ -60,6 +63,8 @@ pub struct Report {
     pub peer: String,
     /// Snapshot create and restore, and rewind.
     pub snapshots: SnapshotSection,
+    /// Boot, snapshot revert, pool acquire, memory and find_text of whole machines.
+    pub vm: VmSection,
 }
 
 /// "pass", "FAIL", or "not run".
@@ -143,6 +148,7 @@ impl Report {
             ("journal_append_8_writers", self.journal_passed()),
         ];
         met.extend(self.snapshot_targets());
+        met.extend(self.vm_targets());
         met
     }
 
@@ -183,6 +189,7 @@ impl Report {
         self.journal_section(&mut s);
         self.stdio_section(&mut s);
         self.snapshot_sections(&mut s);
+        self.vm_section(&mut s);
         self.reproduce(&mut s);
         s
     }
@@ -271,6 +278,7 @@ impl Report {
             );
         }
         self.snapshot_summary(s);
+        self.vm_summary(s);
         let _ = writeln!(s);
     }
 
@@ -620,11 +628,15 @@ impl Report {
              `/dev/shm`; skipped if that is missing or not tmpfs), then the snapshot \
              benchmarks (the tree in the default temp dir and on a btrfs loop volume it makes \
              and unmounts; the volume needs root, without it the btrfs rows say why they did \
-             not run) and the rewind sessions, reads the criterion estimates from \
-             `target/criterion/*/new/estimates.json` and rewrites this file. \
+             not run) and the rewind sessions, then the VM benchmarks (it builds both guest \
+             images with `vm/guest/build-image` into a temp dir and needs QEMU, `qemu-img`, \
+             `setpriv` and tesseract's English model; `aido-bench` re-executes itself with \
+             `OMP_THREAD_LIMIT=1` for tesseract, as `aido` does), reads the criterion \
+             estimates from `target/criterion/*/new/estimates.json` and rewrites this file. \
              `target/release/aido-bench --help` lists the knobs (calls, rounds, files, the \
-             tmpfs dir, metadata calls, the tree's size, repeats, the rewind sessions; \
-             `--skip-snapshots` and `--skip-rewind` leave those sections out)."
+             tmpfs dir, metadata calls, the tree's size, repeats, the rewind sessions, the VM \
+             repeats and pool size; `--skip-snapshots`, `--skip-rewind` and `--skip-vm` leave \
+             those sections out)."
         );
     }
 }
@@ -746,6 +758,7 @@ pub(crate) mod tests {
             },
             peer: "peer 1.0".into(),
             snapshots: SnapshotSection::Skipped("not asked for".into()),
+            vm: VmSection::Skipped("not asked for".into()),
         }
     }
 
@@ -763,6 +776,12 @@ pub(crate) mod tests {
                 ("snapshot_btrfs_subvolume_restore", None),
                 ("rewind_copy", None),
                 ("rewind_btrfs_subvolume", None),
+                ("vm_snapshot_revert", None),
+                ("vm_pool_acquire_until_running", None),
+                ("vm_pool_acquire_call", None),
+                ("vm_rss_text_console", None),
+                ("vm_rss_pool_clone", None),
+                ("vm_rss_framebuffer", None),
             ]
         );
         let text = r.render();

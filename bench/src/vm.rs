@@ -1,0 +1,1250 @@
+//! Whole machines (the `aido-vm` crate) on this machine, in one run: boot to a shell prompt,
+//! snapshot revert (HMP `savevm` once, then `loadvm`; and the migration-file path: a new QEMU
+//! restored from a saved state, then `cont`), pool acquire, QEMU's resident memory per body,
+//! and `find_text` on a text-mode screen (the VGA buffer) and on a framebuffer (OCR).
+//!
+//! The guests are built by `vm/guest/build-image` into a temp dir (both variants), every QEMU
+//! is stopped on the way out (`shutdown`; `Machine`'s Drop kills it on error paths), and the
+//! section checks that none of its QEMU processes is left.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool};
+use anyhow::{Context, Result, bail, ensure};
+
+use crate::snapshots::median;
+use crate::stop;
+
+/// The snapshot revert target (median).
+pub const REVERT_TARGET: Duration = Duration::from_millis(500);
+/// The pool acquire target (median).
+pub const ACQUIRE_TARGET: Duration = Duration::from_millis(50);
+/// The memory target per body: 150 MB (decimal, as the issue states it).
+pub const RSS_TARGET_BYTES: u64 = 150_000_000;
+
+/// The reference system's figures, as the issue quotes them.
+pub const REFERENCE_REVERT: &str = "~2 s";
+/// See [`REFERENCE_REVERT`].
+pub const REFERENCE_ACQUIRE: &str = "~200 ms";
+/// See [`REFERENCE_REVERT`].
+pub const REFERENCE_RSS: &str = "~256 MB";
+
+/// How long a guest has to show its prompt or a line it was asked to print.
+const TEXT_TIMEOUT_MS: u64 = 60_000;
+/// An idle body is left alone this long before its memory is read.
+const SETTLE: Duration = Duration::from_secs(2);
+/// The snapshot name `savevm` takes.
+pub const SNAPSHOT: &str = "aido-bench";
+/// The line searched on the framebuffer screen (the OCR test's line).
+const FB_NEEDLE: &str = "dogs near the river";
+
+/// How the section runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `vm/guest/build-image`.
+    pub build_image: PathBuf,
+    /// Boots timed (the last one is kept for the text-mode parts).
+    pub boots: usize,
+    /// `loadvm` reverts, and migration-file restores, timed.
+    pub reverts: usize,
+    /// Pool acquisitions timed.
+    pub acquisitions: usize,
+    /// `find_text` calls timed per screen.
+    pub finds: usize,
+    /// Clones the pool keeps warm.
+    pub pool_size: usize,
+}
+
+/// A measurement, or why there is none.
+pub type Outcome<T> = std::result::Result<T, String>;
+
+/// Boot to prompt, text console.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Boot {
+    /// The accelerator.
+    pub accel: String,
+    /// `Machine::booted_in`: QEMU's exec until the guest's ready line on its serial port.
+    pub ready: Vec<Duration>,
+    /// From the `Machine::boot` call until `# ` is on the VGA text screen.
+    pub prompt: Vec<Duration>,
+}
+
+/// `savevm` once, `loadvm` after each change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loadvm {
+    /// The accelerator.
+    pub accel: String,
+    /// The one `savevm`.
+    pub save: Duration,
+    /// Each `loadvm`.
+    pub load: Vec<Duration>,
+}
+
+/// The migration-file path: the state saved once, a new QEMU restored from it each time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Migration {
+    /// The accelerator.
+    pub accel: String,
+    /// `Machine::save_state`.
+    pub save: Duration,
+    /// The state file's size.
+    pub state_bytes: u64,
+    /// `Machine::restore`: a new QEMU, its QMP socket, `migrate-incoming` until completed.
+    pub restore: Vec<Duration>,
+    /// `Machine::resume` (`cont`) after it.
+    pub resume: Vec<Duration>,
+    /// Both.
+    pub total: Vec<Duration>,
+}
+
+/// Acquisitions from a warm pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolRun {
+    /// The accelerator.
+    pub accel: String,
+    /// Clones kept warm.
+    pub size: usize,
+    /// `Pool::open`, first time: the template's boot, prompt and save, and the warm clones.
+    pub open: Duration,
+    /// The Duration `Pool::acquire` returns: until the clone runs (a warm clone popped and
+    /// `cont`).
+    pub handout: Vec<Duration>,
+    /// The whole `Pool::acquire` call (that, then the identity line written to the serial
+    /// console and waited for).
+    pub wall: Vec<Duration>,
+    /// `Pool::refill` after releasing the clone (one restore).
+    pub refill: Vec<Duration>,
+}
+
+/// The framebuffer guest's boot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FbBoot {
+    /// The accelerator.
+    pub accel: String,
+    /// `Machine::booted_in`.
+    pub ready: Duration,
+    /// From the `Machine::boot` call until OCR reads the shell's banner (`BusyBox`).
+    pub banner: Duration,
+}
+
+/// Which body's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// The text-console guest, booted and idle at its prompt.
+    TextIdle,
+    /// A clone acquired from the pool (restored from the template's state), running.
+    PoolClone,
+    /// The framebuffer guest, idle at its prompt.
+    Framebuffer,
+}
+
+impl Body {
+    /// The name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::TextIdle => "text-console guest, booted, idle at its prompt",
+            Self::PoolClone => "pool clone (restored from the template's state), running",
+            Self::Framebuffer => "framebuffer guest (1280x800), booted, idle at its prompt",
+        }
+    }
+
+    /// The target's id, as printed by `aido-bench`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::TextIdle => "vm_rss_text_console",
+            Self::PoolClone => "vm_rss_pool_clone",
+            Self::Framebuffer => "vm_rss_framebuffer",
+        }
+    }
+}
+
+/// One QEMU's memory, from /proc/PID/status and /proc/PID/smaps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Memory {
+    /// The accelerator.
+    pub accel: String,
+    /// Guest memory, MiB.
+    pub guest_mb: u32,
+    /// VmRSS, bytes.
+    pub rss: u64,
+    /// VmHWM (peak RSS), bytes.
+    pub hwm: u64,
+    /// RssFile (the mapped QEMU binary and libraries), bytes.
+    pub file: u64,
+    /// Resident bytes of the guest's RAM (the anonymous mapping of exactly the guest's memory
+    /// size), when there is one such mapping.
+    pub guest_ram: Option<u64>,
+    /// Under TCG: resident bytes of the translation buffer (the largest other anonymous
+    /// mapping of at least [`CODE_BUFFER_MIN_KB`]; QEMU's default is 1 GiB).
+    pub code_buffer: Option<u64>,
+    /// Anonymous memory in transparent huge pages (AnonHugePages over all mappings), bytes.
+    pub huge: u64,
+}
+
+/// An anonymous mapping at least this large (KiB) that is not the guest's RAM is taken for
+/// TCG's translation buffer.
+pub const CODE_BUFFER_MIN_KB: u64 = 512 * 1024;
+
+/// One mapping of /proc/PID/smaps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mapping {
+    size_kb: u64,
+    rss_kb: u64,
+    huge_kb: u64,
+    anonymous: bool,
+}
+
+/// The mappings of a /proc/PID/smaps text.
+fn mappings(smaps: &str) -> Vec<Mapping> {
+    let mut out: Vec<Mapping> = Vec::new();
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else {
+            continue;
+        };
+        if !first.ends_with(':') && first.contains('-') {
+            // "start-end perms offset dev inode [path]"
+            out.push(Mapping {
+                size_kb: 0,
+                rss_kb: 0,
+                huge_kb: 0,
+                anonymous: words.nth(4).is_none(),
+            });
+        } else if let Some(m) = out.last_mut() {
+            if let Some(kb) = status_kb(line, "Size") {
+                m.size_kb = kb;
+            } else if let Some(kb) = status_kb(line, "Rss") {
+                m.rss_kb = kb;
+            } else if let Some(kb) = status_kb(line, "AnonHugePages") {
+                m.huge_kb = kb;
+            }
+        }
+    }
+    out
+}
+
+/// (guest RAM, translation buffer) resident KiB, from the mappings.
+fn breakdown(maps: &[Mapping], guest_mb: u32, tcg: bool) -> (Option<u64>, Option<u64>) {
+    let guest_kb = u64::from(guest_mb) * 1024;
+    let ram: Vec<&Mapping> = maps
+        .iter()
+        .filter(|m| m.anonymous && m.size_kb == guest_kb)
+        .collect();
+    let ram = match ram.as_slice() {
+        [one] => Some(one.rss_kb),
+        _ => None,
+    };
+    let code = tcg
+        .then(|| {
+            maps.iter()
+                .filter(|m| m.anonymous && m.size_kb != guest_kb && m.size_kb >= CODE_BUFFER_MIN_KB)
+                .max_by_key(|m| m.size_kb)
+                .map(|m| m.rss_kb)
+        })
+        .flatten();
+    (ram, code)
+}
+
+/// One body's memory row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rss {
+    /// Which.
+    pub body: Body,
+    /// What was read.
+    pub outcome: Outcome<Memory>,
+}
+
+impl Rss {
+    /// Under the target; `None` when not measured.
+    pub fn passed(&self) -> Option<bool> {
+        self.outcome.as_ref().ok().map(|m| m.rss < RSS_TARGET_BYTES)
+    }
+}
+
+/// Which screen `find_text` read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Screen {
+    /// VGA text mode: the text buffer, exactly.
+    Text,
+    /// A 1280x800 framebuffer: OCR.
+    Framebuffer,
+}
+
+impl Screen {
+    /// The name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Text => "text-mode screen (VGA text buffer, exact)",
+            Self::Framebuffer => "framebuffer screen (tesseract OCR, fuzzy)",
+        }
+    }
+}
+
+/// `find_text` on one screen, and its parts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FindTimes {
+    /// The accelerator.
+    pub accel: String,
+    /// The needle.
+    pub needle: String,
+    /// The screen in pixels.
+    pub size: (u32, u32),
+    /// What read it (`vga_text`, `ocr`).
+    pub source: String,
+    /// Matches the first call returned, and the best one's similarity.
+    pub matches: usize,
+    /// See [`FindTimes::matches`].
+    pub similarity: f64,
+    /// The first call (not in [`FindTimes::times`]).
+    pub first: Duration,
+    /// Each timed call after it.
+    pub times: Vec<Duration>,
+    /// `screenshot_png` alone (QEMU's screendump).
+    pub screenshot: Vec<Duration>,
+    /// The reader alone: `text_screen` (text mode) or `Ocr::words` on one screenshot.
+    pub read: Vec<Duration>,
+    /// Words OCR read on the screen (framebuffer only).
+    pub words: Option<usize>,
+}
+
+/// `find_text` on one screen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Find {
+    /// Which.
+    pub screen: Screen,
+    /// What was measured.
+    pub outcome: Outcome<FindTimes>,
+}
+
+/// Everything the section measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Results {
+    /// The accelerator the machines were started with.
+    pub accel: String,
+    /// Why that one.
+    pub accel_why: String,
+    /// `qemu-system-x86_64 --version`, first line.
+    pub qemu: String,
+    /// The guest's kernel package and busybox version (the image manifest).
+    pub guest: String,
+    /// Guest memory, MiB.
+    pub guest_mb: u32,
+    /// The host's transparent huge page mode (`always`, `madvise`, `never`).
+    pub thp: String,
+    /// `OMP_THREAD_LIMIT` as this process had it (tesseract reads it at start).
+    pub omp_thread_limit: Option<String>,
+    /// The image builds: text console, framebuffer.
+    pub builds: Vec<(String, Duration)>,
+    /// The counts asked for.
+    pub options: Counts,
+    /// Boot to prompt.
+    pub boot: Outcome<Boot>,
+    /// `savevm` / `loadvm`.
+    pub loadvm: Outcome<Loadvm>,
+    /// The migration-file restore.
+    pub migration: Outcome<Migration>,
+    /// The pool.
+    pub pool: Outcome<PoolRun>,
+    /// The framebuffer guest's boot.
+    pub fb_boot: Outcome<FbBoot>,
+    /// One per body.
+    pub rss: Vec<Rss>,
+    /// One per screen.
+    pub find: Vec<Find>,
+    /// QEMU processes of this run still alive at the end (killed then), by pid.
+    pub leftover: Vec<u32>,
+    /// The whole section.
+    pub took: Duration,
+}
+
+/// The counts a run was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// See [`Options::boots`].
+    pub boots: usize,
+    /// See [`Options::reverts`].
+    pub reverts: usize,
+    /// See [`Options::acquisitions`].
+    pub acquisitions: usize,
+    /// See [`Options::finds`].
+    pub finds: usize,
+    /// See [`Options::pool_size`].
+    pub pool_size: usize,
+}
+
+/// The faster revert path, by median: (its name, its median).
+pub fn faster_revert(
+    loadvm: &Outcome<Loadvm>,
+    migration: &Outcome<Migration>,
+) -> Option<(&'static str, Duration)> {
+    let a = loadvm.as_ref().ok().map(|l| ("`loadvm`", median(&l.load)));
+    let b = migration
+        .as_ref()
+        .ok()
+        .map(|m| ("the migration-file restore", median(&m.total)));
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.1 < a.1 { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn outcome<T>(r: Result<T>) -> Outcome<T> {
+    r.map_err(|e| format!("{e:#}"))
+}
+
+/// Runs the section on a multi-threaded runtime of its own (2 workers, as the VM tests do).
+pub fn run_blocking(temp: &Path, options: &Options) -> Result<Results> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the VM section's runtime")?;
+    runtime.block_on(run(temp, options))
+}
+
+/// Builds the guests in a temp dir under `temp`, measures, stops every QEMU.
+pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
+    let started = Instant::now();
+    let root = tempfile::Builder::new()
+        .prefix("aido-bench-vm-")
+        .tempdir_in(temp)
+        .with_context(|| format!("creating a temp dir in {}", temp.display()))?;
+    let text_dir = root.path().join("guest-text");
+    let fb_dir = root.path().join("guest-fb");
+    let mut builds = Vec::new();
+    for (label, dir, framebuffer) in [
+        ("text console", &text_dir, false),
+        ("framebuffer", &fb_dir, true),
+    ] {
+        eprintln!("aido-bench: building the {label} guest image");
+        builds.push((
+            label.to_owned(),
+            build_image(&options.build_image, dir, framebuffer).await?,
+        ));
+        stop::check()?;
+    }
+    let ocr = outcome(Ocr::start().context("starting tesseract"));
+    let mut spec = MachineSpec::text_console(&text_dir);
+    let mut accel_why = accel_reason(spec.accel, Path::new("/dev/kvm").exists(), &kvm_modules());
+
+    // The text-console guest: boots, its memory, find_text, the migration file, savevm.
+    eprintln!(
+        "aido-bench: booting the text-console guest {} times ({})",
+        options.boots.max(1),
+        spec.accel.name()
+    );
+    let booted = boots(&mut spec, options.boots.max(1), &mut accel_why).await;
+    stop::check()?;
+    let work = root.path().join("work");
+    std::fs::create_dir_all(&work)?;
+    let (boot, mut rss, text_find, migration, loadvm) = match booted {
+        Ok((boot, machine)) => {
+            let memory = outcome(memory(&machine, spec.memory_mb).await);
+            stop::check()?;
+            let text_find = match &ocr {
+                Ok(ocr) => outcome(find_text_mode(&machine, ocr, options.finds.max(1)).await),
+                Err(e) => Err(format!("no OCR engine, so no `find_text`: {e}")),
+            };
+            stop::check()?;
+            eprintln!("aido-bench: migration-file restores");
+            let migration =
+                outcome(migration(&machine, &spec, options.reverts.max(1), &work).await);
+            stop::check()?;
+            eprintln!("aido-bench: savevm / loadvm");
+            let loadvm = outcome(loadvm(&machine, options.reverts.max(1)).await);
+            machine.shutdown().await;
+            stop::check()?;
+            (
+                Ok(boot),
+                vec![Rss {
+                    body: Body::TextIdle,
+                    outcome: memory,
+                }],
+                text_find,
+                migration,
+                loadvm,
+            )
+        }
+        Err(e) => {
+            let why = format!("the text-console guest did not boot: {e:#}");
+            (
+                Err(why.clone()),
+                vec![Rss {
+                    body: Body::TextIdle,
+                    outcome: Err(why.clone()),
+                }],
+                Err(why.clone()),
+                Err(why.clone()),
+                Err(why),
+            )
+        }
+    };
+
+    eprintln!(
+        "aido-bench: pool of {} ({} acquisitions)",
+        options.pool_size,
+        options.acquisitions.max(1)
+    );
+    let (pool, clone_memory) = match pool_run(
+        &spec,
+        &root.path().join("pool"),
+        options.pool_size.max(1),
+        options.acquisitions.max(1),
+    )
+    .await
+    {
+        Ok((run, memory)) => (Ok(run), memory),
+        Err(e) => {
+            let why = format!("{e:#}");
+            (Err(why.clone()), Err(why))
+        }
+    };
+    rss.push(Rss {
+        body: Body::PoolClone,
+        outcome: clone_memory,
+    });
+    stop::check()?;
+
+    eprintln!("aido-bench: the framebuffer guest");
+    let mut fb_spec = MachineSpec::framebuffer(&fb_dir);
+    fb_spec.accel = spec.accel;
+    let (fb_boot, fb_memory, fb_find) =
+        framebuffer(&fb_spec, ocr.as_ref(), options.finds.max(1)).await;
+    rss.push(Rss {
+        body: Body::Framebuffer,
+        outcome: fb_memory,
+    });
+    drop(ocr);
+
+    let leftover = reap_leftovers().await;
+    let guest = manifest(&text_dir);
+    drop(root);
+    stop::check()?;
+    Ok(Results {
+        accel: spec.accel.name().to_owned(),
+        accel_why,
+        qemu: first_line("qemu-system-x86_64", &["--version"]),
+        guest,
+        guest_mb: spec.memory_mb,
+        thp: std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .ok()
+            .and_then(|t| selected(&t))
+            .unwrap_or_else(|| "unknown".into()),
+        omp_thread_limit: std::env::var("OMP_THREAD_LIMIT").ok(),
+        builds,
+        options: Counts {
+            boots: options.boots.max(1),
+            reverts: options.reverts.max(1),
+            acquisitions: options.acquisitions.max(1),
+            finds: options.finds.max(1),
+            pool_size: options.pool_size.max(1),
+        },
+        boot,
+        loadvm,
+        migration,
+        pool,
+        fb_boot,
+        rss,
+        find: vec![
+            Find {
+                screen: Screen::Text,
+                outcome: text_find,
+            },
+            Find {
+                screen: Screen::Framebuffer,
+                outcome: fb_find,
+            },
+        ],
+        leftover,
+        took: started.elapsed(),
+    })
+}
+
+async fn build_image(script: &Path, out: &Path, framebuffer: bool) -> Result<Duration> {
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new(script);
+    command.arg(out).kill_on_drop(true);
+    if framebuffer {
+        command.arg("--framebuffer");
+    }
+    let output = command
+        .output()
+        .await
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        bail!(
+            "{} {} failed: {}",
+            script.display(),
+            out.display(),
+            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        );
+    }
+    Ok(started.elapsed())
+}
+
+/// Boot and wait for the prompt on the VGA console; the time from the call.
+async fn boot_to_prompt(spec: &MachineSpec) -> Result<(Machine, Duration)> {
+    let started = Instant::now();
+    let machine = Machine::boot(spec).await.context("boot")?;
+    machine
+        .wait_for_text("# ", TEXT_TIMEOUT_MS)
+        .await
+        .context("waiting for the prompt on the VGA console")?;
+    Ok((machine, started.elapsed()))
+}
+
+/// `n` boots, one at a time; the last machine is kept. A failed first KVM boot falls back to
+/// TCG, as aido does.
+async fn boots(
+    spec: &mut MachineSpec,
+    n: usize,
+    accel_why: &mut String,
+) -> Result<(Boot, Machine)> {
+    let mut ready = Vec::with_capacity(n);
+    let mut prompt = Vec::with_capacity(n);
+    let mut kept = None;
+    for i in 0..n {
+        stop::check()?;
+        let (machine, took) = match boot_to_prompt(spec).await {
+            Ok(booted) => booted,
+            Err(e) if i == 0 && spec.accel == Accel::Kvm => {
+                accel_why.push_str(&format!(
+                    "; the first KVM boot failed ({e:#}), so every machine ran on TCG"
+                ));
+                spec.accel = Accel::Tcg;
+                boot_to_prompt(spec).await?
+            }
+            Err(e) => return Err(e),
+        };
+        eprintln!(
+            "aido-bench:   boot {}: ready in {:?}, prompt in {:?}",
+            i + 1,
+            machine.booted_in(),
+            took
+        );
+        ready.push(machine.booted_in());
+        prompt.push(took);
+        if i + 1 < n {
+            machine.shutdown().await;
+        } else {
+            kept = Some(machine);
+        }
+    }
+    let machine = kept.context("no boot")?;
+    Ok((
+        Boot {
+            accel: machine.accel().name().to_owned(),
+            ready,
+            prompt,
+        },
+        machine,
+    ))
+}
+
+/// The machine's QEMU memory after it has been left alone for [`SETTLE`].
+async fn memory(machine: &Machine, guest_mb: u32) -> Result<Memory> {
+    tokio::time::sleep(SETTLE).await;
+    let pid = machine.pid().context("QEMU has no pid (it exited)")?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    ensure!(
+        comm.starts_with("qemu-system"),
+        "pid {pid} is {:?}, not QEMU",
+        comm.trim()
+    );
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let get = |key: &str| status_kb(&status, key).map(|kb| kb * 1024);
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let maps = mappings(&smaps);
+    let (guest_ram, code_buffer) = breakdown(&maps, guest_mb, machine.accel() == Accel::Tcg);
+    Ok(Memory {
+        accel: machine.accel().name().to_owned(),
+        guest_mb,
+        rss: get("VmRSS").context("no VmRSS in /proc/PID/status")?,
+        hwm: get("VmHWM").unwrap_or(0),
+        file: get("RssFile").unwrap_or(0),
+        guest_ram: guest_ram.map(|kb| kb * 1024),
+        code_buffer: code_buffer.map(|kb| kb * 1024),
+        huge: maps.iter().map(|m| m.huge_kb * 1024).sum(),
+    })
+}
+
+/// A `Key:   123 kB` value of /proc/PID/status, in kB.
+fn status_kb(status: &str, key: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().trim_end_matches("kB").trim().parse().ok())?
+    })
+}
+
+/// Width and height from a PNG's IHDR.
+fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    let w = png.get(16..20)?.try_into().ok()?;
+    let h = png.get(20..24)?.try_into().ok()?;
+    Some((u32::from_be_bytes(w), u32::from_be_bytes(h)))
+}
+
+async fn timed<T, F: std::future::Future<Output = Result<T>>>(f: F) -> Result<(T, Duration)> {
+    let started = Instant::now();
+    let value = f.await?;
+    Ok((value, started.elapsed()))
+}
+
+/// `find_text` on the text-mode screen, with its two parts timed alone.
+async fn find_text_mode(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTimes> {
+    let needle = "aido-bench-42";
+    machine
+        .type_text("clear; echo aido-bench-$((6*7))\n")
+        .await?;
+    machine.wait_for_text(needle, TEXT_TIMEOUT_MS).await?;
+    let (found, first) = timed(async { Ok(machine.find_text(needle, ocr).await?) }).await?;
+    let best = found.first().context("find_text did not find the line")?;
+    let (matches, similarity, source) = (found.len(), best.similarity, best.source.to_owned());
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (found, took) = timed(async { Ok(machine.find_text(needle, ocr).await?) }).await?;
+        ensure!(!found.is_empty(), "find_text lost the line");
+        times.push(took);
+    }
+    let mut screenshot = Vec::with_capacity(n);
+    let mut size = (0, 0);
+    for _ in 0..n {
+        let (png, took) = timed(async { Ok(machine.screenshot_png().await?) }).await?;
+        size = png_size(&png).unwrap_or_default();
+        screenshot.push(took);
+    }
+    let mut read = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (screen, took) = timed(async { Ok(machine.text_screen().await?) }).await?;
+        ensure!(
+            !screen.find(needle).is_empty(),
+            "the VGA buffer lost the line"
+        );
+        read.push(took);
+    }
+    Ok(FindTimes {
+        accel: machine.accel().name().to_owned(),
+        needle: needle.to_owned(),
+        size,
+        source,
+        matches,
+        similarity,
+        first,
+        times,
+        screenshot,
+        read,
+        words: None,
+    })
+}
+
+/// Save the running machine's state once, then restore a new QEMU from it `n` times. The
+/// source stays paused while the clones run (one QEMU at a time) and runs again afterwards.
+async fn migration(
+    machine: &Machine,
+    spec: &MachineSpec,
+    n: usize,
+    work: &Path,
+) -> Result<Migration> {
+    machine.type_text("clear; echo at-save-$((1+1))\n").await?;
+    machine.wait_for_text("at-save-2", TEXT_TIMEOUT_MS).await?;
+    let state = work.join("machine.state");
+    let base = work.join("machine-disk.qcow2");
+    let measured = async {
+        let ((), save) = timed(async { Ok(machine.save_state(&state).await?) }).await?;
+        // The disk as it was at the save (the machine is paused): the clones' base.
+        let overlay = machine.dir().join("overlay.qcow2");
+        std::fs::copy(&overlay, &base).with_context(|| format!("copying {}", overlay.display()))?;
+        let state_bytes = std::fs::metadata(&state)?.len();
+        let mut clone_spec = spec.clone();
+        clone_spec.disk = Some(base.clone());
+        let mut restore = Vec::with_capacity(n);
+        let mut resume = Vec::with_capacity(n);
+        let mut total = Vec::with_capacity(n);
+        for i in 0..n {
+            stop::check()?;
+            let started = Instant::now();
+            let clone = Machine::restore(&clone_spec, &state)
+                .await
+                .context("Machine::restore")?;
+            let restored = started.elapsed();
+            clone.resume().await?;
+            total.push(started.elapsed());
+            resume.push(started.elapsed() - restored);
+            restore.push(restored);
+            let screen = clone.text_screen().await?.text();
+            ensure!(
+                screen.contains("at-save-2"),
+                "the restored clone does not show the saved screen:\n{screen}"
+            );
+            if i == 0 {
+                clone.type_text("echo alive-$((2*4))\n").await?;
+                clone
+                    .wait_for_text("alive-8", TEXT_TIMEOUT_MS)
+                    .await
+                    .context("the restored clone does not run")?;
+            }
+            clone.shutdown().await;
+        }
+        Ok::<_, anyhow::Error>(Migration {
+            accel: machine.accel().name().to_owned(),
+            save,
+            state_bytes,
+            restore,
+            resume,
+            total,
+        })
+    }
+    .await;
+    // The source runs again whatever happened.
+    let resumed = machine.resume().await;
+    let _ = std::fs::remove_file(&state);
+    let _ = std::fs::remove_file(&base);
+    let measured = measured?;
+    resumed?;
+    Ok(measured)
+}
+
+/// `savevm` once; then `n` times: change the screen, time `loadvm`, check the screen is back.
+async fn loadvm(machine: &Machine, n: usize) -> Result<Loadvm> {
+    machine
+        .type_text("clear; echo at-snapshot-$((2+3))\n")
+        .await?;
+    machine
+        .wait_for_text("at-snapshot-5", TEXT_TIMEOUT_MS)
+        .await?;
+    let ((), save) = timed(async { Ok(machine.snapshot_save(SNAPSHOT).await?) }).await?;
+    let mut load = Vec::with_capacity(n);
+    for i in 0..n {
+        stop::check()?;
+        machine
+            .type_text(&format!("clear; echo changed-$(({i}+100))\n"))
+            .await?;
+        machine
+            .wait_for_text(&format!("changed-{}", i + 100), TEXT_TIMEOUT_MS)
+            .await?;
+        let ((), took) = timed(async { Ok(machine.snapshot_load(SNAPSHOT).await?) }).await?;
+        load.push(took);
+        let screen = machine.text_screen().await?.text();
+        ensure!(
+            screen.contains("at-snapshot-5") && !screen.contains("changed-"),
+            "loadvm did not bring the saved screen back:\n{screen}"
+        );
+    }
+    Ok(Loadvm {
+        accel: machine.accel().name().to_owned(),
+        save,
+        load,
+    })
+}
+
+/// The clone's `AIDO-IDENTITY-...` line on its serial log.
+async fn identity(clone: &Machine) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_millis(TEXT_TIMEOUT_MS);
+    loop {
+        let log = clone.serial();
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains("AIDO-IDENTITY-") && !l.contains("echo"))
+        {
+            return Ok(line.trim().to_owned());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the clone never printed its identity"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Open a pool (its template made on first use), then `n` times: acquire, check the clone's
+/// identity, release it, refill. The first clone's memory is read too.
+async fn pool_run(
+    spec: &MachineSpec,
+    dir: &Path,
+    size: usize,
+    n: usize,
+) -> Result<(PoolRun, Outcome<Memory>)> {
+    let (mut pool, open) = timed(async { Ok(Pool::open(spec, dir, size).await?) }).await?;
+    let measured = async {
+        let mut handout = Vec::with_capacity(n);
+        let mut wall = Vec::with_capacity(n);
+        let mut refill = Vec::with_capacity(n);
+        let mut ids = Vec::with_capacity(n);
+        let mut clone_memory = Err("no clone acquired".to_owned());
+        let mut accel = spec.accel.name().to_owned();
+        for i in 0..n {
+            stop::check()?;
+            let entropy = [(i + 1) as u8; 32];
+            let started = Instant::now();
+            let (clone, took) = pool.acquire(&entropy).await.context("Pool::acquire")?;
+            wall.push(started.elapsed());
+            handout.push(took);
+            accel = clone.accel().name().to_owned();
+            let checked = identity(&clone).await;
+            if i == 0 && checked.is_ok() {
+                clone_memory = outcome(memory(&clone, spec.memory_mb).await);
+            }
+            pool.release(clone).await;
+            ids.push(checked?);
+            let ((), took) = timed(async { Ok(pool.refill().await?) }).await?;
+            refill.push(took);
+        }
+        let mut distinct = ids.clone();
+        distinct.sort();
+        distinct.dedup();
+        ensure!(
+            distinct.len() == ids.len(),
+            "clones shared an identity: {ids:?}"
+        );
+        Ok::<_, anyhow::Error>((
+            PoolRun {
+                accel,
+                size,
+                open,
+                handout,
+                wall,
+                refill,
+            },
+            clone_memory,
+        ))
+    }
+    .await;
+    pool.shutdown().await;
+    measured
+}
+
+/// The framebuffer guest: its boot, its memory, `find_text` by OCR.
+async fn framebuffer(
+    spec: &MachineSpec,
+    ocr: std::result::Result<&Ocr, &String>,
+    n: usize,
+) -> (Outcome<FbBoot>, Outcome<Memory>, Outcome<FindTimes>) {
+    let started = Instant::now();
+    let machine = match Machine::boot(spec).await {
+        Ok(m) => m,
+        Err(e) => {
+            let why = format!("the framebuffer guest did not boot: {e}");
+            return (Err(why.clone()), Err(why.clone()), Err(why));
+        }
+    };
+    let ready = machine.booted_in();
+    let (boot, find) = match ocr {
+        Ok(ocr) => match machine
+            .wait_for_screen_text("BusyBox", ocr, TEXT_TIMEOUT_MS)
+            .await
+        {
+            Ok(_) => {
+                let boot = Ok(FbBoot {
+                    accel: machine.accel().name().to_owned(),
+                    ready,
+                    banner: started.elapsed(),
+                });
+                (boot, None)
+            }
+            Err(e) => {
+                let why = format!("OCR never read the shell's banner: {e}");
+                (Err(why.clone()), Some(Err(why)))
+            }
+        },
+        Err(e) => (
+            Err(format!("no OCR engine to read the banner: {e}")),
+            Some(Err(format!("no OCR engine: {e}"))),
+        ),
+    };
+    let memory = outcome(memory(&machine, spec.memory_mb).await);
+    let find = match (find, ocr) {
+        (Some(done), _) => done,
+        (None, Ok(_)) if stop::requested() => Err("interrupted".to_owned()),
+        (None, Ok(ocr)) => outcome(find_framebuffer(&machine, ocr, n).await),
+        (None, Err(e)) => Err(format!("no OCR engine: {e}")),
+    };
+    machine.shutdown().await;
+    (boot, memory, find)
+}
+
+/// `find_text` on the framebuffer screen, with the screendump and the OCR timed alone.
+async fn find_framebuffer(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTimes> {
+    machine.type_text("clear\n").await?;
+    for line in [
+        "Quick brown fox 0123",
+        "jumps over 4567 lazy",
+        "dogs near the river",
+    ] {
+        machine.type_text(&format!("echo '{line}'\n")).await?;
+    }
+    machine
+        .wait_for_screen_text(FB_NEEDLE, ocr, TEXT_TIMEOUT_MS)
+        .await?;
+    let (found, first) = timed(async { Ok(machine.find_text(FB_NEEDLE, ocr).await?) }).await?;
+    let best = found.first().context("find_text did not find the line")?;
+    let (matches, similarity, source) = (found.len(), best.similarity, best.source.to_owned());
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (found, took) = timed(async { Ok(machine.find_text(FB_NEEDLE, ocr).await?) }).await?;
+        ensure!(!found.is_empty(), "find_text lost the line");
+        times.push(took);
+    }
+    let mut screenshot = Vec::with_capacity(n);
+    let mut png = Vec::new();
+    for _ in 0..n {
+        let (shot, took) = timed(async { Ok(machine.screenshot_png().await?) }).await?;
+        png = shot;
+        screenshot.push(took);
+    }
+    let size = png_size(&png).unwrap_or_default();
+    let mut read = Vec::with_capacity(n);
+    let mut words = 0;
+    for _ in 0..n {
+        let engine = ocr.clone();
+        let shot = png.clone();
+        let (read_words, took) = timed(async move {
+            tokio::task::spawn_blocking(move || engine.words(&shot))
+                .await
+                .context("the OCR task")?
+                .map_err(anyhow::Error::from)
+        })
+        .await?;
+        words = read_words.len();
+        read.push(took);
+    }
+    Ok(FindTimes {
+        accel: machine.accel().name().to_owned(),
+        needle: FB_NEEDLE.to_owned(),
+        size,
+        source,
+        matches,
+        similarity,
+        first,
+        times,
+        screenshot,
+        read,
+        words: Some(words),
+    })
+}
+
+/// Why the machines run on `accel` here.
+fn accel_reason(accel: Accel, dev_kvm: bool, modules: &[String]) -> String {
+    let loaded = if modules.is_empty() {
+        "none".to_owned()
+    } else {
+        modules.join(", ")
+    };
+    match accel {
+        Accel::Kvm => format!(
+            "KVM: a hardware KVM module is loaded (KVM modules: {loaded}) and /dev/kvm opens"
+        ),
+        Accel::Tcg => format!(
+            "TCG (QEMU's software emulation): aido uses KVM only with `kvm_intel` or `kvm_amd` \
+             loaded; here /dev/kvm {} and the KVM modules loaded are: {loaded}",
+            if dev_kvm { "exists" } else { "is missing" }
+        ),
+    }
+}
+
+/// The kernel modules named `kvm*` that are loaded.
+fn kvm_modules() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/module")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|n| n.starts_with("kvm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn first_line(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// "`linux-image-…`, busybox v…" from the image's manifest.json.
+fn manifest(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    format!(
+        "Debian kernel `{}`, busybox {}",
+        json["kernel_package"].as_str().unwrap_or("unknown"),
+        json["busybox"].as_str().unwrap_or("unknown")
+    )
+}
+
+/// The bracketed choice of a sysfs setting like `always [madvise] never`.
+fn selected(text: &str) -> Option<String> {
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].to_owned())
+}
+
+/// The parent pid from /proc/PID/stat, and whether it is a zombie.
+fn stat_parent(stat: &str) -> Option<(u32, bool)> {
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state == "Z"))
+}
+
+/// Live QEMU processes this process started.
+fn qemu_children() -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            cmd.contains("qemu-system-x86_64")
+                && stat_parent(&stat).is_some_and(|(ppid, zombie)| ppid == me && !zombie)
+        })
+        .collect()
+}
+
+/// Waits a few seconds for this run's QEMU processes to be gone, kills (by pid) any that is
+/// not, and returns those.
+async fn reap_leftovers() -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = qemu_children();
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = qemu_children();
+    }
+    for pid in &left {
+        eprintln!("aido-bench: QEMU {pid} was still running; killing it");
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_values_in_kb() {
+        let status = "Name:\tqemu-system-x86\nVmHWM:\t  210000 kB\nVmRSS:\t  123456 kB\n\
+                      RssAnon:\t  100000 kB\nRssFile:\t 23456 kB\n";
+        assert_eq!(status_kb(status, "VmRSS"), Some(123_456));
+        assert_eq!(status_kb(status, "VmHWM"), Some(210_000));
+        assert_eq!(status_kb(status, "RssFile"), Some(23_456));
+        assert_eq!(status_kb(status, "RssShmem"), None);
+        assert_eq!(status_kb(status, "Name"), None);
+    }
+
+    #[test]
+    fn smaps_split_guest_ram_from_the_translation_buffer() {
+        let smaps = "\
+7f2ab7e00000-7f2abfe00000 rw-p 00000000 00:00 0 \n\
+Size:             131072 kB\n\
+Rss:              104448 kB\n\
+AnonHugePages:    102400 kB\n\
+VmFlags: rd wr mr mw me ac sd\n\
+7f2ac0000000-7f2afffff000 rwxp 00000000 00:00 0\n\
+Size:            1048572 kB\n\
+Rss:               53248 kB\n\
+5573db8c5000-5573dbf3e000 r-xp 00000000 08:01 1234   /usr/bin/qemu-system-x86_64\n\
+Size:               6628 kB\n\
+Rss:                6108 kB\n\
+5574001bb000-5574018e2000 rw-p 00000000 00:00 0   [heap]\n\
+Size:              23708 kB\n\
+Rss:                5416 kB\n";
+        let maps = mappings(smaps);
+        assert_eq!(maps.len(), 4);
+        assert!(maps[0].anonymous && maps[1].anonymous);
+        assert!(!maps[2].anonymous && !maps[3].anonymous, "a path, [heap]");
+        assert_eq!(maps.iter().map(|m| m.huge_kb).sum::<u64>(), 102_400);
+        assert_eq!(breakdown(&maps, 128, true), (Some(104_448), Some(53_248)));
+        assert_eq!(breakdown(&maps, 128, false), (Some(104_448), None));
+        assert_eq!(breakdown(&maps, 256, true), (None, Some(53_248)));
+    }
+
+    #[test]
+    fn the_selected_sysfs_choice() {
+        assert_eq!(
+            selected("always [madvise] never\n").as_deref(),
+            Some("madvise")
+        );
+        assert_eq!(selected("always madvise never"), None);
+    }
+
+    #[test]
+    fn stat_parent_survives_odd_names() {
+        assert_eq!(
+            stat_parent("4242 (qemu (x) y) S 17 4242 4242 0 -1"),
+            Some((17, false))
+        );
+        assert_eq!(stat_parent("4242 (qemu) Z 17 1"), Some((17, true)));
+        assert_eq!(stat_parent("garbage"), None);
+    }
+
+    #[test]
+    fn png_size_reads_the_header() {
+        let mut png = vec![0u8; 24];
+        png[16..20].copy_from_slice(&1280u32.to_be_bytes());
+        png[20..24].copy_from_slice(&800u32.to_be_bytes());
+        assert_eq!(png_size(&png), Some((1280, 800)));
+        assert_eq!(png_size(&png[..20]), None);
+    }
+
+    #[test]
+    fn accel_reason_says_why_tcg() {
+        let why = accel_reason(Accel::Tcg, true, &["kvm".into(), "kvm_pvm".into()]);
+        assert!(why.starts_with("TCG"), "{why}");
+        assert!(
+            why.contains("/dev/kvm exists and the KVM modules loaded are: kvm, kvm_pvm"),
+            "{why}"
+        );
+        assert!(accel_reason(Accel::Tcg, false, &[]).contains("/dev/kvm is missing"));
+        assert!(accel_reason(Accel::Kvm, true, &["kvm_intel".into()]).starts_with("KVM"));
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn the_faster_revert_path_wins() {
+        let loadvm = Ok(Loadvm {
+            accel: "tcg".into(),
+            save: ms(900),
+            load: vec![ms(300), ms(320), ms(310)],
+        });
+        let migration = Ok(Migration {
+            accel: "tcg".into(),
+            save: ms(400),
+            state_bytes: 1,
+            restore: vec![ms(250); 3],
+            resume: vec![ms(1); 3],
+            total: vec![ms(251); 3],
+        });
+        assert_eq!(
+            faster_revert(&loadvm, &migration),
+            Some(("the migration-file restore", ms(251)))
+        );
+        assert_eq!(
+            faster_revert(&loadvm, &Err("no".into())),
+            Some(("`loadvm`", ms(310)))
+        );
+        assert_eq!(faster_revert(&Err("a".into()), &Err("b".into())), None);
+    }
+}
