@@ -772,7 +772,9 @@ fn vm_meaning(s: &mut String, r: &Results) {
             format_mb(code),
             format_mb(m.rss.saturating_sub(ram + code)),
             format_mb(without),
-            if without < RSS_TARGET_BYTES {
+            if without.abs_diff(RSS_TARGET_BYTES) < 1_000_000 {
+                "within 1 MB of"
+            } else if without < RSS_TARGET_BYTES {
                 "under"
             } else {
                 "still over"
@@ -1078,6 +1080,28 @@ mod tests {
                 .filter(|(id, _)| id.starts_with("vm_"))
                 .count(),
             6
+        );
+    }
+
+    #[test]
+    fn a_body_right_at_the_target_says_so() {
+        let mut results = results();
+        let mut m = memory(120);
+        m.rss = 166_800_000;
+        m.code_buffer = Some(16_800_100);
+        results.rss[1].outcome = Ok(m);
+        let mut r = report();
+        r.vm = VmSection::Ran(Box::new(results));
+        let text = r.render();
+        assert!(
+            text.contains(
+                "without it this body would hold 150.0 MB, within 1 MB of the 150.0 MB target"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("would hold 84.0 MB, under the 150.0 MB target"),
+            "{text}"
         );
     }
 
