@@ -143,22 +143,23 @@ impl Runtime {
             .journal
             .append(id, self.shared.clock.now_ms(), event)
             .await?;
+        self.spawn_session(id, cwd).await
+    }
+
+    /// Spawn the actor of session `id` under the supervisor.
+    async fn spawn_session(&self, id: SessionId, cwd: PathBuf) -> Result<Session, StartError> {
         let ctx = SessionContext::new(cwd);
-        let (actor, _) = Actor::spawn_linked(
-            None,
-            SessionActor,
-            SessionArgs {
-                shared: self.shared.clone(),
-                id,
-                ctx: ctx.clone(),
-            },
-            self.supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| StartError::Spawn {
-            actor: "session",
-            message: e.to_string(),
-        })?;
+        let args = SessionArgs {
+            shared: self.shared.clone(),
+            id,
+            ctx: ctx.clone(),
+        };
+        let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.supervisor.get_cell())
+            .await
+            .map_err(|e| StartError::Spawn {
+                actor: "session",
+                message: e.to_string(),
+            })?;
         Ok(Session::new(id, actor, self.shared.clone(), ctx))
     }
 
@@ -175,23 +176,7 @@ impl Runtime {
             .append(id, now, Event::SessionResumed { client })
             .await?;
         let cwd = self.shared.policy.workdir().to_owned();
-        let ctx = SessionContext::new(cwd);
-        let (actor, _) = Actor::spawn_linked(
-            None,
-            SessionActor,
-            SessionArgs {
-                shared: self.shared.clone(),
-                id,
-                ctx: ctx.clone(),
-            },
-            self.supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| StartError::Spawn {
-            actor: "session",
-            message: e.to_string(),
-        })?;
-        Ok(Session::new(id, actor, self.shared.clone(), ctx))
+        self.spawn_session(id, cwd).await
     }
 
     /// A machine's screen (PNG) and pointer, for a person watching; not journaled.
