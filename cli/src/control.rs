@@ -51,12 +51,17 @@ fn authorized(state: &AppState, headers: &HeaderMap, query: &TokenQuery) -> bool
     bearer.or(query.token.as_deref()) == Some(state.token.as_str())
 }
 
+/// A coded error response.
+fn coded(status: StatusCode, code: &str, message: &str) -> Response {
+    (status, Json(json!({"code": code, "message": message}))).into_response()
+}
+
 fn refused() -> Response {
-    (
+    coded(
         StatusCode::UNAUTHORIZED,
-        Json(json!({"code": "control_unauthorized", "message": "a valid token is required"})),
+        "control_unauthorized",
+        "a valid token is required",
     )
-        .into_response()
 }
 
 /// Where the control files of `home` live.
@@ -144,11 +149,7 @@ async fn screen(
             png,
         )
             .into_response(),
-        Err(f) => (
-            StatusCode::NOT_FOUND,
-            Json(json!({"code": f.code, "message": f.message})),
-        )
-            .into_response(),
+        Err(f) => coded(StatusCode::NOT_FOUND, &f.code, &f.message),
     }
 }
 
@@ -163,11 +164,7 @@ async fn cursor(
     }
     match s.runtime.vm_peek(&name).await {
         Ok((_, (x, y))) => Json(json!({"x": x, "y": y})).into_response(),
-        Err(f) => (
-            StatusCode::NOT_FOUND,
-            Json(json!({"code": f.code, "message": f.message})),
-        )
-            .into_response(),
+        Err(f) => coded(StatusCode::NOT_FOUND, &f.code, &f.message),
     }
 }
 
@@ -183,17 +180,16 @@ async fn call(
         return refused();
     }
     if !primitive.starts_with("vm_") {
-        let body = json!({"code": "control_not_a_vm_primitive", "message": "the control channel runs vm_* primitives only"});
-        return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+        return coded(
+            StatusCode::BAD_REQUEST,
+            "control_not_a_vm_primitive",
+            "the control channel runs vm_* primitives only",
+        );
     }
     let action = match Action::from_tool_call(&primitive, args) {
         Ok(a) => a,
         Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                Json(json!({"code": e.code(), "message": e.to_string()})),
-            )
-                .into_response();
+            return coded(StatusCode::BAD_REQUEST, e.code(), &e.to_string());
         }
     };
     let runtime = s.runtime.clone();
@@ -204,11 +200,7 @@ async fn call(
     {
         Ok(p) => p,
         Err(e) => {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({"code": e.code(), "message": e.to_string()})),
-            )
-                .into_response();
+            return coded(StatusCode::INTERNAL_SERVER_ERROR, e.code(), &e.to_string());
         }
     };
     match person.run(action, Hooks::default()).await {
