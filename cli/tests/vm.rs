@@ -590,3 +590,111 @@ fn a_person_watches_and_drives_the_agents_machine() {
     );
     assert!(!show.contains("vm_screenshot"), "looking is not an action");
 }
+
+/// The libvirt host the libvirt tests use (`AIDO_TEST_LIBVIRT_URI`, default `qemu:///system`,
+/// started by .ci/run); `None`, said aloud, where none answers outside CI.
+fn libvirt_host() -> Option<String> {
+    let uri = std::env::var("AIDO_TEST_LIBVIRT_URI").unwrap_or_else(|_| "qemu:///system".into());
+    let answered = std::process::Command::new("virsh")
+        .args(["-c", &uri, "uri"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match (answered, std::env::var_os("CI").is_some()) {
+        (true, _) => Some(uri),
+        (false, false) => {
+            eprintln!(
+                "SKIPPED: no libvirt host at {uri} (start one with `virtlogd -d; libvirtd -d`)"
+            );
+            None
+        }
+        (false, true) => panic!("CI must have a libvirt host at {uri}"),
+    }
+}
+
+#[test]
+fn the_same_body_runs_on_a_libvirt_host() {
+    let Some(uri) = libvirt_host() else { return };
+    let h = home();
+    assert!(h.cmd(&["vm", "image", "build"]).status.success());
+    let ws = h.home.join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&h.aido_home).unwrap();
+    std::fs::write(
+        h.aido_home.join("config.toml"),
+        format!(
+            "workdir = \"{}\"\n[vm]\nlibvirt_uri = \"{uri}\"\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    let mut mcp = Mcp::start(&h, "libvirt-vm");
+    let started = mcp.call("vm_start", json!({}));
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    assert_eq!(started["result"]["structuredContent"]["host"], uri.as_str());
+    let info = mcp.call("vm_info", json!({}));
+    let domain = info["result"]["structuredContent"]["domain"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(domain.starts_with("aido-"), "{info}");
+    let listed = std::process::Command::new("virsh")
+        .args(["-c", &uri, "list", "--name"])
+        .output()
+        .unwrap();
+    assert!(stdout(&listed).contains(&domain), "libvirt runs {domain}");
+
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "# ", "timeout_ms": 30000}),
+    );
+    mcp.call("vm_type", json!({"text": "echo one-$((0+1))\n"}));
+    let one = mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "one-1", "timeout_ms": 30000}),
+    );
+    assert_eq!(one["result"]["isError"], false, "{one}");
+    let shot = mcp.call("vm_screenshot", json!({}));
+    assert_eq!(shot["result"]["structuredContent"]["width"], 720, "{shot}");
+
+    // A workspace snapshot takes the libvirt machine along, and a rewind brings it back.
+    mcp.call("write_file", json!({"path": "f.txt", "content": "one"}));
+    let snap = mcp.call("create_snapshot", json!({}));
+    assert_eq!(
+        snap["result"]["structuredContent"]["machines"],
+        json!(["default"]),
+        "{snap}"
+    );
+    let at = snap["result"]["_meta"]["aido/seq"].as_u64().unwrap() + 2;
+    mcp.call("vm_type", json!({"text": "clear; echo two-$((1+1))\n"}));
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "two-2", "timeout_ms": 30000}),
+    );
+    mcp.call("write_file", json!({"path": "f.txt", "content": "two"}));
+    let rewound = mcp.call("rewind", json!({"to_seq": at}));
+    assert_eq!(rewound["result"]["isError"], false, "{rewound}");
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "one");
+    let text = mcp.call("vm_screenshot", json!({}))["result"]["structuredContent"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("one-1") && !text.contains("two-2"),
+        "the libvirt machine went back too: {text}"
+    );
+
+    // Cloning needs a machine aido runs itself: a coded refusal, nothing lost.
+    let clone = mcp.call("vm_clone", json!({"source": "default", "vm": "c"}));
+    assert_eq!(
+        clone["result"]["structuredContent"]["code"], "vm_unsupported_on_host",
+        "{clone}"
+    );
+    let off = mcp.call("vm_force_off", json!({}));
+    assert_eq!(off["result"]["isError"], false, "{off}");
+    mcp.close();
+    let listed = std::process::Command::new("virsh")
+        .args(["-c", &uri, "list", "--all", "--name"])
+        .output()
+        .unwrap();
+    assert!(!stdout(&listed).contains(&domain), "{domain} is gone");
+}

@@ -43,6 +43,10 @@ boot_timeout_ms = 120000
 pool_size = 2
 # Serve the live view and the `aido vm` control channel on 127.0.0.1 (token-protected).
 live_view = true
+# Run vm_start's machines on a libvirt host instead of starting QEMU here: a URI such as
+# "qemu:///system" or "qemu+ssh://user@host/system". Empty: direct QEMU over QMP (the fast path).
+# The warm pool and vm_clone need direct QEMU.
+libvirt_uri = ""
 
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
@@ -151,6 +155,8 @@ pub struct Vm {
     pub pool_size: u32,
     /// Serve the live view on loopback.
     pub live_view: bool,
+    /// A libvirt host for vm_start's machines; empty for direct QEMU.
+    pub libvirt_uri: String,
 }
 
 /// `[snapshots]`.

@@ -53,6 +53,22 @@ pub enum VmError {
         /// Why.
         message: String,
     },
+    /// A libvirt call failed.
+    #[error("libvirt {op}: {message}")]
+    Libvirt {
+        /// The operation.
+        op: &'static str,
+        /// libvirt's message.
+        message: String,
+    },
+    /// The operation needs a machine aido runs itself (direct QMP), not one on a libvirt host.
+    #[error("{what} is not available on a libvirt host ({uri}); it needs a direct QEMU machine")]
+    Unsupported {
+        /// The operation.
+        what: &'static str,
+        /// The host.
+        uri: String,
+    },
     /// A file operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -78,6 +94,8 @@ impl VmError {
             Self::UnknownKey { .. } => "vm_unknown_key",
             Self::Ocr { .. } => "vm_ocr_failed",
             Self::Io { .. } => "vm_io_failed",
+            Self::Libvirt { .. } => "vm_libvirt_failed",
+            Self::Unsupported { .. } => "vm_unsupported_on_host",
         }
     }
 

@@ -50,3 +50,18 @@ pub fn crop_png(png: &[u8], region: [u32; 4]) -> Result<Vec<u8>, VmError> {
     }
     Ok(encoded)
 }
+
+/// A screenshot as PNG: PNG is passed through; anything else the image crate reads (the PPM
+/// older libvirt hosts send) is converted.
+pub fn to_png(shot: &[u8]) -> Result<Vec<u8>, VmError> {
+    if shot.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return Ok(shot.to_vec());
+    }
+    let decoded = image::load_from_memory(shot)
+        .map_err(|e| bad(format!("cannot read the screenshot: {e}")))?;
+    let mut png = Vec::new();
+    decoded
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| bad(format!("cannot encode the screenshot: {e}")))?;
+    Ok(png)
+}

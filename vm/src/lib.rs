@@ -18,6 +18,8 @@ pub mod error;
 pub mod image;
 /// Text and chords to QEMU key codes.
 pub mod keys;
+/// Machines on a libvirt host (local or remote), through the virt crate.
+pub mod libvirt;
 /// The machine: boot, screen, input, snapshots, shutdown.
 pub mod machine;
 /// Reading graphical screens with tesseract.

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use qapi::qmp;
@@ -46,6 +46,10 @@ pub struct MachineSpec {
     pub ready_marker: String,
     /// The accelerator.
     pub accel: Accel,
+    /// A libvirt URI (`qemu:///system`, `qemu+ssh://host/system`) to run the machine on
+    /// instead of starting QEMU here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl MachineSpec {
@@ -68,18 +72,31 @@ impl MachineSpec {
             boot_timeout_ms: 60_000,
             ready_marker: "AIDO-GUEST-READY".into(),
             accel: Accel::detect(),
+            host: None,
         }
     }
 }
 
 type Qmp = qapi::futures::QapiService<qapi::futures::QmpStreamTokio<WriteHalf<UnixStream>>>;
 
+/// How aido reaches a machine's QEMU. (One per machine: the size of the local variant does
+/// not matter.)
+#[allow(clippy::large_enum_variant)]
+enum Link {
+    /// A QEMU process aido started, over its QMP socket.
+    Local {
+        child: tokio::process::Child,
+        qmp: Qmp,
+        events: tokio::task::JoinHandle<()>,
+    },
+    /// A domain on a libvirt host.
+    Libvirt(Arc<std::sync::Mutex<crate::libvirt::Guest>>),
+}
+
 /// One running QEMU.
 pub struct Machine {
-    child: tokio::process::Child,
+    link: Link,
     dir: tempfile::TempDir,
-    qmp: Qmp,
-    events: tokio::task::JoinHandle<()>,
     accel: Accel,
     booted_in: Duration,
     /// The screen size in pixels, from the last screenshot (text mode: 720x400).
@@ -116,6 +133,15 @@ impl Machine {
     }
 
     async fn launch(spec: &MachineSpec, incoming: Option<&Path>) -> Result<Self, VmError> {
+        if let Some(uri) = &spec.host {
+            if incoming.is_some() {
+                return Err(VmError::Unsupported {
+                    what: "starting from a saved state",
+                    uri: uri.clone(),
+                });
+            }
+            return Self::launch_libvirt(spec, uri).await;
+        }
         for p in ["qemu-system-x86_64", "qemu-img", "setpriv"] {
             program(p)?;
         }
@@ -245,10 +271,8 @@ impl Machine {
         };
         let (qmp, events) = stream.spawn_tokio();
         let mut machine = Self {
-            child,
+            link: Link::Local { child, qmp, events },
             dir,
-            qmp,
-            events,
             accel: spec.accel,
             booted_in: Duration::ZERO,
             screen: Mutex::new((720, 400)),
@@ -258,17 +282,12 @@ impl Machine {
         };
         if let Some(state) = incoming {
             machine
-                .qmp
                 .execute(qmp::migrate_incoming {
                     uri: Some(format!("file:{}", state.display())),
                     channels: None,
                     exit_on_error: None,
                 })
-                .await
-                .map_err(|e| VmError::Qmp {
-                    command: "migrate-incoming",
-                    message: e.to_string(),
-                })?;
+                .await?;
             machine
                 .wait_migration("migrate-incoming", spec.boot_timeout_ms)
                 .await?;
@@ -281,7 +300,9 @@ impl Machine {
             if std::fs::read_to_string(&serial).is_ok_and(|log| log.contains(&spec.ready_marker)) {
                 break;
             }
-            if let Some(e) = exited(&mut machine.child) {
+            if let Link::Local { child, .. } = &mut machine.link
+                && let Some(e) = exited(child)
+            {
                 return Err(e);
             }
             if Instant::now() > deadline {
@@ -296,17 +317,139 @@ impl Machine {
         Ok(machine)
     }
 
+    /// Boot `spec` as a domain on the libvirt host `uri` and wait for the guest's ready line
+    /// (its serial console is copied into the same log a local machine writes).
+    async fn launch_libvirt(spec: &MachineSpec, uri: &str) -> Result<Self, VmError> {
+        let dir = tempfile::Builder::new()
+            .prefix("aido-vm-")
+            .tempdir()
+            .map_err(|e| VmError::io("create", Path::new("aido-vm-*"), e))?;
+        let serial = dir.path().join("serial.log");
+        let started = Instant::now();
+        let guest = {
+            let (spec, uri, serial) = (spec.clone(), uri.to_owned(), serial.clone());
+            tokio::task::spawn_blocking(move || crate::libvirt::Guest::create(&uri, &spec, &serial))
+                .await
+                .map_err(|e| VmError::Libvirt {
+                    op: "domain-create",
+                    message: e.to_string(),
+                })??
+        };
+        let machine = Self {
+            link: Link::Libvirt(Arc::new(Mutex::new(guest))),
+            dir,
+            accel: spec.accel,
+            booted_in: Duration::ZERO,
+            screen: Mutex::new((720, 400)),
+            pointer: Mutex::new((0, 0)),
+            ready_marker: spec.ready_marker.clone(),
+            boot_timeout_ms: spec.boot_timeout_ms,
+        };
+        let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
+        let mut machine = machine;
+        loop {
+            if machine.serial().contains(&spec.ready_marker) {
+                break;
+            }
+            if Instant::now() > deadline {
+                machine.kill().await;
+                return Err(VmError::BootTimeout {
+                    timeout_ms: spec.boot_timeout_ms,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+        machine.booted_in = started.elapsed();
+        Ok(machine)
+    }
+
+    /// Run a blocking call on the libvirt guest.
+    async fn on_guest<T: Send + 'static>(
+        guest: &Arc<Mutex<crate::libvirt::Guest>>,
+        op: &'static str,
+        f: impl FnOnce(&mut crate::libvirt::Guest) -> Result<T, VmError> + Send + 'static,
+    ) -> Result<T, VmError> {
+        let guest = guest.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut g = guest.lock().map_err(|_| VmError::Libvirt {
+                op,
+                message: "the guest's lock is poisoned".into(),
+            })?;
+            f(&mut g)
+        })
+        .await
+        .map_err(|e| VmError::Libvirt {
+            op,
+            message: e.to_string(),
+        })?
+    }
+
+    /// Run one QMP command: over the socket for a local machine, through
+    /// `virDomainQemuMonitorCommand` on a libvirt host.
+    async fn execute<C>(&self, command: C) -> Result<C::Ok, VmError>
+    where
+        C: qapi::Command + qapi::qmp::QmpCommand + 'static,
+    {
+        let guest = match &self.link {
+            Link::Local { qmp, .. } => {
+                return qmp.execute(command).await.map_err(|e| VmError::Qmp {
+                    command: C::NAME,
+                    message: e.to_string(),
+                });
+            }
+            Link::Libvirt(guest) => guest,
+        };
+        let line = serde_json::to_string(&json!({"execute": C::NAME, "arguments": command}))
+            .map_err(|e| VmError::Qmp {
+                command: C::NAME,
+                message: e.to_string(),
+            })?;
+        let reply =
+            Self::on_guest(guest, "qemu-monitor-command", move |g| g.monitor(&line)).await?;
+        let qmp_error = |message: String| VmError::Qmp {
+            command: C::NAME,
+            message,
+        };
+        let reply: serde_json::Value =
+            serde_json::from_str(&reply).map_err(|e| qmp_error(e.to_string()))?;
+        match reply.get("return") {
+            Some(ok) => serde_json::from_value(ok.clone()).map_err(|e| qmp_error(e.to_string())),
+            None => Err(qmp_error(
+                reply["error"]["desc"]
+                    .as_str()
+                    .unwrap_or("no return in QEMU's reply")
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// The libvirt host's URI, for a machine there.
+    pub fn host(&self) -> Option<String> {
+        match &self.link {
+            Link::Local { .. } => None,
+            Link::Libvirt(g) => g.lock().ok().map(|g| g.uri().to_owned()),
+        }
+    }
+
+    /// The domain's name on the libvirt host, for a machine there.
+    pub fn domain(&self) -> Option<String> {
+        match &self.link {
+            Link::Local { .. } => None,
+            Link::Libvirt(g) => g.lock().ok().map(|g| g.name().to_owned()),
+        }
+    }
+
+    fn local_only(&self, what: &'static str) -> Result<(), VmError> {
+        match self.host() {
+            Some(uri) => Err(VmError::Unsupported { what, uri }),
+            None => Ok(()),
+        }
+    }
+
     async fn wait_migration(&self, command: &'static str, timeout_ms: u64) -> Result<(), VmError> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
         loop {
-            let info = self
-                .qmp
-                .execute(qmp::query_migrate {})
-                .await
-                .map_err(|e| VmError::Qmp {
-                    command: "query-migrate",
-                    message: e.to_string(),
-                })?;
+            let info = self.execute(qmp::query_migrate {}).await?;
             match info.status {
                 Some(qmp::MigrationStatus::completed) => return Ok(()),
                 Some(qmp::MigrationStatus::failed) | Some(qmp::MigrationStatus::cancelled) => {
@@ -330,43 +473,31 @@ impl Machine {
     /// Pause the machine and write its whole state (CPU, RAM, devices) to `path`. The disk is
     /// not in it: keep the disk overlay as it is now for [`Machine::restore`].
     pub async fn save_state(&self, path: &Path) -> Result<(), VmError> {
-        self.qmp
-            .execute(qmp::stop {})
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "stop",
-                message: e.to_string(),
-            })?;
-        self.qmp
-            .execute(qmp::migrate {
-                uri: Some(format!("file:{}", path.display())),
-                channels: None,
-                detach: None,
-                resume: None,
-            })
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "migrate",
-                message: e.to_string(),
-            })?;
+        self.local_only("saving the machine's state to a file")?;
+        self.execute(qmp::stop {}).await?;
+        self.execute(qmp::migrate {
+            uri: Some(format!("file:{}", path.display())),
+            channels: None,
+            detach: None,
+            resume: None,
+        })
+        .await?;
         self.wait_migration("migrate", 60_000).await
     }
 
     /// Run a paused machine.
     pub async fn resume(&self) -> Result<(), VmError> {
-        self.qmp
-            .execute(qmp::cont {})
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "cont",
-                message: e.to_string(),
-            })?;
+        self.execute(qmp::cont {}).await?;
         Ok(())
     }
 
     /// Write a line to the guest's serial console (its root shell there runs it).
     pub async fn serial_write(&self, line: &str) -> Result<(), VmError> {
         use tokio::io::AsyncWriteExt;
+        if let Link::Libvirt(guest) = &self.link {
+            let bytes = format!("{line}\n").into_bytes();
+            return Self::on_guest(guest, "console", move |g| g.serial_write(&bytes)).await;
+        }
         let path = self.dir.path().join("serial.sock");
         let mut sock = UnixStream::connect(&path)
             .await
@@ -399,7 +530,10 @@ impl Machine {
 
     /// QEMU's process id.
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        match &self.link {
+            Link::Local { child, .. } => child.id(),
+            Link::Libvirt(_) => None,
+        }
     }
 
     /// The serial log so far.
@@ -408,33 +542,33 @@ impl Machine {
     }
 
     async fn hmp(&self, line: &str) -> Result<String, VmError> {
-        self.qmp
-            .execute(qmp::human_monitor_command {
-                command_line: line.to_owned(),
-                cpu_index: None,
-            })
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "human-monitor-command",
-                message: e.to_string(),
-            })
+        self.execute(qmp::human_monitor_command {
+            command_line: line.to_owned(),
+            cpu_index: None,
+        })
+        .await
     }
 
     /// A PNG of the screen.
     pub async fn screenshot_png(&self) -> Result<Vec<u8>, VmError> {
+        if let Link::Libvirt(guest) = &self.link {
+            let shot = Self::on_guest(guest, "screenshot", |g| g.screenshot()).await?;
+            let png = crate::image::to_png(&shot)?;
+            if let Some((w, h)) = png_size(&png)
+                && let Ok(mut screen) = self.screen.lock()
+            {
+                *screen = (w, h);
+            }
+            return Ok(png);
+        }
         let path = self.dir.path().join("screen.png");
-        self.qmp
-            .execute(qmp::screendump {
-                filename: path.display().to_string(),
-                format: Some(qmp::ImageFormat::png),
-                device: None,
-                head: None,
-            })
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "screendump",
-                message: e.to_string(),
-            })?;
+        self.execute(qmp::screendump {
+            filename: path.display().to_string(),
+            format: Some(qmp::ImageFormat::png),
+            device: None,
+            head: None,
+        })
+        .await?;
         let png = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
         if let Some((w, h)) = png_size(&png)
             && let Ok(mut screen) = self.screen.lock()
@@ -446,18 +580,20 @@ impl Machine {
 
     /// The screen's text, exactly, from the VGA text buffer (text mode only).
     pub async fn text_screen(&self) -> Result<TextScreen, VmError> {
+        if let Link::Libvirt(_) = &self.link {
+            // pmemsave writes on the host; `xp` hands the bytes back over the monitor.
+            let dump = self
+                .hmp(&format!("xp /{VGA_TEXT_BYTES}xb {VGA_TEXT_ADDR:#x}"))
+                .await?;
+            return Ok(TextScreen::from_vga(&parse_xp(&dump)));
+        }
         let path = self.dir.path().join("vga.bin");
-        self.qmp
-            .execute(qmp::pmemsave {
-                val: VGA_TEXT_ADDR,
-                size: VGA_TEXT_BYTES,
-                filename: path.display().to_string(),
-            })
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "pmemsave",
-                message: e.to_string(),
-            })?;
+        self.execute(qmp::pmemsave {
+            val: VGA_TEXT_ADDR,
+            size: VGA_TEXT_BYTES,
+            filename: path.display().to_string(),
+        })
+        .await?;
         let bytes = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
         Ok(TextScreen::from_vga(&bytes))
     }
@@ -552,17 +688,12 @@ impl Machine {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.qmp
-            .execute(qmp::input_send_event {
-                device: None,
-                head: None,
-                events,
-            })
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "input-send-event",
-                message: e.to_string(),
-            })?;
+        self.execute(qmp::input_send_event {
+            device: None,
+            head: None,
+            events,
+        })
+        .await?;
         Ok(())
     }
 
@@ -689,13 +820,7 @@ impl Machine {
     /// Reset the machine and wait until the guest is up again.
     pub async fn reboot(&self) -> Result<(), VmError> {
         let seen = self.serial().matches(&self.ready_marker).count();
-        self.qmp
-            .execute(qmp::system_reset {})
-            .await
-            .map_err(|e| VmError::Qmp {
-                command: "system_reset",
-                message: e.to_string(),
-            })?;
+        self.execute(qmp::system_reset {}).await?;
         let deadline = Instant::now() + Duration::from_millis(self.boot_timeout_ms);
         while self.serial().matches(&self.ready_marker).count() <= seen {
             if Instant::now() > deadline {
@@ -710,6 +835,9 @@ impl Machine {
 
     /// The names of the machine's snapshots.
     pub async fn snapshot_list(&self) -> Result<Vec<String>, VmError> {
+        if let Link::Libvirt(guest) = &self.link {
+            return Self::on_guest(guest, "snapshot-list", |g| g.snapshot_list()).await;
+        }
         let table = self.hmp("info snapshots").await?;
         // Rows after the header: "ID  TAG  VM SIZE  DATE  VM CLOCK  ICOUNT".
         Ok(table
@@ -730,16 +858,32 @@ impl Machine {
 
     /// Save disk and memory as a named internal snapshot (in the qcow2 overlay).
     pub async fn snapshot_save(&self, name: &str) -> Result<(), VmError> {
+        check_snapshot_name("savevm", name)?;
+        if let Link::Libvirt(guest) = &self.link {
+            let name = name.to_owned();
+            return Self::on_guest(guest, "snapshot-create", move |g| g.snapshot_save(&name)).await;
+        }
         self.hmp_ok("savevm", &format!("savevm {name}")).await
     }
 
     /// Go back to a named snapshot.
     pub async fn snapshot_load(&self, name: &str) -> Result<(), VmError> {
+        check_snapshot_name("loadvm", name)?;
+        if let Link::Libvirt(guest) = &self.link {
+            let name = name.to_owned();
+            return Self::on_guest(guest, "snapshot-revert", move |g| g.snapshot_load(&name)).await;
+        }
         self.hmp_ok("loadvm", &format!("loadvm {name}")).await
     }
 
     /// Delete a named snapshot.
     pub async fn snapshot_delete(&self, name: &str) -> Result<(), VmError> {
+        check_snapshot_name("delvm", name)?;
+        if let Link::Libvirt(guest) = &self.link {
+            let name = name.to_owned();
+            return Self::on_guest(guest, "snapshot-delete", move |g| g.snapshot_delete(&name))
+                .await;
+        }
         self.hmp_ok("delvm", &format!("delvm {name}")).await
     }
 
@@ -767,28 +911,83 @@ impl Machine {
 
     /// Ask QEMU to quit and wait for it; kill it if it does not go.
     pub async fn shutdown(mut self) {
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.qmp.execute(qmp::quit {})).await;
-        if tokio::time::timeout(Duration::from_secs(3), self.child.wait())
-            .await
-            .is_err()
-        {
-            self.kill().await;
+        match &mut self.link {
+            Link::Local { child, qmp, events } => {
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(2), qmp.execute(qmp::quit {})).await;
+                if tokio::time::timeout(Duration::from_secs(3), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.kill().await;
+                }
+                events.abort();
+            }
+            Link::Libvirt(_) => self.kill().await,
         }
-        self.events.abort();
     }
 
     async fn kill(&mut self) {
-        let _ = self.child.kill().await;
-        self.events.abort();
+        match &mut self.link {
+            Link::Local { child, events, .. } => {
+                let _ = child.kill().await;
+                events.abort();
+            }
+            Link::Libvirt(guest) => {
+                let _ = Self::on_guest(guest, "destroy", |g| {
+                    g.destroy();
+                    Ok(())
+                })
+                .await;
+            }
+        }
     }
 }
 
 impl Drop for Machine {
     fn drop(&mut self) {
-        // kill_on_drop covers the child; the event reader goes too.
-        self.events.abort();
-        let _ = self.child.start_kill();
+        match &mut self.link {
+            Link::Local { child, events, .. } => {
+                // kill_on_drop covers the child; the event reader goes too.
+                events.abort();
+                let _ = child.start_kill();
+            }
+            Link::Libvirt(guest) => {
+                // The guest's own Drop destroys the domain; do it off the async threads.
+                let guest = guest.clone();
+                std::thread::spawn(move || {
+                    if let Ok(mut g) = guest.lock() {
+                        g.destroy();
+                    }
+                });
+            }
+        }
     }
+}
+
+/// A snapshot name is letters, digits, `.`, `_`, `-` (it goes into an HMP line or libvirt XML).
+fn check_snapshot_name(command: &'static str, name: &str) -> Result<(), VmError> {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        Ok(())
+    } else {
+        Err(VmError::Qmp {
+            command,
+            message: format!("{name:?}: a snapshot name is letters, digits, . _ -"),
+        })
+    }
+}
+
+/// The bytes of an HMP `xp /Nxb ADDR` dump: lines of `address: 0x.. 0x.. ...`.
+fn parse_xp(dump: &str) -> Vec<u8> {
+    dump.lines()
+        .filter_map(|l| l.split_once(": ").map(|(_, bytes)| bytes))
+        .flat_map(|bytes| bytes.split_whitespace())
+        .filter_map(|b| u8::from_str_radix(b.trim_start_matches("0x"), 16).ok())
+        .collect()
 }
 
 /// Text found on a screen, by either reader.

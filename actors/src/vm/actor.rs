@@ -87,6 +87,11 @@ fn failure(e: VmError) -> Failure {
     Failure::new(e.code(), e.to_string())
 }
 
+/// `qmp` for a machine aido runs itself, else the libvirt host's URI.
+fn host_of(m: &Machine) -> String {
+    m.host().unwrap_or_else(|| "qmp".to_owned())
+}
+
 fn out(output: serde_json::Value) -> Executed {
     Executed::new(Outcome::from_output(output))
 }
@@ -137,9 +142,13 @@ impl VmState {
         };
         spec.memory_mb = memory;
         spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
+        if !self.args.limits.libvirt_uri.is_empty() {
+            spec.host = Some(self.args.limits.libvirt_uri.clone());
+        }
         let machine = Machine::boot(&spec).await.map_err(failure)?;
         let output = json!({"vm": vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
-                            "pid": machine.pid(), "memory_mb": memory, "display": if framebuffer { "framebuffer" } else { "text" }});
+                            "pid": machine.pid(), "memory_mb": memory, "display": if framebuffer { "framebuffer" } else { "text" },
+                            "host": host_of(&machine)});
         self.machines.insert(vm.to_owned(), machine);
         self.origin.insert(vm.to_owned(), "vm_start");
         Ok(output)
@@ -260,7 +269,8 @@ impl VmState {
             Action::VmInfo(a) => {
                 let m = self.machine(&a.vm)?;
                 Ok(out(
-                    json!({"vm": a.vm, "accel": m.accel(), "booted_in_ms": m.booted_in().as_millis() as u64, "pid": m.pid()}),
+                    json!({"vm": a.vm, "accel": m.accel(), "booted_in_ms": m.booted_in().as_millis() as u64, "pid": m.pid(),
+                           "host": host_of(m), "domain": m.domain()}),
                 ))
             }
             Action::VmScreenshot(a) => {
