@@ -200,8 +200,7 @@ fn upload(pool: &StoragePool, file: &Path) -> Result<String, VmError> {
 }
 
 /// A qcow2 overlay on `base` (a path in the pool) for one machine.
-fn overlay(pool: &StoragePool, name: &str, base: &str) -> Result<StorageVol, VmError> {
-    let size = qcow2_virtual_size(Path::new(base)).unwrap_or(64 << 20);
+fn overlay(pool: &StoragePool, name: &str, base: &str, size: u64) -> Result<StorageVol, VmError> {
     let xml = format!(
         "<volume><name>{name}-overlay.qcow2</name><capacity unit='bytes'>{size}</capacity>\
          <target><format type='qcow2'/></target>\
@@ -260,9 +259,14 @@ impl Guest {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let overlay = match &spec.disk {
-            Some(base) => {
-                let base = upload(&pool, base)?;
-                Some(overlay(&pool, &name, &base)?)
+            Some(local) => {
+                // The size comes from the local file: on a remote host the pool path is not here.
+                let size = qcow2_virtual_size(local).ok_or_else(|| VmError::Libvirt {
+                    op: "vol-create",
+                    message: format!("{} is not a qcow2 image", local.display()),
+                })?;
+                let base = upload(&pool, local)?;
+                Some(overlay(&pool, &name, &base, size)?)
             }
             None => None,
         };

@@ -41,6 +41,30 @@ fn domains(uri: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_on_a_libvirt_host_boots_types_reads_snapshots_and_goes() {
     let Some(uri) = host() else { return };
+    drive(&uri).await;
+}
+
+/// The same, as a remote host: `qemu+ssh://` through an sshd of the test's own on loopback, so
+/// every file goes through libvirt's storage API and the console and screenshots through
+/// libvirt streams over ssh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_on_a_remote_libvirt_host_over_ssh() {
+    let Some(_) = host() else { return };
+    let ssh = match common::LoopbackSsh::start() {
+        Ok(s) => s,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: no sshd on loopback: {e}");
+            return;
+        }
+        Err(e) => panic!("CI must be able to run sshd on loopback: {e}"),
+    };
+    let uri = ssh.libvirt_uri();
+    eprintln!("remote libvirt host: {uri}");
+    drive(&uri).await;
+}
+
+async fn drive(uri: &str) {
+    let uri = uri.to_owned();
     let mut spec = MachineSpec::text_console(&guest());
     spec.host = Some(uri.clone());
     let vm = Machine::boot(&spec).await.unwrap();

@@ -36,3 +36,83 @@ pub fn guest() -> PathBuf {
 pub fn guest_fb() -> PathBuf {
     build("aido-guest-fb", true)
 }
+
+/// An sshd of the test's own on 127.0.0.1 (its own host key, config and authorized key; root
+/// only, as libvirt's system socket is), for `qemu+ssh://` URIs. Stopped on drop.
+pub struct LoopbackSsh {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl LoopbackSsh {
+    /// Start one, or say why not.
+    pub fn start() -> Result<Self, String> {
+        let sshd = std::path::Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            return Err("no /usr/sbin/sshd (apt-get install openssh-server)".into());
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let d = dir.path();
+        for key in ["hostkey", "client"] {
+            let made = std::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(key))
+                .status()
+                .map_err(|e| e.to_string())?;
+            if !made.success() {
+                return Err("ssh-keygen failed".into());
+            }
+        }
+        std::fs::copy(d.join("client.pub"), d.join("authorized_keys"))
+            .map_err(|e| e.to_string())?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        std::fs::create_dir_all("/run/sshd").map_err(|e| e.to_string())?;
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\n\
+                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n",
+                hk = d.join("hostkey").display(),
+                ak = d.join("authorized_keys").display()
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        let child = std::process::Command::new(sshd)
+            .arg("-D")
+            .arg("-f")
+            .arg(d.join("sshd_config"))
+            .arg("-E")
+            .arg(d.join("sshd.log"))
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let ssh = Self { dir, child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(ssh);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Err("sshd did not listen".into())
+    }
+
+    /// The libvirt URI of this machine's system libvirtd, reached over this sshd.
+    pub fn libvirt_uri(&self) -> String {
+        format!(
+            "qemu+ssh://root@127.0.0.1:{}/system?keyfile={}&no_verify=1",
+            self.port,
+            self.dir.path().join("client").display()
+        )
+    }
+}
+
+impl Drop for LoopbackSsh {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
