@@ -132,8 +132,13 @@ async fn run(ops: Vec<Op>, backend: &str) {
     let scratch = tempfile::tempdir().unwrap();
     let derived = aido_replay::derive::derive(journal, &records, scratch.path()).unwrap();
     assert!(derived.intact(), "{:?}", derived.findings);
-    let played = aido_replay::playback::playback(journal, &records, &derived);
+    let played = aido_replay::playback::playback(journal, &records);
     assert!(played.mismatches.is_empty(), "{:?}", played.mismatches);
+    assert!(
+        played.not_reproducible.is_empty(),
+        "{:?}",
+        played.not_reproducible
+    );
     session.close("done").await;
     runtime.shutdown().await;
 }
