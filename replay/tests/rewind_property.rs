@@ -342,12 +342,15 @@ fn blobs_of(journal: &Journal, record: &aido_journal::Record) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// An alteration of one record (seq, event, the blobs copied with it).
+type Change<'a> = dyn Fn(u64, &mut aido_journal::Event, &mut Vec<Vec<u8>>) + 'a;
+
 /// Copy a session into a fresh journal, letting `change` alter each record's event.
 async fn copy(
     journal: &Journal,
     id: aido_journal::SessionId,
     dir: &Path,
-    change: &dyn Fn(u64, &mut aido_journal::Event, &mut Vec<Vec<u8>>),
+    change: &Change<'_>,
 ) -> Journal {
     let copy = Journal::open(dir, Limits::default(), CommitMode::Group).unwrap();
     for r in journal.all_records(id).unwrap() {
