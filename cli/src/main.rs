@@ -186,7 +186,8 @@ enum Replay {
         #[arg(long)]
         json: bool,
     },
-    /// Reproduce recorded results from the records alone and compare them byte for byte.
+    /// Reproduce every recorded result from its recorded inputs and compare byte for byte
+    /// (results built from a guest machine's state are listed as external).
     Playback {
         /// Session id or a unique prefix.
         session: String,
