@@ -110,10 +110,108 @@ pub enum Input {
         /// Whether the human approved.
         approved: bool,
     },
+    /// A whole file as the body read it. The bytes are in the journal's blob store under
+    /// `blob` (stored once however often they are read).
+    File {
+        /// The resolved path.
+        path: String,
+        /// blake3 (hex) of the bytes read.
+        blob: String,
+    },
+    /// A window of a file's lines as the body read them: the lines, each with its newline, are
+    /// in the blob store; `more` when the window stopped before the end of the file.
+    Lines {
+        /// The resolved path.
+        path: String,
+        /// blake3 (hex) of the lines read.
+        blob: String,
+        /// The window stopped early (its line limit or the read budget).
+        more: bool,
+    },
+    /// A file too large to keep in the journal: the facts the body derived while streaming
+    /// it (a digest, a size, a line count), which are all the result was built from.
+    Streamed {
+        /// The resolved path.
+        path: String,
+        /// The derived facts, as the primitive defines them.
+        facts: serde_json::Value,
+    },
+    /// What a path was when the body looked at it; `meta` is absent when nothing was there.
+    Stat {
+        /// The resolved path.
+        path: String,
+        /// Kind, size, mode and modification time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        meta: Option<Meta>,
+    },
+    /// What a write found at its path before replacing it.
+    Written {
+        /// The resolved path.
+        path: String,
+        /// The file did not exist.
+        created: bool,
+        /// blake3 (hex) of the replaced contents, when the journal kept them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
+    },
+    /// Where the trash put an item (`to`, with its `.trashinfo` file `info`) or where it found
+    /// one to restore (`from`).
+    Trash {
+        /// The item's original (resolved) path.
+        path: String,
+        /// The item's place in the trash.
+        item: String,
+        /// Its `.trashinfo` file, when the item was trashed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        info: Option<String>,
+    },
+    /// The answer of another part of the runtime the result was built from: the policy engine
+    /// (`policy`), the snapshot store (`snapshots`), the VM body (`machines`).
+    Answer {
+        /// Who answered.
+        from: String,
+        /// What it answered.
+        value: serde_json::Value,
+    },
+    /// The seq the journal gave a record this action appended (a snapshot_taken, a rewound).
+    Appended {
+        /// The record's seq.
+        seq: u64,
+    },
+    /// The newest record of this session a read of its own history saw.
+    JournalHead {
+        /// That record's seq.
+        seq: u64,
+    },
+    /// One of several paths was refused and the action went on (read_files).
+    Refused {
+        /// The failure for that path.
+        failure: Failure,
+    },
+    /// A leaf failed: the failure as it was observed, and the only input the leaf records. A
+    /// composite that carried on (try) built its result from it.
+    Failed {
+        /// The failure.
+        failure: Failure,
+    },
+}
+
+/// A path's metadata as `stat_files` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// `file`, `dir` or `other`.
+    pub kind: String,
+    /// Bytes.
+    pub size: u64,
+    /// Permission bits, octal.
+    pub mode: String,
+    /// Modification time, milliseconds since the epoch, when the filesystem keeps one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_ms: Option<u64>,
 }
 
 /// Why an action did not succeed: a stable code, a sentence for people, optional details.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Failure {
     /// Stable, snake_case, never reused (see each crate's code table).

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::RandomBytes;
-use aido_actions::{Action, Body, Condition, Effect, Failure, Input, Outcome};
+use aido_actions::{Action, Body, Condition, Effect, Failure, Input, Outcome, SideEffectClass};
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
 use ractor::rpc::CallResult;
@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
 use crate::recovery::Recovery;
+use crate::render;
 use crate::runtime::Shared;
 use crate::session::Hooks;
 use crate::vm::VmMsg;
@@ -34,6 +35,19 @@ impl From<Failure> for Failed {
             failure,
             partial: Executed::default(),
         }
+    }
+}
+
+impl Failed {
+    /// A leaf's failure. It is observed, so it is recorded as the leaf's only input: what
+    /// the leaf saw before failing is dropped, and playback finds the failure where the leaf
+    /// would have recorded its first input.
+    fn leaf(failure: Failure) -> Self {
+        let mut partial = Executed::default();
+        partial.outcome.inputs.push(Input::Failed {
+            failure: failure.clone(),
+        });
+        Self { failure, partial }
     }
 }
 
@@ -70,149 +84,156 @@ fn crashed(shared: &Shared) -> Failure {
 impl Executor<'_> {
     pub(crate) fn exec<'b>(&'b self, action: &'b Action, at: String) -> Walk<'b> {
         Box::pin(async move {
+            let leaf = action.class() != SideEffectClass::Composite;
             if self.hooks.cancel.is_cancelled() {
-                return Err(Failure::new("cancelled", "the call was cancelled").into());
+                let failure = Failure::new("cancelled", "the call was cancelled");
+                return Err(if leaf {
+                    Failed::leaf(failure)
+                } else {
+                    failure.into()
+                });
             }
             match action.body() {
-                Body::Filesystem => return self.body(action).await.map_err(Failed::from),
-                Body::Machine => return self.vm(action).await.map_err(Failed::from),
+                Body::Filesystem => return self.body(action).await.map_err(Failed::leaf),
+                Body::Machine => return self.vm(action).await.map_err(Failed::leaf),
                 Body::Runtime => {}
             }
-            match action {
-                Action::Pipeline(p) => self.pipeline(&p.steps, &at).await,
-                Action::Try(t) => {
-                    let first = self.exec(&t.action, join(&at, "action")).await;
-                    match (first, &t.fallback) {
-                        (Ok(done), _) => {
-                            Ok(wrap(done, |o| json!({"succeeded": true, "output": o})))
-                        }
-                        (Err(failed), Some(fallback)) => {
-                            let mut done = failed.partial;
-                            let output = match self.exec(fallback, join(&at, "fallback")).await {
-                                Ok(f) => {
-                                    let o = f.outcome.output.clone();
-                                    absorb(&mut done, f);
-                                    o
-                                }
-                                Err(f2) => {
-                                    absorb(&mut done, f2.partial);
-                                    return Err(Failed {
-                                        failure: f2.failure,
-                                        partial: done,
-                                    });
-                                }
-                            };
-                            done.outcome.output = json!({"succeeded": false, "error": failed.failure, "fallback": output});
-                            done.outcome.text = done.outcome.output.to_string();
-                            Ok(done)
-                        }
-                        (Err(failed), None) => {
-                            let mut done = failed.partial;
-                            done.outcome.output =
-                                json!({"succeeded": false, "error": failed.failure});
-                            done.outcome.text = done.outcome.output.to_string();
-                            Ok(done)
-                        }
-                    }
-                }
-                Action::If(i) => {
-                    let holds = self.evaluate(&i.condition).await?;
-                    let branch = if holds {
-                        Some((&i.then, "then"))
-                    } else {
-                        i.otherwise.as_ref().map(|e| (e, "else"))
-                    };
-                    match branch {
-                        Some((b, label)) => {
-                            let done = self.exec(b, join(&at, label)).await?;
-                            Ok(wrap(
-                                done,
-                                |o| json!({"condition": holds, "branch": label, "output": o}),
-                            ))
-                        }
-                        None => Ok(Executed::new(Outcome::from_output(
-                            json!({"condition": holds, "branch": null}),
-                        ))),
-                    }
-                }
-                Action::Assert(a) => {
-                    if self.evaluate(&a.condition).await? {
-                        Ok(Executed::new(Outcome::from_output(json!({"holds": true}))))
-                    } else {
-                        let message = a
-                            .message
-                            .clone()
-                            .unwrap_or_else(|| "the condition does not hold".into());
-                        Err(Failure::new("assertion_failed", message)
-                            .with_details(json!({"condition": a.condition}))
-                            .into())
-                    }
-                }
-                Action::Simulate(s) => {
-                    let sim = self
-                        .shared
-                        .policy
-                        .simulate(&s.action, self.ctx, &FsResolver);
-                    Ok(Executed::new(Outcome::from_output(
-                        serde_json::to_value(sim).unwrap_or_default(),
-                    )))
-                }
-                Action::PolicyCheck(p) => {
-                    let verdict = self
-                        .shared
-                        .policy
-                        .evaluate(&p.action, self.ctx, &FsResolver);
-                    Ok(Executed::new(Outcome::from_output(
-                        json!({"verdict": verdict}),
-                    )))
-                }
-                Action::SessionHistory(h) => self.history(h).map_err(Failed::from),
-                Action::CreateSnapshot(c) => {
-                    let (output, _) = self.take_snapshot(c.label.as_deref()).await?;
-                    Ok(Executed::new(Outcome::from_output(output)))
-                }
-                Action::RestoreSnapshot(r) => self
-                    .restore_snapshot(&r.snapshot)
-                    .await
-                    .map_err(Failed::from),
-                Action::ListSnapshots(_) => self.list_snapshots().await.map_err(Failed::from),
-                Action::DeleteSnapshot(d) => {
-                    let output = self
-                        .snapshot_op(SnapshotOp::Delete {
-                            id: d.snapshot.clone(),
-                        })
-                        .await?;
-                    Ok(Executed::new(Outcome::from_output(output)))
-                }
-                Action::RandomBytes(r) => {
-                    if r.count == 0 || r.count > RandomBytes::COUNT_MAX {
-                        return Err(Failure::new(
-                            "invalid_arguments",
-                            format!("count must be 1 to {}", RandomBytes::COUNT_MAX),
-                        )
-                        .into());
-                    }
-                    let mut bytes = vec![0u8; r.count as usize];
-                    self.shared.clock.random(&mut bytes);
-                    let hex = hex::encode(&bytes);
-                    let mut done = Executed::new(Outcome {
-                        text: hex.clone(),
-                        output: json!({"count": r.count, "hex": hex}),
-                        ..Outcome::default()
-                    });
-                    done.outcome.inputs.push(Input::Random { hex });
-                    Ok(done)
-                }
-                Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
-                Action::Rewind(r) => self.rewind(r.to_seq).await.map_err(Failed::from),
-                // Routed to their bodies above.
-                _ => Err(Failure::new(
-                    "wrong_body",
-                    format!("{} is not run by the executor", action.primitive()),
-                )
-                .into()),
+            let result = self.runtime(action, at).await;
+            match result {
+                Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
+                other => other,
             }
         })
+    }
+
+    /// A primitive the executor runs itself.
+    async fn runtime(&self, action: &Action, at: String) -> Result<Executed, Failed> {
+        match action {
+            Action::Pipeline(p) => self.pipeline(&p.steps, &at).await,
+            Action::Try(t) => {
+                let first = self.exec(&t.action, join(&at, "action")).await;
+                match (first, &t.fallback) {
+                    (Ok(done), _) => Ok(outcome(done, render::try_succeeded)),
+                    (Err(failed), Some(fallback)) => {
+                        let mut done = failed.partial;
+                        let output = match self.exec(fallback, join(&at, "fallback")).await {
+                            Ok(f) => {
+                                let o = f.outcome.output.clone();
+                                absorb(&mut done, f);
+                                o
+                            }
+                            Err(f2) => {
+                                absorb(&mut done, f2.partial);
+                                return Err(Failed {
+                                    failure: f2.failure,
+                                    partial: done,
+                                });
+                            }
+                        };
+                        render::try_failed(&mut done.outcome, &failed.failure, Some(output));
+                        Ok(done)
+                    }
+                    (Err(failed), None) => {
+                        let mut done = failed.partial;
+                        render::try_failed(&mut done.outcome, &failed.failure, None);
+                        Ok(done)
+                    }
+                }
+            }
+            Action::If(i) => {
+                let (holds, mut seen) = self.evaluate(&i.condition).await?;
+                let branch = if holds {
+                    Some((&i.then, "then"))
+                } else {
+                    i.otherwise.as_ref().map(|e| (e, "else"))
+                };
+                match branch {
+                    Some((b, label)) => {
+                        let done = match self.exec(b, join(&at, label)).await {
+                            Ok(done) => done,
+                            Err(failed) => {
+                                absorb(&mut seen, failed.partial);
+                                return Err(Failed {
+                                    failure: failed.failure,
+                                    partial: seen,
+                                });
+                            }
+                        };
+                        // The condition's inputs come first, then the branch's.
+                        let mut done = done;
+                        seen.outcome.inputs.append(&mut done.outcome.inputs);
+                        seen.blobs.append(&mut done.blobs);
+                        done.outcome.inputs = seen.outcome.inputs;
+                        done.blobs = seen.blobs;
+                        Ok(outcome(done, |o| render::if_done(holds, Some((label, o)))))
+                    }
+                    None => Ok(outcome(seen, |_| render::if_done(holds, None))),
+                }
+            }
+            Action::Assert(a) => {
+                let (holds, seen) = self.evaluate(&a.condition).await?;
+                let done = render::assert_done(&a.condition, a.message.as_deref(), holds)?;
+                Ok(outcome(seen, |_| done))
+            }
+            Action::Simulate(s) => {
+                let sim = self
+                    .shared
+                    .policy
+                    .simulate(&s.action, self.ctx, &FsResolver);
+                Ok(answered(
+                    "policy",
+                    serde_json::to_value(sim).unwrap_or_default(),
+                ))
+            }
+            Action::PolicyCheck(p) => {
+                let verdict = self
+                    .shared
+                    .policy
+                    .evaluate(&p.action, self.ctx, &FsResolver);
+                Ok(answered("policy", json!({"verdict": verdict})))
+            }
+            Action::SessionHistory(h) => self.history(h).map_err(Failed::from),
+            Action::CreateSnapshot(c) => {
+                let (taken, _) = self.take_snapshot(c.label.as_deref()).await?;
+                Ok(taken)
+            }
+            Action::RestoreSnapshot(r) => self
+                .restore_snapshot(&r.snapshot)
+                .await
+                .map_err(Failed::from),
+            Action::ListSnapshots(_) => self.list_snapshots().await.map_err(Failed::from),
+            Action::DeleteSnapshot(d) => {
+                let output = self
+                    .snapshot_op(SnapshotOp::Delete {
+                        id: d.snapshot.clone(),
+                    })
+                    .await?;
+                Ok(answered("snapshots", output))
+            }
+            Action::RandomBytes(r) => {
+                if r.count == 0 || r.count > RandomBytes::COUNT_MAX {
+                    return Err(Failure::new(
+                        "invalid_arguments",
+                        format!("count must be 1 to {}", RandomBytes::COUNT_MAX),
+                    )
+                    .into());
+                }
+                let mut bytes = vec![0u8; r.count as usize];
+                self.shared.clock.random(&mut bytes);
+                let hex = hex::encode(&bytes);
+                let mut done = Executed::new(render::random_bytes(r.count, &hex));
+                done.outcome.inputs.push(Input::Random { hex });
+                Ok(done)
+            }
+            Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
+            Action::Rewind(r) => self.rewind(r.to_seq).await.map_err(Failed::from),
+            // Routed to their bodies above.
+            _ => Err(Failure::new(
+                "wrong_body",
+                format!("{} is not run by the executor", action.primitive()),
+            )
+            .into()),
+        }
     }
 
     async fn pipeline(&self, steps: &[Action], at: &str) -> Result<Executed, Failed> {
@@ -230,22 +251,22 @@ impl Executor<'_> {
             let label = join(at, &format!("steps[{i}]"));
             match self.exec(step, label.clone()).await {
                 Ok(one) => {
-                    outputs.push(json!({"step": i, "primitive": step.primitive(), "ok": true, "output": one.outcome.output}));
+                    outputs.push(render::pipeline_step(
+                        i,
+                        step.primitive(),
+                        &one.outcome.output,
+                    ));
                     absorb(&mut done, one);
                 }
                 Err(failed) => {
                     absorb(&mut done, failed.partial);
-                    let failure = Failure {
-                        code: failed.failure.code.clone(),
-                        message: format!(
-                            "{label} ({}) failed: {}",
-                            step.primitive(),
-                            failed.failure.message
-                        ),
-                        details: Some(
-                            json!({"leaf": label, "completed_steps": i, "steps": outputs, "cause": failed.failure}),
-                        ),
-                    };
+                    let failure = render::pipeline_failed(
+                        &label,
+                        i,
+                        step.primitive(),
+                        &outputs,
+                        &failed.failure,
+                    );
                     return Err(Failed {
                         failure,
                         partial: done,
@@ -256,8 +277,7 @@ impl Executor<'_> {
         if let Some(p) = &self.hooks.progress {
             p.report(total, total, "done".into());
         }
-        done.outcome.output = json!({"steps": outputs, "completed_steps": total});
-        done.outcome.text = format!("{total} steps completed");
+        render::pipeline_done(&mut done.outcome, outputs);
         Ok(done)
     }
 
@@ -327,7 +347,9 @@ impl Executor<'_> {
             .unwrap_or_default()
     }
 
-    async fn evaluate(&self, condition: &Condition) -> Result<bool, Failed> {
+    /// Answer a condition in the filesystem body; what its leaves saw comes back as inputs.
+    /// A failure is recorded like a leaf's.
+    async fn evaluate(&self, condition: &Condition) -> Result<(bool, Executed), Failed> {
         let session = self.ctx.clone();
         self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Evaluate {
             condition: condition.clone(),
@@ -335,106 +357,22 @@ impl Executor<'_> {
             reply,
         })
         .await
-        .map_err(Failed::from)
+        .map_err(Failed::leaf)
     }
 
     fn history(&self, h: &SessionHistory) -> Result<Executed, Failure> {
-        let limit = h
-            .limit
-            .unwrap_or(SessionHistory::LIMIT_DEFAULT)
-            .clamp(1, SessionHistory::LIMIT_MAX) as usize;
-        // Each action is a proposal plus at most two more records; read enough to see them.
-        let window = limit * 4 + 8;
+        let (limit, window) = render::history_window(h);
         let records = self
             .shared
             .journal
             .records(self.session, 1, h.before_seq, window, true)
             .map_err(|e| Failure::new(e.code(), e.to_string()))?;
-        let mut actions: Vec<serde_json::Value> = Vec::new();
-        for r in &records {
-            match &r.event {
-                Event::ActionProposed { action, verdict } => {
-                    let status = if verdict.is_deny() {
-                        "denied"
-                    } else {
-                        "pending"
-                    };
-                    let mut entry = json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": action.primitive(),
-                                           "class": action.class(), "verdict": verdict.name(), "status": status});
-                    if let aido_actions::Verdict::Deny { code, .. } = verdict {
-                        entry["code"] = json!(code);
-                    }
-                    actions.push(entry);
-                }
-                Event::ActionCompleted {
-                    proposal,
-                    duration_ms,
-                    outcome,
-                } => {
-                    if let Some(e) = actions.iter_mut().find(|e| e["seq"] == *proposal) {
-                        e["status"] = json!("completed");
-                        e["duration_ms"] = json!(duration_ms);
-                        e["effects"] = json!(outcome.effects.len());
-                    }
-                }
-                Event::ActionFailed {
-                    proposal, failure, ..
-                } => {
-                    if let Some(e) = actions.iter_mut().find(|e| e["seq"] == *proposal) {
-                        e["status"] = json!("failed");
-                        e["code"] = json!(failure.code);
-                    }
-                }
-                Event::ConfirmAnswered {
-                    proposal, answer, ..
-                } => {
-                    if let Some(e) = actions.iter_mut().find(|e| e["seq"] == *proposal) {
-                        e["confirmation"] = json!(answer);
-                    }
-                }
-                Event::CallRejected { tool, code, .. } => {
-                    actions.push(
-                        json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": tool,
-                                        "verdict": "none", "status": "rejected", "code": code}),
-                    );
-                }
-                Event::Rewound { to_seq, branch, .. } => {
-                    actions.push(json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": "rewind",
-                                        "verdict": "none", "status": "rewound", "to_seq": to_seq, "branch": branch}));
-                }
-                Event::SessionStarted { .. }
-                | Event::SessionResumed { .. }
-                | Event::BodyRestarted { .. }
-                | Event::SessionEnded { .. }
-                | Event::SnapshotTaken { .. } => {}
-            }
-        }
-        let gone = aido_journal::timeline::abandoned(&records);
-        for a in actions.iter_mut() {
-            if let Some(branch) = a["seq"].as_u64().and_then(|s| gone.get(&s)) {
-                a["abandoned_by_rewind"] = json!(branch);
-            }
-        }
-        let skip = actions.len().saturating_sub(limit);
-        let actions: Vec<_> = actions.into_iter().skip(skip).collect();
-        let text = actions
-            .iter()
-            .map(|a| {
-                format!(
-                    "#{} {} {} {}",
-                    a["seq"],
-                    a["primitive"].as_str().unwrap_or(""),
-                    a["verdict"].as_str().unwrap_or(""),
-                    a["status"].as_str().unwrap_or("")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        Ok(Executed::new(Outcome {
-            text,
-            output: json!({"session": self.session, "actions": actions}),
-            ..Outcome::default()
-        }))
+        // The records read are the newest `window` up to the last one seen: that seq is all
+        // playback needs to read the same ones.
+        let head = records.last().map_or(0, |r| r.seq);
+        let mut done = Executed::new(render::session_history(self.session, &records, limit));
+        done.outcome.inputs.push(Input::JournalHead { seq: head });
+        Ok(done)
     }
 }
 
@@ -466,11 +404,9 @@ impl Executor<'_> {
             .map_err(|e| Failure::new(e.code(), e.to_string()))
     }
 
-    /// Take a snapshot and journal it; returns the output and the snapshot id.
-    async fn take_snapshot(
-        &self,
-        label: Option<&str>,
-    ) -> Result<(serde_json::Value, String), Failure> {
+    /// Take a snapshot and journal it; returns the result (with the inputs it was built from)
+    /// and the snapshot id.
+    async fn take_snapshot(&self, label: Option<&str>) -> Result<(Executed, String), Failure> {
         let mut tag = [0u8; 3];
         self.shared.clock.random(&mut tag);
         let id = format!(
@@ -480,7 +416,7 @@ impl Executor<'_> {
             hex::encode(tag)
         );
         let created_ms = self.shared.clock.now_ms();
-        let mut output = self
+        let output = self
             .snapshot_op(SnapshotOp::Create {
                 id: id.clone(),
                 created_ms,
@@ -494,31 +430,43 @@ impl Executor<'_> {
                 reply,
             })
             .await?;
-        output["machines"] = json!(machines);
         let event = Event::SnapshotTaken {
             snapshot: id.clone(),
             backend: output["backend"].as_str().unwrap_or_default().to_owned(),
             workspace: output["workspace"].as_str().unwrap_or_default().to_owned(),
             proposal: self.proposal,
-            machines,
+            machines: machines.clone(),
         };
         let seq = self.record(event).await?;
-        output["seq"] = json!(seq);
-        if let Some(label) = label {
-            output["label"] = json!(label);
-        }
-        Ok((output, id))
+        let machines = json!(machines);
+        let mut done = Executed::new(Outcome::from_output(render::snapshot_taken(
+            output.clone(),
+            &machines,
+            seq,
+            label,
+        )));
+        done.outcome.inputs.extend([
+            Input::Random {
+                hex: hex::encode(tag),
+            },
+            Input::Clock {
+                unix_ms: created_ms,
+            },
+            Input::Answer {
+                from: "snapshots".into(),
+                value: output,
+            },
+            Input::Answer {
+                from: "machines".into(),
+                value: machines,
+            },
+            Input::Appended { seq },
+        ]);
+        Ok((done, id))
     }
 
     async fn restore_snapshot(&self, snapshot: &str) -> Result<Executed, Failure> {
-        let taken_at = self
-            .records()?
-            .iter()
-            .find_map(|r| match &r.event {
-                Event::SnapshotTaken { snapshot: s, .. } if s == snapshot => Some(r.seq),
-                _ => None,
-            })
-            .unwrap_or(0);
+        let records = self.records()?;
         let steps = vec![Step::Restore {
             snapshot: snapshot.to_owned(),
         }];
@@ -529,10 +477,14 @@ impl Executor<'_> {
             })
             .await?;
         marker.finish();
-        let mut done = Executed::new(Outcome::from_output(output));
-        done.outcome.effects.push(Effect::SnapshotRestored {
-            snapshot: snapshot.to_owned(),
-            taken_at,
+        let mut done = Executed::new(render::snapshot_restored(
+            output.clone(),
+            snapshot,
+            &records,
+        ));
+        done.outcome.inputs.push(Input::Answer {
+            from: "snapshots".into(),
+            value: output,
         });
         Ok(done)
     }
@@ -540,18 +492,12 @@ impl Executor<'_> {
     async fn list_snapshots(&self) -> Result<Executed, Failure> {
         let listed = self.snapshot_op(SnapshotOp::List).await?;
         let records = self.records()?;
-        let mut list = listed.as_array().cloned().unwrap_or_default();
-        for item in list.iter_mut() {
-            let id = item["id"].as_str().unwrap_or_default().to_owned();
-            let seq = records.iter().find_map(|r| match &r.event {
-                Event::SnapshotTaken { snapshot, .. } if *snapshot == id => Some(r.seq),
-                _ => None,
-            });
-            item["seq"] = json!(seq);
-        }
-        Ok(Executed::new(Outcome::from_output(
-            json!({"snapshots": list}),
-        )))
+        let mut done = Executed::new(render::snapshots_listed(&listed, &records));
+        done.outcome.inputs.push(Input::Answer {
+            from: "snapshots".into(),
+            value: listed,
+        });
+        Ok(done)
     }
 
     async fn safe_change(
@@ -560,18 +506,21 @@ impl Executor<'_> {
         validate: &[Action],
         at: &str,
     ) -> Result<Executed, Failed> {
-        let (taken, id) = self.take_snapshot(Some("safe_change")).await?;
+        let (mut taken, id) = self.take_snapshot(Some("safe_change")).await?;
         let all: Vec<Action> = steps.iter().chain(validate.iter()).cloned().collect();
         match self.pipeline(&all, at).await {
-            Ok(mut done) => {
-                let steps = done.outcome.output["steps"].take();
-                done.outcome.output = json!({"snapshot": taken, "steps": steps, "restored": false});
-                done.outcome.text =
-                    format!("{} steps and checks passed; snapshot {id} kept", all.len());
-                Ok(done)
+            Ok(done) => {
+                let output = std::mem::take(&mut taken.outcome.output);
+                absorb(&mut taken, done.clone());
+                taken.outcome = Outcome {
+                    inputs: std::mem::take(&mut taken.outcome.inputs),
+                    ..render::safe_change_done(done.outcome, output, &id, all.len())
+                };
+                Ok(taken)
             }
             Err(failed) => {
-                let mut partial = failed.partial;
+                let mut partial = taken;
+                absorb(&mut partial, failed.partial);
                 let mut failure = failed.failure;
                 match self.restore_snapshot(&id).await {
                     Ok(r) => {
@@ -647,22 +596,28 @@ impl Executor<'_> {
         };
         let rewound_at = self.record(event).await?;
         marker.finish();
-        let output = json!({"to_seq": to_seq, "branch": plan.branch, "method": method, "snapshot": plan.snapshot, "machines": machines,
-                            "steps": plan.steps.len(), "applied": applied["applied"], "rewound_at": rewound_at,
-                            "abandoned": [to_seq + 1, self.proposal - 1]});
-        let mut done = Executed::new(Outcome {
-            text: format!(
-                "rewound to seq {to_seq} by {method} ({} steps); records {}..{} are branch {}",
-                plan.steps.len(),
-                to_seq + 1,
-                self.proposal - 1,
-                plan.branch
-            ),
-            output,
-            ..Outcome::default()
-        });
-        // The rewind's own effect, for replay: the workspace now equals its state at to_seq.
-        done.outcome.effects.push(Effect::RewoundTo { seq: to_seq });
+        let machines = json!(machines);
+        let mut done = Executed::new(render::rewound(&render::Rewound {
+            to_seq,
+            proposal: self.proposal,
+            branch: plan.branch,
+            snapshot: plan.snapshot.as_deref(),
+            steps: plan.steps.len(),
+            applied: &applied,
+            machines: &machines,
+            rewound_at,
+        }));
+        done.outcome.inputs.extend([
+            Input::Answer {
+                from: "snapshots".into(),
+                value: applied,
+            },
+            Input::Answer {
+                from: "machines".into(),
+                value: machines,
+            },
+            Input::Appended { seq: rewound_at },
+        ]);
         Ok(done)
     }
 }
@@ -690,10 +645,13 @@ pub(crate) fn fetch_blobs(
 }
 
 /// What a rewind will do.
-pub(crate) struct RewindPlan {
-    pub(crate) steps: Vec<Step>,
-    pub(crate) snapshot: Option<String>,
-    pub(crate) branch: u32,
+pub struct RewindPlan {
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// The snapshot it restores first, if any.
+    pub snapshot: Option<String>,
+    /// The branch number the abandoned records get.
+    pub branch: u32,
 }
 
 /// The changes a record made (effects of outcomes, complete or partial).
@@ -708,7 +666,7 @@ fn effects_of(record: &aido_journal::Record) -> Vec<Effect> {
 /// Plan a rewind to just after `to_seq` for the rewind proposed at `proposal`: restore the
 /// newest live snapshot at or before `to_seq` and redo the live changes after it; with no
 /// snapshot, undo the live changes after `to_seq`, newest first, from their `before` blobs.
-pub(crate) fn rewind_plan(
+pub fn rewind_plan(
     records: &[aido_journal::Record],
     to_seq: u64,
     proposal: u64,
@@ -836,10 +794,21 @@ fn undo(effect: &Effect) -> Result<Vec<Step>, Failure> {
     })
 }
 
-fn wrap(mut done: Executed, f: impl FnOnce(serde_json::Value) -> serde_json::Value) -> Executed {
-    let output = std::mem::take(&mut done.outcome.output);
-    done.outcome.output = f(output);
-    done.outcome.text = done.outcome.output.to_string();
+/// Replace a result's outcome with `f` of it, keeping the inputs it recorded.
+fn outcome(mut done: Executed, f: impl FnOnce(Outcome) -> Outcome) -> Executed {
+    let inputs = std::mem::take(&mut done.outcome.inputs);
+    done.outcome = f(std::mem::take(&mut done.outcome));
+    done.outcome.inputs = inputs;
+    done
+}
+
+/// A result that is another part of the runtime's answer, recorded as the input it is.
+fn answered(from: &str, value: serde_json::Value) -> Executed {
+    let mut done = Executed::new(render::answered(value.clone()));
+    done.outcome.inputs.push(Input::Answer {
+        from: from.into(),
+        value,
+    });
     done
 }
 

@@ -25,6 +25,8 @@ mod executor;
 pub mod fs;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
+/// Results of runtime primitives as pure functions of recorded inputs (shared with playback).
+pub mod render;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// Session actors and the handle surfaces use.
@@ -34,5 +36,6 @@ pub mod vm;
 
 pub use clock::{Clock, SystemClock};
 pub use error::StartError;
+pub use executor::{RewindPlan, rewind_plan};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Session};

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aido_actions::{Failure, Outcome};
+use aido_actions::Failure;
 use aido_journal::{Event, SessionId};
 use aido_policy::SessionContext;
 use ractor::rpc::CallResult;
@@ -229,12 +229,11 @@ impl Recovery {
                         .await?;
                     }
                 }
-                let output = json!({"recovered": true, "steps": marker.steps.len(), "applied": applied["applied"]});
-                let outcome = Outcome {
-                    text: "interrupted by a crash; finished when aido started again".into(),
-                    output,
-                    ..Outcome::default()
-                };
+                let mut outcome = crate::render::recovered(marker.steps.len(), &applied);
+                outcome.inputs.push(aido_actions::Input::Answer {
+                    from: "recovery".into(),
+                    value: json!({"steps": marker.steps.len(), "applied": applied}),
+                });
                 append(Event::ActionCompleted {
                     proposal: marker.proposal,
                     outcome,

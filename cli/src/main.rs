@@ -186,7 +186,8 @@ enum Replay {
         #[arg(long)]
         json: bool,
     },
-    /// Reproduce recorded results from the records alone and compare them byte for byte.
+    /// Reproduce every recorded result from its recorded inputs and compare byte for byte
+    /// (results built from a guest machine's state are listed as external).
     Playback {
         /// Session id or a unique prefix.
         session: String,
@@ -703,15 +704,24 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
         Replay::Playback { session } => {
             let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
             let records = journal.all_records(id).map_err(coded)?;
-            let scratch = tempfile::tempdir()?;
-            let derived = aido_replay::derive::derive(journal, &records, scratch.path())?;
-            let played = aido_replay::playback::playback(journal, &records, &derived);
+            let played = aido_replay::playback::playback(journal, &records);
+            let external: u64 = played.external.values().map(|e| e.count).sum();
             println!(
-                "reproduced {} result(s) byte for byte; {} depend on state outside the journal; {} mismatch(es)",
+                "reproduced {} result(s) byte for byte; {} not reproducible; {} external; {} mismatch(es)",
                 played.reproduced,
-                played.not_reproducible,
+                played.not_reproducible.len(),
+                external,
                 played.mismatches.len()
             );
+            for (primitive, e) in &played.external {
+                println!("  external: {} {primitive}: {}", e.count, e.reason);
+            }
+            for u in &played.not_reproducible {
+                println!(
+                    "  not reproducible: seq {} {}: {}",
+                    u.seq, u.primitive, u.reason
+                );
+            }
             for m in &played.mismatches {
                 println!(
                     "  seq {} {}: recorded {} but reproduced {}",

@@ -1,28 +1,58 @@
-//! Playback: reproduce recorded results from the records alone and compare them byte for
-//! byte. A result can be reproduced when everything it depended on is in the journal: the
-//! contents of a file aido wrote earlier in the session (for read_file and checksum), or a
-//! recorded input (random_bytes). Results that depended on the world outside the journal (a
-//! file aido never wrote) are counted as not reproducible, never guessed.
+//! Playback: reproduce every recorded result from the records alone and compare it byte for
+//! byte. A body builds each result with a pure function of the action's arguments and the
+//! inputs it read from the world, and records those inputs (file contents by blob hash,
+//! metadata, the trash's answer, the clock, random bytes, other parts of the runtime's
+//! answers). Playback walks the action tree as the executor did, hands each leaf the inputs
+//! it recorded, in order, and calls the same functions (`aido_actors::fs::render`,
+//! `aido_actors::render`). A composite's result is a function of its children's, so it comes
+//! out of the same walk.
+//!
+//! What cannot be reproduced is never guessed: results that depend on a guest machine's state
+//! are counted as external, by primitive, with the reason; records written before inputs were
+//! recorded are counted as not reproducible, with the reason.
 
-use aido_actions::Action;
-use aido_actions::fs::HashAlgorithm;
-use aido_journal::{Event, Journal, Record};
+use std::collections::BTreeMap;
+
+use aido_actions::fs::{Encoding, HashAlgorithm};
+use aido_actions::{Action, Body, Failure, Input, Meta, Outcome, SideEffectClass};
+use aido_actors::fs::FsError;
+use aido_actors::fs::render::{self as fs_render, FileFacts, Replaced, Seen};
+use aido_actors::render;
+use aido_journal::{Event, Journal, Record, SessionId};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::derive::Derived;
-
-/// A result playback could not reproduce.
+/// A result playback reproduced differently from the record.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Mismatch {
     /// The completion record.
     pub seq: u64,
     /// The primitive.
     pub primitive: &'static str,
-    /// What the record says.
+    /// What the record says (text, output, effects, images).
     pub recorded: Value,
     /// What playback produced.
     pub reproduced: Value,
+}
+
+/// A result playback could not reproduce, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unplayable {
+    /// The completion record.
+    pub seq: u64,
+    /// The primitive.
+    pub primitive: &'static str,
+    /// Why (e.g. the record predates recorded inputs).
+    pub reason: String,
+}
+
+/// Results that depend on state outside aido, for one primitive.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct External {
+    /// What the state is.
+    pub reason: &'static str,
+    /// How many results.
+    pub count: u64,
 }
 
 /// What playback found.
@@ -30,22 +60,21 @@ pub struct Mismatch {
 pub struct Playback {
     /// Results reproduced byte for byte.
     pub reproduced: u64,
-    /// Results that depend on state outside the journal.
-    pub not_reproducible: u64,
+    /// Results whose recorded inputs are incomplete (older records), with the reason.
+    pub not_reproducible: Vec<Unplayable>,
+    /// Results built from state outside aido (a guest machine's screen and memory), by the
+    /// primitive that read it.
+    pub external: BTreeMap<&'static str, External>,
     /// Results that came out different.
     pub mismatches: Vec<Mismatch>,
 }
 
-fn text_of(journal: &Journal, derived: &Derived, seq: u64, path: &str) -> Option<Vec<u8>> {
-    let state = derived.state_at(seq);
-    state
-        .get(path)?
-        .as_ref()
-        .and_then(|h| journal.blob(h).ok().flatten())
-}
+/// Why a machine primitive's result is outside the journal.
+const GUEST_STATE: &str =
+    "built from a guest machine's screen, memory and devices, which the journal does not hold";
 
-/// Play the session back.
-pub fn playback(journal: &Journal, records: &[Record], derived: &Derived) -> Playback {
+/// Play the session back. `records` is the whole session, oldest first.
+pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
     let mut out = Playback::default();
     let proposals: std::collections::HashMap<u64, &Action> = records
         .iter()
@@ -54,7 +83,7 @@ pub fn playback(journal: &Journal, records: &[Record], derived: &Derived) -> Pla
             _ => None,
         })
         .collect();
-    for r in records {
+    for (index, r) in records.iter().enumerate() {
         let Event::ActionCompleted {
             proposal, outcome, ..
         } = &r.event
@@ -62,100 +91,584 @@ pub fn playback(journal: &Journal, records: &[Record], derived: &Derived) -> Pla
             continue;
         };
         let Some(action) = proposals.get(proposal) else {
+            out.not_reproducible.push(Unplayable {
+                seq: r.seq,
+                primitive: "unknown",
+                reason: format!("no proposal record {proposal}"),
+            });
             continue;
         };
-        let recorded = &outcome.output;
-        // The state the action saw: after every record before its completion.
-        let seen = r.seq.saturating_sub(1);
-        let reproduced: Option<Value> = match action {
-            Action::RandomBytes(_) => outcome.inputs.iter().find_map(|i| match i {
-                aido_actions::Input::Random { hex } => {
-                    Some(serde_json::json!({"count": hex.len() / 2, "hex": hex}))
-                }
-                _ => None,
-            }),
-            Action::ReadFile(a)
-                if a.offset.is_none()
-                    && a.limit.is_none()
-                    && a.encoding == aido_actions::fs::Encoding::Utf8 =>
-            {
-                let path = recorded["path"].as_str().unwrap_or_default();
-                text_of(journal, derived, seen, path).and_then(|b| String::from_utf8(b).ok()).map(|content| {
-                    let lines = content.lines().count();
-                    serde_json::json!({"path": path, "content": content, "lines": lines, "offset": 1,
-                                       "total_lines": lines, "truncated": false})
-                })
-            }
-            // A change is reproduced from the contents it replaced (kept in the journal as the
-            // effect's `before` blob) and the action's own arguments; the new contents must come
-            // out as the blob the effect recorded.
-            Action::WriteFile(a) if a.encoding == aido_actions::fs::Encoding::Utf8 => {
-                match outcome.effects.as_slice() {
-                    [aido_actions::Effect::FileWritten { path, blob, before }] => {
-                        let same = blake3::hash(a.content.as_bytes()).to_hex().as_str() == blob;
-                        same.then(|| serde_json::json!({"path": path, "bytes": a.content.len(), "created": before.is_none()}))
-                    }
-                    _ => None,
-                }
-            }
-            Action::EditFile(a) => {
-                let path = recorded["path"].as_str().unwrap_or_default().to_owned();
-                let before = match outcome.effects.as_slice() {
-                    [
-                        aido_actions::Effect::FileWritten {
-                            before: Some(b),
-                            blob,
-                            ..
-                        },
-                    ] => Some((b.clone(), Some(blob.clone()))),
-                    [] if a.dry_run => derived
-                        .state_at(seen)
-                        .get(&path)
-                        .cloned()
-                        .flatten()
-                        .map(|b| (b, None)),
-                    _ => None,
-                };
-                before.and_then(|(b, after)| {
-                    let old = String::from_utf8(journal.blob(&b).ok().flatten()?).ok()?;
-                    let count = old.matches(&a.old_string).count();
-                    let new = old.replace(&a.old_string, &a.new_string);
-                    if let Some(after) = after
-                        && blake3::hash(new.as_bytes()).to_hex().as_str() != after
-                    {
-                        return Some(serde_json::json!({"path": path, "new_contents_blob": blake3::hash(new.as_bytes()).to_hex().to_string()}));
-                    }
-                    let diff = diffy::create_patch(&old, &new).to_string();
-                    Some(serde_json::json!({"path": path, "replacements": count, "diff": diff, "dry_run": a.dry_run}))
-                })
-            }
-            Action::Checksum(a) => {
-                let path = recorded["path"].as_str().unwrap_or_default();
-                text_of(journal, derived, seen, path).map(|bytes| {
-                    let (name, digest) = match a.algorithm {
-                        HashAlgorithm::Blake3 => ("blake3", blake3::hash(&bytes).to_hex().to_string()),
-                        HashAlgorithm::Sha256 => {
-                            use sha2::Digest;
-                            ("sha256", hex::encode(sha2::Sha256::digest(&bytes)))
-                        }
-                    };
-                    serde_json::json!({"path": path, "algorithm": name, "digest": digest, "bytes": bytes.len()})
-                })
-            }
-            _ => None,
+        if let Some(machine) = machine_leaf(action) {
+            let entry = out.external.entry(machine).or_insert(External {
+                reason: GUEST_STATE,
+                count: 0,
+            });
+            entry.count += 1;
+            continue;
+        }
+        // A confirmation's answer is recorded first; it decided whether the action ran, not
+        // what it returned.
+        let inputs: Vec<&Input> = outcome
+            .inputs
+            .iter()
+            .skip_while(|i| matches!(i, Input::HumanAnswer { .. }))
+            .collect();
+        let mut player = Player {
+            journal,
+            session: r.session,
+            before: &records[..index],
+            inputs: &inputs,
+            next: 0,
+            proposal: *proposal,
         };
-        match reproduced {
-            None => out.not_reproducible += 1,
-            Some(v) if serde_json::to_vec(&v).ok() == serde_json::to_vec(recorded).ok() => {
-                out.reproduced += 1
-            }
-            Some(v) => out.mismatches.push(Mismatch {
+        let played = if outcome.output["recovered"] == Value::Bool(true) {
+            player.recovered()
+        } else {
+            player.play(action, String::new())
+        };
+        let recorded = comparable(outcome);
+        match played {
+            Err(Missing::Unrecorded(reason)) => out.not_reproducible.push(Unplayable {
                 seq: r.seq,
                 primitive: action.primitive(),
-                recorded: recorded.clone(),
-                reproduced: v,
+                reason,
             }),
+            Err(Missing::Tampered(reason)) => out.mismatches.push(Mismatch {
+                seq: r.seq,
+                primitive: action.primitive(),
+                recorded,
+                reproduced: serde_json::json!({"input": reason}),
+            }),
+            Ok(Err(fail)) => out.mismatches.push(Mismatch {
+                seq: r.seq,
+                primitive: action.primitive(),
+                recorded,
+                reproduced: serde_json::json!({"failure": fail.failure}),
+            }),
+            Ok(Ok(_)) if player.next < inputs.len() => out.mismatches.push(Mismatch {
+                seq: r.seq,
+                primitive: action.primitive(),
+                recorded,
+                reproduced: serde_json::json!({"unused_inputs": inputs.len() - player.next}),
+            }),
+            Ok(Ok(done)) => {
+                let reproduced = comparable(&done);
+                if serde_json::to_vec(&reproduced).ok() == serde_json::to_vec(&recorded).ok() {
+                    out.reproduced += 1;
+                } else {
+                    out.mismatches.push(Mismatch {
+                        seq: r.seq,
+                        primitive: action.primitive(),
+                        recorded,
+                        reproduced,
+                    });
+                }
+            }
         }
     }
     out
+}
+
+/// The part of a result playback compares: everything but the inputs it was built from.
+fn comparable(o: &Outcome) -> Value {
+    serde_json::json!({"text": o.text, "output": o.output, "effects": o.effects, "images": o.images})
+}
+
+/// The first machine primitive in an action tree.
+fn machine_leaf(action: &Action) -> Option<&'static str> {
+    if action.body() == Body::Machine {
+        return Some(action.primitive());
+    }
+    action
+        .children()
+        .into_iter()
+        .find_map(|(_, child)| machine_leaf(child))
+}
+
+/// Why a result could not be played.
+enum Missing {
+    /// The inputs the result needs are not in the record.
+    Unrecorded(String),
+    /// A recorded input is damaged (a blob missing or not hashing to its name).
+    Tampered(String),
+}
+
+/// A failed subtree and what it recorded before failing.
+struct Fail {
+    failure: Failure,
+    partial: Outcome,
+}
+
+impl From<FsError> for Fail {
+    fn from(e: FsError) -> Self {
+        Self::from(Failure::from(e))
+    }
+}
+
+impl From<Failure> for Fail {
+    fn from(failure: Failure) -> Self {
+        Self {
+            failure,
+            partial: Outcome::default(),
+        }
+    }
+}
+
+type Played = Result<Result<Outcome, Fail>, Missing>;
+
+/// Walks one completion's action tree over its recorded inputs.
+struct Player<'a> {
+    journal: &'a Journal,
+    session: SessionId,
+    /// The session's records before the completion: what the action could read of them.
+    before: &'a [Record],
+    inputs: &'a [&'a Input],
+    next: usize,
+    proposal: u64,
+}
+
+/// The next input must be of this shape.
+macro_rules! pull {
+    ($self:ident, $pattern:pat => $value:expr, $what:literal) => {
+        match $self.pull($what)? {
+            $pattern => $value,
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected {} but the record has {}",
+                    $what,
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        }
+    };
+}
+
+/// Return a leaf's failure as the result of the subtree.
+macro_rules! leaf_try {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(Fail::from(e))),
+        }
+    };
+}
+
+impl Player<'_> {
+    fn peek(&self) -> Option<&Input> {
+        self.inputs.get(self.next).copied()
+    }
+
+    fn pull(&mut self, what: &str) -> Result<&Input, Missing> {
+        let input =
+            self.inputs.get(self.next).copied().ok_or_else(|| {
+                Missing::Unrecorded(format!("the record has no input for {what}"))
+            })?;
+        self.next += 1;
+        Ok(input)
+    }
+
+    /// Bytes of a recorded blob, checked against their name.
+    fn blob(&self, hash: &str) -> Result<Vec<u8>, Missing> {
+        let bytes = self
+            .journal
+            .blob(hash)
+            .ok()
+            .flatten()
+            .ok_or_else(|| Missing::Tampered(format!("blob {hash} is missing")))?;
+        if fs_render::blob_name(&bytes) != hash {
+            return Err(Missing::Tampered(format!(
+                "blob {hash} does not hash to its name"
+            )));
+        }
+        Ok(bytes)
+    }
+
+    fn file(&mut self) -> Result<(String, Vec<u8>), Missing> {
+        let (path, blob) =
+            pull!(self, Input::File { path, blob } => (path.clone(), blob.clone()), "a file read");
+        Ok((path, self.blob(&blob)?))
+    }
+
+    fn facts(&mut self, sha256: bool) -> Result<(String, FileFacts), Missing> {
+        match self.pull("a file streamed")? {
+            Input::File { path, blob } => {
+                let (path, blob) = (path.clone(), blob.clone());
+                let bytes = self.blob(&blob)?;
+                let facts = fs_render::Facts::of(&path, &bytes, sha256);
+                Ok((path, facts))
+            }
+            Input::Streamed { path, facts } => {
+                let facts = serde_json::from_value(facts.clone())
+                    .map_err(|e| Missing::Tampered(format!("streamed facts: {e}")))?;
+                Ok((path.clone(), facts))
+            }
+            other => Err(Missing::Unrecorded(format!(
+                "expected a file streamed but the record has {}",
+                serde_json::to_string(other).unwrap_or_default()
+            ))),
+        }
+    }
+
+    fn stat(&mut self) -> Result<(String, Option<Meta>), Missing> {
+        Ok(pull!(self, Input::Stat { path, meta } => (path.clone(), meta.clone()), "a stat"))
+    }
+
+    fn written(&mut self) -> Result<Replaced, Missing> {
+        Ok(
+            pull!(self, Input::Written { path, created, before } => Replaced {
+            path: path.clone(),
+            created: *created,
+            before: before.clone(),
+        }, "a write"),
+        )
+    }
+
+    fn answer(&mut self) -> Result<Value, Missing> {
+        Ok(pull!(self, Input::Answer { value, .. } => value.clone(), "an answer"))
+    }
+
+    fn appended(&mut self) -> Result<u64, Missing> {
+        Ok(pull!(self, Input::Appended { seq } => *seq, "an appended seq"))
+    }
+
+    /// The records the action could see when it appended the record at `seq`.
+    fn records_before(&self, seq: u64) -> &[Record] {
+        let end = self.before.partition_point(|r| r.seq < seq);
+        &self.before[..end]
+    }
+
+    fn play(&mut self, action: &Action, at: String) -> Played {
+        // A failed leaf recorded its failure as its only input.
+        if action.class() != SideEffectClass::Composite
+            && let Some(Input::Failed { failure }) = self.peek()
+        {
+            let failure = failure.clone();
+            self.next += 1;
+            return Ok(Err(Fail::from(failure)));
+        }
+        match action.body() {
+            Body::Filesystem => self.filesystem(action),
+            Body::Runtime => self.runtime(action, at),
+            Body::Machine => Err(Missing::Unrecorded(GUEST_STATE.into())),
+        }
+    }
+
+    fn filesystem(&mut self, action: &Action) -> Played {
+        Ok(Ok(match action {
+            Action::ReadFile(a) => {
+                if a.encoding == Encoding::Base64 || (a.offset.is_none() && a.limit.is_none()) {
+                    let (path, bytes) = self.file()?;
+                    leaf_try!(fs_render::read_file(a, &path, &bytes))
+                } else {
+                    let (path, blob, more) = pull!(self, Input::Lines { path, blob, more } => (path.clone(), blob.clone(), *more), "a window of lines");
+                    let lines = self.blob(&blob)?;
+                    leaf_try!(fs_render::read_window(a, &path, &lines, more))
+                }
+            }
+            Action::ReadFiles(a) => {
+                let mut entries = Vec::new();
+                for _ in &a.paths {
+                    match self.pull("a file read or refusal")? {
+                        Input::Refused { failure } => entries.push(Err(failure.clone())),
+                        Input::File { path, blob } => {
+                            let (path, blob) = (path.clone(), blob.clone());
+                            entries.push(Ok((path, self.blob(&blob)?)));
+                        }
+                        other => {
+                            return Err(Missing::Unrecorded(format!(
+                                "expected a file read but the record has {}",
+                                serde_json::to_string(other).unwrap_or_default()
+                            )));
+                        }
+                    }
+                }
+                fs_render::read_files(a, &entries)
+            }
+            Action::WriteFile(a) => {
+                let bytes = leaf_try!(fs_render::write_file_bytes(a));
+                let replaced = self.written()?;
+                fs_render::write_file(&bytes, &replaced)
+            }
+            Action::EditFile(a) => {
+                let (path, old) = self.file()?;
+                let change = leaf_try!(fs_render::edit_file(a, &path, &old));
+                let replaced = if a.dry_run {
+                    None
+                } else {
+                    Some(self.written()?)
+                };
+                change.done(replaced.as_ref())
+            }
+            Action::ApplyPatch(a) => {
+                let (path, old) = self.file()?;
+                let change = leaf_try!(fs_render::apply_patch(a, &path, &old));
+                let replaced = if a.dry_run {
+                    None
+                } else {
+                    Some(self.written()?)
+                };
+                change.done(replaced.as_ref())
+            }
+            Action::PatchSet(a) => {
+                let mut reads = Vec::new();
+                for _ in &a.patches {
+                    reads.push(self.file()?);
+                }
+                let (writes, mut outcome) = leaf_try!(fs_render::patch_set(a, &reads));
+                if !a.dry_run {
+                    for (_, new) in &writes {
+                        outcome.effects.push(self.written()?.effect(new));
+                    }
+                }
+                outcome
+            }
+            Action::StatFiles(a) => {
+                let mut seen = Vec::new();
+                for _ in &a.paths {
+                    seen.push(self.stat()?);
+                }
+                fs_render::stat_files(&seen)
+            }
+            Action::FileInfo(_) => {
+                let (path, facts) = self.facts(false)?;
+                fs_render::file_info(&path, &facts)
+            }
+            Action::Checksum(a) => {
+                let (path, facts) = self.facts(a.algorithm == HashAlgorithm::Sha256)?;
+                fs_render::checksum(&path, a.algorithm, &facts)
+            }
+            Action::MoveToTrash(_) => {
+                pull!(self, Input::Clock { .. } => (), "the clock");
+                let (path, item, info) = pull!(self, Input::Trash { path, item, info } => (path.clone(), item.clone(), info.clone()), "the trash's answer");
+                fs_render::move_to_trash(&path, &item, info.as_deref().unwrap_or_default())
+            }
+            Action::RestoreFromTrash(_) => {
+                let (path, item) = pull!(self, Input::Trash { path, item, .. } => (path.clone(), item.clone()), "the trash's answer");
+                fs_render::restore_from_trash(&path, &item)
+            }
+            Action::Validate(a) => {
+                let (path, bytes) = self.file()?;
+                leaf_try!(fs_render::validate(a, &path, &bytes))
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "{} is not a filesystem primitive",
+                    other.primitive()
+                )));
+            }
+        }))
+    }
+
+    /// Answer a condition from its recorded leaves. `Err(Ok(failure))` is the condition's own
+    /// failure (recorded); `Err(Err(missing))` means it cannot be played.
+    fn condition(&mut self, c: &aido_actions::Condition) -> Result<Result<bool, Failure>, Missing> {
+        if let Some(Input::Failed { failure }) = self.peek() {
+            let failure = failure.clone();
+            self.next += 1;
+            return Ok(Err(failure));
+        }
+        let mut missing = None;
+        let answer = fs_render::evaluate(c, 0, &mut |leaf| {
+            let seen = match leaf {
+                aido_actions::Condition::FileExists { .. } => {
+                    self.stat().map(|(_, meta)| Seen::Exists(meta.is_some()))
+                }
+                aido_actions::Condition::FileContains { .. } => {
+                    self.file().map(|(path, bytes)| Seen::Bytes(path, bytes))
+                }
+                aido_actions::Condition::ChecksumEquals { algorithm, .. } => self
+                    .facts(*algorithm == HashAlgorithm::Sha256)
+                    .map(|(_, f)| Seen::Facts(f)),
+                _ => Ok(Seen::Exists(false)),
+            };
+            match seen {
+                Ok(seen) => fs_render::leaf_holds(leaf, &seen),
+                Err(m) => {
+                    missing = Some(m);
+                    Err(FsError::Cancelled)
+                }
+            }
+        });
+        if let Some(m) = missing {
+            return Err(m);
+        }
+        Ok(answer.map_err(Failure::from))
+    }
+
+    fn pipeline(&mut self, steps: &[Action], at: &str) -> Played {
+        let mut done = Outcome::default();
+        let mut outputs = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            let label = join(at, &format!("steps[{i}]"));
+            match self.play(step, label.clone())? {
+                Ok(one) => {
+                    outputs.push(render::pipeline_step(i, step.primitive(), &one.output));
+                    done.effects.extend(one.effects);
+                }
+                Err(fail) => {
+                    done.effects.extend(fail.partial.effects);
+                    let failure = render::pipeline_failed(
+                        &label,
+                        i,
+                        step.primitive(),
+                        &outputs,
+                        &fail.failure,
+                    );
+                    return Ok(Err(Fail {
+                        failure,
+                        partial: done,
+                    }));
+                }
+            }
+        }
+        render::pipeline_done(&mut done, outputs);
+        Ok(Ok(done))
+    }
+
+    /// create_snapshot's part: the id's random tag and time, the store's and the VM body's
+    /// answers, and the seq of the snapshot_taken record.
+    fn take_snapshot(&mut self, label: Option<&str>) -> Result<Value, Missing> {
+        pull!(self, Input::Random { .. } => (), "the snapshot id's random tag");
+        pull!(self, Input::Clock { .. } => (), "the snapshot's time");
+        let store = self.answer()?;
+        let machines = self.answer()?;
+        let seq = self.appended()?;
+        Ok(render::snapshot_taken(store, &machines, seq, label))
+    }
+
+    fn runtime(&mut self, action: &Action, at: String) -> Played {
+        Ok(Ok(match action {
+            Action::Pipeline(p) => return self.pipeline(&p.steps, &at),
+            Action::Try(t) => match self.play(&t.action, join(&at, "action"))? {
+                Ok(done) => render::try_succeeded(done),
+                Err(failed) => {
+                    let mut done = failed.partial;
+                    let fallback = match &t.fallback {
+                        None => None,
+                        Some(f) => match self.play(f, join(&at, "fallback"))? {
+                            Ok(f) => {
+                                done.effects.extend(f.effects);
+                                Some(f.output)
+                            }
+                            Err(f2) => {
+                                done.effects.extend(f2.partial.effects);
+                                return Ok(Err(Fail {
+                                    failure: f2.failure,
+                                    partial: done,
+                                }));
+                            }
+                        },
+                    };
+                    render::try_failed(&mut done, &failed.failure, fallback);
+                    done
+                }
+            },
+            Action::If(i) => {
+                let holds = leaf_try!(self.condition(&i.condition)?);
+                let branch = if holds {
+                    Some((i.then.as_ref(), "then"))
+                } else {
+                    i.otherwise.as_deref().map(|e| (e, "else"))
+                };
+                match branch {
+                    Some((b, label)) => match self.play(b, join(&at, label))? {
+                        Ok(done) => render::if_done(holds, Some((label, done))),
+                        Err(fail) => return Ok(Err(fail)),
+                    },
+                    None => render::if_done(holds, None),
+                }
+            }
+            Action::Assert(a) => {
+                let holds = leaf_try!(self.condition(&a.condition)?);
+                leaf_try!(render::assert_done(
+                    &a.condition,
+                    a.message.as_deref(),
+                    holds
+                ))
+            }
+            Action::Simulate(_) | Action::PolicyCheck(_) | Action::DeleteSnapshot(_) => {
+                render::answered(self.answer()?)
+            }
+            Action::SessionHistory(h) => {
+                let head = pull!(self, Input::JournalHead { seq } => *seq, "the journal head");
+                let (limit, window) = render::history_window(h);
+                let seen = self.records_before(head + 1);
+                let seen = &seen[seen.len().saturating_sub(window)..];
+                render::session_history(self.session, seen, limit)
+            }
+            Action::CreateSnapshot(c) => {
+                Outcome::from_output(self.take_snapshot(c.label.as_deref())?)
+            }
+            Action::RestoreSnapshot(r) => {
+                let store = self.answer()?;
+                render::snapshot_restored(store, &r.snapshot, self.before)
+            }
+            Action::ListSnapshots(_) => {
+                let listed = self.answer()?;
+                render::snapshots_listed(&listed, self.before)
+            }
+            Action::Rewind(r) => {
+                let applied = self.answer()?;
+                let machines = self.answer()?;
+                let rewound_at = self.appended()?;
+                let plan = aido_actors::rewind_plan(
+                    self.records_before(rewound_at),
+                    r.to_seq,
+                    self.proposal,
+                )
+                .map_err(|f| {
+                    Missing::Tampered(format!("the rewind cannot be planned: {}", f.message))
+                })?;
+                render::rewound(&render::Rewound {
+                    to_seq: r.to_seq,
+                    proposal: self.proposal,
+                    branch: plan.branch,
+                    snapshot: plan.snapshot.as_deref(),
+                    steps: plan.steps.len(),
+                    applied: &applied,
+                    machines: &machines,
+                    rewound_at,
+                })
+            }
+            Action::SafeChange(c) => {
+                let taken = self.take_snapshot(Some("safe_change"))?;
+                let id = taken["snapshot"].as_str().unwrap_or_default().to_owned();
+                let all: Vec<Action> = c.steps.iter().chain(c.validate.iter()).cloned().collect();
+                match self.pipeline(&all, &at)? {
+                    Ok(done) => render::safe_change_done(done, taken, &id, all.len()),
+                    Err(_) => {
+                        return Err(Missing::Unrecorded(
+                            "a safe_change that failed inside a composite (its restore is not recorded as an input)".into(),
+                        ));
+                    }
+                }
+            }
+            Action::RandomBytes(r) => {
+                let hex = pull!(self, Input::Random { hex } => hex.clone(), "random bytes");
+                render::random_bytes(r.count, &hex)
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "{} is not run by the executor",
+                    other.primitive()
+                )));
+            }
+        }))
+    }
+
+    /// A restore or rewind a crash interrupted, finished at the next start.
+    fn recovered(&mut self) -> Played {
+        let value =
+            pull!(self, Input::Answer { value, .. } => value.clone(), "the recovery's answer");
+        let steps = value["steps"].as_u64().unwrap_or_default() as usize;
+        Ok(Ok(render::recovered(steps, &value["applied"])))
+    }
+}
+
+fn join(at: &str, label: &str) -> String {
+    if at.is_empty() {
+        label.to_owned()
+    } else {
+        format!("{at}.{label}")
+    }
 }

@@ -86,8 +86,8 @@ pub enum FsMsg {
         condition: Condition,
         /// The session it runs for.
         session: SessionContext,
-        /// The answer.
-        reply: RpcReplyPort<Result<bool, Failure>>,
+        /// The answer, with what the condition's leaves saw (as inputs and blobs).
+        reply: RpcReplyPort<Result<(bool, Executed), Failure>>,
     },
 }
 
@@ -144,7 +144,9 @@ impl Actor for FsBody {
                 reply,
             } => {
                 let cx = ctx(state, &session, &never);
-                let _ = reply.send(ops::evaluate(&cx, &condition, 0).map_err(Failure::from));
+                let mut seen = Executed::default();
+                let answer = ops::evaluate(&cx, &condition, &mut seen).map(|holds| (holds, seen));
+                let _ = reply.send(answer.map_err(Failure::from));
             }
         }
         Ok(())

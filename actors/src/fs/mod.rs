@@ -13,6 +13,8 @@ pub mod actor;
 pub mod error;
 /// The operations, one function per primitive.
 mod ops;
+/// Results as pure functions of arguments and recorded inputs (shared with playback).
+pub mod render;
 /// Snapshots, restores and rewind steps.
 pub mod snapshot;
 /// The freedesktop.org trash.

@@ -1,5 +1,7 @@
-//! One function per filesystem primitive. Each returns the outcome (output, effects) and the
-//! blobs the journal must keep to redo or undo it.
+//! One function per filesystem primitive. Each reads what it needs from the world, records
+//! what it read as [`Input`]s (contents go to the journal's blob store, named by hash), and
+//! builds its result with the pure functions of [`super::render`], the same ones playback
+//! calls with the recorded inputs.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -8,15 +10,14 @@ use aido_actions::fs::{
     ApplyPatch, Checksum, EditFile, Encoding, FileInfo, HashAlgorithm, MoveToTrash, PatchSet,
     ReadFile, ReadFiles, RestoreFromTrash, StatFiles, WriteFile,
 };
-use aido_actions::safety::{Format, Validate};
-use aido_actions::{AccessKind, Condition, Effect, Input, Outcome};
+use aido_actions::safety::Validate;
+use aido_actions::{AccessKind, Condition, Failure, Input, Meta};
 use aido_policy::{Limits, SessionContext};
-use base64::Engine;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::actor::Executed;
 use super::error::FsError;
+use super::render::{self, FileFacts, Replaced, Seen};
 use super::trash;
 use super::walls::{Target, Walls};
 use crate::clock::Clock;
@@ -33,90 +34,159 @@ pub(crate) struct Ctx<'a> {
     pub(crate) trash: &'a Path,
 }
 
+/// Record that the body read `bytes` from `path`: the input names them, the blob store keeps
+/// them (once, however often they are read).
+fn saw_file(exec: &mut Executed, path: &str, bytes: &[u8]) {
+    let blob = render::blob_name(bytes);
+    exec.outcome.inputs.push(Input::File {
+        path: path.to_owned(),
+        blob,
+    });
+    exec.blobs.push(bytes.to_vec());
+}
+
 impl Ctx<'_> {
     fn check(&self, path: &str, kind: AccessKind) -> Result<Target, FsError> {
         self.walls.check(path, kind, self.session)
     }
 
-    fn read_text(&self, target: &Target) -> Result<String, FsError> {
+    /// Read a whole file (at most read_bytes_max) and record it.
+    fn read(&self, target: &Target, exec: &mut Executed) -> Result<Vec<u8>, FsError> {
         let bytes = self
             .walls
             .read_all(target, self.session, self.limits.read_bytes_max)?;
-        String::from_utf8(bytes).map_err(|_| FsError::Binary {
-            path: target.shown(),
-        })
+        saw_file(exec, &target.shown(), &bytes);
+        Ok(bytes)
     }
 
-    /// Write and describe the change for the journal.
+    /// Metadata of a path, recorded.
+    fn stat(&self, target: &Target, exec: &mut Executed) -> Result<Option<Meta>, FsError> {
+        let meta = self.walls.metadata(target)?.map(|m| {
+            let kind = if m.is_dir() {
+                "dir"
+            } else if m.is_file() {
+                "file"
+            } else {
+                "other"
+            };
+            let modified_ms = m
+                .modified()
+                .ok()
+                .and_then(|t| t.into_std().duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64);
+            let mode = cap_std::fs::PermissionsExt::mode(&m.permissions()) & 0o7777;
+            Meta {
+                kind: kind.into(),
+                size: m.len(),
+                mode: format!("{mode:o}"),
+                modified_ms,
+            }
+        });
+        exec.outcome.inputs.push(Input::Stat {
+            path: target.shown(),
+            meta: meta.clone(),
+        });
+        Ok(meta)
+    }
+
+    /// Stream a file into its facts. A file of at most read_bytes_max is recorded whole; a
+    /// larger one only by its facts (the journal does not keep files of any size).
+    fn facts(
+        &self,
+        target: &Target,
+        sha256: bool,
+        exec: &mut Executed,
+    ) -> Result<FileFacts, FsError> {
+        let shown = target.shown();
+        let mut file = self.walls.open_read(target, self.session)?;
+        let mut buf = vec![0u8; STREAM_CHUNK_BYTES];
+        let mut facts = render::Facts::new(sha256);
+        let mut kept: Option<Vec<u8>> = Some(Vec::new());
+        loop {
+            if self.cancel.is_cancelled() {
+                return Err(FsError::Cancelled);
+            }
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| FsError::io("read", &shown, e))?;
+            if n == 0 {
+                break;
+            }
+            facts.update(&buf[..n]);
+            if let Some(k) = kept.as_mut() {
+                if (k.len() + n) as u64 > self.limits.read_bytes_max {
+                    kept = None;
+                } else {
+                    k.extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+        let facts = facts.finish(&shown);
+        match kept {
+            Some(bytes) => saw_file(exec, &shown, &bytes),
+            None => exec.outcome.inputs.push(Input::Streamed {
+                path: shown,
+                facts: serde_json::to_value(&facts).unwrap_or_default(),
+            }),
+        }
+        Ok(facts)
+    }
+
+    /// Write, keep both contents for the journal, and record what the write replaced.
     fn write(
         &self,
         target: &Target,
-        bytes: Vec<u8>,
+        bytes: &[u8],
         create_parents: bool,
         exec: &mut Executed,
-    ) -> Result<bool, FsError> {
+    ) -> Result<Replaced, FsError> {
         let written = self.walls.write_atomic(
             target,
             self.session,
-            &bytes,
+            bytes,
             create_parents,
             self.limits.blob_bytes_max,
         )?;
-        let blob = blake3::hash(&bytes).to_hex().to_string();
         let before = written.before.map(|b| {
-            let h = blake3::hash(&b).to_hex().to_string();
+            let h = render::blob_name(&b);
             exec.blobs.push(b);
             h
         });
-        exec.outcome.effects.push(Effect::FileWritten {
+        exec.blobs.push(bytes.to_vec());
+        let replaced = Replaced {
             path: target.shown(),
-            blob,
+            created: written.created,
             before,
-        });
-        exec.blobs.push(bytes);
-        Ok(written.created)
+        };
+        exec.outcome.inputs.push(replaced.input());
+        Ok(replaced)
     }
 }
 
-fn is_text(bytes: &[u8]) -> bool {
-    !bytes[..bytes.len().min(8192)].contains(&0) && std::str::from_utf8(bytes).is_ok()
+/// The result built from what was recorded so far.
+fn finish(mut exec: Executed, outcome: aido_actions::Outcome) -> Executed {
+    let inputs = std::mem::take(&mut exec.outcome.inputs);
+    exec.outcome = outcome;
+    exec.outcome.inputs = inputs;
+    exec
 }
 
 pub(crate) fn read_file(cx: &Ctx, a: &ReadFile) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
     let shown = target.shown();
-    if a.encoding == Encoding::Base64 {
-        let bytes = cx
-            .walls
-            .read_all(&target, cx.session, cx.limits.read_bytes_max)?;
-        let content = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        let output =
-            json!({"path": shown, "encoding": "base64", "bytes": bytes.len(), "content": content});
-        return Ok(Executed::new(Outcome {
-            text: content,
-            output,
-            ..Outcome::default()
-        }));
+    let mut exec = Executed::default();
+    if a.encoding == Encoding::Base64 || (a.offset.is_none() && a.limit.is_none()) {
+        let bytes = cx.read(&target, &mut exec)?;
+        let outcome = render::read_file(a, &shown, &bytes)?;
+        return Ok(finish(exec, outcome));
     }
-    if a.offset.is_none() && a.limit.is_none() {
-        let text = cx.read_text(&target)?;
-        if !is_text(text.as_bytes()) {
-            return Err(FsError::Binary { path: shown });
-        }
-        let lines = text.lines().count();
-        let output = json!({"path": shown, "content": text, "lines": lines, "offset": 1, "total_lines": lines, "truncated": false});
-        return Ok(Executed::new(Outcome {
-            text,
-            output,
-            ..Outcome::default()
-        }));
-    }
-    // A window of lines: stream, so a window of a huge file costs only the window.
+    // A window of lines: stream, so a window of a huge file costs only the window, and keep
+    // only the window's lines for the journal.
     let file = cx.walls.open_read(&target, cx.session)?;
     let first = a.offset.unwrap_or(1).max(1);
     let limit = a.limit.unwrap_or(u64::MAX);
     let mut reader = BufReader::new(file);
-    let (mut content, mut line, mut taken, mut truncated) = (String::new(), 0u64, 0u64, false);
+    let (mut content, mut line, mut taken, mut truncated) = (Vec::new(), 0u64, 0u64, false);
     let mut buf = Vec::new();
     loop {
         if cx.cancel.is_cancelled() {
@@ -137,30 +207,29 @@ pub(crate) fn read_file(cx: &Ctx, a: &ReadFile) -> Result<Executed, FsError> {
             truncated = true;
             break;
         }
-        if buf.contains(&0) {
+        if buf.contains(&0) || std::str::from_utf8(&buf).is_err() {
             return Err(FsError::Binary { path: shown });
         }
-        let text = std::str::from_utf8(&buf).map_err(|_| FsError::Binary {
-            path: shown.clone(),
-        })?;
-        if (content.len() + text.len()) as u64 > cx.limits.read_bytes_max {
+        if (content.len() + buf.len()) as u64 > cx.limits.read_bytes_max {
             truncated = true;
             break;
         }
-        content.push_str(text);
+        content.extend_from_slice(&buf);
         taken += 1;
     }
-    let output = json!({"path": shown, "content": content, "lines": taken, "offset": first, "truncated": truncated});
-    Ok(Executed::new(Outcome {
-        text: content,
-        output,
-        ..Outcome::default()
-    }))
+    exec.outcome.inputs.push(Input::Lines {
+        path: shown.clone(),
+        blob: render::blob_name(&content),
+        more: truncated,
+    });
+    let outcome = render::read_window(a, &shown, &content, truncated)?;
+    exec.blobs.push(content);
+    Ok(finish(exec, outcome))
 }
 
 pub(crate) fn read_files(cx: &Ctx, a: &ReadFiles) -> Result<Executed, FsError> {
-    let mut files = Vec::new();
-    let mut text = String::new();
+    let mut exec = Executed::default();
+    let mut entries = Vec::new();
     let mut budget = cx.limits.read_bytes_max;
     for path in &a.paths {
         if cx.cancel.is_cancelled() {
@@ -168,60 +237,53 @@ pub(crate) fn read_files(cx: &Ctx, a: &ReadFiles) -> Result<Executed, FsError> {
         }
         let one = cx.check(path, AccessKind::Read).and_then(|t| {
             let bytes = cx.walls.read_all(&t, cx.session, budget)?;
-            if !is_text(&bytes) {
-                return Err(FsError::Binary { path: t.shown() });
-            }
-            budget -= bytes.len() as u64;
-            Ok((t.shown(), String::from_utf8_lossy(&bytes).into_owned()))
+            Ok((t.shown(), bytes))
         });
         match one {
-            Ok((shown, content)) => {
-                text.push_str(&format!("==> {shown} <==\n{content}\n"));
-                files.push(json!({"path": shown, "ok": true, "content": content}));
+            Ok((shown, bytes)) => {
+                saw_file(&mut exec, &shown, &bytes);
+                // Only text counts against the budget (binary files are refused).
+                if render::is_text(&bytes) {
+                    budget -= bytes.len() as u64;
+                }
+                entries.push(Ok((shown, bytes)));
             }
             Err(e) => {
-                text.push_str(&format!("==> {path} <==\n[{}] {e}\n", e.code()));
-                files.push(
-                    json!({"path": path, "ok": false, "code": e.code(), "message": e.to_string()}),
-                );
+                let failure = Failure::from(e);
+                exec.outcome.inputs.push(Input::Refused {
+                    failure: failure.clone(),
+                });
+                entries.push(Err(failure));
             }
         }
     }
-    Ok(Executed::new(Outcome {
-        text,
-        output: json!({"files": files}),
-        ..Outcome::default()
-    }))
-}
-
-fn decode_content(content: &str, encoding: Encoding) -> Result<Vec<u8>, FsError> {
-    match encoding {
-        Encoding::Utf8 => Ok(content.as_bytes().to_vec()),
-        Encoding::Base64 => base64::engine::general_purpose::STANDARD
-            .decode(content)
-            .map_err(|e| FsError::BadBase64 {
-                reason: e.to_string(),
-            }),
-    }
+    let outcome = render::read_files(a, &entries);
+    Ok(finish(exec, outcome))
 }
 
 pub(crate) fn write_file(cx: &Ctx, a: &WriteFile) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
-    let bytes = decode_content(&a.content, a.encoding)?;
-    let len = bytes.len();
+    let bytes = render::write_file_bytes(a)?;
     let mut exec = Executed::default();
-    let created = cx.write(&target, bytes, a.create_parents, &mut exec)?;
-    let shown = target.shown();
-    exec.outcome.text = format!(
-        "{} {shown} ({len} bytes)",
-        if created { "created" } else { "replaced" }
-    );
-    exec.outcome.output = json!({"path": shown, "bytes": len, "created": created});
-    Ok(exec)
+    let replaced = cx.write(&target, &bytes, a.create_parents, &mut exec)?;
+    Ok(finish(exec, render::write_file(&bytes, &replaced)))
 }
 
-fn diff(old: &str, new: &str) -> String {
-    diffy::create_patch(old, new).to_string()
+/// Write a change worked out in memory (unless it is a dry run) and finish its result.
+fn write_change(
+    cx: &Ctx,
+    target: &Target,
+    change: render::Change,
+    dry_run: bool,
+    mut exec: Executed,
+) -> Result<Executed, FsError> {
+    let replaced = if dry_run {
+        None
+    } else {
+        Some(cx.write(target, &change.new, false, &mut exec)?)
+    };
+    let outcome = change.done(replaced.as_ref());
+    Ok(finish(exec, outcome))
 }
 
 pub(crate) fn edit_file(cx: &Ctx, a: &EditFile) -> Result<Executed, FsError> {
@@ -229,258 +291,80 @@ pub(crate) fn edit_file(cx: &Ctx, a: &EditFile) -> Result<Executed, FsError> {
     if a.old_string.is_empty() {
         return Err(FsError::EditEmpty);
     }
-    let old = cx.read_text(&target)?;
-    let count = old.matches(&a.old_string).count();
-    let shown = target.shown();
-    match count {
-        0 => return Err(FsError::EditNoMatch { path: shown }),
-        n if n > 1 && !a.replace_all => {
-            return Err(FsError::EditAmbiguous {
-                path: shown,
-                count: n,
-            });
-        }
-        _ => {}
-    }
-    let new = old.replace(&a.old_string, &a.new_string);
-    let patch = diff(&old, &new);
     let mut exec = Executed::default();
-    if !a.dry_run {
-        cx.write(&target, new.into_bytes(), false, &mut exec)?;
-    }
-    exec.outcome.text = patch.clone();
-    exec.outcome.output =
-        json!({"path": shown, "replacements": count, "diff": patch, "dry_run": a.dry_run});
-    Ok(exec)
-}
-
-fn apply_one(path: &str, old: &str, patch: &str) -> Result<String, FsError> {
-    let parsed = diffy::Patch::from_str(patch).map_err(|e| FsError::PatchInvalid {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    })?;
-    if parsed.hunks().is_empty() {
-        return Err(FsError::PatchInvalid {
-            path: path.to_owned(),
-            reason: "no hunks".into(),
-        });
-    }
-    diffy::apply(old, &parsed).map_err(|e| FsError::PatchFailed {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    })
+    let old = cx.read(&target, &mut exec)?;
+    let change = render::edit_file(a, &target.shown(), &old)?;
+    write_change(cx, &target, change, a.dry_run, exec)
 }
 
 pub(crate) fn apply_patch(cx: &Ctx, a: &ApplyPatch) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
-    let old = cx.read_text(&target)?;
-    let shown = target.shown();
-    let new = apply_one(&shown, &old, &a.patch)?;
-    let patch = diff(&old, &new);
     let mut exec = Executed::default();
-    if !a.dry_run {
-        cx.write(&target, new.into_bytes(), false, &mut exec)?;
-    }
-    exec.outcome.text = patch.clone();
-    exec.outcome.output = json!({"path": shown, "diff": patch, "dry_run": a.dry_run});
-    Ok(exec)
+    let old = cx.read(&target, &mut exec)?;
+    let change = render::apply_patch(a, &target.shown(), &old)?;
+    write_change(cx, &target, change, a.dry_run, exec)
 }
 
 pub(crate) fn patch_set(cx: &Ctx, a: &PatchSet) -> Result<Executed, FsError> {
-    // Check and apply everything in memory first: nothing is written if any patch fails.
-    let mut planned: Vec<(Target, String, String)> = Vec::new();
+    // Check and apply everything in memory first: nothing is written if any patch fails. Each
+    // patch's file is read (and recorded) even when an earlier patch changed it, so playback
+    // sees one read per patch.
+    let mut exec = Executed::default();
+    let mut targets = Vec::new();
+    let mut reads = Vec::new();
     for p in &a.patches {
         let target = cx.check(&p.path, AccessKind::Write)?;
-        let current = match planned
-            .iter()
-            .rev()
-            .find(|(t, _, _)| t.resolved == target.resolved)
-        {
-            Some((_, _, new)) => new.clone(),
-            None => cx.read_text(&target)?,
-        };
-        let new = apply_one(&target.shown(), &current, &p.patch)?;
-        planned.push((target, current, new));
+        let bytes = cx.read(&target, &mut exec)?;
+        reads.push((target.shown(), bytes));
+        targets.push(target);
     }
-    let files: Vec<_> = planned
-        .iter()
-        .map(|(t, old, new)| json!({"path": t.shown(), "diff": diff(old, new)}))
-        .collect();
-    let mut exec = Executed::default();
+    let (writes, mut outcome) = render::patch_set(a, &reads)?;
     if !a.dry_run {
-        let mut done: Vec<&(Target, String, String)> = Vec::new();
-        for item in &planned {
-            let (target, _, new) = item;
-            if let Err(e) = cx.write(target, new.clone().into_bytes(), false, &mut exec) {
-                // Put back what was written, newest first.
-                for (t, old, _) in done.iter().rev() {
-                    let _ = cx
-                        .walls
-                        .write_atomic(t, cx.session, old.as_bytes(), false, 0);
+        let mut done: Vec<(&Target, &Vec<u8>)> = Vec::new();
+        for (target, ((_, new), (_, old))) in targets.iter().zip(writes.iter().zip(reads.iter())) {
+            match cx.write(target, new, false, &mut exec) {
+                Ok(replaced) => outcome.effects.push(replaced.effect(new)),
+                Err(e) => {
+                    // Put back what was written, newest first.
+                    for (t, old) in done.iter().rev() {
+                        let _ = cx.walls.write_atomic(t, cx.session, old, false, 0);
+                    }
+                    return Err(FsError::PatchSetRolledBack {
+                        path: target.shown(),
+                        reason: e.to_string(),
+                    });
                 }
-                return Err(FsError::PatchSetRolledBack {
-                    path: target.shown(),
-                    reason: e.to_string(),
-                });
             }
-            done.push(item);
+            done.push((target, old));
         }
     }
-    exec.outcome.text = format!(
-        "{} files {}",
-        planned.len(),
-        if a.dry_run { "would change" } else { "changed" }
-    );
-    exec.outcome.output = json!({"files": files, "dry_run": a.dry_run});
-    Ok(exec)
+    Ok(finish(exec, outcome))
 }
 
 pub(crate) fn stat_files(cx: &Ctx, a: &StatFiles) -> Result<Executed, FsError> {
-    let mut files = Vec::new();
+    let mut exec = Executed::default();
+    let mut seen = Vec::new();
     for path in &a.paths {
         let target = cx.check(path, AccessKind::Read)?;
-        let entry = match cx.walls.metadata(&target)? {
-            None => json!({"path": target.shown(), "exists": false}),
-            Some(m) => {
-                let kind = if m.is_dir() {
-                    "dir"
-                } else if m.is_file() {
-                    "file"
-                } else {
-                    "other"
-                };
-                let modified_ms = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.into_std().duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_millis() as u64);
-                let mode = cap_std::fs::PermissionsExt::mode(&m.permissions()) & 0o7777;
-                json!({"path": target.shown(), "exists": true, "kind": kind, "size": m.len(),
-                       "mode": format!("{mode:o}"), "modified_ms": modified_ms})
-            }
-        };
-        files.push(entry);
+        let meta = cx.stat(&target, &mut exec)?;
+        seen.push((target.shown(), meta));
     }
-    Ok(Executed::new(Outcome::from_output(json!({"files": files}))))
-}
-
-/// Stream a file through `each`, checking for cancellation between chunks.
-fn stream(cx: &Ctx, target: &Target, mut each: impl FnMut(&[u8])) -> Result<u64, FsError> {
-    let mut file = cx.walls.open_read(target, cx.session)?;
-    let mut buf = vec![0u8; STREAM_CHUNK_BYTES];
-    let mut total = 0u64;
-    loop {
-        if cx.cancel.is_cancelled() {
-            return Err(FsError::Cancelled);
-        }
-        let n = file
-            .read(&mut buf)
-            .map_err(|e| FsError::io("read", &target.shown(), e))?;
-        if n == 0 {
-            return Ok(total);
-        }
-        total += n as u64;
-        each(&buf[..n]);
-    }
-}
-
-fn digest(cx: &Ctx, target: &Target, algorithm: HashAlgorithm) -> Result<(String, u64), FsError> {
-    match algorithm {
-        HashAlgorithm::Blake3 => {
-            let mut h = blake3::Hasher::new();
-            let n = stream(cx, target, |b| {
-                h.update(b);
-            })?;
-            Ok((h.finalize().to_hex().to_string(), n))
-        }
-        HashAlgorithm::Sha256 => {
-            use sha2::Digest;
-            let mut h = sha2::Sha256::new();
-            let n = stream(cx, target, |b| h.update(b))?;
-            Ok((hex::encode(h.finalize()), n))
-        }
-    }
+    Ok(finish(exec, render::stat_files(&seen)))
 }
 
 pub(crate) fn checksum(cx: &Ctx, a: &Checksum) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
-    let (hex, bytes) = digest(cx, &target, a.algorithm)?;
-    let algorithm = match a.algorithm {
-        HashAlgorithm::Blake3 => "blake3",
-        HashAlgorithm::Sha256 => "sha256",
-    };
-    let output =
-        json!({"path": target.shown(), "algorithm": algorithm, "digest": hex, "bytes": bytes});
-    Ok(Executed::new(Outcome {
-        text: format!("{hex}  {}", target.shown()),
-        output,
-        ..Outcome::default()
-    }))
-}
-
-fn media_type(path: &Path, head: &[u8], text: bool) -> &'static str {
-    let magic: &[(&[u8], &str)] = &[
-        (b"\x89PNG\r\n\x1a\n", "image/png"),
-        (b"%PDF-", "application/pdf"),
-        (b"\x1f\x8b", "application/gzip"),
-        (b"\x7fELF", "application/x-executable"),
-        (b"PK\x03\x04", "application/zip"),
-        (b"\xff\xd8\xff", "image/jpeg"),
-        (b"GIF8", "image/gif"),
-    ];
-    if let Some((_, m)) = magic.iter().find(|(sig, _)| head.starts_with(sig)) {
-        return m;
-    }
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    match (ext, text) {
-        ("json", true) => "application/json",
-        ("toml", true) => "application/toml",
-        ("md", true) => "text/markdown",
-        ("rs", true) => "text/x-rust",
-        ("py", true) => "text/x-python",
-        ("html" | "htm", true) => "text/html",
-        ("js", true) => "text/javascript",
-        (_, true) => "text/plain",
-        _ => "application/octet-stream",
-    }
+    let mut exec = Executed::default();
+    let facts = cx.facts(&target, a.algorithm == HashAlgorithm::Sha256, &mut exec)?;
+    let outcome = render::checksum(&target.shown(), a.algorithm, &facts);
+    Ok(finish(exec, outcome))
 }
 
 pub(crate) fn file_info(cx: &Ctx, a: &FileInfo) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut head = Vec::new();
-    let (mut lines, mut nul, mut utf8, mut last) = (0u64, false, true, None);
-    let mut pending: Vec<u8> = Vec::new();
-    let size = stream(cx, &target, |chunk| {
-        hasher.update(chunk);
-        if head.len() < 8192 {
-            head.extend_from_slice(&chunk[..chunk.len().min(8192 - head.len())]);
-        }
-        lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-        last = chunk.last().copied();
-        nul |= chunk.contains(&0);
-        // UTF-8 across chunk boundaries: keep an incomplete tail for the next chunk.
-        pending.extend_from_slice(chunk);
-        match std::str::from_utf8(&pending) {
-            Ok(_) => pending.clear(),
-            Err(e) if e.error_len().is_none() => {
-                let keep = pending.split_off(e.valid_up_to());
-                pending = keep;
-            }
-            Err(_) => {
-                utf8 = false;
-                pending.clear();
-            }
-        }
-    })?;
-    let text = utf8 && !nul && pending.is_empty();
-    let output = json!({
-        "path": target.shown(), "size": size, "binary": !text,
-        "lines": if text { Some(lines + u64::from(last.is_some_and(|b| b != b'\n'))) } else { None },
-        "media_type": media_type(&target.resolved, &head, text),
-        "blake3": hasher.finalize().to_hex().to_string(),
-    });
-    Ok(Executed::new(Outcome::from_output(output)))
+    let mut exec = Executed::default();
+    let facts = cx.facts(&target, false, &mut exec)?;
+    Ok(finish(exec, render::file_info(&target.shown(), &facts)))
 }
 
 pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsError> {
@@ -504,17 +388,18 @@ pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsErr
         let _ = std::fs::remove_file(&slot.info);
         return Err(FsError::io("trash", &shown, e));
     }
-    let to = slot.files.display().to_string();
+    let (item, info) = (
+        slot.files.display().to_string(),
+        slot.info.display().to_string(),
+    );
     let mut exec = Executed::default();
-    exec.outcome.effects.push(Effect::Moved {
-        from: shown.clone(),
-        to: to.clone(),
-    });
     exec.outcome.inputs.push(Input::Clock { unix_ms: now });
-    exec.outcome.text = format!("moved {shown} to the trash ({to})");
-    exec.outcome.output =
-        json!({"path": shown, "trashed_to": to, "info_file": slot.info.display().to_string()});
-    Ok(exec)
+    exec.outcome.inputs.push(Input::Trash {
+        path: shown.clone(),
+        item: item.clone(),
+        info: Some(info.clone()),
+    });
+    Ok(finish(exec, render::move_to_trash(&shown, &item, &info)))
 }
 
 /// Most entries looked at when checking a directory before it is trashed.
@@ -571,112 +456,43 @@ pub(crate) fn restore_from_trash(cx: &Ctx, a: &RestoreFromTrash) -> Result<Execu
     let _ = std::fs::remove_file(&info);
     let from = item.display().to_string();
     let mut exec = Executed::default();
-    exec.outcome.effects.push(Effect::Moved {
-        from: from.clone(),
-        to: shown.clone(),
+    exec.outcome.inputs.push(Input::Trash {
+        path: shown.clone(),
+        item: from.clone(),
+        info: None,
     });
-    exec.outcome.text = format!("restored {shown} from the trash");
-    exec.outcome.output = json!({"path": shown, "from": from});
-    Ok(exec)
-}
-
-fn line_column(text: &str, byte: usize) -> (usize, usize) {
-    let before = &text.as_bytes()[..byte.min(text.len())];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-    (line, column)
+    Ok(finish(exec, render::restore_from_trash(&shown, &from)))
 }
 
 pub(crate) fn validate(cx: &Ctx, a: &Validate) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
-    let shown = target.shown();
-    let bytes = cx
-        .walls
-        .read_all(&target, cx.session, cx.limits.read_bytes_max)?;
-    let invalid = |format, line, column, reason: String| FsError::Invalid {
-        path: shown.clone(),
-        format,
-        line,
-        column,
-        reason,
-    };
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            let valid = std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default();
-            let (line, column) = line_column(valid, valid.len());
-            return Err(invalid("utf8", line, column, e.to_string()));
-        }
-    };
-    let name = match a.format {
-        Format::Utf8 => "utf8",
-        Format::Json => {
-            serde_json::from_str::<serde_json::Value>(text)
-                .map_err(|e| invalid("json", e.line(), e.column(), e.to_string()))?;
-            "json"
-        }
-        Format::Toml => {
-            if let Err(e) = text.parse::<toml::Table>() {
-                let (line, column) = e.span().map_or((1, 1), |s| line_column(text, s.start));
-                return Err(invalid("toml", line, column, e.message().to_owned()));
-            }
-            "toml"
-        }
-    };
-    let output = json!({"path": shown, "format": name, "valid": true});
-    Ok(Executed::new(Outcome {
-        text: format!("{shown} is valid {name}"),
-        output,
-        ..Outcome::default()
-    }))
+    let mut exec = Executed::default();
+    let bytes = cx.read(&target, &mut exec)?;
+    let outcome = render::validate(a, &target.shown(), &bytes)?;
+    Ok(finish(exec, outcome))
 }
 
-/// Answer a condition; every path in it is checked as a read.
-pub(crate) fn evaluate(cx: &Ctx, c: &Condition, depth: usize) -> Result<bool, FsError> {
-    if depth > Condition::DEPTH_MAX {
-        return Err(FsError::Invalid {
-            path: String::new(),
-            format: "condition",
-            line: 1,
-            column: 1,
-            reason: "nested too deeply".into(),
-        });
-    }
-    match c {
-        Condition::FileExists { path } => {
-            let target = cx.check(path, AccessKind::Read)?;
-            Ok(cx.walls.metadata(&target)?.is_some())
-        }
-        Condition::FileContains { path, text } => {
-            let target = cx.check(path, AccessKind::Read)?;
-            Ok(cx.read_text(&target)?.contains(text.as_str()))
-        }
-        Condition::ChecksumEquals {
-            path,
-            algorithm,
-            digest: expected,
-        } => {
-            let target = cx.check(path, AccessKind::Read)?;
-            Ok(digest(cx, &target, *algorithm)?
-                .0
-                .eq_ignore_ascii_case(expected))
-        }
-        Condition::Not { condition } => Ok(!evaluate(cx, condition, depth + 1)?),
-        Condition::All { conditions } => {
-            for c in conditions {
-                if !evaluate(cx, c, depth + 1)? {
-                    return Ok(false);
-                }
+/// Answer a condition; every path in it is checked as a read, and what each leaf saw is
+/// recorded in `exec`.
+pub(crate) fn evaluate(cx: &Ctx, c: &Condition, exec: &mut Executed) -> Result<bool, FsError> {
+    render::evaluate(c, 0, &mut |leaf| {
+        let seen = match leaf {
+            Condition::FileExists { path } => {
+                let target = cx.check(path, AccessKind::Read)?;
+                Seen::Exists(cx.stat(&target, exec)?.is_some())
             }
-            Ok(true)
-        }
-        Condition::Any { conditions } => {
-            for c in conditions {
-                if evaluate(cx, c, depth + 1)? {
-                    return Ok(true);
-                }
+            Condition::FileContains { path, .. } => {
+                let target = cx.check(path, AccessKind::Read)?;
+                Seen::Bytes(target.shown(), cx.read(&target, exec)?)
             }
-            Ok(false)
-        }
-    }
+            Condition::ChecksumEquals {
+                path, algorithm, ..
+            } => {
+                let target = cx.check(path, AccessKind::Read)?;
+                Seen::Facts(cx.facts(&target, *algorithm == HashAlgorithm::Sha256, exec)?)
+            }
+            _ => Seen::Exists(false),
+        };
+        render::leaf_holds(leaf, &seen)
+    })
 }
