@@ -110,6 +110,21 @@ pub struct Machine {
     /// The line the guest prints when it is up (for reboots).
     ready_marker: String,
     boot_timeout_ms: u64,
+    /// aido's connection to the serial port, opened on first write and kept (what the guest
+    /// prints on it is drained; the log file has it all).
+    serial_tx: tokio::sync::Mutex<Option<SerialLink>>,
+}
+
+/// A kept connection to a local machine's serial socket.
+struct SerialLink {
+    tx: tokio::net::unix::OwnedWriteHalf,
+    drain: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SerialLink {
+    fn drop(&mut self) {
+        self.drain.abort();
+    }
 }
 
 fn program(name: &'static str) -> Result<(), VmError> {
@@ -290,6 +305,7 @@ impl Machine {
             pointer: Mutex::new((0, 0)),
             ready_marker: spec.ready_marker.clone(),
             boot_timeout_ms: spec.boot_timeout_ms,
+            serial_tx: tokio::sync::Mutex::new(None),
         };
         if let Some(state) = incoming {
             machine
@@ -355,6 +371,7 @@ impl Machine {
             pointer: Mutex::new((0, 0)),
             ready_marker: spec.ready_marker.clone(),
             boot_timeout_ms: spec.boot_timeout_ms,
+            serial_tx: tokio::sync::Mutex::new(None),
         };
         let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
         let mut machine = machine;
@@ -510,17 +527,37 @@ impl Machine {
             return Self::on_guest(guest, "console", move |g| g.serial_write(&bytes)).await;
         }
         let path = self.dir.path().join("serial.sock");
-        let mut sock = UnixStream::connect(&path)
-            .await
-            .map_err(|e| VmError::io("connect", &path, e))?;
-        sock.write_all(format!("{line}\n").as_bytes())
-            .await
-            .map_err(|e| VmError::io("write", &path, e))?;
-        sock.flush()
-            .await
-            .map_err(|e| VmError::io("write", &path, e))?;
-        // Keep the connection a moment: closing at once can drop bytes not yet read by QEMU.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut link = self.serial_tx.lock().await;
+        if link.is_none() {
+            let sock = UnixStream::connect(&path)
+                .await
+                .map_err(|e| VmError::io("connect", &path, e))?;
+            let (mut rx, tx) = sock.into_split();
+            // QEMU writes the guest's output to every connected client as well as the log: read
+            // it, or a full socket buffer would stall the guest's serial port.
+            let drain = tokio::spawn(async move {
+                let mut sink = tokio::io::sink();
+                let _ = tokio::io::copy(&mut rx, &mut sink).await;
+            });
+            *link = Some(SerialLink { tx, drain });
+        }
+        let Some(SerialLink { tx, .. }) = link.as_mut() else {
+            return Err(VmError::io(
+                "connect",
+                &path,
+                std::io::Error::other("no serial link"),
+            ));
+        };
+        let written = async {
+            tx.write_all(format!("{line}\n").as_bytes()).await?;
+            tx.flush().await
+        }
+        .await;
+        if let Err(e) = written {
+            // A broken link is dropped; the next write connects again.
+            *link = None;
+            return Err(VmError::io("write", &path, e));
+        }
         Ok(())
     }
 
@@ -589,6 +626,29 @@ impl Machine {
         Ok(png)
     }
 
+    /// The screen uncompressed (PPM) from a local machine; what the host sends (PNG) from a
+    /// libvirt host.
+    async fn screen_raw(&self) -> Result<Vec<u8>, VmError> {
+        if let Link::Libvirt(_) = &self.link {
+            return self.screenshot_png().await;
+        }
+        let path = self.dir.path().join("screen.ppm");
+        self.execute(qmp::screendump {
+            filename: path.display().to_string(),
+            format: Some(qmp::ImageFormat::ppm),
+            device: None,
+            head: None,
+        })
+        .await?;
+        let shot = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
+        if let Some((w, h)) = image_size(&shot)
+            && let Ok(mut screen) = self.screen.lock()
+        {
+            *screen = (w, h);
+        }
+        Ok(shot)
+    }
+
     /// The screen's text, exactly, from the VGA text buffer (text mode only).
     pub async fn text_screen(&self) -> Result<TextScreen, VmError> {
         if let Link::Libvirt(_) = &self.link {
@@ -616,8 +676,11 @@ impl Machine {
         needle: &str,
         ocr: &crate::ocr::Ocr,
     ) -> Result<Vec<ScreenMatch>, VmError> {
-        let png = self.screenshot_png().await?;
-        if png_size(&png) == Some((720, 400)) {
+        // A PPM screendump: QEMU writes it without compressing (a PNG costs it several ms
+        // more), its header says whether the screen is QEMU's 720x400 text mode, and OCR
+        // reads it as it is.
+        let shot = self.screen_raw().await?;
+        if image_size(&shot) == Some((720, 400)) {
             let screen = self.text_screen().await?;
             return Ok(screen
                 .find(needle)
@@ -632,7 +695,7 @@ impl Machine {
                 .collect());
         }
         let ocr = ocr.clone();
-        let words = tokio::task::spawn_blocking(move || ocr.words(&png))
+        let words = tokio::task::spawn_blocking(move || ocr.words(&shot))
             .await
             .map_err(|e| VmError::Ocr {
                 message: e.to_string(),
@@ -1016,6 +1079,19 @@ pub struct ScreenMatch {
     pub source: &'static str,
 }
 
+/// Width and height from a PNG's IHDR or a binary PPM's header (`P6 W H MAX`).
+fn image_size(shot: &[u8]) -> Option<(u32, u32)> {
+    if let Some(rest) = shot.strip_prefix(b"P6") {
+        let mut fields = rest
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|f| !f.is_empty())
+            .take(2)
+            .map(|f| std::str::from_utf8(f).ok()?.parse::<u32>().ok());
+        return Some((fields.next()??, fields.next()??));
+    }
+    png_size(shot)
+}
+
 /// Width and height from a PNG's IHDR.
 fn png_size(png: &[u8]) -> Option<(u32, u32)> {
     let w = png.get(16..20)?;
@@ -1024,4 +1100,32 @@ fn png_size(png: &[u8]) -> Option<(u32, u32)> {
         u32::from_be_bytes(w.try_into().ok()?),
         u32::from_be_bytes(h.try_into().ok()?),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screen_sizes_come_from_ppm_and_png_headers() {
+        let mut ppm = b"P6\n720 400\n255\n".to_vec();
+        ppm.extend([0xff, 0xfe, 0x80, 0x00]);
+        assert_eq!(image_size(&ppm), Some((720, 400)));
+        assert_eq!(image_size(b"P6 1280 800 255\n\xff"), Some((1280, 800)));
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend(1280u32.to_be_bytes());
+        png.extend(800u32.to_be_bytes());
+        assert_eq!(image_size(&png), Some((1280, 800)));
+        assert_eq!(image_size(b"P6 x"), None);
+    }
+
+    #[test]
+    fn xp_dumps_become_bytes() {
+        let dump = "00000000000b8000: 0x53 0x07 0x65 0x07 0x61 0x07 0x42 0x07\r\n\
+                    00000000000b8008: 0x49 0x07\r\n";
+        assert_eq!(
+            parse_xp(dump),
+            vec![0x53, 7, 0x65, 7, 0x61, 7, 0x42, 7, 0x49, 7]
+        );
+    }
 }

@@ -109,9 +109,15 @@ fn recognize(
     let Some(engine) = engine else {
         return (Err(fail("no engine")), None);
     };
-    let image = match image::load_from_memory_with_format(png, image::ImageFormat::Png) {
+    // PNG or PPM (what a screendump gives).
+    let image = match image::load_from_memory(png) {
         Ok(i) => i.to_luma8(),
-        Err(e) => return (Err(fail(format!("not a PNG: {e}"))), Some(engine)),
+        Err(e) => {
+            return (
+                Err(fail(format!("not a PNG or PPM image: {e}"))),
+                Some(engine),
+            );
+        }
     };
     let (w, h) = (image.width() * UPSCALE, image.height() * UPSCALE);
     let big = image::imageops::resize(&image, w, h, image::imageops::FilterType::Triangle);

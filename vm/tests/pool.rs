@@ -43,6 +43,12 @@ async fn clones_come_warm_and_each_has_its_own_identity() {
     let id_a = wait_serial(&a, "AIDO-IDENTITY-").await;
     let id_b = wait_serial(&b, "AIDO-IDENTITY-").await;
     assert_ne!(id_a, id_b, "two clones, two identities");
+    assert_eq!(id_a, "AIDO-IDENTITY-aido-clone-1-01010101");
+    // The guest's own hostname is the new identity.
+    a.type_text("echo host-$(hostname)\n").await.unwrap();
+    a.wait_for_text("host-aido-clone-1-01010101", 30_000)
+        .await
+        .unwrap();
     // Both run: type on each screen and read the answer back.
     for (m, n) in [(&a, 3), (&b, 4)] {
         m.type_text(&format!("echo clone-$(({n}*10))\n"))

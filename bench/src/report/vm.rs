@@ -736,12 +736,10 @@ fn vm_meaning(s: &mut String, r: &Results) {
             s,
             "- Pool acquire: `Pool::acquire` reports the time until the clone runs (a warm \
              clone popped and `cont`), {} at the median. The call goes on: it writes the \
-             clone's identity (hostname, identity file, entropy) to its serial console with \
-             `Machine::serial_write`, which keeps the socket open a fixed 50 ms after writing \
-             so that no byte is lost, and returns once the guest has printed the identity back \
-             (the serial log polled every 10 ms). That took {} more at the median: 50 ms of it \
-             the fixed pause, the rest the guest running the command. A caller waits for the \
-             whole call, which the fixed pause alone keeps from coming in under a 50 ms target.",
+             clone's identity (hostname, identity file, entropy; shell builtins only) to its \
+             serial console over aido's kept connection to the serial socket, and returns once \
+             the guest has printed the identity back (the serial log polled every 2 ms). That \
+             took {} more at the median: the emulated guest echoing the line and running it.",
             format_duration(median(&p.handout)),
             format_duration(extra)
         );
@@ -809,9 +807,10 @@ fn vm_meaning(s: &mut String, r: &Results) {
     if let Some(t) = text {
         let _ = writeln!(
             s,
-            "- `find_text` in text mode is exact and needs no OCR, but it takes a screendump \
-             first only to learn that the screen is 720x400: the screendump alone took {} at \
-             the median and reading the text buffer alone {}, against {} for the whole call.",
+            "- `find_text` in text mode is exact and needs no OCR. It learns that the screen \
+             is 720x400 from an uncompressed (PPM) screendump, cheaper than the PNG screenshot \
+             an agent's vm_screenshot gets ({} at the median); reading the text buffer alone \
+             took {}, the whole call {}.",
             format_duration(median(&t.screenshot)),
             format_duration(median(&t.read)),
             format_duration(median(&t.times))
@@ -1005,9 +1004,9 @@ mod tests {
              words on the screen) | 1.80 s | 900 ms (899 ms – 901 ms) | 3.00 ms | 1.00 ms | 1 \
              (1.00) |",
             "none of its QEMU processes was left",
-            "That took 59.0 ms more at the median: 50 ms of it the fixed pause",
-            "the screendump alone took 3.00 ms at the median and reading the text buffer alone \
-             1.00 ms, against 5.00 ms for the whole call",
+            "That took 59.0 ms more at the median: the emulated guest",
+            "vm_screenshot gets (3.00 ms at the median); reading the text buffer alone took \
+             1.00 ms, the whole call 5.00 ms",
             "on **tcg**. Why: TCG (QEMU's software emulation): no module. QEMU: `QEMU emulator \
              version 10.0.2`.",
             "(text console in 5.00 s, framebuffer in 5.50 s)",
