@@ -194,6 +194,8 @@ pub enum Input {
         /// The failure.
         failure: Failure,
     },
+    /// A composite was cancelled before it started (nothing under it ran).
+    Cancelled,
 }
 
 /// A path's metadata as `stat_files` reports it.

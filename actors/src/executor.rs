@@ -90,7 +90,10 @@ impl Executor<'_> {
                 return Err(if leaf {
                     Failed::leaf(failure)
                 } else {
-                    failure.into()
+                    // Recorded, so playback knows that nothing under it ran.
+                    let mut partial = Executed::default();
+                    partial.outcome.inputs.push(Input::Cancelled);
+                    Failed { failure, partial }
                 });
             }
             match action.body() {
@@ -521,25 +524,21 @@ impl Executor<'_> {
             Err(failed) => {
                 let mut partial = taken;
                 absorb(&mut partial, failed.partial);
-                let mut failure = failed.failure;
-                match self.restore_snapshot(&id).await {
+                // The restore's answer (or its failure) is an input of the result.
+                let failure = match self.restore_snapshot(&id).await {
                     Ok(r) => {
                         partial.outcome.effects.extend(r.outcome.effects);
-                        failure.message = format!(
-                            "{}; the workspace was restored to snapshot {id}",
-                            failure.message
-                        );
-                        if let Some(d) = failure.details.as_mut() {
-                            d["restored"] = json!(id);
-                        }
+                        partial.outcome.inputs.extend(r.outcome.inputs);
+                        render::safe_change_failed(failed.failure, &id, Ok(()))
                     }
                     Err(e) => {
-                        failure.message = format!(
-                            "{}; restoring snapshot {id} ALSO failed: {}",
-                            failure.message, e.message
-                        );
+                        partial
+                            .outcome
+                            .inputs
+                            .push(Input::Failed { failure: e.clone() });
+                        render::safe_change_failed(failed.failure, &id, Err(&e.message))
                     }
-                }
+                };
                 Err(Failed { failure, partial })
             }
         }
@@ -713,8 +712,30 @@ pub fn rewind_plan(
             }
         }
         None => {
+            // Undoing past a snapshot restore: the restore put the workspace back to the state
+            // at that snapshot's seq, so the restore and every change between that seq and it
+            // cancel out; undoing goes on from before the snapshot.
+            let taken_at: HashMap<&str, u64> = live
+                .iter()
+                .filter_map(|r| match &r.event {
+                    Event::SnapshotTaken { snapshot, .. } => Some((snapshot.as_str(), r.seq)),
+                    _ => None,
+                })
+                .collect();
+            let mut skip_after: Option<u64> = None;
             for r in live.iter().rev().filter(|r| r.seq > to_seq) {
+                if skip_after.is_some_and(|taken| r.seq > taken) {
+                    continue;
+                }
+                skip_after = None;
                 for effect in effects_of(r).iter().rev() {
+                    if let Effect::SnapshotRestored { snapshot, .. } = effect
+                        && let Some(&taken) = taken_at.get(snapshot.as_str())
+                        && taken > to_seq
+                    {
+                        skip_after = Some(taken);
+                        break;
+                    }
                     steps.extend(undo(effect)?);
                 }
             }

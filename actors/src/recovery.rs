@@ -153,6 +153,7 @@ impl Recovery {
             proposal,
             failure,
             effects: Vec::new(),
+            inputs: Vec::new(),
             duration_ms: 0,
         };
         shared
@@ -254,6 +255,7 @@ impl Recovery {
                     proposal: marker.proposal,
                     failure,
                     effects: Vec::new(),
+                    inputs: Vec::new(),
                     duration_ms: 0,
                 })
                 .await?;

@@ -237,6 +237,29 @@ pub fn snapshots_listed(listed: &Value, records: &[Record]) -> Outcome {
 }
 
 /// safe_change whose steps and checks all passed.
+/// A safe_change whose steps or checks failed: the failure, and what became of the
+/// automatic restore (`Err` holds why the restore failed too).
+pub fn safe_change_failed(mut failure: Failure, id: &str, restore: Result<(), &str>) -> Failure {
+    match restore {
+        Ok(()) => {
+            failure.message = format!(
+                "{}; the workspace was restored to snapshot {id}",
+                failure.message
+            );
+            if let Some(d) = failure.details.as_mut() {
+                d["restored"] = json!(id);
+            }
+        }
+        Err(why) => {
+            failure.message = format!(
+                "{}; restoring snapshot {id} ALSO failed: {why}",
+                failure.message
+            );
+        }
+    }
+    failure
+}
+
 pub fn safe_change_done(mut done: Outcome, taken: Value, id: &str, count: usize) -> Outcome {
     let steps = done.output["steps"].take();
     done.output = json!({"snapshot": taken, "steps": steps, "restored": false});

@@ -246,6 +246,7 @@ impl Session {
                         proposal: seq,
                         failure: failure.clone(),
                         effects: Vec::new(),
+                        inputs: Vec::new(),
                         duration_ms: 0,
                     };
                     self.journal(event, Vec::new())
@@ -289,11 +290,13 @@ impl Session {
                     outcome: done.outcome,
                 })
             }
-            Err(failed) => {
+            Err(mut failed) => {
+                inputs.append(&mut failed.partial.outcome.inputs);
                 let event = Event::ActionFailed {
                     proposal: seq,
                     failure: failed.failure.clone(),
                     effects: failed.partial.outcome.effects,
+                    inputs,
                     duration_ms,
                 };
                 self.journal(event, failed.partial.blobs)

@@ -98,6 +98,11 @@ pub enum Event {
         /// knows every change to the world.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         effects: Vec<aido_actions::Effect>,
+        /// The inputs it read before failing (a confirmation's answer, what its leaves saw,
+        /// the failing leaf's failure), so playback can reproduce the failure too. Empty when
+        /// nothing ran (a refused confirmation, an interrupted action).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        inputs: Vec<aido_actions::Input>,
         /// How long it ran.
         duration_ms: u64,
     },

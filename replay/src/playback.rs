@@ -84,11 +84,20 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
         })
         .collect();
     for (index, r) in records.iter().enumerate() {
-        let Event::ActionCompleted {
-            proposal, outcome, ..
-        } = &r.event
-        else {
-            continue;
+        // Completions, and failures of actions that ran (a refusal, a declined confirmation
+        // or an interrupted action read nothing and recorded no inputs: nothing to reproduce).
+        let (proposal, recorded_inputs, recorded) = match &r.event {
+            Event::ActionCompleted {
+                proposal, outcome, ..
+            } => (proposal, &outcome.inputs, comparable(outcome)),
+            Event::ActionFailed {
+                proposal,
+                failure,
+                effects,
+                inputs,
+                ..
+            } if !inputs.is_empty() => (proposal, inputs, failed(failure, effects)),
+            _ => continue,
         };
         let Some(action) = proposals.get(proposal) else {
             out.not_reproducible.push(Unplayable {
@@ -108,8 +117,7 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
         }
         // A confirmation's answer is recorded first; it decided whether the action ran, not
         // what it returned.
-        let inputs: Vec<&Input> = outcome
-            .inputs
+        let inputs: Vec<&Input> = recorded_inputs
             .iter()
             .skip_while(|i| matches!(i, Input::HumanAnswer { .. }))
             .collect();
@@ -121,12 +129,11 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
             next: 0,
             proposal: *proposal,
         };
-        let played = if outcome.output["recovered"] == Value::Bool(true) {
+        let played = if recorded["output"]["recovered"] == Value::Bool(true) {
             player.recovered()
         } else {
             player.play(action, String::new())
         };
-        let recorded = comparable(outcome);
         match played {
             Err(Missing::Unrecorded(reason)) => out.not_reproducible.push(Unplayable {
                 seq: r.seq,
@@ -139,12 +146,19 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
                 recorded,
                 reproduced: serde_json::json!({"input": reason}),
             }),
-            Ok(Err(fail)) => out.mismatches.push(Mismatch {
-                seq: r.seq,
-                primitive: action.primitive(),
-                recorded,
-                reproduced: serde_json::json!({"failure": fail.failure}),
-            }),
+            Ok(Err(fail)) => {
+                let reproduced = failed(&fail.failure, &fail.partial.effects);
+                if serde_json::to_vec(&reproduced).ok() == serde_json::to_vec(&recorded).ok() {
+                    out.reproduced += 1;
+                } else {
+                    out.mismatches.push(Mismatch {
+                        seq: r.seq,
+                        primitive: action.primitive(),
+                        recorded,
+                        reproduced,
+                    });
+                }
+            }
             Ok(Ok(_)) if player.next < inputs.len() => out.mismatches.push(Mismatch {
                 seq: r.seq,
                 primitive: action.primitive(),
@@ -167,6 +181,11 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
         }
     }
     out
+}
+
+/// What playback compares for a failure: the failure and the changes made before it.
+fn failed(failure: &Failure, effects: &[aido_actions::Effect]) -> Value {
+    serde_json::json!({"failure": failure, "effects": effects})
 }
 
 /// The part of a result playback compares: everything but the inputs it was built from.
@@ -345,6 +364,15 @@ impl Player<'_> {
             let failure = failure.clone();
             self.next += 1;
             return Ok(Err(Fail::from(failure)));
+        }
+        if action.class() == SideEffectClass::Composite
+            && let Some(Input::Cancelled) = self.peek()
+        {
+            self.next += 1;
+            return Ok(Err(Fail::from(Failure::new(
+                "cancelled",
+                "the call was cancelled",
+            ))));
         }
         match action.body() {
             Body::Filesystem => self.filesystem(action),
@@ -636,10 +664,20 @@ impl Player<'_> {
                 let all: Vec<Action> = c.steps.iter().chain(c.validate.iter()).cloned().collect();
                 match self.pipeline(&all, &at)? {
                     Ok(done) => render::safe_change_done(done, taken, &id, all.len()),
-                    Err(_) => {
-                        return Err(Missing::Unrecorded(
-                            "a safe_change that failed inside a composite (its restore is not recorded as an input)".into(),
-                        ));
+                    Err(fail) => {
+                        // Then the automatic restore: its answer, or its failure.
+                        let mut partial = fail.partial;
+                        let failure = if let Some(Input::Failed { failure }) = self.peek() {
+                            let why = failure.message.clone();
+                            self.next += 1;
+                            render::safe_change_failed(fail.failure, &id, Err(&why))
+                        } else {
+                            let store = self.answer()?;
+                            let restored = render::snapshot_restored(store, &id, self.before);
+                            partial.effects.extend(restored.effects);
+                            render::safe_change_failed(fail.failure, &id, Ok(()))
+                        };
+                        return Ok(Err(Fail { failure, partial }));
                     }
                 }
             }

@@ -20,7 +20,7 @@ use aido_actors::{Hooks, Runtime, RuntimeOptions};
 use aido_journal::{CommitMode, Journal, Limits};
 use aido_policy::{Environment, Layered, Source};
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -44,6 +44,8 @@ enum Op {
     Validate,
     ListSnapshots,
     DryEdit(u8),
+    /// A safe_change whose check passes or fails (then it restores), alone or inside a try.
+    SafeChange(u8, bool),
 }
 
 /// Files in the workspace before the session starts: playback must reproduce results built
@@ -92,6 +94,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Validate),
         1 => Just(Op::ListSnapshots),
         1 => any::<u8>().prop_map(Op::DryEdit),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(f, t)| Op::SafeChange(f, t)),
     ]
 }
 
@@ -216,6 +219,26 @@ async fn run(ops: Vec<Op>, backend: &str) {
                 json!({"path": "pre/config.json", "format": "json"}),
             ),
             Op::ListSnapshots => ("list_snapshots", json!({})),
+            Op::SafeChange(f, in_try) => {
+                let change = json!({"type": "safe_change",
+                    "steps": [{"type": "write_file", "path": file(*f % 4), "content": "safe\n"}],
+                    "validate": [{"type": "assert", "condition": {"kind": "file_exists", "path": file((*f / 4) % 4)}}]});
+                if *in_try {
+                    ("try", json!({"action": change}))
+                } else {
+                    (
+                        "safe_change",
+                        change
+                            .as_object()
+                            .map(|o| {
+                                let mut o = o.clone();
+                                o.remove("type");
+                                Value::Object(o)
+                            })
+                            .unwrap(),
+                    )
+                }
+            }
             Op::DryEdit(f) => (
                 "edit_file",
                 json!({"path": file(*f), "old_string": "line", "new_string": "LINE", "replace_all": true, "dry_run": true}),
@@ -252,7 +275,17 @@ async fn run(ops: Vec<Op>, backend: &str) {
         .iter()
         .filter(|r| matches!(r.event, aido_journal::Event::ActionCompleted { .. }))
         .count() as u64;
-    assert_eq!(played.reproduced, completed, "every result is reproduced");
+    // Failures of actions that ran are results too (edits of trashed files, restores of
+    // files not in the trash, ...): reproduced from their inputs like completions.
+    let failed = records
+        .iter()
+        .filter(|r| matches!(&r.event, aido_journal::Event::ActionFailed { inputs, .. } if !inputs.is_empty()))
+        .count() as u64;
+    assert_eq!(
+        played.reproduced,
+        completed + failed,
+        "every result is reproduced, failures too"
+    );
     let mut kinds = BTreeMap::new();
     for r in &records {
         if let aido_journal::Event::ActionCompleted { proposal, .. } = &r.event
@@ -266,7 +299,7 @@ async fn run(ops: Vec<Op>, backend: &str) {
             *kinds.entry(p).or_insert(0u32) += 1;
         }
     }
-    eprintln!("playback reproduced {completed} result(s): {kinds:?}");
+    eprintln!("playback reproduced {completed} result(s) and {failed} failure(s): {kinds:?}");
     session.close("done").await;
     runtime.shutdown().await;
 }
@@ -303,6 +336,7 @@ fn one_long_session_on_the_best_backend() {
             15 => Op::Restore(i % 4),
             16 => Op::Validate,
             17 => Op::DryEdit(i),
+            18 if i % 3 == 0 => Op::SafeChange(i, i % 2 == 0),
             18 => Op::Random,
             _ => Op::Rewind(i.wrapping_mul(37)),
         })
@@ -419,12 +453,27 @@ fn playback_reports_a_changed_input_or_output_at_its_seq() {
             seqs.insert(name, runtime.journal().head_seq(id).unwrap());
             let _ = ran;
         }
+        // Calls the agent cancelled before they started, a composite and a leaf: failures
+        // that ran (they observed the cancellation), reproduced too.
+        for (primitive, args) in [
+            (
+                "pipeline",
+                json!({"steps": [{"type": "write_file", "path": "never.txt", "content": ""}]}),
+            ),
+            ("read_file", json!({"path": "pre/p0.txt"})),
+        ] {
+            let hooks = Hooks::default();
+            hooks.cancel.cancel();
+            let action = Action::from_tool_call(primitive, args).unwrap();
+            let err = session.run(action, hooks).await.unwrap_err();
+            assert_eq!(err.failure.code, "cancelled");
+        }
         session.close("done").await;
         let original = runtime.journal();
         let clean = copy(original, id, &base.join("clean"), &|_, _, _| {}).await;
         let played = aido_replay::playback::playback(&clean, &clean.all_records(id).unwrap());
         assert!(played.mismatches.is_empty(), "{:?}", played.mismatches);
-        assert_eq!(played.reproduced, 3);
+        assert_eq!(played.reproduced, 5, "three results and two cancellations");
 
         // The checksum's recorded digest is changed.
         let sum = seqs["sum"];
