@@ -29,8 +29,30 @@ use crate::machine::MachineSpec;
 pub const POOL: &str = "aido";
 /// Where that pool lives on the host when aido has to define it.
 const POOL_PATH: &str = "/var/lib/libvirt/images/aido";
-/// Every domain aido defines is named `aido-<pid>-<n>`; the pid tells a leftover from a live one.
+/// Every domain aido defines is named `aido-<this machine>-<pid>-<n>`: the machine and the pid
+/// tell a leftover from a live one (several machines may share one libvirt host).
 const DOMAIN_PREFIX: &str = "aido-";
+
+/// This machine's name as it goes into domain names: letters, digits and `_`, at most 24.
+fn machine_tag() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let tag: String = name
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(24)
+        .collect();
+    if tag.is_empty() { "host".into() } else { tag }
+}
+
+/// The name of this process's `n`th domain.
+pub fn domain_name(n: u64) -> String {
+    format!(
+        "{DOMAIN_PREFIX}{}-{}-{n}",
+        machine_tag(),
+        std::process::id()
+    )
+}
 /// Upload chunk.
 const CHUNK: usize = 1 << 20;
 
@@ -226,19 +248,21 @@ fn qcow2_virtual_size(path: &Path) -> Option<u64> {
         .then(|| u64::from_be_bytes(head[24..32].try_into().unwrap_or([0; 8])))
 }
 
-/// Destroy domains aido left behind on this host: those named `aido-<pid>-*` whose pid is no
-/// longer a running process here.
+/// Destroy domains aido processes of this machine left behind on the host: those named
+/// `aido-<this machine>-<pid>-<n>` whose pid is no longer a running process here. Other
+/// machines' domains are never touched.
 pub fn reap(conn: &Connect) -> Vec<String> {
     let mut reaped = Vec::new();
     let Ok(domains) = conn.list_all_domains(0) else {
         return reaped;
     };
+    let ours = format!("{DOMAIN_PREFIX}{}-", machine_tag());
     for dom in domains {
         let Ok(name) = dom.name() else { continue };
         let Some(pid) = name
-            .strip_prefix(DOMAIN_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
+            .strip_prefix(&ours)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
         else {
             continue;
         };
@@ -261,11 +285,7 @@ impl Guest {
         let pool = pool(&conn)?;
         let kernel = upload(&pool, &spec.kernel)?;
         let initrd = upload(&pool, &spec.initrd)?;
-        let name = format!(
-            "{DOMAIN_PREFIX}{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = domain_name(NEXT.fetch_add(1, Ordering::Relaxed));
         let overlay = match &spec.disk {
             Some(local) => {
                 // The size comes from the local file: on a remote host the pool path is not here.

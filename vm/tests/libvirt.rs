@@ -144,8 +144,44 @@ async fn a_guest_that_never_boots_on_libvirt_times_out_and_leaves_nothing() {
     assert_eq!(err.code(), "vm_boot_timeout");
     let left: Vec<String> = domains(&uri)
         .into_iter()
-        // Domains are named aido-<pid>-<n>: this process's (nextest runs a test per process).
-        .filter(|d| !before.contains(d) && d.starts_with(&format!("aido-{}-", std::process::id())))
+        // This process's domains (nextest runs a test per process).
+        .filter(|d| {
+            let ours = aido_vm::libvirt::domain_name(0);
+            !before.contains(d) && d.starts_with(ours.trim_end_matches('0'))
+        })
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// libvirt owns a domain's QEMU, so a domain aido left behind (its process killed) would run
+/// on; the next connection to that host destroys domains named after a process that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn domains_left_by_a_dead_aido_are_reaped() {
+    let Some(uri) = host() else { return };
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let ours = aido_vm::libvirt::domain_name(0);
+    let prefix = ours.rsplitn(3, '-').nth(2).unwrap();
+    let name = format!("{prefix}-{dead}-0");
+    // Another machine's domain with the same pid is not this machine's to reap.
+    let foreign = format!("aido-some_other_machine-{dead}-0");
+    let conn = aido_vm::libvirt::connect(&uri).unwrap();
+    let xml = format!(
+        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>32</memory><vcpu>1</vcpu>\
+         <os><type arch='x86_64' machine='pc'>hvm</type></os><features><acpi/></features>\
+         <devices><memballoon model='none'/></devices></domain>"
+    );
+    conn.create_domain_xml(&xml, 0).unwrap();
+    conn.create_domain_xml(&xml.replace(&name, &foreign), 0)
+        .unwrap();
+    assert!(domains(&uri).contains(&name));
+    let reaped = aido_vm::libvirt::reap(&conn);
+    assert!(reaped.contains(&name), "{reaped:?}");
+    assert!(!domains(&uri).contains(&name), "{name} is gone");
+    assert!(domains(&uri).contains(&foreign), "{foreign} is not ours");
+    conn.lookup_domain_by_name(&foreign)
+        .unwrap()
+        .destroy()
+        .unwrap();
 }
