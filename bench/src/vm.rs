@@ -847,7 +847,8 @@ async fn identity(clone: &Machine) -> Result<String> {
         let log = clone.serial();
         if let Some(line) = log
             .lines()
-            .find(|l| l.contains("AIDO-IDENTITY-") && !l.contains("echo"))
+            // Not the placeholder a warm clone took before it was handed out.
+            .find(|l| l.contains("AIDO-IDENTITY-aido-clone-"))
         {
             return Ok(line.trim().to_owned());
         }

@@ -513,6 +513,12 @@ impl Machine {
         self.wait_migration("migrate", 60_000).await
     }
 
+    /// Pause a running machine (its vCPU stops; QEMU and its state stay).
+    pub async fn pause(&self) -> Result<(), VmError> {
+        self.execute(qmp::stop {}).await?;
+        Ok(())
+    }
+
     /// Run a paused machine.
     pub async fn resume(&self) -> Result<(), VmError> {
         self.execute(qmp::cont {}).await?;

@@ -18,6 +18,13 @@ use crate::machine::{Machine, MachineSpec};
 pub const POOL_SIZE_MAX: usize = 8;
 /// Longest a clone may take to take its new identity after it runs again.
 const IDENTITY_TIMEOUT_S: u64 = 30;
+/// The template's format: a template made by another version is made again.
+const TEMPLATE_VERSION: u64 = 2;
+/// Said to the template's serial shell before its state is saved, so every clone has it: no
+/// echo (a clone's identity line is not sent back character by character), and `i ID SEED`,
+/// which takes an identity with shell builtins only (the kernel's hostname, an identity file,
+/// entropy mixed into the RNG) and says so.
+const TEMPLATE_PREP: &str = "stty -echo; i() { echo $1 > /proc/sys/kernel/hostname; echo $1 > /etc/aido-identity; echo $2 > /dev/urandom; echo AIDO-IDENTITY-$1; }; echo AIDO-TEMPLATE-\"\"READY";
 
 /// What the pool holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -30,6 +37,38 @@ pub struct PoolStatus {
     pub acquired: u64,
     /// The template's directory.
     pub template: String,
+}
+
+/// A clone restored from the template's state and paused again after taking a placeholder
+/// identity once: a restored QEMU has translated none of the guest's code yet (under TCG), so
+/// this first run pays for translating the path the real identity takes, before acquire.
+async fn warmed(spec: &MachineSpec, state: &Path) -> Result<Machine, VmError> {
+    let clone = Machine::restore(spec, state).await?;
+    clone.resume().await?;
+    clone.serial_write("i aido-warming 0").await?;
+    wait_serial(
+        &clone,
+        "AIDO-IDENTITY-aido-warming",
+        IDENTITY_TIMEOUT_S * 1000,
+    )
+    .await?;
+    clone.pause().await?;
+    Ok(clone)
+}
+
+/// Wait until the guest prints `marker` on its serial port.
+async fn wait_serial(machine: &Machine, marker: &str, timeout_ms: u64) -> Result<(), VmError> {
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    while !machine.serial().contains(marker) {
+        if Instant::now() > deadline {
+            return Err(VmError::Qmp {
+                command: "identity",
+                message: format!("the guest did not print {marker} on its serial port"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
 }
 
 /// Warm clones of one template.
@@ -55,9 +94,22 @@ impl Pool {
         let disk = dir.join("template.qcow2");
         let state = dir.join("template.state");
         let done = dir.join("template.json");
-        if !done.exists() {
+        let current = std::fs::read_to_string(&done)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|t| t["version"] == TEMPLATE_VERSION);
+        if !current {
+            for old in [&done, &state, &disk] {
+                match std::fs::remove_file(old) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(VmError::io("remove", old, e)),
+                }
+            }
             let machine = Machine::boot(base).await?;
             machine.wait_for_text("# ", base.boot_timeout_ms).await?;
+            machine.serial_write(TEMPLATE_PREP).await?;
+            wait_serial(&machine, "AIDO-TEMPLATE-READY", base.boot_timeout_ms).await?;
             machine.save_state(&state).await?;
             // The disk as it was at the save: the machine's overlay, now frozen.
             let overlay = machine.dir().join("overlay.qcow2");
@@ -70,7 +122,8 @@ impl Pool {
             std::fs::set_permissions(&disk, perms).map_err(io("chmod", &disk))?;
             std::fs::write(
                 &done,
-                serde_json::json!({"base": base.disk, "kernel": base.kernel}).to_string(),
+                serde_json::json!({"version": TEMPLATE_VERSION, "base": base.disk, "kernel": base.kernel})
+                    .to_string(),
             )
             .map_err(io("write", &done))?;
         }
@@ -91,7 +144,7 @@ impl Pool {
     /// Warm clones until the pool holds its size.
     pub async fn refill(&mut self) -> Result<(), VmError> {
         while self.warm.len() < self.size {
-            let clone = Machine::restore(&self.spec, &self.state).await?;
+            let clone = warmed(&self.spec, &self.state).await?;
             self.warm.push_back(clone);
         }
         Ok(())
@@ -104,33 +157,22 @@ impl Pool {
         let started = Instant::now();
         let clone = match self.warm.pop_front() {
             Some(c) => c,
-            None => Machine::restore(&self.spec, &self.state).await?,
+            None => warmed(&self.spec, &self.state).await?,
         };
         clone.resume().await?;
         self.acquired += 1;
         let took = started.elapsed();
         let seed: String = entropy.iter().map(|b| format!("{b:02x}")).collect();
         let id = format!("aido-clone-{}-{}", self.acquired, &seed[..8]);
-        clone
-            // Shell builtins only (no process to start on a slow guest): the kernel's hostname,
-            // an identity file, entropy mixed into the RNG.
-            .serial_write(&format!(
-                "echo {id} > /proc/sys/kernel/hostname; echo {id} > /etc/aido-identity; echo {seed} > /dev/urandom; echo AIDO-IDENTITY-\"\"{id}"
-            ))
-            .await?;
-        // Hand it out only once the guest has taken its identity (the echoed command line
-        // reads `AIDO-IDENTITY-""id`, so only the output names the id whole).
-        let marker = format!("AIDO-IDENTITY-{id}");
-        let deadline = Instant::now() + Duration::from_secs(IDENTITY_TIMEOUT_S);
-        while !clone.serial().contains(&marker) {
-            if Instant::now() > deadline {
-                return Err(VmError::Qmp {
-                    command: "identity",
-                    message: "the clone did not take its identity".into(),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        // The template defined `i` (see TEMPLATE_PREP); hand the clone out only once the guest
+        // has taken its identity.
+        clone.serial_write(&format!("i {id} {seed}")).await?;
+        wait_serial(
+            &clone,
+            &format!("AIDO-IDENTITY-{id}"),
+            IDENTITY_TIMEOUT_S * 1000,
+        )
+        .await?;
         Ok((clone, took))
     }
 

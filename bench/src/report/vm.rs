@@ -735,11 +735,14 @@ fn vm_meaning(s: &mut String, r: &Results) {
         let _ = writeln!(
             s,
             "- Pool acquire: `Pool::acquire` reports the time until the clone runs (a warm \
-             clone popped and `cont`), {} at the median. The call goes on: it writes the \
-             clone's identity (hostname, identity file, entropy; shell builtins only) to its \
-             serial console over aido's kept connection to the serial socket, and returns once \
-             the guest has printed the identity back (the serial log polled every 2 ms). That \
-             took {} more at the median: the emulated guest echoing the line and running it.",
+             clone popped and `cont`), {} at the median. The call goes on: it writes \
+             `i ID SEED` to the clone's serial shell over aido's kept connection to its socket \
+             (`i`, defined in the template before its state was saved, sets the hostname, an \
+             identity file and mixes the seed into the RNG with shell builtins; the template's \
+             serial line does not echo), and returns once the guest has printed the identity \
+             back (the serial log polled every 2 ms). That took {} more at the median. A warm \
+             clone already ran that path once (a placeholder identity, then paused again), so \
+             TCG has its code translated when acquire comes.",
             format_duration(median(&p.handout)),
             format_duration(extra)
         );
@@ -1004,7 +1007,7 @@ mod tests {
              words on the screen) | 1.80 s | 900 ms (899 ms – 901 ms) | 3.00 ms | 1.00 ms | 1 \
              (1.00) |",
             "none of its QEMU processes was left",
-            "That took 59.0 ms more at the median: the emulated guest",
+            "That took 59.0 ms more at the median. A warm clone already ran that path",
             "vm_screenshot gets (3.00 ms at the median); reading the text buffer alone took \
              1.00 ms, the whole call 5.00 ms",
             "on **tcg**. Why: TCG (QEMU's software emulation): no module. QEMU: `QEMU emulator \
