@@ -175,16 +175,13 @@ pub struct Memory {
     /// Resident bytes of the guest's RAM (the anonymous mapping of exactly the guest's memory
     /// size), when there is one such mapping.
     pub guest_ram: Option<u64>,
-    /// Under TCG: resident bytes of the translation buffer (the largest other anonymous
-    /// mapping of at least [`CODE_BUFFER_MIN_KB`]; QEMU's default is 1 GiB).
+    /// Under TCG: resident bytes of the translation buffer (QEMU's anonymous executable
+    /// mappings; aido sizes the buffer with `MachineSpec::tcg_tb_mb`, QEMU's default is
+    /// 1 GiB).
     pub code_buffer: Option<u64>,
     /// Anonymous memory in transparent huge pages (AnonHugePages over all mappings), bytes.
     pub huge: u64,
 }
-
-/// An anonymous mapping at least this large (KiB) that is not the guest's RAM is taken for
-/// TCG's translation buffer.
-pub const CODE_BUFFER_MIN_KB: u64 = 512 * 1024;
 
 /// One mapping of /proc/PID/smaps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,6 +190,7 @@ struct Mapping {
     rss_kb: u64,
     huge_kb: u64,
     anonymous: bool,
+    executable: bool,
 }
 
 /// The mappings of a /proc/PID/smaps text.
@@ -205,11 +203,13 @@ fn mappings(smaps: &str) -> Vec<Mapping> {
         };
         if !first.ends_with(':') && first.contains('-') {
             // "start-end perms offset dev inode [path]"
+            let executable = words.next().is_some_and(|perms| perms.contains('x'));
             out.push(Mapping {
                 size_kb: 0,
                 rss_kb: 0,
                 huge_kb: 0,
-                anonymous: words.nth(4).is_none(),
+                executable,
+                anonymous: words.nth(3).is_none(),
             });
         } else if let Some(m) = out.last_mut() {
             if let Some(kb) = status_kb(line, "Size") {
@@ -235,12 +235,14 @@ fn breakdown(maps: &[Mapping], guest_mb: u32, tcg: bool) -> (Option<u64>, Option
         [one] => Some(one.rss_kb),
         _ => None,
     };
+    // The translation buffer is the only anonymous memory QEMU maps executable.
     let code = tcg
         .then(|| {
-            maps.iter()
-                .filter(|m| m.anonymous && m.size_kb != guest_kb && m.size_kb >= CODE_BUFFER_MIN_KB)
-                .max_by_key(|m| m.size_kb)
-                .map(|m| m.rss_kb)
+            let exec: Vec<&Mapping> = maps
+                .iter()
+                .filter(|m| m.anonymous && m.executable && m.size_kb != guest_kb)
+                .collect();
+            (!exec.is_empty()).then(|| exec.iter().map(|m| m.rss_kb).sum())
         })
         .flatten();
     (ram, code)
@@ -1172,11 +1174,18 @@ Rss:                5416 kB\n";
         let maps = mappings(smaps);
         assert_eq!(maps.len(), 4);
         assert!(maps[0].anonymous && maps[1].anonymous);
+        assert!(!maps[0].executable && maps[1].executable && maps[2].executable);
         assert!(!maps[2].anonymous && !maps[3].anonymous, "a path, [heap]");
         assert_eq!(maps.iter().map(|m| m.huge_kb).sum::<u64>(), 102_400);
         assert_eq!(breakdown(&maps, 128, true), (Some(104_448), Some(53_248)));
         assert_eq!(breakdown(&maps, 128, false), (Some(104_448), None));
         assert_eq!(breakdown(&maps, 256, true), (None, Some(53_248)));
+        // aido's 16 MiB buffer beside the 16 MiB VGA RAM: only the executable one is code.
+        let small = mappings(
+            "7f00-7f01 rw-p 00000000 00:00 0\nSize: 16384 kB\nRss: 2048 kB\n\
+             7f02-7f03 rwxp 00000000 00:00 0\nSize: 16380 kB\nRss: 16380 kB\n",
+        );
+        assert_eq!(breakdown(&small, 128, true), (None, Some(16_380)));
     }
 
     #[test]

@@ -578,8 +578,9 @@ fn vm_details(s: &mut String, r: &Results) {
         "Read from `/proc/PID/status` and `/proc/PID/smaps` of the QEMU process after the body \
          was left alone for 2 s. Guest RAM is the resident part of the anonymous mapping of \
          exactly the guest's memory size (pages the guest has touched); the TCG translation \
-         buffer is the resident part of the other large anonymous mapping (QEMU's default \
-         buffer is 1 GiB, filled as guest code is translated); the rest is QEMU itself (heap, \
+         buffer is the resident part of QEMU's anonymous executable mappings (aido gives TCG \
+         a 16 MiB buffer, `MachineSpec::tcg_tb_mb`, where QEMU's default is 1 GiB; it fills \
+         as guest code is translated); the rest is QEMU itself (heap, \
          device memory such as the VGA RAM, the mapped binary and libraries: RssFile). VmHWM \
          is the process's peak so far (a pool clone's includes loading the state). The host's \
          transparent huge pages are `{}`; the huge-page column is AnonHugePages over all of \
@@ -637,12 +638,13 @@ fn vm_details(s: &mut String, r: &Results) {
     let _ = writeln!(s, "### find_text\n");
     let _ = writeln!(
         s,
-        "`Machine::find_text` takes a screenshot (QEMU's `screendump`, a PNG) and, when it is \
-         720x400 (VGA text mode), reads the text buffer (`pmemsave` of 4,000 bytes) and \
-         searches it exactly; otherwise tesseract reads the screenshot (upscaled 2x) and the \
-         needle is matched fuzzily. Each screen was prepared, the needle waited for, one \
-         untimed-in-the-median first call made, then {} calls timed; then the screenshot \
-         alone and the reader alone were timed as many times.\n",
+        "`Machine::find_text` takes an uncompressed screendump (QEMU's `screendump` as PPM) \
+         and, when it is 720x400 (VGA text mode), reads the text buffer (`pmemsave` of 4,000 \
+         bytes) and searches it exactly; otherwise tesseract reads that screen (upscaled 2x) \
+         and the needle is matched fuzzily. Each screen was prepared, the needle waited for, \
+         one untimed-in-the-median first call made, then {} calls timed; then the PNG \
+         screenshot an agent gets (vm_screenshot) and the reader alone were timed as many \
+         times.\n",
         r.options.finds
     );
     let _ = writeln!(
