@@ -19,12 +19,14 @@ pub const POOL_SIZE_MAX: usize = 8;
 /// Longest a clone may take to take its new identity after it runs again.
 const IDENTITY_TIMEOUT_S: u64 = 30;
 /// The template's format: a template made by another version is made again.
-const TEMPLATE_VERSION: u64 = 2;
+const TEMPLATE_VERSION: u64 = 3;
 /// Said to the template's serial shell before its state is saved, so every clone has it: no
 /// echo (a clone's identity line is not sent back character by character), and `i ID SEED`,
 /// which takes an identity with shell builtins only (the kernel's hostname, an identity file,
 /// entropy mixed into the RNG) and says so.
-const TEMPLATE_PREP: &str = "stty -echo; i() { echo $1 > /proc/sys/kernel/hostname; echo $1 > /etc/aido-identity; echo $2 > /dev/urandom; echo AIDO-IDENTITY-$1; }; echo AIDO-TEMPLATE-\"\"READY";
+/// It also drops the page cache: with the template booted `init_on_free=1`, every page the
+/// guest frees is zero, and zero pages are neither saved nor resident in a clone.
+const TEMPLATE_PREP: &str = "stty -echo; echo 3 > /proc/sys/vm/drop_caches; i() { echo $1 > /proc/sys/kernel/hostname; echo $1 > /etc/aido-identity; echo $2 > /dev/urandom; echo AIDO-IDENTITY-$1; }; echo AIDO-TEMPLATE-\"\"READY";
 
 /// What the pool holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -106,7 +108,11 @@ impl Pool {
                     Err(e) => return Err(VmError::io("remove", old, e)),
                 }
             }
-            let machine = Machine::boot(base).await?;
+            // The template zeroes what its kernel frees (boot scratch, init memory, caches), so
+            // clones restored from its state hold only the pages in use.
+            let mut template = base.clone();
+            template.append.push_str(" init_on_free=1");
+            let machine = Machine::boot(&template).await?;
             machine.wait_for_text("# ", base.boot_timeout_ms).await?;
             machine.serial_write(TEMPLATE_PREP).await?;
             wait_serial(&machine, "AIDO-TEMPLATE-READY", base.boot_timeout_ms).await?;

@@ -754,7 +754,10 @@ fn vm_meaning(s: &mut String, r: &Results) {
         "- Memory: VmRSS counts the guest RAM the guest has touched, QEMU's own heap and \
          device memory and, under TCG, its translation buffer (all anonymous memory), plus \
          the mapped QEMU binary and libraries (RssFile, shared between QEMUs, so a second body \
-         costs the system less than its RSS)."
+         costs the system less than its RSS). A pool clone holds less than a booted body: \
+         the pool's template boots with `init_on_free=1` and drops its page cache before its \
+         state is saved, so what its kernel freed (boot scratch, init memory) is zero, and \
+         zero pages are neither in the state file nor resident in a clone."
     );
     for row in &r.rss {
         let Ok(m) = &row.outcome else { continue };
