@@ -599,9 +599,7 @@ impl Executor<'_> {
         let mut done = Executed::new(render::rewound(&render::Rewound {
             to_seq,
             proposal: self.proposal,
-            branch: plan.branch,
-            snapshot: plan.snapshot.as_deref(),
-            steps: plan.steps.len(),
+            plan: &plan,
             applied: &applied,
             machines: &machines,
             rewound_at,

@@ -273,12 +273,8 @@ pub struct Rewound<'a> {
     pub to_seq: u64,
     /// The rewind's proposal.
     pub proposal: u64,
-    /// The branch the abandoned records became.
-    pub branch: u32,
-    /// The snapshot it restored, if any.
-    pub snapshot: Option<&'a str>,
-    /// How many steps its plan had.
-    pub steps: usize,
+    /// Its plan (branch, snapshot, steps).
+    pub plan: &'a crate::executor::RewindPlan,
     /// The filesystem body's answer to applying them.
     pub applied: &'a Value,
     /// The machines restored.
@@ -289,22 +285,23 @@ pub struct Rewound<'a> {
 
 /// rewind's result.
 pub fn rewound(r: &Rewound) -> Outcome {
-    let method = if r.snapshot.is_some() {
+    let (branch, steps) = (r.plan.branch, r.plan.steps.len());
+    let method = if r.plan.snapshot.is_some() {
         "snapshot"
     } else {
         "undo"
     };
-    let output = json!({"to_seq": r.to_seq, "branch": r.branch, "method": method, "snapshot": r.snapshot, "machines": r.machines,
-                        "steps": r.steps, "applied": r.applied["applied"], "rewound_at": r.rewound_at,
+    let output = json!({"to_seq": r.to_seq, "branch": branch, "method": method, "snapshot": r.plan.snapshot, "machines": r.machines,
+                        "steps": steps, "applied": r.applied["applied"], "rewound_at": r.rewound_at,
                         "abandoned": [r.to_seq + 1, r.proposal - 1]});
     Outcome {
         text: format!(
             "rewound to seq {} by {method} ({} steps); records {}..{} are branch {}",
             r.to_seq,
-            r.steps,
+            steps,
             r.to_seq + 1,
             r.proposal - 1,
-            r.branch
+            branch
         ),
         output,
         // The rewind's own effect, for replay: the workspace now equals its state at to_seq.

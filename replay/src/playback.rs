@@ -381,6 +381,19 @@ impl Player<'_> {
         }
     }
 
+    /// edit_file and apply_patch: the file read, the change computed from it, then the write
+    /// (none for a dry run).
+    fn change(
+        &mut self,
+        dry_run: bool,
+        compute: impl FnOnce(&str, &[u8]) -> Result<fs_render::Change, FsError>,
+    ) -> Played {
+        let (path, old) = self.file()?;
+        let change = leaf_try!(compute(&path, &old));
+        let replaced = if dry_run { None } else { Some(self.written()?) };
+        Ok(Ok(change.done(replaced.as_ref())))
+    }
+
     fn filesystem(&mut self, action: &Action) -> Played {
         Ok(Ok(match action {
             Action::ReadFile(a) => {
@@ -418,24 +431,10 @@ impl Player<'_> {
                 fs_render::write_file(&bytes, &replaced)
             }
             Action::EditFile(a) => {
-                let (path, old) = self.file()?;
-                let change = leaf_try!(fs_render::edit_file(a, &path, &old));
-                let replaced = if a.dry_run {
-                    None
-                } else {
-                    Some(self.written()?)
-                };
-                change.done(replaced.as_ref())
+                return self.change(a.dry_run, |path, old| fs_render::edit_file(a, path, old));
             }
             Action::ApplyPatch(a) => {
-                let (path, old) = self.file()?;
-                let change = leaf_try!(fs_render::apply_patch(a, &path, &old));
-                let replaced = if a.dry_run {
-                    None
-                } else {
-                    Some(self.written()?)
-                };
-                change.done(replaced.as_ref())
+                return self.change(a.dry_run, |path, old| fs_render::apply_patch(a, path, old));
             }
             Action::PatchSet(a) => {
                 let mut reads = Vec::new();
@@ -650,9 +649,7 @@ impl Player<'_> {
                 render::rewound(&render::Rewound {
                     to_seq: r.to_seq,
                     proposal: self.proposal,
-                    branch: plan.branch,
-                    snapshot: plan.snapshot.as_deref(),
-                    steps: plan.steps.len(),
+                    plan: &plan,
                     applied: &applied,
                     machines: &machines,
                     rewound_at,

@@ -12,7 +12,7 @@
 //! Every call here blocks: [`crate::Machine`] runs them on tokio's blocking pool.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -206,11 +206,7 @@ fn upload(pool: &StoragePool, file: &Path) -> Result<String, VmError> {
         part.upload(&stream, 0, bytes.len() as u64, 0)
             .map_err(err("vol-upload"))?;
         for chunk in bytes.chunks(CHUNK) {
-            let mut off = 0;
-            while off < chunk.len() {
-                let n = stream.send(&chunk[off..]).map_err(err("vol-upload"))?;
-                off += usize::try_from(n).unwrap_or(0).max(1);
-            }
+            send_all(&stream, chunk, "vol-upload")?;
         }
         stream.finish().map_err(err("vol-upload"))
     })();
@@ -303,22 +299,23 @@ impl Guest {
             None => None,
         };
         let xml = domain_xml(&name, spec, &kernel, &initrd, disk.as_deref());
-        let dom = match conn.create_domain_xml(&xml, virt::sys::VIR_DOMAIN_START_PAUSED) {
-            Ok(d) => d,
+        let created = Stream::new(&conn, 0)
+            .map_err(err("console"))
+            .and_then(|console| {
+                conn.create_domain_xml(&xml, virt::sys::VIR_DOMAIN_START_PAUSED)
+                    .map(|dom| (console, dom))
+                    .map_err(err("domain-create"))
+            });
+        let (console, dom) = match created {
+            Ok(made) => made,
             Err(e) => {
                 if let Some(v) = &overlay {
                     let _ = v.delete(0);
                 }
-                return Err(err("domain-create")(e));
+                return Err(e);
             }
         };
-        let console = match Stream::new(&conn, 0) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = dom.destroy();
-                return Err(err("console")(e));
-            }
-        };
+        // From here on the guest's Drop destroys the domain and deletes the overlay.
         let mut guest = Self {
             uri: uri.to_owned(),
             conn,
@@ -380,12 +377,7 @@ impl Guest {
 
     /// Write bytes to the guest's serial console.
     pub fn serial_write(&self, bytes: &[u8]) -> Result<(), VmError> {
-        let mut off = 0;
-        while off < bytes.len() {
-            let n = self.console.send(&bytes[off..]).map_err(err("console"))?;
-            off += usize::try_from(n).unwrap_or(0).max(1);
-        }
-        Ok(())
+        send_all(&self.console, bytes, "console")
     }
 
     /// Take a snapshot of disk and memory named `name`.
@@ -421,23 +413,6 @@ impl Guest {
         Ok(snaps.iter().filter_map(|s| s.name().ok()).collect())
     }
 
-    /// Whether the domain still runs.
-    pub fn is_active(&self) -> bool {
-        self.dom.is_active().unwrap_or(false)
-    }
-
-    /// Ask the guest to power off (ACPI), then pull the plug if it is still there after
-    /// `grace`; the overlay goes with it.
-    pub fn shutdown(&mut self, grace: std::time::Duration) {
-        if !self.destroyed && self.dom.shutdown().is_ok() {
-            let deadline = std::time::Instant::now() + grace;
-            while self.is_active() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
-        self.destroy();
-    }
-
     /// Pull the plug: destroy the domain, delete its overlay. Safe to call twice.
     pub fn destroy(&mut self) {
         if self.destroyed {
@@ -459,20 +434,22 @@ impl Guest {
             let _ = v.delete(0);
         }
     }
-
-    /// Where the overlay lives on the host.
-    pub fn overlay_path(&self) -> Option<PathBuf> {
-        self.overlay
-            .as_ref()
-            .and_then(|v| v.path().ok())
-            .map(PathBuf::from)
-    }
 }
 
 impl Drop for Guest {
     fn drop(&mut self) {
         self.destroy();
     }
+}
+
+/// Send all of `bytes` on a blocking stream (a send may take part of them).
+fn send_all(stream: &Stream, bytes: &[u8], op: &'static str) -> Result<(), VmError> {
+    let mut off = 0;
+    while off < bytes.len() {
+        let n = stream.send(&bytes[off..]).map_err(err(op))?;
+        off += usize::try_from(n).unwrap_or(0).max(1);
+    }
+    Ok(())
 }
 
 /// Copy the console into the serial log until the stream ends.

@@ -12,6 +12,7 @@ use tokio::net::UnixStream;
 use crate::accel::Accel;
 use crate::error::VmError;
 use crate::keys;
+use crate::libvirt::Guest;
 use crate::screen::{TextMatch, TextScreen};
 
 /// Pause after each key release. QEMU's keyboard queue is small: keys sent in a burst are
@@ -94,7 +95,7 @@ enum Link {
         events: tokio::task::JoinHandle<()>,
     },
     /// A domain on a libvirt host.
-    Libvirt(Arc<std::sync::Mutex<crate::libvirt::Guest>>),
+    Libvirt(Arc<std::sync::Mutex<Guest>>),
 }
 
 /// One running QEMU.
@@ -257,17 +258,7 @@ impl Machine {
             .map_err(|e| VmError::Spawn {
                 message: e.to_string(),
             })?;
-        let exited = |child: &mut tokio::process::Child| -> Option<VmError> {
-            match child.try_wait() {
-                Ok(Some(_)) => Some(VmError::Exited {
-                    stderr: std::fs::read_to_string(&stderr_path)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_owned(),
-                }),
-                _ => None,
-            }
-        };
+        let exited = |child: &mut tokio::process::Child| exited(child, &stderr_path);
         // QMP: the socket appears once QEMU has parsed its arguments.
         let deadline = Instant::now() + Duration::from_millis(QMP_CONNECT_TIMEOUT_MS);
         let stream = loop {
@@ -296,17 +287,7 @@ impl Machine {
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let (qmp, events) = stream.spawn_tokio();
-        let mut machine = Self {
-            link: Link::Local { child, qmp, events },
-            dir,
-            accel: spec.accel,
-            booted_in: Duration::ZERO,
-            screen: Mutex::new((720, 400)),
-            pointer: Mutex::new((0, 0)),
-            ready_marker: spec.ready_marker.clone(),
-            boot_timeout_ms: spec.boot_timeout_ms,
-            serial_tx: tokio::sync::Mutex::new(None),
-        };
+        let mut machine = Self::new(Link::Local { child, qmp, events }, dir, spec);
         if let Some(state) = incoming {
             machine
                 .execute(qmp::migrate_incoming {
@@ -321,26 +302,7 @@ impl Machine {
             machine.booted_in = started.elapsed();
             return Ok(machine);
         }
-        // The guest is up when it says so on its serial port.
-        let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
-        loop {
-            if std::fs::read_to_string(&serial).is_ok_and(|log| log.contains(&spec.ready_marker)) {
-                break;
-            }
-            if let Link::Local { child, .. } = &mut machine.link
-                && let Some(e) = exited(child)
-            {
-                return Err(e);
-            }
-            if Instant::now() > deadline {
-                machine.kill().await;
-                return Err(VmError::BootTimeout {
-                    timeout_ms: spec.boot_timeout_ms,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-        }
-        machine.booted_in = started.elapsed();
+        machine.wait_ready(started).await?;
         Ok(machine)
     }
 
@@ -355,15 +317,21 @@ impl Machine {
         let started = Instant::now();
         let guest = {
             let (spec, uri, serial) = (spec.clone(), uri.to_owned(), serial.clone());
-            tokio::task::spawn_blocking(move || crate::libvirt::Guest::create(&uri, &spec, &serial))
+            tokio::task::spawn_blocking(move || Guest::create(&uri, &spec, &serial))
                 .await
                 .map_err(|e| VmError::Libvirt {
                     op: "domain-create",
                     message: e.to_string(),
                 })??
         };
-        let machine = Self {
-            link: Link::Libvirt(Arc::new(Mutex::new(guest))),
+        let mut machine = Self::new(Link::Libvirt(Arc::new(Mutex::new(guest))), dir, spec);
+        machine.wait_ready(started).await?;
+        Ok(machine)
+    }
+
+    fn new(link: Link, dir: tempfile::TempDir, spec: &MachineSpec) -> Self {
+        Self {
+            link,
             dir,
             accel: spec.accel,
             booted_in: Duration::ZERO,
@@ -372,30 +340,36 @@ impl Machine {
             ready_marker: spec.ready_marker.clone(),
             boot_timeout_ms: spec.boot_timeout_ms,
             serial_tx: tokio::sync::Mutex::new(None),
-        };
-        let deadline = started + Duration::from_millis(spec.boot_timeout_ms);
-        let mut machine = machine;
-        loop {
-            if machine.serial().contains(&spec.ready_marker) {
-                break;
+        }
+    }
+
+    /// Wait until the guest says it is up on its serial port, `boot_timeout_ms` from `started`;
+    /// a QEMU that exits meanwhile is an error, and on a timeout the machine is killed.
+    async fn wait_ready(&mut self, started: Instant) -> Result<(), VmError> {
+        let deadline = started + Duration::from_millis(self.boot_timeout_ms);
+        while !self.serial().contains(&self.ready_marker) {
+            if let Link::Local { child, .. } = &mut self.link
+                && let Some(e) = exited(child, &self.dir.path().join("qemu.stderr"))
+            {
+                return Err(e);
             }
             if Instant::now() > deadline {
-                machine.kill().await;
+                self.kill().await;
                 return Err(VmError::BootTimeout {
-                    timeout_ms: spec.boot_timeout_ms,
+                    timeout_ms: self.boot_timeout_ms,
                 });
             }
             tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }
-        machine.booted_in = started.elapsed();
-        Ok(machine)
+        self.booted_in = started.elapsed();
+        Ok(())
     }
 
     /// Run a blocking call on the libvirt guest.
     async fn on_guest<T: Send + 'static>(
-        guest: &Arc<Mutex<crate::libvirt::Guest>>,
+        guest: &Arc<Mutex<Guest>>,
         op: &'static str,
-        f: impl FnOnce(&mut crate::libvirt::Guest) -> Result<T, VmError> + Send + 'static,
+        f: impl FnOnce(&mut Guest) -> Result<T, VmError> + Send + 'static,
     ) -> Result<T, VmError> {
         let guest = guest.clone();
         tokio::task::spawn_blocking(move || {
@@ -607,29 +581,9 @@ impl Machine {
     pub async fn screenshot_png(&self) -> Result<Vec<u8>, VmError> {
         if let Link::Libvirt(guest) = &self.link {
             let shot = Self::on_guest(guest, "screenshot", |g| g.screenshot()).await?;
-            let png = crate::image::to_png(&shot)?;
-            if let Some((w, h)) = png_size(&png)
-                && let Ok(mut screen) = self.screen.lock()
-            {
-                *screen = (w, h);
-            }
-            return Ok(png);
+            return Ok(self.seen(crate::image::to_png(&shot)?));
         }
-        let path = self.dir.path().join("screen.png");
-        self.execute(qmp::screendump {
-            filename: path.display().to_string(),
-            format: Some(qmp::ImageFormat::png),
-            device: None,
-            head: None,
-        })
-        .await?;
-        let png = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
-        if let Some((w, h)) = png_size(&png)
-            && let Ok(mut screen) = self.screen.lock()
-        {
-            *screen = (w, h);
-        }
-        Ok(png)
+        self.screendump(qmp::ImageFormat::png, "screen.png").await
     }
 
     /// The screen uncompressed (PPM) from a local machine; what the host sends (PNG) from a
@@ -638,21 +592,32 @@ impl Machine {
         if let Link::Libvirt(_) = &self.link {
             return self.screenshot_png().await;
         }
-        let path = self.dir.path().join("screen.ppm");
+        self.screendump(qmp::ImageFormat::ppm, "screen.ppm").await
+    }
+
+    /// QEMU's `screendump` of a local machine, in `format`, through the file `name` in the
+    /// machine's directory.
+    async fn screendump(&self, format: qmp::ImageFormat, name: &str) -> Result<Vec<u8>, VmError> {
+        let path = self.dir.path().join(name);
         self.execute(qmp::screendump {
             filename: path.display().to_string(),
-            format: Some(qmp::ImageFormat::ppm),
+            format: Some(format),
             device: None,
             head: None,
         })
         .await?;
         let shot = std::fs::read(&path).map_err(|e| VmError::io("read", &path, e))?;
-        if let Some((w, h)) = image_size(&shot)
+        Ok(self.seen(shot))
+    }
+
+    /// Remember a screen image's size (pointer positions are scaled to it), and pass it on.
+    fn seen(&self, shot: Vec<u8>) -> Vec<u8> {
+        if let Some(size) = image_size(&shot)
             && let Ok(mut screen) = self.screen.lock()
         {
-            *screen = (w, h);
+            *screen = size;
         }
-        Ok(shot)
+        shot
     }
 
     /// The screen's text, exactly, from the VGA text buffer (text mode only).
@@ -938,52 +903,43 @@ impl Machine {
 
     /// Save disk and memory as a named internal snapshot (in the qcow2 overlay).
     pub async fn snapshot_save(&self, name: &str) -> Result<(), VmError> {
-        check_snapshot_name("savevm", name)?;
-        if let Link::Libvirt(guest) = &self.link {
-            let name = name.to_owned();
-            return Self::on_guest(guest, "snapshot-create", move |g| g.snapshot_save(&name)).await;
-        }
-        self.hmp_ok("savevm", &format!("savevm {name}")).await
+        self.named_snapshot("savevm", "snapshot-create", name, Guest::snapshot_save)
+            .await
     }
 
     /// Go back to a named snapshot.
     pub async fn snapshot_load(&self, name: &str) -> Result<(), VmError> {
-        check_snapshot_name("loadvm", name)?;
-        if let Link::Libvirt(guest) = &self.link {
-            let name = name.to_owned();
-            return Self::on_guest(guest, "snapshot-revert", move |g| g.snapshot_load(&name)).await;
-        }
-        self.hmp_ok("loadvm", &format!("loadvm {name}")).await
+        self.named_snapshot("loadvm", "snapshot-revert", name, Guest::snapshot_load)
+            .await
     }
 
     /// Delete a named snapshot.
     pub async fn snapshot_delete(&self, name: &str) -> Result<(), VmError> {
-        check_snapshot_name("delvm", name)?;
-        if let Link::Libvirt(guest) = &self.link {
-            let name = name.to_owned();
-            return Self::on_guest(guest, "snapshot-delete", move |g| g.snapshot_delete(&name))
-                .await;
-        }
-        self.hmp_ok("delvm", &format!("delvm {name}")).await
+        self.named_snapshot("delvm", "snapshot-delete", name, Guest::snapshot_delete)
+            .await
     }
 
-    /// HMP reports errors inside a successful reply: any text back is an error here.
-    async fn hmp_ok(&self, command: &'static str, line: &str) -> Result<(), VmError> {
-        if !line.split_whitespace().nth(1).is_some_and(|n| {
-            n.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        }) {
-            return Err(VmError::Qmp {
-                command,
-                message: format!("{line:?}: a snapshot name is letters, digits, . _ -"),
-            });
+    /// One snapshot operation on `name`: the HMP command `hmp` on a local machine, `on_host`
+    /// (libvirt's `op`) on a libvirt host.
+    async fn named_snapshot(
+        &self,
+        hmp: &'static str,
+        op: &'static str,
+        name: &str,
+        on_host: fn(&Guest, &str) -> Result<(), VmError>,
+    ) -> Result<(), VmError> {
+        check_snapshot_name(hmp, name)?;
+        if let Link::Libvirt(guest) = &self.link {
+            let name = name.to_owned();
+            return Self::on_guest(guest, op, move |g| on_host(g, &name)).await;
         }
-        let said = self.hmp(line).await?;
+        // HMP reports errors inside a successful reply: any text back is an error here.
+        let said = self.hmp(&format!("{hmp} {name}")).await?;
         if said.trim().is_empty() {
             Ok(())
         } else {
             Err(VmError::Qmp {
-                command,
+                command: hmp,
                 message: said.trim().to_owned(),
             })
         }
@@ -1042,6 +998,19 @@ impl Drop for Machine {
                 });
             }
         }
+    }
+}
+
+/// QEMU's exit while starting, with what it printed on stderr; `None` while it runs.
+fn exited(child: &mut tokio::process::Child, stderr: &Path) -> Option<VmError> {
+    match child.try_wait() {
+        Ok(Some(_)) => Some(VmError::Exited {
+            stderr: std::fs::read_to_string(stderr)
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        }),
+        _ => None,
     }
 }
 

@@ -47,15 +47,21 @@ pub struct PoolStatus {
 async fn warmed(spec: &MachineSpec, state: &Path) -> Result<Machine, VmError> {
     let clone = Machine::restore(spec, state).await?;
     clone.resume().await?;
-    clone.serial_write("i aido-warming 0").await?;
-    wait_serial(
-        &clone,
-        "AIDO-IDENTITY-aido-warming",
-        IDENTITY_TIMEOUT_S * 1000,
-    )
-    .await?;
+    take_identity(&clone, "aido-warming", "0").await?;
     clone.pause().await?;
     Ok(clone)
+}
+
+/// Have a clone take identity `id` and entropy `seed` through `i` (see [`TEMPLATE_PREP`]) and
+/// wait until it says so.
+async fn take_identity(clone: &Machine, id: &str, seed: &str) -> Result<(), VmError> {
+    clone.serial_write(&format!("i {id} {seed}")).await?;
+    wait_serial(
+        clone,
+        &format!("AIDO-IDENTITY-{id}"),
+        IDENTITY_TIMEOUT_S * 1000,
+    )
+    .await
 }
 
 /// Wait until the guest prints `marker` on its serial port.
@@ -170,15 +176,8 @@ impl Pool {
         let took = started.elapsed();
         let seed: String = entropy.iter().map(|b| format!("{b:02x}")).collect();
         let id = format!("aido-clone-{}-{}", self.acquired, &seed[..8]);
-        // The template defined `i` (see TEMPLATE_PREP); hand the clone out only once the guest
-        // has taken its identity.
-        clone.serial_write(&format!("i {id} {seed}")).await?;
-        wait_serial(
-            &clone,
-            &format!("AIDO-IDENTITY-{id}"),
-            IDENTITY_TIMEOUT_S * 1000,
-        )
-        .await?;
+        // Hand the clone out only once the guest has taken its identity.
+        take_identity(&clone, &id, &seed).await?;
         Ok((clone, took))
     }
 

@@ -219,16 +219,33 @@ pub fn edit_file(a: &EditFile, path: &str, old: &[u8]) -> Result<Change, FsError
         _ => {}
     }
     let new = old.replace(&a.old_string, &a.new_string);
-    let patch = diff(&old, &new);
-    Ok(Change {
+    Ok(text_change(path, &old, new, Some(count), a.dry_run))
+}
+
+/// A change to a text file, shown as a unified diff; `replacements` for edit_file.
+fn text_change(
+    path: &str,
+    old: &str,
+    new: String,
+    replacements: Option<usize>,
+    dry_run: bool,
+) -> Change {
+    let patch = diff(old, &new);
+    let output = match replacements {
+        Some(count) => {
+            json!({"path": path, "replacements": count, "diff": patch, "dry_run": dry_run})
+        }
+        None => json!({"path": path, "diff": patch, "dry_run": dry_run}),
+    };
+    Change {
         path: path.to_owned(),
         new: new.into_bytes(),
         outcome: Outcome {
-            text: patch.clone(),
-            output: json!({"path": path, "replacements": count, "diff": patch, "dry_run": a.dry_run}),
+            text: patch,
+            output,
             ..Outcome::default()
         },
-    })
+    }
 }
 
 fn apply_one(path: &str, old: &str, patch: &str) -> Result<String, FsError> {
@@ -252,16 +269,7 @@ fn apply_one(path: &str, old: &str, patch: &str) -> Result<String, FsError> {
 pub fn apply_patch(a: &ApplyPatch, path: &str, old: &[u8]) -> Result<Change, FsError> {
     let old = text_of(path, old)?;
     let new = apply_one(path, &old, &a.patch)?;
-    let patch = diff(&old, &new);
-    Ok(Change {
-        path: path.to_owned(),
-        new: new.into_bytes(),
-        outcome: Outcome {
-            text: patch.clone(),
-            output: json!({"path": path, "diff": patch, "dry_run": a.dry_run}),
-            ..Outcome::default()
-        },
-    })
+    Ok(text_change(path, &old, new, None, a.dry_run))
 }
 
 /// One file's new contents in a patch_set: resolved path and bytes.
