@@ -166,6 +166,36 @@ fn pool(conn: &Connect) -> Result<StoragePool, VmError> {
     Ok(pool)
 }
 
+/// Volumes this process already has on a host, by (URI, local file, its size and mtime): a
+/// machine started again on the same host neither reads nor hashes the image files again.
+type Uploaded =
+    std::collections::HashMap<(String, std::path::PathBuf, u64, std::time::SystemTime), String>;
+static UPLOADED: std::sync::Mutex<Option<Uploaded>> = std::sync::Mutex::new(None);
+
+/// [`upload`], remembered per host and file version.
+fn upload_once(uri: &str, pool: &StoragePool, file: &Path) -> Result<String, VmError> {
+    let key = std::fs::metadata(file)
+        .and_then(|m| Ok((uri.to_owned(), file.to_owned(), m.len(), m.modified()?)))
+        .map_err(|e| VmError::io("stat", file, e))?;
+    if let Some(path) = UPLOADED
+        .lock()
+        .ok()
+        .and_then(|u| u.as_ref()?.get(&key).cloned())
+        // Still there (someone may have deleted it on the host).
+        && pool
+            .connect()
+            .is_ok_and(|c| c.lookup_storage_vol_by_path(&path).is_ok())
+    {
+        return Ok(path);
+    }
+    let path = upload(pool, file)?;
+    if let Ok(mut u) = UPLOADED.lock() {
+        u.get_or_insert_with(Default::default)
+            .insert(key, path.clone());
+    }
+    Ok(path)
+}
+
 /// Upload `file` into the pool once per content: the volume is named by its blake3 hash.
 fn upload(pool: &StoragePool, file: &Path) -> Result<String, VmError> {
     let bytes = std::fs::read(file).map_err(|e| VmError::io("read", file, e))?;
@@ -279,8 +309,8 @@ impl Guest {
         let conn = connect(uri)?;
         reap(&conn);
         let pool = pool(&conn)?;
-        let kernel = upload(&pool, &spec.kernel)?;
-        let initrd = upload(&pool, &spec.initrd)?;
+        let kernel = upload_once(uri, &pool, &spec.kernel)?;
+        let initrd = upload_once(uri, &pool, &spec.initrd)?;
         let name = domain_name(NEXT.fetch_add(1, Ordering::Relaxed));
         let overlay = match &spec.disk {
             Some(local) => {
@@ -289,7 +319,7 @@ impl Guest {
                     op: "vol-create",
                     message: format!("{} is not a qcow2 image", local.display()),
                 })?;
-                let base = upload(&pool, local)?;
+                let base = upload_once(uri, &pool, local)?;
                 Some(overlay(&pool, &name, &base, size)?)
             }
             None => None,

@@ -117,6 +117,10 @@ async fn drive(uri: &str) {
         !domains(&uri).iter().any(|d| ours.contains(d)),
         "the domain is gone"
     );
+    // A second machine on the same host reuses the uploaded files (remembered per host).
+    let again = Machine::boot(&spec).await.unwrap();
+    assert!(again.serial().contains("AIDO-GUEST-READY"));
+    again.shutdown().await;
     let pool = aido_vm::libvirt::connect(&uri)
         .unwrap()
         .lookup_storage_pool_by_name(aido_vm::libvirt::POOL)
