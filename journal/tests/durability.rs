@@ -82,12 +82,34 @@ fn acknowledged_records_survive_kill_9() {
     }
 }
 
+/// Open what was just closed in this process. sled 0.34 releases its file lock from a
+/// background thread after `Drop` returns (spacejam/sled#1289), so an immediate reopen in the
+/// same process can briefly see the lock held; wait for it, up to 5 s.
+fn when_free<T, E: std::fmt::Debug>(mut open: impl FnMut() -> Result<T, E>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match open() {
+            Ok(t) => return t,
+            // Journal: `Locked { .. }`; sled: an io error of kind `WouldBlock` from flock.
+            Err(e)
+                if std::time::Instant::now() < deadline
+                    && ["Locked", "WouldBlock"]
+                        .iter()
+                        .any(|m| format!("{e:?}").contains(m)) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
 #[test]
 fn verify_names_the_first_altered_record() {
     let dir = tempfile::tempdir().unwrap();
     let session = SessionId::from_bytes([9; 16]);
     {
-        let journal = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+        let journal = when_free(|| Journal::open(dir.path(), Limits::default(), CommitMode::Group));
         for n in 1..=10 {
             journal
                 .append_blocking(
@@ -103,7 +125,7 @@ fn verify_names_the_first_altered_record() {
     }
     // Alter one byte of seq 6 on disk, as an attacker with the files would.
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = when_free(|| sled::open(dir.path()));
         let records = db.open_tree("records").unwrap();
         let mut key = session.as_bytes().to_vec();
         key.extend_from_slice(&6u64.to_be_bytes());
@@ -113,7 +135,7 @@ fn verify_names_the_first_altered_record() {
         records.insert(&key, value).unwrap();
         db.flush().unwrap();
     }
-    let journal = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+    let journal = when_free(|| Journal::open(dir.path(), Limits::default(), CommitMode::Group));
     let report = journal.verify(session).unwrap();
     let broken = report.broken.expect("the alteration is found");
     assert_eq!(broken.seq, 6);
@@ -122,7 +144,7 @@ fn verify_names_the_first_altered_record() {
     // Re-hashing the altered record does not help: seq 7 no longer chains to it.
     {
         drop(journal);
-        let db = sled::open(dir.path()).unwrap();
+        let db = when_free(|| sled::open(dir.path()));
         let records = db.open_tree("records").unwrap();
         let mut key = session.as_bytes().to_vec();
         key.extend_from_slice(&6u64.to_be_bytes());
@@ -133,6 +155,6 @@ fn verify_names_the_first_altered_record() {
         records.insert(&key, rehashed).unwrap();
         db.flush().unwrap();
     }
-    let journal = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+    let journal = when_free(|| Journal::open(dir.path(), Limits::default(), CommitMode::Group));
     assert_eq!(journal.verify(session).unwrap().broken.unwrap().seq, 7);
 }
