@@ -24,6 +24,11 @@ pub struct VmStart {
     /// graphical console, read by OCR; built with `aido vm image build --framebuffer`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<String>,
+    /// Boot the kernel (seconds) instead of starting from the image's template, a machine saved
+    /// at its prompt (well under a second once the template exists; the first start makes it).
+    /// Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_boot: Option<bool>,
 }
 
 /// Shut a machine down (QEMU quits; its disk overlay and snapshots go with it).

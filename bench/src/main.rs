@@ -427,6 +427,10 @@ fn print_vm(section: &VmSection) {
         "boot to prompt",
         r.boot.as_ref().map(|b| b.prompt.as_slice()),
     );
+    show(
+        "start from the template (vm_start)",
+        r.start.as_ref().map(|t| t.start.as_slice()),
+    );
     show("loadvm", r.loadvm.as_ref().map(|l| l.load.as_slice()));
     show(
         "migration-file restore + resume",

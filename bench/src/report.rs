@@ -779,9 +779,11 @@ pub(crate) mod tests {
                 ("vm_snapshot_revert", None),
                 ("vm_pool_acquire_until_running", None),
                 ("vm_pool_acquire_call", None),
-                ("vm_rss_text_console", None),
+                ("vm_rss_vm_start_text", None),
                 ("vm_rss_pool_clone", None),
-                ("vm_rss_framebuffer", None),
+                ("vm_rss_vm_start_framebuffer", None),
+                ("vm_rss_cold_boot_text", None),
+                ("vm_rss_cold_boot_framebuffer", None),
             ]
         );
         let text = r.render();

@@ -1,5 +1,5 @@
 //! Whole machines (the `aido-vm` crate) on this machine, in one run: boot to a shell prompt,
-//! snapshot revert (HMP `savevm` once, then `loadvm`; and the migration-file path: a new QEMU
+//! a start from the image's template (what `vm_start` does), snapshot revert (HMP `savevm` once, then `loadvm`; and the migration-file path: a new QEMU
 //! restored from a saved state, then `cont`), pool acquire, QEMU's resident memory per body,
 //! and `find_text` on a text-mode screen (the VGA buffer) and on a framebuffer (OCR).
 //!
@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool};
+use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool, Template};
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::snapshots::median;
@@ -117,6 +117,19 @@ pub struct PoolRun {
     pub refill: Vec<Duration>,
 }
 
+/// `vm_start`'s path: the image's template made once (a boot, the prompt, the save), then
+/// machines started from it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Start {
+    /// The accelerator.
+    pub accel: String,
+    /// `Template::ensure` the first time: it boots and saves the template.
+    pub make: Duration,
+    /// Each `Template::start`: a new QEMU restored from the state, `cont`, and the new identity
+    /// written to the guest's serial shell and printed back.
+    pub start: Vec<Duration>,
+}
+
 /// The framebuffer guest's boot.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FbBoot {
@@ -131,11 +144,17 @@ pub struct FbBoot {
 /// Which body's memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body {
-    /// The text-console guest, booted and idle at its prompt.
-    TextIdle,
+    /// The text-console guest as `vm_start` gives it: restored from the image's template,
+    /// idle at its prompt.
+    StartedText,
     /// A clone acquired from the pool (restored from the template's state), running.
     PoolClone,
-    /// The framebuffer guest, idle at its prompt.
+    /// The framebuffer guest as `vm_start` gives it, idle at its prompt.
+    StartedFramebuffer,
+    /// The text-console guest, cold-booted (`vm_start {"cold_boot": true}`, and the boot that
+    /// makes a template) and idle at its prompt.
+    TextIdle,
+    /// The framebuffer guest, cold-booted, idle at its prompt.
     Framebuffer,
 }
 
@@ -143,18 +162,28 @@ impl Body {
     /// The name in the report.
     pub fn label(self) -> &'static str {
         match self {
-            Self::TextIdle => "text-console guest, booted, idle at its prompt",
+            Self::StartedText => {
+                "text-console guest as `vm_start` gives it (restored from the image's template), idle at its prompt"
+            }
             Self::PoolClone => "pool clone (restored from the template's state), running",
-            Self::Framebuffer => "framebuffer guest (1280x800), booted, idle at its prompt",
+            Self::StartedFramebuffer => {
+                "framebuffer guest (1280x800) as `vm_start` gives it (restored from its template), idle at its prompt"
+            }
+            Self::TextIdle => {
+                "text-console guest, cold-booted (`cold_boot: true`; how a template is made), idle at its prompt"
+            }
+            Self::Framebuffer => "framebuffer guest (1280x800), cold-booted, idle at its prompt",
         }
     }
 
     /// The target's id, as printed by `aido-bench`.
     pub fn id(self) -> &'static str {
         match self {
-            Self::TextIdle => "vm_rss_text_console",
+            Self::StartedText => "vm_rss_vm_start_text",
             Self::PoolClone => "vm_rss_pool_clone",
-            Self::Framebuffer => "vm_rss_framebuffer",
+            Self::StartedFramebuffer => "vm_rss_vm_start_framebuffer",
+            Self::TextIdle => "vm_rss_cold_boot_text",
+            Self::Framebuffer => "vm_rss_cold_boot_framebuffer",
         }
     }
 }
@@ -342,6 +371,8 @@ pub struct Results {
     pub options: Counts,
     /// Boot to prompt.
     pub boot: Outcome<Boot>,
+    /// Starts from the image's template (`vm_start`).
+    pub start: Outcome<Start>,
     /// `savevm` / `loadvm`.
     pub loadvm: Outcome<Loadvm>,
     /// The migration-file restore.
@@ -393,6 +424,17 @@ pub fn faster_revert(
 
 fn outcome<T>(r: Result<T>) -> Outcome<T> {
     r.map_err(|e| format!("{e:#}"))
+}
+
+/// A run that also read a body's memory, as two outcomes (a failed run fails both).
+fn with_memory<T>(r: Result<(T, Outcome<Memory>)>) -> (Outcome<T>, Outcome<Memory>) {
+    match r {
+        Ok((run, memory)) => (Ok(run), memory),
+        Err(e) => {
+            let why = format!("{e:#}");
+            (Err(why.clone()), Err(why))
+        }
+    }
 }
 
 /// Runs the section on a multi-threaded runtime of its own (2 workers, as the VM tests do).
@@ -484,28 +526,42 @@ pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
     };
 
     eprintln!(
+        "aido-bench: starts from the template ({} of them, as vm_start does)",
+        options.boots.max(1)
+    );
+    let templates = root.path().join("templates");
+    let (start, started_memory) =
+        with_memory(starts(&spec, &templates, options.boots.max(1)).await);
+    rss.insert(
+        0,
+        Rss {
+            body: Body::StartedText,
+            outcome: started_memory,
+        },
+    );
+    stop::check()?;
+
+    eprintln!(
         "aido-bench: pool of {} ({} acquisitions)",
         options.pool_size,
         options.acquisitions.max(1)
     );
-    let (pool, clone_memory) = match pool_run(
-        &spec,
-        &root.path().join("pool"),
-        options.pool_size.max(1),
-        options.acquisitions.max(1),
-    )
-    .await
-    {
-        Ok((run, memory)) => (Ok(run), memory),
-        Err(e) => {
-            let why = format!("{e:#}");
-            (Err(why.clone()), Err(why))
-        }
-    };
-    rss.push(Rss {
-        body: Body::PoolClone,
-        outcome: clone_memory,
-    });
+    let (pool, clone_memory) = with_memory(
+        pool_run(
+            &spec,
+            &root.path().join("pool"),
+            options.pool_size.max(1),
+            options.acquisitions.max(1),
+        )
+        .await,
+    );
+    rss.insert(
+        1,
+        Rss {
+            body: Body::PoolClone,
+            outcome: clone_memory,
+        },
+    );
     stop::check()?;
 
     eprintln!("aido-bench: the framebuffer guest");
@@ -517,6 +573,15 @@ pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
         body: Body::Framebuffer,
         outcome: fb_memory,
     });
+    stop::check()?;
+    eprintln!("aido-bench: the framebuffer guest from its template");
+    rss.insert(
+        2,
+        Rss {
+            body: Body::StartedFramebuffer,
+            outcome: outcome(fb_started_memory(&fb_spec, &templates).await),
+        },
+    );
     drop(ocr);
 
     let leftover = reap_leftovers().await;
@@ -543,6 +608,7 @@ pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
             pool_size: options.pool_size.max(1),
         },
         boot,
+        start,
         loadvm,
         migration,
         pool,
@@ -916,6 +982,61 @@ async fn pool_run(
     }
     .await;
     pool.shutdown().await;
+    measured
+}
+
+/// Make the template of `spec` under `templates`, then start `n` machines from it one at a time
+/// (each checked: at its prompt, with its own hostname). The first one's memory is read.
+async fn starts(
+    spec: &MachineSpec,
+    templates: &Path,
+    n: usize,
+) -> Result<(Start, Outcome<Memory>)> {
+    let (template, make) = timed(async { Ok(Template::ensure(spec, templates).await?) }).await?;
+    ensure!(template.made(), "the template was not made by this run");
+    let mut start = Vec::with_capacity(n);
+    let mut memory_of_first = Err("no machine started".to_owned());
+    let mut accel = spec.accel.name().to_owned();
+    for i in 0..n {
+        stop::check()?;
+        let name = format!("bench-{i}");
+        let (machine, took) = timed(async {
+            template
+                .start(&name, &[(i + 1) as u8; 32])
+                .await
+                .context("Template::start")
+        })
+        .await?;
+        start.push(took);
+        accel = machine.accel().name().to_owned();
+        let checked = async {
+            ensure!(
+                !machine.text_screen().await?.find("# ").is_empty(),
+                "the started machine is not at its prompt"
+            );
+            machine.type_text("echo host-$(hostname)\n").await?;
+            machine
+                .wait_for_text(&format!("host-{name}"), TEXT_TIMEOUT_MS)
+                .await
+                .context("the started machine does not have its hostname")?;
+            Ok(())
+        }
+        .await;
+        if i == 0 && checked.is_ok() {
+            memory_of_first = outcome(memory(&machine, spec.memory_mb).await);
+        }
+        machine.shutdown().await;
+        checked?;
+    }
+    Ok((Start { accel, make, start }, memory_of_first))
+}
+
+/// A framebuffer machine started from its template (made now), its memory at its prompt.
+async fn fb_started_memory(spec: &MachineSpec, templates: &Path) -> Result<Memory> {
+    let template = Template::ensure(spec, templates).await?;
+    let machine = template.start("bench-fb", &[9; 32]).await?;
+    let measured = memory(&machine, spec.memory_mb).await;
+    machine.shutdown().await;
     measured
 }
 

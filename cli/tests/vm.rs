@@ -30,11 +30,13 @@ fn an_agent_drives_a_machine_over_mcp() {
 
     let started = mcp.call("vm_start", json!({"vm": "box"}));
     assert_eq!(started["result"]["isError"], false, "{started}");
+    let first = &started["result"]["structuredContent"];
     eprintln!(
-        "machine booted on {} in {} ms",
-        started["result"]["structuredContent"]["accel"],
-        started["result"]["structuredContent"]["booted_in_ms"]
+        "machine started on {} in {} ms (the image's template made by this start: {})",
+        first["accel"], first["started_in_ms"], first["from"]["template_made"]
     );
+    assert_eq!(first["from"]["template_made"], true, "{first}");
+    assert_eq!(first["hostname"], "box");
     let prompt = mcp.call(
         "vm_wait_for_text",
         json!({"vm": "box", "text": "# ", "timeout_ms": 30000}),
@@ -163,6 +165,39 @@ fn an_agent_drives_a_machine_over_mcp() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "QEMU is gone"
     );
+
+    // The next start finds the template: restored at its prompt, with its own hostname.
+    let again = mcp.call("vm_start", json!({"vm": "box-2"}));
+    let again = &again["result"]["structuredContent"];
+    assert_eq!(again["from"]["template_made"], false, "{again}");
+    assert_eq!(again["from"]["template"], first["from"]["template"]);
+    eprintln!("started from the template in {} ms", again["started_in_ms"]);
+    mcp.call(
+        "vm_type",
+        json!({"vm": "box-2", "text": "echo I-am-$(hostname)\n"}),
+    );
+    let named = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "box-2", "text": "I-am-box-2", "timeout_ms": 30000}),
+    );
+    assert_eq!(named["result"]["isError"], false, "{named}");
+    // A cold boot on request: the kernel boots, no template involved.
+    let cold = mcp.call("vm_start", json!({"vm": "cold", "cold_boot": true}));
+    assert_eq!(
+        cold["result"]["structuredContent"]["from"], "boot",
+        "{cold}"
+    );
+    let up = mcp.call(
+        "vm_wait_for_text",
+        json!({"vm": "cold", "text": "# ", "timeout_ms": 60000}),
+    );
+    assert_eq!(up["result"]["isError"], false, "{up}");
+    for vm in ["box-2", "cold"] {
+        assert_eq!(
+            mcp.call("vm_force_off", json!({ "vm": vm }))["result"]["isError"],
+            false
+        );
+    }
     let id = session_of(&h, "vm-agent");
     mcp.close();
 

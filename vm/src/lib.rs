@@ -28,6 +28,8 @@ pub mod ocr;
 pub mod pool;
 /// The VGA text screen and finding text on it.
 pub mod screen;
+/// Saved, prepared machines that `vm_start` and the pool start others from.
+pub mod template;
 
 pub use accel::Accel;
 pub use error::VmError;
@@ -35,3 +37,4 @@ pub use machine::{Machine, MachineSpec, ScreenMatch};
 pub use ocr::Ocr;
 pub use pool::{Pool, PoolStatus};
 pub use screen::{TextMatch, TextScreen};
+pub use template::Template;

@@ -640,6 +640,12 @@ impl Machine {
         Ok(TextScreen::from_vga(&bytes))
     }
 
+    /// Whether the screen is in VGA text mode (QEMU's 720x400 screen), read exactly from the
+    /// text buffer; otherwise it is graphical and read by OCR.
+    pub async fn in_text_mode(&self) -> Result<bool, VmError> {
+        Ok(image_size(&self.screen_raw().await?) == Some((720, 400)))
+    }
+
     /// Find `needle` on the screen: exactly from the VGA text buffer when the guest is in text
     /// mode (QEMU's 720x400 screen), else by OCR with fuzzy matching. Best match first.
     pub async fn find_text(

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::guest;
+use common::{guest, no_qemu_left_but, qemu_pids};
 
 use aido_vm::{Machine, MachineSpec};
 
@@ -96,15 +96,7 @@ async fn a_guest_that_never_boots_is_a_coded_timeout_and_leaves_no_process() {
         Ok(_) => panic!("it should not boot"),
     };
     assert_eq!(err.code(), "vm_boot_timeout");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while qemu_pids().iter().any(|p| !before.contains(p)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let left: Vec<u32> = qemu_pids()
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
-    assert!(left.is_empty(), "QEMU processes left behind: {left:?}");
+    no_qemu_left_but(&before);
 
     let mut broken = MachineSpec::text_console(&guest());
     broken.kernel = PathBuf::from("/nonexistent/vmlinuz");
@@ -113,24 +105,4 @@ async fn a_guest_that_never_boots_is_a_coded_timeout_and_leaves_no_process() {
         Ok(_) => panic!("no kernel, no boot"),
     };
     assert_eq!(err.code(), "vm_exited", "{err}");
-}
-
-/// QEMU processes started by this test binary (children of this process or of its setpriv).
-fn qemu_pids() -> Vec<u32> {
-    let me = std::process::id();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit(')')
-                .next()
-                .and_then(|s| s.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            cmd.contains("qemu-system-x86_64") && ppid == Some(me) && !stat.contains(") Z ")
-        })
-        .collect()
 }

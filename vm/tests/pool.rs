@@ -1,14 +1,15 @@
-//! The warm pool on real QEMU: a template saved once, clones restored paused from it and handed
-//! out with `cont`, each with its own identity; and cloning a running machine.
+//! Templates and the warm pool on real QEMU: a template saved once, machines restored from it
+//! each with its own identity, clones restored paused and handed out with `cont`; and cloning a
+//! running machine.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
 mod common;
 
-use common::guest;
+use common::{guest, no_qemu_left_but, qemu_pids};
 
 use aido_vm::pool::clone_machine;
-use aido_vm::{Machine, MachineSpec, Pool};
+use aido_vm::{Machine, MachineSpec, Pool, Template};
 
 async fn wait_serial(m: &Machine, needle: &str) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -155,4 +156,82 @@ async fn a_clone_holds_less_memory_than_a_booted_machine() {
     booted.shutdown().await;
     pool.release(clone).await;
     pool.shutdown().await;
+}
+
+/// `vm_start`'s path: a template made once and found after, machines restored from it that run
+/// at once, each with its own hostname, and diverge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machines_start_from_a_template_each_with_its_own_identity() {
+    let spec = MachineSpec::text_console(&guest());
+    let root = tempfile::tempdir().unwrap();
+    let template = Template::ensure(&spec, root.path()).await.unwrap();
+    assert!(template.made(), "the first use makes the template");
+    let found = Template::ensure(&spec, root.path()).await.unwrap();
+    assert!(!found.made(), "the second finds it");
+    assert_eq!(found.dir(), template.dir());
+    let entries: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "one template, no scratch left: {entries:?}"
+    );
+
+    let started = std::time::Instant::now();
+    let a = template.start("alpha", &[1; 32]).await.unwrap();
+    let took = started.elapsed();
+    let b = found.start("beta", &[2; 32]).await.unwrap();
+    eprintln!(
+        "started from the template in {took:?} (restore {:?}) on {}",
+        a.booted_in(),
+        a.accel().name()
+    );
+    // Restored at its prompt: the screen is there without a boot.
+    let screen = a.text_screen().await.unwrap();
+    assert!(!screen.find("# ").is_empty(), "{}", screen.text());
+    for (m, name) in [(&a, "alpha"), (&b, "beta")] {
+        m.type_text("echo host-$(hostname) id-$(cat /etc/aido-identity)\n")
+            .await
+            .unwrap();
+        m.wait_for_text(&format!("host-{name} id-{name}"), 30_000)
+            .await
+            .unwrap();
+    }
+    a.type_text("echo only-$((20+1))\n").await.unwrap();
+    a.wait_for_text("only-21", 30_000).await.unwrap();
+    assert!(!b.text_screen().await.unwrap().text().contains("only-21"));
+    // A machine from a template is a whole machine: it snapshots and reverts.
+    a.snapshot_save("s1").await.unwrap();
+    a.type_text("echo after-$((30+3))\n").await.unwrap();
+    a.wait_for_text("after-33", 30_000).await.unwrap();
+    a.snapshot_load("s1").await.unwrap();
+    assert!(!a.text_screen().await.unwrap().text().contains("after-33"));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A template whose guest never comes up is the boot's coded timeout, and leaves no template,
+/// no scratch directory and no process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_that_never_boots_leaves_nothing() {
+    let mut spec = MachineSpec::text_console(&guest());
+    spec.ready_marker = "A-MARKER-THE-GUEST-NEVER-PRINTS".into();
+    spec.boot_timeout_ms = 6_000;
+    let root = tempfile::tempdir().unwrap();
+    let before = qemu_pids();
+    let err = Template::ensure(&spec, root.path()).await.unwrap_err();
+    assert_eq!(err.code(), "vm_boot_timeout", "{err}");
+    assert_eq!(
+        std::fs::read_dir(root.path()).unwrap().count(),
+        0,
+        "nothing left under the templates' directory"
+    );
+    no_qemu_left_but(&before);
+    // A libvirt host has no templates: refused with its code, nothing booted.
+    let mut remote = MachineSpec::text_console(&guest());
+    remote.host = Some("qemu+ssh://nobody@127.0.0.1/system".into());
+    let err = Template::ensure(&remote, root.path()).await.unwrap_err();
+    assert_eq!(err.code(), "vm_unsupported_on_host");
 }

@@ -106,12 +106,15 @@ impl VmState {
         })
     }
 
-    /// Boot a machine named `vm` on the `text` or `framebuffer` image.
+    /// Start a machine named `vm` on the `text` or `framebuffer` image: restored from the
+    /// image's template (made by one boot on first use) with its own identity, or booted when
+    /// `cold_boot` is set or the machine runs on a libvirt host.
     async fn start(
         &mut self,
         vm: &str,
         memory_mb: Option<u32>,
         display: Option<&str>,
+        cold_boot: bool,
     ) -> Result<serde_json::Value, Failure> {
         self.check_new_name(vm)?;
         let memory = memory_mb.unwrap_or(128);
@@ -145,8 +148,24 @@ impl VmState {
         if !self.args.limits.libvirt_uri.is_empty() {
             spec.host = Some(self.args.limits.libvirt_uri.clone());
         }
-        let machine = Machine::boot(&spec).await.map_err(failure)?;
-        let output = json!({"vm": vm, "accel": machine.accel(), "booted_in_ms": machine.booted_in().as_millis() as u64,
+        let started = std::time::Instant::now();
+        let (machine, from, hostname) = if cold_boot || spec.host.is_some() {
+            let machine = Machine::boot(&spec).await.map_err(failure)?;
+            (machine, json!("boot"), None)
+        } else {
+            let template = aido_vm::Template::ensure(&spec, &self.work_dir("templates"))
+                .await
+                .map_err(failure)?;
+            let entropy = self.args.entropy();
+            let machine = template.start(vm, &entropy).await.map_err(failure)?;
+            (
+                machine,
+                json!({"template": template.dir().display().to_string(), "template_made": template.made()}),
+                Some(vm),
+            )
+        };
+        let output = json!({"vm": vm, "accel": machine.accel(), "started_in_ms": started.elapsed().as_millis() as u64,
+                            "booted_in_ms": machine.booted_in().as_millis() as u64, "from": from, "hostname": hostname,
                             "pid": machine.pid(), "memory_mb": memory, "display": if framebuffer { "framebuffer" } else { "text" },
                             "host": host_of(&machine)});
         self.machines.insert(vm.to_owned(), machine);
@@ -245,7 +264,12 @@ impl VmState {
     async fn run(&mut self, action: &Action) -> Result<Executed, Failure> {
         match action {
             Action::VmStart(a) => self
-                .start(&a.vm, a.memory_mb, a.display.as_deref())
+                .start(
+                    &a.vm,
+                    a.memory_mb,
+                    a.display.as_deref(),
+                    a.cold_boot.unwrap_or(false),
+                )
                 .await
                 .map(out),
             Action::VmShutdown(a) => {
@@ -465,7 +489,7 @@ impl VmState {
             Action::Computer(c) => {
                 // Computer-use agents never call vm_start: the default machine boots on first use.
                 if c.vm == "default" && !self.machines.contains_key("default") {
-                    self.start("default", None, None).await?;
+                    self.start("default", None, None, false).await?;
                 }
                 super::computer::run(self.machine(&c.vm)?, c).await
             }
@@ -493,7 +517,7 @@ impl VmState {
                 if self.pool.is_none() {
                     let mut spec = MachineSpec::text_console(&self.image()?);
                     spec.boot_timeout_ms = self.args.limits.boot_timeout_ms;
-                    let dir = self.work_dir("pool").join("text");
+                    let dir = self.work_dir("templates");
                     let size = self.args.limits.pool_size as usize;
                     self.pool = Some(
                         aido_vm::Pool::open(&spec, &dir, size)
