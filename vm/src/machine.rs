@@ -56,6 +56,24 @@ pub struct MachineSpec {
     pub host: Option<String>,
 }
 
+/// QEMU asks for transparent huge pages on guest RAM (and TCG's translation buffer), so a
+/// guest touching a few bytes of a 2 MiB region makes all of it resident: a machine restored
+/// from a template, whose RAM is mostly zero and never touched, held ~144 MB with them and
+/// ~111 MB without (measured here, TCG). The kernel's "THP disable" flag is per process,
+/// inherited by children and kept across exec, and nothing lets a parent set it on one child
+/// without `unsafe` code between fork and exec; so it is set on this process, once, before the
+/// first QEMU starts. aido itself asks for no huge pages, so under the host's usual `madvise`
+/// mode this changes nothing else (under `always`, aido's own heap loses them too). Machines on
+/// a libvirt host are started by libvirtd, not by this process: they keep the host's setting.
+fn no_huge_pages_for_qemu() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+            tracing::warn!("cannot turn transparent huge pages off for QEMU: {e}");
+        }
+    });
+}
+
 impl MachineSpec {
     /// The guest built by `vm/guest/build-image DIR --framebuffer`: a 1280x800 framebuffer
     /// console with a large font (read by OCR).
@@ -165,6 +183,7 @@ impl Machine {
         for p in ["qemu-system-x86_64", "qemu-img", "setpriv"] {
             program(p)?;
         }
+        no_huge_pages_for_qemu();
         let dir = tempfile::Builder::new()
             .prefix("aido-vm-")
             .tempdir()

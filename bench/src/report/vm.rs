@@ -642,8 +642,10 @@ fn vm_details(s: &mut String, r: &Results) {
          as guest code is translated); the rest is QEMU itself (heap, \
          device memory such as the VGA RAM, the mapped binary and libraries: RssFile). VmHWM \
          is the process's peak so far (a pool clone's includes loading the state). The host's \
-         transparent huge pages are `{}`; the huge-page column is AnonHugePages over all of \
-         QEMU's mappings.\n",
+         transparent huge pages are `{}`; aido starts QEMU with them off (the process's THP \
+         disable flag; QEMU asks for huge pages on guest RAM, and a byte touched anywhere in a \
+         2 MiB region would make all of it resident). The huge-page column is AnonHugePages \
+         over all of QEMU's mappings.\n",
         r.thp
     );
     let _ = writeln!(
