@@ -11,7 +11,9 @@
 //! files with their sizes and mtimes, memory, command line, accelerator), so a rebuilt image or
 //! another memory size gets its own template and a template is never changed in place. It is
 //! made in a scratch directory and renamed into place whole, so two aido processes making the
-//! same template at once both succeed and one of them wins.
+//! same template at once both succeed and one of them wins. Each process using a template holds
+//! a shared lock on its `template.lock`; making a template removes the older templates of the
+//! same image slot (same files, memory and command line, an older build) that no process holds.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -45,6 +47,8 @@ pub struct Template {
     state: PathBuf,
     dir: PathBuf,
     made: bool,
+    /// The shared lock that tells other processes this template is in use.
+    _lock: std::sync::Arc<std::fs::File>,
 }
 
 impl Template {
@@ -57,7 +61,7 @@ impl Template {
                 uri: uri.clone(),
             });
         }
-        let dir = root.join(key(base)?);
+        let dir = root.join(key(base, true)?);
         let made = if dir.join("template.json").exists() {
             false
         } else {
@@ -78,6 +82,10 @@ impl Template {
                 Err(e) => return Err(VmError::io("rename", &dir, e)),
             }
         };
+        let lock = in_use(&dir)?;
+        if made {
+            prune(root, &dir, &key(base, false)?);
+        }
         let mut spec = base.clone();
         spec.disk = Some(dir.join("template.qcow2"));
         Ok(Self {
@@ -85,6 +93,7 @@ impl Template {
             state: dir.join("template.state"),
             dir,
             made,
+            _lock: std::sync::Arc::new(lock),
         })
     }
 
@@ -127,13 +136,18 @@ impl Template {
     }
 }
 
-/// What a template is made from, hashed: the name of its directory.
-fn key(base: &MachineSpec) -> Result<String, VmError> {
+/// What a template is made from, hashed: the name of its directory. Without `versions`, the
+/// files' sizes and mtimes are left out: the image's slot, shared by every build of it.
+fn key(base: &MachineSpec, versions: bool) -> Result<String, VmError> {
     let mut files = Vec::new();
     for path in [Some(&base.kernel), Some(&base.initrd), base.disk.as_ref()]
         .into_iter()
         .flatten()
     {
+        if !versions {
+            files.push(serde_json::json!([path]));
+            continue;
+        }
         let meta = std::fs::metadata(path).map_err(io("stat", path))?;
         let mtime = meta
             .modified()
@@ -199,14 +213,66 @@ async fn make(base: &MachineSpec, dir: &Path) -> Result<(), VmError> {
         .permissions();
     perms.set_readonly(true);
     std::fs::set_permissions(&disk, perms).map_err(io("chmod", &disk))?;
+    let lock = dir.join("template.lock");
+    std::fs::write(&lock, b"").map_err(io("write", &lock))?;
     let done = dir.join("template.json");
     std::fs::write(
         &done,
-        serde_json::json!({"version": TEMPLATE_VERSION, "base": base.disk, "kernel": base.kernel,
-                           "memory_mb": base.memory_mb, "append": base.append})
+        serde_json::json!({"version": TEMPLATE_VERSION, "slot": key(base, false)?, "base": base.disk,
+                           "kernel": base.kernel, "memory_mb": base.memory_mb, "append": base.append})
         .to_string(),
     )
     .map_err(io("write", &done))
+}
+
+/// Take the shared lock that says this process uses the template in `dir`.
+fn in_use(dir: &Path) -> Result<std::fs::File, VmError> {
+    let path = dir.join("template.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io("open", &path))?;
+    file.try_lock_shared().map_err(|e| {
+        VmError::io(
+            "lock",
+            &path,
+            std::io::Error::other(format!("the template is being removed: {e}")),
+        )
+    })?;
+    Ok(file)
+}
+
+/// Remove the templates under `root` of image slot `slot` other than `keep` (older builds of
+/// the same image) that no process holds. Best effort: what cannot be removed stays.
+fn prune(root: &Path, keep: &Path, slot: &str) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if dir == keep || hidden {
+            continue;
+        }
+        let same_slot = std::fs::read_to_string(dir.join("template.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|t| t["slot"] == slot);
+        if !same_slot {
+            continue;
+        }
+        let Ok(lock) = std::fs::File::open(dir.join("template.lock")) else {
+            continue;
+        };
+        // Held by no process: nothing runs from it or will.
+        if lock.try_lock().is_ok() {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => tracing::info!("removed the older template {}", dir.display()),
+                Err(e) => tracing::warn!("cannot remove the older template {}: {e}", dir.display()),
+            }
+        }
+    }
 }
 
 /// Have a machine take identity `id` and entropy `seed` through `i` (see [`TEMPLATE_PREP`]) and
@@ -257,8 +323,8 @@ mod tests {
             std::fs::write(dir.path().join(f), f).unwrap();
         }
         let spec = MachineSpec::text_console(dir.path());
-        let k = key(&spec).unwrap();
-        assert_eq!(k, key(&spec).unwrap());
+        let k = key(&spec, true).unwrap();
+        assert_eq!(k, key(&spec, true).unwrap());
         assert!(
             k.starts_with(&format!("{}-128mb-", spec.accel.name())),
             "{k}"
@@ -266,17 +332,65 @@ mod tests {
 
         let mut bigger = spec.clone();
         bigger.memory_mb = 256;
-        assert_ne!(key(&bigger).unwrap(), k);
+        assert_ne!(key(&bigger, true).unwrap(), k);
         let mut other = spec.clone();
         other.append.push_str(" loglevel=7");
-        assert_ne!(key(&other).unwrap(), k);
+        assert_ne!(key(&other, true).unwrap(), k);
 
         // A rebuilt image (new contents, new mtime) is another template.
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(dir.path().join("initrd.img"), "rebuilt").unwrap();
-        assert_ne!(key(&spec).unwrap(), k);
+        assert_ne!(key(&spec, true).unwrap(), k);
+
+        // The slot is the same for every build of the image.
+        let slot = key(&spec, false).unwrap();
+        assert_ne!(slot, k);
+        std::fs::write(dir.path().join("initrd.img"), "rebuilt again").unwrap();
+        assert_eq!(key(&spec, false).unwrap(), slot);
 
         std::fs::remove_file(dir.path().join("vmlinuz")).unwrap();
-        assert_eq!(key(&spec).unwrap_err().code(), "vm_io_failed");
+        assert_eq!(key(&spec, true).unwrap_err().code(), "vm_io_failed");
+    }
+
+    /// Making a template removes older builds of the same slot that no process holds, and
+    /// nothing else: not one in use, not another slot, not a template being made.
+    #[test]
+    fn older_templates_of_the_slot_that_nobody_holds_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let template = |name: &str, slot: &str| {
+            let dir = root.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("template.json"),
+                serde_json::json!({"version": TEMPLATE_VERSION, "slot": slot}).to_string(),
+            )
+            .unwrap();
+            std::fs::write(dir.join("template.lock"), b"").unwrap();
+            std::fs::write(dir.join("template.state"), b"state").unwrap();
+            dir
+        };
+        let old = template("old", "s");
+        let held = template("held", "s");
+        let other = template("other", "t");
+        let making = template(".making-1", "s");
+        let keep = template("new", "s");
+        let holder = in_use(&held).unwrap();
+        prune(root.path(), &keep, "s");
+        assert!(!old.exists(), "an older build nobody holds goes");
+        for dir in [&held, &other, &making, &keep] {
+            assert!(
+                dir.join("template.state").exists(),
+                "{} stays",
+                dir.display()
+            );
+        }
+        // Once nobody holds it, it goes the next time.
+        drop(holder);
+        prune(root.path(), &keep, "s");
+        assert!(!held.exists());
+        // A template being removed cannot be taken.
+        let lock = std::fs::File::open(keep.join("template.lock")).unwrap();
+        lock.try_lock().unwrap();
+        assert_eq!(in_use(&keep).unwrap_err().code(), "vm_io_failed");
     }
 }

@@ -31,6 +31,9 @@ pub struct VmState {
     origin: BTreeMap<String, &'static str>,
     /// The warm pool, opened on first use.
     pool: Option<aido_vm::Pool>,
+    /// Templates this process has started machines from, held (and so kept from being pruned
+    /// by another aido) for as long as it runs.
+    templates: BTreeMap<PathBuf, aido_vm::Template>,
     /// The OCR engine (one worker for all machines), started on first use.
     ocr: Option<aido_vm::Ocr>,
 }
@@ -158,6 +161,9 @@ impl VmState {
                 .map_err(failure)?;
             let entropy = self.args.entropy();
             let machine = template.start(vm, &entropy).await.map_err(failure)?;
+            self.templates
+                .entry(template.dir().to_owned())
+                .or_insert_with(|| template.clone());
             (
                 machine,
                 json!({"template": template.dir().display().to_string(), "template_made": template.made()}),
@@ -587,6 +593,7 @@ impl Actor for VmBody {
             machines: BTreeMap::new(),
             origin: BTreeMap::new(),
             pool: None,
+            templates: BTreeMap::new(),
             ocr: None,
         })
     }
