@@ -236,7 +236,6 @@ pub fn snapshots_listed(listed: &Value, records: &[Record]) -> Outcome {
     Outcome::from_output(json!({"snapshots": list}))
 }
 
-/// safe_change whose steps and checks all passed.
 /// A safe_change whose steps or checks failed: the failure, and what became of the
 /// automatic restore (`Err` holds why the restore failed too).
 pub fn safe_change_failed(mut failure: Failure, id: &str, restore: Result<(), &str>) -> Failure {
@@ -260,6 +259,7 @@ pub fn safe_change_failed(mut failure: Failure, id: &str, restore: Result<(), &s
     failure
 }
 
+/// safe_change whose steps and checks all passed.
 pub fn safe_change_done(mut done: Outcome, taken: Value, id: &str, count: usize) -> Outcome {
     let steps = done.output["steps"].take();
     done.output = json!({"snapshot": taken, "steps": steps, "restored": false});

@@ -134,50 +134,33 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
         } else {
             player.play(action, String::new())
         };
-        match played {
-            Err(Missing::Unrecorded(reason)) => out.not_reproducible.push(Unplayable {
-                seq: r.seq,
-                primitive: action.primitive(),
-                reason,
-            }),
-            Err(Missing::Tampered(reason)) => out.mismatches.push(Mismatch {
+        // Ok: a result to compare with the record; Err: a mismatch whatever the record says.
+        let reproduced = match played {
+            Err(Missing::Unrecorded(reason)) => {
+                out.not_reproducible.push(Unplayable {
+                    seq: r.seq,
+                    primitive: action.primitive(),
+                    reason,
+                });
+                continue;
+            }
+            Err(Missing::Tampered(reason)) => Err(serde_json::json!({"input": reason})),
+            Ok(Err(fail)) => Ok(failed(&fail.failure, &fail.partial.effects)),
+            Ok(Ok(_)) if player.next < inputs.len() => {
+                Err(serde_json::json!({"unused_inputs": inputs.len() - player.next}))
+            }
+            Ok(Ok(done)) => Ok(comparable(&done)),
+        };
+        match reproduced {
+            Ok(same) if serde_json::to_vec(&same).ok() == serde_json::to_vec(&recorded).ok() => {
+                out.reproduced += 1;
+            }
+            Ok(reproduced) | Err(reproduced) => out.mismatches.push(Mismatch {
                 seq: r.seq,
                 primitive: action.primitive(),
                 recorded,
-                reproduced: serde_json::json!({"input": reason}),
+                reproduced,
             }),
-            Ok(Err(fail)) => {
-                let reproduced = failed(&fail.failure, &fail.partial.effects);
-                if serde_json::to_vec(&reproduced).ok() == serde_json::to_vec(&recorded).ok() {
-                    out.reproduced += 1;
-                } else {
-                    out.mismatches.push(Mismatch {
-                        seq: r.seq,
-                        primitive: action.primitive(),
-                        recorded,
-                        reproduced,
-                    });
-                }
-            }
-            Ok(Ok(_)) if player.next < inputs.len() => out.mismatches.push(Mismatch {
-                seq: r.seq,
-                primitive: action.primitive(),
-                recorded,
-                reproduced: serde_json::json!({"unused_inputs": inputs.len() - player.next}),
-            }),
-            Ok(Ok(done)) => {
-                let reproduced = comparable(&done);
-                if serde_json::to_vec(&reproduced).ok() == serde_json::to_vec(&recorded).ok() {
-                    out.reproduced += 1;
-                } else {
-                    out.mismatches.push(Mismatch {
-                        seq: r.seq,
-                        primitive: action.primitive(),
-                        recorded,
-                        reproduced,
-                    });
-                }
-            }
         }
     }
     out

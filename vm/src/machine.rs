@@ -662,7 +662,7 @@ impl Machine {
     /// Whether the screen is in VGA text mode (QEMU's 720x400 screen), read exactly from the
     /// text buffer; otherwise it is graphical and read by OCR.
     pub async fn in_text_mode(&self) -> Result<bool, VmError> {
-        Ok(image_size(&self.screen_raw().await?) == Some((720, 400)))
+        Ok(text_mode(&self.screen_raw().await?))
     }
 
     /// Find `needle` on the screen: exactly from the VGA text buffer when the guest is in text
@@ -676,7 +676,7 @@ impl Machine {
         // more), its header says whether the screen is QEMU's 720x400 text mode, and OCR
         // reads it as it is.
         let shot = self.screen_raw().await?;
-        if image_size(&shot) == Some((720, 400)) {
+        if text_mode(&shot) {
             let screen = self.text_screen().await?;
             return Ok(screen
                 .find(needle)
@@ -1077,6 +1077,11 @@ pub struct ScreenMatch {
     pub similarity: f64,
     /// `vga_text` or `ocr`.
     pub source: &'static str,
+}
+
+/// Whether a screen image is QEMU's 720x400 VGA text mode.
+fn text_mode(shot: &[u8]) -> bool {
+    image_size(shot) == Some((720, 400))
 }
 
 /// Width and height from a PNG's IHDR or a binary PPM's header (`P6 W H MAX`).

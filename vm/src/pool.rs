@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::error::VmError;
 use crate::machine::{Machine, MachineSpec};
-use crate::template::Template;
+use crate::template::{Template, hex, take_identity};
 
 /// Most clones one pool keeps warm.
 pub const POOL_SIZE_MAX: usize = 8;
@@ -74,10 +74,10 @@ impl Pool {
         clone.resume().await?;
         self.acquired += 1;
         let took = started.elapsed();
-        let seed: String = entropy.iter().map(|b| format!("{b:02x}")).collect();
+        let seed = hex(entropy);
         let id = format!("aido-clone-{}-{}", self.acquired, &seed[..8]);
         // Hand the clone out only once the guest has taken its identity.
-        self.template.identify(&clone, &id, &seed).await?;
+        take_identity(&clone, &id, &seed).await?;
         Ok((clone, took))
     }
 

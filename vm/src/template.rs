@@ -62,6 +62,7 @@ impl Template {
             });
         }
         let dir = root.join(key(base, true)?);
+        let slot = key(base, false)?;
         let made = if dir.join("template.json").exists() {
             false
         } else {
@@ -70,7 +71,7 @@ impl Template {
                 .prefix(".making-")
                 .tempdir_in(root)
                 .map_err(io("create", root))?;
-            make(base, scratch.path()).await?;
+            make(base, scratch.path(), &slot).await?;
             match std::fs::rename(scratch.path(), &dir) {
                 Ok(()) => {
                     // It is the template now: the scratch guard must not remove it.
@@ -84,7 +85,7 @@ impl Template {
         };
         let lock = in_use(&dir)?;
         if made {
-            prune(root, &dir, &key(base, false)?);
+            prune(root, &dir, &slot);
         }
         let mut spec = base.clone();
         spec.disk = Some(dir.join("template.qcow2"));
@@ -110,30 +111,33 @@ impl Template {
     /// A running machine restored from the template that has taken the identity `id` (its
     /// hostname; letters, digits, `-` and `_`) and the entropy `entropy`.
     pub async fn start(&self, id: &str, entropy: &[u8; 32]) -> Result<Machine, VmError> {
-        let machine = Machine::restore(&self.spec, &self.state).await?;
-        machine.resume().await?;
-        let seed: String = entropy.iter().map(|b| format!("{b:02x}")).collect();
-        take_identity(&machine, id, &seed).await?;
+        let machine = self.running().await?;
+        take_identity(&machine, id, &hex(entropy)).await?;
         Ok(machine)
     }
 
     /// A machine restored from the template and paused again after taking a placeholder
     /// identity once: a restored QEMU has translated none of the guest's code yet (under TCG),
     /// so this first run pays for translating the path a real identity takes, before it is
-    /// needed. [`Template::identify`] gives it its real one.
+    /// needed; [`take_identity`] gives it its real one once it runs again.
     pub async fn warm(&self) -> Result<Machine, VmError> {
-        let machine = Machine::restore(&self.spec, &self.state).await?;
-        machine.resume().await?;
+        let machine = self.running().await?;
         take_identity(&machine, "aido-warming", "0").await?;
         machine.pause().await?;
         Ok(machine)
     }
 
-    /// Have a running machine from this template take identity `id` with entropy `seed` and
-    /// wait until it says so.
-    pub async fn identify(&self, machine: &Machine, id: &str, seed: &str) -> Result<(), VmError> {
-        take_identity(machine, id, seed).await
+    /// A new QEMU restored from the template's state, running.
+    async fn running(&self) -> Result<Machine, VmError> {
+        let machine = Machine::restore(&self.spec, &self.state).await?;
+        machine.resume().await?;
+        Ok(machine)
     }
+}
+
+/// Entropy as the hex a guest's shell takes.
+pub(crate) fn hex(entropy: &[u8; 32]) -> String {
+    entropy.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What a template is made from, hashed: the name of its directory. Without `versions`, the
@@ -175,7 +179,7 @@ fn key(base: &MachineSpec, versions: bool) -> Result<String, VmError> {
 }
 
 /// Boot `base`, bring it to its prompt, prepare its serial shell, and save it into `dir`.
-async fn make(base: &MachineSpec, dir: &Path) -> Result<(), VmError> {
+async fn make(base: &MachineSpec, dir: &Path, slot: &str) -> Result<(), VmError> {
     let disk = dir.join("template.qcow2");
     let state = dir.join("template.state");
     // The template zeroes what its kernel frees (boot scratch, init memory, caches), so machines
@@ -218,7 +222,7 @@ async fn make(base: &MachineSpec, dir: &Path) -> Result<(), VmError> {
     let done = dir.join("template.json");
     std::fs::write(
         &done,
-        serde_json::json!({"version": TEMPLATE_VERSION, "slot": key(base, false)?, "base": base.disk,
+        serde_json::json!({"version": TEMPLATE_VERSION, "slot": slot, "base": base.disk,
                            "kernel": base.kernel, "memory_mb": base.memory_mb, "append": base.append})
         .to_string(),
     )
@@ -275,9 +279,9 @@ fn prune(root: &Path, keep: &Path, slot: &str) {
     }
 }
 
-/// Have a machine take identity `id` and entropy `seed` through `i` (see [`TEMPLATE_PREP`]) and
-/// wait until it says so.
-async fn take_identity(machine: &Machine, id: &str, seed: &str) -> Result<(), VmError> {
+/// Have a running machine restored from a template take identity `id` and entropy `seed` (hex)
+/// through `i` (see [`TEMPLATE_PREP`]) and wait until it says so.
+pub(crate) async fn take_identity(machine: &Machine, id: &str, seed: &str) -> Result<(), VmError> {
     machine.serial_write(&format!("i {id} {seed}")).await?;
     wait_serial(
         machine,
