@@ -38,14 +38,7 @@ fn seq(v: &Value) -> u64 {
 #[test]
 fn an_agent_rewinds_and_a_person_can_follow_verify_and_replay_it() {
     let h = home();
-    let ws = h.home.join("project");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&h.aido_home).unwrap();
-    std::fs::write(
-        h.aido_home.join("config.toml"),
-        format!("workdir = \"{}\"\n", ws.display()),
-    )
-    .unwrap();
+    let ws = h.workspace("project", "");
 
     let mut mcp = Mcp::start(&h, "rewinder");
     assert_eq!(
@@ -172,17 +165,7 @@ fn an_agent_rewinds_and_a_person_can_follow_verify_and_replay_it() {
 #[test]
 fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_says_which() {
     let h = home();
-    let ws = h.home.join("big");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&h.aido_home).unwrap();
-    std::fs::write(
-        h.aido_home.join("config.toml"),
-        format!(
-            "workdir = \"{}\"\n[snapshots]\nbackend = \"copy\"\n",
-            ws.display()
-        ),
-    )
-    .unwrap();
+    let ws = h.workspace("big", "[snapshots]\nbackend = \"copy\"\n");
     for i in 0..3000 {
         std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
     }
@@ -330,17 +313,7 @@ fn workspace_init_makes_a_snapshot_friendly_workspace() {
 #[test]
 fn kill_9_during_a_rewind_is_finished_at_the_next_start() {
     let h = home();
-    let ws = h.home.join("big");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&h.aido_home).unwrap();
-    std::fs::write(
-        h.aido_home.join("config.toml"),
-        format!(
-            "workdir = \"{}\"\n[snapshots]\nbackend = \"copy\"\n",
-            ws.display()
-        ),
-    )
-    .unwrap();
+    let ws = h.workspace("big", "[snapshots]\nbackend = \"copy\"\n");
     for i in 0..3000 {
         std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
     }

@@ -436,29 +436,19 @@ fn warm_clones_come_from_the_pool_each_with_its_own_identity() {
     mcp.close();
 }
 
-#[test]
-fn a_session_rewind_also_rewinds_the_machines() {
-    let h = home();
-    assert!(h.cmd(&["vm", "image", "build"]).status.success());
-    let ws = h.home.join("project");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&h.aido_home).unwrap();
-    std::fs::write(
-        h.aido_home.join("config.toml"),
-        format!("workdir = \"{}\"\n", ws.display()),
-    )
-    .unwrap();
-    let mut mcp = Mcp::start(&h, "rewind-vm");
-    assert_eq!(mcp.call("vm_start", json!({}))["result"]["isError"], false);
+/// With the default machine running: a screen and a file, a workspace snapshot that takes the
+/// machine along, both changed, then a session rewind to the snapshot brings both back.
+fn snapshot_change_and_rewind(mcp: &mut Mcp, ws: &std::path::Path) {
     mcp.call(
         "vm_wait_for_text",
         json!({"text": "# ", "timeout_ms": 30000}),
     );
     mcp.call("vm_type", json!({"text": "echo one-$((0+1))\n"}));
-    mcp.call(
+    let one = mcp.call(
         "vm_wait_for_text",
         json!({"text": "one-1", "timeout_ms": 30000}),
     );
+    assert_eq!(one["result"]["isError"], false, "{one}");
     mcp.call("write_file", json!({"path": "f.txt", "content": "one"}));
     let snap = mcp.call("create_snapshot", json!({}));
     assert_eq!(
@@ -489,6 +479,16 @@ fn a_session_rewind_also_rewinds_the_machines() {
         text.contains("one-1") && !text.contains("two-2"),
         "the machine's screen went back too: {text}"
     );
+}
+
+#[test]
+fn a_session_rewind_also_rewinds_the_machines() {
+    let h = home();
+    assert!(h.cmd(&["vm", "image", "build"]).status.success());
+    let ws = h.workspace("project", "");
+    let mut mcp = Mcp::start(&h, "rewind-vm");
+    assert_eq!(mcp.call("vm_start", json!({}))["result"]["isError"], false);
+    snapshot_change_and_rewind(&mut mcp, &ws);
     mcp.call("vm_force_off", json!({}));
     mcp.close();
 }
@@ -651,17 +651,7 @@ fn the_same_body_runs_on_a_libvirt_host() {
     let Some(uri) = libvirt_host() else { return };
     let h = home();
     assert!(h.cmd(&["vm", "image", "build"]).status.success());
-    let ws = h.home.join("project");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&h.aido_home).unwrap();
-    std::fs::write(
-        h.aido_home.join("config.toml"),
-        format!(
-            "workdir = \"{}\"\n[vm]\nlibvirt_uri = \"{uri}\"\n",
-            ws.display()
-        ),
-    )
-    .unwrap();
+    let ws = h.workspace("project", &format!("[vm]\nlibvirt_uri = \"{uri}\"\n"));
     let mut mcp = Mcp::start(&h, "libvirt-vm");
     let started = mcp.call("vm_start", json!({}));
     assert_eq!(started["result"]["isError"], false, "{started}");
@@ -678,45 +668,10 @@ fn the_same_body_runs_on_a_libvirt_host() {
         .unwrap();
     assert!(stdout(&listed).contains(&domain), "libvirt runs {domain}");
 
-    mcp.call(
-        "vm_wait_for_text",
-        json!({"text": "# ", "timeout_ms": 30000}),
-    );
-    mcp.call("vm_type", json!({"text": "echo one-$((0+1))\n"}));
-    let one = mcp.call(
-        "vm_wait_for_text",
-        json!({"text": "one-1", "timeout_ms": 30000}),
-    );
-    assert_eq!(one["result"]["isError"], false, "{one}");
+    // A workspace snapshot takes the libvirt machine along, and a rewind brings it back.
+    snapshot_change_and_rewind(&mut mcp, &ws);
     let shot = mcp.call("vm_screenshot", json!({}));
     assert_eq!(shot["result"]["structuredContent"]["width"], 720, "{shot}");
-
-    // A workspace snapshot takes the libvirt machine along, and a rewind brings it back.
-    mcp.call("write_file", json!({"path": "f.txt", "content": "one"}));
-    let snap = mcp.call("create_snapshot", json!({}));
-    assert_eq!(
-        snap["result"]["structuredContent"]["machines"],
-        json!(["default"]),
-        "{snap}"
-    );
-    let at = snap["result"]["_meta"]["aido/seq"].as_u64().unwrap() + 2;
-    mcp.call("vm_type", json!({"text": "clear; echo two-$((1+1))\n"}));
-    mcp.call(
-        "vm_wait_for_text",
-        json!({"text": "two-2", "timeout_ms": 30000}),
-    );
-    mcp.call("write_file", json!({"path": "f.txt", "content": "two"}));
-    let rewound = mcp.call("rewind", json!({"to_seq": at}));
-    assert_eq!(rewound["result"]["isError"], false, "{rewound}");
-    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "one");
-    let text = mcp.call("vm_screenshot", json!({}))["result"]["structuredContent"]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        text.contains("one-1") && !text.contains("two-2"),
-        "the libvirt machine went back too: {text}"
-    );
 
     // Cloning needs a machine aido runs itself: a coded refusal, nothing lost.
     let clone = mcp.call("vm_clone", json!({"source": "default", "vm": "c"}));

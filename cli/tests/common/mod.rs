@@ -31,6 +31,20 @@ pub fn home() -> Home {
 }
 
 impl Home {
+    /// A workspace `HOME/name` made the workdir in `AIDO_HOME/config.toml`, with `extra`
+    /// config lines after it.
+    pub fn workspace(&self, name: &str, extra: &str) -> PathBuf {
+        let ws = self.home.join(name);
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&self.aido_home).unwrap();
+        std::fs::write(
+            self.aido_home.join("config.toml"),
+            format!("workdir = \"{}\"\n{extra}", ws.display()),
+        )
+        .unwrap();
+        ws
+    }
+
     pub fn cmd(&self, args: &[&str]) -> Output {
         Command::new(AIDO)
             .args(args)
