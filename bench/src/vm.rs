@@ -823,8 +823,7 @@ async fn migration(
     let measured = async {
         let ((), save) = timed(async { Ok(machine.save_state(&state).await?) }).await?;
         // The disk as it was at the save (the machine is paused): the clones' base.
-        let overlay = machine.dir().join("overlay.qcow2");
-        std::fs::copy(&overlay, &base).with_context(|| format!("copying {}", overlay.display()))?;
+        machine.copy_disk(&base)?;
         let state_bytes = std::fs::metadata(&state)?.len();
         let mut clone_spec = spec.clone();
         clone_spec.disk = Some(base.clone());

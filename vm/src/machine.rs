@@ -506,6 +506,16 @@ impl Machine {
         self.wait_migration("migrate", 60_000).await
     }
 
+    /// Copy the machine's disk overlay as it is now to `to`: taken while the machine is paused
+    /// after [`Machine::save_state`], it is the disk that goes with that state (the base of
+    /// machines restored from it).
+    pub fn copy_disk(&self, to: &Path) -> Result<(), VmError> {
+        let overlay = self.dir.path().join("overlay.qcow2");
+        std::fs::copy(&overlay, to)
+            .map(|_| ())
+            .map_err(|e| VmError::io("copy", &overlay, e))
+    }
+
     /// Pause a running machine (its vCPU stops; QEMU and its state stay).
     pub async fn pause(&self) -> Result<(), VmError> {
         self.execute(qmp::stop {}).await?;

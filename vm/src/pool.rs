@@ -116,12 +116,7 @@ pub async fn clone_machine(
     let state = dir.join("clone.state");
     let disk = dir.join("clone-base.qcow2");
     let saved = source.save_state(&state).await;
-    let copied = saved.and_then(|_| {
-        let overlay = source.dir().join("overlay.qcow2");
-        std::fs::copy(&overlay, &disk)
-            .map(|_| ())
-            .map_err(|e| VmError::io("copy", &overlay, e))
-    });
+    let copied = saved.and_then(|_| source.copy_disk(&disk));
     // The source runs on whatever happened.
     source.resume().await?;
     copied?;

@@ -204,9 +204,8 @@ async fn make(base: &MachineSpec, dir: &Path, slot: &str) -> Result<(), VmError>
             machine.wait_for_text("# ", base.boot_timeout_ms).await?;
         }
         machine.save_state(&state).await?;
-        // The disk as it was at the save: the machine's overlay, now frozen.
-        let overlay = machine.dir().join("overlay.qcow2");
-        std::fs::copy(&overlay, &disk).map_err(io("copy", &overlay))?;
+        // The disk as it was at the save, now frozen.
+        machine.copy_disk(&disk)?;
         Ok::<_, VmError>(())
     }
     .await;
