@@ -39,5 +39,5 @@ pub use access::{Access, AccessKind};
 pub use action::{Action, Body, ParseError, PrimitiveSpec, primitives};
 pub use class::SideEffectClass;
 pub use condition::Condition;
-pub use outcome::{Effect, Failure, Image, Input, Meta, Outcome};
+pub use outcome::{Before, Effect, Failure, Image, Input, Meta, Outcome};
 pub use verdict::Verdict;

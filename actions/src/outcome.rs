@@ -42,20 +42,83 @@ pub struct Image {
     pub base64: String,
 }
 
-/// One change to the world. Paths are resolved absolute paths; `blob` and `before` are blake3
-/// hashes (hex) of contents stored in the journal's blob store.
+/// What a path held before a change, as the journal knows it. Undoing the change puts this
+/// back: nothing ([`Before::Absent`]), or the kept contents ([`Before::Kept`]). A change whose
+/// previous contents were not kept ([`Before::NotKept`]) cannot be undone, and undoing it is
+/// refused with a code naming its record; aido itself never makes one (a write whose previous
+/// contents it cannot keep is refused before it runs), but journals of format 1 hold them.
+///
+/// In a record it is the `before` field: a blake3 hash (hex) for kept contents, `"absent"`, or
+/// `"not_kept"`; a record of format 1 without the field decodes as `NotKept` (its file may
+/// have existed) unless the journal knows from the action's inputs that it was created.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Before {
+    /// Nothing was at the path.
+    Absent,
+    /// The previous contents, by blake3 (hex), in the journal's blob store.
+    Kept(String),
+    /// Something was there and the journal did not keep it.
+    #[default]
+    NotKept,
+}
+
+impl Before {
+    /// The kept contents' hash, if any.
+    pub fn kept(&self) -> Option<&str> {
+        match self {
+            Self::Kept(h) => Some(h),
+            Self::Absent | Self::NotKept => None,
+        }
+    }
+
+    /// From what a write found: created (nothing there), or the hash it kept.
+    pub fn of(created: bool, kept: Option<&str>) -> Self {
+        match (created, kept) {
+            (true, _) => Self::Absent,
+            (false, Some(h)) => Self::Kept(h.to_owned()),
+            (false, None) => Self::NotKept,
+        }
+    }
+}
+
+const BEFORE_ABSENT: &str = "absent";
+const BEFORE_NOT_KEPT: &str = "not_kept";
+
+impl Serialize for Before {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Absent => s.serialize_str(BEFORE_ABSENT),
+            Self::NotKept => s.serialize_str(BEFORE_NOT_KEPT),
+            Self::Kept(h) => s.serialize_str(h),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Before {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        Ok(match text.as_deref() {
+            None | Some(BEFORE_NOT_KEPT) => Self::NotKept,
+            Some(BEFORE_ABSENT) => Self::Absent,
+            Some(_) => Self::Kept(text.unwrap_or_default()),
+        })
+    }
+}
+
+/// One change to the world. Paths are resolved absolute paths; `blob` and kept `before`s are
+/// blake3 hashes (hex) of contents stored in the journal's blob store.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "effect", rename_all = "snake_case")]
 pub enum Effect {
-    /// A file now holds the blob's bytes; `before` is what it held, if it existed.
+    /// A file now holds the blob's bytes; `before` is what was at its path.
     FileWritten {
         /// Resolved path.
         path: String,
         /// Hash of the new contents.
         blob: String,
-        /// Hash of the previous contents, if the file existed.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        before: Option<String>,
+        /// What was there before.
+        #[serde(default)]
+        before: Before,
     },
     /// A file or directory was moved.
     Moved {
@@ -64,7 +127,7 @@ pub enum Effect {
         /// Where it is now.
         to: String,
     },
-    /// A directory was created.
+    /// A directory was created (it did not exist; undoing the change removes it again).
     DirCreated {
         /// Resolved path.
         path: String,
@@ -81,13 +144,13 @@ pub enum Effect {
         /// The seq it went back to.
         seq: u64,
     },
-    /// A file was removed; `before` holds its contents.
+    /// A file was removed; `before` is what it held.
     FileRemoved {
         /// Resolved path.
         path: String,
-        /// Hash of the removed contents.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        before: Option<String>,
+        /// What it held.
+        #[serde(default)]
+        before: Before,
     },
 }
 
@@ -153,6 +216,9 @@ pub enum Input {
         /// blake3 (hex) of the replaced contents, when the journal kept them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         before: Option<String>,
+        /// Directories the write created above the file (`create_parents`), outermost first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dirs: Vec<String>,
     },
     /// Where the trash put an item (`to`, with its `.trashinfo` file `info`) or where it found
     /// one to restore (`from`).

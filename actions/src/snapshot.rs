@@ -36,14 +36,42 @@ pub struct DeleteSnapshot {
     pub snapshot: String,
 }
 
-/// Rewind this session to just after record `to_seq`: the workspace's files become what they
-/// were then (the newest snapshot at or before it, then the journaled changes up to it), and
-/// the records after it become an abandoned branch, kept and verifiable.
+/// Rewind this session, like `git reset` to a commit. `to_seq` is the seq an action's result
+/// carried (or any seq from session_history): that action is KEPT, with its effects, and
+/// everything after it is undone. `before_seq` undoes that action too: the session goes back
+/// to just before it. Give exactly one. The workspace's files become what they were then (the
+/// newest snapshot at or before it, then the journaled changes up to it, or the later changes
+/// undone from their kept contents), the result lists exactly which actions were undone, and
+/// the undone records become an abandoned branch, kept and verifiable.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rewind {
-    /// The seq to go back to (see session_history).
-    pub to_seq: u64,
+    /// Keep the action (or record) at this seq and undo everything after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_seq: Option<u64>,
+    /// Undo the action proposed at this seq and everything after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_seq: Option<u64>,
+}
+
+/// Where a rewind goes, as the agent named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RewindTarget {
+    /// Keep this action (or record) and undo what came after it.
+    Keep(u64),
+    /// Undo this action and what came after it.
+    Undo(u64),
+}
+
+impl Rewind {
+    /// The target, when exactly one of `to_seq` and `before_seq` is given.
+    pub fn target(&self) -> Option<RewindTarget> {
+        match (self.to_seq, self.before_seq) {
+            (Some(n), None) => Some(RewindTarget::Keep(n)),
+            (None, Some(n)) => Some(RewindTarget::Undo(n)),
+            _ => None,
+        }
+    }
 }
 
 /// Random bytes from the operating system, recorded in the journal so a replay sees the same.

@@ -9,15 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aido_actions::meta::SessionHistory;
-use aido_actions::snapshot::RandomBytes;
-use aido_actions::{Action, Body, Condition, Effect, Failure, Input, Outcome, SideEffectClass};
+use aido_actions::snapshot::{RandomBytes, RewindTarget};
+use aido_actions::{
+    Action, Before, Body, Condition, Effect, Failure, Input, Outcome, SideEffectClass,
+};
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use serde_json::json;
 
 use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
-use crate::recovery::Recovery;
+use crate::error::RewindError;
+use crate::recovery::{Recovery, RewindMark};
 use crate::render;
 use crate::runtime::Shared;
 use crate::session::Hooks;
@@ -229,7 +232,14 @@ impl Executor<'_> {
                 Ok(done)
             }
             Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
-            Action::Rewind(r) => self.rewind(r.to_seq).await.map_err(Failed::from),
+            Action::Rewind(r) => {
+                let target = r.target().ok_or_else(|| {
+                    Failure::from(RewindError::TargetInvalid {
+                        why: "give exactly one of to_seq and before_seq".into(),
+                    })
+                })?;
+                self.rewind(target).await.map_err(Failed::from)
+            }
             // Routed to their bodies above.
             _ => Err(Failure::new(
                 "wrong_body",
@@ -336,10 +346,11 @@ impl Executor<'_> {
         self.ask(self.shared.vm(), "VM", msg).await
     }
 
-    /// The machines snapshotted with workspace snapshot `id` in this session.
-    fn machines_of(&self, id: &str) -> Vec<String> {
-        self.records()
-            .unwrap_or_default()
+    /// The machines snapshotted with workspace snapshot `id` in this session. A journal that
+    /// cannot be read is an error, never "no machines".
+    fn machines_of(&self, id: &str) -> Result<Vec<String>, Failure> {
+        Ok(self
+            .records()?
             .into_iter()
             .find_map(|r| match r.event {
                 Event::SnapshotTaken {
@@ -347,7 +358,7 @@ impl Executor<'_> {
                 } if snapshot == id => Some(machines),
                 _ => None,
             })
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 
     /// Answer a condition in the filesystem body; what its leaves saw comes back as inputs.
@@ -473,22 +484,42 @@ impl Executor<'_> {
         let steps = vec![Step::Restore {
             snapshot: snapshot.to_owned(),
         }];
-        let marker = Recovery::begin(&self.shared, self.session, self.proposal, &steps, None)?;
+        let restored = Effect::SnapshotRestored {
+            snapshot: snapshot.to_owned(),
+            taken_at: render::snapshot_seq(&records, snapshot).unwrap_or(0),
+        };
+        let marker = Recovery::begin(
+            &self.shared,
+            self.session,
+            self.proposal,
+            &steps,
+            None,
+            vec![restored],
+        )?;
         let output = self
             .snapshot_op(SnapshotOp::Restore {
                 id: snapshot.to_owned(),
             })
             .await?;
+        // The machines the snapshot covers go back with the files, as in a rewind.
+        let machines = json!(self.restore_machines(snapshot).await?);
         marker.finish();
         let mut done = Executed::new(render::snapshot_restored(
             output.clone(),
             snapshot,
             &records,
+            Some(&machines),
         ));
-        done.outcome.inputs.push(Input::Answer {
-            from: "snapshots".into(),
-            value: output,
-        });
+        done.outcome.inputs.extend([
+            Input::Answer {
+                from: "snapshots".into(),
+                value: output,
+            },
+            Input::Answer {
+                from: "machines".into(),
+                value: machines,
+            },
+        ]);
         Ok(done)
     }
 
@@ -544,10 +575,16 @@ impl Executor<'_> {
         }
     }
 
-    /// Rewind the session to just after `to_seq`.
-    async fn rewind(&self, to_seq: u64) -> Result<Executed, Failure> {
+    /// Rewind the session as the agent asked (`to_seq` keeps that action, `before_seq`
+    /// undoes it too).
+    async fn rewind(&self, target: RewindTarget) -> Result<Executed, Failure> {
         let records = self.records()?;
-        let plan = rewind_plan(&records, to_seq, self.proposal)?;
+        let cut = rewind_cut(&records, target, self.proposal)?;
+        let plan = rewind_plan(&records, cut, self.proposal)?;
+        let (to_seq, undo_target) = match target {
+            RewindTarget::Keep(n) => (n, false),
+            RewindTarget::Undo(n) => (n, true),
+        };
         let method = if plan.snapshot.is_some() {
             "snapshot"
         } else {
@@ -559,7 +596,14 @@ impl Executor<'_> {
             self.session,
             self.proposal,
             &plan.steps,
-            Some((to_seq, plan.branch, plan.snapshot.clone())),
+            Some(RewindMark {
+                to_seq,
+                cut,
+                undo_target,
+                branch: plan.branch,
+                snapshot: plan.snapshot.clone(),
+            }),
+            vec![Effect::RewoundTo { seq: cut }],
         )?;
         let applied = self
             .snapshot_op(SnapshotOp::Apply {
@@ -570,23 +614,13 @@ impl Executor<'_> {
         // Machines go back to the same snapshot (their state is not replayed step by step: the
         // journal holds their inputs, not their memory).
         let machines = match &plan.snapshot {
-            Some(id) => {
-                let machines = self.machines_of(id);
-                if machines.is_empty() {
-                    Vec::new()
-                } else {
-                    self.vm_all(|reply| VmMsg::RestoreAll {
-                        id: id.clone(),
-                        machines,
-                        reply,
-                    })
-                    .await?
-                }
-            }
+            Some(id) => self.restore_machines(id).await?,
             None => Vec::new(),
         };
         let event = Event::Rewound {
             to_seq,
+            cut: Some(cut),
+            undo_target,
             proposal: self.proposal,
             branch: plan.branch,
             method: method.into(),
@@ -598,6 +632,7 @@ impl Executor<'_> {
         let machines = json!(machines);
         let mut done = Executed::new(render::rewound(&render::Rewound {
             to_seq,
+            undo_target,
             proposal: self.proposal,
             plan: &plan,
             applied: &applied,
@@ -616,6 +651,20 @@ impl Executor<'_> {
             Input::Appended { seq: rewound_at },
         ]);
         Ok(done)
+    }
+
+    /// Put the machines snapshotted with workspace snapshot `id` back to it.
+    async fn restore_machines(&self, id: &str) -> Result<Vec<String>, Failure> {
+        let machines = self.machines_of(id)?;
+        if machines.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.vm_all(|reply| VmMsg::RestoreAll {
+            id: id.to_owned(),
+            machines,
+            reply,
+        })
+        .await
     }
 }
 
@@ -643,6 +692,10 @@ pub(crate) fn fetch_blobs(
 
 /// What a rewind will do.
 pub struct RewindPlan {
+    /// The last record kept: the workspace becomes what it was just after it.
+    pub cut: u64,
+    /// The actions undone (their proposal seqs and primitives), oldest first.
+    pub undone: Vec<(u64, &'static str)>,
     /// The steps, in order.
     pub steps: Vec<Step>,
     /// The snapshot it restores first, if any.
@@ -660,33 +713,99 @@ fn effects_of(record: &aido_journal::Record) -> Vec<Effect> {
     }
 }
 
-/// Plan a rewind to just after `to_seq` for the rewind proposed at `proposal`: restore the
-/// newest live snapshot at or before `to_seq` and redo the live changes after it; with no
-/// snapshot, undo the live changes after `to_seq`, newest first, from their `before` blobs.
-pub fn rewind_plan(
+/// The proposal an outcome record closes.
+fn outcome_of(record: &aido_journal::Record) -> Option<u64> {
+    match &record.event {
+        Event::ActionCompleted { proposal, .. } | Event::ActionFailed { proposal, .. } => {
+            Some(*proposal)
+        }
+        _ => None,
+    }
+}
+
+fn invalid_target(proposal: u64, why: &str) -> Failure {
+    RewindError::TargetInvalid {
+        why: format!("{why}; seqs go from 1 to {}", proposal.saturating_sub(1)),
+    }
+    .into()
+}
+
+/// The last record a rewind keeps. Rewinding to an action's seq (the one its result carried)
+/// keeps the action, like `git reset` to a commit: the cut is its outcome record. Any other
+/// record is kept itself. `before_seq` undoes its action too: the cut is the record before it.
+pub fn rewind_cut(
     records: &[aido_journal::Record],
-    to_seq: u64,
+    target: RewindTarget,
     proposal: u64,
-) -> Result<RewindPlan, Failure> {
-    if to_seq == 0 || to_seq >= proposal {
-        return Err(Failure::new(
-            "rewind_target_invalid",
-            format!(
-                "to_seq must be between 1 and {}",
-                proposal.saturating_sub(1)
-            ),
+) -> Result<u64, Failure> {
+    let named = match target {
+        RewindTarget::Keep(n) | RewindTarget::Undo(n) => n,
+    };
+    if named == 0 || named >= proposal {
+        return Err(invalid_target(
+            proposal,
+            &format!("{named} is not an earlier record of this session"),
         ));
     }
     let gone = aido_journal::timeline::abandoned(records);
-    if gone.contains_key(&to_seq) {
-        return Err(Failure::new(
-            "rewind_target_abandoned",
-            format!("seq {to_seq} is on an abandoned branch"),
-        ));
+    if gone.contains_key(&named) {
+        return Err(RewindError::TargetAbandoned { seq: named }.into());
     }
+    let record = records.iter().find(|r| r.seq == named);
+    let is_action = matches!(
+        record.map(|r| &r.event),
+        Some(Event::ActionProposed { .. })
+    );
+    // A refused action has no outcome: its proposal is its last record.
+    let refused = matches!(
+        record.map(|r| &r.event),
+        Some(Event::ActionProposed { verdict, .. }) if verdict.is_deny()
+    );
+    match target {
+        RewindTarget::Undo(_) if !is_action => Err(invalid_target(
+            proposal,
+            &format!("before_seq {named} does not name an action's proposal"),
+        )),
+        RewindTarget::Undo(n) => Ok(n - 1),
+        RewindTarget::Keep(n) if !is_action || refused => Ok(n),
+        RewindTarget::Keep(n) => records
+            .iter()
+            .filter(|r| r.seq < proposal && !gone.contains_key(&r.seq))
+            .find(|r| outcome_of(r) == Some(n))
+            .map(|r| r.seq)
+            .ok_or_else(|| RewindError::TargetRunning { seq: n }.into()),
+    }
+}
+
+/// Plan a rewind that keeps the records up to `cut`, for the rewind proposed at `proposal`:
+/// restore the newest live snapshot at or before `cut` and redo the live changes after it;
+/// with no snapshot, undo the live changes after `cut`, newest first, from what they kept.
+pub fn rewind_plan(
+    records: &[aido_journal::Record],
+    cut: u64,
+    proposal: u64,
+) -> Result<RewindPlan, Failure> {
+    if cut >= proposal {
+        return Err(invalid_target(proposal, &format!("{cut} is not before the rewind")));
+    }
+    let gone = aido_journal::timeline::abandoned(records);
     let live: Vec<&aido_journal::Record> = records
         .iter()
         .filter(|r| !gone.contains_key(&r.seq) && r.seq < proposal)
+        .collect();
+    // Every live action whose outcome (or, still unanswered, proposal) is after the cut is
+    // undone. The rewind itself is not listed.
+    let outcomes: HashMap<u64, u64> = live
+        .iter()
+        .filter_map(|r| outcome_of(r).map(|p| (p, r.seq)))
+        .collect();
+    let undone = live
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::ActionProposed { action, .. } => Some((r.seq, action.primitive())),
+            _ => None,
+        })
+        .filter(|(seq, _)| *seq > cut || outcomes.get(seq).is_some_and(|o| *o > cut))
         .collect();
     let branch = records
         .iter()
@@ -694,7 +813,7 @@ pub fn rewind_plan(
         .count() as u32
         + 1;
     let snapshot = live.iter().rev().find_map(|r| match &r.event {
-        Event::SnapshotTaken { snapshot, .. } if r.seq <= to_seq => Some((r.seq, snapshot.clone())),
+        Event::SnapshotTaken { snapshot, .. } if r.seq <= cut => Some((r.seq, snapshot.clone())),
         _ => None,
     });
     let mut steps = Vec::new();
@@ -703,9 +822,9 @@ pub fn rewind_plan(
             steps.push(Step::Restore {
                 snapshot: id.clone(),
             });
-            for r in live.iter().filter(|r| r.seq > *taken && r.seq <= to_seq) {
+            for r in live.iter().filter(|r| r.seq > *taken && r.seq <= cut) {
                 for effect in effects_of(r) {
-                    steps.extend(redo(&effect)?);
+                    steps.extend(redo(&effect));
                 }
             }
         }
@@ -721,7 +840,7 @@ pub fn rewind_plan(
                 })
                 .collect();
             let mut skip_after: Option<u64> = None;
-            for r in live.iter().rev().filter(|r| r.seq > to_seq) {
+            for r in live.iter().rev().filter(|r| r.seq > cut) {
                 if skip_after.is_some_and(|taken| r.seq > taken) {
                     continue;
                 }
@@ -729,25 +848,27 @@ pub fn rewind_plan(
                 for effect in effects_of(r).iter().rev() {
                     if let Effect::SnapshotRestored { snapshot, .. } = effect
                         && let Some(&taken) = taken_at.get(snapshot.as_str())
-                        && taken > to_seq
+                        && taken > cut
                     {
                         skip_after = Some(taken);
                         break;
                     }
-                    steps.extend(undo(effect)?);
+                    steps.extend(undo(effect, r.seq)?);
                 }
             }
         }
     }
     Ok(RewindPlan {
+        cut,
+        undone,
         steps,
         snapshot: snapshot.map(|(_, id)| id),
         branch,
     })
 }
 
-fn redo(effect: &Effect) -> Result<Vec<Step>, Failure> {
-    Ok(match effect {
+fn redo(effect: &Effect) -> Vec<Step> {
+    match effect {
         Effect::FileWritten { path, blob, .. } => vec![Step::Write {
             path: path.clone(),
             blob: blob.clone(),
@@ -765,50 +886,39 @@ fn redo(effect: &Effect) -> Result<Vec<Step>, Failure> {
         // timeline being replayed, so the state before it already equals the state at its
         // target, and there is nothing to do.
         Effect::RewoundTo { .. } => Vec::new(),
-    })
+    }
 }
 
-fn undo(effect: &Effect) -> Result<Vec<Step>, Failure> {
+/// The steps that undo `effect`, recorded at `seq`.
+fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
+    let not_kept = |path: &str| -> Failure {
+        RewindError::NotKept {
+            seq,
+            path: path.to_owned(),
+        }
+        .into()
+    };
     Ok(match effect {
-        Effect::FileWritten {
-            path,
-            before: Some(b),
-            ..
-        } => vec![Step::Write {
-            path: path.clone(),
-            blob: b.clone(),
-        }],
-        Effect::FileWritten {
-            path, before: None, ..
-        } => vec![Step::Remove { path: path.clone() }],
+        Effect::FileWritten { path, before, .. } | Effect::FileRemoved { path, before } => {
+            match before {
+                Before::Kept(b) => vec![Step::Write {
+                    path: path.clone(),
+                    blob: b.clone(),
+                }],
+                Before::Absent => vec![Step::Remove { path: path.clone() }],
+                Before::NotKept => return Err(not_kept(path)),
+            }
+        }
         Effect::Moved { from, to } => vec![Step::Move {
             from: to.clone(),
             to: from.clone(),
         }],
-        Effect::DirCreated { path } => vec![Step::Remove { path: path.clone() }],
-        Effect::FileRemoved {
-            path,
-            before: Some(b),
-        } => vec![Step::Write {
-            path: path.clone(),
-            blob: b.clone(),
-        }],
-        Effect::FileRemoved { path, before: None } => {
-            return Err(Failure::new(
-                "rewind_needs_snapshot",
-                format!(
-                    "the removal of {path} kept no contents; take a snapshot to rewind past it"
-                ),
-            ));
-        }
+        Effect::DirCreated { path } => vec![Step::RemoveDir { path: path.clone() }],
         // Walking the live timeline backwards, the state before an earlier rewind is the
         // state at its target (what it abandoned is not on this timeline): nothing to undo.
         Effect::RewoundTo { .. } => Vec::new(),
         Effect::SnapshotRestored { .. } => {
-            return Err(Failure::new(
-                "rewind_needs_snapshot",
-                "a snapshot restore cannot be undone without an earlier snapshot",
-            ));
+            return Err(RewindError::NeedsSnapshot { seq }.into());
         }
     })
 }

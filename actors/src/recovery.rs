@@ -1,20 +1,26 @@
 //! Crash safety for restores and rewinds. Before the body starts one, a marker naming the
-//! session, the proposal and the exact steps is written (and synced) under
-//! `AIDO_HOME/recovery`; it is removed once the action's outcome is journaled. A runtime that
-//! starts and finds a marker finishes the job (the steps are idempotent) and journals that it
-//! did, so the workspace is never left half restored: it is either as before (the crash came
-//! before the marker, and nothing ran) or as after, and the journal says which.
+//! session, the proposal, the exact steps and the effects the action records is written (and
+//! synced) beside the journal it belongs to (`<journal>.recovery/`, so `journal/main`'s
+//! markers are in `journal/main.recovery`); it is removed once the action's outcome is
+//! journaled, completed or failed. A runtime that starts and finds a marker of its own journal
+//! finishes the job (the steps are idempotent) and journals that it did, with the same effects
+//! a live run records, so the workspace is never left half restored: it is either as before
+//! (the crash came before the marker, and nothing ran) or as after, and the journal says
+//! which. Another aido on the same `AIDO_HOME` has another journal and so never sees them. A
+//! composite (a safe_change, a pipeline) cut by the crash is journaled as `interrupted`, with
+//! the finished restore's effects: the rest of it never ran.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aido_actions::Failure;
+use aido_actions::{Action, Effect, Failure};
 use aido_journal::{Event, SessionId};
 use aido_policy::SessionContext;
 use ractor::rpc::CallResult;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::error::RuntimeError;
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::runtime::Shared;
 
@@ -23,15 +29,34 @@ struct Marker {
     session: SessionId,
     proposal: u64,
     steps: Vec<Step>,
-    /// For a rewind: (to_seq, branch, snapshot).
-    rewind: Option<(u64, u32, Option<String>)>,
+    /// For a rewind: what its `rewound` record says.
+    rewind: Option<RewindMark>,
+    /// The effects the action records when it finishes.
+    #[serde(default)]
+    effects: Vec<Effect>,
+}
+
+/// What a rewind's `rewound` record says, kept in its marker.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct RewindMark {
+    pub(crate) to_seq: u64,
+    pub(crate) cut: u64,
+    pub(crate) undo_target: bool,
+    pub(crate) branch: u32,
+    pub(crate) snapshot: Option<String>,
 }
 
 /// A marker on disk for one restore or rewind in progress.
 pub(crate) struct Recovery;
 
+/// The markers of this runtime's journal live beside it.
 fn dir(shared: &Shared) -> PathBuf {
-    shared.aido_home.join("recovery")
+    let journal = shared.journal.path();
+    let name = journal
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "journal".into());
+    journal.with_file_name(format!("{name}.recovery"))
 }
 
 fn marker_path(shared: &Shared, session: SessionId, proposal: u64) -> PathBuf {
@@ -45,13 +70,15 @@ impl Recovery {
         session: SessionId,
         proposal: u64,
         steps: &[Step],
-        rewind: Option<(u64, u32, Option<String>)>,
+        rewind: Option<RewindMark>,
+        effects: Vec<Effect>,
     ) -> Result<Self, Failure> {
         let marker = Marker {
             session,
             proposal,
             steps: steps.to_vec(),
             rewind,
+            effects,
         };
         let path = marker_path(shared, session, proposal);
         let write = || -> std::io::Result<()> {
@@ -64,11 +91,9 @@ impl Recovery {
             std::fs::rename(&temp, &path)?;
             std::fs::File::open(dir(shared))?.sync_all()
         };
-        write().map_err(|e| {
-            Failure::new(
-                "recovery_marker_failed",
-                format!("cannot write {}: {e}", path.display()),
-            )
+        write().map_err(|e| RuntimeError::RecoveryMarkerFailed {
+            path: path.display().to_string(),
+            why: e.to_string(),
         })?;
         Ok(Self)
     }
@@ -76,9 +101,17 @@ impl Recovery {
     /// The body finished; the marker stays until the outcome is journaled ([`Recovery::clear`]).
     pub(crate) fn finish(self) {}
 
-    /// Remove the marker of (session, proposal), if any: its outcome is in the journal.
+    /// Remove the marker of (session, proposal), if any: its outcome is in the journal,
+    /// completed or failed.
     pub(crate) fn clear(shared: &Shared, session: SessionId, proposal: u64) {
-        let _ = std::fs::remove_file(marker_path(shared, session, proposal));
+        let path = marker_path(shared, session, proposal);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::error!(marker = %path.display(), error = %e, "cannot remove a recovery marker; the next start will see the action's outcome and leave it be")
+            }
+        }
     }
 
     /// Finish every restore or rewind a crash interrupted. Returns how many were finished.
@@ -145,10 +178,10 @@ impl Recovery {
         if done {
             return Ok(());
         }
-        let failure = Failure::new(
-            "interrupted",
-            "aido stopped before this action changed anything; the workspace is as it was before it",
-        );
+        let failure: Failure = RuntimeError::Interrupted {
+            finished: "aido stopped before this action changed anything; the workspace is as it was before it",
+        }
+        .into();
         let event = Event::ActionFailed {
             proposal,
             failure,
@@ -179,7 +212,10 @@ impl Recovery {
         let blobs = crate::executor::fetch_blobs(&shared.journal, &marker.steps)?;
         let fs = shared
             .fs()
-            .ok_or_else(|| Failure::new("body_crashed", "no filesystem body"))?;
+            .ok_or_else(|| RuntimeError::BodyCrashed {
+                body: "filesystem",
+                why: "it is not running".into(),
+            })?;
         let ctx = SessionContext::new(shared.policy.workdir().to_owned());
         let op = SnapshotOp::Apply {
             steps: marker.steps.clone(),
@@ -197,10 +233,11 @@ impl Recovery {
             .await
         {
             Ok(CallResult::Success(r)) => r,
-            _ => Err(Failure::new(
-                "body_crashed",
-                "the filesystem body stopped during recovery",
-            )),
+            _ => Err(RuntimeError::BodyCrashed {
+                body: "filesystem",
+                why: "it stopped during recovery".into(),
+            }
+            .into()),
         };
         let append = |event| async {
             shared
@@ -209,48 +246,73 @@ impl Recovery {
                 .await
                 .map_err(|e| Failure::new(e.code(), e.to_string()))
         };
+        // The restore or rewind was the action itself, or one step of a composite.
+        let leaf = records.iter().any(|r| {
+            r.seq == marker.proposal
+                && matches!(
+                    &r.event,
+                    Event::ActionProposed {
+                        action: Action::RestoreSnapshot(_) | Action::Rewind(_),
+                        ..
+                    }
+                )
+        });
         match result {
             Ok(applied) => {
-                if let Some((to_seq, branch, snapshot)) = &marker.rewind {
+                if let Some(mark) = &marker.rewind {
                     let rewound = records.iter().any(|r| matches!(&r.event, Event::Rewound { proposal, .. } if *proposal == marker.proposal));
                     if !rewound {
-                        let method = if snapshot.is_some() {
+                        let method = if mark.snapshot.is_some() {
                             "snapshot"
                         } else {
                             "undo"
                         };
                         append(Event::Rewound {
-                            to_seq: *to_seq,
+                            to_seq: mark.to_seq,
+                            cut: Some(mark.cut),
+                            undo_target: mark.undo_target,
                             proposal: marker.proposal,
-                            branch: *branch,
+                            branch: mark.branch,
                             method: method.into(),
-                            snapshot: snapshot.clone(),
+                            snapshot: mark.snapshot.clone(),
                             recovered: true,
                         })
                         .await?;
                     }
                 }
-                let mut outcome = crate::render::recovered(marker.steps.len(), &applied);
-                outcome.inputs.push(aido_actions::Input::Answer {
-                    from: "recovery".into(),
-                    value: json!({"steps": marker.steps.len(), "applied": applied}),
-                });
-                append(Event::ActionCompleted {
-                    proposal: marker.proposal,
-                    outcome,
-                    duration_ms: 0,
-                })
-                .await?;
+                if leaf {
+                    let mut outcome = crate::render::recovered(marker.steps.len(), &applied);
+                    outcome.effects = marker.effects.clone();
+                    outcome.inputs.push(aido_actions::Input::Answer {
+                        from: "recovery".into(),
+                        value: json!({"steps": marker.steps.len(), "applied": applied}),
+                    });
+                    append(Event::ActionCompleted {
+                        proposal: marker.proposal,
+                        outcome,
+                        duration_ms: 0,
+                    })
+                    .await?;
+                } else {
+                    let failure = RuntimeError::Interrupted {
+                        finished: "the restore it was running was finished when aido started again; its later steps never ran",
+                    };
+                    append(Event::ActionFailed {
+                        proposal: marker.proposal,
+                        failure: failure.into(),
+                        effects: marker.effects.clone(),
+                        inputs: Vec::new(),
+                        duration_ms: 0,
+                    })
+                    .await?;
+                }
                 tracing::warn!(session = %marker.session, proposal = marker.proposal, "finished an interrupted restore or rewind");
             }
             Err(failure) => {
-                let failure = Failure::new(
-                    "recovery_failed",
-                    format!(
-                        "finishing the interrupted action failed: {}",
-                        failure.message
-                    ),
-                );
+                let failure: Failure = RuntimeError::RecoveryFailed {
+                    why: format!("[{}] {}", failure.code, failure.message),
+                }
+                .into();
                 append(Event::ActionFailed {
                     proposal: marker.proposal,
                     failure,

@@ -216,8 +216,17 @@ pub fn snapshot_taken(mut store: Value, machines: &Value, seq: u64, label: Optio
     store
 }
 
-/// restore_snapshot, from the store's answer.
-pub fn snapshot_restored(store: Value, snapshot: &str, records: &[Record]) -> Outcome {
+/// restore_snapshot, from the store's answer and the machines it put back (absent in records
+/// from before restores covered machines).
+pub fn snapshot_restored(
+    mut store: Value,
+    snapshot: &str,
+    records: &[Record],
+    machines: Option<&Value>,
+) -> Outcome {
+    if let Some(m) = machines {
+        store["machines"] = m.clone();
+    }
     let mut done = Outcome::from_output(store);
     done.effects.push(Effect::SnapshotRestored {
         snapshot: snapshot.to_owned(),
@@ -269,8 +278,10 @@ pub fn safe_change_done(mut done: Outcome, taken: Value, id: &str, count: usize)
 
 /// What a rewind did, for its result.
 pub struct Rewound<'a> {
-    /// The seq it went back to.
+    /// The seq the agent named.
     pub to_seq: u64,
+    /// It was a `before_seq`: that action was undone too.
+    pub undo_target: bool,
     /// The rewind's proposal.
     pub proposal: u64,
     /// Its plan (branch, snapshot, steps).
@@ -291,21 +302,43 @@ pub fn rewound(r: &Rewound) -> Outcome {
     } else {
         "undo"
     };
-    let output = json!({"to_seq": r.to_seq, "branch": branch, "method": method, "snapshot": r.plan.snapshot, "machines": r.machines,
+    let cut = r.plan.cut;
+    let undone: Vec<Value> = r
+        .plan
+        .undone
+        .iter()
+        .map(|(seq, primitive)| json!({"seq": seq, "primitive": primitive}))
+        .collect();
+    let named = if r.undo_target {
+        "before_seq"
+    } else {
+        "to_seq"
+    };
+    let mut output = json!({"branch": branch, "method": method, "snapshot": r.plan.snapshot, "machines": r.machines,
+                        "kept_through": cut, "undone": undone,
                         "steps": steps, "applied": r.applied["applied"], "rewound_at": r.rewound_at,
-                        "abandoned": [r.to_seq + 1, r.proposal - 1]});
+                        "abandoned": [cut + 1, r.proposal - 1]});
+    output[named] = json!(r.to_seq);
+    let list = r
+        .plan
+        .undone
+        .iter()
+        .map(|(seq, p)| format!("{seq} {p}"))
+        .collect::<Vec<_>>();
+    let undone_text = if list.is_empty() {
+        "no action undone".to_owned()
+    } else {
+        format!("undid {}", list.join(", "))
+    };
     Outcome {
         text: format!(
-            "rewound to seq {} by {method} ({} steps); records {}..{} are branch {}",
-            r.to_seq,
-            steps,
-            r.to_seq + 1,
+            "rewound to just after record {cut} by {method} ({steps} steps): {undone_text}; records {}..{} are branch {branch}",
+            cut + 1,
             r.proposal - 1,
-            branch
         ),
         output,
-        // The rewind's own effect, for replay: the workspace now equals its state at to_seq.
-        effects: vec![Effect::RewoundTo { seq: r.to_seq }],
+        // The rewind's own effect, for replay: the workspace now equals its state at the cut.
+        effects: vec![Effect::RewoundTo { seq: cut }],
         ..Outcome::default()
     }
 }

@@ -38,8 +38,6 @@ pub(crate) struct Shared {
     /// The last body crash, for the error the in-flight call gets.
     pub(crate) last_crash: Mutex<Option<String>>,
     pub(crate) panic_next: Arc<AtomicBool>,
-    /// AIDO_HOME (recovery markers live there).
-    pub(crate) aido_home: PathBuf,
 }
 
 impl Shared {
@@ -85,6 +83,8 @@ impl Runtime {
             trash: crate::fs::actor::home_trash(&options.env.home),
             panic_next: panic_next.clone(),
             aido_home: options.env.aido_home.clone(),
+            blobs: options.journal.blob_store(),
+            journal_dir: options.journal.path().to_owned(),
         };
         let shared = Arc::new(Shared {
             journal: options.journal,
@@ -95,7 +95,6 @@ impl Runtime {
             runtime_session,
             last_crash: Mutex::new(None),
             panic_next,
-            aido_home: options.env.aido_home.clone(),
         });
         let (supervisor, handle) = Actor::spawn(
             None,

@@ -302,12 +302,13 @@ impl Session {
                 self.journal(event, failed.partial.blobs)
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
+                crate::recovery::Recovery::clear(shared, self.id, seq);
                 Err(RunError::plain(Some(seq), failed.failure))
             }
         }
     }
 
-    async fn journal(&self, event: Event, blobs: Vec<Vec<u8>>) -> Result<u64, Failure> {
+    async fn journal(&self, event: Event, blobs: Vec<(String, Vec<u8>)>) -> Result<u64, Failure> {
         let now = self.shared.clock.now_ms();
         self.shared
             .journal

@@ -82,6 +82,18 @@ impl World {
         }
     }
 
+    /// Run and return the seq the agent sees (the proposal's) with the output.
+    async fn seq_ok(&self, primitive: &str, args: Value) -> (u64, Value) {
+        match self
+            .session
+            .run(action(primitive, args), Hooks::default())
+            .await
+        {
+            Ok(ran) => (ran.seq, ran.outcome.output),
+            Err(e) => panic!("{primitive} failed: {:?}", e.failure),
+        }
+    }
+
     async fn err(&self, primitive: &str, args: Value) -> String {
         match self
             .session
@@ -284,7 +296,7 @@ async fn file_primitives_change_real_files_and_journal_every_step() {
             [
                 Effect::FileWritten {
                     blob,
-                    before: Some(before),
+                    before: aido_actions::Before::Kept(before),
                     ..
                 },
             ],
@@ -970,5 +982,165 @@ async fn rewind_to_any_seq_with_and_without_snapshots() {
     assert_eq!(
         w.err("rewind", json!({"to_seq": 0})).await,
         "rewind_target_invalid"
+    );
+}
+
+fn undone(out: &Value) -> Vec<u64> {
+    out["undone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// Regression (issue 8, point 1): with `blob_bytes_max = 4096`, replacing a pre-existing
+/// 10 KB file used to succeed without keeping it, and a rewind then deleted it. A write whose
+/// previous contents the journal cannot keep is now refused before it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_previous_contents_cannot_be_kept_is_refused_before_it_runs() {
+    let w = world("[limits]\nblob_bytes_max = 4096\n").await;
+    let users = "u".repeat(10 * 1024);
+    std::fs::write(w.p("users.txt"), &users).unwrap();
+    assert_eq!(
+        w.err("write_file", json!({"path": "users.txt", "content": "agent"}))
+            .await,
+        "contents_too_large"
+    );
+    assert_eq!(std::fs::read_to_string(w.p("users.txt")).unwrap(), users);
+    // Contents it can keep are fine, and a rewind before them gives the file back.
+    std::fs::write(w.p("small.txt"), "mine").unwrap();
+    let (seq, _) = w
+        .seq_ok("write_file", json!({"path": "small.txt", "content": "agent"}))
+        .await;
+    let out = w.ok("rewind", json!({"before_seq": seq})).await;
+    assert_eq!(undone(&out), vec![seq]);
+    assert_eq!(std::fs::read_to_string(w.p("small.txt")).unwrap(), "mine");
+    assert_eq!(std::fs::read_to_string(w.p("users.txt")).unwrap(), users);
+}
+
+/// Regression (issue 8, point 1): previous contents of any size are kept (large ones in
+/// chunks), so a rewind gives back a big file byte for byte; verify and re-derivation agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_gives_back_a_large_file_a_write_replaced() {
+    let w = world("").await;
+    let big: Vec<u8> = (0..(5 << 20) + 12345u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(w.p("big.bin"), &big).unwrap();
+    let (seq, out) = w
+        .seq_ok("write_file", json!({"path": "big.bin", "content": "now small"}))
+        .await;
+    assert_eq!(out["created"], false);
+    assert_eq!(std::fs::read(w.p("big.bin")).unwrap(), b"now small");
+    let out = w.ok("rewind", json!({"before_seq": seq})).await;
+    assert_eq!(undone(&out), vec![seq]);
+    assert_eq!(std::fs::read(w.p("big.bin")).unwrap(), big);
+    let journal = w.runtime.journal();
+    assert_eq!(journal.verify(w.session.id()).unwrap().broken, None);
+    let kept = w.events().into_iter().find_map(|e| match e {
+        Event::ActionCompleted { outcome, .. } => {
+            outcome.effects.into_iter().find_map(|e| match e {
+                Effect::FileWritten { before, .. } => before.kept().map(str::to_owned),
+                _ => None,
+            })
+        }
+        _ => None,
+    });
+    let kept = kept.expect("the write kept what it replaced");
+    assert_eq!(journal.blob(&kept).unwrap().unwrap(), big);
+}
+
+/// Regression (issue 8, point 2): rewinding to the seq a write's result carried used to undo
+/// that very write. Like `git reset` to a commit, it keeps it; `before_seq` undoes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewinding_to_an_actions_seq_keeps_that_action() {
+    let w = world("").await;
+    let (a, _) = w
+        .seq_ok("write_file", json!({"path": "a.txt", "content": "a"}))
+        .await;
+    let (b, _) = w
+        .seq_ok("write_file", json!({"path": "b.txt", "content": "b"}))
+        .await;
+    let (c, _) = w
+        .seq_ok(
+            "edit_file",
+            json!({"path": "a.txt", "old_string": "a", "new_string": "A"}),
+        )
+        .await;
+    let (r1, out) = w.seq_ok("rewind", json!({"to_seq": b})).await;
+    assert_eq!(undone(&out), vec![c], "{out}");
+    assert_eq!(std::fs::read_to_string(w.p("a.txt")).unwrap(), "a");
+    assert_eq!(std::fs::read_to_string(w.p("b.txt")).unwrap(), "b");
+    let (r, out) = w.seq_ok("rewind", json!({"before_seq": b})).await;
+    assert_eq!(undone(&out), vec![b, r1], "the first rewind is an action too: {out}");
+    assert!(!w.p("b.txt").exists());
+    assert_eq!(std::fs::read_to_string(w.p("a.txt")).unwrap(), "a");
+    // Keeping the very first action undoes the rewinds after it as actions too.
+    let out = w.ok("rewind", json!({"to_seq": a})).await;
+    assert_eq!(undone(&out), vec![r]);
+    assert_eq!(std::fs::read_to_string(w.p("a.txt")).unwrap(), "a");
+    assert_eq!(
+        w.err("rewind", json!({"to_seq": a, "before_seq": a})).await,
+        "rewind_target_invalid"
+    );
+    assert_eq!(
+        w.err("rewind", json!({})).await,
+        "rewind_target_invalid"
+    );
+    let journal = w.runtime.journal();
+    assert_eq!(journal.verify(w.session.id()).unwrap().broken, None);
+}
+
+/// Regression (issue 8, point 1): directories made by `create_parents` survived a rewind.
+/// They are journaled and removed again; one that holds a file the journal does not know of
+/// stays, with the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_a_write_creates_are_removed_by_a_rewind() {
+    let w = world("").await;
+    std::fs::create_dir_all(w.p("have")).unwrap();
+    let (seq, _) = w
+        .seq_ok(
+            "write_file",
+            json!({"path": "have/new1/new2/f.txt", "content": "x", "create_parents": true}),
+        )
+        .await;
+    let made: Vec<String> = w
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ActionCompleted { outcome, .. } => Some(outcome.effects),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|e| match e {
+            Effect::DirCreated { path } => Some(path),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        made,
+        vec![
+            w.p("have/new1").display().to_string(),
+            w.p("have/new1/new2").display().to_string()
+        ]
+    );
+    w.ok("rewind", json!({"before_seq": seq})).await;
+    assert!(!w.p("have/new1").exists(), "the made directories are gone");
+    assert!(w.p("have").is_dir(), "the one that was there stays");
+
+    let (seq, _) = w
+        .seq_ok(
+            "write_file",
+            json!({"path": "made/f.txt", "content": "x", "create_parents": true}),
+        )
+        .await;
+    std::fs::write(w.p("made/users.txt"), "not the agent's").unwrap();
+    w.ok("rewind", json!({"before_seq": seq})).await;
+    assert!(!w.p("made/f.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.p("made/users.txt")).unwrap(),
+        "not the agent's",
+        "a rewind never destroys data the journal does not know of"
     );
 }

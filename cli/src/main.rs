@@ -217,14 +217,18 @@ enum Replay {
         #[arg(long)]
         json: bool,
     },
-    /// Rewind a session's files and head to just after SEQ (the later records become a
+    /// Rewind a session like `git reset`: `--to SEQ` keeps the action at SEQ and undoes the
+    /// later ones, `--before SEQ` undoes that action too (the undone records become a
     /// branch). The session's journal must not be held by a running aido.
     Rewind {
         /// Session id or a unique prefix.
         session: String,
-        /// The seq to go back to.
-        #[arg(long = "to")]
-        to: u64,
+        /// Keep the action (or record) at this seq.
+        #[arg(long = "to", required_unless_present = "before", conflicts_with = "before")]
+        to: Option<u64>,
+        /// Undo the action proposed at this seq, and everything after it.
+        #[arg(long = "before")]
+        before: Option<u64>,
     },
     /// Write a session's records.
     Export {
@@ -330,10 +334,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             served?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Replay(Replay::Rewind { session, to }) => {
+        Command::Replay(Replay::Rewind { session, to, before }) => {
             let layered = layered(&cli, &home)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            runtime.block_on(rewind(layered, &home, session, *to))
+            let target = aido_actions::snapshot::Rewind {
+                to_seq: *to,
+                before_seq: *before,
+            };
+            runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
         Command::Vm(VmCmd::List) => vm_client::list(&home),
@@ -569,7 +577,12 @@ fn parse_size(text: &str) -> Result<u64> {
     Ok(n * mult)
 }
 
-async fn rewind(layered: Layered, home: &Path, session: &str, to: u64) -> Result<ExitCode> {
+async fn rewind(
+    layered: Layered,
+    home: &Path,
+    session: &str,
+    target: aido_actions::snapshot::Rewind,
+) -> Result<ExitCode> {
     let dir = home.join("journal");
     let path = {
         let journals = readers(home)?;
@@ -610,7 +623,7 @@ async fn rewind(layered: Layered, home: &Path, session: &str, to: u64) -> Result
         .resume_session(id, who)
         .await
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-    let action = Action::Rewind(aido_actions::snapshot::Rewind { to_seq: to });
+    let action = Action::Rewind(target);
     let result = resumed.run(action, aido_actors::Hooks::default()).await;
     resumed.close("rewind finished").await;
     runtime.shutdown().await;

@@ -2,7 +2,11 @@
 //! [`INLINE_STRING_BYTES_MAX`] becomes `{"$blob": "<blake3 hex>"}`; object keys that start with
 //! `$` get one more `$` so that no value of the agent's can pass for a blob reference.
 
+use std::io::Read;
+
 use serde_json::{Map, Value};
+
+use crate::error::{AppendError, ReadError};
 
 /// Strings up to this many bytes stay inline in records.
 pub(crate) const INLINE_STRING_BYTES_MAX: usize = 1024;
@@ -12,6 +16,172 @@ const BLOB_KEY: &str = "$blob";
 /// The blake3 of some bytes, as 64 hex digits.
 pub(crate) fn hash_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
+}
+
+/// Contents larger than this are stored as chunks of this size, each under its own blake3,
+/// with the list of chunks under the whole contents' blake3 in the `chunked` tree. So a blob
+/// of any size is kept without one sled value (or one buffer) holding it whole.
+pub const BLOB_CHUNK_BYTES: usize = 1 << 20;
+
+/// Contents by blake3: the `blobs` tree (one value each, up to [`BLOB_CHUNK_BYTES`]) and the
+/// `chunked` tree (the chunk list of larger ones). Cheap to clone; safe to use from any
+/// thread. A blob stored here is durable with the journal's next flush, which every durable
+/// append makes, so a body stores what an effect names before the record that names it is
+/// acknowledged.
+#[derive(Clone, Debug)]
+pub struct BlobStore {
+    pub(crate) blobs: sled::Tree,
+    pub(crate) chunked: sled::Tree,
+}
+
+/// A blob that is stored: its name and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredBlob {
+    /// blake3 of the contents, hex.
+    pub hash: String,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+fn storage(e: sled::Error) -> AppendError {
+    AppendError::Storage {
+        message: e.to_string(),
+    }
+}
+
+impl BlobStore {
+    /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once), chunked
+    /// when large. Contents already stored are not written again.
+    pub fn put(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {
+        debug_assert_eq!(hash, hash_hex(bytes), "a blob is stored under its own hash");
+        let key = decode_hash(hash).ok_or_else(|| AppendError::Storage {
+            message: format!("{hash} is not a blake3 hash"),
+        })?;
+        if self.contains_key(&key).map_err(storage)? {
+            return Ok(());
+        }
+        if bytes.len() <= BLOB_CHUNK_BYTES {
+            self.blobs.insert(key, bytes).map_err(storage)?;
+            return Ok(());
+        }
+        let mut list = Vec::with_capacity(bytes.len() / BLOB_CHUNK_BYTES * 32 + 40);
+        for chunk in bytes.chunks(BLOB_CHUNK_BYTES) {
+            let h = blake3::hash(chunk);
+            if !self.blobs.contains_key(h.as_bytes()).map_err(storage)? {
+                self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
+            }
+            list.extend_from_slice(h.as_bytes());
+        }
+        list.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        self.chunked.insert(key, list).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Stream `reader` into the store in chunks, hashing as it goes: for contents too large to
+    /// hold in memory (a before-image of a big file). At most `max` bytes are read; more is an
+    /// error ([`AppendError::BlobTooLarge`]) and nothing under the whole hash is stored.
+    pub fn put_stream(&self, reader: &mut dyn Read, max: u64) -> Result<StoredBlob, AppendError> {
+        let mut whole = blake3::Hasher::new();
+        let mut list = Vec::new();
+        let mut total = 0u64;
+        let mut buf = vec![0u8; BLOB_CHUNK_BYTES];
+        loop {
+            let mut filled = 0;
+            while filled < buf.len() {
+                let n = reader
+                    .read(&mut buf[filled..])
+                    .map_err(|e| AppendError::Storage {
+                        message: format!("reading contents to keep: {e}"),
+                    })?;
+                if n == 0 {
+                    break;
+                }
+                filled += n;
+            }
+            if filled == 0 {
+                break;
+            }
+            total += filled as u64;
+            if total > max {
+                return Err(AppendError::BlobTooLarge { bytes: total, max });
+            }
+            let chunk = &buf[..filled];
+            whole.update(chunk);
+            let h = blake3::hash(chunk);
+            if !self.blobs.contains_key(h.as_bytes()).map_err(storage)? {
+                self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
+            }
+            list.extend_from_slice(h.as_bytes());
+            if filled < buf.len() {
+                break;
+            }
+        }
+        let hash = whole.finalize();
+        let key = hash.as_bytes();
+        if !self.contains_key(key).map_err(storage)? {
+            if list.len() == 32 || total == 0 {
+                // One chunk (or nothing): the chunk is the blob.
+                let bytes = self
+                    .blobs
+                    .get(list.get(..32).unwrap_or(key))
+                    .map_err(storage)?
+                    .map(|v| v.to_vec())
+                    .unwrap_or_default();
+                self.blobs.insert(key, bytes).map_err(storage)?;
+            } else {
+                list.extend_from_slice(&total.to_be_bytes());
+                self.chunked.insert(key, list).map_err(storage)?;
+            }
+        }
+        Ok(StoredBlob {
+            hash: hash.to_hex().to_string(),
+            bytes: total,
+        })
+    }
+
+    fn contains_key(&self, key: &[u8]) -> sled::Result<bool> {
+        Ok(self.blobs.contains_key(key)? || self.chunked.contains_key(key)?)
+    }
+
+    /// The bytes of a blob, whole (chunked ones are put together).
+    pub fn get(&self, hash: &str) -> Result<Option<Vec<u8>>, ReadError> {
+        let Some(key) = decode_hash(hash) else {
+            return Ok(None);
+        };
+        if let Some(v) = self.blobs.get(key)? {
+            return Ok(Some(v.to_vec()));
+        }
+        let Some(list) = self.chunked.get(key)? else {
+            return Ok(None);
+        };
+        let (hashes, size) = split_list(&list).ok_or_else(|| ReadError::Corrupt {
+            seq: 0,
+            reason: format!("the chunk list of blob {hash} is damaged"),
+        })?;
+        let mut out = Vec::with_capacity(size as usize);
+        for h in hashes.chunks(32) {
+            match self.blobs.get(h)? {
+                Some(chunk) => out.extend_from_slice(&chunk),
+                // A missing chunk is a missing blob: verify reports it as such.
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+fn split_list(list: &[u8]) -> Option<(&[u8], u64)> {
+    let at = list.len().checked_sub(8)?;
+    let (hashes, size) = list.split_at(at);
+    if hashes.len() % 32 != 0 {
+        return None;
+    }
+    Some((hashes, u64::from_be_bytes(size.try_into().ok()?)))
+}
+
+fn decode_hash(hash: &str) -> Option<[u8; 32]> {
+    let bytes = hex::decode(hash).ok()?;
+    bytes.try_into().ok()
 }
 
 /// Move long strings out of `value` into `out` (hash, bytes).
@@ -101,6 +271,42 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::collections::HashMap;
+
+    fn store() -> (tempfile::TempDir, BlobStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let store = BlobStore {
+            blobs: db.open_tree("blobs").unwrap(),
+            chunked: db.open_tree("chunked").unwrap(),
+        };
+        (dir, store)
+    }
+
+    /// Contents of any size round-trip, whether put whole or streamed, and name the same hash.
+    #[test]
+    fn blobs_of_any_size_are_kept_in_chunks() {
+        let (_d, s) = store();
+        for size in [
+            0,
+            1,
+            BLOB_CHUNK_BYTES - 1,
+            BLOB_CHUNK_BYTES,
+            BLOB_CHUNK_BYTES + 1,
+            3 * BLOB_CHUNK_BYTES + 17,
+        ] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+            let hash = hash_hex(&bytes);
+            s.put(&hash, &bytes).unwrap();
+            assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]), "{size}");
+            let streamed = s.put_stream(&mut &bytes[..], u64::MAX).unwrap();
+            assert_eq!(streamed.hash, hash, "{size}");
+            assert_eq!(streamed.bytes, size as u64);
+            assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]), "{size}");
+        }
+        let big = vec![7u8; 2 * BLOB_CHUNK_BYTES];
+        let err = s.put_stream(&mut &big[..], 10).unwrap_err();
+        assert_eq!(err.code(), "journal_blob_too_large");
+    }
 
     #[test]
     fn long_strings_round_trip_and_dollar_keys_cannot_forge_a_blob() {

@@ -103,6 +103,16 @@ pub enum ReadError {
         /// Why.
         reason: String,
     },
+    /// A record of a format this aido does not read (written by a newer aido).
+    #[error("record {seq} is of journal format {version}; this aido reads formats 1 to {supported}")]
+    UnsupportedVersion {
+        /// The seq.
+        seq: u64,
+        /// Its format version (0 when it has none).
+        version: u64,
+        /// The newest format this aido reads.
+        supported: u16,
+    },
     /// No session has this id (or id prefix).
     #[error("no session matches {0}")]
     NoSuchSession(String),
@@ -117,6 +127,7 @@ impl ReadError {
         match self {
             Self::Storage(_) => "journal_read_failed",
             Self::Corrupt { .. } => "journal_record_corrupt",
+            Self::UnsupportedVersion { .. } => "journal_format_unsupported",
             Self::NoSuchSession(_) => "session_not_found",
             Self::AmbiguousSession(_) => "session_ambiguous",
         }

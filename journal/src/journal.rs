@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::blobs::{self, externalize, internalize};
 use crate::error::{AppendError, OpenError, ReadError};
-use crate::record::{Event, GENESIS, Record, SessionId};
+use crate::record::{Event, FORMAT_VERSION, GENESIS, Record, SessionId};
 use crate::writer::{Command, Reply, Writer};
 
 /// The journal's named bounds.
@@ -102,7 +102,7 @@ pub struct VerifyReport {
 pub(crate) struct Trees {
     pub(crate) db: sled::Db,
     pub(crate) records: sled::Tree,
-    pub(crate) blobs: sled::Tree,
+    pub(crate) blobs: blobs::BlobStore,
     pub(crate) sessions: sled::Tree,
 }
 
@@ -169,7 +169,10 @@ fn open_trees(path: &Path) -> Result<Trees, OpenError> {
         .open()
         .map_err(storage)?;
     let records = db.open_tree("records").map_err(storage)?;
-    let blobs = db.open_tree("blobs").map_err(storage)?;
+    let blobs = blobs::BlobStore {
+        blobs: db.open_tree("blobs").map_err(storage)?,
+        chunked: db.open_tree("chunked").map_err(storage)?,
+    };
     let sessions = db.open_tree("sessions").map_err(storage)?;
     Ok(Trees {
         db,
@@ -248,7 +251,7 @@ impl Journal {
         session: SessionId,
         time_ms: u64,
         event: &Event,
-        extra: Vec<Vec<u8>>,
+        extra: Vec<(String, Vec<u8>)>,
         sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
         reply: Reply,
     ) -> Result<(), AppendError> {
@@ -258,7 +261,7 @@ impl Journal {
         })?;
         let mut blobs = Vec::new();
         let stored = externalize(value, &mut blobs);
-        blobs.extend(extra.into_iter().map(|b| (blobs::hash_hex(&b), b)));
+        blobs.extend(extra);
         if let Some((_, big)) = blobs
             .iter()
             .find(|(_, b)| b.len() as u64 > limits.blob_bytes_max)
@@ -324,7 +327,8 @@ impl Journal {
     }
 
     /// Append a record together with blobs its event names by hash (file contents that an
-    /// effect refers to), and wait until all of it is durable.
+    /// effect refers to), each given with its blake3 (hex) as the body computed it, and wait
+    /// until all of it is durable.
     ///
     /// # Cancel safety
     /// As [`Journal::append`].
@@ -333,7 +337,7 @@ impl Journal {
         session: SessionId,
         time_ms: u64,
         event: Event,
-        blobs: Vec<Vec<u8>>,
+        blobs: Vec<(String, Vec<u8>)>,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.submit(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
@@ -392,12 +396,15 @@ impl Journal {
         rx.recv().map_err(|_| AppendError::WriterGone)?
     }
 
-    /// Bytes of a blob by hash (hex).
+    /// Bytes of a blob by hash (hex), put together if it is stored in chunks.
     pub fn blob(&self, hash: &str) -> Result<Option<Vec<u8>>, ReadError> {
-        let Ok(key) = hex::decode(hash) else {
-            return Ok(None);
-        };
-        Ok(self.inner.trees.blobs.get(key)?.map(|v| v.to_vec()))
+        self.inner.trees.blobs.get(hash)
+    }
+
+    /// The blob store, for bodies that keep contents (a large before-image) themselves, by
+    /// streaming, before the record naming them is appended.
+    pub fn blob_store(&self) -> blobs::BlobStore {
+        self.inner.trees.blobs.clone()
     }
 
     fn decode(&self, seq: u64, value: &[u8]) -> Result<Record, ReadError> {
@@ -413,9 +420,21 @@ impl Journal {
             serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not JSON: {e}")))?;
         let fetch = |h: &str| self.blob(h).ok().flatten();
         let value = internalize(stored, &fetch).map_err(corrupt)?;
+        let version = value["v"].as_u64().unwrap_or(0);
+        if version == 0 || version > u64::from(FORMAT_VERSION) {
+            return Err(ReadError::UnsupportedVersion {
+                seq,
+                version,
+                supported: FORMAT_VERSION,
+            });
+        }
         let mut record: Record =
             serde_json::from_value(value).map_err(|e| corrupt(format!("not a record: {e}")))?;
+        if record.seq != seq {
+            return Err(corrupt(format!("its seq field says {}", record.seq)));
+        }
         record.hash = hex::encode(hash);
+        crate::record::upgrade(&mut record);
         Ok(record)
     }
 
@@ -673,7 +692,7 @@ mod tests {
         for n in 0..3 {
             j.append_blocking(s, n, ended(&content)).unwrap();
         }
-        assert_eq!(j.inner.trees.blobs.len(), 1, "three records, one blob");
+        assert_eq!(j.inner.trees.blobs.blobs.len(), 1, "three records, one blob");
         let record_bytes: usize = j
             .inner
             .trees

@@ -19,8 +19,8 @@
 //! assert!(journal.verify(session).unwrap().broken.is_none());
 //! ```
 
-/// The blob store and the moving of long strings out of records.
-mod blobs;
+/// The blob store (chunked for large contents) and the moving of long strings out of records.
+pub mod blobs;
 /// Where journals live under `AIDO_HOME`, and reading one a running aido holds.
 pub mod dir;
 /// Errors and their stable codes.
@@ -34,6 +34,7 @@ mod writer;
 
 mod journal;
 
+pub use blobs::{BLOB_CHUNK_BYTES, BlobStore, StoredBlob};
 pub use error::{AppendError, OpenError, ReadError};
 pub use journal::{
     Appended, Broken, CommitMode, Journal, Limits, Sequenced, SessionSummary, VerifyReport,

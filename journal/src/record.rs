@@ -2,7 +2,41 @@ use aido_actions::{Action, Failure, Outcome, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// The record format version, written in every record.
-pub const FORMAT_VERSION: u16 = 1;
+///
+/// - 1: the first format.
+/// - 2: an effect's `before` says what was there (`"absent"`, `"not_kept"`, or the hash of the
+///   kept contents) instead of leaving it out for both "nothing" and "not kept"; writes record
+///   the directories they created; `rewound` records name the record they cut after (`cut`),
+///   since rewinding to an action keeps that action. Format 1 records are read as format 2
+///   ([`upgrade`]).
+pub const FORMAT_VERSION: u16 = 2;
+
+/// Read a record of an older format as the current one. Format 1 left `before` out both for a
+/// file that did not exist and for contents it did not keep: a write whose recorded input says
+/// it created the file had nothing before it; any other stays "not kept", so undoing it is
+/// refused instead of deleting a file that was there.
+pub fn upgrade(record: &mut Record) {
+    if record.v >= 2 {
+        return;
+    }
+    let (effects, inputs) = match &mut record.event {
+        Event::ActionCompleted { outcome, .. } => (&mut outcome.effects, &outcome.inputs),
+        Event::ActionFailed {
+            effects, inputs, ..
+        } => (effects, &*inputs),
+        _ => return,
+    };
+    for effect in effects.iter_mut() {
+        if let aido_actions::Effect::FileWritten { path, before, .. } = effect
+            && *before == aido_actions::Before::NotKept
+            && inputs.iter().any(|i| {
+                matches!(i, aido_actions::Input::Written { path: p, created: true, .. } if p == path)
+            })
+        {
+            *before = aido_actions::Before::Absent;
+        }
+    }
+}
 
 /// A session's id: 16 bytes, shown as 32 lowercase hex digits. The first 6 bytes are the start
 /// time in milliseconds, so ids sort by age.
@@ -132,11 +166,19 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         machines: Vec<String>,
     },
-    /// The session was rewound: the records after `to_seq` and before `proposal` (the rewind
+    /// The session was rewound: the records after `cut` and before `proposal` (the rewind
     /// action) are an abandoned branch from here on.
     Rewound {
-        /// The seq the session went back to.
+        /// The seq the agent named: the action kept (`to_seq`), or with `undo_target` the
+        /// action undone too (`before_seq`).
         to_seq: u64,
+        /// The last record kept: the files are as they were just after it. For `to_seq` of an
+        /// action, its outcome record; absent in format 1, where it was `to_seq` itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<u64>,
+        /// `to_seq` was a `before_seq`: that action was undone too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        undo_target: bool,
         /// The rewind action's proposal.
         proposal: u64,
         /// Which branch this starts (1 for the first rewind).
@@ -165,6 +207,14 @@ pub enum Event {
 }
 
 impl Event {
+    /// For a `rewound` record, the last record it kept (format 1 kept `to_seq`).
+    pub fn rewound_cut(&self) -> Option<u64> {
+        match self {
+            Self::Rewound { to_seq, cut, .. } => Some(cut.unwrap_or(*to_seq)),
+            _ => None,
+        }
+    }
+
     /// The snake_case kind.
     pub fn kind(&self) -> &'static str {
         match self {

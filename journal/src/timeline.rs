@@ -1,6 +1,7 @@
-//! Which records are on a session's current timeline. A `rewound` record at seq R going back
-//! to seq N by the rewind proposed at P abandons the records N < seq < P: they stay in the
-//! journal (and in the hash chain), but the session's state no longer includes them.
+//! Which records are on a session's current timeline. A `rewound` record at seq R that kept
+//! the records up to N (its cut) for the rewind proposed at P abandons the records
+//! N < seq < P: they stay in the journal (and in the hash chain), but the session's state no
+//! longer includes them.
 
 use std::collections::BTreeMap;
 
@@ -10,14 +11,14 @@ use crate::record::{Event, Record};
 pub fn abandoned(records: &[Record]) -> BTreeMap<u64, u32> {
     let mut out = BTreeMap::new();
     for r in records {
-        if let Event::Rewound {
-            to_seq,
-            proposal,
-            branch,
-            ..
-        } = &r.event
+        if let (
+            Some(cut),
+            Event::Rewound {
+                proposal, branch, ..
+            },
+        ) = (r.event.rewound_cut(), &r.event)
         {
-            for seq in to_seq + 1..*proposal {
+            for seq in cut + 1..*proposal {
                 out.entry(seq).or_insert(*branch);
             }
         }

@@ -220,15 +220,7 @@ impl Writer {
                 continue;
             }
             for (hash, bytes) in blobs {
-                let Ok(k) = hex::decode(&hash) else { continue };
-                let stored = self.trees.blobs.contains_key(&k).and_then(|present| {
-                    if present {
-                        Ok(None)
-                    } else {
-                        self.trees.blobs.insert(k, bytes)
-                    }
-                });
-                if let Err(e) = stored {
+                if let Err(e) = self.trees.blobs.put(&hash, &bytes) {
                     blob_error = Some(e.to_string());
                 }
             }

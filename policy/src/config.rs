@@ -61,8 +61,12 @@ argument_bytes_max = 8388608
 read_bytes_max = 8388608
 # Largest journal record after large strings move to blobs, in bytes.
 record_bytes_max = 1048576
-# Largest blob (file contents, outputs), in bytes.
-blob_bytes_max = 67108864
+# Largest contents the journal keeps for one file or output, in bytes (stored in 1 MiB chunks).
+# A write whose new or previous contents are larger is refused before it runs.
+blob_bytes_max = 1099511627776
+# Free space the journal's file system must keep after storing a write's contents, in bytes.
+# A write that would leave less is refused before it runs (journal_space_low).
+journal_free_bytes_min = 268435456
 # Most records one session may hold.
 records_per_session_max = 1000000
 # Most actions one session may run at once.
@@ -179,8 +183,10 @@ pub struct Limits {
     pub read_bytes_max: u64,
     /// Largest encoded journal record.
     pub record_bytes_max: u64,
-    /// Largest blob.
+    /// Largest contents kept for one file or output (new or previous).
     pub blob_bytes_max: u64,
+    /// Free space the journal's file system keeps after a write's contents are stored.
+    pub journal_free_bytes_min: u64,
     /// Most records per session.
     pub records_per_session_max: u64,
     /// Most concurrent actions per session.
@@ -418,7 +424,7 @@ mod tests {
         assert_eq!(c.mode, Mode::Readonly);
         assert_eq!(c.limits.read_bytes_max, 10);
         assert_eq!(
-            c.limits.blob_bytes_max, 67108864,
+            c.limits.blob_bytes_max, 1099511627776,
             "untouched keys keep their default"
         );
         assert!(

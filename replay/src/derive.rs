@@ -95,7 +95,7 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
             out.steps += 1;
             match effect {
                 Effect::FileWritten { path, blob, before } => {
-                    if let (Some(b), Some(Some(known))) = (before, state.get(path))
+                    if let (Some(b), Some(Some(known))) = (before.kept(), state.get(path))
                         && b != known
                     {
                         out.findings.push(Finding {

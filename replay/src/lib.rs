@@ -186,13 +186,16 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
             } => p.yellow(&format!("snapshot {snapshot} of {workspace} ({backend})")),
             Event::Rewound {
                 to_seq,
+                cut,
+                undo_target,
                 proposal,
                 branch,
                 method,
                 snapshot,
                 recovered,
             } => p.yellow(&format!(
-                "REWOUND to seq {to_seq} by {method}{}{}: records {}..{} are now branch {branch}",
+                "REWOUND {} seq {to_seq} by {method}{}{}: records {}..{} are now branch {branch}",
+                if *undo_target { "to before" } else { "to" },
                 snapshot
                     .as_ref()
                     .map(|s| format!(" from snapshot {s}"))
@@ -202,7 +205,7 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 } else {
                     ""
                 },
-                to_seq + 1,
+                cut.unwrap_or(*to_seq) + 1,
                 proposal - 1
             )),
             Event::BodyRestarted { body, reason } => {

@@ -317,16 +317,26 @@ impl Player<'_> {
 
     fn written(&mut self) -> Result<Replaced, Missing> {
         Ok(
-            pull!(self, Input::Written { path, created, before } => Replaced {
+            pull!(self, Input::Written { path, created, before, dirs } => Replaced {
             path: path.clone(),
             created: *created,
             before: before.clone(),
+            dirs: dirs.clone(),
         }, "a write"),
         )
     }
 
     fn answer(&mut self) -> Result<Value, Missing> {
         Ok(pull!(self, Input::Answer { value, .. } => value.clone(), "an answer"))
+    }
+
+    /// The VM body's answer to a restore, when the record has one (restores recorded before
+    /// they covered machines have none).
+    fn machines_answer(&mut self) -> Result<Option<Value>, Missing> {
+        match self.peek() {
+            Some(Input::Answer { from, .. }) if from == "machines" => self.answer().map(Some),
+            _ => Ok(None),
+        }
     }
 
     fn appended(&mut self) -> Result<u64, Missing> {
@@ -427,7 +437,7 @@ impl Player<'_> {
                 let (writes, mut outcome) = leaf_try!(fs_render::patch_set(a, &reads));
                 if !a.dry_run {
                     for (_, new) in &writes {
-                        outcome.effects.push(self.written()?.effect(new));
+                        outcome.effects.extend(self.written()?.effects(new));
                     }
                 }
                 outcome
@@ -611,7 +621,8 @@ impl Player<'_> {
             }
             Action::RestoreSnapshot(r) => {
                 let store = self.answer()?;
-                render::snapshot_restored(store, &r.snapshot, self.before)
+                let machines = self.machines_answer()?;
+                render::snapshot_restored(store, &r.snapshot, self.before, machines.as_ref())
             }
             Action::ListSnapshots(_) => {
                 let listed = self.answer()?;
@@ -621,16 +632,37 @@ impl Player<'_> {
                 let applied = self.answer()?;
                 let machines = self.answer()?;
                 let rewound_at = self.appended()?;
+                let record = self.before.iter().find(|rec| rec.seq == rewound_at);
+                let (to_seq, cut, undo_target) = match record.map(|rec| &rec.event) {
+                    Some(Event::Rewound {
+                        to_seq,
+                        cut: Some(cut),
+                        undo_target,
+                        ..
+                    }) => (*to_seq, *cut, *undo_target),
+                    Some(Event::Rewound { cut: None, .. }) => {
+                        return Err(Missing::Unrecorded(
+                            "a rewind of journal format 1 (before rewinding to an action kept it): its result was built by an older aido".into(),
+                        ));
+                    }
+                    _ => {
+                        return Err(Missing::Tampered(format!(
+                            "the rewind's record {rewound_at} is not a rewound record"
+                        )));
+                    }
+                };
+                let _ = r;
                 let plan = aido_actors::rewind_plan(
                     self.records_before(rewound_at),
-                    r.to_seq,
+                    cut,
                     self.proposal,
                 )
                 .map_err(|f| {
                     Missing::Tampered(format!("the rewind cannot be planned: {}", f.message))
                 })?;
                 render::rewound(&render::Rewound {
-                    to_seq: r.to_seq,
+                    to_seq,
+                    undo_target,
                     proposal: self.proposal,
                     plan: &plan,
                     applied: &applied,
@@ -653,7 +685,13 @@ impl Player<'_> {
                             render::safe_change_failed(fail.failure, &id, Err(&why))
                         } else {
                             let store = self.answer()?;
-                            let restored = render::snapshot_restored(store, &id, self.before);
+                            let machines = self.machines_answer()?;
+                            let restored = render::snapshot_restored(
+                                store,
+                                &id,
+                                self.before,
+                                machines.as_ref(),
+                            );
                             partial.effects.extend(restored.effects);
                             render::safe_change_failed(fail.failure, &id, Ok(()))
                         };

@@ -46,6 +46,10 @@ enum Op {
     DryEdit(u8),
     /// A safe_change whose check passes or fails (then it restores), alone or inside a try.
     SafeChange(u8, bool),
+    /// A write that creates its parent directories.
+    WriteDeep(u8, u8),
+    /// Rewind undoing an earlier action too (`before_seq`).
+    Undo(u8),
 }
 
 /// Files in the workspace before the session starts: playback must reproduce results built
@@ -62,6 +66,13 @@ fn seed(ws: &Path) {
     let binary: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 256) as u8).collect();
     std::fs::write(ws.join("pre/big.bin"), binary).unwrap();
     std::fs::write(ws.join("d0/f0.txt"), "content 9\n").unwrap();
+    std::fs::create_dir_all(ws.join("pre/empty")).unwrap();
+    // Modes the model checks: a write keeps them, a rewind gives them back.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(ws.join("d0/f0.txt"), std::fs::Permissions::from_mode(0o600))
+        .unwrap();
+    std::fs::set_permissions(ws.join("pre/p0.txt"), std::fs::Permissions::from_mode(0o755))
+        .unwrap();
 }
 
 fn file(f: u8) -> String {
@@ -95,26 +106,46 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ListSnapshots),
         1 => any::<u8>().prop_map(Op::DryEdit),
         1 => (any::<u8>(), any::<bool>()).prop_map(|(f, t)| Op::SafeChange(f, t)),
+        2 => (0u8..6, 0u8..6).prop_map(|(f, c)| Op::WriteDeep(f, c)),
+        1 => any::<u8>().prop_map(Op::Undo),
     ]
 }
 
+/// Everything a user sees of the tree: every directory (empty ones too) and file, with its
+/// permission bits, and each file's contents.
 fn tree(root: &Path) -> BTreeMap<String, String> {
+    use std::os::unix::fs::PermissionsExt;
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
-            if p.is_dir() {
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if meta.is_dir() {
+                out.insert(rel, format!("<dir {mode:o}>"));
                 stack.push(p);
             } else {
                 out.insert(
-                    p.strip_prefix(root).unwrap().display().to_string(),
-                    String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned(),
+                    rel,
+                    format!(
+                        "{mode:o} {}",
+                        String::from_utf8_lossy(&std::fs::read(&p).unwrap())
+                    ),
                 );
             }
         }
     }
     out
+}
+
+/// One point of the live timeline: the action's proposal seq (0 for the start), its last
+/// record, and the tree after it.
+struct Point {
+    proposal: u64,
+    last: u64,
+    tree: BTreeMap<String, String>,
 }
 
 async fn run(ops: Vec<Op>, backend: &str) {
@@ -150,8 +181,12 @@ async fn run(ops: Vec<Op>, backend: &str) {
     let session = runtime.open_session(Some("proptest".into())).await.unwrap();
     let id = session.id();
     let head = || runtime.journal().head_seq(id).unwrap();
-    // (seq, tree) on the live timeline, after each action's outcome.
-    let mut states: Vec<(u64, BTreeMap<String, String>)> = vec![(head(), tree(&ws))];
+    // The live timeline: each action and the tree after it.
+    let mut states: Vec<Point> = vec![Point {
+        proposal: 0,
+        last: head(),
+        tree: tree(&ws),
+    }];
     for op in ops {
         let (primitive, args) = match &op {
             Op::Write(f, c) => (
@@ -169,9 +204,25 @@ async fn run(ops: Vec<Op>, backend: &str) {
             Op::Read(f) => ("read_file", json!({"path": format!("d{}/f{f}.txt", f % 2)})),
             Op::Snapshot => ("create_snapshot", json!({})),
             Op::Rewind(pick) => {
-                let (target, _) = states[*pick as usize % states.len()];
-                ("rewind", json!({"to_seq": target}))
+                // The seq the agent sees: an action's proposal (kept), or the start.
+                let point = &states[*pick as usize % states.len()];
+                let seq = if point.proposal == 0 {
+                    point.last
+                } else {
+                    point.proposal
+                };
+                ("rewind", json!({"to_seq": seq}))
             }
+            // Any action on the live timeline (the start has none to undo).
+            Op::Undo(pick) if states.len() > 1 => {
+                let point = &states[1 + *pick as usize % (states.len() - 1)];
+                ("rewind", json!({"before_seq": point.proposal}))
+            }
+            Op::Undo(_) => ("session_history", json!({"limit": 1})),
+            Op::WriteDeep(f, c) => (
+                "write_file",
+                json!({"path": format!("n{}/deep{}/f.txt", f % 3, f % 2), "content": format!("deep {c}\n"), "create_parents": true}),
+            ),
             Op::Stat(f) => (
                 "stat_files",
                 json!({"paths": [file(*f), "d0", "pre", "nowhere.txt"]}),
@@ -246,16 +297,44 @@ async fn run(ops: Vec<Op>, backend: &str) {
         };
         let action = Action::from_tool_call(primitive, args.clone()).unwrap();
         let result = session.run(action, Hooks::default()).await;
-        if let Op::Rewind(_) = op {
-            let target = args["to_seq"].as_u64().unwrap();
-            let ran =
-                result.unwrap_or_else(|e| panic!("rewind to {target} failed: {:?}", e.failure));
-            let expected = &states.iter().find(|(s, _)| *s == target).unwrap().1;
-            assert_eq!(&tree(&ws), expected, "after {}", ran.outcome.text);
-            // Everything after the target is now an abandoned branch.
-            states.retain(|(s, _)| *s <= target);
+        let proposal = match &result {
+            Ok(ran) => ran.seq,
+            Err(e) => e.seq.unwrap(),
+        };
+        if primitive == "rewind" {
+            let ran = result.unwrap_or_else(|e| panic!("{args} failed: {:?}", e.failure));
+            // Keeping a point keeps its action; undoing one goes back to the point before it.
+            let kept = match (args["to_seq"].as_u64(), args["before_seq"].as_u64()) {
+                (Some(seq), None) => states
+                    .iter()
+                    .position(|p| p.proposal == seq || (p.proposal == 0 && p.last == seq))
+                    .unwrap(),
+                (None, Some(seq)) => states.iter().position(|p| p.proposal == seq).unwrap() - 1,
+                _ => unreachable!(),
+            };
+            assert_eq!(
+                tree(&ws),
+                states[kept].tree,
+                "after {args}: {}",
+                ran.outcome.text
+            );
+            // Exactly the actions after the kept point were undone, and the result says so.
+            let undone: Vec<u64> = ran.outcome.output["undone"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["seq"].as_u64().unwrap())
+                .collect();
+            let expected: Vec<u64> = states[kept + 1..].iter().map(|p| p.proposal).collect();
+            assert_eq!(undone, expected, "{}", ran.outcome.text);
+            // Everything after the kept point is now an abandoned branch.
+            states.truncate(kept + 1);
         }
-        states.push((head(), tree(&ws)));
+        states.push(Point {
+            proposal,
+            last: head(),
+            tree: tree(&ws),
+        });
     }
     let journal = runtime.journal();
     assert_eq!(journal.verify(id).unwrap().broken, None);
@@ -338,6 +417,8 @@ fn one_long_session_on_the_best_backend() {
             17 => Op::DryEdit(i),
             18 if i % 3 == 0 => Op::SafeChange(i, i % 2 == 0),
             18 => Op::Random,
+            19 if i % 3 == 1 => Op::WriteDeep(i % 6, i % 5),
+            19 if i % 3 == 2 => Op::Undo(i.wrapping_mul(13)),
             _ => Op::Rewind(i.wrapping_mul(37)),
         })
         .collect();
@@ -350,7 +431,7 @@ fn one_long_session_on_the_best_backend() {
 }
 
 /// The blobs a record names by hash (inputs and effects), for copying it to another journal.
-fn blobs_of(journal: &Journal, record: &aido_journal::Record) -> Vec<Vec<u8>> {
+fn blobs_of(journal: &Journal, record: &aido_journal::Record) -> Vec<(String, Vec<u8>)> {
     let mut names = Vec::new();
     if let aido_journal::Event::ActionCompleted { outcome, .. } = &record.event {
         for input in &outcome.inputs {
@@ -366,18 +447,18 @@ fn blobs_of(journal: &Journal, record: &aido_journal::Record) -> Vec<Vec<u8>> {
         for effect in &outcome.effects {
             if let aido_actions::Effect::FileWritten { blob, before, .. } = effect {
                 names.push(blob.clone());
-                names.extend(before.clone());
+                names.extend(before.kept().map(str::to_owned));
             }
         }
     }
     names
         .iter()
-        .map(|n| journal.blob(n).unwrap().unwrap())
+        .map(|n| (n.clone(), journal.blob(n).unwrap().unwrap()))
         .collect()
 }
 
 /// An alteration of one record (seq, event, the blobs copied with it).
-type Change<'a> = dyn Fn(u64, &mut aido_journal::Event, &mut Vec<Vec<u8>>) + 'a;
+type Change<'a> = dyn Fn(u64, &mut aido_journal::Event, &mut Vec<(String, Vec<u8>)>) + 'a;
 
 /// Copy a session into a fresh journal, letting `change` alter each record's event.
 async fn copy(
@@ -502,7 +583,7 @@ fn playback_reports_a_changed_input_or_output_at_its_seq() {
                         *blob = other_name.clone();
                     }
                 }
-                blobs.push(other.clone());
+                blobs.push((other_name.clone(), other.clone()));
             }
         })
         .await;

@@ -17,8 +17,9 @@ use crate::clock::Clock;
 pub struct Executed {
     /// What the agent sees and the journal records.
     pub outcome: Outcome,
-    /// Contents named by the effects (new and previous file contents).
-    pub blobs: Vec<Vec<u8>>,
+    /// Contents named by the effects and inputs (new and previous file contents, what was
+    /// read), each with its blake3 (hex), computed once where the bytes were.
+    pub blobs: Vec<(String, Vec<u8>)>,
 }
 
 impl Executed {
@@ -49,6 +50,10 @@ pub struct FsBodyArgs {
     pub panic_next: Arc<AtomicBool>,
     /// AIDO_HOME (the copy backend's object store lives there).
     pub aido_home: PathBuf,
+    /// The journal's blob store, where large previous contents are streamed.
+    pub blobs: aido_journal::BlobStore,
+    /// The journal's directory (its disk keeps `journal_free_bytes_min` free).
+    pub journal_dir: PathBuf,
 }
 
 /// The body's state.
@@ -160,6 +165,12 @@ fn ctx<'a>(
 ) -> Ctx<'a> {
     Ctx {
         walls: &state.walls,
+        keep: super::walls::Keep {
+            store: &state.args.blobs,
+            max: state.args.limits.blob_bytes_max,
+            journal_dir: &state.args.journal_dir,
+            free_min: state.args.limits.journal_free_bytes_min,
+        },
         session,
         limits: &state.args.limits,
         cancel,

@@ -131,6 +131,36 @@ pub enum FsError {
         /// The parser's message.
         reason: String,
     },
+    /// The new or previous contents of a write are larger than the journal keeps
+    /// (`blob_bytes_max`); nothing was changed.
+    #[error("{path}: contents of {bytes} bytes are more than the journal keeps ({max}, blob_bytes_max); nothing was changed")]
+    ContentsTooLarge {
+        /// The path.
+        path: String,
+        /// The contents' size.
+        bytes: u64,
+        /// blob_bytes_max.
+        max: u64,
+    },
+    /// Keeping a write's contents would leave the journal's disk with less free space than
+    /// `journal_free_bytes_min`; nothing was changed.
+    #[error("{path}: keeping its contents needs {needed} bytes free on the journal's disk, which has {free} (journal_free_bytes_min); nothing was changed")]
+    JournalSpaceLow {
+        /// The path.
+        path: String,
+        /// Bytes needed (contents plus the reserve).
+        needed: u64,
+        /// Bytes free.
+        free: u64,
+    },
+    /// The previous contents could not be stored in the journal; nothing was changed.
+    #[error("{path}: cannot keep its previous contents ({reason}); nothing was changed")]
+    KeepFailed {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// No space left on the device.
     #[error("no space left on the device writing {path}")]
     DiskFull {
@@ -185,6 +215,9 @@ impl FsError {
             Self::RestoreTargetExists { .. } => "restore_target_exists",
             Self::Trash { .. } => "trash_failed",
             Self::Invalid { .. } => "validation_failed",
+            Self::ContentsTooLarge { .. } => "contents_too_large",
+            Self::JournalSpaceLow { .. } => "journal_space_low",
+            Self::KeepFailed { .. } => "keep_failed",
             Self::DiskFull { .. } => "disk_full",
             Self::PermissionDenied { .. } => "permission_denied",
             Self::Io { .. } => "io_error",
@@ -208,8 +241,11 @@ impl FsError {
     fn details(&self) -> Option<serde_json::Value> {
         match self {
             Self::Denied { gate, .. } => Some(serde_json::json!({"gate": gate})),
-            Self::TooLarge { bytes, max, .. } => {
+            Self::TooLarge { bytes, max, .. } | Self::ContentsTooLarge { bytes, max, .. } => {
                 Some(serde_json::json!({"bytes": bytes, "max": max}))
+            }
+            Self::JournalSpaceLow { needed, free, .. } => {
+                Some(serde_json::json!({"needed": needed, "free": free}))
             }
             Self::EditAmbiguous { count, .. } => Some(serde_json::json!({"count": count})),
             Self::Invalid { line, column, .. } => {

@@ -19,7 +19,7 @@ use super::actor::Executed;
 use super::error::FsError;
 use super::render::{self, FileFacts, Replaced, Seen};
 use super::trash;
-use super::walls::{Target, Walls};
+use super::walls::{Keep, Target, Walls};
 use crate::clock::Clock;
 
 /// Bytes read per step when streaming (hashing, counting lines).
@@ -27,6 +27,8 @@ const STREAM_CHUNK_BYTES: usize = 64 * 1024;
 
 pub(crate) struct Ctx<'a> {
     pub(crate) walls: &'a Walls,
+    /// How writes keep what they replace.
+    pub(crate) keep: Keep<'a>,
     pub(crate) session: &'a SessionContext,
     pub(crate) limits: &'a Limits,
     pub(crate) cancel: &'a CancellationToken,
@@ -40,9 +42,9 @@ fn saw_file(exec: &mut Executed, path: &str, bytes: &[u8]) {
     let blob = render::blob_name(bytes);
     exec.outcome.inputs.push(Input::File {
         path: path.to_owned(),
-        blob,
+        blob: blob.clone(),
     });
-    exec.blobs.push(bytes.to_vec());
+    exec.blobs.push((blob, bytes.to_vec()));
 }
 
 impl Ctx<'_> {
@@ -140,23 +142,25 @@ impl Ctx<'_> {
         create_parents: bool,
         exec: &mut Executed,
     ) -> Result<Replaced, FsError> {
-        let written = self.walls.write_atomic(
-            target,
-            self.session,
-            bytes,
-            create_parents,
-            self.limits.blob_bytes_max,
-        )?;
-        let before = written.before.map(|b| {
-            let h = render::blob_name(&b);
-            exec.blobs.push(b);
-            h
+        let written =
+            self.walls
+                .write_atomic(target, self.session, bytes, create_parents, Some(&self.keep))?;
+        let before = written.before.map(|kept| {
+            if let Some(b) = kept.bytes {
+                exec.blobs.push((kept.hash.clone(), b));
+            }
+            kept.hash
         });
-        exec.blobs.push(bytes.to_vec());
+        exec.blobs.push((render::blob_name(bytes), bytes.to_vec()));
         let replaced = Replaced {
             path: target.shown(),
             created: written.created,
             before,
+            dirs: written
+                .dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect(),
         };
         exec.outcome.inputs.push(replaced.input());
         Ok(replaced)
@@ -223,7 +227,7 @@ pub(crate) fn read_file(cx: &Ctx, a: &ReadFile) -> Result<Executed, FsError> {
         more: truncated,
     });
     let outcome = render::read_window(a, &shown, &content, truncated)?;
-    exec.blobs.push(content);
+    exec.blobs.push((render::blob_name(&content), content));
     Ok(finish(exec, outcome))
 }
 
@@ -323,11 +327,11 @@ pub(crate) fn patch_set(cx: &Ctx, a: &PatchSet) -> Result<Executed, FsError> {
         let mut done: Vec<(&Target, &Vec<u8>)> = Vec::new();
         for (target, ((_, new), (_, old))) in targets.iter().zip(writes.iter().zip(reads.iter())) {
             match cx.write(target, new, false, &mut exec) {
-                Ok(replaced) => outcome.effects.push(replaced.effect(new)),
+                Ok(replaced) => outcome.effects.extend(replaced.effects(new)),
                 Err(e) => {
                     // Put back what was written, newest first.
                     for (t, old) in done.iter().rev() {
-                        let _ = cx.walls.write_atomic(t, cx.session, old, false, 0);
+                        let _ = cx.walls.write_atomic(t, cx.session, old, false, None);
                     }
                     return Err(FsError::PatchSetRolledBack {
                         path: target.shown(),

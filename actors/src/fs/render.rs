@@ -10,7 +10,7 @@ use aido_actions::fs::{
     ApplyPatch, EditFile, Encoding, HashAlgorithm, PatchSet, ReadFile, ReadFiles, WriteFile,
 };
 use aido_actions::safety::{Format, Validate};
-use aido_actions::{Condition, Effect, Failure, Input, Meta, Outcome};
+use aido_actions::{Before, Condition, Effect, Failure, Input, Meta, Outcome};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -131,6 +131,8 @@ pub struct Replaced {
     pub created: bool,
     /// blake3 of the replaced contents, when kept.
     pub before: Option<String>,
+    /// Directories the write created above the file, outermost first.
+    pub dirs: Vec<String>,
 }
 
 impl Replaced {
@@ -140,16 +142,24 @@ impl Replaced {
             path: self.path.clone(),
             created: self.created,
             before: self.before.clone(),
+            dirs: self.dirs.clone(),
         }
     }
 
-    /// The effect of writing `bytes` over it.
-    pub fn effect(&self, bytes: &[u8]) -> Effect {
-        Effect::FileWritten {
+    /// The effects of writing `bytes` over it: the directories it created, outermost first,
+    /// then the file.
+    pub fn effects(&self, bytes: &[u8]) -> Vec<Effect> {
+        let mut out: Vec<Effect> = self
+            .dirs
+            .iter()
+            .map(|d| Effect::DirCreated { path: d.clone() })
+            .collect();
+        out.push(Effect::FileWritten {
             path: self.path.clone(),
             blob: blob_name(bytes),
-            before: self.before.clone(),
-        }
+            before: Before::of(self.created, self.before.as_deref()),
+        });
+        out
     }
 }
 
@@ -166,7 +176,7 @@ pub fn write_file(bytes: &[u8], replaced: &Replaced) -> Outcome {
             }
         ),
         output: json!({"path": path, "bytes": len, "created": replaced.created}),
-        effects: vec![replaced.effect(bytes)],
+        effects: replaced.effects(bytes),
         ..Outcome::default()
     }
 }
@@ -187,7 +197,7 @@ impl Change {
     pub fn done(self, replaced: Option<&Replaced>) -> Outcome {
         let mut outcome = self.outcome;
         if let Some(r) = replaced {
-            outcome.effects.push(r.effect(&self.new));
+            outcome.effects.extend(r.effects(&self.new));
         }
         outcome
     }

@@ -47,6 +47,12 @@ pub enum Step {
         /// Resolved path.
         path: String,
     },
+    /// Remove a directory a change created, if it is empty. One that holds something the
+    /// journal does not know of is left, with what it holds (a rewind never destroys data).
+    RemoveDir {
+        /// Resolved path.
+        path: String,
+    },
 }
 
 /// A snapshot operation for the body.
@@ -190,7 +196,7 @@ impl Snapshots {
                     )
                 })?;
                 walls
-                    .write_atomic(&target, session, bytes, true, 0)
+                    .write_atomic(&target, session, bytes, true, None)
                     .map_err(Failure::from)?;
             }
             Step::Remove { path } => {
@@ -217,6 +223,23 @@ impl Snapshots {
             Step::Mkdir { path } => {
                 let target = check(&path, AccessKind::Write)?;
                 std::fs::create_dir_all(&target.resolved).map_err(|e| io("mkdir", &path, e))?;
+            }
+            Step::RemoveDir { path } => {
+                let target = check(&path, AccessKind::Delete)?;
+                let dir = walls.root_dir(&target.root).map_err(Failure::from)?;
+                match dir.remove_dir(&target.rel) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    // Not empty (or not a directory any more): something the journal does not
+                    // know of is in it, and it stays.
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::DirectoryNotEmpty
+                            || e.raw_os_error() == Some(20) =>
+                    {
+                        tracing::warn!(path, "a directory a rewind would remove holds files the journal does not know of; kept");
+                    }
+                    Err(e) => return Err(io("remove directory", &path, e)),
+                }
             }
         }
         Ok(())

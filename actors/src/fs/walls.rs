@@ -33,7 +33,62 @@ impl Target {
 /// What a write replaced.
 pub(crate) struct Written {
     pub(crate) created: bool,
-    pub(crate) before: Option<Vec<u8>>,
+    /// The previous contents, kept (when the write was asked to keep them).
+    pub(crate) before: Option<Kept>,
+    /// Directories the write created above the file, outermost first.
+    pub(crate) dirs: Vec<PathBuf>,
+}
+
+/// Previous contents a write kept: their blake3, and their bytes when they are small enough
+/// to travel with the record (larger ones were streamed into the journal's blob store).
+pub(crate) struct Kept {
+    pub(crate) hash: String,
+    pub(crate) bytes: Option<Vec<u8>>,
+}
+
+/// How a write keeps what it replaces: every previous contents are kept, of any size, or the
+/// write is refused before it changes anything.
+pub(crate) struct Keep<'a> {
+    /// Where large previous contents are streamed.
+    pub(crate) store: &'a aido_journal::BlobStore,
+    /// `blob_bytes_max`: larger contents (new or previous) refuse the write.
+    pub(crate) max: u64,
+    /// The journal's directory, whose file system must keep `free_min` bytes free.
+    pub(crate) journal_dir: &'a Path,
+    /// `journal_free_bytes_min`.
+    pub(crate) free_min: u64,
+}
+
+/// Previous contents up to this size are read into memory and travel with the record; larger
+/// ones are streamed into the blob store in chunks.
+const KEPT_IN_MEMORY_BYTES_MAX: u64 = 4 << 20;
+
+impl Keep<'_> {
+    /// Refuse before anything changes if the contents cannot be kept: larger than
+    /// `blob_bytes_max`, or more than the journal's disk can hold beside `free_min`.
+    fn admit(&self, path: &str, previous: u64, new: u64) -> Result<(), FsError> {
+        for bytes in [previous, new] {
+            if bytes > self.max {
+                return Err(FsError::ContentsTooLarge {
+                    path: path.to_owned(),
+                    bytes,
+                    max: self.max,
+                });
+            }
+        }
+        let free = rustix::fs::statvfs(self.journal_dir)
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+            .map_err(|e| FsError::io("stat the journal's disk for", path, e.into()))?;
+        let needed = previous.saturating_add(new).saturating_add(self.free_min);
+        if free < needed {
+            return Err(FsError::JournalSpaceLow {
+                path: path.to_owned(),
+                needed,
+                free,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Directory handles for the wall roots, and the checks around every open.
@@ -205,14 +260,17 @@ impl Walls {
     }
 
     /// Replace a file atomically: write a temporary file beside it, sync it, rename it over.
-    /// The previous contents (up to `before_max` bytes) are returned for the journal.
+    /// With `keep`, the previous contents are kept for the journal (of any size: small ones
+    /// in memory, large ones streamed into the blob store), and a write whose contents cannot
+    /// be kept is refused before anything changes; `create_parents` creates the missing
+    /// directories above the file and reports them.
     pub(crate) fn write_atomic(
         &self,
         target: &Target,
         ctx: &SessionContext,
         bytes: &[u8],
         create_parents: bool,
-        before_max: u64,
+        keep: Option<&Keep>,
     ) -> Result<Written, FsError> {
         let shown = target.shown();
         let dir = self.root_dir(&target.root)?;
@@ -220,11 +278,7 @@ impl Walls {
         let name = target.rel.file_name().ok_or_else(|| FsError::NotAFile {
             path: shown.clone(),
         })?;
-        if create_parents && !parent.as_os_str().is_empty() {
-            dir.create_dir_all(&parent)
-                .map_err(|e| FsError::io("create parent of", &shown, e))?;
-        }
-        let (before, permissions) = match dir.open(&target.rel) {
+        let existing = match dir.open(&target.rel) {
             Ok(file) => {
                 let file = file.into_std();
                 self.confirm_fd(&file, target, ctx)?;
@@ -234,21 +288,73 @@ impl Walls {
                 if !meta.is_file() {
                     return Err(FsError::NotAFile { path: shown });
                 }
-                let before = if meta.len() <= before_max {
-                    let mut old = Vec::with_capacity(meta.len() as usize);
-                    let mut file = file;
-                    file.read_to_end(&mut old)
-                        .map_err(|e| FsError::io("read", &shown, e))?;
-                    Some(old)
-                } else {
-                    None
+                Some((file, meta))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(FsError::io("open", &shown, e)),
+        };
+        if let Some(keep) = keep {
+            let previous = existing.as_ref().map_or(0, |(_, m)| m.len());
+            keep.admit(&shown, previous, bytes.len() as u64)?;
+        }
+        let (before, permissions) = match existing {
+            Some((mut file, meta)) => {
+                let before = match keep {
+                    None => None,
+                    Some(_) if meta.len() <= KEPT_IN_MEMORY_BYTES_MAX => {
+                        let mut old = Vec::with_capacity(meta.len() as usize);
+                        file.read_to_end(&mut old)
+                            .map_err(|e| FsError::io("read", &shown, e))?;
+                        Some(Kept {
+                            hash: blake3::hash(&old).to_hex().to_string(),
+                            bytes: Some(old),
+                        })
+                    }
+                    Some(keep) => {
+                        let stored = keep
+                            .store
+                            .put_stream(&mut file, keep.max)
+                            .map_err(|e| FsError::KeepFailed {
+                                path: shown.clone(),
+                                reason: e.to_string(),
+                            })?;
+                        Some(Kept {
+                            hash: stored.hash,
+                            bytes: None,
+                        })
+                    }
                 };
                 (before, Some(meta.permissions()))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
-            Err(e) => return Err(FsError::io("open", &shown, e)),
+            None => (None, None),
         };
         let created = permissions.is_none();
+        // Missing parents are created one by one, so each one made is known (and journaled,
+        // so a rewind removes it again).
+        let mut dirs = Vec::new();
+        if create_parents && created && !parent.as_os_str().is_empty() {
+            let mut missing = Vec::new();
+            let mut at = parent.as_path();
+            loop {
+                match dir.symlink_metadata(at) {
+                    Ok(_) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(at),
+                    Err(e) => return Err(FsError::io("stat parent of", &shown, e)),
+                }
+                match at.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => at = up,
+                    _ => break,
+                }
+            }
+            for rel in missing.iter().rev() {
+                match dir.create_dir(rel) {
+                    Ok(()) => dirs.push(target.root.join(rel)),
+                    // Made by someone else meanwhile: not ours to remove.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(FsError::io("create parent of", &shown, e)),
+                }
+            }
+        }
         let n = self
             .counter
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -285,8 +391,18 @@ impl Walls {
         })();
         if result.is_err() {
             let _ = dir.remove_file(&temp);
+            // Directories made for a write that did not happen are not left behind.
+            for made in dirs.iter().rev() {
+                if let Ok(rel) = made.strip_prefix(&target.root) {
+                    let _ = dir.remove_dir(rel);
+                }
+            }
         }
         result?;
-        Ok(Written { created, before })
+        Ok(Written {
+            created,
+            before,
+            dirs,
+        })
     }
 }
