@@ -12,8 +12,12 @@
 //! This crate must never print: stdout is the protocol. Logs go through `tracing` to stderr.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+/// The bounded streaming scan that recovers a line's id, method and tool.
+pub(crate) mod scan;
 /// The server: a `ServerHandler` over one aido session per connection.
 pub mod server;
+/// The stdio transport: bounded lines, every request answered, one writer to stdout.
+pub(crate) mod stdio;
 /// Tool definitions from the Action table.
 pub mod tools;
 
