@@ -231,6 +231,13 @@ BAD_LINES = [
     ("no_jsonrpc_version", b'{"id":14,"method":"tools/list"}', -32600, "jsonrpc_version_invalid", 14),
     ("method_not_a_string", b'{"jsonrpc":"2.0","id":15,"method":7}', -32600, "method_not_string", 15),
     ("params_not_an_object", b'{"jsonrpc":"2.0","id":16,"method":"tools/call","params":7}', -32602, "invalid_params", 16),
+    (
+        "arguments_not_an_object",
+        b'{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"read_file","arguments":"~/notes.txt"}}',
+        -32602,
+        "invalid_params",
+        17,
+    ),
 ]
 
 
