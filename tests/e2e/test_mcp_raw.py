@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -41,10 +42,20 @@ class Raw:
         self.other_responses: list[dict[str, Any]] = []
         self.buffer = b""
 
-    def send_line(self, line: bytes) -> None:
+    def send_line(self, line: bytes, timeout: float = 30) -> None:
+        """Write one line. In a thread, so a server that stops reading a big line fails the
+        test after `timeout` instead of blocking it on a full pipe."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(line + b"\n")
-        self.proc.stdin.flush()
+        stdin = self.proc.stdin
+
+        def write() -> None:
+            stdin.write(line + b"\n")
+            stdin.flush()
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(timeout)
+        assert not writer.is_alive(), f"the server did not read a {len(line)}-byte line within {timeout}s"
 
     def send(self, message: dict[str, Any]) -> None:
         self.send_line(json.dumps({"jsonrpc": "2.0", **message}).encode())
