@@ -48,7 +48,7 @@ const INCOMING_MESSAGES_MAX: usize = 16;
 /// The stdin read buffer, in bytes: big reads keep a 50 MB line from costing 6,000 wakeups.
 const READ_BUFFER_BYTES_MAX: usize = 256 * 1024;
 
-/// The longest line aido accepts, in bytes (the newline and a trailing `\r` not counted).
+/// The longest line aido accepts, in bytes (its newline not counted).
 ///
 /// Three times `argument_bytes_max` (which measures the arguments as compact JSON) plus
 /// [`REQUEST_ENVELOPE_BYTES_MAX`]: a client that escapes all non-ASCII text as `\uXXXX` (Python's
@@ -423,9 +423,8 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
             }
             Verdict::Reject(error) => error,
         };
+        // The scan keeps only ids MCP allows, so an unusable one is never echoed back.
         let Found { id, method, tool } = scan.found();
-        // An unusable id is not echoed back.
-        let id = id.filter(|_| !matches!(error, LineError::IdInvalid));
         tracing::warn!(code = error.code(), ?id, ?method, %error, "answered a bad line");
         // The journal shows every tool call an agent tried. A call whose tool name the scan
         // could not recover (not there, not a string, or past FIELD_BYTES_MAX) has nothing to
