@@ -364,6 +364,55 @@ where
     (StdioTransport { incoming, output }, task)
 }
 
+/// Splits a byte stream into lines and scans them, holding at most `max` bytes of any one:
+/// past that a line's bytes only go through its [`Scan`] and are dropped.
+struct Lines {
+    line: Vec<u8>,
+    scan: Scan,
+    max: u64,
+}
+
+impl Lines {
+    fn new(max: u64) -> Self {
+        Self {
+            line: Vec::new(),
+            scan: Scan::default(),
+            max,
+        }
+    }
+
+    /// Take `chunk` up to and including its first newline: how many bytes were taken, and the
+    /// line (empty if it was too large to keep) with its scan if it ended.
+    fn push(&mut self, chunk: &[u8]) -> (usize, Option<(Vec<u8>, Scan)>) {
+        let newline = chunk.iter().position(|b| *b == b'\n');
+        let bytes = &chunk[..newline.unwrap_or(chunk.len())];
+        self.scan.feed(bytes);
+        if self.scan.bytes() <= self.max {
+            self.line.extend_from_slice(bytes);
+        } else if !self.line.is_empty() {
+            // Too large: free what was kept and let the rest go by.
+            self.line = Vec::new();
+        }
+        match newline {
+            Some(i) => (i + 1, self.end()),
+            None => (chunk.len(), None),
+        }
+    }
+
+    /// The line so far, and a fresh start; none if nothing came since the last newline.
+    fn end(&mut self) -> Option<(Vec<u8>, Scan)> {
+        let scan = std::mem::take(&mut self.scan);
+        let line = std::mem::take(&mut self.line);
+        (scan.bytes() > 0).then_some((line, scan))
+    }
+
+    /// How many bytes of the current line are held.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.line.capacity()
+    }
+}
+
 struct Reader<W> {
     sender: mpsc::Sender<ClientJsonRpcMessage>,
     output: Output<W>,
@@ -372,42 +421,26 @@ struct Reader<W> {
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
-    /// Read lines until stdin ends or rmcp stops listening. Never holds more than `max` bytes of
-    /// one line: past that the line's bytes only go through the scan.
+    /// Read lines until stdin ends or rmcp stops listening.
     async fn run<R: AsyncRead + Unpin>(self, input: R) -> std::io::Result<()> {
         let mut input = BufReader::with_capacity(READ_BUFFER_BYTES_MAX, input);
-        let mut line = Vec::new();
-        let mut scan = Scan::default();
+        let mut lines = Lines::new(self.max);
         loop {
-            let (taken, ended) = {
+            let (taken, line) = {
                 let available = input.fill_buf().await?;
                 if available.is_empty() {
-                    // A last line without a newline is still a line.
-                    if scan.bytes() > 0 {
+                    if let Some((line, scan)) = lines.end() {
                         self.handle(&line, scan).await;
                     }
                     return Ok(());
                 }
-                let newline = available.iter().position(|b| *b == b'\n');
-                let bytes = &available[..newline.unwrap_or(available.len())];
-                scan.feed(bytes);
-                if scan.bytes() <= self.max {
-                    line.extend_from_slice(bytes);
-                } else if !line.is_empty() {
-                    // Too large: let the rest go by.
-                    line = Vec::new();
-                }
-                (
-                    newline.map_or(available.len(), |i| i + 1),
-                    newline.is_some(),
-                )
+                lines.push(available)
             };
             input.consume(taken);
-            if ended {
-                let whole = std::mem::take(&mut line);
-                if !self.handle(&whole, std::mem::take(&mut scan)).await {
-                    return Ok(());
-                }
+            if let Some((line, scan)) = line
+                && !self.handle(&line, scan).await
+            {
+                return Ok(());
             }
         }
     }
@@ -627,6 +660,42 @@ mod tests {
         );
         let response: Value = serde_json::from_slice(&LineError::NotObject.response(None)).unwrap();
         assert_eq!(response["id"], Value::Null);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_never_held() {
+        let max = 1000;
+        let mut lines = Lines::new(max);
+        let head = br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"content":""#;
+        let chunk = vec![b'x'; 64 * 1024];
+        let tail = br#""}},"id":"big-1"}"#;
+        assert!(lines.push(head).1.is_none());
+        for _ in 0..800 {
+            let (taken, ended) = lines.push(&chunk);
+            assert!(taken == chunk.len() && ended.is_none());
+            assert!(lines.held() <= max as usize, "{} bytes held", lines.held());
+        }
+        let mut end = tail.to_vec();
+        end.extend_from_slice(b"\n{\"next\":1}");
+        let (taken, ended) = lines.push(&end);
+        assert_eq!(taken, tail.len() + 1, "the next line stays in the buffer");
+        let (line, scan) = ended.unwrap();
+        assert!(line.is_empty());
+        let bytes = (head.len() + 800 * chunk.len() + tail.len()) as u64;
+        assert_eq!(scan.bytes(), bytes);
+        assert_eq!(scan.found().id, Some(json!("big-1")));
+        assert_eq!(scan.found().tool.as_deref(), Some("write_file"));
+        match judge(&line, &scan, max) {
+            Verdict::Reject(LineError::TooLarge { bytes: b, max: m }) => {
+                assert_eq!((b, m), (bytes, max))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A line that fits is kept whole; a last line without a newline still counts.
+        assert_eq!(lines.push(b"{\"id\":2}\n").1.unwrap().0, b"{\"id\":2}");
+        assert!(lines.push(b"{\"id\":3}").1.is_none());
+        assert_eq!(lines.end().unwrap().0, b"{\"id\":3}");
+        assert!(lines.end().is_none());
     }
 
     /// The reader over an in-memory pipe: bad lines answered in order, good ones forwarded,
