@@ -9,11 +9,19 @@
 //! so the model can read it and correct itself. Confirmations are asked through MCP
 //! elicitation; long actions send progress notifications; cancellation reaches the executor.
 //!
+//! Over stdio every request gets exactly one answer: aido reads the lines itself, bounded by
+//! `request_bytes_max`, and answers what rmcp would drop (not JSON, not UTF-8, nested too deep,
+//! too large, not a JSON-RPC message) with a coded JSON-RPC error carrying the request's id.
+//!
 //! This crate must never print: stdout is the protocol. Logs go through `tracing` to stderr.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+/// The bounded streaming scan that recovers a line's id, method and tool.
+pub(crate) mod scan;
 /// The server: a `ServerHandler` over one aido session per connection.
 pub mod server;
+/// The stdio transport: bounded lines, every request answered, one writer to stdout.
+pub(crate) mod stdio;
 /// Tool definitions from the Action table.
 pub mod tools;
 

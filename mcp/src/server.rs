@@ -342,9 +342,19 @@ impl ServerHandler for AidoServer {
 pub async fn serve_stdio(
     runtime: Arc<Runtime>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let max = crate::stdio::request_bytes_max(runtime.policy().config().limits.argument_bytes_max);
     let server = AidoServer::new(runtime);
     let sessions = server.session.clone();
-    let service = match server.serve(rmcp::transport::stdio()).await {
+    let (transport, reader) = crate::stdio::start(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        sessions.clone(),
+        max,
+    );
+    // The reader may sit in a blocking read of stdin; it has nothing left to do once the
+    // session is over, however that came.
+    let _reader = AbortOnDrop(reader);
+    let service = match server.serve(transport).await {
         Ok(service) => service,
         // A client that goes away before initializing is not an error of aido's.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
@@ -364,6 +374,15 @@ pub async fn serve_stdio(
         session.close(&reason).await;
     }
     Ok(())
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Wait for SIGTERM or SIGINT; the name of the one that came.

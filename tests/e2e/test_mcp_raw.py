@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -20,13 +21,16 @@ from conftest import describe
 
 
 class Raw:
-    def __init__(self, world: Any):
+    def __init__(self, world: Any, config: str | None = None):
         self.world = world
         log = world.root / "logs" / "raw.stderr"
         log.parent.mkdir(parents=True, exist_ok=True)
         world.logs.append(log)
+        args = [str(world.bin), "mcp"]
+        if config is not None:
+            args += ["--config", str(world.write_config(config))]
         self.proc = subprocess.Popen(
-            [str(world.bin), "mcp"],
+            args,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=open(log, "w"),
@@ -38,10 +42,20 @@ class Raw:
         self.other_responses: list[dict[str, Any]] = []
         self.buffer = b""
 
-    def send_line(self, line: bytes) -> None:
+    def send_line(self, line: bytes, timeout: float = 30) -> None:
+        """Write one line. In a thread, so a server that stops reading a big line fails the
+        test after `timeout` instead of blocking it on a full pipe."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(line + b"\n")
-        self.proc.stdin.flush()
+        stdin = self.proc.stdin
+
+        def write() -> None:
+            stdin.write(line + b"\n")
+            stdin.flush()
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(timeout)
+        assert not writer.is_alive(), f"the server did not read a {len(line)}-byte line within {timeout}s"
 
     def send(self, message: dict[str, Any]) -> None:
         self.send_line(json.dumps({"jsonrpc": "2.0", **message}).encode())
@@ -196,3 +210,142 @@ def test_a_cancelled_pipeline_stops_between_steps_and_the_journal_says_so(raw, w
     written = sorted(p.name for p in (world.home / "cancel").iterdir())
     assert 0 < len(written) < 400, f"{len(written)} of 400 steps ran"
     assert len(end["effects"]) == len(written), "every step that ran is in the record, no more"
+
+
+# ---- every request gets an answer (issue point 16) ----------------------------------------
+
+# The default policy's limit: 3 x argument_bytes_max (8388608) + 64 KiB for the envelope.
+REQUEST_BYTES_MAX_DEFAULT = 3 * 8388608 + 65536
+
+DEEP = 100_000
+BAD_LINES = [
+    # (name, line, JSON-RPC code, data.code, the id the answer carries)
+    ("not_json", b"{this is not json", -32700, "parse_error", None),
+    ("not_json_after_the_id", b'{"jsonrpc":"2.0","id":"n1","method":"tools/list",', -32700, "parse_error", "n1"),
+    (
+        "invalid_utf8",
+        b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"~/\xff\xfe.txt"}}}',
+        -32700,
+        "invalid_utf8",
+        12,
+    ),
+    ("deep_nesting", b"[" * DEEP + b"]" * DEEP, -32700, "nesting_too_deep", None),
+    (
+        "deep_nesting_with_an_id",
+        b'{"jsonrpc":"2.0","method":"tools/list","params":{"cursor":' + b"[" * DEEP + b"]" * DEEP + b'},"id":13}',
+        -32700,
+        "nesting_too_deep",
+        13,
+    ),
+    ("batch", b"[1,2]", -32600, "batch_not_supported", None),
+    ("number", b"42", -32600, "not_an_object", None),
+    ("no_jsonrpc_version", b'{"id":14,"method":"tools/list"}', -32600, "jsonrpc_version_invalid", 14),
+    ("method_not_a_string", b'{"jsonrpc":"2.0","id":15,"method":7}', -32600, "method_not_string", 15),
+    ("params_not_an_object", b'{"jsonrpc":"2.0","id":16,"method":"tools/call","params":7}', -32602, "invalid_params", 16),
+    (
+        "arguments_not_an_object",
+        b'{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"read_file","arguments":"~/notes.txt"}}',
+        -32602,
+        "invalid_params",
+        17,
+    ),
+]
+
+
+def next_answer(raw: Raw, timeout: float = 10) -> dict[str, Any]:
+    """The next response (notifications set aside): the one a bad line must get."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = raw.read(max(0.1, deadline - time.monotonic()))
+        if "method" in msg:
+            raw.notifications.append(msg)
+        else:
+            return msg
+
+
+def assert_serving(raw: Raw, id_: Any) -> None:
+    """The connection still serves: a normal call right after is answered normally."""
+    resp = raw.request(id_, "tools/call", {"name": "read_file", "arguments": {"path": "~/notes.txt"}})
+    assert resp["result"]["structuredContent"]["content"] == "hello\nworld\n", resp
+    assert raw.other_responses == [], f"answers nobody asked for: {raw.other_responses}"
+
+
+@pytest.mark.parametrize("name, line, rpc_code, code, id_", BAD_LINES, ids=[c[0] for c in BAD_LINES])
+def test_every_bad_line_gets_exactly_one_coded_answer(raw, world, name, line, rpc_code, code, id_):
+    raw.initialize()
+    raw.send_line(line)
+    resp = next_answer(raw)
+    assert resp.get("id", "missing") == id_, resp
+    assert resp["jsonrpc"] == "2.0" and "result" not in resp, resp
+    assert resp["error"]["code"] == rpc_code, resp
+    assert resp["error"]["data"]["code"] == code, resp
+    assert resp["error"]["message"], resp
+    assert_serving(raw, 100)
+    # ... and again, for a server that answered once and then stopped reading.
+    raw.send_line(line)
+    assert next_answer(raw)["error"]["data"]["code"] == code
+    assert_serving(raw, 101)
+
+
+def test_a_bad_notification_gets_no_answer(raw, world):
+    raw.initialize()
+    raw.send_line(b'{"jsonrpc":"2.0","method":"notifications/progress","params":7}')
+    raw.send_line(b"")
+    raw.send_line(b"   ")
+    assert_serving(raw, 1)
+
+
+def test_a_50_mb_tools_call_is_refused_with_its_id_quickly_and_journaled(raw, world):
+    raw.initialize()
+    content = "x" * 50_000_000
+    line = json.dumps(
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "~/huge.txt", "content": content}}, "id": "big-1"}
+    ).encode()
+    started = time.monotonic()
+    raw.send_line(line)
+    resp = next_answer(raw, timeout=60)
+    took = time.monotonic() - started
+    assert resp["id"] == "big-1", resp
+    assert resp["error"]["code"] == -32600, resp
+    data = resp["error"]["data"]
+    assert data == {"code": "request_too_large", "bytes": len(line), "max": REQUEST_BYTES_MAX_DEFAULT}, resp
+    assert not (world.home / "huge.txt").exists()
+    assert_serving(raw, 2)
+    print(f"the 50 MB line was answered {took:.2f}s after it was sent")
+
+    # The journal shows the attempt.
+    sessions = world.run_json("replay", "sessions", "--json")
+    sessions = sessions.get("sessions") if isinstance(sessions, dict) else sessions
+    proc = world.run("replay", "export", sessions[0]["id"], "--jsonl")
+    assert proc.returncode == 0, describe(proc)
+    records = [json.loads(l) for l in proc.stdout.splitlines()]
+    rejected = [r for r in records if r["event"] == "call_rejected"]
+    assert [(r["tool"], r["code"]) for r in rejected] == [("write_file", "request_too_large")], rejected
+
+
+def test_the_largest_line_aido_accepts_is_request_bytes_max(raw, world):
+    """With argument_bytes_max = 4096 the limit is 3 * 4096 + 65536 = 77824 bytes: a line of
+    exactly that many bytes is served, one byte more is refused with its id."""
+    raw.close()
+    raw = Raw(world, config="[limits]\nargument_bytes_max = 4096\n")
+    try:
+        raw.initialize()
+        limit = 3 * 4096 + 65536
+
+        def padded(id_: int, size: int) -> bytes:
+            head = json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "~/notes.txt"}}}).encode()
+            return head[:-1] + b" " * (size - len(head)) + b"}"
+
+        line = padded(1, limit)
+        assert len(line) == limit
+        raw.send_line(line)
+        resp = raw.response(1)
+        assert resp["result"]["structuredContent"]["content"] == "hello\nworld\n", resp
+
+        line = padded(2, limit + 1)
+        raw.send_line(line)
+        resp = raw.response(2)
+        assert resp["error"]["data"] == {"code": "request_too_large", "bytes": limit + 1, "max": limit}, resp
+        assert_serving(raw, 3)
+    finally:
+        raw.close()

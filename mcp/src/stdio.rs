@@ -1,0 +1,739 @@
+//! The stdio transport: newline-delimited JSON-RPC between the client and rmcp, where every
+//! request gets exactly one answer.
+//!
+//! rmcp's own stdio transport drops what it cannot read without a word: a line that is not
+//! JSON, not UTF-8 or nested too deep, and any line over its 16 MiB cap; a client waiting on
+//! that request's id waits forever. This transport reads stdin itself, one line at a time with
+//! a bounded buffer ([`request_bytes_max`]), and looks at each line with the streaming
+//! [`Scan`] before anything parses it. A line it cannot pass on is answered here with a
+//! JSON-RPC error carrying a stable `data.code` and, whenever the scan recovered it, the
+//! request's own id; a rejected `tools/call` is journaled when there is a session. Lines that
+//! are well-formed messages go to rmcp already parsed, through a channel.
+//!
+//! rmcp's responses and this module's error responses reach stdout through one writer, whole
+//! lines under one lock, so they never interleave.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use aido_actors::Session;
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, InitializeRequestParams,
+    JsonRpcMessage, PaginatedRequestParams, ServerJsonRpcMessage,
+};
+// Logging is part of protocol 2025-11-25, which aido speaks; rmcp marks it deprecated for a
+// later revision (SEP-2577).
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{Mutex, OnceCell, mpsc};
+use tokio::task::JoinHandle;
+
+use crate::scan::{Found, Scan};
+
+/// Room for the JSON-RPC envelope around a `tools/call`'s arguments, in bytes.
+pub(crate) const REQUEST_ENVELOPE_BYTES_MAX: u64 = 64 * 1024;
+
+/// How deeply a line may nest arrays and objects: the most serde_json parses (it refuses the
+/// 128th level). Checking first, in the scan, turns deeper input into a coded error instead of
+/// a parse error, and nothing recursive ever sees it.
+pub(crate) const NESTING_DEPTH_MAX: u64 = 127;
+
+/// Messages read but not yet taken by rmcp.
+const INCOMING_MESSAGES_MAX: usize = 16;
+
+/// The stdin read buffer, in bytes: big reads keep a 50 MB line from costing 6,000 wakeups.
+const READ_BUFFER_BYTES_MAX: usize = 256 * 1024;
+
+/// The longest line aido accepts, in bytes (its newline not counted).
+///
+/// Three times `argument_bytes_max` (which measures the arguments as compact JSON) plus
+/// [`REQUEST_ENVELOPE_BYTES_MAX`]: a client that escapes all non-ASCII text as `\uXXXX` (Python's
+/// `json.dumps` does by default) sends at most three times the bytes for the same text (six for
+/// a two-byte character, twelve for a four-byte one), so no arguments that fit
+/// `argument_bytes_max` are refused here; the exact arguments check still runs in `tools/call`.
+pub(crate) fn request_bytes_max(argument_bytes_max: u64) -> u64 {
+    argument_bytes_max
+        .saturating_mul(3)
+        .saturating_add(REQUEST_ENVELOPE_BYTES_MAX)
+}
+
+/// Why a line got an error response instead of reaching rmcp.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LineError {
+    /// The line is longer than `request_bytes_max`; it was discarded as it arrived.
+    #[error("the request is {bytes} bytes; the limit is {max} (request_bytes_max)")]
+    TooLarge { bytes: u64, max: u64 },
+    /// The line is not UTF-8.
+    #[error("the request is not UTF-8: invalid byte at offset {offset}")]
+    NotUtf8 { offset: usize },
+    /// The line nests arrays and objects deeper than [`NESTING_DEPTH_MAX`].
+    #[error("the request nests {depth} levels deep; the limit is {max}")]
+    TooDeep { depth: u64, max: u64 },
+    /// The line is not JSON.
+    #[error("the request is not JSON: {source}")]
+    NotJson { source: serde_json::Error },
+    /// A JSON-RPC batch, which MCP 2025-11-25 removed.
+    #[error("batches are not supported: send one JSON-RPC message per line")]
+    Batch,
+    /// JSON, but not an object.
+    #[error("a JSON-RPC message is a JSON object")]
+    NotObject,
+    /// `"jsonrpc": "2.0"` is missing or says something else.
+    #[error("the message lacks \"jsonrpc\": \"2.0\"")]
+    NotJsonRpc,
+    /// `method` is there but not a string.
+    #[error("the method is not a string")]
+    MethodNotString,
+    /// `id` is there but neither a string nor an integer.
+    #[error("the id is neither a string nor an integer")]
+    IdInvalid,
+    /// An object that is neither a request, a notification nor a response.
+    #[error("the message is neither a request, a notification nor a response")]
+    NotMessage,
+    /// A request whose params do not fit its method.
+    #[error("the params do not fit {method}: {reason}")]
+    InvalidParams { method: String, reason: String },
+}
+
+impl LineError {
+    /// The stable code in the error's `data.code`.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "request_too_large",
+            Self::NotUtf8 { .. } => "invalid_utf8",
+            Self::TooDeep { .. } => "nesting_too_deep",
+            Self::NotJson { .. } => "parse_error",
+            Self::Batch => "batch_not_supported",
+            Self::NotObject => "not_an_object",
+            Self::NotJsonRpc => "jsonrpc_version_invalid",
+            Self::MethodNotString => "method_not_string",
+            Self::IdInvalid => "id_invalid",
+            Self::NotMessage => "not_a_message",
+            Self::InvalidParams { .. } => "invalid_params",
+        }
+    }
+
+    /// The JSON-RPC error code: -32700 for what does not parse, -32602 for params that do not
+    /// fit, -32600 for the rest. An oversized line may well be valid JSON, so it is an invalid
+    /// request rather than a parse error.
+    fn rpc_code(&self) -> i32 {
+        match self {
+            Self::NotUtf8 { .. } | Self::TooDeep { .. } | Self::NotJson { .. } => -32700,
+            Self::InvalidParams { .. } => -32602,
+            Self::TooLarge { .. }
+            | Self::Batch
+            | Self::NotObject
+            | Self::NotJsonRpc
+            | Self::MethodNotString
+            | Self::IdInvalid
+            | Self::NotMessage => -32600,
+        }
+    }
+
+    /// `data`: the code and the numbers behind it.
+    fn data(&self) -> Value {
+        let mut data = json!({"code": self.code()});
+        match self {
+            Self::TooLarge { bytes, max } => {
+                data["bytes"] = json!(bytes);
+                data["max"] = json!(max);
+            }
+            Self::NotUtf8 { offset } => data["offset"] = json!(offset),
+            Self::TooDeep { depth, max } => {
+                data["depth"] = json!(depth);
+                data["max"] = json!(max);
+            }
+            Self::NotJson { source } => {
+                data["line"] = json!(source.line());
+                data["column"] = json!(source.column());
+            }
+            Self::Batch
+            | Self::NotObject
+            | Self::NotJsonRpc
+            | Self::MethodNotString
+            | Self::IdInvalid
+            | Self::NotMessage
+            | Self::InvalidParams { .. } => {}
+        }
+        data
+    }
+
+    /// The whole error response, newline included.
+    fn response(&self, id: Option<&Value>) -> Vec<u8> {
+        let response = json!({
+            "jsonrpc": "2.0",
+            "id": id.cloned().unwrap_or(Value::Null),
+            "error": {"code": self.rpc_code(), "message": self.to_string(), "data": self.data()},
+        });
+        let mut line = response.to_string().into_bytes();
+        line.push(b'\n');
+        line
+    }
+}
+
+/// The methods aido's server answers; rmcp answers any other with "method not found".
+const SERVED_METHODS: [&str; 5] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+];
+
+/// Why `params` do not fit a served method, in serde's words.
+#[allow(deprecated)]
+fn params_misfit(method: &str, params: Option<Value>) -> String {
+    let params = params.unwrap_or(Value::Null);
+    let error = match method {
+        "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err(),
+        "tools/list" => serde_json::from_value::<Option<PaginatedRequestParams>>(params).err(),
+        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
+        "logging/setLevel" => serde_json::from_value::<SetLevelRequestParams>(params).err(),
+        _ => None,
+    };
+    error.map_or_else(
+        || "they do not match its schema".to_owned(),
+        |e| e.to_string(),
+    )
+}
+
+/// What to do with one line.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// A message for rmcp.
+    Forward(Box<ClientJsonRpcMessage>),
+    /// Nothing to answer: an empty line, or a notification or response rmcp cannot read
+    /// (JSON-RPC answers neither).
+    Skip(&'static str),
+    /// Answer with this error (and the id, if the scan found one).
+    Reject(LineError),
+}
+
+/// Judge one line. `line` is empty when the line was too large to keep; `scan` saw all of it.
+pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
+    if scan.bytes() > max {
+        return Verdict::Reject(LineError::TooLarge {
+            bytes: scan.bytes(),
+            max,
+        });
+    }
+    // As rmcp does: a UTF-8 byte order mark and a `\r` before the newline are not content.
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Verdict::Skip("an empty line");
+    }
+    if let Err(e) = std::str::from_utf8(line) {
+        return Verdict::Reject(LineError::NotUtf8 {
+            offset: e.valid_up_to(),
+        });
+    }
+    if scan.depth_max() > NESTING_DEPTH_MAX {
+        return Verdict::Reject(LineError::TooDeep {
+            depth: scan.depth_max(),
+            max: NESTING_DEPTH_MAX,
+        });
+    }
+    let typed = match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
+        Ok(JsonRpcMessage::Request(request)) => match &request.request {
+            // rmcp reads a served method whose params do not fit as a custom request, and
+            // would answer "method not found".
+            ClientRequest::CustomRequest(custom)
+                if SERVED_METHODS.contains(&custom.method.as_str()) =>
+            {
+                return Verdict::Reject(LineError::InvalidParams {
+                    method: custom.method.clone(),
+                    reason: params_misfit(&custom.method, custom.params.clone()),
+                });
+            }
+            _ => return Verdict::Forward(Box::new(JsonRpcMessage::Request(request))),
+        },
+        Ok(message) => return Verdict::Forward(Box::new(message)),
+        Err(e) => e,
+    };
+    // Not a message rmcp reads: find out why, to say so.
+    let value = match serde_json::from_slice::<Value>(line) {
+        Ok(value) => value,
+        Err(source) => return Verdict::Reject(LineError::NotJson { source }),
+    };
+    let object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => return Verdict::Reject(LineError::Batch),
+        _ => return Verdict::Reject(LineError::NotObject),
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Verdict::Reject(LineError::NotJsonRpc);
+    }
+    let id = object.get("id");
+    if id.is_some_and(|id| !(id.is_string() || id.is_i64())) {
+        return Verdict::Reject(LineError::IdInvalid);
+    }
+    match (object.get("method"), id) {
+        (Some(Value::String(method)), Some(_)) => Verdict::Reject(LineError::InvalidParams {
+            method: method.clone(),
+            reason: typed.to_string(),
+        }),
+        (Some(Value::String(_)), None) => Verdict::Skip("a notification rmcp cannot read"),
+        (Some(_), _) => Verdict::Reject(LineError::MethodNotString),
+        (None, Some(_)) if object.contains_key("result") != object.contains_key("error") => {
+            Verdict::Skip("a response rmcp cannot read")
+        }
+        (None, _) => Verdict::Reject(LineError::NotMessage),
+    }
+}
+
+/// stdout, shared by rmcp's messages and this module's error responses.
+type Output<W> = Arc<Mutex<Option<W>>>;
+
+/// Write one whole line and flush it.
+async fn write_line<W: AsyncWrite + Unpin>(output: &Output<W>, line: &[u8]) -> std::io::Result<()> {
+    let mut output = output.lock().await;
+    let Some(output) = output.as_mut() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "the transport is closed",
+        ));
+    };
+    output.write_all(line).await?;
+    output.flush().await
+}
+
+/// The transport rmcp serves over: messages the reader task passed, and stdout.
+pub(crate) struct StdioTransport<W> {
+    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
+    output: Output<W>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTransport<W> {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let output = self.output.clone();
+        async move {
+            let mut line = serde_json::to_vec(&item)?;
+            line.push(b'\n');
+            write_line(&output, &line).await
+        }
+    }
+
+    // # Cancel safety
+    // rmcp polls this in a `select!`; `mpsc::Receiver::recv` loses nothing when dropped.
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        self.incoming.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.output.lock().await.take());
+        Ok(())
+    }
+}
+
+/// Start reading `input` line by line in a task; the transport for rmcp and the task, to abort
+/// once the session is over.
+pub(crate) fn start<R, W>(
+    input: R,
+    output: W,
+    sessions: Arc<OnceCell<Session>>,
+    max: u64,
+) -> (StdioTransport<W>, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, incoming) = mpsc::channel(INCOMING_MESSAGES_MAX);
+    let output = Arc::new(Mutex::new(Some(output)));
+    let reader = Reader {
+        sender,
+        output: output.clone(),
+        sessions,
+        max,
+    };
+    let task = tokio::spawn(async move {
+        match reader.run(input).await {
+            Ok(()) => tracing::debug!("stdin closed"),
+            Err(e) => tracing::warn!(error = %e, "reading stdin failed"),
+        }
+    });
+    (StdioTransport { incoming, output }, task)
+}
+
+/// Splits a byte stream into lines and scans them, holding at most `max` bytes of any one:
+/// past that a line's bytes only go through its [`Scan`] and are dropped.
+struct Lines {
+    line: Vec<u8>,
+    scan: Scan,
+    max: u64,
+}
+
+impl Lines {
+    fn new(max: u64) -> Self {
+        Self {
+            line: Vec::new(),
+            scan: Scan::default(),
+            max,
+        }
+    }
+
+    /// Take `chunk` up to and including its first newline: how many bytes were taken, and the
+    /// line (empty if it was too large to keep) with its scan if it ended.
+    fn push(&mut self, chunk: &[u8]) -> (usize, Option<(Vec<u8>, Scan)>) {
+        let newline = chunk.iter().position(|b| *b == b'\n');
+        let bytes = &chunk[..newline.unwrap_or(chunk.len())];
+        self.scan.feed(bytes);
+        if self.scan.bytes() <= self.max {
+            self.line.extend_from_slice(bytes);
+        } else if !self.line.is_empty() {
+            // Too large: free what was kept and let the rest go by.
+            self.line = Vec::new();
+        }
+        match newline {
+            Some(i) => (i + 1, self.end()),
+            None => (chunk.len(), None),
+        }
+    }
+
+    /// The line so far, and a fresh start; none if nothing came since the last newline.
+    fn end(&mut self) -> Option<(Vec<u8>, Scan)> {
+        let scan = std::mem::take(&mut self.scan);
+        let line = std::mem::take(&mut self.line);
+        (scan.bytes() > 0).then_some((line, scan))
+    }
+
+    /// How many bytes of the current line are held.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.line.capacity()
+    }
+}
+
+struct Reader<W> {
+    sender: mpsc::Sender<ClientJsonRpcMessage>,
+    output: Output<W>,
+    sessions: Arc<OnceCell<Session>>,
+    max: u64,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
+    /// Read lines until stdin ends or rmcp stops listening.
+    async fn run<R: AsyncRead + Unpin>(self, input: R) -> std::io::Result<()> {
+        let mut input = BufReader::with_capacity(READ_BUFFER_BYTES_MAX, input);
+        let mut lines = Lines::new(self.max);
+        loop {
+            let (taken, line) = {
+                let available = input.fill_buf().await?;
+                if available.is_empty() {
+                    if let Some((line, scan)) = lines.end() {
+                        self.handle(&line, scan).await;
+                    }
+                    return Ok(());
+                }
+                lines.push(available)
+            };
+            input.consume(taken);
+            if let Some((line, scan)) = line
+                && !self.handle(&line, scan).await
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Pass one line on or answer it; false once rmcp is gone.
+    async fn handle(&self, line: &[u8], mut scan: Scan) -> bool {
+        scan.finish();
+        let error = match judge(line, &scan, self.max) {
+            Verdict::Forward(message) => return self.sender.send(*message).await.is_ok(),
+            Verdict::Skip(what) => {
+                tracing::debug!("skipped {what}");
+                return true;
+            }
+            Verdict::Reject(error) => error,
+        };
+        // The scan keeps only ids MCP allows, so an unusable one is never echoed back.
+        let Found { id, method, tool } = scan.found();
+        tracing::warn!(code = error.code(), ?id, ?method, %error, "answered a bad line");
+        // The journal shows every tool call an agent tried. A call whose tool name the scan
+        // could not recover (not there, not a string, or past FIELD_BYTES_MAX) has nothing to
+        // file the rejection under, and is answered without a record.
+        if let (Some("tools/call"), Some(tool), Some(session)) =
+            (method.as_deref(), tool.as_deref(), self.sessions.get())
+        {
+            session.reject(tool, error.code(), &error.to_string()).await;
+        }
+        match write_line(&self.output, &error.response(id.as_ref())).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot answer a bad line");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(line: &[u8]) -> Verdict {
+        let mut scan = Scan::default();
+        scan.feed(line);
+        scan.finish();
+        judge(line, &scan, 1 << 20)
+    }
+
+    fn code(line: &[u8]) -> &'static str {
+        match verdict(line) {
+            Verdict::Forward(_) => "forward",
+            Verdict::Skip(_) => "skip",
+            Verdict::Reject(e) => e.code(),
+        }
+    }
+
+    #[test]
+    fn every_line_has_a_verdict() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n)).into_bytes();
+        let big = format!(r#"{{"id":1,"x":"{}"}}"#, "x".repeat(1 << 20)).into_bytes();
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            (
+                "ping",
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_vec(),
+                "forward",
+            ),
+            (
+                "unknown method",
+                br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#.to_vec(),
+                "forward",
+            ),
+            (
+                "with a BOM and CR",
+                b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r".to_vec(),
+                "forward",
+            ),
+            (
+                "a response",
+                br#"{"jsonrpc":"2.0","id":1,"result":{"action":"accept"}}"#.to_vec(),
+                "forward",
+            ),
+            ("empty", b"".to_vec(), "skip"),
+            ("blank", b"  \r".to_vec(), "skip"),
+            ("too large", big, "request_too_large"),
+            (
+                "not UTF-8",
+                b"{\"id\":1,\"x\":\"\xff\"}".to_vec(),
+                "invalid_utf8",
+            ),
+            ("deep", deep(100_000), "nesting_too_deep"),
+            (
+                "just deep enough",
+                deep(NESTING_DEPTH_MAX as usize),
+                "batch_not_supported",
+            ),
+            (
+                "just too deep",
+                deep(NESTING_DEPTH_MAX as usize + 1),
+                "nesting_too_deep",
+            ),
+            ("not JSON", b"{this is not json".to_vec(), "parse_error"),
+            ("a batch", b"[1,2]".to_vec(), "batch_not_supported"),
+            ("a number", b"42".to_vec(), "not_an_object"),
+            (
+                "no jsonrpc",
+                br#"{"id":1,"method":"ping"}"#.to_vec(),
+                "jsonrpc_version_invalid",
+            ),
+            (
+                "jsonrpc 1.0",
+                br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#.to_vec(),
+                "jsonrpc_version_invalid",
+            ),
+            (
+                "method a number",
+                br#"{"jsonrpc":"2.0","id":1,"method":5}"#.to_vec(),
+                "method_not_string",
+            ),
+            (
+                "id fractional",
+                br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#.to_vec(),
+                "id_invalid",
+            ),
+            (
+                "id null",
+                br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.to_vec(),
+                "id_invalid",
+            ),
+            (
+                "params not an object",
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#.to_vec(),
+                "invalid_params",
+            ),
+            (
+                "arguments not an object",
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":"~/x"}}"#.to_vec(),
+                "invalid_params",
+            ),
+            (
+                "an unserved standard method",
+                br#"{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"cursor":5}}"#.to_vec(),
+                "forward",
+            ),
+            (
+                "a bad notification",
+                br#"{"jsonrpc":"2.0","method":"notifications/progress","params":7}"#.to_vec(),
+                "skip",
+            ),
+            (
+                "an object and nothing more",
+                br#"{"jsonrpc":"2.0"}"#.to_vec(),
+                "not_a_message",
+            ),
+            (
+                "both result and error",
+                br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#.to_vec(),
+                "not_a_message",
+            ),
+        ];
+        for (name, line, expected) in cases {
+            assert_eq!(code(&line), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn error_codes_are_stable() {
+        let json_error = || serde_json::from_slice::<Value>(b"{").unwrap_err();
+        let table = [
+            (
+                LineError::TooLarge { bytes: 2, max: 1 },
+                "request_too_large",
+                -32600,
+            ),
+            (LineError::NotUtf8 { offset: 0 }, "invalid_utf8", -32700),
+            (
+                LineError::TooDeep { depth: 2, max: 1 },
+                "nesting_too_deep",
+                -32700,
+            ),
+            (
+                LineError::NotJson {
+                    source: json_error(),
+                },
+                "parse_error",
+                -32700,
+            ),
+            (LineError::Batch, "batch_not_supported", -32600),
+            (LineError::NotObject, "not_an_object", -32600),
+            (LineError::NotJsonRpc, "jsonrpc_version_invalid", -32600),
+            (LineError::MethodNotString, "method_not_string", -32600),
+            (LineError::IdInvalid, "id_invalid", -32600),
+            (LineError::NotMessage, "not_a_message", -32600),
+            (
+                LineError::InvalidParams {
+                    method: "m".into(),
+                    reason: "r".into(),
+                },
+                "invalid_params",
+                -32602,
+            ),
+        ];
+        for (error, code, rpc) in table {
+            assert_eq!((error.code(), error.rpc_code()), (code, rpc));
+        }
+    }
+
+    #[test]
+    fn an_error_response_carries_the_id_and_the_numbers() {
+        let error = LineError::TooLarge { bytes: 50, max: 10 };
+        let line = error.response(Some(&json!("req-7")));
+        assert_eq!(line.last(), Some(&b'\n'));
+        let response: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(response["id"], "req-7");
+        assert_eq!(response["error"]["code"], -32600);
+        assert_eq!(
+            response["error"]["data"],
+            json!({"code": "request_too_large", "bytes": 50, "max": 10})
+        );
+        let response: Value = serde_json::from_slice(&LineError::NotObject.response(None)).unwrap();
+        assert_eq!(response["id"], Value::Null);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_never_held() {
+        let max = 1000;
+        let mut lines = Lines::new(max);
+        let head = br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"content":""#;
+        let chunk = vec![b'x'; 64 * 1024];
+        let tail = br#""}},"id":"big-1"}"#;
+        assert!(lines.push(head).1.is_none());
+        for _ in 0..800 {
+            let (taken, ended) = lines.push(&chunk);
+            assert!(taken == chunk.len() && ended.is_none());
+            assert!(lines.held() <= max as usize, "{} bytes held", lines.held());
+        }
+        let mut end = tail.to_vec();
+        end.extend_from_slice(b"\n{\"next\":1}");
+        let (taken, ended) = lines.push(&end);
+        assert_eq!(taken, tail.len() + 1, "the next line stays in the buffer");
+        let (line, scan) = ended.unwrap();
+        assert!(line.is_empty());
+        let bytes = (head.len() + 800 * chunk.len() + tail.len()) as u64;
+        assert_eq!(scan.bytes(), bytes);
+        assert_eq!(scan.found().id, Some(json!("big-1")));
+        assert_eq!(scan.found().tool.as_deref(), Some("write_file"));
+        match judge(&line, &scan, max) {
+            Verdict::Reject(LineError::TooLarge { bytes: b, max: m }) => {
+                assert_eq!((b, m), (bytes, max))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A line that fits is kept whole; a last line without a newline still counts.
+        assert_eq!(lines.push(b"{\"id\":2}\n").1.unwrap().0, b"{\"id\":2}");
+        assert!(lines.push(b"{\"id\":3}").1.is_none());
+        assert_eq!(lines.end().unwrap().0, b"{\"id\":3}");
+        assert!(lines.end().is_none());
+    }
+
+    /// The reader over an in-memory pipe: bad lines answered in order, good ones forwarded,
+    /// a line over the limit never kept.
+    #[tokio::test]
+    async fn the_reader_answers_bad_lines_and_forwards_good_ones() {
+        let (mut client_write, server_read) = tokio::io::duplex(1 << 16);
+        let (out_write, mut out_read) = tokio::io::duplex(1 << 16);
+        let (mut transport, task) = start(server_read, out_write, Arc::new(OnceCell::new()), 1000);
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"x":"{}"}},"id":9}}"#,
+            "y".repeat(5000)
+        );
+        let input =
+            format!("not json\n{big}\n{{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}}\n");
+        client_write.write_all(input.as_bytes()).await.unwrap();
+        let message = transport.receive().await.unwrap();
+        assert_eq!(serde_json::to_value(&message).unwrap()["id"], 3);
+        drop(client_write);
+        assert!(
+            transport.receive().await.is_none(),
+            "stdin closed ends the stream"
+        );
+        task.await.unwrap();
+        drop(transport);
+        let mut output = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut out_read, &mut output)
+            .await
+            .unwrap();
+        let answers: Vec<Value> = output
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 2, "{output}");
+        assert_eq!(answers[0]["id"], Value::Null);
+        assert_eq!(answers[0]["error"]["data"]["code"], "parse_error");
+        assert_eq!(answers[1]["id"], 9);
+        assert_eq!(answers[1]["error"]["data"]["code"], "request_too_large");
+        assert_eq!(answers[1]["error"]["data"]["bytes"], big.len());
+    }
+}
