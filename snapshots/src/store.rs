@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::btrfs;
 use crate::detect::{self, Backend};
 use crate::manifest::{self, Applied, Entry, Manifest};
+use crate::tree::{self, Hook, Step, Walk};
 
 /// A snapshot failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +66,28 @@ pub enum SnapshotError {
         /// What it said.
         stderr: String,
     },
+    /// An entry of the workspace changed kind between the plan and the act: a directory was
+    /// replaced by a symlink or a file, or moved away while a restore wrote into it. Nothing
+    /// outside the workspace was read or touched; run the operation again (a restore finishes
+    /// the job).
+    #[error("{path} changed while it was being walked (a directory replaced or moved)")]
+    Swapped {
+        /// The entry, relative to the workspace.
+        path: String,
+    },
+    /// A manifest path that is empty or has an empty, `.` or `..` component (a damaged or
+    /// forged manifest), refused before anything is touched through it.
+    #[error("the snapshot entry {path:?} is not a path inside the workspace")]
+    EntryInvalid {
+        /// The path as stored.
+        path: String,
+    },
+    /// The tree nests directories deeper than a walk may hold handles for.
+    #[error("the workspace nests directories more than {max} deep")]
+    TooDeep {
+        /// The bound.
+        max: usize,
+    },
     /// A stored snapshot's metadata does not parse.
     #[error("snapshot {id} is damaged: {reason}")]
     Damaged {
@@ -89,6 +112,9 @@ impl SnapshotError {
             Self::NotADirectory { .. } => "workspace_not_a_directory",
             Self::Command { .. } => "snapshot_command_failed",
             Self::Damaged { .. } => "snapshot_damaged",
+            Self::Swapped { .. } => "workspace_entry_swapped",
+            Self::EntryInvalid { .. } => "snapshot_entry_invalid",
+            Self::TooDeep { .. } => "snapshot_too_deep",
         }
     }
 
@@ -152,6 +178,8 @@ pub struct Store {
     objects: PathBuf,
     /// Never part of a snapshot (aido's own home, if it sits in the workspace).
     exclude: Vec<PathBuf>,
+    /// Called between planning and acting on each entry, for tests (see [`Store::set_hook`]).
+    hook: Option<Hook>,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -252,7 +280,16 @@ impl Store {
             dir,
             objects,
             exclude,
+            hook: None,
         })
+    }
+
+    /// Call `hook(step, rel)` between planning and acting on each entry of a walk, snapshot,
+    /// restore or delete, so a test can change the tree at exactly that moment (swap a
+    /// directory for a symlink, say). For tests only; unset, it costs one `Option` check.
+    #[doc(hidden)]
+    pub fn set_hook(&mut self, hook: impl Fn(Step, &str) + Send + Sync + 'static) {
+        self.hook = Some(Hook::new(hook));
     }
 
     /// The backend in use.
@@ -343,22 +380,53 @@ impl Store {
     }
 
     fn create_reflink(&self, id: &str) -> Result<Manifest, SnapshotError> {
-        let manifest = Manifest::scan(&self.workspace, &self.exclude)?;
+        let manifest = manifest::scan_with(&self.workspace, &self.exclude, self.hook.as_ref())?;
         let data = self.data_path(id);
         std::fs::create_dir_all(&data).map_err(|e| SnapshotError::io("create", &data, e))?;
-        for (rel, entry) in &manifest.entries {
-            let (from, to) = (self.workspace.join(rel), data.join(rel));
+        let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
+        for (rel, entry) in manifest::tree_order(&manifest) {
+            let to = data.join(rel);
             match entry {
                 Entry::Dir { .. } => {
-                    std::fs::create_dir_all(&to).map_err(|e| SnapshotError::io("mkdir", &to, e))?
+                    std::fs::create_dir(&to).map_err(|e| SnapshotError::io("mkdir", &to, e))?
                 }
-                Entry::File { .. } => reflink_copy::reflink(&from, &to)
-                    .map_err(|e| SnapshotError::io("clone", &from, e))?,
+                Entry::File { .. } => {
+                    let source = self.open_in_workspace(&mut walk, rel)?;
+                    let target = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&to)
+                        .map_err(|e| SnapshotError::io("create", &to, e))?;
+                    // FICLONE on the two open files: the clone is of what was opened no-follow.
+                    rustix::fs::ioctl_ficlone(&target, &source).map_err(|e| {
+                        SnapshotError::io("clone", &self.workspace.join(rel), e.into())
+                    })?;
+                }
                 Entry::Symlink { target } => std::os::unix::fs::symlink(target, &to)
                     .map_err(|e| SnapshotError::io("symlink", &to, e))?,
             }
         }
         Ok(manifest)
+    }
+
+    /// Open the workspace file `rel` for reading through no-follow directory handles.
+    fn open_in_workspace(
+        &self,
+        walk: &mut Walk<'_>,
+        rel: &str,
+    ) -> Result<std::fs::File, SnapshotError> {
+        let (parts, name) = manifest::split(rel)?;
+        tree::call(self.hook.as_ref(), Step::Snapshot, rel);
+        let parent = walk.to(&parts)?;
+        tree::open_file(parent, name).map_err(|e| {
+            if tree::is_swapped(&e) {
+                SnapshotError::Swapped {
+                    path: rel.to_owned(),
+                }
+            } else {
+                SnapshotError::io("open", &self.workspace.join(rel), e)
+            }
+        })
     }
 
     /// The newest stored manifest, to reuse hashes of files that did not change.
@@ -373,8 +441,9 @@ impl Store {
     }
 
     fn create_copy(&self) -> Result<Manifest, SnapshotError> {
-        let mut manifest = Manifest::scan(&self.workspace, &self.exclude)?;
+        let mut manifest = manifest::scan_with(&self.workspace, &self.exclude, self.hook.as_ref())?;
         let previous = self.previous_manifest();
+        let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
         for (rel, entry) in manifest.entries.iter_mut() {
             let Entry::File {
                 size,
@@ -394,38 +463,51 @@ impl Store {
                 }) if s == size && m == mtime_ns => Some(h.clone()),
                 _ => None,
             };
-            let path = self.workspace.join(rel.as_str());
             let digest = match reused {
                 Some(h) if self.objects.join(&h).exists() => h,
-                _ => self.store_object(&path)?,
+                _ => {
+                    let file = self.open_in_workspace(&mut walk, rel)?;
+                    self.store_object(file, rel)?
+                }
             };
             *hash = Some(digest);
         }
         Ok(manifest)
     }
 
-    /// Copy a file into the object store under its blake3; return the hash.
-    fn store_object(&self, path: &Path) -> Result<String, SnapshotError> {
-        let mut file = std::fs::File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
+    /// Copy an open workspace file into the object store under its blake3; return the hash.
+    /// The bytes stored are the bytes hashed: they go to a temporary object while they are
+    /// hashed, which is renamed to its hash (or dropped when that object exists).
+    fn store_object(&self, mut file: std::fs::File, rel: &str) -> Result<String, SnapshotError> {
+        use std::io::Write;
+        let shown = self.workspace.join(rel);
+        // Unique per process and call: stores of several workspaces share the objects.
+        static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temp = self
+            .objects
+            .join(format!(".{}.{n}.tmp", std::process::id()));
+        let mut out =
+            std::fs::File::create(&temp).map_err(|e| SnapshotError::io("store", &temp, e))?;
         let mut hasher = blake3::Hasher::new();
-        let mut buf = [0u8; 64 * 1024];
+        let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = file
                 .read(&mut buf)
-                .map_err(|e| SnapshotError::io("read", path, e))?;
+                .map_err(|e| SnapshotError::io("read", &shown, e))?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| SnapshotError::io("store", &temp, e))?;
         }
+        drop(out);
         let hash = hasher.finalize().to_hex().to_string();
         let object = self.objects.join(&hash);
-        if !object.exists() {
-            let temp = self
-                .objects
-                .join(format!(".{hash}.{}.tmp", std::process::id()));
-            // The copy backend is chosen where extents cannot be shared: copy outright.
-            std::fs::copy(path, &temp).map_err(|e| SnapshotError::io("store", path, e))?;
+        if object.exists() {
+            let _ = std::fs::remove_file(&temp);
+        } else {
             std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
         }
         Ok(hash)
@@ -441,16 +523,23 @@ impl Store {
             }
             (Backend::Reflink, Some(m)) => {
                 let data = self.data_path(id);
-                manifest::apply(&self.workspace, &m, &self.exclude, &|rel, _, dest| {
-                    clone_or_copy(&data.join(rel), dest)
-                })?
+                manifest::apply(
+                    &self.workspace,
+                    &m,
+                    &self.exclude,
+                    self.hook.as_ref(),
+                    &|rel, _, target| tree::clone_or_copy(&open_stored(&data.join(rel))?, target),
+                )?
             }
             (Backend::Copy, Some(m)) => manifest::apply(
                 &self.workspace,
                 &m,
                 &self.exclude,
-                &|_, entry, dest| match entry {
-                    Entry::File { hash: Some(h), .. } => clone_or_copy(&self.objects.join(h), dest),
+                self.hook.as_ref(),
+                &|_, entry, target| match entry {
+                    Entry::File { hash: Some(h), .. } => {
+                        tree::clone_or_copy(&open_stored(&self.objects.join(h))?, target)
+                    }
                     _ => Err(std::io::Error::other("a file without a hash")),
                 },
             )?,
@@ -470,20 +559,33 @@ impl Store {
     }
 
     fn restore_btrfs(&self, id: &str) -> Result<(), SnapshotError> {
+        let not_a_directory = || SnapshotError::NotADirectory {
+            path: self.workspace.display().to_string(),
+        };
         let name = self
             .workspace
             .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let swap = self.workspace.with_file_name(format!(".{name}.aido-swap"));
+            .and_then(|n| n.to_str())
+            .ok_or_else(not_a_directory)?;
+        let above = self.workspace.parent().ok_or_else(not_a_directory)?;
+        // Everything by name in a handle on the workspace's parent: the exchange swaps
+        // exactly these two entries, whatever the path to the parent does meanwhile.
+        let parent = tree::open_root(above)?;
+        let swap_name = format!(".{name}.aido-swap");
+        let swap = above.join(&swap_name);
         // A swap left by a crash holds either the new tree (not yet swapped in) or the old
         // one (swapped out, not yet deleted); either way it is not the workspace. Drop it.
-        if swap.symlink_metadata().is_ok() {
-            btrfs::delete(&swap)?;
-        }
+        drop_swap(&parent, &swap_name, &swap)?;
         btrfs::snapshot(&self.data_path(id), &swap)?;
-        btrfs::exchange(&swap, &self.workspace)?;
-        btrfs::delete(&swap)
+        // The workspace must be a directory itself: exchanging a symlink that stands in for
+        // it would leave the link's target untouched and the workspace unrestored.
+        match parent.symlink_metadata(name) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(not_a_directory()),
+            Err(e) => return Err(SnapshotError::io("stat", &self.workspace, e)),
+        }
+        btrfs::exchange(&parent, &swap_name, name, &self.workspace)?;
+        drop_swap(&parent, &swap_name, &swap)
     }
 
     /// Delete snapshot `id` (and, for the copy backend, objects nothing else uses).
@@ -493,7 +595,16 @@ impl Store {
         match stored.snapshot.backend {
             Backend::BtrfsSubvolume => btrfs::delete(&data)?,
             Backend::Reflink => {
-                std::fs::remove_dir_all(&data).map_err(|e| SnapshotError::io("remove", &data, e))?
+                // The copy holds the workspace's symlinks: removed by handles, never followed.
+                let dir = tree::open_root(&self.dir)?;
+                let mut budget = manifest::ENTRIES_MAX;
+                tree::remove_tree(&dir, id, id, &mut budget, self.hook.as_ref(), Step::Delete)
+                    .map_err(|e| match e {
+                        SnapshotError::Io { op, source, .. } => {
+                            SnapshotError::io(op, &data, source)
+                        }
+                        other => other,
+                    })?
             }
             Backend::Copy => {}
         }
@@ -567,7 +678,28 @@ impl Store {
     }
 }
 
-/// Clone extents when the filesystem can, copy bytes otherwise.
-fn clone_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    reflink_copy::reflink_or_copy(from, to).map(|_| ())
+/// Remove the swap entry `name` of a btrfs restore from `parent`: a subvolume through
+/// `btrfs subvolume delete`, anything else (a symlink put there would be followed by the
+/// command) unlinked itself.
+fn drop_swap(parent: &cap_std::fs::Dir, name: &str, path: &Path) -> Result<(), SnapshotError> {
+    match parent.symlink_metadata(name) {
+        Ok(m) if m.is_dir() => btrfs::delete(path),
+        Ok(_) => tree::unlink(parent, name).map_err(|e| SnapshotError::io("remove", path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SnapshotError::io("stat", path, e)),
+    }
+}
+
+/// Open a stored file (a reflink snapshot's copy, or an object) for reading; a symlink there
+/// is refused rather than followed.
+fn open_stored(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
