@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -219,6 +219,19 @@ fn temp_name(name: &str) -> String {
     }
 }
 
+/// An error making `rel` in a directory the restore holds open. Not found means that
+/// directory was removed since it was opened, and not a directory that a symlink took a name
+/// just made: both are swaps, which a second run repairs.
+fn inside(op: &'static str, rel: &str, shown: &Path, e: std::io::Error) -> SnapshotError {
+    if e.kind() == std::io::ErrorKind::NotFound || tree::is_swapped(&e) {
+        SnapshotError::Swapped {
+            path: rel.to_owned(),
+        }
+    } else {
+        SnapshotError::io(op, shown, e)
+    }
+}
+
 /// Remove a temporary entry left by an interrupted restore (whatever it is now).
 fn remove_temp(parent: &Dir, temp: &str) -> Result<(), SnapshotError> {
     let mut budget = ENTRIES_MAX;
@@ -305,11 +318,18 @@ pub(crate) fn apply(
             Err(e) => return Err(SnapshotError::io("remove", &shown, e)),
         }
     }
+    // Directories made anew by this restore (a symlink or file stood in their place): what
+    // the scan saw under their names is not in them.
+    let mut fresh: HashSet<&str> = HashSet::new();
     for (rel, entry) in tree_order(target) {
         if tree::excluded(&excluded, rel) {
             continue;
         }
+        let under_fresh = rel
+            .match_indices('/')
+            .any(|(i, _)| fresh.contains(&rel[..i]));
         if matches!(entry, Entry::File { .. })
+            && !under_fresh
             && current
                 .entries
                 .get(rel)
@@ -324,8 +344,11 @@ pub(crate) fn apply(
         let parent = walk.to(&parts)?;
         match entry {
             Entry::Dir { mode } => {
-                let dir = tree::ensure_dir(parent, name)
-                    .map_err(|e| SnapshotError::io("mkdir", &shown, e))?;
+                let (dir, made) =
+                    tree::ensure_dir(parent, name).map_err(|e| inside("mkdir", rel, &shown, e))?;
+                if made || under_fresh {
+                    fresh.insert(rel);
+                }
                 // Its mode goes on when the walk leaves it, after its contents.
                 walk.enter(name, dir, Some(*mode));
             }
@@ -335,7 +358,7 @@ pub(crate) fn apply(
                     let temp = temp_name(name);
                     remove_temp(parent, &temp)?;
                     tree::symlink(to, parent, &temp)
-                        .map_err(|e| SnapshotError::io("symlink", &shown, e))?;
+                        .map_err(|e| inside("symlink", rel, &shown, e))?;
                     place(parent, &temp, name, &shown)?;
                     applied.written += 1;
                 }
@@ -344,7 +367,7 @@ pub(crate) fn apply(
                 let temp = temp_name(name);
                 remove_temp(parent, &temp)?;
                 let file = tree::create_file(parent, &temp)
-                    .map_err(|e| SnapshotError::io("create", &shown, e))?;
+                    .map_err(|e| inside("create", rel, &shown, e))?;
                 fill(rel, entry, &file).map_err(|e| SnapshotError::io("restore", &shown, e))?;
                 // Mode and mtime on the open file, never by path.
                 file.set_permissions(std::fs::Permissions::from_mode(*mode))

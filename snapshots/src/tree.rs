@@ -187,10 +187,11 @@ pub(crate) fn read_link(parent: &Dir, name: &str) -> io::Result<Vec<u8>> {
 }
 
 /// The directory `name` in `parent`, made if missing, and made anew (the old entry unlinked)
-/// when something else — a symlink, a file — is there.
-pub(crate) fn ensure_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
+/// when something else — a symlink, a file — is there. The flag is true when the directory
+/// is new (so nothing the plan saw under that name is in it).
+pub(crate) fn ensure_dir(parent: &Dir, name: &str) -> io::Result<(Dir, bool)> {
     match open_dir(parent, name) {
-        Ok(dir) => return Ok(dir),
+        Ok(dir) => return Ok((dir, false)),
         Err(e) if is_swapped(&e) => unlink(parent, name)?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -200,7 +201,7 @@ pub(crate) fn ensure_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
         Err(e) => return Err(errno(e)),
     }
     // Anything that took the name since is refused, not followed.
-    open_dir(parent, name)
+    open_dir(parent, name).map(|dir| (dir, true))
 }
 
 /// True when `name` in `parent` is still the directory `dir` (not renamed away or replaced).
