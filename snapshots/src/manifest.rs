@@ -272,6 +272,11 @@ pub(crate) fn apply(
     hook: Option<&Hook>,
     fill: &dyn Fn(&str, &Entry, &std::fs::File) -> std::io::Result<()>,
 ) -> Result<Applied, SnapshotError> {
+    // A stored manifest is data read back from disk: refuse a path out of the tree before
+    // anything is changed, not half way through.
+    for rel in target.entries.keys() {
+        tree::parts(rel)?;
+    }
     let current = scan_with(root, exclude, hook)?;
     let excluded = tree::relative(root, exclude);
     let mut applied = Applied::default();

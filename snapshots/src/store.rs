@@ -577,8 +577,10 @@ impl Store {
         // one (swapped out, not yet deleted); either way it is not the workspace. Drop it.
         drop_swap(&parent, &swap_name, &swap)?;
         btrfs::snapshot(&self.data_path(id), &swap)?;
-        // The workspace must be a directory itself: exchanging a symlink that stands in for
-        // it would leave the link's target untouched and the workspace unrestored.
+        tree::call(self.hook.as_ref(), Step::Restore, "");
+        // The workspace must be a directory itself, not a symlink standing in for it: the
+        // exchange would move the link to the swap's name, and deleting the swap would then
+        // hand the link to `btrfs subvolume delete`, which follows it.
         match parent.symlink_metadata(name) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(not_a_directory()),
@@ -702,4 +704,73 @@ fn open_stored(path: &Path) -> std::io::Result<std::fs::File> {
         return Err(std::io::Error::other("not a regular file"));
     }
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_own_stable_code() {
+        let io = || std::io::Error::other("x");
+        let table = [
+            (
+                SnapshotError::io("op", Path::new("p"), io()),
+                "snapshot_io_failed",
+            ),
+            (
+                SnapshotError::io("op", Path::new("p"), std::io::Error::from_raw_os_error(28)),
+                "disk_full",
+            ),
+            (
+                SnapshotError::NotFound { id: "i".into() },
+                "snapshot_not_found",
+            ),
+            (SnapshotError::Exists { id: "i".into() }, "snapshot_exists"),
+            (
+                SnapshotError::InvalidId { id: "i".into() },
+                "snapshot_id_invalid",
+            ),
+            (
+                SnapshotError::UnsupportedName { name: "n".into() },
+                "snapshot_name_unsupported",
+            ),
+            (
+                SnapshotError::TooManyEntries { max: 1 },
+                "snapshot_too_large",
+            ),
+            (
+                SnapshotError::NotADirectory { path: "p".into() },
+                "workspace_not_a_directory",
+            ),
+            (
+                SnapshotError::Command {
+                    command: "c".into(),
+                    stderr: "e".into(),
+                },
+                "snapshot_command_failed",
+            ),
+            (
+                SnapshotError::Swapped { path: "p".into() },
+                "workspace_entry_swapped",
+            ),
+            (
+                SnapshotError::EntryInvalid { path: "p".into() },
+                "snapshot_entry_invalid",
+            ),
+            (SnapshotError::TooDeep { max: 1 }, "snapshot_too_deep"),
+            (
+                SnapshotError::Damaged {
+                    id: "i".into(),
+                    reason: "r".into(),
+                },
+                "snapshot_damaged",
+            ),
+        ];
+        let mut seen = HashSet::new();
+        for (error, code) in &table {
+            assert_eq!(error.code(), *code, "{error}");
+            assert!(seen.insert(*code), "{code} is used twice");
+        }
+    }
 }

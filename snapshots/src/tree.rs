@@ -450,3 +450,46 @@ pub(crate) fn clone_or_copy(source: &std::fs::File, target: &std::fs::File) -> i
     }
     std::io::copy(&mut &*source, &mut &*target).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_path_never_leaves_its_root() {
+        for bad in [
+            "",
+            "/etc",
+            "a//b",
+            ".",
+            "..",
+            "../x",
+            "a/../../x",
+            "a/./b",
+            "a/",
+            "a\0b",
+        ] {
+            assert_eq!(
+                parts(bad).unwrap_err().code(),
+                "snapshot_entry_invalid",
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parts("a/b.c/..d").unwrap(), ["a", "b.c", "..d"]);
+        let deep = vec!["d"; DEPTH_MAX + 1].join("/");
+        assert_eq!(parts(&deep).unwrap_err().code(), "snapshot_too_deep");
+    }
+
+    #[test]
+    fn exclusion_is_by_whole_components() {
+        let exclude = relative(
+            Path::new("/w"),
+            &[PathBuf::from("/w/.aido"), PathBuf::from("/x")],
+        );
+        assert_eq!(exclude, [".aido"]);
+        assert!(excluded(&exclude, ".aido"));
+        assert!(excluded(&exclude, ".aido/journal/db"));
+        assert!(!excluded(&exclude, ".aidox"));
+        assert!(!excluded(&exclude, "a/.aido"));
+    }
+}

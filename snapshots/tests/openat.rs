@@ -393,3 +393,88 @@ fn a_restore_through_a_symlinked_directory_entry_never_writes_through_it() {
         }
     }
 }
+
+#[test]
+fn a_forged_manifest_path_out_of_the_workspace_is_refused_before_anything_changes() {
+    let places = places();
+    for (backend, base) in &places.bases {
+        eprintln!("backend {backend}");
+        let case = Case::new(base, "forged");
+        std::fs::write(case.ws.join("a"), "a").unwrap();
+        let store = case.store(*backend);
+        store.create("s1", 1).unwrap();
+        std::fs::write(case.ws.join("a"), "changed").unwrap();
+        std::fs::write(case.ws.join("b"), "new").unwrap();
+        let meta = if *backend == Backend::Copy {
+            let dirs = std::fs::read_dir(case.aido.join("snapshots")).unwrap();
+            dirs.map(|d| d.unwrap().path().join("s1.json"))
+                .find(|p| p.exists())
+                .unwrap()
+        } else {
+            case.root.join(".aido-snapshots/ws/s1.json")
+        };
+        let mut stored: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+        let a = stored["manifest"]["entries"]["a"].clone();
+        stored["manifest"]["entries"]["../escape"] = a;
+        std::fs::write(&meta, serde_json::to_vec(&stored).unwrap()).unwrap();
+        let before = digest(&case.ws);
+        let err = store.restore("s1").unwrap_err();
+        assert_eq!(err.code(), "snapshot_entry_invalid", "{err}");
+        assert!(case.root.join("escape").symlink_metadata().is_err());
+        assert_eq!(digest(&case.ws), before, "nothing was changed half way");
+    }
+}
+
+#[test]
+fn a_restore_refuses_a_workspace_swapped_for_a_symlink() {
+    let places = places();
+    for (backend, base) in &places.bases {
+        eprintln!("backend {backend}");
+        let case = Case::new(base, "root");
+        std::fs::write(case.ws.join("top"), "top").unwrap();
+        let before = digest(&case.outside);
+        let store = case.store(*backend);
+        store.create("s1", 1).unwrap();
+        swap(&case.ws, &case.outside, true);
+        let err = store.restore("s1").unwrap_err();
+        assert_eq!(err.code(), "workspace_not_a_directory", "{err}");
+        case.assert_contained(&before, "root");
+    }
+    // The btrfs backend swaps subvolumes by name in a handle on the workspace's parent, and
+    // refuses a symlink standing in for the workspace at the moment of the exchange.
+    let Some(volume) = btrfs_volume() else {
+        eprintln!("btrfs unavailable: the subvolume exchange is not tested here");
+        return;
+    };
+    let aido = volume.mount.join("aido-home");
+    let ws = aido_snapshots::volume::init(&volume.mount.join("ws"), &aido, None).unwrap();
+    let outside = aido_snapshots::volume::init(&volume.mount.join("outside"), &aido, None).unwrap();
+    assert!(ws.subvolume && outside.subvolume);
+    std::fs::write(outside.path.join("keep"), SECRET).unwrap();
+    std::fs::write(ws.path.join("top"), "top").unwrap();
+    let mut store = Store::open(&ws.path, &aido).unwrap();
+    assert_eq!(store.backend(), Backend::BtrfsSubvolume, "{}", store.why());
+    eprintln!("backend {}", store.backend());
+    store.create("s1", 1).unwrap();
+    let before = digest(&outside.path);
+    let (victim, to) = (ws.path.clone(), outside.path.clone());
+    let fired = once(&mut store, Step::Restore, "", move || {
+        swap(&victim, &to, true)
+    });
+    let err = store.restore("s1").unwrap_err();
+    assert!(fired.load(Ordering::SeqCst));
+    assert_eq!(err.code(), "workspace_not_a_directory", "{err}");
+    assert_eq!(
+        digest(&outside.path),
+        before,
+        "the subvolume outside is untouched"
+    );
+    assert!(
+        std::fs::symlink_metadata(&ws.path)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link standing in for the workspace was not exchanged"
+    );
+}
