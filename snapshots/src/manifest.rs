@@ -53,7 +53,8 @@ impl Manifest {
     /// following it, so symlinks are recorded, never followed, and a directory swapped for a
     /// symlink mid-walk gives [`SnapshotError::Swapped`] instead of a read outside `root`.
     pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<Self, SnapshotError> {
-        scan_with(root, exclude, None)
+        let mut walk = Walk::new(tree::open_root(root)?, root);
+        scan_with(&mut walk, root, exclude, None)
     }
 
     /// Total bytes of the regular files.
@@ -79,14 +80,16 @@ impl Manifest {
     }
 }
 
-/// [`Manifest::scan`], calling `hook` before opening each directory it found.
+/// [`Manifest::scan`] through `walk` (on `root`'s handle, which the caller goes on using, so
+/// what is planned and what is changed are the same directory), calling `hook` before opening
+/// each directory it found.
 pub(crate) fn scan_with(
+    walk: &mut Walk<'_>,
     root: &Path,
     exclude: &[PathBuf],
     hook: Option<&Hook>,
 ) -> Result<Manifest, SnapshotError> {
     let exclude = tree::relative(root, exclude);
-    let mut walk = Walk::new(tree::open_root(root)?, root);
     let mut entries = BTreeMap::new();
     let mut stack = vec![String::new()];
     while let Some(rel) = stack.pop() {
@@ -277,11 +280,11 @@ pub(crate) fn apply(
     for rel in target.entries.keys() {
         tree::parts(rel)?;
     }
-    let current = scan_with(root, exclude, hook)?;
+    let mut walk = Walk::new(tree::open_root(root)?, root);
+    let current = scan_with(&mut walk, root, exclude, hook)?;
     let excluded = tree::relative(root, exclude);
     let mut applied = Applied::default();
     let mut budget = ENTRIES_MAX;
-    let mut walk = Walk::new(tree::open_root(root)?, root);
     // Remove what the target does not hold, or holds as another kind; deepest first.
     for (rel, entry) in tree_order(&current).into_iter().rev() {
         let keep = target

@@ -359,6 +359,9 @@ impl Store {
         }
         let (manifest, keep_manifest) = match self.backend {
             Backend::BtrfsSubvolume => {
+                // `btrfs` takes the path: check first that no symlink stands in for the
+                // workspace (one would make the snapshot of whatever it points at).
+                self.workspace_in_parent()?;
                 btrfs::snapshot_read_only(&self.workspace, &self.data_path(id))?;
                 (None, false)
             }
@@ -380,10 +383,15 @@ impl Store {
     }
 
     fn create_reflink(&self, id: &str) -> Result<Manifest, SnapshotError> {
-        let manifest = manifest::scan_with(&self.workspace, &self.exclude, self.hook.as_ref())?;
+        let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
+        let manifest = manifest::scan_with(
+            &mut walk,
+            &self.workspace,
+            &self.exclude,
+            self.hook.as_ref(),
+        )?;
         let data = self.data_path(id);
         std::fs::create_dir_all(&data).map_err(|e| SnapshotError::io("create", &data, e))?;
-        let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
         for (rel, entry) in manifest::tree_order(&manifest) {
             let to = data.join(rel);
             match entry {
@@ -441,9 +449,14 @@ impl Store {
     }
 
     fn create_copy(&self) -> Result<Manifest, SnapshotError> {
-        let mut manifest = manifest::scan_with(&self.workspace, &self.exclude, self.hook.as_ref())?;
-        let previous = self.previous_manifest();
         let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
+        let mut manifest = manifest::scan_with(
+            &mut walk,
+            &self.workspace,
+            &self.exclude,
+            self.hook.as_ref(),
+        )?;
+        let previous = self.previous_manifest();
         for (rel, entry) in manifest.entries.iter_mut() {
             let Entry::File {
                 size,
@@ -476,11 +489,16 @@ impl Store {
     }
 
     /// Copy an open workspace file into the object store under its blake3; return the hash.
-    /// The bytes stored are the bytes hashed: they go to a temporary object while they are
-    /// hashed, which is renamed to its hash (or dropped when that object exists).
+    /// The file is read once to hash it, and, when no object has that hash, once more into a
+    /// temporary object hashed again as it is written, which is stored under that second hash:
+    /// the bytes stored are always the bytes named, even if the file changed in between.
     fn store_object(&self, mut file: std::fs::File, rel: &str) -> Result<String, SnapshotError> {
-        use std::io::Write;
+        use std::io::Seek;
         let shown = self.workspace.join(rel);
+        let hash = read_hashing(&mut file, None, &shown)?;
+        if self.objects.join(&hash).exists() {
+            return Ok(hash);
+        }
         // Unique per process and call: stores of several workspaces share the objects.
         static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -489,28 +507,18 @@ impl Store {
             .join(format!(".{}.{n}.tmp", std::process::id()));
         let mut out =
             std::fs::File::create(&temp).map_err(|e| SnapshotError::io("store", &temp, e))?;
-        let mut hasher = blake3::Hasher::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = file
-                .read(&mut buf)
-                .map_err(|e| SnapshotError::io("read", &shown, e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| SnapshotError::io("store", &temp, e))?;
-        }
+        // The copy backend is chosen where extents cannot be shared: copy outright.
+        let copied = file
+            .rewind()
+            .map_err(|e| SnapshotError::io("read", &shown, e))
+            .and_then(|()| read_hashing(&mut file, Some(&mut out), &shown))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&temp);
+            })?;
         drop(out);
-        let hash = hasher.finalize().to_hex().to_string();
-        let object = self.objects.join(&hash);
-        if object.exists() {
-            let _ = std::fs::remove_file(&temp);
-        } else {
-            std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
-        }
-        Ok(hash)
+        let object = self.objects.join(&copied);
+        std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
+        Ok(copied)
     }
 
     /// Make the workspace equal to snapshot `id`. Safe to run again after a crash.
@@ -558,7 +566,10 @@ impl Store {
         })
     }
 
-    fn restore_btrfs(&self, id: &str) -> Result<(), SnapshotError> {
+    /// A handle on the workspace's parent and the workspace's name in it, after checking
+    /// through that handle that the name is a directory itself, not a symlink standing in for
+    /// one (`btrfs` commands take paths and would follow it).
+    fn workspace_in_parent(&self) -> Result<(cap_std::fs::Dir, &str), SnapshotError> {
         let not_a_directory = || SnapshotError::NotADirectory {
             path: self.workspace.display().to_string(),
         };
@@ -568,23 +579,38 @@ impl Store {
             .and_then(|n| n.to_str())
             .ok_or_else(not_a_directory)?;
         let above = self.workspace.parent().ok_or_else(not_a_directory)?;
+        let parent = tree::open_root(above)?;
+        match parent.symlink_metadata(name) {
+            Ok(m) if m.is_dir() => Ok((parent, name)),
+            Ok(_) => Err(not_a_directory()),
+            Err(e) => Err(SnapshotError::io("stat", &self.workspace, e)),
+        }
+    }
+
+    fn restore_btrfs(&self, id: &str) -> Result<(), SnapshotError> {
         // Everything by name in a handle on the workspace's parent: the exchange swaps
         // exactly these two entries, whatever the path to the parent does meanwhile.
-        let parent = tree::open_root(above)?;
+        let (parent, name) = self.workspace_in_parent()?;
         let swap_name = format!(".{name}.aido-swap");
-        let swap = above.join(&swap_name);
+        let swap = self.workspace.with_file_name(&swap_name);
         // A swap left by a crash holds either the new tree (not yet swapped in) or the old
         // one (swapped out, not yet deleted); either way it is not the workspace. Drop it.
         drop_swap(&parent, &swap_name, &swap)?;
         btrfs::snapshot(&self.data_path(id), &swap)?;
         tree::call(self.hook.as_ref(), Step::Restore, "");
-        // The workspace must be a directory itself, not a symlink standing in for it: the
-        // exchange would move the link to the swap's name, and deleting the swap would then
-        // hand the link to `btrfs subvolume delete`, which follows it.
-        match parent.symlink_metadata(name) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(not_a_directory()),
-            Err(e) => return Err(SnapshotError::io("stat", &self.workspace, e)),
+        // Both names must still be directories themselves: exchanged, a symlink standing in
+        // for the workspace would go to the swap's name, and deleting the swap would hand the
+        // link to `btrfs subvolume delete`, which follows it.
+        for (each, path) in [(swap_name.as_str(), &swap), (name, &self.workspace)] {
+            match parent.symlink_metadata(each) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(SnapshotError::NotADirectory {
+                        path: path.display().to_string(),
+                    });
+                }
+                Err(e) => return Err(SnapshotError::io("stat", path, e)),
+            }
         }
         btrfs::exchange(&parent, &swap_name, name, &self.workspace)?;
         drop_swap(&parent, &swap_name, &swap)
@@ -678,6 +704,31 @@ impl Store {
         out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
         Ok(out)
     }
+}
+
+/// Read `file` to its end, hashing it (blake3) and writing what was read to `out` if given.
+fn read_hashing(
+    file: &mut std::fs::File,
+    mut out: Option<&mut std::fs::File>,
+    shown: &Path,
+) -> Result<String, SnapshotError> {
+    use std::io::Write;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| SnapshotError::io("read", shown, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        if let Some(out) = out.as_mut() {
+            out.write_all(&buf[..n])
+                .map_err(|e| SnapshotError::io("store", shown, e))?;
+        }
+    }
+    Ok(hasher.finalize().to_hex().to_string())
 }
 
 /// Remove the swap entry `name` of a btrfs restore from `parent`: a subvolume through

@@ -178,6 +178,8 @@ fn a_directory_swapped_for_a_symlink_before_a_snapshot_opens_a_file_in_it_is_nev
     for (backend, base) in &places.bases {
         eprintln!("backend {backend}");
         let case = Case::new(base, "open");
+        std::fs::create_dir(case.ws.join("a")).unwrap();
+        std::fs::write(case.ws.join("a/f"), "mine too").unwrap();
         std::fs::create_dir(case.ws.join("sub")).unwrap();
         std::fs::write(case.ws.join("sub/f"), "mine").unwrap();
         let before = digest(&case.outside);
@@ -186,6 +188,8 @@ fn a_directory_swapped_for_a_symlink_before_a_snapshot_opens_a_file_in_it_is_nev
         let fired = once(&mut store, Step::Snapshot, "sub/f", move || {
             swap(&victim, &to, true)
         });
+        // `a/f` is opened first, so the walk has left `sub` (whichever directory the scan
+        // ended in) and opens it anew after the swap.
         let err = store.create("s1", 1).unwrap_err();
         assert!(fired.load(Ordering::SeqCst));
         assert_eq!(err.code(), "workspace_entry_swapped", "{err}");
