@@ -50,6 +50,5 @@ pub mod volume;
 pub use detect::Backend;
 pub use manifest::{Entry, Manifest};
 pub use store::{RestoreStats, Snapshot, SnapshotError, Store};
-pub use tree::DEPTH_MAX;
 #[doc(hidden)]
-pub use tree::{Hook, Step};
+pub use tree::Step;

@@ -23,7 +23,7 @@ use crate::manifest::ENTRIES_MAX;
 use crate::store::SnapshotError;
 
 /// Most directories one path may go down through (so a walk holds at most this many handles).
-pub const DEPTH_MAX: usize = 256;
+pub(crate) const DEPTH_MAX: usize = 256;
 
 /// A moment between deciding what to do with an entry and doing it, where a test hook runs.
 #[doc(hidden)]
@@ -35,7 +35,8 @@ pub enum Step {
     Snapshot,
     /// A restore is about to remove an entry the snapshot does not hold.
     Remove,
-    /// A restore is about to make an entry match the snapshot.
+    /// A restore is about to make an entry match the snapshot (`rel` is `""` just before a
+    /// btrfs restore exchanges the whole workspace).
     Restore,
     /// A delete is about to remove an entry of a snapshot's tree (`rel` is relative to the
     /// store's directory and starts with the snapshot id).
@@ -44,16 +45,15 @@ pub enum Step {
 
 /// A test hook: called with the step and the entry's path (relative, `/`-separated) between
 /// planning and acting on each entry. Unset, it costs one `Option` check.
-#[doc(hidden)]
 #[derive(Clone)]
-pub struct Hook(Arc<HookFn>);
+pub(crate) struct Hook(Arc<HookFn>);
 
 /// What a [`Hook`] calls.
 type HookFn = dyn Fn(Step, &str) + Send + Sync;
 
 impl Hook {
     /// Wrap a callback.
-    pub fn new(f: impl Fn(Step, &str) + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(f: impl Fn(Step, &str) + Send + Sync + 'static) -> Self {
         Self(Arc::new(f))
     }
 }
