@@ -297,6 +297,14 @@ fn remove_level(
     drop(dir);
     match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        // The directory emptied through its handle was moved away and something else, a
+        // symlink say, took its name: unlink that itself, and say the tree changed under us.
+        Err(rustix::io::Errno::NOTDIR) => {
+            unlink(parent, name).map_err(|e| fail("remove", e))?;
+            Err(SnapshotError::Swapped {
+                path: rel.to_owned(),
+            })
+        }
         Err(e) => Err(fail("remove", errno(e))),
     }
 }

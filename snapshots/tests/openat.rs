@@ -258,35 +258,47 @@ fn a_restore_never_writes_through_a_directory_swapped_for_a_symlink() {
 fn deleting_a_snapshot_never_follows_a_symlink_in_it() {
     let places = places();
     for (backend, base) in &places.bases {
-        let case = Case::new(base, "delete");
-        std::fs::create_dir(case.ws.join("sub")).unwrap();
-        std::fs::write(case.ws.join("sub/f"), "mine").unwrap();
-        std::os::unix::fs::symlink(&case.outside, case.ws.join("out")).unwrap();
-        let before = digest(&case.outside);
-        let mut store = case.store(*backend);
-        store.create("s1", 1).unwrap();
-        let data = case.root.join(".aido-snapshots/ws/s1");
-        let (victim, to) = (data.join("sub"), case.outside.clone());
-        let fired = once(&mut store, Step::Delete, "s1/sub", move || {
-            swap(&victim, &to, false)
-        });
-        store.delete("s1").unwrap();
-        case.assert_contained(&before, "delete");
-        match backend {
-            Backend::Reflink => {
-                assert!(fired.load(Ordering::SeqCst));
-                assert!(data.symlink_metadata().is_err(), "the copy is gone");
-                eprintln!("backend reflink: the snapshot's tree removed by handles");
+        // (the moment, and whether the directory is moved aside or removed)
+        for (row, (rel, keep)) in [("s1/sub", false), ("s1/sub/f", true)]
+            .into_iter()
+            .enumerate()
+        {
+            let case = Case::new(base, &format!("delete-{row}"));
+            std::fs::create_dir(case.ws.join("sub")).unwrap();
+            std::fs::write(case.ws.join("sub/f"), "mine").unwrap();
+            std::os::unix::fs::symlink(&case.outside, case.ws.join("out")).unwrap();
+            let before = digest(&case.outside);
+            let mut store = case.store(*backend);
+            store.create("s1", 1).unwrap();
+            let data = case.root.join(".aido-snapshots/ws/s1");
+            let (victim, to) = (data.join("sub"), case.outside.clone());
+            let fired = once(&mut store, Step::Delete, rel, move || {
+                swap(&victim, &to, keep)
+            });
+            let first = store.delete("s1");
+            case.assert_contained(&before, "delete");
+            match backend {
+                Backend::Reflink => {
+                    assert!(fired.load(Ordering::SeqCst));
+                    if let Err(e) = &first {
+                        assert_eq!(e.code(), "workspace_entry_swapped", "{e}");
+                        store.delete("s1").unwrap();
+                    }
+                    assert!(data.symlink_metadata().is_err(), "the copy is gone");
+                    eprintln!("backend reflink, {rel}: the tree removed by handles ({first:?})");
+                }
+                _ => {
+                    first.unwrap();
+                    assert!(!fired.load(Ordering::SeqCst));
+                    eprintln!("backend {backend}: a delete removes objects by hash, no tree");
+                }
             }
-            _ => {
-                assert!(!fired.load(Ordering::SeqCst));
-                eprintln!("backend {backend}: a delete removes objects by hash, no tree to walk");
-            }
+            case.assert_contained(&before, "delete");
+            assert_eq!(
+                store.restore("s1").unwrap_err().code(),
+                "snapshot_not_found"
+            );
         }
-        assert_eq!(
-            store.restore("s1").unwrap_err().code(),
-            "snapshot_not_found"
-        );
     }
 }
 
