@@ -49,14 +49,14 @@ pub fn create(subvolume: &Path) -> Result<(), SnapshotError> {
     run(&["subvolume", "create"], &[subvolume])
 }
 
-/// Swap two directory entries atomically.
-pub(crate) fn exchange(a: &Path, b: &Path) -> Result<(), SnapshotError> {
-    rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        a,
-        rustix::fs::CWD,
-        b,
-        rustix::fs::RenameFlags::EXCHANGE,
-    )
-    .map_err(|e| SnapshotError::io("exchange", b, std::io::Error::from(e)))
+/// Swap the entries `a` and `b` of the directory `parent` atomically (`shown` names `b`'s path
+/// in errors).
+pub(crate) fn exchange(
+    parent: &cap_std::fs::Dir,
+    a: &str,
+    b: &str,
+    shown: &Path,
+) -> Result<(), SnapshotError> {
+    rustix::fs::renameat_with(parent, a, parent, b, rustix::fs::RenameFlags::EXCHANGE)
+        .map_err(|e| SnapshotError::io("exchange", shown, std::io::Error::from(e)))
 }

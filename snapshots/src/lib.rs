@@ -10,6 +10,12 @@
 //!   a file whose size and modification time did not change since the last snapshot is not
 //!   read again.
 //!
+//! Every read and change of the workspace tree goes through directory handles opened from
+//! its root one component at a time without following symlinks (`openat` with `O_NOFOLLOW`,
+//! `unlinkat`, `renameat`, `fchmod` and `futimens` on open files), so a symlink swapped in for
+//! a directory while a snapshot or restore runs is an entry to replace or an error, never a
+//! way out of the workspace.
+//!
 //! A reflink or copy restore is incremental and idempotent: it removes what the snapshot does
 //! not hold, and rewrites only files whose size, mode or modification time differ (each by
 //! temp file and rename, with the recorded mtime put back). Run again after a crash, it
@@ -36,9 +42,13 @@ mod detect;
 mod manifest;
 /// The store: create, restore, list, delete.
 mod store;
+/// Directory handles: every read and change relative to an open directory, no symlink followed.
+mod tree;
 /// Making a workspace: a btrfs subvolume, optionally in a loop file.
 pub mod volume;
 
 pub use detect::Backend;
 pub use manifest::{Entry, Manifest};
 pub use store::{RestoreStats, Snapshot, SnapshotError, Store};
+#[doc(hidden)]
+pub use tree::Step;

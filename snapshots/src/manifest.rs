@@ -1,11 +1,13 @@
-use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::collections::{BTreeMap, HashSet};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use cap_std::fs::{Dir, MetadataExt};
 use serde::{Deserialize, Serialize};
 
 use crate::store::SnapshotError;
+use crate::tree::{self, Hook, Step, Walk};
 
 /// Most entries one snapshot may hold.
 pub const ENTRIES_MAX: usize = 2_000_000;
@@ -46,61 +48,13 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Walk `root`, skipping any path in `exclude` (and everything under it).
+    /// Walk `root`, skipping any path in `exclude` (and everything under it). Every directory
+    /// is opened no-follow from its parent's handle and every entry is stat'ed without
+    /// following it, so symlinks are recorded, never followed, and a directory swapped for a
+    /// symlink mid-walk gives [`SnapshotError::Swapped`] instead of a read outside `root`.
     pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<Self, SnapshotError> {
-        let mut entries = BTreeMap::new();
-        let mut stack = vec![(root.to_owned(), String::new())];
-        while let Some((dir, rel)) = stack.pop() {
-            let listing =
-                std::fs::read_dir(&dir).map_err(|e| SnapshotError::io("list", &dir, e))?;
-            for item in listing {
-                let item = item.map_err(|e| SnapshotError::io("list", &dir, e))?;
-                let path = item.path();
-                if exclude.iter().any(|x| path.starts_with(x)) {
-                    continue;
-                }
-                let name =
-                    item.file_name()
-                        .into_string()
-                        .map_err(|n| SnapshotError::UnsupportedName {
-                            name: n.to_string_lossy().into_owned(),
-                        })?;
-                let key = if rel.is_empty() {
-                    name
-                } else {
-                    format!("{rel}/{name}")
-                };
-                let meta = std::fs::symlink_metadata(&path)
-                    .map_err(|e| SnapshotError::io("stat", &path, e))?;
-                let entry = if meta.file_type().is_symlink() {
-                    let target = std::fs::read_link(&path)
-                        .map_err(|e| SnapshotError::io("readlink", &path, e))?;
-                    Entry::Symlink {
-                        target: target.to_string_lossy().into_owned(),
-                    }
-                } else if meta.is_dir() {
-                    stack.push((path.clone(), key.clone()));
-                    Entry::Dir {
-                        mode: meta.permissions().mode() & 0o7777,
-                    }
-                } else if meta.is_file() {
-                    Entry::File {
-                        size: meta.len(),
-                        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-                        mode: meta.permissions().mode() & 0o7777,
-                        hash: None,
-                    }
-                } else {
-                    // Sockets, fifos and devices are not workspace contents.
-                    continue;
-                };
-                entries.insert(key, entry);
-                if entries.len() > ENTRIES_MAX {
-                    return Err(SnapshotError::TooManyEntries { max: ENTRIES_MAX });
-                }
-            }
-        }
-        Ok(Self { entries })
+        let mut walk = Walk::new(tree::open_root(root)?, root);
+        scan_with(&mut walk, root, exclude, None)
     }
 
     /// Total bytes of the regular files.
@@ -124,6 +78,98 @@ impl Manifest {
             .filter(|e| matches!(e, Entry::File { .. }))
             .count() as u64
     }
+}
+
+/// [`Manifest::scan`] through `walk` (on `root`'s handle, which the caller goes on using, so
+/// what is planned and what is changed are the same directory), calling `hook` before opening
+/// each directory it found.
+pub(crate) fn scan_with(
+    walk: &mut Walk<'_>,
+    root: &Path,
+    exclude: &[PathBuf],
+    hook: Option<&Hook>,
+) -> Result<Manifest, SnapshotError> {
+    let exclude = tree::relative(root, exclude);
+    let mut entries = BTreeMap::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let parts = if rel.is_empty() {
+            Vec::new()
+        } else {
+            tree::call(hook, Step::Scan, &rel);
+            tree::parts(&rel)?
+        };
+        let dir = walk.to(&parts)?;
+        let shown = root.join(&rel);
+        let listing = dir
+            .entries()
+            .map_err(|e| SnapshotError::io("list", &shown, e))?;
+        for item in listing {
+            let item = item.map_err(|e| SnapshotError::io("list", &shown, e))?;
+            let name =
+                item.file_name()
+                    .into_string()
+                    .map_err(|n| SnapshotError::UnsupportedName {
+                        name: n.to_string_lossy().into_owned(),
+                    })?;
+            let key = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if tree::excluded(&exclude, &key) {
+                continue;
+            }
+            let meta = dir
+                .symlink_metadata(&name)
+                .map_err(|e| SnapshotError::io("stat", &root.join(&key), e))?;
+            let entry = if meta.file_type().is_symlink() {
+                let target = tree::read_link(dir, &name)
+                    .map_err(|e| SnapshotError::io("readlink", &root.join(&key), e))?;
+                Entry::Symlink {
+                    target: String::from_utf8_lossy(&target).into_owned(),
+                }
+            } else if meta.is_dir() {
+                stack.push(key.clone());
+                Entry::Dir {
+                    mode: meta.mode() & 0o7777,
+                }
+            } else if meta.is_file() {
+                Entry::File {
+                    size: meta.len(),
+                    mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+                    mode: meta.mode() & 0o7777,
+                    hash: None,
+                }
+            } else {
+                // Sockets, fifos and devices are not workspace contents.
+                continue;
+            };
+            entries.insert(key, entry);
+            if entries.len() > ENTRIES_MAX {
+                return Err(SnapshotError::TooManyEntries { max: ENTRIES_MAX });
+            }
+        }
+    }
+    Ok(Manifest { entries })
+}
+
+/// The entries in tree order: each directory followed at once by everything under it (string
+/// order puts `a-b` between `a` and `a/c`), so a walk leaves a directory only when done
+/// with it.
+pub(crate) fn tree_order(manifest: &Manifest) -> Vec<(&String, &Entry)> {
+    let mut all: Vec<_> = manifest.entries.iter().collect();
+    all.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
+    all
+}
+
+/// `rel` as the components of its parent directory and its own name.
+pub(crate) fn split(rel: &str) -> Result<(Vec<&str>, &str), SnapshotError> {
+    let mut parts = tree::parts(rel)?;
+    let name = parts.pop().ok_or_else(|| SnapshotError::EntryInvalid {
+        path: rel.to_owned(),
+    })?;
+    Ok((parts, name))
 }
 
 /// What a restore did.
@@ -165,18 +211,82 @@ fn kind(e: &Entry) -> u8 {
     }
 }
 
+/// The name of the temporary entry a restore writes beside `name` before renaming it over.
+fn temp_name(name: &str) -> String {
+    if name.len() <= 200 {
+        format!(".{name}.aido-restore-{}", std::process::id())
+    } else {
+        // Too long to extend within NAME_MAX (255 bytes): name it by its hash instead.
+        let key = blake3::hash(name.as_bytes()).to_hex();
+        format!(".aido-restore-{}-{}", std::process::id(), &key[..16])
+    }
+}
+
+/// An error making `rel` in a directory the restore holds open. Not found means that
+/// directory was removed since it was opened, and not a directory that a symlink took a name
+/// just made: both are swaps, which a second run repairs.
+fn inside(op: &'static str, rel: &str, shown: &Path, e: std::io::Error) -> SnapshotError {
+    if e.kind() == std::io::ErrorKind::NotFound || tree::is_swapped(&e) {
+        SnapshotError::Swapped {
+            path: rel.to_owned(),
+        }
+    } else {
+        SnapshotError::io(op, shown, e)
+    }
+}
+
+/// Remove a temporary entry left by an interrupted restore (whatever it is now).
+fn remove_temp(parent: &Dir, temp: &str) -> Result<(), SnapshotError> {
+    let mut budget = ENTRIES_MAX;
+    tree::remove_tree(parent, temp, temp, &mut budget, None, Step::Restore)
+}
+
+/// Rename `temp` over `name` in `parent`. A directory that took the name since the plan (a
+/// file cannot be renamed over one) is removed, without following anything, and the rename
+/// tried once more.
+fn place(parent: &Dir, temp: &str, name: &str, shown: &Path) -> Result<(), SnapshotError> {
+    match tree::rename(parent, temp, name) {
+        Ok(()) => return Ok(()),
+        Err(e)
+            if [
+                rustix::io::Errno::ISDIR,
+                rustix::io::Errno::NOTEMPTY,
+                rustix::io::Errno::EXIST,
+            ]
+            .iter()
+            .any(|c| e.raw_os_error() == Some(c.raw_os_error())) => {}
+        Err(e) => return Err(SnapshotError::io("rename", shown, e)),
+    }
+    remove_temp(parent, name)?;
+    tree::rename(parent, temp, name).map_err(|e| SnapshotError::io("rename", shown, e))
+}
+
 /// Make the tree at `root` match `target`. `fill(rel, entry, dest)` writes a file's contents
-/// to `dest` (a new temporary file beside the final one). Idempotent.
+/// into `dest` (a new temporary file beside the final one, open for writing). Idempotent.
+///
+/// Every step goes through directory handles opened no-follow from `root` down: an entry
+/// the plan saw as a directory and that is now a symlink is removed (the link itself) or
+/// replaced by a directory, never followed; a directory moved away while the restore wrote
+/// into it gives [`SnapshotError::Swapped`], and running the restore again finishes it.
 pub(crate) fn apply(
     root: &Path,
     target: &Manifest,
     exclude: &[PathBuf],
-    fill: &dyn Fn(&str, &Entry, &Path) -> std::io::Result<()>,
+    hook: Option<&Hook>,
+    fill: &dyn Fn(&str, &Entry, &std::fs::File) -> std::io::Result<()>,
 ) -> Result<Applied, SnapshotError> {
-    let current = Manifest::scan(root, exclude)?;
+    // A stored manifest is data read back from disk: refuse a path out of the tree before
+    // anything is changed, not half way through.
+    for rel in target.entries.keys() {
+        tree::parts(rel)?;
+    }
+    let mut walk = Walk::new(tree::open_root(root)?, root);
+    let current = scan_with(&mut walk, root, exclude, hook)?;
+    let excluded = tree::relative(root, exclude);
     let mut applied = Applied::default();
+    let mut budget = ENTRIES_MAX;
     // Remove what the target does not hold, or holds as another kind; deepest first.
-    for (rel, entry) in current.entries.iter().rev() {
+    for (rel, entry) in tree_order(&current).into_iter().rev() {
         let keep = target
             .entries
             .get(rel)
@@ -184,73 +294,105 @@ pub(crate) fn apply(
         if keep {
             continue;
         }
-        let path = root.join(rel);
-        let removed = match entry {
-            Entry::Dir { .. } => std::fs::remove_dir_all(&path),
-            _ => std::fs::remove_file(&path),
+        let (parts, name) = split(rel)?;
+        let shown = root.join(rel);
+        let parent = match walk.to(&parts) {
+            Ok(parent) => parent,
+            // The parent went, or is no longer a directory: nothing of it is left to remove
+            // inside the tree (what took its place is dealt with as its own entry).
+            Err(SnapshotError::Swapped { .. }) => continue,
+            Err(SnapshotError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
         };
-        match removed {
+        if let Entry::Dir { .. } = entry {
+            tree::remove_tree(parent, name, rel, &mut budget, hook, Step::Remove)?;
+            applied.removed += 1;
+            continue;
+        }
+        tree::call(hook, Step::Remove, rel);
+        match tree::unlink(parent, name) {
             Ok(()) => applied.removed += 1,
             // Already gone with a removed parent.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(SnapshotError::io("remove", &path, e)),
+            // A directory took its place since the scan.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ISDIR.raw_os_error()) => {
+                tree::remove_tree(parent, name, rel, &mut budget, hook, Step::Remove)?;
+                applied.removed += 1;
+            }
+            Err(e) => return Err(SnapshotError::io("remove", &shown, e)),
         }
     }
-    for (rel, entry) in &target.entries {
-        let path = root.join(rel);
+    // Directories made anew by this restore (a symlink or file stood in their place): what
+    // the scan saw under their names is not in them.
+    let mut fresh: HashSet<&str> = HashSet::new();
+    for (rel, entry) in tree_order(target) {
+        if tree::excluded(&excluded, rel) {
+            continue;
+        }
+        let under_fresh = rel
+            .match_indices('/')
+            .any(|(i, _)| fresh.contains(&rel[..i]));
+        if matches!(entry, Entry::File { .. })
+            && !under_fresh
+            && current
+                .entries
+                .get(rel)
+                .is_some_and(|c| same_file(c, entry))
+        {
+            applied.unchanged += 1;
+            continue;
+        }
+        let (parts, name) = split(rel)?;
+        let shown = root.join(rel);
+        tree::call(hook, Step::Restore, rel);
+        let parent = walk.to(&parts)?;
         match entry {
             Entry::Dir { mode } => {
-                if !path.is_dir() {
-                    std::fs::create_dir(&path).map_err(|e| SnapshotError::io("mkdir", &path, e))?;
+                let (dir, made) =
+                    tree::ensure_dir(parent, name).map_err(|e| inside("mkdir", rel, &shown, e))?;
+                if made || under_fresh {
+                    fresh.insert(rel);
                 }
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
-                    .map_err(|e| SnapshotError::io("chmod", &path, e))?;
+                // Its mode goes on when the walk leaves it, after its contents.
+                walk.enter(name, dir, Some(*mode));
             }
             Entry::Symlink { target: to } => {
-                let now = std::fs::read_link(&path).ok();
-                if now.as_deref() != Some(Path::new(to)) {
-                    let _ = std::fs::remove_file(&path);
-                    std::os::unix::fs::symlink(to, &path)
-                        .map_err(|e| SnapshotError::io("symlink", &path, e))?;
+                let now = tree::read_link(parent, name).ok();
+                if now.as_deref() != Some(to.as_bytes()) {
+                    let temp = temp_name(name);
+                    remove_temp(parent, &temp)?;
+                    tree::symlink(to, parent, &temp)
+                        .map_err(|e| inside("symlink", rel, &shown, e))?;
+                    place(parent, &temp, name, &shown)?;
                     applied.written += 1;
                 }
             }
             Entry::File { mtime_ns, mode, .. } => {
-                if current
-                    .entries
-                    .get(rel)
-                    .is_some_and(|c| same_file(c, entry))
-                {
-                    applied.unchanged += 1;
-                    continue;
-                }
-                let temp = path.with_file_name(format!(
-                    ".{}.aido-restore-{}",
-                    path.file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    std::process::id()
-                ));
-                let _ = std::fs::remove_file(&temp);
-                fill(rel, entry, &temp).map_err(|e| SnapshotError::io("restore", &path, e))?;
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&temp)
-                    .map_err(|e| SnapshotError::io("open", &temp, e))?;
+                let temp = temp_name(name);
+                remove_temp(parent, &temp)?;
+                let file = tree::create_file(parent, &temp)
+                    .map_err(|e| inside("create", rel, &shown, e))?;
+                fill(rel, entry, &file).map_err(|e| SnapshotError::io("restore", &shown, e))?;
+                // Mode and mtime on the open file, never by path.
                 file.set_permissions(std::fs::Permissions::from_mode(*mode))
-                    .map_err(|e| SnapshotError::io("chmod", &temp, e))?;
+                    .map_err(|e| SnapshotError::io("chmod", &shown, e))?;
                 let when = SystemTime::UNIX_EPOCH + Duration::from_nanos((*mtime_ns).max(0) as u64);
                 file.set_modified(when)
-                    .map_err(|e| SnapshotError::io("set mtime", &temp, e))?;
-                std::fs::rename(&temp, &path).map_err(|e| SnapshotError::io("rename", &path, e))?;
+                    .map_err(|e| SnapshotError::io("set mtime", &shown, e))?;
+                drop(file);
+                place(parent, &temp, name, &shown)?;
                 applied.written += 1;
             }
         }
     }
+    let root_dir = walk.finish()?;
     // One filesystem-wide sync instead of one per file: a restore interrupted before this
     // point is redone from its recovery marker, so only its end must be durable.
-    let dir = std::fs::File::open(root).map_err(|e| SnapshotError::io("open", root, e))?;
-    rustix::fs::syncfs(&dir)
+    rustix::fs::syncfs(&root_dir)
         .map_err(|e| SnapshotError::io("sync", root, std::io::Error::from(e)))?;
     Ok(applied)
 }

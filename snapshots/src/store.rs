@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::btrfs;
 use crate::detect::{self, Backend};
 use crate::manifest::{self, Applied, Entry, Manifest};
+use crate::tree::{self, Hook, Step, Walk};
 
 /// A snapshot failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +66,28 @@ pub enum SnapshotError {
         /// What it said.
         stderr: String,
     },
+    /// An entry of the workspace changed kind between the plan and the act: a directory was
+    /// replaced by a symlink or a file, or moved away while a restore wrote into it. Nothing
+    /// outside the workspace was read or touched; run the operation again (a restore finishes
+    /// the job).
+    #[error("{path} changed while it was being walked (a directory replaced or moved)")]
+    Swapped {
+        /// The entry, relative to the workspace.
+        path: String,
+    },
+    /// A manifest path that is empty or has an empty, `.` or `..` component (a damaged or
+    /// forged manifest), refused before anything is touched through it.
+    #[error("the snapshot entry {path:?} is not a path inside the workspace")]
+    EntryInvalid {
+        /// The path as stored.
+        path: String,
+    },
+    /// The tree nests directories deeper than a walk may hold handles for.
+    #[error("the workspace nests directories more than {max} deep")]
+    TooDeep {
+        /// The bound.
+        max: usize,
+    },
     /// A stored snapshot's metadata does not parse.
     #[error("snapshot {id} is damaged: {reason}")]
     Damaged {
@@ -89,6 +112,9 @@ impl SnapshotError {
             Self::NotADirectory { .. } => "workspace_not_a_directory",
             Self::Command { .. } => "snapshot_command_failed",
             Self::Damaged { .. } => "snapshot_damaged",
+            Self::Swapped { .. } => "workspace_entry_swapped",
+            Self::EntryInvalid { .. } => "snapshot_entry_invalid",
+            Self::TooDeep { .. } => "snapshot_too_deep",
         }
     }
 
@@ -152,6 +178,8 @@ pub struct Store {
     objects: PathBuf,
     /// Never part of a snapshot (aido's own home, if it sits in the workspace).
     exclude: Vec<PathBuf>,
+    /// Called between planning and acting on each entry, for tests (see [`Store::set_hook`]).
+    hook: Option<Hook>,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -252,7 +280,16 @@ impl Store {
             dir,
             objects,
             exclude,
+            hook: None,
         })
+    }
+
+    /// Call `hook(step, rel)` between planning and acting on each entry of a walk, snapshot,
+    /// restore or delete, so a test can change the tree at exactly that moment (swap a
+    /// directory for a symlink, say). For tests only; unset, it costs one `Option` check.
+    #[doc(hidden)]
+    pub fn set_hook(&mut self, hook: impl Fn(Step, &str) + Send + Sync + 'static) {
+        self.hook = Some(Hook::new(hook));
     }
 
     /// The backend in use.
@@ -322,6 +359,9 @@ impl Store {
         }
         let (manifest, keep_manifest) = match self.backend {
             Backend::BtrfsSubvolume => {
+                // `btrfs` takes the path: check first that no symlink stands in for the
+                // workspace (one would make the snapshot of whatever it points at).
+                self.workspace_in_parent()?;
                 btrfs::snapshot_read_only(&self.workspace, &self.data_path(id))?;
                 (None, false)
             }
@@ -343,22 +383,58 @@ impl Store {
     }
 
     fn create_reflink(&self, id: &str) -> Result<Manifest, SnapshotError> {
-        let manifest = Manifest::scan(&self.workspace, &self.exclude)?;
+        let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
+        let manifest = manifest::scan_with(
+            &mut walk,
+            &self.workspace,
+            &self.exclude,
+            self.hook.as_ref(),
+        )?;
         let data = self.data_path(id);
         std::fs::create_dir_all(&data).map_err(|e| SnapshotError::io("create", &data, e))?;
-        for (rel, entry) in &manifest.entries {
-            let (from, to) = (self.workspace.join(rel), data.join(rel));
+        for (rel, entry) in manifest::tree_order(&manifest) {
+            let to = data.join(rel);
             match entry {
                 Entry::Dir { .. } => {
-                    std::fs::create_dir_all(&to).map_err(|e| SnapshotError::io("mkdir", &to, e))?
+                    std::fs::create_dir(&to).map_err(|e| SnapshotError::io("mkdir", &to, e))?
                 }
-                Entry::File { .. } => reflink_copy::reflink(&from, &to)
-                    .map_err(|e| SnapshotError::io("clone", &from, e))?,
+                Entry::File { .. } => {
+                    let source = self.open_in_workspace(&mut walk, rel)?;
+                    let target = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&to)
+                        .map_err(|e| SnapshotError::io("create", &to, e))?;
+                    // FICLONE on the two open files: the clone is of what was opened no-follow.
+                    rustix::fs::ioctl_ficlone(&target, &source).map_err(|e| {
+                        SnapshotError::io("clone", &self.workspace.join(rel), e.into())
+                    })?;
+                }
                 Entry::Symlink { target } => std::os::unix::fs::symlink(target, &to)
                     .map_err(|e| SnapshotError::io("symlink", &to, e))?,
             }
         }
         Ok(manifest)
+    }
+
+    /// Open the workspace file `rel` for reading through no-follow directory handles.
+    fn open_in_workspace(
+        &self,
+        walk: &mut Walk<'_>,
+        rel: &str,
+    ) -> Result<std::fs::File, SnapshotError> {
+        let (parts, name) = manifest::split(rel)?;
+        tree::call(self.hook.as_ref(), Step::Snapshot, rel);
+        let parent = walk.to(&parts)?;
+        tree::open_file(parent, name).map_err(|e| {
+            if tree::is_swapped(&e) {
+                SnapshotError::Swapped {
+                    path: rel.to_owned(),
+                }
+            } else {
+                SnapshotError::io("open", &self.workspace.join(rel), e)
+            }
+        })
     }
 
     /// The newest stored manifest, to reuse hashes of files that did not change.
@@ -373,7 +449,13 @@ impl Store {
     }
 
     fn create_copy(&self) -> Result<Manifest, SnapshotError> {
-        let mut manifest = Manifest::scan(&self.workspace, &self.exclude)?;
+        let mut walk = Walk::new(tree::open_root(&self.workspace)?, &self.workspace);
+        let mut manifest = manifest::scan_with(
+            &mut walk,
+            &self.workspace,
+            &self.exclude,
+            self.hook.as_ref(),
+        )?;
         let previous = self.previous_manifest();
         for (rel, entry) in manifest.entries.iter_mut() {
             let Entry::File {
@@ -394,41 +476,49 @@ impl Store {
                 }) if s == size && m == mtime_ns => Some(h.clone()),
                 _ => None,
             };
-            let path = self.workspace.join(rel.as_str());
             let digest = match reused {
                 Some(h) if self.objects.join(&h).exists() => h,
-                _ => self.store_object(&path)?,
+                _ => {
+                    let file = self.open_in_workspace(&mut walk, rel)?;
+                    self.store_object(file, rel)?
+                }
             };
             *hash = Some(digest);
         }
         Ok(manifest)
     }
 
-    /// Copy a file into the object store under its blake3; return the hash.
-    fn store_object(&self, path: &Path) -> Result<String, SnapshotError> {
-        let mut file = std::fs::File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
-        let mut hasher = blake3::Hasher::new();
-        let mut buf = [0u8; 64 * 1024];
-        loop {
-            let n = file
-                .read(&mut buf)
-                .map_err(|e| SnapshotError::io("read", path, e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
+    /// Copy an open workspace file into the object store under its blake3; return the hash.
+    /// The file is read once to hash it, and, when no object has that hash, once more into a
+    /// temporary object hashed again as it is written, which is stored under that second hash:
+    /// the bytes stored are always the bytes named, even if the file changed in between.
+    fn store_object(&self, mut file: std::fs::File, rel: &str) -> Result<String, SnapshotError> {
+        use std::io::Seek;
+        let shown = self.workspace.join(rel);
+        let hash = read_hashing(&mut file, None, &shown)?;
+        if self.objects.join(&hash).exists() {
+            return Ok(hash);
         }
-        let hash = hasher.finalize().to_hex().to_string();
-        let object = self.objects.join(&hash);
-        if !object.exists() {
-            let temp = self
-                .objects
-                .join(format!(".{hash}.{}.tmp", std::process::id()));
-            // The copy backend is chosen where extents cannot be shared: copy outright.
-            std::fs::copy(path, &temp).map_err(|e| SnapshotError::io("store", path, e))?;
-            std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
-        }
-        Ok(hash)
+        // Unique per process and call: stores of several workspaces share the objects.
+        static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temp = self
+            .objects
+            .join(format!(".{}.{n}.tmp", std::process::id()));
+        let mut out =
+            std::fs::File::create(&temp).map_err(|e| SnapshotError::io("store", &temp, e))?;
+        // The copy backend is chosen where extents cannot be shared: copy outright.
+        let copied = file
+            .rewind()
+            .map_err(|e| SnapshotError::io("read", &shown, e))
+            .and_then(|()| read_hashing(&mut file, Some(&mut out), &shown))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&temp);
+            })?;
+        drop(out);
+        let object = self.objects.join(&copied);
+        std::fs::rename(&temp, &object).map_err(|e| SnapshotError::io("store", &object, e))?;
+        Ok(copied)
     }
 
     /// Make the workspace equal to snapshot `id`. Safe to run again after a crash.
@@ -441,16 +531,23 @@ impl Store {
             }
             (Backend::Reflink, Some(m)) => {
                 let data = self.data_path(id);
-                manifest::apply(&self.workspace, &m, &self.exclude, &|rel, _, dest| {
-                    clone_or_copy(&data.join(rel), dest)
-                })?
+                manifest::apply(
+                    &self.workspace,
+                    &m,
+                    &self.exclude,
+                    self.hook.as_ref(),
+                    &|rel, _, target| tree::clone_or_copy(&open_stored(&data.join(rel))?, target),
+                )?
             }
             (Backend::Copy, Some(m)) => manifest::apply(
                 &self.workspace,
                 &m,
                 &self.exclude,
-                &|_, entry, dest| match entry {
-                    Entry::File { hash: Some(h), .. } => clone_or_copy(&self.objects.join(h), dest),
+                self.hook.as_ref(),
+                &|_, entry, target| match entry {
+                    Entry::File { hash: Some(h), .. } => {
+                        tree::clone_or_copy(&open_stored(&self.objects.join(h))?, target)
+                    }
                     _ => Err(std::io::Error::other("a file without a hash")),
                 },
             )?,
@@ -469,21 +566,54 @@ impl Store {
         })
     }
 
-    fn restore_btrfs(&self, id: &str) -> Result<(), SnapshotError> {
+    /// A handle on the workspace's parent and the workspace's name in it, after checking
+    /// through that handle that the name is a directory itself, not a symlink standing in for
+    /// one (`btrfs` commands take paths and would follow it).
+    fn workspace_in_parent(&self) -> Result<(cap_std::fs::Dir, &str), SnapshotError> {
+        let not_a_directory = || SnapshotError::NotADirectory {
+            path: self.workspace.display().to_string(),
+        };
         let name = self
             .workspace
             .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let swap = self.workspace.with_file_name(format!(".{name}.aido-swap"));
+            .and_then(|n| n.to_str())
+            .ok_or_else(not_a_directory)?;
+        let above = self.workspace.parent().ok_or_else(not_a_directory)?;
+        let parent = tree::open_root(above)?;
+        match parent.symlink_metadata(name) {
+            Ok(m) if m.is_dir() => Ok((parent, name)),
+            Ok(_) => Err(not_a_directory()),
+            Err(e) => Err(SnapshotError::io("stat", &self.workspace, e)),
+        }
+    }
+
+    fn restore_btrfs(&self, id: &str) -> Result<(), SnapshotError> {
+        // Everything by name in a handle on the workspace's parent: the exchange swaps
+        // exactly these two entries, whatever the path to the parent does meanwhile.
+        let (parent, name) = self.workspace_in_parent()?;
+        let swap_name = format!(".{name}.aido-swap");
+        let swap = self.workspace.with_file_name(&swap_name);
         // A swap left by a crash holds either the new tree (not yet swapped in) or the old
         // one (swapped out, not yet deleted); either way it is not the workspace. Drop it.
-        if swap.symlink_metadata().is_ok() {
-            btrfs::delete(&swap)?;
-        }
+        drop_swap(&parent, &swap_name, &swap)?;
         btrfs::snapshot(&self.data_path(id), &swap)?;
-        btrfs::exchange(&swap, &self.workspace)?;
-        btrfs::delete(&swap)
+        tree::call(self.hook.as_ref(), Step::Restore, "");
+        // Both names must still be directories themselves: exchanged, a symlink standing in
+        // for the workspace would go to the swap's name, and deleting the swap would hand the
+        // link to `btrfs subvolume delete`, which follows it.
+        for (each, path) in [(swap_name.as_str(), &swap), (name, &self.workspace)] {
+            match parent.symlink_metadata(each) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(SnapshotError::NotADirectory {
+                        path: path.display().to_string(),
+                    });
+                }
+                Err(e) => return Err(SnapshotError::io("stat", path, e)),
+            }
+        }
+        btrfs::exchange(&parent, &swap_name, name, &self.workspace)?;
+        drop_swap(&parent, &swap_name, &swap)
     }
 
     /// Delete snapshot `id` (and, for the copy backend, objects nothing else uses).
@@ -493,7 +623,16 @@ impl Store {
         match stored.snapshot.backend {
             Backend::BtrfsSubvolume => btrfs::delete(&data)?,
             Backend::Reflink => {
-                std::fs::remove_dir_all(&data).map_err(|e| SnapshotError::io("remove", &data, e))?
+                // The copy holds the workspace's symlinks: removed by handles, never followed.
+                let dir = tree::open_root(&self.dir)?;
+                let mut budget = manifest::ENTRIES_MAX;
+                tree::remove_tree(&dir, id, id, &mut budget, self.hook.as_ref(), Step::Delete)
+                    .map_err(|e| match e {
+                        SnapshotError::Io { op, source, .. } => {
+                            SnapshotError::io(op, &data, source)
+                        }
+                        other => other,
+                    })?
             }
             Backend::Copy => {}
         }
@@ -567,7 +706,122 @@ impl Store {
     }
 }
 
-/// Clone extents when the filesystem can, copy bytes otherwise.
-fn clone_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    reflink_copy::reflink_or_copy(from, to).map(|_| ())
+/// Read `file` to its end, hashing it (blake3) and writing what was read to `out` if given.
+fn read_hashing(
+    file: &mut std::fs::File,
+    mut out: Option<&mut std::fs::File>,
+    shown: &Path,
+) -> Result<String, SnapshotError> {
+    use std::io::Write;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| SnapshotError::io("read", shown, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        if let Some(out) = out.as_mut() {
+            out.write_all(&buf[..n])
+                .map_err(|e| SnapshotError::io("store", shown, e))?;
+        }
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Remove the swap entry `name` of a btrfs restore from `parent`: a subvolume through
+/// `btrfs subvolume delete`, anything else (a symlink put there would be followed by the
+/// command) unlinked itself.
+fn drop_swap(parent: &cap_std::fs::Dir, name: &str, path: &Path) -> Result<(), SnapshotError> {
+    match parent.symlink_metadata(name) {
+        Ok(m) if m.is_dir() => btrfs::delete(path),
+        Ok(_) => tree::unlink(parent, name).map_err(|e| SnapshotError::io("remove", path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SnapshotError::io("stat", path, e)),
+    }
+}
+
+/// Open a stored file (a reflink snapshot's copy, or an object) for reading; a symlink there
+/// is refused rather than followed.
+fn open_stored(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_own_stable_code() {
+        let io = || std::io::Error::other("x");
+        let table = [
+            (
+                SnapshotError::io("op", Path::new("p"), io()),
+                "snapshot_io_failed",
+            ),
+            (
+                SnapshotError::io("op", Path::new("p"), std::io::Error::from_raw_os_error(28)),
+                "disk_full",
+            ),
+            (
+                SnapshotError::NotFound { id: "i".into() },
+                "snapshot_not_found",
+            ),
+            (SnapshotError::Exists { id: "i".into() }, "snapshot_exists"),
+            (
+                SnapshotError::InvalidId { id: "i".into() },
+                "snapshot_id_invalid",
+            ),
+            (
+                SnapshotError::UnsupportedName { name: "n".into() },
+                "snapshot_name_unsupported",
+            ),
+            (
+                SnapshotError::TooManyEntries { max: 1 },
+                "snapshot_too_large",
+            ),
+            (
+                SnapshotError::NotADirectory { path: "p".into() },
+                "workspace_not_a_directory",
+            ),
+            (
+                SnapshotError::Command {
+                    command: "c".into(),
+                    stderr: "e".into(),
+                },
+                "snapshot_command_failed",
+            ),
+            (
+                SnapshotError::Swapped { path: "p".into() },
+                "workspace_entry_swapped",
+            ),
+            (
+                SnapshotError::EntryInvalid { path: "p".into() },
+                "snapshot_entry_invalid",
+            ),
+            (SnapshotError::TooDeep { max: 1 }, "snapshot_too_deep"),
+            (
+                SnapshotError::Damaged {
+                    id: "i".into(),
+                    reason: "r".into(),
+                },
+                "snapshot_damaged",
+            ),
+        ];
+        let mut seen = HashSet::new();
+        for (error, code) in &table {
+            assert_eq!(error.code(), *code, "{error}");
+            assert!(seen.insert(*code), "{code} is used twice");
+        }
+    }
 }
