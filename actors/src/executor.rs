@@ -15,15 +15,15 @@ use aido_actions::{
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
-use ractor::rpc::CallResult;
 use serde_json::json;
 
 use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
-use crate::error::RewindError;
+use crate::error::{RewindError, RuntimeError};
 use crate::recovery::{Recovery, RewindMark};
 use crate::render;
 use crate::runtime::Shared;
 use crate::session::Hooks;
+use crate::ticket::Ticket;
 use crate::vm::VmMsg;
 
 /// A failed subtree and what it changed before failing.
@@ -71,17 +71,55 @@ fn absorb(into: &mut Executed, from: Executed) {
     into.blobs.extend(from.blobs);
 }
 
-fn crashed(shared: &Shared) -> Failure {
+fn crashed(shared: &Shared, body: &'static str) -> Failure {
     let why = shared
         .last_crash
         .lock()
         .ok()
         .and_then(|l| l.clone())
         .unwrap_or_else(|| "it stopped".into());
-    Failure::new(
-        "body_crashed",
-        format!("the filesystem body crashed ({why}); it was restarted, so try again"),
-    )
+    RuntimeError::BodyCrashed { body, why }.into()
+}
+
+/// How long a caller waits, past its deadline, for a body that committed to a call (it is
+/// changing the world, so its answer is what the journal must record) before it reports the
+/// body stuck.
+const BODY_STUCK_MS: u64 = 600_000;
+
+/// Ask a body and wait: at most `timeout` for it to take the call (a call it has not taken by
+/// then never runs), and for a call it committed to (it is changing the world), until it
+/// answers, bounded by [`BODY_STUCK_MS`]. A crashed or stuck body is a coded failure for the
+/// call in flight, never a hang.
+pub(crate) async fn ask<M: ractor::Message, T: Send + 'static>(
+    shared: &Shared,
+    body: Option<ractor::ActorRef<M>>,
+    name: &'static str,
+    timeout: Duration,
+    msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<T, Failure>>) -> M,
+) -> Result<T, Failure> {
+    let body = body.ok_or_else(|| crashed(shared, name))?;
+    let ticket = Ticket::new(std::time::Instant::now() + timeout);
+    let (tx, mut rx) = ractor::concurrency::oneshot();
+    body.cast(msg(ticket.clone(), tx.into()))
+        .map_err(|_| crashed(shared, name))?;
+    match tokio::time::timeout(timeout, &mut rx).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(crashed(shared, name)),
+        Err(_) if ticket.abandon() => Err(RuntimeError::BodyTimeout {
+            body: name,
+            timeout_ms: timeout.as_millis() as u64,
+        }
+        .into()),
+        Err(_) => match tokio::time::timeout(Duration::from_millis(BODY_STUCK_MS), rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(crashed(shared, name)),
+            Err(_) => Err(RuntimeError::BodyStuck {
+                body: name,
+                waited_ms: timeout.as_millis() as u64 + BODY_STUCK_MS,
+            }
+            .into()),
+        },
+    }
 }
 
 impl Executor<'_> {
@@ -89,7 +127,7 @@ impl Executor<'_> {
         Box::pin(async move {
             let leaf = action.class() != SideEffectClass::Composite;
             if self.hooks.cancel.is_cancelled() {
-                let failure = Failure::new("cancelled", "the call was cancelled");
+                let failure: Failure = RuntimeError::Cancelled.into();
                 return Err(if leaf {
                     Failed::leaf(failure)
                 } else {
@@ -218,10 +256,9 @@ impl Executor<'_> {
             }
             Action::RandomBytes(r) => {
                 if r.count == 0 || r.count > RandomBytes::COUNT_MAX {
-                    return Err(Failure::new(
-                        "invalid_arguments",
-                        format!("count must be 1 to {}", RandomBytes::COUNT_MAX),
-                    )
+                    return Err(Failure::from(RuntimeError::InvalidArguments {
+                        why: format!("count must be 1 to {}", RandomBytes::COUNT_MAX),
+                    })
                     .into());
                 }
                 let mut bytes = vec![0u8; r.count as usize];
@@ -300,39 +337,33 @@ impl Executor<'_> {
         ))
     }
 
-    /// Ask a body and wait, at most the action timeout: a crashed or stuck body is a coded
-    /// failure for the call in flight, never a hang.
+    /// Ask a body and wait (see [`ask`]).
     async fn ask<M: ractor::Message, T: Send + 'static>(
         &self,
         body: Option<ractor::ActorRef<M>>,
-        name: &str,
-        msg: impl FnOnce(ractor::RpcReplyPort<Result<T, Failure>>) -> M,
+        name: &'static str,
+        msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<T, Failure>>) -> M,
     ) -> Result<T, Failure> {
-        let body = body.ok_or_else(|| crashed(&self.shared))?;
-        match body.call(msg, self.timeout()).await {
-            Ok(CallResult::Success(result)) => result,
-            Ok(CallResult::Timeout) => Err(Failure::new(
-                "body_timeout",
-                format!("the {name} body did not answer within action_timeout_ms"),
-            )),
-            Ok(CallResult::SenderError) | Err(_) => Err(crashed(&self.shared)),
-        }
+        let timeout = self.timeout().unwrap_or(Duration::from_secs(120));
+        ask(&self.shared, body, name, timeout, msg).await
     }
 
     async fn body(&self, action: &Action) -> Result<Executed, Failure> {
         let (session, cancel) = (self.ctx.clone(), self.hooks.cancel.clone());
-        self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Run {
+        self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Run {
             action: Box::new(action.clone()),
             session,
             cancel,
+            ticket,
             reply,
         })
         .await
     }
 
     async fn vm(&self, action: &Action) -> Result<Executed, Failure> {
-        self.ask(self.shared.vm(), "VM", |reply| VmMsg::Run {
+        self.ask(self.shared.vm(), "VM", |ticket, reply| VmMsg::Run {
             action: Box::new(action.clone()),
+            ticket,
             reply,
         })
         .await
@@ -341,7 +372,7 @@ impl Executor<'_> {
     /// Ask the VM body something about all its machines.
     async fn vm_all(
         &self,
-        msg: impl FnOnce(ractor::RpcReplyPort<Result<Vec<String>, Failure>>) -> VmMsg,
+        msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<Vec<String>, Failure>>) -> VmMsg,
     ) -> Result<Vec<String>, Failure> {
         self.ask(self.shared.vm(), "VM", msg).await
     }
@@ -365,9 +396,10 @@ impl Executor<'_> {
     /// A failure is recorded like a leaf's.
     async fn evaluate(&self, condition: &Condition) -> Result<(bool, Executed), Failed> {
         let session = self.ctx.clone();
-        self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Evaluate {
+        self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Evaluate {
             condition: condition.clone(),
             session,
+            ticket,
             reply,
         })
         .await
@@ -393,9 +425,10 @@ impl Executor<'_> {
 impl Executor<'_> {
     async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
         let session = self.ctx.clone();
-        self.ask(self.shared.fs(), "filesystem", |reply| FsMsg::Snapshot {
+        self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Snapshot {
             op,
             session,
+            ticket,
             reply,
         })
         .await
@@ -439,8 +472,9 @@ impl Executor<'_> {
         // Running machines are snapshotted under the same id, so going back here puts them
         // back too.
         let machines = self
-            .vm_all(|reply| VmMsg::SnapshotAll {
+            .vm_all(|ticket, reply| VmMsg::SnapshotAll {
                 id: id.clone(),
+                ticket,
                 reply,
             })
             .await?;
@@ -659,9 +693,10 @@ impl Executor<'_> {
         if machines.is_empty() {
             return Ok(Vec::new());
         }
-        self.vm_all(|reply| VmMsg::RestoreAll {
+        self.vm_all(|ticket, reply| VmMsg::RestoreAll {
             id: id.to_owned(),
             machines,
+            ticket,
             reply,
         })
         .await

@@ -21,6 +21,8 @@ pub mod clock;
 pub mod error;
 /// Walking action trees: composites, meta primitives, progress and cancellation.
 mod executor;
+/// Fault injection for tests and the seeded simulation.
+pub mod faults;
 /// The filesystem body.
 pub mod fs;
 /// Finishing restores and rewinds a crash interrupted.
@@ -31,11 +33,14 @@ pub mod render;
 pub mod runtime;
 /// Session actors and the handle surfaces use.
 pub mod session;
+/// A deadline that travels with a body call.
+pub mod ticket;
 /// The VM body: contained QEMU machines.
 pub mod vm;
 
 pub use clock::{Clock, SystemClock};
-pub use error::StartError;
-pub use executor::{RewindPlan, rewind_plan};
+pub use error::{RewindError, RuntimeError, StartError};
+pub use executor::{RewindPlan, rewind_cut, rewind_plan};
+pub use faults::Faults;
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Session};

@@ -226,6 +226,7 @@ impl Recovery {
                 |reply| FsMsg::Snapshot {
                     op,
                     session: ctx,
+                    ticket: crate::ticket::Ticket::unbounded(),
                     reply,
                 },
                 None,

@@ -1,5 +1,4 @@
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use aido_journal::{Event, Journal, SessionId};
@@ -8,6 +7,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::clock::Clock;
 use crate::error::StartError;
+use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs, FsMsg};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
@@ -37,7 +37,8 @@ pub(crate) struct Shared {
     pub(crate) runtime_session: SessionId,
     /// The last body crash, for the error the in-flight call gets.
     pub(crate) last_crash: Mutex<Option<String>>,
-    pub(crate) panic_next: Arc<AtomicBool>,
+    /// Fault injection.
+    pub(crate) faults: Arc<Faults>,
 }
 
 impl Shared {
@@ -75,13 +76,13 @@ impl Runtime {
         // The runtime's own session is journaled only when something happens to the runtime
         // itself (a body restart), so quiet runs do not add a session per start.
         let runtime_session = options.clock.session_id();
-        let panic_next = Arc::new(AtomicBool::new(false));
+        let faults = Arc::new(Faults::default());
         let fs_args = FsBodyArgs {
             policy: policy.clone(),
             limits: options.config.limits.clone(),
             clock: options.clock.clone(),
             trash: crate::fs::actor::home_trash(&options.env.home),
-            panic_next: panic_next.clone(),
+            faults: faults.clone(),
             aido_home: options.env.aido_home.clone(),
             blobs: options.journal.blob_store(),
             journal_dir: options.journal.path().to_owned(),
@@ -94,7 +95,7 @@ impl Runtime {
             vm: RwLock::new(None),
             runtime_session,
             last_crash: Mutex::new(None),
-            panic_next,
+            faults,
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -245,7 +246,13 @@ impl Runtime {
     /// Fault injection: the filesystem body panics on its next message. For supervision tests.
     #[doc(hidden)]
     pub fn inject_body_panic(&self) {
-        self.shared.panic_next.store(true, Ordering::SeqCst);
+        self.shared.faults.panic_next();
+    }
+
+    /// Fault injection knobs (slow or panicking bodies), for tests and the seeded simulation.
+    #[doc(hidden)]
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
     }
 
     /// Stop every actor and wait for the supervisor.

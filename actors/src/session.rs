@@ -12,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::RuntimeError;
 use crate::executor::Executor;
 use crate::runtime::Shared;
 
@@ -147,7 +148,7 @@ impl Session {
             Ok(result) => result,
             Err(e) => Err(RunError::plain(
                 None,
-                Failure::new("internal_error", e.to_string()),
+                RuntimeError::Internal { why: e.to_string() }.into(),
             )),
         }
     }
@@ -168,19 +169,10 @@ impl Session {
             Ok(CallResult::Success(Ok(p))) => p,
             Ok(CallResult::Success(Err(f))) => return Err(RunError::plain(None, f)),
             Ok(CallResult::Timeout) => {
-                return Err(RunError::plain(
-                    None,
-                    Failure::new(
-                        "session_busy",
-                        "the session did not take the action in time",
-                    ),
-                ));
+                return Err(RunError::plain(None, RuntimeError::SessionBusy.into()));
             }
             Ok(CallResult::SenderError) | Err(_) => {
-                return Err(RunError::plain(
-                    None,
-                    Failure::new("session_closed", "the session has ended"),
-                ));
+                return Err(RunError::plain(None, RuntimeError::SessionClosed.into()));
             }
         };
         // From here on the session counts this action in flight until the guard drops.
@@ -404,10 +396,7 @@ impl Actor for SessionActor {
                 let shared = &state.args.shared;
                 let max = shared.config_limits().in_flight_actions_max;
                 if state.in_flight >= max {
-                    let _ = reply.send(Err(Failure::new(
-                        "too_many_in_flight",
-                        format!("this session already runs {max} actions (in_flight_actions_max)"),
-                    )));
+                    let _ = reply.send(Err(RuntimeError::TooManyInFlight { max }.into()));
                     return Ok(());
                 }
                 // An admitted action must be able to finish its story in the journal: its
@@ -461,7 +450,22 @@ impl Actor for SessionActor {
                     }
                     Err(e) => Err(Failure::new(e.code(), e.to_string())),
                 };
-                let _ = reply.send(answer);
+                if let Err(ractor::MessagingErr::SendErr(Ok((seq, _)))) = reply.send(answer) {
+                    // The caller stopped waiting (PROPOSE_TIMEOUT_MS) after the proposal was
+                    // appended: it never runs, its slot is free again, and its outcome says so,
+                    // so no proposal is left without one.
+                    state.in_flight = state.in_flight.saturating_sub(1);
+                    let event = Event::ActionFailed {
+                        proposal: seq,
+                        failure: RuntimeError::SessionBusy.into(),
+                        effects: Vec::new(),
+                        inputs: Vec::new(),
+                        duration_ms: 0,
+                    };
+                    if let Err(e) = shared.journal.append(id, shared.clock.now_ms(), event).await {
+                        tracing::error!(code = e.code(), seq, "cannot journal the outcome of an abandoned proposal");
+                    }
+                }
             }
             SessionMsg::Release => state.in_flight = state.in_flight.saturating_sub(1),
         }

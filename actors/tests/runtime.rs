@@ -1144,3 +1144,136 @@ async fn directories_a_write_creates_are_removed_by_a_rewind() {
         "a rewind never destroys data the journal does not know of"
     );
 }
+
+/// Every proposal of the session has exactly one outcome record.
+fn every_proposal_has_an_outcome(w: &World) {
+    let events = w.events();
+    let records = w.runtime.journal().all_records(w.session.id()).unwrap();
+    for r in &records {
+        if let Event::ActionProposed { verdict, .. } = &r.event {
+            if verdict.is_deny() {
+                continue;
+            }
+            let outcomes = events
+                .iter()
+                .filter(|e| match e {
+                    Event::ActionCompleted { proposal, .. }
+                    | Event::ActionFailed { proposal, .. } => *proposal == r.seq,
+                    _ => false,
+                })
+                .count();
+            assert_eq!(outcomes, 1, "proposal {} has {outcomes} outcomes", r.seq);
+        }
+    }
+}
+
+/// The journal and the tree agree: the chain verifies, re-derivation finds no damage and
+/// playback reproduces every result.
+fn journal_agrees(w: &World) {
+    let journal = w.runtime.journal();
+    let id = w.session.id();
+    assert_eq!(journal.verify(id).unwrap().broken, None);
+    let records = journal.all_records(id).unwrap();
+    files_match_the_journal(journal, &records);
+    every_proposal_has_an_outcome(w);
+}
+
+/// Every file the live timeline says was written last (and not moved away since) holds the
+/// bytes the journal kept for it. (The full re-derivation is `aido_replay::derive`; this crate
+/// cannot depend on it.)
+fn files_match_the_journal(journal: &aido_journal::Journal, records: &[aido_journal::Record]) {
+    let live = aido_journal::timeline::live(records);
+    let mut last: std::collections::BTreeMap<String, String> = Default::default();
+    for r in live {
+        let effects = match &r.event {
+            Event::ActionCompleted { outcome, .. } => outcome.effects.clone(),
+            Event::ActionFailed { effects, .. } => effects.clone(),
+            _ => Vec::new(),
+        };
+        for e in effects {
+            match e {
+                Effect::FileWritten { path, blob, .. } => {
+                    last.insert(path, blob);
+                }
+                Effect::Moved { from, .. } => {
+                    last.remove(&from);
+                }
+                _ => {}
+            }
+        }
+    }
+    for (path, blob) in &last {
+        let on_disk = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(
+            Some(on_disk),
+            journal.blob(blob).unwrap(),
+            "{path} holds what the journal says"
+        );
+    }
+}
+
+/// Regression (issue 8, point 3): a call that timed out used to stay queued in the body's
+/// mailbox and run afterwards (reproduced with `create_snapshot` under
+/// `action_timeout_ms = 30`: `body_timeout`, and the snapshot was there seconds later, with no
+/// seq). A call whose deadline passed before the body took it never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_timed_out_never_runs_later() {
+    let w = world("[limits]\naction_timeout_ms = 50\n").await;
+    w.runtime
+        .faults()
+        .delay_before_start(std::time::Duration::from_millis(400));
+    assert_eq!(w.err("create_snapshot", json!({})).await, "body_timeout");
+    assert_eq!(
+        w.err("write_file", json!({"path": "late.txt", "content": "x"}))
+            .await,
+        "body_timeout"
+    );
+    // Long after the delayed calls' turns came, nothing they would have done is there.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    w.runtime.faults().clear();
+    assert!(!w.p("late.txt").exists(), "the timed-out write never ran");
+    let listed = w.ok("list_snapshots", json!({})).await;
+    assert_eq!(listed["snapshots"], json!([]), "the timed-out snapshot never ran");
+    journal_agrees(&w);
+}
+
+/// A call the body took and committed to is waited for past the deadline: the world changed,
+/// so the journal records how.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_body_committed_to_is_waited_for_and_journaled() {
+    let w = world("[limits]\naction_timeout_ms = 50\n").await;
+    w.runtime
+        .faults()
+        .delay_after_start(std::time::Duration::from_millis(300));
+    w.ok("write_file", json!({"path": "slow.txt", "content": "x"}))
+        .await;
+    let taken = w.ok("create_snapshot", json!({})).await;
+    w.runtime.faults().clear();
+    assert_eq!(std::fs::read_to_string(w.p("slow.txt")).unwrap(), "x");
+    let listed = w.ok("list_snapshots", json!({})).await;
+    assert_eq!(listed["snapshots"][0]["id"], taken["snapshot"]);
+    journal_agrees(&w);
+}
+
+/// Regression (issue 8, point 4): more timeouts in a row than `in_flight_actions_max`, and the
+/// session still serves; every proposal got its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_timeouts_than_in_flight_actions_max_and_the_session_still_serves() {
+    let w = world("[limits]\naction_timeout_ms = 30\nin_flight_actions_max = 2\n").await;
+    std::fs::write(w.p("a.txt"), "a").unwrap();
+    w.runtime
+        .faults()
+        .delay_before_start(std::time::Duration::from_millis(200));
+    for _ in 0..5 {
+        assert_eq!(
+            w.err("read_file", json!({"path": "a.txt"})).await,
+            "body_timeout"
+        );
+    }
+    w.runtime.faults().clear();
+    // Let the delayed calls' tasks drain; they run nothing.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let read = w.ok("read_file", json!({"path": "a.txt"})).await;
+    assert_eq!(read["content"], "a");
+    journal_agrees(&w);
+}

@@ -1,6 +1,5 @@
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use aido_actions::{Action, Condition, Failure, Outcome};
 use aido_policy::{Limits, PolicyEngine, SessionContext};
@@ -10,6 +9,9 @@ use tokio_util::sync::CancellationToken;
 use super::ops::{self, Ctx};
 use super::walls::Walls;
 use crate::clock::Clock;
+use crate::error::RuntimeError;
+use crate::faults::Faults;
+use crate::ticket::Ticket;
 
 /// What a body returns for one action: the outcome, and the bytes of every blob its effects
 /// name, for the journal to keep.
@@ -31,8 +33,16 @@ impl Executed {
     }
 }
 
-/// The filesystem body actor. Stateless between messages apart from cached root handles, so a
-/// restart loses nothing.
+/// The filesystem body actor. Stateless between messages apart from cached root handles and
+/// the snapshot store, so a restart loses nothing.
+///
+/// Its work is blocking file I/O, so it never runs on the async workers: each call becomes a
+/// task that takes the body's gate (shared for actions and conditions, exclusive for snapshot
+/// operations, which must see and leave the workspace whole), checks its [`Ticket`] (a call
+/// whose deadline passed while it waited never runs), and runs on the blocking pool. One slow
+/// snapshot therefore holds back other calls on this workspace, never the runtime's workers or
+/// other sessions' non-filesystem work. A panic in the work fails the actor, so the supervisor
+/// restarts it and the call in flight gets `body_crashed`.
 pub struct FsBody;
 
 /// What the body is built from; kept by the supervisor to build a fresh body after a crash.
@@ -46,8 +56,8 @@ pub struct FsBodyArgs {
     pub clock: Arc<dyn Clock>,
     /// The home trash directory.
     pub trash: PathBuf,
-    /// Set to make the next message panic (fault injection for the supervision test).
-    pub panic_next: Arc<AtomicBool>,
+    /// Fault injection (tests and the seeded simulation).
+    pub faults: Arc<Faults>,
     /// AIDO_HOME (the copy backend's object store lives there).
     pub aido_home: PathBuf,
     /// The journal's blob store, where large previous contents are streamed.
@@ -56,11 +66,18 @@ pub struct FsBodyArgs {
     pub journal_dir: PathBuf,
 }
 
-/// The body's state.
-pub struct FsState {
+/// What the work of every call shares.
+pub(crate) struct Core {
     args: FsBodyArgs,
     walls: Walls,
-    snapshots: super::snapshot::Snapshots,
+    snapshots: Mutex<super::snapshot::Snapshots>,
+}
+
+/// The body's state.
+pub struct FsState {
+    core: Arc<Core>,
+    /// Shared for actions and conditions, exclusive for snapshot operations.
+    gate: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Messages to the filesystem body.
@@ -73,6 +90,8 @@ pub enum FsMsg {
         session: SessionContext,
         /// Cancelled when the agent cancels the call.
         cancel: CancellationToken,
+        /// Its deadline and state.
+        ticket: Ticket,
         /// The answer.
         reply: RpcReplyPort<Result<Executed, Failure>>,
     },
@@ -82,6 +101,8 @@ pub enum FsMsg {
         op: super::snapshot::SnapshotOp,
         /// The session it runs for.
         session: SessionContext,
+        /// Its deadline and state.
+        ticket: Ticket,
         /// The answer.
         reply: RpcReplyPort<Result<serde_json::Value, Failure>>,
     },
@@ -91,9 +112,94 @@ pub enum FsMsg {
         condition: Condition,
         /// The session it runs for.
         session: SessionContext,
+        /// Its deadline and state.
+        ticket: Ticket,
         /// The answer, with what the condition's leaves saw (as inputs and blobs).
         reply: RpcReplyPort<Result<(bool, Executed), Failure>>,
     },
+    /// A call's work panicked: the body fails, and its supervisor restarts it.
+    Crashed {
+        /// The panic's message.
+        why: String,
+    },
+}
+
+/// The failure of a call whose deadline passed before the body took it.
+fn not_taken() -> Failure {
+    RuntimeError::BodyTimeout {
+        body: "filesystem",
+        timeout_ms: 0,
+    }
+    .into()
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+impl FsState {
+    /// Run `work` as a task on the blocking pool, behind the gate, if its ticket is still
+    /// valid when its turn comes; `commits` says whether it changes the world (then it
+    /// commits its ticket before it starts, so the caller waits for it past its deadline).
+    fn spawn<T: Send + 'static>(
+        &self,
+        myself: ActorRef<FsMsg>,
+        exclusive: bool,
+        commits: bool,
+        ticket: Ticket,
+        reply: RpcReplyPort<Result<T, Failure>>,
+        work: impl FnOnce(&Core) -> Result<T, Failure> + Send + 'static,
+    ) {
+        let (core, gate) = (self.core.clone(), self.gate.clone());
+        tokio::spawn(async move {
+            let _turn = if exclusive {
+                Turn::Exclusive(gate.write_owned().await)
+            } else {
+                Turn::Shared(gate.read_owned().await)
+            };
+            if let Some(delay) = core.args.faults.before_start() {
+                tokio::time::sleep(delay).await;
+            }
+            if !ticket.start() || (commits && !ticket.commit()) {
+                let _ = reply.send(Err(not_taken()));
+                return;
+            }
+            if let Some(delay) = core.args.faults.after_start() {
+                tokio::time::sleep(delay).await;
+            }
+            let joined = tokio::task::spawn_blocking(move || {
+                if core.args.faults.take_panic_in_work() {
+                    panic!("injected fault: the filesystem body panics in its work");
+                }
+                work(&core)
+            })
+            .await;
+            match joined {
+                Ok(result) => {
+                    let _ = reply.send(result);
+                }
+                Err(e) => {
+                    let why = match e.try_into_panic() {
+                        Ok(payload) => panic_text(payload.as_ref()),
+                        Err(e) => e.to_string(),
+                    };
+                    // The reply is dropped: the caller sees the crash.
+                    drop(reply);
+                    let _ = myself.cast(FsMsg::Crashed { why });
+                }
+            }
+        });
+    }
+}
+
+/// A call's turn at the gate, held until its work is done.
+enum Turn {
+    Shared(#[allow(dead_code)] tokio::sync::OwnedRwLockReadGuard<()>),
+    Exclusive(#[allow(dead_code)] tokio::sync::OwnedRwLockWriteGuard<()>),
 }
 
 impl Actor for FsBody {
@@ -108,74 +214,93 @@ impl Actor for FsBody {
     ) -> Result<FsState, ActorProcessingErr> {
         let walls = Walls::new(args.policy.clone());
         Ok(FsState {
-            args,
-            walls,
-            snapshots: super::snapshot::Snapshots::new(),
+            core: Arc::new(Core {
+                args,
+                walls,
+                snapshots: Mutex::new(super::snapshot::Snapshots::new()),
+            }),
+            gate: Arc::new(tokio::sync::RwLock::new(())),
         })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         msg: FsMsg,
         state: &mut FsState,
     ) -> Result<(), ActorProcessingErr> {
-        if state.args.panic_next.swap(false, Ordering::SeqCst) {
+        if state.core.args.faults.take_panic() {
             panic!("injected fault: the filesystem body panics on this message");
         }
-        let never = CancellationToken::new();
         match msg {
             FsMsg::Run {
                 action,
                 session,
                 cancel,
+                ticket,
                 reply,
             } => {
-                let cx = ctx(state, &session, &cancel);
-                let result = run(&cx, &action).map_err(Failure::from);
-                let _ = reply.send(result);
+                let commits = action.class().mutates();
+                state.spawn(myself, false, commits, ticket, reply, move |core| {
+                    let cx = ctx(core, &session, &cancel);
+                    run(&cx, &action).map_err(Failure::from)
+                });
             }
-            FsMsg::Snapshot { op, session, reply } => {
-                let FsState {
-                    args,
-                    walls,
-                    snapshots,
-                } = state;
-                let _ = reply.send(snapshots.run(op, walls, &session, &args.aido_home));
+            FsMsg::Snapshot {
+                op,
+                session,
+                ticket,
+                reply,
+            } => {
+                let reads = matches!(op, super::snapshot::SnapshotOp::List);
+                state.spawn(myself, !reads, !reads, ticket, reply, move |core| {
+                    let mut snapshots = core.snapshots.lock().map_err(|_| {
+                        Failure::from(RuntimeError::Internal {
+                            why: "the snapshot store's lock is poisoned".into(),
+                        })
+                    })?;
+                    snapshots.run(op, &core.walls, &session, &core.args.aido_home)
+                });
             }
             FsMsg::Evaluate {
                 condition,
                 session,
+                ticket,
                 reply,
             } => {
-                let cx = ctx(state, &session, &never);
-                let mut seen = Executed::default();
-                let answer = ops::evaluate(&cx, &condition, &mut seen).map(|holds| (holds, seen));
-                let _ = reply.send(answer.map_err(Failure::from));
+                state.spawn(myself, false, false, ticket, reply, move |core| {
+                    let never = CancellationToken::new();
+                    let cx = ctx(core, &session, &never);
+                    let mut seen = Executed::default();
+                    ops::evaluate(&cx, &condition, &mut seen)
+                        .map(|holds| (holds, seen))
+                        .map_err(Failure::from)
+                });
             }
+            FsMsg::Crashed { why } => return Err(why.into()),
         }
         Ok(())
     }
 }
 
 fn ctx<'a>(
-    state: &'a FsState,
+    core: &'a Core,
     session: &'a SessionContext,
     cancel: &'a CancellationToken,
 ) -> Ctx<'a> {
     Ctx {
-        walls: &state.walls,
+        walls: &core.walls,
         keep: super::walls::Keep {
-            store: &state.args.blobs,
-            max: state.args.limits.blob_bytes_max,
-            journal_dir: &state.args.journal_dir,
-            free_min: state.args.limits.journal_free_bytes_min,
+            store: &core.args.blobs,
+            max: core.args.limits.blob_bytes_max,
+            journal_dir: &core.args.journal_dir,
+            free_min: core.args.limits.journal_free_bytes_min,
         },
         session,
-        limits: &state.args.limits,
+        limits: &core.args.limits,
         cancel,
-        clock: state.args.clock.as_ref(),
-        trash: &state.args.trash,
+        clock: core.args.clock.as_ref(),
+        trash: &core.args.trash,
     }
 }
 

@@ -8,6 +8,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
 use crate::fs::Executed;
+use crate::ticket::Ticket;
 
 /// The VM body actor.
 pub struct VmBody;
@@ -47,6 +48,8 @@ pub enum VmMsg {
     Run {
         /// The action.
         action: Box<Action>,
+        /// Its deadline and state.
+        ticket: Ticket,
         /// The answer.
         reply: RpcReplyPort<Result<Executed, Failure>>,
     },
@@ -67,6 +70,8 @@ pub enum VmMsg {
     SnapshotAll {
         /// The snapshot id.
         id: String,
+        /// Its deadline and state.
+        ticket: Ticket,
         /// The machines snapshotted.
         reply: RpcReplyPort<Result<Vec<String>, Failure>>,
     },
@@ -74,6 +79,8 @@ pub enum VmMsg {
     RestoreAll {
         /// The snapshot id.
         id: String,
+        /// Its deadline and state.
+        ticket: Ticket,
         /// The machines it holds.
         machines: Vec<String>,
         /// The machines restored.
@@ -85,6 +92,15 @@ pub enum VmMsg {
 const WAIT_FOR_TEXT_MS_MAX: u64 = 120_000;
 /// Default vm_wait_for_text wait.
 const WAIT_FOR_TEXT_MS_DEFAULT: u64 = 10_000;
+
+/// The failure of a call whose deadline passed before the body took it.
+fn not_taken() -> Failure {
+    crate::error::RuntimeError::BodyTimeout {
+        body: "VM",
+        timeout_ms: 0,
+    }
+    .into()
+}
 
 fn failure(e: VmError) -> Failure {
     Failure::new(e.code(), e.to_string())
@@ -605,7 +621,17 @@ impl Actor for VmBody {
         state: &mut VmState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            VmMsg::Run { action, reply } => {
+            VmMsg::Run {
+                action,
+                ticket,
+                reply,
+            } => {
+                // A call whose deadline passed while it waited never runs; one that can
+                // change a machine commits first, so its caller waits for the answer.
+                if !ticket.start() || (action.class().mutates() && !ticket.commit()) {
+                    let _ = reply.send(Err(not_taken()));
+                    return Ok(());
+                }
                 let result = state.run(&action).await;
                 let _ = reply.send(result);
             }
@@ -623,7 +649,11 @@ impl Actor for VmBody {
             VmMsg::Names { reply } => {
                 let _ = reply.send(state.machines.keys().cloned().collect());
             }
-            VmMsg::SnapshotAll { id, reply } => {
+            VmMsg::SnapshotAll { id, ticket, reply } => {
+                if !ticket.start() || !ticket.commit() {
+                    let _ = reply.send(Err(not_taken()));
+                    return Ok(());
+                }
                 let mut done = Vec::new();
                 let mut result = Ok(());
                 for (name, machine) in &state.machines {
@@ -640,8 +670,13 @@ impl Actor for VmBody {
             VmMsg::RestoreAll {
                 id,
                 machines,
+                ticket,
                 reply,
             } => {
+                if !ticket.start() || !ticket.commit() {
+                    let _ = reply.send(Err(not_taken()));
+                    return Ok(());
+                }
                 let mut done = Vec::new();
                 let mut result = Ok(());
                 for name in machines {
