@@ -184,7 +184,7 @@ fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_
     // the first file is back.
     mcp.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                     "params": {"name": "restore_snapshot", "arguments": {"snapshot": snapshot}}}));
-    let recovery = h.aido_home.join("recovery");
+    let recovery = h.aido_home.join("journal/main.recovery");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let begun = || {
         std::fs::read_dir(&recovery)
@@ -249,6 +249,11 @@ fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_
         );
     } else if written < 3000 {
         assert_eq!(outcome["outcome"]["output"]["recovered"], true, "{outcome}");
+        // A recovered outcome records the same effects a live one does.
+        assert_eq!(
+            outcome["outcome"]["effects"][0]["effect"], "snapshot_restored",
+            "{outcome}"
+        );
         eprintln!("the restore was interrupted and finished at the next start");
     } else {
         eprintln!(
@@ -331,7 +336,7 @@ fn kill_9_during_a_rewind_is_finished_at_the_next_start() {
     }
     mcp.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                     "params": {"name": "rewind", "arguments": {"to_seq": target}}}));
-    let recovery = h.aido_home.join("recovery");
+    let recovery = h.aido_home.join("journal/main.recovery");
     let begun = || {
         std::fs::read_dir(&recovery)
             .map(|d| {
@@ -376,7 +381,106 @@ fn kill_9_during_a_rewind_is_finished_at_the_next_start() {
         .expect("the journal says it rewound");
     if restored < 3000 {
         assert_eq!(rewound["recovered"], true, "{rewound}");
+        let outcome = records
+            .iter()
+            .find(|r| r["event"] == "action_completed" && r["proposal"] == rewound["proposal"])
+            .expect("the recovered rewind has its outcome");
+        assert_eq!(
+            outcome["outcome"]["effects"][0]["effect"], "rewound_to",
+            "a recovered outcome records the same effects a live one does: {outcome}"
+        );
     }
     assert_eq!(rewound["to_seq"], target);
     assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}
+
+/// Regression (issue 8, point 5): recovery markers lived in one folder for the whole
+/// `AIDO_HOME`, so a second `aido mcp` starting while the first ran a restore "finished" the
+/// other process's restore and wrote its records into its own journal. Markers now live beside
+/// their journal shard.
+#[test]
+fn a_second_aido_never_finishes_another_ones_restore() {
+    let h = home();
+    let ws = h.workspace("big", "[snapshots]\nbackend = \"copy\"\n");
+    for i in 0..3000 {
+        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
+    }
+    let mut first = Mcp::start(&h, "first");
+    let snap = first.call("create_snapshot", json!({}));
+    let snapshot = snap["result"]["structuredContent"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for i in 0..3000 {
+        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("changed {i}\n")).unwrap();
+    }
+    first.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                      "params": {"name": "restore_snapshot", "arguments": {"snapshot": snapshot}}}));
+    let marker_dir = h.aido_home.join("journal/main.recovery");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let marked = || {
+        std::fs::read_dir(&marker_dir)
+            .map(|d| d.flatten().any(|e| e.path().extension().is_some_and(|x| x == "json")))
+            .unwrap_or(false)
+    };
+    while !marked() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    assert!(marked(), "the restore's marker is beside journal/main");
+    // A second aido on the same home, while the first is restoring: it takes its own journal
+    // and finishes nothing of the first's.
+    let second = Command::new(AIDO)
+        .arg("mcp")
+        .env("HOME", &h.home)
+        .env("AIDO_HOME", &h.aido_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(second.status.success());
+    assert!(
+        !String::from_utf8_lossy(&second.stderr).contains("finished an interrupted"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    // The first finishes its own restore and answers it.
+    loop {
+        let mut line = String::new();
+        assert!(first.read_line(&mut line) > 0);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 99 {
+            assert_eq!(v["result"]["isError"], false, "{v}");
+            break;
+        }
+    }
+    first.close();
+    let id = session_of(&h, "first");
+    // The session is in one journal only (a second writer would make it ambiguous), with one
+    // outcome for the restore, and it verifies.
+    let export = h.cmd(&["replay", "export", &id, "--jsonl"]);
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let records: Vec<Value> = stdout(&export)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let proposal = records
+        .iter()
+        .find(|r| r["event"] == "action_proposed" && r["action"]["type"] == "restore_snapshot")
+        .unwrap();
+    let outcomes: Vec<&Value> = records
+        .iter()
+        .filter(|r| {
+            r["proposal"] == proposal["seq"]
+                && (r["event"] == "action_completed" || r["event"] == "action_failed")
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!(outcomes[0]["event"], "action_completed");
+    assert!(outcomes[0]["outcome"]["output"].get("recovered").is_none());
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+    assert_eq!(
+        std::fs::read_dir(&marker_dir).unwrap().count(),
+        0,
+        "no marker left"
+    );
 }

@@ -437,7 +437,8 @@ fn warm_clones_come_from_the_pool_each_with_its_own_identity() {
 }
 
 /// With the default machine running: a screen and a file, a workspace snapshot that takes the
-/// machine along, both changed, then a session rewind to the snapshot brings both back.
+/// machine along, both changed, then a session rewind to the snapshot brings both back; both
+/// changed again, and a restore_snapshot brings both back too.
 fn snapshot_change_and_rewind(mcp: &mut Mcp, ws: &std::path::Path) {
     mcp.call(
         "vm_wait_for_text",
@@ -456,7 +457,12 @@ fn snapshot_change_and_rewind(mcp: &mut Mcp, ws: &std::path::Path) {
         json!(["default"]),
         "{snap}"
     );
-    let at = snap["result"]["_meta"]["aido/seq"].as_u64().unwrap() + 2; // proposal, snapshot_taken, outcome
+    // The seq the result carries: rewinding to it keeps the snapshot action.
+    let at = snap["result"]["_meta"]["aido/seq"].as_u64().unwrap();
+    let id = snap["result"]["structuredContent"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     mcp.call("vm_type", json!({"text": "clear; echo two-$((1+1))\n"}));
     mcp.call(
         "vm_wait_for_text",
@@ -478,6 +484,31 @@ fn snapshot_change_and_rewind(mcp: &mut Mcp, ws: &std::path::Path) {
     assert!(
         text.contains("one-1") && !text.contains("two-2"),
         "the machine's screen went back too: {text}"
+    );
+
+    // restore_snapshot covers the machines as the rewind does (issue 8, point 7).
+    mcp.call("vm_type", json!({"text": "clear; echo three-$((1+2))\n"}));
+    mcp.call(
+        "vm_wait_for_text",
+        json!({"text": "three-3", "timeout_ms": 30000}),
+    );
+    mcp.call("write_file", json!({"path": "f.txt", "content": "three"}));
+    let restored = mcp.call("restore_snapshot", json!({"snapshot": id}));
+    assert_eq!(restored["result"]["isError"], false, "{restored}");
+    assert_eq!(
+        restored["result"]["structuredContent"]["machines"],
+        json!(["default"]),
+        "{restored}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "one");
+    let screen = mcp.call("vm_screenshot", json!({}));
+    let text = screen["result"]["structuredContent"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("one-1") && !text.contains("three-3"),
+        "restore_snapshot put the machine's screen back too: {text}"
     );
 }
 

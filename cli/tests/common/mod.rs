@@ -113,6 +113,11 @@ impl Mcp {
         }
     }
 
+    /// One line of the server's output (0 at its end).
+    pub fn read_line(&mut self, line: &mut String) -> usize {
+        self.stdout.read_line(line).unwrap()
+    }
+
     pub fn call(&mut self, tool: &str, args: Value) -> Value {
         self.request("tools/call", json!({"name": tool, "arguments": args}))
     }
