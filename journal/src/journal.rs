@@ -932,9 +932,228 @@ mod tests {
         );
     }
 
+    /// Poll until `cond` holds, for at most 10 s.
+    fn wait_until(cond: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !cond() {
+            assert!(std::time::Instant::now() < deadline, "timed out");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Await futures polling them in the order given, so that those that queue do so in
+    /// that order.
+    async fn in_order<T>(
+        mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
+    ) -> Vec<T> {
+        let mut done: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            for (future, out) in futures.iter_mut().zip(done.iter_mut()) {
+                if out.is_none()
+                    && let std::task::Poll::Ready(v) = future.as_mut().poll(cx)
+                {
+                    *out = Some(v);
+                }
+            }
+            if done.iter().all(Option::is_some) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        done.into_iter().flatten().collect()
+    }
+
+    const WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// A burst far larger than the queue: the queue fills to its bound and no further, async
+    /// callers wait (without blocking their threads) and a blocking caller blocks, and once
+    /// the writer moves every record lands in submission order, gap-free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_larger_than_the_queue_waits_and_lands_in_order() {
+        const BOUND: usize = 8;
+        const BURST: u64 = 1000;
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open_with_queue(dir.path(), Limits::default(), CommitMode::Group, BOUND)
+            .unwrap();
+        let held = SessionId::from_bytes([20; 16]);
+        let s = SessionId::from_bytes([21; 16]);
+        let other = SessionId::from_bytes([22; 16]);
+        let hold = crate::writer::HOLDS[0].lock().unwrap();
+        let holder = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                j.append(held, crate::writer::HOLD_TIME_MS, ended("h"))
+                    .await
+            })
+        };
+        wait_until(|| crate::writer::HELD[0].load(Ordering::SeqCst));
+        let burst = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                let futures = (1..=BURST)
+                    .map(|n| {
+                        Box::pin(j.append(s, n, ended("b")))
+                            as std::pin::Pin<
+                                Box<
+                                    dyn std::future::Future<Output = Result<Appended, AppendError>>
+                                        + Send,
+                                >,
+                            >
+                    })
+                    .collect();
+                in_order(futures).await
+            })
+        };
+        wait_until(|| j.queue_records() == BOUND);
+        let blocked = {
+            let j = j.clone();
+            std::thread::spawn(move || j.append_blocking(other, 1, ended("o")))
+        };
+        // While the writer is held the queue stays at its bound.
+        for _ in 0..50 {
+            assert!(j.queue_records() <= BOUND, "{}", j.queue_records());
+            assert!(!blocked.is_finished(), "a blocking append waits for room");
+            tokio::task::yield_now().await;
+        }
+        drop(hold);
+        let results = tokio::time::timeout(WITHIN, burst).await.unwrap().unwrap();
+        let seqs: Vec<u64> = results.into_iter().map(|r| r.unwrap().seq).collect();
+        assert_eq!(seqs, (1..=BURST).collect::<Vec<_>>());
+        assert_eq!(holder.await.unwrap().unwrap().seq, 1);
+        assert_eq!(blocked.join().unwrap().unwrap().seq, 1);
+        let records = j.all_records(s).unwrap();
+        assert!(
+            records.iter().all(|r| r.time_ms == r.seq),
+            "submission order"
+        );
+        assert_eq!(records.len() as u64, BURST);
+        assert_eq!(j.verify(s).unwrap().broken, None);
+        assert!(
+            j.queue_records_peak() <= BOUND,
+            "{}",
+            j.queue_records_peak()
+        );
+        assert_eq!(
+            j.queue_records_peak(),
+            BOUND,
+            "the writer found the queue full"
+        );
+    }
+
+    /// A panic in the writer (a failed chain assertion is one) answers the record it held,
+    /// the records queued behind it and every later append with `journal_writer_gone`; none
+    /// waits forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_panic_answers_every_append_with_writer_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        // One record per batch, so the records queued behind the panic stay queued.
+        let j = Journal::open(dir.path(), Limits::default(), CommitMode::PerRecord).unwrap();
+        let s = SessionId::from_bytes([23; 16]);
+        let hold = crate::writer::HOLDS[1].lock().unwrap();
+        let holder = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                j.append(s, crate::writer::HOLD_TIME_MS - 1, ended("h"))
+                    .await
+            })
+        };
+        wait_until(|| crate::writer::HELD[1].load(Ordering::SeqCst));
+        let panicking = {
+            let j = j.clone();
+            tokio::spawn(async move { j.append(s, crate::writer::PANIC_TIME_MS, ended("p")).await })
+        };
+        wait_until(|| j.queue_records() == 1);
+        let queued: Vec<_> = (0..10)
+            .map(|n| {
+                let j = j.clone();
+                tokio::spawn(async move {
+                    if n % 2 == 0 {
+                        j.append(s, n, ended("q")).await.map(|_| ())
+                    } else {
+                        j.append_sequenced(s, n, ended("q")).await.map(|_| ())
+                    }
+                })
+            })
+            .collect();
+        wait_until(|| j.queue_records() == 11);
+        drop(hold);
+        assert_eq!(holder.await.unwrap().unwrap().seq, 1);
+        let code = |r: Result<(), AppendError>| r.unwrap_err().code();
+        let panicked = tokio::time::timeout(WITHIN, panicking)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(code(panicked.map(|_| ())), "journal_writer_gone");
+        for q in queued {
+            let r = tokio::time::timeout(WITHIN, q).await.unwrap().unwrap();
+            assert_eq!(code(r), "journal_writer_gone");
+        }
+        // Later appends, of any kind and any session, are refused at once.
+        let later = tokio::time::timeout(WITHIN, j.append(s, 0, ended("l")))
+            .await
+            .unwrap();
+        assert_eq!(code(later.map(|_| ())), "journal_writer_gone");
+        let fresh = SessionId::from_bytes([24; 16]);
+        let later = j.append_sequenced(fresh, 0, ended("l")).await.map(|_| ());
+        assert_eq!(code(later), "journal_writer_gone");
+        let blocking = {
+            let j = j.clone();
+            tokio::task::spawn_blocking(move || j.append_blocking(fresh, 0, ended("l")))
+        };
+        let later = tokio::time::timeout(WITHIN, blocking)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(code(later.map(|_| ())), "journal_writer_gone");
+        // What was acknowledged is still there and whole.
+        assert_eq!(j.verify(s).unwrap().records, 1);
+    }
+
+    /// Unreadable session metadata, and keys that are not keys, are errors, never defaults.
+    #[test]
+    fn unreadable_metadata_and_keys_are_coded_errors() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([25; 16]);
+        let started = Event::SessionStarted {
+            client: None,
+            cwd: "/w".into(),
+            runtime: "t".into(),
+        };
+        j.append_blocking(s, 5, started).unwrap();
+        assert_eq!(j.sessions().unwrap()[0].started_ms, 5);
+        let sessions = &j.inner.trees.sessions;
+        for bad in [
+            &b"not json"[..],
+            br#"{"client":null,"cwd":"/w"}"#,
+            br#"{"started_ms":1}"#,
+        ] {
+            sessions.insert(s.as_bytes(), bad).unwrap();
+            assert_eq!(j.sessions().unwrap_err().code(), "journal_session_corrupt");
+            assert_eq!(
+                j.find_session("").unwrap_err().code(),
+                "journal_session_corrupt"
+            );
+        }
+        sessions.remove(s.as_bytes()).unwrap();
+        sessions.insert(&b"short"[..], &b"{}"[..]).unwrap();
+        assert_eq!(j.sessions().unwrap_err().code(), "journal_session_corrupt");
+        sessions.remove(&b"short"[..]).unwrap();
+        assert_eq!(j.sessions().unwrap(), vec![]);
+
+        let mut bad_key = s.as_bytes().to_vec();
+        bad_key.extend_from_slice(&[0xff; 4]);
+        j.inner.trees.records.insert(bad_key, &b"x"[..]).unwrap();
+        assert_eq!(j.head_seq(s).unwrap_err().code(), "journal_key_corrupt");
+        assert_eq!(j.all_records(s).unwrap_err().code(), "journal_key_corrupt");
+        assert_eq!(j.verify(s).unwrap().broken.map(|b| b.seq), Some(2));
+    }
+
     /// Every journal error code, pinned.
     #[test]
     fn error_code_table() {
+        let io = || std::io::Error::other("");
         let codes = [
             AppendError::RecordTooLarge { bytes: 0, max: 0 }.code(),
             AppendError::BlobTooLarge { bytes: 0, max: 0 }.code(),
@@ -945,11 +1164,59 @@ mod tests {
             .code(),
             AppendError::WriterGone.code(),
             AppendError::ReadOnly.code(),
-            ReadError::NoSuchSession(String::new()).code(),
-            ReadError::AmbiguousSession(String::new()).code(),
+            AppendError::HeadCorrupt {
+                session: String::new(),
+                seq: 0,
+                reason: String::new(),
+            }
+            .code(),
+            ReadError::Storage(sled::Error::Unsupported(String::new())).code(),
             ReadError::Corrupt {
                 seq: 0,
                 reason: String::new(),
+            }
+            .code(),
+            ReadError::UnsupportedVersion {
+                seq: 0,
+                version: 0,
+                supported: 0,
+            }
+            .code(),
+            ReadError::KeyCorrupt { key: String::new() }.code(),
+            ReadError::SessionCorrupt {
+                session: String::new(),
+                reason: String::new(),
+            }
+            .code(),
+            ReadError::BlobCorrupt {
+                hash: String::new(),
+                reason: String::new(),
+            }
+            .code(),
+            ReadError::NoSuchSession(String::new()).code(),
+            ReadError::AmbiguousSession(String::new()).code(),
+            OpenError::Storage {
+                path: String::new(),
+                source: sled::Error::Unsupported(String::new()),
+            }
+            .code(),
+            OpenError::Locked {
+                path: String::new(),
+            }
+            .code(),
+            OpenError::Unreadable {
+                path: String::new(),
+                source: io(),
+            }
+            .code(),
+            OpenError::WriterStart {
+                path: String::new(),
+                source: io(),
+            }
+            .code(),
+            OpenError::Copy {
+                path: String::new(),
+                source: io(),
             }
             .code(),
         ];
@@ -962,10 +1229,25 @@ mod tests {
                 "journal_storage_failed",
                 "journal_writer_gone",
                 "journal_read_only",
+                "journal_head_corrupt",
+                "journal_read_failed",
+                "journal_record_corrupt",
+                "journal_format_unsupported",
+                "journal_key_corrupt",
+                "journal_session_corrupt",
+                "journal_blob_corrupt",
                 "session_not_found",
                 "session_ambiguous",
-                "journal_record_corrupt",
+                "journal_open_failed",
+                "journal_locked",
+                "journal_dir_unreadable",
+                "journal_writer_start_failed",
+                "journal_copy_failed",
             ]
         );
+        let mut unique = codes.to_vec();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), codes.len(), "a code is never reused");
     }
 }

@@ -20,16 +20,18 @@ pub(crate) struct WriterState {
     pub(crate) queue_records_peak: AtomicUsize,
 }
 
-/// Test hooks: a record with one of these times makes the writer panic, or wait for
-/// [`HOLD`], when it takes the record.
+/// Test hook: a record of this time makes the writer panic when it takes it.
 #[cfg(test)]
 pub(crate) const PANIC_TIME_MS: u64 = u64::MAX - 1;
+/// Test hook: a record of time `HOLD_TIME_MS - n` (n < [`HOLDS`]'s length, one per test)
+/// makes the writer set `HELD[n]` and wait for `HOLDS[n]` when it takes the record.
 #[cfg(test)]
 pub(crate) const HOLD_TIME_MS: u64 = u64::MAX - 2;
 #[cfg(test)]
-pub(crate) static HOLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static HOLDS: [std::sync::Mutex<()>; 2] =
+    [std::sync::Mutex::new(()), std::sync::Mutex::new(())];
 #[cfg(test)]
-pub(crate) static HELD: AtomicBool = AtomicBool::new(false);
+pub(crate) static HELD: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 /// Most records one group commit takes from the queue.
 const BATCH_RECORDS_MAX: usize = 4096;
@@ -294,9 +296,11 @@ impl Writer {
                 panic!("a test asked the journal writer to panic");
             }
             #[cfg(test)]
-            if time_ms == HOLD_TIME_MS {
-                HELD.store(true, Ordering::SeqCst);
-                drop(HOLD.lock());
+            if let Some(n) = HOLD_TIME_MS.checked_sub(time_ms)
+                && let (Some(held), Some(hold)) = (HELD.get(n as usize), HOLDS.get(n as usize))
+            {
+                held.store(true, Ordering::SeqCst);
+                drop(hold.lock());
             }
             let head = match staged.get(&session) {
                 Some(h) => Ok(*h),
