@@ -332,6 +332,32 @@ mod tests {
         assert_eq!(err.code(), "journal_blob_too_large");
     }
 
+    /// A chunked blob with a chunk gone or a bad list is damaged, not absent.
+    #[test]
+    fn a_damaged_chunked_blob_is_an_error_not_none() {
+        let (_d, s) = store();
+        let bytes: Vec<u8> = (0..2 * BLOB_CHUNK_BYTES + 5)
+            .map(|i| (i % 253) as u8)
+            .collect();
+        let hash = hash_hex(&bytes);
+        s.put(&hash, &bytes).unwrap();
+        let key = decode_hash(&hash).unwrap();
+        let list = s.chunked.get(key).unwrap().unwrap();
+        // The list's size says more than its chunks can hold.
+        let mut lying = list.to_vec();
+        let at = lying.len() - 8;
+        lying[at..].copy_from_slice(&(10 * BLOB_CHUNK_BYTES as u64).to_be_bytes());
+        s.chunked.insert(key, lying).unwrap();
+        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        s.chunked.insert(key, &list[..7]).unwrap();
+        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        s.chunked.insert(key, list.clone()).unwrap();
+        assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]));
+        s.blobs.remove(&list[32..64]).unwrap();
+        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        assert_eq!(s.get(&hash_hex(b"never stored")).unwrap(), None);
+    }
+
     #[test]
     fn long_strings_round_trip_and_dollar_keys_cannot_forge_a_blob() {
         let long = "x".repeat(INLINE_STRING_BYTES_MAX + 1);

@@ -39,7 +39,13 @@ pub fn open_readers(dir: &Path) -> Result<Vec<Journal>, OpenError> {
     let mut out = Vec::new();
     for n in 1..=SHARDS_MAX {
         let path = shard_path(dir, n);
-        if path.exists() {
+        // `exists` says "no" when it cannot tell; a shard we cannot look at is an error, not
+        // an absent one whose sessions silently go missing.
+        let exists = path.try_exists().map_err(|source| OpenError::Unreadable {
+            path: path.display().to_string(),
+            source,
+        })?;
+        if exists {
             out.push(Journal::open_read_only(&path)?);
         }
     }

@@ -680,9 +680,10 @@ pub(crate) fn key(session: SessionId, seq: u64) -> [u8; 24] {
 
 /// The seq of a records key; a key that is not 24 bytes is not a record key.
 pub(crate) fn seq_of(key: &[u8]) -> Result<u64, ReadError> {
-    <[u8; 8]>::try_from(key.get(16..).unwrap_or_default())
+    key.get(16..)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-        .map_err(|_| ReadError::KeyCorrupt {
+        .ok_or_else(|| ReadError::KeyCorrupt {
             key: hex::encode(key),
         })
 }
