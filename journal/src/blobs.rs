@@ -1,6 +1,7 @@
 //! Long strings leave records for the blob store. A string longer than
-//! [`INLINE_STRING_BYTES_MAX`] becomes `{"$blob": "<blake3 hex>"}`; object keys that start with
-//! `$` get one more `$` so that no value of the agent's can pass for a blob reference.
+//! `INLINE_STRING_BYTES_MAX` (1024 bytes) becomes `{"$blob": "<blake3 hex>"}`; object keys that
+//! start with `$` get one more `$` so that no value of the agent's can pass for a blob
+//! reference.
 
 use std::io::Read;
 

@@ -1,6 +1,7 @@
 //! Journals under `AIDO_HOME/journal/`. The first aido process takes `main`; a second one
 //! started on the same `AIDO_HOME` (two MCP clients at once) takes `shard-2`, and so on up to
-//! [`SHARDS_MAX`]. Session ids are unique across shards, so readers simply look in all of them.
+//! [`SHARDS_MAX`](crate::dir::SHARDS_MAX). Session ids are unique across shards, so readers
+//! simply look in all of them.
 
 use std::path::{Path, PathBuf};
 
