@@ -1115,6 +1115,27 @@ mod tests {
         assert_eq!(j.verify(s).unwrap().records, 1);
     }
 
+    /// The chain is asserted right before each record joins the batch: a writer whose head
+    /// went wrong stops (`journal_writer_gone`) instead of writing a gap or a fork.
+    #[test]
+    fn a_broken_chain_stops_the_writer_before_it_writes() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([26; 16]);
+        for n in 1..=3 {
+            assert_eq!(j.append_blocking(s, n, ended("a")).unwrap().seq, n);
+        }
+        let refused = j
+            .append_blocking(s, crate::writer::SKEW_TIME_MS, ended("skewed"))
+            .unwrap_err();
+        assert_eq!(refused.code(), "journal_writer_gone");
+        assert_eq!(
+            j.append_blocking(s, 4, ended("after")).unwrap_err().code(),
+            "journal_writer_gone"
+        );
+        assert_eq!(j.head_seq(s).unwrap(), 3, "nothing was written");
+        assert_eq!(j.verify(s).unwrap().broken, None);
+    }
+
     /// Unreadable session metadata, and keys that are not keys, are errors, never defaults.
     #[test]
     fn unreadable_metadata_and_keys_are_coded_errors() {

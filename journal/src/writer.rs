@@ -23,6 +23,10 @@ pub(crate) struct WriterState {
 /// Test hook: a record of this time makes the writer panic when it takes it.
 #[cfg(test)]
 pub(crate) const PANIC_TIME_MS: u64 = u64::MAX - 1;
+/// Test hook: a record of this time makes the writer's cached head skip ahead (as a bug in
+/// the head cache would), just before the chain is asserted.
+#[cfg(test)]
+pub(crate) const SKEW_TIME_MS: u64 = u64::MAX - 10;
 /// Test hook: a record of time `HOLD_TIME_MS - n` (n < [`HOLDS`]'s length, one per test)
 /// makes the writer set `HELD[n]` and wait for `HOLDS[n]` when it takes the record.
 #[cfg(test)]
@@ -338,6 +342,10 @@ impl Writer {
             let mut value = Vec::with_capacity(32 + bytes.len());
             value.extend_from_slice(&hash);
             value.extend_from_slice(&bytes);
+            #[cfg(test)]
+            if time_ms == SKEW_TIME_MS {
+                self.heads.insert(session, (seq + 1, prev));
+            }
             // The chain, checked right before the record joins the batch (readers check it
             // again after the read): gap-free seqs, each naming its predecessor's hash.
             let head = self.chained(&staged, session);
