@@ -1,6 +1,7 @@
 //! Long strings leave records for the blob store. A string longer than
-//! [`INLINE_STRING_BYTES_MAX`] becomes `{"$blob": "<blake3 hex>"}`; object keys that start with
-//! `$` get one more `$` so that no value of the agent's can pass for a blob reference.
+//! `INLINE_STRING_BYTES_MAX` (1024 bytes) becomes `{"$blob": "<blake3 hex>"}`; object keys that
+//! start with `$` get one more `$` so that no value of the agent's can pass for a blob
+//! reference.
 
 use std::io::Read;
 
@@ -119,14 +120,16 @@ impl BlobStore {
         let hash = whole.finalize();
         let key = hash.as_bytes();
         if !self.contains_key(key).map_err(storage)? {
-            if list.len() == 32 || total == 0 {
-                // One chunk (or nothing): the chunk is the blob.
-                let bytes = self
-                    .blobs
-                    .get(list.get(..32).unwrap_or(key))
-                    .map_err(storage)?
-                    .map(|v| v.to_vec())
-                    .unwrap_or_default();
+            if total == 0 {
+                self.blobs.insert(key, &[][..]).map_err(storage)?;
+            } else if list.len() == 32 {
+                // One chunk: the chunk is the blob. It was stored (or found) just above, so
+                // not finding it now is a storage failure, never an empty blob.
+                let bytes = self.blobs.get(&list[..]).map_err(storage)?.ok_or_else(|| {
+                    AppendError::Storage {
+                        message: format!("the chunk just kept for blob {} is gone", hash.to_hex()),
+                    }
+                })?;
                 self.blobs.insert(key, bytes).map_err(storage)?;
             } else {
                 list.extend_from_slice(&total.to_be_bytes());
@@ -143,7 +146,10 @@ impl BlobStore {
         Ok(self.blobs.contains_key(key)? || self.chunked.contains_key(key)?)
     }
 
-    /// The bytes of a blob, whole (chunked ones are put together).
+    /// The bytes of a blob, whole (chunked ones are put together). `None` when no blob of
+    /// that name is stored (a name that is not a blake3 hash names none); a blob that is
+    /// stored but damaged (its chunk list unreadable, a chunk missing, the size wrong) is
+    /// [`ReadError::BlobCorrupt`], never `None`.
     pub fn get(&self, hash: &str) -> Result<Option<Vec<u8>>, ReadError> {
         let Some(key) = decode_hash(hash) else {
             return Ok(None);
@@ -154,17 +160,33 @@ impl BlobStore {
         let Some(list) = self.chunked.get(key)? else {
             return Ok(None);
         };
-        let (hashes, size) = split_list(&list).ok_or_else(|| ReadError::Corrupt {
-            seq: 0,
-            reason: format!("the chunk list of blob {hash} is damaged"),
-        })?;
+        let damaged = |reason: String| ReadError::BlobCorrupt {
+            hash: hash.to_owned(),
+            reason,
+        };
+        let (hashes, size) =
+            split_list(&list).ok_or_else(|| damaged("its chunk list is not one".into()))?;
+        let chunks = hashes.len() as u64 / 32;
+        // A list of n chunks holds more than n - 1 and at most n chunks' worth of bytes.
+        if size > chunks * BLOB_CHUNK_BYTES as u64
+            || size <= (chunks.max(1) - 1) * BLOB_CHUNK_BYTES as u64
+        {
+            return Err(damaged(format!("{chunks} chunks cannot hold {size} bytes")));
+        }
         let mut out = Vec::with_capacity(size as usize);
         for h in hashes.chunks(32) {
             match self.blobs.get(h)? {
                 Some(chunk) => out.extend_from_slice(&chunk),
-                // A missing chunk is a missing blob: verify reports it as such.
-                None => return Ok(None),
+                None => {
+                    return Err(damaged(format!("its chunk {} is missing", hex::encode(h))));
+                }
             }
+        }
+        if out.len() as u64 != size {
+            return Err(damaged(format!(
+                "its chunks hold {} bytes; its list says {size}",
+                out.len()
+            )));
         }
         Ok(Some(out))
     }
@@ -213,26 +235,29 @@ pub(crate) fn externalize(value: Value, out: &mut Vec<(String, Vec<u8>)>) -> Val
     }
 }
 
-/// Put blobs back. `fetch` returns a blob's bytes by hash; a missing or non-UTF-8 blob is an
-/// error naming the hash.
-pub(crate) fn internalize(
-    value: Value,
-    fetch: &dyn Fn(&str) -> Option<Vec<u8>>,
-) -> Result<Value, String> {
+/// The bytes of a blob by hash, `None` when it is not stored.
+pub(crate) type Fetch<'a> = dyn Fn(&str) -> Result<Option<Vec<u8>>, ReadError> + 'a;
+
+/// Put blobs back into the record at `seq`. `fetch` returns a blob's bytes by hash; a missing
+/// or non-UTF-8 blob makes the record [`ReadError::Corrupt`], naming the hash; a blob that
+/// cannot be read is that read's error.
+pub(crate) fn internalize(value: Value, seq: u64, fetch: &Fetch<'_>) -> Result<Value, ReadError> {
+    let corrupt = |reason: String| ReadError::Corrupt { seq, reason };
     match value {
         Value::Array(items) => items
             .into_iter()
-            .map(|v| internalize(v, fetch))
+            .map(|v| internalize(v, seq, fetch))
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
         Value::Object(map) => {
             if map.len() == 1
                 && let Some(Value::String(hash)) = map.get(BLOB_KEY)
             {
-                let bytes = fetch(hash).ok_or_else(|| format!("blob {hash} is missing"))?;
+                let bytes =
+                    fetch(hash)?.ok_or_else(|| corrupt(format!("blob {hash} is missing")))?;
                 return String::from_utf8(bytes)
                     .map(Value::String)
-                    .map_err(|_| format!("blob {hash} is not UTF-8"));
+                    .map_err(|_| corrupt(format!("blob {hash} is not UTF-8")));
             }
             map.into_iter()
                 .map(|(k, v)| {
@@ -240,7 +265,7 @@ pub(crate) fn internalize(
                         Some(rest) => rest.to_owned(),
                         None => k,
                     };
-                    internalize(v, fetch).map(|v| (key, v))
+                    internalize(v, seq, fetch).map(|v| (key, v))
                 })
                 .collect::<Result<Map<_, _>, _>>()
                 .map(Value::Object)
@@ -308,6 +333,32 @@ mod tests {
         assert_eq!(err.code(), "journal_blob_too_large");
     }
 
+    /// A chunked blob with a chunk gone or a bad list is damaged, not absent.
+    #[test]
+    fn a_damaged_chunked_blob_is_an_error_not_none() {
+        let (_d, s) = store();
+        let bytes: Vec<u8> = (0..2 * BLOB_CHUNK_BYTES + 5)
+            .map(|i| (i % 253) as u8)
+            .collect();
+        let hash = hash_hex(&bytes);
+        s.put(&hash, &bytes).unwrap();
+        let key = decode_hash(&hash).unwrap();
+        let list = s.chunked.get(key).unwrap().unwrap();
+        // The list's size says more than its chunks can hold.
+        let mut lying = list.to_vec();
+        let at = lying.len() - 8;
+        lying[at..].copy_from_slice(&(10 * BLOB_CHUNK_BYTES as u64).to_be_bytes());
+        s.chunked.insert(key, lying).unwrap();
+        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        s.chunked.insert(key, &list[..7]).unwrap();
+        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        s.chunked.insert(key, list.clone()).unwrap();
+        assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]));
+        s.blobs.remove(&list[32..64]).unwrap();
+        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        assert_eq!(s.get(&hash_hex(b"never stored")).unwrap(), None);
+    }
+
     #[test]
     fn long_strings_round_trip_and_dollar_keys_cannot_forge_a_blob() {
         let long = "x".repeat(INLINE_STRING_BYTES_MAX + 1);
@@ -325,7 +376,7 @@ mod tests {
         references(&stored, &mut refs);
         assert_eq!(refs.len(), 2, "the forged keys are escaped, not references");
         let store: HashMap<_, _> = blobs.into_iter().collect();
-        let back = internalize(stored, &|h| store.get(h).cloned()).unwrap();
+        let back = internalize(stored, 1, &|h| Ok(store.get(h).cloned())).unwrap();
         assert_eq!(back, original);
     }
 }

@@ -1,6 +1,7 @@
 //! Journals under `AIDO_HOME/journal/`. The first aido process takes `main`; a second one
 //! started on the same `AIDO_HOME` (two MCP clients at once) takes `shard-2`, and so on up to
-//! [`SHARDS_MAX`]. Session ids are unique across shards, so readers simply look in all of them.
+//! [`SHARDS_MAX`](crate::dir::SHARDS_MAX). Session ids are unique across shards, so readers
+//! simply look in all of them.
 
 use std::path::{Path, PathBuf};
 
@@ -39,7 +40,13 @@ pub fn open_readers(dir: &Path) -> Result<Vec<Journal>, OpenError> {
     let mut out = Vec::new();
     for n in 1..=SHARDS_MAX {
         let path = shard_path(dir, n);
-        if path.exists() {
+        // `exists` says "no" when it cannot tell; a shard we cannot look at is an error, not
+        // an absent one whose sessions silently go missing.
+        let exists = path.try_exists().map_err(|source| OpenError::Unreadable {
+            path: path.display().to_string(),
+            source,
+        })?;
+        if exists {
             out.push(Journal::open_read_only(&path)?);
         }
     }

@@ -15,6 +15,22 @@ pub enum OpenError {
         /// The directory.
         path: String,
     },
+    /// Whether a journal exists here could not be found out (a directory that cannot be read).
+    #[error("cannot look for a journal at {path}: {source}")]
+    Unreadable {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the writer of the journal at {path}: {source}")]
+    WriterStart {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// Copying a live journal for reading failed.
     #[error("cannot copy the live journal at {path}: {source}")]
     Copy {
@@ -32,6 +48,8 @@ impl OpenError {
             Self::Storage { .. } => "journal_open_failed",
             Self::Locked { .. } => "journal_locked",
             Self::Copy { .. } => "journal_copy_failed",
+            Self::Unreadable { .. } => "journal_dir_unreadable",
+            Self::WriterStart { .. } => "journal_writer_start_failed",
         }
     }
 }
@@ -67,9 +85,23 @@ pub enum AppendError {
         /// sled's message.
         message: String,
     },
-    /// The writer thread is gone (the journal was closed, or it crashed).
+    /// The writer thread is gone (the journal was closed, or it crashed: an invariant of the
+    /// chain failed, which is a bug). Every append queued or made after it gets this.
     #[error("the journal writer has stopped")]
     WriterGone,
+    /// The newest stored record of the session does not check out (its bytes do not match its
+    /// hash, or its header does not match its key), so there is nothing sound to chain the
+    /// next record to. The writer refuses this session until it is repaired; other sessions
+    /// go on.
+    #[error("the newest record of session {session} (seq {seq}) is corrupt: {reason}")]
+    HeadCorrupt {
+        /// The session.
+        session: String,
+        /// The seq its key names (0 when the key is not a record key at all).
+        seq: u64,
+        /// What does not check out.
+        reason: String,
+    },
     /// This journal was opened read-only.
     #[error("this journal was opened read-only")]
     ReadOnly,
@@ -85,6 +117,7 @@ impl AppendError {
             Self::Storage { .. } => "journal_storage_failed",
             Self::WriterGone => "journal_writer_gone",
             Self::ReadOnly => "journal_read_only",
+            Self::HeadCorrupt { .. } => "journal_head_corrupt",
         }
     }
 }
@@ -104,7 +137,9 @@ pub enum ReadError {
         reason: String,
     },
     /// A record of a format this aido does not read (written by a newer aido).
-    #[error("record {seq} is of journal format {version}; this aido reads formats 1 to {supported}")]
+    #[error(
+        "record {seq} is of journal format {version}; this aido reads formats 1 to {supported}"
+    )]
     UnsupportedVersion {
         /// The seq.
         seq: u64,
@@ -112,6 +147,28 @@ pub enum ReadError {
         version: u64,
         /// The newest format this aido reads.
         supported: u16,
+    },
+    /// A key in the records tree is not a record key (16 bytes of session, 8 of seq).
+    #[error("the journal holds a record key that is not one: {key}")]
+    KeyCorrupt {
+        /// The key, hex.
+        key: String,
+    },
+    /// A session's metadata (when it started, its client and cwd) cannot be read.
+    #[error("the metadata of session {session} cannot be read: {reason}")]
+    SessionCorrupt {
+        /// The session id (or the key, hex, when it is not one).
+        session: String,
+        /// Why.
+        reason: String,
+    },
+    /// A stored blob is damaged: its chunk list, a chunk, or its size.
+    #[error("blob {hash} is damaged: {reason}")]
+    BlobCorrupt {
+        /// Its blake3, hex.
+        hash: String,
+        /// Why.
+        reason: String,
     },
     /// No session has this id (or id prefix).
     #[error("no session matches {0}")]
@@ -130,6 +187,9 @@ impl ReadError {
             Self::UnsupportedVersion { .. } => "journal_format_unsupported",
             Self::NoSuchSession(_) => "session_not_found",
             Self::AmbiguousSession(_) => "session_ambiguous",
+            Self::KeyCorrupt { .. } => "journal_key_corrupt",
+            Self::SessionCorrupt { .. } => "journal_session_corrupt",
+            Self::BlobCorrupt { .. } => "journal_blob_corrupt",
         }
     }
 }

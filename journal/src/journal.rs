@@ -1,5 +1,6 @@
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -8,7 +9,12 @@ use serde::Serialize;
 use crate::blobs::{self, externalize, internalize};
 use crate::error::{AppendError, OpenError, ReadError};
 use crate::record::{Event, FORMAT_VERSION, GENESIS, Record, SessionId};
-use crate::writer::{Command, Reply, Writer};
+use crate::writer::{Command, Reply, Writer, WriterState};
+
+/// Most records waiting in the writer's queue. An append that finds it full waits for room
+/// (an async one yields, a blocking one blocks its thread), so a burst of callers slows down
+/// to the disk's pace instead of growing memory without bound.
+pub const QUEUE_RECORDS_MAX: usize = 16_384;
 
 /// The journal's named bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +116,9 @@ struct Inner {
     trees: Arc<Trees>,
     limits: Limits,
     path: PathBuf,
-    sender: Mutex<Option<mpsc::Sender<Command>>>,
+    /// `None` when read-only.
+    sender: Option<flume::Sender<Command>>,
+    state: Arc<WriterState>,
     writer: Mutex<Option<JoinHandle<()>>>,
     // A copy of a live journal, removed when this handle goes.
     _scratch: Option<tempfile::TempDir>,
@@ -119,9 +127,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Closing the channel lets the writer commit what is queued and stop.
-        if let Ok(mut sender) = self.sender.lock() {
-            sender.take();
-        }
+        self.sender.take();
         if let Ok(mut writer) = self.writer.lock()
             && let Some(handle) = writer.take()
         {
@@ -183,15 +189,26 @@ fn open_trees(path: &Path) -> Result<Trees, OpenError> {
 }
 
 impl Journal {
-    /// Open (or create) the journal in `path` and start its writer.
+    /// Open (or create) the journal in `path` and start its writer, whose queue holds up to
+    /// [`QUEUE_RECORDS_MAX`] records.
     pub fn open(path: &Path, limits: Limits, mode: CommitMode) -> Result<Self, OpenError> {
+        Self::open_with_queue(path, limits, mode, QUEUE_RECORDS_MAX)
+    }
+
+    /// As [`Journal::open`], with a writer queue of `queue_records_max` records (at least 1).
+    pub fn open_with_queue(
+        path: &Path,
+        limits: Limits,
+        mode: CommitMode,
+        queue_records_max: usize,
+    ) -> Result<Self, OpenError> {
         let trees = Arc::new(open_trees(path)?);
-        let (sender, receiver) = mpsc::channel();
-        let writer = Writer::new(trees.clone(), limits, mode);
-        let handle = std::thread::Builder::new()
-            .name("aido-journal-writer".into())
-            .spawn(move || writer.run(receiver))
-            .map_err(|source| OpenError::Copy {
+        let (sender, receiver) = flume::bounded(queue_records_max.max(1));
+        let state = Arc::new(WriterState::default());
+        let writer = Writer::new(trees.clone(), limits, mode, state.clone());
+        let handle = writer
+            .spawn(receiver)
+            .map_err(|source| OpenError::WriterStart {
                 path: path.display().to_string(),
                 source,
             })?;
@@ -200,7 +217,8 @@ impl Journal {
                 trees,
                 limits,
                 path: path.to_owned(),
-                sender: Mutex::new(Some(sender)),
+                sender: Some(sender),
+                state,
                 writer: Mutex::new(Some(handle)),
                 _scratch: None,
             }),
@@ -228,7 +246,8 @@ impl Journal {
                 trees: Arc::new(trees),
                 limits: Limits::default(),
                 path: path.to_owned(),
-                sender: Mutex::new(None),
+                sender: None,
+                state: Arc::new(WriterState::default()),
                 writer: Mutex::new(None),
                 _scratch: scratch,
             }),
@@ -245,8 +264,8 @@ impl Journal {
         self.inner.limits
     }
 
-    /// Encode and queue a record. Limits are checked here, before a seq is taken.
-    fn submit(
+    /// Encode a record for the writer. Limits are checked here, before a seq is taken.
+    fn command(
         &self,
         session: SessionId,
         time_ms: u64,
@@ -254,7 +273,7 @@ impl Journal {
         extra: Vec<(String, Vec<u8>)>,
         sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
         reply: Reply,
-    ) -> Result<(), AppendError> {
+    ) -> Result<Command, AppendError> {
         let limits = self.inner.limits;
         let value = serde_json::to_value(event).map_err(|e| AppendError::Storage {
             message: format!("cannot encode the event: {e}"),
@@ -274,6 +293,15 @@ impl Journal {
         let event_json = serde_json::to_vec(&stored).map_err(|e| AppendError::Storage {
             message: format!("cannot encode the event: {e}"),
         })?;
+        // The writer splices the event's fields after the header's: it must be an object.
+        assert!(
+            event_json.first() == Some(&b'{'),
+            "an event encodes as a JSON object"
+        );
+        assert!(
+            event_json.last() == Some(&b'}'),
+            "an event encodes as a JSON object"
+        );
         // The header (version, session, seq, time, prev) adds under 200 bytes.
         let bytes = event_json.len() as u64 + 200;
         if bytes > limits.record_bytes_max {
@@ -289,7 +317,7 @@ impl Journal {
             ),
             _ => None,
         };
-        let command = Command::Append {
+        Ok(Command::Append {
             session,
             time_ms,
             event_json,
@@ -298,23 +326,53 @@ impl Journal {
             durable: sequenced.is_none(),
             sequenced,
             reply,
-        };
-        let sender = self
-            .inner
-            .sender
-            .lock()
-            .map_err(|_| AppendError::WriterGone)?;
-        match sender.as_ref() {
-            Some(s) => s.send(command).map_err(|_| AppendError::WriterGone),
-            None => Err(AppendError::ReadOnly),
-        }
+        })
     }
 
-    /// Append a record and wait until it is durable.
+    /// The writer's queue, if the writer takes appends.
+    fn sender(&self) -> Result<&flume::Sender<Command>, AppendError> {
+        let sender = self.inner.sender.as_ref().ok_or(AppendError::ReadOnly)?;
+        if self.inner.state.gone.load(Ordering::Acquire) {
+            return Err(AppendError::WriterGone);
+        }
+        Ok(sender)
+    }
+
+    /// Queue a command, waiting (without blocking the thread) while the queue is full.
+    async fn submit(&self, command: Command) -> Result<(), AppendError> {
+        self.sender()?
+            .send_async(command)
+            .await
+            .map_err(|_| AppendError::WriterGone)
+    }
+
+    /// Queue a command, blocking the thread while the queue is full.
+    fn submit_blocking(&self, command: Command) -> Result<(), AppendError> {
+        self.sender()?
+            .send(command)
+            .map_err(|_| AppendError::WriterGone)
+    }
+
+    /// Records waiting in the writer's queue now (for tests and gauges).
+    #[doc(hidden)]
+    pub fn queue_records(&self) -> usize {
+        self.inner.sender.as_ref().map_or(0, flume::Sender::len)
+    }
+
+    /// The most records the writer has found waiting in its queue since the journal opened
+    /// (for tests and gauges).
+    #[doc(hidden)]
+    pub fn queue_records_peak(&self) -> usize {
+        self.inner.state.queue_records_peak.load(Ordering::Relaxed)
+    }
+
+    /// Append a record and wait until it is durable. While the writer's queue is full this
+    /// waits for room first.
     ///
     /// # Cancel safety
-    /// Dropping the future after the record was queued does not unqueue it: it may still be
-    /// written, and only its acknowledgement is lost.
+    /// Dropping the future while it waits for room in the queue drops the record unqueued.
+    /// Dropping it after the record was queued does not unqueue it: it may still be written,
+    /// and only its acknowledgement is lost.
     pub async fn append(
         &self,
         session: SessionId,
@@ -322,7 +380,8 @@ impl Journal {
         event: Event,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(session, time_ms, &event, Vec::new(), None, Reply::Async(tx))?;
+        let command = self.command(session, time_ms, &event, Vec::new(), None, Reply::Async(tx))?;
+        self.submit(command).await?;
         rx.await.map_err(|_| AppendError::WriterGone)?
     }
 
@@ -340,7 +399,8 @@ impl Journal {
         blobs: Vec<(String, Vec<u8>)>,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
+        let command = self.command(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
+        self.submit(command).await?;
         rx.await.map_err(|_| AppendError::WriterGone)?
     }
 
@@ -359,7 +419,7 @@ impl Journal {
     ) -> Result<Sequenced, AppendError> {
         let (tx, durable) = tokio::sync::oneshot::channel();
         let (seq_tx, seq_rx) = tokio::sync::oneshot::channel();
-        self.submit(
+        let command = self.command(
             session,
             time_ms,
             &event,
@@ -367,6 +427,7 @@ impl Journal {
             Some(seq_tx),
             Reply::Async(tx),
         )?;
+        self.submit(command).await?;
         match seq_rx.await {
             Ok(seq) => Ok(Sequenced { seq, durable }),
             // No seq: the writer refused the record; its reply says why.
@@ -377,7 +438,8 @@ impl Journal {
         }
     }
 
-    /// Append a record and block the thread until it is durable. Not for async contexts.
+    /// Append a record and block the thread until it is durable (and, while the writer's
+    /// queue is full, until there is room). Not for async contexts.
     pub fn append_blocking(
         &self,
         session: SessionId,
@@ -385,7 +447,7 @@ impl Journal {
         event: Event,
     ) -> Result<Appended, AppendError> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.submit(
+        let command = self.command(
             session,
             time_ms,
             &event,
@@ -393,6 +455,7 @@ impl Journal {
             None,
             Reply::Blocking(tx),
         )?;
+        self.submit_blocking(command)?;
         rx.recv().map_err(|_| AppendError::WriterGone)?
     }
 
@@ -407,33 +470,23 @@ impl Journal {
         self.inner.trees.blobs.clone()
     }
 
-    fn decode(&self, seq: u64, value: &[u8]) -> Result<Record, ReadError> {
-        let corrupt = |reason: String| ReadError::Corrupt { seq, reason };
-        if value.len() < 32 {
-            return Err(corrupt("shorter than its hash".into()));
-        }
-        let (hash, bytes) = value.split_at(32);
-        if blake3::hash(bytes).as_bytes() != hash {
-            return Err(corrupt("its bytes do not match its hash".into()));
-        }
-        let stored: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not JSON: {e}")))?;
-        let fetch = |h: &str| self.blob(h).ok().flatten();
-        let value = internalize(stored, &fetch).map_err(corrupt)?;
-        let version = value["v"].as_u64().unwrap_or(0);
-        if version == 0 || version > u64::from(FORMAT_VERSION) {
-            return Err(ReadError::UnsupportedVersion {
-                seq,
-                version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        let mut record: Record =
-            serde_json::from_value(value).map_err(|e| corrupt(format!("not a record: {e}")))?;
-        if record.seq != seq {
-            return Err(corrupt(format!("its seq field says {}", record.seq)));
-        }
-        record.hash = hex::encode(hash);
+    /// Read the record stored under (session, seq): its bytes must match its hash, its format
+    /// be one this aido reads, and its header name the key it is stored under.
+    fn decode(&self, session: SessionId, seq: u64, value: &[u8]) -> Result<Record, ReadError> {
+        let checked = check_value(session, seq, value)?;
+        let fetch = |h: &str| self.blob(h);
+        let value = internalize(checked.stored, seq, &fetch)?;
+        let mut record: Record = serde_json::from_value(value).map_err(|e| ReadError::Corrupt {
+            seq,
+            reason: format!("not a record: {e}"),
+        })?;
+        // The header was checked as JSON above; the typed record must agree with it.
+        assert!(record.seq == seq, "a checked record keeps its seq");
+        assert!(
+            record.session == session,
+            "a checked record keeps its session"
+        );
+        record.hash = hex::encode(checked.hash);
         crate::record::upgrade(&mut record);
         Ok(record)
     }
@@ -466,7 +519,7 @@ impl Journal {
         };
         for item in items.take(limit) {
             let (k, v) = item?;
-            out.push(self.decode(seq_of(&k), &v)?);
+            out.push(self.decode(session, seq_of(&k)?, &v)?);
         }
         if newest {
             out.reverse();
@@ -481,14 +534,17 @@ impl Journal {
 
     /// The seq of a session's last record (0 when it has none).
     pub fn head_seq(&self, session: SessionId) -> Result<u64, ReadError> {
-        Ok(self
+        match self
             .inner
             .trees
             .records
             .scan_prefix(session.as_bytes())
             .next_back()
             .transpose()?
-            .map_or(0, |(k, _)| seq_of(&k)))
+        {
+            None => Ok(0),
+            Some((k, _)) => seq_of(&k),
+        }
     }
 
     /// Every session in this journal, oldest first.
@@ -496,16 +552,22 @@ impl Journal {
         let mut out = Vec::new();
         for item in self.inner.trees.sessions.iter() {
             let (k, v) = item?;
-            let Ok(bytes) = <[u8; 16]>::try_from(k.as_ref()) else {
-                continue;
-            };
+            let bytes =
+                <[u8; 16]>::try_from(k.as_ref()).map_err(|_| ReadError::SessionCorrupt {
+                    session: hex::encode(&k),
+                    reason: format!("its key is {} bytes, not 16", k.len()),
+                })?;
             let id = SessionId::from_bytes(bytes);
-            let meta: serde_json::Value = serde_json::from_slice(&v).unwrap_or_default();
+            let meta: SessionMeta =
+                serde_json::from_slice(&v).map_err(|e| ReadError::SessionCorrupt {
+                    session: id.to_string(),
+                    reason: e.to_string(),
+                })?;
             out.push(SessionSummary {
                 id,
-                started_ms: meta["started_ms"].as_u64().unwrap_or(0),
-                client: meta["client"].as_str().map(str::to_owned),
-                cwd: meta["cwd"].as_str().unwrap_or("").to_owned(),
+                started_ms: meta.started_ms,
+                client: meta.client,
+                cwd: meta.cwd,
                 records: self.head_seq(id)?,
             });
         }
@@ -540,8 +602,11 @@ impl Journal {
         };
         for item in self.inner.trees.records.scan_prefix(session.as_bytes()) {
             let (k, v) = item?;
-            let seq = seq_of(&k);
             let checked = expected - 1;
+            let seq = match seq_of(&k) {
+                Ok(seq) => seq,
+                Err(e) => return Ok(broken(expected, e.to_string(), checked, &prev)),
+            };
             if seq != expected {
                 return Ok(broken(
                     expected,
@@ -550,30 +615,13 @@ impl Journal {
                     &prev,
                 ));
             }
-            if v.len() < 32 {
-                return Ok(broken(seq, "shorter than its hash".into(), checked, &prev));
-            }
-            let (hash, bytes) = v.split_at(32);
-            if blake3::hash(bytes).as_bytes() != hash {
-                return Ok(broken(
-                    seq,
-                    "its bytes do not match its hash".into(),
-                    checked,
-                    &prev,
-                ));
-            }
-            let stored: serde_json::Value = match serde_json::from_slice(bytes) {
-                Ok(v) => v,
-                Err(e) => return Ok(broken(seq, format!("not JSON: {e}"), checked, &prev)),
+            let Checked { hash, stored } = match check_value(session, seq, &v) {
+                Ok(c) => c,
+                Err(ReadError::Corrupt { reason, .. }) => {
+                    return Ok(broken(seq, reason, checked, &prev));
+                }
+                Err(e) => return Ok(broken(seq, e.to_string(), checked, &prev)),
             };
-            if stored["seq"].as_u64() != Some(seq) {
-                return Ok(broken(
-                    seq,
-                    "its seq field does not match its key".into(),
-                    checked,
-                    &prev,
-                ));
-            }
             if stored["prev"].as_str() != Some(prev.as_str()) {
                 return Ok(broken(
                     seq,
@@ -585,7 +633,14 @@ impl Journal {
             let mut refs = Vec::new();
             blobs::references(&stored, &mut refs);
             for r in refs {
-                match self.blob(&r)? {
+                let found = match self.blob(&r) {
+                    Ok(found) => found,
+                    Err(ReadError::BlobCorrupt { reason, .. }) => {
+                        return Ok(broken(seq, format!("blob {r}: {reason}"), checked, &prev));
+                    }
+                    Err(e) => return Err(e),
+                };
+                match found {
                     Some(bytes) if blobs::hash_hex(&bytes) == r => {}
                     Some(_) => {
                         return Ok(broken(
@@ -623,10 +678,66 @@ pub(crate) fn key(session: SessionId, seq: u64) -> [u8; 24] {
     k
 }
 
-fn seq_of(key: &[u8]) -> u64 {
-    key.get(16..24)
+/// The seq of a records key; a key that is not 24 bytes is not a record key.
+pub(crate) fn seq_of(key: &[u8]) -> Result<u64, ReadError> {
+    key.get(16..)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map_or(0, u64::from_be_bytes)
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| ReadError::KeyCorrupt {
+            key: hex::encode(key),
+        })
+}
+
+/// What a session's metadata holds, as [`Journal::command`] writes it.
+#[derive(serde::Deserialize)]
+struct SessionMeta {
+    started_ms: u64,
+    client: Option<String>,
+    cwd: String,
+}
+
+/// A stored record value that checks out.
+pub(crate) struct Checked {
+    /// Its hash, as stored and as computed.
+    pub(crate) hash: [u8; 32],
+    /// Its JSON, blobs still by reference.
+    pub(crate) stored: serde_json::Value,
+}
+
+/// Check a value stored under (session, seq), as every reader and the writer's head do: its
+/// bytes match its hash, its format is one this aido reads, and its header names its key.
+pub(crate) fn check_value(
+    session: SessionId,
+    seq: u64,
+    value: &[u8],
+) -> Result<Checked, ReadError> {
+    let corrupt = |reason: String| ReadError::Corrupt { seq, reason };
+    if value.len() < 32 {
+        return Err(corrupt("shorter than its hash".into()));
+    }
+    let (hash, bytes) = value.split_at(32);
+    if blake3::hash(bytes).as_bytes() != hash {
+        return Err(corrupt("its bytes do not match its hash".into()));
+    }
+    let stored: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not JSON: {e}")))?;
+    let version = stored["v"].as_u64().unwrap_or(0);
+    if version == 0 || version > u64::from(FORMAT_VERSION) {
+        return Err(ReadError::UnsupportedVersion {
+            seq,
+            version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if stored["seq"].as_u64() != Some(seq) {
+        return Err(corrupt("its seq field does not match its key".into()));
+    }
+    if stored["session"].as_str() != Some(session.to_string().as_str()) {
+        return Err(corrupt("its session field does not match its key".into()));
+    }
+    let mut own = [0u8; 32];
+    own.copy_from_slice(hash);
+    Ok(Checked { hash: own, stored })
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -692,7 +803,11 @@ mod tests {
         for n in 0..3 {
             j.append_blocking(s, n, ended(&content)).unwrap();
         }
-        assert_eq!(j.inner.trees.blobs.blobs.len(), 1, "three records, one blob");
+        assert_eq!(
+            j.inner.trees.blobs.blobs.len(),
+            1,
+            "three records, one blob"
+        );
         let record_bytes: usize = j
             .inner
             .trees
@@ -818,9 +933,252 @@ mod tests {
         );
     }
 
+    /// Poll until `cond` holds, for at most 10 s.
+    fn wait_until(cond: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !cond() {
+            assert!(std::time::Instant::now() < deadline, "timed out");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Await futures polling them in the order given, so that those that queue do so in
+    /// that order.
+    async fn in_order<T>(
+        mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
+    ) -> Vec<T> {
+        let mut done: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            for (future, out) in futures.iter_mut().zip(done.iter_mut()) {
+                if out.is_none()
+                    && let std::task::Poll::Ready(v) = future.as_mut().poll(cx)
+                {
+                    *out = Some(v);
+                }
+            }
+            if done.iter().all(Option::is_some) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        done.into_iter().flatten().collect()
+    }
+
+    const WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// A burst far larger than the queue: the queue fills to its bound and no further, async
+    /// callers wait (without blocking their threads) and a blocking caller blocks, and once
+    /// the writer moves every record lands in submission order, gap-free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // Holding the writer's hold lock across awaits is the point: the writer thread waits on
+    // it, never a task of this runtime.
+    #[allow(clippy::await_holding_lock)]
+    async fn a_burst_larger_than_the_queue_waits_and_lands_in_order() {
+        const BOUND: usize = 8;
+        const BURST: u64 = 1000;
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open_with_queue(dir.path(), Limits::default(), CommitMode::Group, BOUND)
+            .unwrap();
+        let held = SessionId::from_bytes([20; 16]);
+        let s = SessionId::from_bytes([21; 16]);
+        let other = SessionId::from_bytes([22; 16]);
+        let hold = crate::writer::HOLDS[0].lock().unwrap();
+        let holder = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                j.append(held, crate::writer::HOLD_TIME_MS, ended("h"))
+                    .await
+            })
+        };
+        wait_until(|| crate::writer::HELD[0].load(Ordering::SeqCst));
+        let burst = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                let futures = (1..=BURST)
+                    .map(|n| {
+                        Box::pin(j.append(s, n, ended("b")))
+                            as std::pin::Pin<
+                                Box<
+                                    dyn std::future::Future<Output = Result<Appended, AppendError>>
+                                        + Send,
+                                >,
+                            >
+                    })
+                    .collect();
+                in_order(futures).await
+            })
+        };
+        wait_until(|| j.queue_records() == BOUND);
+        let blocked = {
+            let j = j.clone();
+            std::thread::spawn(move || j.append_blocking(other, 1, ended("o")))
+        };
+        // While the writer is held the queue stays at its bound.
+        for _ in 0..50 {
+            assert!(j.queue_records() <= BOUND, "{}", j.queue_records());
+            assert!(!blocked.is_finished(), "a blocking append waits for room");
+            tokio::task::yield_now().await;
+        }
+        drop(hold);
+        let results = tokio::time::timeout(WITHIN, burst).await.unwrap().unwrap();
+        let seqs: Vec<u64> = results.into_iter().map(|r| r.unwrap().seq).collect();
+        assert_eq!(seqs, (1..=BURST).collect::<Vec<_>>());
+        assert_eq!(holder.await.unwrap().unwrap().seq, 1);
+        assert_eq!(blocked.join().unwrap().unwrap().seq, 1);
+        let records = j.all_records(s).unwrap();
+        assert!(
+            records.iter().all(|r| r.time_ms == r.seq),
+            "submission order"
+        );
+        assert_eq!(records.len() as u64, BURST);
+        assert_eq!(j.verify(s).unwrap().broken, None);
+        assert!(
+            j.queue_records_peak() <= BOUND,
+            "{}",
+            j.queue_records_peak()
+        );
+        assert_eq!(
+            j.queue_records_peak(),
+            BOUND,
+            "the writer found the queue full"
+        );
+    }
+
+    /// A panic in the writer (a failed chain assertion is one) answers the record it held,
+    /// the records queued behind it and every later append with `journal_writer_gone`; none
+    /// waits forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_panic_answers_every_append_with_writer_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        // One record per batch, so the records queued behind the panic stay queued.
+        let j = Journal::open(dir.path(), Limits::default(), CommitMode::PerRecord).unwrap();
+        let s = SessionId::from_bytes([23; 16]);
+        let hold = crate::writer::HOLDS[1].lock().unwrap();
+        let holder = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                j.append(s, crate::writer::HOLD_TIME_MS - 1, ended("h"))
+                    .await
+            })
+        };
+        wait_until(|| crate::writer::HELD[1].load(Ordering::SeqCst));
+        let panicking = {
+            let j = j.clone();
+            tokio::spawn(async move { j.append(s, crate::writer::PANIC_TIME_MS, ended("p")).await })
+        };
+        wait_until(|| j.queue_records() == 1);
+        let queued: Vec<_> = (0..10)
+            .map(|n| {
+                let j = j.clone();
+                tokio::spawn(async move {
+                    if n % 2 == 0 {
+                        j.append(s, n, ended("q")).await.map(|_| ())
+                    } else {
+                        j.append_sequenced(s, n, ended("q")).await.map(|_| ())
+                    }
+                })
+            })
+            .collect();
+        wait_until(|| j.queue_records() == 11);
+        drop(hold);
+        assert_eq!(holder.await.unwrap().unwrap().seq, 1);
+        let code = |r: Result<(), AppendError>| r.unwrap_err().code();
+        let panicked = tokio::time::timeout(WITHIN, panicking)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(code(panicked.map(|_| ())), "journal_writer_gone");
+        for q in queued {
+            let r = tokio::time::timeout(WITHIN, q).await.unwrap().unwrap();
+            assert_eq!(code(r), "journal_writer_gone");
+        }
+        // Later appends, of any kind and any session, are refused at once.
+        let later = tokio::time::timeout(WITHIN, j.append(s, 0, ended("l")))
+            .await
+            .unwrap();
+        assert_eq!(code(later.map(|_| ())), "journal_writer_gone");
+        let fresh = SessionId::from_bytes([24; 16]);
+        let later = j.append_sequenced(fresh, 0, ended("l")).await.map(|_| ());
+        assert_eq!(code(later), "journal_writer_gone");
+        let blocking = {
+            let j = j.clone();
+            tokio::task::spawn_blocking(move || j.append_blocking(fresh, 0, ended("l")))
+        };
+        let later = tokio::time::timeout(WITHIN, blocking)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(code(later.map(|_| ())), "journal_writer_gone");
+        // What was acknowledged is still there and whole.
+        assert_eq!(j.verify(s).unwrap().records, 1);
+    }
+
+    /// The chain is asserted right before each record joins the batch: a writer whose head
+    /// went wrong stops (`journal_writer_gone`) instead of writing a gap or a fork.
+    #[test]
+    fn a_broken_chain_stops_the_writer_before_it_writes() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([26; 16]);
+        for n in 1..=3 {
+            assert_eq!(j.append_blocking(s, n, ended("a")).unwrap().seq, n);
+        }
+        let refused = j
+            .append_blocking(s, crate::writer::SKEW_TIME_MS, ended("skewed"))
+            .unwrap_err();
+        assert_eq!(refused.code(), "journal_writer_gone");
+        assert_eq!(
+            j.append_blocking(s, 4, ended("after")).unwrap_err().code(),
+            "journal_writer_gone"
+        );
+        assert_eq!(j.head_seq(s).unwrap(), 3, "nothing was written");
+        assert_eq!(j.verify(s).unwrap().broken, None);
+    }
+
+    /// Unreadable session metadata, and keys that are not keys, are errors, never defaults.
+    #[test]
+    fn unreadable_metadata_and_keys_are_coded_errors() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([25; 16]);
+        let started = Event::SessionStarted {
+            client: None,
+            cwd: "/w".into(),
+            runtime: "t".into(),
+        };
+        j.append_blocking(s, 5, started).unwrap();
+        assert_eq!(j.sessions().unwrap()[0].started_ms, 5);
+        let sessions = &j.inner.trees.sessions;
+        for bad in [
+            &b"not json"[..],
+            br#"{"client":null,"cwd":"/w"}"#,
+            br#"{"started_ms":1}"#,
+        ] {
+            sessions.insert(s.as_bytes(), bad).unwrap();
+            assert_eq!(j.sessions().unwrap_err().code(), "journal_session_corrupt");
+            assert_eq!(
+                j.find_session("").unwrap_err().code(),
+                "journal_session_corrupt"
+            );
+        }
+        sessions.remove(s.as_bytes()).unwrap();
+        sessions.insert(&b"short"[..], &b"{}"[..]).unwrap();
+        assert_eq!(j.sessions().unwrap_err().code(), "journal_session_corrupt");
+        sessions.remove(&b"short"[..]).unwrap();
+        assert_eq!(j.sessions().unwrap(), vec![]);
+
+        let mut bad_key = s.as_bytes().to_vec();
+        bad_key.extend_from_slice(&[0xff; 4]);
+        j.inner.trees.records.insert(bad_key, &b"x"[..]).unwrap();
+        assert_eq!(j.head_seq(s).unwrap_err().code(), "journal_key_corrupt");
+        assert_eq!(j.all_records(s).unwrap_err().code(), "journal_key_corrupt");
+        assert_eq!(j.verify(s).unwrap().broken.map(|b| b.seq), Some(2));
+    }
+
     /// Every journal error code, pinned.
     #[test]
     fn error_code_table() {
+        let io = || std::io::Error::other("");
         let codes = [
             AppendError::RecordTooLarge { bytes: 0, max: 0 }.code(),
             AppendError::BlobTooLarge { bytes: 0, max: 0 }.code(),
@@ -831,11 +1189,59 @@ mod tests {
             .code(),
             AppendError::WriterGone.code(),
             AppendError::ReadOnly.code(),
-            ReadError::NoSuchSession(String::new()).code(),
-            ReadError::AmbiguousSession(String::new()).code(),
+            AppendError::HeadCorrupt {
+                session: String::new(),
+                seq: 0,
+                reason: String::new(),
+            }
+            .code(),
+            ReadError::Storage(sled::Error::Unsupported(String::new())).code(),
             ReadError::Corrupt {
                 seq: 0,
                 reason: String::new(),
+            }
+            .code(),
+            ReadError::UnsupportedVersion {
+                seq: 0,
+                version: 0,
+                supported: 0,
+            }
+            .code(),
+            ReadError::KeyCorrupt { key: String::new() }.code(),
+            ReadError::SessionCorrupt {
+                session: String::new(),
+                reason: String::new(),
+            }
+            .code(),
+            ReadError::BlobCorrupt {
+                hash: String::new(),
+                reason: String::new(),
+            }
+            .code(),
+            ReadError::NoSuchSession(String::new()).code(),
+            ReadError::AmbiguousSession(String::new()).code(),
+            OpenError::Storage {
+                path: String::new(),
+                source: sled::Error::Unsupported(String::new()),
+            }
+            .code(),
+            OpenError::Locked {
+                path: String::new(),
+            }
+            .code(),
+            OpenError::Unreadable {
+                path: String::new(),
+                source: io(),
+            }
+            .code(),
+            OpenError::WriterStart {
+                path: String::new(),
+                source: io(),
+            }
+            .code(),
+            OpenError::Copy {
+                path: String::new(),
+                source: io(),
             }
             .code(),
         ];
@@ -848,10 +1254,25 @@ mod tests {
                 "journal_storage_failed",
                 "journal_writer_gone",
                 "journal_read_only",
+                "journal_head_corrupt",
+                "journal_read_failed",
+                "journal_record_corrupt",
+                "journal_format_unsupported",
+                "journal_key_corrupt",
+                "journal_session_corrupt",
+                "journal_blob_corrupt",
                 "session_not_found",
                 "session_ambiguous",
-                "journal_record_corrupt",
+                "journal_open_failed",
+                "journal_locked",
+                "journal_dir_unreadable",
+                "journal_writer_start_failed",
+                "journal_copy_failed",
             ]
         );
+        let mut unique = codes.to_vec();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), codes.len(), "a code is never reused");
     }
 }

@@ -6,7 +6,16 @@
 //! a content-addressed blob store, so identical contents are stored once. One writer thread
 //! owns all appends and group-commits them: it drains whatever is queued, writes it as one
 //! batch, flushes once, and only then acknowledges — so an acknowledged record survives
-//! `kill -9`, and under load one flush serves many records.
+//! `kill -9`, and under load one flush serves many records. Its queue is bounded
+//! ([`QUEUE_RECORDS_MAX`]): a full queue makes async appends wait (without blocking the
+//! runtime's threads) and blocking appends block, instead of growing memory.
+//!
+//! The journal checks itself, TigerBeetle style. Right before a record joins a batch the
+//! writer asserts that its seq follows the head and its prev is the head's hash (a violation
+//! is a bug: the writer panics, and every pending and later append gets
+//! `journal_writer_gone`). After every read — the writer loading a session's head included —
+//! the record's bytes must match its hash, its format be one this aido reads, and its header
+//! name the key it is stored under; anything else is a coded error, never a default.
 //!
 //! ```
 //! use aido_journal::{CommitMode, Event, Journal, Limits, SessionId};
@@ -37,6 +46,7 @@ mod journal;
 pub use blobs::{BLOB_CHUNK_BYTES, BlobStore, StoredBlob};
 pub use error::{AppendError, OpenError, ReadError};
 pub use journal::{
-    Appended, Broken, CommitMode, Journal, Limits, Sequenced, SessionSummary, VerifyReport,
+    Appended, Broken, CommitMode, Journal, Limits, QUEUE_RECORDS_MAX, Sequenced, SessionSummary,
+    VerifyReport,
 };
 pub use record::{Event, FORMAT_VERSION, Record, SessionId};

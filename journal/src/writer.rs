@@ -1,9 +1,41 @@
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
 
 use crate::error::AppendError;
-use crate::journal::{Appended, CommitMode, Limits, Trees, key, prev_of_genesis};
+use crate::journal::{
+    Appended, CommitMode, Limits, Trees, check_value, key, prev_of_genesis, seq_of,
+};
 use crate::record::{FORMAT_VERSION, SessionId};
+
+/// What the writer thread shares with the journal's handles.
+#[derive(Debug, Default)]
+pub(crate) struct WriterState {
+    /// Set when the writer panicked: appends are refused at once with
+    /// [`AppendError::WriterGone`] instead of being queued.
+    pub(crate) gone: AtomicBool,
+    /// The most records the writer found waiting in its queue.
+    pub(crate) queue_records_peak: AtomicUsize,
+}
+
+/// Test hook: a record of this time makes the writer panic when it takes it.
+#[cfg(test)]
+pub(crate) const PANIC_TIME_MS: u64 = u64::MAX - 1;
+/// Test hook: a record of this time makes the writer's cached head skip ahead (as a bug in
+/// the head cache would), just before the chain is asserted.
+#[cfg(test)]
+pub(crate) const SKEW_TIME_MS: u64 = u64::MAX - 10;
+/// Test hook: a record of time `HOLD_TIME_MS - n` (n < [`HOLDS`]'s length, one per test)
+/// makes the writer set `HELD[n]` and wait for `HOLDS[n]` when it takes the record.
+#[cfg(test)]
+pub(crate) const HOLD_TIME_MS: u64 = u64::MAX - 2;
+#[cfg(test)]
+pub(crate) static HOLDS: [std::sync::Mutex<()>; 2] =
+    [std::sync::Mutex::new(()), std::sync::Mutex::new(())];
+#[cfg(test)]
+pub(crate) static HELD: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 /// Most records one group commit takes from the queue.
 const BATCH_RECORDS_MAX: usize = 4096;
@@ -16,6 +48,14 @@ type Ack = (Reply, Result<Appended, AppendError>);
 pub(crate) enum Reply {
     Async(tokio::sync::oneshot::Sender<Result<Appended, AppendError>>),
     Blocking(mpsc::SyncSender<Result<Appended, AppendError>>),
+}
+
+impl Command {
+    /// Answer a command the writer will not take.
+    fn refuse(self, error: AppendError) {
+        let Self::Append { reply, .. } = self;
+        reply.send(Err(error));
+    }
 }
 
 impl Reply {
@@ -61,10 +101,16 @@ pub(crate) struct Writer {
     poisoned: Option<String>,
     /// Written, not yet flushed, not yet acknowledged.
     waiting: Vec<Ack>,
+    state: Arc<WriterState>,
 }
 
 impl Writer {
-    pub(crate) fn new(trees: Arc<Trees>, limits: Limits, mode: CommitMode) -> Self {
+    pub(crate) fn new(
+        trees: Arc<Trees>,
+        limits: Limits,
+        mode: CommitMode,
+        state: Arc<WriterState>,
+    ) -> Self {
         Self {
             trees,
             limits,
@@ -72,15 +118,44 @@ impl Writer {
             heads: HashMap::new(),
             poisoned: None,
             waiting: Vec::new(),
+            state,
         }
     }
 
-    pub(crate) fn run(mut self, receiver: mpsc::Receiver<Command>) {
+    /// Start the writer thread. If the writer panics (an invariant of the chain failed: a
+    /// bug), every caller still gets an answer: unwinding drops the replies of what it held,
+    /// which their callers read as [`AppendError::WriterGone`]; the thread then marks itself
+    /// gone, so new appends are refused at once, and answers everything still queued with the
+    /// same error until the journal closes. Nobody waits on an acknowledgement forever.
+    pub(crate) fn spawn(
+        self,
+        receiver: flume::Receiver<Command>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("aido-journal-writer".into())
+            .spawn(move || {
+                let state = self.state.clone();
+                let ran = std::panic::catch_unwind(AssertUnwindSafe(|| self.run(&receiver)));
+                if ran.is_err() {
+                    state.gone.store(true, Ordering::Release);
+                    // Until the last handle drops its sender: what was queued before the flag
+                    // was seen.
+                    for command in receiver.iter() {
+                        command.refuse(AppendError::WriterGone);
+                    }
+                }
+            })
+    }
+
+    fn run(mut self, receiver: &flume::Receiver<Command>) {
         let batch_max = match self.mode {
             CommitMode::Group => BATCH_RECORDS_MAX,
             CommitMode::PerRecord => 1,
         };
         loop {
+            self.state
+                .queue_records_peak
+                .fetch_max(receiver.len(), Ordering::Relaxed);
             let first = if self.waiting.is_empty() {
                 match receiver.recv() {
                     Ok(c) => c,
@@ -89,11 +164,11 @@ impl Writer {
             } else {
                 match receiver.recv_timeout(std::time::Duration::from_millis(LAZY_FLUSH_MS)) {
                     Ok(c) => c,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                    Err(flume::RecvTimeoutError::Timeout) => {
                         self.settle(Vec::new(), true);
                         continue;
                     }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    Err(flume::RecvTimeoutError::Disconnected) => break,
                 }
             };
             let mut batch = vec![first];
@@ -139,6 +214,15 @@ impl Writer {
         }
     }
 
+    /// The seq and hash to chain the session's next record to: from the cache, or from its
+    /// newest stored record, which must check out as any read does (its bytes match its hash,
+    /// its header names its key). A head that does not is [`AppendError::HeadCorrupt`], and
+    /// is not cached, so every append to the session is refused until it is repaired.
+    ///
+    /// The writer refuses the session rather than poisoning itself: nothing was written, so
+    /// the promise that a durable record implies every earlier one is untouched, and the
+    /// other sessions' chains do not depend on this one. One damaged (or tampered) session
+    /// must not stop every other agent's journal.
     fn head(&mut self, session: SessionId) -> Result<(u64, [u8; 32]), AppendError> {
         if let Some(head) = self.heads.get(&session) {
             return Ok(*head);
@@ -155,27 +239,39 @@ impl Writer {
         let head = match last {
             None => (0, prev_of_genesis()),
             Some((k, v)) => {
-                let seq = k
-                    .get(16..24)
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map_or(0, u64::from_be_bytes);
-                let hash = v
-                    .get(..32)
-                    .and_then(|h| <[u8; 32]>::try_from(h).ok())
-                    .unwrap_or_default();
-                (seq, hash)
+                let corrupt = |seq: u64, reason: String| AppendError::HeadCorrupt {
+                    session: session.to_string(),
+                    seq,
+                    reason,
+                };
+                let seq = seq_of(&k).map_err(|e| corrupt(0, e.to_string()))?;
+                let checked =
+                    check_value(session, seq, &v).map_err(|e| corrupt(seq, e.to_string()))?;
+                (seq, checked.hash)
             }
         };
         self.heads.insert(session, head);
         Ok(head)
     }
 
+    /// The head the writer chains a session's next record to, staged in this batch or not.
+    fn chained(
+        &self,
+        staged: &HashMap<SessionId, (u64, [u8; 32])>,
+        session: SessionId,
+    ) -> Option<(u64, [u8; 32])> {
+        staged
+            .get(&session)
+            .or_else(|| self.heads.get(&session))
+            .copied()
+    }
+
     fn commit(&mut self, batch: Vec<Command>) {
         if let Some(why) = &self.poisoned {
-            for Command::Append { reply, .. } in batch {
-                reply.send(Err(AppendError::Storage {
+            for command in batch {
+                command.refuse(AppendError::Storage {
                     message: format!("the journal stopped after a failed write: {why}"),
-                }));
+                });
             }
             return;
         }
@@ -199,6 +295,17 @@ impl Writer {
                 reply,
                 durable: _,
             } = command;
+            #[cfg(test)]
+            if time_ms == PANIC_TIME_MS {
+                panic!("a test asked the journal writer to panic");
+            }
+            #[cfg(test)]
+            if let Some(n) = HOLD_TIME_MS.checked_sub(time_ms)
+                && let (Some(held), Some(hold)) = (HELD.get(n as usize), HOLDS.get(n as usize))
+            {
+                held.store(true, Ordering::SeqCst);
+                drop(hold.lock());
+            }
             let head = match staged.get(&session) {
                 Some(h) => Ok(*h),
                 None => self.head(session),
@@ -235,6 +342,21 @@ impl Writer {
             let mut value = Vec::with_capacity(32 + bytes.len());
             value.extend_from_slice(&hash);
             value.extend_from_slice(&bytes);
+            #[cfg(test)]
+            if time_ms == SKEW_TIME_MS {
+                self.heads.insert(session, (seq + 1, prev));
+            }
+            // The chain, checked right before the record joins the batch (readers check it
+            // again after the read): gap-free seqs, each naming its predecessor's hash.
+            let head = self.chained(&staged, session);
+            assert!(
+                head.map(|(seq, _)| seq + 1) == Some(seq),
+                "session {session}: seq {seq} does not follow the head {head:?}"
+            );
+            assert!(
+                head.map(|(_, hash)| hash) == Some(prev),
+                "session {session}: seq {seq} does not name the head's hash"
+            );
             records.insert(&key(session, seq)[..], value);
             if let Some(meta) = session_meta {
                 sessions.insert(&session.as_bytes()[..], meta.into_bytes());

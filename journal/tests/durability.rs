@@ -158,3 +158,114 @@ fn verify_names_the_first_altered_record() {
     let journal = when_free(|| Journal::open(dir.path(), Limits::default(), CommitMode::Group));
     assert_eq!(journal.verify(session).unwrap().broken.unwrap().seq, 7);
 }
+
+/// A session's newest record damaged on disk, in each way the writer's head check and the
+/// readers must catch: the append to it is refused with `journal_head_corrupt` naming the
+/// session and seq (never a silent seq 1 or a chain from garbage), nothing is written, reads
+/// fail with a coded error, verify names the seq, and other sessions append on.
+#[test]
+fn a_corrupt_head_refuses_its_session_and_nothing_else() {
+    type Damage = fn(&mut Vec<u8>);
+    fn rehash(value: &mut Vec<u8>, edit: impl Fn(String) -> String) {
+        let text = edit(String::from_utf8(value[32..].to_vec()).unwrap());
+        let mut out = blake3::hash(text.as_bytes()).as_bytes().to_vec();
+        out.extend_from_slice(text.as_bytes());
+        *value = out;
+    }
+    // (what is done to seq 3's value, the code a read of the session gives)
+    let cases: [(Damage, &str); 5] = [
+        (
+            |v| {
+                let at = v.len() - 3;
+                v[at] ^= 1;
+            },
+            "journal_record_corrupt",
+        ),
+        (|v| v.truncate(20), "journal_record_corrupt"),
+        (
+            |v| rehash(v, |t| t.replace("\"seq\":3", "\"seq\":4")),
+            "journal_record_corrupt",
+        ),
+        (
+            |v| rehash(v, |t| t.replace("\"session\":\"1", "\"session\":\"2")),
+            "journal_record_corrupt",
+        ),
+        (
+            |v| rehash(v, |t| t.replace("\"v\":2", "\"v\":99")),
+            "journal_format_unsupported",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let session = |n: usize| SessionId::from_bytes([0x10 + n as u8; 16]);
+    let ended = |reason: &str| Event::SessionEnded {
+        reason: reason.to_owned(),
+    };
+    {
+        let journal = when_free(|| Journal::open(dir.path(), Limits::default(), CommitMode::Group));
+        for n in 0..=cases.len() {
+            for t in 1..=3 {
+                journal
+                    .append_blocking(session(n), t, ended("fine"))
+                    .unwrap();
+            }
+        }
+    }
+    // A fresh journal, whose writer has not yet read any head.
+    let journal = when_free(|| Journal::open(dir.path(), Limits::default(), CommitMode::Group));
+    let tree = journal.raw_records_tree();
+    for (n, (damage, _)) in cases.iter().enumerate() {
+        let mut key = session(n).as_bytes().to_vec();
+        key.extend_from_slice(&3u64.to_be_bytes());
+        let mut value = tree.get(&key).unwrap().unwrap().to_vec();
+        damage(&mut value);
+        tree.insert(&key, value).unwrap();
+    }
+    for (n, (_, read_code)) in cases.iter().enumerate() {
+        let id = session(n);
+        for _ in 0..2 {
+            match journal.append_blocking(id, 4, ended("next")) {
+                Err(aido_journal::AppendError::HeadCorrupt {
+                    session: named,
+                    seq,
+                    ..
+                }) => {
+                    assert_eq!(named, id.to_string(), "case {n}");
+                    assert_eq!(seq, 3, "case {n}");
+                }
+                other => panic!("case {n}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            journal.head_seq(id).unwrap(),
+            3,
+            "case {n}: nothing written"
+        );
+        assert_eq!(
+            journal.all_records(id).unwrap_err().code(),
+            *read_code,
+            "case {n}"
+        );
+        let report = journal.verify(id).unwrap();
+        assert_eq!(report.broken.map(|b| b.seq), Some(3), "case {n}");
+        assert_eq!(report.records, 2, "case {n}");
+    }
+    // A key under the session that is not a record key is a corrupt head too.
+    let odd = session(cases.len() + 1);
+    journal.append_blocking(odd, 1, ended("fine")).unwrap();
+    let fresh = session(cases.len() + 2);
+    let mut key = fresh.as_bytes().to_vec();
+    key.extend_from_slice(&[0xff; 3]);
+    tree.insert(key, &b"junk"[..]).unwrap();
+    let refused = journal.append_blocking(fresh, 1, ended("x")).unwrap_err();
+    assert_eq!(refused.code(), "journal_head_corrupt");
+    // The undamaged session goes on from its head.
+    let whole = session(cases.len());
+    assert_eq!(
+        journal
+            .append_blocking(whole, 4, ended("next"))
+            .unwrap()
+            .seq,
+        4
+    );
+    assert_eq!(journal.verify(whole).unwrap().broken, None);
+}
