@@ -25,3 +25,5 @@ mod walls;
 pub use actor::{Executed, FsBody, FsBodyArgs, FsMsg};
 pub use error::FsError;
 pub use snapshot::{SnapshotOp, Step};
+#[doc(hidden)]
+pub use walls::hook;
