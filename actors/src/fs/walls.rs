@@ -595,12 +595,14 @@ impl Walls {
                     next
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) if is_swapped(&e) => {
+                Err(e) if is_swapped(&e) && is_link(&dir, part) => {
                     return Err(FsError::ChangedDuringCheck {
                         path: shown,
-                        now: format!("{} is not a directory", at.display()),
+                        now: format!("{} is a symlink", at.display()),
                     });
                 }
+                // Not a directory, as when the check saw it (nothing under it exists).
+                Err(e) if is_swapped(&e) && missing == Missing::Absent => return Ok(None),
                 Err(e) => return Err(FsError::io("open the parent of", &shown, e)),
             };
         }
@@ -642,18 +644,20 @@ impl Walls {
         };
         match ensure_dir(&parent.dir, &parent.name) {
             Ok(_) => Ok(()),
-            Err(e) if is_swapped(&e) => match lstat(&parent.dir, &parent.name) {
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
-                    Err(FsError::ChangedDuringCheck {
-                        path: shown.clone(),
-                        now: format!("{shown} is a symlink"),
-                    })
-                }
-                _ => Err(FsError::io("mkdir", &shown, e)),
-            },
+            Err(e) if is_swapped(&e) && is_link(&parent.dir, &parent.name) => {
+                Err(FsError::ChangedDuringCheck {
+                    path: shown.clone(),
+                    now: format!("{shown} is a symlink"),
+                })
+            }
             Err(e) => Err(FsError::io("mkdir", &shown, e)),
         }
     }
+}
+
+/// True when `name` in `parent` is a symlink now.
+fn is_link(parent: &Dir, name: &OsStr) -> bool {
+    lstat(parent, name).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
 }
 
 fn lstat(parent: &Dir, name: &OsStr) -> std::io::Result<rustix::fs::Stat> {
@@ -830,19 +834,15 @@ pub(crate) enum Replace {
     No,
 }
 
-/// Move `name` in `source` to `to` in `target`: one `renameat` between the two handles, or,
-/// across filesystems, a copy through the handles and a removal of the source through its
-/// handle (a copy that fails is removed again and the source stays). `shown` names the
-/// source in messages.
-pub(crate) fn move_entry(
+/// `renameat` from one handle to another, refusing to replace anything with [`Replace::No`].
+fn rename_between(
     source: &Dir,
     name: &OsStr,
     target: &Dir,
     to: &OsStr,
     replace: Replace,
-    shown: &Path,
-) -> Result<(), FsError> {
-    let renamed = match replace {
+) -> rustix::io::Result<()> {
+    match replace {
         Replace::Yes => rustix::fs::renameat(source, name, target, to),
         Replace::No => match rustix::fs::renameat_with(
             source,
@@ -858,29 +858,154 @@ pub(crate) fn move_entry(
             },
             other => other,
         },
-    };
-    match renamed {
+    }
+}
+
+/// Names of the temporary copies a move across filesystems makes.
+static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Move `name` in `source` to `to` in `target`: one `renameat` between the two handles, or,
+/// across filesystems, a copy through the handles under a temporary name, renamed into place,
+/// and then a removal of the source through its handle (a copy that fails is removed again
+/// and the source stays). `shown` names the source in messages.
+pub(crate) fn move_entry(
+    source: &Dir,
+    name: &OsStr,
+    target: &Dir,
+    to: &OsStr,
+    replace: Replace,
+    shown: &Path,
+) -> Result<(), FsError> {
+    let fail = |op, e| FsError::io(op, &shown.display().to_string(), errno(e));
+    match rename_between(source, name, target, to, replace) {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::XDEV) => {
-            if replace == Replace::Yes {
-                match lstat(target, to) {
-                    Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Directory => {
-                        rustix::fs::unlinkat(target, to, AtFlags::empty()).map_err(|e| {
-                            FsError::io("replace", &shown.display().to_string(), errno(e))
-                        })?;
-                    }
-                    _ => {}
-                }
-            }
+            let before = lstat(source, name)
+                .map_err(|e| FsError::io("stat", &shown.display().to_string(), e))?;
+            let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let temp = OsString::from(format!(
+                ".{}.aido-{}-{n}.copy",
+                to.to_string_lossy(),
+                std::process::id()
+            ));
             let mut budget = TREE_ENTRIES_MAX;
-            if let Err(e) = copy_tree(source, name, target, to, shown, 0, &mut budget) {
+            let copied =
+                copy_tree(source, name, target, &temp, shown, 0, &mut budget).and_then(|()| {
+                    // The entry copied is the one that goes: not one put in its place meanwhile.
+                    let now = lstat(source, name)
+                        .map_err(|e| FsError::io("stat", &shown.display().to_string(), e))?;
+                    if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino) {
+                        return Err(FsError::ChangedDuringCheck {
+                            path: shown.display().to_string(),
+                            now: "another entry".into(),
+                        });
+                    }
+                    rename_between(target, &temp, target, to, replace).map_err(|e| fail("move", e))
+                });
+            if let Err(e) = copied {
                 let mut budget = TREE_ENTRIES_MAX;
-                let _ = remove_tree(target, to, shown, 0, &mut budget);
+                let _ = remove_tree(target, &temp, shown, 0, &mut budget);
                 return Err(e);
             }
             let mut budget = TREE_ENTRIES_MAX;
             remove_tree(source, name, shown, 0, &mut budget)
         }
-        Err(e) => Err(FsError::io("move", &shown.display().to_string(), errno(e))),
+        Err(e) => Err(fail("move", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &Path) -> Dir {
+        Dir::open_ambient_dir(path, ambient_authority()).unwrap()
+    }
+
+    #[test]
+    fn a_tree_is_removed_without_following_a_link_in_it() {
+        let base = tempfile::tempdir().unwrap();
+        let (root, outside) = (base.path().join("root"), base.path().join("outside"));
+        std::fs::create_dir_all(root.join("t/a/b")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep.txt"), "keep").unwrap();
+        std::fs::write(root.join("t/a/b/f.txt"), "f").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("t/a/out")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let dir = open(&root);
+        let mut budget = TREE_ENTRIES_MAX;
+        remove_tree(&dir, OsStr::new("t"), &root.join("t"), 0, &mut budget).unwrap();
+        assert!(!root.join("t").exists());
+        assert_eq!(budget, TREE_ENTRIES_MAX - 5, "t, a, b, f.txt and out");
+        // A symlink named as the tree is unlinked itself.
+        remove_tree(&dir, OsStr::new("link"), &root.join("link"), 0, &mut budget).unwrap();
+        assert!(root.join("link").symlink_metadata().is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            "keep"
+        );
+        // Missing is not an error.
+        remove_tree(&dir, OsStr::new("t"), &root.join("t"), 0, &mut budget).unwrap();
+    }
+
+    #[test]
+    fn a_tree_larger_than_its_budget_is_a_coded_error() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(base.path().join("t")).unwrap();
+        for i in 0..5 {
+            std::fs::write(base.path().join(format!("t/{i}")), "x").unwrap();
+        }
+        let dir = open(base.path());
+        let mut budget = 3;
+        let e = remove_tree(
+            &dir,
+            OsStr::new("t"),
+            &base.path().join("t"),
+            0,
+            &mut budget,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "tree_too_large");
+        assert!(base.path().join("t").is_dir(), "stopped, not half-listed");
+    }
+
+    #[test]
+    fn a_copy_carries_modes_and_links_and_never_replaces_with_replace_no() {
+        let base = tempfile::tempdir().unwrap();
+        let (from, into) = (base.path().join("from"), base.path().join("into"));
+        std::fs::create_dir_all(from.join("t/sub")).unwrap();
+        std::fs::create_dir_all(&into).unwrap();
+        std::fs::write(from.join("t/sub/f"), "f").unwrap();
+        std::os::unix::fs::symlink("/nowhere", from.join("t/l")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(from.join("t/sub"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        let (source, target) = (open(&from), open(&into));
+        let mut budget = TREE_ENTRIES_MAX;
+        let name = OsStr::new("t");
+        copy_tree(
+            &source,
+            name,
+            &target,
+            name,
+            &from.join("t"),
+            0,
+            &mut budget,
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(into.join("t/sub/f")).unwrap(), "f");
+        assert_eq!(
+            std::fs::read_link(into.join("t/l")).unwrap(),
+            Path::new("/nowhere")
+        );
+        let mode = std::fs::metadata(into.join("t/sub"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+        // The same filesystem: one rename, which refuses to replace what is there.
+        let e = move_entry(&source, name, &target, name, Replace::No, &from.join("t")).unwrap_err();
+        assert_eq!(e.code(), "io_error");
+        assert!(from.join("t/sub/f").exists() && into.join("t/sub/f").exists());
     }
 }
