@@ -218,6 +218,30 @@ async fn a_rewind_mkdir_never_creates_outside() {
     assert_eq!(result.unwrap_err(), "path_changed_during_check");
 }
 
+/// The write step already went through cap-std from the root's handle before point 6 (it
+/// refused with `permission_denied`); it now says what happened, and all four rewind steps
+/// are pinned the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_write_never_lands_outside() {
+    let w = world().await;
+    let before = outside_files(&w);
+    std::fs::create_dir_all(w.p("sub")).unwrap();
+    std::fs::write(w.p("sub/f.txt"), "one").unwrap();
+    let (seq, _) = w
+        .ok("write_file", json!({"path": "sub/f.txt", "content": "two"}))
+        .await;
+    // The undo writes "one" back.
+    let (_guard, fired) = w.swap_at(Op::Write, w.p("sub/f.txt"), w.p("sub"));
+    let result = w.run("rewind", json!({"before_seq": seq})).await;
+    assert!(fired.load(Ordering::SeqCst), "the hook ran");
+    assert_eq!(tree(&w.outside()), before, "nothing was written outside");
+    assert_eq!(result.unwrap_err(), "path_changed_during_check");
+    assert_eq!(
+        std::fs::read_to_string(w.p("sub.aside/f.txt")).unwrap(),
+        "two"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trashing_a_file_never_takes_one_from_outside() {
     let w = world().await;

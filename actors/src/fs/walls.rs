@@ -93,6 +93,20 @@ impl Keep<'_> {
     }
 }
 
+/// An error of a cap-std open relative to a root. cap-std refuses, with a `PermissionDenied`
+/// that carries no OS error, a path that would lead out of the root's directory; a checked
+/// path (resolved, with no symlink in it) can only do that when a symlink was swapped in
+/// after the check, so that is [`FsError::ChangedDuringCheck`].
+fn opening(op: &'static str, target: &Target, e: std::io::Error) -> FsError {
+    if e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_none() {
+        return FsError::ChangedDuringCheck {
+            path: target.shown(),
+            now: "a path that leads out of its root".into(),
+        };
+    }
+    FsError::io(op, &target.shown(), e)
+}
+
 /// Directory handles for the wall roots, and the checks around every open.
 pub(crate) struct Walls {
     pub(crate) policy: Arc<PolicyEngine>,
@@ -200,7 +214,7 @@ impl Walls {
         let dir = self.root_dir(&target.root)?;
         let file = dir
             .open(&target.rel)
-            .map_err(|e| FsError::io("open", &target.shown(), e))?
+            .map_err(|e| opening("open", target, e))?
             .into_std();
         self.confirm_fd(&file, target, ctx)?;
         let meta = file
@@ -223,7 +237,7 @@ impl Walls {
         match dir.metadata(&target.rel) {
             Ok(m) => Ok(Some(m)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(FsError::io("stat", &target.shown(), e)),
+            Err(e) => Err(opening("stat", target, e)),
         }
     }
 
@@ -293,7 +307,7 @@ impl Walls {
                 Some((file, meta))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(FsError::io("open", &shown, e)),
+            Err(e) => return Err(opening("open", target, e)),
         };
         if let Some(keep) = keep {
             let previous = existing.as_ref().map_or(0, |(_, m)| m.len());
@@ -340,7 +354,7 @@ impl Walls {
                 match dir.symlink_metadata(at) {
                     Ok(_) => break,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(at),
-                    Err(e) => return Err(FsError::io("stat parent of", &shown, e)),
+                    Err(e) => return Err(opening("stat parent of", target, e)),
                 }
                 match at.parent() {
                     Some(up) if !up.as_os_str().is_empty() => at = up,
@@ -352,7 +366,7 @@ impl Walls {
                     Ok(()) => dirs.push(target.root.join(rel)),
                     // Made by someone else meanwhile: not ours to remove.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(FsError::io("create parent of", &shown, e)),
+                    Err(e) => return Err(opening("create parent of", target, e)),
                 }
             }
         }
@@ -366,7 +380,7 @@ impl Walls {
         ));
         let mut file = dir
             .open_with(&temp, OpenOptions::new().write(true).create_new(true))
-            .map_err(|e| FsError::io("create", &shown, e))?
+            .map_err(|e| opening("create", target, e))?
             .into_std();
         let result = (|| {
             // The temporary file must sit where the checked target's parent is.
