@@ -403,8 +403,9 @@ pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsErr
             Some(rustix::fs::fstat(&dir).map_err(|e| FsError::io("stat", &shown, e.into()))?)
         }
         // A file, or a symlink (swapped in or not): the entry itself goes, never its target.
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(FsError::io("open", &shown, e)),
+        Err(e) if walls::is_swapped(&e) => None,
+        // A directory that cannot be looked into is not trashed unchecked.
+        Err(e) => return Err(FsError::io("list", &shown, e)),
     };
     let trash = trash::Trash::open(cx.trash, true)?.ok_or_else(|| FsError::Trash {
         path: shown.clone(),

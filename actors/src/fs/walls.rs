@@ -507,7 +507,7 @@ fn errno(e: rustix::io::Errno) -> std::io::Error {
 
 /// True for what an `O_NOFOLLOW | O_DIRECTORY` open gives when the name is a symlink
 /// (`ELOOP`) or not a directory (`ENOTDIR`).
-fn is_swapped(e: &std::io::Error) -> bool {
+pub(crate) fn is_swapped(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(code) if code == rustix::io::Errno::LOOP.raw_os_error()
