@@ -133,7 +133,9 @@ pub enum FsError {
     },
     /// The new or previous contents of a write are larger than the journal keeps
     /// (`blob_bytes_max`); nothing was changed.
-    #[error("{path}: contents of {bytes} bytes are more than the journal keeps ({max}, blob_bytes_max); nothing was changed")]
+    #[error(
+        "{path}: contents of {bytes} bytes are more than the journal keeps ({max}, blob_bytes_max); nothing was changed"
+    )]
     ContentsTooLarge {
         /// The path.
         path: String,
@@ -144,7 +146,9 @@ pub enum FsError {
     },
     /// Keeping a write's contents would leave the journal's disk with less free space than
     /// `journal_free_bytes_min`; nothing was changed.
-    #[error("{path}: keeping its contents needs {needed} bytes free on the journal's disk, which has {free} (journal_free_bytes_min); nothing was changed")]
+    #[error(
+        "{path}: keeping its contents needs {needed} bytes free on the journal's disk, which has {free} (journal_free_bytes_min); nothing was changed"
+    )]
     JournalSpaceLow {
         /// The path.
         path: String,
@@ -160,6 +164,18 @@ pub enum FsError {
         path: String,
         /// Why.
         reason: String,
+    },
+    /// A tree to remove, copy or check is larger than the body goes through: more than `max`
+    /// entries, or more than `max` directories deep (`what` says which limit); what was done
+    /// before the limit stays done, the rest is untouched.
+    #[error("{path}: more than {max} {what}; stopped there")]
+    TreeTooLarge {
+        /// The tree's root.
+        path: String,
+        /// `entries` or `directories deep`.
+        what: &'static str,
+        /// The limit.
+        max: usize,
     },
     /// No space left on the device.
     #[error("no space left on the device writing {path}")]
@@ -218,6 +234,7 @@ impl FsError {
             Self::ContentsTooLarge { .. } => "contents_too_large",
             Self::JournalSpaceLow { .. } => "journal_space_low",
             Self::KeepFailed { .. } => "keep_failed",
+            Self::TreeTooLarge { .. } => "tree_too_large",
             Self::DiskFull { .. } => "disk_full",
             Self::PermissionDenied { .. } => "permission_denied",
             Self::Io { .. } => "io_error",
@@ -247,6 +264,7 @@ impl FsError {
             Self::JournalSpaceLow { needed, free, .. } => {
                 Some(serde_json::json!({"needed": needed, "free": free}))
             }
+            Self::TreeTooLarge { max, .. } => Some(serde_json::json!({"max": max})),
             Self::EditAmbiguous { count, .. } => Some(serde_json::json!({"count": count})),
             Self::Invalid { line, column, .. } => {
                 Some(serde_json::json!({"line": line, "column": column}))

@@ -6,6 +6,16 @@
 //! asks the kernel which file the open descriptor really is (`/proc/self/fd`) and runs the
 //! walls and deny globs on that. A symlink swapped in between the check and the use can make
 //! an action fail (`path_changed_during_check`); it cannot make it touch a denied file.
+//!
+//! Every change is made the same way (`walls::Walls::parent`): the directory the checked path
+//! lives in is opened from the root's handle one component at a time with `O_NOFOLLOW |
+//! O_DIRECTORY`, confirmed through `/proc/self/fd` to be the one the check named, and the
+//! change is made relative to it: `unlinkat` and a bounded, handle-based tree removal (a
+//! symlink met is unlinked itself), `renameat` between two handles (the trash's own, opened
+//! the same way, included), a copy through handles where the two are on different
+//! filesystems, `mkdirat` one component at a time. So a directory on the path swapped for a
+//! symlink between the check and the act cannot make aido remove, move or create anything
+//! outside the checked root.
 
 /// The actor and its messages.
 pub mod actor;
@@ -19,9 +29,11 @@ pub mod render;
 pub mod snapshot;
 /// The freedesktop.org trash.
 mod trash;
-/// Opening files under checked roots.
+/// Opening and changing files under checked roots, by handle (and the hidden check hook).
 mod walls;
 
 pub use actor::{Executed, FsBody, FsBodyArgs, FsMsg};
 pub use error::FsError;
 pub use snapshot::{SnapshotOp, Step};
+#[doc(hidden)]
+pub use walls::hook;

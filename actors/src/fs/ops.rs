@@ -19,7 +19,8 @@ use super::actor::Executed;
 use super::error::FsError;
 use super::render::{self, FileFacts, Replaced, Seen};
 use super::trash;
-use super::walls::{Keep, Target, Walls};
+use super::walls::hook::{self, Op};
+use super::walls::{self, Keep, Missing, Replace, Target, Walls};
 use crate::clock::Clock;
 
 /// Bytes read per step when streaming (hashing, counting lines).
@@ -142,9 +143,13 @@ impl Ctx<'_> {
         create_parents: bool,
         exec: &mut Executed,
     ) -> Result<Replaced, FsError> {
-        let written =
-            self.walls
-                .write_atomic(target, self.session, bytes, create_parents, Some(&self.keep))?;
+        let written = self.walls.write_atomic(
+            target,
+            self.session,
+            bytes,
+            create_parents,
+            Some(&self.keep),
+        )?;
         let before = written.before.map(|kept| {
             if let Some(b) = kept.bytes {
                 exec.blobs.push((kept.hash.clone(), b));
@@ -374,23 +379,65 @@ pub(crate) fn file_info(cx: &Ctx, a: &FileInfo) -> Result<Executed, FsError> {
 pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Delete)?;
     let shown = target.shown();
-    let Some(meta) = cx.walls.metadata(&target)? else {
+    if cx.walls.metadata(&target)?.is_none() {
         return Err(FsError::NotFound { path: shown });
-    };
+    }
     if cx.trash.starts_with(&target.resolved) {
         return Err(FsError::Trash {
             path: shown,
             reason: "the trash itself is inside it".into(),
         });
     }
-    if meta.is_dir() {
-        refuse_denied_inside(cx, &target.resolved)?;
+    hook::call(Op::Trash, &target.resolved);
+    // From here on, everything goes through handles: the directory the check named, opened
+    // from the root without following links, and the entry in it, never its path again.
+    let parent = cx
+        .walls
+        .parent(&target, Missing::Absent, &mut Vec::new())?
+        .ok_or_else(|| FsError::NotFound {
+            path: shown.clone(),
+        })?;
+    let held = match walls::open_dir(&parent.dir, &parent.name) {
+        Ok(dir) => {
+            refuse_denied_inside(cx, &dir, &target.resolved, 0, &mut 0)?;
+            Some(rustix::fs::fstat(&dir).map_err(|e| FsError::io("stat", &shown, e.into()))?)
+        }
+        // A file, or a symlink (swapped in or not): the entry itself goes, never its target.
+        Err(e) if walls::is_swapped(&e) => None,
+        // A directory that cannot be looked into is not trashed unchecked.
+        Err(e) => return Err(FsError::io("list", &shown, e)),
+    };
+    let trash = trash::Trash::open(cx.trash, true)?.ok_or_else(|| FsError::Trash {
+        path: shown.clone(),
+        reason: "the trash cannot be made".into(),
+    })?;
+    // The directory checked is the one that goes (not one put in its place meanwhile).
+    if let Some(held) = held {
+        let now = rustix::fs::statat(
+            &parent.dir,
+            parent.name.as_os_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| FsError::io("stat", &shown, e.into()))?;
+        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino) {
+            return Err(FsError::ChangedDuringCheck {
+                path: shown.clone(),
+                now: "another entry".into(),
+            });
+        }
     }
     let now = cx.clock.now_ms();
-    let slot = trash::reserve(cx.trash, &target.resolved, now)?;
-    if let Err(e) = trash::move_across(&target.resolved, &slot.files) {
-        let _ = std::fs::remove_file(&slot.info);
-        return Err(FsError::io("trash", &shown, e));
+    let slot = trash.reserve(&target.resolved, now)?;
+    if let Err(e) = walls::move_entry(
+        &parent.dir,
+        &parent.name,
+        trash.files(),
+        std::ffi::OsStr::new(&slot.name),
+        Replace::No,
+        &target.resolved,
+    ) {
+        trash.forget(&slot);
+        return Err(e);
     }
     let (item, info) = (
         slot.files.display().to_string(),
@@ -409,39 +456,69 @@ pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsErr
 /// Most entries looked at when checking a directory before it is trashed.
 const TRASH_WALK_ENTRIES_MAX: usize = 200_000;
 
-/// A directory holding a denied path (a `.ssh`, a `.env`) cannot be trashed as a whole.
-fn refuse_denied_inside(cx: &Ctx, dir: &Path) -> Result<(), FsError> {
-    let mut stack = vec![dir.to_owned()];
-    let mut seen = 0usize;
-    while let Some(d) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&d).map_err(|e| FsError::io("list", &d.display().to_string(), e))?;
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > TRASH_WALK_ENTRIES_MAX {
-                return Err(FsError::Trash {
-                    path: dir.display().to_string(),
-                    reason: format!("more than {TRASH_WALK_ENTRIES_MAX} entries to check"),
-                });
-            }
-            let path = entry.path();
-            if let Some(pattern) = cx.walls.policy.denied_by_pattern(&path) {
-                return Err(FsError::Denied {
-                    gate: aido_actions::verdict::Gate::DenyPatterns,
-                    code: "path_denied_by_pattern",
-                    reason: format!(
-                        "{} holds {} which matches the deny pattern {pattern}",
-                        dir.display(),
-                        path.display()
-                    ),
-                });
-            }
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(path);
-            }
+/// A directory holding a denied path (a `.ssh`, a `.env`) cannot be trashed as a whole. The
+/// walk goes through handles: `dir` is the directory held open, each subdirectory is opened
+/// from it without following links, and at most [`walls::TREE_DEPTH_MAX`] are held at once.
+/// `path` is where `dir` is (the names the deny globs judge); `seen` counts entries.
+fn refuse_denied_inside(
+    cx: &Ctx,
+    dir: &cap_std::fs::Dir,
+    path: &Path,
+    depth: usize,
+    seen: &mut usize,
+) -> Result<(), FsError> {
+    let shown = path.display().to_string();
+    if depth >= walls::TREE_DEPTH_MAX {
+        return Err(FsError::TreeTooLarge {
+            path: shown,
+            what: "directories deep",
+            max: walls::TREE_DEPTH_MAX,
+        });
+    }
+    // Names first, so one listing is open at a time.
+    let mut names = Vec::new();
+    for entry in dir
+        .entries()
+        .map_err(|e| FsError::io("list", &shown, e))?
+        .flatten()
+    {
+        *seen += 1;
+        if *seen > TRASH_WALK_ENTRIES_MAX {
+            return Err(FsError::Trash {
+                path: shown,
+                reason: format!("more than {TRASH_WALK_ENTRIES_MAX} entries to check"),
+            });
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        names.push((entry.file_name(), is_dir));
+    }
+    for (name, is_dir) in names {
+        let inner = path.join(&name);
+        if let Some(pattern) = cx.walls.policy.denied_by_pattern(&inner) {
+            return Err(FsError::Denied {
+                gate: aido_actions::verdict::Gate::DenyPatterns,
+                code: "path_denied_by_pattern",
+                reason: format!(
+                    "{} holds {} which matches the deny pattern {pattern}",
+                    top(path, depth).display(),
+                    inner.display()
+                ),
+            });
+        }
+        if is_dir {
+            let sub = walls::open_dir(dir, &name).map_err(|e| FsError::ChangedDuringCheck {
+                path: inner.display().to_string(),
+                now: format!("not a directory any more ({e})"),
+            })?;
+            refuse_denied_inside(cx, &sub, &inner, depth + 1, seen)?;
         }
     }
     Ok(())
+}
+
+/// The directory `depth` levels above `path` (the one being trashed, for messages).
+fn top(path: &Path, depth: usize) -> &Path {
+    path.ancestors().nth(depth).unwrap_or(path)
 }
 
 pub(crate) fn restore_from_trash(cx: &Ctx, a: &RestoreFromTrash) -> Result<Executed, FsError> {
@@ -450,15 +527,54 @@ pub(crate) fn restore_from_trash(cx: &Ctx, a: &RestoreFromTrash) -> Result<Execu
     if cx.walls.metadata(&target)?.is_some() || target.resolved.symlink_metadata().is_ok() {
         return Err(FsError::RestoreTargetExists { path: shown });
     }
-    let Some((item, info)) = trash::find(cx.trash, &target.resolved) else {
-        return Err(FsError::NotInTrash { path: shown });
+    let not_in_trash = || FsError::NotInTrash {
+        path: shown.clone(),
     };
-    if let Some(parent) = target.resolved.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| FsError::io("create parent of", &shown, e))?;
+    let trash = trash::Trash::open(cx.trash, false)?.ok_or_else(not_in_trash)?;
+    let slot = trash.find(&target.resolved)?.ok_or_else(not_in_trash)?;
+    hook::call(Op::Restore, &target.resolved);
+    // Missing directories above it are made one by one from the root's handle, and the item
+    // goes into the one the check named, by handle.
+    let mut made = Vec::new();
+    let moved = cx
+        .walls
+        .parent(&target, Missing::Create, &mut made)
+        .and_then(|parent| {
+            let parent = parent.ok_or_else(|| FsError::NotFound {
+                path: shown.clone(),
+            })?;
+            walls::move_entry(
+                trash.files(),
+                std::ffi::OsStr::new(&slot.name),
+                &parent.dir,
+                &parent.name,
+                Replace::No,
+                &target.resolved,
+            )
+        });
+    match moved {
+        Ok(()) => {}
+        Err(e) => {
+            // Directories made for a restore that did not happen are not left behind.
+            if let Ok(root) = cx.walls.root_dir(&target.root) {
+                for dir in made.iter().rev() {
+                    if let Ok(rel) = dir.strip_prefix(&target.root) {
+                        let _ = root.remove_dir(rel);
+                    }
+                }
+            }
+            return Err(match e {
+                FsError::Io { source, .. }
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    FsError::RestoreTargetExists { path: shown }
+                }
+                e => e,
+            });
+        }
     }
-    trash::move_across(&item, &target.resolved).map_err(|e| FsError::io("restore", &shown, e))?;
-    let _ = std::fs::remove_file(&info);
-    let from = item.display().to_string();
+    trash.forget(&slot);
+    let from = slot.files.display().to_string();
     let mut exec = Executed::default();
     exec.outcome.inputs.push(Input::Trash {
         path: shown.clone(),

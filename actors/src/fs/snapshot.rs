@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::FsError;
-use super::walls::Walls;
+use super::walls::hook::{self, Op};
+use super::walls::{self, Missing, Replace, Walls};
 
 /// One step of a rewind: restore a snapshot, or redo (or undo) one journaled change.
 /// Contents are named by blob hash; the bytes travel beside the steps.
@@ -189,6 +190,7 @@ impl Snapshots {
             }
             Step::Write { path, blob } => {
                 let target = check(&path, AccessKind::Write)?;
+                hook::call(Op::Write, &target.resolved);
                 let bytes = blobs.get(&blob).ok_or_else(|| {
                     Failure::new(
                         "blob_missing",
@@ -201,28 +203,49 @@ impl Snapshots {
             }
             Step::Remove { path } => {
                 let target = check(&path, AccessKind::Delete)?;
-                let removed = match target.resolved.symlink_metadata() {
-                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target.resolved),
-                    Ok(_) => std::fs::remove_file(&target.resolved),
-                    Err(_) => Ok(()),
-                };
-                removed.map_err(|e| io("remove", &path, e))?;
+                hook::call(Op::Remove, &target.resolved);
+                walls.remove(&target).map_err(Failure::from)?;
             }
             Step::Move { from, to } => {
                 let source = check(&from, AccessKind::Delete)?;
                 let target = check(&to, AccessKind::Write)?;
-                if source.resolved.symlink_metadata().is_ok() {
-                    if let Some(parent) = target.resolved.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| io("create parent of", &to, e))?;
-                    }
-                    std::fs::rename(&source.resolved, &target.resolved)
-                        .map_err(|e| io("move", &from, e))?;
+                hook::call(Op::Move, &source.resolved);
+                hook::call(Op::Move, &target.resolved);
+                let mut made = Vec::new();
+                // Nothing at the source (or a directory above it missing): nothing to move.
+                let Some(from_dir) = walls
+                    .parent(&source, Missing::Absent, &mut made)
+                    .map_err(Failure::from)?
+                else {
+                    return Ok(());
+                };
+                match rustix::fs::statat(
+                    &from_dir.dir,
+                    from_dir.name.as_os_str(),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                ) {
+                    Ok(_) => {}
+                    Err(rustix::io::Errno::NOENT) => return Ok(()),
+                    Err(e) => return Err(io("stat", &from, e.into())),
                 }
+                let to_dir = walls
+                    .parent(&target, Missing::Create, &mut made)
+                    .map_err(Failure::from)?
+                    .ok_or_else(|| Failure::from(FsError::NotFound { path: to.clone() }))?;
+                walls::move_entry(
+                    &from_dir.dir,
+                    &from_dir.name,
+                    &to_dir.dir,
+                    &to_dir.name,
+                    Replace::Yes,
+                    &source.resolved,
+                )
+                .map_err(Failure::from)?;
             }
             Step::Mkdir { path } => {
                 let target = check(&path, AccessKind::Write)?;
-                std::fs::create_dir_all(&target.resolved).map_err(|e| io("mkdir", &path, e))?;
+                hook::call(Op::Mkdir, &target.resolved);
+                walls.make_dirs(&target).map_err(Failure::from)?;
             }
             Step::RemoveDir { path } => {
                 let target = check(&path, AccessKind::Delete)?;
@@ -236,7 +259,10 @@ impl Snapshots {
                         if e.kind() == std::io::ErrorKind::DirectoryNotEmpty
                             || e.raw_os_error() == Some(20) =>
                     {
-                        tracing::warn!(path, "a directory a rewind would remove holds files the journal does not know of; kept");
+                        tracing::warn!(
+                            path,
+                            "a directory a rewind would remove holds files the journal does not know of; kept"
+                        );
                     }
                     Err(e) => return Err(io("remove directory", &path, e)),
                 }

@@ -4,7 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, Mode, OFlags};
+
 use super::error::FsError;
+use super::walls;
 
 /// The home trash directory.
 pub(crate) fn home_trash(home: &Path) -> PathBuf {
@@ -76,131 +81,199 @@ pub(crate) fn deletion_date(unix_ms: u64) -> String {
     )
 }
 
-/// A place in the trash, reserved by creating its info file exclusively.
+/// Most `.trashinfo` files looked at when looking for an item to restore.
+const INFO_FILES_MAX: usize = 100_000;
+
+/// Most bytes read of one `.trashinfo` file (a path and a date; a longer one is not ours).
+const INFO_BYTES_MAX: u64 = 64 * 1024;
+
+/// The home trash, open: handles on its `files` and `info` directories, each opened from the
+/// trash directory without following a symlink, and every change made through them.
+pub(crate) struct Trash {
+    path: PathBuf,
+    files: Dir,
+    info: Dir,
+}
+
+/// A place in the trash: the item's name in `files` (its info file is `NAME.trashinfo`).
 pub(crate) struct Slot {
+    pub(crate) name: String,
+    /// `files/NAME`, for messages and the journal.
     pub(crate) files: PathBuf,
+    /// `info/NAME.trashinfo`, likewise.
     pub(crate) info: PathBuf,
 }
 
-/// Reserve `files/NAME` + `info/NAME.trashinfo` for `original`.
-pub(crate) fn reserve(trash: &Path, original: &Path, unix_ms: u64) -> Result<Slot, FsError> {
-    let shown = original.display().to_string();
-    let fail = |reason: String| FsError::Trash {
-        path: shown.clone(),
-        reason,
-    };
-    for sub in ["files", "info"] {
-        std::fs::create_dir_all(trash.join(sub))
-            .map_err(|e| fail(format!("cannot create the trash: {e}")))?;
-    }
-    let base = original
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "item".into());
-    let body = format!(
-        "[Trash Info]\nPath={}\nDeletionDate={}\n",
-        encode_path(original),
-        deletion_date(unix_ms)
-    );
-    for n in 1..=NAME_TRIES_MAX {
-        let name = if n == 1 {
-            base.clone()
-        } else {
-            format!("{base}.{n}")
+impl Trash {
+    /// Open the trash at `path`. With `create`, the trash and its two directories are made
+    /// when missing; without, a missing trash is `Ok(None)`.
+    pub(crate) fn open(path: &Path, create: bool) -> Result<Option<Self>, FsError> {
+        let shown = path.display().to_string();
+        let fail = |e: std::io::Error| FsError::Trash {
+            path: shown.clone(),
+            reason: format!("cannot open the trash: {e}"),
         };
-        let info = trash.join("info").join(format!("{name}.trashinfo"));
-        let files = trash.join("files").join(&name);
-        if files.symlink_metadata().is_ok() {
-            continue;
+        if create {
+            // The trash directory itself is aido's own (from HOME or XDG_DATA_HOME).
+            std::fs::create_dir_all(path).map_err(fail)?;
         }
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&info)
-        {
-            Ok(mut f) => {
-                use std::io::Write;
-                f.write_all(body.as_bytes())
-                    .and_then(|_| f.sync_all())
-                    .map_err(|e| fail(e.to_string()))?;
-                return Ok(Slot { files, info });
+        let top = match Dir::open_ambient_dir(path, ambient_authority()) {
+            Ok(top) => top,
+            Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(fail(e)),
+        };
+        let sub = |name: &str| -> Result<Option<Dir>, FsError> {
+            let name = std::ffi::OsStr::new(name);
+            match walls::open_dir(&top, name) {
+                Ok(dir) => Ok(Some(dir)),
+                Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+                    match rustix::fs::mkdirat(&top, name, Mode::from_raw_mode(0o700)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(fail(e.into())),
+                    }
+                    walls::open_dir(&top, name).map(Some).map_err(fail)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(fail(e)),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(fail(e.to_string())),
+        };
+        let (Some(files), Some(info)) = (sub("files")?, sub("info")?) else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            path: path.to_owned(),
+            files,
+            info,
+        }))
+    }
+
+    /// The `files` directory, where items are moved to and from.
+    pub(crate) fn files(&self) -> &Dir {
+        &self.files
+    }
+
+    fn slot(&self, name: String) -> Slot {
+        Slot {
+            files: self.path.join("files").join(&name),
+            info: self.path.join("info").join(format!("{name}.trashinfo")),
+            name,
         }
     }
-    Err(fail("no free name in the trash".into()))
-}
 
-/// The newest trashed item whose original path is `original`: (files path, info path).
-pub(crate) fn find(trash: &Path, original: &Path) -> Option<(PathBuf, PathBuf)> {
-    let entries = std::fs::read_dir(trash.join("info")).ok()?;
-    let mut best: Option<(String, String, PathBuf)> = None;
-    for entry in entries.flatten() {
-        let info = entry.path();
-        let Some(name) = info
+    /// Reserve `files/NAME` + `info/NAME.trashinfo` for `original`, by creating the info file
+    /// exclusively.
+    pub(crate) fn reserve(&self, original: &Path, unix_ms: u64) -> Result<Slot, FsError> {
+        let shown = original.display().to_string();
+        let fail = |reason: String| FsError::Trash {
+            path: shown.clone(),
+            reason,
+        };
+        let base = original
             .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".trashinfo"))
-            .map(str::to_owned)
-        else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(&info) else {
-            continue;
-        };
-        let mut path = None;
-        let mut date = String::new();
-        for line in text.lines() {
-            if let Some(p) = line.strip_prefix("Path=") {
-                path = Some(decode_path(p));
-            } else if let Some(d) = line.strip_prefix("DeletionDate=") {
-                date = d.to_owned();
-            }
-        }
-        if path.as_deref() == Some(original) {
-            let newer = match &best {
-                None => true,
-                Some((d, n, _)) => (date.as_str(), name.as_str()) > (d.as_str(), n.as_str()),
-            };
-            if newer {
-                best = Some((date, name, info));
-            }
-        }
-    }
-    best.map(|(_, name, info)| (trash.join("files").join(name), info))
-}
-
-/// Move across filesystems: copy, then remove the source.
-pub(crate) fn move_across(from: &Path, to: &Path) -> std::io::Result<()> {
-    match std::fs::rename(from, to) {
-        Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(18) => {
-            // EXDEV: a different filesystem.
-            copy_tree(from, to)?;
-            if from.is_dir() {
-                std::fs::remove_dir_all(from)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "item".into());
+        let body = format!(
+            "[Trash Info]\nPath={}\nDeletionDate={}\n",
+            encode_path(original),
+            deletion_date(unix_ms)
+        );
+        for n in 1..=NAME_TRIES_MAX {
+            let name = if n == 1 {
+                base.clone()
             } else {
-                std::fs::remove_file(from)
+                format!("{base}.{n}")
+            };
+            if rustix::fs::statat(&self.files, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                continue;
+            }
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let info = format!("{name}.trashinfo");
+            match rustix::fs::openat(&self.info, info.as_str(), flags, Mode::from_raw_mode(0o666)) {
+                Ok(fd) => {
+                    use std::io::Write;
+                    let mut f = std::fs::File::from(fd);
+                    f.write_all(body.as_bytes())
+                        .and_then(|_| f.sync_all())
+                        .map_err(|e| fail(e.to_string()))?;
+                    return Ok(self.slot(name));
+                }
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(fail(e.to_string())),
             }
         }
-        Err(e) => Err(e),
+        Err(fail("no free name in the trash".into()))
     }
-}
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    let meta = from.symlink_metadata()?;
-    if meta.is_dir() {
-        std::fs::create_dir(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    /// Remove a slot's info file (the item left the trash, or never went in).
+    pub(crate) fn forget(&self, slot: &Slot) {
+        let _ = rustix::fs::unlinkat(
+            &self.info,
+            format!("{}.trashinfo", slot.name).as_str(),
+            AtFlags::empty(),
+        );
+    }
+
+    /// The newest trashed item whose original path is `original`.
+    pub(crate) fn find(&self, original: &Path) -> Result<Option<Slot>, FsError> {
+        let shown = original.display().to_string();
+        let entries = self.info.entries().map_err(|e| FsError::Trash {
+            path: shown.clone(),
+            reason: format!("cannot list the trash: {e}"),
+        })?;
+        let mut best: Option<(String, String)> = None;
+        for (seen, entry) in entries.flatten().enumerate() {
+            if seen >= INFO_FILES_MAX {
+                return Err(FsError::Trash {
+                    path: shown,
+                    reason: format!("more than {INFO_FILES_MAX} items in the trash to look at"),
+                });
+            }
+            let file_name = entry.file_name();
+            let Some(name) = file_name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".trashinfo"))
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            let Some(text) = self.read_info(&file_name) else {
+                continue;
+            };
+            let mut path = None;
+            let mut date = String::new();
+            for line in text.lines() {
+                if let Some(p) = line.strip_prefix("Path=") {
+                    path = Some(decode_path(p));
+                } else if let Some(d) = line.strip_prefix("DeletionDate=") {
+                    date = d.to_owned();
+                }
+            }
+            if path.as_deref() == Some(original) {
+                let newer = match &best {
+                    None => true,
+                    Some((d, n)) => (date.as_str(), name.as_str()) > (d.as_str(), n.as_str()),
+                };
+                if newer {
+                    best = Some((date, name));
+                }
+            }
         }
-        std::fs::set_permissions(to, meta.permissions())
-    } else if meta.file_type().is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
-    } else {
-        std::fs::copy(from, to).map(|_| ())
+        Ok(best.map(|(_, name)| self.slot(name)))
+    }
+
+    /// One info file's text (no-follow, at most [`INFO_BYTES_MAX`]); `None` if unreadable.
+    fn read_info(&self, name: &std::ffi::OsStr) -> Option<String> {
+        use std::io::Read;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file =
+            std::fs::File::from(rustix::fs::openat(&self.info, name, flags, Mode::empty()).ok()?);
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(INFO_BYTES_MAX).read_to_string(&mut text).ok()?;
+        Some(text)
     }
 }
 

@@ -1,4 +1,5 @@
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use aido_actions::AccessKind;
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::error::FsError;
 
@@ -89,6 +91,20 @@ impl Keep<'_> {
         }
         Ok(())
     }
+}
+
+/// An error of a cap-std open relative to a root. cap-std refuses, with a `PermissionDenied`
+/// that carries no OS error, a path that would lead out of the root's directory; a checked
+/// path (resolved, with no symlink in it) can only do that when a symlink was swapped in
+/// after the check, so that is [`FsError::ChangedDuringCheck`].
+fn opening(op: &'static str, target: &Target, e: std::io::Error) -> FsError {
+    if e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_none() {
+        return FsError::ChangedDuringCheck {
+            path: target.shown(),
+            now: "a path that leads out of its root".into(),
+        };
+    }
+    FsError::io(op, &target.shown(), e)
 }
 
 /// Directory handles for the wall roots, and the checks around every open.
@@ -198,7 +214,7 @@ impl Walls {
         let dir = self.root_dir(&target.root)?;
         let file = dir
             .open(&target.rel)
-            .map_err(|e| FsError::io("open", &target.shown(), e))?
+            .map_err(|e| opening("open", target, e))?
             .into_std();
         self.confirm_fd(&file, target, ctx)?;
         let meta = file
@@ -221,7 +237,7 @@ impl Walls {
         match dir.metadata(&target.rel) {
             Ok(m) => Ok(Some(m)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(FsError::io("stat", &target.shown(), e)),
+            Err(e) => Err(opening("stat", target, e)),
         }
     }
 
@@ -291,7 +307,7 @@ impl Walls {
                 Some((file, meta))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(FsError::io("open", &shown, e)),
+            Err(e) => return Err(opening("open", target, e)),
         };
         if let Some(keep) = keep {
             let previous = existing.as_ref().map_or(0, |(_, m)| m.len());
@@ -311,13 +327,12 @@ impl Walls {
                         })
                     }
                     Some(keep) => {
-                        let stored = keep
-                            .store
-                            .put_stream(&mut file, keep.max)
-                            .map_err(|e| FsError::KeepFailed {
+                        let stored = keep.store.put_stream(&mut file, keep.max).map_err(|e| {
+                            FsError::KeepFailed {
                                 path: shown.clone(),
                                 reason: e.to_string(),
-                            })?;
+                            }
+                        })?;
                         Some(Kept {
                             hash: stored.hash,
                             bytes: None,
@@ -339,7 +354,7 @@ impl Walls {
                 match dir.symlink_metadata(at) {
                     Ok(_) => break,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(at),
-                    Err(e) => return Err(FsError::io("stat parent of", &shown, e)),
+                    Err(e) => return Err(opening("stat parent of", target, e)),
                 }
                 match at.parent() {
                     Some(up) if !up.as_os_str().is_empty() => at = up,
@@ -351,7 +366,7 @@ impl Walls {
                     Ok(()) => dirs.push(target.root.join(rel)),
                     // Made by someone else meanwhile: not ours to remove.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(FsError::io("create parent of", &shown, e)),
+                    Err(e) => return Err(opening("create parent of", target, e)),
                 }
             }
         }
@@ -365,7 +380,7 @@ impl Walls {
         ));
         let mut file = dir
             .open_with(&temp, OpenOptions::new().write(true).create_new(true))
-            .map_err(|e| FsError::io("create", &shown, e))?
+            .map_err(|e| opening("create", target, e))?
             .into_std();
         let result = (|| {
             // The temporary file must sit where the checked target's parent is.
@@ -404,5 +419,607 @@ impl Walls {
             before,
             dirs,
         })
+    }
+}
+
+/// A test hook at the moment between judging a path and changing it, where a test can swap a
+/// directory for a symlink. Process-global so an end-to-end test can reach the body inside a
+/// real runtime; every hook added runs on every call, so each test filters on its own paths.
+/// With none added, a call costs one atomic load.
+#[doc(hidden)]
+pub mod hook {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// The change about to be made to the path the hook is given (resolved, absolute).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Op {
+        /// A rewind's `remove` step.
+        Remove,
+        /// A rewind's `move` step: called for its source, then for its destination.
+        Move,
+        /// A rewind's `mkdir` step.
+        Mkdir,
+        /// A rewind's `write` step.
+        Write,
+        /// `move_to_trash`, before a directory's contents are checked.
+        Trash,
+        /// `restore_from_trash` (the path the item goes back to).
+        Restore,
+    }
+
+    type HookFn = dyn Fn(Op, &Path) + Send + Sync;
+
+    static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static HOOKS: Mutex<Vec<(u64, Arc<HookFn>)>> = Mutex::new(Vec::new());
+
+    /// Keeps a hook in place; dropping it removes the hook.
+    #[must_use = "the hook is removed when the guard is dropped"]
+    pub struct Guard(u64);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Ok(mut hooks) = HOOKS.lock() {
+                hooks.retain(|(id, _)| *id != self.0);
+                ACTIVE.store(hooks.len(), Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Add a hook, called with the operation and the checked path after the check and before
+    /// the act, until the guard is dropped.
+    pub fn add(f: impl Fn(Op, &Path) + Send + Sync + 'static) -> Guard {
+        let id = NEXT.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut hooks) = HOOKS.lock() {
+            hooks.push((id, Arc::new(f)));
+            ACTIVE.store(hooks.len(), Ordering::SeqCst);
+        }
+        Guard(id)
+    }
+
+    /// Run every hook (outside the lock, so a hook may take its time).
+    pub(crate) fn call(op: Op, path: &Path) {
+        if ACTIVE.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let hooks: Vec<Arc<HookFn>> = match HOOKS.lock() {
+            Ok(hooks) => hooks.iter().map(|(_, f)| f.clone()).collect(),
+            Err(_) => return,
+        };
+        for f in hooks {
+            f(op, path);
+        }
+    }
+}
+
+/// Most entries (files, links and directories, each once) one removal, copy or check of a
+/// tree goes through.
+pub(crate) const TREE_ENTRIES_MAX: usize = 200_000;
+
+/// Most directories deep one removal, copy or check of a tree goes.
+pub(crate) const TREE_DEPTH_MAX: usize = 256;
+
+fn errno(e: rustix::io::Errno) -> std::io::Error {
+    std::io::Error::from(e)
+}
+
+/// True for what an `O_NOFOLLOW | O_DIRECTORY` open gives when the name is a symlink
+/// (`ELOOP`) or not a directory (`ENOTDIR`).
+pub(crate) fn is_swapped(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == rustix::io::Errno::LOOP.raw_os_error()
+            || code == rustix::io::Errno::NOTDIR.raw_os_error()
+    )
+}
+
+/// Open the directory `name` in `parent`, refusing a symlink (one component, never followed).
+pub(crate) fn open_dir(parent: &Dir, name: &OsStr) -> std::io::Result<Dir> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(parent, name, flags, Mode::empty())
+        .map(|fd| Dir::from_std_file(std::fs::File::from(fd)))
+        .map_err(errno)
+}
+
+/// The directory `name` in `parent`, made (mode 0777 less the umask, as `create_dir_all`
+/// does) if missing; the flag says it was made here.
+fn ensure_dir(parent: &Dir, name: &OsStr) -> std::io::Result<(Dir, bool)> {
+    match open_dir(parent, name) {
+        Ok(dir) => return Ok((dir, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let made = match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o777)) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::EXIST) => false,
+        Err(e) => return Err(errno(e)),
+    };
+    // Anything that took the name meanwhile is refused, not followed.
+    open_dir(parent, name).map(|dir| (dir, made))
+}
+
+/// What the kernel says an open directory is (`None` without /proc).
+fn real_path(dir: &Dir) -> Option<PathBuf> {
+    use std::os::fd::AsFd;
+    let fd = dir.as_fd().as_raw_fd();
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
+}
+
+/// The directory a checked path lives in, opened one component at a time from the root's
+/// handle without following symlinks, and the path's last component: every change is made
+/// relative to it (`unlinkat`, `renameat`, `mkdirat`), so nothing swapped in after the check
+/// can lead it out of the root.
+pub(crate) struct Parent {
+    pub(crate) dir: Dir,
+    pub(crate) name: OsString,
+}
+
+/// Whether [`Walls::parent`] makes missing directories.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// A missing directory means there is nothing there (`None`).
+    Absent,
+    /// Missing directories are made, one by one.
+    Create,
+}
+
+impl Walls {
+    /// The checked path's directory, by handle (see [`Parent`]). A component that is now a
+    /// symlink or not a directory, or a directory that was moved out from under the walk, is
+    /// [`FsError::ChangedDuringCheck`]. With [`Missing::Absent`], `None` when a directory on
+    /// the way does not exist; with [`Missing::Create`], those are made and pushed to `made`.
+    pub(crate) fn parent(
+        &self,
+        target: &Target,
+        missing: Missing,
+        made: &mut Vec<PathBuf>,
+    ) -> Result<Option<Parent>, FsError> {
+        let shown = target.shown();
+        let (Some(name), Some(above)) = (target.rel.file_name(), target.rel.parent()) else {
+            return Err(FsError::io(
+                "open the parent of",
+                &shown,
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            ));
+        };
+        let root = self.root_dir(&target.root)?;
+        let mut dir = root
+            .try_clone()
+            .map_err(|e| FsError::io("open root", &shown, e))?;
+        let mut at = target.root.clone();
+        for part in above.components() {
+            let std::path::Component::Normal(part) = part else {
+                return Err(FsError::ChangedDuringCheck {
+                    path: shown,
+                    now: format!("a path with {part:?} in it"),
+                });
+            };
+            at.push(part);
+            let next = match missing {
+                Missing::Absent => open_dir(&dir, part).map(|d| (d, false)),
+                Missing::Create => ensure_dir(&dir, part),
+            };
+            dir = match next {
+                Ok((next, was_made)) => {
+                    if was_made {
+                        made.push(at.clone());
+                    }
+                    next
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if is_swapped(&e) && is_link(&dir, part) => {
+                    return Err(FsError::ChangedDuringCheck {
+                        path: shown,
+                        now: format!("{} is a symlink", at.display()),
+                    });
+                }
+                // Not a directory, as when the check saw it (nothing under it exists).
+                Err(e) if is_swapped(&e) && missing == Missing::Absent => return Ok(None),
+                Err(e) => return Err(FsError::io("open the parent of", &shown, e)),
+            };
+        }
+        // The walk cannot leave the root, but a directory on it can be moved elsewhere while
+        // it is held: act only in the one the check named.
+        if let Some(real) = real_path(&dir)
+            && Some(real.as_path()) != target.resolved.parent()
+        {
+            return Err(FsError::ChangedDuringCheck {
+                path: shown,
+                now: real.join(name).display().to_string(),
+            });
+        }
+        Ok(Some(Parent {
+            dir,
+            name: name.to_owned(),
+        }))
+    }
+
+    /// Remove a checked path if it exists: a file or symlink is unlinked itself, a directory
+    /// with everything under it ([`remove_tree`]), all relative to the root's handle.
+    pub(crate) fn remove(&self, target: &Target) -> Result<(), FsError> {
+        let Some(parent) = self.parent(target, Missing::Absent, &mut Vec::new())? else {
+            return Ok(());
+        };
+        let mut budget = TREE_ENTRIES_MAX;
+        remove_tree(&parent.dir, &parent.name, &target.resolved, 0, &mut budget)
+    }
+
+    /// Make a checked directory and the missing ones above it, one component at a time
+    /// relative to the root's handle (what `create_dir_all` does, without following links).
+    pub(crate) fn make_dirs(&self, target: &Target) -> Result<(), FsError> {
+        if target.rel == Path::new(".") {
+            return Ok(());
+        }
+        let shown = target.shown();
+        let Some(parent) = self.parent(target, Missing::Create, &mut Vec::new())? else {
+            return Err(FsError::NotFound { path: shown });
+        };
+        match ensure_dir(&parent.dir, &parent.name) {
+            Ok(_) => Ok(()),
+            Err(e) if is_swapped(&e) && is_link(&parent.dir, &parent.name) => {
+                Err(FsError::ChangedDuringCheck {
+                    path: shown.clone(),
+                    now: format!("{shown} is a symlink"),
+                })
+            }
+            Err(e) => Err(FsError::io("mkdir", &shown, e)),
+        }
+    }
+}
+
+/// True when `name` in `parent` is a symlink now.
+fn is_link(parent: &Dir, name: &OsStr) -> bool {
+    lstat(parent, name).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+}
+
+fn lstat(parent: &Dir, name: &OsStr) -> std::io::Result<rustix::fs::Stat> {
+    rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)
+}
+
+/// Count one entry against a tree's budget.
+fn spend(budget: &mut usize, shown: &Path) -> Result<(), FsError> {
+    *budget = budget.checked_sub(1).ok_or(FsError::TreeTooLarge {
+        path: shown.display().to_string(),
+        what: "entries",
+        max: TREE_ENTRIES_MAX,
+    })?;
+    Ok(())
+}
+
+fn too_deep(shown: &Path) -> FsError {
+    FsError::TreeTooLarge {
+        path: shown.display().to_string(),
+        what: "directories deep",
+        max: TREE_DEPTH_MAX,
+    }
+}
+
+/// The names in a directory held open, at most `budget` of them.
+fn names(dir: &Dir, shown: &Path, budget: usize) -> Result<Vec<OsString>, FsError> {
+    let fail = |e| FsError::io("list", &shown.display().to_string(), e);
+    let mut names = Vec::new();
+    for entry in dir.entries().map_err(fail)? {
+        names.push(entry.map_err(fail)?.file_name());
+        if names.len() > budget {
+            return Err(FsError::TreeTooLarge {
+                path: shown.display().to_string(),
+                what: "entries",
+                max: TREE_ENTRIES_MAX,
+            });
+        }
+    }
+    Ok(names)
+}
+
+/// Remove `name` in `parent` and everything under it, never following a symlink: a directory
+/// is opened no-follow from its parent and emptied through that handle, and a symlink met
+/// anywhere (even one swapped in for a directory mid-way) is unlinked itself. Every entry
+/// counts against `budget`; missing is not an error. `shown` is the path for messages.
+pub(crate) fn remove_tree(
+    parent: &Dir,
+    name: &OsStr,
+    shown: &Path,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<(), FsError> {
+    let fail = |op, e| FsError::io(op, &shown.display().to_string(), e);
+    spend(budget, shown)?;
+    let dir = match open_dir(parent, name) {
+        Ok(dir) => dir,
+        Err(e) if is_swapped(&e) => {
+            return match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+                Err(e) => Err(fail("remove", errno(e))),
+            };
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(fail("open", e)),
+    };
+    if depth >= TREE_DEPTH_MAX {
+        return Err(too_deep(shown));
+    }
+    // Names first, then removals: the listing is not read while it changes.
+    for child in names(&dir, shown, *budget)? {
+        let child_shown = shown.join(&child);
+        match rustix::fs::unlinkat(&dir, child.as_os_str(), AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => spend(budget, &child_shown)?,
+            Err(rustix::io::Errno::ISDIR) => {
+                remove_tree(&dir, &child, &child_shown, depth + 1, budget)?
+            }
+            Err(e) => return Err(fail("remove", errno(e))),
+        }
+    }
+    drop(dir);
+    match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        // The directory emptied through its handle was moved away and something else took its
+        // name: that is not ours to remove.
+        Err(rustix::io::Errno::NOTDIR) => Err(FsError::ChangedDuringCheck {
+            path: shown.display().to_string(),
+            now: format!("{} is not a directory", shown.display()),
+        }),
+        Err(e) => Err(fail("remove", errno(e))),
+    }
+}
+
+/// Copy `name` in `source` to `to` in `target` (which must not exist), never following a
+/// symlink: directories are made and filled through handles, files copied from a no-follow
+/// open, symlinks made anew with the same text; modes are kept. Counts against `budget`.
+fn copy_tree(
+    source: &Dir,
+    name: &OsStr,
+    target: &Dir,
+    to: &OsStr,
+    shown: &Path,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<(), FsError> {
+    let fail = |op, e| FsError::io(op, &shown.display().to_string(), e);
+    spend(budget, shown)?;
+    let st = lstat(source, name).map_err(|e| fail("stat", e))?;
+    let mode = Mode::from_raw_mode(st.st_mode & 0o7777);
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => {
+            if depth >= TREE_DEPTH_MAX {
+                return Err(too_deep(shown));
+            }
+            let from = open_dir(source, name).map_err(|e| fail("open", e))?;
+            rustix::fs::mkdirat(target, to, Mode::from_raw_mode(0o700))
+                .map_err(|e| fail("create", errno(e)))?;
+            let into = open_dir(target, to).map_err(|e| fail("open", e))?;
+            for child in names(&from, shown, *budget)? {
+                let child_shown = shown.join(&child);
+                copy_tree(
+                    &from,
+                    &child,
+                    &into,
+                    &child,
+                    &child_shown,
+                    depth + 1,
+                    budget,
+                )?;
+            }
+            rustix::fs::fchmod(&into, mode).map_err(|e| fail("chmod", errno(e)))
+        }
+        FileType::Symlink => {
+            let text = rustix::fs::readlinkat(source, name, Vec::new())
+                .map_err(|e| fail("read link", errno(e)))?;
+            rustix::fs::symlinkat(text.as_c_str(), target, to)
+                .map_err(|e| fail("create link", errno(e)))
+        }
+        FileType::RegularFile => {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let mut from = std::fs::File::from(
+                rustix::fs::openat(source, name, flags, Mode::empty())
+                    .map_err(|e| fail("open", errno(e)))?,
+            );
+            if !from.metadata().map_err(|e| fail("stat", e))?.is_file() {
+                return Err(fail(
+                    "copy",
+                    std::io::Error::from(std::io::ErrorKind::InvalidData),
+                ));
+            }
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let mut into = std::fs::File::from(
+                rustix::fs::openat(target, to, flags, Mode::from_raw_mode(0o600))
+                    .map_err(|e| fail("create", errno(e)))?,
+            );
+            std::io::copy(&mut from, &mut into).map_err(|e| fail("copy", e))?;
+            rustix::fs::fchmod(&into, mode).map_err(|e| fail("chmod", errno(e)))?;
+            into.sync_all().map_err(|e| fail("sync", e))
+        }
+        // A fifo, socket or device: not something a copy can carry.
+        _ => Err(fail(
+            "copy",
+            std::io::Error::from(std::io::ErrorKind::Unsupported),
+        )),
+    }
+}
+
+/// Whether a move may replace what is at its destination.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replace {
+    /// Like `rename(2)`: a file there is replaced.
+    Yes,
+    /// The destination must not exist (`RENAME_NOREPLACE`).
+    No,
+}
+
+/// `renameat` from one handle to another, refusing to replace anything with [`Replace::No`].
+fn rename_between(
+    source: &Dir,
+    name: &OsStr,
+    target: &Dir,
+    to: &OsStr,
+    replace: Replace,
+) -> rustix::io::Result<()> {
+    match replace {
+        Replace::Yes => rustix::fs::renameat(source, name, target, to),
+        Replace::No => match rustix::fs::renameat_with(
+            source,
+            name,
+            target,
+            to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            // A filesystem without RENAME_NOREPLACE: look, then rename.
+            Err(rustix::io::Errno::INVAL) => match lstat(target, to) {
+                Ok(_) => Err(rustix::io::Errno::EXIST),
+                Err(_) => rustix::fs::renameat(source, name, target, to),
+            },
+            other => other,
+        },
+    }
+}
+
+/// Names of the temporary copies a move across filesystems makes.
+static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Move `name` in `source` to `to` in `target`: one `renameat` between the two handles, or,
+/// across filesystems, a copy through the handles under a temporary name, renamed into place,
+/// and then a removal of the source through its handle (a copy that fails is removed again
+/// and the source stays). `shown` names the source in messages.
+pub(crate) fn move_entry(
+    source: &Dir,
+    name: &OsStr,
+    target: &Dir,
+    to: &OsStr,
+    replace: Replace,
+    shown: &Path,
+) -> Result<(), FsError> {
+    let fail = |op, e| FsError::io(op, &shown.display().to_string(), errno(e));
+    match rename_between(source, name, target, to, replace) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::XDEV) => {
+            let before = lstat(source, name)
+                .map_err(|e| FsError::io("stat", &shown.display().to_string(), e))?;
+            let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let temp = OsString::from(format!(
+                ".{}.aido-{}-{n}.copy",
+                to.to_string_lossy(),
+                std::process::id()
+            ));
+            let mut budget = TREE_ENTRIES_MAX;
+            let copied =
+                copy_tree(source, name, target, &temp, shown, 0, &mut budget).and_then(|()| {
+                    // The entry copied is the one that goes: not one put in its place meanwhile.
+                    let now = lstat(source, name)
+                        .map_err(|e| FsError::io("stat", &shown.display().to_string(), e))?;
+                    if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino) {
+                        return Err(FsError::ChangedDuringCheck {
+                            path: shown.display().to_string(),
+                            now: "another entry".into(),
+                        });
+                    }
+                    rename_between(target, &temp, target, to, replace).map_err(|e| fail("move", e))
+                });
+            if let Err(e) = copied {
+                let mut budget = TREE_ENTRIES_MAX;
+                let _ = remove_tree(target, &temp, shown, 0, &mut budget);
+                return Err(e);
+            }
+            let mut budget = TREE_ENTRIES_MAX;
+            remove_tree(source, name, shown, 0, &mut budget)
+        }
+        Err(e) => Err(fail("move", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &Path) -> Dir {
+        Dir::open_ambient_dir(path, ambient_authority()).unwrap()
+    }
+
+    #[test]
+    fn a_tree_is_removed_without_following_a_link_in_it() {
+        let base = tempfile::tempdir().unwrap();
+        let (root, outside) = (base.path().join("root"), base.path().join("outside"));
+        std::fs::create_dir_all(root.join("t/a/b")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep.txt"), "keep").unwrap();
+        std::fs::write(root.join("t/a/b/f.txt"), "f").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("t/a/out")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let dir = open(&root);
+        let mut budget = TREE_ENTRIES_MAX;
+        remove_tree(&dir, OsStr::new("t"), &root.join("t"), 0, &mut budget).unwrap();
+        assert!(!root.join("t").exists());
+        assert_eq!(budget, TREE_ENTRIES_MAX - 5, "t, a, b, f.txt and out");
+        // A symlink named as the tree is unlinked itself.
+        remove_tree(&dir, OsStr::new("link"), &root.join("link"), 0, &mut budget).unwrap();
+        assert!(root.join("link").symlink_metadata().is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            "keep"
+        );
+        // Missing is not an error.
+        remove_tree(&dir, OsStr::new("t"), &root.join("t"), 0, &mut budget).unwrap();
+    }
+
+    #[test]
+    fn a_tree_larger_than_its_budget_is_a_coded_error() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(base.path().join("t")).unwrap();
+        for i in 0..5 {
+            std::fs::write(base.path().join(format!("t/{i}")), "x").unwrap();
+        }
+        let dir = open(base.path());
+        let mut budget = 3;
+        let e = remove_tree(
+            &dir,
+            OsStr::new("t"),
+            &base.path().join("t"),
+            0,
+            &mut budget,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "tree_too_large");
+        assert!(base.path().join("t").is_dir(), "stopped, not half-listed");
+    }
+
+    #[test]
+    fn a_copy_carries_modes_and_links_and_never_replaces_with_replace_no() {
+        let base = tempfile::tempdir().unwrap();
+        let (from, into) = (base.path().join("from"), base.path().join("into"));
+        std::fs::create_dir_all(from.join("t/sub")).unwrap();
+        std::fs::create_dir_all(&into).unwrap();
+        std::fs::write(from.join("t/sub/f"), "f").unwrap();
+        std::os::unix::fs::symlink("/nowhere", from.join("t/l")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(from.join("t/sub"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        let (source, target) = (open(&from), open(&into));
+        let mut budget = TREE_ENTRIES_MAX;
+        let name = OsStr::new("t");
+        copy_tree(
+            &source,
+            name,
+            &target,
+            name,
+            &from.join("t"),
+            0,
+            &mut budget,
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(into.join("t/sub/f")).unwrap(), "f");
+        assert_eq!(
+            std::fs::read_link(into.join("t/l")).unwrap(),
+            Path::new("/nowhere")
+        );
+        let mode = std::fs::metadata(into.join("t/sub"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+        // The same filesystem: one rename, which refuses to replace what is there.
+        let e = move_entry(&source, name, &target, name, Replace::No, &from.join("t")).unwrap_err();
+        assert_eq!(e.code(), "io_error");
+        assert!(from.join("t/sub/f").exists() && into.join("t/sub/f").exists());
     }
 }
