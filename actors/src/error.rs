@@ -51,7 +51,9 @@ pub enum RewindError {
         seq: u64,
     },
     /// Undoing a change whose previous contents the journal did not keep.
-    #[error("the change at seq {seq} to {path} kept no previous contents, so it cannot be undone; rewind to a snapshot taken before it")]
+    #[error(
+        "the change at seq {seq} to {path} kept no previous contents, so it cannot be undone; rewind to a snapshot taken before it"
+    )]
     NotKept {
         /// The record that made the change.
         seq: u64,
@@ -112,7 +114,9 @@ pub enum RuntimeError {
         why: String,
     },
     /// A body crashed more often than its restart budget allows and is stopped.
-    #[error("the {body} body crashed {restarts} times within {window_ms} ms and is stopped; restart aido")]
+    #[error(
+        "the {body} body crashed {restarts} times within {window_ms} ms and is stopped; restart aido"
+    )]
     BodyFailed {
         /// Which body.
         body: &'static str,
@@ -122,7 +126,9 @@ pub enum RuntimeError {
         window_ms: u64,
     },
     /// A body did not start the call within action_timeout_ms; the call never ran.
-    #[error("the {body} body did not take the call within action_timeout_ms ({timeout_ms} ms); it never ran, nothing changed")]
+    #[error(
+        "the {body} body did not take the call within action_timeout_ms ({timeout_ms} ms); it never ran, nothing changed"
+    )]
     BodyTimeout {
         /// Which body.
         body: &'static str,
@@ -130,7 +136,9 @@ pub enum RuntimeError {
         timeout_ms: u64,
     },
     /// A body took the call and did not answer long after its deadline.
-    #[error("the {body} body took the call and has not answered {waited_ms} ms later; it was restarted and what the call changed is not known")]
+    #[error(
+        "the {body} body took the call and has not answered {waited_ms} ms later; it was restarted and what the call changed is not known"
+    )]
     BodyStuck {
         /// Which body.
         body: &'static str,

@@ -17,8 +17,8 @@ use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
 use serde_json::json;
 
-use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
 use crate::error::{RewindError, RuntimeError};
+use crate::fs::{Executed, FsMsg, SnapshotOp, Step};
 use crate::recovery::{Recovery, RewindMark};
 use crate::render;
 use crate::runtime::Shared;
@@ -396,11 +396,13 @@ impl Executor<'_> {
     /// A failure is recorded like a leaf's.
     async fn evaluate(&self, condition: &Condition) -> Result<(bool, Executed), Failed> {
         let session = self.ctx.clone();
-        self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Evaluate {
-            condition: condition.clone(),
-            session,
-            ticket,
-            reply,
+        self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
+            FsMsg::Evaluate {
+                condition: condition.clone(),
+                session,
+                ticket,
+                reply,
+            }
         })
         .await
         .map_err(Failed::leaf)
@@ -425,11 +427,13 @@ impl Executor<'_> {
 impl Executor<'_> {
     async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
         let session = self.ctx.clone();
-        self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Snapshot {
-            op,
-            session,
-            ticket,
-            reply,
+        self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
+            FsMsg::Snapshot {
+                op,
+                session,
+                ticket,
+                reply,
+            }
         })
         .await
     }
@@ -787,10 +791,7 @@ pub fn rewind_cut(
         return Err(RewindError::TargetAbandoned { seq: named }.into());
     }
     let record = records.iter().find(|r| r.seq == named);
-    let is_action = matches!(
-        record.map(|r| &r.event),
-        Some(Event::ActionProposed { .. })
-    );
+    let is_action = matches!(record.map(|r| &r.event), Some(Event::ActionProposed { .. }));
     // A refused action has no outcome: its proposal is its last record.
     let refused = matches!(
         record.map(|r| &r.event),
@@ -821,7 +822,10 @@ pub fn rewind_plan(
     proposal: u64,
 ) -> Result<RewindPlan, Failure> {
     if cut >= proposal {
-        return Err(invalid_target(proposal, &format!("{cut} is not before the rewind")));
+        return Err(invalid_target(
+            proposal,
+            &format!("{cut} is not before the rewind"),
+        ));
     }
     let gone = aido_journal::timeline::abandoned(records);
     let live: Vec<&aido_journal::Record> = records

@@ -210,12 +210,10 @@ impl Recovery {
             return Ok(());
         }
         let blobs = crate::executor::fetch_blobs(&shared.journal, &marker.steps)?;
-        let fs = shared
-            .fs()
-            .ok_or_else(|| RuntimeError::BodyCrashed {
-                body: "filesystem",
-                why: "it is not running".into(),
-            })?;
+        let fs = shared.fs().ok_or_else(|| RuntimeError::BodyCrashed {
+            body: "filesystem",
+            why: "it is not running".into(),
+        })?;
         let ctx = SessionContext::new(shared.policy.workdir().to_owned());
         let op = SnapshotOp::Apply {
             steps: marker.steps.clone(),

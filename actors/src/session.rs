@@ -462,8 +462,16 @@ impl Actor for SessionActor {
                         inputs: Vec::new(),
                         duration_ms: 0,
                     };
-                    if let Err(e) = shared.journal.append(id, shared.clock.now_ms(), event).await {
-                        tracing::error!(code = e.code(), seq, "cannot journal the outcome of an abandoned proposal");
+                    if let Err(e) = shared
+                        .journal
+                        .append(id, shared.clock.now_ms(), event)
+                        .await
+                    {
+                        tracing::error!(
+                            code = e.code(),
+                            seq,
+                            "cannot journal the outcome of an abandoned proposal"
+                        );
                     }
                 }
             }

@@ -127,6 +127,9 @@ mod tests {
         let u = Ticket::new(Instant::now() + Duration::from_secs(60));
         assert!(u.start());
         assert!(u.abandon());
-        assert!(!u.commit(), "a running read the caller left changes nothing");
+        assert!(
+            !u.commit(),
+            "a running read the caller left changes nothing"
+        );
     }
 }

@@ -1003,15 +1003,21 @@ async fn a_write_whose_previous_contents_cannot_be_kept_is_refused_before_it_run
     let users = "u".repeat(10 * 1024);
     std::fs::write(w.p("users.txt"), &users).unwrap();
     assert_eq!(
-        w.err("write_file", json!({"path": "users.txt", "content": "agent"}))
-            .await,
+        w.err(
+            "write_file",
+            json!({"path": "users.txt", "content": "agent"})
+        )
+        .await,
         "contents_too_large"
     );
     assert_eq!(std::fs::read_to_string(w.p("users.txt")).unwrap(), users);
     // Contents it can keep are fine, and a rewind before them gives the file back.
     std::fs::write(w.p("small.txt"), "mine").unwrap();
     let (seq, _) = w
-        .seq_ok("write_file", json!({"path": "small.txt", "content": "agent"}))
+        .seq_ok(
+            "write_file",
+            json!({"path": "small.txt", "content": "agent"}),
+        )
         .await;
     let out = w.ok("rewind", json!({"before_seq": seq})).await;
     assert_eq!(undone(&out), vec![seq]);
@@ -1029,7 +1035,10 @@ async fn a_rewind_gives_back_a_large_file_a_write_replaced() {
         .collect();
     std::fs::write(w.p("big.bin"), &big).unwrap();
     let (seq, out) = w
-        .seq_ok("write_file", json!({"path": "big.bin", "content": "now small"}))
+        .seq_ok(
+            "write_file",
+            json!({"path": "big.bin", "content": "now small"}),
+        )
         .await;
     assert_eq!(out["created"], false);
     assert_eq!(std::fs::read(w.p("big.bin")).unwrap(), b"now small");
@@ -1073,7 +1082,11 @@ async fn rewinding_to_an_actions_seq_keeps_that_action() {
     assert_eq!(std::fs::read_to_string(w.p("a.txt")).unwrap(), "a");
     assert_eq!(std::fs::read_to_string(w.p("b.txt")).unwrap(), "b");
     let (r, out) = w.seq_ok("rewind", json!({"before_seq": b})).await;
-    assert_eq!(undone(&out), vec![b, r1], "the first rewind is an action too: {out}");
+    assert_eq!(
+        undone(&out),
+        vec![b, r1],
+        "the first rewind is an action too: {out}"
+    );
     assert!(!w.p("b.txt").exists());
     assert_eq!(std::fs::read_to_string(w.p("a.txt")).unwrap(), "a");
     // Keeping the very first action undoes the rewinds after it as actions too.
@@ -1084,10 +1097,7 @@ async fn rewinding_to_an_actions_seq_keeps_that_action() {
         w.err("rewind", json!({"to_seq": a, "before_seq": a})).await,
         "rewind_target_invalid"
     );
-    assert_eq!(
-        w.err("rewind", json!({})).await,
-        "rewind_target_invalid"
-    );
+    assert_eq!(w.err("rewind", json!({})).await, "rewind_target_invalid");
     let journal = w.runtime.journal();
     assert_eq!(journal.verify(w.session.id()).unwrap().broken, None);
 }
@@ -1233,7 +1243,11 @@ async fn a_call_that_timed_out_never_runs_later() {
     w.runtime.faults().clear();
     assert!(!w.p("late.txt").exists(), "the timed-out write never ran");
     let listed = w.ok("list_snapshots", json!({})).await;
-    assert_eq!(listed["snapshots"], json!([]), "the timed-out snapshot never ran");
+    assert_eq!(
+        listed["snapshots"],
+        json!([]),
+        "the timed-out snapshot never ran"
+    );
     journal_agrees(&w);
 }
 

@@ -224,7 +224,11 @@ enum Replay {
         /// Session id or a unique prefix.
         session: String,
         /// Keep the action (or record) at this seq.
-        #[arg(long = "to", required_unless_present = "before", conflicts_with = "before")]
+        #[arg(
+            long = "to",
+            required_unless_present = "before",
+            conflicts_with = "before"
+        )]
         to: Option<u64>,
         /// Undo the action proposed at this seq, and everything after it.
         #[arg(long = "before")]
@@ -334,7 +338,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             served?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Replay(Replay::Rewind { session, to, before }) => {
+        Command::Replay(Replay::Rewind {
+            session,
+            to,
+            before,
+        }) => {
             let layered = layered(&cli, &home)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let target = aido_actions::snapshot::Rewind {

@@ -420,7 +420,10 @@ fn a_second_aido_never_finishes_another_ones_restore() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let marked = || {
         std::fs::read_dir(&marker_dir)
-            .map(|d| d.flatten().any(|e| e.path().extension().is_some_and(|x| x == "json")))
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
             .unwrap_or(false)
     };
     while !marked() && std::time::Instant::now() < deadline {
@@ -458,7 +461,11 @@ fn a_second_aido_never_finishes_another_ones_restore() {
     // The session is in one journal only (a second writer would make it ambiguous), with one
     // outcome for the restore, and it verifies.
     let export = h.cmd(&["replay", "export", &id, "--jsonl"]);
-    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
     let records: Vec<Value> = stdout(&export)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

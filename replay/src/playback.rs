@@ -652,14 +652,11 @@ impl Player<'_> {
                     }
                 };
                 let _ = r;
-                let plan = aido_actors::rewind_plan(
-                    self.records_before(rewound_at),
-                    cut,
-                    self.proposal,
-                )
-                .map_err(|f| {
-                    Missing::Tampered(format!("the rewind cannot be planned: {}", f.message))
-                })?;
+                let plan =
+                    aido_actors::rewind_plan(self.records_before(rewound_at), cut, self.proposal)
+                        .map_err(|f| {
+                        Missing::Tampered(format!("the rewind cannot be planned: {}", f.message))
+                    })?;
                 render::rewound(&render::Rewound {
                     to_seq,
                     undo_target,

@@ -69,10 +69,12 @@ fn seed(ws: &Path) {
     std::fs::create_dir_all(ws.join("pre/empty")).unwrap();
     // Modes the model checks: a write keeps them, a rewind gives them back.
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(ws.join("d0/f0.txt"), std::fs::Permissions::from_mode(0o600))
-        .unwrap();
-    std::fs::set_permissions(ws.join("pre/p0.txt"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(ws.join("d0/f0.txt"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(
+        ws.join("pre/p0.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
 }
 
 fn file(f: u8) -> String {

@@ -283,11 +283,7 @@ impl Actor for FsBody {
     }
 }
 
-fn ctx<'a>(
-    core: &'a Core,
-    session: &'a SessionContext,
-    cancel: &'a CancellationToken,
-) -> Ctx<'a> {
+fn ctx<'a>(core: &'a Core, session: &'a SessionContext, cancel: &'a CancellationToken) -> Ctx<'a> {
     Ctx {
         walls: &core.walls,
         keep: super::walls::Keep {
