@@ -61,42 +61,100 @@ impl ParseError {
     }
 }
 
-/// Declares every primitive once: the enum variant, its argument type, its MCP name and its
-/// class. `classify`, the tool list, the parser and the schema all come from this table, so a
-/// new primitive is one line here plus its argument struct (and its executor in a body).
+/// Declares every primitive once, grouped by the body that runs it: the enum variant, its
+/// argument type, its MCP name and its class. `classify`, the tool list, the parser, the
+/// schema and the routing all come from this table, so a new primitive is one line here plus
+/// its argument struct, and its body does not compile until it handles it: each group becomes
+/// an owned enum of that body's actions ([`FsAction`], [`VmAction`], ...), which the body
+/// matches without a wildcard, and [`Action::route`] hands each action to exactly one of them.
 macro_rules! actions {
-    ($( $(#[doc = $doc:literal])* $variant:ident($ty:ty) = $name:literal, $class:ident; )*) => {
+    ($(
+        $(#[doc = $bdoc:literal])*
+        $body:ident => $group:ident {
+            $( $(#[doc = $doc:literal])* $variant:ident($ty:ty) = $name:literal, $class:ident; )*
+        }
+    )*) => {
         /// One typed request from an agent. Serialized with its primitive name in `type`.
         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
         #[serde(tag = "type")]
         pub enum Action {
-            $( $(#[doc = $doc])* #[serde(rename = $name)] $variant($ty), )*
+            $($( $(#[doc = $doc])* #[serde(rename = $name)] $variant($ty), )*)*
         }
+
+        /// Which part of aido runs an action: one variant per group of the `actions!` table.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Body {
+            $( $(#[doc = $bdoc])* $body, )*
+        }
+
+        /// An action handed to the part of aido that runs it.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Routed {
+            $( $(#[doc = $bdoc])* $body($group), )*
+        }
+
+        $(
+            $(#[doc = $bdoc])*
+            #[doc = ""]
+            #[doc = "The actions of this body, owned: the body matches them without a wildcard."]
+            #[derive(Clone, Debug, PartialEq)]
+            pub enum $group {
+                $( $(#[doc = $doc])* $variant($ty), )*
+            }
+
+            impl $group {
+                /// The primitive's MCP name.
+                pub fn primitive(&self) -> &'static str {
+                    match self { $( Self::$variant(_) => $name, )* }
+                }
+
+                /// The side-effect class.
+                pub fn class(&self) -> SideEffectClass {
+                    match self { $( Self::$variant(_) => SideEffectClass::$class, )* }
+                }
+            }
+
+            impl From<$group> for Action {
+                fn from(a: $group) -> Action {
+                    match a { $( $group::$variant(x) => Action::$variant(x), )* }
+                }
+            }
+        )*
 
         impl Action {
             /// The primitive's MCP name.
             pub fn primitive(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
+                match self { $($( Self::$variant(_) => $name, )*)* }
             }
 
             /// The side-effect class (the `classify()` of the design).
             pub fn class(&self) -> SideEffectClass {
-                match self { $( Self::$variant(_) => SideEffectClass::$class, )* }
+                match self { $($( Self::$variant(_) => SideEffectClass::$class, )*)* }
+            }
+
+            /// Which body runs this action (its group in the table).
+            pub fn body(&self) -> Body {
+                match self { $($( Self::$variant(_) => Body::$body, )*)* }
+            }
+
+            /// Hand the action to the body that runs it.
+            pub fn route(self) -> Routed {
+                match self { $($( Self::$variant(a) => Routed::$body($group::$variant(a)), )*)* }
             }
 
             /// The paths this action touches by itself, not counting children.
             pub fn touches(&self) -> Vec<Access> {
                 let mut out = Vec::new();
-                match self { $( Self::$variant(a) => a.touches(&mut out), )* }
+                match self { $($( Self::$variant(a) => a.touches(&mut out), )*)* }
                 out
             }
 
             /// Parse an MCP tool call. The tree's depth and size are bounded.
             pub fn from_tool_call(name: &str, arguments: serde_json::Value) -> Result<Action, ParseError> {
                 let action = match name {
-                    $( $name => serde_json::from_value::<$ty>(arguments)
+                    $($( $name => serde_json::from_value::<$ty>(arguments)
                         .map(Action::$variant)
-                        .map_err(|source| ParseError::InvalidArguments { primitive: $name, source })?, )*
+                        .map_err(|source| ParseError::InvalidArguments { primitive: $name, source })?, )*)*
                     _ => return Err(ParseError::UnknownPrimitive { name: name.to_owned() }),
                 };
                 action.check_bounds()?;
@@ -105,22 +163,27 @@ macro_rules! actions {
 
             /// The class of a primitive by name.
             pub fn class_of(name: &str) -> Option<SideEffectClass> {
-                match name { $( $name => Some(SideEffectClass::$class), )* _ => None }
+                match name { $($( $name => Some(SideEffectClass::$class), )*)* _ => None }
+            }
+
+            /// The body of a primitive by name.
+            pub fn body_of(name: &str) -> Option<Body> {
+                match name { $($( $name => Some(Body::$body), )*)* _ => None }
             }
         }
 
         /// Every primitive, in table order.
         pub fn primitives() -> Vec<PrimitiveSpec> {
-            vec![ $( PrimitiveSpec {
+            vec![ $($( PrimitiveSpec {
                 name: $name,
                 class: SideEffectClass::$class,
                 description: doc_text(&[$($doc),*]),
                 input_schema: serde_json::to_value(schemars::schema_for!($ty)).unwrap_or_default(),
-            }, )* ]
+            }, )*)* ]
         }
 
         /// Every primitive name, in table order.
-        pub const PRIMITIVE_NAMES: &[&str] = &[ $( $name ),* ];
+        pub const PRIMITIVE_NAMES: &[&str] = &[ $($( $name ),*),* ];
     };
 }
 
@@ -135,194 +198,133 @@ fn doc_text(lines: &[&str]) -> String {
 }
 
 actions! {
-    /// Read a text file, or a window of its lines. Class: read_only.
-    ReadFile(fs::ReadFile) = "read_file", ReadOnly;
-    /// Read several text files; each succeeds or fails on its own. Class: read_only.
-    ReadFiles(fs::ReadFiles) = "read_files", ReadOnly;
-    /// Create or replace a file atomically; the old contents stay in the journal. Class: fs_write.
-    WriteFile(fs::WriteFile) = "write_file", FsWrite;
-    /// Replace an exact string in a file, or preview the change with dry_run. Class: fs_write.
-    EditFile(fs::EditFile) = "edit_file", FsWrite;
-    /// Apply a unified diff to one file. Class: fs_write.
-    ApplyPatch(fs::ApplyPatch) = "apply_patch", FsWrite;
-    /// Apply unified diffs to several files, all or nothing. Class: fs_write.
-    PatchSet(fs::PatchSet) = "patch_set", FsWrite;
-    /// Existence, kind, size, mode and mtime of several paths. Class: read_only.
-    StatFiles(fs::StatFiles) = "stat_files", ReadOnly;
-    /// Size, lines, text or binary, media type and blake3 of a file. Class: read_only.
-    FileInfo(fs::FileInfo) = "file_info", ReadOnly;
-    /// Hash a file with blake3 or sha256. Class: read_only.
-    Checksum(fs::Checksum) = "checksum", ReadOnly;
-    /// Move a file or directory to the freedesktop trash, restorable. Class: destructive.
-    MoveToTrash(fs::MoveToTrash) = "move_to_trash", Destructive;
-    /// Bring a trashed item back to its original path. Class: fs_write.
-    RestoreFromTrash(fs::RestoreFromTrash) = "restore_from_trash", FsWrite;
-    /// Judge and project an action tree without running it. Class: meta.
-    Simulate(safety::Simulate) = "simulate", Meta;
-    /// The policy's verdict on an action, without running it. Class: meta.
-    PolicyCheck(safety::PolicyCheck) = "policy_check", Meta;
-    /// Run steps in order, judged whole before the first runs. Class: composite.
-    Pipeline(safety::Pipeline) = "pipeline", Composite;
-    /// Run an action and fall back to another if it fails. Class: composite.
-    Try(safety::Try) = "try", Composite;
-    /// Run one of two actions depending on a condition. Class: composite.
-    If(safety::If) = "if", Composite;
-    /// Fail unless a condition holds. Class: read_only.
-    Assert(safety::Assert) = "assert", ReadOnly;
-    /// Check that a file parses as JSON, TOML or UTF-8. Class: read_only.
-    Validate(safety::Validate) = "validate", ReadOnly;
-    /// This session's recent actions from the journal. Class: meta.
-    SessionHistory(meta::SessionHistory) = "session_history", Meta;
-    /// Snapshot the workspace, tied to this seq. Class: read_only (the workspace is untouched).
-    CreateSnapshot(snapshot::CreateSnapshot) = "create_snapshot", ReadOnly;
-    /// Make the workspace equal to a snapshot. Class: destructive.
-    RestoreSnapshot(snapshot::RestoreSnapshot) = "restore_snapshot", Destructive;
-    /// The workspace's snapshots. Class: meta.
-    ListSnapshots(snapshot::ListSnapshots) = "list_snapshots", Meta;
-    /// Delete a snapshot. Class: destructive.
-    DeleteSnapshot(snapshot::DeleteSnapshot) = "delete_snapshot", Destructive;
-    /// Rewind files and session to any earlier seq; the later records become a branch. Class: destructive.
-    Rewind(snapshot::Rewind) = "rewind", Destructive;
-    /// Snapshot, change, validate, and restore on any failure. Class: composite.
-    SafeChange(safety::SafeChange) = "safe_change", Composite;
-    /// Random bytes, recorded for replay. Class: read_only.
-    RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
-    /// Boot a contained machine (QEMU) for the agent. Class: process_spawn.
-    VmStart(vm::VmStart) = "vm_start", ProcessSpawn;
-    /// Shut a machine down. Class: destructive.
-    VmShutdown(vm::VmShutdown) = "vm_shutdown", Destructive;
-    /// The running machines. Class: meta.
-    VmList(vm::VmList) = "vm_list", Meta;
-    /// A machine's accelerator, boot time and screen. Class: read_only.
-    VmInfo(vm::VmInfo) = "vm_info", ReadOnly;
-    /// A PNG of the machine's screen, and its text. Class: read_only.
-    VmScreenshot(vm::VmScreenshot) = "vm_screenshot", ReadOnly;
-    /// Type text on the machine. Class: desktop.
-    VmType(vm::VmType) = "vm_type", Desktop;
-    /// Press a key or chord on the machine. Class: desktop.
-    VmKey(vm::VmKey) = "vm_key", Desktop;
-    /// Click a point of the machine's screen. Class: desktop.
-    VmClick(vm::VmClick) = "vm_click", Desktop;
-    /// Find text on the machine's screen, with boxes. Class: read_only.
-    VmFindText(vm::VmFindText) = "vm_find_text", ReadOnly;
-    /// Wait until text appears on the machine's screen. Class: read_only.
-    VmWaitForText(vm::VmWaitForText) = "vm_wait_for_text", ReadOnly;
-    /// Find text on the machine's screen and click it. Class: desktop.
-    VmClickText(vm::VmClickText) = "vm_click_text", Desktop;
-    /// Save a machine's disk and memory. Class: read_only (the machine runs on unchanged).
-    VmSnapshotCreate(vm::VmSnapshotCreate) = "vm_snapshot_create", ReadOnly;
-    /// Return a machine to a saved snapshot. Class: destructive.
-    VmSnapshotRestore(vm::VmSnapshotRestore) = "vm_snapshot_restore", Destructive;
-    /// A machine's snapshots. Class: read_only.
-    VmSnapshotList(vm::VmTarget) = "vm_snapshot_list", ReadOnly;
-    /// Delete a machine snapshot. Class: destructive.
-    VmSnapshotDelete(vm::VmSnapshotDelete) = "vm_snapshot_delete", Destructive;
-    /// Pull a machine's plug. Class: destructive.
-    VmForceOff(vm::VmTarget) = "vm_force_off", Destructive;
-    /// Reset a machine and wait until it is up. Class: destructive.
-    VmReboot(vm::VmTarget) = "vm_reboot", Destructive;
-    /// Move the pointer. Class: desktop.
-    VmMove(vm::VmPoint) = "vm_move", Desktop;
-    /// Triple-click (select a line). Class: desktop.
-    VmTripleClick(vm::VmPoint) = "vm_triple_click", Desktop;
-    /// Drag with the left button held. Class: desktop.
-    VmDrag(vm::VmDrag) = "vm_drag", Desktop;
-    /// Scroll the wheel at a point. Class: desktop.
-    VmScroll(vm::VmScroll) = "vm_scroll", Desktop;
-    /// Where the pointer is. Class: read_only.
-    VmCursorPosition(vm::VmTarget) = "vm_cursor_position", ReadOnly;
-    /// Wait a while. Class: read_only.
-    VmWait(vm::VmWait) = "vm_wait", ReadOnly;
-    /// Clone a running machine into a new one. Class: process_spawn.
-    VmClone(vm::VmClone) = "vm_clone", ProcessSpawn;
-    /// Destroy a machine made by vm_clone. Class: destructive.
-    VmDestroyClone(vm::VmTarget) = "vm_destroy_clone", Destructive;
-    /// Take a warm clone from the pool. Class: process_spawn.
-    VmPoolAcquire(vm::VmPoolAcquire) = "vm_pool_acquire", ProcessSpawn;
-    /// Give a pooled clone back (it is destroyed; the pool warms a new one). Class: destructive.
-    VmPoolRelease(vm::VmTarget) = "vm_pool_release", Destructive;
-    /// The warm pool's state. Class: meta.
-    VmPoolStatus(vm::VmPoolStatus) = "vm_pool_status", Meta;
-    /// Stop the pool's warm clones. Class: destructive.
-    VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
-    /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
-    Computer(vm::Computer) = "computer", Desktop;
-}
-
-/// Which part of aido runs an action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Body {
-    /// The session's executor: composites, meta, snapshots, rewinds.
-    Runtime,
-    /// The filesystem body.
-    Filesystem,
-    /// The VM body.
-    Machine,
+    /// The filesystem body: the agent's files, opened under checked roots.
+    Filesystem => FsAction {
+        /// Read a text file, or a window of its lines. Class: read_only.
+        ReadFile(fs::ReadFile) = "read_file", ReadOnly;
+        /// Read several text files; each succeeds or fails on its own. Class: read_only.
+        ReadFiles(fs::ReadFiles) = "read_files", ReadOnly;
+        /// Create or replace a file atomically; the old contents stay in the journal. Class: fs_write.
+        WriteFile(fs::WriteFile) = "write_file", FsWrite;
+        /// Replace an exact string in a file, or preview the change with dry_run. Class: fs_write.
+        EditFile(fs::EditFile) = "edit_file", FsWrite;
+        /// Apply a unified diff to one file. Class: fs_write.
+        ApplyPatch(fs::ApplyPatch) = "apply_patch", FsWrite;
+        /// Apply unified diffs to several files, all or nothing. Class: fs_write.
+        PatchSet(fs::PatchSet) = "patch_set", FsWrite;
+        /// Existence, kind, size, mode and mtime of several paths. Class: read_only.
+        StatFiles(fs::StatFiles) = "stat_files", ReadOnly;
+        /// Size, lines, text or binary, media type and blake3 of a file. Class: read_only.
+        FileInfo(fs::FileInfo) = "file_info", ReadOnly;
+        /// Hash a file with blake3 or sha256. Class: read_only.
+        Checksum(fs::Checksum) = "checksum", ReadOnly;
+        /// Move a file or directory to the freedesktop trash, restorable. Class: destructive.
+        MoveToTrash(fs::MoveToTrash) = "move_to_trash", Destructive;
+        /// Bring a trashed item back to its original path. Class: fs_write.
+        RestoreFromTrash(fs::RestoreFromTrash) = "restore_from_trash", FsWrite;
+        /// Check that a file parses as JSON, TOML or UTF-8. Class: read_only.
+        Validate(safety::Validate) = "validate", ReadOnly;
+    }
+    /// The VM body: contained QEMU machines.
+    Machine => VmAction {
+        /// Boot a contained machine (QEMU) for the agent. Class: process_spawn.
+        VmStart(vm::VmStart) = "vm_start", ProcessSpawn;
+        /// Shut a machine down. Class: destructive.
+        VmShutdown(vm::VmShutdown) = "vm_shutdown", Destructive;
+        /// The running machines. Class: meta.
+        VmList(vm::VmList) = "vm_list", Meta;
+        /// A machine's accelerator, boot time and screen. Class: read_only.
+        VmInfo(vm::VmInfo) = "vm_info", ReadOnly;
+        /// A PNG of the machine's screen, and its text. Class: read_only.
+        VmScreenshot(vm::VmScreenshot) = "vm_screenshot", ReadOnly;
+        /// Type text on the machine. Class: desktop.
+        VmType(vm::VmType) = "vm_type", Desktop;
+        /// Press a key or chord on the machine. Class: desktop.
+        VmKey(vm::VmKey) = "vm_key", Desktop;
+        /// Click a point of the machine's screen. Class: desktop.
+        VmClick(vm::VmClick) = "vm_click", Desktop;
+        /// Find text on the machine's screen, with boxes. Class: read_only.
+        VmFindText(vm::VmFindText) = "vm_find_text", ReadOnly;
+        /// Wait until text appears on the machine's screen. Class: read_only.
+        VmWaitForText(vm::VmWaitForText) = "vm_wait_for_text", ReadOnly;
+        /// Find text on the machine's screen and click it. Class: desktop.
+        VmClickText(vm::VmClickText) = "vm_click_text", Desktop;
+        /// Save a machine's disk and memory. Class: read_only (the machine runs on unchanged).
+        VmSnapshotCreate(vm::VmSnapshotCreate) = "vm_snapshot_create", ReadOnly;
+        /// Return a machine to a saved snapshot. Class: destructive.
+        VmSnapshotRestore(vm::VmSnapshotRestore) = "vm_snapshot_restore", Destructive;
+        /// A machine's snapshots. Class: read_only.
+        VmSnapshotList(vm::VmTarget) = "vm_snapshot_list", ReadOnly;
+        /// Delete a machine snapshot. Class: destructive.
+        VmSnapshotDelete(vm::VmSnapshotDelete) = "vm_snapshot_delete", Destructive;
+        /// Pull a machine's plug. Class: destructive.
+        VmForceOff(vm::VmTarget) = "vm_force_off", Destructive;
+        /// Reset a machine and wait until it is up. Class: destructive.
+        VmReboot(vm::VmTarget) = "vm_reboot", Destructive;
+        /// Move the pointer. Class: desktop.
+        VmMove(vm::VmPoint) = "vm_move", Desktop;
+        /// Triple-click (select a line). Class: desktop.
+        VmTripleClick(vm::VmPoint) = "vm_triple_click", Desktop;
+        /// Drag with the left button held. Class: desktop.
+        VmDrag(vm::VmDrag) = "vm_drag", Desktop;
+        /// Scroll the wheel at a point. Class: desktop.
+        VmScroll(vm::VmScroll) = "vm_scroll", Desktop;
+        /// Where the pointer is. Class: read_only.
+        VmCursorPosition(vm::VmTarget) = "vm_cursor_position", ReadOnly;
+        /// Wait a while. Class: read_only.
+        VmWait(vm::VmWait) = "vm_wait", ReadOnly;
+        /// Clone a running machine into a new one. Class: process_spawn.
+        VmClone(vm::VmClone) = "vm_clone", ProcessSpawn;
+        /// Destroy a machine made by vm_clone. Class: destructive.
+        VmDestroyClone(vm::VmTarget) = "vm_destroy_clone", Destructive;
+        /// Take a warm clone from the pool. Class: process_spawn.
+        VmPoolAcquire(vm::VmPoolAcquire) = "vm_pool_acquire", ProcessSpawn;
+        /// Give a pooled clone back (it is destroyed; the pool warms a new one). Class: destructive.
+        VmPoolRelease(vm::VmTarget) = "vm_pool_release", Destructive;
+        /// The warm pool's state. Class: meta.
+        VmPoolStatus(vm::VmPoolStatus) = "vm_pool_status", Meta;
+        /// Stop the pool's warm clones. Class: destructive.
+        VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
+        Computer(vm::Computer) = "computer", Desktop;
+    }
+    /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
+    Runtime => RuntimeAction {
+        /// Judge and project an action tree without running it. Class: meta.
+        Simulate(safety::Simulate) = "simulate", Meta;
+        /// The policy's verdict on an action, without running it. Class: meta.
+        PolicyCheck(safety::PolicyCheck) = "policy_check", Meta;
+        /// This session's recent actions from the journal. Class: meta.
+        SessionHistory(meta::SessionHistory) = "session_history", Meta;
+        /// Snapshot the workspace, tied to this seq. Class: read_only (the workspace is untouched).
+        CreateSnapshot(snapshot::CreateSnapshot) = "create_snapshot", ReadOnly;
+        /// Make the workspace equal to a snapshot. Class: destructive.
+        RestoreSnapshot(snapshot::RestoreSnapshot) = "restore_snapshot", Destructive;
+        /// The workspace's snapshots. Class: meta.
+        ListSnapshots(snapshot::ListSnapshots) = "list_snapshots", Meta;
+        /// Delete a snapshot. Class: destructive.
+        DeleteSnapshot(snapshot::DeleteSnapshot) = "delete_snapshot", Destructive;
+        /// Rewind files and session to any earlier seq; the later records become a branch. Class: destructive.
+        Rewind(snapshot::Rewind) = "rewind", Destructive;
+        /// Random bytes, recorded for replay. Class: read_only.
+        RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
+    }
+    /// Composites (and assert's condition): walked by the executor, their leaves routed on.
+    Tree => TreeAction {
+        /// Run steps in order, judged whole before the first runs. Class: composite.
+        Pipeline(safety::Pipeline) = "pipeline", Composite;
+        /// Run an action and fall back to another if it fails. Class: composite.
+        Try(safety::Try) = "try", Composite;
+        /// Run one of two actions depending on a condition. Class: composite.
+        If(safety::If) = "if", Composite;
+        /// Fail unless a condition holds. Class: read_only.
+        Assert(safety::Assert) = "assert", ReadOnly;
+        /// Snapshot, change, validate, and restore on any failure. Class: composite.
+        SafeChange(safety::SafeChange) = "safe_change", Composite;
+    }
 }
 
 impl Action {
-    /// Which body runs this action. No wildcard: a new primitive must choose.
-    pub fn body(&self) -> Body {
-        match self {
-            Action::ReadFile(_)
-            | Action::ReadFiles(_)
-            | Action::WriteFile(_)
-            | Action::EditFile(_)
-            | Action::ApplyPatch(_)
-            | Action::PatchSet(_)
-            | Action::StatFiles(_)
-            | Action::FileInfo(_)
-            | Action::Checksum(_)
-            | Action::MoveToTrash(_)
-            | Action::RestoreFromTrash(_)
-            | Action::Validate(_) => Body::Filesystem,
-            Action::VmStart(_)
-            | Action::VmShutdown(_)
-            | Action::VmList(_)
-            | Action::VmInfo(_)
-            | Action::VmScreenshot(_)
-            | Action::VmType(_)
-            | Action::VmKey(_)
-            | Action::VmClick(_)
-            | Action::VmFindText(_)
-            | Action::VmWaitForText(_)
-            | Action::VmClickText(_)
-            | Action::VmSnapshotCreate(_)
-            | Action::VmSnapshotRestore(_)
-            | Action::VmSnapshotList(_)
-            | Action::VmSnapshotDelete(_)
-            | Action::VmForceOff(_)
-            | Action::VmReboot(_)
-            | Action::VmMove(_)
-            | Action::VmTripleClick(_)
-            | Action::VmDrag(_)
-            | Action::VmScroll(_)
-            | Action::VmCursorPosition(_)
-            | Action::VmWait(_)
-            | Action::VmClone(_)
-            | Action::VmDestroyClone(_)
-            | Action::VmPoolAcquire(_)
-            | Action::VmPoolRelease(_)
-            | Action::VmPoolStatus(_)
-            | Action::VmPoolShutdown(_)
-            | Action::Computer(_) => Body::Machine,
-            Action::Simulate(_)
-            | Action::PolicyCheck(_)
-            | Action::Pipeline(_)
-            | Action::Try(_)
-            | Action::If(_)
-            | Action::Assert(_)
-            | Action::SessionHistory(_)
-            | Action::CreateSnapshot(_)
-            | Action::RestoreSnapshot(_)
-            | Action::ListSnapshots(_)
-            | Action::DeleteSnapshot(_)
-            | Action::Rewind(_)
-            | Action::SafeChange(_)
-            | Action::RandomBytes(_) => Body::Runtime,
-        }
-    }
-
     /// How deeply composites may nest.
     pub const DEPTH_MAX: usize = 16;
     /// Most leaves one action tree may hold.

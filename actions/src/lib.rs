@@ -36,7 +36,10 @@ pub mod verdict;
 pub mod vm;
 
 pub use access::{Access, AccessKind};
-pub use action::{Action, Body, ParseError, PrimitiveSpec, primitives};
+pub use action::{
+    Action, Body, FsAction, ParseError, PrimitiveSpec, Routed, RuntimeAction, TreeAction, VmAction,
+    primitives,
+};
 pub use class::SideEffectClass;
 pub use condition::Condition;
 pub use outcome::{Before, Effect, Failure, Image, Input, Meta, Outcome};

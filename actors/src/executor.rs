@@ -11,7 +11,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Before, Body, Condition, Effect, Failure, Input, Outcome, SideEffectClass,
+    Action, Before, Condition, Effect, Failure, FsAction, Input, Outcome, Routed, RuntimeAction,
+    SideEffectClass, TreeAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -137,24 +138,28 @@ impl Executor<'_> {
                     Failed { failure, partial }
                 });
             }
-            match action.body() {
-                Body::Filesystem => return self.body(action).await.map_err(Failed::leaf),
-                Body::Machine => return self.vm(action).await.map_err(Failed::leaf),
-                Body::Runtime => {}
-            }
-            let result = self.runtime(action, at).await;
-            match result {
-                Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
-                other => other,
+            // Every action goes to exactly one body; the table in `aido_actions` says which,
+            // and each body matches its own actions without a wildcard.
+            match action.clone().route() {
+                Routed::Filesystem(a) => self.body(a).await.map_err(Failed::leaf),
+                Routed::Machine(a) => self.vm(a).await.map_err(Failed::leaf),
+                Routed::Runtime(a) => self
+                    .runtime(a)
+                    .await
+                    .map_err(|failed| Failed::leaf(failed.failure)),
+                Routed::Tree(t) => match self.tree(&t, at).await {
+                    Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
+                    other => other,
+                },
             }
         })
     }
 
-    /// A primitive the executor runs itself.
-    async fn runtime(&self, action: &Action, at: String) -> Result<Executed, Failed> {
+    /// A composite (or assert's condition), walked here; its leaves are routed on.
+    async fn tree(&self, action: &TreeAction, at: String) -> Result<Executed, Failed> {
         match action {
-            Action::Pipeline(p) => self.pipeline(&p.steps, &at).await,
-            Action::Try(t) => {
+            TreeAction::Pipeline(p) => self.pipeline(&p.steps, &at).await,
+            TreeAction::Try(t) => {
                 let first = self.exec(&t.action, join(&at, "action")).await;
                 match (first, &t.fallback) {
                     (Ok(done), _) => Ok(outcome(done, render::try_succeeded)),
@@ -184,7 +189,7 @@ impl Executor<'_> {
                     }
                 }
             }
-            Action::If(i) => {
+            TreeAction::If(i) => {
                 let (holds, mut seen) = self.evaluate(&i.condition).await?;
                 let branch = if holds {
                     Some((&i.then, "then"))
@@ -214,12 +219,20 @@ impl Executor<'_> {
                     None => Ok(outcome(seen, |_| render::if_done(holds, None))),
                 }
             }
-            Action::Assert(a) => {
+            TreeAction::Assert(a) => {
                 let (holds, seen) = self.evaluate(&a.condition).await?;
                 let done = render::assert_done(&a.condition, a.message.as_deref(), holds)?;
                 Ok(outcome(seen, |_| done))
             }
-            Action::Simulate(s) => {
+            TreeAction::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
+        }
+    }
+
+    /// A primitive of the runtime itself (the policy's answers, the journal, snapshots,
+    /// rewinds, recorded randomness).
+    async fn runtime(&self, action: RuntimeAction) -> Result<Executed, Failed> {
+        match &action {
+            RuntimeAction::Simulate(s) => {
                 let sim = self
                     .shared
                     .policy
@@ -229,24 +242,24 @@ impl Executor<'_> {
                     serde_json::to_value(sim).unwrap_or_default(),
                 ))
             }
-            Action::PolicyCheck(p) => {
+            RuntimeAction::PolicyCheck(p) => {
                 let verdict = self
                     .shared
                     .policy
                     .evaluate(&p.action, self.ctx, &FsResolver);
                 Ok(answered("policy", json!({"verdict": verdict})))
             }
-            Action::SessionHistory(h) => self.history(h).map_err(Failed::from),
-            Action::CreateSnapshot(c) => {
+            RuntimeAction::SessionHistory(h) => self.history(h).map_err(Failed::from),
+            RuntimeAction::CreateSnapshot(c) => {
                 let (taken, _) = self.take_snapshot(c.label.as_deref()).await?;
                 Ok(taken)
             }
-            Action::RestoreSnapshot(r) => self
+            RuntimeAction::RestoreSnapshot(r) => self
                 .restore_snapshot(&r.snapshot)
                 .await
                 .map_err(Failed::from),
-            Action::ListSnapshots(_) => self.list_snapshots().await.map_err(Failed::from),
-            Action::DeleteSnapshot(d) => {
+            RuntimeAction::ListSnapshots(_) => self.list_snapshots().await.map_err(Failed::from),
+            RuntimeAction::DeleteSnapshot(d) => {
                 let output = self
                     .snapshot_op(SnapshotOp::Delete {
                         id: d.snapshot.clone(),
@@ -254,7 +267,7 @@ impl Executor<'_> {
                     .await?;
                 Ok(answered("snapshots", output))
             }
-            Action::RandomBytes(r) => {
+            RuntimeAction::RandomBytes(r) => {
                 if r.count == 0 || r.count > RandomBytes::COUNT_MAX {
                     return Err(Failure::from(RuntimeError::InvalidArguments {
                         why: format!("count must be 1 to {}", RandomBytes::COUNT_MAX),
@@ -268,8 +281,7 @@ impl Executor<'_> {
                 done.outcome.inputs.push(Input::Random { hex });
                 Ok(done)
             }
-            Action::SafeChange(c) => self.safe_change(&c.steps, &c.validate, &at).await,
-            Action::Rewind(r) => {
+            RuntimeAction::Rewind(r) => {
                 let target = r.target().ok_or_else(|| {
                     Failure::from(RewindError::TargetInvalid {
                         why: "give exactly one of to_seq and before_seq".into(),
@@ -277,12 +289,6 @@ impl Executor<'_> {
                 })?;
                 self.rewind(target).await.map_err(Failed::from)
             }
-            // Routed to their bodies above.
-            _ => Err(Failure::new(
-                "wrong_body",
-                format!("{} is not run by the executor", action.primitive()),
-            )
-            .into()),
         }
     }
 
@@ -348,10 +354,10 @@ impl Executor<'_> {
         ask(&self.shared, body, name, timeout, msg).await
     }
 
-    async fn body(&self, action: &Action) -> Result<Executed, Failure> {
+    async fn body(&self, action: FsAction) -> Result<Executed, Failure> {
         let (session, cancel) = (self.ctx.clone(), self.hooks.cancel.clone());
         self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Run {
-            action: Box::new(action.clone()),
+            action: Box::new(action),
             session,
             cancel,
             ticket,
@@ -360,9 +366,9 @@ impl Executor<'_> {
         .await
     }
 
-    async fn vm(&self, action: &Action) -> Result<Executed, Failure> {
+    async fn vm(&self, action: VmAction) -> Result<Executed, Failure> {
         self.ask(self.shared.vm(), "VM", |ticket, reply| VmMsg::Run {
-            action: Box::new(action.clone()),
+            action: Box::new(action),
             ticket,
             reply,
         })

@@ -179,11 +179,11 @@ async fn call(
     if !authorized(&s, &headers, &q) {
         return refused();
     }
-    if !primitive.starts_with("vm_") {
+    if Action::body_of(&primitive) != Some(aido_actions::Body::Machine) {
         return coded(
             StatusCode::BAD_REQUEST,
             "control_not_a_vm_primitive",
-            "the control channel runs vm_* primitives only",
+            "the control channel runs machine primitives only",
         );
     }
     let action = match Action::from_tool_call(&primitive, args) {

@@ -14,7 +14,10 @@
 use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
-use aido_actions::{Action, Body, Failure, Input, Meta, Outcome, SideEffectClass};
+use aido_actions::{
+    Action, Body, Failure, FsAction, Input, Meta, Outcome, Routed, RuntimeAction, SideEffectClass,
+    TreeAction,
+};
 use aido_actors::fs::FsError;
 use aido_actors::fs::render::{self as fs_render, FileFacts, Replaced, Seen};
 use aido_actors::render;
@@ -367,10 +370,11 @@ impl Player<'_> {
                 "the call was cancelled",
             ))));
         }
-        match action.body() {
-            Body::Filesystem => self.filesystem(action),
-            Body::Runtime => self.runtime(action, at),
-            Body::Machine => Err(Missing::Unrecorded(GUEST_STATE.into())),
+        match action.clone().route() {
+            Routed::Filesystem(a) => self.filesystem(&a),
+            Routed::Runtime(a) => self.runtime(&a),
+            Routed::Tree(t) => self.tree(&t, at),
+            Routed::Machine(_) => Err(Missing::Unrecorded(GUEST_STATE.into())),
         }
     }
 
@@ -387,9 +391,9 @@ impl Player<'_> {
         Ok(Ok(change.done(replaced.as_ref())))
     }
 
-    fn filesystem(&mut self, action: &Action) -> Played {
+    fn filesystem(&mut self, action: &FsAction) -> Played {
         Ok(Ok(match action {
-            Action::ReadFile(a) => {
+            FsAction::ReadFile(a) => {
                 if a.encoding == Encoding::Base64 || (a.offset.is_none() && a.limit.is_none()) {
                     let (path, bytes) = self.file()?;
                     leaf_try!(fs_render::read_file(a, &path, &bytes))
@@ -399,7 +403,7 @@ impl Player<'_> {
                     leaf_try!(fs_render::read_window(a, &path, &lines, more))
                 }
             }
-            Action::ReadFiles(a) => {
+            FsAction::ReadFiles(a) => {
                 let mut entries = Vec::new();
                 for _ in &a.paths {
                     match self.pull("a file read or refusal")? {
@@ -418,18 +422,18 @@ impl Player<'_> {
                 }
                 fs_render::read_files(a, &entries)
             }
-            Action::WriteFile(a) => {
+            FsAction::WriteFile(a) => {
                 let bytes = leaf_try!(fs_render::write_file_bytes(a));
                 let replaced = self.written()?;
                 fs_render::write_file(&bytes, &replaced)
             }
-            Action::EditFile(a) => {
+            FsAction::EditFile(a) => {
                 return self.change(a.dry_run, |path, old| fs_render::edit_file(a, path, old));
             }
-            Action::ApplyPatch(a) => {
+            FsAction::ApplyPatch(a) => {
                 return self.change(a.dry_run, |path, old| fs_render::apply_patch(a, path, old));
             }
-            Action::PatchSet(a) => {
+            FsAction::PatchSet(a) => {
                 let mut reads = Vec::new();
                 for _ in &a.patches {
                     reads.push(self.file()?);
@@ -442,39 +446,33 @@ impl Player<'_> {
                 }
                 outcome
             }
-            Action::StatFiles(a) => {
+            FsAction::StatFiles(a) => {
                 let mut seen = Vec::new();
                 for _ in &a.paths {
                     seen.push(self.stat()?);
                 }
                 fs_render::stat_files(&seen)
             }
-            Action::FileInfo(_) => {
+            FsAction::FileInfo(_) => {
                 let (path, facts) = self.facts(false)?;
                 fs_render::file_info(&path, &facts)
             }
-            Action::Checksum(a) => {
+            FsAction::Checksum(a) => {
                 let (path, facts) = self.facts(a.algorithm == HashAlgorithm::Sha256)?;
                 fs_render::checksum(&path, a.algorithm, &facts)
             }
-            Action::MoveToTrash(_) => {
+            FsAction::MoveToTrash(_) => {
                 pull!(self, Input::Clock { .. } => (), "the clock");
                 let (path, item, info) = pull!(self, Input::Trash { path, item, info } => (path.clone(), item.clone(), info.clone()), "the trash's answer");
                 fs_render::move_to_trash(&path, &item, info.as_deref().unwrap_or_default())
             }
-            Action::RestoreFromTrash(_) => {
+            FsAction::RestoreFromTrash(_) => {
                 let (path, item) = pull!(self, Input::Trash { path, item, .. } => (path.clone(), item.clone()), "the trash's answer");
                 fs_render::restore_from_trash(&path, &item)
             }
-            Action::Validate(a) => {
+            FsAction::Validate(a) => {
                 let (path, bytes) = self.file()?;
                 leaf_try!(fs_render::validate(a, &path, &bytes))
-            }
-            other => {
-                return Err(Missing::Unrecorded(format!(
-                    "{} is not a filesystem primitive",
-                    other.primitive()
-                )));
             }
         }))
     }
@@ -556,10 +554,10 @@ impl Player<'_> {
         Ok(render::snapshot_taken(store, &machines, seq, label))
     }
 
-    fn runtime(&mut self, action: &Action, at: String) -> Played {
+    fn tree(&mut self, action: &TreeAction, at: String) -> Played {
         Ok(Ok(match action {
-            Action::Pipeline(p) => return self.pipeline(&p.steps, &at),
-            Action::Try(t) => match self.play(&t.action, join(&at, "action"))? {
+            TreeAction::Pipeline(p) => return self.pipeline(&p.steps, &at),
+            TreeAction::Try(t) => match self.play(&t.action, join(&at, "action"))? {
                 Ok(done) => render::try_succeeded(done),
                 Err(failed) => {
                     let mut done = failed.partial;
@@ -583,7 +581,7 @@ impl Player<'_> {
                     done
                 }
             },
-            Action::If(i) => {
+            TreeAction::If(i) => {
                 let holds = leaf_try!(self.condition(&i.condition)?);
                 let branch = if holds {
                     Some((i.then.as_ref(), "then"))
@@ -598,7 +596,7 @@ impl Player<'_> {
                     None => render::if_done(holds, None),
                 }
             }
-            Action::Assert(a) => {
+            TreeAction::Assert(a) => {
                 let holds = leaf_try!(self.condition(&a.condition)?);
                 leaf_try!(render::assert_done(
                     &a.condition,
@@ -606,29 +604,63 @@ impl Player<'_> {
                     holds
                 ))
             }
-            Action::Simulate(_) | Action::PolicyCheck(_) | Action::DeleteSnapshot(_) => {
-                render::answered(self.answer()?)
+            TreeAction::SafeChange(c) => {
+                let taken = self.take_snapshot(Some("safe_change"))?;
+                let id = taken["snapshot"].as_str().unwrap_or_default().to_owned();
+                let all: Vec<Action> = c.steps.iter().chain(c.validate.iter()).cloned().collect();
+                match self.pipeline(&all, &at)? {
+                    Ok(done) => render::safe_change_done(done, taken, &id, all.len()),
+                    Err(fail) => {
+                        // Then the automatic restore: its answer, or its failure.
+                        let mut partial = fail.partial;
+                        let failure = if let Some(Input::Failed { failure }) = self.peek() {
+                            let why = failure.message.clone();
+                            self.next += 1;
+                            render::safe_change_failed(fail.failure, &id, Err(&why))
+                        } else {
+                            let store = self.answer()?;
+                            let machines = self.machines_answer()?;
+                            let restored = render::snapshot_restored(
+                                store,
+                                &id,
+                                self.before,
+                                machines.as_ref(),
+                            );
+                            partial.effects.extend(restored.effects);
+                            render::safe_change_failed(fail.failure, &id, Ok(()))
+                        };
+                        return Ok(Err(Fail { failure, partial }));
+                    }
+                }
             }
-            Action::SessionHistory(h) => {
+        }))
+    }
+
+    fn runtime(&mut self, action: &RuntimeAction) -> Played {
+        Ok(Ok(match action {
+            RuntimeAction::Simulate(_)
+            | RuntimeAction::PolicyCheck(_)
+            | RuntimeAction::DeleteSnapshot(_) => render::answered(self.answer()?),
+            RuntimeAction::SessionHistory(h) => {
                 let head = pull!(self, Input::JournalHead { seq } => *seq, "the journal head");
                 let (limit, window) = render::history_window(h);
                 let seen = self.records_before(head + 1);
                 let seen = &seen[seen.len().saturating_sub(window)..];
                 render::session_history(self.session, seen, limit)
             }
-            Action::CreateSnapshot(c) => {
+            RuntimeAction::CreateSnapshot(c) => {
                 Outcome::from_output(self.take_snapshot(c.label.as_deref())?)
             }
-            Action::RestoreSnapshot(r) => {
+            RuntimeAction::RestoreSnapshot(r) => {
                 let store = self.answer()?;
                 let machines = self.machines_answer()?;
                 render::snapshot_restored(store, &r.snapshot, self.before, machines.as_ref())
             }
-            Action::ListSnapshots(_) => {
+            RuntimeAction::ListSnapshots(_) => {
                 let listed = self.answer()?;
                 render::snapshots_listed(&listed, self.before)
             }
-            Action::Rewind(r) => {
+            RuntimeAction::Rewind(r) => {
                 let applied = self.answer()?;
                 let machines = self.answer()?;
                 let rewound_at = self.appended()?;
@@ -667,44 +699,9 @@ impl Player<'_> {
                     rewound_at,
                 })
             }
-            Action::SafeChange(c) => {
-                let taken = self.take_snapshot(Some("safe_change"))?;
-                let id = taken["snapshot"].as_str().unwrap_or_default().to_owned();
-                let all: Vec<Action> = c.steps.iter().chain(c.validate.iter()).cloned().collect();
-                match self.pipeline(&all, &at)? {
-                    Ok(done) => render::safe_change_done(done, taken, &id, all.len()),
-                    Err(fail) => {
-                        // Then the automatic restore: its answer, or its failure.
-                        let mut partial = fail.partial;
-                        let failure = if let Some(Input::Failed { failure }) = self.peek() {
-                            let why = failure.message.clone();
-                            self.next += 1;
-                            render::safe_change_failed(fail.failure, &id, Err(&why))
-                        } else {
-                            let store = self.answer()?;
-                            let machines = self.machines_answer()?;
-                            let restored = render::snapshot_restored(
-                                store,
-                                &id,
-                                self.before,
-                                machines.as_ref(),
-                            );
-                            partial.effects.extend(restored.effects);
-                            render::safe_change_failed(fail.failure, &id, Ok(()))
-                        };
-                        return Ok(Err(Fail { failure, partial }));
-                    }
-                }
-            }
-            Action::RandomBytes(r) => {
+            RuntimeAction::RandomBytes(r) => {
                 let hex = pull!(self, Input::Random { hex } => hex.clone(), "random bytes");
                 render::random_bytes(r.count, &hex)
-            }
-            other => {
-                return Err(Missing::Unrecorded(format!(
-                    "{} is not run by the executor",
-                    other.primitive()
-                )));
             }
         }))
     }

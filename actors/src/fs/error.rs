@@ -202,12 +202,6 @@ pub enum FsError {
     /// The call was cancelled by the agent.
     #[error("cancelled")]
     Cancelled,
-    /// The action is not one the filesystem body runs (a routing defect).
-    #[error("{primitive} is not run by the filesystem body")]
-    WrongBody {
-        /// The primitive.
-        primitive: &'static str,
-    },
 }
 
 impl FsError {
@@ -239,7 +233,6 @@ impl FsError {
             Self::PermissionDenied { .. } => "permission_denied",
             Self::Io { .. } => "io_error",
             Self::Cancelled => "cancelled",
-            Self::WrongBody { .. } => "wrong_body",
         }
     }
 

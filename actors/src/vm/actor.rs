@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use aido_actions::{Action, Failure, Image, Outcome};
+use aido_actions::{Failure, Image, Outcome, VmAction};
 use aido_vm::{Machine, MachineSpec, VmError};
 use base64::Engine;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -47,7 +47,7 @@ pub enum VmMsg {
     /// Run one vm_* primitive.
     Run {
         /// The action.
-        action: Box<Action>,
+        action: Box<VmAction>,
         /// Its deadline and state.
         ticket: Ticket,
         /// The answer.
@@ -283,9 +283,9 @@ impl VmState {
         }
     }
 
-    async fn run(&mut self, action: &Action) -> Result<Executed, Failure> {
+    async fn run(&mut self, action: &VmAction) -> Result<Executed, Failure> {
         match action {
-            Action::VmStart(a) => self
+            VmAction::VmStart(a) => self
                 .start(
                     &a.vm,
                     a.memory_mb,
@@ -294,7 +294,7 @@ impl VmState {
                 )
                 .await
                 .map(out),
-            Action::VmShutdown(a) => {
+            VmAction::VmShutdown(a) => {
                 let machine = self.machines.remove(&a.vm).ok_or_else(|| {
                     Failure::new(
                         "vm_not_found",
@@ -304,7 +304,7 @@ impl VmState {
                 machine.shutdown().await;
                 Ok(out(json!({"vm": a.vm, "stopped": true})))
             }
-            Action::VmList(_) => {
+            VmAction::VmList(_) => {
                 let list: Vec<_> = self
                     .machines
                     .iter()
@@ -312,14 +312,14 @@ impl VmState {
                     .collect();
                 Ok(out(json!({"machines": list})))
             }
-            Action::VmInfo(a) => {
+            VmAction::VmInfo(a) => {
                 let m = self.machine(&a.vm)?;
                 Ok(out(
                     json!({"vm": a.vm, "accel": m.accel(), "booted_in_ms": m.booted_in().as_millis() as u64, "pid": m.pid(),
                            "host": host_of(m), "domain": m.domain()}),
                 ))
             }
-            Action::VmScreenshot(a) => {
+            VmAction::VmScreenshot(a) => {
                 let m = self.machine(&a.vm)?;
                 let png = m.screenshot_png().await.map_err(failure)?;
                 // The exact text comes with the picture in text mode; graphical screens are read
@@ -349,18 +349,18 @@ impl VmState {
                 });
                 Ok(done)
             }
-            Action::VmType(a) => {
+            VmAction::VmType(a) => {
                 self.machine(&a.vm)?
                     .type_text(&a.text)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "typed": a.text.chars().count()})))
             }
-            Action::VmKey(a) => {
+            VmAction::VmKey(a) => {
                 self.machine(&a.vm)?.key(&a.keys).await.map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "keys": a.keys})))
             }
-            Action::VmClick(a) => {
+            VmAction::VmClick(a) => {
                 let button = a.button.as_deref().unwrap_or("left");
                 if !["left", "middle", "right"].contains(&button) {
                     return Err(Failure::new(
@@ -376,7 +376,7 @@ impl VmState {
                     json!({"vm": a.vm, "x": a.x, "y": a.y, "button": button}),
                 ))
             }
-            Action::VmFindText(a) => {
+            VmAction::VmFindText(a) => {
                 let ocr = self.ocr()?;
                 let matches = self
                     .machine(&a.vm)?
@@ -388,7 +388,7 @@ impl VmState {
                     json!({"vm": a.vm, "text": a.text, "found": !matches.is_empty(), "matches": matches, "source": source}),
                 ))
             }
-            Action::VmWaitForText(a) => {
+            VmAction::VmWaitForText(a) => {
                 let timeout = a
                     .timeout_ms
                     .unwrap_or(WAIT_FOR_TEXT_MS_DEFAULT)
@@ -401,7 +401,7 @@ impl VmState {
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "text": a.text, "match": found})))
             }
-            Action::VmClickText(a) => {
+            VmAction::VmClickText(a) => {
                 let ocr = self.ocr()?;
                 let m = self.machine(&a.vm)?;
                 let Some(found) = m
@@ -423,21 +423,21 @@ impl VmState {
                     json!({"vm": a.vm, "text": a.text, "clicked": found.center, "match": found}),
                 ))
             }
-            Action::VmSnapshotCreate(a) => {
+            VmAction::VmSnapshotCreate(a) => {
                 self.machine(&a.vm)?
                     .snapshot_save(&a.name)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "snapshot": a.name})))
             }
-            Action::VmSnapshotRestore(a) => {
+            VmAction::VmSnapshotRestore(a) => {
                 self.machine(&a.vm)?
                     .snapshot_load(&a.name)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "restored": a.name})))
             }
-            Action::VmSnapshotList(a) => {
+            VmAction::VmSnapshotList(a) => {
                 let names = self
                     .machine(&a.vm)?
                     .snapshot_list()
@@ -445,14 +445,14 @@ impl VmState {
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "snapshots": names})))
             }
-            Action::VmSnapshotDelete(a) => {
+            VmAction::VmSnapshotDelete(a) => {
                 self.machine(&a.vm)?
                     .snapshot_delete(&a.name)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "deleted": a.name})))
             }
-            Action::VmForceOff(a) => {
+            VmAction::VmForceOff(a) => {
                 let machine = self.machines.remove(&a.vm).ok_or_else(|| {
                     Failure::new(
                         "vm_not_found",
@@ -462,25 +462,25 @@ impl VmState {
                 machine.force_off().await;
                 Ok(out(json!({"vm": a.vm, "stopped": true, "forced": true})))
             }
-            Action::VmReboot(a) => {
+            VmAction::VmReboot(a) => {
                 self.machine(&a.vm)?.reboot().await.map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "rebooted": true})))
             }
-            Action::VmMove(a) => {
+            VmAction::VmMove(a) => {
                 self.machine(&a.vm)?
                     .move_to(a.x, a.y)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "x": a.x, "y": a.y})))
             }
-            Action::VmTripleClick(a) => {
+            VmAction::VmTripleClick(a) => {
                 self.machine(&a.vm)?
                     .click_n(a.x, a.y, "left", 3)
                     .await
                     .map_err(failure)?;
                 Ok(out(json!({"vm": a.vm, "x": a.x, "y": a.y, "clicks": 3})))
             }
-            Action::VmDrag(a) => {
+            VmAction::VmDrag(a) => {
                 self.machine(&a.vm)?
                     .drag((a.from_x, a.from_y), (a.to_x, a.to_y))
                     .await
@@ -489,7 +489,7 @@ impl VmState {
                     json!({"vm": a.vm, "from": [a.from_x, a.from_y], "to": [a.to_x, a.to_y]}),
                 ))
             }
-            Action::VmScroll(a) => {
+            VmAction::VmScroll(a) => {
                 if a.amount.unsigned_abs() > 100 {
                     return Err(Failure::new(
                         "invalid_arguments",
@@ -504,18 +504,18 @@ impl VmState {
                     json!({"vm": a.vm, "x": a.x, "y": a.y, "amount": a.amount}),
                 ))
             }
-            Action::VmCursorPosition(a) => {
+            VmAction::VmCursorPosition(a) => {
                 let (x, y) = self.machine(&a.vm)?.cursor();
                 Ok(out(json!({"vm": a.vm, "x": x, "y": y})))
             }
-            Action::Computer(c) => {
+            VmAction::Computer(c) => {
                 // Computer-use agents never call vm_start: the default machine boots on first use.
                 if c.vm == "default" && !self.machines.contains_key("default") {
                     self.start("default", None, None, false).await?;
                 }
                 super::computer::run(self.machine(&c.vm)?, c).await
             }
-            Action::VmClone(a) => {
+            VmAction::VmClone(a) => {
                 self.check_new_name(&a.vm)?;
                 let dir = self.work_dir("clones").join(&a.vm);
                 let spec = MachineSpec::text_console(&self.image()?);
@@ -529,12 +529,12 @@ impl VmState {
                 self.origin.insert(a.vm.clone(), "vm_clone");
                 Ok(out(output))
             }
-            Action::VmDestroyClone(a) => {
+            VmAction::VmDestroyClone(a) => {
                 self.remove(&a.vm, "vm_clone")?.shutdown().await;
                 let _ = std::fs::remove_dir_all(self.work_dir("clones").join(&a.vm));
                 Ok(out(json!({"vm": a.vm, "destroyed": true})))
             }
-            Action::VmPoolAcquire(a) => {
+            VmAction::VmPoolAcquire(a) => {
                 self.check_new_name(&a.vm)?;
                 if self.pool.is_none() {
                     let mut spec = MachineSpec::text_console(&self.image()?);
@@ -561,7 +561,7 @@ impl VmState {
                 self.origin.insert(a.vm.clone(), "vm_pool_acquire");
                 Ok(out(output))
             }
-            Action::VmPoolRelease(a) => {
+            VmAction::VmPoolRelease(a) => {
                 let machine = self.remove(&a.vm, "vm_pool_acquire")?;
                 match self.pool.as_mut() {
                     Some(pool) => pool.release(machine).await,
@@ -569,27 +569,23 @@ impl VmState {
                 }
                 Ok(out(json!({"vm": a.vm, "released": true})))
             }
-            Action::VmPoolStatus(_) => {
+            VmAction::VmPoolStatus(_) => {
                 let status = self.pool.as_ref().map(|p| p.status());
                 Ok(out(json!({"open": status.is_some(), "pool": status})))
             }
-            Action::VmPoolShutdown(_) => {
+            VmAction::VmPoolShutdown(_) => {
                 if let Some(mut pool) = self.pool.take() {
                     pool.shutdown().await;
                 }
                 Ok(out(json!({"open": false})))
             }
-            Action::VmWait(a) => {
+            VmAction::VmWait(a) => {
                 if a.ms > 60_000 {
                     return Err(Failure::new("invalid_arguments", "ms is at most 60000"));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(a.ms)).await;
                 Ok(out(json!({"waited_ms": a.ms})))
             }
-            other => Err(Failure::new(
-                "wrong_body",
-                format!("{} is not run by the VM body", other.primitive()),
-            )),
         }
     }
 }
