@@ -679,3 +679,60 @@ pub(crate) mod tests {
         assert_eq!(text.matches("`aido replay verify` accepted").count(), 1);
     }
 }
+
+/// The committed results file and the committed report, kept in step.
+#[cfg(test)]
+mod committed {
+    use super::schema::Document;
+    use super::{render, targets};
+
+    fn read(file: &str) -> String {
+        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn the_committed_report_is_rendered_from_the_committed_results() {
+        let document = Document::parse(&read("benchmarks.json")).unwrap();
+        let rendered = render(&document);
+        let committed = read("BENCHMARKS.md");
+        if rendered != committed {
+            let line = rendered
+                .lines()
+                .zip(committed.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(rendered.lines().count().min(committed.lines().count()));
+            panic!(
+                "docs/BENCHMARKS.md is not what docs/benchmarks.json renders (first difference \
+                 at line {}); run `aido-bench render`",
+                line + 1
+            );
+        }
+    }
+
+    #[test]
+    fn the_committed_results_are_in_canonical_form() {
+        let text = read("benchmarks.json");
+        let canonical = Document::parse(&text).unwrap().to_text().unwrap();
+        if canonical != text {
+            let path = std::env::temp_dir().join("benchmarks.canonical.json");
+            std::fs::write(&path, &canonical).unwrap();
+            panic!(
+                "docs/benchmarks.json is not in canonical form; see {}",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
+    fn the_committed_results_are_judged_against_the_target_table() {
+        let document = Document::parse(&read("benchmarks.json")).unwrap();
+        for row in &document.rows {
+            assert_eq!(row.target, targets::target(&row.id), "{}", row.id);
+        }
+        // Every target in the table has its row.
+        for (id, _) in targets::TARGETS {
+            assert!(document.rows.iter().any(|r| r.id == *id), "no row {id}");
+        }
+    }
+}
