@@ -23,6 +23,8 @@ pub mod schema;
 mod snapshots;
 /// Every target, in one table.
 mod targets;
+/// Sections' prose as templates.
+mod template;
 /// The VM section.
 mod vm;
 
@@ -158,11 +160,28 @@ fn text(s: impl Into<String>) -> Block {
 }
 
 /// A detail table from string literals and rows of cells.
-pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Block {
-    Block::Table(Table {
+pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Table {
+    Table {
         columns: columns.iter().map(|c| (*c).to_owned()).collect(),
         cells,
-    })
+    }
+}
+
+/// Every section's prose, by section id (see [`template`]).
+const NOTES: &[(&str, &str)] = &[
+    ("policy", include_str!("report/notes/policy.md")),
+    ("journal", include_str!("report/notes/journal.md")),
+    ("stdio", include_str!("report/notes/stdio.md")),
+    ("snapshots", include_str!("report/notes/snapshots.md")),
+    ("rewind", include_str!("report/notes/rewind.md")),
+    ("vm", include_str!("report/notes/vm.md")),
+    ("reproduce", include_str!("report/notes/reproduce.md")),
+];
+
+/// Section `id` from its template.
+pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
+    let template = NOTES.iter().find(|(n, _)| *n == id).map_or("", |(_, t)| t);
+    template::section(id, template, params, tables)
 }
 
 impl Report {
@@ -177,7 +196,7 @@ impl Report {
         ];
         sections.extend(snapshots::sections(&self.snapshots, &mut rows));
         sections.push(vm::section(&self.vm, &mut rows));
-        sections.push(reproduce());
+        sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
             source: format!("measured by aido-bench at commit {}", m.commit),
@@ -246,48 +265,31 @@ impl Report {
                 }),
             ),
         ]);
-        let mut blocks = vec![
-            Block::Rows,
-            text(format!(
-                "Both `write_file` rows evaluate the same action — a write of `src/main.rs` \
-                 from a session whose working directory is `~/project`, against 10 deny globs \
-                 (3 built-in, 7 configured) — and each is judged against the target on its \
-                 own. `{POLICY_ID}` resolves the real path, as aido does for every path an \
-                 action names: from the nearest directory resolved when the policy was \
-                 compiled (`~`, the write root and the policy's workdir) it makes one \
-                 `std::fs::symlink_metadata` call (an lstat-style `statx`) per path component \
-                 below it, {n} here (`project`, `project/src`, and `project/src/main.rs`, which \
-                 does not exist yet). `{GATES_ID}` answers the same resolution without a \
-                 system call: it is the gates and the 10 deny globs alone. `metadata_call` \
-                 prices one such call, measured by `aido-bench` when it wrote this file."
-            )),
-        ];
+        let mut tables = Vec::new();
         if let (Some(full), Some(gates)) = (&self.policy, &self.gates) {
             let calls = f64::from(n) * m.median_ns;
-            blocks.push(table(
-                &["part of the full evaluation", "time"],
-                vec![
-                    vec![
-                        format!("gates and 10 deny globs (`{GATES_ID}`, median)"),
-                        format_ns(gates.median_ns),
-                    ],
-                    vec![
-                        format!("{n} metadata calls × {}", format_ns(m.median_ns)),
-                        format_ns(calls),
-                    ],
-                    vec!["sum".into(), format_ns(gates.median_ns + calls)],
-                    vec![
-                        format!("measured full evaluation (`{POLICY_ID}`, median)"),
-                        format_ns(full.median_ns),
-                    ],
-                ],
+            let cells = [
+                (
+                    format!("gates and 10 deny globs (`{GATES_ID}`, median)"),
+                    gates.median_ns,
+                ),
+                (
+                    format!("{n} metadata calls × {}", format_ns(m.median_ns)),
+                    calls,
+                ),
+                ("sum".into(), gates.median_ns + calls),
+                (
+                    format!("measured full evaluation (`{POLICY_ID}`, median)"),
+                    full.median_ns,
+                ),
+            ];
+            let cells = cells.map(|(part, ns)| vec![part, format_ns(ns)]).into();
+            tables.push((
+                "parts",
+                table(&["part of the full evaluation", "time"], cells),
             ));
         }
-        Section {
-            id: S.into(),
-            title: "Policy (criterion, `cargo bench -p aido-policy --bench policy`)".into(),
-            blocks,
-        }
+        section(S, &[("calls", n.to_string())], tables)
     }
 
     fn journal(&self, rows: &mut Vec<Row>) -> Section {
@@ -339,21 +341,7 @@ impl Report {
                 ),
             },
         );
-        Section {
-            id: S.into(),
-            title: "Journal appends (criterion, `cargo bench -p aido-journal --bench append`)"
-                .into(),
-            blocks: vec![
-                text(
-                    "8 threads append 50 records each to one sled journal at once (400 records \
-                     an iteration). Group commit drains the queue, writes the batch, flushes \
-                     once and then acknowledges every record in it; flush-per-record flushes \
-                     after each record. Both acknowledge only durable records. The target: \
-                     group commit takes more records per second than flush-per-record.",
-                ),
-                Block::Rows,
-            ],
-        }
+        section(S, &[], Vec::new())
     }
 
     fn stdio(&self, rows: &mut Vec<Row>) -> Section {
@@ -369,22 +357,7 @@ impl Report {
                 StdioOutcome::Skipped(_) => None,
             })
             .unwrap_or_default();
-        let mut blocks = vec![
-            text(format!(
-                "Both servers run at once as children of one rmcp client, each on its own \
-                 stdin/stdout, serving the same {files} files of about {file_bytes} bytes (a \
-                 temp dir that is HOME for aido and the allowed directory for the peer; aido's \
-                 journal, AIDO_HOME, sits beside it). Each gets {} unmeasured warm-up calls, \
-                 then {} measured sequential `tools/call` round trips, split into {} rounds \
-                 run alternately (aido, peer, aido, peer, ...) so drift in the machine hits \
-                 both alike; calls cycle through the files. Every reply's text is compared \
-                 with the file's bytes; a mismatch fails the run. Round trips per second = \
-                 calls / time spent inside calls. The comparison runs once per place, the \
-                 same in every way but where the files and aido's journal live.",
-                p.warmup, p.calls, p.rounds
-            )),
-            Block::Rows,
-        ];
+        let mut journal = Vec::new();
         for (k, run) in self.stdio.iter().enumerate() {
             // The first run is in the default temp dir, the second on tmpfs.
             let id = if k == 0 {
@@ -421,7 +394,7 @@ impl Report {
                 ..Value::default()
             };
             match (&run.outcome, run.pair()) {
-                (StdioOutcome::Ran { journal, .. }, Some((aido, peer))) => {
+                (StdioOutcome::Ran { journal: check, .. }, Some((aido, peer))) => {
                     rows.push(beside(
                         row(S, &id, what, Outcome::Measured(rate(aido))),
                         Peer {
@@ -438,15 +411,15 @@ impl Report {
                             latency(m),
                         ));
                     }
-                    blocks.push(text(format!(
-                        "After the run {} ({place}), `aido replay` found {} record(s) in {} \
+                    journal.push(format!(
+                        "After run {} ({place}), `aido replay` found {} record(s) in {} \
                          session(s) of aido's journal, and `aido replay verify` accepted the \
                          hash chain of {} of them.",
                         k + 1,
-                        journal.records,
-                        journal.sessions,
-                        journal.verified
-                    )));
+                        check.records,
+                        check.sessions,
+                        check.verified
+                    ));
                 }
                 (StdioOutcome::Skipped(why), _) => {
                     rows.push(row(S, &id, what, Outcome::NotRun(why.clone())));
@@ -461,54 +434,16 @@ impl Report {
                 }
             }
         }
-        blocks.push(Block::Heading("What the numbers mean".into()));
-        blocks.push(text(
-            "The two servers do different work per call. aido judges every call with its \
-             policy (path walls, deny globs) and journals it: an `ActionProposed` record with \
-             the verdict before the read and an `ActionCompleted` record with the outcome after \
-             it. It answers only once both are durable: for a read, the outcome's flush (group \
-             commit: the batch is written, then flushed with fsync) covers the proposal written \
-             before it, so each call waits for one flush. The peer checks the path against its \
-             allowed directories and reads the file; it neither judges nor records anything. \
-             Between the run on a disk and the run on tmpfs, aido's difference is the cost of \
-             making each call's journal records durable before answering: on a disk that flush \
-             waits for the device, on tmpfs there is no device and it returns at once; the rest \
-             of aido's work per call (the policy, the read, writing the records) is the same in \
-             both runs.",
-        ));
-        Section {
-            id: S.into(),
-            title: format!("stdio: aido against {}", self.peer),
-            blocks,
-        }
-    }
-}
-
-fn reproduce() -> Section {
-    Section {
-        id: "reproduce".into(),
-        title: "Reproduce".into(),
-        blocks: vec![text(format!(
-            "From the repository root run `bench/run`. It installs the pinned peer into \
-             `bench/node_modules` if missing, builds `aido` and `aido-bench` in release, runs \
-             the two criterion bench targets (short warm-up and measurement times so the whole \
-             run stays within minutes), then runs `target/release/aido-bench --results \
-             {RESULTS_FILE} --out docs/BENCHMARKS.md`, which prices one `symlink_metadata` call, does the stdio \
-             comparison in the default temp dir and again on tmpfs (`--tmpfs-dir`, default \
-             `/dev/shm`; skipped if that is missing or not tmpfs), then the snapshot \
-             benchmarks (the tree in the default temp dir and on a btrfs loop volume it makes \
-             and unmounts; the volume needs root, without it the btrfs rows say why they did \
-             not run) and the rewind sessions, then the VM benchmarks (it builds both guest \
-             images with `vm/guest/build-image` into a temp dir and needs QEMU, `qemu-img`, \
-             `setpriv` and tesseract's English model; `aido-bench` re-executes itself with \
-             `OMP_THREAD_LIMIT=1` for tesseract, as `aido` does), reads the criterion \
-             estimates from `target/criterion/*/new/estimates.json`, writes the results to \
-             `{RESULTS_FILE}` and renders this file from them. `aido-bench render --from {RESULTS_FILE} --out \
-             docs/BENCHMARKS.md` renders again without measuring. `target/release/aido-bench \
-             --help` lists the knobs (calls, rounds, files, the tmpfs dir, metadata calls, the \
-             tree's size, repeats, the rewind sessions, the VM repeats and pool size; \
-             `--skip-snapshots`, `--skip-rewind` and `--skip-vm` leave those sections out)."
-        ))],
+        let params = [
+            ("peer", self.peer.clone()),
+            ("files", files.to_string()),
+            ("file_bytes", file_bytes.to_string()),
+            ("warmup", p.warmup.to_string()),
+            ("calls", p.calls.to_string()),
+            ("rounds", p.rounds.to_string()),
+            ("journal", journal.join("\n\n")),
+        ];
+        section(S, &params, Vec::new())
     }
 }
 

@@ -4,7 +4,7 @@ use aido_snapshots::Backend;
 
 use super::render::thousands;
 use super::schema::{Block, Outcome, Row, Section};
-use super::{format_bytes, format_duration, row, samples, table, text};
+use super::{format_bytes, format_duration, row, samples, section, table, text};
 use crate::rewind::{RewindOutcome, RewindRun};
 use crate::snapshots::{BtrfsStatus, Method, Results, RowOutcome};
 
@@ -44,23 +44,30 @@ pub(super) fn sections(section: &SnapshotSection, rows: &mut Vec<Row>) -> [Secti
                 _ => why.clone(),
             };
             // The judged rows still stand in the summary, saying why they have no value.
-            for id in [
-                "snapshot_btrfs_subvolume_btrfs_create".to_owned(),
-                "snapshot_btrfs_subvolume_btrfs_restore".to_owned(),
-                rewind_id(Backend::Copy),
-                rewind_id(Backend::BtrfsSubvolume),
+            for (id, what) in [
+                (
+                    "snapshot_btrfs_subvolume_btrfs_create".to_owned(),
+                    "aido `btrfs_subvolume`: first snapshot of the tree",
+                ),
+                (
+                    "snapshot_btrfs_subvolume_btrfs_restore".to_owned(),
+                    "aido `btrfs_subvolume`: restore after the change",
+                ),
+                (
+                    rewind_id(Backend::Copy),
+                    "rewind to an arbitrary seq, `copy` backend",
+                ),
+                (
+                    rewind_id(Backend::BtrfsSubvolume),
+                    "rewind to an arbitrary seq, `btrfs_subvolume` backend",
+                ),
             ] {
                 let section = if id.starts_with("rewind") {
                     "rewind"
                 } else {
                     "snapshots"
                 };
-                rows.push(row(
-                    section,
-                    id,
-                    "snapshots and rewind",
-                    Outcome::NotRun(why.clone()),
-                ));
+                rows.push(row(section, id, what, Outcome::NotRun(why.clone())));
             }
             let blocks = vec![text(format!("Not run: {why}.")), Block::Rows];
             return [
@@ -132,47 +139,6 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
             ));
         }
     }
-    let mut blocks = vec![text(format!(
-        "One tree of {} files and {} (source-like text; sizes from {} to {}, one large file in \
-         each of {} leaf directories two levels deep) is written byte for byte the same to each \
-         place below, and each method runs {} repeats on it. One repeat: sync; time the first \
-         snapshot of the tree (nothing of it stored yet); time a `sync -f` right after; change \
-         the tree ({} files rewritten, {} deleted, {} added, a different set each repeat); \
-         sync; time the restore; time a `sync -f`; check the tree (every touched file's bytes, \
-         every file count and byte total); make the same change again; sync; time a second \
-         snapshot, of the changed tree, with the first kept; then, not timed, put the tree back \
-         and drop everything the method stored, so the next repeat starts cold again. Times \
-         are wall clock, end to end, including the processes a method starts; the page cache \
-         is warm (the tree was just written).",
-        thousands(r.tree.files as f64),
-        format_bytes(r.tree.bytes),
-        format_bytes(r.sizes.0),
-        format_bytes(r.sizes.1),
-        r.dirs,
-        r.repeats,
-        r.change.changed,
-        r.change.deleted,
-        r.change.added,
-    ))];
-    blocks.push(text(match &r.btrfs {
-        BtrfsStatus::Mounted { bytes } => format!(
-            "btrfs: a {} sparse loop file in the temp dir, made, formatted, mounted and given a \
-             workspace subvolume by aido's own `aido_snapshots::volume::init` (what `aido \
-             workspace init --btrfs` does), and unmounted at the end of the run.",
-            format_bytes(*bytes)
-        ),
-        BtrfsStatus::Unavailable(why) => format!(
-            "**No btrfs volume could be made in this run, so the btrfs rows were not run**: \
-             {why}. (It needs root, `mkfs.btrfs` from btrfs-progs and loop devices.)"
-        ),
-    }));
-    let tools: Vec<String> = r
-        .tools
-        .iter()
-        .map(|(name, version)| format!("{name}: `{version}`"))
-        .collect();
-    blocks.push(text(format!("Tools: {}.", tools.join("; "))));
-    blocks.push(Block::Rows);
     let said: Vec<String> = r
         .rows
         .iter()
@@ -181,51 +147,36 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
             Some(format!("- {} ({}): {}", x.method.label(), x.fs, t.note))
         })
         .collect();
-    if !said.is_empty() {
-        blocks.push(text("What each method said about itself:"));
-        blocks.push(text(said.join("\n")));
-    }
-    let cp = r
+    let tools: Vec<String> = r
         .tools
         .iter()
-        .find(|(name, _)| name == "cp")
-        .map_or("cp", |(_, v)| v.as_str());
-    blocks.push(Block::Heading("What the numbers mean".into()));
-    blocks.push(text(format!(
-        "- aido `btrfs_subvolume`: create is `btrfs subvolume snapshot -r` (one process, one \
-         btrfs transaction) and then a walk of the new snapshot to count its files and bytes \
-         for the snapshot's record; restore takes a writable snapshot of it, swaps it into the \
-         workspace's place with one `renameat2(RENAME_EXCHANGE)` and deletes the old \
-         subvolume (two `btrfs` processes). Neither copies file data, so neither grows with \
-         the bytes; the walk grows with the number of files. The `btrfs subvolume snapshot` \
-         alone rows are the floor under it, on the same subvolume.\n\
-         - aido `reflink`: create walks the tree and clones every file (`FICLONE`) into the \
-         snapshot directory: per-file cost, no data copied. Restore walks the tree, compares \
-         each file's size, mode and mtime with the snapshot's manifest, re-clones only the \
-         files that differ, removes what the snapshot does not hold, and ends with one \
-         `syncfs`.\n\
-         - aido `copy`: the first create reads and hashes (blake3) every byte and copies each \
-         content not yet stored into a content-addressed object store; a later create re-reads \
-         only files whose size or mtime changed (the second-create rows). Restore is \
-         incremental like reflink's, copying bytes, and also ends with one `syncfs`.\n\
-         - `cp -a` ({cp}): GNU cp 9.0 and later clone extents by default (`--reflink=auto`), so \
-         on btrfs `cp -a` is itself a reflink copy, and on ext4 it copies every byte. Its \
-         restore replaces the whole tree.\n\
-         - git: the first commit compresses every file into a loose object (zlib); a commit \
-         after the change hashes only the files whose stat data changed. `git checkout -- .` \
-         rewrites the changed and deleted files from the index and objects, `git clean -fdq` \
-         removes the added ones.\n\
-         - Durability differs, which is what the `sync -f` rows show: aido's reflink and copy \
-         restores finish with `syncfs` (their own sync is inside the restore time), a btrfs \
-         snapshot is a committed transaction, while `cp -a` and git return with their writes \
-         still in the page cache. Every timed step starts after a `sync`, so none pays for an \
-         earlier step's writes."
-    )));
-    Section {
-        id: S.into(),
-        title: TITLE.into(),
-        blocks,
+        .map(|(name, version)| format!("{name}: `{version}`"))
+        .collect();
+    let cp = r.tools.iter().find(|(name, _)| name == "cp");
+    let mut params = vec![
+        ("files", thousands(r.tree.files as f64)),
+        ("bytes", format_bytes(r.tree.bytes)),
+        ("smallest", format_bytes(r.sizes.0)),
+        ("largest", format_bytes(r.sizes.1)),
+        ("dirs", r.dirs.to_string()),
+        ("repeats", r.repeats.to_string()),
+        ("changed", r.change.changed.to_string()),
+        ("deleted", r.change.deleted.to_string()),
+        ("added", r.change.added.to_string()),
+        ("tools", tools.join("; ")),
+        ("cp", cp.map_or("cp".into(), |(_, v)| v.clone())),
+    ];
+    params.push(match &r.btrfs {
+        BtrfsStatus::Mounted { bytes } => ("btrfs_bytes", format_bytes(*bytes)),
+        BtrfsStatus::Unavailable(why) => ("btrfs_missing", why.clone()),
+    });
+    if !said.is_empty() {
+        params.push((
+            "said",
+            format!("What each method said about itself:\n\n{}", said.join("\n")),
+        ));
     }
+    section(S, &params, Vec::new())
 }
 
 fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
@@ -239,37 +190,8 @@ fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
                 Outcome::NotRun("`--skip-rewind`".into()),
             ));
         }
-        return Section {
-            id: S.into(),
-            title: "Rewind".into(),
-            blocks: vec![Block::Rows],
-        };
+        return section(S, &[("skipped", "`--skip-rewind`".into())], Vec::new());
     };
-    let mut blocks = vec![
-        text(format!(
-            "Through a real runtime (the actor tree, the filesystem body, a sled journal with \
-             group commit in the temp dir), one session runs {} actions against a workspace \
-             that starts with {} small files (about {} each, in {} directories): a \
-             `create_snapshot` first and then every {} actions; of the others, 60% `edit_file` \
-             (one line), 30% `write_file` (the whole file) and 10% `read_file`, on files picked \
-             by a seeded hash. Then one `rewind` to a seq of that session is timed, end to end \
-             (`Session::run`: the proposal and its policy check, reading the session's records, \
-             restoring the newest snapshot at or before the target, redoing the journaled \
-             writes after it up to the target, and the outcome record). A rewind abandons \
-             everything after its target, so each of the {} targets gets a fresh session of \
-             its own; the targets are spread over the session, one per equal slice of its \
-             seqs, at a seeded random point in the slice. After each rewind every file of the \
-             workspace is compared with the text the harness recorded for the target; a \
-             difference fails the run.",
-            thousands(o.actions as f64),
-            o.files,
-            format_bytes(crate::rewind::file_bytes() as u64),
-            crate::rewind::dirs(),
-            o.snapshot_every,
-            o.targets
-        )),
-        Block::Rows,
-    ];
     let mut sessions = Vec::new();
     for run in &r.rewind {
         rows.push(rewind_row(run, o.actions));
@@ -296,37 +218,35 @@ fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
             }
         }
     }
+    let mut params = vec![
+        ("actions", thousands(o.actions as f64)),
+        ("files", o.files.to_string()),
+        (
+            "file_bytes",
+            format_bytes(crate::rewind::file_bytes() as u64),
+        ),
+        ("dirs", crate::rewind::dirs().to_string()),
+        ("snapshot_every", o.snapshot_every.to_string()),
+        ("targets", o.targets.to_string()),
+    ];
+    let mut tables = Vec::new();
     if !sessions.is_empty() {
-        blocks.push(table(
-            &[
-                "backend",
-                "session",
-                "seqs in the session",
-                "rewind to seq",
-                "method",
-                "snapshot restored (taken at seq)",
-                "files written since that snapshot",
-                "steps",
-                "the session's actions took",
-                "rewind",
-            ],
-            sessions,
-        ));
+        params.push(("ran", String::new()));
+        let columns = [
+            "backend",
+            "session",
+            "seqs in the session",
+            "rewind to seq",
+            "method",
+            "snapshot restored (taken at seq)",
+            "files written since that snapshot",
+            "steps",
+            "the session's actions took",
+            "rewind",
+        ];
+        tables.push(("sessions", table(&columns, sessions)));
     }
-    blocks.push(text(
-        "Steps are what the rewind ran: one snapshot restore, then one write per journaled \
-         change between that snapshot and the target. The restore brings the workspace from \
-         the session's last state back to the snapshot: with `copy` it rewrites every file \
-         written since the snapshot (its size or mtime differs), each through a temp file and a \
-         rename, then syncs the filesystem once; with `btrfs_subvolume` it swaps in a writable \
-         copy of the snapshot subvolume whatever changed. Each redone write is an atomic write \
-         with its own `fsync`.",
-    ));
-    Section {
-        id: S.into(),
-        title: "Rewind".into(),
-        blocks,
-    }
+    section(S, &params, tables)
 }
 
 fn rewind_row(run: &RewindRun, actions: usize) -> Row {

@@ -55,13 +55,21 @@ pub(super) fn section(section: &VmSection, rows: &mut Vec<Row>) -> Section {
             };
             // The judged rows still stand in the summary, saying why they have no value.
             let mut ids = vec![
-                "vm_snapshot_revert",
-                "vm_pool_acquire_until_running",
-                "vm_pool_acquire_call",
+                ("vm_snapshot_revert", "VM snapshot revert".to_owned()),
+                (
+                    "vm_pool_acquire_until_running",
+                    "VM pool acquire, until the clone runs".into(),
+                ),
+                (
+                    "vm_pool_acquire_call",
+                    "VM pool acquire, the whole call".into(),
+                ),
             ];
-            ids.extend(BODIES.map(Body::id));
-            for id in ids {
-                rows.push(row(S, id, "VMs", Outcome::NotRun(why.clone())));
+            ids.extend(
+                BODIES.map(|b| (b.id(), format!("QEMU RSS (VmRSS) per body: {}", b.label()))),
+            );
+            for (id, what) in ids {
+                rows.push(row(S, id, what, Outcome::NotRun(why.clone())));
             }
             return Section {
                 id: S.into(),
@@ -359,153 +367,51 @@ fn blocks(r: &Results, memory: Vec<Vec<String>>) -> Section {
         .iter()
         .map(|(what, took)| format!("{what} in {}", format_duration(*took)))
         .collect();
-    let mut blocks = vec![
-        text(format!(
-            "Every machine here is a real QEMU started by the `aido-vm` crate, as aido's VM \
-             body starts it, on **{}**. Why: {}. QEMU: `{}`. The guests are aido's test guest, \
-             built for this run into a temp dir by `vm/guest/build-image` ({}): {}, {} MiB of \
-             guest memory, a root shell on the VGA console; one image in VGA text mode (a \
-             720x400 screen, read exactly from the text buffer), one with the bochs DRM \
-             framebuffer (1280x800, read by tesseract OCR; `OMP_THREAD_LIMIT` was {} in this \
-             process). One QEMU at a time runs while a number is taken (a pool's warm clones \
-             are paused). The section took {} in all, image builds included. Asked for: {} \
-             boots, {} reverts each way, {} pool acquisitions, {} `find_text` calls per screen, \
-             a pool of {}.",
-            r.accel,
-            r.accel_why,
-            r.qemu,
-            builds.join(", "),
-            r.guest,
-            r.guest_mb,
+    let o = &r.options;
+    let mut params = vec![
+        ("accel", r.accel.clone()),
+        ("accel_why", r.accel_why.clone()),
+        ("qemu", r.qemu.clone()),
+        ("builds", builds.join(", ")),
+        ("guest", r.guest.clone()),
+        ("guest_mb", r.guest_mb.to_string()),
+        (
+            "omp",
             r.omp_thread_limit
                 .as_deref()
                 .map_or("unset".to_owned(), |v| format!("`{v}`")),
-            format_duration(r.took),
-            r.options.boots,
-            r.options.reverts,
-            r.options.acquisitions,
-            r.options.finds,
-            r.options.pool_size
-        )),
-        text(
-            "Boot: the ready line is timed by the crate from QEMU's exec, the prompt from the \
-             `Machine::boot` call (which first makes the disk overlay with `qemu-img`); both \
-             are polled every 50 ms. `vm_start` does not boot: it restores a new QEMU from the \
-             image's template, a machine booted once, brought to its prompt and saved (RAM and \
-             devices to a state file, its disk overlay frozen); each started machine is checked \
-             at its prompt, answering with its own hostname. Each `loadvm` is followed by a \
-             check that the saved screen is back and the change is gone; each migration-file \
-             restore by a check of its screen (and, the first time, a command typed and its \
-             output read back), the source paused meanwhile. Each pool acquisition is followed \
-             by a check of the clone's new identity on its serial log, its release, and a \
-             timed `Pool::refill`. The revert judged in the summary is the faster path by \
-             median.",
         ),
-        Block::Rows,
-        Block::Heading("QEMU memory per body".into()),
-        text(format!(
-            "Read from `/proc/PID/status` and `/proc/PID/smaps` of the QEMU process after the \
-             body was left alone for 2 s. Guest RAM is the resident part of the anonymous \
-             mapping of exactly the guest's memory size (pages the guest has touched); the TCG \
-             translation buffer is the resident part of QEMU's anonymous executable mappings \
-             (aido gives TCG a 16 MiB buffer, `MachineSpec::tcg_tb_mb`, where QEMU's default \
-             is 1 GiB; it fills as guest code is translated); the rest is QEMU itself (heap, \
-             device memory such as the VGA RAM, the mapped binary and libraries: RssFile). \
-             VmHWM is the process's peak so far (a pool clone's includes loading the state). \
-             The host's transparent huge pages are `{}`; aido starts QEMU with them off (the \
-             process's THP disable flag; QEMU asks for huge pages on guest RAM, and a byte \
-             touched anywhere in a 2 MiB region would make all of it resident). The huge-page \
-             column is AnonHugePages over all of QEMU's mappings.",
-            r.thp
-        )),
-        table(
-            &[
-                "body",
-                "accelerator",
-                "guest memory",
-                "VmRSS",
-                "guest RAM resident",
-                "TCG translation buffer resident",
-                "the rest",
-                "of which RssFile",
-                "in transparent huge pages",
-                "VmHWM (peak)",
-            ],
-            memory,
-        ),
-        Block::Heading("find_text".into()),
-        text(format!(
-            "`Machine::find_text` takes an uncompressed screendump (QEMU's `screendump` as \
-             PPM) and, when it is 720x400 (VGA text mode), reads the text buffer (`pmemsave` of \
-             4,000 bytes) and searches it exactly; otherwise tesseract reads that screen \
-             (upscaled 2x) and the needle is matched fuzzily. Each screen was prepared, the \
-             needle waited for, one untimed-in-the-median first call made, then {} calls \
-             timed; then the PNG screenshot an agent gets (vm_screenshot) and the reader alone \
-             were timed as many times.",
-            r.options.finds
-        )),
-        Block::Heading("Processes".into()),
-        text(if r.leftover.is_empty() {
-            "Every QEMU the section started was stopped: none of its QEMU processes was left \
-             at the end (checked in `/proc`)."
-                .to_owned()
-        } else {
-            format!(
-                "**{} QEMU process(es) of this run were still alive at the end** and were \
-                 killed then (pids {}).",
-                r.leftover.len(),
-                r.leftover
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }),
-        Block::Heading("What the numbers mean".into()),
+        ("took", format_duration(r.took)),
+        ("boots", o.boots.to_string()),
+        ("reverts", o.reverts.to_string()),
+        ("acquisitions", o.acquisitions.to_string()),
+        ("finds", o.finds.to_string()),
+        ("pool_size", o.pool_size.to_string()),
+        ("thp", r.thp.clone()),
     ];
-    let mut meaning = Vec::new();
+    if r.leftover.is_empty() {
+        params.push(("none_left", String::new()));
+    } else {
+        let pids: Vec<String> = r.leftover.iter().map(u32::to_string).collect();
+        params.push(("left", r.leftover.len().to_string()));
+        params.push(("left_pids", pids.join(", ")));
+    }
     if r.accel == "tcg" {
-        meaning.push(
-            "- Every number here is on TCG: the guest's CPU is emulated in software, so \
-             whatever the guest itself does (booting, running the shell) is far slower than \
-             under KVM, and QEMU keeps translated guest code in memory of its own (KVM has no \
-             translation buffer). The reference figures are the issue's and not from this \
-             machine.",
-        );
+        params.push(("tcg", String::new()));
     }
-    meaning.extend([
-        "- `loadvm` reverts the running QEMU in place: it reads the snapshot's RAM and device \
-         state back from the qcow2 overlay and the machine runs on. The migration-file path \
-         starts a new QEMU instead (process start, QMP handshake, the whole state file read); \
-         reverting an agent's machine that way also means stopping the old QEMU, which is not \
-         in the time.",
-        "- Pool acquire: `Pool::acquire` reports the time until the clone runs (a warm clone \
-         popped and `cont`). The call goes on: it writes `i ID SEED` to the clone's serial \
-         shell over aido's kept connection to its socket (`i`, defined in the template before \
-         its state was saved, sets the hostname, an identity file and mixes the seed into the \
-         RNG with shell builtins; the template's serial line does not echo), and returns once \
-         the guest has printed the identity back (the serial log polled every 2 ms). A warm \
-         clone already ran that path once (a placeholder identity, then paused again), so TCG \
-         has its code translated when acquire comes.",
-        "- Memory: VmRSS counts the guest RAM the guest has touched, QEMU's own heap and device \
-         memory and, under TCG, its translation buffer (all anonymous memory), plus the mapped \
-         QEMU binary and libraries (RssFile, shared between QEMUs, so a second body costs the \
-         system less than its RSS). A machine restored from a template (what `vm_start` and \
-         the pool hand out) holds less than a cold-booted one: the template boots with \
-         `init_on_free=1` and drops its page cache before its state is saved, so what its \
-         kernel freed (boot scratch, decompression, init memory) is zero, and zero pages are \
-         neither in the state file nor resident in a restored machine. A cold boot \
-         (`cold_boot: true`) keeps the Debian kernel's boot-time footprint.",
-        "- `find_text` in text mode is exact and needs no OCR. It learns that the screen is \
-         720x400 from an uncompressed (PPM) screendump, cheaper than the PNG screenshot an \
-         agent's vm_screenshot gets.",
-    ]);
-    blocks.push(text(meaning.join("\n")));
-    Section {
-        id: S.into(),
-        title: TITLE.into(),
-        blocks,
-    }
+    let columns = [
+        "body",
+        "accelerator",
+        "guest memory",
+        "VmRSS",
+        "guest RAM resident",
+        "TCG translation buffer resident",
+        "the rest",
+        "of which RssFile",
+        "in transparent huge pages",
+        "VmHWM (peak)",
+    ];
+    super::section(S, &params, vec![("memory", table(&columns, memory))])
 }
 
 #[cfg(test)]
