@@ -298,7 +298,11 @@ async fn bench(args: Args) -> Result<()> {
         vm,
     };
     let document = report.document();
+    // Written before it is checked, so a run's numbers survive a bug in the builders.
     write(&args.results, &document.to_text()?)?;
+    document
+        .check()
+        .with_context(|| format!("the results in {}", args.results.display()))?;
     write(&args.out, &report::render(&document))?;
 
     for row in &document.rows {
