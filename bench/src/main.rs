@@ -14,8 +14,14 @@
 //! `find_text` on a text-mode and a framebuffer screen. `bench/run` builds everything and runs
 //! it.
 //!
+//! The measurements land in one results file, docs/benchmarks.json (the `report::schema`
+//! types); docs/BENCHMARKS.md is rendered from that file alone, so `render` redraws the report
+//! of a committed run without measuring anything.
+//!
 //! ```text
-//! target/release/aido-bench --aido target/release/aido --out docs/BENCHMARKS.md
+//! target/release/aido-bench --aido target/release/aido \
+//!     --results docs/benchmarks.json --out docs/BENCHMARKS.md
+//! target/release/aido-bench render --from docs/benchmarks.json --out docs/BENCHMARKS.md
 //! ```
 
 /// Criterion results.
@@ -26,7 +32,7 @@ mod fixture;
 mod machine;
 /// The price of one metadata system call.
 mod metadata;
-/// The markdown report.
+/// The results file and the report rendered from it.
 mod report;
 /// Rewind through a real runtime.
 mod rewind;
@@ -50,14 +56,39 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
+use crate::report::schema::Document;
 use crate::report::{Report, SnapshotSection, VmSection};
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "aido-bench",
-    about = "Benchmark aido against a peer MCP server and write docs/BENCHMARKS.md"
+    about = "Benchmark aido against a peer MCP server; write docs/benchmarks.json and render \
+             docs/BENCHMARKS.md from it",
+    args_conflicts_with_subcommands = true
 )]
+struct Cli {
+    /// Without a command: measure, write the results, render the report.
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Render the report from a results file, without measuring.
+    Render {
+        /// The results file.
+        #[arg(long, default_value = report::RESULTS_FILE)]
+        from: PathBuf,
+        /// The report to write.
+        #[arg(long, default_value = "docs/BENCHMARKS.md")]
+        out: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
 struct Args {
     /// The aido binary.
     #[arg(long, default_value = "target/release/aido")]
@@ -74,6 +105,9 @@ struct Args {
     /// Where criterion left its results.
     #[arg(long, default_value = "target/criterion")]
     criterion_dir: PathBuf,
+    /// The results file to write (JSON; the report is rendered from it).
+    #[arg(long, default_value = report::RESULTS_FILE)]
+    results: PathBuf,
     /// The report to write.
     #[arg(long, default_value = "docs/BENCHMARKS.md")]
     out: PathBuf,
@@ -155,6 +189,10 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if let Some(Command::Render { from, out }) = &cli.command {
+        return render(from, out);
+    }
     // tesseract (the VM section's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
     // 5-9x faster on small machines with one thread: run with it, as `aido` does.
     if std::env::var_os("OMP_THREAD_LIMIT").is_none()
@@ -173,11 +211,10 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?
-        .block_on(bench())
+        .block_on(bench(cli.args))
 }
 
-async fn bench() -> Result<()> {
-    let args = Args::parse();
+async fn bench(args: Args) -> Result<()> {
     let aido = std::fs::canonicalize(&args.aido)
         .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;
     let (peer_entry, peer) = peer_package(&args.peer_dir)?;
@@ -260,48 +297,41 @@ async fn bench() -> Result<()> {
         snapshots,
         vm,
     };
-    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+    let document = report.document();
+    // Written before it is checked, so a run's numbers survive a bug in the builders.
+    write(&args.results, &document.to_text()?)?;
+    document
+        .check()
+        .with_context(|| format!("the results in {}", args.results.display()))?;
+    write(&args.out, &report::render(&document))?;
+
+    for row in &document.rows {
+        println!("{}", report::console_line(row));
+    }
+    println!(
+        "wrote {} and {}",
+        args.results.display(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// `aido-bench render`: the report from a results file, without measuring.
+fn render(from: &Path, out: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(from).with_context(|| format!("reading {}", from.display()))?;
+    let document = Document::parse(&text).with_context(|| format!("parsing {}", from.display()))?;
+    write(out, &report::render(&document))?;
+    println!("rendered {} from {}", out.display(), from.display());
+    Ok(())
+}
+
+/// Writes `text` to `path`, making its directory first.
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::write(&args.out, report.render())
-        .with_context(|| format!("writing {}", args.out.display()))?;
-
-    for run in &report.stdio {
-        println!("stdio in {} ({}):", run.place.label, run.place.fs);
-        match &run.outcome {
-            Outcome::Ran { measured, .. } => {
-                for m in measured {
-                    println!(
-                        "  {:<18} {:>8.0} round trips/s  p50 {:>9}  p99 {:>9}",
-                        m.name,
-                        m.per_second(),
-                        report::format_ns(m.percentile(50.0).as_nanos() as f64),
-                        report::format_ns(m.percentile(99.0).as_nanos() as f64),
-                    );
-                }
-                if let Some(ratio) = run.ratio() {
-                    println!("  aido / peer        {ratio:.2}x");
-                }
-            }
-            Outcome::Skipped(reason) => println!("  skipped: {reason}"),
-        }
-    }
-    print_snapshots(&report.snapshots);
-    print_vm(&report.vm);
-    println!(
-        "symlink_metadata   {} per call",
-        report::format_ns(report.metadata.median_ns)
-    );
-    for (id, met) in report.targets_met() {
-        let word = match met {
-            Some(true) => "pass",
-            Some(false) => "FAIL",
-            None => "not run",
-        };
-        println!("{id:<42} {word}");
-    }
-    println!("wrote {}", args.out.display());
-    Ok(())
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Runs the snapshot and rewind benchmarks on their own thread (they block, and the rewind
@@ -404,103 +434,6 @@ async fn interruptible<T: Send + 'static>(
         Ok(Err(e)) if stop::requested() => Err(e),
         Ok(result) => Ok(result),
         Err(_) => bail!("the {section} thread panicked"),
-    }
-}
-
-fn print_vm(section: &VmSection) {
-    use crate::snapshots::median;
-    let r = match section {
-        VmSection::Ran(r) => r,
-        VmSection::Skipped(why) => return println!("vm: not run: {why}"),
-        VmSection::Failed(why) => return println!("vm: failed: {why}"),
-    };
-    let show = |what: &str, values: Result<&[std::time::Duration], &String>| match values {
-        Ok(v) => println!(
-            "  {what:<40} {:>9} median of {}",
-            report::format_duration(median(v)),
-            v.len()
-        ),
-        Err(e) => println!("  {what:<40} failed: {e}"),
-    };
-    println!("vm ({}, {}):", r.accel, r.qemu);
-    show(
-        "boot to prompt",
-        r.boot.as_ref().map(|b| b.prompt.as_slice()),
-    );
-    show(
-        "start from the template (vm_start)",
-        r.start.as_ref().map(|t| t.start.as_slice()),
-    );
-    show("loadvm", r.loadvm.as_ref().map(|l| l.load.as_slice()));
-    show(
-        "migration-file restore + resume",
-        r.migration.as_ref().map(|m| m.total.as_slice()),
-    );
-    show(
-        "pool acquire, until the clone runs",
-        r.pool.as_ref().map(|p| p.handout.as_slice()),
-    );
-    show(
-        "pool acquire, whole call",
-        r.pool.as_ref().map(|p| p.wall.as_slice()),
-    );
-    for row in &r.rss {
-        match &row.outcome {
-            Ok(m) => println!("  {:<40} {:>9}", row.body.id(), report::format_bytes(m.rss)),
-            Err(e) => println!("  {:<40} failed: {e}", row.body.id()),
-        }
-    }
-    for f in &r.find {
-        show(
-            &format!("find_text {:?}", f.screen),
-            f.outcome.as_ref().map(|t| t.times.as_slice()),
-        );
-    }
-    if !r.leftover.is_empty() {
-        println!("  QEMU processes left and killed: {:?}", r.leftover);
-    }
-    println!("  section took {}", report::format_duration(r.took));
-}
-
-fn print_snapshots(section: &SnapshotSection) {
-    let results = match section {
-        SnapshotSection::Ran(r) => r,
-        SnapshotSection::Skipped(why) => return println!("snapshots: not run: {why}"),
-        SnapshotSection::Failed(why) => return println!("snapshots: failed: {why}"),
-    };
-    for row in &results.rows {
-        let what = format!("{} ({})", row.method.label().replace('`', ""), row.fs);
-        match &row.outcome {
-            snapshots::RowOutcome::Ran(t) => println!(
-                "  {what:<28} create {:>9}  restore {:>9}  second create {:>9}",
-                report::format_duration(snapshots::median(&t.create)),
-                report::format_duration(snapshots::median(&t.restore)),
-                report::format_duration(snapshots::median(&t.second_create)),
-            ),
-            snapshots::RowOutcome::Skipped(why) => println!("  {what:<28} not run: {why}"),
-            snapshots::RowOutcome::Failed(why) => println!("  {what:<28} failed: {why}"),
-        }
-    }
-    for run in &results.rewind {
-        match run.median_max() {
-            Some((median, max)) => println!(
-                "  rewind on {} ({}): median {}, max {}",
-                run.backend,
-                run.fs,
-                report::format_duration(median),
-                report::format_duration(max)
-            ),
-            None => println!(
-                "  rewind on {} ({}): {}",
-                run.backend,
-                run.fs,
-                match &run.outcome {
-                    rewind::RewindOutcome::Skipped(why) => format!("not run: {why}"),
-                    rewind::RewindOutcome::Failed(why) => format!("failed: {why}"),
-                    rewind::RewindOutcome::Ran(_) => "no rewinds".into(),
-                }
-            ),
-        }
     }
 }
 

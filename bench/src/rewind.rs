@@ -18,12 +18,8 @@ use aido_snapshots::Backend;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::snapshots::median;
 use crate::stop;
 use crate::tree::mix;
-
-/// The target: every rewind under this.
-pub const REWIND_TARGET: Duration = Duration::from_secs(1);
 
 /// Directories the session's files are spread over.
 const DIRS: usize = 10;
@@ -98,26 +94,6 @@ impl RewindRun {
             fs: fs.into(),
             outcome: RewindOutcome::Skipped(reason),
         }
-    }
-
-    /// The rewinds' times, when it ran.
-    pub fn times(&self) -> Option<Vec<Duration>> {
-        match &self.outcome {
-            RewindOutcome::Ran(samples) => Some(samples.iter().map(|s| s.time).collect()),
-            _ => None,
-        }
-    }
-
-    /// (median, max) of the rewinds.
-    pub fn median_max(&self) -> Option<(Duration, Duration)> {
-        let times = self.times()?;
-        let max = times.iter().max().copied()?;
-        Some((median(&times), max))
-    }
-
-    /// Whether every rewind was under [`REWIND_TARGET`] (`None` when it did not run).
-    pub fn passed(&self) -> Option<bool> {
-        self.median_max().map(|(_, max)| max < REWIND_TARGET)
     }
 }
 
@@ -488,6 +464,6 @@ mod tests {
                 );
             }
         }
-        assert!(run.passed().is_some());
+        assert!(matches!(&run.outcome, RewindOutcome::Ran(samples) if !samples.is_empty()));
     }
 }

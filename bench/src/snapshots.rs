@@ -23,11 +23,6 @@ use crate::stop;
 use crate::tree::{ChangeSpec, Tree, TreeSpec};
 use crate::volume::Volume;
 
-/// The target for the btrfs backend's create (median).
-pub const BTRFS_CREATE_TARGET: Duration = Duration::from_millis(50);
-/// The target for the btrfs backend's restore (median).
-pub const BTRFS_RESTORE_TARGET: Duration = Duration::from_millis(200);
-
 /// How the section runs.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -118,20 +113,6 @@ impl Row {
             RowOutcome::Ran(t) => Some(t),
             _ => None,
         }
-    }
-
-    /// (create, restore) against the btrfs targets: only the `btrfs_subvolume` row has them;
-    /// `None` for a row without targets, `Some(None)` for that row when it did not run.
-    pub fn verdicts(&self) -> Option<Option<(bool, bool)>> {
-        if self.method != Method::Aido(Backend::BtrfsSubvolume) {
-            return None;
-        }
-        Some(self.timings().map(|t| {
-            (
-                median(&t.create) < BTRFS_CREATE_TARGET,
-                median(&t.restore) < BTRFS_RESTORE_TARGET,
-            )
-        }))
     }
 }
 
@@ -776,7 +757,6 @@ mod tests {
             assert_eq!(t.create.len(), 2);
             assert_eq!(t.restore.len(), 2);
             assert_eq!(t.second_create.len(), 2);
-            assert!(row.verdicts().is_none());
             assert_eq!(crate::tree::count(&ws).unwrap(), (TREE.files, TREE.bytes));
         }
         assert!(!ws.join(".git").exists());
@@ -807,7 +787,6 @@ mod tests {
             let t = row.timings().unwrap_or_else(|| panic!("{row:?}"));
             assert_eq!(t.restore.len(), 2);
         }
-        assert!(matches!(rows[0].verdicts(), Some(Some(_))));
         assert_eq!(
             crate::tree::count(&volume.subvolume).unwrap(),
             (TREE.files, TREE.bytes)

@@ -16,20 +16,6 @@ use anyhow::{Context, Result, bail, ensure};
 use crate::snapshots::median;
 use crate::stop;
 
-/// The snapshot revert target (median).
-pub const REVERT_TARGET: Duration = Duration::from_millis(500);
-/// The pool acquire target (median).
-pub const ACQUIRE_TARGET: Duration = Duration::from_millis(50);
-/// The memory target per body: 150 MB (decimal, as the issue states it).
-pub const RSS_TARGET_BYTES: u64 = 150_000_000;
-
-/// The reference system's figures, as the issue quotes them.
-pub const REFERENCE_REVERT: &str = "~2 s";
-/// See [`REFERENCE_REVERT`].
-pub const REFERENCE_ACQUIRE: &str = "~200 ms";
-/// See [`REFERENCE_REVERT`].
-pub const REFERENCE_RSS: &str = "~256 MB";
-
 /// How long a guest has to show its prompt or a line it was asked to print.
 const TEXT_TIMEOUT_MS: u64 = 60_000;
 /// An idle body is left alone this long before its memory is read.
@@ -284,13 +270,6 @@ pub struct Rss {
     pub body: Body,
     /// What was read.
     pub outcome: Outcome<Memory>,
-}
-
-impl Rss {
-    /// Under the target; `None` when not measured.
-    pub fn passed(&self) -> Option<bool> {
-        self.outcome.as_ref().ok().map(|m| m.rss < RSS_TARGET_BYTES)
-    }
 }
 
 /// Which screen `find_text` read.

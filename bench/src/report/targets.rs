@@ -1,0 +1,165 @@
+//! Every target, in one table: row id -> what is judged, against what. A row whose id is not
+//! here is informational and appears only in its section; a row whose id is here also appears
+//! in the summary, in this table's order.
+
+use super::schema::{Statistic, Target, Unit};
+
+/// How a target is written in [`TARGETS`].
+#[derive(Clone, Copy, Debug)]
+pub enum Spec {
+    /// The statistic strictly below the limit (in the row's unit), and the reference system's
+    /// figure from the issue when it gives one.
+    Below(Statistic, f64, Unit, Option<&'static str>),
+    /// The statistic strictly above the limit.
+    Above(Statistic, f64, Unit),
+    /// Headline row without a target, and why.
+    None(&'static str),
+}
+
+/// No target: aido against a peer is measured, not judged.
+const SIDE_BY_SIDE: &str = "informational; no target is set for aido against its peer";
+/// No target: the issue gives no reference figure.
+const NO_REFERENCE: &str = "informational; the issue gives no reference";
+/// The VM figures the issue gives for its reference system.
+const REFERENCE_REVERT: Option<&str> = Some("~2 s");
+/// See [`REFERENCE_REVERT`].
+const REFERENCE_ACQUIRE: Option<&str> = Some("~200 ms");
+/// See [`REFERENCE_REVERT`].
+const REFERENCE_RSS: Option<&str> = Some("~256 MB");
+
+/// Milliseconds in the rows' unit (nanoseconds).
+const MS: f64 = 1e6;
+
+/// The table.
+pub const TARGETS: &[(&str, Spec)] = &[
+    (
+        "policy_evaluate_write_file_10_deny_globs",
+        Spec::Below(Statistic::Median, 2_000.0, Unit::Ns, None),
+    ),
+    (
+        "policy_gates_write_file_10_deny_globs",
+        Spec::Below(Statistic::Median, 2_000.0, Unit::Ns, None),
+    ),
+    (
+        "simulate_pipeline_20_leaves",
+        Spec::Below(Statistic::Median, MS, Unit::Ns, None),
+    ),
+    // Group commit must beat flushing every record: that is what it is for.
+    (
+        "journal_append_8_writers",
+        Spec::Above(Statistic::Ratio, 1.0, Unit::Ratio),
+    ),
+    ("stdio_temp", Spec::None(SIDE_BY_SIDE)),
+    ("stdio_tmpfs", Spec::None(SIDE_BY_SIDE)),
+    (
+        "snapshot_btrfs_subvolume_btrfs_create",
+        Spec::Below(Statistic::Median, 50.0 * MS, Unit::Ns, None),
+    ),
+    (
+        "snapshot_btrfs_subvolume_btrfs_restore",
+        Spec::Below(Statistic::Median, 200.0 * MS, Unit::Ns, None),
+    ),
+    (
+        "rewind_copy",
+        Spec::Below(Statistic::Max, 1_000.0 * MS, Unit::Ns, None),
+    ),
+    (
+        "rewind_btrfs_subvolume",
+        Spec::Below(Statistic::Max, 1_000.0 * MS, Unit::Ns, None),
+    ),
+    ("vm_boot_text", Spec::None(NO_REFERENCE)),
+    ("vm_start", Spec::None(NO_REFERENCE)),
+    (
+        "vm_snapshot_revert",
+        Spec::Below(Statistic::Median, 500.0 * MS, Unit::Ns, REFERENCE_REVERT),
+    ),
+    (
+        "vm_loadvm",
+        Spec::Below(Statistic::Median, 500.0 * MS, Unit::Ns, REFERENCE_REVERT),
+    ),
+    (
+        "vm_migration_restore",
+        Spec::Below(Statistic::Median, 500.0 * MS, Unit::Ns, REFERENCE_REVERT),
+    ),
+    (
+        "vm_pool_acquire_until_running",
+        Spec::Below(Statistic::Median, 50.0 * MS, Unit::Ns, REFERENCE_ACQUIRE),
+    ),
+    (
+        "vm_pool_acquire_call",
+        Spec::Below(Statistic::Median, 50.0 * MS, Unit::Ns, REFERENCE_ACQUIRE),
+    ),
+    (
+        "vm_rss_vm_start_text",
+        Spec::Below(Statistic::Median, 150e6, Unit::Bytes, REFERENCE_RSS),
+    ),
+    (
+        "vm_rss_pool_clone",
+        Spec::Below(Statistic::Median, 150e6, Unit::Bytes, REFERENCE_RSS),
+    ),
+    (
+        "vm_rss_vm_start_framebuffer",
+        Spec::Below(Statistic::Median, 150e6, Unit::Bytes, REFERENCE_RSS),
+    ),
+    (
+        "vm_rss_cold_boot_text",
+        Spec::Below(Statistic::Median, 150e6, Unit::Bytes, REFERENCE_RSS),
+    ),
+    (
+        "vm_rss_cold_boot_framebuffer",
+        Spec::Below(Statistic::Median, 150e6, Unit::Bytes, REFERENCE_RSS),
+    ),
+    ("vm_find_text_text", Spec::None(NO_REFERENCE)),
+    ("vm_find_text_framebuffer", Spec::None(NO_REFERENCE)),
+];
+
+/// Why a row outside [`TARGETS`] has no target.
+pub const INFORMATIONAL: &str = "informational";
+
+/// The target of a row id.
+pub fn target(id: &str) -> Target {
+    let spec = TARGETS.iter().find(|(i, _)| *i == id).map(|(_, s)| *s);
+    match spec {
+        Some(Spec::Below(of, limit, unit, reference)) => Target::Below {
+            of,
+            limit,
+            unit,
+            reference: reference.map(str::to_owned),
+        },
+        Some(Spec::Above(of, limit, unit)) => Target::Above {
+            of,
+            limit,
+            unit,
+            reference: None,
+        },
+        Some(Spec::None(reason)) => Target::None {
+            reason: reason.into(),
+        },
+        None => Target::None {
+            reason: INFORMATIONAL.into(),
+        },
+    }
+}
+
+/// Where a row id stands in the summary, when it is there.
+pub fn summary_rank(id: &str) -> Option<usize> {
+    TARGETS.iter().position(|(i, _)| *i == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_listed_once() {
+        for (k, (id, _)) in TARGETS.iter().enumerate() {
+            assert_eq!(summary_rank(id), Some(k), "{id} is listed twice");
+        }
+        assert_eq!(
+            target("not_in_the_table"),
+            Target::None {
+                reason: INFORMATIONAL.into()
+            }
+        );
+    }
+}
