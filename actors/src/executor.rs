@@ -93,12 +93,15 @@ const BODY_STUCK_MS: u64 = 600_000;
 /// call in flight, never a hang.
 pub(crate) async fn ask<M: ractor::Message, T: Send + 'static>(
     shared: &Shared,
-    body: Option<ractor::ActorRef<M>>,
+    body: Result<ractor::ActorRef<M>, RuntimeError>,
     name: &'static str,
     timeout: Duration,
     msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<T, Failure>>) -> M,
 ) -> Result<T, Failure> {
-    let body = body.ok_or_else(|| crashed(shared, name))?;
+    let body = body.map_err(|e| match e {
+        RuntimeError::BodyCrashed { .. } => crashed(shared, name),
+        other => other.into(),
+    })?;
     let ticket = Ticket::new(std::time::Instant::now() + timeout);
     let (tx, mut rx) = ractor::concurrency::oneshot();
     body.cast(msg(ticket.clone(), tx.into()))
@@ -346,7 +349,7 @@ impl Executor<'_> {
     /// Ask a body and wait (see [`ask`]).
     async fn ask<M: ractor::Message, T: Send + 'static>(
         &self,
-        body: Option<ractor::ActorRef<M>>,
+        body: Result<ractor::ActorRef<M>, RuntimeError>,
         name: &'static str,
         msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<T, Failure>>) -> M,
     ) -> Result<T, Failure> {

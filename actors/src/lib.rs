@@ -15,6 +15,8 @@
 //!
 //! Clock and ids come from [`clock::Clock`], so tests and replay can pin them.
 
+/// The body table: supervision and restarts, generic over every body.
+pub mod bodies;
 /// The clock and id facade.
 pub mod clock;
 /// Errors of the runtime itself (not of actions).

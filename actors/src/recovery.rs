@@ -210,10 +210,7 @@ impl Recovery {
             return Ok(());
         }
         let blobs = crate::executor::fetch_blobs(&shared.journal, &marker.steps)?;
-        let fs = shared.fs().ok_or_else(|| RuntimeError::BodyCrashed {
-            body: "filesystem",
-            why: "it is not running".into(),
-        })?;
+        let fs = shared.fs()?;
         let ctx = SessionContext::new(shared.policy.workdir().to_owned());
         let op = SnapshotOp::Apply {
             steps: marker.steps.clone(),

@@ -165,6 +165,7 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
             Event::SessionStarted { .. }
             | Event::SessionResumed { .. }
             | Event::BodyRestarted { .. }
+            | Event::BodyFailed { .. }
             | Event::SessionEnded { .. }
             | Event::SnapshotTaken { .. } => {}
         }

@@ -1,11 +1,13 @@
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use aido_journal::{Event, Journal, SessionId};
 use aido_policy::{Config, Environment, FsResolver, PolicyEngine, SessionContext};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use crate::bodies::{Bodies, Restarted, Slot, Supervised};
 use crate::clock::Clock;
+use crate::error::RuntimeError;
 use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs, FsMsg};
@@ -29,10 +31,9 @@ pub(crate) struct Shared {
     pub(crate) journal: Journal,
     pub(crate) policy: Arc<PolicyEngine>,
     pub(crate) clock: Arc<dyn Clock>,
-    /// The current filesystem body; replaced by the supervisor after a crash.
-    pub(crate) fs: RwLock<Option<ActorRef<FsMsg>>>,
-    /// The current VM body; replaced by the supervisor after a crash.
-    pub(crate) vm: RwLock<Option<ActorRef<VmMsg>>>,
+    /// The body table: each body's actor (replaced by the supervisor after a crash) and its
+    /// restart history.
+    pub(crate) bodies: Bodies,
     /// The runtime's own journal session (body restarts are recorded there).
     pub(crate) runtime_session: SessionId,
     /// The last body crash, for the error the in-flight call gets.
@@ -46,12 +47,12 @@ impl Shared {
         &self.policy.config().limits
     }
 
-    pub(crate) fn fs(&self) -> Option<ActorRef<FsMsg>> {
-        self.fs.read().ok().and_then(|g| g.clone())
+    pub(crate) fn fs(&self) -> Result<ActorRef<FsMsg>, RuntimeError> {
+        self.bodies.fs.get()
     }
 
-    pub(crate) fn vm(&self) -> Option<ActorRef<VmMsg>> {
-        self.vm.read().ok().and_then(|g| g.clone())
+    pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
+        self.bodies.vm.get()
     }
 }
 
@@ -87,12 +88,19 @@ impl Runtime {
             blobs: options.journal.blob_store(),
             journal_dir: options.journal.path().to_owned(),
         };
+        let vm_args = VmBodyArgs {
+            clock: options.clock.clone(),
+            images: options.env.aido_home.join("vm").join("images"),
+            limits: options.config.vm.clone(),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
             clock: options.clock.clone(),
-            fs: RwLock::new(None),
-            vm: RwLock::new(None),
+            bodies: Bodies {
+                fs: Slot::new("filesystem", FsBody, fs_args),
+                vm: Slot::new("vm", VmBody, vm_args),
+            },
             runtime_session,
             last_crash: Mutex::new(None),
             faults,
@@ -102,12 +110,6 @@ impl Runtime {
             RuntimeActor,
             RuntimeArgs {
                 shared: shared.clone(),
-                fs_args,
-                vm_args: VmBodyArgs {
-                    clock: options.clock.clone(),
-                    images: options.env.aido_home.join("vm").join("images"),
-                    limits: options.config.vm.clone(),
-                },
             },
         )
         .await
@@ -184,10 +186,7 @@ impl Runtime {
         &self,
         vm: &str,
     ) -> Result<crate::vm::actor::Peeked, aido_actions::Failure> {
-        let body = self
-            .shared
-            .vm()
-            .ok_or_else(|| aido_actions::Failure::new("body_crashed", "no VM body"))?;
+        let body = self.shared.vm().map_err(aido_actions::Failure::from)?;
         match body
             .call(
                 |reply| VmMsg::Peek {
@@ -208,7 +207,7 @@ impl Runtime {
 
     /// The running machines' names.
     pub async fn vm_names(&self) -> Vec<String> {
-        let Some(body) = self.shared.vm() else {
+        let Ok(body) = self.shared.vm() else {
             return Vec::new();
         };
         match body
@@ -267,58 +266,22 @@ pub(crate) struct RuntimeActor;
 
 pub(crate) struct RuntimeArgs {
     shared: Arc<Shared>,
-    fs_args: FsBodyArgs,
-    vm_args: VmBodyArgs,
 }
 
 pub(crate) struct RuntimeState {
     shared: Arc<Shared>,
-    fs_args: FsBodyArgs,
-    fs_cell: ActorCell,
-    vm_args: VmBodyArgs,
-    vm_cell: ActorCell,
     restarts: u64,
 }
 
 /// The supervisor takes no requests of its own; it exists to own and restart children.
 pub(crate) enum RuntimeMsg {}
 
-async fn spawn_fs(
-    myself: &ActorRef<RuntimeMsg>,
-    shared: &Shared,
-    args: FsBodyArgs,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let (fs, _) = Actor::spawn_linked(None, FsBody, args, myself.get_cell()).await?;
-    let cell = fs.get_cell();
-    if let Ok(mut slot) = shared.fs.write() {
-        *slot = Some(fs);
-    }
-    Ok(cell)
-}
-
-async fn spawn_vm(
-    myself: &ActorRef<RuntimeMsg>,
-    shared: &Shared,
-    args: VmBodyArgs,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let (vm, _) = Actor::spawn_linked(None, VmBody, args, myself.get_cell()).await?;
-    let cell = vm.get_cell();
-    if let Ok(mut slot) = shared.vm.write() {
-        *slot = Some(vm);
-    }
-    Ok(cell)
-}
-
 impl RuntimeState {
-    /// Journal a body's crash in the runtime's own session (started on the first one).
-    async fn journal_restart(&mut self, body: &str, reason: String) {
-        tracing::error!(%reason, body, "a body crashed; restarting it");
-        if let Ok(mut last) = self.shared.last_crash.lock() {
-            *last = Some(reason.clone());
-        }
-        self.restarts += 1;
+    /// Journal an event of the runtime's own session (started on its first record).
+    async fn journal(&mut self, event: Event) {
         let now = self.shared.clock.now_ms();
         let session = self.shared.runtime_session;
+        self.restarts += 1;
         if self.restarts == 1 {
             let started = Event::SessionStarted {
                 client: Some("aido-runtime".into()),
@@ -329,12 +292,36 @@ impl RuntimeState {
                 tracing::error!(code = e.code(), "cannot journal the runtime session");
             }
         }
-        let event = Event::BodyRestarted {
-            body: body.into(),
-            reason,
-        };
         if let Err(e) = self.shared.journal.append(session, now, event).await {
-            tracing::error!(code = e.code(), "cannot journal the body restart");
+            tracing::error!(code = e.code(), "cannot journal a body's failure");
+        }
+    }
+
+    /// A body failed: restart it within its budget, and journal what became of it.
+    async fn body_failed(&mut self, body: &dyn Supervised, supervisor: ActorCell, reason: String) {
+        let name = body.name();
+        tracing::error!(%reason, body = name, "a body crashed");
+        if let Ok(mut last) = self.shared.last_crash.lock() {
+            *last = Some(reason.clone());
+        }
+        match body.restart(supervisor).await {
+            Restarted::Again => {
+                self.journal(Event::BodyRestarted {
+                    body: name.into(),
+                    reason,
+                })
+                .await;
+            }
+            Restarted::Failed { restarts, why } => {
+                tracing::error!(body = name, %why, "a body is stopped for good; its calls get body_failed");
+                self.journal(Event::BodyFailed {
+                    body: name.into(),
+                    reason,
+                    restarts,
+                    why,
+                })
+                .await;
+            }
         }
     }
 }
@@ -349,22 +336,22 @@ impl Actor for RuntimeActor {
         myself: ActorRef<RuntimeMsg>,
         args: RuntimeArgs,
     ) -> Result<RuntimeState, ActorProcessingErr> {
-        let fs_cell = spawn_fs(&myself, &args.shared, args.fs_args.clone()).await?;
-        let vm_cell = spawn_vm(&myself, &args.shared, args.vm_args.clone()).await?;
+        for body in args.shared.bodies.all() {
+            body.start(myself.get_cell())
+                .await
+                .map_err(|e| format!("cannot start the {} body: {e}", body.name()))?;
+        }
         Ok(RuntimeState {
             shared: args.shared,
-            fs_args: args.fs_args,
-            fs_cell,
-            vm_args: args.vm_args,
-            vm_cell,
             restarts: 0,
         })
     }
 
-    /// Restart policy: the filesystem body holds no state that a restart loses (it opens
-    /// files per action), so it is restarted at once, every time, and each restart is
-    /// journaled in the runtime's session. Sessions are not restarted: a failed session
-    /// actor ends that agent's session, and its calls get an error.
+    /// Restart policy (see [`crate::bodies`]): a failed body is restarted at once, within its
+    /// budget, and each restart is journaled in the runtime's session; past the budget it is
+    /// marked failed and journaled so. Sessions are not restarted: a failed session actor ends
+    /// that agent's session, and its calls get an error. Nothing here returns an error, so a
+    /// failed restart never stops the supervisor.
     async fn handle_supervisor_evt(
         &self,
         myself: ActorRef<RuntimeMsg>,
@@ -372,22 +359,18 @@ impl Actor for RuntimeActor {
         state: &mut RuntimeState,
     ) -> Result<(), ActorProcessingErr> {
         match event {
-            SupervisionEvent::ActorFailed(cell, error)
-                if cell.get_id() == state.fs_cell.get_id() =>
-            {
-                state.journal_restart("filesystem", error.to_string()).await;
-                state.fs_cell = spawn_fs(&myself, &state.shared, state.fs_args.clone()).await?;
-            }
-            // The VM body's machines died with it (QEMU is killed with its owner): the agent
-            // starts them again.
-            SupervisionEvent::ActorFailed(cell, error)
-                if cell.get_id() == state.vm_cell.get_id() =>
-            {
-                state.journal_restart("vm", error.to_string()).await;
-                state.vm_cell = spawn_vm(&myself, &state.shared, state.vm_args.clone()).await?;
-            }
             SupervisionEvent::ActorFailed(cell, error) => {
-                tracing::error!(actor = ?cell.get_id(), %error, "a session actor failed; its session ends");
+                let shared = state.shared.clone();
+                match shared.bodies.find(cell.get_id()) {
+                    Some(body) => {
+                        state
+                            .body_failed(body, myself.get_cell(), error.to_string())
+                            .await
+                    }
+                    None => {
+                        tracing::error!(actor = ?cell.get_id(), %error, "a session actor failed; its session ends")
+                    }
+                }
             }
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 tracing::debug!(actor = ?cell.get_id(), ?reason, "actor stopped");

@@ -1291,3 +1291,73 @@ async fn more_timeouts_than_in_flight_actions_max_and_the_session_still_serves()
     assert_eq!(read["content"], "a");
     journal_agrees(&w);
 }
+
+/// Issue 8, point 11: restarts are bounded. A body that fails more than RESTARTS_MAX times
+/// within the window is stopped for good and its calls get `body_failed`; the runtime goes on
+/// serving everything else. A panic inside the body's blocking work counts like one in the
+/// actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_keeps_crashing_is_stopped_and_the_rest_serves() {
+    let w = world("").await;
+    std::fs::write(w.p("a.txt"), "a").unwrap();
+    let runtime_records = |w: &World| {
+        w.runtime
+            .journal()
+            .all_records(w.runtime.runtime_session())
+            .unwrap_or_default()
+    };
+    let max = aido_actors::bodies::RESTARTS_MAX as usize;
+    let mut codes = Vec::new();
+    for n in 0..=max {
+        if n % 2 == 0 {
+            w.runtime.faults().panic_next();
+        } else {
+            w.runtime.faults().panic_in_work_next();
+        }
+        codes.push(w.err("read_file", json!({"path": "a.txt"})).await);
+        // Wait for the supervisor to have dealt with this failure before the next one.
+        let seen = wait_until(std::time::Duration::from_secs(10), || {
+            runtime_records(&w)
+                .iter()
+                .filter(|r| {
+                    matches!(
+                        r.event,
+                        Event::BodyRestarted { .. } | Event::BodyFailed { .. }
+                    )
+                })
+                .count()
+                == n + 1
+        })
+        .await;
+        assert!(seen, "the supervisor journaled failure {}", n + 1);
+    }
+    assert!(codes.iter().all(|c| c == "body_crashed"), "{codes:?}");
+    let records = runtime_records(&w);
+    let restarted = records
+        .iter()
+        .filter(|r| matches!(r.event, Event::BodyRestarted { .. }))
+        .count();
+    assert_eq!(restarted, max);
+    assert!(
+        matches!(records.last().map(|r| &r.event), Some(Event::BodyFailed { body, restarts, .. }) if body == "filesystem" && *restarts as usize == max),
+        "{:?}",
+        records.last()
+    );
+    // The body is stopped: its calls get a coded error at once.
+    assert_eq!(
+        w.err("read_file", json!({"path": "a.txt"})).await,
+        "body_failed"
+    );
+    // Everything else goes on: the runtime's own primitives, and new sessions.
+    w.ok("random_bytes", json!({"count": 4})).await;
+    w.ok("session_history", json!({"limit": 3})).await;
+    let other = w.runtime.open_session(Some("other".into())).await.unwrap();
+    let ran = other
+        .run(
+            action("random_bytes", json!({"count": 2})),
+            Hooks::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ran.outcome.output["count"], 2);
+}

@@ -199,6 +199,18 @@ pub enum Event {
         /// The panic or error that stopped it.
         reason: String,
     },
+    /// A body failed more often than its restart budget allows (or could not be spawned
+    /// again) and is stopped for good; calls to it get `body_failed`.
+    BodyFailed {
+        /// Which body.
+        body: String,
+        /// The panic or error that stopped it last.
+        reason: String,
+        /// Restarts within the window before it was stopped.
+        restarts: u32,
+        /// Why it is stopped.
+        why: String,
+    },
     /// The session ended.
     SessionEnded {
         /// Why (client closed, shutdown).
@@ -228,6 +240,7 @@ impl Event {
             Self::SnapshotTaken { .. } => "snapshot_taken",
             Self::Rewound { .. } => "rewound",
             Self::BodyRestarted { .. } => "body_restarted",
+            Self::BodyFailed { .. } => "body_failed",
             Self::SessionEnded { .. } => "session_ended",
         }
     }

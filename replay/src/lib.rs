@@ -211,6 +211,9 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
             Event::BodyRestarted { body, reason } => {
                 p.yellow(&format!("{body} body restarted after: {reason}"))
             }
+            Event::BodyFailed {
+                body, reason, why, ..
+            } => p.red(&format!("{body} body STOPPED: {why} (last: {reason})")),
             Event::SessionEnded { reason } => format!("session ended: {}", short(reason, 80)),
         };
         out.push_str(&head);

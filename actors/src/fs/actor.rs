@@ -43,6 +43,7 @@ impl Executed {
 /// snapshot therefore holds back other calls on this workspace, never the runtime's workers or
 /// other sessions' non-filesystem work. A panic in the work fails the actor, so the supervisor
 /// restarts it and the call in flight gets `body_crashed`.
+#[derive(Clone, Copy, Debug)]
 pub struct FsBody;
 
 /// What the body is built from; kept by the supervisor to build a fresh body after a crash.

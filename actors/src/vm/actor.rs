@@ -11,6 +11,7 @@ use crate::fs::Executed;
 use crate::ticket::Ticket;
 
 /// The VM body actor.
+#[derive(Clone, Copy, Debug)]
 pub struct VmBody;
 
 /// What it is built from.
