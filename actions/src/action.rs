@@ -49,17 +49,12 @@ pub enum ParseError {
     },
 }
 
-impl ParseError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::UnknownPrimitive { .. } => "unknown_primitive",
-            Self::InvalidArguments { .. } => "invalid_arguments",
-            Self::TooDeep { .. } => "action_tree_too_deep",
-            Self::TooManyLeaves { .. } => "action_tree_too_large",
-        }
-    }
-}
+crate::coded!(ParseError {
+    UnknownPrimitive => "unknown_primitive",
+    InvalidArguments => "invalid_arguments",
+    TooDeep => "action_tree_too_deep",
+    TooManyLeaves => "action_tree_too_large",
+});
 
 /// Declares every primitive once, grouped by the body that runs it: the enum variant, its
 /// argument type, its MCP name and its class. `classify`, the tool list, the parser, the

@@ -18,6 +18,8 @@ pub mod access;
 pub mod action;
 /// Side-effect classes and the MCP hints derived from them.
 pub mod class;
+/// Stable error codes, declared once per error enum (`coded!`).
+pub mod codes;
 /// Conditions used by `if` and `assert`.
 pub mod condition;
 /// Filesystem primitives.

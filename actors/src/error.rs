@@ -17,16 +17,13 @@ pub enum StartError {
     Journal(#[from] aido_journal::AppendError),
 }
 
-impl StartError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Policy(e) => e.code(),
-            Self::Spawn { .. } => "actor_spawn_failed",
-            Self::Journal(e) => e.code(),
-        }
+aido_actions::coded!(StartError {
+    @delegate {
+        Self::Policy(e) => e.code(),
+        Self::Journal(e) => e.code(),
     }
-}
+    Spawn => "actor_spawn_failed",
+});
 
 /// A rewind could not be planned or applied. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
@@ -68,18 +65,15 @@ pub enum RewindError {
     },
 }
 
-impl RewindError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::TargetInvalid { .. } => "rewind_target_invalid",
-            Self::TargetAbandoned { .. } => "rewind_target_abandoned",
-            Self::TargetRunning { .. } => "rewind_target_running",
-            Self::NotKept { .. } => "rewind_not_kept",
-            Self::NeedsSnapshot { .. } => "rewind_needs_snapshot",
-        }
-    }
+aido_actions::coded!(RewindError {
+    TargetInvalid => "rewind_target_invalid",
+    TargetAbandoned => "rewind_target_abandoned",
+    TargetRunning => "rewind_target_running",
+    NotKept => "rewind_not_kept",
+    NeedsSnapshot => "rewind_needs_snapshot",
+});
 
+impl RewindError {
     fn details(&self) -> Option<serde_json::Value> {
         match self {
             Self::TargetAbandoned { seq }
@@ -200,27 +194,24 @@ pub enum RuntimeError {
     },
 }
 
-impl RuntimeError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::BodyCrashed { .. } => "body_crashed",
-            Self::BodyFailed { .. } => "body_failed",
-            Self::BodyTimeout { .. } => "body_timeout",
-            Self::BodyStuck { .. } => "body_stuck",
-            Self::SessionBusy => "session_busy",
-            Self::SessionClosed => "session_closed",
-            Self::TooManyInFlight { .. } => "too_many_in_flight",
-            Self::Cancelled => "cancelled",
-            Self::Interrupted { .. } => "interrupted",
-            Self::RecoveryFailed { .. } => "recovery_failed",
-            Self::RecoveryMarkerFailed { .. } => "recovery_marker_failed",
-            Self::BlobMissing { .. } => "blob_missing",
-            Self::InvalidArguments { .. } => "invalid_arguments",
-            Self::Internal { .. } => "internal_error",
-        }
-    }
-}
+aido_actions::coded!(RuntimeError {
+    BodyCrashed => "body_crashed",
+    BodyFailed => "body_failed",
+    BodyTimeout => "body_timeout",
+    BodyStuck => "body_stuck",
+    SessionBusy => "session_busy",
+    SessionClosed => "session_closed",
+    TooManyInFlight => "too_many_in_flight",
+    Cancelled => "cancelled",
+    Interrupted => "interrupted",
+    RecoveryFailed => "recovery_failed",
+    RecoveryMarkerFailed => "recovery_marker_failed",
+    BlobMissing => "blob_missing",
+    InvalidArguments => "invalid_arguments",
+    Internal => "internal_error",
+});
+
+impl RuntimeError {}
 
 impl From<RuntimeError> for aido_actions::Failure {
     fn from(e: RuntimeError) -> Self {

@@ -41,18 +41,15 @@ pub enum OpenError {
     },
 }
 
-impl OpenError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Storage { .. } => "journal_open_failed",
-            Self::Locked { .. } => "journal_locked",
-            Self::Copy { .. } => "journal_copy_failed",
-            Self::Unreadable { .. } => "journal_dir_unreadable",
-            Self::WriterStart { .. } => "journal_writer_start_failed",
-        }
-    }
-}
+aido_actions::coded!(OpenError {
+    Storage => "journal_open_failed",
+    Locked => "journal_locked",
+    Copy => "journal_copy_failed",
+    Unreadable => "journal_dir_unreadable",
+    WriterStart => "journal_writer_start_failed",
+});
+
+impl OpenError {}
 
 /// A record could not be appended. Nothing was written and no seq was used.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -107,20 +104,17 @@ pub enum AppendError {
     ReadOnly,
 }
 
-impl AppendError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::RecordTooLarge { .. } => "journal_record_too_large",
-            Self::BlobTooLarge { .. } => "journal_blob_too_large",
-            Self::SessionFull { .. } => "journal_session_full",
-            Self::Storage { .. } => "journal_storage_failed",
-            Self::WriterGone => "journal_writer_gone",
-            Self::ReadOnly => "journal_read_only",
-            Self::HeadCorrupt { .. } => "journal_head_corrupt",
-        }
-    }
-}
+aido_actions::coded!(AppendError {
+    RecordTooLarge => "journal_record_too_large",
+    BlobTooLarge => "journal_blob_too_large",
+    SessionFull => "journal_session_full",
+    Storage => "journal_storage_failed",
+    WriterGone => "journal_writer_gone",
+    ReadOnly => "journal_read_only",
+    HeadCorrupt => "journal_head_corrupt",
+});
+
+impl AppendError {}
 
 /// A record could not be read back.
 #[derive(Debug, thiserror::Error)]
@@ -178,18 +172,13 @@ pub enum ReadError {
     AmbiguousSession(String),
 }
 
-impl ReadError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Storage(_) => "journal_read_failed",
-            Self::Corrupt { .. } => "journal_record_corrupt",
-            Self::UnsupportedVersion { .. } => "journal_format_unsupported",
-            Self::NoSuchSession(_) => "session_not_found",
-            Self::AmbiguousSession(_) => "session_ambiguous",
-            Self::KeyCorrupt { .. } => "journal_key_corrupt",
-            Self::SessionCorrupt { .. } => "journal_session_corrupt",
-            Self::BlobCorrupt { .. } => "journal_blob_corrupt",
-        }
-    }
-}
+aido_actions::coded!(ReadError {
+    Storage => "journal_read_failed",
+    Corrupt => "journal_record_corrupt",
+    UnsupportedVersion => "journal_format_unsupported",
+    NoSuchSession => "session_not_found",
+    AmbiguousSession => "session_ambiguous",
+    KeyCorrupt => "journal_key_corrupt",
+    SessionCorrupt => "journal_session_corrupt",
+    BlobCorrupt => "journal_blob_corrupt",
+});

@@ -99,24 +99,22 @@ pub(crate) enum LineError {
     InvalidParams { method: String, reason: String },
 }
 
-impl LineError {
-    /// The stable code in the error's `data.code`.
-    pub(crate) fn code(&self) -> &'static str {
-        match self {
-            Self::TooLarge { .. } => "request_too_large",
-            Self::NotUtf8 { .. } => "invalid_utf8",
-            Self::TooDeep { .. } => "nesting_too_deep",
-            Self::NotJson { .. } => "parse_error",
-            Self::Batch => "batch_not_supported",
-            Self::NotObject => "not_an_object",
-            Self::NotJsonRpc => "jsonrpc_version_invalid",
-            Self::MethodNotString => "method_not_string",
-            Self::IdInvalid => "id_invalid",
-            Self::NotMessage => "not_a_message",
-            Self::InvalidParams { .. } => "invalid_params",
-        }
-    }
+// The stable codes in the error's `data.code`.
+aido_actions::coded!(LineError {
+    TooLarge => "request_too_large",
+    NotUtf8 => "invalid_utf8",
+    TooDeep => "nesting_too_deep",
+    NotJson => "parse_error",
+    Batch => "batch_not_supported",
+    NotObject => "not_an_object",
+    NotJsonRpc => "jsonrpc_version_invalid",
+    MethodNotString => "method_not_string",
+    IdInvalid => "id_invalid",
+    NotMessage => "not_a_message",
+    InvalidParams => "invalid_params",
+});
 
+impl LineError {
     /// The JSON-RPC error code: -32700 for what does not parse, -32602 for params that do not
     /// fit, -32600 for the rest. An oversized line may well be valid JSON, so it is an invalid
     /// request rather than a parse error.

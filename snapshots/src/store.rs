@@ -118,6 +118,24 @@ impl SnapshotError {
         }
     }
 
+    /// Every code this error can give (beside `code()`; this crate depends on no aido
+    /// crate, so it cannot use `aido_actions::coded!`; the unit test pins both).
+    pub const CODES: &'static [&'static str] = &[
+        "disk_full",
+        "snapshot_io_failed",
+        "snapshot_not_found",
+        "snapshot_exists",
+        "snapshot_id_invalid",
+        "snapshot_name_unsupported",
+        "snapshot_too_large",
+        "workspace_not_a_directory",
+        "snapshot_command_failed",
+        "snapshot_damaged",
+        "workspace_entry_swapped",
+        "snapshot_entry_invalid",
+        "snapshot_too_deep",
+    ];
+
     pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             op,

@@ -99,6 +99,22 @@ impl VmError {
         }
     }
 
+    /// Every code this error can give (beside `code()`; this crate depends on no aido
+    /// crate, so it cannot use `aido_actions::coded!`; the unit test pins both).
+    pub const CODES: &'static [&'static str] = &[
+        "vm_qemu_missing",
+        "vm_spawn_failed",
+        "vm_exited",
+        "vm_boot_timeout",
+        "vm_qmp_failed",
+        "vm_text_timeout",
+        "vm_unknown_key",
+        "vm_ocr_failed",
+        "vm_io_failed",
+        "vm_libvirt_failed",
+        "vm_unsupported_on_host",
+    ];
+
     pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
         Self::Io {
             op,

@@ -204,37 +204,38 @@ pub enum FsError {
     Cancelled,
 }
 
-impl FsError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Denied { code, .. } => code,
-            Self::ChangedDuringCheck { .. } => "path_changed_during_check",
-            Self::NotFound { .. } => "file_not_found",
-            Self::NotAFile { .. } => "not_a_file",
-            Self::Binary { .. } => "binary_file",
-            Self::TooLarge { .. } => "file_too_large",
-            Self::EditNoMatch { .. } => "edit_no_match",
-            Self::EditAmbiguous { .. } => "edit_ambiguous_match",
-            Self::EditEmpty => "edit_empty_old_string",
-            Self::PatchInvalid { .. } => "patch_invalid",
-            Self::PatchFailed { .. } => "patch_failed",
-            Self::PatchSetRolledBack { .. } => "patch_set_rolled_back",
-            Self::BadBase64 { .. } => "invalid_arguments",
-            Self::NotInTrash { .. } => "trash_item_not_found",
-            Self::RestoreTargetExists { .. } => "restore_target_exists",
-            Self::Trash { .. } => "trash_failed",
-            Self::Invalid { .. } => "validation_failed",
-            Self::ContentsTooLarge { .. } => "contents_too_large",
-            Self::JournalSpaceLow { .. } => "journal_space_low",
-            Self::KeepFailed { .. } => "keep_failed",
-            Self::TreeTooLarge { .. } => "tree_too_large",
-            Self::DiskFull { .. } => "disk_full",
-            Self::PermissionDenied { .. } => "permission_denied",
-            Self::Io { .. } => "io_error",
-            Self::Cancelled => "cancelled",
-        }
+aido_actions::coded!(FsError {
+    // A denial by the body's own check carries the policy's code (listed by the policy).
+    @delegate {
+        Self::Denied { code, .. } => code,
     }
+    ChangedDuringCheck => "path_changed_during_check",
+    NotFound => "file_not_found",
+    NotAFile => "not_a_file",
+    Binary => "binary_file",
+    TooLarge => "file_too_large",
+    EditNoMatch => "edit_no_match",
+    EditAmbiguous => "edit_ambiguous_match",
+    EditEmpty => "edit_empty_old_string",
+    PatchInvalid => "patch_invalid",
+    PatchFailed => "patch_failed",
+    PatchSetRolledBack => "patch_set_rolled_back",
+    BadBase64 => "invalid_arguments",
+    NotInTrash => "trash_item_not_found",
+    RestoreTargetExists => "restore_target_exists",
+    Trash => "trash_failed",
+    Invalid => "validation_failed",
+    ContentsTooLarge => "contents_too_large",
+    JournalSpaceLow => "journal_space_low",
+    KeepFailed => "keep_failed",
+    TreeTooLarge => "tree_too_large",
+    DiskFull => "disk_full",
+    PermissionDenied => "permission_denied",
+    Io => "io_error",
+    Cancelled => "cancelled",
+});
+
+impl FsError {
 
     /// Classify an I/O error on `path`.
     pub(crate) fn io(op: &'static str, path: &str, source: std::io::Error) -> Self {
