@@ -40,4 +40,4 @@ pub use action::{Action, Body, ParseError, PrimitiveSpec, primitives};
 pub use class::SideEffectClass;
 pub use condition::Condition;
 pub use outcome::{Effect, Failure, Image, Input, Meta, Outcome};
-pub use verdict::Verdict;
+pub use verdict::{DenyCode, Verdict};

@@ -100,10 +100,8 @@ impl PolicyEngine {
         resolver: &dyn PathResolver,
     ) -> Verdict {
         for access in a.touches() {
-            if let Err((gate, code, reason)) =
-                self.check_path(&access.path, access.kind, ctx, resolver)
-            {
-                return Verdict::deny(gate, code, reason);
+            if let Err(refusal) = self.check_path(&access.path, access.kind, ctx, resolver) {
+                return Verdict::deny(refusal.code(), refusal.to_string());
             }
         }
         Verdict::Allow
