@@ -1,5 +1,5 @@
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use aido_actions::verdict::{DenyCode, Gate};
@@ -7,7 +7,7 @@ use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::{Config, ConfigError, Mode};
-use crate::resolve::{FsResolver, PathResolver, ResolveError, normalize_lexically};
+use crate::resolve::{FsResolver, PathResolver, ResolveError, normalize_lexically, strip_prefix};
 
 /// Where the engine lives: the user's home (for `~`) and aido's own home, which agents may
 /// never touch (it holds the journal and the config).
@@ -163,8 +163,9 @@ pub struct PolicyEngine {
     deny_globs: Vec<String>,
     /// Roots and the working directory that existed when compiled, already resolved.
     anchors: Vec<PathBuf>,
-    always_allow: HashSet<String>,
-    confirm: HashSet<String>,
+    /// A handful of names at most: scanning them is cheaper than hashing the primitive.
+    always_allow: Vec<String>,
+    confirm: Vec<String>,
 }
 
 impl PolicyEngine {
@@ -245,11 +246,17 @@ impl PolicyEngine {
             .chain(std::iter::once(&workdir))
             .filter(|p| p.is_dir())
             .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
         // The nearest root that holds a path is the deepest one; sorted once here, the first
-        // that holds it is the one. Roots of equal depth that both hold a path are equal.
+        // that holds it is the one (roots of equal depth that both hold a path are equal).
         let deepest_first = |roots: Vec<PathBuf>| {
-            let mut roots = roots;
+            let mut roots: Vec<PathBuf> = roots
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
             roots.sort_by_key(|root| std::cmp::Reverse(root.components().count()));
             roots
         };
@@ -257,8 +264,8 @@ impl PolicyEngine {
         let write_walls = deepest_first(write_roots.clone());
         Ok(Self {
             anchors,
-            always_allow: config.actions.always_allow.iter().cloned().collect(),
-            confirm: config.actions.confirm.iter().cloned().collect(),
+            always_allow: config.actions.always_allow.clone(),
+            confirm: config.actions.confirm.clone(),
             config: config.clone(),
             aido_home: real(&env.aido_home),
             home,
@@ -346,7 +353,7 @@ impl PolicyEngine {
 
         // always_allow: meta primitives listed here skip every gate (the config refuses
         // anything but meta primitives in this list).
-        if self.always_allow.contains(primitive) {
+        if self.always_allow.iter().any(|name| name == primitive) {
             return Verdict::Allow;
         }
         let mut confirm: Option<Verdict> = None;
@@ -392,7 +399,7 @@ impl PolicyEngine {
                 format!("{primitive} is disabled in actions.enabled"),
             );
         }
-        if confirm.is_none() && self.confirm.contains(primitive) {
+        if confirm.is_none() && self.confirm.iter().any(|name| name == primitive) {
             confirm = Some(Verdict::Confirm {
                 gate: Gate::ActionEnabled,
                 reason: format!("{primitive} is listed in actions.confirm"),
@@ -517,7 +524,7 @@ impl PolicyEngine {
         kind: AccessKind,
         given: &str,
     ) -> Result<&Path, PathCheckError> {
-        if resolved.starts_with(&self.aido_home) {
+        if strip_prefix(resolved, &self.aido_home).is_some() {
             return Err(PathCheckError::InAidoHome {
                 given: given.to_owned(),
                 aido_home: self.aido_home.clone(),
@@ -530,7 +537,10 @@ impl PolicyEngine {
         };
         // Deepest first, so the first root that holds the path is the nearest. `starts_with`
         // compares whole components, so /w/a never admits /w/ab.
-        match walls.iter().find(|root| resolved.starts_with(root)) {
+        match walls
+            .iter()
+            .find(|root| strip_prefix(resolved, root).is_some())
+        {
             Some(root) if kind == AccessKind::Delete && resolved == root.as_path() => {
                 Err(PathCheckError::WallRoot {
                     given: given.to_owned(),
@@ -562,7 +572,11 @@ impl PolicyEngine {
         Ok(if path.is_absolute() {
             path.into_owned()
         } else {
-            cwd.join(path)
+            let mut absolute =
+                PathBuf::with_capacity(cwd.as_os_str().len() + 1 + path.as_os_str().len());
+            absolute.push(cwd);
+            absolute.push(path);
+            absolute
         })
     }
 }
