@@ -107,10 +107,11 @@ enum Probe {
 
 /// Resolve `rest` below the already-resolved directory `start`, in one buffer.
 ///
-/// Components are looked up one at a time, one `lstat` each, because a symlink anywhere in
+/// Components are looked up one at a time, one [`probe`] each, because a symlink anywhere in
 /// the path must be seen: one call on the whole path would follow it silently, and even a
-/// proof that the leaf exists says nothing about the directories above it. Link targets wait
-/// on a stack, so a path without symlinks allocates nothing but the result.
+/// proof that the leaf exists says nothing about the directories above it. Once a component
+/// is missing, the rest is kept as written without further calls. Link targets wait on a
+/// stack, so a path without symlinks allocates nothing but the result.
 fn walk(path: &Path, start: &Path, rest: &Path) -> Result<PathBuf, ResolveError> {
     if !path.is_absolute() {
         return Err(ResolveError::NotAbsolute {
@@ -223,9 +224,9 @@ fn probe(path: &Path) -> Result<Probe, ResolveError> {
 /// `path.strip_prefix(base)`, component by component as [`Path::strip_prefix`] compares.
 ///
 /// When both paths are spelled canonically (absolute, one separator between components, no
-/// `.` component, no trailing separator) comparing bytes gives the same answer, several times
-/// faster; resolved paths and compiled roots always are. Anything else takes the component
-/// comparison.
+/// `.` component, no trailing separator) comparing bytes gives the same answer without
+/// parsing components; resolved paths and compiled roots always are. Anything else takes the
+/// component comparison.
 pub(crate) fn strip_prefix<'a>(path: &'a Path, base: &Path) -> Option<&'a Path> {
     let (bytes, prefix) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
     if !(is_canonical(bytes) && is_canonical(prefix)) {
