@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 pub enum Gate {
     /// Meta primitives the config always allows.
     AlwaysAllow,
-    /// Desktop and VM-screen actions are off unless enabled.
+    /// Host desktop actions are off unless `desktop.enabled`; machine actions unless
+    /// `vm.enabled`.
     DesktopGate,
     /// readonly / confirm / normal.
     Mode,
