@@ -77,7 +77,8 @@ macro_rules! deny_codes {
 }
 
 deny_codes! {
-    /// A desktop-class action while `desktop.enabled` is false.
+    /// A host desktop action (desktop class, not run by a machine) while `desktop.enabled` is
+    /// false. No primitive drives the host desktop yet; the code is kept for the one that will.
     DesktopDisabled = "desktop_disabled", DesktopGate;
     /// A machine action while `vm.enabled` is false.
     VmDisabled = "vm_disabled", DesktopGate;
