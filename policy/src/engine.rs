@@ -7,7 +7,9 @@ use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::{Config, ConfigError, Mode};
-use crate::resolve::{FsResolver, PathResolver, ResolveError, normalize_lexically, strip_prefix};
+use crate::resolve::{
+    FsResolver, PathResolver, ResolveError, is_canonical, normalize_lexically, strip_prefix_spelled,
+};
 
 /// Where the engine lives: the user's home (for `~`) and aido's own home, which agents may
 /// never touch (it holds the journal and the config).
@@ -159,6 +161,8 @@ pub struct PolicyEngine {
     read_walls: Vec<PathBuf>,
     /// The write roots, deepest first.
     write_walls: Vec<PathBuf>,
+    /// `AIDO_HOME` and every root are spelled canonically (see [`is_canonical`]).
+    roots_canonical: bool,
     deny: GlobSet,
     deny_globs: Vec<String>,
     /// Roots and the working directory that existed when compiled, already resolved.
@@ -262,12 +266,16 @@ impl PolicyEngine {
         };
         let read_walls = deepest_first(read_roots.iter().chain(&write_roots).cloned().collect());
         let write_walls = deepest_first(write_roots.clone());
+        let aido_home = real(&env.aido_home);
+        let roots_canonical =
+            is_canonical(&aido_home) && read_walls.iter().all(|root| is_canonical(root));
         Ok(Self {
             anchors,
+            roots_canonical,
             always_allow: config.actions.always_allow.clone(),
             confirm: config.actions.confirm.clone(),
             config: config.clone(),
-            aido_home: real(&env.aido_home),
+            aido_home,
             home,
             workdir,
             read_roots,
@@ -524,7 +532,11 @@ impl PolicyEngine {
         kind: AccessKind,
         given: &str,
     ) -> Result<&Path, PathCheckError> {
-        if strip_prefix(resolved, &self.aido_home).is_some() {
+        // Checked once here: with the roots (checked when compiled) canonical too, every
+        // comparison below is a byte comparison.
+        let canonical = self.roots_canonical && is_canonical(resolved);
+        let holds = |root: &Path| strip_prefix_spelled(resolved, root, canonical).is_some();
+        if holds(&self.aido_home) {
             return Err(PathCheckError::InAidoHome {
                 given: given.to_owned(),
                 aido_home: self.aido_home.clone(),
@@ -537,10 +549,7 @@ impl PolicyEngine {
         };
         // Deepest first, so the first root that holds the path is the nearest. `starts_with`
         // compares whole components, so /w/a never admits /w/ab.
-        match walls
-            .iter()
-            .find(|root| strip_prefix(resolved, root).is_some())
-        {
+        match walls.iter().find(|root| holds(root)) {
             Some(root) if kind == AccessKind::Delete && resolved == root.as_path() => {
                 Err(PathCheckError::WallRoot {
                     given: given.to_owned(),
@@ -1043,5 +1052,50 @@ mod tests {
         assert_eq!(code(&write("dangling")), "path_outside_walls");
         assert_eq!(code(&write("sub/dangling_key")), "path_denied_by_pattern");
         assert_eq!(code(&write("dangling_inside")), "allow");
+    }
+
+    /// Roots compared by bytes only when every spelling is canonical: a resolver that answers
+    /// with trailing separators (non-canonical) gets the component comparison, and the same
+    /// verdicts.
+    #[test]
+    fn walls_hold_the_same_paths_whatever_the_spelling() {
+        struct Trailing;
+        impl PathResolver for Trailing {
+            fn resolve(&self, path: &Path) -> Result<PathBuf, ResolveError> {
+                Ok(PathBuf::from(format!(
+                    "{}/",
+                    normalize_lexically(path).display()
+                )))
+            }
+        }
+        let w = world("");
+        let b = w.base.display().to_string();
+        let text = format!("[paths]\nread = [\"{b}/ro\"]\nwrite = [\"{b}/w/a\"]\n");
+        let config = Layered::from_layers(&[(Source::File("t".into()), &text)])
+            .unwrap()
+            .config;
+        let env = Environment {
+            home: w.base.join("home"),
+            aido_home: w.base.join("home/.aido"),
+        };
+        let engine = PolicyEngine::new(&config, &env, &Trailing).unwrap();
+        assert!(!engine.roots_canonical);
+        let ctx = SessionContext::new(w.base.join("w/a"));
+        let cases: &[(&str, AccessKind, &str)] = &[
+            ("{b}/w/a/new.txt", AccessKind::Write, "allow"),
+            ("{b}/w/ab/x", AccessKind::Write, "path_outside_walls"),
+            ("{b}/ro/x", AccessKind::Read, "allow"),
+            ("{b}/ro/x", AccessKind::Write, "path_outside_walls"),
+            ("{b}/home/.aido/x", AccessKind::Read, "path_in_aido_home"),
+            ("{b}/w/a", AccessKind::Delete, "path_is_wall_root"),
+        ];
+        for (given, kind, expected) in cases {
+            let given = given.replace("{b}", &b);
+            let got = match engine.check_path(&given, *kind, &ctx, &Trailing) {
+                Ok(_) => "allow",
+                Err(e) => e.code().code(),
+            };
+            assert_eq!(got, *expected, "{given} {kind:?}");
+        }
     }
 }

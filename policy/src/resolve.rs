@@ -228,10 +228,19 @@ fn probe(path: &Path) -> Result<Probe, ResolveError> {
 /// parsing components; resolved paths and compiled roots always are. Anything else takes the
 /// component comparison.
 pub(crate) fn strip_prefix<'a>(path: &'a Path, base: &Path) -> Option<&'a Path> {
-    let (bytes, prefix) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
-    if !(is_canonical(bytes) && is_canonical(prefix)) {
+    strip_prefix_spelled(path, base, is_canonical(path) && is_canonical(base))
+}
+
+/// [`strip_prefix`] when the caller knows already whether both paths are canonical.
+pub(crate) fn strip_prefix_spelled<'a>(
+    path: &'a Path,
+    base: &Path,
+    canonical: bool,
+) -> Option<&'a Path> {
+    if !canonical {
         return path.strip_prefix(base).ok();
     }
+    let (bytes, prefix) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
     let rest = bytes.strip_prefix(prefix)?;
     match rest {
         [] => Some(Path::new("")),
@@ -242,25 +251,14 @@ pub(crate) fn strip_prefix<'a>(path: &'a Path, base: &Path) -> Option<&'a Path> 
 }
 
 /// Absolute, one `/` between components, no `.` component, no trailing `/` (except `/`).
-fn is_canonical(bytes: &[u8]) -> bool {
-    let [b'/', rest @ ..] = bytes else {
-        return false;
-    };
-    if rest.is_empty() {
-        return true;
+pub(crate) fn is_canonical(path: &Path) -> bool {
+    match path.as_os_str().as_bytes() {
+        [b'/'] => true,
+        [b'/', names @ ..] => names
+            .split(|b| *b == b'/')
+            .all(|name| !name.is_empty() && name != b"."),
+        _ => false,
     }
-    // One pass: what follows each separator must start a name, and the last name must end.
-    let mut after_slash = true;
-    let mut after_slash_dot = false;
-    for &b in rest {
-        match b {
-            b'/' if after_slash || after_slash_dot => return false,
-            b'/' => (after_slash, after_slash_dot) = (true, false),
-            b'.' if after_slash => (after_slash, after_slash_dot) = (false, true),
-            _ => (after_slash, after_slash_dot) = (false, false),
-        }
-    }
-    !(after_slash || after_slash_dot)
 }
 
 /// Lexically clean an absolute path: drop `.`, apply `..` textually. Used only to match deny
