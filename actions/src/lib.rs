@@ -45,4 +45,4 @@ pub use action::{
 pub use class::SideEffectClass;
 pub use condition::Condition;
 pub use outcome::{Before, Effect, Failure, Image, Input, Meta, Outcome};
-pub use verdict::Verdict;
+pub use verdict::{DenyCode, Verdict};

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 pub enum Gate {
     /// Meta primitives the config always allows.
     AlwaysAllow,
-    /// Desktop and VM-screen actions are off unless enabled.
+    /// Host desktop actions are off unless `desktop.enabled`; machine actions unless
+    /// `vm.enabled`.
     DesktopGate,
     /// readonly / confirm / normal.
     Mode,
@@ -47,6 +48,67 @@ impl std::fmt::Display for Gate {
     }
 }
 
+/// Declares every denial code once: the variant, its code (which is also its serde form, so a
+/// journal holds exactly the strings it always held) and the one gate that produces it.
+macro_rules! deny_codes {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $code:literal, $gate:ident; )*) => {
+        /// Why the policy refused an action: one stable code per reason. Serialized as the code
+        /// (`"path_outside_walls"`); codes are never renamed or reused.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum DenyCode {
+            $( $(#[doc = $doc])* #[serde(rename = $code)] $variant, )*
+        }
+
+        impl DenyCode {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [DenyCode] = &[ $( Self::$variant ),* ];
+
+            /// The stable code, e.g. `path_outside_walls`.
+            pub fn code(self) -> &'static str {
+                match self { $( Self::$variant => $code, )* }
+            }
+
+            /// The gate that refuses with this code.
+            pub fn gate(self) -> Gate {
+                match self { $( Self::$variant => Gate::$gate, )* }
+            }
+        }
+    };
+}
+
+deny_codes! {
+    /// A host desktop action (desktop class, not run by a machine) while `desktop.enabled` is
+    /// false. No primitive drives the host desktop yet; the code is kept for the one that will.
+    DesktopDisabled = "desktop_disabled", DesktopGate;
+    /// A machine action while `vm.enabled` is false.
+    VmDisabled = "vm_disabled", DesktopGate;
+    /// An action that changes the world while the mode is readonly.
+    ModeReadonly = "mode_readonly", Mode;
+    /// A primitive switched off in `actions.enabled`.
+    ActionDisabled = "action_disabled", ActionEnabled;
+    /// A path that is empty, holds a NUL byte, names `~user` or is not absolute.
+    PathInvalid = "path_invalid", PathWalls;
+    /// A path whose symlinks cannot be followed (a loop, `..` after a missing component, an
+    /// unreadable component).
+    PathUnresolvable = "path_unresolvable", PathWalls;
+    /// A path that resolves outside every root allowed for its kind of access.
+    PathOutsideWalls = "path_outside_walls", PathWalls;
+    /// A path inside `AIDO_HOME`, which holds the journal and the config.
+    PathInAidoHome = "path_in_aido_home", PathWalls;
+    /// The removal of a wall root itself.
+    PathIsWallRoot = "path_is_wall_root", PathWalls;
+    /// A path (as written or resolved) that matches a deny glob.
+    PathDeniedByPattern = "path_denied_by_pattern", DenyPatterns;
+    /// A primitive this session was not granted.
+    CapabilityMissing = "capability_missing", Capabilities;
+}
+
+impl std::fmt::Display for DenyCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 /// The policy chain's answer for one action.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
@@ -57,8 +119,8 @@ pub enum Verdict {
     Deny {
         /// The gate that refused.
         gate: Gate,
-        /// A stable code, e.g. `path_outside_walls`.
-        code: String,
+        /// The stable code, e.g. `path_outside_walls`; it names the gate too.
+        code: DenyCode,
         /// Why, for people and agents.
         reason: String,
         /// For composites: which leaf was refused, e.g. `steps[2]`.
@@ -78,11 +140,11 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// A denial without a leaf.
-    pub fn deny(gate: Gate, code: &str, reason: impl Into<String>) -> Self {
+    /// A denial without a leaf, by the gate that owns `code`.
+    pub fn deny(code: DenyCode, reason: impl Into<String>) -> Self {
         Self::Deny {
-            gate,
-            code: code.to_owned(),
+            gate: code.gate(),
+            code,
             reason: reason.into(),
             leaf: None,
         }
@@ -113,6 +175,120 @@ impl Verdict {
             Self::Allow => "allow",
             Self::Deny { .. } => "deny",
             Self::Confirm { .. } => "confirm",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Every denial code, its string and its gate, pinned: renaming a code, reusing one, or
+    /// adding a variant without listing it here fails.
+    #[test]
+    fn deny_code_table() {
+        let table: &[(DenyCode, &str, Gate)] = &[
+            (
+                DenyCode::DesktopDisabled,
+                "desktop_disabled",
+                Gate::DesktopGate,
+            ),
+            (DenyCode::VmDisabled, "vm_disabled", Gate::DesktopGate),
+            (DenyCode::ModeReadonly, "mode_readonly", Gate::Mode),
+            (
+                DenyCode::ActionDisabled,
+                "action_disabled",
+                Gate::ActionEnabled,
+            ),
+            (DenyCode::PathInvalid, "path_invalid", Gate::PathWalls),
+            (
+                DenyCode::PathUnresolvable,
+                "path_unresolvable",
+                Gate::PathWalls,
+            ),
+            (
+                DenyCode::PathOutsideWalls,
+                "path_outside_walls",
+                Gate::PathWalls,
+            ),
+            (
+                DenyCode::PathInAidoHome,
+                "path_in_aido_home",
+                Gate::PathWalls,
+            ),
+            (
+                DenyCode::PathIsWallRoot,
+                "path_is_wall_root",
+                Gate::PathWalls,
+            ),
+            (
+                DenyCode::PathDeniedByPattern,
+                "path_denied_by_pattern",
+                Gate::DenyPatterns,
+            ),
+            (
+                DenyCode::CapabilityMissing,
+                "capability_missing",
+                Gate::Capabilities,
+            ),
+        ];
+        assert_eq!(
+            table.iter().map(|(c, _, _)| *c).collect::<Vec<_>>(),
+            DenyCode::ALL,
+            "the table lists every variant, in declaration order"
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for (variant, code, gate) in table {
+            assert!(seen.insert(*code), "{code} is used twice");
+            assert_eq!(variant.code(), *code);
+            assert_eq!(variant.to_string(), *code);
+            assert_eq!(variant.gate(), *gate, "{code}");
+            // The journal's form is the bare code, both ways.
+            assert_eq!(serde_json::to_value(variant).unwrap(), json!(code));
+            assert_eq!(
+                serde_json::from_value::<DenyCode>(json!(code)).unwrap(),
+                *variant
+            );
+        }
+    }
+
+    /// A denial as journals have always stored it decodes, and encodes back to the same JSON.
+    #[test]
+    fn journaled_denials_keep_their_format() {
+        let old = json!({
+            "verdict": "deny",
+            "gate": "path_walls",
+            "code": "path_outside_walls",
+            "reason": "/etc/passwd resolves to /etc/passwd, outside the allowed read roots",
+            "leaf": "steps[1]",
+        });
+        let verdict: Verdict = serde_json::from_value(old.clone()).unwrap();
+        match &verdict {
+            Verdict::Deny {
+                gate, code, leaf, ..
+            } => {
+                assert_eq!(*gate, Gate::PathWalls);
+                assert_eq!(*code, DenyCode::PathOutsideWalls);
+                assert_eq!(leaf.as_deref(), Some("steps[1]"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(serde_json::to_value(&verdict).unwrap(), old);
+        let unknown =
+            json!({"verdict": "deny", "gate": "mode", "code": "no_such_code", "reason": ""});
+        assert!(serde_json::from_value::<Verdict>(unknown).is_err());
+    }
+
+    /// README.md's list of error codes names every denial code.
+    #[test]
+    fn the_readme_lists_every_deny_code() {
+        let readme = include_str!("../../README.md");
+        for code in DenyCode::ALL {
+            assert!(
+                readme.contains(&format!("`{code}`")),
+                "README.md lacks `{code}`"
+            );
         }
     }
 }

@@ -186,7 +186,7 @@ impl Session {
                 reason,
                 leaf,
             } => {
-                let failure = Failure::new(&code, reason)
+                let failure = Failure::new(code.code(), reason)
                     .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
                 return Err(RunError {
                     seq: Some(seq),

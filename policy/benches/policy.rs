@@ -56,8 +56,9 @@ fn bench(c: &mut Criterion) {
         b.iter(|| engine.evaluate(black_box(&write), &ctx, &FsResolver))
     });
     // The same evaluation with path resolution answered without system calls: the cost of
-    // the gates and the globs alone. The difference is metadata calls (one per component
-    // below the working directory), whose price depends on the machine's kernel.
+    // the gates and the globs alone. The difference is one system call per component below
+    // the nearest anchor (`~` here: project, project/src, project/src/main.rs), whose price
+    // depends on the machine's kernel.
     assert!(engine.evaluate(&write, &ctx, &Lexical).is_allow());
     c.bench_function("policy_gates_write_file_10_deny_globs", |b| {
         b.iter(|| engine.evaluate(black_box(&write), &ctx, &Lexical))

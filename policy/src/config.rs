@@ -26,7 +26,8 @@ confirm = []
 enabled = {}
 
 [desktop]
-# Desktop and VM-screen actions are refused unless this is true.
+# Host desktop actions are refused unless this is true. Machines (vm_* and computer) answer
+# to vm.enabled instead: their screens are contained.
 enabled = false
 
 [vm]
@@ -139,7 +140,7 @@ pub struct Actions {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Desktop {
-    /// Whether desktop-class actions may run at all.
+    /// Whether host desktop actions may run at all (machines answer to `vm.enabled`).
     pub enabled: bool,
 }
 
@@ -147,7 +148,7 @@ pub struct Desktop {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Vm {
-    /// Whether vm_* primitives may run.
+    /// Whether machine actions (vm_* and computer) may run.
     pub enabled: bool,
     /// Most machines at once.
     pub machines_max: u32,

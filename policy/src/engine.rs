@@ -1,12 +1,15 @@
-use std::collections::{BTreeSet, HashSet};
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use aido_actions::verdict::Gate;
-use aido_actions::{AccessKind, Action, SideEffectClass, Verdict};
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use aido_actions::verdict::{DenyCode, Gate};
+use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::{Config, ConfigError, Mode};
-use crate::resolve::{FsResolver, PathResolver, ResolveError, normalize_lexically};
+use crate::resolve::{
+    FsResolver, PathResolver, ResolveError, is_canonical, normalize_lexically, strip_prefix_spelled,
+};
 
 /// Where the engine lives: the user's home (for `~`) and aido's own home, which agents may
 /// never touch (it holds the journal and the config).
@@ -42,7 +45,8 @@ impl SessionContext {
 pub struct PathCheck {
     /// The path the agent wrote.
     pub given: String,
-    /// Absolute, `~` expanded, lexically cleaned.
+    /// Absolute and `~` expanded, otherwise as written (`..` and `.` are left for the
+    /// resolver, which applies them after symlinks).
     pub lexical: PathBuf,
     /// Symlinks resolved.
     pub resolved: PathBuf,
@@ -50,6 +54,98 @@ pub struct PathCheck {
     pub root: PathBuf,
     /// How it is touched.
     pub kind: AccessKind,
+}
+
+/// Why [`PolicyEngine::check_path`] refused a path. Each refusal has one [`DenyCode`]; the
+/// text is only built when the refusal is shown, so checking a path that passes formats nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathCheckError {
+    /// Empty, holding a NUL byte, or `~user`.
+    #[error("{given:?}: {why}")]
+    Invalid {
+        /// The path as written.
+        given: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The resolver could not follow it.
+    #[error("{error}")]
+    Unresolvable {
+        /// The path as written.
+        given: String,
+        /// Why.
+        error: ResolveError,
+    },
+    /// Inside `AIDO_HOME`.
+    #[error("{given} is inside AIDO_HOME ({aido_home}), which holds the journal")]
+    InAidoHome {
+        /// The path as written.
+        given: String,
+        /// `AIDO_HOME`, resolved.
+        aido_home: PathBuf,
+    },
+    /// A removal of a wall root itself.
+    #[error("{given} is a wall root itself and cannot be removed")]
+    WallRoot {
+        /// The path as written.
+        given: String,
+    },
+    /// Under no root allowed for this kind of access.
+    #[error("{given} resolves to {resolved}, outside the allowed {} roots", walls_of(*.kind))]
+    OutsideWalls {
+        /// The path as written.
+        given: String,
+        /// Where it resolves to.
+        resolved: PathBuf,
+        /// How it would be touched.
+        kind: AccessKind,
+    },
+    /// The path as written or as resolved matches a deny glob.
+    #[error("{given} ({candidate}) matches the deny pattern {pattern}")]
+    DeniedByPattern {
+        /// The path as written.
+        given: String,
+        /// The form that matched (as written, or resolved).
+        candidate: PathBuf,
+        /// The deny glob as configured.
+        pattern: String,
+    },
+}
+
+impl PathCheckError {
+    /// The stable code (its gate is `code().gate()`).
+    pub fn code(&self) -> DenyCode {
+        match self {
+            Self::Invalid { .. } => DenyCode::PathInvalid,
+            Self::Unresolvable {
+                error: ResolveError::NotAbsolute { .. },
+                ..
+            } => DenyCode::PathInvalid,
+            Self::Unresolvable { .. } => DenyCode::PathUnresolvable,
+            Self::InAidoHome { .. } => DenyCode::PathInAidoHome,
+            Self::WallRoot { .. } => DenyCode::PathIsWallRoot,
+            Self::OutsideWalls { .. } => DenyCode::PathOutsideWalls,
+            Self::DeniedByPattern { .. } => DenyCode::PathDeniedByPattern,
+        }
+    }
+
+    /// The gate that refused.
+    pub fn gate(&self) -> Gate {
+        self.code().gate()
+    }
+}
+
+/// Which walls a kind of access is judged against, for messages.
+fn walls_of(kind: AccessKind) -> &'static str {
+    if kind.needs_write() { "write" } else { "read" }
+}
+
+/// A path that passed, borrowing its root from the engine: what the chain needs, without the
+/// copies a [`PathCheck`] makes.
+struct Admitted<'e> {
+    lexical: PathBuf,
+    resolved: PathBuf,
+    root: &'e Path,
 }
 
 /// The compiled policy. Cheap to share (`Arc`) and to evaluate.
@@ -61,12 +157,19 @@ pub struct PolicyEngine {
     workdir: PathBuf,
     read_roots: Vec<PathBuf>,
     write_roots: Vec<PathBuf>,
+    /// The roots a read may use (read and write roots), deepest first.
+    read_walls: Vec<PathBuf>,
+    /// The write roots, deepest first.
+    write_walls: Vec<PathBuf>,
+    /// `AIDO_HOME` and every root are spelled canonically (see [`is_canonical`]).
+    roots_canonical: bool,
     deny: GlobSet,
     deny_globs: Vec<String>,
     /// Roots and the working directory that existed when compiled, already resolved.
     anchors: Vec<PathBuf>,
-    always_allow: HashSet<String>,
-    confirm: HashSet<String>,
+    /// A handful of names at most: scanning them is cheaper than hashing the primitive.
+    always_allow: Vec<String>,
+    confirm: Vec<String>,
 }
 
 impl PolicyEngine {
@@ -147,17 +250,38 @@ impl PolicyEngine {
             .chain(std::iter::once(&workdir))
             .filter(|p| p.is_dir())
             .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
+        // The nearest root that holds a path is the deepest one; sorted once here, the first
+        // that holds it is the one (roots of equal depth that both hold a path are equal).
+        let deepest_first = |roots: Vec<PathBuf>| {
+            let mut roots: Vec<PathBuf> = roots
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            roots.sort_by_key(|root| std::cmp::Reverse(root.components().count()));
+            roots
+        };
+        let read_walls = deepest_first(read_roots.iter().chain(&write_roots).cloned().collect());
+        let write_walls = deepest_first(write_roots.clone());
+        let aido_home = real(&env.aido_home);
+        let roots_canonical =
+            is_canonical(&aido_home) && read_walls.iter().all(|root| is_canonical(root));
         Ok(Self {
             anchors,
-            always_allow: config.actions.always_allow.iter().cloned().collect(),
-            confirm: config.actions.confirm.iter().cloned().collect(),
+            roots_canonical,
+            always_allow: config.actions.always_allow.clone(),
+            confirm: config.actions.confirm.clone(),
             config: config.clone(),
-            aido_home: real(&env.aido_home),
+            aido_home,
             home,
             workdir,
             read_roots,
             write_roots,
+            read_walls,
+            write_walls,
             deny,
             deny_globs,
         })
@@ -182,7 +306,7 @@ impl PolicyEngine {
         expand_tilde(configured, &self.home)
             .map(|p| {
                 if p.is_absolute() {
-                    p
+                    p.into_owned()
                 } else {
                     self.workdir.join(p)
                 }
@@ -227,34 +351,33 @@ impl PolicyEngine {
                 Some(at.to_owned())
             }
         };
-        let deny = |gate: Gate, code: &str, reason: String| Verdict::Deny {
-            gate,
-            code: code.to_owned(),
+        // Reasons are formatted only here, when a gate refuses.
+        let deny = |code: DenyCode, reason: String| Verdict::Deny {
+            gate: code.gate(),
+            code,
             reason,
             leaf: leaf(),
         };
 
         // always_allow: meta primitives listed here skip every gate (the config refuses
         // anything but meta primitives in this list).
-        if self.always_allow.contains(primitive) {
+        if self.always_allow.iter().any(|name| name == primitive) {
             return Verdict::Allow;
         }
         let mut confirm: Option<Verdict> = None;
 
-        // desktop_gate: machines (vm_*) are contained and have their own switch; the host
-        // desktop is off unless enabled.
-        if primitive.starts_with("vm_") || primitive == "computer" {
+        // desktop_gate: machines are contained and have their own switch; the host desktop is
+        // off unless enabled. Which actions drive a machine is the action table's answer.
+        if action.body() == Body::Machine {
             if !self.config.vm.enabled {
                 return deny(
-                    Gate::DesktopGate,
-                    "vm_disabled",
+                    DenyCode::VmDisabled,
                     format!("{primitive} drives a machine and vm.enabled is false"),
                 );
             }
         } else if class == SideEffectClass::Desktop && !self.config.desktop.enabled {
             return deny(
-                Gate::DesktopGate,
-                "desktop_disabled",
+                DenyCode::DesktopDisabled,
                 format!("{primitive} drives a screen and desktop.enabled is false"),
             );
         }
@@ -263,8 +386,7 @@ impl PolicyEngine {
         match self.config.mode {
             Mode::Readonly if class.mutates() => {
                 return deny(
-                    Gate::Mode,
-                    "mode_readonly",
+                    DenyCode::ModeReadonly,
                     format!("{primitive} is {class} and the policy mode is readonly"),
                 );
             }
@@ -281,12 +403,11 @@ impl PolicyEngine {
         // action_enabled
         if self.config.actions.enabled.get(primitive) == Some(&false) {
             return deny(
-                Gate::ActionEnabled,
-                "action_disabled",
+                DenyCode::ActionDisabled,
                 format!("{primitive} is disabled in actions.enabled"),
             );
         }
-        if confirm.is_none() && self.confirm.contains(primitive) {
+        if confirm.is_none() && self.confirm.iter().any(|name| name == primitive) {
             confirm = Some(Verdict::Confirm {
                 gate: Gate::ActionEnabled,
                 reason: format!("{primitive} is listed in actions.confirm"),
@@ -313,10 +434,8 @@ impl PolicyEngine {
 
         // path_walls, then deny_patterns, for the paths this action touches itself.
         for access in action.touches() {
-            if let Err((gate, code, reason)) =
-                self.check_path(&access.path, access.kind, ctx, resolver)
-            {
-                return deny(gate, code, reason);
+            if let Err(refusal) = self.check(&access.path, access.kind, ctx, resolver) {
+                return deny(refusal.code(), refusal.to_string());
             }
         }
 
@@ -327,8 +446,7 @@ impl PolicyEngine {
             && !grants.contains(class.name())
         {
             return deny(
-                Gate::Capabilities,
-                "capability_missing",
+                DenyCode::CapabilityMissing,
                 format!("this session was not granted {primitive} ({class})"),
             );
         }
@@ -344,43 +462,65 @@ impl PolicyEngine {
         kind: AccessKind,
         ctx: &SessionContext,
         resolver: &dyn PathResolver,
-    ) -> Result<PathCheck, (Gate, &'static str, String)> {
+    ) -> Result<PathCheck, PathCheckError> {
+        let admitted = self.check(given, kind, ctx, resolver)?;
+        Ok(PathCheck {
+            given: given.to_owned(),
+            lexical: admitted.lexical,
+            resolved: admitted.resolved,
+            root: admitted.root.to_owned(),
+            kind,
+        })
+    }
+
+    /// [`Self::check_path`] without the copies: the walls, then the deny globs.
+    fn check(
+        &self,
+        given: &str,
+        kind: AccessKind,
+        ctx: &SessionContext,
+        resolver: &dyn PathResolver,
+    ) -> Result<Admitted<'_>, PathCheckError> {
         let lexical = self.absolute(given, &ctx.cwd)?;
         let resolved = resolver
             .resolve_from(&lexical, &self.anchors)
-            .map_err(|e| {
-                let code = match e {
-                    ResolveError::NotAbsolute { .. } => "path_invalid",
-                    _ => "path_unresolvable",
-                };
-                (Gate::PathWalls, code, e.to_string())
+            .map_err(|error| PathCheckError::Unresolvable {
+                given: given.to_owned(),
+                error,
             })?;
         let root = self.admit(&resolved, kind, given)?;
-        for candidate in [&lexical, &resolved] {
-            if let Some(pattern) = self.denied_by_pattern(candidate) {
-                return Err((
-                    Gate::DenyPatterns,
-                    "path_denied_by_pattern",
-                    format!(
-                        "{given} ({}) matches the deny pattern {pattern}",
-                        candidate.display()
-                    ),
-                ));
+        // The path as written is matched first, then the resolved one unless it is the same.
+        let same = lexical.as_os_str() == resolved.as_os_str();
+        for candidate in [Some(&lexical), (!same).then_some(&resolved)]
+            .into_iter()
+            .flatten()
+        {
+            if self.deny.is_match_candidate(&Candidate::new(candidate)) {
+                return Err(PathCheckError::DeniedByPattern {
+                    given: given.to_owned(),
+                    candidate: candidate.clone(),
+                    pattern: self
+                        .denied_by_pattern(candidate)
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
             }
         }
-        Ok(PathCheck {
-            given: given.to_owned(),
+        Ok(Admitted {
             lexical,
             resolved,
             root,
-            kind,
         })
     }
 
     /// The deny glob `path` matches, if any.
     pub fn denied_by_pattern(&self, path: &Path) -> Option<&str> {
+        let candidate = Candidate::new(path);
+        if !self.deny.is_match_candidate(&candidate) {
+            return None;
+        }
         self.deny
-            .matches(path)
+            .matches_candidate(&candidate)
             .first()
             .map(|i| self.deny_globs[*i].as_str())
     }
@@ -391,49 +531,45 @@ impl PolicyEngine {
         resolved: &Path,
         kind: AccessKind,
         given: &str,
-    ) -> Result<PathBuf, (Gate, &'static str, String)> {
-        if resolved.starts_with(&self.aido_home) {
-            return Err((
-                Gate::PathWalls,
-                "path_in_aido_home",
-                format!(
-                    "{given} is inside AIDO_HOME ({}), which holds the journal",
-                    self.aido_home.display()
-                ),
-            ));
+    ) -> Result<&Path, PathCheckError> {
+        // Checked once here: with the roots (checked when compiled) canonical too, every
+        // comparison below is a byte comparison.
+        let canonical = self.roots_canonical && is_canonical(resolved);
+        let holds = |root: &Path| strip_prefix_spelled(resolved, root, canonical).is_some();
+        if holds(&self.aido_home) {
+            return Err(PathCheckError::InAidoHome {
+                given: given.to_owned(),
+                aido_home: self.aido_home.clone(),
+            });
         }
-        let roots: Vec<&PathBuf> = if kind.needs_write() {
-            self.write_roots.iter().collect()
+        let walls = if kind.needs_write() {
+            &self.write_walls
         } else {
-            self.read_roots().collect()
+            &self.read_walls
         };
-        // `Path::starts_with` compares whole components, so /w/a never admits /w/ab.
-        let root = roots
-            .into_iter()
-            .filter(|root| resolved.starts_with(root))
-            .max_by_key(|root| root.components().count());
-        match root {
-            Some(root) if kind == AccessKind::Delete && resolved == root.as_path() => Err((
-                Gate::PathWalls,
-                "path_is_wall_root",
-                format!("{given} is a wall root itself and cannot be removed"),
-            )),
-            Some(root) => Ok(root.clone()),
-            None => Err((
-                Gate::PathWalls,
-                "path_outside_walls",
-                format!(
-                    "{given} resolves to {}, outside the allowed {} roots",
-                    resolved.display(),
-                    if kind.needs_write() { "write" } else { "read" }
-                ),
-            )),
+        // Deepest first, so the first root that holds the path is the nearest. `starts_with`
+        // compares whole components, so /w/a never admits /w/ab.
+        match walls.iter().find(|root| holds(root)) {
+            Some(root) if kind == AccessKind::Delete && resolved == root.as_path() => {
+                Err(PathCheckError::WallRoot {
+                    given: given.to_owned(),
+                })
+            }
+            Some(root) => Ok(root),
+            None => Err(PathCheckError::OutsideWalls {
+                given: given.to_owned(),
+                resolved: resolved.to_owned(),
+                kind,
+            }),
         }
     }
 
-    /// `~` expanded, made absolute against `cwd`, lexically cleaned.
-    fn absolute(&self, given: &str, cwd: &Path) -> Result<PathBuf, (Gate, &'static str, String)> {
-        let invalid = |why: &str| (Gate::PathWalls, "path_invalid", format!("{given:?}: {why}"));
+    /// `~` expanded, made absolute against `cwd`.
+    fn absolute(&self, given: &str, cwd: &Path) -> Result<PathBuf, PathCheckError> {
+        let invalid = |why: &'static str| PathCheckError::Invalid {
+            given: given.to_owned(),
+            why,
+        };
         if given.is_empty() {
             return Err(invalid("empty path"));
         }
@@ -442,25 +578,28 @@ impl PolicyEngine {
         }
         let path = expand_tilde(given, &self.home)
             .ok_or_else(|| invalid("only ~ and ~/ are expanded, not ~user"))?;
-        let absolute = if path.is_absolute() {
-            path
+        Ok(if path.is_absolute() {
+            path.into_owned()
         } else {
-            cwd.join(path)
-        };
-        Ok(absolute)
+            let mut absolute =
+                PathBuf::with_capacity(cwd.as_os_str().len() + 1 + path.as_os_str().len());
+            absolute.push(cwd);
+            absolute.push(path);
+            absolute
+        })
     }
 }
 
-/// Expand a leading `~` or `~/`; `None` for `~user`.
-fn expand_tilde(path: &str, home: &Path) -> Option<PathBuf> {
+/// Expand a leading `~` or `~/`; `None` for `~user`. Borrows a path without `~`.
+fn expand_tilde<'a>(path: &'a str, home: &Path) -> Option<Cow<'a, Path>> {
     if path == "~" {
-        Some(home.to_owned())
+        Some(Cow::Owned(home.to_owned()))
     } else if let Some(rest) = path.strip_prefix("~/") {
-        Some(home.join(rest))
+        Some(Cow::Owned(home.join(rest)))
     } else if path.starts_with('~') {
         None
     } else {
-        Some(PathBuf::from(path))
+        Some(Cow::Borrowed(Path::new(path)))
     }
 }
 
@@ -535,7 +674,7 @@ mod tests {
         match v {
             Verdict::Allow => "allow",
             Verdict::Confirm { .. } => "confirm",
-            Verdict::Deny { code, .. } => code,
+            Verdict::Deny { code, .. } => code.code(),
         }
     }
 
@@ -596,7 +735,7 @@ mod tests {
                 leaf,
             } => {
                 assert_eq!(gate, Gate::PathWalls);
-                assert_eq!(code, "path_outside_walls");
+                assert_eq!(code, DenyCode::PathOutsideWalls);
                 assert!(!reason.is_empty());
                 assert_eq!(leaf, None);
             }
@@ -693,7 +832,7 @@ mod tests {
                 gate, code, leaf, ..
             } => {
                 assert_eq!(gate, Gate::DenyPatterns);
-                assert_eq!(code, "path_denied_by_pattern");
+                assert_eq!(code, DenyCode::PathDeniedByPattern);
                 assert_eq!(leaf.as_deref(), Some("steps[1].fallback"));
             }
             other => panic!("{other:?}"),
@@ -726,25 +865,237 @@ mod tests {
         );
     }
 
-    /// Every denial code the policy can produce, pinned: codes are never renamed or reused.
+    /// Every denial code comes out of a real input: one case per code, each judged by the real
+    /// engine over real files. (The code table itself is pinned in `aido_actions::verdict`.)
     #[test]
-    fn denial_code_table() {
-        let src = include_str!("engine.rs");
-        let all = [
-            "desktop_disabled",
-            "vm_disabled",
-            "mode_readonly",
-            "action_disabled",
-            "capability_missing",
-            "path_invalid",
-            "path_unresolvable",
-            "path_outside_walls",
-            "path_in_aido_home",
-            "path_is_wall_root",
-            "path_denied_by_pattern",
+    fn every_deny_code_is_produced() {
+        struct Case {
+            code: DenyCode,
+            config: &'static str,
+            grants: Option<&'static [&'static str]>,
+            primitive: &'static str,
+            args: serde_json::Value,
+        }
+        let case = |code, config, primitive, args| Case {
+            code,
+            config,
+            grants: None,
+            primitive,
+            args,
+        };
+        let write = |path: &str| json!({"path": path, "content": "x"});
+        let cases = [
+            case(
+                DenyCode::VmDisabled,
+                "[vm]\nenabled = false",
+                "vm_list",
+                json!({}),
+            ),
+            case(
+                DenyCode::ModeReadonly,
+                "mode = \"readonly\"",
+                "write_file",
+                write("x"),
+            ),
+            case(
+                DenyCode::ActionDisabled,
+                "[actions]\nenabled = { read_file = false }",
+                "read_file",
+                json!({"path": "file"}),
+            ),
+            case(
+                DenyCode::PathInvalid,
+                "",
+                "read_file",
+                json!({"path": "~root/x"}),
+            ),
+            case(
+                DenyCode::PathUnresolvable,
+                "",
+                "write_file",
+                write("missing/../../x"),
+            ),
+            case(
+                DenyCode::PathOutsideWalls,
+                "",
+                "read_file",
+                json!({"path": "/etc/passwd"}),
+            ),
+            case(
+                DenyCode::PathInAidoHome,
+                "",
+                "write_file",
+                write("~/.aido/config.toml"),
+            ),
+            case(
+                DenyCode::PathIsWallRoot,
+                "",
+                "move_to_trash",
+                json!({"path": "."}),
+            ),
+            case(
+                DenyCode::PathDeniedByPattern,
+                "",
+                "read_file",
+                json!({"path": "keys/id_ed25519"}),
+            ),
+            Case {
+                grants: Some(&["read_only"]),
+                ..case(DenyCode::CapabilityMissing, "", "write_file", write("x"))
+            },
         ];
-        for c in all {
-            assert!(src.contains(&format!("\"{c}\"")), "{c}");
+        // No primitive drives the host desktop yet (every desktop-class primitive runs on a
+        // machine, behind vm.enabled), so nothing can produce desktop_disabled today; the code
+        // is kept for that gate. The day such a primitive exists, give it a case here.
+        let unreachable = [DenyCode::DesktopDisabled];
+        let mut covered: Vec<DenyCode> = cases.iter().map(|c| c.code).collect();
+        covered.extend(unreachable);
+        covered.sort();
+        let mut all = DenyCode::ALL.to_vec();
+        all.sort();
+        assert_eq!(covered, all, "one case per code, each code once");
+        for c in &cases {
+            let mut w = world(c.config);
+            w.ctx.capabilities = c
+                .grants
+                .map(|g| g.iter().map(|s| (*s).to_owned()).collect());
+            match verdict(&w, c.primitive, c.args.clone()) {
+                Verdict::Deny {
+                    gate, code, reason, ..
+                } => {
+                    assert_eq!(code, c.code, "{} {}: {reason}", c.primitive, c.args);
+                    assert_eq!(gate, c.code.gate());
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{} {}: {other:?}", c.primitive, c.args),
+            }
+        }
+    }
+
+    /// The desktop gate asks the action table which actions drive a machine, not their names:
+    /// machine actions of every class answer to vm.enabled, and desktop.enabled does not
+    /// refuse a machine's screen.
+    #[test]
+    fn machines_answer_to_vm_enabled_whatever_their_class() {
+        let off = world("[vm]\nenabled = false");
+        for (primitive, args) in [
+            ("vm_list", json!({})),
+            ("vm_start", json!({})),
+            ("vm_click", json!({"x": 1, "y": 2})),
+            ("vm_reboot", json!({})),
+        ] {
+            let action = Action::from_tool_call(primitive, args).unwrap();
+            assert_eq!(action.body(), Body::Machine);
+            let v = off.engine.evaluate(&action, &off.ctx, &FsResolver);
+            assert_eq!(code(&v), "vm_disabled", "{primitive}");
+        }
+        // Not a machine action: vm.enabled does not concern it.
+        assert_eq!(
+            code(&verdict(&off, "read_file", json!({"path": "file"}))),
+            "allow"
+        );
+        let on = world("");
+        assert!(!on.engine.config().desktop.enabled);
+        assert_eq!(
+            code(&verdict(&on, "vm_click", json!({"x": 1, "y": 2}))),
+            "allow"
+        );
+    }
+
+    /// check_path's refusals are typed and carry their context; the text is built from it.
+    #[test]
+    fn path_refusals_are_typed() {
+        let w = world("");
+        let check = |given: &str, kind| w.engine.check_path(given, kind, &w.ctx, &FsResolver);
+        match check("secret_link", AccessKind::Read) {
+            Err(PathCheckError::OutsideWalls { resolved, kind, .. }) => {
+                assert_eq!(resolved, w.base.join("outside/secret"));
+                assert_eq!(kind, AccessKind::Read);
+            }
+            other => panic!("{other:?}"),
+        }
+        match check("keys/id_ed25519", AccessKind::Read) {
+            Err(e @ PathCheckError::DeniedByPattern { .. }) => {
+                assert_eq!(e.gate(), Gate::DenyPatterns);
+                let PathCheckError::DeniedByPattern {
+                    candidate, pattern, ..
+                } = e
+                else {
+                    unreachable!()
+                };
+                // As written it matches nothing; resolved, it is inside .ssh.
+                assert_eq!(candidate, w.base.join("home/.ssh/id_ed25519"));
+                assert_eq!(pattern, "**/.ssh/**");
+            }
+            other => panic!("{other:?}"),
+        }
+        let ok = check("sub/new.txt", AccessKind::Write).unwrap();
+        assert_eq!(ok.root, w.base.join("w/a"));
+        assert_eq!(ok.resolved, w.base.join("w/a/sub/new.txt"));
+        // The nearest root admits: ~ is a write root too, but w/a is deeper.
+        let ok = check("~/notes.txt", AccessKind::Write).unwrap();
+        assert_eq!(ok.root, w.base.join("home"));
+    }
+
+    /// A symlink whose target does not exist is judged by where it points, not by its name.
+    #[test]
+    fn dangling_symlinks_are_judged_by_their_target() {
+        let w = world("");
+        symlink(w.base.join("outside/new"), w.base.join("w/a/dangling")).unwrap();
+        symlink(
+            "../../../home/.ssh/new_key",
+            w.base.join("w/a/sub/dangling_key"),
+        )
+        .unwrap();
+        symlink("nowhere/yet", w.base.join("w/a/dangling_inside")).unwrap();
+        let write = |path: &str| verdict(&w, "write_file", json!({"path": path, "content": "x"}));
+        assert_eq!(code(&write("dangling")), "path_outside_walls");
+        assert_eq!(code(&write("sub/dangling_key")), "path_denied_by_pattern");
+        assert_eq!(code(&write("dangling_inside")), "allow");
+    }
+
+    /// Roots compared by bytes only when every spelling is canonical: a resolver that answers
+    /// with trailing separators (non-canonical) gets the component comparison, and the same
+    /// verdicts.
+    #[test]
+    fn walls_hold_the_same_paths_whatever_the_spelling() {
+        struct Trailing;
+        impl PathResolver for Trailing {
+            fn resolve(&self, path: &Path) -> Result<PathBuf, ResolveError> {
+                Ok(PathBuf::from(format!(
+                    "{}/",
+                    normalize_lexically(path).display()
+                )))
+            }
+        }
+        let w = world("");
+        let b = w.base.display().to_string();
+        let text = format!("[paths]\nread = [\"{b}/ro\"]\nwrite = [\"{b}/w/a\"]\n");
+        let config = Layered::from_layers(&[(Source::File("t".into()), &text)])
+            .unwrap()
+            .config;
+        let env = Environment {
+            home: w.base.join("home"),
+            aido_home: w.base.join("home/.aido"),
+        };
+        let engine = PolicyEngine::new(&config, &env, &Trailing).unwrap();
+        assert!(!engine.roots_canonical);
+        let ctx = SessionContext::new(w.base.join("w/a"));
+        let cases: &[(&str, AccessKind, &str)] = &[
+            ("{b}/w/a/new.txt", AccessKind::Write, "allow"),
+            ("{b}/w/ab/x", AccessKind::Write, "path_outside_walls"),
+            ("{b}/ro/x", AccessKind::Read, "allow"),
+            ("{b}/ro/x", AccessKind::Write, "path_outside_walls"),
+            ("{b}/home/.aido/x", AccessKind::Read, "path_in_aido_home"),
+            ("{b}/w/a", AccessKind::Delete, "path_is_wall_root"),
+        ];
+        for (given, kind, expected) in cases {
+            let given = given.replace("{b}", &b);
+            let got = match engine.check_path(&given, *kind, &ctx, &Trailing) {
+                Ok(_) => "allow",
+                Err(e) => e.code().code(),
+            };
+            assert_eq!(got, *expected, "{given} {kind:?}");
         }
     }
 }

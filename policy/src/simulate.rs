@@ -49,18 +49,19 @@ impl PolicyEngine {
     ) -> Simulation {
         let verdict = self.evaluate(action, ctx, resolver);
         let tree_runs = verdict.is_allow();
-        let leaves = action
-            .leaves()
+        let mut found = Vec::new();
+        branch_leaves(action, String::new(), false, &mut found);
+        let leaves = found
             .into_iter()
-            .map(|(leaf, a)| {
-                let own = if leaf.ends_with("condition") {
+            .map(|leaf| {
+                let a = leaf.action;
+                let own = if leaf.is_condition {
                     // The condition of an `if` is judged as reads, without its branches.
                     self.paths_verdict(a, ctx, resolver)
                 } else {
                     self.evaluate(a, ctx, resolver)
                 };
-                let conditional =
-                    leaf.contains("then") || leaf.contains("else") || leaf.contains("fallback");
+                let conditional = leaf.conditional;
                 let (mut reads, mut writes, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
                 for access in a.touches() {
                     let shown = self
@@ -79,7 +80,7 @@ impl PolicyEngine {
                     class: a.class(),
                     verdict: own,
                     conditional,
-                    leaf,
+                    leaf: leaf.label,
                     reads,
                     writes,
                     deletes,
@@ -100,13 +101,72 @@ impl PolicyEngine {
         resolver: &dyn PathResolver,
     ) -> Verdict {
         for access in a.touches() {
-            if let Err((gate, code, reason)) =
-                self.check_path(&access.path, access.kind, ctx, resolver)
-            {
-                return Verdict::deny(gate, code, reason);
+            if let Err(refusal) = self.check_path(&access.path, access.kind, ctx, resolver) {
+                return Verdict::deny(refusal.code(), refusal.to_string());
             }
         }
         Verdict::Allow
+    }
+}
+
+/// One leaf of a tree, as [`Action::leaves`] labels it, with where it sits.
+struct BranchLeaf<'a> {
+    label: String,
+    action: &'a Action,
+    /// The own reads of a composite (an `if`'s condition), not a leaf action.
+    is_condition: bool,
+    /// Runs only on one branch: under an `if`, or as a `try`'s fallback.
+    conditional: bool,
+}
+
+/// Every leaf of `action`, depth first, in the order and with the labels of
+/// [`Action::leaves`]; which leaves are conditional comes from the tree's shape, not from
+/// their labels.
+fn branch_leaves<'a>(
+    action: &'a Action,
+    at: String,
+    conditional: bool,
+    out: &mut Vec<BranchLeaf<'a>>,
+) {
+    let children = action.children();
+    if children.is_empty() && action.class() != SideEffectClass::Composite {
+        out.push(BranchLeaf {
+            label: at,
+            action,
+            is_condition: false,
+            conditional,
+        });
+        return;
+    }
+    if !action.touches().is_empty() {
+        out.push(BranchLeaf {
+            label: join(&at, "condition"),
+            action,
+            is_condition: true,
+            conditional,
+        });
+    }
+    for (label, child) in children {
+        // Only `if` and `try` choose at run time which children run; every other composite
+        // runs all of its children (or stops at a failure, which the policy cannot know).
+        let branch = match action {
+            Action::If(_) => true,
+            Action::Try(t) => t
+                .fallback
+                .as_deref()
+                .is_some_and(|fallback| std::ptr::eq(fallback, child)),
+            _ => false,
+        };
+        branch_leaves(child, join(&at, &label), conditional || branch, out);
+    }
+}
+
+/// `at.label`, or `label` at the root.
+fn join(at: &str, label: &str) -> String {
+    if at.is_empty() {
+        label.to_owned()
+    } else {
+        format!("{at}.{label}")
     }
 }
 
@@ -168,5 +228,52 @@ mod tests {
         assert!(sim.verdict.is_deny());
         assert!(sim.leaves[0].verdict.is_allow() && !sim.leaves[0].would_execute);
         assert!(sim.leaves[1].verdict.is_deny());
+    }
+
+    /// Which leaves are conditional follows the tree, at any depth, and the leaves are the
+    /// same, in the same order, as `Action::leaves` gives.
+    #[test]
+    fn conditional_leaves_follow_the_tree() {
+        let tree = Action::from_tool_call(
+            "pipeline",
+            json!({"steps": [
+                {"type": "write_file", "path": "a", "content": ""},
+                {"type": "if", "condition": {"kind": "file_exists", "path": "c"},
+                 "then": {"type": "try", "action": {"type": "read_file", "path": "a"},
+                          "fallback": {"type": "write_file", "path": "b", "content": ""}},
+                 "else": {"type": "read_file", "path": "b"}},
+                {"type": "try", "action": {"type": "read_file", "path": "a"},
+                 "fallback": {"type": "read_file", "path": "b"}},
+                {"type": "safe_change", "steps": [{"type": "write_file", "path": "a", "content": ""}],
+                 "validate": [{"type": "validate", "path": "a", "format": "json"}]},
+            ]}),
+        )
+        .unwrap();
+        let mut found = Vec::new();
+        branch_leaves(&tree, String::new(), false, &mut found);
+        let expected = tree.leaves();
+        assert_eq!(found.len(), expected.len());
+        for (leaf, (label, action)) in found.iter().zip(&expected) {
+            assert_eq!(&leaf.label, label);
+            assert!(std::ptr::eq(leaf.action, *action), "{label}");
+        }
+        let shape: Vec<_> = found
+            .iter()
+            .map(|l| (l.label.as_str(), l.is_condition, l.conditional))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("steps[0]", false, false),
+                ("steps[1].condition", true, false),
+                ("steps[1].then.action", false, true),
+                ("steps[1].then.fallback", false, true),
+                ("steps[1].else", false, true),
+                ("steps[2].action", false, false),
+                ("steps[2].fallback", false, true),
+                ("steps[3].steps[0]", false, false),
+                ("steps[3].validate[0]", false, false),
+            ]
+        );
     }
 }

@@ -133,7 +133,11 @@ impl Walls {
         let check = self
             .policy
             .check_path(given, kind, ctx, &FsResolver)
-            .map_err(|(gate, code, reason)| FsError::Denied { gate, code, reason })?;
+            .map_err(|refusal| FsError::Denied {
+                gate: refusal.gate(),
+                code: refusal.code().code(),
+                reason: refusal.to_string(),
+            })?;
         let rel = check
             .resolved
             .strip_prefix(&check.root)
