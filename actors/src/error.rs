@@ -192,6 +192,36 @@ pub enum RuntimeError {
         /// What failed.
         why: String,
     },
+    /// The policy asks a human and this client cannot ask one (no MCP elicitation).
+    #[error("{reason}, and this client cannot ask a human (no MCP elicitation)")]
+    ConfirmUnavailable {
+        /// Why the policy asks.
+        reason: String,
+    },
+    /// The human did not approve.
+    #[error("{reason}; the human answered: {answer}")]
+    ConfirmDeclined {
+        /// Why the policy asked.
+        reason: String,
+        /// declined, cancelled or timeout.
+        answer: &'static str,
+    },
+    /// An `assert` (or a safe_change check) found its condition false.
+    #[error("{message}")]
+    AssertionFailed {
+        /// The assert's message.
+        message: String,
+    },
+    /// The session cannot hold the records one more action needs.
+    #[error(
+        "the session holds {head} of at most {max} records (records_per_session_max); start a new session"
+    )]
+    SessionFull {
+        /// Records it holds.
+        head: u64,
+        /// records_per_session_max.
+        max: u64,
+    },
 }
 
 aido_actions::coded!(RuntimeError {
@@ -209,6 +239,10 @@ aido_actions::coded!(RuntimeError {
     BlobMissing => "blob_missing",
     InvalidArguments => "invalid_arguments",
     Internal => "internal_error",
+    ConfirmUnavailable => "confirm_unavailable",
+    ConfirmDeclined => "confirm_declined",
+    AssertionFailed => "assertion_failed",
+    SessionFull => "journal_session_full",
 });
 
 impl RuntimeError {}

@@ -729,9 +729,7 @@ pub(crate) fn fetch_blobs(
             let bytes = journal
                 .blob(blob)
                 .map_err(|e| Failure::new(e.code(), e.to_string()))?
-                .ok_or_else(|| {
-                    Failure::new("blob_missing", format!("the journal has no blob {blob}"))
-                })?;
+                .ok_or_else(|| RuntimeError::BlobMissing { blob: blob.clone() })?;
             blobs.insert(blob.clone(), bytes);
         }
     }

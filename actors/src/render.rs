@@ -80,7 +80,10 @@ pub fn assert_done(
         return Ok(Outcome::from_output(json!({"holds": true})));
     }
     let message = message.unwrap_or("the condition does not hold");
-    Err(Failure::new("assertion_failed", message).with_details(json!({"condition": condition})))
+    Err(Failure::from(crate::error::RuntimeError::AssertionFailed {
+        message: message.to_owned(),
+    })
+    .with_details(json!({"condition": condition})))
 }
 
 /// The answer of simulate or policy_check (what the policy engine said) as a result.

@@ -220,19 +220,14 @@ impl Session {
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
                 if !approved {
-                    let (code, message) = match answer {
-                        ConfirmAnswer::Unavailable => (
-                            "confirm_unavailable",
-                            format!(
-                                "{reason}, and this client cannot ask a human (no MCP elicitation)"
-                            ),
-                        ),
-                        _ => (
-                            "confirm_declined",
-                            format!("{reason}; the human answered: {}", answer.name()),
-                        ),
+                    let refused = match answer {
+                        ConfirmAnswer::Unavailable => RuntimeError::ConfirmUnavailable { reason },
+                        _ => RuntimeError::ConfirmDeclined {
+                            reason,
+                            answer: answer.name(),
+                        },
                     };
-                    let failure = Failure::new(code, message)
+                    let failure = Failure::from(refused)
                         .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
                     let event = Event::ActionFailed {
                         proposal: seq,
@@ -407,13 +402,11 @@ impl Actor for SessionActor {
                 let head = shared.journal.head_seq(state.args.id).unwrap_or(u64::MAX);
                 let needed = 1 + 2 * (u64::from(state.in_flight) + 1);
                 if head.saturating_add(needed) > records_max {
-                    let _ = reply.send(Err(Failure::new(
-                        "journal_session_full",
-                        format!(
-                            "the session holds {head} of at most {records_max} records \
-                             (records_per_session_max); start a new session"
-                        ),
-                    )));
+                    let _ = reply.send(Err(RuntimeError::SessionFull {
+                        head,
+                        max: records_max,
+                    }
+                    .into()));
                     return Ok(());
                 }
                 let verdict = shared

@@ -26,3 +26,13 @@ pub(crate) mod stdio;
 pub mod tools;
 
 pub use server::{AidoServer, serve_stdio};
+
+/// Every code the MCP surface itself gives: a tools/call that never became an action, and a
+/// stdio line that is not a request aido can read.
+pub fn codes() -> Vec<&'static str> {
+    server::CallError::CODES
+        .iter()
+        .chain(stdio::LineError::CODES)
+        .copied()
+        .collect()
+}

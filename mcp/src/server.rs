@@ -123,6 +123,17 @@ impl AidoServer {
     }
 }
 
+/// Why a tools/call never became an action, beside the parser's own errors.
+#[derive(Debug)]
+pub enum CallError {
+    /// The arguments are larger than `argument_bytes_max`.
+    ArgumentsTooLarge,
+}
+
+aido_actions::coded!(CallError {
+    ArgumentsTooLarge => "arguments_too_large",
+});
+
 fn seq_meta(seq: Option<u64>) -> MetaObject {
     let mut meta = MetaObject::default();
     if let Some(seq) = seq {
@@ -289,10 +300,9 @@ impl ServerHandler for AidoServer {
                 "the arguments are {size} bytes; the limit is {} (argument_bytes_max)",
                 limits.argument_bytes_max
             );
-            let seq = session
-                .reject(&request.name, "arguments_too_large", &message)
-                .await;
-            return Ok(input_error("arguments_too_large", message, seq).into());
+            let code = CallError::ArgumentsTooLarge.code();
+            let seq = session.reject(&request.name, code, &message).await;
+            return Ok(input_error(code, message, seq).into());
         }
         let action = match Action::from_tool_call(&request.name, arguments) {
             Ok(a) => a,

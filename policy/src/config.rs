@@ -254,16 +254,11 @@ pub enum ConfigError {
     },
 }
 
-impl ConfigError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Syntax { .. } => "config_syntax",
-            Self::Shape { .. } => "config_shape",
-            Self::Value { .. } => "config_value",
-        }
-    }
-}
+aido_actions::coded!(ConfigError {
+    Syntax => "config_syntax",
+    Shape => "config_shape",
+    Value => "config_value",
+});
 
 /// The effective config and, for every leaf key, the layer it came from.
 #[derive(Clone, Debug)]

@@ -365,9 +365,8 @@ impl Player<'_> {
             && let Some(Input::Cancelled) = self.peek()
         {
             self.next += 1;
-            return Ok(Err(Fail::from(Failure::new(
-                "cancelled",
-                "the call was cancelled",
+            return Ok(Err(Fail::from(Failure::from(
+                aido_actors::RuntimeError::Cancelled,
             ))));
         }
         match action.clone().route() {

@@ -119,9 +119,11 @@ impl Snapshots {
             tracing::info!(workspace = %workspace.display(), backend = %store.backend(), why = store.why(), "snapshot store open");
             self.store = Some(store);
         }
-        self.store
-            .as_ref()
-            .ok_or_else(|| Failure::new("snapshot_io_failed", "no store"))
+        self.store.as_ref().ok_or_else(|| {
+            Failure::from(crate::error::RuntimeError::Internal {
+                why: "the snapshot store did not open".into(),
+            })
+        })
     }
 
     pub(crate) fn run(
@@ -192,10 +194,7 @@ impl Snapshots {
                 let target = check(&path, AccessKind::Write)?;
                 hook::call(Op::Write, &target.resolved);
                 let bytes = blobs.get(&blob).ok_or_else(|| {
-                    Failure::new(
-                        "blob_missing",
-                        format!("the journal has no blob {blob} for {path}"),
-                    )
+                    Failure::from(crate::error::RuntimeError::BlobMissing { blob: blob.clone() })
                 })?;
                 walls
                     .write_atomic(&target, session, bytes, true, None)

@@ -7,6 +7,7 @@ use base64::Engine;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
+use super::VmBodyError;
 use crate::fs::Executed;
 use crate::ticket::Ticket;
 
@@ -119,10 +120,9 @@ fn out(output: serde_json::Value) -> Executed {
 impl VmState {
     fn machine(&self, name: &str) -> Result<&Machine, Failure> {
         self.machines.get(name).ok_or_else(|| {
-            Failure::new(
-                "vm_not_found",
-                format!("no machine named {name:?} is running (start it with vm_start)"),
-            )
+            Failure::from(VmBodyError::NotFound {
+                why: format!("no machine named {name:?} is running (start it with vm_start)"),
+            })
         })
     }
 
@@ -139,22 +139,20 @@ impl VmState {
         self.check_new_name(vm)?;
         let memory = memory_mb.unwrap_or(128);
         if !(64..=self.args.limits.memory_mb_max).contains(&memory) {
-            return Err(Failure::new(
-                "invalid_arguments",
-                format!(
+            return Err(Failure::from(VmBodyError::InvalidArguments {
+                why: format!(
                     "memory_mb must be 64 to {} (vm.memory_mb_max)",
                     self.args.limits.memory_mb_max
                 ),
-            ));
+            }));
         }
         let framebuffer = match display.unwrap_or("text") {
             "text" => false,
             "framebuffer" => true,
             other => {
-                return Err(Failure::new(
-                    "invalid_arguments",
-                    format!("display is text or framebuffer, not {other:?}"),
-                ));
+                return Err(Failure::from(VmBodyError::InvalidArguments {
+                    why: format!("display is text or framebuffer, not {other:?}"),
+                }));
             }
         };
         let image = self.image_of(framebuffer)?;
@@ -200,9 +198,11 @@ impl VmState {
         if self.ocr.is_none() {
             self.ocr = Some(aido_vm::Ocr::start().map_err(failure)?);
         }
-        self.ocr
-            .clone()
-            .ok_or_else(|| Failure::new("vm_ocr_failed", "no OCR engine"))
+        self.ocr.clone().ok_or_else(|| {
+            Failure::from(VmBodyError::OcrFailed {
+                why: ("no OCR engine").into(),
+            })
+        })
     }
 
     fn check_new_name(&self, vm: &str) -> Result<(), Failure> {
@@ -212,23 +212,20 @@ impl VmState {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
         if !valid {
-            return Err(Failure::new(
-                "invalid_arguments",
-                "a machine name is 1 to 32 letters, digits, - or _",
-            ));
+            return Err(Failure::from(VmBodyError::InvalidArguments {
+                why: ("a machine name is 1 to 32 letters, digits, - or _").into(),
+            }));
         }
         if self.machines.contains_key(vm) {
-            return Err(Failure::new(
-                "vm_exists",
-                format!("{vm} is already running"),
-            ));
+            return Err(Failure::from(VmBodyError::Exists {
+                why: format!("{vm} is already running"),
+            }));
         }
         let max = self.args.limits.machines_max as usize;
         if self.machines.len() >= max {
-            return Err(Failure::new(
-                "vm_too_many",
-                format!("{max} machines already run (vm.machines_max)"),
-            ));
+            return Err(Failure::from(VmBodyError::TooMany {
+                why: format!("{max} machines already run (vm.machines_max)"),
+            }));
         }
         Ok(())
     }
@@ -246,14 +243,13 @@ impl VmState {
         if image.join("manifest.json").exists() {
             Ok(image)
         } else {
-            Err(Failure::new(
-                "vm_image_missing",
-                format!(
+            Err(Failure::from(VmBodyError::ImageMissing {
+                why: format!(
                     "no guest image at {}; build it with `aido vm image build{}`",
                     image.display(),
                     if framebuffer { " --framebuffer" } else { "" }
                 ),
-            ))
+            }))
         }
     }
 
@@ -267,19 +263,19 @@ impl VmState {
 
     fn remove(&mut self, vm: &str, origin: &'static str) -> Result<Machine, Failure> {
         match self.origin.get(vm) {
-            None => Err(Failure::new(
-                "vm_not_found",
-                format!("no machine named {vm:?} is running"),
-            )),
-            Some(o) if *o != origin => Err(Failure::new(
-                "vm_wrong_kind",
-                format!("{vm} was not made by {origin} (it was {o})"),
-            )),
+            None => Err(Failure::from(VmBodyError::NotFound {
+                why: format!("no machine named {vm:?} is running"),
+            })),
+            Some(o) if *o != origin => Err(Failure::from(VmBodyError::WrongKind {
+                why: format!("{vm} was not made by {origin} (it was {o})"),
+            })),
             Some(_) => {
                 self.origin.remove(vm);
-                self.machines
-                    .remove(vm)
-                    .ok_or_else(|| Failure::new("vm_not_found", vm.to_owned()))
+                self.machines.remove(vm).ok_or_else(|| {
+                    Failure::from(VmBodyError::NotFound {
+                        why: (vm.to_owned()),
+                    })
+                })
             }
         }
     }
@@ -297,10 +293,9 @@ impl VmState {
                 .map(out),
             VmAction::VmShutdown(a) => {
                 let machine = self.machines.remove(&a.vm).ok_or_else(|| {
-                    Failure::new(
-                        "vm_not_found",
-                        format!("no machine named {:?} is running", a.vm),
-                    )
+                    Failure::from(VmBodyError::NotFound {
+                        why: format!("no machine named {:?} is running", a.vm),
+                    })
                 })?;
                 machine.shutdown().await;
                 Ok(out(json!({"vm": a.vm, "stopped": true})))
@@ -364,10 +359,9 @@ impl VmState {
             VmAction::VmClick(a) => {
                 let button = a.button.as_deref().unwrap_or("left");
                 if !["left", "middle", "right"].contains(&button) {
-                    return Err(Failure::new(
-                        "invalid_arguments",
-                        "button is left, middle or right",
-                    ));
+                    return Err(Failure::from(VmBodyError::InvalidArguments {
+                        why: ("button is left, middle or right").into(),
+                    }));
                 }
                 self.machine(&a.vm)?
                     .click(a.x, a.y, button)
@@ -412,10 +406,9 @@ impl VmState {
                     .into_iter()
                     .next()
                 else {
-                    return Err(Failure::new(
-                        "vm_text_not_found",
-                        format!("{:?} is not on the screen", a.text),
-                    ));
+                    return Err(Failure::from(VmBodyError::TextNotFound {
+                        why: format!("{:?} is not on the screen", a.text),
+                    }));
                 };
                 m.click(found.center[0], found.center[1], "left")
                     .await
@@ -455,10 +448,9 @@ impl VmState {
             }
             VmAction::VmForceOff(a) => {
                 let machine = self.machines.remove(&a.vm).ok_or_else(|| {
-                    Failure::new(
-                        "vm_not_found",
-                        format!("no machine named {:?} is running", a.vm),
-                    )
+                    Failure::from(VmBodyError::NotFound {
+                        why: format!("no machine named {:?} is running", a.vm),
+                    })
                 })?;
                 machine.force_off().await;
                 Ok(out(json!({"vm": a.vm, "stopped": true, "forced": true})))
@@ -492,10 +484,9 @@ impl VmState {
             }
             VmAction::VmScroll(a) => {
                 if a.amount.unsigned_abs() > 100 {
-                    return Err(Failure::new(
-                        "invalid_arguments",
-                        "amount is -100 to 100 wheel steps",
-                    ));
+                    return Err(Failure::from(VmBodyError::InvalidArguments {
+                        why: ("amount is -100 to 100 wheel steps").into(),
+                    }));
                 }
                 self.machine(&a.vm)?
                     .scroll(a.x, a.y, a.amount)
@@ -549,10 +540,11 @@ impl VmState {
                     );
                 }
                 let entropy = self.args.entropy();
-                let pool = self
-                    .pool
-                    .as_mut()
-                    .ok_or_else(|| Failure::new("vm_pool_failed", "no pool"))?;
+                let pool = self.pool.as_mut().ok_or_else(|| {
+                    Failure::from(VmBodyError::PoolFailed {
+                        why: ("no pool").into(),
+                    })
+                })?;
                 let (clone, took) = pool.acquire(&entropy).await.map_err(failure)?;
                 let output = json!({"vm": a.vm, "acquire_ms": took.as_secs_f64() * 1000.0, "pid": clone.pid(),
                                     "accel": clone.accel(), "pool": pool.status()});
@@ -582,7 +574,9 @@ impl VmState {
             }
             VmAction::VmWait(a) => {
                 if a.ms > 60_000 {
-                    return Err(Failure::new("invalid_arguments", "ms is at most 60000"));
+                    return Err(Failure::from(VmBodyError::InvalidArguments {
+                        why: ("ms is at most 60000").into(),
+                    }));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(a.ms)).await;
                 Ok(out(json!({"waited_ms": a.ms})))

@@ -10,6 +10,7 @@ use aido_vm::{Machine, VmError};
 use base64::Engine;
 use serde_json::json;
 
+use super::VmBodyError;
 use crate::fs::Executed;
 
 /// Longest hold_key or wait.
@@ -24,7 +25,9 @@ fn failure(e: VmError) -> Failure {
 }
 
 fn missing(what: &str, action: ComputerAction) -> Failure {
-    Failure::new("invalid_arguments", format!("{action:?} needs {what}"))
+    Failure::from(VmBodyError::InvalidArguments {
+        why: format!("{action:?} needs {what}"),
+    })
 }
 
 fn image(png: &[u8]) -> Image {
@@ -37,10 +40,9 @@ fn image(png: &[u8]) -> Image {
 fn seconds(c: &Computer) -> Result<Duration, Failure> {
     let s = c.duration.ok_or_else(|| missing("duration", c.action))?;
     if !(0.0..=DURATION_S_MAX).contains(&s) {
-        return Err(Failure::new(
-            "invalid_arguments",
-            format!("duration is 0 to {DURATION_S_MAX} seconds"),
-        ));
+        return Err(Failure::from(VmBodyError::InvalidArguments {
+            why: format!("duration is 0 to {DURATION_S_MAX} seconds"),
+        }));
     }
     Ok(Duration::from_secs_f64(s))
 }
@@ -120,10 +122,9 @@ pub(crate) async fn run(m: &Machine, c: &Computer) -> Result<Executed, Failure> 
                 .scroll_amount
                 .ok_or_else(|| missing("scroll_amount", c.action))?;
             if amount > SCROLL_AMOUNT_MAX {
-                return Err(Failure::new(
-                    "invalid_arguments",
-                    format!("scroll_amount is at most {SCROLL_AMOUNT_MAX}"),
-                ));
+                return Err(Failure::from(VmBodyError::InvalidArguments {
+                    why: format!("scroll_amount is at most {SCROLL_AMOUNT_MAX}"),
+                }));
             }
             let (x, y) = here(c);
             m.move_to(x, y).await.map_err(failure)?;
@@ -166,8 +167,11 @@ pub(crate) async fn run(m: &Machine, c: &Computer) -> Result<Executed, Failure> 
         ComputerAction::Zoom => {
             let region = c.region.ok_or_else(|| missing("region", c.action))?;
             let png = m.screenshot_png().await.map_err(failure)?;
-            let part = aido_vm::image::crop_png(&png, region)
-                .map_err(|e| Failure::new("invalid_arguments", e.to_string()))?;
+            let part = aido_vm::image::crop_png(&png, region).map_err(|e| {
+                Failure::from(VmBodyError::InvalidArguments {
+                    why: (e.to_string()),
+                })
+            })?;
             images.push(image(&part));
             screenshot_after = false;
         }

@@ -1,0 +1,84 @@
+//! One code table: every stable code any part of aido can give, collected from the error
+//! enums' `CODES` (each written by `aido_actions::coded!` from the same table as its
+//! `code()`, or pinned beside it), and the README's list checked against it both ways: a
+//! code the README does not list, or a code it lists that nothing gives, fails here.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+fn every_code() -> BTreeSet<&'static str> {
+    let groups: Vec<&[&'static str]> = vec![
+        aido_actions::ParseError::CODES,
+        aido_policy::ConfigError::CODES,
+        aido_actors::RuntimeError::CODES,
+        aido_actors::RewindError::CODES,
+        aido_actors::StartError::CODES,
+        aido_actors::fs::FsError::CODES,
+        aido_actors::vm::VmBodyError::CODES,
+        aido_snapshots::SnapshotError::CODES,
+        aido_vm::VmError::CODES,
+        aido_journal::AppendError::CODES,
+        aido_journal::ReadError::CODES,
+        aido_journal::OpenError::CODES,
+    ];
+    let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
+    all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
+    all.extend(aido_mcp::codes());
+    all
+}
+
+/// The backticked codes of the README's "Error codes" section.
+fn readme_codes() -> BTreeSet<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let section = readme
+        .split("\n## Error codes")
+        .nth(1)
+        .expect("the README has an Error codes section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| {
+            !t.is_empty()
+                && t.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_readme_lists_exactly_the_codes_aido_gives() {
+    let codes = every_code();
+    let listed = readme_codes();
+    let unlisted: Vec<_> = codes.iter().filter(|c| !listed.contains(**c)).collect();
+    let stale: Vec<_> = listed
+        .iter()
+        .filter(|c| !codes.contains(c.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty() && stale.is_empty(),
+        "README's Error codes section: missing {unlisted:?}; lists codes nothing gives: {stale:?}"
+    );
+}
+
+#[test]
+fn every_enum_lists_each_code_once() {
+    for (name, codes) in [
+        ("RuntimeError", aido_actors::RuntimeError::CODES),
+        ("RewindError", aido_actors::RewindError::CODES),
+        ("FsError", aido_actors::fs::FsError::CODES),
+        ("VmBodyError", aido_actors::vm::VmBodyError::CODES),
+        ("SnapshotError", aido_snapshots::SnapshotError::CODES),
+        ("VmError", aido_vm::VmError::CODES),
+        ("AppendError", aido_journal::AppendError::CODES),
+        ("ReadError", aido_journal::ReadError::CODES),
+        ("OpenError", aido_journal::OpenError::CODES),
+    ] {
+        let unique: BTreeSet<_> = codes.iter().collect();
+        assert_eq!(unique.len(), codes.len(), "{name} lists a code twice");
+    }
+}
