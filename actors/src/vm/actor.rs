@@ -200,7 +200,7 @@ impl VmState {
         }
         self.ocr.clone().ok_or_else(|| {
             Failure::from(VmBodyError::OcrFailed {
-                why: ("no OCR engine").into(),
+                why: "no OCR engine".into(),
             })
         })
     }
@@ -213,7 +213,7 @@ impl VmState {
                 .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
         if !valid {
             return Err(Failure::from(VmBodyError::InvalidArguments {
-                why: ("a machine name is 1 to 32 letters, digits, - or _").into(),
+                why: "a machine name is 1 to 32 letters, digits, - or _".into(),
             }));
         }
         if self.machines.contains_key(vm) {
@@ -271,11 +271,9 @@ impl VmState {
             })),
             Some(_) => {
                 self.origin.remove(vm);
-                self.machines.remove(vm).ok_or_else(|| {
-                    Failure::from(VmBodyError::NotFound {
-                        why: (vm.to_owned()),
-                    })
-                })
+                self.machines
+                    .remove(vm)
+                    .ok_or_else(|| Failure::from(VmBodyError::NotFound { why: vm.to_owned() }))
             }
         }
     }
@@ -360,7 +358,7 @@ impl VmState {
                 let button = a.button.as_deref().unwrap_or("left");
                 if !["left", "middle", "right"].contains(&button) {
                     return Err(Failure::from(VmBodyError::InvalidArguments {
-                        why: ("button is left, middle or right").into(),
+                        why: "button is left, middle or right".into(),
                     }));
                 }
                 self.machine(&a.vm)?
@@ -485,7 +483,7 @@ impl VmState {
             VmAction::VmScroll(a) => {
                 if a.amount.unsigned_abs() > 100 {
                     return Err(Failure::from(VmBodyError::InvalidArguments {
-                        why: ("amount is -100 to 100 wheel steps").into(),
+                        why: "amount is -100 to 100 wheel steps".into(),
                     }));
                 }
                 self.machine(&a.vm)?
@@ -542,7 +540,7 @@ impl VmState {
                 let entropy = self.args.entropy();
                 let pool = self.pool.as_mut().ok_or_else(|| {
                     Failure::from(VmBodyError::PoolFailed {
-                        why: ("no pool").into(),
+                        why: "no pool".into(),
                     })
                 })?;
                 let (clone, took) = pool.acquire(&entropy).await.map_err(failure)?;
@@ -575,7 +573,7 @@ impl VmState {
             VmAction::VmWait(a) => {
                 if a.ms > 60_000 {
                     return Err(Failure::from(VmBodyError::InvalidArguments {
-                        why: ("ms is at most 60000").into(),
+                        why: "ms is at most 60000".into(),
                     }));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(a.ms)).await;

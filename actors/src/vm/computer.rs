@@ -167,11 +167,8 @@ pub(crate) async fn run(m: &Machine, c: &Computer) -> Result<Executed, Failure> 
         ComputerAction::Zoom => {
             let region = c.region.ok_or_else(|| missing("region", c.action))?;
             let png = m.screenshot_png().await.map_err(failure)?;
-            let part = aido_vm::image::crop_png(&png, region).map_err(|e| {
-                Failure::from(VmBodyError::InvalidArguments {
-                    why: (e.to_string()),
-                })
-            })?;
+            let part = aido_vm::image::crop_png(&png, region)
+                .map_err(|e| Failure::from(VmBodyError::InvalidArguments { why: e.to_string() }))?;
             images.push(image(&part));
             screenshot_after = false;
         }
