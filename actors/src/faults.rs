@@ -16,6 +16,53 @@ pub struct Faults {
     delay_before_start_ms: AtomicU64,
     /// Every filesystem call the body took waits this long before it finishes.
     delay_after_start_ms: AtomicU64,
+    /// Seeded faults (the simulation): the seed, 0 when off.
+    seed: AtomicU64,
+    /// Seeded: each call waits a pseudo-random 0..=this many ms before the body takes it.
+    random_delay_max_ms: AtomicU64,
+    /// Seeded: each message panics the body with this chance, per thousand.
+    random_panic_per_mille: AtomicU64,
+    /// Calls seen, the input of the seeded choices.
+    calls: AtomicU64,
+}
+
+/// A seeded fault plan, e.g. from `AIDO_FAULTS=seed=7,delay_max_ms=60,panic_per_mille=30`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The seed (choices are a pure function of it and the call count).
+    pub seed: u64,
+    /// Most delay before the body takes a call.
+    pub delay_max_ms: u64,
+    /// Chance per thousand that the body panics on a message.
+    pub panic_per_mille: u64,
+}
+
+impl Plan {
+    /// Parse `key=value` pairs separated by commas.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut plan = Plan::default();
+        for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+            let value: u64 = value.trim().parse().map_err(|e| format!("{key}: {e}"))?;
+            match key.trim() {
+                "seed" => plan.seed = value,
+                "delay_max_ms" => plan.delay_max_ms = value,
+                "panic_per_mille" => plan.panic_per_mille = value.min(1000),
+                other => return Err(format!("unknown fault {other:?}")),
+            }
+        }
+        Ok(plan)
+    }
+}
+
+/// A pseudo-random number from (seed, n): splitmix64.
+fn mix(seed: u64, n: u64) -> u64 {
+    let mut z = seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl Faults {
@@ -41,16 +88,38 @@ impl Faults {
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
+    /// Follow a seeded plan (the simulation).
+    pub fn follow(&self, plan: Plan) {
+        self.random_delay_max_ms
+            .store(plan.delay_max_ms, Ordering::SeqCst);
+        self.random_panic_per_mille
+            .store(plan.panic_per_mille, Ordering::SeqCst);
+        self.seed.store(plan.seed | 1, Ordering::SeqCst);
+    }
+
     /// Turn every knob off.
     pub fn clear(&self) {
+        self.seed.store(0, Ordering::SeqCst);
         self.panic_next.store(false, Ordering::SeqCst);
         self.panic_in_work_next.store(false, Ordering::SeqCst);
         self.delay_before_start(Duration::ZERO);
         self.delay_after_start(Duration::ZERO);
     }
 
+    /// The next seeded choice, if a plan is followed.
+    fn roll(&self) -> Option<u64> {
+        match self.seed.load(Ordering::SeqCst) {
+            0 => None,
+            seed => Some(mix(seed, self.calls.fetch_add(1, Ordering::SeqCst))),
+        }
+    }
+
     pub(crate) fn take_panic(&self) -> bool {
-        self.panic_next.swap(false, Ordering::SeqCst)
+        if self.panic_next.swap(false, Ordering::SeqCst) {
+            return true;
+        }
+        let chance = self.random_panic_per_mille.load(Ordering::SeqCst);
+        chance > 0 && self.roll().is_some_and(|r| r % 1000 < chance)
     }
 
     pub(crate) fn take_panic_in_work(&self) -> bool {
@@ -58,7 +127,11 @@ impl Faults {
     }
 
     pub(crate) fn before_start(&self) -> Option<Duration> {
-        match self.delay_before_start_ms.load(Ordering::SeqCst) {
+        let random = match self.random_delay_max_ms.load(Ordering::SeqCst) {
+            0 => 0,
+            max => self.roll().map_or(0, |r| r % (max + 1)),
+        };
+        match self.delay_before_start_ms.load(Ordering::SeqCst) + random {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
         }

@@ -43,6 +43,6 @@ pub mod vm;
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
 pub use executor::{RewindPlan, rewind_cut, rewind_plan};
-pub use faults::Faults;
+pub use faults::{Faults, Plan as FaultPlan};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Session};

@@ -532,6 +532,14 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     })
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    // Seeded fault injection for the simulation test (tests/simulation.rs): slow and
+    // panicking bodies. It can make aido slower or fail calls, never skip a check.
+    if let Some(plan) = std::env::var_os("AIDO_FAULTS") {
+        let plan = aido_actors::FaultPlan::parse(&plan.to_string_lossy())
+            .map_err(|e| anyhow::anyhow!("AIDO_FAULTS: {e}"))?;
+        tracing::warn!(?plan, "AIDO_FAULTS: injecting seeded faults");
+        runtime.faults().follow(plan);
+    }
     let runtime = Arc::new(runtime);
     let control = if runtime.policy().config().vm.enabled && runtime.policy().config().vm.live_view
     {

@@ -65,8 +65,14 @@ pub struct Mcp {
 
 impl Mcp {
     pub fn start(h: &Home, client: &str) -> Self {
+        Self::start_with(h, client, &[])
+    }
+
+    /// Start with extra environment variables (e.g. `AIDO_FAULTS`).
+    pub fn start_with(h: &Home, client: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(AIDO)
             .arg("mcp")
+            .envs(env.iter().copied())
             .env("HOME", &h.home)
             .env("AIDO_HOME", &h.aido_home)
             .stdin(Stdio::piped())
