@@ -47,6 +47,14 @@ pub enum RewindError {
         /// The seq.
         seq: u64,
     },
+    /// `before_seq` names a rewind: the state before it is on the branch it abandoned.
+    #[error(
+        "seq {seq} is a rewind; the state before it lies on the branch it abandoned, which a rewind cannot return to yet (rewind to_seq an action on the live timeline instead)"
+    )]
+    UndoOfRewind {
+        /// The rewind's seq.
+        seq: u64,
+    },
     /// Undoing a change whose previous contents the journal did not keep.
     #[error(
         "the change at seq {seq} to {path} kept no previous contents, so it cannot be undone; rewind to a snapshot taken before it"
@@ -69,6 +77,7 @@ aido_actions::coded!(RewindError {
     TargetInvalid => "rewind_target_invalid",
     TargetAbandoned => "rewind_target_abandoned",
     TargetRunning => "rewind_target_running",
+    UndoOfRewind => "rewind_undo_of_rewind",
     NotKept => "rewind_not_kept",
     NeedsSnapshot => "rewind_needs_snapshot",
 });
@@ -78,6 +87,7 @@ impl RewindError {
         match self {
             Self::TargetAbandoned { seq }
             | Self::TargetRunning { seq }
+            | Self::UndoOfRewind { seq }
             | Self::NeedsSnapshot { seq } => Some(serde_json::json!({"seq": seq})),
             Self::NotKept { seq, path } => Some(serde_json::json!({"seq": seq, "path": path})),
             Self::TargetInvalid { .. } => None,

@@ -809,6 +809,11 @@ pub fn rewind_cut(
             proposal,
             &format!("before_seq {named} does not name an action's proposal"),
         )),
+        // The record before it is on a branch an earlier rewind abandoned: the action is that
+        // rewind, and the state before it lies on the branch, not on the live timeline.
+        RewindTarget::Undo(n) if gone.contains_key(&(n - 1)) => {
+            Err(RewindError::UndoOfRewind { seq: n }.into())
+        }
         RewindTarget::Undo(n) => Ok(n - 1),
         RewindTarget::Keep(n) if !is_action || refused => Ok(n),
         RewindTarget::Keep(n) => records
