@@ -258,6 +258,14 @@ impl Session {
             hooks: &hooks,
         };
         let result = executor.exec(&action, String::new()).await;
+        // The outcome of an action that changed nothing is answered once it is written to the
+        // journal's tail (it survives kill -9), unless every record is to be flushed.
+        let changes_nothing = action
+            .leaves()
+            .iter()
+            .all(|(_, leaf)| !leaf.class().mutates());
+        let written = changes_nothing
+            && shared.policy.config().journal.sync == aido_policy::config::Sync::Mutations;
         let duration_ms = shared.clock.now_ms().saturating_sub(started);
         match result {
             Ok(mut done) => {
@@ -268,7 +276,7 @@ impl Session {
                     outcome: done.outcome.clone(),
                     duration_ms,
                 };
-                self.journal(event, done.blobs)
+                self.journal_outcome(event, done.blobs, written)
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
                 crate::recovery::Recovery::clear(shared, self.id, seq);
@@ -286,7 +294,7 @@ impl Session {
                     inputs,
                     duration_ms,
                 };
-                self.journal(event, failed.partial.blobs)
+                self.journal_outcome(event, failed.partial.blobs, written)
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
                 crate::recovery::Recovery::clear(shared, self.id, seq);
@@ -300,6 +308,26 @@ impl Session {
         self.shared
             .journal
             .append_with_blobs(self.id, now, event, blobs)
+            .await
+            .map(|a| a.seq)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))
+    }
+
+    /// Journal an action's outcome: durable (flushed), or for an action that changed nothing
+    /// and `written`, once it is in the journal's tail.
+    async fn journal_outcome(
+        &self,
+        event: Event,
+        blobs: Vec<(String, Vec<u8>)>,
+        written: bool,
+    ) -> Result<u64, Failure> {
+        if !written {
+            return self.journal(event, blobs).await;
+        }
+        let now = self.shared.clock.now_ms();
+        self.shared
+            .journal
+            .append_written(self.id, now, event, blobs)
             .await
             .map(|a| a.seq)
             .map_err(|e| Failure::new(e.code(), e.to_string()))
@@ -418,6 +446,7 @@ impl Actor for SessionActor {
                 // then covers the proposal too (records are written in order), so a read costs
                 // one flush instead of two.
                 let read_only = verdict.is_allow()
+                    && shared.policy.config().journal.sync == aido_policy::config::Sync::Mutations
                     && action
                         .leaves()
                         .iter()

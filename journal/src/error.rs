@@ -9,6 +9,15 @@ pub enum OpenError {
         /// sled's error.
         source: sled::Error,
     },
+    /// The tail (what the last writer wrote and did not flush) could not be read, replayed
+    /// or opened.
+    #[error("cannot replay or open the journal's tail {path}: {source}")]
+    Tail {
+        /// The tail file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// Another aido process holds this journal.
     #[error("the journal at {path} is held by another aido process")]
     Locked {
@@ -44,6 +53,7 @@ pub enum OpenError {
 aido_actions::coded!(OpenError {
     Storage => "journal_open_failed",
     Locked => "journal_locked",
+    Tail => "journal_tail_failed",
     Copy => "journal_copy_failed",
     Unreadable => "journal_dir_unreadable",
     WriterStart => "journal_writer_start_failed",

@@ -203,9 +203,25 @@ impl Journal {
         queue_records_max: usize,
     ) -> Result<Self, OpenError> {
         let trees = Arc::new(open_trees(path)?);
+        let tail_err = |source: std::io::Error| OpenError::Tail {
+            path: path.join(crate::tail::TAIL_FILE).display().to_string(),
+            source,
+        };
+        // What the last writer wrote and did not flush (it was killed) goes back first.
+        let restored = crate::tail::replay(path, &trees.records, &trees.sessions, &trees.blobs)
+            .map_err(tail_err)?;
+        if restored > 0 {
+            trees
+                .db
+                .flush()
+                .map_err(|e| tail_err(std::io::Error::other(e.to_string())))?;
+        }
+        let tail = crate::tail::Tail::open(path).map_err(tail_err)?;
+        let mut tail = tail;
+        tail.empty().map_err(tail_err)?;
         let (sender, receiver) = flume::bounded(queue_records_max.max(1));
         let state = Arc::new(WriterState::default());
-        let writer = Writer::new(trees.clone(), limits, mode, state.clone());
+        let writer = Writer::new(trees.clone(), limits, mode, state.clone(), Some(tail));
         let handle = writer
             .spawn(receiver)
             .map_err(|source| OpenError::WriterStart {
@@ -237,7 +253,16 @@ impl Journal {
                 };
                 let scratch = tempfile::tempdir().map_err(copy_err)?;
                 copy_dir(path, scratch.path()).map_err(copy_err)?;
-                (open_trees(scratch.path())?, Some(scratch))
+                let trees = open_trees(scratch.path())?;
+                // The copy's tail holds what the live writer has written but not flushed.
+                crate::tail::replay(
+                    scratch.path(),
+                    &trees.records,
+                    &trees.sessions,
+                    &trees.blobs,
+                )
+                .map_err(copy_err)?;
+                (trees, Some(scratch))
             }
             Err(e) => return Err(e),
         };
@@ -402,6 +427,51 @@ impl Journal {
         let command = self.command(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
         self.submit(command).await?;
         rx.await.map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// Append a record (with the blobs its event names, as [`Journal::append_with_blobs`]) and
+    /// wait until it is written to the tail: it survives kill -9 of aido from then on, and is
+    /// durable (survives a power loss) at the next flush, at most
+    /// [`LAZY_FLUSH_MS`](crate::LAZY_FLUSH_MS) later. For the records of actions that change
+    /// nothing; a mutation's records use [`Journal::append_with_blobs`].
+    ///
+    /// # Cancel safety
+    /// As [`Journal::append`].
+    pub async fn append_written(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+        blobs: Vec<(String, Vec<u8>)>,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut command = self.command(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
+        let Command::Append { durable, .. } = &mut command;
+        *durable = false;
+        self.submit(command).await?;
+        rx.await.map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// As [`Journal::append_written`], blocking the thread. Not for async contexts.
+    pub fn append_written_blocking(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let mut command = self.command(
+            session,
+            time_ms,
+            &event,
+            Vec::new(),
+            None,
+            Reply::Blocking(tx),
+        )?;
+        let Command::Append { durable, .. } = &mut command;
+        *durable = false;
+        self.submit_blocking(command)?;
+        rx.recv().map_err(|_| AppendError::WriterGone)?
     }
 
     /// Append a record and return as soon as its seq is assigned, before it is durable; await

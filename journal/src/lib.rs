@@ -36,6 +36,8 @@ pub mod dir;
 pub mod error;
 /// Records, events and session ids.
 pub mod record;
+/// What was written since the last flush, so kill -9 cannot lose it.
+mod tail;
 /// Which records are on the current timeline after rewinds.
 pub mod timeline;
 /// The group-committing writer thread.
@@ -50,3 +52,4 @@ pub use journal::{
     VerifyReport,
 };
 pub use record::{Event, FORMAT_VERSION, Record, SessionId};
+pub use writer::LAZY_FLUSH_MS;

@@ -40,8 +40,9 @@ pub(crate) static HELD: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::n
 /// Most records one group commit takes from the queue.
 const BATCH_RECORDS_MAX: usize = 4096;
 
-/// Longest a written but unflushed record waits for a flush when nothing else arrives.
-const LAZY_FLUSH_MS: u64 = 20;
+/// Longest a written but unflushed record waits for a flush (it is in the tail meanwhile, so
+/// only a power loss in this window can lose it).
+pub const LAZY_FLUSH_MS: u64 = 20;
 
 type Ack = (Reply, Result<Appended, AppendError>);
 
@@ -82,8 +83,8 @@ pub(crate) enum Command {
         /// Told the seq as soon as it is assigned, before the batch is durable.
         sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
         /// Whether this record needs a flush of its own. A record that does not is written
-        /// at once and made durable by the next flush (the next durable record, or
-        /// [`LAZY_FLUSH_MS`] of quiet), and acknowledged then.
+        /// to the tail at once and acknowledged then (it survives kill -9 of aido), and made
+        /// durable by the next flush (the next durable record, or [`LAZY_FLUSH_MS`] later).
         durable: bool,
         reply: Reply,
     },
@@ -99,9 +100,13 @@ pub(crate) struct Writer {
     /// reached the disk is unknown, and refusing keeps the promise that a durable record
     /// implies every earlier one is durable too.
     poisoned: Option<String>,
-    /// Written, not yet flushed, not yet acknowledged.
+    /// Written, not yet flushed, not yet acknowledged (only without a tail).
     waiting: Vec<Ack>,
     state: Arc<WriterState>,
+    /// Where written but unflushed batches go, so kill -9 cannot lose them.
+    tail: Option<crate::tail::Tail>,
+    /// Since when something written is not flushed.
+    dirty_since: Option<std::time::Instant>,
 }
 
 impl Writer {
@@ -110,6 +115,7 @@ impl Writer {
         limits: Limits,
         mode: CommitMode,
         state: Arc<WriterState>,
+        tail: Option<crate::tail::Tail>,
     ) -> Self {
         Self {
             trees,
@@ -119,6 +125,8 @@ impl Writer {
             poisoned: None,
             waiting: Vec::new(),
             state,
+            tail,
+            dirty_since: None,
         }
     }
 
@@ -156,19 +164,22 @@ impl Writer {
             self.state
                 .queue_records_peak
                 .fetch_max(receiver.len(), Ordering::Relaxed);
-            let first = if self.waiting.is_empty() {
-                match receiver.recv() {
+            let lazy = std::time::Duration::from_millis(LAZY_FLUSH_MS);
+            let first = match (self.waiting.is_empty(), self.dirty_since) {
+                (true, None) => match receiver.recv() {
                     Ok(c) => c,
                     Err(_) => break,
-                }
-            } else {
-                match receiver.recv_timeout(std::time::Duration::from_millis(LAZY_FLUSH_MS)) {
-                    Ok(c) => c,
-                    Err(flume::RecvTimeoutError::Timeout) => {
-                        self.settle(Vec::new(), true);
-                        continue;
+                },
+                (_, since) => {
+                    let wait = since.map_or(lazy, |t| lazy.saturating_sub(t.elapsed()));
+                    match receiver.recv_timeout(wait) {
+                        Ok(c) => c,
+                        Err(flume::RecvTimeoutError::Timeout) => {
+                            self.settle(Vec::new(), true);
+                            continue;
+                        }
+                        Err(flume::RecvTimeoutError::Disconnected) => break,
                     }
-                    Err(flume::RecvTimeoutError::Disconnected) => break,
                 }
             };
             let mut batch = vec![first];
@@ -192,13 +203,24 @@ impl Writer {
         }
         let mut all = std::mem::take(&mut self.waiting);
         all.extend(acks);
-        if all.is_empty() {
+        if all.is_empty() && self.dirty_since.is_none() {
             return;
         }
         match self.trees.db.flush() {
-            Ok(_) => all
-                .into_iter()
-                .for_each(|(reply, result)| reply.send(result)),
+            Ok(_) => {
+                self.dirty_since = None;
+                // Everything the tail holds is durable in sled now.
+                if let Some(tail) = self.tail.as_mut()
+                    && let Err(e) = tail.empty()
+                {
+                    tracing_poison(&format!(
+                        "cannot empty the tail {} ({e}); it is replayed again at the next open",
+                        tail.path().display()
+                    ));
+                }
+                all.into_iter()
+                    .for_each(|(reply, result)| reply.send(result));
+            }
             Err(e) => self.fail(all, e.to_string()),
         }
     }
@@ -281,6 +303,9 @@ impl Writer {
         let mut sessions = sled::Batch::default();
         let mut staged: HashMap<SessionId, (u64, [u8; 32])> = HashMap::new();
         let mut acks: Vec<Ack> = Vec::with_capacity(batch.len());
+        // Acknowledged once the batch is in the tail, without waiting for a flush.
+        let mut written_acks: Vec<Ack> = Vec::new();
+        let mut frames = crate::tail::Frames::default();
         // Seqs told early, once the batch is written (readable) but before it is flushed.
         let mut early = Vec::new();
         let mut blob_error = None;
@@ -293,8 +318,9 @@ impl Writer {
                 session_meta,
                 sequenced,
                 reply,
-                durable: _,
+                durable,
             } = command;
+            let at_once = !durable && self.tail.is_some() && self.mode == CommitMode::Group;
             #[cfg(test)]
             if time_ms == PANIC_TIME_MS {
                 panic!("a test asked the journal writer to panic");
@@ -330,6 +356,9 @@ impl Writer {
                 if let Err(e) = self.trees.blobs.put(&hash, &bytes) {
                     blob_error = Some(e.to_string());
                 }
+                if self.tail.is_some() {
+                    frames.blob(&hash, &bytes);
+                }
             }
             let mut bytes = format!(
                 "{{\"v\":{FORMAT_VERSION},\"session\":\"{session}\",\"seq\":{seq},\"time_ms\":{time_ms},\"prev\":\"{}\",",
@@ -357,21 +386,32 @@ impl Writer {
                 head.map(|(_, hash)| hash) == Some(prev),
                 "session {session}: seq {seq} does not name the head's hash"
             );
-            records.insert(&key(session, seq)[..], value);
             if let Some(meta) = session_meta {
+                if self.tail.is_some() {
+                    frames.session(session.as_bytes(), meta.as_bytes());
+                }
                 sessions.insert(&session.as_bytes()[..], meta.into_bytes());
             }
+            if self.tail.is_some() {
+                frames.record(&key(session, seq), &value);
+            }
+            records.insert(&key(session, seq)[..], value);
             staged.insert(session, (seq, hash));
             if let Some(tx) = sequenced {
                 early.push((tx, seq));
             }
-            acks.push((
+            let ack = (
                 reply,
                 Ok(Appended {
                     seq,
                     hash: hex::encode(hash),
                 }),
-            ));
+            );
+            if at_once {
+                written_acks.push(ack);
+            } else {
+                acks.push(ack);
+            }
         }
         let written = match blob_error {
             Some(message) => Err(message),
@@ -381,19 +421,33 @@ impl Writer {
                 .apply_batch(sessions)
                 .and_then(|_| self.trees.records.apply_batch(records))
                 .map_err(|e| e.to_string()),
-        };
+        }
+        .and_then(|()| match self.tail.as_mut() {
+            // Handed to the kernel before anything of this batch is acknowledged.
+            Some(tail) => tail
+                .write(&frames)
+                .map_err(|e| format!("writing the tail: {e}")),
+            None => Ok(()),
+        });
         match written {
             Ok(()) => {
                 self.heads.extend(staged);
+                if !frames.is_empty() && self.dirty_since.is_none() {
+                    self.dirty_since = Some(std::time::Instant::now());
+                }
                 for (tx, seq) in early {
                     let _ = tx.send(seq);
                 }
+                written_acks
+                    .into_iter()
+                    .for_each(|(reply, result)| reply.send(result));
                 self.settle(acks, flush);
             }
             Err(message) => {
                 // Nothing in this batch is acknowledged, and nothing after it will be.
                 let mut all = std::mem::take(&mut self.waiting);
                 all.extend(acks);
+                all.extend(written_acks);
                 self.fail(all, message);
             }
         }

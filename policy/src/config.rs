@@ -55,6 +55,14 @@ workspace = ""
 # auto | btrfs_subvolume | reflink | copy (auto picks the best the workspace supports).
 backend = "auto"
 
+[journal]
+# When records are made durable. "mutations": an action that can change the world runs only
+# after its proposal is flushed, and is answered only after its outcome is; the records of
+# actions that change nothing are answered once written to the journal's tail (they survive
+# kill -9 of aido; a power loss can cost the last 20 ms of them). "every_record": every record
+# is flushed before anything goes on (a power loss costs nothing acknowledged; reads are slower).
+sync = "mutations"
+
 [limits]
 # Largest tools/call arguments, in bytes.
 argument_bytes_max = 8388608
@@ -108,8 +116,29 @@ pub struct Config {
     pub snapshots: Snapshots,
     /// Contained machines.
     pub vm: Vm,
+    /// When records are durable.
+    pub journal: JournalConfig,
     /// Named limits.
     pub limits: Limits,
+}
+
+/// `[journal]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalConfig {
+    /// See [`Sync`].
+    pub sync: Sync,
+}
+
+/// When records are made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sync {
+    /// Mutations are write-ahead and flushed; records of actions that change nothing are
+    /// written to the tail (they survive kill -9; a power loss can cost the last few ms).
+    Mutations,
+    /// Every record is flushed before it is acknowledged.
+    EveryRecord,
 }
 
 /// `[paths]`.

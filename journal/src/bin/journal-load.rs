@@ -2,7 +2,10 @@
 //! journal takes them and prints `acked SESSION SEQ` for each acknowledgement, so the parent
 //! knows exactly which records it was promised before it kills this process.
 //!
-//! Usage: journal-load DIR THREADS
+//! Usage: journal-load DIR THREADS [written]
+//!
+//! With `written`, odd-numbered threads append records that are acknowledged once written to
+//! the journal's tail (not flushed), as the records of actions that change nothing are.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -27,6 +30,7 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let written = args.get(3).is_some_and(|a| a == "written");
     let stdout = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let workers: Vec<_> = (0..threads)
         .map(|t| {
@@ -44,7 +48,12 @@ fn main() {
                         format!("{n}")
                     };
                     let event = Event::SessionEnded { reason };
-                    match journal.append_blocking(session, n, event) {
+                    let appended = if written && t % 2 == 1 {
+                        journal.append_written_blocking(session, n, event)
+                    } else {
+                        journal.append_blocking(session, n, event)
+                    };
+                    match appended {
                         Ok(a) => {
                             if let Ok(mut out) = stdout.lock() {
                                 let _ = writeln!(out, "acked {session} {}", a.seq);
