@@ -1361,3 +1361,24 @@ async fn a_body_that_keeps_crashing_is_stopped_and_the_rest_serves() {
         .unwrap();
     assert_eq!(ran.outcome.output["count"], 2);
 }
+
+/// Found by simulation seed 30: a rewind whose plan restores a snapshot and redoes a write,
+/// its trashing and a later restore of the same snapshot must end as that restore did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_redoing_a_trash_and_a_restore_ends_as_the_restore_did() {
+    let w = world("").await;
+    let taken = w.ok("create_snapshot", json!({})).await;
+    let id = taken["snapshot"].as_str().unwrap().to_owned();
+    w.ok(
+        "write_file",
+        json!({"path": "n2/deep0/f.txt", "content": "deep\n", "create_parents": true}),
+    )
+    .await;
+    w.ok("move_to_trash", json!({"path": "n2/deep0/f.txt"}))
+        .await;
+    w.ok("restore_snapshot", json!({"snapshot": id})).await;
+    let after_restore = tree(&w.p(""));
+    let (seq, _) = w.seq_ok("random_bytes", json!({"count": 1})).await;
+    let out = w.ok("rewind", json!({"before_seq": seq})).await;
+    assert_eq!(tree(&w.p("")), after_restore, "{out}");
+}

@@ -13,8 +13,10 @@
 //! AIDO_SIM_SEEDS=200 AIDO_SIM_STEPS=60 cargo test -p aido --test simulation  # a long run
 //! ```
 //!
-//! CI runs the fixed seeds 1 to `CI_SEEDS` and the `REGRESSION_SEEDS`. Not simulated yet (see issue 8's note): a kill -9
-//! in the middle of a plain write, between its rename and its outcome record.
+//! CI runs the fixed seeds 1 to `CI_SEEDS` and the `REGRESSION_SEEDS`. Not simulated yet (see
+//! issue 8's note): a kill -9 in the middle of a plain write, between its rename and its
+//! outcome record; the trash after a session's first snapshot. A kill lands at a seeded delay
+//! after a call is sent, so where exactly it lands can vary from run to run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -299,7 +301,11 @@ impl Sim {
                 let path = file(&mut self.rng);
                 self.call("edit_file", json!({"path": path, "old_string": "v", "new_string": "w", "replace_all": true}));
             }
-            44..=47 => {
+            // The trash is outside the workspace: snapshot-based rewinds and restores leave it
+            // as it is, so the journal cannot name what a later restore_from_trash brings back
+            // (a known gap, see issue 8's note). The trash is used before a session's first
+            // snapshot only.
+            44..=47 if self.snapshots.is_empty() => {
                 if let Some(path) = self.rng.pick(&self.created).cloned() {
                     let r = self.call("move_to_trash", json!({"path": path}));
                     if r["result"]["isError"] == false {
@@ -307,7 +313,7 @@ impl Sim {
                     }
                 }
             }
-            48..=50 => {
+            48..=50 if self.snapshots.is_empty() => {
                 if let Some(path) = self.rng.pick(&self.trashed).cloned() {
                     self.call("restore_from_trash", json!({"path": path}));
                 }
