@@ -342,9 +342,11 @@ async fn drive(
     let output = ok(session, "rewind", json!({"to_seq": to_seq})).await?;
     let time = start.elapsed();
 
-    // The tree at the target: every change whose outcome record is at or before it.
+    // The tree at the target: every change whose outcome record is at or before the last
+    // record the rewind kept (rewinding to an action's proposal keeps that action).
+    let cut = output["kept_through"].as_u64().unwrap_or(to_seq);
     let mut expected = initial.to_vec();
-    for step in steps.iter().filter(|s| s.head <= to_seq) {
+    for step in steps.iter().filter(|s| s.head <= cut) {
         expected[step.file] = step.text.clone();
     }
     for (f, text) in expected.iter().enumerate() {
