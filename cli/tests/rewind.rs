@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::{AIDO, Mcp, home, session_of, stdout};
@@ -162,14 +162,17 @@ fn an_agent_rewinds_and_a_person_can_follow_verify_and_replay_it() {
     );
 }
 
-#[test]
-fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_says_which() {
-    let h = home();
+/// A copy-backend workspace of 3000 files, an aido serving it as `client`, a snapshot of it,
+/// and every file changed since: (workspace, aido, snapshot id, the tree at the snapshot).
+fn three_thousand_files_changed_since_a_snapshot(
+    h: &common::Home,
+    client: &str,
+) -> (PathBuf, Mcp, String, BTreeMap<String, String>) {
     let ws = h.workspace("big", "[snapshots]\nbackend = \"copy\"\n");
     for i in 0..3000 {
         std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
     }
-    let mut mcp = Mcp::start(&h, "crashy");
+    let mut mcp = Mcp::start(h, client);
     let snap = mcp.call("create_snapshot", json!({}));
     let snapshot = snap["result"]["structuredContent"]["snapshot"]
         .as_str()
@@ -179,6 +182,14 @@ fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_
     for i in 0..3000 {
         std::fs::write(ws.join(format!("f{i:04}.txt")), format!("changed {i}\n")).unwrap();
     }
+    (ws, mcp, snapshot, original)
+}
+
+#[test]
+fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_says_which() {
+    let h = home();
+    let (ws, mut mcp, snapshot, original) =
+        three_thousand_files_changed_since_a_snapshot(&h, "crashy");
     let changed = tree(&ws);
     // Ask for the restore and kill aido in the middle of it: once its marker is on disk and
     // the first file is back.
@@ -401,19 +412,7 @@ fn kill_9_during_a_rewind_is_finished_at_the_next_start() {
 #[test]
 fn a_second_aido_never_finishes_another_ones_restore() {
     let h = home();
-    let ws = h.workspace("big", "[snapshots]\nbackend = \"copy\"\n");
-    for i in 0..3000 {
-        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
-    }
-    let mut first = Mcp::start(&h, "first");
-    let snap = first.call("create_snapshot", json!({}));
-    let snapshot = snap["result"]["structuredContent"]["snapshot"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    for i in 0..3000 {
-        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("changed {i}\n")).unwrap();
-    }
+    let (_ws, mut first, snapshot, _) = three_thousand_files_changed_since_a_snapshot(&h, "first");
     first.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                       "params": {"name": "restore_snapshot", "arguments": {"snapshot": snapshot}}}));
     let marker_dir = h.aido_home.join("journal/main.recovery");

@@ -436,6 +436,15 @@ fn warm_clones_come_from_the_pool_each_with_its_own_identity() {
     mcp.close();
 }
 
+/// The default machine's screen text.
+fn screen_text(mcp: &mut Mcp) -> String {
+    let screen = mcp.call("vm_screenshot", json!({}));
+    screen["result"]["structuredContent"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// With the default machine running: a screen and a file, a workspace snapshot that takes the
 /// machine along, both changed, then a session rewind to the snapshot brings both back; both
 /// changed again, and a restore_snapshot brings both back too.
@@ -476,11 +485,7 @@ fn snapshot_change_and_rewind(mcp: &mut Mcp, ws: &std::path::Path) {
         json!(["default"])
     );
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "one");
-    let screen = mcp.call("vm_screenshot", json!({}));
-    let text = screen["result"]["structuredContent"]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let text = screen_text(mcp);
     assert!(
         text.contains("one-1") && !text.contains("two-2"),
         "the machine's screen went back too: {text}"
@@ -501,11 +506,7 @@ fn snapshot_change_and_rewind(mcp: &mut Mcp, ws: &std::path::Path) {
         "{restored}"
     );
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "one");
-    let screen = mcp.call("vm_screenshot", json!({}));
-    let text = screen["result"]["structuredContent"]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let text = screen_text(mcp);
     assert!(
         text.contains("one-1") && !text.contains("three-3"),
         "restore_snapshot put the machine's screen back too: {text}"
