@@ -260,12 +260,7 @@ impl Session {
         let result = executor.exec(&action, String::new()).await;
         // The outcome of an action that changed nothing is answered once it is written to the
         // journal's tail (it survives kill -9), unless every record is to be flushed.
-        let changes_nothing = action
-            .leaves()
-            .iter()
-            .all(|(_, leaf)| !leaf.class().mutates());
-        let written = changes_nothing
-            && shared.policy.config().journal.sync == aido_policy::config::Sync::Mutations;
+        let written = written_only(shared, &action);
         let duration_ms = shared.clock.now_ms().saturating_sub(started);
         match result {
             Ok(mut done) => {
@@ -303,32 +298,26 @@ impl Session {
         }
     }
 
+    /// Journal a record of this session, durable (flushed) before this returns.
     async fn journal(&self, event: Event, blobs: Vec<(String, Vec<u8>)>) -> Result<u64, Failure> {
-        let now = self.shared.clock.now_ms();
-        self.shared
-            .journal
-            .append_with_blobs(self.id, now, event, blobs)
-            .await
-            .map(|a| a.seq)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))
+        self.journal_outcome(event, blobs, false).await
     }
 
-    /// Journal an action's outcome: durable (flushed), or for an action that changed nothing
-    /// and `written`, once it is in the journal's tail.
+    /// Journal a record: durable (flushed), or with `written` (the outcome of an action that
+    /// changed nothing) once it is in the journal's tail.
     async fn journal_outcome(
         &self,
         event: Event,
         blobs: Vec<(String, Vec<u8>)>,
         written: bool,
     ) -> Result<u64, Failure> {
-        if !written {
-            return self.journal(event, blobs).await;
-        }
-        let now = self.shared.clock.now_ms();
-        self.shared
-            .journal
-            .append_written(self.id, now, event, blobs)
-            .await
+        let (journal, now) = (&self.shared.journal, self.shared.clock.now_ms());
+        let appended = if written {
+            journal.append_written(self.id, now, event, blobs).await
+        } else {
+            journal.append_with_blobs(self.id, now, event, blobs).await
+        };
+        appended
             .map(|a| a.seq)
             .map_err(|e| Failure::new(e.code(), e.to_string()))
     }
@@ -361,6 +350,16 @@ impl Session {
             .await;
         self.actor.stop(Some(reason.to_owned()));
     }
+}
+
+/// Whether the records of `action` are acknowledged once written to the journal's tail rather
+/// than flushed: it changes nothing (no leaf can change the world) and the config allows it.
+fn written_only(shared: &Shared, action: &Action) -> bool {
+    shared.policy.config().journal.sync == aido_policy::config::Sync::Mutations
+        && action
+            .leaves()
+            .iter()
+            .all(|(_, leaf)| !leaf.class().mutates())
 }
 
 /// Sends Release when dropped, so every exit path frees the admission slot.
@@ -445,12 +444,7 @@ impl Actor for SessionActor {
                 // soon as its proposal has a seq; its outcome record's durable acknowledgement
                 // then covers the proposal too (records are written in order), so a read costs
                 // one flush instead of two.
-                let read_only = verdict.is_allow()
-                    && shared.policy.config().journal.sync == aido_policy::config::Sync::Mutations
-                    && action
-                        .leaves()
-                        .iter()
-                        .all(|(_, leaf)| !leaf.class().mutates());
+                let read_only = verdict.is_allow() && written_only(shared, &action);
                 let event = Event::ActionProposed {
                     action: *action,
                     verdict: verdict.clone(),

@@ -46,6 +46,26 @@ pub enum CommitMode {
     PerRecord,
 }
 
+/// When the writer acknowledges a record.
+enum Ack {
+    /// After a flush.
+    Flushed,
+    /// Once written to the tail.
+    Written,
+    /// Its seq as soon as it is assigned, then as [`Ack::Written`].
+    Sequenced(tokio::sync::oneshot::Sender<u64>),
+}
+
+impl Ack {
+    fn of(durable: bool) -> Self {
+        if durable {
+            Self::Flushed
+        } else {
+            Self::Written
+        }
+    }
+}
+
 /// A record that is on disk.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Appended {
@@ -296,9 +316,14 @@ impl Journal {
         time_ms: u64,
         event: &Event,
         extra: Vec<(String, Vec<u8>)>,
-        sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
+        ack: Ack,
         reply: Reply,
     ) -> Result<Command, AppendError> {
+        let (durable, sequenced) = match ack {
+            Ack::Flushed => (true, None),
+            Ack::Written => (false, None),
+            Ack::Sequenced(tx) => (false, Some(tx)),
+        };
         let limits = self.inner.limits;
         let value = serde_json::to_value(event).map_err(|e| AppendError::Storage {
             message: format!("cannot encode the event: {e}"),
@@ -348,7 +373,7 @@ impl Journal {
             event_json,
             blobs,
             session_meta,
-            durable: sequenced.is_none(),
+            durable,
             sequenced,
             reply,
         })
@@ -369,6 +394,50 @@ impl Journal {
             .send_async(command)
             .await
             .map_err(|_| AppendError::WriterGone)
+    }
+
+    /// Queue a record and wait for its acknowledgement: after a flush when `durable`, else once
+    /// it is written to the tail.
+    async fn wait(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+        blobs: Vec<(String, Vec<u8>)>,
+        durable: bool,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let command = self.command(
+            session,
+            time_ms,
+            &event,
+            blobs,
+            Ack::of(durable),
+            Reply::Async(tx),
+        )?;
+        self.submit(command).await?;
+        rx.await.map_err(|_| AppendError::WriterGone)?
+    }
+
+    /// As [`Journal::wait`], blocking the thread.
+    fn wait_blocking(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+        durable: bool,
+    ) -> Result<Appended, AppendError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let command = self.command(
+            session,
+            time_ms,
+            &event,
+            Vec::new(),
+            Ack::of(durable),
+            Reply::Blocking(tx),
+        )?;
+        self.submit_blocking(command)?;
+        rx.recv().map_err(|_| AppendError::WriterGone)?
     }
 
     /// Queue a command, blocking the thread while the queue is full.
@@ -404,10 +473,7 @@ impl Journal {
         time_ms: u64,
         event: Event,
     ) -> Result<Appended, AppendError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let command = self.command(session, time_ms, &event, Vec::new(), None, Reply::Async(tx))?;
-        self.submit(command).await?;
-        rx.await.map_err(|_| AppendError::WriterGone)?
+        self.wait(session, time_ms, event, Vec::new(), true).await
     }
 
     /// Append a record together with blobs its event names by hash (file contents that an
@@ -423,10 +489,7 @@ impl Journal {
         event: Event,
         blobs: Vec<(String, Vec<u8>)>,
     ) -> Result<Appended, AppendError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let command = self.command(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
-        self.submit(command).await?;
-        rx.await.map_err(|_| AppendError::WriterGone)?
+        self.wait(session, time_ms, event, blobs, true).await
     }
 
     /// Append a record (with the blobs its event names, as [`Journal::append_with_blobs`]) and
@@ -444,12 +507,7 @@ impl Journal {
         event: Event,
         blobs: Vec<(String, Vec<u8>)>,
     ) -> Result<Appended, AppendError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let mut command = self.command(session, time_ms, &event, blobs, None, Reply::Async(tx))?;
-        let Command::Append { durable, .. } = &mut command;
-        *durable = false;
-        self.submit(command).await?;
-        rx.await.map_err(|_| AppendError::WriterGone)?
+        self.wait(session, time_ms, event, blobs, false).await
     }
 
     /// As [`Journal::append_written`], blocking the thread. Not for async contexts.
@@ -459,19 +517,7 @@ impl Journal {
         time_ms: u64,
         event: Event,
     ) -> Result<Appended, AppendError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let mut command = self.command(
-            session,
-            time_ms,
-            &event,
-            Vec::new(),
-            None,
-            Reply::Blocking(tx),
-        )?;
-        let Command::Append { durable, .. } = &mut command;
-        *durable = false;
-        self.submit_blocking(command)?;
-        rx.recv().map_err(|_| AppendError::WriterGone)?
+        self.wait_blocking(session, time_ms, event, false)
     }
 
     /// Append a record and return as soon as its seq is assigned, before it is durable; await
@@ -494,7 +540,7 @@ impl Journal {
             time_ms,
             &event,
             Vec::new(),
-            Some(seq_tx),
+            Ack::Sequenced(seq_tx),
             Reply::Async(tx),
         )?;
         self.submit(command).await?;
@@ -516,17 +562,7 @@ impl Journal {
         time_ms: u64,
         event: Event,
     ) -> Result<Appended, AppendError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let command = self.command(
-            session,
-            time_ms,
-            &event,
-            Vec::new(),
-            None,
-            Reply::Blocking(tx),
-        )?;
-        self.submit_blocking(command)?;
-        rx.recv().map_err(|_| AppendError::WriterGone)?
+        self.wait_blocking(session, time_ms, event, true)
     }
 
     /// Bytes of a blob by hash (hex), put together if it is stored in chunks.
