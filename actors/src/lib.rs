@@ -27,22 +27,26 @@ mod executor;
 pub mod faults;
 /// The filesystem body.
 pub mod fs;
+/// What a surface lends a call: asking a human, progress, cancellation.
+pub mod hooks;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
-/// Results of runtime primitives as pure functions of recorded inputs (shared with playback).
-pub mod render;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// Session actors and the handle surfaces use.
 pub mod session;
+/// The state every actor of a runtime shares (the bottom layer).
+mod shared;
 /// A deadline that travels with a body call.
 pub mod ticket;
 /// The VM body: contained QEMU machines.
 pub mod vm;
 
+pub use aido_walk::render;
+pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
-pub use executor::{RewindPlan, rewind_cut, rewind_plan};
 pub use faults::{Faults, Plan as FaultPlan};
+pub use hooks::{ConfirmAnswer, Confirmer, Hooks, Progress};
 pub use runtime::{Runtime, RuntimeOptions};
-pub use session::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Session};
+pub use session::{Ran, RunError, Session};

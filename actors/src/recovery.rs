@@ -10,6 +10,7 @@
 //! composite (a safe_change, a pipeline) cut by the crash is journaled as `interrupted`, with
 //! the finished restore's effects: the rest of it never ran.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use serde_json::json;
 
 use crate::error::RuntimeError;
 use crate::fs::{FsMsg, SnapshotOp, Step};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 
 #[derive(Serialize, Deserialize)]
 struct Marker {
@@ -209,7 +210,7 @@ impl Recovery {
         if done {
             return Ok(());
         }
-        let blobs = crate::executor::fetch_blobs(&shared.journal, &marker.steps)?;
+        let blobs = fetch_blobs(&shared.journal, &marker.steps)?;
         let fs = shared.fs()?;
         let ctx = SessionContext::new(shared.policy.workdir().to_owned());
         let op = SnapshotOp::Apply {
@@ -321,4 +322,24 @@ impl Recovery {
         }
         Ok(())
     }
+}
+
+/// The bytes of every blob the steps write.
+pub(crate) fn fetch_blobs(
+    journal: &aido_journal::Journal,
+    steps: &[Step],
+) -> Result<HashMap<String, Vec<u8>>, Failure> {
+    let mut blobs = HashMap::new();
+    for step in steps {
+        if let Step::Write { blob, .. } = step
+            && !blobs.contains_key(blob)
+        {
+            let bytes = journal
+                .blob(blob)
+                .map_err(|e| Failure::new(e.code(), e.to_string()))?
+                .ok_or_else(|| RuntimeError::BlobMissing { blob: blob.clone() })?;
+            blobs.insert(blob.clone(), bytes);
+        }
+    }
+    Ok(blobs)
 }

@@ -7,11 +7,11 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::bodies::{Bodies, Restarted, Slot, Supervised};
 use crate::clock::Clock;
-use crate::error::RuntimeError;
 use crate::error::StartError;
 use crate::faults::Faults;
-use crate::fs::{FsBody, FsBodyArgs, FsMsg};
+use crate::fs::{FsBody, FsBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
+use crate::shared::Shared;
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
 
 /// What a runtime is built from.
@@ -24,36 +24,6 @@ pub struct RuntimeOptions {
     pub journal: Journal,
     /// Time and ids.
     pub clock: Arc<dyn Clock>,
-}
-
-/// State every actor of one runtime shares.
-pub(crate) struct Shared {
-    pub(crate) journal: Journal,
-    pub(crate) policy: Arc<PolicyEngine>,
-    pub(crate) clock: Arc<dyn Clock>,
-    /// The body table: each body's actor (replaced by the supervisor after a crash) and its
-    /// restart history.
-    pub(crate) bodies: Bodies,
-    /// The runtime's own journal session (body restarts are recorded there).
-    pub(crate) runtime_session: SessionId,
-    /// The last body crash, for the error the in-flight call gets.
-    pub(crate) last_crash: Mutex<Option<String>>,
-    /// Fault injection.
-    pub(crate) faults: Arc<Faults>,
-}
-
-impl Shared {
-    pub(crate) fn config_limits(&self) -> &aido_policy::Limits {
-        &self.policy.config().limits
-    }
-
-    pub(crate) fn fs(&self) -> Result<ActorRef<FsMsg>, RuntimeError> {
-        self.bodies.fs.get()
-    }
-
-    pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
-        self.bodies.vm.get()
-    }
 }
 
 /// A running aido: the supervisor, its bodies, and the sessions opened on it.

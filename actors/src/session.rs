@@ -1,5 +1,3 @@
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,61 +8,11 @@ use aido_policy::{FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
 use crate::executor::Executor;
-use crate::runtime::Shared;
-
-/// A human's answer to a confirmation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfirmAnswer {
-    /// Run it.
-    Approved,
-    /// Do not.
-    Declined,
-    /// The human dismissed the question.
-    Cancelled,
-    /// No answer in time.
-    TimedOut,
-    /// The client cannot ask a human.
-    Unavailable,
-}
-
-impl ConfirmAnswer {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Approved => "accepted",
-            Self::Declined => "declined",
-            Self::Cancelled => "cancelled",
-            Self::TimedOut => "timeout",
-            Self::Unavailable => "unavailable",
-        }
-    }
-}
-
-/// Asks a human to approve an action (MCP elicitation, in the MCP server).
-pub trait Confirmer: Send + Sync {
-    /// Ask; `prompt` says what would run and why the policy asks.
-    fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>>;
-}
-
-/// Receives progress of long actions (MCP progress notifications, in the MCP server).
-pub trait Progress: Send + Sync {
-    /// `done` of `total` steps are finished.
-    fn report(&self, done: u64, total: u64, message: String);
-}
-
-/// What a surface lends a call.
-#[derive(Clone, Default)]
-pub struct Hooks {
-    /// How to ask a human; `None` means nobody can be asked.
-    pub confirmer: Option<Arc<dyn Confirmer>>,
-    /// Where progress goes.
-    pub progress: Option<Arc<dyn Progress>>,
-    /// Cancelled when the agent cancels the call.
-    pub cancel: CancellationToken,
-}
+use crate::hooks::{ConfirmAnswer, Hooks};
+use crate::shared::Shared;
 
 /// A finished action.
 #[derive(Clone, Debug, Serialize)]
@@ -250,14 +198,14 @@ impl Session {
             }
         }
         let started = shared.clock.now_ms();
-        let executor = Executor {
+        let mut executor = Executor {
             shared: shared.clone(),
             session: self.id,
             proposal: seq,
             ctx: &self.ctx,
             hooks: &hooks,
         };
-        let result = executor.exec(&action, String::new()).await;
+        let result = executor.exec(&action).await;
         // The outcome of an action that changed nothing is answered once it is written to the
         // journal's tail (it survives kill -9), unless every record is to be flushed.
         let written = written_only(shared, &action);

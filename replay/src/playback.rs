@@ -2,10 +2,10 @@
 //! byte. A body builds each result with a pure function of the action's arguments and the
 //! inputs it read from the world, and records those inputs (file contents by blob hash,
 //! metadata, the trash's answer, the clock, random bytes, other parts of the runtime's
-//! answers). Playback walks the action tree as the executor did, hands each leaf the inputs
-//! it recorded, in order, and calls the same functions (`aido_actors::fs::render`,
-//! `aido_actors::render`). A composite's result is a function of its children's, so it comes
-//! out of the same walk.
+//! answers). Playback walks the action tree with the executor's own walk (`aido_walk::walk`,
+//! over a [`World`] whose leaves answer from the recorded inputs, in order) and calls the same
+//! render functions (`aido_walk::fs::render`, `aido_walk::render`). A composite's result is a
+//! function of its children's, built by the same code as when it ran.
 //!
 //! What cannot be reproduced is never guessed: results that depend on a guest machine's state
 //! are counted as external, by primitive, with the reason; records written before inputs were
@@ -15,13 +15,14 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Failure, FsAction, Input, Meta, Outcome, Routed, RuntimeAction, SideEffectClass,
-    TreeAction,
+    Action, Body, Condition, Failure, FsAction, Input, Meta, Outcome, RuntimeAction, VmAction,
 };
-use aido_actors::fs::FsError;
-use aido_actors::fs::render::{self as fs_render, FileFacts, Replaced, Seen};
-use aido_actors::render;
 use aido_journal::{Event, Journal, Record, SessionId};
+use aido_walk::fs::FsError;
+use aido_walk::fs::render::{self as fs_render, FileFacts, Replaced, Seen};
+use aido_walk::render;
+use aido_walk::walk::Answer;
+use aido_walk::{Executed, Failed, World};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -135,7 +136,7 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
         let played = if recorded["output"]["recovered"] == Value::Bool(true) {
             player.recovered()
         } else {
-            player.play(action, String::new())
+            at_once(aido_walk::walk(&mut player, action, String::new()))
         };
         // Ok: a result to compare with the record; Err: a mismatch whatever the record says.
         let reproduced = match played {
@@ -148,11 +149,11 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
                 continue;
             }
             Err(Missing::Tampered(reason)) => Err(serde_json::json!({"input": reason})),
-            Ok(Err(fail)) => Ok(failed(&fail.failure, &fail.partial.effects)),
+            Ok(Err(fail)) => Ok(failed(&fail.failure, &fail.partial.outcome.effects)),
             Ok(Ok(_)) if player.next < inputs.len() => {
                 Err(serde_json::json!({"unused_inputs": inputs.len() - player.next}))
             }
-            Ok(Ok(done)) => Ok(comparable(&done)),
+            Ok(Ok(done)) => Ok(comparable(&done.outcome)),
         };
         match reproduced {
             Ok(same) if serde_json::to_vec(&same).ok() == serde_json::to_vec(&recorded).ok() => {
@@ -198,29 +199,6 @@ enum Missing {
     Tampered(String),
 }
 
-/// A failed subtree and what it recorded before failing.
-struct Fail {
-    failure: Failure,
-    partial: Outcome,
-}
-
-impl From<FsError> for Fail {
-    fn from(e: FsError) -> Self {
-        Self::from(Failure::from(e))
-    }
-}
-
-impl From<Failure> for Fail {
-    fn from(failure: Failure) -> Self {
-        Self {
-            failure,
-            partial: Outcome::default(),
-        }
-    }
-}
-
-type Played = Result<Result<Outcome, Fail>, Missing>;
-
 /// Walks one completion's action tree over its recorded inputs.
 struct Player<'a> {
     journal: &'a Journal,
@@ -248,15 +226,18 @@ macro_rules! pull {
     };
 }
 
-/// Return a leaf's failure as the result of the subtree.
+/// Return a leaf's failure as its answer.
 macro_rules! leaf_try {
     ($e:expr) => {
         match $e {
             Ok(v) => v,
-            Err(e) => return Ok(Err(Fail::from(e))),
+            Err(e) => return Ok(Err(Failure::from(e))),
         }
     };
 }
+
+/// A leaf's answer, played.
+type Played = Answer<Outcome, Missing>;
 
 impl Player<'_> {
     fn peek(&self) -> Option<&Input> {
@@ -350,31 +331,6 @@ impl Player<'_> {
     fn records_before(&self, seq: u64) -> &[Record] {
         let end = self.before.partition_point(|r| r.seq < seq);
         &self.before[..end]
-    }
-
-    fn play(&mut self, action: &Action, at: String) -> Played {
-        // A failed leaf recorded its failure as its only input.
-        if action.class() != SideEffectClass::Composite
-            && let Some(Input::Failed { failure }) = self.peek()
-        {
-            let failure = failure.clone();
-            self.next += 1;
-            return Ok(Err(Fail::from(failure)));
-        }
-        if action.class() == SideEffectClass::Composite
-            && let Some(Input::Cancelled) = self.peek()
-        {
-            self.next += 1;
-            return Ok(Err(Fail::from(Failure::from(
-                aido_actors::RuntimeError::Cancelled,
-            ))));
-        }
-        match action.clone().route() {
-            Routed::Filesystem(a) => self.filesystem(&a),
-            Routed::Runtime(a) => self.runtime(&a),
-            Routed::Tree(t) => self.tree(&t, at),
-            Routed::Machine(_) => Err(Missing::Unrecorded(GUEST_STATE.into())),
-        }
     }
 
     /// edit_file and apply_patch: the file read, the change computed from it, then the write
@@ -478,7 +434,7 @@ impl Player<'_> {
 
     /// Answer a condition from its recorded leaves. `Err(Ok(failure))` is the condition's own
     /// failure (recorded); `Err(Err(missing))` means it cannot be played.
-    fn condition(&mut self, c: &aido_actions::Condition) -> Result<Result<bool, Failure>, Missing> {
+    fn holds(&mut self, c: &Condition) -> Result<Result<bool, Failure>, Missing> {
         if let Some(Input::Failed { failure }) = self.peek() {
             let failure = failure.clone();
             self.next += 1;
@@ -512,36 +468,6 @@ impl Player<'_> {
         Ok(answer.map_err(Failure::from))
     }
 
-    fn pipeline(&mut self, steps: &[Action], at: &str) -> Played {
-        let mut done = Outcome::default();
-        let mut outputs = Vec::new();
-        for (i, step) in steps.iter().enumerate() {
-            let label = join(at, &format!("steps[{i}]"));
-            match self.play(step, label.clone())? {
-                Ok(one) => {
-                    outputs.push(render::pipeline_step(i, step.primitive(), &one.output));
-                    done.effects.extend(one.effects);
-                }
-                Err(fail) => {
-                    done.effects.extend(fail.partial.effects);
-                    let failure = render::pipeline_failed(
-                        &label,
-                        i,
-                        step.primitive(),
-                        &outputs,
-                        &fail.failure,
-                    );
-                    return Ok(Err(Fail {
-                        failure,
-                        partial: done,
-                    }));
-                }
-            }
-        }
-        render::pipeline_done(&mut done, outputs);
-        Ok(Ok(done))
-    }
-
     /// create_snapshot's part: the id's random tag and time, the store's and the VM body's
     /// answers, and the seq of the snapshot_taken record.
     fn take_snapshot(&mut self, label: Option<&str>) -> Result<Value, Missing> {
@@ -551,88 +477,6 @@ impl Player<'_> {
         let machines = self.answer()?;
         let seq = self.appended()?;
         Ok(render::snapshot_taken(store, &machines, seq, label))
-    }
-
-    fn tree(&mut self, action: &TreeAction, at: String) -> Played {
-        Ok(Ok(match action {
-            TreeAction::Pipeline(p) => return self.pipeline(&p.steps, &at),
-            TreeAction::Try(t) => match self.play(&t.action, join(&at, "action"))? {
-                Ok(done) => render::try_succeeded(done),
-                Err(failed) => {
-                    let mut done = failed.partial;
-                    let fallback = match &t.fallback {
-                        None => None,
-                        Some(f) => match self.play(f, join(&at, "fallback"))? {
-                            Ok(f) => {
-                                done.effects.extend(f.effects);
-                                Some(f.output)
-                            }
-                            Err(f2) => {
-                                done.effects.extend(f2.partial.effects);
-                                return Ok(Err(Fail {
-                                    failure: f2.failure,
-                                    partial: done,
-                                }));
-                            }
-                        },
-                    };
-                    render::try_failed(&mut done, &failed.failure, fallback);
-                    done
-                }
-            },
-            TreeAction::If(i) => {
-                let holds = leaf_try!(self.condition(&i.condition)?);
-                let branch = if holds {
-                    Some((i.then.as_ref(), "then"))
-                } else {
-                    i.otherwise.as_deref().map(|e| (e, "else"))
-                };
-                match branch {
-                    Some((b, label)) => match self.play(b, join(&at, label))? {
-                        Ok(done) => render::if_done(holds, Some((label, done))),
-                        Err(fail) => return Ok(Err(fail)),
-                    },
-                    None => render::if_done(holds, None),
-                }
-            }
-            TreeAction::Assert(a) => {
-                let holds = leaf_try!(self.condition(&a.condition)?);
-                leaf_try!(render::assert_done(
-                    &a.condition,
-                    a.message.as_deref(),
-                    holds
-                ))
-            }
-            TreeAction::SafeChange(c) => {
-                let taken = self.take_snapshot(Some("safe_change"))?;
-                let id = taken["snapshot"].as_str().unwrap_or_default().to_owned();
-                let all: Vec<Action> = c.steps.iter().chain(c.validate.iter()).cloned().collect();
-                match self.pipeline(&all, &at)? {
-                    Ok(done) => render::safe_change_done(done, taken, &id, all.len()),
-                    Err(fail) => {
-                        // Then the automatic restore: its answer, or its failure.
-                        let mut partial = fail.partial;
-                        let failure = if let Some(Input::Failed { failure }) = self.peek() {
-                            let why = failure.message.clone();
-                            self.next += 1;
-                            render::safe_change_failed(fail.failure, &id, Err(&why))
-                        } else {
-                            let store = self.answer()?;
-                            let machines = self.machines_answer()?;
-                            let restored = render::snapshot_restored(
-                                store,
-                                &id,
-                                self.before,
-                                machines.as_ref(),
-                            );
-                            partial.effects.extend(restored.effects);
-                            render::safe_change_failed(fail.failure, &id, Ok(()))
-                        };
-                        return Ok(Err(Fail { failure, partial }));
-                    }
-                }
-            }
-        }))
     }
 
     fn runtime(&mut self, action: &RuntimeAction) -> Played {
@@ -650,11 +494,7 @@ impl Player<'_> {
             RuntimeAction::CreateSnapshot(c) => {
                 Outcome::from_output(self.take_snapshot(c.label.as_deref())?)
             }
-            RuntimeAction::RestoreSnapshot(r) => {
-                let store = self.answer()?;
-                let machines = self.machines_answer()?;
-                render::snapshot_restored(store, &r.snapshot, self.before, machines.as_ref())
-            }
+            RuntimeAction::RestoreSnapshot(r) => return self.restored(&r.snapshot),
             RuntimeAction::ListSnapshots(_) => {
                 let listed = self.answer()?;
                 render::snapshots_listed(&listed, self.before)
@@ -684,10 +524,13 @@ impl Player<'_> {
                 };
                 let _ = r;
                 let plan =
-                    aido_actors::rewind_plan(self.records_before(rewound_at), cut, self.proposal)
+                    aido_walk::rewind_plan(self.records_before(rewound_at), cut, self.proposal)
                         .map_err(|f| {
-                        Missing::Tampered(format!("the rewind cannot be planned: {}", f.message))
-                    })?;
+                            Missing::Tampered(format!(
+                                "the rewind cannot be planned: {}",
+                                f.message
+                            ))
+                        })?;
                 render::rewound(&render::Rewound {
                     to_seq,
                     undo_target,
@@ -706,18 +549,111 @@ impl Player<'_> {
     }
 
     /// A restore or rewind a crash interrupted, finished at the next start.
-    fn recovered(&mut self) -> Played {
+    fn recovered(&mut self) -> Result<Result<Executed, Failed>, Missing> {
         let value =
             pull!(self, Input::Answer { value, .. } => value.clone(), "the recovery's answer");
         let steps = value["steps"].as_u64().unwrap_or_default() as usize;
-        Ok(Ok(render::recovered(steps, &value["applied"])))
+        Ok(Ok(Executed::new(render::recovered(
+            steps,
+            &value["applied"],
+        ))))
+    }
+
+    /// A restore's answer (its failure, when the record has one instead).
+    fn restored(&mut self, snapshot: &str) -> Played {
+        if let Some(failure) = self.recorded_failure() {
+            return Ok(Err(failure));
+        }
+        let store = self.answer()?;
+        let machines = self.machines_answer()?;
+        Ok(Ok(render::snapshot_restored(
+            store,
+            snapshot,
+            self.before,
+            machines.as_ref(),
+        )))
+    }
+
+    /// The failure recorded next, taken, if the next input is one.
+    fn recorded_failure(&mut self) -> Option<Failure> {
+        match self.peek() {
+            Some(Input::Failed { failure }) => {
+                let failure = failure.clone();
+                self.next += 1;
+                Some(failure)
+            }
+            _ => None,
+        }
     }
 }
 
-fn join(at: &str, label: &str) -> String {
-    if at.is_empty() {
-        label.to_owned()
-    } else {
-        format!("{at}.{label}")
+/// The recorded world: every leaf answers from the inputs its record holds, in order, with
+/// the render functions the bodies used.
+impl World for Player<'_> {
+    type Stop = Missing;
+
+    fn interrupted(&mut self, _action: &Action, leaf: bool) -> Option<Failed> {
+        // A failed leaf recorded its failure as its only input; a composite cancelled before
+        // it ran recorded that.
+        if leaf {
+            return self.recorded_failure().map(Failed::from);
+        }
+        match self.peek() {
+            Some(Input::Cancelled) => {
+                self.next += 1;
+                Some(Failed::from(Failure::from(
+                    aido_walk::RuntimeError::Cancelled,
+                )))
+            }
+            _ => None,
+        }
+    }
+
+    async fn filesystem(&mut self, action: FsAction) -> Answer<Executed, Missing> {
+        Ok(Player::filesystem(self, &action)?.map(Executed::new))
+    }
+
+    async fn machine(&mut self, _action: VmAction) -> Answer<Executed, Missing> {
+        Err(Missing::Unrecorded(GUEST_STATE.into()))
+    }
+
+    async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Missing> {
+        Ok(Player::runtime(self, &action)?.map(Executed::new))
+    }
+
+    async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Missing> {
+        Ok(self
+            .holds(condition)?
+            .map(|holds| (holds, Executed::default())))
+    }
+
+    async fn take_snapshot(&mut self, label: &str) -> Answer<(Executed, String), Missing> {
+        if let Some(failure) = self.recorded_failure() {
+            return Ok(Err(failure));
+        }
+        let taken = Player::take_snapshot(self, Some(label))?;
+        let id = taken["snapshot"].as_str().unwrap_or_default().to_owned();
+        Ok(Ok((Executed::new(Outcome::from_output(taken)), id)))
+    }
+
+    async fn restore_snapshot(&mut self, snapshot: &str) -> Answer<Executed, Missing> {
+        Ok(self.restored(snapshot)?.map(Executed::new))
     }
 }
+
+/// Run a walk of the recorded world to its end. Its leaves never wait (they read records), so
+/// the walk finishes in one poll; one that would wait is reported, never spun on.
+fn at_once(
+    walk: impl std::future::Future<Output = Result<Result<Executed, Failed>, Missing>>,
+) -> Result<Result<Executed, Failed>, Missing> {
+    let mut walk = std::pin::pin!(walk);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match walk.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(walked) => walked,
+        std::task::Poll::Pending => Err(Missing::Unrecorded(
+            "the recorded world waited for something (a bug in playback)".into(),
+        )),
+    }
+}
+
+impl Player<'_> {}

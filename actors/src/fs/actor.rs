@@ -1,10 +1,12 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use aido_actions::{Condition, Failure, FsAction, Outcome};
+use aido_actions::{Condition, Failure, FsAction};
 use aido_policy::{Limits, PolicyEngine, SessionContext};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
+
+use aido_walk::Executed;
 
 use super::ops::{self, Ctx};
 use super::walls::Walls;
@@ -12,26 +14,6 @@ use crate::clock::Clock;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::ticket::Ticket;
-
-/// What a body returns for one action: the outcome, and the bytes of every blob its effects
-/// name, for the journal to keep.
-#[derive(Clone, Debug, Default)]
-pub struct Executed {
-    /// What the agent sees and the journal records.
-    pub outcome: Outcome,
-    /// Contents named by the effects and inputs (new and previous file contents, what was
-    /// read), each with its blake3 (hex), computed once where the bytes were.
-    pub blobs: Vec<(String, Vec<u8>)>,
-}
-
-impl Executed {
-    pub(crate) fn new(outcome: Outcome) -> Self {
-        Self {
-            outcome,
-            blobs: Vec::new(),
-        }
-    }
-}
 
 /// The filesystem body actor. Stateless between messages apart from cached root handles and
 /// the snapshot store, so a restart loses nothing.

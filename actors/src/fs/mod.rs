@@ -19,12 +19,8 @@
 
 /// The actor and its messages.
 pub mod actor;
-/// Errors and their codes.
-pub mod error;
 /// The operations, one function per primitive.
 mod ops;
-/// Results as pure functions of arguments and recorded inputs (shared with playback).
-pub mod render;
 /// Snapshots, restores and rewind steps.
 pub mod snapshot;
 /// The freedesktop.org trash.
@@ -32,8 +28,12 @@ mod trash;
 /// Opening and changing files under checked roots, by handle (and the hidden check hook).
 mod walls;
 
-pub use actor::{Executed, FsBody, FsBodyArgs, FsMsg};
-pub use error::FsError;
-pub use snapshot::{SnapshotOp, Step};
+/// Errors and their codes, and results as pure functions of arguments and recorded inputs
+/// (shared with playback): they live in `aido-walk`.
+pub use aido_walk::fs::{FsError, error, render};
+pub use aido_walk::{Executed, Step};
+
+pub use actor::{FsBody, FsBodyArgs, FsMsg};
+pub use snapshot::SnapshotOp;
 #[doc(hidden)]
 pub use walls::hook;

@@ -15,13 +15,13 @@ use aido_actions::{AccessKind, Condition, Failure, Input, Meta};
 use aido_policy::{Limits, SessionContext};
 use tokio_util::sync::CancellationToken;
 
-use super::actor::Executed;
 use super::error::FsError;
 use super::render::{self, FileFacts, Replaced, Seen};
 use super::trash;
 use super::walls::hook::{self, Op};
 use super::walls::{self, Keep, Missing, Replace, Target, Walls};
 use crate::clock::Clock;
+use aido_walk::Executed;
 
 /// Bytes read per step when streaming (hashing, counting lines).
 const STREAM_CHUNK_BYTES: usize = 64 * 1024;

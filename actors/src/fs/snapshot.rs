@@ -7,54 +7,13 @@ use std::path::Path;
 use aido_actions::{AccessKind, Failure};
 use aido_policy::SessionContext;
 use aido_snapshots::{Backend, SnapshotError, Store};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use aido_walk::Step;
 
 use super::error::FsError;
 use super::walls::hook::{self, Op};
 use super::walls::{self, Missing, Replace, Walls};
-
-/// One step of a rewind: restore a snapshot, or redo (or undo) one journaled change.
-/// Contents are named by blob hash; the bytes travel beside the steps.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "step", rename_all = "snake_case")]
-pub enum Step {
-    /// Make the workspace equal to this snapshot.
-    Restore {
-        /// The snapshot id.
-        snapshot: String,
-    },
-    /// Make `path` hold the blob.
-    Write {
-        /// Resolved path.
-        path: String,
-        /// blake3 of the contents.
-        blob: String,
-    },
-    /// Remove `path` (file or directory) if it exists.
-    Remove {
-        /// Resolved path.
-        path: String,
-    },
-    /// Move `from` to `to` if `from` exists.
-    Move {
-        /// Resolved path.
-        from: String,
-        /// Resolved path.
-        to: String,
-    },
-    /// Create a directory (and its parents).
-    Mkdir {
-        /// Resolved path.
-        path: String,
-    },
-    /// Remove a directory a change created, if it is empty. One that holds something the
-    /// journal does not know of is left, with what it holds (a rewind never destroys data).
-    RemoveDir {
-        /// Resolved path.
-        path: String,
-    },
-}
 
 /// A snapshot operation for the body.
 pub enum SnapshotOp {

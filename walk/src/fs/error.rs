@@ -237,7 +237,7 @@ aido_actions::coded!(FsError {
 
 impl FsError {
     /// Classify an I/O error on `path`.
-    pub(crate) fn io(op: &'static str, path: &str, source: std::io::Error) -> Self {
+    pub fn io(op: &'static str, path: &str, source: std::io::Error) -> Self {
         let path = path.to_owned();
         match source.kind() {
             std::io::ErrorKind::NotFound => Self::NotFound { path },

@@ -289,7 +289,7 @@ pub struct Rewound<'a> {
     /// The rewind's proposal.
     pub proposal: u64,
     /// Its plan (branch, snapshot, steps).
-    pub plan: &'a crate::executor::RewindPlan,
+    pub plan: &'a crate::rewind::RewindPlan,
     /// The filesystem body's answer to applying them.
     pub applied: &'a Value,
     /// The machines restored.

@@ -1,0 +1,45 @@
+//! The state every actor of one runtime shares: the journal, the policy, the clock and the
+//! body table. The bottom of the crate: everything may use it, it uses none of the actors.
+
+use std::sync::{Arc, Mutex};
+
+use aido_journal::{Journal, SessionId};
+use aido_policy::PolicyEngine;
+use ractor::ActorRef;
+
+use crate::bodies::Bodies;
+use crate::clock::Clock;
+use crate::error::RuntimeError;
+use crate::faults::Faults;
+use crate::fs::FsMsg;
+use crate::vm::VmMsg;
+
+/// State every actor of one runtime shares.
+pub(crate) struct Shared {
+    pub(crate) journal: Journal,
+    pub(crate) policy: Arc<PolicyEngine>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// The body table: each body's actor (replaced by the supervisor after a crash) and its
+    /// restart history.
+    pub(crate) bodies: Bodies,
+    /// The runtime's own journal session (body restarts are recorded there).
+    pub(crate) runtime_session: SessionId,
+    /// The last body crash, for the error the in-flight call gets.
+    pub(crate) last_crash: Mutex<Option<String>>,
+    /// Fault injection.
+    pub(crate) faults: Arc<Faults>,
+}
+
+impl Shared {
+    pub(crate) fn config_limits(&self) -> &aido_policy::Limits {
+        &self.policy.config().limits
+    }
+
+    pub(crate) fn fs(&self) -> Result<ActorRef<FsMsg>, RuntimeError> {
+        self.bodies.fs.get()
+    }
+
+    pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
+        self.bodies.vm.get()
+    }
+}

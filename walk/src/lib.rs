@@ -1,0 +1,35 @@
+//! What live execution and playback share, and nothing that touches the world: no tokio,
+//! ractor, QEMU or filesystem.
+//!
+//! aido's claim is that the journal is the truth, so replaying a session must reproduce every
+//! result it recorded. That holds only if both sides run the same code. Here is that code:
+//!
+//! - [`walk()`] walks an action tree over a [`World`]: the live runtime's bodies (in
+//!   `aido-actors`), or the inputs a journal recorded (`aido-replay`'s playback). Composites,
+//!   their order, what a failure leaves behind and how a composite's result is built from its
+//!   children's are decided once, here.
+//! - [`render`] and [`fs::render`] build each primitive's result from its arguments and the
+//!   inputs it read; the bodies record those inputs and call these, playback calls them with
+//!   the recorded ones.
+//! - [`rewind`] plans a rewind from the records alone (the cut, the actions undone, the steps),
+//!   for a live rewind, the recovery of an interrupted one, and its playback.
+//!
+//! ```
+//! use aido_walk::walk::join;
+//! assert_eq!(join(&join("", "steps[1]"), "then"), "steps[1].then");
+//! ```
+
+/// The runtime's own failures and a rewind's.
+pub mod error;
+/// The filesystem primitives' errors and results.
+pub mod fs;
+/// Results of runtime primitives as pure functions of recorded inputs.
+pub mod render;
+/// Rewind plans from the records.
+pub mod rewind;
+/// The composite walk over a world.
+pub mod walk;
+
+pub use error::{RewindError, RuntimeError};
+pub use rewind::{RewindPlan, Step, rewind_cut, rewind_plan};
+pub use walk::{Answer, Executed, Failed, Walked, World, walk};
