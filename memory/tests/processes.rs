@@ -4,6 +4,10 @@
 //! This binary is its own worker: run plainly it is the test, which starts itself twice
 //! with `AIDO_MEMORY_WORKER` set; run with that variable it is a worker.
 
+// A test without libtest's harness: clippy cannot see that `main` is a test, and a failed
+// unwrap here is a failed test (exit code 101), as in any other.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
