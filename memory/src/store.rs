@@ -404,7 +404,7 @@ impl MemoryStore {
             &limits,
             TransactionBehavior::Immediate,
             |tx| {
-                purge_all(tx, now, limits.purge_batch_max)?;
+                purge_all(tx, now, limits.purge_batch_max, limits.memories_max)?;
                 let count = tx.execute(&sql, rusqlite::params_from_iter(&values))?;
                 Ok(Ok::<_, StoreError>(count))
             },
@@ -489,8 +489,19 @@ fn purge(tx: &Transaction<'_>, now: i64, batch: u32) -> rusqlite::Result<usize> 
 }
 
 /// Deletes every expired memory, a batch at a time (a forget by filter must not count them).
-fn purge_all(tx: &Transaction<'_>, now: i64, batch: u32) -> rusqlite::Result<()> {
-    while purge(tx, now, batch.max(1))? > 0 {}
+/// The store holds at most `memories_max`, so `memories_max / batch + 1` batches empty it.
+fn purge_all(
+    tx: &Transaction<'_>,
+    now: i64,
+    batch: u32,
+    memories_max: u64,
+) -> rusqlite::Result<()> {
+    let batch = batch.max(1);
+    for _ in 0..=memories_max / u64::from(batch) {
+        if purge(tx, now, batch)? == 0 {
+            break;
+        }
+    }
     Ok(())
 }
 
@@ -579,4 +590,120 @@ fn attempt<T, E>(
         tx.commit()?;
     }
     Ok(verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ForgetFilter;
+
+    const T0: u64 = 1_000_000;
+
+    fn remembered(
+        store: &mut MemoryStore,
+        text: &str,
+        scope: Scope,
+        expiry: Option<Expiry>,
+    ) -> MemoryId {
+        let request = RememberRequest {
+            text: text.into(),
+            scope,
+            tags: vec!["a".into(), "b".into()],
+            expiry,
+            provenance: Provenance {
+                session: "s".into(),
+                seq: 1,
+                untrusted: false,
+            },
+        };
+        store.remember(&request, T0).unwrap().id
+    }
+
+    fn count(store: &MemoryStore, sql: &str) -> i64 {
+        store
+            .connection
+            .query_row(sql, [], |row| row.get(0))
+            .unwrap()
+    }
+
+    /// An actor will own the store on its own thread.
+    #[test]
+    fn the_store_can_move_between_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<MemoryStore>();
+    }
+
+    /// The triggers keep the index, the tags and the counts equal to the rows through
+    /// inserts, forgets and purges.
+    #[test]
+    fn derived_tables_follow_every_insert_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = MemoryStore::open(dir.path().join("m.sqlite"), Limits::default()).unwrap();
+        let project = || Scope::Project { key: "p".into() };
+        let first = remembered(&mut store, "one", Scope::Global, None);
+        remembered(&mut store, "two", project(), None);
+        remembered(&mut store, "three", project(), Some(Expiry::AfterMs(10)));
+        remembered(&mut store, "four", Scope::Session { id: "x".into() }, None);
+        store.forget(&ForgetRequest::Id(first), T0).unwrap();
+        let session = ForgetFilter {
+            scopes: vec![Scope::Session { id: "x".into() }],
+            ..ForgetFilter::default()
+        };
+        assert_eq!(
+            store
+                .forget(&ForgetRequest::Filter(session), T0)
+                .unwrap()
+                .count,
+            1
+        );
+        // A write after the expiry purges "three".
+        let request = RememberRequest {
+            text: "five".into(),
+            scope: project(),
+            tags: Vec::new(),
+            expiry: None,
+            provenance: Provenance {
+                session: "s".into(),
+                seq: 2,
+                untrusted: false,
+            },
+        };
+        store.remember(&request, T0 + 10).unwrap();
+
+        assert_eq!(count(&store, "SELECT count(*) FROM memories"), 2);
+        assert_eq!(count(&store, "SELECT n FROM memory_total"), 2);
+        assert_eq!(
+            count(&store, "SELECT count(*) FROM memory_counts"),
+            1,
+            "emptied scopes leave no row"
+        );
+        assert_eq!(
+            count(
+                &store,
+                "SELECT n FROM memory_counts WHERE scope_kind = 'project' AND scope_key = 'p'"
+            ),
+            2
+        );
+        assert_eq!(
+            count(&store, "SELECT count(*) FROM memory_tags"),
+            2,
+            "tags of deleted memories go with them"
+        );
+        store
+            .connection
+            .execute_batch("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+            .unwrap();
+        store.check().unwrap();
+    }
+
+    #[test]
+    fn stored_counts_compare_safely() {
+        assert!(total_at_least(5, 5));
+        assert!(!total_at_least(4, 5));
+        assert!(
+            total_at_least(-1, 5),
+            "a negative count is not room to write"
+        );
+        assert!(backoff(1_000) <= Duration::from_millis(100));
+    }
 }
