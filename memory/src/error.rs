@@ -110,6 +110,14 @@ pub enum InputError {
         /// recall_results_max or list_results_max.
         max: u32,
     },
+    /// The character budget is larger than `recall_chars_max` or `list_chars_max`.
+    #[error("a budget of {asked} characters; the limit is {max}")]
+    BudgetTooLarge {
+        /// The budget asked for.
+        asked: u32,
+        /// recall_chars_max or list_chars_max.
+        max: u32,
+    },
     /// The cursor was not made by this operation (or was altered).
     #[error("the cursor {cursor:?} was not made by this operation")]
     CursorInvalid {
@@ -125,6 +133,7 @@ coded!(InputError {
     ScopesTooMany => "memory_filter_scopes_too_many",
     OutOfRange => "memory_value_out_of_range",
     ResultsTooMany => "memory_results_too_many",
+    BudgetTooLarge => "memory_budget_too_large",
     CursorInvalid => "memory_cursor_invalid",
 });
 
@@ -266,14 +275,6 @@ pub enum RecallError {
         /// query_terms_max.
         max: usize,
     },
-    /// The character budget is larger than `recall_chars_max`.
-    #[error("a budget of {asked} characters; the limit is {max}")]
-    BudgetTooLarge {
-        /// The budget asked for.
-        asked: u32,
-        /// recall_chars_max.
-        max: u32,
-    },
     /// An argument is not valid.
     #[error(transparent)]
     Input(#[from] InputError),
@@ -287,7 +288,6 @@ coded!(RecallError {
     QueryEmpty => "memory_query_empty",
     QueryTooLarge => "memory_query_too_large",
     QueryTermsTooMany => "memory_query_terms_too_many",
-    BudgetTooLarge => "memory_budget_too_large",
 });
 
 /// Memories could not be forgotten. Nothing was deleted.
@@ -407,6 +407,7 @@ mod tests {
                 "memory_filter_scopes_too_many",
                 "memory_value_out_of_range",
                 "memory_results_too_many",
+                "memory_budget_too_large",
                 "memory_cursor_invalid",
                 "memory_store_unopenable",
                 "memory_store_wal_unavailable",
@@ -422,7 +423,6 @@ mod tests {
                 "memory_query_empty",
                 "memory_query_too_large",
                 "memory_query_terms_too_many",
-                "memory_budget_too_large",
                 "memory_not_found",
                 "memory_forget_filter_empty",
             ]

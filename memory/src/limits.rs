@@ -33,6 +33,10 @@ pub struct Limits {
     pub list_results_max: u32,
     /// The memories a list page returns when it names no limit.
     pub list_results_default: u32,
+    /// The largest character budget one list page may ask for.
+    pub list_chars_max: u32,
+    /// The character budget of a list page that names none.
+    pub list_chars_default: u32,
     /// The largest recall query, in bytes.
     pub query_bytes_max: usize,
     /// The most words one recall query may hold.
@@ -61,6 +65,8 @@ impl Default for Limits {
             recall_chars_default: 8_000,
             list_results_max: 500,
             list_results_default: 50,
+            list_chars_max: 200_000,
+            list_chars_default: 16_000,
             query_bytes_max: 2 * 1024,
             query_terms_max: 32,
             purge_batch_max: 1_000,

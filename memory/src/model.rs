@@ -225,6 +225,9 @@ pub struct ListRequest {
     /// The most memories; `list_results_default` when absent.
     #[serde(default)]
     pub limit: Option<u32>,
+    /// The most characters of text in the page; `list_chars_default` when absent.
+    #[serde(default)]
+    pub budget_chars: Option<u32>,
     /// The `next_cursor` of the previous page.
     #[serde(default)]
     pub cursor: Option<String>,
@@ -235,6 +238,10 @@ pub struct ListRequest {
 pub struct ListPage {
     /// Newest (highest id) first.
     pub memories: Vec<Memory>,
+    /// Characters of text in `memories`.
+    pub chars: u32,
+    /// The character budget stopped the page before `limit`: the next memory would not fit.
+    pub truncated: bool,
     /// More memories follow; pass this back as `cursor`. Stable: memories written after the
     /// first page never appear in later pages, and none is repeated or skipped.
     pub next_cursor: Option<String>,

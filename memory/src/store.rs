@@ -288,10 +288,11 @@ impl MemoryStore {
         }
         let budget = request.budget_chars.unwrap_or(limits.recall_chars_default);
         if budget > limits.recall_chars_max {
-            return Err(RecallError::BudgetTooLarge {
+            return Err(InputError::BudgetTooLarge {
                 asked: budget,
                 max: limits.recall_chars_max,
-            });
+            }
+            .into());
         }
         let filter = Filter::new(&request.scopes, &request.tags, &limits)?;
         let mut parts = filter.parts();
@@ -433,6 +434,14 @@ impl MemoryStore {
             }
             .into());
         }
+        let budget = request.budget_chars.unwrap_or(limits.list_chars_default);
+        if budget > limits.list_chars_max {
+            return Err(InputError::BudgetTooLarge {
+                asked: budget,
+                max: limits.list_chars_max,
+            }
+            .into());
+        }
         let filter = Filter::new(&request.scopes, &request.tags, &limits)?;
         let parts = filter.parts();
         let print = cursor::fingerprint(parts.iter().map(String::as_str));
@@ -448,7 +457,7 @@ impl MemoryStore {
              WHERE m.id < ? AND (m.expires_ms IS NULL OR m.expires_ms > ?){conditions}
              ORDER BY m.id DESC LIMIT ?"
         );
-        let mut memories = with_retry(
+        let rows = with_retry(
             &mut self.connection,
             &limits,
             TransactionBehavior::Deferred,
@@ -460,17 +469,31 @@ impl MemoryStore {
                 Ok(Ok::<_, StoreError>(rows))
             },
         )??;
-        let mut next_cursor = None;
-        if memories.len() > limit as usize {
-            memories.truncate(limit as usize);
-            if let Some(last) = memories.last() {
-                next_cursor = Some(cursor::encode(Kind::List, last.id.0, print));
+        let mut page = ListPage {
+            memories: Vec::new(),
+            chars: 0,
+            truncated: false,
+            next_cursor: None,
+        };
+        // The keyset position to continue from: below the last memory shown, or where this
+        // page began when not even the first one fit.
+        let mut position = below;
+        for (index, memory) in rows.into_iter().enumerate() {
+            if index == limit as usize {
+                page.next_cursor = Some(cursor::encode(Kind::List, position.unsigned_abs(), print));
+                break;
             }
+            let chars = u32::try_from(memory.text.chars().count()).unwrap_or(u32::MAX);
+            if page.chars.saturating_add(chars) > budget {
+                page.truncated = true;
+                page.next_cursor = Some(cursor::encode(Kind::List, position.unsigned_abs(), print));
+                break;
+            }
+            page.chars += chars;
+            position = to_sql(memory.id.0)?;
+            page.memories.push(memory);
         }
-        Ok(ListPage {
-            memories,
-            next_cursor,
-        })
+        Ok(page)
     }
 }
 

@@ -346,6 +346,47 @@ fn list_pages_are_stable_while_the_store_changes() {
 }
 
 #[test]
+fn list_pages_have_a_character_budget() {
+    let mut f = fixture();
+    let store = &mut f.store;
+    let ids: Vec<MemoryId> = (0..6)
+        .map(|i| remember(store, &format!("{i}{}", "y".repeat(99))))
+        .collect();
+    let mut request = ListRequest {
+        budget_chars: Some(250),
+        ..ListRequest::default()
+    };
+    let page = store.list_memory(&request, T0).unwrap();
+    assert_eq!(
+        page.memories.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [ids[5], ids[4]]
+    );
+    assert_eq!(page.chars, 200);
+    assert!(page.truncated);
+
+    // Not even one fits: nothing shown, and the cursor stays where the page began.
+    request.cursor = page.next_cursor;
+    request.budget_chars = Some(50);
+    let empty = store.list_memory(&request, T0).unwrap();
+    assert!(empty.memories.is_empty() && empty.truncated);
+    assert_eq!(empty.next_cursor, request.cursor);
+
+    request.budget_chars = None;
+    let rest = store.list_memory(&request, T0).unwrap();
+    assert_eq!(
+        rest.memories.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [ids[3], ids[2], ids[1], ids[0]]
+    );
+    assert!(!rest.truncated && rest.next_cursor.is_none());
+
+    request.budget_chars = Some(u32::MAX);
+    assert_eq!(
+        store.list_memory(&request, T0).unwrap_err().code(),
+        "memory_budget_too_large"
+    );
+}
+
+#[test]
 fn recall_pages_follow_the_ranking() {
     let mut f = fixture();
     let store = &mut f.store;
