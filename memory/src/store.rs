@@ -25,6 +25,15 @@ const COLUMNS: &str = "m.id, m.text, m.scope_kind, m.scope_key, m.created_ms, m.
      m.session, m.seq, m.untrusted, \
      (SELECT group_concat(tag, char(31)) FROM memory_tags t WHERE t.memory_id = m.id)";
 
+/// How many memories one scope holds (no row: none).
+const SCOPE_COUNT: &str = "SELECT coalesce((SELECT n FROM memory_counts \
+     WHERE scope_kind = ?1 AND scope_key = ?2), 0)";
+
+/// One memory; the triggers index it and count it.
+const INSERT_MEMORY: &str = "INSERT INTO memories \
+     (text, scope_kind, scope_key, created_ms, expires_ms, session, seq, untrusted) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
 /// A memory store on one SQLite file, which any number of processes may open at once.
 ///
 /// Every method takes `now_ms`, the caller's clock: the store never reads one, so a replay
@@ -207,31 +216,24 @@ impl MemoryStore {
                         max: limits.memories_max,
                     }));
                 }
-                let in_scope: i64 = tx
-                .query_row(
-                    "SELECT coalesce((SELECT n FROM memory_counts WHERE scope_kind = ?1 AND scope_key = ?2), 0)",
-                    [request.scope.kind(), request.scope.key()],
-                    |row| row.get(0),
-                )?;
+                let scope = [request.scope.kind(), request.scope.key()];
+                let in_scope: i64 = tx.query_row(SCOPE_COUNT, scope, |row| row.get(0))?;
                 if total_at_least(in_scope, limits.scope_memories_max) {
                     return Ok(Err(RememberError::ScopeFull {
                         max: limits.scope_memories_max,
                     }));
                 }
-                tx.prepare_cached(
-                "INSERT INTO memories (text, scope_kind, scope_key, created_ms, expires_ms, session, seq, untrusted)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(rusqlite::params![
-                request.text,
-                request.scope.kind(),
-                request.scope.key(),
-                now,
-                expires,
-                provenance.session,
-                seq,
-                provenance.untrusted,
-            ])?;
+                tx.prepare_cached(INSERT_MEMORY)?
+                    .execute(rusqlite::params![
+                        request.text,
+                        request.scope.kind(),
+                        request.scope.key(),
+                        now,
+                        expires,
+                        provenance.session,
+                        seq,
+                        provenance.untrusted,
+                    ])?;
                 let id = tx.last_insert_rowid();
                 let mut insert_tag =
                     tx.prepare_cached("INSERT INTO memory_tags (memory_id, tag) VALUES (?1, ?2)")?;
