@@ -91,15 +91,12 @@ fn worker(index: usize, database: &Path) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        if let Some(&id) = seq
-            .checked_sub(4)
-            .filter(|earlier| forgotten(*earlier))
-            .and_then(|earlier| ids.get(&earlier))
+        let earlier = seq.checked_sub(4).filter(|earlier| forgotten(*earlier));
+        if let Some(&id) = earlier.and_then(|earlier| ids.get(&earlier))
+            && let Err(refused) = store.forget(&ForgetRequest::Id(id), NOW_MS + seq)
         {
-            if let Err(refused) = store.forget(&ForgetRequest::Id(id), NOW_MS + seq) {
-                eprintln!("worker {index}: forget {id}: {} {refused}", refused.code());
-                return ExitCode::FAILURE;
-            }
+            eprintln!("worker {index}: forget {id}: {} {refused}", refused.code());
+            return ExitCode::FAILURE;
         }
         if seq % 100 == 99 {
             let query = RecallRequest::new(format!("marker w{index}x{seq}"));
