@@ -19,6 +19,7 @@ use aido_walk::{Executed, Failed, World, rewind_cut, rewind_plan};
 use serde_json::json;
 
 use crate::error::{RewindError, RuntimeError};
+use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::hooks::Hooks;
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
@@ -231,10 +232,16 @@ impl Executor<'_> {
 
     async fn body(&self, action: FsAction) -> Result<Executed, Failure> {
         let (session, cancel) = (self.ctx.clone(), self.hooks.cancel.clone());
+        // A write says what it is about to do before it renames (see `fs::intent`).
+        let intents = action
+            .class()
+            .mutates()
+            .then(|| Intents::of(self.shared.journal.path(), self.session, self.proposal));
         self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Run {
             action: Box::new(action),
             session,
             cancel,
+            intents,
             ticket,
             reply,
         })

@@ -16,6 +16,8 @@ pub struct Faults {
     delay_before_start_ms: AtomicU64,
     /// Every filesystem call the body took waits this long before it finishes.
     delay_after_start_ms: AtomicU64,
+    /// After an action's work, before its answer (between a write and its outcome record).
+    delay_after_work_ms: AtomicU64,
     /// Seeded faults (the simulation): the seed, 0 when off.
     seed: AtomicU64,
     /// Seeded: each call waits a pseudo-random 0..=this many ms before the body takes it.
@@ -35,6 +37,9 @@ pub struct Plan {
     pub delay_max_ms: u64,
     /// Chance per thousand that the body panics on a message.
     pub panic_per_mille: u64,
+    /// Delay after every filesystem action's work, before its answer (a window in which to
+    /// kill aido between a write and its outcome record).
+    pub after_work_ms: u64,
 }
 
 impl Plan {
@@ -50,6 +55,7 @@ impl Plan {
                 "seed" => plan.seed = value,
                 "delay_max_ms" => plan.delay_max_ms = value,
                 "panic_per_mille" => plan.panic_per_mille = value.min(1000),
+                "after_work_ms" => plan.after_work_ms = value,
                 other => return Err(format!("unknown fault {other:?}")),
             }
         }
@@ -94,6 +100,8 @@ impl Faults {
             .store(plan.delay_max_ms, Ordering::SeqCst);
         self.random_panic_per_mille
             .store(plan.panic_per_mille, Ordering::SeqCst);
+        self.delay_after_work_ms
+            .store(plan.after_work_ms, Ordering::SeqCst);
         self.seed.store(plan.seed | 1, Ordering::SeqCst);
     }
 
@@ -104,6 +112,7 @@ impl Faults {
         self.panic_in_work_next.store(false, Ordering::SeqCst);
         self.delay_before_start(Duration::ZERO);
         self.delay_after_start(Duration::ZERO);
+        self.delay_after_work_ms.store(0, Ordering::SeqCst);
     }
 
     /// The next seeded choice, if a plan is followed.
@@ -132,6 +141,13 @@ impl Faults {
             max => self.roll().map_or(0, |r| r % (max + 1)),
         };
         match self.delay_before_start_ms.load(Ordering::SeqCst) + random {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    pub(crate) fn after_work(&self) -> Option<Duration> {
+        match self.delay_after_work_ms.load(Ordering::SeqCst) {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
         }

@@ -17,11 +17,13 @@ use std::sync::Arc;
 use aido_actions::{Action, Effect, Failure};
 use aido_journal::{Event, SessionId};
 use aido_policy::SessionContext;
+use base64::Engine;
 use ractor::rpc::CallResult;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::RuntimeError;
+use crate::fs::intent::{self, Intents};
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::shared::Shared;
 
@@ -52,12 +54,7 @@ pub(crate) struct Recovery;
 
 /// The markers of this runtime's journal live beside it.
 fn dir(shared: &Shared) -> PathBuf {
-    let journal = shared.journal.path();
-    let name = journal
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "journal".into());
-    journal.with_file_name(format!("{name}.recovery"))
+    intent::recovery_dir(shared.journal.path())
 }
 
 fn marker_path(shared: &Shared, session: SessionId, proposal: u64) -> PathBuf {
@@ -105,6 +102,7 @@ impl Recovery {
     /// Remove the marker of (session, proposal), if any: its outcome is in the journal,
     /// completed or failed.
     pub(crate) fn clear(shared: &Shared, session: SessionId, proposal: u64) {
+        Intents::of(shared.journal.path(), session, proposal).clear();
         let path = marker_path(shared, session, proposal);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -121,8 +119,15 @@ impl Recovery {
             return 0;
         };
         let mut finished = 0;
+        // Writes are judged after every restore and rewind is finished: a restore a crash cut
+        // decides what its composite's writes left behind.
+        let mut writes = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
+            if path.is_dir() {
+                writes.push(path);
+                continue;
+            }
             if path.extension().is_some_and(|e| e == "tmp") {
                 // The marker was being written when aido stopped: no step had run.
                 if let Err(f) = Self::never_started(shared, &path).await {
@@ -151,7 +156,90 @@ impl Recovery {
                 Err(f) => tracing::error!(code = %f.code, message = %f.message, "recovery failed"),
             }
         }
+        writes.sort();
+        for path in writes {
+            match Self::finish_writes(shared, &path).await {
+                Ok(true) => finished += 1,
+                Ok(false) => {}
+                Err(f) => {
+                    tracing::error!(code = %f.code, message = %f.message, "recovery of writes failed");
+                    continue;
+                }
+            }
+            intent::remove(&path);
+        }
         finished
+    }
+
+    /// Journal what the writes of an action a crash cut did: each write whose file holds its
+    /// new contents happened (its effects are recorded, with the contents it replaced, so a
+    /// rewind gives them back); one whose file does not never renamed (only the directories
+    /// it made are recorded). `Ok(true)` when an outcome was journaled.
+    async fn finish_writes(shared: &Arc<Shared>, dir: &std::path::Path) -> Result<bool, Failure> {
+        let Some((session, proposal, intents)) = intent::read(dir) else {
+            return Ok(false);
+        };
+        let coded = |e: aido_journal::ReadError| Failure::new(e.code(), e.to_string());
+        let records = shared.journal.all_records(session).map_err(coded)?;
+        let answered = records.iter().any(|r| match &r.event {
+            Event::ActionCompleted { proposal: p, .. }
+            | Event::ActionFailed { proposal: p, .. } => *p == proposal,
+            _ => false,
+        });
+        let proposed = records
+            .iter()
+            .any(|r| r.seq == proposal && matches!(r.event, Event::ActionProposed { .. }));
+        if answered || !proposed {
+            return Ok(false);
+        }
+        let max = shared.config_limits().blob_bytes_max;
+        let (mut effects, mut blobs, mut happened) = (Vec::new(), Vec::new(), 0usize);
+        for intent in intents {
+            match written(&intent, max) {
+                Some(bytes) => {
+                    happened += 1;
+                    blobs.push((intent.blob.clone(), bytes));
+                    if let Some(before) = intent
+                        .before
+                        .as_deref()
+                        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                    {
+                        blobs.push((blake3::hash(&before).to_hex().to_string(), before));
+                    }
+                    effects.extend(intent.effects);
+                }
+                // Never renamed: only the directories it made (still there) are recorded.
+                None => effects.extend(intent.effects.into_iter().filter(|e| {
+                    matches!(e, Effect::DirCreated { path } if std::path::Path::new(path).is_dir())
+                })),
+            }
+        }
+        let failure: Failure = RuntimeError::Interrupted {
+            finished: if happened > 0 {
+                "aido stopped after this action wrote and before its outcome was journaled; what it wrote is recorded here, so a rewind undoes it"
+            } else {
+                "aido stopped before this action's writes changed anything; the workspace is as it was before it"
+            },
+        }
+        .into();
+        shared
+            .journal
+            .append_with_blobs(
+                session,
+                shared.clock.now_ms(),
+                Event::ActionFailed {
+                    proposal,
+                    failure,
+                    effects,
+                    inputs: Vec::new(),
+                    duration_ms: 0,
+                },
+                blobs,
+            )
+            .await
+            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        tracing::warn!(%session, proposal, happened, "journaled the writes of an interrupted action");
+        Ok(true)
     }
 
     /// Journal that the action named by a half-written marker never began.
@@ -342,4 +430,26 @@ pub(crate) fn fetch_blobs(
         }
     }
     Ok(blobs)
+}
+
+/// The new contents of an intended write, if its file holds exactly them (the write renamed).
+/// The file is opened without following a final symlink and read up to the intended size;
+/// only contents hashing to the intended blob (what the agent itself wrote) are ever kept.
+fn written(intent: &intent::Intent, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if intent.bytes > max {
+        return None;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&intent.resolved)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(intent.bytes + 1).read_to_end(&mut bytes).ok()?;
+    (blake3::hash(&bytes).to_hex().as_str() == intent.blob).then_some(bytes)
 }

@@ -490,3 +490,92 @@ fn a_second_aido_never_finishes_another_ones_restore() {
         "no marker left"
     );
 }
+
+/// Regression (issue 8): a `kill -9` between a write's rename and its outcome record left a
+/// change the journal did not know of (only the proposal was there), so a rewind could not give
+/// the replaced contents back and the tree derived from the journal differed from the disk. The
+/// write's intent is now on disk before the rename, and the next start journals what happened.
+#[test]
+fn kill_9_between_a_write_and_its_outcome_is_journaled_at_the_next_start() {
+    let h = home();
+    let ws = h.workspace("w", "");
+    std::fs::write(ws.join("notes.txt"), "precious\n").unwrap();
+    // Every filesystem action waits after its work, before its answer: the window between the
+    // rename and the outcome record.
+    let mut mcp = Mcp::start_with(&h, "crashy-write", &[("AIDO_FAULTS", "after_work_ms=1500")]);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "pipeline", "arguments": {"steps": [
+            {"type": "write_file", "path": "made/deep/new.txt", "content": "fresh\n", "create_parents": true},
+            {"type": "write_file", "path": "notes.txt", "content": "overwritten\n"}]}}}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let overwritten =
+        || std::fs::read_to_string(ws.join("notes.txt")).is_ok_and(|t| t == "overwritten\n");
+    while !overwritten() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    // Killed while the second write waits for its outcome record.
+    mcp.child.kill().unwrap();
+    mcp.child.wait().unwrap();
+    assert!(overwritten(), "both writes ran");
+    assert!(ws.join("made/deep/new.txt").exists());
+
+    // The next start journals the write that happened, with what it made.
+    let next = Command::new(AIDO)
+        .arg("mcp")
+        .env("HOME", &h.home)
+        .env("AIDO_HOME", &h.aido_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(next.success());
+    let id = session_of(&h, "crashy-write");
+    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
+    let records: Vec<Value> = export
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let proposal = records
+        .iter()
+        .find(|r| r["event"] == "action_proposed")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let outcome = records
+        .iter()
+        .find(|r| r["event"] == "action_failed" && r["proposal"] == proposal)
+        .expect("the cut pipeline has an outcome");
+    assert_eq!(outcome["failure"]["code"], "interrupted", "{outcome}");
+    let effects: Vec<&str> = outcome["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["effect"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        effects,
+        ["dir_created", "dir_created", "file_written", "file_written"],
+        "{outcome}"
+    );
+    assert!(
+        std::fs::read_dir(h.aido_home.join("journal/main.recovery"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true),
+        "the intents are gone once journaled"
+    );
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+
+    // A rewind undoes what the cut action did.
+    let back = h.cmd(&["replay", "rewind", &id, "--before", &proposal.to_string()]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert!(!ws.join("made").exists(), "{:?}", tree(&ws));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "precious\n"
+    );
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}

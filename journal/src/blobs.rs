@@ -51,6 +51,14 @@ fn storage(e: sled::Error) -> AppendError {
 }
 
 impl BlobStore {
+    /// Make every blob stored so far durable now (a sled flush), without waiting for the
+    /// journal's next durable append.
+    pub fn flush(&self) -> Result<(), AppendError> {
+        self.blobs.flush().map_err(storage)?;
+        self.chunked.flush().map_err(storage)?;
+        Ok(())
+    }
+
     /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once), chunked
     /// when large. Contents already stored are not written again.
     pub fn put(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {

@@ -73,6 +73,8 @@ pub enum FsMsg {
         session: SessionContext,
         /// Cancelled when the agent cancels the call.
         cancel: CancellationToken,
+        /// Where its writes say what they are about to do (the proposal's intents).
+        intents: Option<super::intent::Intents>,
         /// Its deadline and state.
         ticket: Ticket,
         /// The answer.
@@ -220,13 +222,19 @@ impl Actor for FsBody {
                 action,
                 session,
                 cancel,
+                intents,
                 ticket,
                 reply,
             } => {
                 let commits = action.class().mutates();
                 state.spawn(myself, false, commits, ticket, reply, move |core| {
-                    let cx = ctx(core, &session, &cancel);
-                    run(&cx, &action).map_err(Failure::from)
+                    let mut cx = ctx(core, &session, &cancel);
+                    cx.keep.intents = intents.as_ref();
+                    let result = run(&cx, &action).map_err(Failure::from);
+                    if let Some(delay) = core.args.faults.after_work() {
+                        std::thread::sleep(delay);
+                    }
+                    result
                 });
             }
             FsMsg::Snapshot {
@@ -274,6 +282,7 @@ fn ctx<'a>(core: &'a Core, session: &'a SessionContext, cancel: &'a Cancellation
             max: core.args.limits.blob_bytes_max,
             journal_dir: &core.args.journal_dir,
             free_min: core.args.limits.journal_free_bytes_min,
+            intents: None,
         },
         session,
         limits: &core.args.limits,

@@ -19,6 +19,8 @@
 
 /// The actor and its messages.
 pub mod actor;
+/// What a write is about to do, on disk before its rename.
+pub mod intent;
 /// The operations, one function per primitive.
 mod ops;
 /// Snapshots, restores and rewind steps.

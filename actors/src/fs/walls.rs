@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use aido_actions::AccessKind;
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
+use base64::Engine;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -59,6 +60,8 @@ pub(crate) struct Keep<'a> {
     pub(crate) journal_dir: &'a Path,
     /// `journal_free_bytes_min`.
     pub(crate) free_min: u64,
+    /// Where the write says what it is about to do, before its rename (journaled actions).
+    pub(crate) intents: Option<&'a super::intent::Intents>,
 }
 
 /// Previous contents up to this size are read into memory and travel with the record; larger
@@ -405,6 +408,19 @@ impl Walls {
             }
             file.sync_all()
                 .map_err(|e| FsError::io("sync", &shown, e))?;
+            if let Some(keep) = keep
+                && let Some(intents) = keep.intents
+            {
+                intend(
+                    keep,
+                    intents,
+                    target,
+                    bytes,
+                    created,
+                    before.as_ref(),
+                    &dirs,
+                )?;
+            }
             dir.rename(&temp, &dir, &target.rel)
                 .map_err(|e| FsError::io("rename", &shown, e))
         })();
@@ -424,6 +440,42 @@ impl Walls {
             dirs,
         })
     }
+}
+
+/// Say what a write is about to do, before its rename (see `super::intent`). Previous
+/// contents streamed into the blob store are flushed first, so the intent never names a blob
+/// a kill -9 could lose.
+fn intend(
+    keep: &Keep<'_>,
+    intents: &super::intent::Intents,
+    target: &Target,
+    bytes: &[u8],
+    created: bool,
+    before: Option<&Kept>,
+    dirs: &[PathBuf],
+) -> Result<(), FsError> {
+    let shown = target.shown();
+    if before.is_some_and(|k| k.bytes.is_none()) {
+        keep.store.flush().map_err(|e| FsError::KeepFailed {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+    }
+    let replaced = aido_walk::fs::render::Replaced {
+        path: shown,
+        created,
+        before: before.map(|k| k.hash.clone()),
+        dirs: dirs.iter().map(|d| d.display().to_string()).collect(),
+    };
+    intents.record(&super::intent::Intent {
+        resolved: target.resolved.clone(),
+        blob: blake3::hash(bytes).to_hex().to_string(),
+        bytes: bytes.len() as u64,
+        effects: replaced.effects(bytes),
+        before: before
+            .and_then(|k| k.bytes.as_deref())
+            .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+    })
 }
 
 /// A test hook at the moment between judging a path and changing it, where a test can swap a
