@@ -1,0 +1,272 @@
+//! The two processes on the sandbox side of the re-exec.
+//!
+//! **The sandbox child** (`aido __aido_sandbox`) is a fresh, single-threaded exec of the
+//! parent's binary. It reads the plan from its standard input (a Unix socket), unshares the
+//! user namespace (writing a one-uid map), then the mount, pid, ipc, uts and net namespaces,
+//! and starts **init**, the first process of the new pid namespace, again by re-executing
+//! itself. The child stays outside as init's supervisor: it enforces the timeout by killing
+//! init, which makes the kernel kill everything else in the namespace, and relays init's
+//! report to the parent.
+//!
+//! **Init** (pid 1) builds the mount tree and pivots into it, then confines itself (session,
+//! rlimits, no capabilities, no-new-privileges, Landlock, seccomp) and starts the command,
+//! which inherits all of it. When the command exits, init reports its status and exits, which
+//! kills whatever the command left behind.
+
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::confine;
+use crate::error::{SpawnError, Step};
+use crate::mounts;
+use crate::profile::{Exit, Usage};
+use crate::protocol::{Plan, Report, read_frame, read_json, write_frame, write_json};
+
+/// `argv[1]` that makes an executable act as the sandbox child instead of itself.
+pub const CHILD_ARG: &str = "__aido_sandbox";
+/// `argv[2]` of the second re-exec, which becomes init.
+const INIT_ARG: &str = "init";
+/// The hostname inside the sandbox.
+const HOSTNAME: &str = "aido-sandbox";
+
+/// If this process was started as the sandbox child, runs it and never returns; otherwise
+/// returns at once. Call it first thing in `main`, before any thread is started (unsharing a
+/// user namespace needs a single-threaded process).
+pub fn run_child_if_requested() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(std::ffi::OsStr::new(CHILD_ARG)) {
+        return;
+    }
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(INIT_ARG)) {
+        init_main()
+    } else {
+        child_main()
+    }
+}
+
+/// Our standard input (the control socket) as a socket we own.
+fn control_socket() -> Option<UnixStream> {
+    let fd: OwnedFd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    Some(UnixStream::from(fd))
+}
+
+/// The sandbox child: see the module docs. Its exit code carries nothing; the report does.
+pub fn child_main() -> ! {
+    let Some(mut control) = control_socket() else {
+        std::process::exit(120);
+    };
+    let report = match supervise(&mut control) {
+        Ok(report) => report,
+        Err(error) => Report::Failed { error },
+    };
+    let _ = write_json(&mut control, &report);
+    std::process::exit(0)
+}
+
+fn supervise(control: &mut UnixStream) -> Result<Report, SpawnError> {
+    let read_failed =
+        |error: std::io::Error| SpawnError::setup_io(Step::ReadRequest, &error, "plan");
+    let plan_bytes = read_frame(control).map_err(read_failed)?;
+    let stdin_bytes = read_frame(control).map_err(read_failed)?;
+    let plan: Plan = serde_json::from_slice(&plan_bytes)
+        .map_err(|error| SpawnError::protocol(format!("plan: {error}")))?;
+    let started = Instant::now();
+    // Descriptors a careless parent left inheritable must not reach the command.
+    close_fds::set_fds_cloexec(3, &[]);
+
+    let uid = nix::unistd::getuid();
+    let gid = nix::unistd::getgid();
+    unshare(CloneFlags::CLONE_NEWUSER)
+        .map_err(|errno| SpawnError::unavailable("user_namespace", format!("unshare: {errno}")))?;
+    for (file, content) in [
+        ("/proc/self/setgroups", "deny".to_string()),
+        ("/proc/self/uid_map", format!("0 {uid} 1")),
+        ("/proc/self/gid_map", format!("0 {gid} 1")),
+    ] {
+        std::fs::write(file, content)
+            .map_err(|error| SpawnError::setup_io(Step::IdMap, &error, file))?;
+    }
+    for (flag, name) in [
+        (CloneFlags::CLONE_NEWNS, "mount_namespace"),
+        (CloneFlags::CLONE_NEWPID, "pid_namespace"),
+        (CloneFlags::CLONE_NEWIPC, "ipc_namespace"),
+        (CloneFlags::CLONE_NEWUTS, "uts_namespace"),
+        (CloneFlags::CLONE_NEWNET, "net_namespace"),
+    ] {
+        unshare(flag)
+            .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
+    }
+
+    let (mut ours, theirs) = UnixStream::pair()
+        .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "socketpair"))?;
+    let mut init = Command::new("/proc/self/exe")
+        .arg(CHILD_ARG)
+        .arg(INIT_ARG)
+        .env_clear()
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "spawn init"))?;
+    let init_pid = Pid::from_raw(init.id() as i32);
+    let sent =
+        write_frame(&mut ours, &plan_bytes).and_then(|()| write_frame(&mut ours, &stdin_bytes));
+    if let Err(error) = sent {
+        let _ = init.kill();
+        let _ = init.wait();
+        return Err(SpawnError::setup_io(
+            Step::SpawnInit,
+            &error,
+            "send the plan",
+        ));
+    }
+
+    let deadline = started + Duration::from_millis(plan.timeout_ms);
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(kill_on_timeout(&mut init));
+        }
+        let _ = ours.set_read_timeout(Some(remaining));
+        match read_json::<Report>(&mut ours) {
+            Ok(Report::Running) => {
+                let _ = write_json(control, &Report::Running);
+            }
+            Ok(report) => {
+                let _ = waitpid(init_pid, None);
+                return Ok(report);
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(kill_on_timeout(&mut init));
+            }
+            Err(error) => {
+                let status = init.wait();
+                return Err(SpawnError::protocol(format!(
+                    "init ended without a report ({error}; {status:?})"
+                )));
+            }
+        }
+    }
+}
+
+/// Killing init kills every process of its pid namespace.
+fn kill_on_timeout(init: &mut std::process::Child) -> Report {
+    let _ = init.kill();
+    let _ = init.wait();
+    Report::Exited {
+        exit: Exit::TimedOut,
+        usage: Usage::default(),
+    }
+}
+
+fn init_main() -> ! {
+    // If the supervising child dies, so does init, and with it the namespace. Should the
+    // child already be gone, the control socket reads end-of-file below.
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let Some(mut control) = control_socket() else {
+        std::process::exit(121);
+    };
+    let received = read_frame(&mut control).and_then(|plan| Ok((plan, read_frame(&mut control)?)));
+    let Ok((plan_bytes, stdin_bytes)) = received else {
+        std::process::exit(122);
+    };
+    let report = match serde_json::from_slice::<Plan>(&plan_bytes) {
+        Ok(plan) => match run_init(&plan, stdin_bytes, &mut control) {
+            Ok(report) => report,
+            Err(error) => Report::Failed { error },
+        },
+        Err(error) => Report::Failed {
+            error: SpawnError::protocol(format!("plan: {error}")),
+        },
+    };
+    let _ = write_json(&mut control, &report);
+    std::process::exit(0)
+}
+
+fn run_init(
+    plan: &Plan,
+    stdin_bytes: Vec<u8>,
+    control: &mut UnixStream,
+) -> Result<Report, SpawnError> {
+    mounts::build(plan)?;
+    nix::unistd::sethostname(HOSTNAME)
+        .map_err(|errno| SpawnError::setup(Step::Hostname, errno, HOSTNAME))?;
+    nix::unistd::chdir(&plan.cwd)
+        .map_err(|errno| SpawnError::setup(Step::Chdir, errno, plan.cwd.display().to_string()))?;
+    nix::unistd::setsid().map_err(|errno| SpawnError::setup(Step::Setsid, errno, "setsid"))?;
+    // Built before any layer is applied: nothing below allocates much or opens files.
+    let programs = confine::seccomp_programs()?;
+    confine::set_rlimits(&plan.rlimits)?;
+    confine::drop_capabilities()?;
+    confine::no_new_privs()?;
+    confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
+    confine::seccomp(&programs)?;
+
+    let program = plan.argv[0].clone();
+    let mut command = Command::new(&program);
+    command
+        .args(&plan.argv[1..])
+        .env_clear()
+        .envs(plan.env.iter().map(|(name, value)| (name, value)))
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .stdin(if stdin_bytes.is_empty() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        });
+    let mut child = command.spawn().map_err(|error| SpawnError::ExecFailed {
+        program: program.clone(),
+        errno: error.raw_os_error().unwrap_or(0),
+    })?;
+    let _ = write_json(control, &Report::Running);
+    let command_pid = Pid::from_raw(child.id() as i32);
+    let feeder = child.stdin.take().map(|mut stdin| {
+        std::thread::spawn(move || {
+            // A command that does not read its input gets EPIPE here, which is its business.
+            let _ = stdin.write_all(&stdin_bytes);
+        })
+    });
+
+    // As pid 1, init reaps every orphan of the namespace; it waits for the command only.
+    let exit = loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == command_pid => break Exit::Code(code),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command_pid => {
+                break Exit::Signal(signal as i32);
+            }
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(errno) => {
+                return Err(SpawnError::protocol(format!("waitpid: {errno}")));
+            }
+        }
+    };
+    drop(feeder);
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|usage| {
+            let millis = |time: nix::sys::time::TimeVal| {
+                (time.tv_sec() as u64) * 1000 + (time.tv_usec() as u64) / 1000
+            };
+            Usage {
+                user_ms: millis(usage.user_time()),
+                system_ms: millis(usage.system_time()),
+                max_rss_kib: usage.max_rss() as u64,
+            }
+        })
+        .unwrap_or_default();
+    Ok(Report::Exited { exit, usage })
+}
