@@ -53,11 +53,10 @@ pub(crate) fn drop_capabilities() -> Result<(), SpawnError> {
     .map_err(|errno| error(errno, "securebits"))?;
     for bit in 0..64u32 {
         let capability = CapabilitySet::from_bits_retain(1u64 << bit);
-        match rustix::thread::capability_is_in_bounding_set(capability) {
-            Ok(true) => rustix::thread::remove_capability_from_bounding_set(capability)
-                .map_err(|errno| error(errno, &format!("bounding set bit {bit}")))?,
-            // Past the kernel's last capability.
-            Ok(false) | Err(_) => {}
+        // Past the kernel's last capability the query fails or says no.
+        if let Ok(true) = rustix::thread::capability_is_in_bounding_set(capability) {
+            rustix::thread::remove_capability_from_bounding_set(capability)
+                .map_err(|errno| error(errno, &format!("bounding set bit {bit}")))?;
         }
     }
     rustix::thread::set_capabilities(
@@ -273,7 +272,7 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
         [libc::TIOCSTI, libc::TIOCLINUX]
             .into_iter()
             .map(|request| {
-                SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request as u64)
+                SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
                     .and_then(|condition| SeccompRule::new(vec![condition]))
             })
             .collect::<Result<_, _>>()

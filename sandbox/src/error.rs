@@ -67,10 +67,11 @@ pub enum Step {
 ///
 /// There is deliberately no variant that means "ran anyway": every failure refuses the command.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-#[serde(tag = "code", rename_all = "snake_case")]
+#[serde(tag = "code")]
 pub enum SpawnError {
     /// The kernel or this machine lacks something the profile requires.
     #[error("sandbox unavailable: {missing} ({detail})")]
+    #[serde(rename = "sandbox_unavailable")]
     SandboxUnavailable {
         /// What is missing, e.g. `user_namespace`, `landlock_abi_v6`, `cgroup_v2_pids`.
         missing: String,
@@ -79,6 +80,7 @@ pub enum SpawnError {
     },
     /// A setup step failed for a reason other than a missing feature.
     #[error("sandbox setup failed at {step:?}: {detail} (errno {errno})")]
+    #[serde(rename = "sandbox_setup_failed")]
     SetupFailed {
         /// The step that failed.
         step: Step,
@@ -89,12 +91,14 @@ pub enum SpawnError {
     },
     /// The request or profile is malformed or exceeds a bound.
     #[error("sandbox request invalid: {reason}")]
+    #[serde(rename = "sandbox_request_invalid")]
     RequestInvalid {
         /// What is wrong.
         reason: String,
     },
     /// The sandbox was set up but the command could not be executed.
     #[error("command could not be executed: {program} (errno {errno})")]
+    #[serde(rename = "sandbox_exec_failed")]
     ExecFailed {
         /// `argv[0]`.
         program: String,
@@ -103,6 +107,7 @@ pub enum SpawnError {
     },
     /// The sandbox executable could not be started.
     #[error("could not start the sandbox executable {exe}: {detail}")]
+    #[serde(rename = "sandbox_launch_failed")]
     LaunchFailed {
         /// The executable that was spawned.
         exe: String,
@@ -111,6 +116,7 @@ pub enum SpawnError {
     },
     /// The sandbox child broke the protocol or died without reporting.
     #[error("sandbox child protocol failure: {detail}")]
+    #[serde(rename = "sandbox_protocol_failed")]
     ProtocolFailed {
         /// What went wrong.
         detail: String,

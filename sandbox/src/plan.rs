@@ -446,7 +446,8 @@ mod tests {
     #[test]
     fn table_of_refusals() {
         let root = tempfile::tempdir().unwrap();
-        let cases: [(&str, fn(&mut Profile, &mut Request), &str); 6] = [
+        type Change = fn(&mut Profile, &mut Request);
+        let cases: [(&str, Change, &str); 6] = [
             (
                 "empty argv",
                 |_, request| request.argv.clear(),

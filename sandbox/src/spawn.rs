@@ -29,6 +29,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     exe: PathBuf,
+    home: Option<PathBuf>,
 }
 
 /// Standard output or error as collected: at most the cap kept, everything counted.
@@ -41,16 +42,24 @@ struct Captured {
 impl Sandbox {
     /// A sandbox served by `exe` (`std::env::current_exe()` for aido itself).
     pub fn new(exe: impl Into<PathBuf>) -> Self {
-        Sandbox { exe: exe.into() }
+        Sandbox {
+            exe: exe.into(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+
+    /// The home directory `~/` deny patterns refer to (by default the parent's `$HOME`).
+    pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
+        self.home = home;
+        self
     }
 
     /// Runs `request` confined by `profile` and waits for it (blocking; call it from
     /// `spawn_blocking` in async code). Nothing runs unconfined: every failure to set up a
     /// layer is an error and the command never started.
     pub fn run(&self, profile: &Profile, request: &Request) -> Result<Outcome, SpawnError> {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
         let parent_env: BTreeMap<String, String> = std::env::vars().collect();
-        let resolved = plan::resolve(profile, request, home.as_deref(), &parent_env)?;
+        let resolved = plan::resolve(profile, request, self.home.as_deref(), &parent_env)?;
         if profile.cgroup.is_some() {
             crate::cgroup::check_available()?;
         }
