@@ -265,6 +265,7 @@ fn run_init(
                 user_ms: millis(usage.user_time()),
                 system_ms: millis(usage.system_time()),
                 max_rss_kib: usage.max_rss() as u64,
+                memory_peak_bytes: None,
             }
         })
         .unwrap_or_default();

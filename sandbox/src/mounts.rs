@@ -63,6 +63,7 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SpawnError> {
     )
     .map_err(|errno| SpawnError::setup(Step::MountProc, errno, "/proc"))?;
     writable(plan)?;
+    pin_ancestors(&plan.hidden, &plan.writable_roots)?;
     hide(&plan.hidden)?;
     pivot()
 }
@@ -262,6 +263,45 @@ fn writable(plan: &Plan) -> Result<(), SpawnError> {
         }
         .map_err(|errno| {
             SpawnError::setup(Step::MountWritable, errno, root.display().to_string())
+        })?;
+    }
+    Ok(())
+}
+
+/// A mount point cannot be renamed or removed (EBUSY), so every directory between a writable
+/// root and a denied path in it is bound onto itself: without that, `mv .git moved` (a rename
+/// in one directory, which Landlock always allows) would carry the covered path away and let
+/// the command create a fresh, uncovered one in its place.
+fn pin_ancestors(hidden: &[Hidden], roots: &[PathBuf]) -> Result<(), SpawnError> {
+    let mut pins = std::collections::BTreeSet::new();
+    for entry in hidden {
+        let path = hidden_path(entry);
+        let Some(root) = roots.iter().find(|root| path.starts_with(root)) else {
+            continue;
+        };
+        let mut ancestor = path.parent();
+        while let Some(directory) = ancestor {
+            if directory == root.as_path() || !directory.starts_with(root) {
+                break;
+            }
+            pins.insert(directory.to_path_buf());
+            ancestor = directory.parent();
+        }
+    }
+    for pin in pins {
+        let target = under(NEW, &pin);
+        if !target.is_dir() {
+            continue;
+        }
+        mount(
+            Some(&target),
+            &target,
+            none(),
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            none(),
+        )
+        .map_err(|errno| {
+            SpawnError::setup(Step::MountDeny, errno, format!("pin {}", pin.display()))
         })?;
     }
     Ok(())

@@ -29,8 +29,10 @@ pub struct Profile {
     pub landlock_abi_min: u8,
     /// Per-process resource limits.
     pub rlimits: Rlimits,
-    /// Limits on the whole process tree. `Some` demands a delegated cgroup v2 subtree with the
-    /// controllers; without one the spawn fails with `sandbox_unavailable`.
+    /// Limits on the whole process tree. `Some` demands a cgroup with the pids, memory and cpu
+    /// controllers: a delegated v2 subtree, or on a hybrid host the v1 hierarchies (as root);
+    /// without one the spawn fails with `sandbox_unavailable`. Note that `RLIMIT_NPROC` does
+    /// not bind when aido runs as host root, so only this bounds a fork bomb there.
     pub cgroup: Option<CgroupLimits>,
     /// Size of the private `/tmp`.
     pub tmp_bytes_max: u64,
@@ -194,6 +196,8 @@ pub struct Usage {
     pub system_ms: u64,
     /// Largest resident set of one process.
     pub max_rss_kib: u64,
+    /// The whole tree's peak memory, from its cgroup (when the profile has cgroup limits).
+    pub memory_peak_bytes: Option<u64>,
 }
 
 /// What a confined command did.
@@ -215,6 +219,8 @@ pub struct Outcome {
     pub stderr_truncated: bool,
     /// CPU and memory use (zero when the tree was killed before init could measure it).
     pub usage: Usage,
+    /// The cgroup hierarchy that held the limits (`v2`, or `v1` on a hybrid host), if any.
+    pub cgroup: Option<String>,
     /// Wall time from spawn to the end of the tree.
     pub duration_ms: u64,
 }

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::cgroup::{Cgroup, Hierarchy};
 use crate::child::CHILD_ARG;
 use crate::error::{SpawnError, Step};
 use crate::plan::{self, Resolved};
@@ -60,9 +61,7 @@ impl Sandbox {
     pub fn run(&self, profile: &Profile, request: &Request) -> Result<Outcome, SpawnError> {
         let parent_env: BTreeMap<String, String> = std::env::vars().collect();
         let resolved = plan::resolve(profile, request, self.home.as_deref(), &parent_env)?;
-        if profile.cgroup.is_some() {
-            crate::cgroup::check_available()?;
-        }
+        let cgroup = profile.cgroup.as_ref().map(Cgroup::create).transpose()?;
         let layers = match &resolved.plan.writes {
             WriteMode::Direct => None,
             WriteMode::Overlay { layers_dir } => Some(layers_dir.clone()),
@@ -82,12 +81,18 @@ impl Sandbox {
             }
         }
         let placeholders = Placeholders::create(&resolved)?;
-        let outcome = self.launch(&resolved, request);
+        let outcome = self.launch(&resolved, request, cgroup.as_ref());
+        drop(cgroup);
         drop(placeholders);
         outcome
     }
 
-    fn launch(&self, resolved: &Resolved, request: &Request) -> Result<Outcome, SpawnError> {
+    fn launch(
+        &self,
+        resolved: &Resolved,
+        request: &Request,
+        cgroup: Option<&Cgroup>,
+    ) -> Result<Outcome, SpawnError> {
         let started = Instant::now();
         let (mut control, theirs) =
             UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
@@ -105,6 +110,14 @@ impl Sandbox {
                 exe: self.exe.display().to_string(),
                 detail: error.to_string(),
             })?;
+        // The child blocks on the plan until it is inside, so nothing escapes the limits.
+        if let Some(cgroup) = cgroup
+            && let Err(error) = cgroup.join(child.id())
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(error);
+        }
         let (sender, receiver) = mpsc::channel();
         for (index, pipe, cap) in [
             (
@@ -134,6 +147,9 @@ impl Sandbox {
 
         let result = converse(&mut control, &mut child, resolved, request);
         // The report came (or the child is dead): the tree is gone, the pipes close.
+        if let Some(cgroup) = cgroup {
+            cgroup.kill();
+        }
         let _ = child.kill();
         let _ = child.wait();
         let mut outputs = [Captured::default(), Captured::default()];
@@ -149,7 +165,8 @@ impl Sandbox {
                 }
             }
         }
-        let (exit, usage) = result?;
+        let (exit, mut usage) = result?;
+        usage.memory_peak_bytes = cgroup.and_then(Cgroup::memory_peak_bytes);
         let [stdout, stderr] = outputs;
         Ok(Outcome {
             exit,
@@ -160,6 +177,10 @@ impl Sandbox {
             stdout: stdout.kept,
             stderr: stderr.kept,
             usage,
+            cgroup: cgroup.map(|cgroup| match cgroup.hierarchy() {
+                Hierarchy::V2 => "v2".to_string(),
+                Hierarchy::V1 => "v1".to_string(),
+            }),
             duration_ms: started.elapsed().as_millis() as u64,
         })
     }

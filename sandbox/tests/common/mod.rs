@@ -32,7 +32,13 @@ impl Fixture {
         let root = path.join("root");
         let home = path.join("home");
         let outside = path.join("outside");
-        for directory in [&root, &home, &outside, &home.join(".ssh"), &home.join(".aws")] {
+        for directory in [
+            &root,
+            &home,
+            &outside,
+            &home.join(".ssh"),
+            &home.join(".aws"),
+        ] {
             std::fs::create_dir_all(directory).unwrap();
         }
         std::fs::write(home.join(".ssh/id_ed25519"), SSH_KEY).unwrap();
@@ -59,8 +65,12 @@ impl Fixture {
     /// `sh -c script` in the root, with `$H` the fake home and `$OUT` the outside directory.
     pub fn request(&self, script: &str) -> Request {
         let mut request = Request::new(["sh", "-c", script], &self.root);
-        request.env.insert("H".into(), self.home.display().to_string());
-        request.env.insert("OUT".into(), self.outside.display().to_string());
+        request
+            .env
+            .insert("H".into(), self.home.display().to_string());
+        request
+            .env
+            .insert("OUT".into(), self.outside.display().to_string());
         request
     }
 
@@ -85,7 +95,10 @@ impl Fixture {
         assert_eq!(read(&self.home.join(".aws/credentials")), AWS_KEY);
         assert_eq!(read(&self.home.join(".bashrc")), BASHRC);
         assert_eq!(read(&self.outside.join("file.txt")), "OUTSIDE");
-        assert_eq!(entries(&self.home), vec![".aws", ".bashrc", ".ssh", "visible.txt"]);
+        assert_eq!(
+            entries(&self.home),
+            vec![".aws", ".bashrc", ".ssh", "visible.txt"]
+        );
         assert_eq!(entries(&self.home.join(".ssh")), vec!["id_ed25519"]);
         assert_eq!(entries(&self.outside), vec!["file.txt"]);
     }
