@@ -156,7 +156,11 @@ impl Cgroup {
             let missing = || format!("cgroup_v1_{controller}");
             let own = membership
                 .lines()
-                .filter_map(|line| line.splitn(3, ':').nth(1).zip(line.splitn(3, ':').nth(2)))
+                .filter_map(|line| {
+                    let mut parts = line.splitn(3, ':');
+                    let _hierarchy_id = parts.next()?;
+                    Some((parts.next()?, parts.next()?))
+                })
                 .find(|(controllers, _)| {
                     controllers.split(',').any(|present| present == controller)
                 })
