@@ -2,6 +2,8 @@
 //! the host, next to a control that shows the same probe works where it is allowed (so a
 //! denial is the sandbox's doing, not a broken probe).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
 mod common;
 
 use std::time::Duration;

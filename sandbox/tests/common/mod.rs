@@ -3,6 +3,7 @@
 //! Every fixture lives under `CARGO_TARGET_TMPDIR`, not `/tmp`: the sandbox's `/tmp` is a
 //! private tmpfs, so a secret under the host's `/tmp` would be invisible for the wrong reason.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
 use std::path::{Path, PathBuf};
 
