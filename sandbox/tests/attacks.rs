@@ -47,7 +47,8 @@ fn a_deny_glob_hides_matching_files_and_directories() {
     let outcome = fixture.sh_with(
         &profile,
         "cat app/main.py; echo; cat app/.env; cat app/secrets/key; ls app/secrets; \
-         echo pwned > app/.env; echo pwned > app/secrets/new; echo end",
+         echo pwned > app/.env; echo pwned > app/secrets/new; mv app/.env app/env; rm -f app/.env; \
+         mv app/secrets app/open; mv app app2; ln app/.env hard; echo end",
     );
     let out = stdout(&outcome);
     assert!(
@@ -65,6 +66,11 @@ fn a_deny_glob_hides_matching_files_and_directories() {
         "TOKEN=aido-test-secret-env"
     );
     assert_eq!(entries(&fixture.root.join("app/secrets")), vec!["key"]);
+    assert_eq!(entries(&fixture.root), vec!["app"]);
+    assert_eq!(
+        entries(&fixture.root.join("app")),
+        vec![".env", "main.py", "secrets"]
+    );
 }
 
 #[test]

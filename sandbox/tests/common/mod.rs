@@ -11,6 +11,8 @@ use aido_sandbox::{Exit, Outcome, Profile, Request, Sandbox, SpawnError};
 
 pub struct Fixture {
     _base: tempfile::TempDir,
+    /// The canonical directory holding everything below.
+    pub base: PathBuf,
     /// The only writable root.
     pub root: PathBuf,
     /// A fake `$HOME` (outside the root) with credentials in it.
@@ -49,6 +51,7 @@ impl Fixture {
         std::fs::write(outside.join("file.txt"), "OUTSIDE").unwrap();
         Fixture {
             _base: base,
+            base: path,
             root,
             home,
             outside,
