@@ -157,6 +157,13 @@ fn check_request(request: &Request) -> Result<(), SpawnError> {
     if request.argv.iter().any(|argument| argument.contains('\0')) {
         return Err(SpawnError::invalid("an argument contains NUL"));
     }
+    if request.stdin.len() > crate::protocol::FRAME_BYTES_MAX {
+        return Err(SpawnError::invalid(format!(
+            "{} stdin bytes exceed {}",
+            request.stdin.len(),
+            crate::protocol::FRAME_BYTES_MAX
+        )));
+    }
     if !request.cwd.is_absolute() {
         return Err(SpawnError::invalid(format!(
             "cwd {:?} is not absolute",

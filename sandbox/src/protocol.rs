@@ -44,7 +44,7 @@ pub(crate) enum Hidden {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Report {
-    /// The command is running (init's host pid, for the parent's backstop).
+    /// The command is running.
     Running,
     /// Setup failed; nothing ran.
     Failed { error: SpawnError },

@@ -535,3 +535,57 @@ fn refusals_are_coded_and_nothing_runs() {
     assert_eq!(error.code(), "sandbox_launch_failed");
     assert!(!marker.exists());
 }
+
+#[test]
+fn kill_from_inside_reaches_nothing_outside() {
+    let fixture = Fixture::new();
+    let marker = "aido-host-victim-marker";
+    // A host process of the same uid: without a pid namespace, `kill -9 -1` would take it.
+    let mut victim = std::process::Command::new("sh")
+        .args(["-c", &format!("sleep 30 # {marker}")])
+        .spawn()
+        .unwrap();
+    let outcome = fixture.sh(&format!(
+        "kill -9 {victim} {parent}; echo kill=$?; kill -9 -1; echo after",
+        victim = victim.id(),
+        parent = std::process::id()
+    ));
+    // The host pids do not exist in the sandbox's pid namespace; -1 reaches only the sandbox.
+    assert!(
+        stdout(&outcome).starts_with("kill=1\n"),
+        "{}",
+        stdout(&outcome)
+    );
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the host process was killed"
+    );
+    assert!(
+        !host_processes_with(marker).is_empty(),
+        "the victim is gone"
+    );
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn kernel_tunables_and_proc_are_read_only() {
+    let fixture = Fixture::new();
+    let before = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let outcome = fixture.sh(
+        "echo pwned > /proc/sys/kernel/hostname; echo 1 > /proc/sys/vm/drop_caches; \
+         echo pwned > /proc/self/attr/current; echo 0 > /proc/self/oom_score_adj; \
+         hostname; cat /proc/sys/kernel/hostname",
+    );
+    assert_eq!(
+        stdout(&outcome),
+        "aido-sandbox\naido-sandbox\n",
+        "{}",
+        stderr(&outcome)
+    );
+    assert_eq!(stderr(&outcome).lines().count(), 4, "{}", stderr(&outcome));
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
+        before
+    );
+}
