@@ -207,6 +207,11 @@ fn run_init(
     nix::unistd::chdir(&plan.cwd)
         .map_err(|errno| SpawnError::setup(Step::Chdir, errno, plan.cwd.display().to_string()))?;
     nix::unistd::setsid().map_err(|errno| SpawnError::setup(Step::Setsid, errno, "setsid"))?;
+    // Init's /proc entries (its memory, its descriptors: the control socket) stay closed to the
+    // command, which runs as the same uid: a non-dumpable process is only traceable with
+    // CAP_SYS_PTRACE. The command itself is dumpable again after its exec.
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|errno| SpawnError::setup(Step::Capabilities, errno, "PR_SET_DUMPABLE"))?;
     // Built before any layer is applied: nothing below allocates much or opens files.
     let programs = confine::seccomp_programs()?;
     confine::set_rlimits(&plan.rlimits)?;

@@ -228,8 +228,13 @@ const CLONE_NAMESPACE_FLAGS: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWNET) as u64
     | 0x80; // CLONE_NEWTIME
 
-/// Socket families refused: packet sockets and vsock reach past the network namespace's intent.
-const SOCKET_FAMILIES_DENIED: [i32; 2] = [libc::AF_PACKET, libc::AF_VSOCK];
+/// Socket families `socket(2)` refuses. `AF_UNIX` because a pathname socket is the one door
+/// the read-only tree leaves open: connecting needs only write permission on the socket inode,
+/// which a read-only mount does not remove and Landlock below ABI 9 does not check, and the
+/// sandbox's root owns what the host's root owns (`/run/docker.sock`, the D-Bus system bus).
+/// `socketpair(2)` stays allowed, so pipes between the command's own processes still work.
+/// Packet sockets and vsock reach past the network namespace.
+const SOCKET_FAMILIES_DENIED: [i32; 3] = [libc::AF_UNIX, libc::AF_PACKET, libc::AF_VSOCK];
 
 /// Builds both filters. The deny list answers EPERM; `clone3`, whose flags live in memory a
 /// filter cannot read, answers ENOSYS so the C library falls back to `clone`, which is checked.

@@ -154,7 +154,8 @@ fn proc_shows_only_the_sandbox() {
     let fixture = Fixture::new();
     let outcome = fixture.sh(
         "cd /proc; for pid in [0-9]*; do echo pid $pid; done; cat /proc/1/environ | tr '\\0' '\\n'; \
-         ls /proc/self/root/; readlink /proc/1/exe; echo end",
+         ls /proc/self/root/; readlink /proc/1/exe && echo init-exe-readable; readlink /proc/1/fd/0 && echo init-fds-readable; \
+         head -c 1 /proc/1/mem && echo init-mem-readable; echo end",
     );
     assert_code(&outcome, 0);
     let out = stdout(&outcome);
@@ -171,6 +172,8 @@ fn proc_shows_only_the_sandbox() {
     );
     // init's environment is empty; the root is the sandbox's (the host /tmp is a fresh tmpfs).
     assert!(!out.contains("CARGO"), "{out}");
+    // init is not dumpable: its descriptors (the control socket) and memory are closed.
+    assert!(!out.contains("-readable"), "{out}");
     assert!(out.contains("end"));
 }
 
@@ -587,5 +590,42 @@ fn kernel_tunables_and_proc_are_read_only() {
     assert_eq!(
         std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
         before
+    );
+}
+
+#[test]
+fn host_unix_sockets_cannot_be_reached_but_socketpair_works() {
+    let fixture = Fixture::new();
+    let path = fixture.outside.join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        r#"
+import socket
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("{}")
+    print("CONNECTED")
+except OSError as e:
+    print("refused", e.errno)
+a, b = socket.socketpair()
+a.send(b"pair")
+print(b.recv(4).decode())
+"#,
+        path.display()
+    );
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script.as_str()], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    assert_eq!(stdout(&outcome), "refused 1\npair\n");
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a connection reached the host socket"
     );
 }
