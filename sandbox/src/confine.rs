@@ -53,10 +53,12 @@ pub(crate) fn drop_capabilities() -> Result<(), SpawnError> {
     .map_err(|errno| error(errno, "securebits"))?;
     for bit in 0..64u32 {
         let capability = CapabilitySet::from_bits_retain(1u64 << bit);
-        // Past the kernel's last capability the query fails or says no.
-        if let Ok(true) = rustix::thread::capability_is_in_bounding_set(capability) {
-            rustix::thread::remove_capability_from_bounding_set(capability)
-                .map_err(|errno| error(errno, &format!("bounding set bit {bit}")))?;
+        match rustix::thread::capability_is_in_bounding_set(capability) {
+            Ok(true) => rustix::thread::remove_capability_from_bounding_set(capability)
+                .map_err(|errno| error(errno, &format!("bounding set bit {bit}")))?,
+            Ok(false) => {}
+            // Past the kernel's last capability.
+            Err(_) => break,
         }
     }
     rustix::thread::set_capabilities(
@@ -321,9 +323,36 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
     Ok(programs)
 }
 
-pub(crate) fn seccomp(programs: &[BpfProgram]) -> Result<(), SpawnError> {
+/// One BPF instruction as it travels in the plan: `(code, jt, jf, k)`.
+pub(crate) type Instruction = (u16, u8, u8, u32);
+
+/// The filters, compiled once per parent process (compiling takes milliseconds; applying
+/// them, microseconds) and shipped to init in the plan.
+pub(crate) fn seccomp_wire() -> Result<Vec<Vec<Instruction>>, SpawnError> {
+    static COMPILED: std::sync::OnceLock<Result<Vec<Vec<Instruction>>, SpawnError>> =
+        std::sync::OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            Ok(seccomp_programs()?
+                .iter()
+                .map(|program| {
+                    program
+                        .iter()
+                        .map(|filter| (filter.code, filter.jt, filter.jf, filter.k))
+                        .collect()
+                })
+                .collect())
+        })
+        .clone()
+}
+
+pub(crate) fn seccomp(programs: &[Vec<Instruction>]) -> Result<(), SpawnError> {
     for program in programs {
-        seccompiler::apply_filter(program)
+        let program: BpfProgram = program
+            .iter()
+            .map(|&(code, jt, jf, k)| seccompiler::sock_filter { code, jt, jf, k })
+            .collect();
+        seccompiler::apply_filter(&program)
             .map_err(|error| SpawnError::unavailable("seccomp_filter", error.to_string()))?;
     }
     Ok(())

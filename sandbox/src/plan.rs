@@ -133,6 +133,7 @@ pub(crate) fn resolve(
             landlock_abi_min: profile.landlock_abi_min,
             rlimits: profile.rlimits,
             tmp_bytes_max: profile.tmp_bytes_max,
+            seccomp: crate::confine::seccomp_wire()?,
         },
         placeholders,
     })

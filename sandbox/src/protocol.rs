@@ -28,6 +28,8 @@ pub(crate) struct Plan {
     pub(crate) landlock_abi_min: u8,
     pub(crate) rlimits: Rlimits,
     pub(crate) tmp_bytes_max: u64,
+    /// The seccomp filters, compiled by the parent.
+    pub(crate) seccomp: Vec<Vec<crate::confine::Instruction>>,
 }
 
 /// One denied path as the child must hide it.
