@@ -264,3 +264,29 @@ impl Drop for Cgroup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs on whatever this machine has and says which path it took; on a hybrid host the
+    /// refusal of v2 must name the missing controller, never be a bare failure.
+    #[test]
+    fn v2_either_works_or_names_what_is_missing() {
+        let limits = CgroupLimits {
+            pids_max: 8,
+            memory_bytes_max: 64 << 20,
+            cpu_percent_max: 50,
+        };
+        match Cgroup::create_v2(&limits, &membership()) {
+            Ok(cgroup) => {
+                eprintln!("cgroup v2 delegated here: {:?}", cgroup.directories);
+                assert_eq!(cgroup.hierarchy(), Hierarchy::V2);
+            }
+            Err((missing, detail)) => {
+                eprintln!("cgroup v2 unavailable here: {missing} ({detail})");
+                assert!(missing.starts_with("cgroup_v2"), "{missing}");
+            }
+        }
+    }
+}

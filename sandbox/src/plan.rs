@@ -89,6 +89,20 @@ pub(crate) fn resolve(
     }
     hidden.sort_by(|left, right| hidden_path(left).cmp(hidden_path(right)));
     hidden.dedup();
+    // A denied directory is covered after the roots are bound, so a root inside one would be
+    // covered too: refuse rather than leave a root that silently is not there.
+    for root in &writable_roots {
+        if let Some(Hidden::Dir(denied)) = hidden
+            .iter()
+            .find(|entry| matches!(entry, Hidden::Dir(denied) if root.starts_with(denied) && root != denied))
+        {
+            return Err(SpawnError::invalid(format!(
+                "writable root {} is inside the denied {}",
+                root.display(),
+                denied.display()
+            )));
+        }
+    }
     placeholders.sort();
     placeholders.dedup();
 
@@ -455,7 +469,7 @@ mod tests {
     fn table_of_refusals() {
         let root = tempfile::tempdir().unwrap();
         type Change = fn(&mut Profile, &mut Request);
-        let cases: [(&str, Change, &str); 6] = [
+        let cases: [(&str, Change, &str); 7] = [
             (
                 "empty argv",
                 |_, request| request.argv.clear(),
@@ -484,6 +498,14 @@ mod tests {
             (
                 "dotdot deny",
                 |profile, _| profile.deny = vec!["/etc/../root".into()],
+                "sandbox_request_invalid",
+            ),
+            (
+                "root inside a denied directory",
+                |profile, _| {
+                    let root = profile.writable_roots[0].clone();
+                    profile.deny = vec![root.parent().unwrap().display().to_string()];
+                },
                 "sandbox_request_invalid",
             ),
         ];
