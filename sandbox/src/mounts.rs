@@ -317,6 +317,19 @@ fn hide(hidden: &[Hidden]) -> Result<(), SpawnError> {
         };
         let failed =
             |errno| SpawnError::setup(Step::MountDeny, errno, target.display().to_string());
+        // A mount follows symlinks in its target. The parent resolved this path; if a component
+        // became a symlink since (another command in the same root), covering what it points
+        // at would leave the denied path itself open. Refuse instead.
+        if std::fs::canonicalize(&target).ok().as_deref() != Some(target.as_path()) {
+            return Err(SpawnError::SetupFailed {
+                step: Step::MountDeny,
+                errno: libc::ELOOP,
+                detail: format!(
+                    "{} became a symlink after it was resolved",
+                    target.display()
+                ),
+            });
+        }
         if metadata.is_dir() {
             tmpfs(&target, sealed, "mode=0000,size=4k", Step::MountDeny)?;
         } else {
