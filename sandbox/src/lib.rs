@@ -22,6 +22,26 @@
 //! expanded over existing entries at spawn time; a glob match created by the command later is
 //! for the write judgement of the overlay layer (point 3 of issue 9).
 //!
+//! # Layers and how each fails
+//!
+//! | layer | how | when the host lacks it |
+//! |---|---|---|
+//! | user, mount, pid, ipc, uts, net namespaces | `unshare` in the child; a one-uid map | `sandbox_unavailable` (`user_namespace`, `pid_namespace`, …) |
+//! | read-only host | recursive bind of `/`, every mount remounted read-only (flags kept) | `sandbox_setup_failed` (`mount_readonly`) |
+//! | writable roots | read-write bind, or overlayfs with an upper layer ([`WriteMode::Overlay`]) | `sandbox_setup_failed` (`mount_writable`) |
+//! | denied paths | empty read-only tmpfs / empty file over them, ancestors pinned (no `mv`) | `sandbox_setup_failed` (`mount_deny`) |
+//! | `/proc`, `/dev`, `/tmp` | fresh proc of the pid namespace; tmpfs `/dev` with six nodes; tmpfs `/tmp`, `/dev/shm` | `sandbox_setup_failed` |
+//! | capabilities, no-new-privs | bounding set, securebits, capset; `PR_SET_NO_NEW_PRIVS` | `sandbox_setup_failed` |
+//! | Landlock | read-only `/`, all rights on the roots, no TCP (ABI 4+), scoped signals and abstract sockets (ABI 6+) | `sandbox_unavailable` (`landlock_abi_vN`): a hard floor, never best effort |
+//! | seccomp | EPERM deny list (ptrace, mount, namespaces, bpf, io_uring, keyrings, `socket(AF_UNIX)` …), `clone3` → ENOSYS | `sandbox_unavailable` (`seccomp_filter`) |
+//! | rlimits | nproc, as, fsize, nofile, cpu, core | `sandbox_setup_failed` (`rlimit`) |
+//! | cgroup | pids, memory, cpu per spawn: v2 subtree, or v1 on hybrid hosts | `sandbox_unavailable` (`cgroup_v2_pids`, …) when demanded |
+//! | environment, fds, session | cleared + allowlist; fds ≥ 3 close-on-exec; `setsid` | — |
+//!
+//! `RLIMIT_NPROC` does not bind when aido runs as host root (the kernel exempts the init
+//! user's processes), so there only [`Profile::cgroup`] bounds a fork bomb; a policy for a
+//! root aido should demand it.
+//!
 //! # Example
 //!
 //! ```no_run
