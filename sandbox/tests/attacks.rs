@@ -629,3 +629,58 @@ print(b.recv(4).decode())
         "a connection reached the host socket"
     );
 }
+
+/// If the sandbox child dies (aido killed, a bug), init gets SIGKILL from the kernel
+/// (`PR_SET_PDEATHSIG`) and with it the whole pid namespace: nothing is ever orphaned.
+#[test]
+fn killing_the_sandbox_child_kills_the_tree() {
+    let fixture = Fixture::new();
+    let marker = "aido-orphan-marker";
+    let mut request = fixture.request(&format!("sleep 60 # {marker}"));
+    request.timeout_ms = 30_000;
+    let sandbox = fixture.sandbox();
+    let profile = fixture.profile();
+    let runner = std::thread::spawn(move || sandbox.run(&profile, &request));
+    // Wait for the command, then find the sandbox child (`aido-sandbox __aido_sandbox`, no
+    // `init` after it) among our own children and kill it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host_processes_with(marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let parent = std::process::id().to_string();
+    let child = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|entry| {
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            status
+                .lines()
+                .any(|line| line == format!("PPid:\t{parent}"))
+                && cmdline.contains("__aido_sandbox")
+                && !cmdline.contains("init")
+        })
+        .map(|entry| entry.file_name().to_string_lossy().parse::<i32>().unwrap())
+        .expect("the sandbox child is our child");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let result = runner.join().unwrap();
+    assert_eq!(result.unwrap_err().code(), "sandbox_protocol_failed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !host_processes_with(marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        host_processes_with(marker).is_empty(),
+        "{:?}",
+        host_processes_with(marker)
+    );
+}
