@@ -641,8 +641,7 @@ fn killing_the_sandbox_child_kills_the_tree() {
     let sandbox = fixture.sandbox();
     let profile = fixture.profile();
     let runner = std::thread::spawn(move || sandbox.run(&profile, &request));
-    // Wait for the command, then find the sandbox child (`aido-sandbox __aido_sandbox`, no
-    // `init` after it) among our own children and kill it.
+    // Wait for the command, then find its sandbox child and kill it.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while host_processes_with(marker).is_empty() {
         assert!(
@@ -651,22 +650,28 @@ fn killing_the_sandbox_child_kills_the_tree() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let parent = std::process::id().to_string();
-    let child = std::fs::read_dir("/proc")
+    // Other tests run sandboxes from this process too: walk up from our command to the
+    // ancestor whose parent is this process.
+    let parent_of = |pid: i32| -> i32 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|line| line.strip_prefix("PPid:\t"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let command: i32 = host_processes_with(marker)[0]
+        .split(':')
+        .next()
         .unwrap()
-        .flatten()
-        .find(|entry| {
-            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            status
-                .lines()
-                .any(|line| line == format!("PPid:\t{parent}"))
-                && cmdline.contains("__aido_sandbox")
-                && !cmdline.contains("init")
-        })
-        .map(|entry| entry.file_name().to_string_lossy().parse::<i32>().unwrap())
-        .expect("the sandbox child is our child");
+        .parse()
+        .unwrap();
+    let mut child = command;
+    while parent_of(child) != std::process::id() as i32 {
+        child = parent_of(child);
+        assert!(child > 1, "the command is not our descendant");
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child),
         nix::sys::signal::Signal::SIGKILL,
