@@ -1,12 +1,14 @@
 //! The two processes on the sandbox side of the re-exec.
 //!
 //! **The sandbox child** (`aido __aido_sandbox`) is a fresh, single-threaded exec of the
-//! parent's binary. It reads the plan from its standard input (a Unix socket), unshares the
+//! parent's binary. It reads its launch frame from its standard input (a Unix socket; the plan
+//! behind it is init's to read), unshares the
 //! user namespace (writing a one-uid map), then the mount, pid, ipc, uts and net namespaces,
 //! and starts **init**, the first process of the new pid namespace, again by re-executing
-//! itself. The child stays outside as init's supervisor: it enforces the timeout by killing
-//! init, which makes the kernel kill everything else in the namespace, and relays init's
-//! report to the parent.
+//! itself, handing init the same control socket. The child stays outside as init's
+//! supervisor: it watches init through a pidfd and enforces the timeout by killing init, which
+//! makes the kernel kill everything else in the namespace. Init reports to the parent
+//! directly; the child reports only what init cannot (a timeout, init's death).
 //!
 //! **Init** (pid 1) builds the mount tree and pivots into it, then confines itself (session,
 //! rlimits, no capabilities, no-new-privileges, Landlock, seccomp) and starts the command,
@@ -29,7 +31,7 @@ use crate::confine;
 use crate::error::{SpawnError, Step};
 use crate::mounts;
 use crate::profile::{Exit, Usage};
-use crate::protocol::{Plan, Report, read_frame, read_json, write_frame, write_json};
+use crate::protocol::{Launch, Plan, Report, read_frame, read_json, write_json};
 
 /// `argv[1]` that makes an executable act as the sandbox child instead of itself.
 pub const CHILD_ARG: &str = "__aido_sandbox";
@@ -59,26 +61,25 @@ fn control_socket() -> Option<UnixStream> {
     Some(UnixStream::from(fd))
 }
 
-/// The sandbox child: see the module docs. Its exit code carries nothing; the report does.
+/// The sandbox child: see the module docs. Its exit code carries nothing; the reports do.
 pub fn child_main() -> ! {
     let Some(mut control) = control_socket() else {
         std::process::exit(120);
     };
     let report = match supervise(&mut control) {
         Ok(report) => report,
-        Err(error) => Report::Failed { error },
+        Err(error) => Some(Report::Failed { error }),
     };
-    let _ = write_json(&mut control, &report);
+    if let Some(report) = report {
+        let _ = write_json(&mut control, &report);
+    }
     std::process::exit(0)
 }
 
-fn supervise(control: &mut UnixStream) -> Result<Report, SpawnError> {
-    let read_failed =
-        |error: std::io::Error| SpawnError::setup_io(Step::ReadRequest, &error, "plan");
-    let plan_bytes = read_frame(control).map_err(read_failed)?;
-    let stdin_bytes = read_frame(control).map_err(read_failed)?;
-    let plan: Plan = serde_json::from_slice(&plan_bytes)
-        .map_err(|error| SpawnError::protocol(format!("plan: {error}")))?;
+/// Returns the final report only when init could not send its own.
+fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
+    let launch: Launch = read_json(control)
+        .map_err(|error| SpawnError::setup_io(Step::ReadRequest, &error, "launch"))?;
     let started = Instant::now();
     // Descriptors a careless parent left inheritable must not reach the command.
     close_fds::set_fds_cloexec(3, &[]);
@@ -106,8 +107,10 @@ fn supervise(control: &mut UnixStream) -> Result<Report, SpawnError> {
             .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
     }
 
-    let (mut ours, theirs) = UnixStream::pair()
-        .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "socketpair"))?;
+    // Init reads the plan from the same socket and reports on it directly: no relay hop.
+    let theirs = control
+        .try_clone()
+        .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "dup the control socket"))?;
     let mut init = Command::new("/proc/self/exe")
         .arg(CHILD_ARG)
         .arg(INIT_ARG)
@@ -117,49 +120,57 @@ fn supervise(control: &mut UnixStream) -> Result<Report, SpawnError> {
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "spawn init"))?;
-    let init_pid = Pid::from_raw(init.id() as i32);
-    let sent =
-        write_frame(&mut ours, &plan_bytes).and_then(|()| write_frame(&mut ours, &stdin_bytes));
-    if let Err(error) = sent {
-        let _ = init.kill();
-        let _ = init.wait();
-        return Err(SpawnError::setup_io(
-            Step::SpawnInit,
-            &error,
-            "send the plan",
-        ));
-    }
+    let _ = write_json(
+        control,
+        &Report::Started {
+            init_pid: init.id(),
+        },
+    );
+    let pidfd = rustix::process::Pid::from_raw(init.id() as i32)
+        .ok_or_else(|| SpawnError::protocol("init has pid 0"))
+        .and_then(|pid| {
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                .map_err(|errno| SpawnError::unavailable("pidfd", format!("pidfd_open: {errno}")))
+        });
+    let pidfd = match pidfd {
+        Ok(pidfd) => pidfd,
+        Err(error) => {
+            let _ = init.kill();
+            let _ = init.wait();
+            return Err(error);
+        }
+    };
 
-    let deadline = started + Duration::from_millis(plan.timeout_ms);
+    let deadline = started + Duration::from_millis(launch.timeout_ms);
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            return Ok(kill_on_timeout(&mut init));
+            return Ok(Some(kill_on_timeout(&mut init)));
         }
-        let _ = ours.set_read_timeout(Some(remaining));
-        match read_json::<Report>(&mut ours) {
-            Ok(Report::Running) => {
-                let _ = write_json(control, &Report::Running);
-            }
-            Ok(report) => {
-                let _ = waitpid(init_pid, None);
-                return Ok(report);
-            }
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Ok(kill_on_timeout(&mut init));
-            }
-            Err(error) => {
-                let status = init.wait();
-                return Err(SpawnError::protocol(format!(
-                    "init ended without a report ({error}; {status:?})"
-                )));
+        let timeout = rustix::event::Timespec {
+            tv_sec: remaining.as_secs() as i64,
+            tv_nsec: i64::from(remaining.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => break,
+            Err(errno) => {
+                let _ = init.kill();
+                let _ = init.wait();
+                return Err(SpawnError::protocol(format!("poll on init: {errno}")));
             }
         }
+    }
+    // Init exits 0 only after its final report is written.
+    match init.wait() {
+        Ok(status) if status.success() => Ok(None),
+        status => Err(SpawnError::protocol(format!(
+            "init ended without a report ({status:?})"
+        ))),
     }
 }
 
@@ -221,8 +232,9 @@ fn init_main() -> ! {
             error: SpawnError::protocol(format!("plan: {error}")),
         },
     };
-    let _ = write_json(&mut control, &report);
-    std::process::exit(0)
+    // The child reads this exit code: 0 means the report is on its way to the parent.
+    let written = write_json(&mut control, &report).is_ok();
+    std::process::exit(if written { 0 } else { 123 })
 }
 
 fn run_init(

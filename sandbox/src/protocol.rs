@@ -1,8 +1,13 @@
 //! Frames between the parent, the sandbox child and the namespace's init.
 //!
-//! Each frame is a little-endian `u32` length and that many bytes (JSON or raw stdin). The
-//! control channel is a Unix socket passed as the child's standard input, so no secret rides
-//! on argv or the environment and the child needs no extra descriptor.
+//! Each frame is a little-endian `u32` length and that many bytes (JSON or raw stdin), written
+//! with one `write` so frames from the child and from init never interleave. The control
+//! channel is a Unix socket passed as the child's standard input (and from it to init's), so
+//! no secret rides on argv or the environment and neither needs an extra descriptor.
+//!
+//! The parent writes [`Launch`] (read by the child), then the [`Plan`] and the stdin bytes
+//! (read by init). Init reports [`Report::Running`] and its final report straight to the
+//! parent; the child reports [`Report::Started`] and, only if init could not, the final one.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -32,6 +37,12 @@ pub(crate) struct Plan {
     pub(crate) seccomp: Vec<Vec<crate::confine::Instruction>>,
 }
 
+/// What the sandbox child itself needs; the rest is for init.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Launch {
+    pub(crate) timeout_ms: u64,
+}
+
 /// One denied path as the child must hide it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "path", rename_all = "snake_case")]
@@ -46,6 +57,8 @@ pub(crate) enum Hidden {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Report {
+    /// The child started init (its host pid, for the parent's backstop).
+    Started { init_pid: u32 },
     /// The command is running.
     Running,
     /// Setup failed; nothing ran.
@@ -57,8 +70,10 @@ pub(crate) enum Report {
 pub(crate) fn write_frame(target: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
     let length =
         u32::try_from(bytes.len()).map_err(|_| std::io::Error::other("frame larger than u32"))?;
-    target.write_all(&length.to_le_bytes())?;
-    target.write_all(bytes)?;
+    let mut frame = Vec::with_capacity(4 + bytes.len());
+    frame.extend_from_slice(&length.to_le_bytes());
+    frame.extend_from_slice(bytes);
+    target.write_all(&frame)?;
     target.flush()
 }
 

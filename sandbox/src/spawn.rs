@@ -15,7 +15,7 @@ use crate::child::CHILD_ARG;
 use crate::error::{SpawnError, Step};
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Outcome, Profile, Request, Usage, WriteMode};
-use crate::protocol::{Report, read_json, write_frame, write_json};
+use crate::protocol::{Launch, Report, read_json, write_frame, write_json};
 
 /// How long setup may take on top of the command's timeout before the parent kills the child
 /// itself (the child enforces the timeout; this is the backstop if the child hangs).
@@ -193,20 +193,36 @@ fn converse(
     resolved: &Resolved,
     request: &Request,
 ) -> Result<(Exit, Usage), SpawnError> {
-    let sent =
-        write_json(control, &resolved.plan).and_then(|()| write_frame(control, &request.stdin));
+    let launch = Launch {
+        timeout_ms: request.timeout_ms,
+    };
+    let sent = write_json(control, &launch)
+        .and_then(|()| write_json(control, &resolved.plan))
+        .and_then(|()| write_frame(control, &request.stdin));
     if let Err(error) = sent {
+        // The child may have refused before init took the plan (and closed the socket on
+        // a large stdin): its report says why, better than the broken pipe.
+        let _ = control.set_read_timeout(Some(Duration::from_millis(DRAIN_MS)));
+        if let Ok(Report::Failed { error }) = read_json::<Report>(control) {
+            return Err(error);
+        }
         return Err(SpawnError::protocol(format!("sending the plan: {error}")));
     }
+    let mut init_pid = None;
     let deadline = Instant::now() + Duration::from_millis(request.timeout_ms + SETUP_GRACE_MS);
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
+            // The child should have killed init at the timeout; it did not, so kill both.
             let _ = child.kill();
+            if let Some(pid) = init_pid {
+                kill_init(pid);
+            }
             return Ok((Exit::TimedOut, Usage::default()));
         }
         let _ = control.set_read_timeout(Some(remaining));
         match read_json::<Report>(control) {
+            Ok(Report::Started { init_pid: pid }) => init_pid = Some(pid),
             Ok(Report::Running) => continue,
             Ok(Report::Exited { exit, usage }) => return Ok((exit, usage)),
             Ok(Report::Failed { error }) => return Err(error),
@@ -225,6 +241,18 @@ fn converse(
                 )));
             }
         }
+    }
+}
+
+/// Kills a sandbox's init by its host pid, after checking the pid still names one (the
+/// backstop runs only when something is already wrong; a reused pid must not be hit).
+fn kill_init(pid: u32) {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if String::from_utf8_lossy(&cmdline).contains(CHILD_ARG) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 
