@@ -213,12 +213,18 @@ fn resolve_program(program: &str, plan: &Plan) -> Result<std::path::PathBuf, Spa
 }
 
 fn init_main() -> ! {
-    // If the supervising child dies, so does init, and with it the namespace. Should the
-    // child already be gone, the control socket reads end-of-file below.
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    // If the supervising child dies, so does init, and with it the namespace. (Were the
+    // child killed in the microseconds before this line, the parent's backstop kills init by
+    // the pid the child reported, or the cgroup with everything in it.)
+    let deathsig = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let Some(mut control) = control_socket() else {
         std::process::exit(121);
     };
+    if let Err(errno) = deathsig {
+        let error = SpawnError::setup(Step::SpawnInit, errno, "PR_SET_PDEATHSIG");
+        let _ = write_json(&mut control, &Report::Failed { error });
+        std::process::exit(0);
+    }
     let received = read_frame(&mut control).and_then(|plan| Ok((plan, read_frame(&mut control)?)));
     let Ok((plan_bytes, stdin_bytes)) = received else {
         std::process::exit(122);
