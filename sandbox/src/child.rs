@@ -1,0 +1,324 @@
+//! The two processes on the sandbox side of the re-exec.
+//!
+//! **The sandbox child** (`aido __aido_sandbox`) is a fresh, single-threaded exec of the
+//! parent's binary. It reads its launch frame from its standard input (a Unix socket; the plan
+//! behind it is init's to read), unshares the
+//! user namespace (writing a one-uid map), then the mount, pid, ipc, uts and net namespaces,
+//! and starts **init**, the first process of the new pid namespace, again by re-executing
+//! itself, handing init the same control socket. The child stays outside as init's
+//! supervisor: it watches init through a pidfd and enforces the timeout by killing init, which
+//! makes the kernel kill everything else in the namespace. Init reports to the parent
+//! directly; the child reports only what init cannot (a timeout, init's death).
+//!
+//! **Init** (pid 1) builds the mount tree and pivots into it, then confines itself (session,
+//! rlimits, no capabilities, no-new-privileges, Landlock, seccomp) and starts the command,
+//! which inherits all of it. When the command exits, init reports its status and exits, which
+//! kills whatever the command left behind.
+
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::confine;
+use crate::error::{SpawnError, Step};
+use crate::mounts;
+use crate::profile::{Exit, Usage};
+use crate::protocol::{Launch, Plan, Report, read_frame, read_json, write_json};
+
+/// `argv[1]` that makes an executable act as the sandbox child instead of itself.
+pub const CHILD_ARG: &str = "__aido_sandbox";
+/// `argv[2]` of the second re-exec, which becomes init.
+const INIT_ARG: &str = "init";
+/// The hostname inside the sandbox.
+const HOSTNAME: &str = "aido-sandbox";
+
+/// If this process was started as the sandbox child, runs it and never returns; otherwise
+/// returns at once. Call it first thing in `main`, before any thread is started (unsharing a
+/// user namespace needs a single-threaded process).
+pub fn run_child_if_requested() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(std::ffi::OsStr::new(CHILD_ARG)) {
+        return;
+    }
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(INIT_ARG)) {
+        init_main()
+    } else {
+        child_main()
+    }
+}
+
+/// Our standard input (the control socket) as a socket we own.
+fn control_socket() -> Option<UnixStream> {
+    let fd: OwnedFd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    Some(UnixStream::from(fd))
+}
+
+/// The sandbox child: see the module docs. Its exit code carries nothing; the reports do.
+pub fn child_main() -> ! {
+    let Some(mut control) = control_socket() else {
+        std::process::exit(120);
+    };
+    let report = match supervise(&mut control) {
+        Ok(report) => report,
+        Err(error) => Some(Report::Failed { error }),
+    };
+    if let Some(report) = report {
+        let _ = write_json(&mut control, &report);
+    }
+    std::process::exit(0)
+}
+
+/// Returns the final report only when init could not send its own.
+fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
+    let launch: Launch = read_json(control)
+        .map_err(|error| SpawnError::setup_io(Step::ReadRequest, &error, "launch"))?;
+    let started = Instant::now();
+    // Descriptors a careless parent left inheritable must not reach the command.
+    close_fds::set_fds_cloexec(3, &[]);
+
+    let uid = nix::unistd::getuid();
+    let gid = nix::unistd::getgid();
+    unshare(CloneFlags::CLONE_NEWUSER)
+        .map_err(|errno| SpawnError::unavailable("user_namespace", format!("unshare: {errno}")))?;
+    for (file, content) in [
+        ("/proc/self/setgroups", "deny".to_string()),
+        ("/proc/self/uid_map", format!("0 {uid} 1")),
+        ("/proc/self/gid_map", format!("0 {gid} 1")),
+    ] {
+        std::fs::write(file, content)
+            .map_err(|error| SpawnError::setup_io(Step::IdMap, &error, file))?;
+    }
+    for (flag, name) in [
+        (CloneFlags::CLONE_NEWNS, "mount_namespace"),
+        (CloneFlags::CLONE_NEWPID, "pid_namespace"),
+        (CloneFlags::CLONE_NEWIPC, "ipc_namespace"),
+        (CloneFlags::CLONE_NEWUTS, "uts_namespace"),
+        (CloneFlags::CLONE_NEWNET, "net_namespace"),
+    ] {
+        unshare(flag)
+            .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
+    }
+
+    // Init reads the plan from the same socket and reports on it directly: no relay hop.
+    let theirs = control
+        .try_clone()
+        .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "dup the control socket"))?;
+    let mut init = Command::new("/proc/self/exe")
+        .arg(CHILD_ARG)
+        .arg(INIT_ARG)
+        .env_clear()
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "spawn init"))?;
+    let _ = write_json(
+        control,
+        &Report::Started {
+            init_pid: init.id(),
+        },
+    );
+    let pidfd = rustix::process::Pid::from_raw(init.id() as i32)
+        .ok_or_else(|| SpawnError::protocol("init has pid 0"))
+        .and_then(|pid| {
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                .map_err(|errno| SpawnError::unavailable("pidfd", format!("pidfd_open: {errno}")))
+        });
+    let pidfd = match pidfd {
+        Ok(pidfd) => pidfd,
+        Err(error) => {
+            let _ = init.kill();
+            let _ = init.wait();
+            return Err(error);
+        }
+    };
+
+    let deadline = started + Duration::from_millis(launch.timeout_ms);
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(Some(kill_on_timeout(&mut init)));
+        }
+        let timeout = rustix::event::Timespec {
+            tv_sec: remaining.as_secs() as i64,
+            tv_nsec: i64::from(remaining.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => break,
+            Err(errno) => {
+                let _ = init.kill();
+                let _ = init.wait();
+                return Err(SpawnError::protocol(format!("poll on init: {errno}")));
+            }
+        }
+    }
+    // Init exits 0 only after its final report is written.
+    match init.wait() {
+        Ok(status) if status.success() => Ok(None),
+        status => Err(SpawnError::protocol(format!(
+            "init ended without a report ({status:?})"
+        ))),
+    }
+}
+
+/// Killing init kills every process of its pid namespace.
+fn kill_on_timeout(init: &mut std::process::Child) -> Report {
+    let _ = init.kill();
+    let _ = init.wait();
+    Report::Exited {
+        exit: Exit::TimedOut,
+        usage: Usage::default(),
+    }
+}
+
+/// The program's path, searched in the command's `PATH` in the sandbox's own tree. std would
+/// do the search itself, but only by forking (it cannot hand a changed `PATH` to
+/// `posix_spawnp`), and a fork costs milliseconds where `posix_spawn` costs microseconds.
+fn resolve_program(program: &str, plan: &Plan) -> Result<std::path::PathBuf, SpawnError> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return Ok(program.into());
+    }
+    let path = plan
+        .env
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| value.as_str())
+        .unwrap_or_default();
+    path.split(':')
+        .filter(|directory| !directory.is_empty())
+        .map(|directory| std::path::Path::new(directory).join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .map(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+        .ok_or_else(|| SpawnError::ExecFailed {
+            program: program.to_string(),
+            errno: libc::ENOENT,
+        })
+}
+
+fn init_main() -> ! {
+    // If the supervising child dies, so does init, and with it the namespace. (Were the
+    // child killed in the microseconds before this line, the parent's backstop kills init by
+    // the pid the child reported, or the cgroup with everything in it.)
+    let deathsig = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let Some(mut control) = control_socket() else {
+        std::process::exit(121);
+    };
+    if let Err(errno) = deathsig {
+        let error = SpawnError::setup(Step::SpawnInit, errno, "PR_SET_PDEATHSIG");
+        let _ = write_json(&mut control, &Report::Failed { error });
+        std::process::exit(0);
+    }
+    let received = read_frame(&mut control).and_then(|plan| Ok((plan, read_frame(&mut control)?)));
+    let Ok((plan_bytes, stdin_bytes)) = received else {
+        std::process::exit(122);
+    };
+    let report = match serde_json::from_slice::<Plan>(&plan_bytes) {
+        Ok(plan) => match run_init(&plan, stdin_bytes, &mut control) {
+            Ok(report) => report,
+            Err(error) => Report::Failed { error },
+        },
+        Err(error) => Report::Failed {
+            error: SpawnError::protocol(format!("plan: {error}")),
+        },
+    };
+    // The child reads this exit code: 0 means the report is on its way to the parent.
+    let written = write_json(&mut control, &report).is_ok();
+    std::process::exit(if written { 0 } else { 123 })
+}
+
+fn run_init(
+    plan: &Plan,
+    stdin_bytes: Vec<u8>,
+    control: &mut UnixStream,
+) -> Result<Report, SpawnError> {
+    mounts::build(plan)?;
+    nix::unistd::sethostname(HOSTNAME)
+        .map_err(|errno| SpawnError::setup(Step::Hostname, errno, HOSTNAME))?;
+    nix::unistd::chdir(&plan.cwd)
+        .map_err(|errno| SpawnError::setup(Step::Chdir, errno, plan.cwd.display().to_string()))?;
+    nix::unistd::setsid().map_err(|errno| SpawnError::setup(Step::Setsid, errno, "setsid"))?;
+    // Init's /proc entries (its memory, its descriptors: the control socket) stay closed to the
+    // command, which runs as the same uid: a non-dumpable process is only traceable with
+    // CAP_SYS_PTRACE. The command itself is dumpable again after its exec.
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|errno| SpawnError::setup(Step::Capabilities, errno, "PR_SET_DUMPABLE"))?;
+    confine::set_rlimits(&plan.rlimits)?;
+    confine::drop_capabilities()?;
+    confine::no_new_privs()?;
+    confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
+    confine::seccomp(&plan.seccomp)?;
+
+    let program = plan.argv[0].clone();
+    let mut command = Command::new(resolve_program(&program, plan)?);
+    command
+        .arg0(&program)
+        .args(&plan.argv[1..])
+        .env_clear()
+        .envs(plan.env.iter().map(|(name, value)| (name, value)))
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .stdin(if stdin_bytes.is_empty() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        });
+    let mut child = command.spawn().map_err(|error| SpawnError::ExecFailed {
+        program: program.clone(),
+        errno: error.raw_os_error().unwrap_or(0),
+    })?;
+    let _ = write_json(control, &Report::Running);
+    let command_pid = Pid::from_raw(child.id() as i32);
+    let feeder = child.stdin.take().map(|mut stdin| {
+        std::thread::spawn(move || {
+            // A command that does not read its input gets EPIPE here, which is its business.
+            let _ = stdin.write_all(&stdin_bytes);
+        })
+    });
+
+    // As pid 1, init reaps every orphan of the namespace; it waits for the command only.
+    let exit = loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == command_pid => break Exit::Code(code),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command_pid => {
+                break Exit::Signal(signal as i32);
+            }
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(errno) => {
+                return Err(SpawnError::protocol(format!("waitpid: {errno}")));
+            }
+        }
+    };
+    drop(feeder);
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|usage| {
+            let millis = |time: nix::sys::time::TimeVal| {
+                (time.tv_sec() as u64) * 1000 + (time.tv_usec() as u64) / 1000
+            };
+            Usage {
+                user_ms: millis(usage.user_time()),
+                system_ms: millis(usage.system_time()),
+                max_rss_kib: usage.max_rss() as u64,
+                memory_peak_bytes: None,
+            }
+        })
+        .unwrap_or_default();
+    Ok(Report::Exited { exit, usage })
+}

@@ -1,0 +1,369 @@
+//! The per-process layers init applies to itself before it starts the command, which inherits
+//! them: resource limits, no capabilities, no-new-privileges, Landlock and seccomp.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+};
+use nix::sys::resource::{Resource, setrlimit};
+use rustix::thread::{CapabilitiesSecureBits, CapabilitySet, CapabilitySets};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use crate::error::{SpawnError, Step};
+use crate::profile::Rlimits;
+
+pub(crate) fn set_rlimits(rlimits: &Rlimits) -> Result<(), SpawnError> {
+    let limits = [
+        (Resource::RLIMIT_NPROC, rlimits.processes_max, "nproc"),
+        (Resource::RLIMIT_AS, rlimits.address_space_bytes_max, "as"),
+        (Resource::RLIMIT_FSIZE, rlimits.file_size_bytes_max, "fsize"),
+        (Resource::RLIMIT_NOFILE, rlimits.open_files_max, "nofile"),
+        (Resource::RLIMIT_CPU, rlimits.cpu_time_s_max, "cpu"),
+        (Resource::RLIMIT_CORE, 0, "core"),
+    ];
+    for (resource, value, name) in limits {
+        setrlimit(resource, value, value)
+            .map_err(|errno| SpawnError::setup(Step::Rlimit, errno, format!("{name}={value}")))?;
+    }
+    Ok(())
+}
+
+/// Drops every capability for good: the bounding set, the three sets, and the securebits that
+/// would give uid 0 (the sandbox's own root) its capabilities back on exec.
+pub(crate) fn drop_capabilities() -> Result<(), SpawnError> {
+    let error = |error: rustix::io::Errno, detail: &str| SpawnError::SetupFailed {
+        step: Step::Capabilities,
+        errno: error.raw_os_error(),
+        detail: detail.to_string(),
+    };
+    rustix::thread::set_capabilities_secure_bits(
+        CapabilitiesSecureBits::NO_ROOT
+            | CapabilitiesSecureBits::NO_ROOT_LOCKED
+            | CapabilitiesSecureBits::NO_SETUID_FIXUP
+            | CapabilitiesSecureBits::NO_SETUID_FIXUP_LOCKED
+            | CapabilitiesSecureBits::KEEP_CAPS_LOCKED
+            | CapabilitiesSecureBits::NO_CAP_AMBIENT_RAISE,
+    )
+    .map_err(|errno| error(errno, "securebits"))?;
+    for bit in 0..64u32 {
+        let capability = CapabilitySet::from_bits_retain(1u64 << bit);
+        match rustix::thread::capability_is_in_bounding_set(capability) {
+            Ok(true) => rustix::thread::remove_capability_from_bounding_set(capability)
+                .map_err(|errno| error(errno, &format!("bounding set bit {bit}")))?,
+            Ok(false) => {}
+            // Past the kernel's last capability.
+            Err(_) => break,
+        }
+    }
+    rustix::thread::set_capabilities(
+        None,
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )
+    .map_err(|errno| error(errno, "capset"))?;
+    Ok(())
+}
+
+pub(crate) fn no_new_privs() -> Result<(), SpawnError> {
+    nix::sys::prctl::set_no_new_privs()
+        .map_err(|errno| SpawnError::setup(Step::NoNewPrivs, errno, "PR_SET_NO_NEW_PRIVS"))
+}
+
+/// Read-only (and executable) everywhere, everything on `writable`, read-write on the device
+/// files that must be writable; with ABI 4+ no TCP bind or connect at all, with ABI 6+ no
+/// abstract Unix sockets or signals outside the sandbox. The ABI is a hard requirement.
+pub(crate) fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), SpawnError> {
+    let abi = abi_from(abi_min);
+    let missing = || format!("landlock_abi_v{abi_min}");
+    let map = |error: RulesetError| -> SpawnError {
+        match &error {
+            RulesetError::HandleAccesses(_) | RulesetError::Scope(_) => {
+                SpawnError::unavailable(missing(), error.to_string())
+            }
+            RulesetError::CreateRuleset(_) => SpawnError::unavailable(missing(), error.to_string()),
+            _ => SpawnError::SetupFailed {
+                step: Step::Landlock,
+                errno: 0,
+                detail: error.to_string(),
+            },
+        }
+    };
+    let path_fd = |path: &Path| {
+        PathFd::new(path).map_err(|error| SpawnError::SetupFailed {
+            step: Step::Landlock,
+            errno: 0,
+            detail: format!("{path:?}: {error}"),
+        })
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(map)?;
+    if abi_min >= 4 {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(map)?;
+    }
+    if abi_min >= 6 {
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(map)?;
+    }
+    let mut created = ruleset
+        .create()
+        .map_err(map)?
+        .add_rule(PathBeneath::new(
+            path_fd(Path::new("/"))?,
+            AccessFs::from_read(abi),
+        ))
+        .map_err(map)?;
+    for directory in writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new("/tmp"), Path::new("/dev/shm")])
+    {
+        created = created
+            .add_rule(PathBeneath::new(
+                path_fd(directory)?,
+                AccessFs::from_all(abi),
+            ))
+            .map_err(map)?;
+    }
+    for device in ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"] {
+        created = created
+            .add_rule(PathBeneath::new(
+                path_fd(Path::new(device))?,
+                AccessFs::from_file(abi),
+            ))
+            .map_err(map)?;
+    }
+    let status = created.restrict_self().map_err(map)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(SpawnError::unavailable(
+            missing(),
+            format!("ruleset {:?}", status.ruleset),
+        ));
+    }
+    Ok(())
+}
+
+fn abi_from(abi_min: u8) -> ABI {
+    match abi_min {
+        0 | 1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        _ => ABI::V6,
+    }
+}
+
+/// Syscalls the command never needs and an attacker would: tracing, mounting, new
+/// namespaces, kernel modules and images, BPF, perf, keyrings, io_uring (it bypasses this
+/// filter), file handles (they bypass path checks), userfaultfd, and raw-ish socket families.
+fn denied_syscalls() -> Vec<(i64, &'static str)> {
+    let mut denied: Vec<(i64, &'static str)> = vec![
+        (libc::SYS_ptrace, "ptrace"),
+        (libc::SYS_process_vm_readv, "process_vm_readv"),
+        (libc::SYS_process_vm_writev, "process_vm_writev"),
+        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+        (libc::SYS_mount, "mount"),
+        (libc::SYS_umount2, "umount2"),
+        (libc::SYS_pivot_root, "pivot_root"),
+        (libc::SYS_chroot, "chroot"),
+        (libc::SYS_open_tree, "open_tree"),
+        (libc::SYS_move_mount, "move_mount"),
+        (libc::SYS_fsopen, "fsopen"),
+        (libc::SYS_fsconfig, "fsconfig"),
+        (libc::SYS_fsmount, "fsmount"),
+        (libc::SYS_fspick, "fspick"),
+        (libc::SYS_mount_setattr, "mount_setattr"),
+        (libc::SYS_unshare, "unshare"),
+        (libc::SYS_setns, "setns"),
+        (libc::SYS_kexec_load, "kexec_load"),
+        (libc::SYS_kexec_file_load, "kexec_file_load"),
+        (libc::SYS_init_module, "init_module"),
+        (libc::SYS_finit_module, "finit_module"),
+        (libc::SYS_delete_module, "delete_module"),
+        (libc::SYS_bpf, "bpf"),
+        (libc::SYS_perf_event_open, "perf_event_open"),
+        (libc::SYS_keyctl, "keyctl"),
+        (libc::SYS_add_key, "add_key"),
+        (libc::SYS_request_key, "request_key"),
+        (libc::SYS_io_uring_setup, "io_uring_setup"),
+        (libc::SYS_io_uring_enter, "io_uring_enter"),
+        (libc::SYS_io_uring_register, "io_uring_register"),
+        (libc::SYS_open_by_handle_at, "open_by_handle_at"),
+        (libc::SYS_name_to_handle_at, "name_to_handle_at"),
+        (libc::SYS_userfaultfd, "userfaultfd"),
+        (libc::SYS_swapon, "swapon"),
+        (libc::SYS_swapoff, "swapoff"),
+        (libc::SYS_reboot, "reboot"),
+        (libc::SYS_acct, "acct"),
+        (libc::SYS_quotactl, "quotactl"),
+        (libc::SYS_syslog, "syslog"),
+        (libc::SYS_vhangup, "vhangup"),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    denied.extend([
+        (libc::SYS_iopl, "iopl"),
+        (libc::SYS_ioperm, "ioperm"),
+        (libc::SYS_uselib, "uselib"),
+    ]);
+    denied
+}
+
+/// The namespace flags `clone` must not carry (`CLONE_NEWNS` … `CLONE_NEWNET`, `CLONE_NEWTIME`).
+const CLONE_NAMESPACE_FLAGS: u64 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u64
+    | 0x80; // CLONE_NEWTIME
+
+/// Socket families `socket(2)` refuses. `AF_UNIX` because a pathname socket is the one door
+/// the read-only tree leaves open: connecting needs only write permission on the socket inode,
+/// which a read-only mount does not remove and Landlock below ABI 9 does not check, and the
+/// sandbox's root owns what the host's root owns (`/run/docker.sock`, the D-Bus system bus).
+/// `socketpair(2)` stays allowed, so pipes between the command's own processes still work.
+/// Packet sockets and vsock reach past the network namespace.
+const SOCKET_FAMILIES_DENIED: [i32; 3] = [libc::AF_UNIX, libc::AF_PACKET, libc::AF_VSOCK];
+
+/// Builds both filters. The deny list answers EPERM; `clone3`, whose flags live in memory a
+/// filter cannot read, answers ENOSYS so the C library falls back to `clone`, which is checked.
+pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
+    let failed = |error: seccompiler::BackendError| SpawnError::SetupFailed {
+        step: Step::Seccomp,
+        errno: 0,
+        detail: error.to_string(),
+    };
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|error| {
+        SpawnError::unavailable(
+            format!("seccomp_arch_{}", std::env::consts::ARCH),
+            error.to_string(),
+        )
+    })?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = denied_syscalls()
+        .into_iter()
+        .map(|(number, _)| (number, Vec::new()))
+        .collect();
+    // clone's first argument is its flags on x86_64, aarch64 and riscv64.
+    let clone_flags_index = 0;
+    rules.insert(
+        libc::SYS_clone,
+        (0..64)
+            .filter(|bit| CLONE_NAMESPACE_FLAGS & (1u64 << bit) != 0)
+            .map(|bit| {
+                SeccompCondition::new(
+                    clone_flags_index,
+                    SeccompCmpArgLen::Qword,
+                    SeccompCmpOp::MaskedEq(1u64 << bit),
+                    1u64 << bit,
+                )
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(failed)?,
+    );
+    rules.insert(
+        libc::SYS_ioctl,
+        [libc::TIOCSTI, libc::TIOCLINUX]
+            .into_iter()
+            .map(|request| {
+                SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+                    .and_then(|condition| SeccompRule::new(vec![condition]))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(failed)?,
+    );
+    rules.insert(
+        libc::SYS_socket,
+        SOCKET_FAMILIES_DENIED
+            .into_iter()
+            .map(|family| {
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
+                    .and_then(|condition| SeccompRule::new(vec![condition]))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(failed)?,
+    );
+    let deny = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(failed)?;
+    let clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(failed)?;
+    let mut programs = Vec::new();
+    for filter in [deny, clone3] {
+        programs.push(
+            BpfProgram::try_from(filter).map_err(|error| SpawnError::SetupFailed {
+                step: Step::Seccomp,
+                errno: 0,
+                detail: error.to_string(),
+            })?,
+        );
+    }
+    Ok(programs)
+}
+
+/// One BPF instruction as it travels in the plan: `(code, jt, jf, k)`.
+pub(crate) type Instruction = (u16, u8, u8, u32);
+
+/// The filters, compiled once per parent process (compiling takes milliseconds; applying
+/// them, microseconds) and shipped to init in the plan.
+pub(crate) fn seccomp_wire() -> Result<Vec<Vec<Instruction>>, SpawnError> {
+    static COMPILED: std::sync::OnceLock<Result<Vec<Vec<Instruction>>, SpawnError>> =
+        std::sync::OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            Ok(seccomp_programs()?
+                .iter()
+                .map(|program| {
+                    program
+                        .iter()
+                        .map(|filter| (filter.code, filter.jt, filter.jf, filter.k))
+                        .collect()
+                })
+                .collect())
+        })
+        .clone()
+}
+
+pub(crate) fn seccomp(programs: &[Vec<Instruction>]) -> Result<(), SpawnError> {
+    for program in programs {
+        let program: BpfProgram = program
+            .iter()
+            .map(|&(code, jt, jf, k)| seccompiler::sock_filter { code, jt, jf, k })
+            .collect();
+        seccompiler::apply_filter(&program)
+            .map_err(|error| SpawnError::unavailable("seccomp_filter", error.to_string()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_seccomp_programs_build_for_this_arch() {
+        let programs = super::seccomp_programs().unwrap();
+        assert_eq!(programs.len(), 2);
+        assert!(programs.iter().all(|program| !program.is_empty()));
+    }
+}

@@ -1,0 +1,218 @@
+//! Every way a confined spawn can fail, each with a stable code.
+//!
+//! The errors cross the process boundary (the sandbox child reports them to the parent over its
+//! control socket), so they are plain data: serde, no `io::Error` sources, the errno as a number.
+
+use serde::{Deserialize, Serialize};
+
+/// One step of the sandbox setup, named in [`SpawnError::SetupFailed`] so a failure says where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Reading the request from the control socket.
+    ReadRequest,
+    /// Marking inherited descriptors close-on-exec.
+    FdHygiene,
+    /// `unshare` of the mount, pid, ipc, uts and net namespaces.
+    Unshare,
+    /// Writing `/proc/self/{setgroups,uid_map,gid_map}`.
+    IdMap,
+    /// Starting the namespace's init (the sandbox's pid 1).
+    SpawnInit,
+    /// Making the inherited mount tree private.
+    MountPrivate,
+    /// The scaffolding tmpfs and the first `pivot_root` onto it.
+    MountScaffold,
+    /// The recursive bind of the host root.
+    MountRoot,
+    /// Remounting every bound mount read-only.
+    MountReadonly,
+    /// The private `/tmp` and `/dev/shm`.
+    MountTmp,
+    /// The minimal `/dev`.
+    MountDev,
+    /// The fresh `/proc` of the new pid namespace.
+    MountProc,
+    /// Binding a writable root (or its overlay).
+    MountWritable,
+    /// Hiding a denied path.
+    MountDeny,
+    /// The final `pivot_root` and detach of the host tree.
+    PivotRoot,
+    /// Entering the command's working directory.
+    Chdir,
+    /// Setting the UTS hostname.
+    Hostname,
+    /// Setting resource limits.
+    Rlimit,
+    /// Starting a new session.
+    Setsid,
+    /// Dropping every capability.
+    Capabilities,
+    /// `PR_SET_NO_NEW_PRIVS`.
+    NoNewPrivs,
+    /// Building or enforcing the Landlock ruleset.
+    Landlock,
+    /// Building or loading the seccomp filter.
+    Seccomp,
+    /// Creating or joining the cgroup.
+    Cgroup,
+    /// Feeding the command's standard input.
+    Stdin,
+    /// Creating a placeholder for a denied path that does not exist yet.
+    Placeholder,
+}
+
+/// Why [`crate::Sandbox::run`] could not run a command confined.
+///
+/// There is deliberately no variant that means "ran anyway": every failure refuses the command.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "code")]
+pub enum SpawnError {
+    /// The kernel or this machine lacks something the profile requires.
+    #[error("sandbox unavailable: {missing} ({detail})")]
+    #[serde(rename = "sandbox_unavailable")]
+    SandboxUnavailable {
+        /// What is missing, e.g. `user_namespace`, `landlock_abi_v6`, `cgroup_v2_pids`.
+        missing: String,
+        /// What was observed.
+        detail: String,
+    },
+    /// A setup step failed for a reason other than a missing feature.
+    #[error("sandbox setup failed at {step:?}: {detail} (errno {errno})")]
+    #[serde(rename = "sandbox_setup_failed")]
+    SetupFailed {
+        /// The step that failed.
+        step: Step,
+        /// The errno, or 0 when there is none.
+        errno: i32,
+        /// What was being done (a path, a value).
+        detail: String,
+    },
+    /// The request or profile is malformed or exceeds a bound.
+    #[error("sandbox request invalid: {reason}")]
+    #[serde(rename = "sandbox_request_invalid")]
+    RequestInvalid {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The sandbox was set up but the command could not be executed.
+    #[error("command could not be executed: {program} (errno {errno})")]
+    #[serde(rename = "sandbox_exec_failed")]
+    ExecFailed {
+        /// `argv[0]`.
+        program: String,
+        /// The errno of the failed exec (2 = not found, 13 = denied).
+        errno: i32,
+    },
+    /// The sandbox executable could not be started.
+    #[error("could not start the sandbox executable {exe}: {detail}")]
+    #[serde(rename = "sandbox_launch_failed")]
+    LaunchFailed {
+        /// The executable that was spawned.
+        exe: String,
+        /// The error.
+        detail: String,
+    },
+    /// The sandbox child broke the protocol or died without reporting.
+    #[error("sandbox child protocol failure: {detail}")]
+    #[serde(rename = "sandbox_protocol_failed")]
+    ProtocolFailed {
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+impl SpawnError {
+    /// The stable code an agent sees. Pinned by `tests::code_table`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SpawnError::SandboxUnavailable { .. } => "sandbox_unavailable",
+            SpawnError::SetupFailed { .. } => "sandbox_setup_failed",
+            SpawnError::RequestInvalid { .. } => "sandbox_request_invalid",
+            SpawnError::ExecFailed { .. } => "sandbox_exec_failed",
+            SpawnError::LaunchFailed { .. } => "sandbox_launch_failed",
+            SpawnError::ProtocolFailed { .. } => "sandbox_protocol_failed",
+        }
+    }
+
+    pub(crate) fn setup(step: Step, errno: nix::errno::Errno, detail: impl Into<String>) -> Self {
+        SpawnError::SetupFailed {
+            step,
+            errno: errno as i32,
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn setup_io(step: Step, error: &std::io::Error, detail: impl Into<String>) -> Self {
+        SpawnError::SetupFailed {
+            step,
+            errno: error.raw_os_error().unwrap_or(0),
+            detail: format!("{}: {error}", detail.into()),
+        }
+    }
+
+    pub(crate) fn unavailable(missing: impl Into<String>, detail: impl Into<String>) -> Self {
+        SpawnError::SandboxUnavailable {
+            missing: missing.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn invalid(reason: impl Into<String>) -> Self {
+        SpawnError::RequestInvalid {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn protocol(detail: impl Into<String>) -> Self {
+        SpawnError::ProtocolFailed {
+            detail: detail.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_table() {
+        let table = [
+            (
+                SpawnError::unavailable("user_namespace", ""),
+                "sandbox_unavailable",
+            ),
+            (
+                SpawnError::setup(Step::MountProc, nix::errno::Errno::EPERM, ""),
+                "sandbox_setup_failed",
+            ),
+            (SpawnError::invalid(""), "sandbox_request_invalid"),
+            (
+                SpawnError::ExecFailed {
+                    program: String::new(),
+                    errno: 2,
+                },
+                "sandbox_exec_failed",
+            ),
+            (
+                SpawnError::LaunchFailed {
+                    exe: String::new(),
+                    detail: String::new(),
+                },
+                "sandbox_launch_failed",
+            ),
+            (SpawnError::protocol(""), "sandbox_protocol_failed"),
+        ];
+        for (error, code) in &table {
+            assert_eq!(error.code(), *code);
+            // The serialized tag is the code too, so a report read by another process agrees.
+            let json = serde_json::to_value(error).unwrap();
+            assert_eq!(json["code"], *code);
+        }
+        let mut codes: Vec<_> = table.iter().map(|(_, code)| *code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), table.len(), "codes are never reused");
+    }
+}

@@ -1,0 +1,85 @@
+//! aido's confinement core: run one command in a sandbox that is never silently off.
+//!
+//! # Design
+//!
+//! One re-exec path. The parent (aido, multi-threaded, tokio) never forks by hand: it spawns
+//! its own executable with `std::process::Command` and the reserved `argv[1]`
+//! [`CHILD_ARG`], passing the resolved plan over a Unix socket on the child's standard input
+//! (no secrets on argv or in the environment). That fresh, single-threaded child unshares the
+//! user, mount, pid, ipc, uts and net namespaces and re-executes itself once more as the new
+//! pid namespace's init, which builds the mount tree (the host read-only, the writable roots
+//! read-write or overlaid, denied paths covered, private `/tmp`, minimal `/dev`, fresh
+//! `/proc`), pivots into it, confines itself (setsid, rlimits, no capabilities,
+//! no-new-privileges, Landlock with a hard ABI floor, a seccomp deny list) and starts the
+//! command. Killing init kills the whole tree; the child does that at the timeout, and the
+//! parent kills the child at a backstop. No layer is best effort: a missing kernel feature is
+//! [`SpawnError::SandboxUnavailable`] naming it, and nothing runs.
+//!
+//! Denied paths that do not exist yet: under a read-only part of the host they cannot be
+//! created. Under a writable root, the first missing component gets an empty placeholder
+//! directory (in overlay mode, in the upper layer, so the host is untouched) with an empty
+//! read-only tmpfs over it; the parent removes it afterwards if still empty. Globs are
+//! expanded over existing entries at spawn time; a glob match created by the command later is
+//! for the write judgement of the overlay layer (point 3 of issue 9).
+//!
+//! # Layers and how each fails
+//!
+//! | layer | how | when the host lacks it |
+//! |---|---|---|
+//! | user, mount, pid, ipc, uts, net namespaces | `unshare` in the child; a one-uid map | `sandbox_unavailable` (`user_namespace`, `pid_namespace`, …) |
+//! | read-only host | recursive bind of `/`, every mount remounted read-only (flags kept) | `sandbox_setup_failed` (`mount_readonly`) |
+//! | writable roots | read-write bind, or overlayfs with an upper layer ([`WriteMode::Overlay`]) | `sandbox_setup_failed` (`mount_writable`) |
+//! | denied paths | empty read-only tmpfs / empty file over them, ancestors pinned (no `mv`) | `sandbox_setup_failed` (`mount_deny`) |
+//! | `/proc`, `/dev`, `/tmp` | fresh proc of the pid namespace; tmpfs `/dev` with six nodes; tmpfs `/tmp`, `/dev/shm` | `sandbox_setup_failed` |
+//! | capabilities, no-new-privs | bounding set, securebits, capset; `PR_SET_NO_NEW_PRIVS` | `sandbox_setup_failed` |
+//! | Landlock | read-only `/`, all rights on the roots, no TCP (ABI 4+), scoped signals and abstract sockets (ABI 6+) | `sandbox_unavailable` (`landlock_abi_vN`): a hard floor, never best effort |
+//! | seccomp | EPERM deny list (ptrace, mount, namespaces, bpf, io_uring, keyrings, `socket(AF_UNIX)` …), `clone3` → ENOSYS | `sandbox_unavailable` (`seccomp_filter`) |
+//! | rlimits | nproc, as, fsize, nofile, cpu, core | `sandbox_setup_failed` (`rlimit`) |
+//! | cgroup | pids, memory, cpu per spawn: v2 subtree, or v1 on hybrid hosts | `sandbox_unavailable` (`cgroup_v2_pids`, …) when demanded |
+//! | environment, fds, session | cleared + allowlist; fds ≥ 3 close-on-exec; `setsid` | — |
+//!
+//! `RLIMIT_NPROC` does not bind when aido runs as host root (the kernel exempts the init
+//! user's processes), so there only [`Profile::cgroup`] bounds a fork bomb; a policy for a
+//! root aido should demand it.
+//!
+//! # Example
+//!
+//! ```no_run
+//! // In aido's main, before anything else (before tokio starts threads):
+//! aido_sandbox::run_child_if_requested();
+//!
+//! let work = std::path::Path::new("/work/project");
+//! let sandbox = aido_sandbox::Sandbox::new(std::env::current_exe()?);
+//! let profile = aido_sandbox::Profile::new(vec![work.to_path_buf()]);
+//! let request = aido_sandbox::Request::new(["sh", "-c", "echo hi > out.txt"], work);
+//! let outcome = sandbox.run(&profile, &request)?;
+//! assert_eq!(outcome.exit, aido_sandbox::Exit::Code(0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+/// cgroup v2 availability (limits on the whole tree).
+mod cgroup;
+/// The sandbox child and init: the re-exec entry points.
+mod child;
+/// Per-process layers: rlimits, capabilities, no-new-privileges, Landlock, seccomp.
+mod confine;
+/// Coded errors and setup steps.
+mod error;
+/// The mount tree init builds and pivots into.
+mod mounts;
+/// Resolving a profile and request into the child's plan, in the parent.
+mod plan;
+/// Profile, request and outcome: the API's data.
+mod profile;
+/// Frames between parent, child and init.
+mod protocol;
+/// The parent side: spawn, output caps, timeout backstop.
+mod spawn;
+
+pub use child::{CHILD_ARG, child_main, run_child_if_requested};
+pub use error::{SpawnError, Step};
+pub use profile::{
+    CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, Usage,
+    WriteMode,
+};
+pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox};

@@ -1,0 +1,366 @@
+//! The mount tree init builds in its new mount namespace, then pivots into.
+//!
+//! Like bubblewrap: a scaffolding tmpfs becomes the root first, so the host tree stays reachable
+//! at `/oldroot` while the new tree is assembled at `/newroot`: the host bound recursively and
+//! remounted read-only mount by mount, private `/tmp`, `/dev` and `/dev/shm`, a fresh `/proc`,
+//! the writable roots bound (or overlaid) read-write, the denied paths covered. A second
+//! `pivot_root` onto `/newroot` and a detach drop the scaffolding and the host tree.
+
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+use crate::error::{SpawnError, Step};
+use crate::plan::hidden_path;
+use crate::profile::WriteMode;
+use crate::protocol::{Hidden, Plan};
+
+const OLD: &str = "/oldroot";
+const NEW: &str = "/newroot";
+/// The empty file bound over denied files.
+const EMPTY_FILE: &str = "/empty";
+/// Device nodes bound into the sandbox's `/dev`.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+/// Mounts under the new root that one remount pass may visit.
+const MOUNTS_MAX: usize = 4096;
+
+fn none() -> Option<&'static str> {
+    None
+}
+
+fn under(base: &str, path: &Path) -> PathBuf {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    Path::new(base).join(relative)
+}
+
+pub(crate) fn build(plan: &Plan) -> Result<(), SpawnError> {
+    mount(
+        none(),
+        "/",
+        none(),
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        none(),
+    )
+    .map_err(|errno| SpawnError::setup(Step::MountPrivate, errno, "/"))?;
+    scaffold()?;
+    mount(
+        Some(OLD),
+        NEW,
+        none(),
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        none(),
+    )
+    .map_err(|errno| SpawnError::setup(Step::MountRoot, errno, "rbind /"))?;
+    remount_readonly()?;
+    private_tmp(plan.tmp_bytes_max)?;
+    minimal_dev(plan.tmp_bytes_max)?;
+    mount(
+        Some("proc"),
+        &under(NEW, Path::new("/proc")),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        none(),
+    )
+    .map_err(|errno| SpawnError::setup(Step::MountProc, errno, "/proc"))?;
+    writable(plan)?;
+    pin_ancestors(&plan.hidden, &plan.writable_roots)?;
+    hide(&plan.hidden)?;
+    pivot()
+}
+
+fn scaffold() -> Result<(), SpawnError> {
+    let failed = |errno, detail: &str| SpawnError::setup(Step::MountScaffold, errno, detail);
+    mount(
+        Some("tmpfs"),
+        "/tmp",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=1m"),
+    )
+    .map_err(|errno| failed(errno, "tmpfs"))?;
+    for directory in ["/tmp/oldroot", "/tmp/newroot"] {
+        std::fs::create_dir(directory)
+            .map_err(|error| SpawnError::setup_io(Step::MountScaffold, &error, directory))?;
+    }
+    std::fs::write("/tmp/empty", b"")
+        .map_err(|error| SpawnError::setup_io(Step::MountScaffold, &error, "/tmp/empty"))?;
+    nix::unistd::chdir("/tmp").map_err(|errno| failed(errno, "chdir /tmp"))?;
+    nix::unistd::pivot_root(".", "oldroot").map_err(|errno| failed(errno, "pivot_root"))?;
+    nix::unistd::chdir("/").map_err(|errno| failed(errno, "chdir /"))?;
+    Ok(())
+}
+
+/// Every mount under the new root, remounted read-only with its other flags kept: in a user
+/// namespace the flags inherited from the host (nosuid, nodev, noexec, atime) are locked and a
+/// remount that dropped one would fail.
+fn remount_readonly() -> Result<(), SpawnError> {
+    let mountinfo = std::fs::read_to_string(format!("{OLD}/proc/self/mountinfo"))
+        .map_err(|error| SpawnError::setup_io(Step::MountReadonly, &error, "mountinfo"))?;
+    let mut visited = 0usize;
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (Some(point), Some(options)) = (fields.get(4), fields.get(5)) else {
+            continue;
+        };
+        let point = unescape(point);
+        if point != NEW && !point.starts_with(&format!("{NEW}/")) {
+            continue;
+        }
+        visited += 1;
+        if visited > MOUNTS_MAX {
+            return Err(SpawnError::SetupFailed {
+                step: Step::MountReadonly,
+                errno: 0,
+                detail: format!("more than {MOUNTS_MAX} mounts"),
+            });
+        }
+        let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+        for option in options.split(',') {
+            flags |= match option {
+                "nosuid" => MsFlags::MS_NOSUID,
+                "nodev" => MsFlags::MS_NODEV,
+                "noexec" => MsFlags::MS_NOEXEC,
+                "noatime" => MsFlags::MS_NOATIME,
+                "nodiratime" => MsFlags::MS_NODIRATIME,
+                "relatime" => MsFlags::MS_RELATIME,
+                _ => MsFlags::empty(),
+            };
+        }
+        match mount(none(), point.as_str(), none(), flags, none()) {
+            Ok(()) => {}
+            // A mount under a mount that was detached meanwhile, or one stacked over: the
+            // visible one is remounted by its own line.
+            Err(nix::errno::Errno::ENOENT) => {}
+            Err(errno) => return Err(SpawnError::setup(Step::MountReadonly, errno, point)),
+        }
+    }
+    Ok(())
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'\\' && index + 4 <= bytes.len() {
+            let digits = &field[index + 1..index + 4];
+            if let Ok(value) = u8::from_str_radix(digits, 8) {
+                out.push(value);
+                index += 4;
+                continue;
+            }
+        }
+        out.push(bytes[index]);
+        index += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn tmpfs(target: &Path, flags: MsFlags, options: &str, step: Step) -> Result<(), SpawnError> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options))
+        .map_err(|errno| SpawnError::setup(step, errno, target.display().to_string()))
+}
+
+fn private_tmp(tmp_bytes_max: u64) -> Result<(), SpawnError> {
+    tmpfs(
+        &under(NEW, Path::new("/tmp")),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={tmp_bytes_max}"),
+        Step::MountTmp,
+    )
+}
+
+fn minimal_dev(tmp_bytes_max: u64) -> Result<(), SpawnError> {
+    let dev = under(NEW, Path::new("/dev"));
+    tmpfs(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=0755,size=64k",
+        Step::MountDev,
+    )?;
+    for device in DEVICES {
+        let target = dev.join(device);
+        std::fs::write(&target, b"")
+            .map_err(|error| SpawnError::setup_io(Step::MountDev, &error, device))?;
+        mount(
+            Some(&Path::new(OLD).join("dev").join(device)),
+            &target,
+            none(),
+            MsFlags::MS_BIND,
+            none(),
+        )
+        .map_err(|errno| SpawnError::setup(Step::MountDev, errno, device))?;
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(link))
+            .map_err(|error| SpawnError::setup_io(Step::MountDev, &error, link))?;
+    }
+    let shm = dev.join("shm");
+    std::fs::create_dir(&shm)
+        .map_err(|error| SpawnError::setup_io(Step::MountDev, &error, "shm"))?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={tmp_bytes_max}"),
+        Step::MountTmp,
+    )?;
+    // The device tmpfs itself is read-only once populated.
+    mount(
+        none(),
+        &dev,
+        none(),
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(|errno| SpawnError::setup(Step::MountDev, errno, "remount /dev read-only"))
+}
+
+/// A mount point that is missing in the new tree can only be created inside the private
+/// tmpfs (a writable root under the host's `/tmp`); anywhere else it exists already.
+fn ensure_mount_point(target: &Path, step: Step) -> Result<(), SpawnError> {
+    if std::fs::symlink_metadata(target).is_ok() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(target)
+        .map_err(|error| SpawnError::setup_io(step, &error, target.display().to_string()))
+}
+
+fn writable(plan: &Plan) -> Result<(), SpawnError> {
+    for (index, root) in plan.writable_roots.iter().enumerate() {
+        let target = under(NEW, root);
+        ensure_mount_point(&target, Step::MountWritable)?;
+        let source = under(OLD, root);
+        match &plan.writes {
+            WriteMode::Direct => mount(
+                Some(&source),
+                &target,
+                none(),
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                none(),
+            ),
+            WriteMode::Overlay { layers_dir } => {
+                let layer = under(OLD, &layers_dir.join(index.to_string()));
+                let options = format!(
+                    "lowerdir={},upperdir={},workdir={},userxattr",
+                    source.display(),
+                    layer.join("upper").display(),
+                    layer.join("work").display()
+                );
+                mount(
+                    Some("overlay"),
+                    &target,
+                    Some("overlay"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                    Some(options.as_str()),
+                )
+            }
+        }
+        .map_err(|errno| {
+            SpawnError::setup(Step::MountWritable, errno, root.display().to_string())
+        })?;
+    }
+    Ok(())
+}
+
+/// A mount point cannot be renamed or removed (EBUSY), so every directory between a writable
+/// root and a denied path in it is bound onto itself: without that, `mv .git moved` (a rename
+/// in one directory, which Landlock always allows) would carry the covered path away and let
+/// the command create a fresh, uncovered one in its place.
+fn pin_ancestors(hidden: &[Hidden], roots: &[PathBuf]) -> Result<(), SpawnError> {
+    let mut pins = std::collections::BTreeSet::new();
+    for entry in hidden {
+        let path = hidden_path(entry);
+        let Some(root) = roots.iter().find(|root| path.starts_with(root)) else {
+            continue;
+        };
+        let mut ancestor = path.parent();
+        while let Some(directory) = ancestor {
+            if directory == root.as_path() || !directory.starts_with(root) {
+                break;
+            }
+            pins.insert(directory.to_path_buf());
+            ancestor = directory.parent();
+        }
+    }
+    for pin in pins {
+        let target = under(NEW, &pin);
+        if !target.is_dir() {
+            continue;
+        }
+        mount(
+            Some(&target),
+            &target,
+            none(),
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            none(),
+        )
+        .map_err(|errno| {
+            SpawnError::setup(Step::MountDeny, errno, format!("pin {}", pin.display()))
+        })?;
+    }
+    Ok(())
+}
+
+fn hide(hidden: &[Hidden]) -> Result<(), SpawnError> {
+    let sealed = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    for entry in hidden {
+        let target = under(NEW, hidden_path(entry));
+        // Not visible in the new tree (under the private /tmp or an already hidden directory).
+        let Ok(metadata) = std::fs::symlink_metadata(&target) else {
+            continue;
+        };
+        let failed =
+            |errno| SpawnError::setup(Step::MountDeny, errno, target.display().to_string());
+        // A mount follows symlinks in its target. The parent resolved this path; if a component
+        // became a symlink since (another command in the same root), covering what it points
+        // at would leave the denied path itself open. Refuse instead.
+        if std::fs::canonicalize(&target).ok().as_deref() != Some(target.as_path()) {
+            return Err(SpawnError::SetupFailed {
+                step: Step::MountDeny,
+                errno: libc::ELOOP,
+                detail: format!(
+                    "{} became a symlink after it was resolved",
+                    target.display()
+                ),
+            });
+        }
+        if metadata.is_dir() {
+            tmpfs(&target, sealed, "mode=0000,size=4k", Step::MountDeny)?;
+        } else {
+            mount(Some(EMPTY_FILE), &target, none(), MsFlags::MS_BIND, none()).map_err(failed)?;
+            mount(
+                none(),
+                &target,
+                none(),
+                MsFlags::MS_REMOUNT | MsFlags::MS_BIND | sealed,
+                none(),
+            )
+            .map_err(failed)?;
+        }
+    }
+    Ok(())
+}
+
+fn pivot() -> Result<(), SpawnError> {
+    let failed = |errno, detail: &str| SpawnError::setup(Step::PivotRoot, errno, detail);
+    nix::unistd::chdir(NEW).map_err(|errno| failed(errno, "chdir /newroot"))?;
+    nix::unistd::pivot_root(".", ".").map_err(|errno| failed(errno, "pivot_root"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|errno| failed(errno, "detach the host tree"))?;
+    nix::unistd::chdir("/").map_err(|errno| failed(errno, "chdir /"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(super::unescape(r"/a\040b\134c"), "/a b\\c");
+        assert_eq!(super::unescape("/plain"), "/plain");
+    }
+}

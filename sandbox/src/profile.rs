@@ -1,0 +1,226 @@
+//! What a confined command may touch ([`Profile`]), what to run ([`Request`]) and what came of it
+//! ([`Outcome`]). Plain data, serde, so the profile can be journaled and hashed as an input.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The highest Landlock ABI the pinned `landlock` crate (0.4.4) can enforce.
+pub const LANDLOCK_ABI_KNOWN_MAX: u8 = 6;
+
+/// The confinement of one command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The only host paths the command may write (existing directories). Everything else of
+    /// the host is read-only; `/tmp` and `/dev/shm` are private tmpfs.
+    pub writable_roots: Vec<PathBuf>,
+    /// Paths and globs hidden from the command: an existing directory becomes an empty
+    /// read-only tmpfs, an existing file an empty read-only file. A literal path that does not
+    /// exist yet is denied too (see [`crate`] docs). `~/` means the parent's `$HOME`; a
+    /// relative pattern applies under every writable root.
+    pub deny: Vec<String>,
+    /// Names of the parent's environment variables passed through when set. Everything else
+    /// of the parent's environment is dropped.
+    pub env_allow: Vec<String>,
+    /// The Landlock ABI the kernel must provide; below it the spawn fails with
+    /// `sandbox_unavailable` (never best effort). 1..=[`LANDLOCK_ABI_KNOWN_MAX`].
+    pub landlock_abi_min: u8,
+    /// Per-process resource limits.
+    pub rlimits: Rlimits,
+    /// Limits on the whole process tree. `Some` demands a cgroup with the pids, memory and cpu
+    /// controllers: a delegated v2 subtree, or on a hybrid host the v1 hierarchies (as root);
+    /// without one the spawn fails with `sandbox_unavailable`. Note that `RLIMIT_NPROC` does
+    /// not bind when aido runs as host root, so only this bounds a fork bomb there.
+    pub cgroup: Option<CgroupLimits>,
+    /// Size of the private `/tmp`.
+    pub tmp_bytes_max: u64,
+    /// How writes to the writable roots reach the host.
+    pub writes: WriteMode,
+}
+
+/// How the writable roots are mounted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum WriteMode {
+    /// A read-write bind: writes land on the host at once.
+    Direct,
+    /// An overlayfs per writable root whose upper directory collects the changes, leaving the
+    /// host tree untouched. `layers_dir` must be an empty existing directory outside every
+    /// writable root; root number `i` gets `layers_dir/i/upper` and `layers_dir/i/work`.
+    Overlay {
+        /// Where the upper and work directories are created.
+        layers_dir: PathBuf,
+    },
+}
+
+/// Limits set with `setrlimit` on the command (soft = hard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rlimits {
+    /// `RLIMIT_NPROC`: processes of the sandbox's user (counted per user namespace).
+    pub processes_max: u64,
+    /// `RLIMIT_AS`: address space of each process.
+    pub address_space_bytes_max: u64,
+    /// `RLIMIT_FSIZE`: the largest file a process may write.
+    pub file_size_bytes_max: u64,
+    /// `RLIMIT_NOFILE`: open descriptors per process.
+    pub open_files_max: u64,
+    /// `RLIMIT_CPU`: CPU seconds per process.
+    pub cpu_time_s_max: u64,
+}
+
+impl Default for Rlimits {
+    fn default() -> Self {
+        Rlimits {
+            processes_max: 256,
+            address_space_bytes_max: 4 << 30,
+            file_size_bytes_max: 1 << 30,
+            open_files_max: 1024,
+            cpu_time_s_max: 600,
+        }
+    }
+}
+
+/// cgroup v2 limits on the whole tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupLimits {
+    /// `pids.max`.
+    pub pids_max: u64,
+    /// `memory.max` (and `memory.swap.max` = 0).
+    pub memory_bytes_max: u64,
+    /// `cpu.max` as a percentage of one CPU.
+    pub cpu_percent_max: u32,
+}
+
+impl Profile {
+    /// A profile with the given writable roots and the deny list every profile should start
+    /// from: credentials in `$HOME` and the host's secret files.
+    pub fn new(writable_roots: Vec<PathBuf>) -> Self {
+        Profile {
+            writable_roots,
+            deny: Self::secret_denies(),
+            env_allow: Vec::new(),
+            landlock_abi_min: LANDLOCK_ABI_KNOWN_MAX,
+            rlimits: Rlimits::default(),
+            cgroup: None,
+            tmp_bytes_max: 256 << 20,
+            writes: WriteMode::Direct,
+        }
+    }
+
+    /// Credentials and host secrets hidden by default.
+    pub fn secret_denies() -> Vec<String> {
+        [
+            "~/.ssh",
+            "~/.aws",
+            "~/.gnupg",
+            "~/.config/gcloud",
+            "~/.azure",
+            "~/.kube",
+            "~/.docker",
+            "~/.netrc",
+            "~/.git-credentials",
+            "~/.npmrc",
+            "~/.pypirc",
+            "~/.cargo/credentials.toml",
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/shadow-",
+            "/etc/gshadow-",
+            "/etc/sudoers",
+            "/etc/sudoers.d",
+            "/etc/ssh",
+        ]
+        .iter()
+        .map(|path| path.to_string())
+        .collect()
+    }
+}
+
+/// One command to run confined.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The program and its arguments; `argv[0]` is looked up in the sandbox's `PATH`.
+    pub argv: Vec<String>,
+    /// The working directory (absolute, visible in the sandbox).
+    pub cwd: PathBuf,
+    /// Variables set for the command, over the defaults and the profile's allowlist.
+    pub env: BTreeMap<String, String>,
+    /// Bytes written to the command's standard input, which is then closed.
+    pub stdin: Vec<u8>,
+    /// Wall-clock bound from the spawn; past it the whole pid namespace is killed.
+    pub timeout_ms: u64,
+    /// Standard output kept; the rest is counted and dropped.
+    pub stdout_bytes_max: usize,
+    /// Standard error kept; the rest is counted and dropped.
+    pub stderr_bytes_max: usize,
+}
+
+impl Request {
+    /// A request with a 10 s timeout and 1 MiB output caps.
+    pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>, cwd: &Path) -> Self {
+        Request {
+            argv: argv.into_iter().map(Into::into).collect(),
+            cwd: cwd.to_path_buf(),
+            env: BTreeMap::new(),
+            stdin: Vec::new(),
+            timeout_ms: 10_000,
+            stdout_bytes_max: 1 << 20,
+            stderr_bytes_max: 1 << 20,
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+    /// The timeout passed and the sandbox killed the whole tree.
+    TimedOut,
+}
+
+/// Resources the command's tree used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// User CPU time of the reaped tree.
+    pub user_ms: u64,
+    /// System CPU time of the reaped tree.
+    pub system_ms: u64,
+    /// Largest resident set of one process.
+    pub max_rss_kib: u64,
+    /// The whole tree's peak memory, from its cgroup (when the profile has cgroup limits).
+    pub memory_peak_bytes: Option<u64>,
+}
+
+/// What a confined command did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// How it ended.
+    pub exit: Exit,
+    /// The first `stdout_bytes_max` bytes of standard output.
+    pub stdout: Vec<u8>,
+    /// The first `stderr_bytes_max` bytes of standard error.
+    pub stderr: Vec<u8>,
+    /// All bytes written to standard output, kept or not.
+    pub stdout_bytes_total: u64,
+    /// All bytes written to standard error, kept or not.
+    pub stderr_bytes_total: u64,
+    /// Whether standard output was cut.
+    pub stdout_truncated: bool,
+    /// Whether standard error was cut.
+    pub stderr_truncated: bool,
+    /// CPU and memory use (zero when the tree was killed before init could measure it).
+    pub usage: Usage,
+    /// The cgroup hierarchy that held the limits (`v2`, or `v1` on a hybrid host), if any.
+    pub cgroup: Option<String>,
+    /// Wall time from spawn to the end of the tree.
+    pub duration_ms: u64,
+}

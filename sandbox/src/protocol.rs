@@ -1,0 +1,104 @@
+//! Frames between the parent, the sandbox child and the namespace's init.
+//!
+//! Each frame is a little-endian `u32` length and that many bytes (JSON or raw stdin), written
+//! with one `write` so frames from the child and from init never interleave. The control
+//! channel is a Unix socket passed as the child's standard input (and from it to init's), so
+//! no secret rides on argv or the environment and neither needs an extra descriptor.
+//!
+//! The parent writes [`Launch`] (read by the child), then the [`Plan`] and the stdin bytes
+//! (read by init). Init reports [`Report::Running`] and its final report straight to the
+//! parent; the child reports [`Report::Started`] and, only if init could not, the final one.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpawnError;
+use crate::profile::{Exit, Rlimits, Usage, WriteMode};
+
+/// The largest frame either side accepts (the plan, or the stdin bytes).
+pub(crate) const FRAME_BYTES_MAX: usize = 64 << 20;
+
+/// Everything the child needs, resolved by the parent from the profile and the request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Plan {
+    pub(crate) argv: Vec<String>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) timeout_ms: u64,
+    pub(crate) writable_roots: Vec<PathBuf>,
+    pub(crate) writes: WriteMode,
+    pub(crate) hidden: Vec<Hidden>,
+    pub(crate) landlock_abi_min: u8,
+    pub(crate) rlimits: Rlimits,
+    pub(crate) tmp_bytes_max: u64,
+    /// The seccomp filters, compiled by the parent.
+    pub(crate) seccomp: Vec<Vec<crate::confine::Instruction>>,
+}
+
+/// What the sandbox child itself needs; the rest is for init.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Launch {
+    pub(crate) timeout_ms: u64,
+}
+
+/// One denied path as the child must hide it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "path", rename_all = "snake_case")]
+pub(crate) enum Hidden {
+    /// An existing directory (or a placeholder the parent created): an empty read-only tmpfs.
+    Dir(PathBuf),
+    /// An existing non-directory: an empty read-only file bound over it.
+    File(PathBuf),
+}
+
+/// What the child tells the parent, and init tells the child.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Report {
+    /// The child started init (its host pid, for the parent's backstop).
+    Started { init_pid: u32 },
+    /// The command is running.
+    Running,
+    /// Setup failed; nothing ran.
+    Failed { error: SpawnError },
+    /// The command's tree is gone.
+    Exited { exit: Exit, usage: Usage },
+}
+
+pub(crate) fn write_frame(target: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    let length =
+        u32::try_from(bytes.len()).map_err(|_| std::io::Error::other("frame larger than u32"))?;
+    let mut frame = Vec::with_capacity(4 + bytes.len());
+    frame.extend_from_slice(&length.to_le_bytes());
+    frame.extend_from_slice(bytes);
+    target.write_all(&frame)?;
+    target.flush()
+}
+
+pub(crate) fn read_frame(source: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut length = [0u8; 4];
+    source.read_exact(&mut length)?;
+    let length = u32::from_le_bytes(length) as usize;
+    if length > FRAME_BYTES_MAX {
+        return Err(std::io::Error::other(format!(
+            "frame of {length} bytes exceeds {FRAME_BYTES_MAX}"
+        )));
+    }
+    let mut bytes = vec![0u8; length];
+    source.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
+
+pub(crate) fn write_json<T: Serialize>(target: &mut impl Write, value: &T) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    write_frame(target, &bytes)
+}
+
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(
+    source: &mut impl Read,
+) -> std::io::Result<T> {
+    let bytes = read_frame(source)?;
+    serde_json::from_slice(&bytes).map_err(std::io::Error::other)
+}

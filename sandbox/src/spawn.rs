@@ -1,0 +1,327 @@
+//! The parent side: [`Sandbox::run`] resolves the plan, starts the sandbox child, feeds it the
+//! plan over a Unix socket, collects the output within its caps and waits for the report.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::cgroup::{Cgroup, Hierarchy};
+use crate::child::CHILD_ARG;
+use crate::error::{SpawnError, Step};
+use crate::plan::{self, Resolved};
+use crate::profile::{Exit, Outcome, Profile, Request, Usage, WriteMode};
+use crate::protocol::{Launch, Report, read_json, write_frame, write_json};
+
+/// How long setup may take on top of the command's timeout before the parent kills the child
+/// itself (the child enforces the timeout; this is the backstop if the child hangs).
+pub const SETUP_GRACE_MS: u64 = 5_000;
+/// How long the output pipes may stay open after the tree is gone.
+pub const DRAIN_MS: u64 = 2_000;
+/// Bytes read from an output pipe at a time.
+const CHUNK_BYTES: usize = 64 << 10;
+
+/// Runs commands confined; holds the path of the executable that serves the sandbox child
+/// (one that calls [`crate::run_child_if_requested`] first thing in `main`).
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    exe: PathBuf,
+    home: Option<PathBuf>,
+}
+
+/// Standard output or error as collected: at most the cap kept, everything counted.
+#[derive(Debug, Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+impl Sandbox {
+    /// A sandbox served by `exe` (`std::env::current_exe()` for aido itself).
+    pub fn new(exe: impl Into<PathBuf>) -> Self {
+        Sandbox {
+            exe: exe.into(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+
+    /// The home directory `~/` deny patterns refer to (by default the parent's `$HOME`).
+    pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
+        self.home = home;
+        self
+    }
+
+    /// Runs `request` confined by `profile` and waits for it (blocking; call it from
+    /// `spawn_blocking` in async code). Nothing runs unconfined: every failure to set up a
+    /// layer is an error and the command never started.
+    pub fn run(&self, profile: &Profile, request: &Request) -> Result<Outcome, SpawnError> {
+        let parent_env: BTreeMap<String, String> = std::env::vars().collect();
+        let resolved = plan::resolve(profile, request, self.home.as_deref(), &parent_env)?;
+        let cgroup = profile.cgroup.as_ref().map(Cgroup::create).transpose()?;
+        let layers = match &resolved.plan.writes {
+            WriteMode::Direct => None,
+            WriteMode::Overlay { layers_dir } => Some(layers_dir.clone()),
+        };
+        if let Some(layers_dir) = &layers {
+            for index in 0..resolved.plan.writable_roots.len() {
+                for part in ["upper", "work"] {
+                    let directory = layers_dir.join(index.to_string()).join(part);
+                    std::fs::create_dir_all(&directory).map_err(|error| {
+                        SpawnError::setup_io(
+                            Step::MountWritable,
+                            &error,
+                            directory.display().to_string(),
+                        )
+                    })?;
+                }
+            }
+        }
+        let placeholders = Placeholders::create(&resolved)?;
+        let outcome = self.launch(&resolved, request, cgroup.as_ref());
+        drop(cgroup);
+        drop(placeholders);
+        outcome
+    }
+
+    fn launch(
+        &self,
+        resolved: &Resolved,
+        request: &Request,
+        cgroup: Option<&Cgroup>,
+    ) -> Result<Outcome, SpawnError> {
+        let started = Instant::now();
+        let (mut control, theirs) =
+            UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
+                exe: self.exe.display().to_string(),
+                detail: error.to_string(),
+            })?;
+        let mut child = Command::new(&self.exe)
+            .arg(CHILD_ARG)
+            .env_clear()
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|error| SpawnError::LaunchFailed {
+                exe: self.exe.display().to_string(),
+                detail: error.to_string(),
+            })?;
+        // The child blocks on the plan until it is inside, so nothing escapes the limits.
+        if let Some(cgroup) = cgroup
+            && let Err(error) = cgroup.join(child.id())
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(error);
+        }
+        let (sender, receiver) = mpsc::channel();
+        for (index, pipe, cap) in [
+            (
+                0usize,
+                child
+                    .stdout
+                    .take()
+                    .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
+                request.stdout_bytes_max,
+            ),
+            (
+                1usize,
+                child
+                    .stderr
+                    .take()
+                    .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
+                request.stderr_bytes_max,
+            ),
+        ] {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let captured = pipe.map(|pipe| capture(pipe, cap)).unwrap_or_default();
+                let _ = sender.send((index, captured));
+            });
+        }
+        drop(sender);
+
+        let result = converse(&mut control, &mut child, resolved, request);
+        // The report came (or the child is dead): the tree is gone, the pipes close.
+        if let Some(cgroup) = cgroup {
+            cgroup.kill();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut outputs = [Captured::default(), Captured::default()];
+        let drain_deadline = Instant::now() + Duration::from_millis(DRAIN_MS);
+        for _ in 0..2 {
+            let remaining = drain_deadline.saturating_duration_since(Instant::now());
+            match receiver.recv_timeout(remaining) {
+                Ok((index, captured)) => outputs[index] = captured,
+                Err(_) => {
+                    return Err(SpawnError::protocol(
+                        "output pipes stayed open after the sandbox ended",
+                    ));
+                }
+            }
+        }
+        let (exit, mut usage) = result?;
+        usage.memory_peak_bytes = cgroup.and_then(Cgroup::memory_peak_bytes);
+        let [stdout, stderr] = outputs;
+        Ok(Outcome {
+            exit,
+            stdout_truncated: stdout.total > stdout.kept.len() as u64,
+            stderr_truncated: stderr.total > stderr.kept.len() as u64,
+            stdout_bytes_total: stdout.total,
+            stderr_bytes_total: stderr.total,
+            stdout: stdout.kept,
+            stderr: stderr.kept,
+            usage,
+            cgroup: cgroup.map(|cgroup| match cgroup.hierarchy() {
+                Hierarchy::V2 => "v2".to_string(),
+                Hierarchy::V1 => "v1".to_string(),
+            }),
+            duration_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// Sends the plan and waits for the final report, killing the child at the backstop.
+fn converse(
+    control: &mut UnixStream,
+    child: &mut Child,
+    resolved: &Resolved,
+    request: &Request,
+) -> Result<(Exit, Usage), SpawnError> {
+    let launch = Launch {
+        timeout_ms: request.timeout_ms,
+    };
+    let sent = write_json(control, &launch)
+        .and_then(|()| write_json(control, &resolved.plan))
+        .and_then(|()| write_frame(control, &request.stdin));
+    if let Err(error) = sent {
+        // The child may have refused before init took the plan (and closed the socket on
+        // a large stdin): its report says why, better than the broken pipe.
+        let _ = control.set_read_timeout(Some(Duration::from_millis(DRAIN_MS)));
+        if let Ok(Report::Failed { error }) = read_json::<Report>(control) {
+            return Err(error);
+        }
+        return Err(SpawnError::protocol(format!("sending the plan: {error}")));
+    }
+    let mut init_pid = None;
+    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms + SETUP_GRACE_MS);
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            // The child should have killed init at the timeout; it did not, so kill both.
+            let _ = child.kill();
+            if let Some(pid) = init_pid {
+                kill_init(pid);
+            }
+            return Ok((Exit::TimedOut, Usage::default()));
+        }
+        let _ = control.set_read_timeout(Some(remaining));
+        match read_json::<Report>(control) {
+            Ok(Report::Started { init_pid: pid }) => init_pid = Some(pid),
+            Ok(Report::Running) => continue,
+            Ok(Report::Exited { exit, usage }) => return Ok((exit, usage)),
+            Ok(Report::Failed { error }) => return Err(error),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(error) => {
+                let status = child.wait();
+                return Err(SpawnError::protocol(format!(
+                    "the sandbox child ended without a report ({error}; {status:?})"
+                )));
+            }
+        }
+    }
+}
+
+/// Kills a sandbox's init by its host pid, after checking the pid still names one (the
+/// backstop runs only when something is already wrong; a reused pid must not be hit).
+fn kill_init(pid: u32) {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if String::from_utf8_lossy(&cmdline).contains(CHILD_ARG) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Reads a pipe to its end in fixed chunks, keeping at most `cap` bytes: memory stays flat
+/// however much the command writes.
+fn capture(mut pipe: impl Read, cap: usize) -> Captured {
+    let mut captured = Captured::default();
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    loop {
+        match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(count) => {
+                captured.total += count as u64;
+                let room = cap.saturating_sub(captured.kept.len());
+                captured.kept.extend_from_slice(&chunk[..count.min(room)]);
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    captured
+}
+
+/// The empty directories standing in for denied paths that did not exist yet; removed when
+/// the run ends (only if still empty, so nothing of the command's is ever deleted).
+struct Placeholders {
+    created: Vec<PathBuf>,
+}
+
+impl Placeholders {
+    fn create(resolved: &Resolved) -> Result<Self, SpawnError> {
+        let mut placeholders = Placeholders {
+            created: Vec::new(),
+        };
+        for path in &resolved.placeholders {
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            match std::fs::create_dir(path) {
+                Ok(()) => placeholders.created.push(path.clone()),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => {
+                    return Err(SpawnError::setup_io(
+                        Step::Placeholder,
+                        &error,
+                        path.display().to_string(),
+                    ));
+                }
+            }
+        }
+        Ok(placeholders)
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        for path in self.created.iter().rev() {
+            let _ = std::fs::remove_dir(Path::new(path));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capture_keeps_the_cap_and_counts_the_rest() {
+        let input = vec![7u8; 300_000];
+        let captured = super::capture(&input[..], 1000);
+        assert_eq!(captured.kept.len(), 1000);
+        assert_eq!(captured.total, 300_000);
+    }
+}

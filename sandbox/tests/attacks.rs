@@ -1,0 +1,691 @@
+//! Real attacks from inside the sandbox. Each asserts the denial and that nothing happened on
+//! the host, next to a control that shows the same probe works where it is allowed (so a
+//! denial is the sandbox's doing, not a broken probe).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
+mod common;
+
+use std::time::Duration;
+
+use aido_sandbox::Exit;
+use common::*;
+
+#[test]
+fn credentials_and_host_secrets_read_as_empty() {
+    let fixture = Fixture::new();
+    let shadow = std::fs::read_to_string("/etc/shadow").unwrap();
+    assert!(
+        shadow.contains("root:"),
+        "the probe needs a real /etc/shadow"
+    );
+    let outcome = fixture.sh(
+        "cat $H/visible.txt; echo; cat $H/.ssh/id_*; cat $H/.aws/credentials; cat /etc/shadow; \
+         ls -A $H/.ssh; cat /proc/self/root$H/.ssh/id_ed25519; echo end",
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert!(out.starts_with("VISIBLE\n"), "control read failed: {out}");
+    assert!(
+        !out.contains("aido-test-secret"),
+        "a credential leaked: {out}"
+    );
+    assert!(!out.contains("root:"), "/etc/shadow leaked: {out}");
+    assert!(out.ends_with("end\n"));
+    fixture.assert_untouched();
+}
+
+#[test]
+fn a_deny_glob_hides_matching_files_and_directories() {
+    let fixture = Fixture::new();
+    std::fs::create_dir_all(fixture.root.join("app/secrets")).unwrap();
+    std::fs::write(fixture.root.join("app/.env"), "TOKEN=aido-test-secret-env").unwrap();
+    std::fs::write(fixture.root.join("app/secrets/key"), "aido-test-secret-key").unwrap();
+    std::fs::write(fixture.root.join("app/main.py"), "print('ok')").unwrap();
+    let mut profile = fixture.profile();
+    profile.deny.extend(["**/.env".into(), "**/secrets".into()]);
+    let outcome = fixture.sh_with(
+        &profile,
+        "cat app/main.py; echo; cat app/.env; cat app/secrets/key; ls app/secrets; \
+         echo pwned > app/.env; echo pwned > app/secrets/new; mv app/.env app/env; rm -f app/.env; \
+         mv app/secrets app/open; mv app app2; ln app/.env hard; echo end",
+    );
+    let out = stdout(&outcome);
+    assert!(
+        out.starts_with("print('ok')\n"),
+        "control read failed: {out}"
+    );
+    assert!(!out.contains("aido-test-secret"), "{out}");
+    assert!(
+        stderr(&outcome).contains("app/.env"),
+        "{}",
+        stderr(&outcome)
+    );
+    assert_eq!(
+        read(&fixture.root.join("app/.env")),
+        "TOKEN=aido-test-secret-env"
+    );
+    assert_eq!(entries(&fixture.root.join("app/secrets")), vec!["key"]);
+    assert_eq!(entries(&fixture.root), vec!["app"]);
+    assert_eq!(
+        entries(&fixture.root.join("app")),
+        vec![".env", "main.py", "secrets"]
+    );
+}
+
+#[test]
+fn writes_outside_the_writable_roots_fail() {
+    let fixture = Fixture::new();
+    let outcome = fixture.sh("echo ok > inside.txt; \
+         echo pwned >> $H/.bashrc; echo pwned > $H/new; echo pwned > $OUT/file.txt; \
+         mkdir $OUT/dir; rm $OUT/file.txt; mv $H/visible.txt $H/moved; touch /usr/aido-pwned; \
+         echo pwned > /etc/aido-pwned; echo end");
+    assert_code(&outcome, 0);
+    assert_eq!(read(&fixture.root.join("inside.txt")), "ok\n");
+    let errors = stderr(&outcome);
+    assert_eq!(
+        errors.matches("Read-only file system").count(),
+        8,
+        "{errors}"
+    );
+    fixture.assert_untouched();
+    assert!(!std::path::Path::new("/usr/aido-pwned").exists());
+    assert!(!std::path::Path::new("/etc/aido-pwned").exists());
+}
+
+#[test]
+fn denied_paths_that_do_not_exist_yet_cannot_be_created() {
+    let fixture = Fixture::new();
+    std::fs::create_dir(fixture.root.join("repo")).unwrap();
+    std::fs::create_dir_all(fixture.root.join("other/.git")).unwrap();
+    let mut profile = fixture.profile();
+    profile.deny.extend([
+        "**/.git/hooks".into(),
+        "repo/.git/config".into(),
+        "other/.git/hooks".into(),
+    ]);
+    let outcome = fixture.sh_with(
+        &profile,
+        "mkdir -p repo/.git/hooks; echo pwned > repo/.git/config; \
+         mkdir other/.git/hooks; mkdir -p other/.git/hooks/x; echo pwned > other/.git/hooks/post-commit; \
+         mv other/.git other/moved; rm -rf other/.git; mv other other2; mkdir other/.git/hooks; echo ok > other/.git/hooks/ok; \
+         echo end",
+    );
+    assert!(stdout(&outcome).ends_with("end\n"));
+    assert!(!stderr(&outcome).is_empty());
+    // The placeholders are gone and nothing was created under them.
+    assert_eq!(entries(&fixture.root.join("repo")), Vec::<String>::new());
+    assert_eq!(entries(&fixture.root.join("other")), vec![".git"]);
+    assert_eq!(
+        entries(&fixture.root.join("other/.git")),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn symlinks_from_a_writable_root_do_not_escape() {
+    let fixture = Fixture::new();
+    let outcome = fixture.sh(
+        "ln -s $H/.bashrc rc; echo pwned >> rc; ln -s $OUT out; echo pwned > out/new; \
+         echo pwned > out/file.txt; ln -s $H/.ssh ssh; cat ssh/id_ed25519; \
+         ln -s / slash; echo pwned > slash/etc/aido-pwned; echo end",
+    );
+    assert!(stdout(&outcome).ends_with("end\n"));
+    assert!(!stdout(&outcome).contains("aido-test-secret"));
+    fixture.assert_untouched();
+    assert!(!std::path::Path::new("/etc/aido-pwned").exists());
+}
+
+#[test]
+fn hardlinks_to_outside_files_are_refused() {
+    let fixture = Fixture::new();
+    let outcome = fixture.sh(
+        "ln $H/.bashrc rc && echo linked-rc; ln $OUT/file.txt out && echo linked-out; \
+         ln $H/.ssh/id_ed25519 key && echo linked-key; echo end",
+    );
+    let out = stdout(&outcome);
+    assert_eq!(out, "end\n", "a hardlink was made: {out}");
+    assert_eq!(entries(&fixture.root), Vec::<String>::new());
+    fixture.assert_untouched();
+}
+
+#[test]
+fn proc_shows_only_the_sandbox() {
+    let fixture = Fixture::new();
+    let outcome = fixture.sh(
+        "cd /proc; for pid in [0-9]*; do echo pid $pid; done; cat /proc/1/environ | tr '\\0' '\\n'; \
+         ls /proc/self/root/; readlink /proc/1/exe && echo init-exe-readable; readlink /proc/1/fd/0 && echo init-fds-readable; \
+         head -c 1 /proc/1/mem && echo init-mem-readable; echo end",
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    let pids: Vec<&str> = out
+        .lines()
+        .filter_map(|line| line.strip_prefix("pid "))
+        .collect();
+    // init, sh and the for loop's subshell at most: the parent and the host are invisible.
+    assert!(pids.len() <= 3 && pids.contains(&"1"), "{out}");
+    let parent = std::process::id().to_string();
+    assert!(
+        !pids.iter().any(|pid| *pid == parent) || parent.len() <= 1,
+        "{out}"
+    );
+    // init's environment is empty; the root is the sandbox's (the host /tmp is a fresh tmpfs).
+    assert!(!out.contains("CARGO"), "{out}");
+    // init is not dumpable: its descriptors (the control socket) and memory are closed.
+    assert!(!out.contains("-readable"), "{out}");
+    assert!(out.contains("end"));
+}
+
+#[test]
+fn ptrace_and_process_vm_readv_are_refused() {
+    let fixture = Fixture::new();
+    let script = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    import time; time.sleep(5); os._exit(0)
+r = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH to our own child
+print("attach", r, ctypes.get_errno())
+r = libc.ptrace(16, 1, 0, 0)     # and to init
+print("attach-init", r, ctypes.get_errno())
+buf = ctypes.create_string_buffer(8)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+r = libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+print("vm_readv", r, ctypes.get_errno())
+os.kill(pid, 9)
+"#;
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    assert_eq!(
+        stdout(&outcome),
+        "attach -1 1\nattach-init -1 1\nvm_readv -1 1\n"
+    );
+    let strace = fixture.sh("strace -f true 2>&1; echo rc=$?");
+    assert!(
+        stdout(&strace).contains("Operation not permitted"),
+        "{}",
+        stdout(&strace)
+    );
+}
+
+#[test]
+fn new_namespaces_and_mounts_are_refused() {
+    let fixture = Fixture::new();
+    let outcome = fixture.sh(
+        "unshare -U true && echo unshare-ok; unshare -r true && echo unshare-r-ok; \
+         mount -t tmpfs none /mnt && echo mount-ok; umount /proc && echo umount-ok; \
+         umount $H/.ssh && echo umount-deny-ok; cat $H/.ssh/id_ed25519; echo end",
+    );
+    let out = stdout(&outcome);
+    assert_eq!(out, "end\n", "{out}\n{}", stderr(&outcome));
+    fixture.assert_untouched();
+}
+
+#[test]
+fn no_network_not_even_the_hosts_loopback() {
+    let fixture = Fixture::new();
+    let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let v6 = std::net::TcpListener::bind("[::1]:0").unwrap();
+    v4.set_nonblocking(true).unwrap();
+    v6.set_nonblocking(true).unwrap();
+    let script = format!(
+        r#"
+import socket
+for family, host, port in [(socket.AF_INET, "127.0.0.1", {}), (socket.AF_INET6, "::1", {}),
+                           (socket.AF_INET, "169.254.169.254", 80), (socket.AF_INET, "10.0.0.1", 80)]:
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        print(host, "CONNECTED")
+    except OSError as e:
+        print(host, "refused", e.errno)
+try:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.sendto(b"x", ("8.8.8.8", 53))
+    print("udp SENT")
+except OSError as e:
+    print("udp refused", e.errno)
+"#,
+        v4.local_addr().unwrap().port(),
+        v6.local_addr().unwrap().port()
+    );
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script.as_str()], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert!(!out.contains("CONNECTED") && !out.contains("SENT"), "{out}");
+    assert_eq!(out.matches("refused").count(), 5, "{out}");
+    for listener in [&v4, &v6] {
+        assert_eq!(
+            listener.accept().map(|_| ()).unwrap_err().kind(),
+            std::io::ErrorKind::WouldBlock,
+            "a connection reached the parent's listener"
+        );
+    }
+}
+
+#[test]
+fn only_fds_0_to_2_reach_the_command_even_when_the_parent_leaks_one() {
+    let fixture = Fixture::new();
+    // A descriptor the parent forgot to mark close-on-exec (std marks its own, a C library
+    // might not): clear the flag on purpose.
+    let leaked = std::fs::File::open(fixture.home.join(".bashrc")).unwrap();
+    nix::fcntl::fcntl(
+        &leaked,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    let script = "import os\nopen_fds = []\nfor fd in range(1024):\n    try:\n        os.fstat(fd)\n        open_fds.append(fd)\n    except OSError:\n        pass\nprint(open_fds)";
+    let request = aido_sandbox::Request::new(["python3", "-c", script], &fixture.root);
+    let outcome = fixture.sandbox().run(&fixture.profile(), &request).unwrap();
+    assert_code(&outcome, 0);
+    assert_eq!(stdout(&outcome), "[0, 1, 2]\n");
+    drop(leaked);
+}
+
+#[test]
+fn the_parents_environment_is_not_visible() {
+    // The sandbox's own host binary runs as the parent here, with a secret in its environment.
+    let fixture = Fixture::new();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_aido-sandbox"))
+        .args([
+            "sh",
+            "-c",
+            "env; cat /proc/1/environ; echo; cat /proc/*/environ; echo end",
+        ])
+        .current_dir(&fixture.root)
+        .env("AIDO_TEST_SECRET_TOKEN", "aido-test-secret-env-value")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(out.contains("PATH=/usr/local/sbin"), "{out}");
+    assert!(!out.contains("aido-test-secret"), "{out}");
+    assert!(out.ends_with("end\n"));
+}
+
+/// RLIMIT_NPROC does not bind for host root (the kernel exempts the init user), so the bound
+/// here is the cgroup's pids.max; the test says which hierarchy held it.
+#[test]
+fn a_fork_bomb_is_bounded_and_dies_with_the_sandbox() {
+    let fixture = Fixture::new();
+    let mut profile = fixture.profile();
+    profile.rlimits.processes_max = 64;
+    profile.cgroup = Some(aido_sandbox::CgroupLimits {
+        pids_max: 64,
+        memory_bytes_max: 1 << 30,
+        cpu_percent_max: 100,
+    });
+    let marker = "aido-forkbomb-marker";
+    let script = format!(
+        r#"
+import os, time
+n = 0
+try:
+    while n < 10000:
+        if os.fork() == 0:
+            time.sleep(60)  # {marker}
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print(n, e.errno)
+"#
+    );
+    let mut request = aido_sandbox::Request::new(["python3", "-c", script.as_str()], &fixture.root);
+    request.timeout_ms = 20_000;
+    let outcome = match fixture.sandbox().run(&profile, &request) {
+        Ok(outcome) => outcome,
+        Err(error) => panic!(
+            "this machine cannot bound a fork bomb ({}): {error}",
+            error.code()
+        ),
+    };
+    eprintln!(
+        "fork bomb bounded by the cgroup {:?} hierarchy",
+        outcome.cgroup
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    let (forked, errno) = out.trim().split_once(' ').unwrap();
+    let forked: u32 = forked.parse().unwrap();
+    assert!(forked < 64, "{out}");
+    assert_eq!(errno, "11", "EAGAIN from pids.max: {out}");
+    assert!(
+        host_processes_with(marker).is_empty(),
+        "{:?}",
+        host_processes_with(marker)
+    );
+}
+
+#[test]
+fn a_memory_hog_is_bounded() {
+    let fixture = Fixture::new();
+    let mut profile = fixture.profile();
+    profile.rlimits.address_space_bytes_max = 256 << 20;
+    let request = aido_sandbox::Request::new(
+        [
+            "python3",
+            "-c",
+            "b = bytearray(1 << 30); print('allocated')",
+        ],
+        &fixture.root,
+    );
+    let outcome = fixture.sandbox().run(&profile, &request).unwrap();
+    assert_code(&outcome, 1);
+    assert!(
+        stderr(&outcome).contains("MemoryError"),
+        "{}",
+        stderr(&outcome)
+    );
+    assert!(outcome.usage.max_rss_kib < 256 << 10, "{:?}", outcome.usage);
+}
+
+#[test]
+fn a_cpu_spin_is_killed_at_the_timeout_with_its_whole_tree() {
+    let fixture = Fixture::new();
+    let marker = "aido-spin-marker";
+    let mut request = fixture.request(&format!(
+        "sh -c 'while :; do :; done # {marker}' & setsid sh -c 'sleep 60 # {marker}' & while :; do :; done"
+    ));
+    request.timeout_ms = 700;
+    let outcome = fixture.sandbox().run(&fixture.profile(), &request).unwrap();
+    assert_eq!(outcome.exit, Exit::TimedOut);
+    assert!(outcome.duration_ms < 700 + 2000, "{}", outcome.duration_ms);
+    assert!(
+        host_processes_with(marker).is_empty(),
+        "{:?}",
+        host_processes_with(marker)
+    );
+}
+
+#[test]
+fn a_double_forked_child_dies_with_the_sandbox() {
+    let fixture = Fixture::new();
+    let marker = "aido-daemon-marker";
+    let outcome = fixture.sh(&format!(
+        "(setsid sh -c 'sleep 60 # {marker}' > /dev/null 2>&1 &) ; echo started"
+    ));
+    assert_code(&outcome, 0);
+    assert_eq!(stdout(&outcome), "started\n");
+    // init exited with the command, and the kernel killed the rest of its pid namespace.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !host_processes_with(marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        host_processes_with(marker).is_empty(),
+        "{:?}",
+        host_processes_with(marker)
+    );
+}
+
+#[test]
+fn setuid_binaries_gain_nothing() {
+    let fixture = Fixture::new();
+    let outcome = fixture.sh(
+        "grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status; \
+         echo x | su -c 'id' root 2>&1; echo end",
+    );
+    let out = stdout(&outcome);
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapPrm:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapBnd:\t0000000000000000"), "{out}");
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+    assert!(
+        !out.contains("uid=0(root) gid=0(root) groups=0(root)\nend"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_memory_hog_is_bounded_by_the_cgroup_too() {
+    let fixture = Fixture::new();
+    let mut profile = fixture.profile();
+    profile.cgroup = Some(aido_sandbox::CgroupLimits {
+        pids_max: 64,
+        memory_bytes_max: 128 << 20,
+        cpu_percent_max: 100,
+    });
+    // Touch every page, so the address-space limit (4 GiB by default) is not what stops it.
+    let request = aido_sandbox::Request::new(
+        [
+            "python3",
+            "-c",
+            "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('survived')",
+        ],
+        &fixture.root,
+    );
+    let outcome = fixture.sandbox().run(&profile, &request).unwrap();
+    eprintln!(
+        "memory bounded by the cgroup {:?} hierarchy: {:?}",
+        outcome.cgroup, outcome.usage
+    );
+    assert_eq!(outcome.exit, Exit::Signal(9), "{}", stderr(&outcome));
+    assert!(!stdout(&outcome).contains("survived"));
+    let peak = outcome.usage.memory_peak_bytes.unwrap();
+    assert!(peak <= 128 << 20, "{peak}");
+}
+
+#[test]
+fn a_stdin_is_fed_and_the_exit_code_passes_through() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request("cat; exit 7");
+    request.stdin = b"from the parent".to_vec();
+    let outcome = fixture.sandbox().run(&fixture.profile(), &request).unwrap();
+    assert_code(&outcome, 7);
+    assert_eq!(stdout(&outcome), "from the parent");
+}
+
+#[test]
+fn refusals_are_coded_and_nothing_runs() {
+    let fixture = Fixture::new();
+    let marker = fixture.root.join("ran");
+    let script = "touch ran";
+    let mut profile = fixture.profile();
+    profile.landlock_abi_min = 7;
+    let error = fixture.try_sh(&profile, script).unwrap_err();
+    assert_eq!(error.code(), "sandbox_unavailable");
+    assert!(
+        matches!(&error, aido_sandbox::SpawnError::SandboxUnavailable { missing, .. } if missing == "landlock_abi_v7")
+    );
+    let error = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["/no/such/program"], &fixture.root),
+        )
+        .unwrap_err();
+    assert_eq!(
+        error,
+        aido_sandbox::SpawnError::ExecFailed {
+            program: "/no/such/program".into(),
+            errno: 2
+        }
+    );
+    let error = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["true"], std::path::Path::new("/no/such/dir")),
+        )
+        .unwrap_err();
+    assert_eq!(error.code(), "sandbox_setup_failed");
+    let error = aido_sandbox::Sandbox::new("/no/such/exe")
+        .run(&fixture.profile(), &fixture.request(script))
+        .unwrap_err();
+    assert_eq!(error.code(), "sandbox_launch_failed");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn kill_from_inside_reaches_nothing_outside() {
+    let fixture = Fixture::new();
+    let marker = "aido-host-victim-marker";
+    // A host process of the same uid: without a pid namespace, `kill -9 -1` would take it.
+    let mut victim = std::process::Command::new("sh")
+        .args(["-c", &format!("sleep 30 # {marker}")])
+        .spawn()
+        .unwrap();
+    let outcome = fixture.sh(&format!(
+        "kill -9 {victim} {parent}; echo kill=$?; kill -9 -1; echo after",
+        victim = victim.id(),
+        parent = std::process::id()
+    ));
+    // The host pids do not exist in the sandbox's pid namespace; -1 reaches only the sandbox.
+    assert!(
+        stdout(&outcome).starts_with("kill=1\n"),
+        "{}",
+        stdout(&outcome)
+    );
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the host process was killed"
+    );
+    assert!(
+        !host_processes_with(marker).is_empty(),
+        "the victim is gone"
+    );
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn kernel_tunables_and_proc_are_read_only() {
+    let fixture = Fixture::new();
+    let before = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let outcome = fixture.sh(
+        "echo pwned > /proc/sys/kernel/hostname; echo 1 > /proc/sys/vm/drop_caches; \
+         echo pwned > /proc/self/attr/current; echo 0 > /proc/self/oom_score_adj; \
+         hostname; cat /proc/sys/kernel/hostname",
+    );
+    assert_eq!(
+        stdout(&outcome),
+        "aido-sandbox\naido-sandbox\n",
+        "{}",
+        stderr(&outcome)
+    );
+    assert_eq!(stderr(&outcome).lines().count(), 4, "{}", stderr(&outcome));
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
+        before
+    );
+}
+
+#[test]
+fn host_unix_sockets_cannot_be_reached_but_socketpair_works() {
+    let fixture = Fixture::new();
+    let path = fixture.outside.join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        r#"
+import socket
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("{}")
+    print("CONNECTED")
+except OSError as e:
+    print("refused", e.errno)
+a, b = socket.socketpair()
+a.send(b"pair")
+print(b.recv(4).decode())
+"#,
+        path.display()
+    );
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script.as_str()], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    assert_eq!(stdout(&outcome), "refused 1\npair\n");
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a connection reached the host socket"
+    );
+}
+
+/// If the sandbox child dies (aido killed, a bug), init gets SIGKILL from the kernel
+/// (`PR_SET_PDEATHSIG`) and with it the whole pid namespace: nothing is ever orphaned.
+#[test]
+fn killing_the_sandbox_child_kills_the_tree() {
+    let fixture = Fixture::new();
+    let marker = "aido-orphan-marker";
+    let mut request = fixture.request(&format!("sleep 60 # {marker}"));
+    request.timeout_ms = 30_000;
+    let sandbox = fixture.sandbox();
+    let profile = fixture.profile();
+    let runner = std::thread::spawn(move || sandbox.run(&profile, &request));
+    // Wait for the command, then find its sandbox child and kill it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host_processes_with(marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Other tests run sandboxes from this process too: walk up from our command to the
+    // ancestor whose parent is this process.
+    let parent_of = |pid: i32| -> i32 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|line| line.strip_prefix("PPid:\t"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let command: i32 = host_processes_with(marker)[0]
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut child = command;
+    while parent_of(child) != std::process::id() as i32 {
+        child = parent_of(child);
+        assert!(child > 1, "the command is not our descendant");
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let result = runner.join().unwrap();
+    assert_eq!(result.unwrap_err().code(), "sandbox_protocol_failed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !host_processes_with(marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        host_processes_with(marker).is_empty(),
+        "{:?}",
+        host_processes_with(marker)
+    );
+}

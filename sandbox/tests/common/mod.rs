@@ -1,0 +1,158 @@
+//! Fixtures shared by the sandbox's end-to-end tests.
+//!
+//! Every fixture lives under `CARGO_TARGET_TMPDIR`, not `/tmp`: the sandbox's `/tmp` is a
+//! private tmpfs, so a secret under the host's `/tmp` would be invisible for the wrong reason.
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
+use std::path::{Path, PathBuf};
+
+use aido_sandbox::{Exit, Outcome, Profile, Request, Sandbox, SpawnError};
+
+pub struct Fixture {
+    _base: tempfile::TempDir,
+    /// The canonical directory holding everything below.
+    pub base: PathBuf,
+    /// The only writable root.
+    pub root: PathBuf,
+    /// A fake `$HOME` (outside the root) with credentials in it.
+    pub home: PathBuf,
+    /// A directory outside the root and the home.
+    pub outside: PathBuf,
+}
+
+pub const SSH_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- aido-test-secret-ssh";
+pub const AWS_KEY: &str = "aws_secret_access_key = aido-test-secret-aws";
+pub const BASHRC: &str = "# the original bashrc\n";
+
+impl Fixture {
+    pub fn new() -> Self {
+        let base = tempfile::Builder::new()
+            .prefix("sandbox-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let path = base.path().canonicalize().unwrap();
+        let root = path.join("root");
+        let home = path.join("home");
+        let outside = path.join("outside");
+        for directory in [
+            &root,
+            &home,
+            &outside,
+            &home.join(".ssh"),
+            &home.join(".aws"),
+        ] {
+            std::fs::create_dir_all(directory).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_ed25519"), SSH_KEY).unwrap();
+        std::fs::write(home.join(".aws/credentials"), AWS_KEY).unwrap();
+        std::fs::write(home.join(".bashrc"), BASHRC).unwrap();
+        std::fs::write(home.join("visible.txt"), "VISIBLE").unwrap();
+        std::fs::write(outside.join("file.txt"), "OUTSIDE").unwrap();
+        Fixture {
+            _base: base,
+            base: path,
+            root,
+            home,
+            outside,
+        }
+    }
+
+    pub fn sandbox(&self) -> Sandbox {
+        Sandbox::new(env!("CARGO_BIN_EXE_aido-sandbox")).with_home(Some(self.home.clone()))
+    }
+
+    pub fn profile(&self) -> Profile {
+        Profile::new(vec![self.root.clone()])
+    }
+
+    /// `sh -c script` in the root, with `$H` the fake home and `$OUT` the outside directory.
+    pub fn request(&self, script: &str) -> Request {
+        let mut request = Request::new(["sh", "-c", script], &self.root);
+        request
+            .env
+            .insert("H".into(), self.home.display().to_string());
+        request
+            .env
+            .insert("OUT".into(), self.outside.display().to_string());
+        request
+    }
+
+    pub fn try_sh(&self, profile: &Profile, script: &str) -> Result<Outcome, SpawnError> {
+        self.sandbox().run(profile, &self.request(script))
+    }
+
+    pub fn sh(&self, script: &str) -> Outcome {
+        self.sh_with(&self.profile(), script)
+    }
+
+    pub fn sh_with(&self, profile: &Profile, script: &str) -> Outcome {
+        match self.try_sh(profile, script) {
+            Ok(outcome) => outcome,
+            Err(error) => panic!("sandbox refused ({}): {error}", error.code()),
+        }
+    }
+
+    /// The host's files of the fixture are exactly as created.
+    pub fn assert_untouched(&self) {
+        assert_eq!(read(&self.home.join(".ssh/id_ed25519")), SSH_KEY);
+        assert_eq!(read(&self.home.join(".aws/credentials")), AWS_KEY);
+        assert_eq!(read(&self.home.join(".bashrc")), BASHRC);
+        assert_eq!(read(&self.outside.join("file.txt")), "OUTSIDE");
+        assert_eq!(
+            entries(&self.home),
+            vec![".aws", ".bashrc", ".ssh", "visible.txt"]
+        );
+        assert_eq!(entries(&self.home.join(".ssh")), vec!["id_ed25519"]);
+        assert_eq!(entries(&self.outside), vec!["file.txt"]);
+    }
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{path:?}: {error}"))
+}
+
+pub fn entries(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+pub fn stdout(outcome: &Outcome) -> String {
+    String::from_utf8_lossy(&outcome.stdout).into_owned()
+}
+
+pub fn stderr(outcome: &Outcome) -> String {
+    String::from_utf8_lossy(&outcome.stderr).into_owned()
+}
+
+pub fn assert_code(outcome: &Outcome, code: i32) {
+    assert_eq!(
+        outcome.exit,
+        Exit::Code(code),
+        "stdout: {}\nstderr: {}",
+        stdout(outcome),
+        stderr(outcome)
+    );
+}
+
+/// Host processes whose command line contains `marker` (none may outlive a sandbox).
+pub fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|byte| byte.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(marker) {
+                found.push(format!("{name}: {cmdline}"));
+            }
+        }
+    }
+    found
+}
