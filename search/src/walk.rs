@@ -1,0 +1,321 @@
+//! The walk: ignore's parallel walker, every entry judged, the first `files_max` paths kept.
+
+use std::collections::BinaryHeap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use ignore::{WalkBuilder, WalkState};
+
+use crate::error::SearchError;
+use crate::judge::{EntryKind, Judge, Verdict};
+use crate::request::{Limits, Scope};
+
+/// The files to search, in sorted order, and what the walk left out.
+pub(crate) struct Walked {
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) files_max_reached: bool,
+    pub(crate) timed_out: bool,
+    pub(crate) denied_files: u64,
+    pub(crate) denied_dirs: u64,
+    pub(crate) symlinks: u64,
+    pub(crate) unreadable: u64,
+}
+
+#[derive(Default)]
+struct Tally {
+    /// A max-heap, so the largest kept path is dropped first: what is kept does not depend
+    /// on the order in which the threads found the files.
+    kept: BinaryHeap<PathBuf>,
+    files_max_reached: bool,
+    denied_files: u64,
+    denied_dirs: u64,
+    symlinks: u64,
+    unreadable: u64,
+}
+
+/// Builds the walker for `scope`; the root itself is judged first.
+pub(crate) fn walk(
+    scope: &Scope,
+    limits: &Limits,
+    judge: &dyn Judge,
+    deadline: Instant,
+) -> Result<Walked, SearchError> {
+    let root = &scope.root;
+    let metadata =
+        std::fs::symlink_metadata(root).map_err(|source| SearchError::RootUnreadable {
+            root: root.clone(),
+            source,
+        })?;
+    let root_kind = if metadata.is_dir() {
+        EntryKind::Dir
+    } else {
+        EntryKind::File
+    };
+    if judge.judge(root, root_kind) == Verdict::Deny {
+        return Err(SearchError::RootDenied { root: root.clone() });
+    }
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(!scope.hidden)
+        .ignore(scope.ignore_files)
+        .git_ignore(scope.ignore_files)
+        .git_exclude(scope.ignore_files)
+        .parents(scope.ignore_files)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .threads(limits.threads.max(1));
+    if !scope.globs.is_empty() || !scope.globs_exclude.is_empty() {
+        let mut overrides = OverrideBuilder::new(root);
+        let excluded = scope
+            .globs_exclude
+            .iter()
+            .map(|glob| (glob, format!("!{glob}")));
+        for (glob, line) in scope
+            .globs
+            .iter()
+            .map(|glob| (glob, glob.clone()))
+            .chain(excluded)
+        {
+            overrides
+                .add(&line)
+                .map_err(|error| SearchError::GlobInvalid {
+                    glob: glob.clone(),
+                    message: error.to_string(),
+                })?;
+        }
+        let built = overrides
+            .build()
+            .map_err(|error| SearchError::GlobInvalid {
+                glob: String::new(),
+                message: error.to_string(),
+            })?;
+        builder.overrides(built);
+    }
+    if !scope.types.is_empty() || !scope.types_exclude.is_empty() {
+        let mut types = TypesBuilder::new();
+        types.add_defaults();
+        for name in &scope.types {
+            types.select(name);
+        }
+        for name in &scope.types_exclude {
+            types.negate(name);
+        }
+        let built = types.build().map_err(|error| match error {
+            ignore::Error::UnrecognizedFileType(name) => SearchError::TypeUnknown { name },
+            other => SearchError::GlobInvalid {
+                glob: String::new(),
+                message: other.to_string(),
+            },
+        })?;
+        builder.types(built);
+    }
+
+    let tally = Mutex::new(Tally::default());
+    let timed_out = AtomicBool::new(false);
+    let files_max = usize::try_from(limits.files_max).unwrap_or(usize::MAX);
+    builder.build_parallel().run(|| {
+        Box::new(|entry| {
+            if Instant::now() >= deadline {
+                timed_out.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
+            }
+            let mut tally = match tally.lock() {
+                Ok(tally) => tally,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(_) => {
+                    tally.unreadable += 1;
+                    return WalkState::Continue;
+                }
+            };
+            let Some(file_type) = entry.file_type() else {
+                // Only stdin has no file type; it is never walked.
+                return WalkState::Continue;
+            };
+            let path = entry.path();
+            if file_type.is_symlink() {
+                tally.symlinks += 1;
+                return WalkState::Continue;
+            }
+            if file_type.is_dir() {
+                // The root was judged above.
+                if entry.depth() > 0 && judge.judge(path, EntryKind::Dir) == Verdict::Deny {
+                    tally.denied_dirs += 1;
+                    return WalkState::Skip;
+                }
+                return WalkState::Continue;
+            }
+            if !file_type.is_file() {
+                tally.unreadable += 1;
+                return WalkState::Continue;
+            }
+            if entry.depth() > 0 && judge.judge(path, EntryKind::File) == Verdict::Deny {
+                tally.denied_files += 1;
+                return WalkState::Continue;
+            }
+            keep(&mut tally, path, files_max);
+            WalkState::Continue
+        })
+    });
+    let tally = match tally.into_inner() {
+        Ok(tally) => tally,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    Ok(Walked {
+        files: tally.kept.into_sorted_vec(),
+        files_max_reached: tally.files_max_reached,
+        timed_out: timed_out.load(Ordering::Relaxed),
+        denied_files: tally.denied_files,
+        denied_dirs: tally.denied_dirs,
+        symlinks: tally.symlinks,
+        unreadable: tally.unreadable,
+    })
+}
+
+fn keep(tally: &mut Tally, path: &Path, files_max: usize) {
+    if tally.kept.len() < files_max {
+        tally.kept.push(path.to_path_buf());
+        return;
+    }
+    tally.files_max_reached = true;
+    if let Some(largest) = tally.kept.peek()
+        && path < largest.as_path()
+    {
+        tally.kept.pop();
+        tally.kept.push(path.to_path_buf());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::time::Duration;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for file in files {
+            let path = dir.path().join(file);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(&path, "x\n").expect("write");
+        }
+        dir
+    }
+
+    fn names(walked: &Walked, root: &Path) -> Vec<String> {
+        let relative = |path: &PathBuf| {
+            path.strip_prefix(root)
+                .expect("under root")
+                .display()
+                .to_string()
+        };
+        walked.files.iter().map(relative).collect()
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    #[test]
+    fn files_max_keeps_the_first_paths_in_order_whatever_the_walk_order() {
+        let dir = tree(&["d/z", "a", "c", "b/x", "b/a", "e"]);
+        let limits = Limits {
+            files_max: 3,
+            ..Limits::default()
+        };
+        for _ in 0..5 {
+            let walked =
+                walk(&Scope::new(dir.path()), &limits, &crate::AllowAll, later()).expect("walks");
+            assert_eq!(names(&walked, dir.path()), ["a", "b/a", "b/x"]);
+            assert!(walked.files_max_reached);
+        }
+    }
+
+    #[test]
+    fn gitignore_hidden_and_denied_dirs() {
+        let dir = tree(&[
+            ".hidden/f",
+            ".h",
+            "ignored/f",
+            "kept/f",
+            "walled/f",
+            "walled/deeper/g",
+        ]);
+        fs::write(dir.path().join(".gitignore"), "ignored/\n").expect("write");
+        let walled = dir.path().join("walled");
+        let judge = |path: &Path, _kind: EntryKind| {
+            if path.starts_with(&walled) {
+                Verdict::Deny
+            } else {
+                Verdict::Allow
+            }
+        };
+        let walked =
+            walk(&Scope::new(dir.path()), &Limits::default(), &judge, later()).expect("walks");
+        assert_eq!(names(&walked, dir.path()), ["kept/f"]);
+        assert_eq!(
+            walked.denied_dirs, 1,
+            "the walled directory is denied once, never entered"
+        );
+        assert_eq!(walked.denied_files, 0);
+
+        let mut scope = Scope::new(dir.path());
+        scope.hidden = true;
+        scope.ignore_files = false;
+        let walked = walk(&scope, &Limits::default(), &judge, later()).expect("walks");
+        assert_eq!(
+            names(&walked, dir.path()),
+            [".gitignore", ".h", ".hidden/f", "ignored/f", "kept/f"]
+        );
+    }
+
+    #[test]
+    fn a_denied_root_is_an_error() {
+        let dir = tree(&["a"]);
+        let deny = |_: &Path, _: EntryKind| Verdict::Deny;
+        let error = walk(&Scope::new(dir.path()), &Limits::default(), &deny, later()).err();
+        assert_eq!(error.map(|e| e.code()), Some("root_denied"));
+        let error = walk(
+            &Scope::new(dir.path().join("missing")),
+            &Limits::default(),
+            &crate::AllowAll,
+            later(),
+        )
+        .err();
+        assert_eq!(error.map(|e| e.code()), Some("root_unreadable"));
+    }
+
+    #[test]
+    fn a_past_deadline_stops_the_walk() {
+        let dir = tree(&["a", "b"]);
+        let walked = walk(
+            &Scope::new(dir.path()),
+            &Limits::default(),
+            &crate::AllowAll,
+            Instant::now(),
+        )
+        .expect("walks");
+        assert!(walked.timed_out);
+        assert!(walked.files.is_empty());
+    }
+
+    #[test]
+    fn unknown_types_and_bad_globs_are_coded() {
+        let dir = tree(&["a"]);
+        let mut scope = Scope::new(dir.path());
+        scope.types = vec!["no-such-type".into()];
+        let error = walk(&scope, &Limits::default(), &crate::AllowAll, later()).err();
+        assert_eq!(error.map(|e| e.code()), Some("type_unknown"));
+        let mut scope = Scope::new(dir.path());
+        scope.globs = vec!["a[".into()];
+        let error = walk(&scope, &Limits::default(), &crate::AllowAll, later()).err();
+        assert_eq!(error.map(|e| e.code()), Some("glob_invalid"));
+    }
+}
