@@ -460,3 +460,354 @@ pub(crate) fn line_text(bytes: &[u8], bytes_max: usize) -> (String, bool) {
     }
     (text[..end].to_string(), true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::{AllowAll, EntryKind, Verdict};
+    use crate::request::Case;
+    use std::fs;
+    use std::sync::Mutex;
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(&path, text).expect("write");
+        }
+        dir
+    }
+
+    fn content(result: &SearchResult) -> Vec<(String, u64, Vec<usize>)> {
+        let Output::Content { files } = &result.output else {
+            panic!("not content: {result:?}")
+        };
+        files
+            .iter()
+            .flat_map(|file| {
+                file.hits
+                    .iter()
+                    .map(|hit| (file.path.clone(), hit.line, hit.patterns.clone()))
+            })
+            .collect()
+    }
+
+    fn files(result: &SearchResult) -> Vec<String> {
+        match &result.output {
+            Output::FilesWithMatches { files } => files.clone(),
+            other => panic!("not files: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn content_hits_say_which_patterns_matched_in_path_then_line_order() {
+        let dir = tree(&[
+            ("b.rs", "alpha\nnothing\nalpha beta\n"),
+            ("a/z.rs", "beta\n"),
+            ("a.rs", "gamma\n"),
+        ]);
+        let mut request = SearchRequest::new(dir.path(), &["alpha", "beta"]);
+        request.mode = OutputMode::Content;
+        for _ in 0..3 {
+            let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+            assert_eq!(
+                content(&result),
+                [
+                    ("a/z.rs".into(), 1, vec![1]),
+                    ("b.rs".into(), 1, vec![0]),
+                    ("b.rs".into(), 3, vec![0, 1])
+                ]
+            );
+            assert!(!result.truncated);
+            assert_eq!(result.files_searched, 3);
+        }
+    }
+
+    #[test]
+    fn context_lines_are_attached_once() {
+        let dir = tree(&[("f", "1\n2 hit\n3\n4 hit\n5\n6\n7\n")]);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Content;
+        request.context_before = 1;
+        request.context_after = 1;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        let Output::Content { files } = &result.output else {
+            panic!("content")
+        };
+        let lines =
+            |context: &[ContextLine]| context.iter().map(|line| line.line).collect::<Vec<_>>();
+        let hits = &files[0].hits;
+        assert_eq!(
+            (hits[0].line, lines(&hits[0].before), lines(&hits[0].after)),
+            (2, vec![1], vec![3])
+        );
+        assert_eq!(
+            (hits[1].line, lines(&hits[1].before), lines(&hits[1].after)),
+            (4, vec![], vec![5])
+        );
+        assert_eq!(hits[0].text, "2 hit");
+
+        request.context_after = 51;
+        let error = search_code(&request, &Limits::default(), &AllowAll).err();
+        assert_eq!(error.map(|e| e.code()), Some("context_too_large"));
+    }
+
+    #[test]
+    fn binary_and_too_large_files_are_skipped_and_counted() {
+        let dir = tree(&[
+            ("bin", "hit\0hit\n"),
+            ("big", &"hit\n".repeat(100)),
+            ("text", "hit\n"),
+        ]);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Count;
+        let limits = Limits {
+            file_bytes_max: 100,
+            ..Limits::default()
+        };
+        let result = search_code(&request, &limits, &AllowAll).expect("searches");
+        let Output::Count { files } = &result.output else {
+            panic!("count")
+        };
+        assert_eq!(
+            files,
+            &[FileCount {
+                path: "text".into(),
+                count: 1
+            }]
+        );
+        assert_eq!((result.skipped.binary, result.skipped.too_large), (1, 1));
+    }
+
+    #[test]
+    fn a_late_nul_drops_the_hits_seen_before_it() {
+        let late = format!("hit\n{}\0\n", "x".repeat(200_000));
+        let dir = tree(&[("late", &late)]);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Content;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        assert!(content(&result).is_empty());
+        assert_eq!(result.skipped.binary, 1);
+    }
+
+    #[test]
+    fn a_limit_keeps_the_first_hits_and_says_truncated() {
+        let dir = tree(&[("a", "hit\nhit\n"), ("b", "hit\n"), ("c", "hit\nhit\n")]);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Content;
+        let expect = |limit, hits: &[(&str, u64)], truncated| {
+            let mut request = request.clone();
+            request.limit = Some(limit);
+            let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+            let got: Vec<(String, u64)> = content(&result)
+                .into_iter()
+                .map(|(path, line, _)| (path, line))
+                .collect();
+            let want: Vec<(String, u64)> = hits
+                .iter()
+                .map(|(path, line)| (path.to_string(), *line))
+                .collect();
+            assert_eq!((got, result.truncated), (want, truncated), "limit {limit}");
+            if truncated {
+                assert_eq!(result.truncation, Some(Truncation::Limit));
+            }
+        };
+        expect(1, &[("a", 1)], true);
+        expect(3, &[("a", 1), ("a", 2), ("b", 1)], true);
+        expect(4, &[("a", 1), ("a", 2), ("b", 1), ("c", 1)], true);
+        expect(
+            5,
+            &[("a", 1), ("a", 2), ("b", 1), ("c", 1), ("c", 2)],
+            false,
+        );
+
+        request.mode = OutputMode::FilesWithMatches;
+        for (limit, want, truncated) in [(2, vec!["a", "b"], true), (3, vec!["a", "b", "c"], false)]
+        {
+            request.limit = Some(limit);
+            let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+            assert_eq!(
+                (files(&result), result.truncated),
+                (want.iter().map(|s| s.to_string()).collect(), truncated)
+            );
+        }
+        // The operator's bound wins over a larger request.
+        request.limit = Some(100);
+        let limits = Limits {
+            matched_files_max: 1,
+            ..Limits::default()
+        };
+        let result = search_code(&request, &limits, &AllowAll).expect("searches");
+        assert_eq!(
+            (files(&result), result.truncated),
+            (vec!["a".to_string()], true)
+        );
+    }
+
+    #[test]
+    fn files_max_and_timeout_truncate() {
+        let dir = tree(&[("a", "hit\n"), ("b", "hit\n"), ("c", "hit\n")]);
+        let request = SearchRequest::new(dir.path(), &["hit"]);
+        let limits = Limits {
+            files_max: 2,
+            ..Limits::default()
+        };
+        let result = search_code(&request, &limits, &AllowAll).expect("searches");
+        assert_eq!(
+            (files(&result), result.truncation),
+            (vec!["a".into(), "b".into()], Some(Truncation::FilesMax))
+        );
+
+        let limits = Limits {
+            timeout_ms: 0,
+            ..Limits::default()
+        };
+        let result = search_code(&request, &limits, &AllowAll).expect("searches");
+        assert_eq!(
+            (files(&result), result.truncation),
+            (vec![], Some(Truncation::Timeout))
+        );
+    }
+
+    #[test]
+    fn multiline_and_case_options() {
+        let dir = tree(&[("f.rs", "fn main() {\n    let x = 1;\n}\nFN Other\n")]);
+        let mut request = SearchRequest::new(dir.path(), &[r"\{\n\s+let"]);
+        request.mode = OutputMode::Content;
+        request.multiline = true;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        let Output::Content { files } = &result.output else {
+            panic!("content")
+        };
+        assert_eq!(
+            (files[0].hits[0].line, files[0].hits[0].text.as_str()),
+            (1, "fn main() {\n    let x = 1;")
+        );
+
+        let mut request = SearchRequest::new(dir.path(), &["^fn"]);
+        request.mode = OutputMode::Count;
+        request.case = Case::Insensitive;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        assert_eq!(
+            result.output,
+            Output::Count {
+                files: vec![FileCount {
+                    path: "f.rs".into(),
+                    count: 2
+                }]
+            }
+        );
+    }
+
+    #[test]
+    fn long_lines_are_cut_at_a_character_boundary() {
+        assert_eq!(
+            line_text("héllo\r\n".as_bytes(), 2),
+            ("h".to_string(), true)
+        );
+        assert_eq!(line_text(b"hello\n", 5), ("hello".to_string(), false));
+    }
+
+    #[test]
+    fn symlinks_are_never_followed() {
+        let outside = tree(&[("secret", "hit\n")]);
+        let dir = tree(&[("a", "hit\n")]);
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link"))
+            .expect("symlink");
+        let result = search_code(
+            &SearchRequest::new(dir.path(), &["hit"]),
+            &Limits::default(),
+            &AllowAll,
+        )
+        .expect("searches");
+        assert_eq!(files(&result), ["a"]);
+        assert_eq!(result.skipped.symlinks, 1);
+    }
+
+    /// A watch on "the file was opened", from the kernel: no instrumentation of our own code.
+    struct OpenWatch(rustix::fd::OwnedFd);
+
+    impl OpenWatch {
+        fn new(path: &Path) -> Self {
+            use rustix::fs::inotify;
+            let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+                .expect("inotify");
+            inotify::add_watch(&fd, path, inotify::WatchFlags::OPEN).expect("watch");
+            OpenWatch(fd)
+        }
+
+        fn opened(&self) -> bool {
+            let mut buffer = [0u8; 1024];
+            match rustix::io::read(&self.0, &mut buffer) {
+                Ok(read) => read > 0,
+                Err(rustix::io::Errno::AGAIN) => false,
+                Err(error) => panic!("inotify read: {error}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_denied_file_is_never_opened_and_never_returned() {
+        let dir = tree(&[("allowed.rs", "secret\n"), ("denied.env", "secret\n")]);
+        let denied = dir.path().join("denied.env");
+        let allowed = dir.path().join("allowed.rs");
+        let asked = Mutex::new(Vec::new());
+        let judge = |path: &Path, kind: EntryKind| {
+            asked.lock().expect("lock").push((path.to_path_buf(), kind));
+            if path.extension().is_some_and(|ext| ext == "env") {
+                Verdict::Deny
+            } else {
+                Verdict::Allow
+            }
+        };
+        let denied_watch = OpenWatch::new(&denied);
+        let allowed_watch = OpenWatch::new(&allowed);
+        for mode in [
+            OutputMode::Content,
+            OutputMode::FilesWithMatches,
+            OutputMode::Count,
+        ] {
+            let mut request = SearchRequest::new(dir.path(), &["secret"]);
+            request.mode = mode;
+            let result = search_code(&request, &Limits::default(), &judge).expect("searches");
+            let shown = serde_json::to_string(&result).expect("json");
+            assert!(
+                shown.contains("allowed.rs") && !shown.contains("denied.env"),
+                "{shown}"
+            );
+            assert_eq!(result.skipped.denied_files, 1);
+        }
+        assert!(
+            allowed_watch.opened(),
+            "the control: an allowed file's open is seen"
+        );
+        assert!(!denied_watch.opened(), "the denied file was opened");
+        let asked = asked.lock().expect("lock");
+        assert_eq!(
+            asked.iter().filter(|(path, _)| path == &denied).count(),
+            3,
+            "judged once per search"
+        );
+        assert!(
+            asked
+                .iter()
+                .any(|(path, kind)| path == dir.path() && *kind == EntryKind::Dir),
+            "the root is judged"
+        );
+    }
+
+    #[test]
+    fn a_request_reads_from_agent_json_with_defaults() {
+        let json = r#"{"patterns":["fn main"],"scope":{"root":"/r","types":["rust"]},"mode":"content","limit":5}"#;
+        let request: SearchRequest = serde_json::from_str(json).expect("parses");
+        assert_eq!(request.mode, OutputMode::Content);
+        assert!(request.scope.ignore_files && !request.scope.hidden);
+        assert_eq!(request.case, Case::Sensitive);
+        let unknown = r#"{"patterns":["x"],"scope":{"root":"/r"},"head_limit":5}"#;
+        assert!(
+            serde_json::from_str::<SearchRequest>(unknown).is_err(),
+            "unknown fields are refused"
+        );
+    }
+}
