@@ -2,7 +2,9 @@
 //! (placeholder docs, replaced below)
 mod error;
 mod judge;
+mod lang;
 mod pattern;
+mod read;
 mod request;
 mod result;
 mod search;
@@ -10,6 +12,10 @@ mod walk;
 
 pub use error::{ReadError, SearchError};
 pub use judge::{AllowAll, EntryKind, Judge, Verdict};
+pub use lang::{DefinitionKind, FoundBy, Language};
+pub use read::{
+    Caller, Definition, Entry, Line, ReadRequest, ReadResult, TextCut, search_and_read,
+};
 pub use request::{Case, Limits, OutputMode, Scope, SearchRequest};
 pub use result::{
     ContextLine, FileCount, FileHits, Hit, Output, SearchResult, Skipped, Truncation,
