@@ -593,9 +593,9 @@ fn python_extent(lines: &Lines<'_>, strings: &[bool], index: usize) -> (usize, u
         }
     }
     let mut end = signature_end;
-    for line in signature_end + 1..lines.count() {
+    for (line, in_string) in strings.iter().enumerate().skip(signature_end + 1) {
         let text = lines.get(line);
-        if strings[line] {
+        if *in_string {
             end = line;
             continue;
         }

@@ -2,6 +2,8 @@
 //! crate source tree from the cargo registry. The same hits, files and counts, for several
 //! patterns and options. `rg` must be installed (Debian's `ripgrep`); without it this fails.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;

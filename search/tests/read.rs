@@ -1,5 +1,7 @@
 //! `search_and_read` on small real sources in Rust, Python, JavaScript, TypeScript and Go.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
 use std::fs;
 use std::path::Path;
 
