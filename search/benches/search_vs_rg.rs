@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use aido_search::{
     Case, EntryKind, Limits, Output, OutputMode, SearchRequest, Verdict, search_code,
 };
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 fn tree() -> PathBuf {
@@ -173,7 +173,11 @@ fn bench(c: &mut Criterion) {
     let walls = Walls::new(&root);
     let judge = |path: &Path, kind: EntryKind| walls.judge(path, kind);
     let mut group = c.benchmark_group("search_vs_rg");
+    // Each run takes about a second on a large tree: ten runs a side, not criterion's 55.
     group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(std::time::Duration::from_secs(1));
+    group.measurement_time(std::time::Duration::from_secs(10));
     for case in CASES {
         check_same_work(&root, &walls, case);
         let asked = request(&root, case);

@@ -12,7 +12,6 @@ use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkFinish,
     SinkMatch,
 };
-use regex::bytes::RegexSet;
 
 use crate::error::SearchError;
 use crate::judge::Judge;
@@ -343,8 +342,9 @@ impl Plan<'_> {
             Err(outcome) => return outcome,
         };
         let mut sink = Collect {
-            set: &self.patterns.set,
+            patterns: self.patterns,
             mode: self.request.mode,
+            multiline: self.request.multiline,
             cap: self.limit.saturating_add(1),
             line_bytes_max: self.limits.line_bytes_max,
             deadline: self.deadline,
@@ -371,8 +371,9 @@ impl Plan<'_> {
 
 /// Collects one file's hits.
 struct Collect<'a> {
-    set: &'a RegexSet,
+    patterns: &'a Patterns,
     mode: OutputMode,
+    multiline: bool,
     /// Hits kept in content mode: the limit plus one, to know whether it was passed.
     cap: u64,
     line_bytes_max: usize,
@@ -403,7 +404,7 @@ impl Sink for Collect<'_> {
                     line: found.line_number().unwrap_or(0),
                     text,
                     text_truncated,
-                    patterns: self.set.matches(found.bytes()).into_iter().collect(),
+                    patterns: self.patterns.which(self.attributed(found.bytes())),
                     before: std::mem::take(&mut self.before),
                     after: Vec::new(),
                 });
@@ -443,6 +444,18 @@ impl Sink for Collect<'_> {
     fn finish(&mut self, _searcher: &Searcher, finish: &SinkFinish) -> Result<(), io::Error> {
         self.binary |= finish.binary_byte_offset().is_some();
         Ok(())
+    }
+}
+
+impl Collect<'_> {
+    /// The bytes the patterns run on: without the terminator of a single line, which the matcher
+    /// never sees either (`a\s` must not match `"xa\n"` through its newline).
+    fn attributed<'b>(&self, bytes: &'b [u8]) -> &'b [u8] {
+        if self.multiline {
+            bytes
+        } else {
+            bytes.strip_suffix(b"\n").unwrap_or(bytes)
+        }
     }
 }
 
@@ -522,6 +535,18 @@ mod tests {
             assert!(!result.truncated);
             assert_eq!(result.files_searched, 3);
         }
+    }
+
+    #[test]
+    fn a_newline_never_attributes_a_pattern() {
+        let dir = tree(&[("f", "xa\nya b\n")]);
+        let mut request = SearchRequest::new(dir.path(), &[r"a\s", "x|y"]);
+        request.mode = OutputMode::Content;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        assert_eq!(
+            content(&result),
+            [("f".into(), 1, vec![1]), ("f".into(), 2, vec![0, 1])]
+        );
     }
 
     #[test]
