@@ -84,32 +84,32 @@ pub fn search_code_until(
     let mut paths = Vec::new();
     let mut contents = Vec::new();
     let mut counts = Vec::new();
-    for (path, outcome) in walked.files.iter().zip(&searched.outcomes) {
+    for (path, outcome) in walked.files.iter().zip(searched.outcomes) {
         let Some(outcome) = outcome else { break };
-        match outcome {
+        match &outcome {
             Outcome::Binary => skipped.binary += 1,
             Outcome::TooLarge => skipped.too_large += 1,
             Outcome::Unreadable => skipped.unreadable += 1,
             Outcome::Searched { .. } => {}
         }
         files_searched += u64::from(!matches!(outcome, Outcome::TooLarge | Outcome::Unreadable));
-        let Outcome::Searched { hits, count } = outcome else {
+        let Outcome::Searched { mut hits, count } = outcome else {
             continue;
         };
-        if *count == 0 {
+        if count == 0 {
             continue;
         }
         let relative = relative(&request.scope.root, path);
         match request.mode {
             OutputMode::Content => {
                 let room = usize::try_from(limit - taken).unwrap_or(usize::MAX);
-                let kept: Vec<Hit> = hits.iter().take(room).cloned().collect();
-                taken += kept.len() as u64;
-                cut = (kept.len() as u64) < *count;
-                if !kept.is_empty() {
+                hits.truncate(room);
+                taken += hits.len() as u64;
+                cut = (hits.len() as u64) < count;
+                if !hits.is_empty() {
                     contents.push(FileHits {
                         path: relative,
-                        hits: kept,
+                        hits,
                     });
                 }
             }
@@ -118,11 +118,14 @@ pub fn search_code_until(
                     cut = true;
                 } else {
                     taken += 1;
-                    paths.push(relative.clone());
-                    counts.push(FileCount {
-                        path: relative,
-                        count: *count,
-                    });
+                    if request.mode == OutputMode::Count {
+                        counts.push(FileCount {
+                            path: relative,
+                            count,
+                        });
+                    } else {
+                        paths.push(relative);
+                    }
                 }
             }
         }
@@ -547,6 +550,23 @@ mod tests {
             content(&result),
             [("f".into(), 1, vec![1]), ("f".into(), 2, vec![0, 1])]
         );
+    }
+
+    #[test]
+    fn catastrophic_and_huge_patterns_are_bounded() {
+        // Backtracking engines take exponential time on these; the regex crate is linear.
+        let line = format!("{}\n", "a".repeat(200_000));
+        let dir = tree(&[("f", &line), ("g", &"x".repeat(100_000))]);
+        let request = SearchRequest::new(dir.path(), &["(a*)*b", "(x+x+)+y", "(a|aa)+$b"]);
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        assert_eq!((files(&result), result.files_searched), (vec![], 2));
+
+        let huge = SearchRequest::new(dir.path(), &[r"[\p{L}\p{N}]{500}[\p{L}\p{N}]{500}"]);
+        let error = search_code(&huge, &Limits::default(), &AllowAll).err();
+        assert_eq!(error.map(|e| e.code()), Some("pattern_too_large"));
+        let long = SearchRequest::new(dir.path(), &[&"a".repeat(5000)]);
+        let error = search_code(&long, &Limits::default(), &AllowAll).err();
+        assert_eq!(error.map(|e| e.code()), Some("pattern_too_long"));
     }
 
     #[test]
