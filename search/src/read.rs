@@ -226,7 +226,12 @@ pub fn search_and_read(
         asked.min(limits.definitions_max)
     });
     let found = search_code_until(
-        &reader.search(request.patterns.clone(), limit),
+        &reader.search(
+            request.patterns.clone(),
+            request.fixed_strings,
+            request.case,
+            limit,
+        ),
         limits,
         judge,
         deadline,
@@ -293,12 +298,18 @@ pub fn search_and_read(
 }
 
 impl Reader<'_> {
-    fn search(&self, patterns: Vec<String>, limit: u64) -> SearchRequest {
+    fn search(
+        &self,
+        patterns: Vec<String>,
+        fixed_strings: bool,
+        case: Case,
+        limit: u64,
+    ) -> SearchRequest {
         SearchRequest {
             patterns,
             scope: self.request.scope.clone(),
-            fixed_strings: false,
-            case: self.request.case,
+            fixed_strings,
+            case,
             multiline: false,
             context_before: 0,
             context_after: 0,
@@ -383,7 +394,7 @@ impl Reader<'_> {
         // Slack for the definition lines of the same name that the search also finds.
         let limit = (wanted as u64).saturating_mul(2).saturating_add(8);
         let found = search_code_until(
-            &self.search(vec![pattern], limit),
+            &self.search(vec![pattern], false, Case::Sensitive, limit),
             self.limits,
             self.judge,
             self.deadline,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
-use ignore::{WalkBuilder, WalkState};
+use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use crate::error::SearchError;
 use crate::judge::{EntryKind, Judge, Verdict};
@@ -117,53 +117,14 @@ pub(crate) fn walk(
 
     let tally = Mutex::new(Tally::default());
     let timed_out = AtomicBool::new(false);
-    let files_max = usize::try_from(limits.files_max).unwrap_or(usize::MAX);
-    builder.build_parallel().run(|| {
-        Box::new(|entry| {
-            if Instant::now() >= deadline {
-                timed_out.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let mut tally = match tally.lock() {
-                Ok(tally) => tally,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(_) => {
-                    tally.unreadable += 1;
-                    return WalkState::Continue;
-                }
-            };
-            let Some(file_type) = entry.file_type() else {
-                // Only stdin has no file type; it is never walked.
-                return WalkState::Continue;
-            };
-            let path = entry.path();
-            if file_type.is_symlink() {
-                tally.symlinks += 1;
-                return WalkState::Continue;
-            }
-            if file_type.is_dir() {
-                // The root was judged above.
-                if entry.depth() > 0 && judge.judge(path, EntryKind::Dir) == Verdict::Deny {
-                    tally.denied_dirs += 1;
-                    return WalkState::Skip;
-                }
-                return WalkState::Continue;
-            }
-            if !file_type.is_file() {
-                tally.unreadable += 1;
-                return WalkState::Continue;
-            }
-            if entry.depth() > 0 && judge.judge(path, EntryKind::File) == Verdict::Deny {
-                tally.denied_files += 1;
-                return WalkState::Continue;
-            }
-            keep(&mut tally, path, files_max);
-            WalkState::Continue
-        })
-    });
+    let mut visitors = Visitors {
+        shared: &tally,
+        judge,
+        deadline,
+        timed_out: &timed_out,
+        files_max: usize::try_from(limits.files_max).unwrap_or(usize::MAX),
+    };
+    builder.build_parallel().visit(&mut visitors);
     let tally = match tally.into_inner() {
         Ok(tally) => tally,
         Err(poisoned) => poisoned.into_inner(),
@@ -177,6 +138,102 @@ pub(crate) fn walk(
         symlinks: tally.symlinks,
         unreadable: tally.unreadable,
     })
+}
+
+/// Makes one visitor per walker thread.
+struct Visitors<'s> {
+    shared: &'s Mutex<Tally>,
+    judge: &'s dyn Judge,
+    deadline: Instant,
+    timed_out: &'s AtomicBool,
+    files_max: usize,
+}
+
+impl<'s> ParallelVisitorBuilder<'s> for Visitors<'s> {
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        Box::new(Visitor {
+            local: Tally::default(),
+            shared: self.shared,
+            judge: self.judge,
+            deadline: self.deadline,
+            timed_out: self.timed_out,
+            files_max: self.files_max,
+        })
+    }
+}
+
+/// One walker thread's tally, merged into the shared one when the thread is done, so the
+/// judge and the bookkeeping run without a lock.
+struct Visitor<'s> {
+    local: Tally,
+    shared: &'s Mutex<Tally>,
+    judge: &'s dyn Judge,
+    deadline: Instant,
+    timed_out: &'s AtomicBool,
+    files_max: usize,
+}
+
+impl ParallelVisitor for Visitor<'_> {
+    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+        if Instant::now() >= self.deadline {
+            self.timed_out.store(true, Ordering::Relaxed);
+            return WalkState::Quit;
+        }
+        let tally = &mut self.local;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(_) => {
+                tally.unreadable += 1;
+                return WalkState::Continue;
+            }
+        };
+        let Some(file_type) = entry.file_type() else {
+            // Only stdin has no file type; it is never walked.
+            return WalkState::Continue;
+        };
+        let path = entry.path();
+        if file_type.is_symlink() {
+            tally.symlinks += 1;
+            return WalkState::Continue;
+        }
+        if file_type.is_dir() {
+            // The root was judged before the walk.
+            if entry.depth() > 0 && self.judge.judge(path, EntryKind::Dir) == Verdict::Deny {
+                tally.denied_dirs += 1;
+                return WalkState::Skip;
+            }
+            return WalkState::Continue;
+        }
+        if !file_type.is_file() {
+            tally.unreadable += 1;
+            return WalkState::Continue;
+        }
+        if entry.depth() > 0 && self.judge.judge(path, EntryKind::File) == Verdict::Deny {
+            tally.denied_files += 1;
+            return WalkState::Continue;
+        }
+        keep(tally, path, self.files_max);
+        WalkState::Continue
+    }
+}
+
+impl Drop for Visitor<'_> {
+    fn drop(&mut self) {
+        let local = std::mem::take(&mut self.local);
+        let mut shared = match self.shared.lock() {
+            Ok(shared) => shared,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        shared.files_max_reached |= local.files_max_reached;
+        shared.denied_files += local.denied_files;
+        shared.denied_dirs += local.denied_dirs;
+        shared.symlinks += local.symlinks;
+        shared.unreadable += local.unreadable;
+        // The first `files_max` paths overall are among each thread's first `files_max`.
+        for path in local.kept {
+            keep(&mut shared, &path, self.files_max);
+        }
+    }
 }
 
 fn keep(tally: &mut Tally, path: &Path, files_max: usize) {

@@ -365,6 +365,32 @@ fn callers_in_a_denied_file_are_never_read_or_shown() {
 }
 
 #[test]
+fn fixed_strings_and_case_apply_to_the_hits_only() {
+    let dir = fixtures();
+    // As a regex `needle.rust` would match `needle_rust`; as text it matches nothing.
+    let mut request = ReadRequest::new(dir.path(), &["needle.rust"]);
+    let found = search_and_read(&request, &Limits::default(), &AllowAll).expect("reads");
+    assert_eq!(found.entries.len(), 1);
+    request.fixed_strings = true;
+    let found = search_and_read(&request, &Limits::default(), &AllowAll).expect("reads");
+    assert!(found.entries.is_empty());
+
+    // A case-insensitive hit search does not make `Start(` callers match `start(`.
+    fs::write(
+        dir.path().join("go/other.go"),
+        "package main\n\nfunc other() {\n\tstart()\n}\n",
+    )
+    .expect("write");
+    let mut request = ReadRequest::new(dir.path(), &["NEEDLE_GO"]);
+    request.case = aido_search::Case::Insensitive;
+    let found = search_and_read(&request, &Limits::default(), &AllowAll).expect("reads");
+    assert_eq!(
+        summary(&found).1,
+        callers(&[("go/main.go", 14, Some("boot"))])
+    );
+}
+
+#[test]
 fn limits_on_the_request_are_coded() {
     let dir = fixtures();
     let mut request = ReadRequest::new(dir.path(), &["x"]);
