@@ -1,6 +1,7 @@
 //! The walk: ignore's parallel walker, every entry judged, the first `files_max` paths kept.
 
 use std::collections::BinaryHeap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +30,7 @@ pub(crate) struct Walked {
 struct Tally {
     /// A max-heap, so the largest kept path is dropped first: what is kept does not depend
     /// on the order in which the threads found the files.
-    kept: BinaryHeap<PathBuf>,
+    kept: BinaryHeap<SortKey>,
     files_max_reached: bool,
     denied_files: u64,
     denied_dirs: u64,
@@ -130,7 +131,12 @@ pub(crate) fn walk(
         Err(poisoned) => poisoned.into_inner(),
     };
     Ok(Walked {
-        files: tally.kept.into_sorted_vec(),
+        files: tally
+            .kept
+            .into_sorted_vec()
+            .into_iter()
+            .map(|key| key.0)
+            .collect(),
         files_max_reached: tally.files_max_reached,
         timed_out: timed_out.load(Ordering::Relaxed),
         denied_files: tally.denied_files,
@@ -230,23 +236,53 @@ impl Drop for Visitor<'_> {
         shared.symlinks += local.symlinks;
         shared.unreadable += local.unreadable;
         // The first `files_max` paths overall are among each thread's first `files_max`.
-        for path in local.kept {
-            keep(&mut shared, &path, self.files_max);
+        for key in local.kept {
+            keep_key(&mut shared, key, self.files_max);
         }
     }
 }
 
 fn keep(tally: &mut Tally, path: &Path, files_max: usize) {
+    keep_key(tally, SortKey(path.to_path_buf()), files_max);
+}
+
+fn keep_key(tally: &mut Tally, key: SortKey, files_max: usize) {
     if tally.kept.len() < files_max {
-        tally.kept.push(path.to_path_buf());
+        tally.kept.push(key);
         return;
     }
     tally.files_max_reached = true;
-    if let Some(largest) = tally.kept.peek()
-        && path < largest.as_path()
-    {
+    if tally.kept.peek().is_some_and(|largest| key < *largest) {
         tally.kept.pop();
-        tally.kept.push(path.to_path_buf());
+        tally.kept.push(key);
+    }
+}
+
+/// A path ordered component by component, as `Path`'s own order, but by one pass over the
+/// bytes with `/` below every other byte (`Path::cmp` parses components on every compare).
+#[derive(Debug, PartialEq, Eq)]
+struct SortKey(PathBuf);
+
+impl Ord for SortKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let rank = |byte: &u8| {
+            if *byte == b'/' {
+                0u16
+            } else {
+                u16::from(*byte) + 1
+            }
+        };
+        let (mine, theirs) = (
+            self.0.as_os_str().as_bytes(),
+            other.0.as_os_str().as_bytes(),
+        );
+        mine.iter().map(rank).cmp(theirs.iter().map(rank))
+    }
+}
+
+impl PartialOrd for SortKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -293,6 +329,18 @@ mod tests {
             assert_eq!(names(&walked, dir.path()), ["a", "b/a", "b/x"]);
             assert!(walked.files_max_reached);
         }
+    }
+
+    #[test]
+    fn the_sort_key_orders_as_path_does() {
+        let mut paths = [
+            "a.b", "a/b", "a", "a-b/c", "a/b/c", "ab", "a/ba", "b", "a/.x", "é", "z/a",
+        ];
+        paths.sort_by_key(|path| SortKey(PathBuf::from(path)));
+        let mut by_path = paths;
+        by_path.sort_by(|a, b| Path::new(a).cmp(Path::new(b)));
+        assert_eq!(paths, by_path);
+        assert_eq!(paths[..3], ["a", "a/.x", "a/b"]);
     }
 
     #[test]
