@@ -1,11 +1,13 @@
 //! `search_code`: the judged walk, then the files searched in path order by a few threads.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use grep_searcher::{
@@ -20,7 +22,7 @@ use crate::request::{Limits, OutputMode, SearchRequest};
 use crate::result::{
     ContextLine, FileCount, FileHits, Hit, Output, SearchResult, Skipped, Truncation,
 };
-use crate::walk;
+use crate::walk::{self, SortKey, Walked};
 
 /// Searches `request.scope` for the patterns, judging every entry before it is opened.
 ///
@@ -56,7 +58,6 @@ pub fn search_code_until(
         }
     }
     let patterns = pattern::compile(request, limits)?;
-    let walked = walk::walk(&request.scope, limits, judge, deadline)?;
     let limit = match request.mode {
         OutputMode::Content => limits.hits_max,
         OutputMode::FilesWithMatches | OutputMode::Count => limits.matched_files_max,
@@ -69,7 +70,7 @@ pub fn search_code_until(
         limit,
         deadline,
     };
-    let searched = plan.search(&walked.files);
+    let (walked, searched) = plan.walk_and_search(judge)?;
 
     let mut skipped = Skipped {
         denied_files: walked.denied_files,
@@ -223,7 +224,127 @@ struct Progress {
     total: u64,
 }
 
+/// Files searched beside the walk, by path; whatever lies past the limit's cut is dropped.
+#[derive(Default)]
+struct Collected {
+    outcomes: BTreeMap<SortKey, Outcome>,
+    /// Units (see `Plan::units`) in `outcomes`.
+    total: u64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
 impl Plan<'_> {
+    /// Walks and searches at once, as rg does: walker threads send each judged file to the
+    /// searcher threads. Files arrive in no particular order, so outcomes are kept by path
+    /// and the tail past the limit's cut is dropped (and not searched once known to be past
+    /// it): the result is the same as searching in path order.
+    ///
+    /// When the walk finds more than `files_max` files, what was searched beside it may
+    /// include files the walk later drops, so the kept files are searched again in order.
+    fn walk_and_search(&self, judge: &dyn Judge) -> Result<(Walked, Searched), SearchError> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<PathBuf>(4096);
+        let receiver = Mutex::new(receiver);
+        let collected = Mutex::new(Collected::default());
+        let timed_out = AtomicBool::new(false);
+        let walked = std::thread::scope(|scope| {
+            for _ in 0..self.limits.threads.max(1) {
+                scope.spawn(|| self.consume(&receiver, &collected, &timed_out));
+            }
+            let found = move |path: &Path| {
+                // A closed channel means the searchers are gone; the walk ends by itself.
+                let _ = sender.send(path.to_path_buf());
+            };
+            let walked = walk::walk(
+                &self.request.scope,
+                self.limits,
+                judge,
+                self.deadline,
+                &found,
+            );
+            // The last sender goes: the searchers drain the channel and stop.
+            drop(found);
+            walked
+        })?;
+        if walked.files_max_reached {
+            let searched = self.search(&walked.files);
+            return Ok((walked, searched));
+        }
+        let mut outcomes = collected
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .outcomes;
+        let outcomes = walked
+            .files
+            .iter()
+            .map(|path| outcomes.remove(&SortKey(path.clone())))
+            .collect();
+        let timed_out = timed_out.load(Ordering::Relaxed);
+        Ok((
+            walked,
+            Searched {
+                outcomes,
+                timed_out,
+            },
+        ))
+    }
+
+    fn consume(
+        &self,
+        receiver: &Mutex<Receiver<PathBuf>>,
+        collected: &Mutex<Collected>,
+        timed_out: &AtomicBool,
+    ) {
+        let mut searcher = self.searcher();
+        loop {
+            let received = lock(receiver).recv();
+            let Ok(path) = received else { break };
+            // After the deadline the channel is still drained, so no walker blocks on it.
+            if timed_out.load(Ordering::Relaxed) {
+                continue;
+            }
+            if Instant::now() >= self.deadline {
+                timed_out.store(true, Ordering::Relaxed);
+                continue;
+            }
+            let key = SortKey(path);
+            {
+                let collected = lock(collected);
+                let past_cut = collected.total > self.limit
+                    && collected
+                        .outcomes
+                        .last_key_value()
+                        .is_some_and(|(last, _)| key > *last);
+                if past_cut {
+                    continue;
+                }
+            }
+            let outcome = self.search_file(&mut searcher, &key.0, timed_out);
+            if timed_out.load(Ordering::Relaxed) {
+                continue;
+            }
+            let units = self.units(Some(&outcome));
+            let mut collected = lock(collected);
+            collected.outcomes.insert(key, outcome);
+            collected.total += units;
+            // Drop the last file while the files before it already pass the limit.
+            while let Some((_, last)) = collected.outcomes.last_key_value() {
+                let last = self.units(Some(last));
+                if collected.total - last <= self.limit {
+                    break;
+                }
+                collected.outcomes.pop_last();
+                collected.total -= last;
+            }
+        }
+    }
+
+    /// Searches `files` in path order (used when the walk kept only the first `files_max`).
     fn search(&self, files: &[PathBuf]) -> Searched {
         let next = AtomicUsize::new(0);
         // Workers take no slot past `stop`: the files there cannot appear in the result.
@@ -688,6 +809,54 @@ mod tests {
             (files(&result), result.truncated),
             (vec!["a".to_string()], true)
         );
+    }
+
+    #[test]
+    fn a_limit_cuts_the_same_prefix_whatever_order_the_walk_finds_files_in() {
+        // Many files over many directories, 0 to 3 hits each, searched beside the walk.
+        let names: Vec<(String, String)> = (0..400)
+            .map(|index| {
+                (
+                    format!("d{}/e{}/f{index}", index % 7, index % 3),
+                    "hit\n".repeat(index * 7 % 4),
+                )
+            })
+            .collect();
+        let fixtures: Vec<(&str, &str)> = names
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str()))
+            .collect();
+        let dir = tree(&fixtures);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Content;
+        let all = content(&search_code(&request, &Limits::default(), &AllowAll).expect("searches"));
+        assert_eq!(
+            all.len(),
+            (0..400).map(|index| index * 7 % 4).sum::<usize>()
+        );
+        for limit in [1, 2, 3, 50, 299, 300, 301, 599, 600] {
+            request.limit = Some(limit);
+            let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+            let want = &all[..all.len().min(limit as usize)];
+            assert_eq!(
+                (content(&result).as_slice(), result.truncated),
+                (want, want.len() < all.len()),
+                "limit {limit}"
+            );
+        }
+        request.mode = OutputMode::FilesWithMatches;
+        request.limit = None;
+        let every = files(&search_code(&request, &Limits::default(), &AllowAll).expect("searches"));
+        for limit in [1, 7, 150, 299, 300, 301] {
+            request.limit = Some(limit);
+            let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+            let want = &every[..every.len().min(limit as usize)];
+            assert_eq!(
+                (files(&result).as_slice(), result.truncated),
+                (want, want.len() < every.len()),
+                "limit {limit}"
+            );
+        }
     }
 
     #[test]

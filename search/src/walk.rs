@@ -38,12 +38,14 @@ struct Tally {
     unreadable: u64,
 }
 
-/// Builds the walker for `scope`; the root itself is judged first.
+/// Builds the walker for `scope`; the root itself is judged first. `found` sees every file
+/// the judge allowed, as soon as the walk finds it (so the search can run beside the walk).
 pub(crate) fn walk(
     scope: &Scope,
     limits: &Limits,
     judge: &dyn Judge,
     deadline: Instant,
+    found: &(dyn Fn(&Path) + Sync),
 ) -> Result<Walked, SearchError> {
     let root = &scope.root;
     let metadata =
@@ -121,6 +123,7 @@ pub(crate) fn walk(
     let mut visitors = Visitors {
         shared: &tally,
         judge,
+        found,
         deadline,
         timed_out: &timed_out,
         files_max: usize::try_from(limits.files_max).unwrap_or(usize::MAX),
@@ -150,6 +153,7 @@ pub(crate) fn walk(
 struct Visitors<'s> {
     shared: &'s Mutex<Tally>,
     judge: &'s dyn Judge,
+    found: &'s (dyn Fn(&Path) + Sync),
     deadline: Instant,
     timed_out: &'s AtomicBool,
     files_max: usize,
@@ -161,6 +165,7 @@ impl<'s> ParallelVisitorBuilder<'s> for Visitors<'s> {
             local: Tally::default(),
             shared: self.shared,
             judge: self.judge,
+            found: self.found,
             deadline: self.deadline,
             timed_out: self.timed_out,
             files_max: self.files_max,
@@ -174,6 +179,7 @@ struct Visitor<'s> {
     local: Tally,
     shared: &'s Mutex<Tally>,
     judge: &'s dyn Judge,
+    found: &'s (dyn Fn(&Path) + Sync),
     deadline: Instant,
     timed_out: &'s AtomicBool,
     files_max: usize,
@@ -219,6 +225,7 @@ impl ParallelVisitor for Visitor<'_> {
             return WalkState::Continue;
         }
         keep(tally, path, self.files_max);
+        (self.found)(path);
         WalkState::Continue
     }
 }
@@ -261,7 +268,7 @@ fn keep_key(tally: &mut Tally, key: SortKey, files_max: usize) {
 /// A path ordered component by component, as `Path`'s own order, but by one pass over the
 /// bytes with `/` below every other byte (`Path::cmp` parses components on every compare).
 #[derive(Debug, PartialEq, Eq)]
-struct SortKey(PathBuf);
+pub(crate) struct SortKey(pub(crate) PathBuf);
 
 impl Ord for SortKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
@@ -324,8 +331,14 @@ mod tests {
             ..Limits::default()
         };
         for _ in 0..5 {
-            let walked =
-                walk(&Scope::new(dir.path()), &limits, &crate::AllowAll, later()).expect("walks");
+            let walked = walk(
+                &Scope::new(dir.path()),
+                &limits,
+                &crate::AllowAll,
+                later(),
+                &|_| {},
+            )
+            .expect("walks");
             assert_eq!(names(&walked, dir.path()), ["a", "b/a", "b/x"]);
             assert!(walked.files_max_reached);
         }
@@ -362,8 +375,14 @@ mod tests {
                 Verdict::Allow
             }
         };
-        let walked =
-            walk(&Scope::new(dir.path()), &Limits::default(), &judge, later()).expect("walks");
+        let walked = walk(
+            &Scope::new(dir.path()),
+            &Limits::default(),
+            &judge,
+            later(),
+            &|_| {},
+        )
+        .expect("walks");
         assert_eq!(names(&walked, dir.path()), ["kept/f"]);
         assert_eq!(
             walked.denied_dirs, 1,
@@ -374,7 +393,7 @@ mod tests {
         let mut scope = Scope::new(dir.path());
         scope.hidden = true;
         scope.ignore_files = false;
-        let walked = walk(&scope, &Limits::default(), &judge, later()).expect("walks");
+        let walked = walk(&scope, &Limits::default(), &judge, later(), &|_| {}).expect("walks");
         assert_eq!(
             names(&walked, dir.path()),
             [".gitignore", ".h", ".hidden/f", "ignored/f", "kept/f"]
@@ -385,13 +404,21 @@ mod tests {
     fn a_denied_root_is_an_error() {
         let dir = tree(&["a"]);
         let deny = |_: &Path, _: EntryKind| Verdict::Deny;
-        let error = walk(&Scope::new(dir.path()), &Limits::default(), &deny, later()).err();
+        let error = walk(
+            &Scope::new(dir.path()),
+            &Limits::default(),
+            &deny,
+            later(),
+            &|_| {},
+        )
+        .err();
         assert_eq!(error.map(|e| e.code()), Some("root_denied"));
         let error = walk(
             &Scope::new(dir.path().join("missing")),
             &Limits::default(),
             &crate::AllowAll,
             later(),
+            &|_| {},
         )
         .err();
         assert_eq!(error.map(|e| e.code()), Some("root_unreadable"));
@@ -405,6 +432,7 @@ mod tests {
             &Limits::default(),
             &crate::AllowAll,
             Instant::now(),
+            &|_| {},
         )
         .expect("walks");
         assert!(walked.timed_out);
@@ -416,11 +444,25 @@ mod tests {
         let dir = tree(&["a"]);
         let mut scope = Scope::new(dir.path());
         scope.types = vec!["no-such-type".into()];
-        let error = walk(&scope, &Limits::default(), &crate::AllowAll, later()).err();
+        let error = walk(
+            &scope,
+            &Limits::default(),
+            &crate::AllowAll,
+            later(),
+            &|_| {},
+        )
+        .err();
         assert_eq!(error.map(|e| e.code()), Some("type_unknown"));
         let mut scope = Scope::new(dir.path());
         scope.globs = vec!["a[".into()];
-        let error = walk(&scope, &Limits::default(), &crate::AllowAll, later()).err();
+        let error = walk(
+            &scope,
+            &Limits::default(),
+            &crate::AllowAll,
+            later(),
+            &|_| {},
+        )
+        .err();
         assert_eq!(error.map(|e| e.code()), Some("glob_invalid"));
     }
 }
