@@ -7,7 +7,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use grep_searcher::{
@@ -22,7 +21,7 @@ use crate::request::{Limits, OutputMode, SearchRequest};
 use crate::result::{
     ContextLine, FileCount, FileHits, Hit, Output, SearchResult, Skipped, Truncation,
 };
-use crate::walk::{self, SortKey, Walked};
+use crate::walk::{self, Found, SortKey, Walked};
 
 /// Searches `request.scope` for the patterns, judging every entry before it is opened.
 ///
@@ -240,37 +239,30 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Plan<'_> {
-    /// Walks and searches at once, as rg does: walker threads send each judged file to the
-    /// searcher threads. Files arrive in no particular order, so outcomes are kept by path
+    /// Walks and searches at once, as rg does: each walker thread searches the files it
+    /// finds, right after the judge allowed them. Files arrive in no particular order, so outcomes are kept by path
     /// and the tail past the limit's cut is dropped (and not searched once known to be past
     /// it): the result is the same as searching in path order.
     ///
     /// When the walk finds more than `files_max` files, what was searched beside it may
     /// include files the walk later drops, so the kept files are searched again in order.
     fn walk_and_search(&self, judge: &dyn Judge) -> Result<(Walked, Searched), SearchError> {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<PathBuf>(4096);
-        let receiver = Mutex::new(receiver);
         let collected = Mutex::new(Collected::default());
         let timed_out = AtomicBool::new(false);
-        let walked = std::thread::scope(|scope| {
-            for _ in 0..self.limits.threads.max(1) {
-                scope.spawn(|| self.consume(&receiver, &collected, &timed_out));
-            }
-            let found = move |path: &Path| {
-                // A closed channel means the searchers are gone; the walk ends by itself.
-                let _ = sender.send(path.to_path_buf());
-            };
-            let walked = walk::walk(
-                &self.request.scope,
-                self.limits,
-                judge,
-                self.deadline,
-                &found,
-            );
-            // The last sender goes: the searchers drain the channel and stop.
-            drop(found);
-            walked
-        })?;
+        let found = || -> Found<'_> {
+            let mut searcher = self.searcher();
+            let (collected, timed_out) = (&collected, &timed_out);
+            Box::new(move |path: &Path| {
+                self.search_found(&mut searcher, path, collected, timed_out)
+            })
+        };
+        let walked = walk::walk(
+            &self.request.scope,
+            self.limits,
+            judge,
+            self.deadline,
+            &found,
+        )?;
         if walked.files_max_reached {
             let searched = self.search(&walked.files);
             return Ok((walked, searched));
@@ -294,53 +286,49 @@ impl Plan<'_> {
         ))
     }
 
-    fn consume(
+    /// Searches one file in the walker thread that found it, unless it is past the cut.
+    fn search_found(
         &self,
-        receiver: &Mutex<Receiver<PathBuf>>,
+        searcher: &mut Searcher,
+        path: &Path,
         collected: &Mutex<Collected>,
         timed_out: &AtomicBool,
     ) {
-        let mut searcher = self.searcher();
-        loop {
-            let received = lock(receiver).recv();
-            let Ok(path) = received else { break };
-            // After the deadline the channel is still drained, so no walker blocks on it.
-            if timed_out.load(Ordering::Relaxed) {
-                continue;
+        if timed_out.load(Ordering::Relaxed) {
+            return;
+        }
+        if Instant::now() >= self.deadline {
+            timed_out.store(true, Ordering::Relaxed);
+            return;
+        }
+        let key = SortKey(path.to_path_buf());
+        {
+            let collected = lock(collected);
+            let past_cut = collected.total > self.limit
+                && collected
+                    .outcomes
+                    .last_key_value()
+                    .is_some_and(|(last, _)| key > *last);
+            if past_cut {
+                return;
             }
-            if Instant::now() >= self.deadline {
-                timed_out.store(true, Ordering::Relaxed);
-                continue;
+        }
+        let outcome = self.search_file(searcher, path, timed_out);
+        if timed_out.load(Ordering::Relaxed) {
+            return;
+        }
+        let units = self.units(Some(&outcome));
+        let mut collected = lock(collected);
+        collected.outcomes.insert(key, outcome);
+        collected.total += units;
+        // Drop the last file while the files before it already pass the limit.
+        while let Some((_, last)) = collected.outcomes.last_key_value() {
+            let last = self.units(Some(last));
+            if collected.total - last <= self.limit {
+                break;
             }
-            let key = SortKey(path);
-            {
-                let collected = lock(collected);
-                let past_cut = collected.total > self.limit
-                    && collected
-                        .outcomes
-                        .last_key_value()
-                        .is_some_and(|(last, _)| key > *last);
-                if past_cut {
-                    continue;
-                }
-            }
-            let outcome = self.search_file(&mut searcher, &key.0, timed_out);
-            if timed_out.load(Ordering::Relaxed) {
-                continue;
-            }
-            let units = self.units(Some(&outcome));
-            let mut collected = lock(collected);
-            collected.outcomes.insert(key, outcome);
-            collected.total += units;
-            // Drop the last file while the files before it already pass the limit.
-            while let Some((_, last)) = collected.outcomes.last_key_value() {
-                let last = self.units(Some(last));
-                if collected.total - last <= self.limit {
-                    break;
-                }
-                collected.outcomes.pop_last();
-                collected.total -= last;
-            }
+            collected.outcomes.pop_last();
+            collected.total -= last;
         }
     }
 

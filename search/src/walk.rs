@@ -38,14 +38,17 @@ struct Tally {
     unreadable: u64,
 }
 
-/// Builds the walker for `scope`; the root itself is judged first. `found` sees every file
-/// the judge allowed, as soon as the walk finds it (so the search can run beside the walk).
-pub(crate) fn walk(
+/// What a walker thread does with each file the judge allowed, as soon as it finds it.
+pub(crate) type Found<'s> = Box<dyn FnMut(&Path) + Send + 's>;
+
+/// Builds the walker for `scope`; the root itself is judged first. Each walker thread gets
+/// its own `Found` from `found` (so the search runs in the walker threads, as in rg).
+pub(crate) fn walk<'f>(
     scope: &Scope,
     limits: &Limits,
     judge: &dyn Judge,
     deadline: Instant,
-    found: &(dyn Fn(&Path) + Sync),
+    found: &(dyn Fn() -> Found<'f> + Sync),
 ) -> Result<Walked, SearchError> {
     let root = &scope.root;
     let metadata =
@@ -150,22 +153,22 @@ pub(crate) fn walk(
 }
 
 /// Makes one visitor per walker thread.
-struct Visitors<'s> {
+struct Visitors<'s, 'f> {
     shared: &'s Mutex<Tally>,
     judge: &'s dyn Judge,
-    found: &'s (dyn Fn(&Path) + Sync),
+    found: &'s (dyn Fn() -> Found<'f> + Sync),
     deadline: Instant,
     timed_out: &'s AtomicBool,
     files_max: usize,
 }
 
-impl<'s> ParallelVisitorBuilder<'s> for Visitors<'s> {
+impl<'s, 'f: 's> ParallelVisitorBuilder<'s> for Visitors<'s, 'f> {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
             local: Tally::default(),
             shared: self.shared,
             judge: self.judge,
-            found: self.found,
+            found: (self.found)(),
             deadline: self.deadline,
             timed_out: self.timed_out,
             files_max: self.files_max,
@@ -179,7 +182,7 @@ struct Visitor<'s> {
     local: Tally,
     shared: &'s Mutex<Tally>,
     judge: &'s dyn Judge,
-    found: &'s (dyn Fn(&Path) + Sync),
+    found: Found<'s>,
     deadline: Instant,
     timed_out: &'s AtomicBool,
     files_max: usize,
@@ -319,6 +322,10 @@ mod tests {
         walked.files.iter().map(relative).collect()
     }
 
+    fn none<'s>() -> Found<'s> {
+        Box::new(|_: &Path| {})
+    }
+
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(60)
     }
@@ -336,7 +343,7 @@ mod tests {
                 &limits,
                 &crate::AllowAll,
                 later(),
-                &|_| {},
+                &none,
             )
             .expect("walks");
             assert_eq!(names(&walked, dir.path()), ["a", "b/a", "b/x"]);
@@ -380,7 +387,7 @@ mod tests {
             &Limits::default(),
             &judge,
             later(),
-            &|_| {},
+            &none,
         )
         .expect("walks");
         assert_eq!(names(&walked, dir.path()), ["kept/f"]);
@@ -393,7 +400,7 @@ mod tests {
         let mut scope = Scope::new(dir.path());
         scope.hidden = true;
         scope.ignore_files = false;
-        let walked = walk(&scope, &Limits::default(), &judge, later(), &|_| {}).expect("walks");
+        let walked = walk(&scope, &Limits::default(), &judge, later(), &none).expect("walks");
         assert_eq!(
             names(&walked, dir.path()),
             [".gitignore", ".h", ".hidden/f", "ignored/f", "kept/f"]
@@ -409,7 +416,7 @@ mod tests {
             &Limits::default(),
             &deny,
             later(),
-            &|_| {},
+            &none,
         )
         .err();
         assert_eq!(error.map(|e| e.code()), Some("root_denied"));
@@ -418,7 +425,7 @@ mod tests {
             &Limits::default(),
             &crate::AllowAll,
             later(),
-            &|_| {},
+            &none,
         )
         .err();
         assert_eq!(error.map(|e| e.code()), Some("root_unreadable"));
@@ -432,7 +439,7 @@ mod tests {
             &Limits::default(),
             &crate::AllowAll,
             Instant::now(),
-            &|_| {},
+            &none,
         )
         .expect("walks");
         assert!(walked.timed_out);
@@ -444,25 +451,11 @@ mod tests {
         let dir = tree(&["a"]);
         let mut scope = Scope::new(dir.path());
         scope.types = vec!["no-such-type".into()];
-        let error = walk(
-            &scope,
-            &Limits::default(),
-            &crate::AllowAll,
-            later(),
-            &|_| {},
-        )
-        .err();
+        let error = walk(&scope, &Limits::default(), &crate::AllowAll, later(), &none).err();
         assert_eq!(error.map(|e| e.code()), Some("type_unknown"));
         let mut scope = Scope::new(dir.path());
         scope.globs = vec!["a[".into()];
-        let error = walk(
-            &scope,
-            &Limits::default(),
-            &crate::AllowAll,
-            later(),
-            &|_| {},
-        )
-        .err();
+        let error = walk(&scope, &Limits::default(), &crate::AllowAll, later(), &none).err();
         assert_eq!(error.map(|e| e.code()), Some("glob_invalid"));
     }
 }
