@@ -248,12 +248,13 @@ impl Plan<'_> {
     /// include files the walk later drops, so the kept files are searched again in order.
     fn walk_and_search(&self, judge: &dyn Judge) -> Result<(Walked, Searched), SearchError> {
         let collected = Mutex::new(Collected::default());
+        let cut = AtomicBool::new(false);
         let timed_out = AtomicBool::new(false);
         let found = || -> Found<'_> {
             let mut searcher = self.searcher();
-            let (collected, timed_out) = (&collected, &timed_out);
+            let (collected, cut, timed_out) = (&collected, &cut, &timed_out);
             Box::new(move |path: &Path| {
-                self.search_found(&mut searcher, path, collected, timed_out)
+                self.search_found(&mut searcher, path, collected, cut, timed_out)
             })
         };
         let walked = walk::walk(
@@ -267,14 +268,22 @@ impl Plan<'_> {
             let searched = self.search(&walked.files);
             return Ok((walked, searched));
         }
-        let mut outcomes = collected
+        // Both are in path order: a walked file missing from `collected` was searched and had
+        // no hit (or lies past the cut, where the result never looks).
+        let collected = collected
             .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .outcomes;
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut kept = collected.outcomes.into_iter().peekable();
         let outcomes = walked
             .files
             .iter()
-            .map(|path| outcomes.remove(&SortKey(path.clone())))
+            .map(|path| match kept.next_if(|(key, _)| key.0 == *path) {
+                Some((_, outcome)) => Some(outcome),
+                None => Some(Outcome::Searched {
+                    hits: Vec::new(),
+                    count: 0,
+                }),
+            })
             .collect();
         let timed_out = timed_out.load(Ordering::Relaxed);
         Ok((
@@ -286,12 +295,14 @@ impl Plan<'_> {
         ))
     }
 
-    /// Searches one file in the walker thread that found it, unless it is past the cut.
+    /// Searches one file in the walker thread that found it, unless it lies past the cut;
+    /// keeps the outcome unless it is a file without hits (most files: no lock for those).
     fn search_found(
         &self,
         searcher: &mut Searcher,
         path: &Path,
         collected: &Mutex<Collected>,
+        cut: &AtomicBool,
         timed_out: &AtomicBool,
     ) {
         if timed_out.load(Ordering::Relaxed) {
@@ -301,25 +312,24 @@ impl Plan<'_> {
             timed_out.store(true, Ordering::Relaxed);
             return;
         }
-        let key = SortKey(path.to_path_buf());
-        {
+        if cut.load(Ordering::Relaxed) {
             let collected = lock(collected);
-            let past_cut = collected.total > self.limit
-                && collected
-                    .outcomes
-                    .last_key_value()
-                    .is_some_and(|(last, _)| key > *last);
-            if past_cut {
+            let last = collected.outcomes.last_key_value();
+            if last.is_some_and(|(last, _)| walk::path_order(path, &last.0).is_gt()) {
                 return;
             }
         }
         let outcome = self.search_file(searcher, path, timed_out);
-        if timed_out.load(Ordering::Relaxed) {
+        if timed_out.load(Ordering::Relaxed)
+            || matches!(outcome, Outcome::Searched { count: 0, .. })
+        {
             return;
         }
         let units = self.units(Some(&outcome));
         let mut collected = lock(collected);
-        collected.outcomes.insert(key, outcome);
+        collected
+            .outcomes
+            .insert(SortKey(path.to_path_buf()), outcome);
         collected.total += units;
         // Drop the last file while the files before it already pass the limit.
         while let Some((_, last)) = collected.outcomes.last_key_value() {
@@ -329,6 +339,9 @@ impl Plan<'_> {
             }
             collected.outcomes.pop_last();
             collected.total -= last;
+        }
+        if collected.total > self.limit {
+            cut.store(true, Ordering::Relaxed);
         }
     }
 

@@ -275,19 +275,21 @@ pub(crate) struct SortKey(pub(crate) PathBuf);
 
 impl Ord for SortKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let rank = |byte: &u8| {
-            if *byte == b'/' {
-                0u16
-            } else {
-                u16::from(*byte) + 1
-            }
-        };
-        let (mine, theirs) = (
-            self.0.as_os_str().as_bytes(),
-            other.0.as_os_str().as_bytes(),
-        );
-        mine.iter().map(rank).cmp(theirs.iter().map(rank))
+        path_order(&self.0, &other.0)
     }
+}
+
+/// The order of [`SortKey`], on borrowed paths.
+pub(crate) fn path_order(mine: &Path, theirs: &Path) -> std::cmp::Ordering {
+    let rank = |byte: &u8| {
+        if *byte == b'/' {
+            0u16
+        } else {
+            u16::from(*byte) + 1
+        }
+    };
+    let (mine, theirs) = (mine.as_os_str().as_bytes(), theirs.as_os_str().as_bytes());
+    mine.iter().map(rank).cmp(theirs.iter().map(rank))
 }
 
 impl PartialOrd for SortKey {
