@@ -438,7 +438,8 @@ impl Plan<'_> {
     fn searcher(&self) -> Searcher {
         let content = self.request.mode == OutputMode::Content;
         SearcherBuilder::new()
-            .line_number(true)
+            // Counting lines is a pass over every byte: only content results show them.
+            .line_number(content)
             .multi_line(self.request.multiline)
             .before_context(if content {
                 self.request.context_before as usize
