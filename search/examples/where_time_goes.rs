@@ -1,5 +1,5 @@
 //! Times `search_code` and `rg` on one tree, case by case, to see where the time goes:
-//! `cargo run --release -p aido-search --example where_time_goes -- TREE [ROUNDS]`.
+//! `cargo run --release -p aido-search --example where_time_goes -- TREE [ROUNDS] [CASE]`.
 //!
 //! Wall time on a shared machine is noisy, so it prints the best of the rounds and the CPU
 //! time (user + system, from /proc: this process's threads, and rg as a waited-for child).
@@ -67,7 +67,14 @@ fn main() {
             "-c",
         ),
     ];
+    let only = std::env::args().nth(3);
     for (name, patterns, mode, flag) in cases {
+        if only
+            .as_ref()
+            .is_some_and(|only| !name.contains(only.as_str()))
+        {
+            continue;
+        }
         let (mut best_ours, mut best_theirs) = (f64::MAX, f64::MAX);
         let (mut cpu_ours, mut cpu_theirs) = (0.0, 0.0);
         for _ in 0..rounds {

@@ -14,10 +14,12 @@
 //! * **Judged before opened**: the caller's [`Judge`] sees every directory and regular file
 //!   before it is opened; a denied file is never opened and never appears in a result.
 //!   Symbolic links are never followed, files are opened `O_NOFOLLOW | O_NONBLOCK`.
-//! * **Deterministic**: the walk keeps the first `files_max` paths in path order (a bounded
-//!   max-heap, whatever order the threads find them in), the files are searched in that order
-//!   by a few threads, and a limit keeps the first hits in (path, line) order. Only a result
-//!   cut by the deadline (`Truncation::Timeout`) depends on timing.
+//! * **Searched where found, returned in order**: as in rg, each walker thread searches the
+//!   files it finds right after judging them. Outcomes are kept by path, the tail past a
+//!   limit's cut is dropped (and no longer searched once known to be past it), and the walk
+//!   keeps the first `files_max` paths in a bounded max-heap. So the result is the same as a
+//!   search in (path, line) order whatever the threads did; only a result cut by the
+//!   deadline (`Truncation::Timeout`) depends on timing.
 //! * **Bounded**: every input and output has a named bound in [`Limits`] (patterns, pattern
 //!   bytes, compiled regex bytes, files, file bytes, line bytes, hits, matched files, context
 //!   lines, time, budget). A bound passed on input is a coded error ([`SearchError::code`]);
