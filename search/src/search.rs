@@ -1,4 +1,5 @@
-//! `search_code`: the judged walk, then the files searched in path order by a few threads.
+//! `search_code`: each walker thread searches the files it judged; the outcomes are put back
+//! in path order and cut at the limit.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -240,9 +241,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Plan<'_> {
     /// Walks and searches at once, as rg does: each walker thread searches the files it
-    /// finds, right after the judge allowed them. Files arrive in no particular order, so outcomes are kept by path
-    /// and the tail past the limit's cut is dropped (and not searched once known to be past
-    /// it): the result is the same as searching in path order.
+    /// finds, right after the judge allowed them. Files arrive in no particular order, so
+    /// outcomes are kept by path and the tail past the limit's cut is dropped (and not
+    /// searched once known to be past it): the result is the same as searching in path order.
     ///
     /// When the walk finds more than `files_max` files, what was searched beside it may
     /// include files the walk later drops, so the kept files are searched again in order.
