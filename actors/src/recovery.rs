@@ -37,6 +37,9 @@ struct Marker {
     /// The effects the action records when it finishes.
     #[serde(default)]
     effects: Vec<Effect>,
+    /// The process that ran it: the temporary files its writes left carry this pid.
+    #[serde(default)]
+    pid: u32,
 }
 
 /// What a rewind's `rewound` record says, kept in its marker.
@@ -77,6 +80,7 @@ impl Recovery {
             steps: steps.to_vec(),
             rewind,
             effects,
+            pid: std::process::id(),
         };
         let path = marker_path(shared, session, proposal);
         let write = || -> std::io::Result<()> {
@@ -195,6 +199,9 @@ impl Recovery {
         let max = shared.config_limits().blob_bytes_max;
         let (mut effects, mut blobs, mut happened) = (Vec::new(), Vec::new(), 0usize);
         for intent in intents {
+            // The temporary file a crash left beside the target is aido's own (unlink does
+            // not follow a symlink put in its place).
+            let _ = std::fs::remove_file(&intent.temp);
             match written(&intent, max) {
                 Some(bytes) => {
                     happened += 1;
@@ -342,6 +349,9 @@ impl Recovery {
                     }
                 )
         });
+        if result.is_ok() {
+            leftovers(marker);
+        }
         match result {
             Ok(applied) => {
                 if let Some(mark) = &marker.rewind {
@@ -452,4 +462,34 @@ fn written(intent: &intent::Intent, max: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(intent.bytes + 1).read_to_end(&mut bytes).ok()?;
     (blake3::hash(&bytes).to_hex().as_str() == intent.blob).then_some(bytes)
+}
+
+/// Remove the temporary files the interrupted run's writes left beside their targets
+/// (`.NAME.aido-PID-N.tmp`, made by the process that wrote the marker); the steps themselves
+/// were just finished by this one.
+fn leftovers(marker: &Marker) {
+    if marker.pid == 0 {
+        return;
+    }
+    for step in &marker.steps {
+        let Step::Write { path, .. } = step else {
+            continue;
+        };
+        let path = std::path::Path::new(path);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let prefix = format!(".{}.aido-{}-", name.to_string_lossy(), marker.pid);
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            if file.starts_with(&prefix) && file.ends_with(".tmp") {
+                // unlink does not follow a symlink put in its place.
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 }

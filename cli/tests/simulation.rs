@@ -13,10 +13,11 @@
 //! AIDO_SIM_SEEDS=200 AIDO_SIM_STEPS=60 cargo test -p aido --test simulation  # a long run
 //! ```
 //!
-//! CI runs the fixed seeds 1 to `CI_SEEDS` and the `REGRESSION_SEEDS`. Not simulated yet (see
-//! issue 8's note): a kill -9 in the middle of a plain write, between its rename and its
-//! outcome record; the trash after a session's first snapshot. A kill lands at a seeded delay
-//! after a call is sent, so where exactly it lands can vary from run to run.
+//! CI runs the fixed seeds 1 to `CI_SEEDS` and the `REGRESSION_SEEDS`. Writes are killed too,
+//! with a seeded pause after each filesystem action's work (`after_work_ms`) so a kill can land
+//! between a write's rename and its outcome record. Not simulated yet (see issue 8's note): the
+//! trash after a session's first snapshot. A kill lands at a seeded delay after a call is sent,
+//! so where exactly it lands can vary from run to run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -195,7 +196,12 @@ impl Sim {
         let before = files(&ws);
         let delay = [0, 0, 20, 60][rng.below(4) as usize];
         let panic = [0, 0, 15, 40][rng.below(4) as usize];
-        let faults = format!("seed={seed},delay_max_ms={delay},panic_per_mille={panic}");
+        // A pause after each filesystem action's work, before its answer, widens the window a
+        // kill can land in between a write's rename and its outcome record.
+        let after_work = [0, 0, 5, 20][rng.below(4) as usize];
+        let faults = format!(
+            "seed={seed},delay_max_ms={delay},panic_per_mille={panic},after_work_ms={after_work}"
+        );
         let log = vec![format!(
             "seed {seed}: action_timeout_ms {timeout}, AIDO_FAULTS {faults}"
         )];
@@ -279,12 +285,19 @@ impl Sim {
                     self.rng.below(1000),
                     "x".repeat(self.rng.below(3000) as usize)
                 );
-                let r = self.call(
-                    "write_file",
-                    json!({"path": path, "content": content, "create_parents": true}),
-                );
-                if r["result"]["isError"] == false && !path.starts_with("pre") {
-                    self.created.push(path);
+                let args = json!({"path": path, "content": content, "create_parents": true});
+                // Now and then aido is killed while the write runs: before it, between its
+                // rename and its outcome record, or after.
+                if self.rng.below(6) == 0 {
+                    self.call_and_kill("write_file", args);
+                    if !path.starts_with("pre") {
+                        self.created.push(path);
+                    }
+                } else {
+                    let r = self.call("write_file", args);
+                    if r["result"]["isError"] == false && !path.starts_with("pre") {
+                        self.created.push(path);
+                    }
                 }
             }
             30..=36 => {

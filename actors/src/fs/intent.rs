@@ -6,11 +6,12 @@
 //! `recovery`). For a plain write the intent names the file, the hash of the new contents, the
 //! effects the write records and, when they are small enough to travel with the record, the
 //! previous contents (larger ones are already in the blob store, flushed before the rename).
-//! It is written (not synced: a kill -9 loses nothing the kernel has) just before the rename
-//! and removed once the outcome is journaled. At the next start, a write whose proposal has no
+//! It is written (not synced: a kill -9 loses nothing the kernel has) before the write makes
+//! anything (its directories, its temporary file) and removed once the outcome is journaled. At the next start, a write whose proposal has no
 //! outcome is judged by the file itself: holding the new contents, the write happened, and the
 //! journal gets an `interrupted` outcome with its effects (so a rewind gives the previous
 //! contents back); otherwise it never happened, and only the directories it made are recorded.
+//! A temporary file the crash left is removed either way.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +27,8 @@ use super::error::FsError;
 pub(crate) struct Intent {
     /// The file, resolved and absolute.
     pub(crate) resolved: PathBuf,
+    /// The temporary file the new contents go to first (removed if a crash left it).
+    pub(crate) temp: PathBuf,
     /// blake3 of the new contents.
     pub(crate) blob: String,
     /// Their length.

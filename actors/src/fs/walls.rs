@@ -353,9 +353,8 @@ impl Walls {
         let created = permissions.is_none();
         // Missing parents are created one by one, so each one made is known (and journaled,
         // so a rewind removes it again).
-        let mut dirs = Vec::new();
+        let mut missing = Vec::new();
         if create_parents && created && !parent.as_os_str().is_empty() {
-            let mut missing = Vec::new();
             let mut at = parent.as_path();
             loop {
                 match dir.symlink_metadata(at) {
@@ -368,14 +367,6 @@ impl Walls {
                     _ => break,
                 }
             }
-            for rel in missing.iter().rev() {
-                match dir.create_dir(rel) {
-                    Ok(()) => dirs.push(target.root.join(rel)),
-                    // Made by someone else meanwhile: not ours to remove.
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(opening("create parent of", target, e)),
-                }
-            }
         }
         let n = self
             .counter
@@ -385,6 +376,23 @@ impl Walls {
             name.to_string_lossy(),
             std::process::id()
         ));
+        // Before anything is made in the workspace, the write says what it will do.
+        if let Some(keep) = keep
+            && let Some(intents) = keep.intents
+        {
+            let planned: Vec<PathBuf> = missing.iter().rev().map(|r| target.root.join(r)).collect();
+            let temp = target.root.join(&temp);
+            intend(keep, intents, target, bytes, created, before.as_ref(), &planned, temp)?;
+        }
+        let mut dirs = Vec::new();
+        for rel in missing.iter().rev() {
+            match dir.create_dir(rel) {
+                Ok(()) => dirs.push(target.root.join(rel)),
+                // Made by someone else meanwhile: not ours to remove.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(opening("create parent of", target, e)),
+            }
+        }
         let mut file = dir
             .open_with(&temp, OpenOptions::new().write(true).create_new(true))
             .map_err(|e| opening("create", target, e))?
@@ -408,19 +416,6 @@ impl Walls {
             }
             file.sync_all()
                 .map_err(|e| FsError::io("sync", &shown, e))?;
-            if let Some(keep) = keep
-                && let Some(intents) = keep.intents
-            {
-                intend(
-                    keep,
-                    intents,
-                    target,
-                    bytes,
-                    created,
-                    before.as_ref(),
-                    &dirs,
-                )?;
-            }
             dir.rename(&temp, &dir, &target.rel)
                 .map_err(|e| FsError::io("rename", &shown, e))
         })();
@@ -442,7 +437,7 @@ impl Walls {
     }
 }
 
-/// Say what a write is about to do, before its rename (see `super::intent`). Previous
+/// Say what a write is about to do, before it makes anything (see `super::intent`). Previous
 /// contents streamed into the blob store are flushed first, so the intent never names a blob
 /// a kill -9 could lose.
 fn intend(
@@ -453,6 +448,7 @@ fn intend(
     created: bool,
     before: Option<&Kept>,
     dirs: &[PathBuf],
+    temp: PathBuf,
 ) -> Result<(), FsError> {
     let shown = target.shown();
     if before.is_some_and(|k| k.bytes.is_none()) {
@@ -469,6 +465,7 @@ fn intend(
     };
     intents.record(&super::intent::Intent {
         resolved: target.resolved.clone(),
+        temp,
         blob: blake3::hash(bytes).to_hex().to_string(),
         bytes: bytes.len() as u64,
         effects: replaced.effects(bytes),

@@ -1,0 +1,48 @@
+//! The caller's judge: every entry of the walk is judged before it is opened.
+
+use std::path::Path;
+
+/// What the walk is about to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory: denying it skips everything below it.
+    Dir,
+    /// A regular file: denying it means it is never opened and never appears in a result.
+    File,
+}
+
+/// The judge's answer for one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny,
+}
+
+/// Decides, before anything is opened, whether a path may be read.
+///
+/// aido plugs its path walls and deny globs in here. The walk is parallel, so a judge is
+/// `Sync`; it is called once per directory and once per regular file, with the path as the walk
+/// sees it (the root joined with the entry's relative path). Symbolic links are never followed
+/// and never judged: they are skipped and counted.
+pub trait Judge: Sync {
+    fn judge(&self, path: &Path, kind: EntryKind) -> Verdict;
+}
+
+impl<F> Judge for F
+where
+    F: Fn(&Path, EntryKind) -> Verdict + Sync,
+{
+    fn judge(&self, path: &Path, kind: EntryKind) -> Verdict {
+        self(path, kind)
+    }
+}
+
+/// A judge that allows every path (for tests, benches and trusted callers).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllowAll;
+
+impl Judge for AllowAll {
+    fn judge(&self, _path: &Path, _kind: EntryKind) -> Verdict {
+        Verdict::Allow
+    }
+}
