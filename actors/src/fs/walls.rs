@@ -380,9 +380,26 @@ impl Walls {
         if let Some(keep) = keep
             && let Some(intents) = keep.intents
         {
-            let planned: Vec<PathBuf> = missing.iter().rev().map(|r| target.root.join(r)).collect();
+            let planned = aido_walk::fs::render::Replaced {
+                path: shown.clone(),
+                created,
+                before: before.as_ref().map(|k| k.hash.clone()),
+                dirs: missing
+                    .iter()
+                    .rev()
+                    .map(|r| target.root.join(r).display().to_string())
+                    .collect(),
+            };
             let temp = target.root.join(&temp);
-            intend(keep, intents, target, bytes, created, before.as_ref(), &planned, temp)?;
+            intend(
+                keep,
+                intents,
+                target,
+                bytes,
+                &planned,
+                before.as_ref(),
+                temp,
+            )?;
         }
         let mut dirs = Vec::new();
         for rel in missing.iter().rev() {
@@ -445,30 +462,22 @@ fn intend(
     intents: &super::intent::Intents,
     target: &Target,
     bytes: &[u8],
-    created: bool,
+    planned: &aido_walk::fs::render::Replaced,
     before: Option<&Kept>,
-    dirs: &[PathBuf],
     temp: PathBuf,
 ) -> Result<(), FsError> {
-    let shown = target.shown();
     if before.is_some_and(|k| k.bytes.is_none()) {
         keep.store.flush().map_err(|e| FsError::KeepFailed {
-            path: shown.clone(),
+            path: planned.path.clone(),
             reason: e.to_string(),
         })?;
     }
-    let replaced = aido_walk::fs::render::Replaced {
-        path: shown,
-        created,
-        before: before.map(|k| k.hash.clone()),
-        dirs: dirs.iter().map(|d| d.display().to_string()).collect(),
-    };
     intents.record(&super::intent::Intent {
         resolved: target.resolved.clone(),
         temp,
         blob: blake3::hash(bytes).to_hex().to_string(),
         bytes: bytes.len() as u64,
-        effects: replaced.effects(bytes),
+        effects: planned.effects(bytes),
         before: before
             .and_then(|k| k.bytes.as_deref())
             .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
