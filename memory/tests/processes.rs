@@ -277,6 +277,23 @@ fn main() -> ExitCode {
             worker(index, Path::new(&database))
         }
         Err(_) => {
+            // The libtest protocol cargo-nextest speaks: `--list` (and `--list --ignored`)
+            // names the tests, then each runs by name.
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            if args.iter().any(|a| a == "--list") {
+                if !args.iter().any(|a| a == "--ignored") {
+                    println!("two_processes_lose_nothing: test");
+                }
+                return ExitCode::SUCCESS;
+            }
+            let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+            if !filters.is_empty()
+                && !filters
+                    .iter()
+                    .any(|f| "two_processes_lose_nothing".contains(f.as_str()))
+            {
+                return ExitCode::SUCCESS;
+            }
             test();
             ExitCode::SUCCESS
         }
