@@ -90,6 +90,28 @@ impl Sequenced {
     }
 }
 
+/// A record in the writer's queue, its seq not known yet.
+#[derive(Debug)]
+pub struct Queued {
+    seq: tokio::sync::oneshot::Receiver<u64>,
+    durable: tokio::sync::oneshot::Receiver<Result<Appended, AppendError>>,
+}
+
+impl Queued {
+    /// Wait until the writer has given the record its seq and written it to the tail.
+    pub async fn sequenced(self) -> Result<Sequenced, AppendError> {
+        let Self { seq, durable } = self;
+        match seq.await {
+            Ok(seq) => Ok(Sequenced { seq, durable }),
+            // No seq: the writer refused the record; its reply says why.
+            Err(_) => match durable.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(AppendError::WriterGone),
+            },
+        }
+    }
+}
+
 /// A session as `aido replay sessions` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
@@ -533,8 +555,28 @@ impl Journal {
         time_ms: u64,
         event: Event,
     ) -> Result<Sequenced, AppendError> {
+        self.append_queued(session, time_ms, event)
+            .await?
+            .sequenced()
+            .await
+    }
+
+    /// Queue a record and return as soon as it is queued, before the writer has taken it:
+    /// await [`Queued::sequenced`] for its seq (the record is then written to the tail).
+    /// Records are written in the order they are queued, so a caller may start work that
+    /// does not need the seq while the writer writes. For the records of actions that change
+    /// nothing, whose proposal need not be written before they run.
+    ///
+    /// # Cancel safety
+    /// As [`Journal::append`].
+    pub async fn append_queued(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+    ) -> Result<Queued, AppendError> {
         let (tx, durable) = tokio::sync::oneshot::channel();
-        let (seq_tx, seq_rx) = tokio::sync::oneshot::channel();
+        let (seq_tx, seq) = tokio::sync::oneshot::channel();
         let command = self.command(
             session,
             time_ms,
@@ -544,14 +586,7 @@ impl Journal {
             Reply::Async(tx),
         )?;
         self.submit(command).await?;
-        match seq_rx.await {
-            Ok(seq) => Ok(Sequenced { seq, durable }),
-            // No seq: the writer refused the record; its reply says why.
-            Err(_) => match durable.await {
-                Ok(Err(e)) => Err(e),
-                _ => Err(AppendError::WriterGone),
-            },
-        }
+        Ok(Queued { seq, durable })
     }
 
     /// Append a record and block the thread until it is durable (and, while the writer's
