@@ -2,8 +2,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aido_actions::verdict::Gate;
-use aido_actions::{Action, Failure, Input, Outcome, Verdict};
-use aido_journal::{Event, SessionId};
+use aido_actions::{Action, Body, Failure, Input, Outcome, SideEffectClass, Verdict};
+use aido_journal::{Event, Queued, SessionId};
 use aido_policy::{FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -113,7 +113,7 @@ impl Session {
                 Some(Duration::from_millis(PROPOSE_TIMEOUT_MS)),
             )
             .await;
-        let (seq, verdict) = match proposed {
+        let (proposal, verdict) = match proposed {
             Ok(CallResult::Success(Ok(p))) => p,
             Ok(CallResult::Success(Err(f))) => return Err(RunError::plain(None, f)),
             Ok(CallResult::Timeout) => {
@@ -125,6 +125,10 @@ impl Session {
         };
         // From here on the session counts this action in flight until the guard drops.
         let _slot = Release(self.actor.clone());
+        let seq = match proposal {
+            Proposal::Sequenced(seq) => seq,
+            Proposal::Queued(queued) => return self.read_leaf(action, queued, hooks).await,
+        };
         let mut inputs = Vec::new();
         match verdict {
             Verdict::Allow => {}
@@ -246,6 +250,66 @@ impl Session {
         }
     }
 
+    /// Run a filesystem leaf that changes nothing while the writer writes its proposal: the
+    /// body's read and the proposal's write overlap, and the outcome follows the proposal in
+    /// the journal (records are written in the order they are queued). Nothing is answered
+    /// before both records are written to the journal's tail.
+    async fn read_leaf(
+        &self,
+        action: Action,
+        queued: Queued,
+        hooks: Hooks,
+    ) -> Result<Ran, RunError> {
+        let shared = &self.shared;
+        let started = shared.clock.now_ms();
+        // The leaf goes through the one walk like every action (a read leaf is one step of
+        // it), so playback finds what it recorded where it looks for it.
+        let read = async {
+            let mut executor = Executor {
+                shared: shared.clone(),
+                session: self.id,
+                proposal: 0,
+                ctx: &self.ctx,
+                hooks: &hooks,
+            };
+            executor.exec(&action).await
+        };
+        let (sequenced, result) = tokio::join!(queued.sequenced(), read);
+        let seq = sequenced
+            .map_err(|e| RunError::plain(None, Failure::new(e.code(), e.to_string())))?
+            .seq;
+        let duration_ms = shared.clock.now_ms().saturating_sub(started);
+        match result {
+            Ok(done) => {
+                let event = Event::ActionCompleted {
+                    proposal: seq,
+                    outcome: done.outcome.clone(),
+                    duration_ms,
+                };
+                self.journal_outcome(event, done.blobs, true)
+                    .await
+                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                Ok(Ran {
+                    seq,
+                    outcome: done.outcome,
+                })
+            }
+            Err(failed) => {
+                let event = Event::ActionFailed {
+                    proposal: seq,
+                    failure: failed.failure.clone(),
+                    effects: failed.partial.outcome.effects,
+                    inputs: failed.partial.outcome.inputs,
+                    duration_ms,
+                };
+                self.journal_outcome(event, failed.partial.blobs, true)
+                    .await
+                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                Err(RunError::plain(Some(seq), failed.failure))
+            }
+        }
+    }
+
     /// Journal a record of this session, durable (flushed) before this returns.
     async fn journal(&self, event: Event, blobs: Vec<(String, Vec<u8>)>) -> Result<u64, Failure> {
         self.journal_outcome(event, blobs, false).await
@@ -334,10 +398,19 @@ pub(crate) struct SessionState {
     in_flight: u32,
 }
 
+/// A proposal the session actor journaled (or queued).
+pub(crate) enum Proposal {
+    /// Written (durable when the action can change the world), with its seq.
+    Sequenced(u64),
+    /// Queued to the writer: an allowed filesystem leaf that changes nothing, which may run
+    /// while the writer writes its proposal.
+    Queued(Queued),
+}
+
 pub(crate) enum SessionMsg {
     Propose {
         action: Box<Action>,
-        reply: RpcReplyPort<Result<(u64, Verdict), Failure>>,
+        reply: RpcReplyPort<Result<(Proposal, Verdict), Failure>>,
     },
     Release,
 }
@@ -393,47 +466,68 @@ impl Actor for SessionActor {
                 // then covers the proposal too (records are written in order), so a read costs
                 // one flush instead of two.
                 let read_only = verdict.is_allow() && written_only(shared, &action);
+                // A filesystem leaf that changes nothing does not wait for its proposal at
+                // all: it is queued, and the body reads while the writer writes it.
+                let queued = read_only
+                    && action.body() == Body::Filesystem
+                    && action.class() != SideEffectClass::Composite;
                 let event = Event::ActionProposed {
                     action: *action,
                     verdict: verdict.clone(),
                 };
                 let (id, now) = (state.args.id, shared.clock.now_ms());
-                let appended = if read_only {
-                    shared
-                        .journal
+                let journal = &shared.journal;
+                let appended = if queued {
+                    journal
+                        .append_queued(id, now, event)
+                        .await
+                        .map(Proposal::Queued)
+                } else if read_only {
+                    journal
                         .append_sequenced(id, now, event)
                         .await
-                        .map(|s| s.seq)
+                        .map(|s| Proposal::Sequenced(s.seq))
                 } else {
-                    shared.journal.append(id, now, event).await.map(|a| a.seq)
+                    journal
+                        .append(id, now, event)
+                        .await
+                        .map(|a| Proposal::Sequenced(a.seq))
                 };
                 let answer = match appended {
-                    Ok(seq) => {
+                    Ok(proposal) => {
                         state.in_flight += 1;
-                        Ok((seq, verdict))
+                        Ok((proposal, verdict))
                     }
                     Err(e) => Err(Failure::new(e.code(), e.to_string())),
                 };
-                if let Err(ractor::MessagingErr::SendErr(Ok((seq, _)))) = reply.send(answer) {
+                if let Err(ractor::MessagingErr::SendErr(Ok((proposal, _)))) = reply.send(answer) {
                     // The caller stopped waiting (PROPOSE_TIMEOUT_MS) after the proposal was
                     // appended: it never runs, its slot is free again, and its outcome says so,
                     // so no proposal is left without one.
                     state.in_flight = state.in_flight.saturating_sub(1);
-                    let event = Event::ActionFailed {
-                        proposal: seq,
-                        failure: RuntimeError::SessionBusy.into(),
-                        effects: Vec::new(),
-                        inputs: Vec::new(),
-                        duration_ms: 0,
+                    let seq = match proposal {
+                        Proposal::Sequenced(seq) => Ok(seq),
+                        Proposal::Queued(queued) => queued.sequenced().await.map(|s| s.seq),
                     };
-                    if let Err(e) = shared
-                        .journal
-                        .append(id, shared.clock.now_ms(), event)
-                        .await
-                    {
+                    let outcome = match seq {
+                        Ok(seq) => {
+                            let event = Event::ActionFailed {
+                                proposal: seq,
+                                failure: RuntimeError::SessionBusy.into(),
+                                effects: Vec::new(),
+                                inputs: Vec::new(),
+                                duration_ms: 0,
+                            };
+                            journal
+                                .append(id, shared.clock.now_ms(), event)
+                                .await
+                                .map(|_| seq)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = outcome {
                         tracing::error!(
                             code = e.code(),
-                            seq,
                             "cannot journal the outcome of an abandoned proposal"
                         );
                     }

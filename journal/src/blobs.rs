@@ -214,12 +214,24 @@ fn decode_hash(hash: &str) -> Option<[u8; 32]> {
     bytes.try_into().ok()
 }
 
-/// Move long strings out of `value` into `out` (hash, bytes).
+/// Move long strings out of `value` into `out` (hash, bytes). A string whose bytes are in
+/// `out` already (a body's blob, or the same contents twice in one event, as a read's text and
+/// its structured content) takes that blob's name: contents are hashed, and kept, once.
 pub(crate) fn externalize(value: Value, out: &mut Vec<(String, Vec<u8>)>) -> Value {
     match value {
         Value::String(s) if s.len() > INLINE_STRING_BYTES_MAX => {
-            let hash = hash_hex(s.as_bytes());
-            out.push((hash.clone(), s.into_bytes()));
+            let known = out
+                .iter()
+                .find(|(_, bytes)| bytes.as_slice() == s.as_bytes())
+                .map(|(hash, _)| hash.clone());
+            let hash = match known {
+                Some(hash) => hash,
+                None => {
+                    let hash = hash_hex(s.as_bytes());
+                    out.push((hash.clone(), s.into_bytes()));
+                    hash
+                }
+            };
             let mut reference = Map::new();
             reference.insert(BLOB_KEY.to_owned(), Value::String(hash));
             Value::Object(reference)
@@ -374,15 +386,12 @@ mod tests {
             json!({"a": long, "b": ["short", long], "$blob": "forged", "c": {"$blob": "also"}});
         let mut blobs = Vec::new();
         let stored = externalize(original.clone(), &mut blobs);
-        assert_eq!(
-            blobs.len(),
-            2,
-            "both copies are pushed; the store keeps one"
-        );
-        assert_eq!(blobs[0].0, blobs[1].0);
+        assert_eq!(blobs.len(), 1, "the same contents are hashed and kept once");
         let mut refs = Vec::new();
         references(&stored, &mut refs);
         assert_eq!(refs.len(), 2, "the forged keys are escaped, not references");
+        assert_eq!(refs[0], refs[1]);
+        assert_eq!(refs[0], hash_hex(long.as_bytes()));
         let store: HashMap<_, _> = blobs.into_iter().collect();
         let back = internalize(stored, 1, &|h| Ok(store.get(h).cloned())).unwrap();
         assert_eq!(back, original);

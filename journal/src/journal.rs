@@ -90,6 +90,28 @@ impl Sequenced {
     }
 }
 
+/// A record in the writer's queue, its seq not known yet.
+#[derive(Debug)]
+pub struct Queued {
+    seq: tokio::sync::oneshot::Receiver<u64>,
+    durable: tokio::sync::oneshot::Receiver<Result<Appended, AppendError>>,
+}
+
+impl Queued {
+    /// Wait until the writer has given the record its seq and written it to the tail.
+    pub async fn sequenced(self) -> Result<Sequenced, AppendError> {
+        let Self { seq, durable } = self;
+        match seq.await {
+            Ok(seq) => Ok(Sequenced { seq, durable }),
+            // No seq: the writer refused the record; its reply says why.
+            Err(_) => match durable.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(AppendError::WriterGone),
+            },
+        }
+    }
+}
+
 /// A session as `aido replay sessions` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
@@ -328,9 +350,11 @@ impl Journal {
         let value = serde_json::to_value(event).map_err(|e| AppendError::Storage {
             message: format!("cannot encode the event: {e}"),
         })?;
-        let mut blobs = Vec::new();
+        // The blobs the caller named come first, so a long string with the same bytes (a
+        // read's contents in its outcome) takes their hash instead of being hashed again.
+        let mut blobs = extra;
+        blobs.dedup_by(|a, b| a.0 == b.0);
         let stored = externalize(value, &mut blobs);
-        blobs.extend(extra);
         if let Some((_, big)) = blobs
             .iter()
             .find(|(_, b)| b.len() as u64 > limits.blob_bytes_max)
@@ -533,8 +557,28 @@ impl Journal {
         time_ms: u64,
         event: Event,
     ) -> Result<Sequenced, AppendError> {
+        self.append_queued(session, time_ms, event)
+            .await?
+            .sequenced()
+            .await
+    }
+
+    /// Queue a record and return as soon as it is queued, before the writer has taken it:
+    /// await [`Queued::sequenced`] for its seq (the record is then written to the tail).
+    /// Records are written in the order they are queued, so a caller may start work that
+    /// does not need the seq while the writer writes. For the records of actions that change
+    /// nothing, whose proposal need not be written before they run.
+    ///
+    /// # Cancel safety
+    /// As [`Journal::append`].
+    pub async fn append_queued(
+        &self,
+        session: SessionId,
+        time_ms: u64,
+        event: Event,
+    ) -> Result<Queued, AppendError> {
         let (tx, durable) = tokio::sync::oneshot::channel();
-        let (seq_tx, seq_rx) = tokio::sync::oneshot::channel();
+        let (seq_tx, seq) = tokio::sync::oneshot::channel();
         let command = self.command(
             session,
             time_ms,
@@ -544,14 +588,7 @@ impl Journal {
             Reply::Async(tx),
         )?;
         self.submit(command).await?;
-        match seq_rx.await {
-            Ok(seq) => Ok(Sequenced { seq, durable }),
-            // No seq: the writer refused the record; its reply says why.
-            Err(_) => match durable.await {
-                Ok(Err(e)) => Err(e),
-                _ => Err(AppendError::WriterGone),
-            },
-        }
+        Ok(Queued { seq, durable })
     }
 
     /// Append a record and block the thread until it is durable (and, while the writer's
@@ -1014,6 +1051,38 @@ mod tests {
         k.append(s, 0, ended("2")).await.unwrap();
         let refused = k.append_sequenced(s, 0, ended("3")).await.unwrap_err();
         assert_eq!(refused.code(), "journal_session_full");
+    }
+
+    /// A queued record takes its place in the order it was queued: a record appended after
+    /// it, before its seq was awaited, still comes after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queued_appends_keep_their_place_in_the_order() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([11; 16]);
+        let queued = j.append_queued(s, 0, ended("proposal")).await.unwrap();
+        let after = j.append_written(s, 0, ended("outcome"), Vec::new()).await;
+        assert_eq!(after.unwrap().seq, 2);
+        assert_eq!(queued.sequenced().await.unwrap().seq, 1);
+        assert_eq!(j.verify(s).unwrap().broken, None);
+    }
+
+    /// Contents a caller hands over with their hash are not hashed or kept again when the
+    /// event carries the same string (a read's outcome carries what the body read).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_string_the_caller_kept_takes_its_blob() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([12; 16]);
+        let content = "read me\n".repeat(500);
+        let hash = blobs::hash_hex(content.as_bytes());
+        let blob = (hash.clone(), content.clone().into_bytes());
+        j.append_written(s, 0, ended(&content), vec![blob])
+            .await
+            .unwrap();
+        assert_eq!(j.inner.trees.blobs.blobs.len(), 1);
+        let stored = j.inner.trees.records.iter().next().unwrap().unwrap().1;
+        let text = String::from_utf8_lossy(&stored);
+        assert!(text.contains(&hash), "the record names the caller's blob");
+        assert_eq!(j.all_records(s).unwrap()[0].event, ended(&content));
     }
 
     #[test]

@@ -48,8 +48,8 @@ mod journal;
 pub use blobs::{BLOB_CHUNK_BYTES, BlobStore, StoredBlob};
 pub use error::{AppendError, OpenError, ReadError};
 pub use journal::{
-    Appended, Broken, CommitMode, Journal, Limits, QUEUE_RECORDS_MAX, Sequenced, SessionSummary,
-    VerifyReport,
+    Appended, Broken, CommitMode, Journal, Limits, QUEUE_RECORDS_MAX, Queued, Sequenced,
+    SessionSummary, VerifyReport,
 };
 pub use record::{Event, FORMAT_VERSION, Record, SessionId};
 pub use writer::LAZY_FLUSH_MS;

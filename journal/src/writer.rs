@@ -288,6 +288,23 @@ impl Writer {
             .copied()
     }
 
+    /// Put a batch's session metadata and records into their trees, in order.
+    fn insert(
+        &self,
+        sessions: Vec<(SessionId, String)>,
+        records: Vec<([u8; 24], Vec<u8>)>,
+    ) -> sled::Result<()> {
+        for (session, meta) in sessions {
+            self.trees
+                .sessions
+                .insert(&session.as_bytes()[..], meta.into_bytes())?;
+        }
+        for (key, value) in records {
+            self.trees.records.insert(&key[..], value)?;
+        }
+        Ok(())
+    }
+
     fn commit(&mut self, batch: Vec<Command>) {
         if let Some(why) = &self.poisoned {
             for command in batch {
@@ -299,8 +316,12 @@ impl Writer {
         }
         let flush = self.mode == CommitMode::PerRecord
             || batch.iter().any(|Command::Append { durable, .. }| *durable);
-        let mut records = sled::Batch::default();
-        let mut sessions = sled::Batch::default();
+        // Inserted one by one, not as a `sled::Batch`: sled writes (and syncs) its log buffer
+        // around every batch it applies, which would put a device write on every record the
+        // writer takes. The order of the inserts is the order of the seqs, and a flush makes
+        // every insert before it durable, so group commit is unchanged.
+        let mut records: Vec<([u8; 24], Vec<u8>)> = Vec::with_capacity(batch.len());
+        let mut sessions: Vec<(SessionId, String)> = Vec::new();
         let mut staged: HashMap<SessionId, (u64, [u8; 32])> = HashMap::new();
         let mut acks: Vec<Ack> = Vec::with_capacity(batch.len());
         // Acknowledged once the batch is in the tail, without waiting for a flush.
@@ -390,12 +411,12 @@ impl Writer {
                 if self.tail.is_some() {
                     frames.session(session.as_bytes(), meta.as_bytes());
                 }
-                sessions.insert(&session.as_bytes()[..], meta.into_bytes());
+                sessions.push((session, meta));
             }
             if self.tail.is_some() {
                 frames.record(&key(session, seq), &value);
             }
-            records.insert(&key(session, seq)[..], value);
+            records.push((key(session, seq), value));
             staged.insert(session, (seq, hash));
             if let Some(tx) = sequenced {
                 early.push((tx, seq));
@@ -415,12 +436,7 @@ impl Writer {
         }
         let written = match blob_error {
             Some(message) => Err(message),
-            None => self
-                .trees
-                .sessions
-                .apply_batch(sessions)
-                .and_then(|_| self.trees.records.apply_batch(records))
-                .map_err(|e| e.to_string()),
+            None => self.insert(sessions, records).map_err(|e| e.to_string()),
         }
         .and_then(|()| match self.tail.as_mut() {
             // Handed to the kernel before anything of this batch is acknowledged.

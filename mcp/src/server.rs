@@ -356,8 +356,8 @@ pub async fn serve_stdio(
     let server = AidoServer::new(runtime);
     let sessions = server.session.clone();
     let (transport, reader) = crate::stdio::start(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        crate::stdio::Stdin::open(),
+        crate::stdio::Stdout::open(),
         sessions.clone(),
         max,
     );

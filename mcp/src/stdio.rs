@@ -284,6 +284,101 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
     }
 }
 
+/// stdin as the reader reads it. When stdin is a pipe (as it is under every MCP client), it is
+/// read straight from the runtime's event loop, non-blocking; otherwise through tokio's stdin,
+/// whose every read is a trip to the blocking pool and back (a thread hand-off per request).
+pub(crate) enum Stdin {
+    /// A pipe, polled by the runtime.
+    Pipe(tokio::net::unix::pipe::Receiver),
+    /// Anything else (a file, a terminal).
+    Other(tokio::io::Stdin),
+}
+
+impl Stdin {
+    /// This process's stdin. Must be called inside the runtime.
+    pub(crate) fn open() -> Self {
+        use std::os::fd::AsFd;
+        let pipe = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+        match pipe {
+            Ok(pipe) => Self::Pipe(pipe),
+            Err(_) => Self::Other(tokio::io::stdin()),
+        }
+    }
+}
+
+impl AsyncRead for Stdin {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Pipe(pipe) => std::pin::Pin::new(pipe).poll_read(cx, buf),
+            Self::Other(stdin) => std::pin::Pin::new(stdin).poll_read(cx, buf),
+        }
+    }
+}
+
+/// stdout as the one writer writes it: a pipe written from the runtime's event loop when
+/// stdout is one (no blocking-pool hand-off per answer), else tokio's stdout.
+pub(crate) enum Stdout {
+    /// A pipe, polled by the runtime.
+    Pipe(tokio::net::unix::pipe::Sender),
+    /// Anything else (a file, a terminal).
+    Other(tokio::io::Stdout),
+}
+
+impl Stdout {
+    /// This process's stdout. Must be called inside the runtime.
+    pub(crate) fn open() -> Self {
+        use std::os::fd::AsFd;
+        let pipe = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+        match pipe {
+            Ok(pipe) => Self::Pipe(pipe),
+            Err(_) => Self::Other(tokio::io::stdout()),
+        }
+    }
+}
+
+impl AsyncWrite for Stdout {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Pipe(pipe) => std::pin::Pin::new(pipe).poll_write(cx, buf),
+            Self::Other(stdout) => std::pin::Pin::new(stdout).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Pipe(pipe) => std::pin::Pin::new(pipe).poll_flush(cx),
+            Self::Other(stdout) => std::pin::Pin::new(stdout).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Pipe(pipe) => std::pin::Pin::new(pipe).poll_shutdown(cx),
+            Self::Other(stdout) => std::pin::Pin::new(stdout).poll_shutdown(cx),
+        }
+    }
+}
+
 /// stdout, shared by rmcp's messages and this module's error responses.
 type Output<W> = Arc<Mutex<Option<W>>>;
 

@@ -74,9 +74,63 @@ impl PathResolver for FsResolver {
             .filter_map(|anchor| strip_prefix(path, anchor).map(|rest| (anchor, rest)))
             .max_by_key(|(anchor, _)| anchor.as_os_str().len());
         match nearest {
-            Some((anchor, rest)) => walk(path, anchor, rest),
+            Some((anchor, rest)) => match plain(path, anchor, rest) {
+                Some(resolved) => Ok(resolved),
+                None => walk(path, anchor, rest),
+            },
             None => self.resolve(path),
         }
+    }
+}
+
+/// Set once `openat2` turned out to be missing (a kernel before 5.6, or a seccomp filter).
+static OPENAT2_MISSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Resolve `rest` below `start` with one system call when it can be answered that way: when it
+/// is two or more plain names (no `.` or `..`), one `openat2` of the whole path with
+/// `RESOLVE_NO_SYMLINKS` (which refuses a symlink in any component, the last included, where
+/// it meets it) says all [`walk`] would learn from one probe per name. If it opens the path,
+/// no component is a symlink and every one exists; if it says `ENOENT`, no symlink comes
+/// before the first missing component, and [`walk`] keeps a missing tail as written. Either
+/// way the resolved path is the path itself. Anything else (a symlink, a file in the middle, no
+/// permission, no `openat2`) is `None`, and the walk answers, with its own errors.
+fn plain(path: &Path, start: &Path, rest: &Path) -> Option<PathBuf> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use std::sync::atomic::Ordering;
+    if !path.is_absolute() || OPENAT2_MISSING.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut names = 0;
+    for component in rest.components() {
+        match component {
+            Component::Normal(_) => names += 1,
+            _ => return None,
+        }
+    }
+    // One name is one probe either way, and `readlink` is the cheaper call.
+    if names < 2 {
+        return None;
+    }
+    let mut resolved = PathBuf::with_capacity(start.as_os_str().len() + rest.as_os_str().len() + 1);
+    resolved.push(start);
+    for component in rest.components() {
+        resolved.push(component);
+    }
+    let opened = rustix::fs::openat2(
+        rustix::fs::CWD,
+        &resolved,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    );
+    match opened {
+        // The descriptor is closed at once: only the answer was wanted.
+        Ok(_) | Err(Errno::NOENT) => Some(resolved),
+        Err(Errno::NOSYS) | Err(Errno::PERM) => {
+            OPENAT2_MISSING.store(true, Ordering::Relaxed);
+            None
+        }
+        Err(_) => None,
     }
 }
 
@@ -504,6 +558,25 @@ mod tests {
         }
         // The tree exercises the failures too, not only the successes.
         assert!(errors > 100, "{errors} of {} paths fail", paths.len());
+    }
+
+    /// The one-call answer is given only where it is the walk's answer too: plain names, no
+    /// symlink on the way (existing or missing tails alike); anything else is left to the walk.
+    #[test]
+    fn one_openat2_answers_only_for_plain_paths_without_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        std::fs::write(root.join("d/e/f"), "f").unwrap();
+        symlink(root.join("d"), root.join("link")).unwrap();
+        symlink("f", root.join("d/e/g")).unwrap();
+        let plain_of = |rest: &str| plain(&root.join(rest), &root, Path::new(rest));
+        assert_eq!(plain_of("d/e/f"), Some(root.join("d/e/f")));
+        assert_eq!(plain_of("d/e/new"), Some(root.join("d/e/new")));
+        assert_eq!(plain_of("d/missing/x"), Some(root.join("d/missing/x")));
+        for walked in ["link/e", "d/e/g", "d/e/f/x", "d/../d/e", "d"] {
+            assert_eq!(plain_of(walked), None, "{walked}");
+        }
     }
 
     /// A regular file in the middle of a path is an I/O error naming the component, as before.

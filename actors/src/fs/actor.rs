@@ -127,9 +127,12 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl FsState {
-    /// Run `work` as a task on the blocking pool, behind the gate, if its ticket is still
-    /// valid when its turn comes; `commits` says whether it changes the world (then it
-    /// commits its ticket before it starts, so the caller waits for it past its deadline).
+    /// Run `work` on the blocking pool, behind the gate, if its ticket is still valid when its
+    /// turn comes; `commits` says whether it changes the world (then it commits its ticket
+    /// before it starts, so the caller waits for it past its deadline).
+    ///
+    /// When the gate is free and no fault delays the call, the work goes to the blocking pool
+    /// at once and answers from there; otherwise a task waits for the gate first.
     fn spawn<T: Send + 'static>(
         &self,
         myself: ActorRef<FsMsg>,
@@ -140,13 +143,49 @@ impl FsState {
         work: impl FnOnce(&Core) -> Result<T, Failure> + Send + 'static,
     ) {
         let (core, gate) = (self.core.clone(), self.gate.clone());
+        let delay = core.args.faults.before_start();
+        let free = match (delay, exclusive) {
+            (Some(_), _) => None,
+            (None, true) => gate.clone().try_write_owned().ok().map(Turn::Exclusive),
+            (None, false) => gate.clone().try_read_owned().ok().map(Turn::Shared),
+        };
+        if let Some(turn) = free
+            && core.args.faults.after_start().is_none()
+        {
+            tokio::task::spawn_blocking(move || {
+                let _turn = turn;
+                if !ticket.start() || (commits && !ticket.commit()) {
+                    let _ = reply.send(Err(not_taken()));
+                    return;
+                }
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if core.args.faults.take_panic_in_work() {
+                        panic!("injected fault: the filesystem body panics in its work");
+                    }
+                    work(&core)
+                }));
+                match ran {
+                    Ok(result) => {
+                        let _ = reply.send(result);
+                    }
+                    Err(payload) => {
+                        // The reply is dropped: the caller sees the crash.
+                        drop(reply);
+                        let _ = myself.cast(FsMsg::Crashed {
+                            why: panic_text(payload.as_ref()),
+                        });
+                    }
+                }
+            });
+            return;
+        }
         tokio::spawn(async move {
             let _turn = if exclusive {
                 Turn::Exclusive(gate.write_owned().await)
             } else {
                 Turn::Shared(gate.read_owned().await)
             };
-            if let Some(delay) = core.args.faults.before_start() {
+            if let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
             }
             if !ticket.start() || (commits && !ticket.commit()) {
