@@ -375,6 +375,11 @@ impl PolicyEngine {
                     format!("{primitive} drives a machine and vm.enabled is false"),
                 );
             }
+        } else if action.body() == Body::Memory && !self.config.memory.enabled {
+            return deny(
+                DenyCode::MemoryDisabled,
+                format!("{primitive} uses the memory store and memory.enabled is false"),
+            );
         } else if class == SideEffectClass::Desktop && !self.config.desktop.enabled {
             return deny(
                 DenyCode::DesktopDisabled,
