@@ -948,6 +948,12 @@ mod tests {
                 grants: Some(&["read_only"]),
                 ..case(DenyCode::CapabilityMissing, "", "write_file", write("x"))
             },
+            case(
+                DenyCode::MemoryDisabled,
+                "[memory]\nenabled = false",
+                "recall",
+                json!({"query": "x"}),
+            ),
         ];
         // No primitive drives the host desktop yet (every desktop-class primitive runs on a
         // machine, behind vm.enabled), so nothing can produce desktop_disabled today; the code
