@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, meta, safety, snapshot, vm};
+use crate::{fs, memory, meta, safety, snapshot, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -304,6 +304,18 @@ actions! {
         /// Random bytes, recorded for replay. Class: read_only.
         RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
     }
+    /// The memory body: what agents learned, in AIDO_HOME/memory.sqlite, shared by every
+    /// session and process of this AIDO_HOME.
+    Memory => MemoryAction {
+        /// Remember a text (scope global, project or session; tags; expiry), with where it came from. Class: fs_write (undone by forget, not by rewind).
+        Remember(memory::Remember) = "remember", FsWrite;
+        /// Recall the memories best matching a query (bm25), within a limit and a character budget. Class: read_only.
+        Recall(memory::Recall) = "recall", ReadOnly;
+        /// Forget a memory by id, or every memory a filter matches. Class: destructive.
+        Forget(memory::Forget) = "forget", Destructive;
+        /// List memories newest first, a page at a time. Class: read_only.
+        ListMemory(memory::ListMemory) = "list_memory", ReadOnly;
+    }
     /// Composites (and assert's condition): walked by the executor, their leaves routed on.
     Tree => TreeAction {
         /// Run steps in order, judged whole before the first runs. Class: composite.
@@ -489,6 +501,10 @@ mod tests {
             ("vm_pool_release", SideEffectClass::Destructive),
             ("vm_pool_status", SideEffectClass::Meta),
             ("vm_pool_shutdown", SideEffectClass::Destructive),
+            ("remember", SideEffectClass::FsWrite),
+            ("recall", SideEffectClass::ReadOnly),
+            ("forget", SideEffectClass::Destructive),
+            ("list_memory", SideEffectClass::ReadOnly),
         ];
         assert_eq!(
             table.len(),

@@ -24,6 +24,8 @@ pub mod codes;
 pub mod condition;
 /// Filesystem primitives.
 pub mod fs;
+/// Memory primitives: remember, recall, forget, list_memory.
+pub mod memory;
 /// Meta primitives: questions an agent asks about its own session.
 pub mod meta;
 /// What a finished action returns: output, effects and the nondeterministic inputs it saw.
@@ -39,8 +41,8 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, ParseError, PrimitiveSpec, Routed, RuntimeAction, TreeAction, VmAction,
-    primitives,
+    Action, Body, FsAction, MemoryAction, ParseError, PrimitiveSpec, Routed, RuntimeAction,
+    TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

@@ -7,7 +7,7 @@ pub enum Gate {
     /// Meta primitives the config always allows.
     AlwaysAllow,
     /// Host desktop actions are off unless `desktop.enabled`; machine actions unless
-    /// `vm.enabled`.
+    /// `vm.enabled`; memory actions unless `memory.enabled`.
     DesktopGate,
     /// readonly / confirm / normal.
     Mode,
@@ -101,6 +101,9 @@ deny_codes! {
     PathDeniedByPattern = "path_denied_by_pattern", DenyPatterns;
     /// A primitive this session was not granted.
     CapabilityMissing = "capability_missing", Capabilities;
+    /// A memory action (remember, recall, forget, list_memory) while `memory.enabled` is
+    /// false.
+    MemoryDisabled = "memory_disabled", DesktopGate;
 }
 
 impl std::fmt::Display for DenyCode {
@@ -231,6 +234,11 @@ mod tests {
                 DenyCode::CapabilityMissing,
                 "capability_missing",
                 Gate::Capabilities,
+            ),
+            (
+                DenyCode::MemoryDisabled,
+                "memory_disabled",
+                Gate::DesktopGate,
             ),
         ];
         assert_eq!(

@@ -10,7 +10,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, Effect, Failure, FsAction, Input, Outcome, RuntimeAction, VmAction,
+    Action, Condition, Effect, Failure, FsAction, Input, MemoryAction, Outcome, RuntimeAction,
+    VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -22,6 +23,7 @@ use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::hooks::Hooks;
+use crate::memory::{MemoryCall, MemoryMsg};
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
 use crate::shared::Shared;
@@ -83,6 +85,10 @@ impl World for Executor<'_> {
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {
         Ok(Executor::runtime(self, action).await)
+    }
+
+    async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
+        Ok(Executor::memory(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -246,6 +252,38 @@ impl Executor<'_> {
             reply,
         })
         .await
+    }
+
+    /// Ask the memory body. The clock it is given and its answer are the result's inputs;
+    /// the result is rendered from them, as playback renders it.
+    async fn memory(&self, action: MemoryAction) -> Result<Executed, Failure> {
+        let now_ms = self.shared.clock.now_ms();
+        let call = MemoryCall {
+            session: self.session.to_string(),
+            proposal: self.proposal,
+            project: project_key(self.shared.policy.workdir()),
+        };
+        let asked = action.clone();
+        let answer = self
+            .ask(self.shared.memory(), "memory", |ticket, reply| {
+                MemoryMsg::Run {
+                    action: Box::new(asked),
+                    call,
+                    now_ms,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?;
+        let mut done = Executed::new(aido_walk::memory::render(&action, &answer));
+        done.outcome.inputs.extend([
+            Input::Clock { unix_ms: now_ms },
+            Input::Answer {
+                from: aido_walk::memory::ANSWER_FROM.into(),
+                value: answer,
+            },
+        ]);
+        Ok(done)
     }
 
     async fn vm(&self, action: VmAction) -> Result<Executed, Failure> {
@@ -561,4 +599,12 @@ fn answered(from: &str, value: serde_json::Value) -> Executed {
         value,
     });
     done
+}
+
+/// The `project` scope's key: the first 16 bytes of the blake3 of the project root, so every
+/// session and process working in one root shares its project memories, and the key says
+/// nothing of the path.
+fn project_key(root: &std::path::Path) -> String {
+    let hash = blake3::hash(root.as_os_str().as_encoded_bytes());
+    hex::encode(&hash.as_bytes()[..16])
 }

@@ -3,6 +3,8 @@
 //! ```text
 //! RuntimeActor (supervisor)
 //!  ├── FsBody          the filesystem body: the only code that touches the agent's files
+//!  ├── VmBody          the VM body: contained QEMU machines
+//!  ├── MemoryBody      the memory body: AIDO_HOME/memory.sqlite, shared by every process
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -29,6 +31,8 @@ pub mod faults;
 pub mod fs;
 /// What a surface lends a call: asking a human, progress, cancellation.
 pub mod hooks;
+/// The memory body: the shared SQLite memory store in AIDO_HOME.
+pub mod memory;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
 /// The runtime handle and its supervising actor.

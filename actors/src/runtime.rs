@@ -10,6 +10,7 @@ use crate::clock::Clock;
 use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
+use crate::memory::{MemoryBody, MemoryBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
@@ -32,6 +33,9 @@ pub struct Runtime {
     supervisor: ActorRef<RuntimeMsg>,
     handle: tokio::task::JoinHandle<()>,
 }
+
+/// The memory store's file in AIDO_HOME (shared by every aido process of that home).
+pub const MEMORY_FILE: &str = "memory.sqlite";
 
 /// The version recorded in every session's first record.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -63,6 +67,10 @@ impl Runtime {
             images: options.env.aido_home.join("vm").join("images"),
             limits: options.config.vm.clone(),
         };
+        let memory_args = MemoryBodyArgs {
+            path: options.env.aido_home.join(MEMORY_FILE),
+            limits: aido_memory::Limits::default(),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -70,6 +78,7 @@ impl Runtime {
             bodies: Bodies {
                 fs: Slot::new("filesystem", FsBody, fs_args),
                 vm: Slot::new("vm", VmBody, vm_args),
+                memory: Slot::new("memory", MemoryBody, memory_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

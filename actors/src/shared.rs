@@ -12,6 +12,7 @@ use crate::clock::Clock;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
+use crate::memory::MemoryMsg;
 use crate::vm::VmMsg;
 
 /// State every actor of one runtime shares.
@@ -41,5 +42,9 @@ impl Shared {
 
     pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
         self.bodies.vm.get()
+    }
+
+    pub(crate) fn memory(&self) -> Result<ActorRef<MemoryMsg>, RuntimeError> {
+        self.bodies.memory.get()
     }
 }

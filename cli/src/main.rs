@@ -191,6 +191,9 @@ enum Replay {
     Playback {
         /// Session id or a unique prefix.
         session: String,
+        /// JSON (reproduced, not_reproducible, external, mismatches) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Every action another policy would have denied or sent to confirmation.
     WhatIf {
@@ -730,10 +733,18 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
-        Replay::Playback { session } => {
+        Replay::Playback { session, json } => {
             let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
             let records = journal.all_records(id).map_err(coded)?;
             let played = aido_replay::playback::playback(journal, &records);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&played)?);
+                return Ok(if played.mismatches.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
+            }
             let external: u64 = played.external.values().map(|e| e.count).sum();
             println!(
                 "reproduced {} result(s) byte for byte; {} not reproducible; {} external; {} mismatch(es)",

@@ -21,6 +21,13 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_journal::AppendError::CODES,
         aido_journal::ReadError::CODES,
         aido_journal::OpenError::CODES,
+        aido_memory::StoreError::CODES,
+        aido_memory::InputError::CODES,
+        aido_memory::OpenError::CODES,
+        aido_memory::RememberError::CODES,
+        aido_memory::RecallError::CODES,
+        aido_memory::ForgetError::CODES,
+        aido_memory::ListError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
@@ -77,6 +84,12 @@ fn every_enum_lists_each_code_once() {
         ("AppendError", aido_journal::AppendError::CODES),
         ("ReadError", aido_journal::ReadError::CODES),
         ("OpenError", aido_journal::OpenError::CODES),
+        ("memory StoreError", aido_memory::StoreError::CODES),
+        ("memory InputError", aido_memory::InputError::CODES),
+        ("memory OpenError", aido_memory::OpenError::CODES),
+        ("memory RememberError", aido_memory::RememberError::CODES),
+        ("memory RecallError", aido_memory::RecallError::CODES),
+        ("memory ForgetError", aido_memory::ForgetError::CODES),
     ] {
         let unique: BTreeSet<_> = codes.iter().collect();
         assert_eq!(unique.len(), codes.len(), "{name} lists a code twice");

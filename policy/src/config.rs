@@ -49,6 +49,11 @@ live_view = true
 # The warm pool and vm_clone need direct QEMU.
 libvirt_uri = ""
 
+[memory]
+# remember, recall, forget and list_memory (AIDO_HOME/memory.sqlite, shared by every aido
+# process of this AIDO_HOME).
+enabled = true
+
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
 workspace = ""
@@ -116,6 +121,8 @@ pub struct Config {
     pub snapshots: Snapshots,
     /// Contained machines.
     pub vm: Vm,
+    /// The memory store.
+    pub memory: Memory,
     /// When records are durable.
     pub journal: JournalConfig,
     /// Named limits.
@@ -191,6 +198,14 @@ pub struct Vm {
     pub live_view: bool,
     /// A libvirt host for vm_start's machines; empty for direct QEMU.
     pub libvirt_uri: String,
+}
+
+/// `[memory]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Memory {
+    /// Whether memory actions (remember, recall, forget, list_memory) may run.
+    pub enabled: bool,
 }
 
 /// `[snapshots]`.

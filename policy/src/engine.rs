@@ -375,6 +375,11 @@ impl PolicyEngine {
                     format!("{primitive} drives a machine and vm.enabled is false"),
                 );
             }
+        } else if action.body() == Body::Memory && !self.config.memory.enabled {
+            return deny(
+                DenyCode::MemoryDisabled,
+                format!("{primitive} uses the memory store and memory.enabled is false"),
+            );
         } else if class == SideEffectClass::Desktop && !self.config.desktop.enabled {
             return deny(
                 DenyCode::DesktopDisabled,
@@ -943,6 +948,12 @@ mod tests {
                 grants: Some(&["read_only"]),
                 ..case(DenyCode::CapabilityMissing, "", "write_file", write("x"))
             },
+            case(
+                DenyCode::MemoryDisabled,
+                "[memory]\nenabled = false",
+                "recall",
+                json!({"query": "x"}),
+            ),
         ];
         // No primitive drives the host desktop yet (every desktop-class primitive runs on a
         // machine, behind vm.enabled), so nothing can produce desktop_disabled today; the code

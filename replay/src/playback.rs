@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, Failure, FsAction, Input, Meta, Outcome, RuntimeAction, VmAction,
+    Action, Body, Condition, Failure, FsAction, Input, MemoryAction, Meta, Outcome, RuntimeAction,
+    VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -619,6 +620,26 @@ impl World for Player<'_> {
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Missing> {
         Ok(Player::runtime(self, &action)?.map(Executed::new))
+    }
+
+    /// The clock the store was given, then the store's answer: the database is never opened
+    /// (other sessions and processes have changed it since).
+    async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Missing> {
+        pull!(self, Input::Clock { .. } => (), "the clock the memory store was given");
+        let answer = match self.pull("the memory store's answer")? {
+            Input::Answer { from, value } if from == aido_walk::memory::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the memory store's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::memory::render(
+            &action, &answer,
+        ))))
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Missing> {

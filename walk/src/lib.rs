@@ -23,6 +23,8 @@
 pub mod error;
 /// The filesystem primitives' errors and results.
 pub mod fs;
+/// Memory primitives' results from the store's recorded answer.
+pub mod memory;
 /// Results of runtime primitives as pure functions of recorded inputs.
 pub mod render;
 /// Rewind plans from the records.

@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, Input, Outcome, Routed, RuntimeAction, SideEffectClass,
-    TreeAction, VmAction,
+    Action, Condition, FsAction, Input, MemoryAction, Outcome, Routed, RuntimeAction,
+    SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -110,6 +110,13 @@ pub trait World: Send {
         action: VmAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a memory primitive (remember, recall, forget, list_memory). Its result is
+    /// [`crate::memory::render`] of the store's answer, which is recorded with the clock.
+    fn memory(
+        &mut self,
+        action: MemoryAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a primitive of the runtime itself (policy answers, history, snapshots, rewinds,
     /// random bytes).
     fn runtime(
@@ -151,6 +158,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
         Ok(match action.clone().route() {
             Routed::Filesystem(a) => world.filesystem(a).await?.map_err(Failed::leaf),
             Routed::Machine(a) => world.machine(a).await?.map_err(Failed::leaf),
+            Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -402,6 +410,10 @@ mod tests {
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {
             Ok(self.leaf(Action::from(action).primitive().into()))
+        }
+
+        async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, String> {
+            Ok(self.leaf(action.primitive().into()))
         }
 
         async fn condition(&mut self, _c: &Condition) -> Answer<(bool, Executed), String> {
