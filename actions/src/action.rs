@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, meta, safety, snapshot, vm};
+use crate::{fs, meta, process, safety, snapshot, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -282,6 +282,11 @@ actions! {
         VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
         /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
         Computer(vm::Computer) = "computer", Desktop;
+    }
+    /// The process body: commands confined in aido's sandbox.
+    Process => ProcessAction {
+        /// Run a command confined in aido's sandbox (argv or an explicit shell string). Class: process_spawn.
+        RunCommand(process::RunCommand) = "run_command", ProcessSpawn;
     }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {

@@ -28,6 +28,8 @@ pub mod fs;
 pub mod meta;
 /// What a finished action returns: output, effects and the nondeterministic inputs it saw.
 pub mod outcome;
+/// Process primitives: confined commands.
+pub mod process;
 /// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.
 pub mod safety;
 /// Snapshots, rewind and recorded randomness.
@@ -39,7 +41,7 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, ParseError, PrimitiveSpec, Routed, RuntimeAction, TreeAction, VmAction,
+    Action, Body, FsAction, ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction, TreeAction, VmAction,
     primitives,
 };
 pub use class::SideEffectClass;

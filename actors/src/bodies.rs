@@ -19,6 +19,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorRef};
 
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
+use crate::process::ProcessBody;
 use crate::vm::VmBody;
 
 /// Most restarts of one body within [`RESTART_WINDOW_MS`].
@@ -198,12 +199,14 @@ pub(crate) struct Bodies {
     pub(crate) fs: Slot<FsBody>,
     /// The VM body.
     pub(crate) vm: Slot<VmBody>,
+    /// The process body.
+    pub(crate) process: Slot<ProcessBody>,
 }
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> [&dyn Supervised; 2] {
-        [&self.fs, &self.vm]
+    pub(crate) fn all(&self) -> [&dyn Supervised; 3] {
+        [&self.fs, &self.vm, &self.process]
     }
 
     /// The body whose actor is `id`.

@@ -10,7 +10,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, Effect, Failure, FsAction, Input, Outcome, RuntimeAction, VmAction,
+    Action, Condition, Effect, Failure, FsAction, Input, Outcome, ProcessAction, RuntimeAction,
+    VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -26,6 +27,7 @@ use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
 use crate::shared::Shared;
 use crate::ticket::Ticket;
+use crate::process::ProcessMsg;
 use crate::vm::VmMsg;
 
 pub(crate) struct Executor<'a> {
@@ -79,6 +81,20 @@ impl World for Executor<'_> {
 
     async fn machine(&mut self, action: VmAction) -> Answer<Executed, Infallible> {
         Ok(self.vm(action).await)
+    }
+
+    async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Infallible> {
+        let session = self.ctx.clone();
+        Ok(self
+            .ask(self.shared.process(), "process", |ticket, reply| {
+                ProcessMsg::Run {
+                    action: Box::new(action),
+                    session,
+                    ticket,
+                    reply,
+                }
+            })
+            .await)
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {

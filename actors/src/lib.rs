@@ -3,6 +3,8 @@
 //! ```text
 //! RuntimeActor (supervisor)
 //!  ├── FsBody          the filesystem body: the only code that touches the agent's files
+//!  ├── VmBody          contained QEMU machines
+//!  ├── ProcessBody     commands confined by aido-sandbox
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -31,6 +33,8 @@ pub mod fs;
 pub mod hooks;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
+/// The process body: commands confined by aido-sandbox.
+pub mod process;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// Session actors and the handle surfaces use.

@@ -12,6 +12,7 @@ use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
+use crate::process::{ProcessBody, ProcessBodyArgs};
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
 
 /// What a runtime is built from.
@@ -63,6 +64,13 @@ impl Runtime {
             images: options.env.aido_home.join("vm").join("images"),
             limits: options.config.vm.clone(),
         };
+        let process_args = ProcessBodyArgs {
+            policy: policy.clone(),
+            hidden: vec![
+                options.env.aido_home.clone(),
+                options.journal.path().to_owned(),
+            ],
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -70,6 +78,7 @@ impl Runtime {
             bodies: Bodies {
                 fs: Slot::new("filesystem", FsBody, fs_args),
                 vm: Slot::new("vm", VmBody, vm_args),
+                process: Slot::new("process", ProcessBody, process_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

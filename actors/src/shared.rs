@@ -12,6 +12,7 @@ use crate::clock::Clock;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
+use crate::process::ProcessMsg;
 use crate::vm::VmMsg;
 
 /// State every actor of one runtime shares.
@@ -41,5 +42,9 @@ impl Shared {
 
     pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
         self.bodies.vm.get()
+    }
+
+    pub(crate) fn process(&self) -> Result<ActorRef<ProcessMsg>, RuntimeError> {
+        self.bodies.process.get()
     }
 }

@@ -23,6 +23,8 @@
 pub mod error;
 /// The filesystem primitives' errors and results.
 pub mod fs;
+/// The result of run_command from what the process body recorded.
+pub mod process;
 /// Results of runtime primitives as pure functions of recorded inputs.
 pub mod render;
 /// Rewind plans from the records.

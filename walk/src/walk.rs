@@ -10,7 +10,7 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, Input, Outcome, Routed, RuntimeAction, SideEffectClass,
+    Action, Condition, FsAction, Input, Outcome, ProcessAction, Routed, RuntimeAction, SideEffectClass,
     TreeAction, VmAction,
 };
 
@@ -110,6 +110,12 @@ pub trait World: Send {
         action: VmAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a process primitive (a confined command).
+    fn process(
+        &mut self,
+        action: ProcessAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a primitive of the runtime itself (policy answers, history, snapshots, rewinds,
     /// random bytes).
     fn runtime(
@@ -151,6 +157,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
         Ok(match action.clone().route() {
             Routed::Filesystem(a) => world.filesystem(a).await?.map_err(Failed::leaf),
             Routed::Machine(a) => world.machine(a).await?.map_err(Failed::leaf),
+            Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -398,6 +405,10 @@ mod tests {
 
         async fn machine(&mut self, _action: VmAction) -> Answer<Executed, String> {
             Err("no machines here".into())
+        }
+
+        async fn process(&mut self, _action: ProcessAction) -> Answer<Executed, String> {
+            Err("no processes here".into())
         }
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {
