@@ -41,8 +41,8 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction, TreeAction, VmAction,
-    primitives,
+    Action, Body, FsAction, ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction,
+    TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

@@ -79,7 +79,8 @@ mod tests {
 
     #[test]
     fn argv_or_shell_never_both() {
-        let mut run: RunCommand = serde_json::from_value(serde_json::json!({"shell": "echo hi"})).unwrap();
+        let mut run: RunCommand =
+            serde_json::from_value(serde_json::json!({"shell": "echo hi"})).unwrap();
         assert_eq!(run.command_line().unwrap(), ["/bin/sh", "-c", "echo hi"]);
         run.argv = vec!["true".into()];
         assert_eq!(run.command_line(), None);

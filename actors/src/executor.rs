@@ -23,11 +23,11 @@ use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::hooks::Hooks;
+use crate::process::ProcessMsg;
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
 use crate::shared::Shared;
 use crate::ticket::Ticket;
-use crate::process::ProcessMsg;
 use crate::vm::VmMsg;
 
 pub(crate) struct Executor<'a> {

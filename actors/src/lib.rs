@@ -31,10 +31,10 @@ pub mod faults;
 pub mod fs;
 /// What a surface lends a call: asking a human, progress, cancellation.
 pub mod hooks;
-/// Finishing restores and rewinds a crash interrupted.
-mod recovery;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
+/// Finishing restores and rewinds a crash interrupted.
+mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// Session actors and the handle surfaces use.

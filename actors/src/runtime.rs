@@ -10,9 +10,9 @@ use crate::clock::Clock;
 use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
+use crate::process::{ProcessBody, ProcessBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
-use crate::process::{ProcessBody, ProcessBodyArgs};
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
 
 /// What a runtime is built from.

@@ -394,7 +394,7 @@ impl Actor for SessionActor {
                 // one flush instead of two.
                 let read_only = verdict.is_allow() && written_only(shared, &action);
                 let event = Event::ActionProposed {
-                    action: *action,
+                    action: crate::process::journaled(*action),
                     verdict: verdict.clone(),
                 };
                 let (id, now) = (state.args.id, shared.clock.now_ms());

@@ -30,7 +30,7 @@ fn run_command_runs_confined_is_journaled_and_plays_back() {
     assert_eq!(out["stdout"], "hi\n");
     let secret = mcp.call(
         "run_command",
-        json!({"shell": "cat ~/.ssh/id_x", "env": {"GH_TOKEN": "s3cr3t-value"}}),
+        json!({"shell": format!("cat {}", h.home.join(".ssh/id_x").display()), "env": {"GH_TOKEN": "s3cr3t-value"}}),
     );
     let out = &secret["result"]["structuredContent"];
     assert_eq!(secret["result"]["isError"], false, "{secret}");
@@ -38,13 +38,22 @@ fn run_command_runs_confined_is_journaled_and_plays_back() {
         !out["stdout"].as_str().unwrap().contains("PRIVATE"),
         "{secret}"
     );
-    let slow = mcp.call("run_command", json!({"shell": "sleep 20", "timeout_ms": 300}));
-    assert_eq!(slow["result"]["structuredContent"]["timed_out"], true, "{slow}");
+    let slow = mcp.call(
+        "run_command",
+        json!({"shell": "sleep 20", "timeout_ms": 300}),
+    );
+    assert_eq!(
+        slow["result"]["structuredContent"]["timed_out"], true,
+        "{slow}"
+    );
     let id = session_of(&h, "process");
     mcp.close();
     let shown = stdout(&h.cmd(&["replay", "show", &id, "--json"]));
     assert!(shown.contains("GH_TOKEN"), "{shown}");
-    assert!(!shown.contains("s3cr3t-value"), "secret values are kept as hashes");
+    assert!(
+        !shown.contains("s3cr3t-value"),
+        "secret values are kept as hashes"
+    );
     played_back(&h, &id);
 }
 

@@ -31,9 +31,9 @@ async def test_run_command_is_a_tool_with_the_process_spawn_class(world):
         tools = {t.name: t for t in (await s.session.list_tools()).tools}
         assert "run_command" in tools
         tool = tools["run_command"]
-        assert "argv" in tool.inputSchema["properties"]
-        assert "shell" in tool.inputSchema["properties"]
-        assert tool.annotations.readOnlyHint is False
+        assert "argv" in tool.input_schema["properties"]
+        assert "shell" in tool.input_schema["properties"]
+        assert tool.annotations.read_only_hint is False
 
 
 async def test_echo_runs_confined_and_playback_reproduces_it(world):
@@ -60,7 +60,7 @@ async def test_a_denied_secret_is_hidden_and_the_call_journaled(world):
     key = world.home / ".ssh" / "id_x"
     key.write_text("PRIVATE KEY MATERIAL\n")
     async with world.session() as s:
-        r = await s.call("run_command", {"shell": "cat ~/.ssh/id_x; ls -A ~/.ssh | wc -l"})
+        r = await s.call("run_command", {"shell": f"cat {key}; ls -A {key.parent}"})
         out = ok(r)
         assert "PRIVATE KEY MATERIAL" not in out["stdout"] + out["stderr"], out
         seq = seq_of(r)

@@ -14,9 +14,17 @@ pub const ANSWERED_BY: &str = "process";
 /// Whether an environment variable's value must not be journaled (only its hash is).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"]
-        .iter()
-        .any(|word| upper.contains(word))
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|word| upper.contains(word))
 }
 
 /// The result of a finished command, from its record.
@@ -52,7 +60,12 @@ mod tests {
 
     #[test]
     fn secret_names_are_recognised() {
-        for name in ["API_KEY", "github_token", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY"] {
+        for name in [
+            "API_KEY",
+            "github_token",
+            "DB_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
             assert!(is_secret_name(name), "{name}");
         }
         for name in ["PATH", "LANG", "HOME"] {

@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, Input, Outcome, ProcessAction, Routed, RuntimeAction, SideEffectClass,
-    TreeAction, VmAction,
+    Action, Condition, FsAction, Input, Outcome, ProcessAction, Routed, RuntimeAction,
+    SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;

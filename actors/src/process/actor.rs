@@ -124,18 +124,20 @@ async fn run_command(
     })?;
     // Past this the command runs: the caller waits for its answer.
     if !ticket.commit() {
-        return Err(Failure::new("body_timeout", "the call was abandoned before it ran"));
+        return Err(Failure::new(
+            "body_timeout",
+            "the call was abandoned before it ran",
+        ));
     }
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
-    let outcome = tokio::task::spawn_blocking(move || {
-        Sandbox::new(exe).run(&profile_sent, &request_sent)
-    })
-    .await
-    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
-    .map_err(|error| {
-        Failure::new(error.code(), error.to_string())
-            .with_details(serde_json::to_value(&error).unwrap_or_default())
-    })?;
+    let outcome =
+        tokio::task::spawn_blocking(move || Sandbox::new(exe).run(&profile_sent, &request_sent))
+            .await
+            .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+            .map_err(|error| {
+                Failure::new(error.code(), error.to_string())
+                    .with_details(serde_json::to_value(&error).unwrap_or_default())
+            })?;
     let record = record_of(&request, &profile, &outcome);
     let mut done = Executed::new(command_ran(&record));
     done.outcome.inputs.push(Input::Answer {

@@ -13,8 +13,11 @@
 pub mod actor;
 /// Building the sandbox's profile and request from the policy and the action.
 mod profile;
+/// Secret environment values kept out of the journaled proposal.
+mod redact;
 
 pub use actor::{ProcessBody, ProcessBodyArgs, ProcessMsg};
+pub(crate) use redact::journaled;
 
 /// Why the process body refused a call before the sandbox saw it.
 #[derive(Debug, thiserror::Error)]

@@ -41,16 +41,15 @@ pub(crate) fn request_of(
     cwd: &Path,
     output_bytes_max: usize,
 ) -> Result<Request, ProcessError> {
-    let argv = run.command_line().ok_or_else(|| ProcessError::InvalidCommand {
-        why: "give exactly one of argv (non-empty) and shell".into(),
-    })?;
+    let argv = run
+        .command_line()
+        .ok_or_else(|| ProcessError::InvalidCommand {
+            why: "give exactly one of argv (non-empty) and shell".into(),
+        })?;
     let timeout_ms = run.timeout_ms.unwrap_or(RunCommand::TIMEOUT_MS_DEFAULT);
     if timeout_ms == 0 || timeout_ms > RunCommand::TIMEOUT_MS_MAX {
         return Err(ProcessError::InvalidCommand {
-            why: format!(
-                "timeout_ms must be 1 to {}",
-                RunCommand::TIMEOUT_MS_MAX
-            ),
+            why: format!("timeout_ms must be 1 to {}", RunCommand::TIMEOUT_MS_MAX),
         });
     }
     let cap = |asked: Option<usize>| asked.unwrap_or(output_bytes_max).min(output_bytes_max);
