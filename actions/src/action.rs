@@ -464,6 +464,7 @@ mod tests {
             ("rewind", SideEffectClass::Destructive),
             ("safe_change", SideEffectClass::Composite),
             ("random_bytes", SideEffectClass::ReadOnly),
+            ("run_command", SideEffectClass::ProcessSpawn),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),
             ("vm_list", SideEffectClass::Meta),
