@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, memory, meta, safety, snapshot, vm};
+use crate::{fs, memory, meta, process, safety, snapshot, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -283,6 +283,11 @@ actions! {
         /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
         Computer(vm::Computer) = "computer", Desktop;
     }
+    /// The process body: commands confined in aido's sandbox.
+    Process => ProcessAction {
+        /// Run a command confined in aido's sandbox (argv or an explicit shell string). Class: process_spawn.
+        RunCommand(process::RunCommand) = "run_command", ProcessSpawn;
+    }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {
         /// Judge and project an action tree without running it. Class: meta.
@@ -471,6 +476,7 @@ mod tests {
             ("rewind", SideEffectClass::Destructive),
             ("safe_change", SideEffectClass::Composite),
             ("random_bytes", SideEffectClass::ReadOnly),
+            ("run_command", SideEffectClass::ProcessSpawn),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),
             ("vm_list", SideEffectClass::Meta),

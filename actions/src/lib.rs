@@ -30,6 +30,8 @@ pub mod memory;
 pub mod meta;
 /// What a finished action returns: output, effects and the nondeterministic inputs it saw.
 pub mod outcome;
+/// Process primitives: confined commands.
+pub mod process;
 /// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.
 pub mod safety;
 /// Snapshots, rewind and recorded randomness.
@@ -41,8 +43,8 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, MemoryAction, ParseError, PrimitiveSpec, Routed, RuntimeAction,
-    TreeAction, VmAction, primitives,
+    Action, Body, FsAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction, Routed,
+    RuntimeAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

@@ -20,6 +20,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorRef};
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
 use crate::memory::MemoryBody;
+use crate::process::ProcessBody;
 use crate::vm::VmBody;
 
 /// Most restarts of one body within [`RESTART_WINDOW_MS`].
@@ -201,12 +202,14 @@ pub(crate) struct Bodies {
     pub(crate) vm: Slot<VmBody>,
     /// The memory body.
     pub(crate) memory: Slot<MemoryBody>,
+    /// The process body.
+    pub(crate) process: Slot<ProcessBody>,
 }
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> [&dyn Supervised; 3] {
-        [&self.fs, &self.vm, &self.memory]
+    pub(crate) fn all(&self) -> [&dyn Supervised; 4] {
+        [&self.fs, &self.vm, &self.memory, &self.process]
     }
 
     /// The body whose actor is `id`.

@@ -10,8 +10,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, Effect, Failure, FsAction, Input, MemoryAction, Outcome, RuntimeAction,
-    VmAction,
+    Action, Condition, Effect, Failure, FsAction, Input, MemoryAction, Outcome, ProcessAction,
+    RuntimeAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -24,6 +24,7 @@ use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::hooks::Hooks;
 use crate::memory::{MemoryCall, MemoryMsg};
+use crate::process::ProcessMsg;
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
 use crate::shared::Shared;
@@ -81,6 +82,20 @@ impl World for Executor<'_> {
 
     async fn machine(&mut self, action: VmAction) -> Answer<Executed, Infallible> {
         Ok(self.vm(action).await)
+    }
+
+    async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Infallible> {
+        let session = self.ctx.clone();
+        Ok(self
+            .ask(self.shared.process(), "process", |ticket, reply| {
+                ProcessMsg::Run {
+                    action: Box::new(action),
+                    session,
+                    ticket,
+                    reply,
+                }
+            })
+            .await)
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {

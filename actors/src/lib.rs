@@ -5,6 +5,7 @@
 //!  ├── FsBody          the filesystem body: the only code that touches the agent's files
 //!  ├── VmBody          the VM body: contained QEMU machines
 //!  ├── MemoryBody      the memory body: AIDO_HOME/memory.sqlite, shared by every process
+//!  ├── ProcessBody     commands confined by aido-sandbox
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -33,6 +34,8 @@ pub mod fs;
 pub mod hooks;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 pub mod memory;
+/// The process body: commands confined by aido-sandbox.
+pub mod process;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
 /// The runtime handle and its supervising actor.

@@ -11,6 +11,7 @@ use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
 use crate::memory::{MemoryBody, MemoryBodyArgs};
+use crate::process::{ProcessBody, ProcessBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
@@ -71,6 +72,13 @@ impl Runtime {
             path: options.env.aido_home.join(MEMORY_FILE),
             limits: aido_memory::Limits::default(),
         };
+        let process_args = ProcessBodyArgs {
+            policy: policy.clone(),
+            hidden: vec![
+                options.env.aido_home.clone(),
+                options.journal.path().to_owned(),
+            ],
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -79,6 +87,7 @@ impl Runtime {
                 fs: Slot::new("filesystem", FsBody, fs_args),
                 vm: Slot::new("vm", VmBody, vm_args),
                 memory: Slot::new("memory", MemoryBody, memory_args),
+                process: Slot::new("process", ProcessBody, process_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

@@ -472,7 +472,7 @@ impl Actor for SessionActor {
                     && action.body() == Body::Filesystem
                     && action.class() != SideEffectClass::Composite;
                 let event = Event::ActionProposed {
-                    action: *action,
+                    action: crate::process::journaled(*action),
                     verdict: verdict.clone(),
                 };
                 let (id, now) = (state.args.id, shared.clock.now_ms());

@@ -13,6 +13,7 @@ use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
 use crate::memory::MemoryMsg;
+use crate::process::ProcessMsg;
 use crate::vm::VmMsg;
 
 /// State every actor of one runtime shares.
@@ -46,5 +47,9 @@ impl Shared {
 
     pub(crate) fn memory(&self) -> Result<ActorRef<MemoryMsg>, RuntimeError> {
         self.bodies.memory.get()
+    }
+
+    pub(crate) fn process(&self) -> Result<ActorRef<ProcessMsg>, RuntimeError> {
+        self.bodies.process.get()
     }
 }

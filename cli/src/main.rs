@@ -40,6 +40,20 @@ struct Cli {
 enum Command {
     /// Serve one agent over MCP on stdin/stdout.
     Mcp,
+    /// Run one command confined by the policy (as run_command does), journaled in its own
+    /// session; its exit status passes through (124 when it timed out, 128+N for signal N,
+    /// 125 when aido refused or could not run it).
+    Exec {
+        /// A policy (config) file layered over the others, like --config.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Wall-clock bound in ms.
+        #[arg(long, default_value_t = 600_000)]
+        timeout_ms: u64,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
     /// Read sessions back from the journal.
     #[command(subcommand)]
     Replay(Replay),
@@ -290,6 +304,86 @@ fn layered(cli: &Cli, home: &Path) -> Result<Layered> {
     Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
 }
 
+/// The layers of [`layered`] with one more file on top (`aido exec --policy`).
+fn layered_over(cli: &Cli, home: &Path, file: &Path) -> Result<Layered> {
+    let mut texts = Vec::new();
+    let default_file = home.join("config.toml");
+    if default_file.exists() {
+        texts.push((
+            Source::File(default_file.display().to_string()),
+            std::fs::read_to_string(&default_file)?,
+        ));
+    }
+    for file in cli.config.iter().map(PathBuf::as_path).chain([file]) {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        texts.push((Source::File(file.display().to_string()), text));
+    }
+    let layers: Vec<(Source, &str)> = texts.iter().map(|(s, t)| (s.clone(), t.as_str())).collect();
+    Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+}
+
+/// `aido exec`: one run_command in a session of its own, its output and exit passed through.
+async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -> Result<ExitCode> {
+    std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+    let limits = &layered.config.limits;
+    let journal_limits = aido_journal::Limits {
+        record_bytes_max: limits.record_bytes_max,
+        blob_bytes_max: limits.blob_bytes_max,
+        records_per_session_max: limits.records_per_session_max,
+    };
+    let journal =
+        aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let runtime = Runtime::start(RuntimeOptions {
+        config: layered.config,
+        env: environment(home),
+        journal,
+        clock: Arc::new(SystemClock::default()),
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let session = runtime
+        .open_session(Some("aido exec".into()))
+        .await
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let action = Action::RunCommand(aido_actions::process::RunCommand {
+        argv: argv.to_vec(),
+        shell: None,
+        cwd: Some(cwd.display().to_string()),
+        env: Default::default(),
+        stdin: None,
+        timeout_ms: Some(timeout_ms),
+        stdout_bytes_max: None,
+        stderr_bytes_max: None,
+    });
+    let result = session.run(action, aido_actors::Hooks::default()).await;
+    session.close("aido exec finished").await;
+    runtime.shutdown().await;
+    let output = match result {
+        Ok(ran) => ran.outcome.output,
+        Err(e) => {
+            eprintln!("aido: [{}] {}", e.failure.code, e.failure.message);
+            return Ok(ExitCode::from(125));
+        }
+    };
+    let stream = |name: &str| output[name].as_str().unwrap_or_default().to_owned();
+    {
+        use std::io::Write;
+        let _ = std::io::stdout().write_all(stream("stdout").as_bytes());
+        let _ = std::io::stderr().write_all(stream("stderr").as_bytes());
+    }
+    let code = if output["timed_out"] == true {
+        124
+    } else if let Some(signal) = output["signal"].as_i64() {
+        128 + signal
+    } else {
+        output["exit_code"].as_i64().unwrap_or(125)
+    };
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
+}
+
 fn environment(home: &Path) -> Environment {
     Environment {
         home: aido_actors::runtime::default_home(),
@@ -298,6 +392,9 @@ fn environment(home: &Path) -> Environment {
 }
 
 fn main() -> ExitCode {
+    // The sandbox child and init are this executable started with a reserved argv[1]: they must
+    // run before anything else (before tokio starts threads). Returns only in the parent.
+    aido_sandbox::run_child_if_requested();
     // tesseract (the VM body's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
     // 5-9x faster on small machines with one thread: make sure this process has it.
     if std::env::var_os("OMP_THREAD_LIMIT").is_none()
@@ -340,6 +437,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.shutdown_timeout(std::time::Duration::from_millis(500));
             served?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Exec {
+            policy,
+            timeout_ms,
+            command,
+        } => {
+            let layered_cli = match policy {
+                Some(file) => layered_over(&cli, &home, file)?,
+                None => layered(&cli, &home)?,
+            };
+            let runtime = tokio::runtime::Runtime::new()?;
+            let code = runtime.block_on(exec(layered_cli, &home, command, *timeout_ms));
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            code
         }
         Command::Replay(Replay::Rewind {
             session,

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, Failure, FsAction, Input, MemoryAction, Meta, Outcome, RuntimeAction,
-    VmAction,
+    Action, Body, Condition, Failure, FsAction, Input, MemoryAction, Meta, Outcome, ProcessAction,
+    RuntimeAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -616,6 +616,16 @@ impl World for Player<'_> {
 
     async fn machine(&mut self, _action: VmAction) -> Answer<Executed, Missing> {
         Err(Missing::Unrecorded(GUEST_STATE.into()))
+    }
+
+    async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Missing> {
+        // Nothing is spawned: the result is rendered from what the process body recorded.
+        match action {
+            ProcessAction::RunCommand(_) => {
+                let record = self.answer()?;
+                Ok(Ok(Executed::new(aido_walk::process::command_ran(&record))))
+            }
+        }
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Missing> {

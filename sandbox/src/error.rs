@@ -124,6 +124,16 @@ pub enum SpawnError {
 }
 
 impl SpawnError {
+    /// Every code [`Self::code`] gives (checked against it by `tests::code_table`).
+    pub const CODES: &'static [&'static str] = &[
+        "sandbox_unavailable",
+        "sandbox_setup_failed",
+        "sandbox_request_invalid",
+        "sandbox_exec_failed",
+        "sandbox_launch_failed",
+        "sandbox_protocol_failed",
+    ];
+
     /// The stable code an agent sees. Pinned by `tests::code_table`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -214,5 +224,8 @@ mod tests {
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), table.len(), "codes are never reused");
+        let mut listed = SpawnError::CODES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(listed, codes, "CODES lists exactly the codes code() gives");
     }
 }

@@ -25,6 +25,8 @@ pub mod error;
 pub mod fs;
 /// Memory primitives' results from the store's recorded answer.
 pub mod memory;
+/// The result of run_command from what the process body recorded.
+pub mod process;
 /// Results of runtime primitives as pure functions of recorded inputs.
 pub mod render;
 /// Rewind plans from the records.

@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, Input, MemoryAction, Outcome, Routed, RuntimeAction,
-    SideEffectClass, TreeAction, VmAction,
+    Action, Condition, FsAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
+    RuntimeAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -117,6 +117,12 @@ pub trait World: Send {
         action: MemoryAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a process primitive (a confined command).
+    fn process(
+        &mut self,
+        action: ProcessAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a primitive of the runtime itself (policy answers, history, snapshots, rewinds,
     /// random bytes).
     fn runtime(
@@ -159,6 +165,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Filesystem(a) => world.filesystem(a).await?.map_err(Failed::leaf),
             Routed::Machine(a) => world.machine(a).await?.map_err(Failed::leaf),
             Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
+            Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -406,6 +413,10 @@ mod tests {
 
         async fn machine(&mut self, _action: VmAction) -> Answer<Executed, String> {
             Err("no machines here".into())
+        }
+
+        async fn process(&mut self, _action: ProcessAction) -> Answer<Executed, String> {
+            Err("no processes here".into())
         }
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {

@@ -1,0 +1,224 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use aido_actions::process::RunCommand;
+use aido_actions::{AccessKind, Failure, Input, ProcessAction};
+use aido_policy::{FsResolver, PolicyEngine, SessionContext};
+use aido_sandbox::{Outcome, Profile, Request, Sandbox};
+use aido_walk::process::{ANSWERED_BY, command_ran, is_secret_name};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::{Value, json};
+
+use super::ProcessError;
+use super::profile::{profile_of, request_of};
+use crate::fs::Executed;
+use crate::ticket::Ticket;
+
+/// The process body actor. It takes each call, then runs the command on a blocking thread,
+/// so one long command does not hold up the next.
+#[derive(Clone, Copy, Debug)]
+pub struct ProcessBody;
+
+/// What it is built from.
+#[derive(Clone)]
+pub struct ProcessBodyArgs {
+    /// The policy: its walls and deny globs become the profile.
+    pub policy: Arc<PolicyEngine>,
+    /// aido's own directories (`AIDO_HOME`, the journal), hidden from every command.
+    pub hidden: Vec<PathBuf>,
+}
+
+/// Messages to the process body.
+pub enum ProcessMsg {
+    /// Run one process primitive.
+    Run {
+        /// The action.
+        action: Box<ProcessAction>,
+        /// The session's context (its working directory).
+        session: SessionContext,
+        /// Its deadline and state.
+        ticket: Ticket,
+        /// The answer.
+        reply: RpcReplyPort<Result<Executed, Failure>>,
+    },
+}
+
+impl Actor for ProcessBody {
+    type Msg = ProcessMsg;
+    type State = ProcessBodyArgs;
+    type Arguments = ProcessBodyArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: ProcessBodyArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ProcessMsg::Run {
+                action,
+                session,
+                ticket,
+                reply,
+            } => {
+                // A call whose deadline passed before it was taken never runs.
+                if !ticket.start() {
+                    return Ok(());
+                }
+                let args = state.clone();
+                tokio::spawn(async move {
+                    let answer = match *action {
+                        ProcessAction::RunCommand(run) => {
+                            run_command(&args, &run, &session, &ticket).await
+                        }
+                    };
+                    let _ = reply.send(answer);
+                });
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Most bytes of one output stream kept: the action's cap, within a share of the journal's
+/// record bound (the output is in the recorded input and in the result).
+fn output_bytes_max(policy: &PolicyEngine) -> usize {
+    let record = policy.config().limits.record_bytes_max as usize;
+    RunCommand::OUTPUT_BYTES_MAX.min(record / 8)
+}
+
+async fn run_command(
+    args: &ProcessBodyArgs,
+    run: &RunCommand,
+    session: &SessionContext,
+    ticket: &Ticket,
+) -> Result<Executed, Failure> {
+    // The walls were judged by the policy; the body checks the directory it will use again.
+    let cwd = args
+        .policy
+        .check_path(run.cwd_given(), AccessKind::Read, session, &FsResolver)
+        .map_err(|refusal| Failure::new(refusal.code().code(), refusal.to_string()))?
+        .resolved;
+    if !cwd.is_dir() {
+        return Err(ProcessError::InvalidCommand {
+            why: format!("cwd {} is not a directory", cwd.display()),
+        }
+        .into_failure());
+    }
+    let request = request_of(run, &cwd, output_bytes_max(&args.policy))
+        .map_err(ProcessError::into_failure)?;
+    let profile = profile_of(&args.policy, &args.hidden);
+    let exe = std::env::current_exe().map_err(|error| {
+        ProcessError::ExecutableMissing {
+            why: error.to_string(),
+        }
+        .into_failure()
+    })?;
+    // Past this the command runs: the caller waits for its answer.
+    if !ticket.commit() {
+        return Err(Failure::new(
+            "body_timeout",
+            "the call was abandoned before it ran",
+        ));
+    }
+    let (profile_sent, request_sent) = (profile.clone(), request.clone());
+    let outcome =
+        tokio::task::spawn_blocking(move || Sandbox::new(exe).run(&profile_sent, &request_sent))
+            .await
+            .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+            .map_err(|error| {
+                Failure::new(error.code(), error.to_string())
+                    .with_details(serde_json::to_value(&error).unwrap_or_default())
+            })?;
+    let record = record_of(&request, &profile, &outcome);
+    let mut done = Executed::new(command_ran(&record));
+    done.outcome.inputs.push(Input::Answer {
+        from: ANSWERED_BY.into(),
+        value: record,
+    });
+    Ok(done)
+}
+
+/// What the journal keeps of a command: everything its result is rendered from. Values of
+/// secret-looking variables are kept as their blake3 only.
+pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome) -> Value {
+    let env: serde_json::Map<String, Value> = request
+        .env
+        .iter()
+        .map(|(name, value)| {
+            let kept = if is_secret_name(name) {
+                json!({"blake3": blake3::hash(value.as_bytes()).to_hex().to_string()})
+            } else {
+                json!(value)
+            };
+            (name.clone(), kept)
+        })
+        .collect();
+    json!({
+        "argv": request.argv,
+        "cwd": request.cwd,
+        "env": env,
+        "stdin_bytes": request.stdin.len(),
+        "timeout_ms": request.timeout_ms,
+        "profile": profile,
+        "exit": outcome.exit,
+        "stdout": String::from_utf8_lossy(&outcome.stdout),
+        "stderr": String::from_utf8_lossy(&outcome.stderr),
+        "stdout_bytes_total": outcome.stdout_bytes_total,
+        "stderr_bytes_total": outcome.stderr_bytes_total,
+        "stdout_truncated": outcome.stdout_truncated,
+        "stderr_truncated": outcome.stderr_truncated,
+        "duration_ms": outcome.duration_ms,
+        "usage": outcome.usage,
+        "cgroup": outcome.cgroup,
+    })
+}
+
+impl ProcessError {
+    pub(crate) fn into_failure(self) -> Failure {
+        Failure::new(self.code(), self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_values_are_journaled_as_hashes() {
+        let mut request = Request::new(["true"], std::path::Path::new("/"));
+        request.env.insert("API_KEY".into(), "hunter2".into());
+        request.env.insert("MODE".into(), "fast".into());
+        let profile = Profile::new(vec![]);
+        let outcome = Outcome {
+            exit: aido_sandbox::Exit::Code(0),
+            stdout: b"ok\n".to_vec(),
+            stderr: Vec::new(),
+            stdout_bytes_total: 3,
+            stderr_bytes_total: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            usage: Default::default(),
+            cgroup: None,
+            duration_ms: 1,
+        };
+        let record = record_of(&request, &profile, &outcome);
+        assert_eq!(record["env"]["MODE"], "fast");
+        assert!(!record.to_string().contains("hunter2"));
+        assert_eq!(
+            record["env"]["API_KEY"]["blake3"],
+            blake3::hash(b"hunter2").to_hex().to_string()
+        );
+        let ran = command_ran(&record);
+        assert_eq!(ran.output["exit_code"], 0);
+        assert_eq!(ran.output["stdout"], "ok\n");
+    }
+}

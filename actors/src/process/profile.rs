@@ -1,0 +1,63 @@
+use std::path::{Path, PathBuf};
+
+use aido_actions::process::RunCommand;
+use aido_policy::PolicyEngine;
+use aido_sandbox::{Profile, Request, WriteMode};
+
+use super::ProcessError;
+
+/// The confinement every command gets under `policy`: the write walls are the only writable
+/// roots (those that exist), the policy's deny globs and the default secret paths are hidden,
+/// and so is aido's journal. Nothing of aido's environment passes but the sandbox's defaults.
+pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
+    let writable_roots: Vec<PathBuf> = policy
+        .write_roots()
+        .iter()
+        .filter(|root| root.is_dir())
+        .cloned()
+        .collect();
+    let mut profile = Profile::new(writable_roots);
+    for pattern in &policy.config().paths.deny {
+        // `dir/**` hides the directory itself, which hides everything below it and costs one
+        // mount instead of one per entry.
+        let pattern = pattern.strip_suffix("/**").unwrap_or(pattern);
+        if !profile.deny.iter().any(|known| known == pattern) {
+            profile.deny.push(pattern.to_owned());
+        }
+    }
+    for path in hidden {
+        let path = path.display().to_string();
+        if !profile.deny.contains(&path) {
+            profile.deny.push(path);
+        }
+    }
+    profile.writes = WriteMode::Direct;
+    profile
+}
+
+/// The sandbox request for `run` started in the resolved `cwd`.
+pub(crate) fn request_of(
+    run: &RunCommand,
+    cwd: &Path,
+    output_bytes_max: usize,
+) -> Result<Request, ProcessError> {
+    let argv = run
+        .command_line()
+        .ok_or_else(|| ProcessError::InvalidCommand {
+            why: "give exactly one of argv (non-empty) and shell".into(),
+        })?;
+    let timeout_ms = run.timeout_ms.unwrap_or(RunCommand::TIMEOUT_MS_DEFAULT);
+    if timeout_ms == 0 || timeout_ms > RunCommand::TIMEOUT_MS_MAX {
+        return Err(ProcessError::InvalidCommand {
+            why: format!("timeout_ms must be 1 to {}", RunCommand::TIMEOUT_MS_MAX),
+        });
+    }
+    let cap = |asked: Option<usize>| asked.unwrap_or(output_bytes_max).min(output_bytes_max);
+    let mut request = Request::new(argv, cwd);
+    request.env = run.env.clone();
+    request.stdin = run.stdin.clone().unwrap_or_default().into_bytes();
+    request.timeout_ms = timeout_ms;
+    request.stdout_bytes_max = cap(run.stdout_bytes_max);
+    request.stderr_bytes_max = cap(run.stderr_bytes_max);
+    Ok(request)
+}

@@ -1,0 +1,75 @@
+use aido_actions::{Action, SideEffectClass};
+use aido_walk::process::is_secret_name;
+use serde_json::{Value, json};
+
+/// The action as its proposal is journaled: every `run_command` in the tree has the values of
+/// its secret-looking environment variables replaced by their blake3, so the journal never
+/// holds them (the command ran with the real values; playback renders its result from the
+/// recorded answer and never needs them). Anything else is returned unchanged.
+pub(crate) fn journaled(action: Action) -> Action {
+    let may_hold =
+        action.primitive() == "run_command" || action.class() == SideEffectClass::Composite;
+    if !may_hold {
+        return action;
+    }
+    let Ok(mut tree) = serde_json::to_value(&action) else {
+        return action;
+    };
+    if !redact(&mut tree) {
+        return action;
+    }
+    serde_json::from_value(tree).unwrap_or(action)
+}
+
+/// Redact in place; true when anything changed.
+fn redact(value: &mut Value) -> bool {
+    let mut changed = false;
+    match value {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("run_command")
+                && let Some(Value::Object(env)) = map.get_mut("env")
+            {
+                for (name, value) in env.iter_mut() {
+                    if let Value::String(text) = value
+                        && is_secret_name(name)
+                    {
+                        *value =
+                            json!(format!("blake3:{}", blake3::hash(text.as_bytes()).to_hex()));
+                        changed = true;
+                    }
+                }
+            }
+            for child in map.values_mut() {
+                changed |= redact(child);
+            }
+        }
+        Value::Array(items) => {
+            for child in items {
+                changed |= redact(child);
+            }
+        }
+        _ => {}
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_values_are_hashed_also_inside_composites() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "pipeline",
+            "steps": [{"type": "run_command", "argv": ["true"], "env": {"API_KEY": "hunter2", "MODE": "x"}}]
+        }))
+        .unwrap();
+        let journaled = serde_json::to_value(journaled(action)).unwrap();
+        let env = &journaled["steps"][0]["env"];
+        assert_eq!(env["MODE"], "x");
+        assert_eq!(
+            env["API_KEY"],
+            format!("blake3:{}", blake3::hash(b"hunter2").to_hex())
+        );
+    }
+}

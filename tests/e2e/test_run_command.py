@@ -1,0 +1,92 @@
+"""run_command and `aido exec`: commands confined by aido's sandbox, judged, journaled and
+played back (issue 9). Each test drives the real aido binary through the official MCP SDK or
+the CLI; nothing is skipped: a host without the sandbox's layers fails these tests with
+`sandbox_unavailable`, which is the refusal aido gives there."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import err, ok, seq_of
+
+pytestmark = pytest.mark.anyio
+
+
+def session_ids(world) -> list[dict]:
+    sessions = world.run_json("replay", "sessions", "--json")
+    assert sessions, "the journal has sessions"
+    return sessions
+
+
+def played_back(world) -> None:
+    """Every session's results are reproduced from the journal without spawning anything."""
+    for s in session_ids(world):
+        proc = world.run("replay", "playback", s["id"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "0 mismatch(es)" in proc.stdout, proc.stdout
+
+
+async def test_run_command_is_a_tool_with_the_process_spawn_class(world):
+    async with world.session() as s:
+        tools = {t.name: t for t in (await s.session.list_tools()).tools}
+        assert "run_command" in tools
+        tool = tools["run_command"]
+        assert "argv" in tool.input_schema["properties"]
+        assert "shell" in tool.input_schema["properties"]
+        assert tool.annotations.read_only_hint is False
+
+
+async def test_echo_runs_confined_and_playback_reproduces_it(world):
+    async with world.session() as s:
+        r = await s.call("run_command", {"argv": ["echo", "hello from the sandbox"]})
+        out = ok(r)
+        assert out["exit_code"] == 0, out
+        assert out["stdout"] == "hello from the sandbox\n"
+        assert out["timed_out"] is False
+        shell = await s.ok("run_command", {"shell": "echo $((6 * 7)); echo oops >&2; exit 3"})
+        assert shell["exit_code"] == 3 and shell["stdout"] == "42\n" and shell["stderr"] == "oops\n"
+        # A cleared environment: aido's own variables do not reach the command.
+        env = await s.ok("run_command", {"shell": "env", "env": {"MODE": "x"}})
+        assert "MODE=x" in env["stdout"] and "AIDO_HOME" not in env["stdout"], env
+        await s.ok("run_command", {"argv": ["true"], "env": {"API_TOKEN": "t0ps3cret"}})
+    played_back(world)
+    # Secret-looking values are journaled only as their hash.
+    shown = "".join(world.run("replay", "show", x["id"], "--json").stdout for x in session_ids(world))
+    assert "API_TOKEN" in shown and "MODE" in shown
+    assert "t0ps3cret" not in shown
+
+
+async def test_a_denied_secret_is_hidden_and_the_call_journaled(world):
+    key = world.home / ".ssh" / "id_x"
+    key.write_text("PRIVATE KEY MATERIAL\n")
+    async with world.session() as s:
+        r = await s.call("run_command", {"shell": f"cat {key}; ls -A {key.parent}"})
+        out = ok(r)
+        assert "PRIVATE KEY MATERIAL" not in out["stdout"] + out["stderr"], out
+        seq = seq_of(r)
+        history = await s.ok("session_history", {"limit": 10})
+        assert any(a.get("seq") == seq for a in history["actions"]), history
+        # A cwd outside the walls is refused by the policy before anything runs.
+        await s.err("run_command", {"argv": ["true"], "cwd": str(world.outside)}, "path_outside_walls")
+    assert key.read_text() == "PRIVATE KEY MATERIAL\n"
+    played_back(world)
+
+
+async def test_a_command_past_its_timeout_is_killed(world):
+    async with world.session() as s:
+        out = await s.ok("run_command", {"shell": "sleep 30", "timeout_ms": 500})
+        assert out["timed_out"] is True and out["exit_code"] is None, out
+        assert out["duration_ms"] < 10_000
+        await s.err("run_command", {"argv": ["true"], "shell": "true"}, "command_invalid")
+    played_back(world)
+
+
+def test_aido_exec_passes_the_exit_status_through_and_is_journaled(world):
+    proc = world.run("exec", "--", "sh", "-c", "echo out; exit 3")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout == "out\n"
+    sessions = session_ids(world)
+    assert len(sessions) == 1
+    shown = world.run("replay", "show", sessions[0]["id"])
+    assert shown.returncode == 0 and "run_command" in shown.stdout, shown.stdout + shown.stderr
+    played_back(world)

@@ -1,0 +1,85 @@
+//! The result of `run_command` as a pure function of what the process body recorded: the body
+//! records one `Input::Answer { from: "process", value }` (the command line, the working
+//! directory, the environment with secret-looking values hashed, the sandbox profile, the exit,
+//! the kept output, the duration and the resource use) and builds its result with
+//! [`command_ran`]; playback calls the same function with the recorded value, so it reproduces
+//! the result without spawning anything.
+
+use aido_actions::Outcome;
+use serde_json::{Value, json};
+
+/// Who answers in the recorded input.
+pub const ANSWERED_BY: &str = "process";
+
+/// Whether an environment variable's value must not be journaled (only its hash is).
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|word| upper.contains(word))
+}
+
+/// The result of a finished command, from its record.
+pub fn command_ran(record: &Value) -> Outcome {
+    let exit = &record["exit"];
+    let (exit_code, signal, timed_out) = match exit["kind"].as_str() {
+        Some("code") => (exit["value"].clone(), Value::Null, false),
+        Some("signal") => (Value::Null, exit["value"].clone(), false),
+        _ => (Value::Null, Value::Null, true),
+    };
+    let output = json!({
+        "argv": record["argv"],
+        "cwd": record["cwd"],
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": timed_out,
+        "stdout": record["stdout"],
+        "stderr": record["stderr"],
+        "stdout_bytes_total": record["stdout_bytes_total"],
+        "stderr_bytes_total": record["stderr_bytes_total"],
+        "stdout_truncated": record["stdout_truncated"],
+        "stderr_truncated": record["stderr_truncated"],
+        "duration_ms": record["duration_ms"],
+        "usage": record["usage"],
+        "file_changes_journaled": false,
+    });
+    Outcome::from_output(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names_are_recognised() {
+        for name in [
+            "API_KEY",
+            "github_token",
+            "DB_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["PATH", "LANG", "HOME"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn exit_kinds_render() {
+        let ran = command_ran(&json!({"exit": {"kind": "code", "value": 3}, "stdout": "hi\n"}));
+        assert_eq!(ran.output["exit_code"], 3);
+        assert_eq!(ran.output["timed_out"], false);
+        let ran = command_ran(&json!({"exit": {"kind": "timed_out"}}));
+        assert_eq!(ran.output["timed_out"], true);
+        assert_eq!(ran.output["exit_code"], Value::Null);
+    }
+}
