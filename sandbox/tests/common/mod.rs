@@ -1,7 +1,8 @@
 //! Fixtures shared by the sandbox's end-to-end tests.
 //!
-//! Every fixture lives under `CARGO_TARGET_TMPDIR`, not `/tmp`: the sandbox's `/tmp` is a
-//! private tmpfs, so a secret under the host's `/tmp` would be invisible for the wrong reason.
+//! Every fixture lives under `CARGO_TARGET_TMPDIR` (or `/var/tmp` when that is under `/tmp`),
+//! never under `/tmp`: the sandbox's `/tmp` is a private tmpfs, so a secret under the host's
+//! `/tmp` would be invisible for the wrong reason.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
@@ -27,9 +28,20 @@ pub const BASHRC: &str = "# the original bashrc\n";
 
 impl Fixture {
     pub fn new() -> Self {
+        // A checkout under /tmp (a CI clone) has its target dir there too, which the
+        // sandbox's private /tmp would hide: then the fixtures go under /var/tmp.
+        let mut parent = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        if parent.starts_with("/tmp") {
+            parent = std::path::PathBuf::from("/var/tmp/aido-sandbox-tests");
+            std::fs::create_dir_all(&parent).unwrap();
+            eprintln!(
+                "fixtures under {} (the target dir is under /tmp)",
+                parent.display()
+            );
+        }
         let base = tempfile::Builder::new()
             .prefix("sandbox-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(&parent)
             .unwrap();
         let path = base.path().canonicalize().unwrap();
         let root = path.join("root");
