@@ -185,11 +185,7 @@ impl Recovery {
         };
         let coded = |e: aido_journal::ReadError| Failure::new(e.code(), e.to_string());
         let records = shared.journal.all_records(session).map_err(coded)?;
-        let answered = records.iter().any(|r| match &r.event {
-            Event::ActionCompleted { proposal: p, .. }
-            | Event::ActionFailed { proposal: p, .. } => *p == proposal,
-            _ => false,
-        });
+        let answered = answered(&records, proposal);
         let proposed = records
             .iter()
             .any(|r| r.seq == proposal && matches!(r.event, Event::ActionProposed { .. }));
@@ -266,11 +262,7 @@ impl Recovery {
             .journal
             .all_records(session)
             .map_err(|e| Failure::new(e.code(), e.to_string()))?;
-        let done = records.iter().any(|r| match &r.event {
-            Event::ActionCompleted { proposal: p, .. }
-            | Event::ActionFailed { proposal: p, .. } => *p == proposal,
-            _ => false,
-        });
+        let done = answered(&records, proposal);
         if done {
             return Ok(());
         }
@@ -296,12 +288,7 @@ impl Recovery {
     async fn finish_one(shared: &Arc<Shared>, marker: &Marker) -> Result<(), Failure> {
         let coded = |e: aido_journal::ReadError| Failure::new(e.code(), e.to_string());
         let records = shared.journal.all_records(marker.session).map_err(coded)?;
-        let done = records.iter().any(|r| match &r.event {
-            Event::ActionCompleted { proposal, .. } | Event::ActionFailed { proposal, .. } => {
-                *proposal == marker.proposal
-            }
-            _ => false,
-        });
+        let done = answered(&records, marker.proposal);
         if done {
             return Ok(());
         }
@@ -462,6 +449,16 @@ fn written(intent: &intent::Intent, max: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(intent.bytes + 1).read_to_end(&mut bytes).ok()?;
     (blake3::hash(&bytes).to_hex().as_str() == intent.blob).then_some(bytes)
+}
+
+/// The action proposed at `proposal` has its outcome record (completed or failed).
+fn answered(records: &[aido_journal::Record], proposal: u64) -> bool {
+    records.iter().any(|r| match &r.event {
+        Event::ActionCompleted { proposal: p, .. } | Event::ActionFailed { proposal: p, .. } => {
+            *p == proposal
+        }
+        _ => false,
+    })
 }
 
 /// Remove the temporary files the interrupted run's writes left beside their targets

@@ -220,26 +220,14 @@ fn kill_9_during_a_restore_leaves_the_workspace_before_or_after_and_the_journal_
     eprintln!("killed with {written} of 3000 files restored");
 
     // The next start finishes the restore before it serves anyone.
-    let next = Command::new(AIDO)
-        .arg("mcp")
-        .env("HOME", &h.home)
-        .env("AIDO_HOME", &h.aido_home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(next.success());
+    start_again(&h);
     let after = tree(&ws);
     assert!(
         after == original || after == changed,
         "before or after, never half"
     );
     let id = session_of(&h, "crashy");
-    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
-    let records: Vec<Value> = export
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = exported(&h, &id);
     let proposal = records
         .iter()
         .find(|r| r["event"] == "action_proposed" && r["action"]["type"] == "restore_snapshot")
@@ -370,22 +358,10 @@ fn kill_9_during_a_rewind_is_finished_at_the_next_start() {
         .count();
     eprintln!("killed the rewind with {restored} of 3000 files back");
 
-    let next = Command::new(AIDO)
-        .arg("mcp")
-        .env("HOME", &h.home)
-        .env("AIDO_HOME", &h.aido_home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(next.success());
+    start_again(&h);
     assert_eq!(tree(&ws), original, "the rewind was finished");
     let id = session_of(&h, "crashy-rewind");
-    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
-    let records: Vec<Value> = export
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = exported(&h, &id);
     let rewound = records
         .iter()
         .find(|r| r["event"] == "rewound")
@@ -520,21 +496,9 @@ fn kill_9_between_a_write_and_its_outcome_is_journaled_at_the_next_start() {
     assert!(ws.join("made/deep/new.txt").exists());
 
     // The next start journals the write that happened, with what it made.
-    let next = Command::new(AIDO)
-        .arg("mcp")
-        .env("HOME", &h.home)
-        .env("AIDO_HOME", &h.aido_home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(next.success());
+    start_again(&h);
     let id = session_of(&h, "crashy-write");
-    let export = stdout(&h.cmd(&["replay", "export", &id, "--jsonl"]));
-    let records: Vec<Value> = export
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = exported(&h, &id);
     let proposal = records
         .iter()
         .find(|r| r["event"] == "action_proposed")
@@ -578,4 +542,25 @@ fn kill_9_between_a_write_and_its_outcome_is_journaled_at_the_next_start() {
         "precious\n"
     );
     assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}
+
+/// Start `aido mcp` with no client (it recovers what a crash interrupted, then ends at EOF).
+fn start_again(h: &common::Home) {
+    let next = Command::new(AIDO)
+        .arg("mcp")
+        .env("HOME", &h.home)
+        .env("AIDO_HOME", &h.aido_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(next.success());
+}
+
+/// The session's records, as `aido replay export --jsonl` writes them.
+fn exported(h: &common::Home, id: &str) -> Vec<Value> {
+    stdout(&h.cmd(&["replay", "export", id, "--jsonl"]))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }

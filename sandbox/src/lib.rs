@@ -48,10 +48,10 @@
 //! // In aido's main, before anything else (before tokio starts threads):
 //! aido_sandbox::run_child_if_requested();
 //!
-//! let work = std::path::Path::new("/work/project");
+//! let work = std::env::current_dir()?; // the writable root
 //! let sandbox = aido_sandbox::Sandbox::new(std::env::current_exe()?);
-//! let profile = aido_sandbox::Profile::new(vec![work.to_path_buf()]);
-//! let request = aido_sandbox::Request::new(["sh", "-c", "echo hi > out.txt"], work);
+//! let profile = aido_sandbox::Profile::new(vec![work.clone()]);
+//! let request = aido_sandbox::Request::new(["sh", "-c", "echo hi > out.txt"], &work);
 //! let outcome = sandbox.run(&profile, &request)?;
 //! assert_eq!(outcome.exit, aido_sandbox::Exit::Code(0));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
