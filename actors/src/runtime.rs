@@ -78,6 +78,7 @@ impl Runtime {
                 options.env.aido_home.clone(),
                 options.journal.path().to_owned(),
             ],
+            globs: Arc::default(),
         };
         let shared = Arc::new(Shared {
             journal: options.journal,

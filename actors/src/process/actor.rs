@@ -4,7 +4,7 @@ use std::sync::Arc;
 use aido_actions::process::RunCommand;
 use aido_actions::{AccessKind, Failure, Input, ProcessAction};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
-use aido_sandbox::{Outcome, Profile, Request, Sandbox};
+use aido_sandbox::{GlobIndex, Outcome, Profile, Request, Sandbox};
 use aido_walk::process::{ANSWERED_BY, command_ran, is_secret_name};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
@@ -26,6 +26,8 @@ pub struct ProcessBodyArgs {
     pub policy: Arc<PolicyEngine>,
     /// aido's own directories (`AIDO_HOME`, the journal), hidden from every command.
     pub hidden: Vec<PathBuf>,
+    /// Deny globs expanded so far, kept across commands (and body restarts).
+    pub globs: Arc<GlobIndex>,
 }
 
 /// Messages to the process body.
@@ -130,8 +132,8 @@ async fn run_command(
         ));
     }
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
-    let outcome =
-        tokio::task::spawn_blocking(move || Sandbox::new(exe).run(&profile_sent, &request_sent))
+    let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+    let outcome = tokio::task::spawn_blocking(move || sandbox.run(&profile_sent, &request_sent))
             .await
             .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
             .map_err(|error| {
