@@ -79,6 +79,7 @@ impl Runtime {
                 options.journal.path().to_owned(),
             ],
             globs: Arc::default(),
+            layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
         };
         let shared = Arc::new(Shared {
             journal: options.journal,

@@ -357,6 +357,7 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
         timeout_ms: Some(timeout_ms),
         stdout_bytes_max: None,
         stderr_bytes_max: None,
+        dry_run: false,
     });
     let result = session.run(action, aido_actors::Hooks::default()).await;
     session.close("aido exec finished").await;

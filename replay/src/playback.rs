@@ -300,13 +300,15 @@ impl Player<'_> {
         Ok(pull!(self, Input::Stat { path, meta } => (path.clone(), meta.clone()), "a stat"))
     }
 
-    fn written(&mut self) -> Result<Replaced, Missing> {
+    /// The next recorded write, of `new`.
+    fn written(&mut self, new: &[u8]) -> Result<Replaced, Missing> {
         Ok(
             pull!(self, Input::Written { path, created, before, dirs } => Replaced {
             path: path.clone(),
             created: *created,
             before: before.clone(),
             dirs: dirs.clone(),
+            blob: fs_render::blob_name(new),
         }, "a write"),
         )
     }
@@ -343,7 +345,11 @@ impl Player<'_> {
     ) -> Played {
         let (path, old) = self.file()?;
         let change = leaf_try!(compute(&path, &old));
-        let replaced = if dry_run { None } else { Some(self.written()?) };
+        let replaced = if dry_run {
+            None
+        } else {
+            Some(self.written(&change.new)?)
+        };
         Ok(Ok(change.done(replaced.as_ref())))
     }
 
@@ -380,7 +386,7 @@ impl Player<'_> {
             }
             FsAction::WriteFile(a) => {
                 let bytes = leaf_try!(fs_render::write_file_bytes(a));
-                let replaced = self.written()?;
+                let replaced = self.written(&bytes)?;
                 fs_render::write_file(&bytes, &replaced)
             }
             FsAction::EditFile(a) => {
@@ -397,7 +403,7 @@ impl Player<'_> {
                 let (writes, mut outcome) = leaf_try!(fs_render::patch_set(a, &reads));
                 if !a.dry_run {
                     for (_, new) in &writes {
-                        outcome.effects.extend(self.written()?.effects(new));
+                        outcome.effects.extend(self.written(new)?.effects());
                     }
                 }
                 outcome

@@ -62,6 +62,8 @@
 
 /// cgroup v2 availability (limits on the whole tree).
 mod cgroup;
+/// What an overlay run changed, read from its upper layers.
+mod changes;
 /// The sandbox child and init: the re-exec entry points.
 mod child;
 /// Per-process layers: rlimits, capabilities, no-new-privileges, Landlock, seccomp.
@@ -81,6 +83,7 @@ mod protocol;
 /// The parent side: spawn, output caps, timeout backstop.
 mod spawn;
 
+pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
 pub use child::{CHILD_ARG, child_main, run_child_if_requested};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex};
