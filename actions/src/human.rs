@@ -21,7 +21,9 @@ pub struct AskHuman {
     #[schemars(length(min = 1, max = 2000))]
     pub question: String,
     /// How long to wait for the answer, in ms (default 120000, at most the policy's
-    /// `[limits] confirm_timeout_ms`).
+    /// `[limits] confirm_timeout_ms`). Without a client that can ask, the call answers
+    /// needs_human at once unless a timeout is given, and then waits that long for
+    /// `aido answer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }

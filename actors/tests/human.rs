@@ -275,6 +275,20 @@ async fn without_a_surface_the_question_waits_in_the_store_for_aido_answer() {
     assert_eq!(pending[0].id, id);
     assert_eq!(pending[0].session, a.session.id().to_string());
 
+    // Without a timeout_ms the call does not wait: the agent gets the id at once.
+    let started = std::time::Instant::now();
+    let at_once = a
+        .run(hooks(), "confirm", json!({"question": "Right away?"}))
+        .await
+        .unwrap_err();
+    assert_eq!(at_once["code"], "needs_human");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(a.store().pending().unwrap().len(), 2);
+
     // Still nobody: check_answer says so again; an unknown id is its own code.
     let again = a
         .run(hooks(), "check_answer", json!({"id": id}))
@@ -337,5 +351,5 @@ async fn without_a_surface_the_question_waits_in_the_store_for_aido_answer() {
 
     // Playback reproduces all of it without the store.
     std::fs::rename(&store, a.aido_home.join("gone.sqlite")).unwrap();
-    played_back_all(&a, 5);
+    played_back_all(&a, 6);
 }

@@ -255,6 +255,11 @@ async def test_without_elicitation_a_person_answers_with_aido_answer(world):
         assert world.run("answer", sc["details"]["id"], "--decline").returncode == 0
         out = await s.ok("check_answer", {"id": sc["details"]["id"]})
         assert out["approved"] is False and out["reason"] == "declined"
+        # Without timeout_ms the call does not wait: the agent gets the id to pass on at once.
+        started = anyio.current_time()
+        sc = await s.err("ask_human", {"question": "Right now?"}, "needs_human")
+        assert anyio.current_time() - started < 2
+        assert [q["id"] for q in world.run_json("answer", "--list", "--json")] == [sc["details"]["id"]]
     # Playback reproduces the needs_human failures and the answers, without the store.
     (world.aido_home / "questions.sqlite").rename(world.aido_home / "moved.sqlite")
     assert playback_all(world) >= 4

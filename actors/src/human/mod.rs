@@ -1,8 +1,8 @@
 //! Asking a human: ask_human, confirm and ask_multiple_choice ask through the surface's form
 //! (MCP elicitation) when the client can show one; otherwise the question is stored in
-//! AIDO_HOME/questions.sqlite for `aido answer` (see [`store`]) and the call waits for that
-//! answer within its timeout, then fails `needs_human` with the question's id; check_answer
-//! collects the answer later.
+//! AIDO_HOME/questions.sqlite for `aido answer` (see [`store`]) and the call fails
+//! `needs_human` with the question's id at once, or, when the agent named a `timeout_ms`, after
+//! waiting that long for the answer; check_answer collects the answer later.
 //!
 //! What the person answered (or that nobody did) is recorded as the action's input
 //! (`Input::Answer { from: "human" }`), and the result is `aido_walk::human::render` of it, so
@@ -64,7 +64,11 @@ pub(crate) async fn run(
                         s.ask(&i, &session, proposal, &q, now_ms)
                     })
                     .await?;
-                    wait(&shared.questions, hooks, &id, timeout)
+                    tracing::warn!(%id, "a question waits for a person: `aido answer --list`");
+                    // Waiting here only helps when the agent chose to: until the call returns,
+                    // it cannot tell its person the id to answer.
+                    let wait_ms = if asked.is_some() { timeout } else { 0 };
+                    wait(&shared.questions, hooks, &id, wait_ms)
                         .await?
                         .recorded()
                 }
