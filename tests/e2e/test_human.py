@@ -205,8 +205,16 @@ async def test_questions_that_ask_for_secrets_are_refused_before_anyone_is_asked
         )
         assert sc["details"]["field"] == "choices[1]"
         await s.err("confirm", {"question": "Can I store your credentials?"}, "human_secret_requested")
+        # Bounds: a huge question, too many or repeated choices, an empty question.
+        await s.err("ask_human", {"question": "x" * 2001}, "human_question_invalid")
+        await s.err("ask_human", {"question": "   "}, "human_question_invalid")
+        many = [f"option {i}" for i in range(11)]
+        await s.err("ask_multiple_choice", {"question": "Which?", "choices": many}, "human_question_invalid")
+        await s.err("ask_multiple_choice", {"question": "Which?", "choices": ["a", "a"]}, "human_question_invalid")
+        await s.err("ask_multiple_choice", {"question": "Which?", "choices": ["a"]}, "human_question_invalid")
         assert asked == []
-    assert playback_all(world) >= 6
+        await s.ok("read_file", {"path": "~/notes.txt"})
+    assert playback_all(world) >= 11
 
 
 async def test_without_elicitation_a_person_answers_with_aido_answer(world):
