@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, memory, meta, process, safety, snapshot, vm};
+use crate::{fs, human, memory, meta, process, safety, snapshot, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -321,6 +321,18 @@ actions! {
         /// List memories newest first, a page at a time. Class: read_only.
         ListMemory(memory::ListMemory) = "list_memory", ReadOnly;
     }
+    /// A person, asked through the client's elicitation (form mode), or out of band with
+    /// `aido answer` when the client cannot ask.
+    Human => HumanAction {
+        /// Ask a person a question and wait (bounded) for a free-text answer; without a client that can ask, needs_human with an id for `aido answer`. Never ask for secrets. Class: read_only.
+        AskHuman(human::AskHuman) = "ask_human", ReadOnly;
+        /// Ask a person to confirm: approved only on an explicit yes (no, decline, cancel and timeout are all no, with the reason). Class: read_only.
+        Confirm(human::Confirm) = "confirm", ReadOnly;
+        /// Ask a person to pick one of 2 to 10 choices (or several, with multiple). Class: read_only.
+        AskMultipleChoice(human::AskMultipleChoice) = "ask_multiple_choice", ReadOnly;
+        /// Collect the answer a person gave with `aido answer` to a question that came back needs_human, waiting up to wait_ms. Class: read_only.
+        CheckAnswer(human::CheckAnswer) = "check_answer", ReadOnly;
+    }
     /// Composites (and assert's condition): walked by the executor, their leaves routed on.
     Tree => TreeAction {
         /// Run steps in order, judged whole before the first runs. Class: composite.
@@ -511,6 +523,10 @@ mod tests {
             ("recall", SideEffectClass::ReadOnly),
             ("forget", SideEffectClass::Destructive),
             ("list_memory", SideEffectClass::ReadOnly),
+            ("ask_human", SideEffectClass::ReadOnly),
+            ("confirm", SideEffectClass::ReadOnly),
+            ("ask_multiple_choice", SideEffectClass::ReadOnly),
+            ("check_answer", SideEffectClass::ReadOnly),
         ];
         assert_eq!(
             table.len(),

@@ -24,6 +24,8 @@ pub mod codes;
 pub mod condition;
 /// Filesystem primitives.
 pub mod fs;
+/// Asking a human: ask_human, confirm, ask_multiple_choice, check_answer.
+pub mod human;
 /// Memory primitives: remember, recall, forget, list_memory.
 pub mod memory;
 /// Meta primitives: questions an agent asks about its own session.
@@ -43,8 +45,8 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction, Routed,
-    RuntimeAction, TreeAction, VmAction, primitives,
+    Action, Body, FsAction, HumanAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction,
+    Routed, RuntimeAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

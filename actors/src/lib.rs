@@ -32,6 +32,9 @@ pub mod faults;
 pub mod fs;
 /// What a surface lends a call: asking a human, progress, cancellation.
 pub mod hooks;
+/// Asking a human: through the surface's form, or stored for `aido answer`
+/// (AIDO_HOME/questions.sqlite, shared by every process).
+pub mod human;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
@@ -54,6 +57,6 @@ pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
 pub use faults::{Faults, Plan as FaultPlan};
-pub use hooks::{ConfirmAnswer, Confirmer, Hooks, Progress};
+pub use hooks::{Asker, ConfirmAnswer, Confirmer, Elicited, Hooks, Progress};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{Ran, RunError, Session};

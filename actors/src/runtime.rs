@@ -94,6 +94,7 @@ impl Runtime {
             runtime_session,
             last_crash: Mutex::new(None),
             faults,
+            questions: options.env.aido_home.join(crate::human::QUESTIONS_FILE),
         });
         let (supervisor, handle) = Actor::spawn(
             None,

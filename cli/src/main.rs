@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// `aido answer`: answering the questions no client could show.
+mod answer;
 /// The live view and the control channel `aido vm` uses.
 mod control;
 /// `aido vm` commands, spoken to a running aido's control channel.
@@ -69,6 +71,26 @@ enum Command {
     /// Machines for agents.
     #[command(subcommand)]
     Vm(VmCmd),
+    /// Answer a question an agent asked that its client could not show (it got
+    /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
+    /// text or number. `--list` shows the waiting questions.
+    Answer {
+        /// The question's id (`q-...`).
+        #[arg(required_unless_present = "list")]
+        id: Option<String>,
+        /// The answer.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        answer: Vec<String>,
+        /// List the questions waiting for an answer.
+        #[arg(long, conflicts_with_all = ["id", "decline"])]
+        list: bool,
+        /// Decline to answer.
+        #[arg(long)]
+        decline: bool,
+        /// With --list: JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -467,6 +489,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
+        Command::Answer {
+            id,
+            answer,
+            list,
+            decline,
+            json,
+        } => match id {
+            Some(id) if !list => answer::answer(&home, id, answer, *decline),
+            _ => answer::list(&home, *json),
+        },
         Command::Vm(VmCmd::List) => vm_client::list(&home),
         Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),
         Command::Vm(VmCmd::Live) => vm_client::live(&home),

@@ -30,6 +30,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_memory::RecallError::CODES,
         aido_memory::ForgetError::CODES,
         aido_memory::ListError::CODES,
+        aido_actors::human::HumanError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
@@ -94,6 +95,7 @@ fn every_enum_lists_each_code_once() {
         ("memory RememberError", aido_memory::RememberError::CODES),
         ("memory RecallError", aido_memory::RecallError::CODES),
         ("memory ForgetError", aido_memory::ForgetError::CODES),
+        ("HumanError", aido_actors::human::HumanError::CODES),
     ] {
         let unique: BTreeSet<_> = codes.iter().collect();
         assert_eq!(unique.len(), codes.len(), "{name} lists a code twice");

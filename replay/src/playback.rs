@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, Failure, FsAction, Input, MemoryAction, Meta, Outcome, ProcessAction,
-    RuntimeAction, VmAction,
+    Action, Body, Condition, Failure, FsAction, HumanAction, Input, MemoryAction, Meta, Outcome,
+    ProcessAction, RuntimeAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -656,6 +656,29 @@ impl World for Player<'_> {
         Ok(Ok(Executed::new(aido_walk::memory::render(
             &action, &answer,
         ))))
+    }
+
+    /// The person's recorded answer (or that nobody answered): nobody is asked again. A
+    /// check_answer's answer carries its stored question; an ask's question is its own.
+    async fn human(&mut self, action: HumanAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("the human's answer")? {
+            Input::Answer { from, value } if from == aido_walk::human::ANSWER_FROM => value.clone(),
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the human's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        let question = match aido_walk::human::Question::of(&action) {
+            Some(checked) => checked.map(|(q, _)| q).map_err(|e| {
+                Missing::Tampered(format!("the recorded question does not check: {e}"))
+            })?,
+            None => serde_json::from_value(answer["question"].clone()).map_err(|e| {
+                Missing::Tampered(format!("the recorded answer has no question: {e}"))
+            })?,
+        };
+        Ok(aido_walk::human::render(&question, &answer).map(Executed::new))
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Missing> {

@@ -23,6 +23,8 @@
 pub mod error;
 /// The filesystem primitives' errors and results.
 pub mod fs;
+/// Asking a human: questions, the no-secrets rule, forms, and results from recorded answers.
+pub mod human;
 /// Memory primitives' results from the store's recorded answer.
 pub mod memory;
 /// The result of run_command from what the process body recorded.
