@@ -32,6 +32,8 @@ pub mod faults;
 pub mod fs;
 /// What a surface lends a call: asking a human, progress, cancellation.
 pub mod hooks;
+/// aido's own rotating log, and read_logs.
+pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
@@ -50,6 +52,7 @@ pub mod ticket;
 pub mod vm;
 
 pub use aido_walk::render;
+pub use aido_walk::tools::ToolError;
 pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
