@@ -266,6 +266,9 @@ async fn render_template_inline_and_from_a_file_with_includes_and_playback_repro
         .ok("render_template", json!({"template": "still {{ 1 + 1 }}"}))
         .await;
     assert_eq!(again["rendered"], "still 2");
+    // Playback renders from the journal, not the disk: change and remove the files it read.
+    std::fs::write(a.project.join("tpl/parts/head.j2"), "CHANGED").unwrap();
+    std::fs::remove_file(a.project.join("tpl/page.j2")).unwrap();
     let played = a.playback();
     assert!(played.mismatches.is_empty(), "{:?}", played.mismatches);
     assert!(
@@ -298,6 +301,15 @@ async fn an_include_outside_the_walls_or_denied_is_refused_and_not_read() {
         .await;
     assert_eq!(denied["code"], "template_include_refused");
     assert_eq!(denied["details"]["refused"], "path_denied_by_pattern");
+    // A symlink inside the walls that leads out of them is judged where it leads.
+    std::os::unix::fs::symlink(&base, a.project.join("escape")).unwrap();
+    let linked = a
+        .err(
+            "render_template",
+            json!({"template": "{% include 'escape/outside.txt' %}"}),
+        )
+        .await;
+    assert_eq!(linked["details"]["refused"], "path_outside_walls");
     let inputs = a.recorded_inputs();
     assert!(!inputs.contains("very-secret-value") && !inputs.contains("outside-the-walls"));
     // A template file that is itself denied never runs.
