@@ -76,10 +76,11 @@ pub struct RenderTemplate {
     /// An undefined variable is an error (`template_undefined`) instead of empty text.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub strict: bool,
-    /// The work allowed (MiniJinja fuel: about one unit per instruction; default 100000, at
-    /// most 10000000); a template that runs out is `template_fuel_exhausted`.
+    /// The work allowed (MiniJinja fuel: about one unit per instruction, and about 64 bytes
+    /// of memory per unit; default 100000, at most 2000000); a template that runs out is
+    /// `template_fuel_exhausted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 10000000))]
+    #[schemars(range(min = 1, max = 2000000))]
     pub fuel: Option<u64>,
     /// Most bytes of output (default 64 KiB, at most 1 MiB); more is `template_output_too_large`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,7 +96,7 @@ impl RenderTemplate {
     /// Default fuel.
     pub const FUEL_DEFAULT: u64 = 100_000;
     /// Most fuel.
-    pub const FUEL_MAX: u64 = 10_000_000;
+    pub const FUEL_MAX: u64 = 2_000_000;
     /// Default output bound.
     pub const OUTPUT_BYTES_DEFAULT: u64 = 64 << 10;
     /// Largest output bound.

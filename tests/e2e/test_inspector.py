@@ -144,3 +144,19 @@ def test_inspector_unknown_tool_fails(npx, world):
     )
     assert rc != 0, show(proc)
     assert "result" not in (out or {}), show(proc)
+
+
+def test_inspector_renders_a_template_and_diffs_against_text(npx, world):
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "render_template",
+        "--tool-args-json", json.dumps({"template": "{{ name | upper }}!", "context": {"name": "aido"}}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    assert out["result"]["structuredContent"]["rendered"] == "AIDO!", show(proc)
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "diff",
+        "--tool-args-json", json.dumps({"path": "~/notes.txt", "text": "hello\nthere\n"}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    diff = out["result"]["structuredContent"]["diff"]
+    assert "-world\n+there\n" in diff, show(proc)
