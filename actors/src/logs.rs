@@ -96,6 +96,8 @@ fn read_own_log(aido_home: &Path, window: u64) -> std::io::Result<(Vec<u8>, bool
     let mut out = Vec::new();
     let mut left = window;
     let mut more = false;
+    // Whether the oldest file read was entered mid-way (its first line may be partial).
+    let mut cut = false;
     for path in [current.clone(), rotated(&current)] {
         if left == 0 {
             more |= path.exists();
@@ -113,10 +115,11 @@ fn read_own_log(aido_home: &Path, window: u64) -> std::io::Result<(Vec<u8>, bool
         file.take(left).read_to_end(&mut bytes)?;
         left -= bytes.len() as u64;
         more |= start > 0;
+        cut = start > 0;
         bytes.extend_from_slice(&out);
         out = bytes;
     }
-    Ok((crate::fs::tools::from_line_start(out, more), more))
+    Ok((crate::fs::tools::from_line_start(out, cut), more))
 }
 
 impl Executor<'_> {
@@ -242,5 +245,10 @@ mod tests {
         assert!(more);
         assert_eq!(bytes.len() % 1024, 0, "whole lines only");
         assert!(bytes.len() <= 10_000);
+        // A window that ends exactly at the start of the current file keeps its first line.
+        let whole = std::fs::read(log_path(home.path())).unwrap();
+        let (bytes, more) = read_own_log(home.path(), whole.len() as u64).unwrap();
+        assert!(more, "the rotated file holds more");
+        assert_eq!(bytes, whole);
     }
 }
