@@ -121,7 +121,8 @@ pub enum LogSource {
     /// aido's own log (`AIDO_HOME/logs/aido.log` and its rotated `aido.log.1`).
     #[default]
     Aido,
-    /// This session's actions from the journal: seq, time, primitive and how it ended.
+    /// A session's actions from the journal (this one unless `session` names another): seq,
+    /// time, primitive and how it ended.
     Activity,
     /// A file the walls and deny globs allow (`path`).
     File,
@@ -140,6 +141,11 @@ pub struct ReadLogs {
     /// The file, for `source: file` (only then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// For `source: activity`: another session of this aido's journal (its id, as
+    /// `aido replay sessions` shows it); default this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 32, max = 32))]
+    pub session: Option<String>,
     /// The last this many lines that pass the filters (default 100, at most 5000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 5000))]

@@ -131,10 +131,16 @@ impl Executor<'_> {
         let mut done = Executed::default();
         let (label, text, more_before) = match a.source {
             LogSource::Activity => {
+                // `check` made sure a given id parses.
+                let session = a
+                    .session
+                    .as_deref()
+                    .and_then(aido_journal::SessionId::parse)
+                    .unwrap_or(self.session);
                 let records = self
                     .shared
                     .journal
-                    .all_records(self.session)
+                    .all_records(session)
                     .map_err(|e| Failure::new(e.code(), e.to_string()))?;
                 let all = logs::activity(&records);
                 let bytes = crate::fs::tools::from_line_start(
@@ -142,7 +148,7 @@ impl Executor<'_> {
                     all.len() as u64 > window,
                 );
                 let text = redact::redact(&String::from_utf8_lossy(&bytes));
-                let label = format!("journal:{}", self.session);
+                let label = format!("journal:{session}");
                 let more = all.len() as u64 > window;
                 done.outcome.inputs.push(Input::Answer {
                     from: logs::ACTIVITY_FROM.into(),

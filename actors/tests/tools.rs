@@ -388,6 +388,22 @@ async fn read_logs_of_a_file_activity_and_aidos_log_redacted_filtered_and_played
             .any(|l| l.contains("failed read_logs") && l.contains("code=logs_grep_invalid")),
         "{lines:?}"
     );
+    // Another session's activity, by its id.
+    let other = a.runtime.open_session(Some("other".into())).await.unwrap();
+    let diff = Action::from_tool_call("diff", json!({"path": "app.log", "text": ""})).unwrap();
+    other.run(diff, Hooks::default()).await.unwrap();
+    let theirs = a
+        .ok(
+            "read_logs",
+            json!({"source": "activity", "session": other.id().to_string()}),
+        )
+        .await;
+    assert_eq!(theirs["path"], format!("journal:{}", other.id()));
+    let theirs = theirs["lines"].to_string();
+    assert!(
+        theirs.contains("completed diff") && !theirs.contains("read_logs"),
+        "{theirs}"
+    );
     // aido's own log (none written by this in-process runtime yet: empty, not an error).
     std::fs::create_dir_all(a.aido_home.join("logs")).unwrap();
     std::fs::write(
@@ -406,8 +422,8 @@ async fn read_logs_of_a_file_activity_and_aidos_log_redacted_filtered_and_played
         played.not_reproducible
     );
     assert_eq!(
-        played.reproduced, 7,
-        "four file reads, the grep failure, the activity and aido's log; the denial ran nothing"
+        played.reproduced, 8,
+        "four file reads, the grep failure, two activities and aido's log; the denial ran nothing"
     );
     let inputs = a.recorded_inputs();
     assert!(

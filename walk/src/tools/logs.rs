@@ -40,6 +40,15 @@ pub fn check(a: &ReadLogs) -> Result<Filters, ToolError> {
         }
         _ => {}
     }
+    match (a.source, &a.session) {
+        (LogSource::Activity, Some(id)) if aido_journal::SessionId::parse(id).is_none() => {
+            return invalid("session is a session id: 32 hex digits".into());
+        }
+        (LogSource::Aido | LogSource::File, Some(_)) => {
+            return invalid("session is only for source activity".into());
+        }
+        _ => {}
+    }
     let tail = a.tail.unwrap_or(ReadLogs::TAIL_DEFAULT);
     if !(1..=ReadLogs::TAIL_MAX).contains(&tail) {
         return invalid(format!("tail is 1 to {}", ReadLogs::TAIL_MAX));
@@ -425,6 +434,14 @@ mod tests {
             (json!({"source": "file"}), "tool_arguments_invalid"),
             (json!({"path": "x"}), "tool_arguments_invalid"),
             (json!({"tail": 0}), "tool_arguments_invalid"),
+            (
+                json!({"source": "activity", "session": "nope"}),
+                "tool_arguments_invalid",
+            ),
+            (
+                json!({"session": "00112233445566778899aabbccddeeff"}),
+                "tool_arguments_invalid",
+            ),
             (json!({"bytes_max": 600000}), "tool_arguments_invalid"),
         ];
         for (given, code) in cases {
