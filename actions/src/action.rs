@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, human, memory, meta, process, safety, snapshot, vm};
+use crate::{fs, human, memory, meta, process, safety, snapshot, tools, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -219,6 +219,10 @@ actions! {
         RestoreFromTrash(fs::RestoreFromTrash) = "restore_from_trash", FsWrite;
         /// Check that a file parses as JSON, TOML or UTF-8. Class: read_only.
         Validate(safety::Validate) = "validate", ReadOnly;
+        /// Compare two files, or a file with a text, as a unified diff within a line budget. Class: read_only.
+        Diff(tools::Diff) = "diff", ReadOnly;
+        /// Render a MiniJinja template sandboxed: includes only inside the walls, bounded fuel and output. Class: read_only.
+        RenderTemplate(tools::RenderTemplate) = "render_template", ReadOnly;
     }
     /// The VM body: contained QEMU machines.
     Machine => VmAction {
@@ -308,6 +312,8 @@ actions! {
         Rewind(snapshot::Rewind) = "rewind", Destructive;
         /// Random bytes, recorded for replay. Class: read_only.
         RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
+        /// Read aido's own log, this session's activity, or a file the policy allows: tail, since, grep, caps, secrets redacted. Class: read_only.
+        ReadLogs(tools::ReadLogs) = "read_logs", ReadOnly;
     }
     /// The memory body: what agents learned, in AIDO_HOME/memory.sqlite, shared by every
     /// session and process of this AIDO_HOME.
@@ -527,6 +533,9 @@ mod tests {
             ("confirm", SideEffectClass::ReadOnly),
             ("ask_multiple_choice", SideEffectClass::ReadOnly),
             ("check_answer", SideEffectClass::ReadOnly),
+            ("diff", SideEffectClass::ReadOnly),
+            ("render_template", SideEffectClass::ReadOnly),
+            ("read_logs", SideEffectClass::ReadOnly),
         ];
         assert_eq!(
             table.len(),

@@ -38,6 +38,8 @@ pub mod process;
 pub mod safety;
 /// Snapshots, rewind and recorded randomness.
 pub mod snapshot;
+/// The toolbelt: diff, render_template, read_logs.
+pub mod tools;
 /// The policy chain's answer, shared by the policy, the journal and every surface.
 pub mod verdict;
 /// Machine (QEMU) primitives.

@@ -236,6 +236,7 @@ impl Executor<'_> {
                 })?;
                 self.rewind(target).await
             }
+            RuntimeAction::ReadLogs(r) => self.read_logs(r).await,
         }
     }
 

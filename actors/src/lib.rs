@@ -35,6 +35,8 @@ pub mod hooks;
 /// Asking a human: through the surface's form, or stored for `aido answer`
 /// (AIDO_HOME/questions.sqlite, shared by every process).
 pub mod human;
+/// aido's own rotating log, and read_logs.
+pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
@@ -53,6 +55,7 @@ pub mod ticket;
 pub mod vm;
 
 pub use aido_walk::render;
+pub use aido_walk::tools::ToolError;
 pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};

@@ -431,14 +431,7 @@ fn main() -> ExitCode {
         eprintln!("aido: cannot re-execute with OMP_THREAD_LIMIT=1 ({error}); going on without it");
     }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AIDO_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    logging(&cli);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -446,6 +439,41 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Logs go to stderr (`AIDO_LOG`, default `warn`) and, for `aido mcp`, also to the bounded,
+/// rotating `AIDO_HOME/logs/aido.log` (`AIDO_LOG`, default `info`), which `read_logs` reads.
+/// stdout is never written: it is the MCP stdio transport.
+fn logging(cli: &Cli) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = |default: &str| {
+        tracing_subscriber::EnvFilter::try_from_env("AIDO_LOG").unwrap_or_else(|_| default.into())
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(filter("warn"));
+    let file = matches!(cli.command, Command::Mcp)
+        .then(|| aido_actors::logs::RotatingLog::open(&aido_home(cli)))
+        .and_then(|opened| match opened {
+            Ok(log) => Some(log),
+            Err(e) => {
+                eprintln!("aido: cannot open its log file ({e}); logging to stderr only");
+                None
+            }
+        })
+        .map(|log| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::sync::Mutex::new(log))
+                .with_ansi(false)
+                .with_filter(filter("info"))
+        });
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
+        .init();
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

@@ -329,6 +329,11 @@ impl PolicyEngine {
         &self.config
     }
 
+    /// AIDO_HOME, resolved (the journal, memory and aido's own log live there).
+    pub fn aido_home(&self) -> &Path {
+        &self.aido_home
+    }
+
     /// The resolved working directory new sessions start in.
     pub fn workdir(&self) -> &Path {
         &self.workdir

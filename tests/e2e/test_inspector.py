@@ -166,3 +166,19 @@ def test_inspector_a_question_without_elicitation_is_answered_with_aido_answer(n
     assert rc == 0 and out is not None, show(proc)
     sc = out["result"]["structuredContent"]
     assert sc["approved"] is True and sc["via"] == "aido answer", show(proc)
+
+
+def test_inspector_renders_a_template_and_diffs_against_text(npx, world):
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "render_template",
+        "--tool-args-json", json.dumps({"template": "{{ name | upper }}!", "context": {"name": "aido"}}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    assert out["result"]["structuredContent"]["rendered"] == "AIDO!", show(proc)
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "diff",
+        "--tool-args-json", json.dumps({"path": "~/notes.txt", "text": "hello\nthere\n"}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    diff = out["result"]["structuredContent"]["diff"]
+    assert "-world\n+there\n" in diff, show(proc)

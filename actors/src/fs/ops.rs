@@ -49,12 +49,12 @@ fn saw_file(exec: &mut Executed, path: &str, bytes: &[u8]) {
 }
 
 impl Ctx<'_> {
-    fn check(&self, path: &str, kind: AccessKind) -> Result<Target, FsError> {
+    pub(super) fn check(&self, path: &str, kind: AccessKind) -> Result<Target, FsError> {
         self.walls.check(path, kind, self.session)
     }
 
     /// Read a whole file (at most read_bytes_max) and record it.
-    fn read(&self, target: &Target, exec: &mut Executed) -> Result<Vec<u8>, FsError> {
+    pub(super) fn read(&self, target: &Target, exec: &mut Executed) -> Result<Vec<u8>, FsError> {
         let bytes = self
             .walls
             .read_all(target, self.session, self.limits.read_bytes_max)?;
@@ -176,7 +176,7 @@ impl Ctx<'_> {
 }
 
 /// The result built from what was recorded so far.
-fn finish(mut exec: Executed, outcome: aido_actions::Outcome) -> Executed {
+pub(super) fn finish(mut exec: Executed, outcome: aido_actions::Outcome) -> Executed {
     let inputs = std::mem::take(&mut exec.outcome.inputs);
     exec.outcome = outcome;
     exec.outcome.inputs = inputs;
