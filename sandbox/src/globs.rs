@@ -3,21 +3,34 @@
 //! A relative deny glob such as `**/.ssh/**` applies under every writable root, and hiding its
 //! matches means finding them all: a walk of the whole root. A home directory with a Rust
 //! toolchain holds a few hundred thousand entries, half a second of `readdir`, far too slow to
-//! pay on every command. The [`GlobIndex`] keeps, per glob, each directory it walked with the
-//! stamp it had (device, inode, modification time) and what it found there. The next expansion
-//! `stat`s each directory again and reads only those whose stamp changed: creating, removing or
-//! renaming an entry changes its directory's modification time, and a glob only ever matches
-//! names. It fails closed the way git's index does with "racily clean" entries: a directory
-//! modified within [`RACY_WINDOW`] of being read is read again next time, since a change in the
-//! same clock tick would leave its time unchanged. The answer is always the one a full walk
-//! would give; only the cost differs.
+//! pay on every command. The [`GlobIndex`] keeps, per glob set, each directory it walked and
+//! what it found there, and learns what changed since in one of two ways:
+//!
+//! - **inotify** (the normal case): each directory read gets a watch first (create, delete,
+//!   move in or out, its own deletion or move). Events are queued by the kernel before the
+//!   system call that made the change returns, so draining the queue at the start of an
+//!   expansion sees every change made before it; a directory with no event since it was read
+//!   is reused without even a `stat`. A queue overflow or a change of the mount table makes
+//!   every directory suspect again (checked by `stat`, below).
+//! - **stamps** (a directory without a watch: inotify missing, the watch limit reached, or a
+//!   suspect one): each directory is `stat`ed and read again only if its stamp (device, inode,
+//!   modification time) changed, since creating, removing or renaming an entry changes its
+//!   directory's time and a glob only ever matches names. As git's index does with "racily
+//!   clean" entries, a directory modified within [`RACY_WINDOW`] of being read is read again
+//!   next time, since a change in the same clock tick would leave its time unchanged.
+//!
+//! Either way the answer is the one a full walk would give; only the cost differs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
+use std::hash::{Hash, Hasher};
+use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
 use crate::error::SpawnError;
 
@@ -25,15 +38,22 @@ use crate::error::SpawnError;
 /// refused: the command does not run).
 pub(crate) const DENY_WALK_ENTRIES_MAX: usize = 4_000_000;
 
-/// A directory modified this recently when it was read is read again on the next expansion.
+/// A directory modified this recently when it was read is read again on the next expansion
+/// (when it has no watch).
 pub(crate) const RACY_WINDOW: Duration = Duration::from_secs(2);
 
 /// What one directory held when it was read.
 #[derive(Debug)]
 struct Dir {
     stamp: Stamp,
-    /// Read within [`RACY_WINDOW`] of its last change: not trusted next time.
+    /// Read within [`RACY_WINDOW`] of its last change: not trusted by its stamp next time.
     racy: bool,
+    /// Its inotify watch, added before it was read.
+    watch: Option<WatchDescriptor>,
+    /// The generation of the expansion that last read or checked it.
+    seen: u64,
+    /// Read in the current expansion: its subdirectories are confirmed by `stat`.
+    fresh: bool,
     /// Entries it holds (counted against [`DENY_WALK_ENTRIES_MAX`] whether read or reused).
     entries: usize,
     /// Subdirectories that match no glob, by name (walked further).
@@ -54,7 +74,27 @@ struct Stamp {
 /// [`crate::Sandbox`]): one tree per literal prefix and set of globs under it.
 #[derive(Debug, Default)]
 pub struct GlobIndex {
-    trees: Mutex<HashMap<TreeKey, Option<Dir>>>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    trees: HashMap<TreeKey, Option<Dir>>,
+    /// `None` before the first expansion; `Some(None)` when inotify is not available.
+    watch: Option<Option<Watch>>,
+    /// The current expansion's generation (starts at 1).
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct Watch {
+    inotify: Inotify,
+    /// Per watch, the generation in which its latest event was drained.
+    changed: HashMap<WatchDescriptor, u64>,
+    /// Every directory read before this generation is suspect (a queue overflow, a mount).
+    suspect_before: u64,
+    /// A hash of `/proc/self/mountinfo` at the last expansion.
+    mounts: u64,
 }
 
 /// A literal prefix and the globs walked under it.
@@ -65,16 +105,102 @@ type TreeKey = (PathBuf, Vec<String>);
 pub struct ExpandStats {
     /// Directories read with `readdir`.
     pub read: usize,
-    /// Directories reused from the index after a `stat`.
+    /// Directories reused after a `stat` showed their stamp unchanged.
     pub reused: usize,
+    /// Directories reused with no system call: watched, and no event since they were read.
+    pub watched: usize,
 }
 
 struct Walk<'a> {
     set: &'a globset::GlobSet,
+    watch: Option<&'a mut Watch>,
+    generation: u64,
     stats: ExpandStats,
     visited: usize,
     found: Vec<PathBuf>,
     now: SystemTime,
+}
+
+const WATCHED: WatchMask = WatchMask::CREATE
+    .union(WatchMask::DELETE)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::DELETE_SELF)
+    .union(WatchMask::MOVE_SELF)
+    .union(WatchMask::ONLYDIR)
+    .union(WatchMask::DONT_FOLLOW);
+
+impl Watch {
+    fn new() -> Option<Watch> {
+        Some(Watch {
+            inotify: Inotify::init().ok()?,
+            changed: HashMap::new(),
+            suspect_before: 0,
+            mounts: mount_table(),
+        })
+    }
+
+    /// Takes every queued event, marking its directory changed in `generation`.
+    fn drain(&mut self, generation: u64) {
+        let mut buffer = [0u8; 16 << 10];
+        loop {
+            match self.inotify.read_events(&mut buffer) {
+                Ok(events) => {
+                    let mut any = false;
+                    for event in events {
+                        any = true;
+                        if event.mask.contains(EventMask::Q_OVERFLOW) {
+                            self.suspect_before = generation;
+                        } else {
+                            self.changed.insert(event.wd, generation);
+                        }
+                    }
+                    if !any {
+                        break;
+                    }
+                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    // An unreadable queue says nothing: trust no watch.
+                    self.suspect_before = generation;
+                    break;
+                }
+            }
+        }
+        let mounts = mount_table();
+        if mounts != self.mounts {
+            // A mount over a watched directory sends no event.
+            self.mounts = mounts;
+            self.suspect_before = generation;
+        }
+    }
+
+    /// No event reached `dir`'s watch since it was read.
+    fn unchanged(&self, dir: &Dir) -> bool {
+        match &dir.watch {
+            None => false,
+            Some(watch) => {
+                dir.seen >= self.suspect_before
+                    && self.changed.get(watch).is_none_or(|at| *at <= dir.seen)
+            }
+        }
+    }
+
+    /// `dir`'s watch had an event since it was read.
+    fn evented(&self, dir: &Dir) -> bool {
+        dir.watch
+            .as_ref()
+            .and_then(|watch| self.changed.get(watch))
+            .is_some_and(|at| *at > dir.seen)
+    }
+}
+
+/// A hash of this process's mount table (0 when it cannot be read, which then never changes).
+fn mount_table() -> u64 {
+    let text = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl GlobIndex {
@@ -99,10 +225,20 @@ impl GlobIndex {
                 .or_default()
                 .push(pattern.to_string_lossy().into_owned());
         }
-        let mut trees = self
-            .trees
+        let mut state = self
+            .state
             .lock()
             .map_err(|_| SpawnError::invalid("the deny glob index was poisoned by a panic"))?;
+        let state = &mut *state;
+        if groups.is_empty() {
+            return Ok((Vec::new(), ExpandStats::default()));
+        }
+        state.generation += 1;
+        let generation = state.generation;
+        let watch = state.watch.get_or_insert_with(Watch::new);
+        if let Some(watch) = watch.as_mut() {
+            watch.drain(generation);
+        }
         let mut found = Vec::new();
         let mut stats = ExpandStats::default();
         for (prefix, mut texts) in groups {
@@ -123,20 +259,23 @@ impl GlobIndex {
                 .build()
                 .map_err(|error| SpawnError::invalid(format!("deny globs {texts:?}: {error}")))?;
             let key = (prefix, texts);
-            let known = trees.remove(&key).flatten();
+            let known = state.trees.remove(&key).flatten();
             let mut walk = Walk {
                 set: &set,
+                watch: watch.as_mut(),
+                generation,
                 stats: ExpandStats::default(),
                 visited: 0,
                 found: Vec::new(),
                 now: SystemTime::now(),
             };
             let mut path = key.0.clone();
-            let tree = walk.directory(&mut path, known)?;
+            let tree = walk.directory(&mut path, known, true)?;
             stats.read += walk.stats.read;
             stats.reused += walk.stats.reused;
+            stats.watched += walk.stats.watched;
             found.append(&mut walk.found);
-            trees.insert(key, tree);
+            state.trees.insert(key, tree);
         }
         found.sort();
         found.dedup();
@@ -146,32 +285,55 @@ impl GlobIndex {
 
 impl Walk<'_> {
     /// The directory at `path` (as known before, if it was), walked; `None` when it is not a
-    /// directory (any more).
+    /// directory (any more). `check`: its parent was read again (or it is the top), so what
+    /// is known of it is confirmed by a `stat` at least.
     fn directory(
         &mut self,
         path: &mut PathBuf,
         known: Option<Dir>,
+        check: bool,
     ) -> Result<Option<Dir>, SpawnError> {
-        let Ok(meta) = std::fs::metadata(&*path) else {
-            return Ok(None);
-        };
-        if !meta.is_dir() {
-            return Ok(None);
-        }
-        let stamp = Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mtime: meta.mtime(),
-            mtime_nsec: meta.mtime_nsec(),
-        };
         let mut dir = match known {
-            Some(known) if known.stamp == stamp && !known.racy => {
-                self.stats.reused += 1;
+            Some(mut known)
+                if !check && self.watch.as_deref().is_some_and(|w| w.unchanged(&known)) =>
+            {
+                self.stats.watched += 1;
+                known.seen = self.generation;
                 known
             }
             known => {
-                self.stats.read += 1;
-                self.read(path, stamp, known)
+                let evented = known
+                    .as_ref()
+                    .is_some_and(|k| self.watch.as_deref().is_some_and(|w| w.evented(k)));
+                // The watch first, so a change after this point is an event.
+                let watch = self
+                    .watch
+                    .as_deref_mut()
+                    .and_then(|w| w.inotify.watches().add(&*path, WATCHED).ok());
+                let Ok(meta) = std::fs::metadata(&*path) else {
+                    return Ok(None);
+                };
+                if !meta.is_dir() {
+                    return Ok(None);
+                }
+                let stamp = Stamp {
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                    mtime: meta.mtime(),
+                    mtime_nsec: meta.mtime_nsec(),
+                };
+                match known {
+                    Some(mut known) if !evented && known.stamp == stamp && !known.racy => {
+                        self.stats.reused += 1;
+                        known.watch = watch;
+                        known.seen = self.generation;
+                        known
+                    }
+                    known => {
+                        self.stats.read += 1;
+                        self.read(path, stamp, known, watch)
+                    }
+                }
             }
         };
         self.visited += dir.entries;
@@ -184,16 +346,24 @@ impl Walk<'_> {
         for name in &dir.matches {
             self.found.push(path.join(name));
         }
+        let reread = dir.seen == self.generation && dir.fresh;
         for (name, child) in &mut dir.descend {
             path.push(&*name);
-            *child = self.directory(path, child.take())?;
+            *child = self.directory(path, child.take(), reread)?;
             path.pop();
         }
+        dir.fresh = false;
         Ok(Some(dir))
     }
 
     /// Reads `path` afresh, keeping what was known of subdirectories that are still there.
-    fn read(&self, path: &Path, stamp: Stamp, known: Option<Dir>) -> Dir {
+    fn read(
+        &self,
+        path: &Path,
+        stamp: Stamp,
+        known: Option<Dir>,
+        watch: Option<WatchDescriptor>,
+    ) -> Dir {
         let modified = UNIX_EPOCH
             + Duration::new(
                 u64::try_from(stamp.mtime).unwrap_or(0),
@@ -216,6 +386,9 @@ impl Walk<'_> {
         let mut dir = Dir {
             stamp,
             racy,
+            watch,
+            seen: self.generation,
+            fresh: true,
             entries: 0,
             descend: Vec::new(),
             matches: Vec::new(),
@@ -251,8 +424,20 @@ mod tests {
             .unwrap();
     }
 
-    #[test]
-    fn a_second_expansion_reads_only_what_changed_and_finds_new_matches() {
+    impl GlobIndex {
+        /// An index that never watches: every directory is checked by its stamp.
+        fn stamps_only() -> Self {
+            GlobIndex {
+                state: Mutex::new(State {
+                    watch: Some(None),
+                    ..State::default()
+                }),
+            }
+        }
+    }
+
+    /// What a second and later expansions cost, with watches (`watched`) or by stamps.
+    fn reads_only_what_changed(index: GlobIndex, watched: bool) {
         let root = tempfile::tempdir().unwrap();
         let base = root.path();
         for dir in ["a/b/c", "a/d", "e/.ssh", "f"] {
@@ -262,41 +447,93 @@ mod tests {
         for dir in ["", "a", "a/b", "a/b/c", "a/d", "e", "f"] {
             old(&base.join(dir));
         }
-        let index = GlobIndex::default();
         let pattern = base.join("**/.ssh");
-        let (first, stats) = index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let expand = || index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let unchanged = |n: usize| {
+            if watched {
+                // The top of the walk is always checked by its stamp.
+                ExpandStats {
+                    read: 0,
+                    reused: 1,
+                    watched: n - 1,
+                }
+            } else {
+                ExpandStats {
+                    read: 0,
+                    reused: n,
+                    watched: 0,
+                }
+            }
+        };
+        let (first, stats) = expand();
         assert_eq!(first, vec![base.join("e/.ssh")]);
-        assert_eq!(stats, ExpandStats { read: 7, reused: 0 });
+        assert_eq!(
+            stats,
+            ExpandStats {
+                read: 7,
+                ..ExpandStats::default()
+            }
+        );
 
-        let (again, stats) = index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let (again, stats) = expand();
         assert_eq!(again, first);
-        assert_eq!(stats, ExpandStats { read: 0, reused: 7 });
+        assert_eq!(stats, unchanged(7));
 
         // A new match deep in the tree: only its parent directory changed.
         std::fs::create_dir(base.join("a/b/c/.ssh")).unwrap();
-        let (after, stats) = index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let (after, stats) = expand();
         assert_eq!(after, vec![base.join("a/b/c/.ssh"), base.join("e/.ssh")]);
-        assert_eq!(stats, ExpandStats { read: 1, reused: 6 });
-        // Just changed, so racy: read again next time even though its stamp is the same.
-        let (_, stats) = index.expand(std::slice::from_ref(&pattern)).unwrap();
-        assert_eq!(stats.read, 1);
+        assert_eq!(
+            stats,
+            ExpandStats {
+                read: 1,
+                ..unchanged(6)
+            }
+        );
+        // Just changed: without a watch it is racy, read again next time though its stamp is
+        // the same; a watch says nothing happened since.
+        let (_, stats) = expand();
+        assert_eq!(stats.read, usize::from(!watched));
 
         // A renamed directory moves its matches with it.
         old(&base.join("a/b/c"));
         std::fs::rename(base.join("a/b"), base.join("f/b")).unwrap();
-        let (moved, _) = index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let (moved, _) = expand();
         assert_eq!(moved, vec![base.join("e/.ssh"), base.join("f/b/c/.ssh")]);
         // A removed match is gone.
         std::fs::remove_dir(base.join("e/.ssh")).unwrap();
-        let (removed, _) = index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let (removed, _) = expand();
         assert_eq!(removed, vec![base.join("f/b/c/.ssh")]);
+        // A directory removed and made again under the same name is read afresh.
+        std::fs::remove_dir_all(base.join("f/b")).unwrap();
+        std::fs::create_dir_all(base.join("f/b/c/.ssh")).unwrap();
+        std::fs::create_dir_all(base.join("f/b/x/.ssh")).unwrap();
+        let (remade, _) = expand();
+        assert_eq!(
+            remade,
+            vec![base.join("f/b/c/.ssh"), base.join("f/b/x/.ssh")]
+        );
+    }
+
+    #[test]
+    fn with_watches_a_second_expansion_reads_only_what_changed() {
+        reads_only_what_changed(GlobIndex::default(), true);
+    }
+
+    #[test]
+    fn by_stamps_a_second_expansion_reads_only_what_changed() {
+        reads_only_what_changed(GlobIndex::stamps_only(), false);
     }
 
     #[test]
     fn the_answer_equals_a_fresh_walk_after_random_changes() {
+        random_changes(GlobIndex::default());
+        random_changes(GlobIndex::stamps_only());
+    }
+
+    fn random_changes(index: GlobIndex) {
         let root = tempfile::tempdir().unwrap();
         let base = root.path();
-        let index = GlobIndex::default();
         let pattern = base.join("**/.env");
         let mut seed = 7u64;
         let mut next = || {

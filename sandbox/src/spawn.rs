@@ -65,6 +65,21 @@ impl Sandbox {
         self
     }
 
+    /// Expands `profile`'s deny globs into the shared index without running anything, so the
+    /// first command does not pay the first walk of a large root (and its watches).
+    pub fn warm(&self, profile: &Profile) -> Result<(), SpawnError> {
+        let request = Request::new(["true"], Path::new("/"));
+        let parent_env = BTreeMap::new();
+        plan::resolve(
+            profile,
+            &request,
+            self.home.as_deref(),
+            &parent_env,
+            &self.globs,
+        )
+        .map(drop)
+    }
+
     /// Runs `request` confined by `profile` and waits for it (blocking; call it from
     /// `spawn_blocking` in async code). Nothing runs unconfined: every failure to set up a
     /// layer is an error and the command never started.

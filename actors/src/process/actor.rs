@@ -58,6 +58,16 @@ impl Actor for ProcessBody {
         _myself: ActorRef<Self::Msg>,
         args: ProcessBodyArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        // The first walk of a large write root (a home) happens now, not in the first command.
+        if let Ok(exe) = std::env::current_exe() {
+            let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+            let profile = profile_of(&args.policy, &args.hidden);
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = sandbox.warm(&profile) {
+                    tracing::debug!("deny globs not expanded ahead: {error}");
+                }
+            });
+        }
         Ok(args)
     }
 
