@@ -418,9 +418,13 @@ fn main() -> ExitCode {
     // The sandbox child and init are this executable started with a reserved argv[1]: they must
     // run before anything else (before tokio starts threads). Returns only in the parent.
     aido_sandbox::run_child_if_requested();
+    let cli = Cli::parse();
     // tesseract (the VM body's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
-    // 5-9x faster on small machines with one thread: make sure this process has it.
-    if std::env::var_os("OMP_THREAD_LIMIT").is_none()
+    // 5-9x faster on small machines with one thread: make sure the commands that can read a
+    // screen have it. The others (`aido exec`, `replay`, `answer`, ...) are not started twice.
+    let reads_screens = matches!(cli.command, Command::Mcp | Command::Vm(_));
+    if reads_screens
+        && std::env::var_os("OMP_THREAD_LIMIT").is_none()
         && let Ok(me) = std::env::current_exe()
     {
         use std::os::unix::process::CommandExt;
@@ -430,7 +434,6 @@ fn main() -> ExitCode {
             .exec();
         eprintln!("aido: cannot re-execute with OMP_THREAD_LIMIT=1 ({error}); going on without it");
     }
-    let cli = Cli::parse();
     logging(&cli);
     match run(cli) {
         Ok(code) => code,
