@@ -315,6 +315,7 @@ impl Reader<'_> {
             context_after: 0,
             mode: OutputMode::Content,
             limit: Some(limit),
+            bytes_max: None,
         }
     }
 

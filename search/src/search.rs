@@ -82,6 +82,11 @@ pub fn search_code_until(
     let mut files_searched = 0;
     let mut taken = 0u64;
     let mut cut = false;
+    let budget = request
+        .bytes_max
+        .map_or(limits.result_bytes_max, |asked| asked.min(limits.result_bytes_max));
+    let mut used = 0u64;
+    let mut over_budget = false;
     let mut paths = Vec::new();
     let mut contents = Vec::new();
     let mut counts = Vec::new();
@@ -101,12 +106,33 @@ pub fn search_code_until(
             continue;
         }
         let relative = relative(&request.scope.root, path);
+        let path_cost = relative.len() as u64 + FRAME_BYTES;
+        if used + path_cost > budget {
+            over_budget = true;
+            break;
+        }
         match request.mode {
             OutputMode::Content => {
                 let room = usize::try_from(limit - taken).unwrap_or(usize::MAX);
                 hits.truncate(room);
+                used += path_cost;
+                let fits = hits
+                    .iter()
+                    .take_while(|hit| {
+                        let cost = hit_bytes(hit);
+                        if used + cost > budget {
+                            return false;
+                        }
+                        used += cost;
+                        true
+                    })
+                    .count();
+                if fits < hits.len() {
+                    hits.truncate(fits);
+                    over_budget = true;
+                }
                 taken += hits.len() as u64;
-                cut = (hits.len() as u64) < count;
+                cut = over_budget || (hits.len() as u64) < count;
                 if !hits.is_empty() {
                     contents.push(FileHits {
                         path: relative,
@@ -119,6 +145,7 @@ pub fn search_code_until(
                     cut = true;
                 } else {
                     taken += 1;
+                    used += path_cost;
                     if request.mode == OutputMode::Count {
                         counts.push(FileCount {
                             path: relative,
@@ -136,6 +163,8 @@ pub fn search_code_until(
     }
     let truncation = if searched.timed_out || walked.timed_out {
         Some(Truncation::Timeout)
+    } else if over_budget {
+        Some(Truncation::Budget)
     } else if cut {
         Some(Truncation::Limit)
     } else if walked.files_max_reached {
@@ -155,6 +184,21 @@ pub fn search_code_until(
         files_searched,
         skipped,
     })
+}
+
+/// What a result's framing (field names, numbers, separators) costs per path or line, in
+/// the byte budget.
+const FRAME_BYTES: u64 = 32;
+
+/// A hit's bytes in the budget: its text and its context lines, each with its framing.
+fn hit_bytes(hit: &Hit) -> u64 {
+    let context: u64 = hit
+        .before
+        .iter()
+        .chain(&hit.after)
+        .map(|line| line.text.len() as u64 + FRAME_BYTES)
+        .sum();
+    hit.text.len() as u64 + FRAME_BYTES + context
 }
 
 /// The path relative to the root with `/` separators; a file root is shown by its name.
@@ -814,6 +858,36 @@ mod tests {
             (files(&result), result.truncated),
             (vec!["a".to_string()], true)
         );
+    }
+
+    #[test]
+    fn a_byte_budget_keeps_the_first_hits_and_says_budget() {
+        // Each hit costs its text (3 bytes) plus 32 of framing, each path 1 + 32.
+        let dir = tree(&[("a", "hit\nhit\n"), ("b", "hit\n"), ("c", "hit\n")]);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Content;
+        request.bytes_max = Some(33 + 35 + 35 + 33 + 35);
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        let got: Vec<(String, u64)> = content(&result)
+            .into_iter()
+            .map(|(path, line, _)| (path, line))
+            .collect();
+        assert_eq!(got, [("a".to_string(), 1), ("a".into(), 2), ("b".into(), 1)]);
+        assert_eq!(result.truncation, Some(Truncation::Budget));
+
+        // The operator's bound wins over a larger request, in every mode.
+        request.mode = OutputMode::FilesWithMatches;
+        request.bytes_max = Some(1 << 30);
+        let limits = Limits {
+            result_bytes_max: 33 * 2,
+            ..Limits::default()
+        };
+        let result = search_code(&request, &limits, &AllowAll).expect("searches");
+        assert_eq!(files(&result), ["a".to_string(), "b".into()]);
+        assert_eq!(result.truncation, Some(Truncation::Budget));
+        request.bytes_max = None;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        assert_eq!((files(&result).len(), result.truncated), (3, false));
     }
 
     #[test]
