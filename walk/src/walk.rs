@@ -11,6 +11,7 @@ use std::pin::Pin;
 use aido_actions::Failure;
 use aido_actions::{
     Action, Condition, FsAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
+    SearchAction,
     RuntimeAction, SideEffectClass, TreeAction, VmAction,
 };
 
@@ -117,6 +118,13 @@ pub trait World: Send {
         action: MemoryAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a search primitive (search_code, search_and_read). Its result is
+    /// [`crate::search::render`] of what the search found, which is recorded.
+    fn search(
+        &mut self,
+        action: SearchAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a process primitive (a confined command).
     fn process(
         &mut self,
@@ -166,6 +174,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Machine(a) => world.machine(a).await?.map_err(Failed::leaf),
             Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
+            Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -421,6 +430,10 @@ mod tests {
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {
             Ok(self.leaf(Action::from(action).primitive().into()))
+        }
+
+        async fn search(&mut self, action: SearchAction) -> Answer<Executed, String> {
+            Ok(self.leaf(action.primitive().into()))
         }
 
         async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, String> {
