@@ -212,7 +212,13 @@ pub(crate) struct Bodies {
 impl Bodies {
     /// Every body, for supervision.
     pub(crate) fn all(&self) -> [&dyn Supervised; 5] {
-        [&self.fs, &self.vm, &self.memory, &self.process, &self.search]
+        [
+            &self.fs,
+            &self.vm,
+            &self.memory,
+            &self.process,
+            &self.search,
+        ]
     }
 
     /// The body whose actor is `id`.

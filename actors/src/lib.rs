@@ -37,12 +37,12 @@ pub mod hooks;
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
-/// The search body: search_code and search_and_read over the walls.
-pub mod search;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
+/// The search body: search_code and search_and_read over the walls.
+pub mod search;
 /// Session actors and the handle surfaces use.
 pub mod session;
 /// The state every actor of a runtime shares (the bottom layer).

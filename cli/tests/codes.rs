@@ -97,7 +97,10 @@ fn every_enum_lists_each_code_once() {
         ("memory RememberError", aido_memory::RememberError::CODES),
         ("memory RecallError", aido_memory::RecallError::CODES),
         ("memory ForgetError", aido_memory::ForgetError::CODES),
-        ("SearchBodyError", aido_actors::search::SearchBodyError::CODES),
+        (
+            "SearchBodyError",
+            aido_actors::search::SearchBodyError::CODES,
+        ),
         ("SearchError", aido_search::SearchError::CODES),
         ("search ReadError", aido_search::ReadError::CODES),
     ] {

@@ -632,7 +632,9 @@ impl World for Player<'_> {
     /// since, and the recorded answer is what the agent saw).
     async fn search(&mut self, action: SearchAction) -> Answer<Executed, Missing> {
         let answer = match self.pull("what the search found")? {
-            Input::Answer { from, value } if from == aido_walk::search::ANSWER_FROM => value.clone(),
+            Input::Answer { from, value } if from == aido_walk::search::ANSWER_FROM => {
+                value.clone()
+            }
             other => {
                 return Err(Missing::Unrecorded(format!(
                     "expected what the search found but the record has {}",
@@ -640,7 +642,9 @@ impl World for Player<'_> {
                 )));
             }
         };
-        Ok(Ok(Executed::new(aido_walk::search::render(&action, &answer))))
+        Ok(Ok(Executed::new(aido_walk::search::render(
+            &action, &answer,
+        ))))
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Missing> {

@@ -82,9 +82,9 @@ pub fn search_code_until(
     let mut files_searched = 0;
     let mut taken = 0u64;
     let mut cut = false;
-    let budget = request
-        .bytes_max
-        .map_or(limits.result_bytes_max, |asked| asked.min(limits.result_bytes_max));
+    let budget = request.bytes_max.map_or(limits.result_bytes_max, |asked| {
+        asked.min(limits.result_bytes_max)
+    });
     let mut used = 0u64;
     let mut over_budget = false;
     let mut paths = Vec::new();
@@ -872,7 +872,10 @@ mod tests {
             .into_iter()
             .map(|(path, line, _)| (path, line))
             .collect();
-        assert_eq!(got, [("a".to_string(), 1), ("a".into(), 2), ("b".into(), 1)]);
+        assert_eq!(
+            got,
+            [("a".to_string(), 1), ("a".into(), 2), ("b".into(), 1)]
+        );
         assert_eq!(result.truncation, Some(Truncation::Budget));
 
         // The operator's bound wins over a larger request, in every mode.

@@ -27,12 +27,12 @@ pub mod fs;
 pub mod memory;
 /// The result of run_command from what the process body recorded.
 pub mod process;
-/// The results of search_code and search_and_read from what the search body found.
-pub mod search;
 /// Results of runtime primitives as pure functions of recorded inputs.
 pub mod render;
 /// Rewind plans from the records.
 pub mod rewind;
+/// The results of search_code and search_and_read from what the search body found.
+pub mod search;
 /// The composite walk over a world.
 pub mod walk;
 

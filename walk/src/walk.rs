@@ -11,8 +11,7 @@ use std::pin::Pin;
 use aido_actions::Failure;
 use aido_actions::{
     Action, Condition, FsAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
-    SearchAction,
-    RuntimeAction, SideEffectClass, TreeAction, VmAction,
+    RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;

@@ -231,7 +231,10 @@ mod tests {
         let call = now + Duration::from_secs(60);
         assert_eq!(search_deadline(call, now), call - Duration::from_secs(2));
         let call = now + Duration::from_secs(5);
-        assert_eq!(search_deadline(call, now), call - Duration::from_millis(500));
+        assert_eq!(
+            search_deadline(call, now),
+            call - Duration::from_millis(500)
+        );
         assert_eq!(search_deadline(now, now), now);
     }
 }
