@@ -36,10 +36,10 @@ mod metadata;
 mod report;
 /// Rewind through a real runtime.
 mod rewind;
-/// Snapshot create and restore against `cp -a` and git.
-mod snapshots;
 /// search_code against rg, search_and_read against the calls it saves.
 mod search;
+/// Snapshot create and restore against `cp -a` and git.
+mod snapshots;
 /// The stdio comparison.
 mod stdio;
 /// Stopping the snapshot section cleanly on Ctrl-C.

@@ -142,7 +142,10 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
     let theirs = rg_hits(tree)?;
     let ours = hits_of(&first, tree);
     if first["found"]["truncated"] == true {
-        bail!("search_code cut its result short: {}", first["found"]["truncation"]);
+        bail!(
+            "search_code cut its result short: {}",
+            first["found"]["truncation"]
+        );
     }
     if ours != theirs {
         let only_ours = ours.difference(&theirs).take(5).collect::<Vec<_>>();
@@ -289,7 +292,10 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
         object(json!({"patterns": [pattern], "path": root})),
     )
     .await?;
-    let entries = answer["found"]["entries"].as_array().cloned().unwrap_or_default();
+    let entries = answer["found"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let callers: usize = entries
         .iter()
         .map(|e| e["callers"].as_array().map_or(0, Vec::len))
@@ -319,7 +325,9 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
         let (callers, bytes) = call(
             server,
             "search_code",
-            object(json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"})),
+            object(
+                json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"}),
+            ),
         )
         .await?;
         calls += 1;
