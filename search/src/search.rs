@@ -65,6 +65,7 @@ pub fn search_code_until(
     let limit = request.limit.map_or(limit, |asked| asked.min(limit));
     let plan = Plan {
         request,
+        judge,
         limits,
         patterns: &patterns,
         limit,
@@ -96,9 +97,13 @@ pub fn search_code_until(
             Outcome::Binary => skipped.binary += 1,
             Outcome::TooLarge => skipped.too_large += 1,
             Outcome::Unreadable => skipped.unreadable += 1,
+            Outcome::Denied => skipped.denied_files += 1,
             Outcome::Searched { .. } => {}
         }
-        files_searched += u64::from(!matches!(outcome, Outcome::TooLarge | Outcome::Unreadable));
+        files_searched += u64::from(!matches!(
+            outcome,
+            Outcome::TooLarge | Outcome::Unreadable | Outcome::Denied
+        ));
         let Outcome::Searched { mut hits, count } = outcome else {
             continue;
         };
@@ -217,12 +222,19 @@ pub(crate) fn relative(root: &Path, path: &Path) -> String {
 /// Opens a file that the judge allowed: never through a symbolic link (`O_NOFOLLOW`), never
 /// blocking on a FIFO swapped in after the walk (`O_NONBLOCK`), and only a regular file no
 /// larger than `file_bytes_max`.
-pub(crate) fn open_judged(path: &Path, file_bytes_max: u64) -> Result<File, Outcome> {
+pub(crate) fn open_judged(
+    path: &Path,
+    file_bytes_max: u64,
+    judge: &dyn Judge,
+) -> Result<File, Outcome> {
     let file = File::options()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|_| Outcome::Unreadable)?;
+    if judge.opened(path, &file) == crate::judge::Verdict::Deny {
+        return Err(Outcome::Denied);
+    }
     let metadata = file.metadata().map_err(|_| Outcome::Unreadable)?;
     if !metadata.is_file() {
         return Err(Outcome::Unreadable);
@@ -243,10 +255,13 @@ pub(crate) enum Outcome {
     Binary,
     TooLarge,
     Unreadable,
+    /// The judge refused the file it saw opened (`Judge::opened`): closed unread.
+    Denied,
 }
 
 struct Plan<'a> {
     request: &'a SearchRequest,
+    judge: &'a dyn Judge,
     limits: &'a Limits,
     patterns: &'a Patterns,
     limit: u64,
@@ -508,7 +523,7 @@ impl Plan<'_> {
     }
 
     fn search_file(&self, searcher: &mut Searcher, path: &Path, timed_out: &AtomicBool) -> Outcome {
-        let file = match open_judged(path, self.limits.file_bytes_max) {
+        let file = match open_judged(path, self.limits.file_bytes_max, self.judge) {
             Ok(file) => file,
             Err(outcome) => return outcome,
         };
@@ -1091,6 +1106,30 @@ mod tests {
                 .any(|(path, kind)| path == dir.path() && *kind == EntryKind::Dir),
             "the root is judged"
         );
+    }
+
+    #[test]
+    fn a_file_the_judge_refuses_once_opened_is_never_read_or_returned() {
+        let dir = tree(&[("a.rs", "secret\n"), ("b.rs", "secret\n")]);
+        struct Opened;
+        impl Judge for Opened {
+            fn judge(&self, _path: &Path, _kind: EntryKind) -> Verdict {
+                Verdict::Allow
+            }
+            fn opened(&self, path: &Path, _file: &File) -> Verdict {
+                if path.ends_with("b.rs") {
+                    Verdict::Deny
+                } else {
+                    Verdict::Allow
+                }
+            }
+        }
+        let mut request = SearchRequest::new(dir.path(), &["secret"]);
+        request.mode = OutputMode::Content;
+        let result = search_code(&request, &Limits::default(), &Opened).expect("searches");
+        assert_eq!(content(&result).len(), 1);
+        assert_eq!(content(&result)[0].0, "a.rs");
+        assert_eq!((result.skipped.denied_files, result.files_searched), (1, 1));
     }
 
     #[test]

@@ -1,3 +1,5 @@
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use aido_actions::AccessKind;
@@ -8,6 +10,11 @@ use aido_search::{EntryKind, Judge, Verdict};
 /// the path is resolved (symlinks followed by the resolver, never by the search), must be
 /// under a read wall, outside `AIDO_HOME`, and match no deny glob. A path that is not UTF-8
 /// cannot be judged and is denied.
+///
+/// Check then use, as the filesystem body does: once a file is open, the path it really
+/// opened (`/proc/self/fd/N`) must be the path judged, or pass the walls and deny globs
+/// itself; a directory swapped for a link out of the walls after the walk judged it leads the
+/// open elsewhere, and such a file is closed unread.
 pub struct Walls<'a> {
     /// The policy.
     pub policy: &'a PolicyEngine,
@@ -27,5 +34,59 @@ impl Judge for Walls<'_> {
             Ok(_) => Verdict::Allow,
             Err(_) => Verdict::Deny,
         }
+    }
+
+    fn opened(&self, path: &Path, file: &File) -> Verdict {
+        let link = format!("/proc/self/fd/{}", file.as_raw_fd());
+        match std::fs::read_link(link) {
+            Ok(real) if real == path => Verdict::Allow,
+            Ok(real) => self.judge(&real, EntryKind::File),
+            Err(_) => Verdict::Deny,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aido_policy::{Environment, Layered, Source};
+
+    /// The walk judged `project/d/key` (a plain file in the walls); then `d` became a link to
+    /// a directory outside them. The open follows the link; `opened` sees where it landed.
+    #[test]
+    fn a_directory_swapped_for_a_link_out_of_the_walls_is_closed_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (home, outside) = (base.join("home"), base.join("outside"));
+        let project = home.join("project");
+        std::fs::create_dir_all(project.join("d")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(project.join("d/key"), "fine\n").unwrap();
+        std::fs::write(outside.join("key"), "secret\n").unwrap();
+        let text = format!("workdir = \"{}\"\n", project.display());
+        let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
+            .unwrap()
+            .config;
+        let env = Environment {
+            home: home.clone(),
+            aido_home: base.join("aido"),
+        };
+        let policy = PolicyEngine::new(&config, &env, &FsResolver).unwrap();
+        let session = SessionContext::new(project.clone());
+        let walls = Walls {
+            policy: &policy,
+            session: &session,
+        };
+        let judged = project.join("d/key");
+        assert_eq!(walls.judge(&judged, EntryKind::File), Verdict::Allow);
+        let file = File::open(&judged).unwrap();
+        assert_eq!(walls.opened(&judged, &file), Verdict::Allow);
+
+        std::fs::rename(project.join("d"), project.join("d.old")).unwrap();
+        std::os::unix::fs::symlink(&outside, project.join("d")).unwrap();
+        let swapped = File::open(&judged).unwrap();
+        assert_eq!(walls.opened(&judged, &swapped), Verdict::Deny);
+        // The judgement of the path itself now sees the link too.
+        assert_eq!(walls.judge(&judged, EntryKind::File), Verdict::Deny);
     }
 }
