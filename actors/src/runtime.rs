@@ -82,6 +82,8 @@ impl Runtime {
         };
         let search_args = SearchBodyArgs {
             policy: policy.clone(),
+            aido_home: std::fs::canonicalize(&options.env.aido_home)
+                .unwrap_or_else(|_| options.env.aido_home.clone()),
         };
         let shared = Arc::new(Shared {
             journal: options.journal,

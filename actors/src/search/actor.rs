@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,8 @@ pub struct SearchBody;
 pub struct SearchBodyArgs {
     /// The policy: its walls and deny globs judge every entry.
     pub policy: Arc<PolicyEngine>,
+    /// `AIDO_HOME`, resolved: never searched.
+    pub aido_home: PathBuf,
 }
 
 /// Messages to the search body.
@@ -70,11 +72,11 @@ impl Actor for SearchBody {
                 if !ticket.start() {
                     return Ok(());
                 }
-                let policy = state.policy.clone();
+                let (policy, aido_home) = (state.policy.clone(), state.aido_home.clone());
                 let deadline = search_deadline(ticket.deadline(), Instant::now());
                 tokio::spawn(async move {
                     let answer = tokio::task::spawn_blocking(move || {
-                        run(&policy, &action, &session, deadline)
+                        run(&policy, &aido_home, &action, &session, deadline)
                     })
                     .await
                     .unwrap_or_else(|error| {
@@ -118,6 +120,7 @@ pub fn limits_of(policy: &PolicyEngine, deadline: Instant, now: Instant) -> Limi
 /// search run with every entry judged before it is opened.
 fn run(
     policy: &PolicyEngine,
+    aido_home: &Path,
     action: &SearchAction,
     session: &SessionContext,
     deadline: Instant,
@@ -130,7 +133,12 @@ fn run(
         .check_path(given, AccessKind::Read, session, &FsResolver)
         .map_err(|refusal| Failure::new(refusal.code().code(), refusal.to_string()))?
         .resolved;
-    let walls = Walls { policy, session };
+    let walls = Walls {
+        policy,
+        session,
+        root: &root,
+        aido_home,
+    };
     let limits = limits_of(policy, deadline, Instant::now());
     let found = match action {
         SearchAction::SearchCode(search) => {
