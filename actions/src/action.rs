@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, memory, meta, process, safety, search, snapshot, vm};
+use crate::{fs, human, memory, meta, process, safety, search, snapshot, tools, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -219,6 +219,10 @@ actions! {
         RestoreFromTrash(fs::RestoreFromTrash) = "restore_from_trash", FsWrite;
         /// Check that a file parses as JSON, TOML or UTF-8. Class: read_only.
         Validate(safety::Validate) = "validate", ReadOnly;
+        /// Compare two files, or a file with a text, as a unified diff within a line budget. Class: read_only.
+        Diff(tools::Diff) = "diff", ReadOnly;
+        /// Render a MiniJinja template sandboxed: includes only inside the walls, bounded fuel and output. Class: read_only.
+        RenderTemplate(tools::RenderTemplate) = "render_template", ReadOnly;
     }
     /// The VM body: contained QEMU machines.
     Machine => VmAction {
@@ -308,6 +312,8 @@ actions! {
         Rewind(snapshot::Rewind) = "rewind", Destructive;
         /// Random bytes, recorded for replay. Class: read_only.
         RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
+        /// Read aido's own log, this session's activity, or a file the policy allows: tail, since, grep, caps, secrets redacted. Class: read_only.
+        ReadLogs(tools::ReadLogs) = "read_logs", ReadOnly;
     }
     /// The memory body: what agents learned, in AIDO_HOME/memory.sqlite, shared by every
     /// session and process of this AIDO_HOME.
@@ -327,6 +333,18 @@ actions! {
         SearchCode(search::SearchCode) = "search_code", ReadOnly;
         /// Each hit's enclosing definition and up to N call sites with theirs, within a character budget. Class: read_only.
         SearchAndRead(search::SearchAndRead) = "search_and_read", ReadOnly;
+    }
+    /// A person, asked through the client's elicitation (form mode), or out of band with
+    /// `aido answer` when the client cannot ask.
+    Human => HumanAction {
+        /// Ask a person a question and wait (bounded) for a free-text answer; without a client that can ask, needs_human with an id for `aido answer`. Never ask for secrets. Class: read_only.
+        AskHuman(human::AskHuman) = "ask_human", ReadOnly;
+        /// Ask a person to confirm: approved only on an explicit yes (no, decline, cancel and timeout are all no, with the reason). Class: read_only.
+        Confirm(human::Confirm) = "confirm", ReadOnly;
+        /// Ask a person to pick one of 2 to 10 choices (or several, with multiple). Class: read_only.
+        AskMultipleChoice(human::AskMultipleChoice) = "ask_multiple_choice", ReadOnly;
+        /// Collect the answer a person gave with `aido answer` to a question that came back needs_human, waiting up to wait_ms. Class: read_only.
+        CheckAnswer(human::CheckAnswer) = "check_answer", ReadOnly;
     }
     /// Composites (and assert's condition): walked by the executor, their leaves routed on.
     Tree => TreeAction {
@@ -520,6 +538,13 @@ mod tests {
             ("list_memory", SideEffectClass::ReadOnly),
             ("search_code", SideEffectClass::ReadOnly),
             ("search_and_read", SideEffectClass::ReadOnly),
+            ("ask_human", SideEffectClass::ReadOnly),
+            ("confirm", SideEffectClass::ReadOnly),
+            ("ask_multiple_choice", SideEffectClass::ReadOnly),
+            ("check_answer", SideEffectClass::ReadOnly),
+            ("diff", SideEffectClass::ReadOnly),
+            ("render_template", SideEffectClass::ReadOnly),
+            ("read_logs", SideEffectClass::ReadOnly),
         ];
         assert_eq!(
             table.len(),

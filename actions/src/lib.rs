@@ -24,6 +24,8 @@ pub mod codes;
 pub mod condition;
 /// Filesystem primitives.
 pub mod fs;
+/// Asking a human: ask_human, confirm, ask_multiple_choice, check_answer.
+pub mod human;
 /// Memory primitives: remember, recall, forget, list_memory.
 pub mod memory;
 /// Meta primitives: questions an agent asks about its own session.
@@ -38,6 +40,8 @@ pub mod safety;
 pub mod search;
 /// Snapshots, rewind and recorded randomness.
 pub mod snapshot;
+/// The toolbelt: diff, render_template, read_logs.
+pub mod tools;
 /// The policy chain's answer, shared by the policy, the journal and every surface.
 pub mod verdict;
 /// Machine (QEMU) primitives.
@@ -45,8 +49,8 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction, Routed,
-    RuntimeAction, SearchAction, TreeAction, VmAction, primitives,
+    Action, Body, FsAction, HumanAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction,
+    Routed, RuntimeAction, SearchAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

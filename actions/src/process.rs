@@ -11,7 +11,8 @@ use crate::access::{Access, Touches};
 /// Run one command confined: no network, the host read-only except the policy's write roots,
 /// the deny globs hidden, a cleared environment. Give `argv`, or `shell` (run as
 /// `/bin/sh -c SHELL`), not both. Its file changes land in the write roots directly and are
-/// NOT journaled as effects yet (a rewind does not undo them).
+/// NOT journaled as effects yet (a rewind does not undo them); with `dry_run` the command runs
+/// over a copy-on-write layer instead and its changes are returned, not applied.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCommand {
@@ -39,6 +40,11 @@ pub struct RunCommand {
     /// Standard error kept, in bytes (default and most 64 KiB; the rest is counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_bytes_max: Option<usize>,
+    /// Run the command over a copy-on-write layer of the write roots and return what it
+    /// changed (files created, changed and removed, with unified diffs of text files) without
+    /// applying any of it: the host tree is left exactly as it was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 impl RunCommand {

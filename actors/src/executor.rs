@@ -10,8 +10,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, Effect, Failure, FsAction, Input, MemoryAction, Outcome, ProcessAction,
-    RuntimeAction, SearchAction, VmAction,
+    Action, Condition, Effect, Failure, FsAction, HumanAction, Input, MemoryAction, Outcome,
+    ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -101,6 +101,11 @@ impl World for Executor<'_> {
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {
         Ok(Executor::runtime(self, action).await)
+    }
+
+    async fn human(&mut self, action: HumanAction) -> Answer<Executed, Infallible> {
+        let session = self.session.to_string();
+        Ok(crate::human::run(&self.shared, self.hooks, session, self.proposal, action).await)
     }
 
     async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
@@ -236,6 +241,7 @@ impl Executor<'_> {
                 })?;
                 self.rewind(target).await
             }
+            RuntimeAction::ReadLogs(r) => self.read_logs(r).await,
         }
     }
 

@@ -1,4 +1,4 @@
-//! What a surface (the MCP server, the CLI) lends a call: a way to ask a human, a place for
+//! What a surface (the MCP server, the CLI) lends a call: ways to ask a human, a place for
 //! progress, and the agent's cancellation.
 
 use std::future::Future;
@@ -40,6 +40,36 @@ pub trait Confirmer: Send + Sync {
     fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>>;
 }
 
+/// How a person answered a form the runtime asked a surface to show.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Elicited {
+    /// The person submitted the form with this content (an object of the form's fields).
+    Accepted(serde_json::Value),
+    /// The person declined.
+    Declined,
+    /// The person dismissed the form.
+    Cancelled,
+    /// No answer in time (the surface withdrew the question).
+    TimedOut,
+    /// The surface could not ask after all (the client failed or went away).
+    Unavailable,
+}
+
+/// Asks a person a question through a form (MCP elicitation, form mode, in the MCP server):
+/// ask_human, confirm and ask_multiple_choice.
+pub trait Asker: Send + Sync {
+    /// Whether this client can show a form at all (it declared form elicitation).
+    fn can_ask(&self) -> bool;
+    /// Show `message` with the form `schema` (a flat JSON object schema) and wait at most
+    /// `timeout` for the answer.
+    fn ask(
+        &self,
+        message: String,
+        schema: serde_json::Value,
+        timeout: std::time::Duration,
+    ) -> Pin<Box<dyn Future<Output = Elicited> + Send>>;
+}
+
 /// Receives progress of long actions (MCP progress notifications, in the MCP server).
 pub trait Progress: Send + Sync {
     /// `done` of `total` steps are finished.
@@ -51,6 +81,9 @@ pub trait Progress: Send + Sync {
 pub struct Hooks {
     /// How to ask a human; `None` means nobody can be asked.
     pub confirmer: Option<Arc<dyn Confirmer>>,
+    /// How to ask a person a question (the ask primitives); `None` means questions wait for
+    /// `aido answer`.
+    pub asker: Option<Arc<dyn Asker>>,
     /// Where progress goes.
     pub progress: Option<Arc<dyn Progress>>,
     /// Cancelled when the agent cancels the call.

@@ -33,6 +33,11 @@ pub mod faults;
 pub mod fs;
 /// What a surface lends a call: asking a human, progress, cancellation.
 pub mod hooks;
+/// Asking a human: through the surface's form, or stored for `aido answer`
+/// (AIDO_HOME/questions.sqlite, shared by every process).
+pub mod human;
+/// aido's own rotating log, and read_logs.
+pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
@@ -53,10 +58,11 @@ pub mod ticket;
 pub mod vm;
 
 pub use aido_walk::render;
+pub use aido_walk::tools::ToolError;
 pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
 pub use faults::{Faults, Plan as FaultPlan};
-pub use hooks::{ConfirmAnswer, Confirmer, Hooks, Progress};
+pub use hooks::{Asker, ConfirmAnswer, Confirmer, Elicited, Hooks, Progress};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{Ran, RunError, Session};

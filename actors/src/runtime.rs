@@ -79,6 +79,8 @@ impl Runtime {
                 options.env.aido_home.clone(),
                 options.journal.path().to_owned(),
             ],
+            globs: Arc::default(),
+            layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
         };
         let search_args = SearchBodyArgs {
             policy: policy.clone(),
@@ -99,6 +101,7 @@ impl Runtime {
             runtime_session,
             last_crash: Mutex::new(None),
             faults,
+            questions: options.env.aido_home.join(crate::human::QUESTIONS_FILE),
         });
         let (supervisor, handle) = Actor::spawn(
             None,

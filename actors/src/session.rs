@@ -4,7 +4,7 @@ use std::time::Duration;
 use aido_actions::verdict::Gate;
 use aido_actions::{Action, Body, Failure, Input, Outcome, SideEffectClass, Verdict};
 use aido_journal::{Event, Queued, SessionId};
-use aido_policy::{FsResolver, SessionContext};
+use aido_policy::{Admissions, FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
@@ -113,7 +113,7 @@ impl Session {
                 Some(Duration::from_millis(PROPOSE_TIMEOUT_MS)),
             )
             .await;
-        let (proposal, verdict) = match proposed {
+        let (proposal, verdict, admitted) = match proposed {
             Ok(CallResult::Success(Ok(p))) => p,
             Ok(CallResult::Success(Err(f))) => return Err(RunError::plain(None, f)),
             Ok(CallResult::Timeout) => {
@@ -127,7 +127,9 @@ impl Session {
         let _slot = Release(self.actor.clone());
         let seq = match proposal {
             Proposal::Sequenced(seq) => seq,
-            Proposal::Queued(queued) => return self.read_leaf(action, queued, hooks).await,
+            Proposal::Queued(queued) => {
+                return self.read_leaf(action, queued, hooks, admitted).await;
+            }
         };
         let mut inputs = Vec::new();
         match verdict {
@@ -202,11 +204,13 @@ impl Session {
             }
         }
         let started = shared.clock.now_ms();
+        // The body uses the paths the chain resolved instead of resolving them again.
+        let ctx = self.ctx.with_admitted(admitted);
         let mut executor = Executor {
             shared: shared.clone(),
             session: self.id,
             proposal: seq,
-            ctx: &self.ctx,
+            ctx: &ctx,
             hooks: &hooks,
         };
         let result = executor.exec(&action).await;
@@ -259,17 +263,19 @@ impl Session {
         action: Action,
         queued: Queued,
         hooks: Hooks,
+        admitted: Admissions,
     ) -> Result<Ran, RunError> {
         let shared = &self.shared;
         let started = shared.clock.now_ms();
         // The leaf goes through the one walk like every action (a read leaf is one step of
         // it), so playback finds what it recorded where it looks for it.
+        let ctx = self.ctx.with_admitted(admitted);
         let read = async {
             let mut executor = Executor {
                 shared: shared.clone(),
                 session: self.id,
                 proposal: 0,
-                ctx: &self.ctx,
+                ctx: &ctx,
                 hooks: &hooks,
             };
             executor.exec(&action).await
@@ -410,7 +416,7 @@ pub(crate) enum Proposal {
 pub(crate) enum SessionMsg {
     Propose {
         action: Box<Action>,
-        reply: RpcReplyPort<Result<(Proposal, Verdict), Failure>>,
+        reply: RpcReplyPort<Result<(Proposal, Verdict, Admissions), Failure>>,
     },
     Release,
 }
@@ -457,9 +463,10 @@ impl Actor for SessionActor {
                     .into()));
                     return Ok(());
                 }
-                let verdict = shared
-                    .policy
-                    .evaluate(&action, &state.args.ctx, &FsResolver);
+                let (verdict, admitted) =
+                    shared
+                        .policy
+                        .evaluate_admitting(&action, &state.args.ctx, &FsResolver);
                 // Write ahead: an action that can change the world runs only after its
                 // proposal is durable. One that cannot (every leaf read-only or meta) starts as
                 // soon as its proposal has a seq; its outcome record's durable acknowledgement
@@ -496,11 +503,12 @@ impl Actor for SessionActor {
                 let answer = match appended {
                     Ok(proposal) => {
                         state.in_flight += 1;
-                        Ok((proposal, verdict))
+                        Ok((proposal, verdict, admitted))
                     }
                     Err(e) => Err(Failure::new(e.code(), e.to_string())),
                 };
-                if let Err(ractor::MessagingErr::SendErr(Ok((proposal, _)))) = reply.send(answer) {
+                if let Err(ractor::MessagingErr::SendErr(Ok((proposal, _, _)))) = reply.send(answer)
+                {
                     // The caller stopped waiting (PROPOSE_TIMEOUT_MS) after the proposal was
                     // appended: it never runs, its slot is free again, and its outcome says so,
                     // so no proposal is left without one.

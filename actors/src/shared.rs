@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub(crate) last_crash: Mutex<Option<String>>,
     /// Fault injection.
     pub(crate) faults: Arc<Faults>,
+    /// The question store's file (AIDO_HOME/questions.sqlite).
+    pub(crate) questions: std::path::PathBuf,
 }
 
 impl Shared {

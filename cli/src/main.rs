@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// `aido answer`: answering the questions no client could show.
+mod answer;
 /// The live view and the control channel `aido vm` uses.
 mod control;
 /// `aido vm` commands, spoken to a running aido's control channel.
@@ -69,6 +71,26 @@ enum Command {
     /// Machines for agents.
     #[command(subcommand)]
     Vm(VmCmd),
+    /// Answer a question an agent asked that its client could not show (it got
+    /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
+    /// text or number. `--list` shows the waiting questions.
+    Answer {
+        /// The question's id (`q-...`).
+        #[arg(required_unless_present = "list")]
+        id: Option<String>,
+        /// The answer.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        answer: Vec<String>,
+        /// List the questions waiting for an answer.
+        #[arg(long, conflicts_with_all = ["id", "decline"])]
+        list: bool,
+        /// Decline to answer.
+        #[arg(long)]
+        decline: bool,
+        /// With --list: JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -357,6 +379,7 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
         timeout_ms: Some(timeout_ms),
         stdout_bytes_max: None,
         stderr_bytes_max: None,
+        dry_run: false,
     });
     let result = session.run(action, aido_actors::Hooks::default()).await;
     session.close("aido exec finished").await;
@@ -408,14 +431,7 @@ fn main() -> ExitCode {
         eprintln!("aido: cannot re-execute with OMP_THREAD_LIMIT=1 ({error}); going on without it");
     }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AIDO_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    logging(&cli);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -423,6 +439,41 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Logs go to stderr (`AIDO_LOG`, default `warn`) and, for `aido mcp`, also to the bounded,
+/// rotating `AIDO_HOME/logs/aido.log` (`AIDO_LOG`, default `info`), which `read_logs` reads.
+/// stdout is never written: it is the MCP stdio transport.
+fn logging(cli: &Cli) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = |default: &str| {
+        tracing_subscriber::EnvFilter::try_from_env("AIDO_LOG").unwrap_or_else(|_| default.into())
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(filter("warn"));
+    let file = matches!(cli.command, Command::Mcp)
+        .then(|| aido_actors::logs::RotatingLog::open(&aido_home(cli)))
+        .and_then(|opened| match opened {
+            Ok(log) => Some(log),
+            Err(e) => {
+                eprintln!("aido: cannot open its log file ({e}); logging to stderr only");
+                None
+            }
+        })
+        .map(|log| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::sync::Mutex::new(log))
+                .with_ansi(false)
+                .with_filter(filter("info"))
+        });
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
+        .init();
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -466,6 +517,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
+        Command::Answer {
+            id,
+            answer,
+            list,
+            decline,
+            json,
+        } => match id {
+            Some(id) if !list => answer::answer(&home, id, answer, *decline),
+            _ => answer::list(&home, *json),
+        },
         Command::Vm(VmCmd::List) => vm_client::list(&home),
         Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),
         Command::Vm(VmCmd::Live) => vm_client::live(&home),

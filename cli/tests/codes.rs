@@ -15,6 +15,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::RewindError::CODES,
         aido_actors::StartError::CODES,
         aido_actors::fs::FsError::CODES,
+        aido_actors::ToolError::CODES,
         aido_actors::vm::VmBodyError::CODES,
         aido_actors::process::ProcessError::CODES,
         aido_sandbox::SpawnError::CODES,
@@ -33,6 +34,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::search::SearchBodyError::CODES,
         aido_search::SearchError::CODES,
         aido_search::ReadError::CODES,
+        aido_actors::human::HumanError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
@@ -83,6 +85,7 @@ fn every_enum_lists_each_code_once() {
         ("RuntimeError", aido_actors::RuntimeError::CODES),
         ("RewindError", aido_actors::RewindError::CODES),
         ("FsError", aido_actors::fs::FsError::CODES),
+        ("ToolError", aido_actors::ToolError::CODES),
         ("VmBodyError", aido_actors::vm::VmBodyError::CODES),
         ("ProcessError", aido_actors::process::ProcessError::CODES),
         ("SpawnError", aido_sandbox::SpawnError::CODES),
@@ -103,6 +106,7 @@ fn every_enum_lists_each_code_once() {
         ),
         ("SearchError", aido_search::SearchError::CODES),
         ("search ReadError", aido_search::ReadError::CODES),
+        ("HumanError", aido_actors::human::HumanError::CODES),
     ] {
         let unique: BTreeSet<_> = codes.iter().collect();
         assert_eq!(unique.len(), codes.len(), "{name} lists a code twice");

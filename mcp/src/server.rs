@@ -7,7 +7,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use aido_actions::Action;
-use aido_actors::{ConfirmAnswer, Confirmer, Hooks, Progress, Ran, RunError, Runtime, Session};
+use aido_actors::{
+    Asker, ConfirmAnswer, Confirmer, Elicited, Hooks, Progress, Ran, RunError, Runtime, Session,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, ElicitationSchema, ErrorData as McpError, Implementation,
@@ -215,6 +217,62 @@ impl Confirmer for Elicit {
     }
 }
 
+/// Asks the ask primitives' questions through MCP elicitation (form mode). The request is
+/// sent with the question's timeout, so rmcp withdraws it (`notifications/cancelled`) when
+/// nobody answers in time.
+impl Asker for Elicit {
+    fn can_ask(&self) -> bool {
+        self.0
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Form)
+    }
+
+    fn ask(
+        &self,
+        message: String,
+        schema: Value,
+        timeout: std::time::Duration,
+    ) -> Pin<Box<dyn Future<Output = Elicited> + Send>> {
+        let peer = self.0.clone();
+        Box::pin(async move {
+            let requested_schema = match schema {
+                Value::Object(object) => match ElicitationSchema::from_json_schema(object) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "a question's form is not an elicitation schema");
+                        return Elicited::Unavailable;
+                    }
+                },
+                _ => return Elicited::Unavailable,
+            };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema,
+            };
+            match peer
+                .create_elicitation_with_timeout(params, Some(timeout))
+                .await
+            {
+                Ok(result) => match result.action {
+                    ElicitationAction::Accept => {
+                        Elicited::Accepted(result.content.unwrap_or(Value::Null))
+                    }
+                    ElicitationAction::Decline => Elicited::Declined,
+                    ElicitationAction::Cancel => Elicited::Cancelled,
+                    // An answer this version does not know is not an answer.
+                    _ => Elicited::Declined,
+                },
+                Err(rmcp::ServiceError::Timeout { .. }) => Elicited::TimedOut,
+                Err(e) => {
+                    tracing::warn!(error = %e, "elicitation failed");
+                    Elicited::Unavailable
+                }
+            }
+        })
+    }
+}
+
 /// Sends `notifications/progress` for the request's progress token.
 struct Notify {
     peer: Peer<RoleServer>,
@@ -328,6 +386,7 @@ impl ServerHandler for AidoServer {
         });
         let hooks = Hooks {
             confirmer: Some(Arc::new(Elicit(context.peer.clone()))),
+            asker: Some(Arc::new(Elicit(context.peer.clone()))),
             progress,
             cancel: context.ct.clone(),
         };

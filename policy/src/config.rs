@@ -87,7 +87,8 @@ records_per_session_max = 1000000
 in_flight_actions_max = 8
 # Longest one body call may take, in milliseconds.
 action_timeout_ms = 120000
-# Longest a human may take to answer a confirmation, in milliseconds.
+# Longest a human may take to answer a confirmation, in milliseconds; also the most an
+# ask_human, confirm, ask_multiple_choice or check_answer may wait (their timeout_ms, wait_ms).
 confirm_timeout_ms = 300000
 "#;
 
@@ -238,7 +239,7 @@ pub struct Limits {
     pub in_flight_actions_max: u32,
     /// Longest body call.
     pub action_timeout_ms: u64,
-    /// Longest wait for a human.
+    /// Longest wait for a human (a confirm verdict, and the ask primitives' timeouts).
     pub confirm_timeout_ms: u64,
 }
 

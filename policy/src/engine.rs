@@ -1,6 +1,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use aido_actions::verdict::{DenyCode, Gate};
 use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
@@ -28,6 +29,9 @@ pub struct SessionContext {
     pub cwd: PathBuf,
     /// The session's grants (primitive or class names); `None` grants everything.
     pub capabilities: Option<BTreeSet<String>>,
+    /// The paths the chain admitted for the action being run, handed to its body so the body
+    /// does not resolve them again (see [`Admissions`]).
+    pub admitted: Option<Arc<Admissions>>,
 }
 
 impl SessionContext {
@@ -36,8 +40,41 @@ impl SessionContext {
         Self {
             cwd,
             capabilities: None,
+            admitted: None,
         }
     }
+
+    /// This context, carrying what the chain admitted for one action.
+    pub fn with_admitted(&self, admitted: Admissions) -> Self {
+        Self {
+            admitted: (!admitted.checks.is_empty()).then(|| Arc::new(admitted)),
+            ..self.clone()
+        }
+    }
+
+    /// What the chain admitted for `given` and `kind` from this context's working directory,
+    /// if it judged that path for the action being run.
+    pub fn admitted(&self, given: &str, kind: AccessKind) -> Option<&PathCheck> {
+        let admitted = self.admitted.as_deref()?;
+        if admitted.cwd != self.cwd {
+            return None;
+        }
+        admitted
+            .checks
+            .iter()
+            .find(|check| check.kind == kind && check.given == given)
+    }
+}
+
+/// The paths one evaluation admitted (every path of every leaf, resolved): resolved once by
+/// the chain and used again by the body, which opens each under its root's handle and judges
+/// what the kernel says it opened (so a path changed since the chain looked is caught there).
+#[derive(Clone, Debug, Default)]
+pub struct Admissions {
+    /// The working directory the paths were resolved from.
+    pub cwd: PathBuf,
+    /// The admitted paths, in the order the chain judged them.
+    pub checks: Vec<PathCheck>,
 }
 
 /// A path that passed the walls and the deny globs.
@@ -292,6 +329,11 @@ impl PolicyEngine {
         &self.config
     }
 
+    /// AIDO_HOME, resolved (the journal, memory and aido's own log live there).
+    pub fn aido_home(&self) -> &Path {
+        &self.aido_home
+    }
+
     /// The resolved working directory new sessions start in.
     pub fn workdir(&self) -> &Path {
         &self.workdir
@@ -332,7 +374,26 @@ impl PolicyEngine {
         ctx: &SessionContext,
         resolver: &dyn PathResolver,
     ) -> Verdict {
-        self.judge(action, ctx, resolver, "")
+        self.judge(action, ctx, resolver, "", &mut None)
+    }
+
+    /// [`Self::evaluate`], also returning every path it admitted, for the body.
+    pub fn evaluate_admitting(
+        &self,
+        action: &Action,
+        ctx: &SessionContext,
+        resolver: &dyn PathResolver,
+    ) -> (Verdict, Admissions) {
+        let mut checks = Some(Vec::new());
+        let verdict = self.judge(action, ctx, resolver, "", &mut checks);
+        let admissions = Admissions {
+            cwd: ctx.cwd.clone(),
+            checks: match verdict {
+                Verdict::Deny { .. } => Vec::new(),
+                _ => checks.unwrap_or_default(),
+            },
+        };
+        (verdict, admissions)
     }
 
     fn judge(
@@ -341,6 +402,7 @@ impl PolicyEngine {
         ctx: &SessionContext,
         resolver: &dyn PathResolver,
         at: &str,
+        admitted: &mut Option<Vec<PathCheck>>,
     ) -> Verdict {
         let primitive = action.primitive();
         let class = action.class();
@@ -428,7 +490,7 @@ impl PolicyEngine {
             } else {
                 format!("{at}.{label}")
             };
-            match self.judge(child, ctx, resolver, &child_at) {
+            match self.judge(child, ctx, resolver, &child_at, admitted) {
                 Verdict::Allow => {}
                 d @ Verdict::Deny { .. } => return d,
                 c @ Verdict::Confirm { .. } => {
@@ -439,8 +501,19 @@ impl PolicyEngine {
 
         // path_walls, then deny_patterns, for the paths this action touches itself.
         for access in action.touches() {
-            if let Err(refusal) = self.check(&access.path, access.kind, ctx, resolver) {
-                return deny(refusal.code(), refusal.to_string());
+            match self.check(&access.path, access.kind, ctx, resolver) {
+                Err(refusal) => return deny(refusal.code(), refusal.to_string()),
+                Ok(check) => {
+                    if let Some(admitted) = admitted {
+                        admitted.push(PathCheck {
+                            given: access.path.clone(),
+                            lexical: check.lexical,
+                            resolved: check.resolved,
+                            root: check.root.to_owned(),
+                            kind: access.kind,
+                        });
+                    }
+                }
             }
         }
 
@@ -681,6 +754,48 @@ mod tests {
             Verdict::Confirm { .. } => "confirm",
             Verdict::Deny { code, .. } => code.code(),
         }
+    }
+
+    #[test]
+    fn an_evaluation_hands_every_admitted_path_to_the_body_and_a_denial_hands_none() {
+        let w = world("");
+        let pipeline = Action::from_tool_call(
+            "pipeline",
+            json!({"steps": [
+                {"type": "write_file", "path": "new/f.txt", "content": "x"},
+                {"type": "read_file", "path": "keys/../file"},
+            ]}),
+        )
+        .unwrap();
+        let (verdict, admitted) = w.engine.evaluate_admitting(&pipeline, &w.ctx, &FsResolver);
+        assert_eq!(verdict, Verdict::Allow);
+        let ctx = w.ctx.with_admitted(admitted);
+        let write = ctx.admitted("new/f.txt", AccessKind::Write).unwrap();
+        assert_eq!(write.resolved, w.base.join("w/a/new/f.txt"));
+        assert_eq!(write.root, w.base.join("w/a"));
+        // Resolved as the chain resolved it: the symlink first, then `..`.
+        let read = ctx.admitted("keys/../file", AccessKind::Read).unwrap();
+        assert_eq!(read.resolved, w.base.join("home/file"));
+        // Another kind, or a path the chain did not judge, is resolved by the body itself.
+        assert!(ctx.admitted("new/f.txt", AccessKind::Read).is_none());
+        assert!(ctx.admitted("other.txt", AccessKind::Write).is_none());
+        // A context with another working directory never uses them.
+        let mut moved = ctx.clone();
+        moved.cwd = w.base.join("ro");
+        assert!(moved.admitted("new/f.txt", AccessKind::Write).is_none());
+
+        let denied = Action::from_tool_call(
+            "pipeline",
+            json!({"steps": [
+                {"type": "write_file", "path": "ok.txt", "content": "x"},
+                {"type": "read_file", "path": "to_outside/secret"},
+            ]}),
+        )
+        .unwrap();
+        let (verdict, admitted) = w.engine.evaluate_admitting(&denied, &w.ctx, &FsResolver);
+        assert!(matches!(verdict, Verdict::Deny { .. }));
+        assert!(admitted.checks.is_empty());
+        assert!(w.ctx.with_admitted(admitted).admitted.is_none());
     }
 
     /// The path walls, case by case. `{b}` is the temp base.

@@ -31,6 +31,8 @@ pub mod resolve;
 pub mod simulate;
 
 pub use config::{Config, ConfigError, Layered, Limits, Mode, Source};
-pub use engine::{Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext};
+pub use engine::{
+    Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,
+};
 pub use resolve::{FsResolver, PathResolver, ResolveError};
 pub use simulate::{LeafProjection, Simulation};

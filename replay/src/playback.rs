@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, Failure, FsAction, Input, MemoryAction, Meta, Outcome, ProcessAction,
-    RuntimeAction, SearchAction, VmAction,
+    Action, Body, Condition, Failure, FsAction, HumanAction, Input, MemoryAction, Meta, Outcome,
+    ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -300,13 +300,15 @@ impl Player<'_> {
         Ok(pull!(self, Input::Stat { path, meta } => (path.clone(), meta.clone()), "a stat"))
     }
 
-    fn written(&mut self) -> Result<Replaced, Missing> {
+    /// The next recorded write, of `new`.
+    fn written(&mut self, new: &[u8]) -> Result<Replaced, Missing> {
         Ok(
             pull!(self, Input::Written { path, created, before, dirs } => Replaced {
             path: path.clone(),
             created: *created,
             before: before.clone(),
             dirs: dirs.clone(),
+            blob: fs_render::blob_name(new),
         }, "a write"),
         )
     }
@@ -343,7 +345,11 @@ impl Player<'_> {
     ) -> Played {
         let (path, old) = self.file()?;
         let change = leaf_try!(compute(&path, &old));
-        let replaced = if dry_run { None } else { Some(self.written()?) };
+        let replaced = if dry_run {
+            None
+        } else {
+            Some(self.written(&change.new)?)
+        };
         Ok(Ok(change.done(replaced.as_ref())))
     }
 
@@ -380,7 +386,7 @@ impl Player<'_> {
             }
             FsAction::WriteFile(a) => {
                 let bytes = leaf_try!(fs_render::write_file_bytes(a));
-                let replaced = self.written()?;
+                let replaced = self.written(&bytes)?;
                 fs_render::write_file(&bytes, &replaced)
             }
             FsAction::EditFile(a) => {
@@ -397,7 +403,7 @@ impl Player<'_> {
                 let (writes, mut outcome) = leaf_try!(fs_render::patch_set(a, &reads));
                 if !a.dry_run {
                     for (_, new) in &writes {
-                        outcome.effects.extend(self.written()?.effects(new));
+                        outcome.effects.extend(self.written(new)?.effects());
                     }
                 }
                 outcome
@@ -430,7 +436,69 @@ impl Player<'_> {
                 let (path, bytes) = self.file()?;
                 leaf_try!(fs_render::validate(a, &path, &bytes))
             }
+            FsAction::Diff(a) => return self.diff(a),
+            FsAction::RenderTemplate(a) => return self.render_template(a),
         }))
+    }
+
+    /// diff: the first file read, then the second (or the given text).
+    fn diff(&mut self, a: &aido_actions::tools::Diff) -> Played {
+        use aido_walk::tools::diff::{Side, diff};
+        let (path, old) = self.file()?;
+        let (label, new) = match &a.other_path {
+            Some(_) => self.file()?,
+            None => (
+                "text".to_owned(),
+                a.text.clone().unwrap_or_default().into_bytes(),
+            ),
+        };
+        let first = Side {
+            label: &path,
+            bytes: &old,
+        };
+        let second = Side {
+            label: &label,
+            bytes: &new,
+        };
+        Ok(Ok(leaf_try!(diff(a, first, second))))
+    }
+
+    /// render_template: the template file read (unless inline), then what its loader found;
+    /// the render runs again over the recorded loads, never the disk.
+    fn render_template(&mut self, a: &aido_actions::tools::RenderTemplate) -> Played {
+        use aido_walk::tools::template::{INLINE_NAME, recorded_loader, render};
+        let (name, source) = match &a.path {
+            Some(_) => {
+                let (path, bytes) = self.file()?;
+                let source = String::from_utf8(bytes)
+                    .map_err(|_| Missing::Tampered(format!("template {path} is not UTF-8")))?;
+                (path, source)
+            }
+            None => (
+                INLINE_NAME.to_owned(),
+                a.template.clone().unwrap_or_default(),
+            ),
+        };
+        let answer = self.answer()?;
+        let mut loads = Vec::new();
+        for load in answer["loads"].as_array().into_iter().flatten() {
+            let name = load["name"].as_str().unwrap_or_default().to_owned();
+            let found = match (load["path"].as_str(), load["blob"].as_str()) {
+                (Some(path), Some(blob)) => {
+                    let source = String::from_utf8(self.blob(blob)?)
+                        .map_err(|_| Missing::Tampered(format!("include {path} is not UTF-8")))?;
+                    Some((path.to_owned(), source))
+                }
+                _ => None,
+            };
+            loads.push((name, found));
+        }
+        Ok(Ok(leaf_try!(render(
+            a,
+            &name,
+            &source,
+            recorded_loader(loads)
+        ))))
     }
 
     /// Answer a condition from its recorded leaves. `Err(Ok(failure))` is the condition's own
@@ -546,7 +614,40 @@ impl Player<'_> {
                 let hex = pull!(self, Input::Random { hex } => hex.clone(), "random bytes");
                 render::random_bytes(r.count, &hex)
             }
+            RuntimeAction::ReadLogs(a) => return self.read_logs(a),
         }))
+    }
+
+    /// read_logs: the redacted window that was read (a file's, or the activity the journal
+    /// gave), filtered again by the same function.
+    fn read_logs(&mut self, a: &aido_actions::tools::ReadLogs) -> Played {
+        use aido_walk::tools::{logs, redact};
+        let (label, text, more_before) = match self.pull("the lines read_logs read")? {
+            Input::Lines { path, blob, more } => {
+                let (path, blob, more) = (path.clone(), blob.clone(), *more);
+                let text = String::from_utf8(self.blob(&blob)?)
+                    .map_err(|_| Missing::Tampered(format!("the lines of {path} are not UTF-8")))?;
+                (path, text, more)
+            }
+            Input::Answer { from, value } if from == logs::ACTIVITY_FROM => (
+                value["label"].as_str().unwrap_or_default().to_owned(),
+                value["text"].as_str().unwrap_or_default().to_owned(),
+                value["more_before"].as_bool().unwrap_or_default(),
+            ),
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the lines read_logs read but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        let read = logs::Read {
+            label: &label,
+            text: &text,
+            more_before,
+            redacted: redact::count(&text),
+        };
+        Ok(Ok(leaf_try!(logs::render(a, &read))))
     }
 
     /// A restore or rewind a crash interrupted, finished at the next start.
@@ -669,6 +770,29 @@ impl World for Player<'_> {
         Ok(Ok(Executed::new(aido_walk::memory::render(
             &action, &answer,
         ))))
+    }
+
+    /// The person's recorded answer (or that nobody answered): nobody is asked again. A
+    /// check_answer's answer carries its stored question; an ask's question is its own.
+    async fn human(&mut self, action: HumanAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("the human's answer")? {
+            Input::Answer { from, value } if from == aido_walk::human::ANSWER_FROM => value.clone(),
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the human's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        let question = match aido_walk::human::Question::of(&action) {
+            Some(checked) => checked.map(|(q, _)| q).map_err(|e| {
+                Missing::Tampered(format!("the recorded question does not check: {e}"))
+            })?,
+            None => serde_json::from_value(answer["question"].clone()).map_err(|e| {
+                Missing::Tampered(format!("the recorded answer has no question: {e}"))
+            })?,
+        };
+        Ok(aido_walk::human::render(&question, &answer).map(Executed::new))
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Missing> {

@@ -114,6 +114,22 @@ pub enum SpawnError {
         /// The error.
         detail: String,
     },
+    /// The changes an overlay run left in its upper layer could not be read.
+    #[error("the command's changes could not be read at {path}: {detail}")]
+    #[serde(rename = "sandbox_changes_unreadable")]
+    ChangesUnreadable {
+        /// The upper-layer (or host) path.
+        path: String,
+        /// The error.
+        detail: String,
+    },
+    /// An overlay run changed more entries than one journaled change may hold.
+    #[error("the command changed more than {max} entries")]
+    #[serde(rename = "sandbox_changes_too_many")]
+    ChangesTooMany {
+        /// [`crate::CHANGED_ENTRIES_MAX`].
+        max: usize,
+    },
     /// The sandbox child broke the protocol or died without reporting.
     #[error("sandbox child protocol failure: {detail}")]
     #[serde(rename = "sandbox_protocol_failed")]
@@ -132,6 +148,8 @@ impl SpawnError {
         "sandbox_exec_failed",
         "sandbox_launch_failed",
         "sandbox_protocol_failed",
+        "sandbox_changes_unreadable",
+        "sandbox_changes_too_many",
     ];
 
     /// The stable code an agent sees. Pinned by `tests::code_table`.
@@ -143,6 +161,8 @@ impl SpawnError {
             SpawnError::ExecFailed { .. } => "sandbox_exec_failed",
             SpawnError::LaunchFailed { .. } => "sandbox_launch_failed",
             SpawnError::ProtocolFailed { .. } => "sandbox_protocol_failed",
+            SpawnError::ChangesUnreadable { .. } => "sandbox_changes_unreadable",
+            SpawnError::ChangesTooMany { .. } => "sandbox_changes_too_many",
         }
     }
 
@@ -213,6 +233,17 @@ mod tests {
                 "sandbox_launch_failed",
             ),
             (SpawnError::protocol(""), "sandbox_protocol_failed"),
+            (
+                SpawnError::ChangesUnreadable {
+                    path: String::new(),
+                    detail: String::new(),
+                },
+                "sandbox_changes_unreadable",
+            ),
+            (
+                SpawnError::ChangesTooMany { max: 1 },
+                "sandbox_changes_too_many",
+            ),
         ];
         for (error, code) in &table {
             assert_eq!(error.code(), *code);

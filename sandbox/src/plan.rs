@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::SpawnError;
+use crate::globs::GlobIndex;
 use crate::profile::{LANDLOCK_ABI_KNOWN_MAX, Profile, Request, WriteMode};
 use crate::protocol::{Hidden, Plan};
 
-/// Directory entries one deny glob may visit while it is expanded.
-pub(crate) const DENY_WALK_ENTRIES_MAX: usize = 50_000;
 /// Arguments in one command line.
 pub(crate) const ARGV_ENTRIES_MAX: usize = 4096;
 /// Variables in the command's environment.
@@ -46,6 +45,7 @@ pub(crate) fn resolve(
     request: &Request,
     home: Option<&Path>,
     parent_env: &BTreeMap<String, String>,
+    globs: &GlobIndex,
 ) -> Result<Resolved, SpawnError> {
     check_request(request)?;
     if profile.landlock_abi_min == 0 {
@@ -76,16 +76,26 @@ pub(crate) fn resolve(
     }
     let mut hidden = Vec::new();
     let mut placeholders = Vec::new();
+    let mut globbed = Vec::new();
+    let mut denied = Vec::new();
     for pattern in &profile.deny {
         for path in expand_home(pattern, home, &writable_roots)? {
-            deny_one(
-                &path,
-                &writable_roots,
-                layers_dir.as_deref(),
-                &mut hidden,
-                &mut placeholders,
-            )?;
+            if is_glob(&path) {
+                globbed.push(path);
+            } else {
+                denied.push(path);
+            }
         }
+    }
+    denied.extend(globs.expand(&globbed)?.0);
+    for path in denied {
+        deny_one(
+            &path,
+            &writable_roots,
+            layers_dir.as_deref(),
+            &mut hidden,
+            &mut placeholders,
+        )?;
     }
     hidden.sort_by(|left, right| hidden_path(left).cmp(hidden_path(right)));
     hidden.dedup();
@@ -248,7 +258,8 @@ fn mount_option_unsafe(path: &Path) -> bool {
         .any(|character| matches!(character, ',' | ':' | '\n'))
 }
 
-/// `~/x` becomes `$HOME/x`; a relative pattern applies under every writable root.
+/// `~/x` becomes `$HOME/x`; a relative pattern applies under every writable root. Globs are
+/// returned as globs, expanded together by the caller.
 fn expand_home(
     pattern: &str,
     home: Option<&Path>,
@@ -275,63 +286,15 @@ fn expand_home(
                 "deny pattern {pattern:?} has . or .."
             )));
         }
-        if is_glob(&base) {
-            paths.extend(expand_glob(&base)?);
-        } else {
-            paths.push(base);
-        }
+        paths.push(base);
     }
     Ok(paths)
 }
 
-fn is_glob(path: &Path) -> bool {
+pub(crate) fn is_glob(path: &Path) -> bool {
     path.to_string_lossy()
         .chars()
         .any(|character| matches!(character, '*' | '?' | '[' | '{'))
-}
-
-/// Walks the glob's literal prefix (bounded) and returns the existing matches; a match is not
-/// descended into, since hiding it hides everything below.
-fn expand_glob(pattern: &Path) -> Result<Vec<PathBuf>, SpawnError> {
-    let text = pattern.to_string_lossy();
-    let matcher = globset::GlobBuilder::new(&text)
-        .literal_separator(true)
-        .build()
-        .map_err(|error| SpawnError::invalid(format!("deny glob {text:?}: {error}")))?
-        .compile_matcher();
-    let mut prefix = PathBuf::new();
-    for component in pattern.components() {
-        if is_glob(Path::new(component.as_os_str())) {
-            break;
-        }
-        prefix.push(component);
-    }
-    let mut matches = Vec::new();
-    let mut stack = vec![prefix];
-    let mut visited = 0usize;
-    while let Some(directory) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            visited += 1;
-            if visited > DENY_WALK_ENTRIES_MAX {
-                return Err(SpawnError::invalid(format!(
-                    "deny glob {text:?} visits more than {DENY_WALK_ENTRIES_MAX} entries"
-                )));
-            }
-            let path = entry.path();
-            let Ok(file_type) = entry.file_type() else {
-                continue;
-            };
-            if matcher.is_match(&path) {
-                matches.push(path);
-            } else if file_type.is_dir() {
-                stack.push(path);
-            }
-        }
-    }
-    Ok(matches)
 }
 
 fn deny_one(
@@ -426,6 +389,7 @@ mod tests {
             &request,
             Some(Path::new("/nonexistent-home")),
             &BTreeMap::new(),
+            &GlobIndex::default(),
         )
     }
 
@@ -513,7 +477,14 @@ mod tests {
             let mut profile = Profile::new(vec![root.path().to_path_buf()]);
             let mut request = Request::new(["true"], root.path());
             change(&mut profile, &mut request);
-            let error = resolve(&profile, &request, None, &BTreeMap::new()).unwrap_err();
+            let error = resolve(
+                &profile,
+                &request,
+                None,
+                &BTreeMap::new(),
+                &GlobIndex::default(),
+            )
+            .unwrap_err();
             assert_eq!(error.code(), code, "{name}: {error}");
         }
     }

@@ -7,12 +7,13 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::{Cgroup, Hierarchy};
 use crate::child::CHILD_ARG;
 use crate::error::{SpawnError, Step};
+use crate::globs::GlobIndex;
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Outcome, Profile, Request, Usage, WriteMode};
 use crate::protocol::{Launch, Report, read_json, write_frame, write_json};
@@ -31,6 +32,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 pub struct Sandbox {
     exe: PathBuf,
     home: Option<PathBuf>,
+    globs: Arc<GlobIndex>,
 }
 
 /// Standard output or error as collected: at most the cap kept, everything counted.
@@ -46,6 +48,7 @@ impl Sandbox {
         Sandbox {
             exe: exe.into(),
             home: std::env::var_os("HOME").map(PathBuf::from),
+            globs: Arc::default(),
         }
     }
 
@@ -55,12 +58,40 @@ impl Sandbox {
         self
     }
 
+    /// Shares `globs` (deny globs expanded by earlier commands) with this sandbox, so a large
+    /// writable root is walked once and then only where it changed.
+    pub fn with_globs(mut self, globs: Arc<GlobIndex>) -> Self {
+        self.globs = globs;
+        self
+    }
+
+    /// Expands `profile`'s deny globs into the shared index without running anything, so the
+    /// first command does not pay the first walk of a large root (and its watches).
+    pub fn warm(&self, profile: &Profile) -> Result<(), SpawnError> {
+        let request = Request::new(["true"], Path::new("/"));
+        let parent_env = BTreeMap::new();
+        plan::resolve(
+            profile,
+            &request,
+            self.home.as_deref(),
+            &parent_env,
+            &self.globs,
+        )
+        .map(drop)
+    }
+
     /// Runs `request` confined by `profile` and waits for it (blocking; call it from
     /// `spawn_blocking` in async code). Nothing runs unconfined: every failure to set up a
     /// layer is an error and the command never started.
     pub fn run(&self, profile: &Profile, request: &Request) -> Result<Outcome, SpawnError> {
         let parent_env: BTreeMap<String, String> = std::env::vars().collect();
-        let resolved = plan::resolve(profile, request, self.home.as_deref(), &parent_env)?;
+        let resolved = plan::resolve(
+            profile,
+            request,
+            self.home.as_deref(),
+            &parent_env,
+            &self.globs,
+        )?;
         let cgroup = profile.cgroup.as_ref().map(Cgroup::create).transpose()?;
         let layers = match &resolved.plan.writes {
             WriteMode::Direct => None,

@@ -74,6 +74,43 @@ fn a_deny_glob_hides_matching_files_and_directories() {
 }
 
 #[test]
+fn a_deny_glob_over_a_large_root_hides_what_appears_between_commands() {
+    // A home-sized root: more entries than the first walk limit (50,000) that made every
+    // command in a default setup fail, with a secret deep inside.
+    let fixture = Fixture::new();
+    let many = fixture.root.join("tree/many");
+    std::fs::create_dir_all(&many).unwrap();
+    for file in 0..51_000 {
+        std::fs::write(many.join(format!("f{file}")), "").unwrap();
+    }
+    for top in 0..42 {
+        std::fs::create_dir_all(fixture.root.join(format!("tree/d{top}/e{}", top % 7))).unwrap();
+    }
+    let deep = fixture.root.join("tree/d41/e6");
+    std::fs::write(deep.join(".env"), "TOKEN=aido-test-secret-first").unwrap();
+    let mut profile = fixture.profile();
+    profile.deny.push("**/.env".into());
+    // One sandbox for both commands, as the process body keeps it: the second expansion
+    // reuses the first walk where nothing changed.
+    let sandbox = fixture.sandbox();
+    let script =
+        "cat tree/d41/e6/.env tree/d7/e0/.env; ls -A tree/d7/e0; ls -A tree/many | wc -l; echo end";
+    let first = sandbox.run(&profile, &fixture.request(script)).unwrap();
+    assert_eq!(stdout(&first), "51000\nend\n", "{}", stderr(&first));
+    // A secret that appears after the first command is hidden from the second.
+    std::fs::write(
+        fixture.root.join("tree/d7/e0/.env"),
+        "TOKEN=aido-test-secret-second",
+    )
+    .unwrap();
+    let second = sandbox.run(&profile, &fixture.request(script)).unwrap();
+    let out = stdout(&second);
+    assert!(!out.contains("aido-test-secret"), "{out}");
+    assert_eq!(out, ".env\n51000\nend\n", "{}", stderr(&second));
+    assert_eq!(read(&deep.join(".env")), "TOKEN=aido-test-secret-first");
+}
+
+#[test]
 fn writes_outside_the_writable_roots_fail() {
     let fixture = Fixture::new();
     let outcome = fixture.sh("echo ok > inside.txt; \

@@ -95,3 +95,99 @@ fn overlay_mode_collects_changes_in_the_upper_layer_and_leaves_the_host_alone() 
     assert!(whiteout.file_type().is_char_device(), "{whiteout:?}");
     assert_eq!(entries(&upper), vec!["existing.txt", "gone.txt", "new.txt"]);
 }
+
+#[test]
+fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouched() {
+    use aido_sandbox::Change;
+    let fixture = Fixture::new();
+    let root = &fixture.root;
+    std::fs::write(root.join("same.txt"), "same").unwrap();
+    std::fs::write(root.join("edit.txt"), "old").unwrap();
+    std::fs::write(root.join("gone.txt"), "doomed").unwrap();
+    std::fs::write(root.join("tool.sh"), "echo").unwrap();
+    std::fs::create_dir_all(root.join("old/deep")).unwrap();
+    std::fs::write(root.join("old/deep/x"), "x").unwrap();
+    std::fs::create_dir_all(root.join("remade")).unwrap();
+    std::fs::write(root.join("remade/stale"), "s").unwrap();
+    let layers = fixture.base.join("layers");
+    std::fs::create_dir(&layers).unwrap();
+    let mut profile = fixture.profile();
+    profile.writes = WriteMode::Overlay {
+        layers_dir: layers.clone(),
+    };
+    let outcome = fixture.sh_with(
+        &profile,
+        "set -e; touch same.txt; echo new > edit.txt; rm gone.txt; chmod +x tool.sh; \
+         rm -r old; rm -r remade; mkdir remade; echo fresh > remade/f; \
+         mkdir -p made/sub; echo n > made/sub/n.txt; ln -s edit.txt link; mkfifo pipe",
+    );
+    assert_code(&outcome, 0);
+    let changes = aido_sandbox::collect_changes(&layers, std::slice::from_ref(root)).unwrap();
+    let shown: Vec<String> = changes
+        .iter()
+        .map(|change| {
+            let rel = change
+                .path()
+                .strip_prefix(root)
+                .unwrap()
+                .display()
+                .to_string();
+            match change {
+                Change::File {
+                    created,
+                    mode,
+                    bytes,
+                    contents,
+                    ..
+                } => format!(
+                    "file {rel} created={created} mode={mode:o} bytes={bytes} {:?}",
+                    read(contents)
+                ),
+                Change::Dir { mode, .. } => format!("dir {rel} mode={mode:o}"),
+                Change::Symlink { target, .. } => format!("link {rel} -> {}", target.display()),
+                Change::Removed { dir, .. } => format!("removed {rel} dir={dir}"),
+                Change::Unsupported { what, .. } => format!("unsupported {rel}: {what}"),
+            }
+        })
+        .collect();
+    let umask_file = |mode: u32| format!("{mode:o}");
+    let file_mode = std::fs::metadata(root.join("edit.txt"))
+        .unwrap()
+        .permissions();
+    use std::os::unix::fs::PermissionsExt;
+    let plain = umask_file(file_mode.mode() & 0o7777);
+    let exec = umask_file((file_mode.mode() & 0o7777) | 0o111);
+    assert_eq!(
+        shown,
+        vec![
+            format!("file edit.txt created=false mode={plain} bytes=4 \"new\\n\""),
+            "removed gone.txt dir=false".to_string(),
+            "link link -> edit.txt".to_string(),
+            format!("dir made mode={}", shown_dir_mode(&shown)),
+            format!("dir made/sub mode={}", shown_dir_mode(&shown)),
+            format!("file made/sub/n.txt created=true mode={plain} bytes=2 \"n\\n\""),
+            "removed old dir=true".to_string(),
+            "unsupported pipe: a fifo".to_string(),
+            "removed remade dir=true".to_string(),
+            format!("dir remade mode={}", shown_dir_mode(&shown)),
+            format!("file remade/f created=true mode={plain} bytes=6 \"fresh\\n\""),
+            format!("file tool.sh created=false mode={exec} bytes=4 \"echo\""),
+        ],
+        "{shown:#?}"
+    );
+    // The host tree is as it was.
+    assert_eq!(read(&root.join("edit.txt")), "old");
+    assert_eq!(read(&root.join("gone.txt")), "doomed");
+    assert_eq!(read(&root.join("old/deep/x")), "x");
+    assert_eq!(entries(&root.join("remade")), vec!["stale"]);
+    assert!(!root.join("made").exists());
+}
+
+/// The mode a `mkdir` in the sandbox gives (the umask there), taken from the listing itself.
+fn shown_dir_mode(shown: &[String]) -> String {
+    shown
+        .iter()
+        .find_map(|line| line.strip_prefix("dir made mode="))
+        .unwrap_or("?")
+        .to_string()
+}

@@ -144,3 +144,41 @@ def test_inspector_unknown_tool_fails(npx, world):
     )
     assert rc != 0, show(proc)
     assert "result" not in (out or {}), show(proc)
+
+
+def test_inspector_a_question_without_elicitation_is_answered_with_aido_answer(npx, world):
+    # The inspector's CLI declares no elicitation: the question is stored for `aido answer`.
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "confirm",
+        "--tool-args-json", json.dumps({"question": "Tag the release?", "timeout_ms": 100}),
+    )  # fmt: skip
+    assert rc != 0 and out is not None, show(proc)
+    sc = out["result"]["structuredContent"]
+    assert sc["code"] == "needs_human", show(proc)
+    qid = sc["details"]["id"]
+    answered = world.run("answer", qid, "yes")
+    assert answered.returncode == 0, answered.stderr
+    # A third process (another server) collects the answer the CLI wrote.
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "check_answer",
+        "--tool-args-json", json.dumps({"id": qid}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    sc = out["result"]["structuredContent"]
+    assert sc["approved"] is True and sc["via"] == "aido answer", show(proc)
+
+
+def test_inspector_renders_a_template_and_diffs_against_text(npx, world):
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "render_template",
+        "--tool-args-json", json.dumps({"template": "{{ name | upper }}!", "context": {"name": "aido"}}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    assert out["result"]["structuredContent"]["rendered"] == "AIDO!", show(proc)
+    rc, out, proc = inspect(
+        npx, world, "--method", "tools/call", "--tool-name", "diff",
+        "--tool-args-json", json.dumps({"path": "~/notes.txt", "text": "hello\nthere\n"}),
+    )  # fmt: skip
+    assert rc == 0 and out is not None, show(proc)
+    diff = out["result"]["structuredContent"]["diff"]
+    assert "-world\n+there\n" in diff, show(proc)

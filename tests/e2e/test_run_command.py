@@ -90,3 +90,46 @@ def test_aido_exec_passes_the_exit_status_through_and_is_journaled(world):
     shown = world.run("replay", "show", sessions[0]["id"])
     assert shown.returncode == 0 and "run_command" in shown.stdout, shown.stdout + shown.stderr
     played_back(world)
+
+
+async def test_a_dry_run_returns_the_commands_changes_and_leaves_the_tree_alone(world):
+    (world.home / "notes.txt").write_text("one\ntwo\n")
+    (world.home / "old").mkdir()
+    (world.home / "old" / "x.txt").write_text("x\n")
+    before = world.snapshot()
+    script = (
+        "set -e; printf 'one\\nTWO\\n' > notes.txt; rm -r old; mkdir -p new/sub; "
+        "echo hi > new/sub/hi.txt; chmod +x new/sub/hi.txt; head -c 64 /dev/urandom > blob.bin; "
+        "echo TOKEN=x > new/.env"
+    )
+    async with world.session() as s:
+        out = await s.ok("run_command", {"shell": script, "dry_run": True})
+        assert out["exit_code"] == 0 and out["dry_run"] is True, out
+        home = str(world.home.resolve())
+        changes = {(c["change"], c["path"].removeprefix(home + "/")): c for c in out["changes"]}
+        assert set(changes) == {
+            ("file_changed", "notes.txt"),
+            ("dir_removed", "old"),
+            ("dir_created", "new"),
+            ("dir_created", "new/sub"),
+            ("file_created", "new/sub/hi.txt"),
+            ("file_created", "blob.bin"),
+            ("file_created", "new/.env"),
+        }, out["changes"]
+        # Judged as an apply would judge it: the deny glob `**/.env` refuses one path.
+        refused = {k[1]: c["refused"] for k, c in changes.items() if "refused" in c}
+        assert refused == {"new/.env": "path_denied_by_pattern"}, refused
+        diff = changes[("file_changed", "notes.txt")]["diff"]
+        assert "-two\n+TWO\n" in diff, diff
+        assert changes[("file_created", "new/sub/hi.txt")]["mode"].endswith("755")
+        assert "+hi\n" in changes[("file_created", "new/sub/hi.txt")]["diff"]
+        assert changes[("file_created", "blob.bin")]["binary"] is True
+        # The command ran over a throwaway layer: the tree is exactly as it was, and no layer
+        # is left behind.
+        assert world.snapshot() == before
+        layers = world.aido_home / "layers"
+        assert not layers.exists() or list(layers.iterdir()) == [], list(layers.iterdir())
+        # Without dry_run the same command writes the tree.
+        await s.ok("run_command", {"shell": "echo applied > applied.txt"})
+    assert (world.home / "applied.txt").read_text() == "applied\n"
+    played_back(world)

@@ -23,6 +23,8 @@
 pub mod error;
 /// The filesystem primitives' errors and results.
 pub mod fs;
+/// Asking a human: questions, the no-secrets rule, forms, and results from recorded answers.
+pub mod human;
 /// Memory primitives' results from the store's recorded answer.
 pub mod memory;
 /// The result of run_command from what the process body recorded.
@@ -33,6 +35,8 @@ pub mod render;
 pub mod rewind;
 /// The results of search_code and search_and_read from what the search body found.
 pub mod search;
+/// diff, render_template and read_logs: results from what was read.
+pub mod tools;
 /// The composite walk over a world.
 pub mod walk;
 

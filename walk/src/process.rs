@@ -35,7 +35,7 @@ pub fn command_ran(record: &Value) -> Outcome {
         Some("signal") => (Value::Null, exit["value"].clone(), false),
         _ => (Value::Null, Value::Null, true),
     };
-    let output = json!({
+    let mut output = json!({
         "argv": record["argv"],
         "cwd": record["cwd"],
         "exit_code": exit_code,
@@ -51,6 +51,12 @@ pub fn command_ran(record: &Value) -> Outcome {
         "usage": record["usage"],
         "file_changes_journaled": false,
     });
+    // A dry run: what the command changed in its throwaway layer.
+    if record["dry_run"] == json!(true) {
+        output["dry_run"] = json!(true);
+        output["changes"] = record["changes"].clone();
+        output["diff_truncated"] = record["diff_truncated"].clone();
+    }
     Outcome::from_output(output)
 }
 

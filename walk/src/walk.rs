@@ -10,7 +10,7 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
+    Action, Condition, FsAction, HumanAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
     RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
@@ -124,6 +124,13 @@ pub trait World: Send {
         action: SearchAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
+    /// [`crate::human::render`] of the recorded answer.
+    fn human(
+        &mut self,
+        action: HumanAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a process primitive (a confined command).
     fn process(
         &mut self,
@@ -174,6 +181,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
+            Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -425,6 +433,10 @@ mod tests {
 
         async fn process(&mut self, _action: ProcessAction) -> Answer<Executed, String> {
             Err("no processes here".into())
+        }
+
+        async fn human(&mut self, _action: HumanAction) -> Answer<Executed, String> {
+            Err("nobody to ask here".into())
         }
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {

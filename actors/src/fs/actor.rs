@@ -102,6 +102,20 @@ pub enum FsMsg {
         /// The answer, with what the condition's leaves saw (as inputs and blobs).
         reply: RpcReplyPort<Result<(bool, Executed), Failure>>,
     },
+    /// Read the end of a file the walls allow (read_logs): at most `window` bytes, from a
+    /// line start.
+    Tail {
+        /// The path as given.
+        path: String,
+        /// Most bytes read, counted from the end.
+        window: u64,
+        /// The session it runs for.
+        session: SessionContext,
+        /// Its deadline and state.
+        ticket: Ticket,
+        /// The resolved path, the bytes, and whether the file holds more before them.
+        reply: RpcReplyPort<Result<super::tools::Tail, Failure>>,
+    },
     /// A call's work panicked: the body fails, and its supervisor restarts it.
     Crashed {
         /// The panic's message.
@@ -307,6 +321,17 @@ impl Actor for FsBody {
                         .map_err(Failure::from)
                 });
             }
+            FsMsg::Tail {
+                path,
+                window,
+                session,
+                ticket,
+                reply,
+            } => {
+                state.spawn(myself, false, false, ticket, reply, move |core| {
+                    super::tools::tail(&core.walls, &session, &path, window).map_err(Failure::from)
+                });
+            }
             FsMsg::Crashed { why } => return Err(why.into()),
         }
         Ok(())
@@ -347,6 +372,8 @@ fn run(cx: &Ctx, action: &FsAction) -> Result<Executed, super::FsError> {
         FsAction::MoveToTrash(a) => ops::move_to_trash(cx, a),
         FsAction::RestoreFromTrash(a) => ops::restore_from_trash(cx, a),
         FsAction::Validate(a) => ops::validate(cx, a),
+        FsAction::Diff(a) => super::tools::diff(cx, a),
+        FsAction::RenderTemplate(a) => super::tools::render_template(cx, a),
     }
 }
 

@@ -16,7 +16,7 @@ use aido_policy::{Limits, SessionContext};
 use tokio_util::sync::CancellationToken;
 
 use super::error::FsError;
-use super::render::{self, FileFacts, Replaced, Seen};
+use super::render::{self, FileFacts, NewContents, Replaced, Seen};
 use super::trash;
 use super::walls::hook::{self, Op};
 use super::walls::{self, Keep, Missing, Replace, Target, Walls};
@@ -49,12 +49,12 @@ fn saw_file(exec: &mut Executed, path: &str, bytes: &[u8]) {
 }
 
 impl Ctx<'_> {
-    fn check(&self, path: &str, kind: AccessKind) -> Result<Target, FsError> {
+    pub(super) fn check(&self, path: &str, kind: AccessKind) -> Result<Target, FsError> {
         self.walls.check(path, kind, self.session)
     }
 
     /// Read a whole file (at most read_bytes_max) and record it.
-    fn read(&self, target: &Target, exec: &mut Executed) -> Result<Vec<u8>, FsError> {
+    pub(super) fn read(&self, target: &Target, exec: &mut Executed) -> Result<Vec<u8>, FsError> {
         let bytes = self
             .walls
             .read_all(target, self.session, self.limits.read_bytes_max)?;
@@ -143,10 +143,11 @@ impl Ctx<'_> {
         create_parents: bool,
         exec: &mut Executed,
     ) -> Result<Replaced, FsError> {
+        let new = NewContents::new(bytes);
         let written = self.walls.write_atomic(
             target,
             self.session,
-            bytes,
+            &new,
             create_parents,
             Some(&self.keep),
         )?;
@@ -156,8 +157,10 @@ impl Ctx<'_> {
             }
             kept.hash
         });
-        exec.blobs.push((render::blob_name(bytes), bytes.to_vec()));
+        let blob = new.blob().to_owned();
+        exec.blobs.push((blob.clone(), bytes.to_vec()));
         let replaced = Replaced {
+            blob,
             path: target.shown(),
             created: written.created,
             before,
@@ -173,7 +176,7 @@ impl Ctx<'_> {
 }
 
 /// The result built from what was recorded so far.
-fn finish(mut exec: Executed, outcome: aido_actions::Outcome) -> Executed {
+pub(super) fn finish(mut exec: Executed, outcome: aido_actions::Outcome) -> Executed {
     let inputs = std::mem::take(&mut exec.outcome.inputs);
     exec.outcome = outcome;
     exec.outcome.inputs = inputs;
@@ -332,11 +335,17 @@ pub(crate) fn patch_set(cx: &Ctx, a: &PatchSet) -> Result<Executed, FsError> {
         let mut done: Vec<(&Target, &Vec<u8>)> = Vec::new();
         for (target, ((_, new), (_, old))) in targets.iter().zip(writes.iter().zip(reads.iter())) {
             match cx.write(target, new, false, &mut exec) {
-                Ok(replaced) => outcome.effects.extend(replaced.effects(new)),
+                Ok(replaced) => outcome.effects.extend(replaced.effects()),
                 Err(e) => {
                     // Put back what was written, newest first.
                     for (t, old) in done.iter().rev() {
-                        let _ = cx.walls.write_atomic(t, cx.session, old, false, None);
+                        let _ = cx.walls.write_atomic(
+                            t,
+                            cx.session,
+                            &NewContents::new(old),
+                            false,
+                            None,
+                        );
                     }
                     return Err(FsError::PatchSetRolledBack {
                         path: target.shown(),

@@ -14,6 +14,7 @@ use aido_walk::Step;
 use super::error::FsError;
 use super::walls::hook::{self, Op};
 use super::walls::{self, Missing, Replace, Walls};
+use aido_walk::fs::render::NewContents;
 
 /// A snapshot operation for the body.
 pub enum SnapshotOp {
@@ -156,7 +157,7 @@ impl Snapshots {
                     Failure::from(crate::error::RuntimeError::BlobMissing { blob: blob.clone() })
                 })?;
                 walls
-                    .write_atomic(&target, session, bytes, true, None)
+                    .write_atomic(&target, session, &NewContents::new(bytes), true, None)
                     .map_err(Failure::from)?;
             }
             Step::Remove { path } => {

@@ -13,6 +13,7 @@ use cap_std::fs::{Dir, OpenOptions};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::error::FsError;
+use aido_walk::fs::render::NewContents;
 
 /// A path that passed the walls, with the root it lives under.
 #[derive(Clone, Debug)]
@@ -133,14 +134,19 @@ impl Walls {
         kind: AccessKind,
         ctx: &SessionContext,
     ) -> Result<Target, FsError> {
-        let check = self
-            .policy
-            .check_path(given, kind, ctx, &FsResolver)
-            .map_err(|refusal| FsError::Denied {
-                gate: refusal.gate(),
-                code: refusal.code().code(),
-                reason: refusal.to_string(),
-            })?;
+        // Resolved once: what the chain admitted for this action is used as it is. The open
+        // under the root's handle and `confirm_fd` judge what is really opened.
+        let check = match ctx.admitted(given, kind) {
+            Some(check) => check.clone(),
+            None => self
+                .policy
+                .check_path(given, kind, ctx, &FsResolver)
+                .map_err(|refusal| FsError::Denied {
+                    gate: refusal.gate(),
+                    code: refusal.code().code(),
+                    reason: refusal.to_string(),
+                })?,
+        };
         let rel = check
             .resolved
             .strip_prefix(&check.root)
@@ -291,10 +297,11 @@ impl Walls {
         &self,
         target: &Target,
         ctx: &SessionContext,
-        bytes: &[u8],
+        new: &NewContents<'_>,
         create_parents: bool,
         keep: Option<&Keep>,
     ) -> Result<Written, FsError> {
+        let bytes = new.bytes;
         let shown = target.shown();
         let dir = self.root_dir(&target.root)?;
         let parent = target.rel.parent().map(Path::to_owned).unwrap_or_default();
@@ -389,13 +396,14 @@ impl Walls {
                     .rev()
                     .map(|r| target.root.join(r).display().to_string())
                     .collect(),
+                blob: new.blob().to_owned(),
             };
             let temp = target.root.join(&temp);
             intend(
                 keep,
                 intents,
                 target,
-                bytes,
+                bytes.len() as u64,
                 &planned,
                 before.as_ref(),
                 temp,
@@ -461,7 +469,7 @@ fn intend(
     keep: &Keep<'_>,
     intents: &super::intent::Intents,
     target: &Target,
-    bytes: &[u8],
+    bytes: u64,
     planned: &aido_walk::fs::render::Replaced,
     before: Option<&Kept>,
     temp: PathBuf,
@@ -475,9 +483,9 @@ fn intend(
     intents.record(&super::intent::Intent {
         resolved: target.resolved.clone(),
         temp,
-        blob: blake3::hash(bytes).to_hex().to_string(),
-        bytes: bytes.len() as u64,
-        effects: planned.effects(bytes),
+        blob: planned.blob.clone(),
+        bytes,
+        effects: planned.effects(),
         before: before
             .and_then(|k| k.bytes.as_deref())
             .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),

@@ -4,12 +4,13 @@ use std::sync::Arc;
 use aido_actions::process::RunCommand;
 use aido_actions::{AccessKind, Failure, Input, ProcessAction};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
-use aido_sandbox::{Outcome, Profile, Request, Sandbox};
+use aido_sandbox::{GlobIndex, Outcome, Profile, Request, Sandbox, WriteMode};
 use aido_walk::process::{ANSWERED_BY, command_ran, is_secret_name};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use super::ProcessError;
+use super::dry::{self, Layers};
 use super::profile::{profile_of, request_of};
 use crate::fs::Executed;
 use crate::ticket::Ticket;
@@ -26,6 +27,10 @@ pub struct ProcessBodyArgs {
     pub policy: Arc<PolicyEngine>,
     /// aido's own directories (`AIDO_HOME`, the journal), hidden from every command.
     pub hidden: Vec<PathBuf>,
+    /// Deny globs expanded so far, kept across commands (and body restarts).
+    pub globs: Arc<GlobIndex>,
+    /// Where dry runs put their copy-on-write layers (outside every write root).
+    pub layers: PathBuf,
 }
 
 /// Messages to the process body.
@@ -53,6 +58,16 @@ impl Actor for ProcessBody {
         _myself: ActorRef<Self::Msg>,
         args: ProcessBodyArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        // The first walk of a large write root (a home) happens now, not in the first command.
+        if let Ok(exe) = std::env::current_exe() {
+            let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+            let profile = profile_of(&args.policy, &args.hidden);
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = sandbox.warm(&profile) {
+                    tracing::debug!("deny globs not expanded ahead: {error}");
+                }
+            });
+        }
         Ok(args)
     }
 
@@ -115,7 +130,25 @@ async fn run_command(
     }
     let request = request_of(run, &cwd, output_bytes_max(&args.policy))
         .map_err(ProcessError::into_failure)?;
-    let profile = profile_of(&args.policy, &args.hidden);
+    let mut profile = profile_of(&args.policy, &args.hidden);
+    // A dry run writes into a layer of its own, read back and thrown away afterwards.
+    let layers = if run.dry_run {
+        let layers = Layers::new(&args.layers).map_err(|error| {
+            Failure::new(
+                "sandbox_setup_failed",
+                format!(
+                    "the dry run's layer directory under {}: {error}",
+                    args.layers.display()
+                ),
+            )
+        })?;
+        profile.writes = WriteMode::Overlay {
+            layers_dir: layers.dir.clone(),
+        };
+        Some(layers)
+    } else {
+        None
+    };
     let exe = std::env::current_exe().map_err(|error| {
         ProcessError::ExecutableMissing {
             why: error.to_string(),
@@ -130,15 +163,50 @@ async fn run_command(
         ));
     }
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
-    let outcome =
-        tokio::task::spawn_blocking(move || Sandbox::new(exe).run(&profile_sent, &request_sent))
-            .await
-            .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
-            .map_err(|error| {
-                Failure::new(error.code(), error.to_string())
-                    .with_details(serde_json::to_value(&error).unwrap_or_default())
-            })?;
-    let record = record_of(&request, &profile, &outcome);
+    let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+    let diff_budget = output_bytes_max(&args.policy);
+    let (outcome, changes) = tokio::task::spawn_blocking(move || {
+        let outcome = sandbox.run(&profile_sent, &request_sent)?;
+        let changes = match &layers {
+            None => None,
+            Some(layers) => {
+                // The layer of root i overlays the root as the sandbox resolved it.
+                let roots: Vec<PathBuf> = profile_sent
+                    .writable_roots
+                    .iter()
+                    .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()))
+                    .collect();
+                let changes = aido_sandbox::collect_changes(&layers.dir, &roots)?;
+                Some(dry::render(&changes, diff_budget))
+            }
+        };
+        drop(layers);
+        Ok::<_, aido_sandbox::SpawnError>((outcome, changes))
+    })
+    .await
+    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+    .map_err(|error| {
+        Failure::new(error.code(), error.to_string())
+            .with_details(serde_json::to_value(&error).unwrap_or_default())
+    })?;
+    let mut record = record_of(&request, &profile, &outcome);
+    if let Some(mut changes) = changes {
+        // What the walls and deny globs would say of each path, were the changes applied.
+        if let Some(list) = changes["changes"].as_array_mut() {
+            for change in list {
+                let path = change["path"].as_str().unwrap_or_default().to_owned();
+                if let Err(refusal) =
+                    args.policy
+                        .check_path(&path, AccessKind::Write, session, &FsResolver)
+                {
+                    change["refused"] = json!(refusal.code().code());
+                }
+            }
+        }
+        record["dry_run"] = json!(true);
+        record["changes"] = changes["changes"].clone();
+        record["diff_truncated"] = changes["diff_truncated"].clone();
+    }
     let mut done = Executed::new(command_ran(&record));
     done.outcome.inputs.push(Input::Answer {
         from: ANSWERED_BY.into(),

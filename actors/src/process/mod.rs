@@ -11,12 +11,15 @@
 
 /// The actor and its messages.
 pub mod actor;
+/// Dry runs: a copy-on-write layer, read back as a list of changes.
+mod dry;
 /// Building the sandbox's profile and request from the policy and the action.
 mod profile;
 /// Secret environment values kept out of the journaled proposal.
 mod redact;
 
 pub use actor::{ProcessBody, ProcessBodyArgs, ProcessMsg};
+pub(crate) use dry::layers_base;
 pub(crate) use redact::journaled;
 
 /// Why the process body refused a call before the sandbox saw it.

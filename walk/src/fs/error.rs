@@ -202,12 +202,17 @@ pub enum FsError {
     /// The call was cancelled by the agent.
     #[error("cancelled")]
     Cancelled,
+    /// diff or render_template refused its arguments or failed (its own codes).
+    #[error(transparent)]
+    Tool(#[from] crate::tools::ToolError),
 }
 
 aido_actions::coded!(FsError {
     // A denial by the body's own check carries the policy's code (listed by the policy).
     @delegate {
         Self::Denied { code, .. } => code,
+        // The toolbelt's codes are listed by ToolError.
+        Self::Tool(e) => e.code(),
     }
     ChangedDuringCheck => "path_changed_during_check",
     NotFound => "file_not_found",
@@ -273,6 +278,9 @@ const fn libc_enospc() -> i32 {
 
 impl From<FsError> for Failure {
     fn from(e: FsError) -> Self {
+        if let FsError::Tool(tool) = e {
+            return tool.into();
+        }
         let details = e.details();
         let failure = Failure::new(e.code(), e.to_string());
         match details {

@@ -133,6 +133,32 @@ pub struct Replaced {
     pub before: Option<String>,
     /// Directories the write created above the file, outermost first.
     pub dirs: Vec<String>,
+    /// blake3 of the new contents ([`blob_name`]), worked out once per write.
+    pub blob: String,
+}
+
+/// Contents about to be written, and their blob name, hashed at most once however many
+/// records (intent, blob, effect) name it.
+#[derive(Debug)]
+pub struct NewContents<'a> {
+    /// The bytes.
+    pub bytes: &'a [u8],
+    blob: std::cell::OnceCell<String>,
+}
+
+impl<'a> NewContents<'a> {
+    /// Contents not hashed yet.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        NewContents {
+            bytes,
+            blob: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Their blob name (blake3, hex), hashed on first use.
+    pub fn blob(&self) -> &str {
+        self.blob.get_or_init(|| blob_name(self.bytes))
+    }
 }
 
 impl Replaced {
@@ -146,9 +172,8 @@ impl Replaced {
         }
     }
 
-    /// The effects of writing `bytes` over it: the directories it created, outermost first,
-    /// then the file.
-    pub fn effects(&self, bytes: &[u8]) -> Vec<Effect> {
+    /// The effects of the write: the directories it created, outermost first, then the file.
+    pub fn effects(&self) -> Vec<Effect> {
         let mut out: Vec<Effect> = self
             .dirs
             .iter()
@@ -156,7 +181,7 @@ impl Replaced {
             .collect();
         out.push(Effect::FileWritten {
             path: self.path.clone(),
-            blob: blob_name(bytes),
+            blob: self.blob.clone(),
             before: Before::of(self.created, self.before.as_deref()),
         });
         out
@@ -176,7 +201,7 @@ pub fn write_file(bytes: &[u8], replaced: &Replaced) -> Outcome {
             }
         ),
         output: json!({"path": path, "bytes": len, "created": replaced.created}),
-        effects: replaced.effects(bytes),
+        effects: replaced.effects(),
         ..Outcome::default()
     }
 }
@@ -197,7 +222,7 @@ impl Change {
     pub fn done(self, replaced: Option<&Replaced>) -> Outcome {
         let mut outcome = self.outcome;
         if let Some(r) = replaced {
-            outcome.effects.extend(r.effects(&self.new));
+            outcome.effects.extend(r.effects());
         }
         outcome
     }

@@ -1,0 +1,270 @@
+//! The question store: questions no client could ask, waiting for `aido answer`.
+//!
+//! One SQLite file in AIDO_HOME (`questions.sqlite`), because the asker and the answerer are
+//! different processes: the `aido mcp` serving the agent stores the question and polls for its
+//! answer, and `aido answer` (any other process on the same AIDO_HOME) writes it. The journal
+//! cannot carry it (each aido process holds its own sled shard, locked for itself); memory's
+//! SQLite showed the way: WAL mode lets readers and one writer from several processes work at
+//! once, `busy_timeout` waits out a writer, and a commit is fsynced (`synchronous = FULL`).
+//! Answering is one `UPDATE ... WHERE state = 'pending'`, so of two people answering at once
+//! exactly one wins and the other is told `question_already_answered`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use aido_walk::human::{HumanError, Question};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+/// How long a statement waits for another process's write lock.
+const BUSY_TIMEOUT_MS: u64 = 5_000;
+/// Most questions `pending` lists.
+pub const PENDING_MAX: u32 = 200;
+
+/// A stored question and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stored {
+    /// `q-` and 16 hex digits.
+    pub id: String,
+    /// The session that asked.
+    pub session: String,
+    /// The seq of the action that asked.
+    pub seq: u64,
+    /// The question.
+    pub question: Question,
+    /// When it was stored (the asking runtime's clock).
+    pub asked_ms: u64,
+    /// `pending`, `accept` (answered) or `decline`.
+    pub state: String,
+    /// The checked answer (`{"text"}`, `{"approved"}` or `{"choices"}`), once accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+    /// When it was answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_ms: Option<u64>,
+}
+
+impl Stored {
+    /// The answer as the asking action records it (`Input::Answer { from: "human" }`).
+    pub fn recorded(&self) -> Value {
+        let mut v = serde_json::json!({
+            "via": "aido answer",
+            "id": self.id,
+            "action": self.state,
+            "question": self.question,
+        });
+        if let Some(a) = &self.answer {
+            v["answer"] = a.clone();
+        }
+        v
+    }
+}
+
+/// The question store on one SQLite file, which several processes open at once.
+pub struct Questions {
+    connection: Connection,
+}
+
+fn failed(e: impl std::fmt::Display) -> HumanError {
+    HumanError::StoreFailed { why: e.to_string() }
+}
+
+impl Questions {
+    /// Open (creating the file, not its directory) the store at `path`.
+    pub fn open(path: &Path) -> Result<Self, HumanError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = Connection::open_with_flags(path, flags)
+            .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+        connection
+            .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+            .map_err(failed)?;
+        let mode: String = connection
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(failed)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(failed(format!("journal mode {mode}, not WAL")));
+        }
+        connection
+            .execute_batch(
+                "PRAGMA synchronous = FULL;
+                 PRAGMA trusted_schema = OFF;
+                 CREATE TABLE IF NOT EXISTS questions (
+                     id TEXT PRIMARY KEY,
+                     session TEXT NOT NULL,
+                     seq INTEGER NOT NULL,
+                     question TEXT NOT NULL,
+                     asked_ms INTEGER NOT NULL,
+                     state TEXT NOT NULL CHECK (state IN ('pending', 'accept', 'decline')),
+                     answer TEXT,
+                     answered_ms INTEGER
+                 ) STRICT;
+                 CREATE INDEX IF NOT EXISTS questions_pending ON questions (state, asked_ms);",
+            )
+            .map_err(failed)?;
+        Ok(Self { connection })
+    }
+
+    /// Store a question (a question stored again under the same id is kept as it was).
+    pub fn ask(
+        &self,
+        id: &str,
+        session: &str,
+        seq: u64,
+        question: &Question,
+        now_ms: u64,
+    ) -> Result<(), HumanError> {
+        let text = serde_json::to_string(question).map_err(failed)?;
+        self.connection
+            .execute(
+                "INSERT OR IGNORE INTO questions (id, session, seq, question, asked_ms, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'pending')",
+                params![id, session, seq as i64, text, now_ms as i64],
+            )
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    /// The question stored under `id`.
+    pub fn get(&self, id: &str) -> Result<Option<Stored>, HumanError> {
+        self.connection
+            .query_row(
+                "SELECT id, session, seq, question, asked_ms, state, answer, answered_ms
+                 FROM questions WHERE id = ?1",
+                params![id],
+                row,
+            )
+            .optional()
+            .map_err(failed)?
+            .transpose()
+    }
+
+    /// Questions nobody has answered yet, oldest first.
+    pub fn pending(&self) -> Result<Vec<Stored>, HumanError> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT id, session, seq, question, asked_ms, state, answer, answered_ms
+                 FROM questions WHERE state = 'pending' ORDER BY asked_ms, id LIMIT ?1",
+            )
+            .map_err(failed)?;
+        let rows = statement
+            .query_map(params![PENDING_MAX], row)
+            .map_err(failed)?;
+        rows.map(|r| r.map_err(failed).and_then(|s| s))
+            .collect::<Result<Vec<_>, _>>()
+    }
+
+    /// Answer a pending question: `Some(checked answer)` accepts it, `None` declines it.
+    pub fn answer(
+        &self,
+        id: &str,
+        answer: Option<&Value>,
+        now_ms: u64,
+    ) -> Result<Stored, HumanError> {
+        let (state, text) = match answer {
+            Some(a) => ("accept", Some(serde_json::to_string(a).map_err(failed)?)),
+            None => ("decline", None),
+        };
+        let changed = self
+            .connection
+            .execute(
+                "UPDATE questions SET state = ?2, answer = ?3, answered_ms = ?4
+                 WHERE id = ?1 AND state = 'pending'",
+                params![id, state, text, now_ms as i64],
+            )
+            .map_err(failed)?;
+        let stored = self
+            .get(id)?
+            .ok_or_else(|| HumanError::QuestionNotFound { id: id.to_owned() })?;
+        if changed == 0 {
+            return Err(HumanError::AlreadyAnswered { id: id.to_owned() });
+        }
+        Ok(stored)
+    }
+}
+
+/// The id of a question asked by `session` at `seq`: a hash, no randomness, so the same
+/// question asked by the same action has the same id (a pipeline asking it twice gets one
+/// answer for both).
+pub fn question_id(session: &str, seq: u64, question: &Question) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(session.as_bytes());
+    hasher.update(&seq.to_le_bytes());
+    hasher.update(
+        serde_json::to_string(question)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    format!("q-{}", &hasher.finalize().to_hex()[..16])
+}
+
+type Row = Result<Stored, HumanError>;
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    let question: String = r.get(3)?;
+    let answer: Option<String> = r.get(6)?;
+    let build = || -> Row {
+        Ok(Stored {
+            id: r.get(0).map_err(failed)?,
+            session: r.get(1).map_err(failed)?,
+            seq: r.get::<_, i64>(2).map_err(failed)? as u64,
+            question: serde_json::from_str(&question).map_err(failed)?,
+            asked_ms: r.get::<_, i64>(4).map_err(failed)? as u64,
+            state: r.get(5).map_err(failed)?,
+            answer: answer
+                .map(|a| serde_json::from_str::<Value>(&a))
+                .transpose()
+                .map_err(failed)?,
+            answered_ms: r
+                .get::<_, Option<i64>>(7)
+                .map_err(failed)?
+                .map(|m| m as u64),
+        })
+    };
+    Ok(build())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use aido_walk::human::Kind;
+
+    #[test]
+    fn a_question_is_answered_once_from_another_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("questions.sqlite");
+        let asker = Questions::open(&path).unwrap();
+        let q = Question {
+            kind: Kind::Text,
+            question: "Which branch?".into(),
+        };
+        let id = question_id("s1", 3, &q);
+        assert_eq!(id.len(), 18);
+        asker.ask(&id, "s1", 3, &q, 10).unwrap();
+        asker.ask(&id, "s1", 3, &q, 11).unwrap(); // idempotent
+        assert_eq!(asker.pending().unwrap().len(), 1);
+        // Another process (here: another connection) answers it.
+        let answerer = Questions::open(&path).unwrap();
+        let a = serde_json::json!({"text": "main"});
+        let stored = answerer.answer(&id, Some(&a), 20).unwrap();
+        assert_eq!(stored.state, "accept");
+        assert_eq!(
+            answerer.answer(&id, None, 21).unwrap_err().code(),
+            "question_already_answered"
+        );
+        assert_eq!(
+            answerer.answer("q-nope", None, 21).unwrap_err().code(),
+            "question_not_found"
+        );
+        let seen = asker.get(&id).unwrap().unwrap();
+        assert_eq!(seen.answer, Some(a));
+        assert_eq!(seen.asked_ms, 10);
+        assert_eq!(seen.recorded()["via"], "aido answer");
+        assert!(asker.pending().unwrap().is_empty());
+    }
+}

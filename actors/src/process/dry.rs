@@ -1,0 +1,153 @@
+//! `run_command` with `dry_run`: the command runs over a copy-on-write layer of the write roots
+//! ([`aido_sandbox::WriteMode::Overlay`]), and what it changed is read back from the layer
+//! ([`aido_sandbox::collect_changes`]) and returned, with unified diffs of text files; the
+//! layer is then thrown away, so the host tree is left exactly as it was.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aido_sandbox::Change;
+use serde_json::{Value, json};
+
+/// Largest file (each side) a dry run diffs; larger ones are described by size only.
+pub(crate) const DIFF_FILE_BYTES_MAX: u64 = 1 << 20;
+
+/// Where dry runs put their layers: `AIDO_HOME/layers`, unless that lies inside a write root
+/// (overlayfs refuses an upper layer inside its lower one, and a command must never see its
+/// own layer), then a private directory in the temp dir.
+pub(crate) fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf {
+    let home = aido_home
+        .canonicalize()
+        .unwrap_or_else(|_| aido_home.to_owned());
+    let inside = write_roots
+        .iter()
+        .any(|root| home.starts_with(root) || root.starts_with(&home));
+    if inside {
+        std::env::temp_dir().join(format!(
+            "aido-layers-{}",
+            rustix::process::getuid().as_raw()
+        ))
+    } else {
+        aido_home.join("layers")
+    }
+}
+
+/// One dry run's layer directory, removed when dropped.
+pub(crate) struct Layers {
+    pub(crate) dir: PathBuf,
+}
+
+impl Layers {
+    pub(crate) fn new(base: &Path) -> std::io::Result<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(base)?;
+        let dir = base.join(format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        // A leftover of a killed aido with the same pid goes first.
+        remove(&dir);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(Layers { dir })
+    }
+}
+
+impl Drop for Layers {
+    fn drop(&mut self) {
+        remove(&self.dir);
+    }
+}
+
+/// Overlay leaves `work/work` without permissions; make every directory removable first.
+fn remove(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for index in entries.flatten() {
+            let work = index.path().join("work/work");
+            let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The changes as the result shows them: each with its kind and path, files with their mode,
+/// size and a unified diff when both sides are text (within `budget` bytes of diff in all).
+pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
+    let mut left = budget;
+    let mut truncated = false;
+    let list: Vec<Value> = changes
+        .iter()
+        .map(|change| match change {
+            Change::File {
+                path,
+                created,
+                mode,
+                bytes,
+                contents,
+            } => {
+                let mut entry = json!({
+                    "change": if *created { "file_created" } else { "file_changed" },
+                    "path": path,
+                    "mode": format!("{mode:04o}"),
+                    "bytes": bytes,
+                });
+                match diff(path, *created, contents) {
+                    Some(text) if text.len() <= left => {
+                        left -= text.len();
+                        entry["diff"] = json!(text);
+                    }
+                    Some(_) => {
+                        truncated = true;
+                        entry["diff_truncated"] = json!(true);
+                    }
+                    None => entry["binary"] = json!(true),
+                }
+                entry
+            }
+            Change::Dir { path, mode } => {
+                json!({"change": "dir_created", "path": path, "mode": format!("{mode:04o}")})
+            }
+            Change::Symlink { path, target } => {
+                json!({"change": "symlink_created", "path": path, "target": target})
+            }
+            Change::Removed { path, dir } => {
+                json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path})
+            }
+            Change::Unsupported { path, what } => {
+                json!({"change": "unsupported", "path": path, "what": what})
+            }
+        })
+        .collect();
+    json!({"changes": list, "diff_truncated": truncated})
+}
+
+/// A unified diff of the host file (empty when created) against the new contents, when both
+/// are text and small enough; `None` otherwise.
+fn diff(host: &Path, created: bool, contents: &Path) -> Option<String> {
+    let read = |path: &Path| -> Option<String> {
+        let meta = std::fs::metadata(path).ok()?;
+        if meta.len() > DIFF_FILE_BYTES_MAX {
+            return None;
+        }
+        let bytes = std::fs::read(path).ok()?;
+        if bytes.contains(&0) {
+            return None;
+        }
+        String::from_utf8(bytes).ok()
+    };
+    let new = read(contents)?;
+    let old = if created { String::new() } else { read(host)? };
+    let shown = host.display().to_string();
+    let mut options = diffy::DiffOptions::new();
+    options.set_original_filename(if created {
+        "/dev/null".to_owned()
+    } else {
+        shown.clone()
+    });
+    options.set_modified_filename(shown);
+    Some(options.create_patch(&old, &new).to_string())
+}
