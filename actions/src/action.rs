@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, human, memory, meta, process, safety, snapshot, tools, vm};
+use crate::{fs, human, memory, meta, process, safety, search, snapshot, tools, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -327,6 +327,13 @@ actions! {
         /// List memories newest first, a page at a time. Class: read_only.
         ListMemory(memory::ListMemory) = "list_memory", ReadOnly;
     }
+    /// The search body: code search over the walls on aido-search, each file judged before it is opened.
+    Search => SearchAction {
+        /// Search files for several regexes at once (.gitignore-aware, modes files_with_matches / content / count, context, limit, byte budget). Class: read_only.
+        SearchCode(search::SearchCode) = "search_code", ReadOnly;
+        /// Each hit's enclosing definition and up to N call sites with theirs, within a character budget. Class: read_only.
+        SearchAndRead(search::SearchAndRead) = "search_and_read", ReadOnly;
+    }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
     Human => HumanAction {
@@ -529,6 +536,8 @@ mod tests {
             ("recall", SideEffectClass::ReadOnly),
             ("forget", SideEffectClass::Destructive),
             ("list_memory", SideEffectClass::ReadOnly),
+            ("search_code", SideEffectClass::ReadOnly),
+            ("search_and_read", SideEffectClass::ReadOnly),
             ("ask_human", SideEffectClass::ReadOnly),
             ("confirm", SideEffectClass::ReadOnly),
             ("ask_multiple_choice", SideEffectClass::ReadOnly),

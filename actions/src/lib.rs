@@ -36,6 +36,8 @@ pub mod outcome;
 pub mod process;
 /// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.
 pub mod safety;
+/// Code search primitives: search_code, search_and_read.
+pub mod search;
 /// Snapshots, rewind and recorded randomness.
 pub mod snapshot;
 /// The toolbelt: diff, render_template, read_logs.
@@ -48,7 +50,7 @@ pub mod vm;
 pub use access::{Access, AccessKind};
 pub use action::{
     Action, Body, FsAction, HumanAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction,
-    Routed, RuntimeAction, TreeAction, VmAction, primitives,
+    Routed, RuntimeAction, SearchAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

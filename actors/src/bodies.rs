@@ -21,6 +21,7 @@ use crate::error::RuntimeError;
 use crate::fs::FsBody;
 use crate::memory::MemoryBody;
 use crate::process::ProcessBody;
+use crate::search::SearchBody;
 use crate::vm::VmBody;
 
 /// Most restarts of one body within [`RESTART_WINDOW_MS`].
@@ -204,12 +205,20 @@ pub(crate) struct Bodies {
     pub(crate) memory: Slot<MemoryBody>,
     /// The process body.
     pub(crate) process: Slot<ProcessBody>,
+    /// The search body.
+    pub(crate) search: Slot<SearchBody>,
 }
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> [&dyn Supervised; 4] {
-        [&self.fs, &self.vm, &self.memory, &self.process]
+    pub(crate) fn all(&self) -> [&dyn Supervised; 5] {
+        [
+            &self.fs,
+            &self.vm,
+            &self.memory,
+            &self.process,
+            &self.search,
+        ]
     }
 
     /// The body whose actor is `id`.

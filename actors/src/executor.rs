@@ -11,7 +11,7 @@ use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
     Action, Condition, Effect, Failure, FsAction, HumanAction, Input, MemoryAction, Outcome,
-    ProcessAction, RuntimeAction, VmAction,
+    ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -27,6 +27,7 @@ use crate::memory::{MemoryCall, MemoryMsg};
 use crate::process::ProcessMsg;
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
+use crate::search::SearchMsg;
 use crate::shared::Shared;
 use crate::ticket::Ticket;
 use crate::vm::VmMsg;
@@ -109,6 +110,10 @@ impl World for Executor<'_> {
 
     async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
         Ok(Executor::memory(self, action).await)
+    }
+
+    async fn search(&mut self, action: SearchAction) -> Answer<Executed, Infallible> {
+        Ok(Executor::search(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -304,6 +309,29 @@ impl Executor<'_> {
                 value: answer,
             },
         ]);
+        Ok(done)
+    }
+
+    /// Ask the search body. What it found is the result's input; the result is rendered from
+    /// it, as playback renders it (playback never reads the tree).
+    async fn search(&self, action: SearchAction) -> Result<Executed, Failure> {
+        let session = self.ctx.clone();
+        let asked = action.clone();
+        let answer = self
+            .ask(self.shared.search(), "search", |ticket, reply| {
+                SearchMsg::Run {
+                    action: Box::new(asked),
+                    session,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?;
+        let mut done = Executed::new(aido_walk::search::render(&action, &answer));
+        done.outcome.inputs.push(Input::Answer {
+            from: aido_walk::search::ANSWER_FROM.into(),
+            value: answer,
+        });
         Ok(done)
     }
 

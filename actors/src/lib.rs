@@ -6,6 +6,7 @@
 //!  ├── VmBody          the VM body: contained QEMU machines
 //!  ├── MemoryBody      the memory body: AIDO_HOME/memory.sqlite, shared by every process
 //!  ├── ProcessBody     commands confined by aido-sandbox
+//!  ├── SearchBody      code search on aido-search, every entry judged by the walls
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -45,6 +46,8 @@ pub mod process;
 mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
+/// The search body: search_code and search_and_read over the walls.
+pub mod search;
 /// Session actors and the handle surfaces use.
 pub mod session;
 /// The state every actor of a runtime shares (the bottom layer).

@@ -12,6 +12,7 @@ use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
 use crate::memory::{MemoryBody, MemoryBodyArgs};
 use crate::process::{ProcessBody, ProcessBodyArgs};
+use crate::search::{SearchBody, SearchBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
@@ -81,6 +82,11 @@ impl Runtime {
             globs: Arc::default(),
             layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
         };
+        let search_args = SearchBodyArgs {
+            policy: policy.clone(),
+            aido_home: std::fs::canonicalize(&options.env.aido_home)
+                .unwrap_or_else(|_| options.env.aido_home.clone()),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -90,6 +96,7 @@ impl Runtime {
                 vm: Slot::new("vm", VmBody, vm_args),
                 memory: Slot::new("memory", MemoryBody, memory_args),
                 process: Slot::new("process", ProcessBody, process_args),
+                search: Slot::new("search", SearchBody, search_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

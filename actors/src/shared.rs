@@ -14,6 +14,7 @@ use crate::faults::Faults;
 use crate::fs::FsMsg;
 use crate::memory::MemoryMsg;
 use crate::process::ProcessMsg;
+use crate::search::SearchMsg;
 use crate::vm::VmMsg;
 
 /// State every actor of one runtime shares.
@@ -53,5 +54,9 @@ impl Shared {
 
     pub(crate) fn process(&self) -> Result<ActorRef<ProcessMsg>, RuntimeError> {
         self.bodies.process.get()
+    }
+
+    pub(crate) fn search(&self) -> Result<ActorRef<SearchMsg>, RuntimeError> {
+        self.bodies.search.get()
     }
 }

@@ -51,6 +51,11 @@ impl Ticket {
             .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
     }
 
+    /// When the caller gives up on a call the body has not committed.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.inner.deadline
+    }
+
     /// The body takes the call. False when the deadline passed or the caller gave up: then
     /// the body must not touch anything and its answer is not awaited.
     pub(crate) fn start(&self) -> bool {

@@ -36,6 +36,8 @@ mod metadata;
 mod report;
 /// Rewind through a real runtime.
 mod rewind;
+/// search_code against rg, search_and_read against the calls it saves.
+mod search;
 /// Snapshot create and restore against `cp -a` and git.
 mod snapshots;
 /// The stdio comparison.
@@ -168,6 +170,12 @@ struct Args {
     /// Leave out the VM benchmarks.
     #[arg(long)]
     skip_vm: bool,
+    /// Leave out the code search benchmark.
+    #[arg(long)]
+    skip_search: bool,
+    /// Alternating rounds of search_code and rg timed.
+    #[arg(long, default_value_t = 10)]
+    search_repeats: usize,
     /// The script that builds the guest images.
     #[arg(long, default_value = "vm/guest/build-image")]
     vm_build_image: PathBuf,
@@ -283,6 +291,15 @@ async fn bench(args: Args) -> Result<()> {
         vm_section(&args, &temp).await?
     };
 
+    let search = if args.skip_search {
+        search::SearchSection::Skipped("`--skip-search`".into())
+    } else {
+        search::run(&setup.aido, &temp, args.search_repeats).await
+    };
+    if let search::SearchSection::Failed(why) = &search {
+        eprintln!("aido-bench: the search section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -296,6 +313,7 @@ async fn bench(args: Args) -> Result<()> {
         peer,
         snapshots,
         vm,
+        search,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.

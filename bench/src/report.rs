@@ -78,6 +78,8 @@ pub struct Report {
     pub snapshots: SnapshotSection,
     /// Boot, snapshot revert, pool acquire, memory and find_text of whole machines.
     pub vm: VmSection,
+    /// search_code against rg, search_and_read against the calls it saves.
+    pub search: crate::search::SearchSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -176,6 +178,7 @@ const NOTES: &[(&str, &str)] = &[
     ("snapshots", include_str!("report/notes/snapshots.md")),
     ("rewind", include_str!("report/notes/rewind.md")),
     ("vm", include_str!("report/notes/vm.md")),
+    ("search", include_str!("report/notes/search.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -183,6 +186,94 @@ const NOTES: &[(&str, &str)] = &[
 pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
     let template = NOTES.iter().find(|(n, _)| *n == id).map_or("", |(_, t)| t);
     template::section(id, template, params, tables)
+}
+
+/// The search section: search_code beside rg (time per search), and search_and_read beside
+/// the calls it saves (bytes).
+fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) -> Section {
+    use crate::search::{PATTERNS, SearchSection};
+    const S: &str = "search";
+    let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
+    let run = match search {
+        SearchSection::Ran(run) => run,
+        SearchSection::Skipped(why) | SearchSection::Failed(why) => {
+            let outcome = match search {
+                SearchSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "search_code_vs_rg", what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let aido = samples(&run.aido);
+    let rg = samples(&run.rg);
+    // aido's time over rg's: 1.25 or less is at least 0.8x rg's speed.
+    let ratio = (rg.median > 0.0).then(|| aido.median / rg.median);
+    rows.push(beside(
+        row(S, "search_code_vs_rg", what, Outcome::Measured(aido)),
+        Peer {
+            name: "rg".into(),
+            value: rg,
+        },
+        ratio,
+    ));
+    let bytes = |n: usize| Value {
+        unit: Unit::Bytes,
+        median: n as f64,
+        ..Value::default()
+    };
+    let mut cells = Vec::new();
+    for (k, case) in run.reads.iter().enumerate() {
+        rows.push(beside(
+            row(
+                S,
+                format!("search_and_read_bytes_{}", k + 1),
+                format!(
+                    "`search_and_read` `{}` (1 call) / search_code + read_file ({} calls), bytes received",
+                    case.pattern, case.calls_without
+                ),
+                Outcome::Measured(bytes(case.bytes)),
+            ),
+            Peer {
+                name: "search_code + read_file".into(),
+                value: bytes(case.bytes_without),
+            },
+            (case.bytes_without > 0).then(|| case.bytes as f64 / case.bytes_without as f64),
+        ));
+        cells.push(vec![
+            format!("`{}`", case.pattern),
+            case.definitions.to_string(),
+            case.callers.to_string(),
+            "1".into(),
+            case.bytes.to_string(),
+            case.calls_without.to_string(),
+            case.bytes_without.to_string(),
+        ]);
+    }
+    let reads = table(
+        &[
+            "pattern",
+            "definitions",
+            "callers",
+            "search_and_read calls",
+            "its bytes",
+            "calls without it",
+            "their bytes",
+        ],
+        cells,
+    );
+    section(
+        S,
+        &[
+            ("patterns", PATTERNS.len().to_string()),
+            ("tree", run.tree.clone()),
+            ("files", run.files.to_string()),
+            ("hits", run.hits.to_string()),
+            ("repeats", run.aido.len().to_string()),
+            ("read_tree", run.read_tree.clone()),
+        ],
+        vec![("reads", reads)],
+    )
 }
 
 impl Report {
@@ -197,6 +288,7 @@ impl Report {
         ];
         sections.extend(snapshots::sections(&self.snapshots, &mut rows));
         sections.push(vm::section(&self.vm, &mut rows));
+        sections.push(search_section(&self.search, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -527,6 +619,7 @@ pub(crate) mod tests {
             peer: "peer 1.0".into(),
             snapshots: SnapshotSection::Skipped("not asked for".into()),
             vm: VmSection::Skipped("not asked for".into()),
+            search: crate::search::SearchSection::Skipped("not asked for".into()),
         }
     }
 

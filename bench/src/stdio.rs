@@ -242,6 +242,20 @@ impl Server {
         text.with_context(|| format!("{} returned no text for {}", self.name, path.display()))
     }
 
+    /// One `tools/call` of `tool` with `arguments`; the whole result.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+    ) -> Result<rmcp::model::CallToolResult> {
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        self.client
+            .peer()
+            .call_tool(params)
+            .await
+            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))
+    }
+
     /// Closes stdin and waits for the child to exit (SIGTERM, then kill, if it does not).
     pub async fn stop(mut self) -> Result<()> {
         let quit = self

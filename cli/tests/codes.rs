@@ -31,6 +31,9 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_memory::RecallError::CODES,
         aido_memory::ForgetError::CODES,
         aido_memory::ListError::CODES,
+        aido_actors::search::SearchBodyError::CODES,
+        aido_search::SearchError::CODES,
+        aido_search::ReadError::CODES,
         aido_actors::human::HumanError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
@@ -97,6 +100,12 @@ fn every_enum_lists_each_code_once() {
         ("memory RememberError", aido_memory::RememberError::CODES),
         ("memory RecallError", aido_memory::RecallError::CODES),
         ("memory ForgetError", aido_memory::ForgetError::CODES),
+        (
+            "SearchBodyError",
+            aido_actors::search::SearchBodyError::CODES,
+        ),
+        ("SearchError", aido_search::SearchError::CODES),
+        ("search ReadError", aido_search::ReadError::CODES),
         ("HumanError", aido_actors::human::HumanError::CODES),
     ] {
         let unique: BTreeSet<_> = codes.iter().collect();

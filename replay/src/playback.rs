@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
     Action, Body, Condition, Failure, FsAction, HumanAction, Input, MemoryAction, Meta, Outcome,
-    ProcessAction, RuntimeAction, VmAction,
+    ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -727,6 +727,25 @@ impl World for Player<'_> {
                 Ok(Ok(Executed::new(aido_walk::process::command_ran(&record))))
             }
         }
+    }
+
+    /// What the search found, as recorded: the tree is never read again (it has changed
+    /// since, and the recorded answer is what the agent saw).
+    async fn search(&mut self, action: SearchAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("what the search found")? {
+            Input::Answer { from, value } if from == aido_walk::search::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected what the search found but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::search::render(
+            &action, &answer,
+        ))))
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Missing> {

@@ -138,6 +138,7 @@ fn limits() -> Limits {
         hits_max: u64::MAX / 2,
         matched_files_max: u64::MAX / 2,
         files_max: u64::MAX / 2,
+        result_bytes_max: u64::MAX,
         ..Limits::default()
     }
 }

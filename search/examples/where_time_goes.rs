@@ -39,6 +39,7 @@ fn main() {
         hits_max: u64::MAX / 2,
         matched_files_max: u64::MAX / 2,
         files_max: u64::MAX / 2,
+        result_bytes_max: u64::MAX,
         ..Limits::default()
     };
     let cases: &[(&str, &[&str], OutputMode, &str)] = &[

@@ -47,6 +47,20 @@ pub enum SearchError {
 }
 
 impl SearchError {
+    /// Every code [`Self::code`] gives (checked against it by `tests::code_table_is_pinned`).
+    pub const CODES: &'static [&'static str] = &[
+        "patterns_empty",
+        "patterns_too_many",
+        "pattern_too_long",
+        "pattern_invalid",
+        "pattern_too_large",
+        "glob_invalid",
+        "type_unknown",
+        "context_too_large",
+        "root_unreadable",
+        "root_denied",
+    ];
+
     /// The stable snake_case code an agent matches on; codes are never reused.
     pub fn code(&self) -> &'static str {
         match self {
@@ -76,6 +90,9 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// The codes [`Self::code`] gives besides [`SearchError::CODES`].
+    pub const CODES: &'static [&'static str] = &["budget_too_large", "callers_too_many"];
+
     /// The stable snake_case code an agent matches on; a search error keeps its code.
     pub fn code(&self) -> &'static str {
         match self {
@@ -177,8 +194,15 @@ mod tests {
             assert_eq!(error.code(), code);
             codes.push(code);
         }
+        let mut listed: Vec<&str> = SearchError::CODES
+            .iter()
+            .chain(ReadError::CODES)
+            .copied()
+            .collect();
+        listed.sort_unstable();
         let count = codes.len();
         codes.sort_unstable();
+        assert_eq!(listed, codes, "CODES lists exactly the codes code() gives");
         codes.dedup();
         assert_eq!(codes.len(), count, "a code is never used twice");
     }

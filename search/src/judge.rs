@@ -1,5 +1,6 @@
 //! The caller's judge: every entry of the walk is judged before it is opened.
 
+use std::fs::File;
 use std::path::Path;
 
 /// What the walk is about to open.
@@ -26,6 +27,15 @@ pub enum Verdict {
 /// and never judged: they are skipped and counted.
 pub trait Judge: Sync {
     fn judge(&self, path: &Path, kind: EntryKind) -> Verdict;
+
+    /// After a file the judge allowed is opened and before a byte of it is read: whether the
+    /// file really opened (`file`, e.g. its `/proc/self/fd` link) is still the one judged at
+    /// `path`. A directory swapped for a symbolic link between the judgement and the open
+    /// would otherwise lead the open elsewhere. A denied file is closed unread and counted as
+    /// denied. The default allows it.
+    fn opened(&self, _path: &Path, _file: &File) -> Verdict {
+        Verdict::Allow
+    }
 }
 
 impl<F> Judge for F

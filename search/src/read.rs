@@ -315,6 +315,7 @@ impl Reader<'_> {
             context_after: 0,
             mode: OutputMode::Content,
             limit: Some(limit),
+            bytes_max: None,
         }
     }
 
@@ -342,7 +343,7 @@ impl Reader<'_> {
         if self.judge.judge(path, EntryKind::File) == Verdict::Deny {
             return None;
         }
-        let mut file = open_judged(path, self.limits.file_bytes_max).ok()?;
+        let mut file = open_judged(path, self.limits.file_bytes_max, self.judge).ok()?;
         let mut bytes = Vec::new();
         // The size was checked on open; `take` bounds a file that grew since.
         file.by_ref()

@@ -101,6 +101,10 @@ pub struct SearchRequest {
     /// At most this many hits (content mode) or files (the other modes); clamped to the limits.
     #[serde(default)]
     pub limit: Option<u64>,
+    /// At most about this many bytes of paths and line texts in the result; clamped to
+    /// `Limits::result_bytes_max`.
+    #[serde(default)]
+    pub bytes_max: Option<u64>,
 }
 
 impl SearchRequest {
@@ -116,6 +120,7 @@ impl SearchRequest {
             context_after: 0,
             mode: OutputMode::FilesWithMatches,
             limit: None,
+            bytes_max: None,
         }
     }
 }
@@ -141,6 +146,9 @@ pub struct Limits {
     pub hits_max: u64,
     /// Files in a files-with-matches or count result.
     pub matched_files_max: u64,
+    /// Bytes of paths and line texts (hits and context) in one result, each counted with a
+    /// small overhead for its framing; past it the result is cut (`Truncation::Budget`).
+    pub result_bytes_max: u64,
     pub context_lines_max: u32,
     /// The whole search, walk and reads, checked at every entry and every hit.
     pub timeout_ms: u64,
@@ -166,6 +174,7 @@ impl Default for Limits {
             line_bytes_max: 2000,
             hits_max: 2000,
             matched_files_max: 2000,
+            result_bytes_max: 256 << 10,
             context_lines_max: 50,
             timeout_ms: 30_000,
             threads: 2,

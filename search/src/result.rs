@@ -70,6 +70,9 @@ pub enum Truncation {
     FilesMax,
     /// The deadline passed; what was found before it is returned.
     Timeout,
+    /// The result reached its byte budget (`bytes_max`); the first hits or files in order
+    /// are kept.
+    Budget,
 }
 
 /// Entries left out, by reason.

@@ -65,6 +65,7 @@ pub fn search_code_until(
     let limit = request.limit.map_or(limit, |asked| asked.min(limit));
     let plan = Plan {
         request,
+        judge,
         limits,
         patterns: &patterns,
         limit,
@@ -82,6 +83,11 @@ pub fn search_code_until(
     let mut files_searched = 0;
     let mut taken = 0u64;
     let mut cut = false;
+    let budget = request.bytes_max.map_or(limits.result_bytes_max, |asked| {
+        asked.min(limits.result_bytes_max)
+    });
+    let mut used = 0u64;
+    let mut over_budget = false;
     let mut paths = Vec::new();
     let mut contents = Vec::new();
     let mut counts = Vec::new();
@@ -91,9 +97,13 @@ pub fn search_code_until(
             Outcome::Binary => skipped.binary += 1,
             Outcome::TooLarge => skipped.too_large += 1,
             Outcome::Unreadable => skipped.unreadable += 1,
+            Outcome::Denied => skipped.denied_files += 1,
             Outcome::Searched { .. } => {}
         }
-        files_searched += u64::from(!matches!(outcome, Outcome::TooLarge | Outcome::Unreadable));
+        files_searched += u64::from(!matches!(
+            outcome,
+            Outcome::TooLarge | Outcome::Unreadable | Outcome::Denied
+        ));
         let Outcome::Searched { mut hits, count } = outcome else {
             continue;
         };
@@ -101,12 +111,33 @@ pub fn search_code_until(
             continue;
         }
         let relative = relative(&request.scope.root, path);
+        let path_cost = relative.len() as u64 + FRAME_BYTES;
+        if used + path_cost > budget {
+            over_budget = true;
+            break;
+        }
         match request.mode {
             OutputMode::Content => {
                 let room = usize::try_from(limit - taken).unwrap_or(usize::MAX);
                 hits.truncate(room);
+                used += path_cost;
+                let fits = hits
+                    .iter()
+                    .take_while(|hit| {
+                        let cost = hit_bytes(hit);
+                        if used + cost > budget {
+                            return false;
+                        }
+                        used += cost;
+                        true
+                    })
+                    .count();
+                if fits < hits.len() {
+                    hits.truncate(fits);
+                    over_budget = true;
+                }
                 taken += hits.len() as u64;
-                cut = (hits.len() as u64) < count;
+                cut = over_budget || (hits.len() as u64) < count;
                 if !hits.is_empty() {
                     contents.push(FileHits {
                         path: relative,
@@ -119,6 +150,7 @@ pub fn search_code_until(
                     cut = true;
                 } else {
                     taken += 1;
+                    used += path_cost;
                     if request.mode == OutputMode::Count {
                         counts.push(FileCount {
                             path: relative,
@@ -136,6 +168,8 @@ pub fn search_code_until(
     }
     let truncation = if searched.timed_out || walked.timed_out {
         Some(Truncation::Timeout)
+    } else if over_budget {
+        Some(Truncation::Budget)
     } else if cut {
         Some(Truncation::Limit)
     } else if walked.files_max_reached {
@@ -157,6 +191,21 @@ pub fn search_code_until(
     })
 }
 
+/// What a result's framing (field names, numbers, separators) costs per path or line, in
+/// the byte budget.
+const FRAME_BYTES: u64 = 32;
+
+/// A hit's bytes in the budget: its text and its context lines, each with its framing.
+fn hit_bytes(hit: &Hit) -> u64 {
+    let context: u64 = hit
+        .before
+        .iter()
+        .chain(&hit.after)
+        .map(|line| line.text.len() as u64 + FRAME_BYTES)
+        .sum();
+    hit.text.len() as u64 + FRAME_BYTES + context
+}
+
 /// The path relative to the root with `/` separators; a file root is shown by its name.
 pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let shown = match path.strip_prefix(root) {
@@ -173,12 +222,19 @@ pub(crate) fn relative(root: &Path, path: &Path) -> String {
 /// Opens a file that the judge allowed: never through a symbolic link (`O_NOFOLLOW`), never
 /// blocking on a FIFO swapped in after the walk (`O_NONBLOCK`), and only a regular file no
 /// larger than `file_bytes_max`.
-pub(crate) fn open_judged(path: &Path, file_bytes_max: u64) -> Result<File, Outcome> {
+pub(crate) fn open_judged(
+    path: &Path,
+    file_bytes_max: u64,
+    judge: &dyn Judge,
+) -> Result<File, Outcome> {
     let file = File::options()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|_| Outcome::Unreadable)?;
+    if judge.opened(path, &file) == crate::judge::Verdict::Deny {
+        return Err(Outcome::Denied);
+    }
     let metadata = file.metadata().map_err(|_| Outcome::Unreadable)?;
     if !metadata.is_file() {
         return Err(Outcome::Unreadable);
@@ -199,10 +255,13 @@ pub(crate) enum Outcome {
     Binary,
     TooLarge,
     Unreadable,
+    /// The judge refused the file it saw opened (`Judge::opened`): closed unread.
+    Denied,
 }
 
 struct Plan<'a> {
     request: &'a SearchRequest,
+    judge: &'a dyn Judge,
     limits: &'a Limits,
     patterns: &'a Patterns,
     limit: u64,
@@ -464,7 +523,7 @@ impl Plan<'_> {
     }
 
     fn search_file(&self, searcher: &mut Searcher, path: &Path, timed_out: &AtomicBool) -> Outcome {
-        let file = match open_judged(path, self.limits.file_bytes_max) {
+        let file = match open_judged(path, self.limits.file_bytes_max, self.judge) {
             Ok(file) => file,
             Err(outcome) => return outcome,
         };
@@ -817,6 +876,39 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_budget_keeps_the_first_hits_and_says_budget() {
+        // Each hit costs its text (3 bytes) plus 32 of framing, each path 1 + 32.
+        let dir = tree(&[("a", "hit\nhit\n"), ("b", "hit\n"), ("c", "hit\n")]);
+        let mut request = SearchRequest::new(dir.path(), &["hit"]);
+        request.mode = OutputMode::Content;
+        request.bytes_max = Some(33 + 35 + 35 + 33 + 35);
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        let got: Vec<(String, u64)> = content(&result)
+            .into_iter()
+            .map(|(path, line, _)| (path, line))
+            .collect();
+        assert_eq!(
+            got,
+            [("a".to_string(), 1), ("a".into(), 2), ("b".into(), 1)]
+        );
+        assert_eq!(result.truncation, Some(Truncation::Budget));
+
+        // The operator's bound wins over a larger request, in every mode.
+        request.mode = OutputMode::FilesWithMatches;
+        request.bytes_max = Some(1 << 30);
+        let limits = Limits {
+            result_bytes_max: 33 * 2,
+            ..Limits::default()
+        };
+        let result = search_code(&request, &limits, &AllowAll).expect("searches");
+        assert_eq!(files(&result), ["a".to_string(), "b".into()]);
+        assert_eq!(result.truncation, Some(Truncation::Budget));
+        request.bytes_max = None;
+        let result = search_code(&request, &Limits::default(), &AllowAll).expect("searches");
+        assert_eq!((files(&result).len(), result.truncated), (3, false));
+    }
+
+    #[test]
     fn a_limit_cuts_the_same_prefix_whatever_order_the_walk_finds_files_in() {
         // Many files over many directories, 0 to 3 hits each, searched beside the walk.
         let names: Vec<(String, String)> = (0..400)
@@ -1014,6 +1106,30 @@ mod tests {
                 .any(|(path, kind)| path == dir.path() && *kind == EntryKind::Dir),
             "the root is judged"
         );
+    }
+
+    #[test]
+    fn a_file_the_judge_refuses_once_opened_is_never_read_or_returned() {
+        let dir = tree(&[("a.rs", "secret\n"), ("b.rs", "secret\n")]);
+        struct Opened;
+        impl Judge for Opened {
+            fn judge(&self, _path: &Path, _kind: EntryKind) -> Verdict {
+                Verdict::Allow
+            }
+            fn opened(&self, path: &Path, _file: &File) -> Verdict {
+                if path.ends_with("b.rs") {
+                    Verdict::Deny
+                } else {
+                    Verdict::Allow
+                }
+            }
+        }
+        let mut request = SearchRequest::new(dir.path(), &["secret"]);
+        request.mode = OutputMode::Content;
+        let result = search_code(&request, &Limits::default(), &Opened).expect("searches");
+        assert_eq!(content(&result).len(), 1);
+        assert_eq!(content(&result)[0].0, "a.rs");
+        assert_eq!((result.skipped.denied_files, result.files_searched), (1, 1));
     }
 
     #[test]

@@ -39,6 +39,7 @@ fn limits() -> Limits {
         hits_max: 1_000_000,
         matched_files_max: 1_000_000,
         files_max: 1_000_000,
+        result_bytes_max: u64::MAX,
         ..Limits::default()
     }
 }

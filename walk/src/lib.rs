@@ -33,6 +33,8 @@ pub mod process;
 pub mod render;
 /// Rewind plans from the records.
 pub mod rewind;
+/// The results of search_code and search_and_read from what the search body found.
+pub mod search;
 /// diff, render_template and read_logs: results from what was read.
 pub mod tools;
 /// The composite walk over a world.

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use aido_actions::Failure;
 use aido_actions::{
     Action, Condition, FsAction, HumanAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
-    RuntimeAction, SideEffectClass, TreeAction, VmAction,
+    RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -117,6 +117,13 @@ pub trait World: Send {
         action: MemoryAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a search primitive (search_code, search_and_read). Its result is
+    /// [`crate::search::render`] of what the search found, which is recorded.
+    fn search(
+        &mut self,
+        action: SearchAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
     /// [`crate::human::render`] of the recorded answer.
     fn human(
@@ -173,6 +180,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Machine(a) => world.machine(a).await?.map_err(Failed::leaf),
             Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
+            Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
@@ -433,6 +441,10 @@ mod tests {
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {
             Ok(self.leaf(Action::from(action).primitive().into()))
+        }
+
+        async fn search(&mut self, action: SearchAction) -> Answer<Executed, String> {
+            Ok(self.leaf(action.primitive().into()))
         }
 
         async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, String> {

@@ -1,0 +1,360 @@
+//! Code search: `search_code` through aido (an MCP round trip, the policy judging the root and
+//! every file before it is opened, the call journaled) against the `rg` binary spawned on the
+//! same tree with the same patterns, in alternating rounds; and `search_and_read` against the
+//! calls an agent would otherwise make for the same answer (a content search, a read of each
+//! file with a hit, a search for each definition's callers and a read of each caller's file),
+//! counted in calls and bytes received.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+use crate::stdio::Server;
+
+/// rg with search_code's walk defaults: no config file, `.gitignore` outside git too, no global
+/// git excludes, hidden files skipped.
+const RG: &[&str] = &[
+    "--no-config",
+    "--no-require-git",
+    "--no-ignore-global",
+    "--no-messages",
+];
+
+/// The patterns searched at once in the timed comparison (few enough hits to stay inside
+/// search_code's default hit and byte bounds, so both sides return every hit).
+pub const PATTERNS: &[&str] = &[r"fn new_with_\w+", r"todo!\(", r"impl Drop for"];
+
+/// The patterns `search_and_read` is compared on, one call each.
+pub const READ_PATTERNS: &[&str] = &[r"fn try_search_fwd\(", r"fn next_state\(", r"fn is_match\("];
+
+/// How the section ran, or why it did not.
+pub enum SearchSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(SearchRun),
+}
+
+/// What the section measured.
+pub struct SearchRun {
+    /// The tree searched (a path shown as the report states it).
+    pub tree: String,
+    /// Files rg would search there (`rg --files`).
+    pub files: usize,
+    /// Hits both sides found.
+    pub hits: usize,
+    /// Every search_code call, in order.
+    pub aido: Vec<Duration>,
+    /// Every rg run, in order.
+    pub rg: Vec<Duration>,
+    /// The tree of the search_and_read comparison.
+    pub read_tree: String,
+    /// One case per pattern.
+    pub reads: Vec<ReadCase>,
+}
+
+/// search_and_read against the calls it saves, for one pattern.
+pub struct ReadCase {
+    /// The pattern.
+    pub pattern: String,
+    /// Definitions (entries) in the answer.
+    pub definitions: usize,
+    /// Callers in the answer.
+    pub callers: usize,
+    /// Bytes of the one search_and_read result.
+    pub bytes: usize,
+    /// Calls the agent would otherwise make.
+    pub calls_without: usize,
+    /// Bytes of those calls' results.
+    pub bytes_without: usize,
+}
+
+/// The cargo registry's sources, where the timed comparison searches.
+pub fn registry_tree() -> Option<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(home.join("registry/src"))
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.is_dir())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// Runs the section: `repeats` alternating rounds of one search_code call and one rg run.
+pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> SearchSection {
+    let Some(tree) = registry_tree() else {
+        return SearchSection::Skipped("no cargo registry sources to search".into());
+    };
+    match measure(aido, temp, &tree, repeats).await {
+        Ok(run) => SearchSection::Ran(run),
+        Err(error) => SearchSection::Failed(format!("{error:#}")),
+    }
+}
+
+async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Result<SearchRun> {
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let config = work.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[paths]\nread = [{:?}]\n", tree.display().to_string()),
+    )?;
+    let mut command = tokio::process::Command::new(aido);
+    command
+        .arg("mcp")
+        .arg("--config")
+        .arg(&config)
+        .env_clear()
+        .env("HOME", &home)
+        .env("AIDO_HOME", &aido_home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&home);
+    let server = Server::start(
+        "aido",
+        command,
+        work.path().join("aido.stderr"),
+        &["search_code"],
+    )
+    .await?;
+
+    let files = rg_files(tree)?;
+    let arguments = object(json!({
+        "patterns": PATTERNS,
+        "path": tree.display().to_string(),
+        "mode": "content",
+        "limit": 2000,
+        "bytes_max": 262_144,
+    }));
+    // One unmeasured round each warms the page cache and the server.
+    let first = search(&server, arguments.clone()).await?;
+    let theirs = rg_hits(tree)?;
+    let ours = hits_of(&first, tree);
+    if first["found"]["truncated"] == true {
+        bail!(
+            "search_code cut its result short: {}",
+            first["found"]["truncation"]
+        );
+    }
+    if ours != theirs {
+        let only_ours = ours.difference(&theirs).take(5).collect::<Vec<_>>();
+        let only_theirs = theirs.difference(&ours).take(5).collect::<Vec<_>>();
+        bail!("search_code and rg disagree: only aido {only_ours:?}, only rg {only_theirs:?}");
+    }
+    let (mut aido_times, mut rg_times) = (Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        let start = Instant::now();
+        search(&server, arguments.clone()).await?;
+        aido_times.push(start.elapsed());
+        let start = Instant::now();
+        rg_plain(tree)?;
+        rg_times.push(start.elapsed());
+    }
+
+    let read_tree = tree
+        .read_dir()?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("regex-automata-"))
+        })
+        .max()
+        .context("regex-automata in the registry (a dependency of aido-search)")?;
+    let mut reads = Vec::new();
+    for pattern in READ_PATTERNS {
+        reads.push(read_case(&server, &read_tree, pattern).await?);
+    }
+    server.stop().await?;
+    Ok(SearchRun {
+        tree: tree.display().to_string(),
+        files,
+        hits: ours.len(),
+        aido: aido_times,
+        rg: rg_times,
+        read_tree: read_tree.display().to_string(),
+        reads,
+    })
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Bytes of a result as the client receives it (its JSON).
+fn size(result: &rmcp::model::CallToolResult) -> usize {
+    serde_json::to_string(result).map_or(0, |text| text.len())
+}
+
+async fn call(server: &Server, tool: &str, arguments: JsonObject) -> Result<(Value, usize)> {
+    let result = server.call(tool, arguments).await?;
+    if result.is_error == Some(true) {
+        bail!("{tool} failed: {:?}", result.structured_content);
+    }
+    let bytes = size(&result);
+    Ok((result.structured_content.unwrap_or_default(), bytes))
+}
+
+async fn search(server: &Server, arguments: JsonObject) -> Result<Value> {
+    Ok(call(server, "search_code", arguments).await?.0)
+}
+
+fn hits_of(found: &Value, _tree: &Path) -> BTreeSet<(String, u64)> {
+    let mut hits = BTreeSet::new();
+    for file in found["found"]["files"].as_array().into_iter().flatten() {
+        let path = file["path"].as_str().unwrap_or_default().to_owned();
+        for hit in file["hits"].as_array().into_iter().flatten() {
+            hits.insert((path.clone(), hit["line"].as_u64().unwrap_or_default()));
+        }
+    }
+    hits
+}
+
+fn rg(tree: &Path, args: &[&str]) -> Result<String> {
+    let output = std::process::Command::new("rg")
+        .args(RG)
+        .args(args)
+        .current_dir(tree)
+        .output()
+        .context("running rg (apt-get install ripgrep)")?;
+    if !matches!(output.status.code(), Some(0 | 1)) {
+        bail!("rg failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn rg_args() -> Vec<&'static str> {
+    let mut args = vec!["-n"];
+    for pattern in PATTERNS {
+        args.extend(["-e", pattern]);
+    }
+    args
+}
+
+/// What an agent's shell gets from rg: `path:line:text` lines.
+fn rg_plain(tree: &Path) -> Result<String> {
+    rg(tree, &rg_args())
+}
+
+fn rg_files(tree: &Path) -> Result<usize> {
+    Ok(rg(tree, &["--files"])?.lines().count())
+}
+
+/// (path, line) of rg's hits, from `rg --json` (files rg found binary after a match are left
+/// out: search_code drops a binary file whole).
+fn rg_hits(tree: &Path) -> Result<BTreeSet<(String, u64)>> {
+    let mut args = vec!["--json"];
+    args.extend(rg_args());
+    let (mut hits, mut binary) = (BTreeSet::new(), BTreeSet::new());
+    for line in rg(tree, &args)?.lines() {
+        let message: Value = serde_json::from_str(line)?;
+        let path = message["data"]["path"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("./")
+            .to_owned();
+        match message["type"].as_str() {
+            Some("match") => {
+                hits.insert((path, message["data"]["line_number"].as_u64().unwrap_or(0)));
+            }
+            Some("end") if !message["data"]["binary_offset"].is_null() => {
+                binary.insert(path);
+            }
+            _ => {}
+        }
+    }
+    hits.retain(|(path, _)| !binary.contains(path));
+    Ok(hits)
+}
+
+/// One search_and_read call, then the calls it stands for: a content search for the pattern,
+/// a read_file of each file with a hit, a search for each definition's call sites
+/// (`\bNAME\s*\(`), and a read_file of each caller's file not read yet.
+async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCase> {
+    let root = tree.display().to_string();
+    let (answer, bytes) = call(
+        server,
+        "search_and_read",
+        object(json!({"patterns": [pattern], "path": root})),
+    )
+    .await?;
+    let entries = answer["found"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let callers: usize = entries
+        .iter()
+        .map(|e| e["callers"].as_array().map_or(0, Vec::len))
+        .sum();
+
+    let (mut calls, mut total) = (1, 0);
+    let (found, searched) = call(
+        server,
+        "search_code",
+        object(json!({"patterns": [pattern], "path": root, "mode": "content"})),
+    )
+    .await?;
+    total += searched;
+    let mut read = BTreeSet::new();
+    let hit_files: Vec<String> = found["found"]["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["path"].as_str().map(str::to_owned))
+        .collect();
+    let names: BTreeSet<String> = entries
+        .iter()
+        .filter_map(|e| e["definition"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let mut caller_files = Vec::new();
+    for name in &names {
+        let (callers, bytes) = call(
+            server,
+            "search_code",
+            object(
+                json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"}),
+            ),
+        )
+        .await?;
+        calls += 1;
+        total += bytes;
+        caller_files.extend(
+            callers["found"]["files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["path"].as_str().map(str::to_owned)),
+        );
+    }
+    for file in hit_files.into_iter().chain(caller_files) {
+        if !read.insert(file.clone()) {
+            continue;
+        }
+        let path = tree.join(&file).display().to_string();
+        let (_, bytes) = call(server, "read_file", object(json!({"path": path}))).await?;
+        calls += 1;
+        total += bytes;
+    }
+    Ok(ReadCase {
+        pattern: pattern.to_owned(),
+        definitions: entries.len(),
+        callers,
+        bytes,
+        calls_without: calls,
+        bytes_without: total,
+    })
+}
