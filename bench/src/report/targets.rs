@@ -55,6 +55,12 @@ pub const TARGETS: &[(&str, Spec)] = &[
         Spec::Above(Statistic::Ratio, 1.0, Unit::Ratio),
     ),
     ("stdio_tmpfs", Spec::None(SIDE_BY_SIDE)),
+    // Issue 10: search_code at least 0.8x rg's speed while judging every file (its time at
+    // most 1.25x rg's).
+    (
+        "search_code_vs_rg",
+        Spec::Below(Statistic::Ratio, 1.25, Unit::Ratio, None),
+    ),
     (
         "snapshot_btrfs_subvolume_btrfs_create",
         Spec::Below(Statistic::Median, 50.0 * MS, Unit::Ns, None),
