@@ -53,7 +53,7 @@ enum Ack {
     /// Once written to the tail.
     Written,
     /// Its seq as soon as it is assigned, then as [`Ack::Written`].
-    Sequenced(tokio::sync::oneshot::Sender<u64>),
+    Sequenced(flume::Sender<u64>),
 }
 
 impl Ack {
@@ -80,31 +80,34 @@ pub struct Appended {
 pub struct Sequenced {
     /// Its seq.
     pub seq: u64,
-    durable: tokio::sync::oneshot::Receiver<Result<Appended, AppendError>>,
+    durable: flume::Receiver<Result<Appended, AppendError>>,
 }
 
 impl Sequenced {
     /// Wait until the record is on disk.
     pub async fn durable(self) -> Result<Appended, AppendError> {
-        self.durable.await.map_err(|_| AppendError::WriterGone)?
+        self.durable
+            .recv_async()
+            .await
+            .map_err(|_| AppendError::WriterGone)?
     }
 }
 
 /// A record in the writer's queue, its seq not known yet.
 #[derive(Debug)]
 pub struct Queued {
-    seq: tokio::sync::oneshot::Receiver<u64>,
-    durable: tokio::sync::oneshot::Receiver<Result<Appended, AppendError>>,
+    seq: flume::Receiver<u64>,
+    durable: flume::Receiver<Result<Appended, AppendError>>,
 }
 
 impl Queued {
     /// Wait until the writer has given the record its seq and written it to the tail.
     pub async fn sequenced(self) -> Result<Sequenced, AppendError> {
         let Self { seq, durable } = self;
-        match seq.await {
+        match seq.recv_async().await {
             Ok(seq) => Ok(Sequenced { seq, durable }),
             // No seq: the writer refused the record; its reply says why.
-            Err(_) => match durable.await {
+            Err(_) => match durable.recv_async().await {
                 Ok(Err(e)) => Err(e),
                 _ => Err(AppendError::WriterGone),
             },
@@ -430,7 +433,7 @@ impl Journal {
         blobs: Vec<(String, Vec<u8>)>,
         durable: bool,
     ) -> Result<Appended, AppendError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, rx) = flume::bounded(1);
         let command = self.command(
             session,
             time_ms,
@@ -440,7 +443,7 @@ impl Journal {
             Reply::Async(tx),
         )?;
         self.submit(command).await?;
-        rx.await.map_err(|_| AppendError::WriterGone)?
+        rx.recv_async().await.map_err(|_| AppendError::WriterGone)?
     }
 
     /// As [`Journal::wait`], blocking the thread.
@@ -577,8 +580,8 @@ impl Journal {
         time_ms: u64,
         event: Event,
     ) -> Result<Queued, AppendError> {
-        let (tx, durable) = tokio::sync::oneshot::channel();
-        let (seq_tx, seq) = tokio::sync::oneshot::channel();
+        let (tx, durable) = flume::bounded(1);
+        let (seq_tx, seq) = flume::bounded(1);
         let command = self.command(
             session,
             time_ms,

@@ -47,7 +47,7 @@ pub const LAZY_FLUSH_MS: u64 = 20;
 type Ack = (Reply, Result<Appended, AppendError>);
 
 pub(crate) enum Reply {
-    Async(tokio::sync::oneshot::Sender<Result<Appended, AppendError>>),
+    Async(flume::Sender<Result<Appended, AppendError>>),
     Blocking(mpsc::SyncSender<Result<Appended, AppendError>>),
 }
 
@@ -81,7 +81,7 @@ pub(crate) enum Command {
         blobs: Vec<(String, Vec<u8>)>,
         session_meta: Option<String>,
         /// Told the seq as soon as it is assigned, before the batch is durable.
-        sequenced: Option<tokio::sync::oneshot::Sender<u64>>,
+        sequenced: Option<flume::Sender<u64>>,
         /// Whether this record needs a flush of its own. A record that does not is written
         /// to the tail at once and acknowledged then (it survives kill -9 of aido), and made
         /// durable by the next flush (the next durable record, or [`LAZY_FLUSH_MS`] later).
