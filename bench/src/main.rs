@@ -30,6 +30,8 @@ mod estimates;
 mod fixture;
 /// Machine and build facts for the header.
 mod machine;
+/// recall against server-memory.
+mod memory;
 /// The price of one metadata system call.
 mod metadata;
 /// The results file and the report rendered from it.
@@ -176,6 +178,24 @@ struct Args {
     /// Alternating rounds of search_code and rg timed.
     #[arg(long, default_value_t = 10)]
     search_repeats: usize,
+    /// Leave out the memory benchmark.
+    #[arg(long)]
+    skip_memory: bool,
+    /// Memories each side holds in the memory benchmark.
+    #[arg(long, default_value_t = 10_000)]
+    memories: usize,
+    /// Queries asked of both (each once per round).
+    #[arg(long, default_value_t = 20)]
+    memory_queries: usize,
+    /// Rounds of the memory queries timed.
+    #[arg(long, default_value_t = 5)]
+    memory_repeats: usize,
+    /// The installed server-memory package.
+    #[arg(
+        long,
+        default_value = "bench/node_modules/@modelcontextprotocol/server-memory"
+    )]
+    memory_peer_dir: PathBuf,
     /// The script that builds the guest images.
     #[arg(long, default_value = "vm/guest/build-image")]
     vm_build_image: PathBuf,
@@ -300,6 +320,25 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the search section failed: {why}");
     }
 
+    let memory = if args.skip_memory {
+        memory::MemorySection::Skipped("`--skip-memory`".into())
+    } else {
+        eprintln!("aido-bench: memory: recall against server-memory");
+        memory::run(
+            &setup.aido,
+            &args.node,
+            &args.memory_peer_dir,
+            &temp,
+            args.memories,
+            args.memory_queries,
+            args.memory_repeats,
+        )
+        .await
+    };
+    if let memory::MemorySection::Failed(why) = &memory {
+        eprintln!("aido-bench: the memory section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -314,6 +353,7 @@ async fn bench(args: Args) -> Result<()> {
         snapshots,
         vm,
         search,
+        memory,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.

@@ -80,6 +80,8 @@ pub struct Report {
     pub vm: VmSection,
     /// search_code against rg, search_and_read against the calls it saves.
     pub search: crate::search::SearchSection,
+    /// recall against server-memory's search_nodes.
+    pub memory: crate::memory::MemorySection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -179,6 +181,7 @@ const NOTES: &[(&str, &str)] = &[
     ("rewind", include_str!("report/notes/rewind.md")),
     ("vm", include_str!("report/notes/vm.md")),
     ("search", include_str!("report/notes/search.md")),
+    ("memory", include_str!("report/notes/memory.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -276,6 +279,78 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
     )
 }
 
+/// The memory section: aido's recall beside server-memory's search_nodes (time per query),
+/// and what each found.
+fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) -> Section {
+    use crate::memory::MemorySection;
+    const S: &str = "memory";
+    let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
+    let run = match memory {
+        MemorySection::Ran(run) => run,
+        MemorySection::Skipped(why) | MemorySection::Failed(why) => {
+            let outcome = match memory {
+                MemorySection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "memory_recall_vs_server_memory", what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let aido = samples(&run.aido);
+    let peer = samples(&run.peer_times);
+    let ratio = (peer.median > 0.0).then(|| aido.median / peer.median);
+    rows.push(beside(
+        row(
+            S,
+            "memory_recall_vs_server_memory",
+            what,
+            Outcome::Measured(aido),
+        ),
+        Peer {
+            name: run.peer.clone(),
+            value: peer,
+        },
+        ratio,
+    ));
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    let cells = run
+        .queries
+        .iter()
+        .map(|q| {
+            vec![
+                format!("`{}`", q.query),
+                q.aido_results.to_string(),
+                yes(q.aido_found),
+                q.peer_results.to_string(),
+                yes(q.peer_found),
+            ]
+        })
+        .collect();
+    let found = table(
+        &[
+            "query",
+            "aido results (at most 10)",
+            "aido found its memory",
+            "server-memory results",
+            "server-memory found it",
+        ],
+        cells,
+    );
+    let count = |f: fn(&crate::memory::Found) -> bool| run.queries.iter().filter(|q| f(q)).count();
+    section(
+        S,
+        &[
+            ("memories", run.memories.to_string()),
+            ("queries", run.queries.len().to_string()),
+            ("calls", run.aido.len().to_string()),
+            ("peer", run.peer.clone()),
+            ("aido_found", count(|q| q.aido_found).to_string()),
+            ("peer_found", count(|q| q.peer_found).to_string()),
+        ],
+        vec![("found", found)],
+    )
+}
+
 impl Report {
     /// The results file's contents.
     pub fn document(&self) -> Document {
@@ -289,6 +364,7 @@ impl Report {
         sections.extend(snapshots::sections(&self.snapshots, &mut rows));
         sections.push(vm::section(&self.vm, &mut rows));
         sections.push(search_section(&self.search, &mut rows));
+        sections.push(memory_section(&self.memory, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -620,6 +696,7 @@ pub(crate) mod tests {
             snapshots: SnapshotSection::Skipped("not asked for".into()),
             vm: VmSection::Skipped("not asked for".into()),
             search: crate::search::SearchSection::Skipped("not asked for".into()),
+            memory: crate::memory::MemorySection::Skipped("not asked for".into()),
         }
     }
 

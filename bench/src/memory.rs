@@ -1,0 +1,274 @@
+//! Memory: aido's `recall` against `@modelcontextprotocol/server-memory`'s `search_nodes`, each
+//! holding the same memories, in alternating rounds: the latency of one recall, and what each
+//! finds for the same queries.
+//!
+//! Both are filled with the same texts first: aido one `remember` per memory (as an agent
+//! stores them, each journaled), the peer with `create_entities` in batches (one entity per
+//! memory, its text the one observation). Every text names its number (`note 1234:`) and five
+//! words drawn from a fixed vocabulary, so a query of two words of one memory has one memory
+//! it is meant to find and others that share a word.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+use crate::stdio::Server;
+
+/// Words the texts are made of.
+const VOCABULARY: &[&str] = &[
+    "alpha", "amber", "anchor", "apple", "arrow", "aspen", "atlas", "autumn", "badge", "bamboo",
+    "banner", "barley", "basil", "beacon", "birch", "bison", "blossom", "boulder", "bramble",
+    "breeze", "bridge", "bronze", "cactus", "canyon", "carbon", "castle", "cedar", "cherry",
+    "cinder", "citrus", "clover", "cobalt", "comet", "copper", "coral", "cotton", "crater",
+    "crystal", "cypress", "dahlia", "delta", "desert", "dune", "eagle", "ember", "falcon", "fern",
+    "fjord", "flint", "forest", "fossil", "garnet", "geyser", "ginger", "glacier", "granite",
+    "harbor", "hazel", "heron", "hollow", "indigo", "island", "ivory", "jasper", "juniper", "kelp",
+    "lagoon", "lantern", "lava", "lemon", "lichen", "lotus", "magnet", "maple", "marble", "meadow",
+    "mesa", "mint", "moss", "nectar", "nickel", "oasis", "obsidian", "olive", "onyx", "orchid",
+    "otter", "pebble", "pepper", "pine", "plum", "prairie", "quartz", "raven", "reef", "ridge",
+    "river", "saffron", "sage", "salt", "sequoia", "shadow", "silver", "slate", "spruce", "summit",
+    "tangle", "thistle", "thunder", "timber", "topaz", "tundra", "velvet", "violet", "walnut",
+    "willow", "zephyr",
+];
+
+/// Entities the peer gets per `create_entities` call.
+const PEER_BATCH: usize = 500;
+
+/// Results asked of each side per query.
+const LIMIT: usize = 10;
+
+/// How the section ran, or why it did not.
+pub enum MemorySection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(MemoryRun),
+}
+
+/// What the section measured.
+pub struct MemoryRun {
+    /// The peer, as "`name` version".
+    pub peer: String,
+    /// Memories each side holds.
+    pub memories: usize,
+    /// Every recall, in order.
+    pub aido: Vec<Duration>,
+    /// Every search_nodes, in order.
+    pub peer_times: Vec<Duration>,
+    /// What each found, one per query.
+    pub queries: Vec<Found>,
+}
+
+/// What each side found for one query.
+pub struct Found {
+    /// The query.
+    pub query: String,
+    /// Results aido returned (at most [`LIMIT`]).
+    pub aido_results: usize,
+    /// aido's results include the memory the query was made from.
+    pub aido_found: bool,
+    /// Entities the peer returned (it has no limit).
+    pub peer_results: usize,
+    /// The peer's include it.
+    pub peer_found: bool,
+}
+
+/// The text of memory `i`.
+fn text(i: usize) -> String {
+    let mut seed = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA5A5;
+    let mut words = Vec::new();
+    for _ in 0..5 {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        words.push(VOCABULARY[(seed >> 33) as usize % VOCABULARY.len()]);
+    }
+    format!("note {i}: {}", words.join(" "))
+}
+
+/// The query made from memory `i`: its second and third words, side by side as they are in it
+/// (the peer matches the query as one substring).
+fn query(i: usize) -> String {
+    let text = text(i);
+    let words: Vec<&str> = text.split(' ').skip(2).collect();
+    format!("{} {}", words[1], words[2])
+}
+
+/// Runs the section with `memories` on each side and `queries` queries, each asked of both
+/// sides `repeats` times, alternating.
+pub async fn run(
+    aido: &Path,
+    node: &str,
+    peer_dir: &Path,
+    temp: &Path,
+    memories: usize,
+    queries: usize,
+    repeats: usize,
+) -> MemorySection {
+    let (entry, peer) = match crate::peer_package(peer_dir) {
+        Ok(found) => found,
+        Err(error) => return MemorySection::Skipped(format!("{error:#}")),
+    };
+    match measure(aido, node, &entry, peer, temp, memories, queries, repeats).await {
+        Ok(run) => MemorySection::Ran(run),
+        Err(error) => MemorySection::Failed(format!("{error:#}")),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    aido: &Path,
+    node: &str,
+    entry: &Path,
+    peer: String,
+    temp: &Path,
+    memories: usize,
+    queries: usize,
+    repeats: usize,
+) -> Result<MemoryRun> {
+    if memories == 0 || queries == 0 {
+        bail!("no memories or no queries asked for");
+    }
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let mut command = tokio::process::Command::new(aido);
+    command
+        .arg("mcp")
+        .env_clear()
+        .env("HOME", &home)
+        .env("AIDO_HOME", &aido_home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&home);
+    let ours = Server::start(
+        "aido",
+        command,
+        work.path().join("aido.stderr"),
+        &["recall"],
+    )
+    .await?;
+    let mut command = tokio::process::Command::new(node);
+    command
+        .arg(entry)
+        .env("MEMORY_FILE_PATH", work.path().join("peer-memory.jsonl"))
+        .current_dir(work.path());
+    let theirs = Server::start(
+        "server-memory",
+        command,
+        work.path().join("peer.stderr"),
+        &["search_nodes"],
+    )
+    .await?;
+
+    eprintln!("aido-bench:   filling both with {memories} memories");
+    for i in 0..memories {
+        call(&ours, "remember", json!({"text": text(i)})).await?;
+    }
+    let mut i = 0;
+    while i < memories {
+        let end = (i + PEER_BATCH).min(memories);
+        let entities: Vec<Value> = (i..end)
+            .map(|k| json!({"name": format!("m{k}"), "entityType": "note", "observations": [text(k)]}))
+            .collect();
+        call(&theirs, "create_entities", json!({"entities": entities})).await?;
+        i = end;
+    }
+
+    // Queries spread over the memories.
+    let picked: Vec<usize> = (0..queries).map(|q| q * memories / queries).collect();
+    let mut found = Vec::new();
+    let (mut aido_times, mut peer_times) = (Vec::new(), Vec::new());
+    for round in 0..repeats.max(1) {
+        for &i in &picked {
+            let asked = query(i);
+            let start = Instant::now();
+            let recalled = call(
+                &ours,
+                "recall",
+                json!({"query": asked, "limit": LIMIT, "terms": "all"}),
+            )
+            .await?;
+            aido_times.push(start.elapsed());
+            let start = Instant::now();
+            let searched = call(&theirs, "search_nodes", json!({"query": asked})).await?;
+            peer_times.push(start.elapsed());
+            if round == 0 {
+                let mark = format!("note {i}:");
+                let results = recalled["results"].as_array().cloned().unwrap_or_default();
+                let entities = peer_entities(&searched);
+                found.push(Found {
+                    query: asked,
+                    aido_results: results.len(),
+                    aido_found: results.iter().any(|r| {
+                        r["memory"]["text"]
+                            .as_str()
+                            .is_some_and(|t| t.starts_with(&mark))
+                    }),
+                    peer_results: entities.len(),
+                    peer_found: entities
+                        .iter()
+                        .any(|e| e["name"].as_str() == Some(format!("m{i}").as_str())),
+                });
+            }
+        }
+    }
+    ours.stop().await?;
+    theirs.stop().await?;
+    Ok(MemoryRun {
+        peer,
+        memories,
+        aido: aido_times,
+        peer_times,
+        queries: found,
+    })
+}
+
+/// The entities of a search_nodes answer (structured, or the JSON of its text).
+fn peer_entities(answer: &Value) -> Vec<Value> {
+    answer["entities"].as_array().cloned().unwrap_or_default()
+}
+
+/// One call; its structured result, or the JSON of its first text block.
+async fn call(server: &Server, tool: &str, arguments: Value) -> Result<Value> {
+    let arguments: JsonObject = match arguments {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    let result = server.call(tool, arguments).await?;
+    let text = result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|block| block.text.clone())
+        .unwrap_or_default();
+    if result.is_error == Some(true) {
+        bail!("{} {tool} failed: {text}", server.name);
+    }
+    Ok(match result.structured_content {
+        Some(value) => value,
+        None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_query_is_two_adjacent_words_of_its_memory() {
+        for i in [0, 1, 77, 9999] {
+            let text = text(i);
+            assert!(text.starts_with(&format!("note {i}: ")));
+            assert!(text.contains(&query(i)), "{text} / {}", query(i));
+            assert_eq!(text.split(' ').count(), 7);
+        }
+        assert_ne!(text(1), text(2));
+    }
+}
