@@ -77,9 +77,7 @@ pub struct ReadCase {
 
 /// The cargo registry's sources, where the timed comparison searches.
 pub fn registry_tree() -> Option<PathBuf> {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let home = cargo_home()?;
     let mut found: Vec<PathBuf> = std::fs::read_dir(home.join("registry/src"))
         .ok()?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -87,6 +85,22 @@ pub fn registry_tree() -> Option<PathBuf> {
         .collect();
     found.sort();
     found.pop()
+}
+
+/// `$CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+}
+
+/// `path` as the report shows it: below the cargo home as `$CARGO_HOME/...`, so the report
+/// names no directory of the machine it ran on.
+fn shown(path: &Path) -> String {
+    match cargo_home().and_then(|home| path.strip_prefix(home).ok().map(Path::to_owned)) {
+        Some(rest) => format!("$CARGO_HOME/{}", rest.display()),
+        None => path.display().to_string(),
+    }
 }
 
 /// Runs the section: `repeats` alternating rounds of one search_code call and one rg run.
@@ -178,12 +192,12 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
     }
     server.stop().await?;
     Ok(SearchRun {
-        tree: tree.display().to_string(),
+        tree: shown(tree),
         files,
         hits: ours.len(),
         aido: aido_times,
         rg: rg_times,
-        read_tree: read_tree.display().to_string(),
+        read_tree: shown(&read_tree),
         reads,
     })
 }

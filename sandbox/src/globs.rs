@@ -205,8 +205,8 @@ fn mount_table() -> u64 {
 
 impl GlobIndex {
     /// The existing paths matching any of the absolute globs (matches are not descended).
-    /// Globs sharing a literal prefix (`/home/me` for `/home/me/**/.ssh` and
-    /// `/home/me/**/.env`) share one walk.
+    /// Globs sharing a literal prefix (`$HOME` for `$HOME/**/.ssh` and `$HOME/**/.env`,
+    /// once expanded) share one walk.
     pub(crate) fn expand(
         &self,
         patterns: &[PathBuf],
