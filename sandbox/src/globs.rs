@@ -346,10 +346,9 @@ impl Walk<'_> {
         for name in &dir.matches {
             self.found.push(path.join(name));
         }
-        let reread = dir.seen == self.generation && dir.fresh;
         for (name, child) in &mut dir.descend {
             path.push(&*name);
-            *child = self.directory(path, child.take(), reread)?;
+            *child = self.directory(path, child.take(), dir.fresh)?;
             path.pop();
         }
         dir.fresh = false;

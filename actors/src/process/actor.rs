@@ -204,8 +204,8 @@ async fn run_command(
             }
         }
         record["dry_run"] = json!(true);
-        record["changes"] = changes["changes"].clone();
-        record["diff_truncated"] = changes["diff_truncated"].clone();
+        record["changes"] = changes["changes"].take();
+        record["diff_truncated"] = changes["diff_truncated"].take();
     }
     let mut done = Executed::new(command_ran(&record));
     done.outcome.inputs.push(Input::Answer {
