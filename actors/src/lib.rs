@@ -27,6 +27,8 @@ pub mod clock;
 pub mod error;
 /// Walking action trees: composites, meta primitives, progress and cancellation.
 mod executor;
+/// Which primitive families (cargo features `prim-*`) this build holds.
+pub mod families;
 /// Fault injection for tests and the seeded simulation.
 pub mod faults;
 /// The filesystem body.
@@ -35,10 +37,12 @@ pub mod fs;
 pub mod hooks;
 /// Asking a human: through the surface's form, or stored for `aido answer`
 /// (AIDO_HOME/questions.sqlite, shared by every process).
+#[cfg(feature = "prim-human")]
 pub mod human;
 /// aido's own rotating log, and read_logs.
 pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
+#[cfg(feature = "prim-memory")]
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
@@ -47,6 +51,7 @@ mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// The search body: search_code and search_and_read over the walls.
+#[cfg(feature = "prim-search")]
 pub mod search;
 /// Session actors and the handle surfaces use.
 pub mod session;
@@ -55,6 +60,7 @@ mod shared;
 /// A deadline that travels with a body call.
 pub mod ticket;
 /// The VM body: contained QEMU machines.
+#[cfg(feature = "prim-vm")]
 pub mod vm;
 
 pub use aido_walk::render;

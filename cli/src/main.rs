@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// `aido answer`: answering the questions no client could show.
+#[cfg(feature = "prim-human")]
 mod answer;
 /// The live view and the control channel `aido vm` uses.
+#[cfg(feature = "prim-vm")]
 mod control;
 /// `aido vm` commands, spoken to a running aido's control channel.
 mod vm_client;
@@ -417,12 +419,14 @@ fn environment(home: &Path) -> Environment {
 fn main() -> ExitCode {
     // The sandbox child and init are this executable started with a reserved argv[1]: they must
     // run before anything else (before tokio starts threads). Returns only in the parent.
+    #[cfg(feature = "prim-process")]
     aido_sandbox::run_child_if_requested();
     let cli = Cli::parse();
     // tesseract (the VM body's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
     // 5-9x faster on small machines with one thread: make sure the commands that can read a
     // screen have it. The others (`aido exec`, `replay`, `answer`, ...) are not started twice.
-    let reads_screens = matches!(cli.command, Command::Mcp | Command::Vm(_));
+    let reads_screens =
+        cfg!(feature = "prim-vm") && matches!(cli.command, Command::Mcp | Command::Vm(_));
     if reads_screens
         && std::env::var_os("OMP_THREAD_LIMIT").is_none()
         && let Ok(me) = std::env::current_exe()
@@ -526,10 +530,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             list,
             decline,
             json,
-        } => match id {
-            Some(id) if !list => answer::answer(&home, id, answer, *decline),
-            _ => answer::list(&home, *json),
-        },
+        } => {
+            #[cfg(feature = "prim-human")]
+            match id {
+                Some(id) if !list => answer::answer(&home, id, answer, *decline),
+                _ => answer::list(&home, *json),
+            }
+            #[cfg(not(feature = "prim-human"))]
+            {
+                let _ = (id, answer, list, decline, json);
+                bail!(
+                    "[primitive_not_built] this aido was built without the prim-human cargo feature: no question store"
+                )
+            }
+        }
         Command::Vm(VmCmd::List) => vm_client::list(&home),
         Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),
         Command::Vm(VmCmd::Live) => vm_client::live(&home),
@@ -719,6 +733,7 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         runtime.faults().follow(plan);
     }
     let runtime = Arc::new(runtime);
+    #[cfg(feature = "prim-vm")]
     let control = if runtime.policy().config().vm.enabled && runtime.policy().config().vm.live_view
     {
         match control::start(runtime.clone(), home).await {
@@ -731,6 +746,8 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     } else {
         None
     };
+    #[cfg(not(feature = "prim-vm"))]
+    let control: Option<PathBuf> = None;
     let served = aido_mcp::serve_stdio(runtime.clone())
         .await
         .map_err(|e| anyhow::anyhow!("{e}"));

@@ -10,15 +10,20 @@
 //! [`aido_walk::process`]), which is what playback renders the result from.
 
 /// The actor and its messages.
+#[cfg(feature = "prim-process")]
 pub mod actor;
 /// Dry runs: a copy-on-write layer, read back as a list of changes.
+#[cfg(feature = "prim-process")]
 mod dry;
 /// Building the sandbox's profile and request from the policy and the action.
+#[cfg(feature = "prim-process")]
 mod profile;
 /// Secret environment values kept out of the journaled proposal.
 mod redact;
 
+#[cfg(feature = "prim-process")]
 pub use actor::{ProcessBody, ProcessBodyArgs, ProcessMsg};
+#[cfg(feature = "prim-process")]
 pub(crate) use dry::layers_base;
 pub(crate) use redact::journaled;
 
