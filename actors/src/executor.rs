@@ -277,15 +277,54 @@ impl Executor<'_> {
     #[cfg(feature = "prim-process")]
     async fn process(&self, action: ProcessAction) -> Result<Executed, Failure> {
         let session = self.ctx.clone();
-        self.ask(self.shared.process(), "process", |ticket, reply| {
-            ProcessMsg::Run {
-                action: Box::new(action),
-                session,
-                ticket,
-                reply,
-            }
-        })
-        .await
+        let ran: crate::process::Ran = self
+            .ask(self.shared.process(), "process", |ticket, reply| {
+                ProcessMsg::Run {
+                    action: Box::new(action),
+                    session,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?;
+        let mut done = ran.executed;
+        let Some(pending) = ran.pending else {
+            return Ok(done);
+        };
+        // The command's changes, every one admitted, made by the filesystem body as its own
+        // writes are made (before-images kept), all or nothing.
+        let mut applied = if pending.changes.is_empty() {
+            Executed::new(Outcome::from_output(json!({"applied": []})))
+        } else {
+            let (session, changes) = (self.ctx.clone(), pending.changes.clone());
+            let intents = Some(Intents::of(
+                self.shared.journal.path(),
+                self.session,
+                self.proposal,
+            ));
+            self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
+                FsMsg::Apply {
+                    changes,
+                    session,
+                    intents,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?
+        };
+        drop(pending);
+        let answer = aido_walk::process::applied_answer(
+            applied.outcome.output["applied"].take(),
+            std::mem::take(&mut applied.outcome.effects),
+        );
+        aido_walk::process::changes_applied(&mut done.outcome, &answer);
+        done.outcome.inputs.push(Input::Answer {
+            from: aido_walk::process::APPLIED_BY.into(),
+            value: answer,
+        });
+        done.blobs.append(&mut applied.blobs);
+        Ok(done)
     }
 
     /// Ask a human.

@@ -1144,7 +1144,11 @@ mod tests {
     /// denied and never read, and `opened` is not asked of what it opened.
     #[test]
     fn a_judge_that_opens_files_itself_decides_what_is_read() {
-        let dir = tree(&[("a.rs", "secret\n"), ("b.rs", "secret\n"), ("c.rs", "secret\n")]);
+        let dir = tree(&[
+            ("a.rs", "secret\n"),
+            ("b.rs", "secret\n"),
+            ("c.rs", "secret\n"),
+        ]);
         struct Opens;
         impl Judge for Opens {
             fn judge(&self, _path: &Path, _kind: EntryKind) -> Verdict {
