@@ -143,10 +143,14 @@ def rel_changes(world, out) -> dict:
 async def test_a_commands_file_changes_are_journaled_effects_a_rewind_undoes(world):
     (world.home / "notes.txt").write_text("one\ntwo\n")
     (world.home / "gone.txt").write_text("bye\n")
+    (world.home / "old" / "x" / "empty").mkdir(parents=True)
+    (world.home / "old" / "x" / "f.txt").write_text("f\n")
+    (world.home / "old" / "top.txt").write_text("top\n")
     before = world.snapshot()
     script = (
         "set -e; printf 'one\\nTWO\\n' > notes.txt; rm gone.txt; mkdir -p new/sub; "
-        "echo hi > new/sub/hi.txt; chmod +x new/sub/hi.txt; head -c 64 /dev/urandom > blob.bin"
+        "echo hi > new/sub/hi.txt; chmod +x new/sub/hi.txt; head -c 64 /dev/urandom > blob.bin; "
+        "rm -r old"
     )
     async with world.session() as s:
         r = await s.call("run_command", {"shell": script})
@@ -159,8 +163,14 @@ async def test_a_commands_file_changes_are_journaled_effects_a_rewind_undoes(wor
             ("dir_created", "new/sub"),
             ("file_created", "new/sub/hi.txt"),
             ("file_created", "blob.bin"),
+            ("removed", "old/x/f.txt"),
+            ("dir_removed", "old/x/empty"),
+            ("dir_removed", "old/x"),
+            ("removed", "old/top.txt"),
+            ("dir_removed", "old"),
         }, out["changes"]
         # Applied to the tree, modes included.
+        assert not (world.home / "old").exists()
         assert (world.home / "notes.txt").read_text() == "one\nTWO\n"
         assert not (world.home / "gone.txt").exists()
         hi = world.home / "new" / "sub" / "hi.txt"
@@ -190,11 +200,15 @@ async def test_a_command_whose_changes_the_walls_refuse_changes_nothing(world):
         # The command ran (its output is in the details); nothing of it reached the tree.
         assert e["details"]["command"]["stdout"] == "done\n", e
         assert world.snapshot() == before
-        # A removed directory cannot be taken over either (yet): refused whole, named.
+        # A removed directory is taken over entry by entry: one that held a link is refused
+        # whole, naming the link.
         (world.home / "tree" / "x").mkdir(parents=True)
         (world.home / "tree" / "x" / "f.txt").write_text("f\n")
+        (world.home / "tree" / "x" / "ln").symlink_to("f.txt")
+        before = world.snapshot()
         e = await s.err("run_command", {"shell": "rm -r tree; echo new > other.txt"}, "command_changes_refused")
-        assert [r["code"] for r in e["details"]["refused"]] == ["command_change_unsupported"], e
-        assert (world.home / "tree" / "x" / "f.txt").read_text() == "f\n"
+        refused = [(r["path"].rsplit("/", 1)[-1], r["code"]) for r in e["details"]["refused"]]
+        assert refused == [("ln", "command_change_unsupported")], e
+        assert world.snapshot() == before
         assert not (world.home / "other.txt").exists()
     played_back(world)

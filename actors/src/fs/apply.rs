@@ -43,6 +43,11 @@ pub enum CommandChange {
         /// The host path.
         path: PathBuf,
     },
+    /// A directory was removed, after everything in it (listed before it).
+    RemovedDir {
+        /// The host path.
+        path: PathBuf,
+    },
 }
 
 /// What a step changed, to put it back if a later step fails.
@@ -53,6 +58,8 @@ enum Undo {
     Dir(Target),
     /// A file was removed: its bytes.
     Removed(Target, Vec<u8>),
+    /// A directory was removed.
+    DirRemoved(Target),
 }
 
 /// Apply `changes` in order. The result's output lists what was applied; its effects and
@@ -81,7 +88,8 @@ fn path_of(change: &CommandChange) -> &PathBuf {
     match change {
         CommandChange::File { path, .. }
         | CommandChange::Dir { path, .. }
-        | CommandChange::Removed { path } => path,
+        | CommandChange::Removed { path }
+        | CommandChange::RemovedDir { path } => path,
     }
 }
 
@@ -158,6 +166,19 @@ fn step(
             });
             Ok(json!({"change": "removed", "path": shown}))
         }
+        CommandChange::RemovedDir { path } => {
+            let shown = path.display().to_string();
+            let target = cx.check(&shown, AccessKind::Delete)?;
+            let dir = cx.walls.root_dir(&target.root)?;
+            // Empty by now (its entries came first); anything else in it makes this fail.
+            dir.remove_dir(&target.rel)
+                .map_err(|e| FsError::io("rmdir", &shown, e))?;
+            undo.push(Undo::DirRemoved(target));
+            exec.outcome.effects.push(Effect::DirRemoved {
+                path: shown.clone(),
+            });
+            Ok(json!({"change": "dir_removed", "path": shown}))
+        }
     }
 }
 
@@ -185,6 +206,7 @@ fn put_back(cx: &Ctx, undo: Vec<Undo>) {
                 .write_atomic(target, cx.session, &NewContents::new(old), true, None)
                 .map(|_| ()),
             Undo::Written(target, None) => cx.walls.remove(target),
+            Undo::DirRemoved(target) => cx.walls.make_dirs(target),
             Undo::Dir(target) => cx.walls.root_dir(&target.root).and_then(|dir| {
                 dir.remove_dir(&target.rel)
                     .map_err(|e| FsError::io("rmdir", &target.shown(), e))

@@ -251,6 +251,47 @@ async fn run_command(
     })
 }
 
+/// One entry of a removed directory: `Ok(is_dir)`, or what it is when it cannot be taken over.
+type TreeEntry = (PathBuf, Result<bool, &'static str>);
+
+/// Most entries of a removed directory taken over.
+const REMOVED_TREE_ENTRIES_MAX: usize = 100_000;
+
+/// A removed directory as the host still has it: every entry, deepest first (a directory after
+/// what it holds, itself last), each `Ok(true)` for a directory, `Ok(false)` for a regular file,
+/// `Err(what)` for anything that cannot be taken over (a symbolic link, a device). Links are
+/// never followed. Too many entries, or an unreadable directory, is the refusal's code.
+fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
+    fn visit(dir: &std::path::Path, out: &mut Vec<TreeEntry>) -> Result<(), &'static str> {
+        let entries = std::fs::read_dir(dir).map_err(|_| "sandbox_changes_unreadable")?;
+        for entry in entries {
+            let entry = entry.map_err(|_| "sandbox_changes_unreadable")?;
+            let path = entry.path();
+            let kind = entry
+                .file_type()
+                .map_err(|_| "sandbox_changes_unreadable")?;
+            if out.len() >= REMOVED_TREE_ENTRIES_MAX {
+                return Err("sandbox_changes_too_many");
+            }
+            if kind.is_dir() {
+                visit(&path, out)?;
+                out.push((path, Ok(true)));
+            } else if kind.is_file() {
+                out.push((path, Ok(false)));
+            } else if kind.is_symlink() {
+                out.push((path, Err("symlink")));
+            } else {
+                out.push((path, Err("special file")));
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    visit(top, &mut out)?;
+    out.push((top.to_owned(), Ok(true)));
+    Ok(out)
+}
+
 /// The filesystem's code for a file larger than the journal keeps.
 const FILE_TOO_LARGE: &str = "file_too_large";
 
@@ -316,7 +357,35 @@ fn admit(
             Change::Dir { path, mode } => admitted.push(CommandChange::Dir { path, mode }),
             Change::Removed { path, dir: false } => admitted.push(CommandChange::Removed { path }),
             Change::Removed { path, dir: true } => {
-                refuse(&path, "dir_removed", unsupported);
+                // What it held, deepest first, each judged as its own removal.
+                match removed_tree(&path) {
+                    Ok(entries) => {
+                        for (entry, is_dir) in entries {
+                            if let Some(what) = is_dir.err() {
+                                refuse(&entry, what, unsupported);
+                                continue;
+                            }
+                            let shown = entry.display().to_string();
+                            if let Err(refusal) = args.policy.check_path(
+                                &shown,
+                                AccessKind::Delete,
+                                session,
+                                &FsResolver,
+                            ) {
+                                refuse(&entry, "removed", refusal.code().code());
+                            } else if is_dir == Ok(true) {
+                                admitted.push(CommandChange::RemovedDir { path: entry });
+                            } else if std::fs::symlink_metadata(&entry)
+                                .is_ok_and(|m| m.len() > blob_max)
+                            {
+                                refuse(&entry, "removed", FILE_TOO_LARGE);
+                            } else {
+                                admitted.push(CommandChange::Removed { path: entry });
+                            }
+                        }
+                    }
+                    Err(code) => refuse(&path, "dir_removed", code),
+                }
             }
             Change::Symlink { .. } | Change::Unsupported { .. } => {}
         }
