@@ -55,7 +55,7 @@ const READ_BUFFER_BYTES_MAX: usize = 256 * 1024;
 /// `json.dumps` does by default) sends at most three times the bytes for the same text (six for
 /// a two-byte character, twelve for a four-byte one), so no arguments that fit
 /// `argument_bytes_max` are refused here; the exact arguments check still runs in `tools/call`.
-pub(crate) fn request_bytes_max(argument_bytes_max: u64) -> u64 {
+pub fn request_bytes_max(argument_bytes_max: u64) -> u64 {
     argument_bytes_max
         .saturating_mul(3)
         .saturating_add(REQUEST_ENVELOPE_BYTES_MAX)
