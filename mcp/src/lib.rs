@@ -31,7 +31,7 @@ pub(crate) mod stdio;
 pub mod tools;
 
 pub use server::{AidoServer, HTTP_PROTOCOL_VERSIONS, serve_stdio};
-pub use stdio::request_bytes_max;
+pub use stdio::{judge_body, request_bytes_max};
 
 /// Every code the MCP surface itself gives: a tools/call that never became an action, and a
 /// stdio line that is not a request aido can read.

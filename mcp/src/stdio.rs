@@ -284,6 +284,24 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
     }
 }
 
+/// Judge one HTTP request body as a line is judged: `None` for a message rmcp reads (or one
+/// JSON-RPC never answers), else the coded JSON-RPC error response to send instead (with the
+/// request's id when the scan recovered it). rmcp itself answers a body it cannot read with a
+/// bare 415; `aido serve` answers 400 with this.
+pub fn judge_body(body: &[u8], max: u64) -> Option<Vec<u8>> {
+    let mut scan = Scan::default();
+    scan.feed(body);
+    scan.finish();
+    match judge(body, &scan, max) {
+        Verdict::Forward(_) | Verdict::Skip(_) => None,
+        Verdict::Reject(error) => {
+            let mut response = error.response(scan.found().id.as_ref());
+            response.pop();
+            Some(response)
+        }
+    }
+}
+
 /// stdin as the reader reads it. When stdin is a pipe (as it is under every MCP client), it is
 /// read straight from the runtime's event loop, non-blocking; otherwise through tokio's stdin,
 /// whose every read is a trip to the blocking pool and back (a thread hand-off per request).

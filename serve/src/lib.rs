@@ -346,6 +346,10 @@ pub async fn start(
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            judge_message,
+        ))
         .layer(middleware::from_fn(protocol_version))
         .layer(middleware::from_fn_with_state(
             shared.clone(),
@@ -517,6 +521,40 @@ async fn protocol_version(request: Request, next: Next) -> Response {
         }
     }
     next.run(request).await
+}
+
+/// A POSTed JSON body that is not a JSON-RPC message aido's server reads gets 400 and the
+/// same coded JSON-RPC error as on stdio (`parse_error`, `batch_not_supported`,
+/// `invalid_params`, ...), instead of rmcp's bare 415.
+async fn judge_message(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if request.method() != axum::http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, shared.body_bytes_max).await {
+        Ok(b) => b,
+        Err(_) => {
+            return HttpError::TooLarge {
+                max: shared.body_bytes_max,
+            }
+            .into_response();
+        }
+    };
+    if let Some(error) = aido_mcp::judge_body(&bytes, shared.body_bytes_max as u64) {
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            error,
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// rmcp refuses in plain text; give those refusals aido's codes (the status is kept).

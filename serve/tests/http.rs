@@ -812,3 +812,134 @@ fn the_audit_file_has_every_record_as_it_commits_with_its_chain() {
         );
     }
 }
+
+#[test]
+fn malformed_json_rpc_gets_400_with_the_stdio_codes_and_the_session_goes_on() {
+    let w = world(|_| {});
+    let (session, version) = w.initialize("2025-11-25");
+    let raw = |body: &str| {
+        reply(
+            w.agent
+                .post(w.mcp())
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", &version)
+                .send(body.to_owned()),
+        )
+    };
+    let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+    for (body, code, rpc) in [
+        ("{not json", "parse_error", -32700),
+        (
+            r#"[{"jsonrpc":"2.0","id":5,"method":"ping"}]"#,
+            "batch_not_supported",
+            -32600,
+        ),
+        ("42", "not_an_object", -32600),
+        (
+            r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#,
+            "jsonrpc_version_invalid",
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#,
+            "invalid_params",
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            "id_invalid",
+            -32600,
+        ),
+        (deep.as_str(), "nesting_too_deep", -32700),
+    ] {
+        let r = raw(body);
+        assert_eq!(r.status, 400, "{body:.40}: {}", r.body);
+        let error = &r.json()["error"];
+        assert_eq!(error["data"]["code"], code, "{body:.40}");
+        assert_eq!(error["code"], rpc, "{body:.40}");
+    }
+    // The id is echoed when it can be read.
+    assert_eq!(
+        raw(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#).json()["id"],
+        7
+    );
+    let wrote = w.call(
+        &session,
+        &version,
+        11,
+        "write_file",
+        json!({"path": "still.txt", "content": "serving"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+}
+
+#[test]
+fn a_client_that_never_reads_its_streams_does_not_stop_the_others() {
+    let w = world(|o| o.keep_alive = Duration::from_millis(200));
+    // Two streams nobody reads: every record and one standalone MCP stream.
+    let _stuck_events: Vec<_> = (0..3)
+        .map(|_| {
+            w.agent
+                .get(format!("{}/events", w.base))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .call()
+                .unwrap()
+        })
+        .collect();
+    let (session, version) = w.initialize("2025-11-25");
+    let _stuck_mcp = w
+        .agent
+        .get(w.mcp())
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", &version)
+        .call()
+        .unwrap();
+    // Enough records (with big bodies) to fill the stuck clients' socket buffers many times
+    // over and run their broadcast receivers past the end.
+    let started = Instant::now();
+    let content = "z".repeat(20_000);
+    let reader = w.events("", None);
+    let api = w
+        .action(&json!({"primitive": "list_dir", "arguments": {"path": "."}}))
+        .json();
+    let api_session = api["session"].as_str().unwrap().to_owned();
+    for i in 0..400 {
+        let r = w.action(&json!({"primitive": "write_file", "session": api_session,
+            "arguments": {"path": format!("n{}.txt", i % 10), "content": content}}));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["ok"], true, "{}", r.body);
+    }
+    // MCP calls on the same server still go through.
+    let read = w.call(
+        &session,
+        &version,
+        2,
+        "read_file",
+        json!({"path": "n3.txt"}),
+    );
+    assert_eq!(
+        read["result"]["structuredContent"]["content"],
+        content.as_str()
+    );
+    // A reader that does read got them all, in order (nothing lost to the stuck ones).
+    let got = records(&reader, 3 + 400 * 2);
+    assert!(got.len() >= 3 + 400 * 2, "{} records", got.len());
+    let seqs: Vec<u64> = got
+        .iter()
+        .filter(|(_, r)| r["session"] == api_session.as_str())
+        .map(|(_, r)| r["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|p| p[1] == p[0] + 1),
+        "the API session's records came in order, without gaps"
+    );
+    eprintln!(
+        "400 writes of 20 kB with 4 stuck streams: {:?}",
+        started.elapsed()
+    );
+}

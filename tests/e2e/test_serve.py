@@ -219,3 +219,30 @@ def test_sigterm_stops_it_promptly_with_a_stream_open(world: World) -> None:
                 took = time.monotonic() - start
         assert served.proc.returncode == 0
         assert took < 5, f"shutdown took {took:.1f}s"
+
+
+async def test_aido_mcp_on_stdio_writes_the_audit_file_as_it_goes(world: World) -> None:
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    audit = world.aido_home / "audit" / f"{day}.jsonl"
+    async with world.session() as s:
+        wrote = await s.call("write_file", {"path": "audited.txt", "content": "a"})
+        seq = seq_of(wrote)
+        # While the session is still open: the action's records are already in the file.
+        deadline = time.monotonic() + 5
+        while True:
+            lines = [json.loads(l) for l in audit.read_text().splitlines()] if audit.exists() else []
+            if any(l["seq"] == seq + 1 and l["event"] == "action_completed" for l in lines):
+                break
+            assert time.monotonic() < deadline, f"not in {audit}: {lines}"
+            time.sleep(0.05)
+    assert stat.S_IMODE(audit.stat().st_mode) == 0o600
+    lines = [json.loads(l) for l in audit.read_text().splitlines()]
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        by_session.setdefault(line["session"], []).append(line)
+    for records in by_session.values():
+        assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+        for before, after in zip(records, records[1:]):
+            assert after["prev"] == before["hash"]
+    # The session's end is there too, once it closed.
+    assert any(l["event"] == "session_ended" for l in lines)
