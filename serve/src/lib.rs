@@ -383,6 +383,14 @@ pub async fn start(
         .with_state(shared);
     let stop = cancel.clone();
     let task = tokio::spawn(async move {
+        use axum::serve::ListenerExt;
+        // Without TCP_NODELAY an SSE answer's last small write waits for the client's delayed
+        // ACK: ~40 ms per request.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        });
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .await
