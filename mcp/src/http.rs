@@ -32,6 +32,9 @@ pub struct McpHttp {
     pub cancel: CancellationToken,
     /// Where sessions journal their end; wait on it before stopping the runtime.
     pub tracker: TaskTracker,
+    /// What a session's end record says ([`crate::server::HTTP_SESSION_ENDED`] until the
+    /// server sets the reason it is stopping).
+    pub end_reason: Arc<std::sync::Mutex<String>>,
 }
 
 /// The tower service to mount at `/mcp`.
@@ -49,8 +52,15 @@ pub fn service(
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(options.session_idle);
     let tracker = options.tracker.clone();
+    let reason = options.end_reason.clone();
     StreamableHttpService::new(
-        move || Ok(AidoServer::for_http(runtime.clone(), tracker.clone())),
+        move || {
+            Ok(AidoServer::for_http(
+                runtime.clone(),
+                tracker.clone(),
+                reason.clone(),
+            ))
+        },
         Arc::new(sessions),
         config,
     )

@@ -46,11 +46,17 @@ pub const HTTP_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_11_25,
 ];
 
+/// Why an HTTP session ended, until shutdown says otherwise.
+pub const HTTP_SESSION_ENDED: &str =
+    "the MCP session ended (the client's DELETE, or idle past session_idle)";
+
 /// Ends an HTTP connection's aido session once rmcp drops its handler: the session expired,
 /// the client sent DELETE, or the server is shutting down. The close is journaled on
 /// `tracker`, which the server waits for before it stops the runtime.
 struct Closer {
     session: Arc<OnceCell<Session>>,
+    /// Why it ended, as the record says: set to the signal at shutdown.
+    reason: Arc<Mutex<String>>,
     tracker: tokio_util::task::TaskTracker,
     /// Counts as a task of `tracker` while the handler lives, so waiting on the tracker
     /// waits for the sessions rmcp has not dropped yet, and for their closes.
@@ -60,8 +66,13 @@ struct Closer {
 impl Drop for Closer {
     fn drop(&mut self) {
         if let Some(session) = self.session.get().cloned() {
+            let reason = self
+                .reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_else(|_| HTTP_SESSION_ENDED.to_owned());
             self.tracker.spawn(async move {
-                session.close("the HTTP session ended").await;
+                session.close(&reason).await;
             });
         }
     }
@@ -85,11 +96,17 @@ impl AidoServer {
 
     /// A server for one MCP session over streamable HTTP: it serves
     /// [`HTTP_PROTOCOL_VERSIONS`] and journals the end of its aido session on `tracker`.
-    pub fn for_http(runtime: Arc<Runtime>, tracker: tokio_util::task::TaskTracker) -> Self {
+    /// `reason` is what the session's last record will say; the server changes it at shutdown.
+    pub fn for_http(
+        runtime: Arc<Runtime>,
+        tracker: tokio_util::task::TaskTracker,
+        reason: Arc<Mutex<String>>,
+    ) -> Self {
         let mut server = Self::new(runtime);
         server.versions = HTTP_PROTOCOL_VERSIONS;
         server.closer = Some(Arc::new(Closer {
             session: server.session.clone(),
+            reason,
             _alive: tracker.token(),
             tracker,
         }));

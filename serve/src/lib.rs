@@ -243,6 +243,7 @@ pub struct Serving {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     drain: Duration,
     api: Arc<api::ApiSessions>,
+    end_reason: Arc<std::sync::Mutex<String>>,
 }
 
 impl Serving {
@@ -252,9 +253,12 @@ impl Serving {
     }
 
     /// Stop: end every stream and session, wait at most `drain` for connections, journal the
-    /// end of every aido session it opened. `reason` is logged.
+    /// end of every aido session it opened, with `reason`.
     pub async fn shutdown(self, reason: &str) {
         tracing::info!(%reason, "aido serve shutting down");
+        if let Ok(mut r) = self.end_reason.lock() {
+            *r = reason.to_owned();
+        }
         self.cancel.cancel();
         let mut task = self.task;
         match tokio::time::timeout(self.drain, &mut task).await {
@@ -319,6 +323,9 @@ pub async fn start(
     origins.dedup();
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let end_reason = Arc::new(std::sync::Mutex::new(
+        aido_mcp::server::HTTP_SESSION_ENDED.to_owned(),
+    ));
     let mcp = aido_mcp::http::service(
         runtime.clone(),
         &aido_mcp::http::McpHttp {
@@ -329,6 +336,7 @@ pub async fn start(
             sse_keep_alive: options.keep_alive,
             cancel: cancel.child_token(),
             tracker: tracker.clone(),
+            end_reason: end_reason.clone(),
         },
     );
     let api_sessions = Arc::new(api::ApiSessions::default());
@@ -404,6 +412,7 @@ pub async fn start(
         task,
         drain: options.drain,
         api: api_sessions,
+        end_reason,
     })
 }
 

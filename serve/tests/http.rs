@@ -323,6 +323,10 @@ fn read_and_write_over_mcp_http_are_journaled_actions() {
     assert!(recs.iter().any(|r| r.seq == seq), "{kinds:?}");
     assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"session_ended"), "{kinds:?}");
+    match &recs.last().unwrap().event {
+        aido_journal::Event::SessionEnded { reason } => assert_eq!(reason, "test over"),
+        other => panic!("{other:?}"),
+    }
     assert!(journal.verify(ours.id).unwrap().broken.is_none());
 }
 
