@@ -35,6 +35,9 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_search::SearchError::CODES,
         aido_search::ReadError::CODES,
         aido_actors::human::HumanError::CODES,
+        aido_serve::HttpError::CODES,
+        aido_serve::StartError::CODES,
+        aido_serve::token::TokenError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
