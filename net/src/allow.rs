@@ -2,8 +2,9 @@
 //! refused address ranges they may reach anyway.
 //!
 //! An entry is `host:port`, `host` (ports 80 and 443), `host:*` (every port), `*.suffix`
-//! (any name under the suffix, not the suffix itself) with the same port forms, or an IP
-//! literal (`127.0.0.1:8080`, `[::1]:11434`). An address in a refused range (see
+//! (any name under the suffix, not the suffix itself) with the same port forms, an IP
+//! literal (`127.0.0.1:8080`, `[::1]:11434`), or `*` (every host: the public web, since
+//! refused ranges stay refused). An address in a refused range (see
 //! [`crate::range`]) is reached only when the policy names it: an entry that is that exact
 //! IP literal, or a block of `allow_ranges` holding it.
 
@@ -45,6 +46,8 @@ enum Pattern {
     Suffix(String),
     /// One address.
     Ip(IpAddr),
+    /// Every host (the public web: refused ranges stay refused).
+    Any,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,6 +123,22 @@ impl NetPolicy {
         })
     }
 
+    /// Judge a name for a lookup: any entry naming the host, whatever its ports.
+    pub fn admit_any_port(&self, target: &Target) -> Result<Admitted, NetError> {
+        let rule = self
+            .rules
+            .iter()
+            .find(|r| matches(&r.pattern, &target.host))
+            .ok_or_else(|| NetError::HostDenied {
+                host: target.host.to_string(),
+                port: target.port,
+            })?;
+        Ok(Admitted {
+            target: target.clone(),
+            entry: entry_text(rule),
+        })
+    }
+
     /// Judge one address a name resolved to (or a literal): refused when it falls in a
     /// refused range no `allow_ranges` block holds.
     pub fn check_address(&self, host: &str, ip: IpAddr) -> Result<(), NetError> {
@@ -162,6 +181,7 @@ fn matches(pattern: &Pattern, host: &Host) -> bool {
         (Pattern::Exact(name), Host::Domain(d)) => name == d,
         (Pattern::Suffix(suffix), Host::Domain(d)) => d.ends_with(suffix.as_str()),
         (Pattern::Ip(a), Host::Ip(b)) => a == b,
+        (Pattern::Any, _) => true,
         _ => false,
     }
 }
@@ -172,6 +192,7 @@ fn entry_text(rule: &Rule) -> String {
         Pattern::Suffix(s) => format!("*{s}"),
         Pattern::Ip(IpAddr::V6(v6)) => format!("[{v6}]"),
         Pattern::Ip(ip) => ip.to_string(),
+        Pattern::Any => "*".to_owned(),
     };
     match rule.ports {
         Ports::Web => host,
@@ -216,7 +237,9 @@ fn parse_entry(entry: &str) -> Result<Rule, NetError> {
                 .ok_or_else(|| invalid("the port is not 1 to 65535 or *"))?,
         ),
     };
-    let pattern = if let Some(suffix) = host.strip_prefix("*.") {
+    let pattern = if host == "*" {
+        Pattern::Any
+    } else if let Some(suffix) = host.strip_prefix("*.") {
         let name = crate::target::normalize_domain(suffix).map_err(|why| invalid(&why))?;
         if !name.contains('.') && name != "localhost" {
             return Err(invalid(
@@ -348,6 +371,23 @@ mod tests {
         }
         assert_eq!(code(&p, "http://127.0.0.1:8080/"), "ok");
         assert_eq!(code(&p, "http://2130706433:8080/"), "ok");
+    }
+
+    #[test]
+    fn a_star_admits_the_public_web_only() {
+        let p = policy(&["*"], &[]);
+        assert_eq!(code(&p, "https://example.com/"), "ok");
+        assert_eq!(code(&p, "http://93.184.215.14/"), "ok");
+        assert_eq!(code(&p, "http://example.com:8080/"), "net_denied");
+        for url in [
+            "http://127.0.0.1/",
+            "http://2130706433/",
+            "http://[::ffff:a9fe:a9fe]/",
+            "http://169.254.169.254/",
+            "http://[fd00:ec2::254]/",
+        ] {
+            assert_eq!(code(&p, url), "net_address_refused", "{url}");
+        }
     }
 
     #[test]

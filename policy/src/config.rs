@@ -54,6 +54,26 @@ libvirt_uri = ""
 # process of this AIDO_HOME).
 enabled = true
 
+[net]
+# Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
+# (ports 80 and 443), "host:*" (every port), "*.example.com" (names under it, with the same
+# port forms), an address ("127.0.0.1:8080", "[::1]:11434"), or "*" (every host: the public
+# web, since the refused ranges below stay refused). Empty (the default): no network at all. Every redirect hop is judged again.
+allow = []
+# Loopback, private, link-local, CGNAT, metadata and reserved addresses are refused even for
+# an allowed host (a name that resolves there, or an address literal) unless a block here
+# holds them, e.g. ["127.0.0.0/8"] for a server on this machine. An allow entry that is an
+# address names that address.
+allow_ranges = []
+# Largest response body kept, in bytes (a longer one is cut and marked truncated).
+response_bytes_max = 10485760
+# Longest one exchange may take, redirects included, in milliseconds.
+timeout_ms_max = 120000
+# Most redirects followed.
+redirects_max = 10
+# Most port_check calls per minute (it is a scanner).
+port_checks_per_minute_max = 60
+
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
 workspace = ""
@@ -124,6 +144,8 @@ pub struct Config {
     pub vm: Vm,
     /// The memory store.
     pub memory: Memory,
+    /// The network primitives' allowlist and bounds.
+    pub net: Net,
     /// When records are durable.
     pub journal: JournalConfig,
     /// Named limits.
@@ -207,6 +229,24 @@ pub struct Vm {
 pub struct Memory {
     /// Whether memory actions (remember, recall, forget, list_memory) may run.
     pub enabled: bool,
+}
+
+/// `[net]`: what the network primitives may reach, and their bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Net {
+    /// Allowed hosts and ports (`host:port`, `host`, `host:*`, `*.suffix`, addresses).
+    pub allow: Vec<String>,
+    /// Refused address blocks reached anyway (CIDR or single addresses).
+    pub allow_ranges: Vec<String>,
+    /// Largest response body kept.
+    pub response_bytes_max: u64,
+    /// Longest exchange, redirects included.
+    pub timeout_ms_max: u64,
+    /// Most redirects followed.
+    pub redirects_max: u32,
+    /// Most port checks per minute.
+    pub port_checks_per_minute_max: u32,
 }
 
 /// `[snapshots]`.

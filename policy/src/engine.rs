@@ -207,6 +207,8 @@ pub struct PolicyEngine {
     /// A handful of names at most: scanning them is cheaper than hashing the primitive.
     always_allow: Vec<String>,
     confirm: Vec<String>,
+    /// `[net] allow` and `allow_ranges`, compiled.
+    net: aido_net::NetPolicy,
 }
 
 impl PolicyEngine {
@@ -281,6 +283,13 @@ impl PolicyEngine {
             key: "paths.deny".into(),
             reason: e.to_string(),
         })?;
+        let net =
+            aido_net::NetPolicy::new(&config.net.allow, &config.net.allow_ranges).map_err(|e| {
+                ConfigError::Value {
+                    key: "net.allow".into(),
+                    reason: e.to_string(),
+                }
+            })?;
         let anchors: Vec<PathBuf> = read_roots
             .iter()
             .chain(write_roots.iter())
@@ -321,6 +330,7 @@ impl PolicyEngine {
             write_walls,
             deny,
             deny_globs,
+            net,
         })
     }
 
@@ -365,6 +375,11 @@ impl PolicyEngine {
     /// The resolved read roots (write roots are readable too).
     pub fn read_roots(&self) -> impl Iterator<Item = &PathBuf> {
         self.read_roots.iter().chain(self.write_roots.iter())
+    }
+
+    /// The network allowlist, for the net body to judge resolved addresses and redirects.
+    pub fn net(&self) -> &aido_net::NetPolicy {
+        &self.net
     }
 
     /// Judge one action tree: every gate, in order, in one pass.
@@ -515,6 +530,11 @@ impl PolicyEngine {
                     }
                 }
             }
+        }
+
+        // net_allowlist: a network target's host and port, and an address literal's range.
+        if let Some(Err(refusal)) = crate::net::judge(&self.net, action) {
+            return deny(crate::net::deny_code(&refusal), refusal.to_string());
         }
 
         // capabilities: composites are judged by their leaves.
@@ -1068,6 +1088,30 @@ mod tests {
                 "[memory]\nenabled = false",
                 "recall",
                 json!({"query": "x"}),
+            ),
+            case(
+                DenyCode::NetDenied,
+                "",
+                "fetch_url",
+                json!({"url": "https://example.com/"}),
+            ),
+            case(
+                DenyCode::NetAddressRefused,
+                "[net]\nallow = [\"*\"]",
+                "fetch_url",
+                json!({"url": "http://127.0.0.2/"}),
+            ),
+            case(
+                DenyCode::NetUrlInvalid,
+                "",
+                "http_request",
+                json!({"url": "not a url"}),
+            ),
+            case(
+                DenyCode::NetSchemeRefused,
+                "",
+                "http_request",
+                json!({"url": "file:///etc/passwd"}),
             ),
         ];
         // No primitive drives the host desktop yet (every desktop-class primitive runs on a
