@@ -259,7 +259,11 @@ mod tests {
                 "net_address_refused",
                 Gate::NetAllowlist,
             ),
-            (DenyCode::NetUrlInvalid, "net_url_invalid", Gate::NetAllowlist),
+            (
+                DenyCode::NetUrlInvalid,
+                "net_url_invalid",
+                Gate::NetAllowlist,
+            ),
             (
                 DenyCode::NetSchemeRefused,
                 "net_scheme_refused",

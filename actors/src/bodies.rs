@@ -20,6 +20,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorRef};
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
 use crate::memory::MemoryBody;
+use crate::net::NetBody;
 use crate::process::ProcessBody;
 use crate::search::SearchBody;
 use crate::vm::VmBody;
@@ -207,17 +208,20 @@ pub(crate) struct Bodies {
     pub(crate) process: Slot<ProcessBody>,
     /// The search body.
     pub(crate) search: Slot<SearchBody>,
+    /// The net body.
+    pub(crate) net: Slot<NetBody>,
 }
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> [&dyn Supervised; 5] {
+    pub(crate) fn all(&self) -> [&dyn Supervised; 6] {
         [
             &self.fs,
             &self.vm,
             &self.memory,
             &self.process,
             &self.search,
+            &self.net,
         ]
     }
 

@@ -7,6 +7,7 @@
 //!  ├── MemoryBody      the memory body: AIDO_HOME/memory.sqlite, shared by every process
 //!  ├── ProcessBody     commands confined by aido-sandbox
 //!  ├── SearchBody      code search on aido-search, every entry judged by the walls
+//!  ├── NetBody         HTTP and TCP to allowlisted hosts, every address and hop judged
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -40,6 +41,8 @@ pub mod human;
 pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 pub mod memory;
+/// The net body: http_request, fetch_url, port_check, dns_lookup, every address judged.
+pub mod net;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
 /// Finishing restores and rewinds a crash interrupted.

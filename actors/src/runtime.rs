@@ -11,6 +11,7 @@ use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
 use crate::memory::{MemoryBody, MemoryBodyArgs};
+use crate::net::{NetBody, NetBodyArgs};
 use crate::process::{ProcessBody, ProcessBodyArgs};
 use crate::search::{SearchBody, SearchBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
@@ -87,6 +88,9 @@ impl Runtime {
             aido_home: std::fs::canonicalize(&options.env.aido_home)
                 .unwrap_or_else(|_| options.env.aido_home.clone()),
         };
+        let net_args = NetBodyArgs {
+            policy: policy.clone(),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -97,6 +101,7 @@ impl Runtime {
                 memory: Slot::new("memory", MemoryBody, memory_args),
                 process: Slot::new("process", ProcessBody, process_args),
                 search: Slot::new("search", SearchBody, search_args),
+                net: Slot::new("net", NetBody, net_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

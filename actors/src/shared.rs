@@ -13,6 +13,7 @@ use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
 use crate::memory::MemoryMsg;
+use crate::net::NetMsg;
 use crate::process::ProcessMsg;
 use crate::search::SearchMsg;
 use crate::vm::VmMsg;
@@ -58,5 +59,9 @@ impl Shared {
 
     pub(crate) fn search(&self) -> Result<ActorRef<SearchMsg>, RuntimeError> {
         self.bodies.search.get()
+    }
+
+    pub(crate) fn net(&self) -> Result<ActorRef<NetMsg>, RuntimeError> {
+        self.bodies.net.get()
     }
 }

@@ -35,6 +35,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_search::SearchError::CODES,
         aido_search::ReadError::CODES,
         aido_actors::human::HumanError::CODES,
+        aido_actors::net::NetBodyError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));

@@ -27,6 +27,8 @@ pub mod fs;
 pub mod human;
 /// Memory primitives' results from the store's recorded answer.
 pub mod memory;
+/// The network primitives' results, from the recorded exchange (pages converted here).
+pub mod net;
 /// The result of run_command from what the process body recorded.
 pub mod process;
 /// Results of runtime primitives as pure functions of recorded inputs.
