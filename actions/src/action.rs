@@ -345,6 +345,12 @@ actions! {
         PortCheck(net::PortCheck) = "port_check", Network;
         /// The addresses an allowlisted name resolves to, each with the refused range it is in. Class: network.
         DnsLookup(net::DnsLookup) = "dns_lookup", Network;
+        /// Call the configured model ([llm]: OpenAI-compatible chat completions or Anthropic messages) with a conversation; the key comes from aido's config or environment and is never journaled. Class: network.
+        LlmCall(net::LlmCall) = "llm_call", Network;
+        /// Chat with a model on the configured Ollama server (/api/chat), streamed and assembled. Class: network.
+        OllamaChat(net::OllamaChat) = "ollama_chat", Network;
+        /// Call Ollama's /api/chat, /api/generate, /api/tags or /api/show on the configured server. Class: network.
+        OllamaApi(net::OllamaApi) = "ollama_api", Network;
     }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
@@ -561,6 +567,9 @@ mod tests {
             ("fetch_url", SideEffectClass::Network),
             ("port_check", SideEffectClass::Network),
             ("dns_lookup", SideEffectClass::Network),
+            ("llm_call", SideEffectClass::Network),
+            ("ollama_chat", SideEffectClass::Network),
+            ("ollama_api", SideEffectClass::Network),
         ];
         assert_eq!(
             table.len(),

@@ -170,3 +170,151 @@ impl Touches for PortCheck {
 impl Touches for DnsLookup {
     fn touches(&self, _out: &mut Vec<Access>) {}
 }
+
+/// Who wrote a chat message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions (sent as Anthropic's top-level `system`).
+    System,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: Role,
+    /// The text (at most 256 KiB).
+    #[schemars(length(max = 262144))]
+    pub content: String,
+}
+
+/// Call the configured model (`[llm]`: an OpenAI-compatible chat completions endpoint or
+/// Anthropic's messages API) with a conversation; the key comes from aido's config or
+/// environment, never from the agent, and is never journaled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LlmCall {
+    /// The conversation, oldest first (1 to 256 messages).
+    #[schemars(length(min = 1, max = 256))]
+    pub messages: Vec<ChatMessage>,
+    /// Instructions, sent before the messages (Anthropic: the top-level `system`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 262144))]
+    pub system: Option<String>,
+    /// The model; default `[llm] model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub model: Option<String>,
+    /// Most tokens to generate (default `[llm] max_tokens_default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: Option<f64>,
+    /// Longest the call may take, in milliseconds (default 120000, within `[net] timeout_ms_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Ollama's generation options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OllamaOptions {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Most tokens to generate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_predict: Option<i64>,
+    /// The sampling seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// The context window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_ctx: Option<u32>,
+}
+
+/// Chat with a model on the configured Ollama server (`[ollama] base_url`, `/api/chat`);
+/// streamed by default, as Ollama does, and assembled into one message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OllamaChat {
+    /// The model (`llama3.2`, `smollm2:135m`).
+    #[schemars(length(min = 1, max = 256))]
+    pub model: String,
+    /// The conversation, oldest first (1 to 256 messages).
+    #[schemars(length(min = 1, max = 256))]
+    pub messages: Vec<ChatMessage>,
+    /// Generation options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<OllamaOptions>,
+    /// Stream the answer (the default, as in Ollama); aido reads every chunk and returns the
+    /// whole message with the number of chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Longest the call may take, in milliseconds (default 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Which Ollama endpoint ollama_api calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OllamaEndpoint {
+    /// `POST /api/chat`.
+    Chat,
+    /// `POST /api/generate`.
+    Generate,
+    /// `GET /api/tags`: the local models.
+    Tags,
+    /// `POST /api/show`: one model's details.
+    Show,
+}
+
+impl OllamaEndpoint {
+    /// The method and path.
+    pub fn route(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Chat => ("POST", "api/chat"),
+            Self::Generate => ("POST", "api/generate"),
+            Self::Tags => ("GET", "api/tags"),
+            Self::Show => ("POST", "api/show"),
+        }
+    }
+}
+
+/// Call one endpoint of Ollama's API on the configured server with a JSON body as Ollama
+/// documents it (streamed answers are read whole and assembled).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OllamaApi {
+    /// `chat`, `generate`, `tags` or `show`.
+    pub endpoint: OllamaEndpoint,
+    /// The request body (a JSON object; none for `tags`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Longest the call may take, in milliseconds (default 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+}
+
+impl Touches for LlmCall {
+    fn touches(&self, _out: &mut Vec<Access>) {}
+}
+impl Touches for OllamaChat {
+    fn touches(&self, _out: &mut Vec<Access>) {}
+}
+impl Touches for OllamaApi {
+    fn touches(&self, _out: &mut Vec<Access>) {}
+}

@@ -74,6 +74,30 @@ redirects_max = 10
 # Most port_check calls per minute (it is a scanner).
 port_checks_per_minute_max = 60
 
+[llm]
+# llm_call's endpoint: "openai" (any OpenAI-compatible /chat/completions: OpenAI, vLLM,
+# Ollama's /v1, llama.cpp's server) or "anthropic" (the messages API).
+provider = "openai"
+# Up to and including the version: "https://api.openai.com/v1", "https://api.anthropic.com/v1",
+# "http://127.0.0.1:11434/v1". It must pass [net] allow like any other URL. Empty: llm_call
+# is refused.
+base_url = ""
+# The model llm_call uses when the call names none.
+model = ""
+# The environment variable of aido's process that holds the key (agents never see it, and it
+# is never journaled). api_key is the key itself, for a config file only root can read.
+api_key_env = ""
+api_key = ""
+# Tokens llm_call asks for when the call names no max_tokens (Anthropic requires one).
+max_tokens_default = 1024
+# The anthropic-version header.
+anthropic_version = "2023-06-01"
+
+[ollama]
+# ollama_chat's and ollama_api's server; it must pass [net] allow (a server on this machine
+# also needs allow_ranges, or an allow entry that is its address, such as "127.0.0.1:11434").
+base_url = "http://127.0.0.1:11434"
+
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
 workspace = ""
@@ -146,6 +170,10 @@ pub struct Config {
     pub memory: Memory,
     /// The network primitives' allowlist and bounds.
     pub net: Net,
+    /// llm_call's endpoint and key.
+    pub llm: Llm,
+    /// The Ollama server.
+    pub ollama: Ollama,
     /// When records are durable.
     pub journal: JournalConfig,
     /// Named limits.
@@ -247,6 +275,44 @@ pub struct Net {
     pub redirects_max: u32,
     /// Most port checks per minute.
     pub port_checks_per_minute_max: u32,
+}
+
+/// `[llm]`: llm_call's endpoint and key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Llm {
+    /// `openai` or `anthropic`.
+    pub provider: LlmProvider,
+    /// The API's base URL, up to and including the version.
+    pub base_url: String,
+    /// The default model.
+    pub model: String,
+    /// The environment variable holding the key.
+    pub api_key_env: String,
+    /// The key itself.
+    pub api_key: String,
+    /// max_tokens when the call names none.
+    pub max_tokens_default: u32,
+    /// The anthropic-version header.
+    pub anthropic_version: String,
+}
+
+/// Which wire shape llm_call speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmProvider {
+    /// OpenAI-compatible chat completions.
+    Openai,
+    /// Anthropic's messages API.
+    Anthropic,
+}
+
+/// `[ollama]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ollama {
+    /// The server's base URL.
+    pub base_url: String,
 }
 
 /// `[snapshots]`.

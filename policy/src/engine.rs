@@ -533,7 +533,7 @@ impl PolicyEngine {
         }
 
         // net_allowlist: a network target's host and port, and an address literal's range.
-        if let Some(Err(refusal)) = crate::net::judge(&self.net, action) {
+        if let Some(Err(refusal)) = crate::net::judge(&self.net, &self.config, action) {
             return deny(crate::net::deny_code(&refusal), refusal.to_string());
         }
 

@@ -33,7 +33,9 @@ pub mod resolve;
 /// Simulate: each leaf's verdict and projected side effects, without running anything.
 pub mod simulate;
 
-pub use config::{Config, ConfigError, Layered, Limits, Mode, Net, Source};
+pub use config::{
+    Config, ConfigError, Layered, Limits, Llm, LlmProvider, Mode, Net, Ollama, Source,
+};
 pub use engine::{
     Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,
 };

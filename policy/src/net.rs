@@ -2,10 +2,16 @@ use aido_actions::verdict::DenyCode;
 use aido_actions::{Action, NetAction, Routed};
 use aido_net::{Admitted, Host, NetError, NetPolicy, Target};
 
+use crate::Config;
+
 /// The target a network action names, judged by the allowlist (host and port) and, for an
 /// address literal, by range; `None` for an action that reaches no network. A name's
 /// addresses are judged by the net body after it resolves them.
-pub fn judge(net: &NetPolicy, action: &Action) -> Option<Result<Admitted, NetError>> {
+pub fn judge(
+    net: &NetPolicy,
+    config: &Config,
+    action: &Action,
+) -> Option<Result<Admitted, NetError>> {
     let Routed::Net(action) = action.clone().route() else {
         return None;
     };
@@ -14,7 +20,23 @@ pub fn judge(net: &NetPolicy, action: &Action) -> Option<Result<Admitted, NetErr
         NetAction::FetchUrl(a) => Target::from_url(&a.url).and_then(|(_, t)| net.admit(&t)),
         NetAction::PortCheck(a) => Target::tcp(&a.host, a.port).and_then(|t| net.admit(&t)),
         NetAction::DnsLookup(a) => lookup(net, &a.host),
+        NetAction::LlmCall(_) => endpoint(net, "[llm] base_url", &config.llm.base_url),
+        NetAction::OllamaChat(_) | NetAction::OllamaApi(_) => {
+            endpoint(net, "[ollama] base_url", &config.ollama.base_url)
+        }
     })
+}
+
+/// A model endpoint from the config: judged like any URL, so a server on this machine is
+/// reached only because the policy names it.
+fn endpoint(net: &NetPolicy, key: &str, base_url: &str) -> Result<Admitted, NetError> {
+    if base_url.trim().is_empty() {
+        return Err(NetError::UrlInvalid {
+            url: String::new(),
+            why: format!("{key} is not set"),
+        });
+    }
+    Target::from_url(base_url).and_then(|(_, t)| net.admit(&t))
 }
 
 /// A lookup sends nothing to the host, but the question itself leaves the machine (a name
@@ -43,7 +65,7 @@ pub fn deny_code(refusal: &NetError) -> DenyCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Config, Environment, FsResolver, Layered, PolicyEngine, SessionContext, Source};
+    use crate::{Environment, FsResolver, Layered, PolicyEngine, SessionContext, Source};
     use aido_actions::Verdict;
     use serde_json::json;
 
@@ -69,7 +91,7 @@ mod tests {
     #[test]
     fn the_default_policy_refuses_all_network() {
         let engine = PolicyEngine::new(
-            &Config::default(),
+            &crate::Config::default(),
             &Environment {
                 home: std::env::temp_dir(),
                 aido_home: std::env::temp_dir().join("aido-home-net-test"),
@@ -173,6 +195,35 @@ mod tests {
             ),
             "allow"
         );
+        // Model endpoints are judged by the config's base URL.
+        let models = engine_of(
+            "[net]\nallow = [\"127.0.0.1:11434\"]\n[llm]\nbase_url = \"http://127.0.0.1:8080/v1\"\n",
+        );
+        let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(code(&models, "ollama_chat", chat.clone()), "allow");
+        assert_eq!(
+            code(&models, "ollama_api", json!({"endpoint": "tags"})),
+            "allow"
+        );
+        assert_eq!(
+            code(
+                &models,
+                "llm_call",
+                json!({"messages": [{"role": "user", "content": "hi"}]})
+            ),
+            "net_denied"
+        );
+        let unset = engine_of("[net]\nallow = [\"*:*\"]\n");
+        assert_eq!(
+            code(
+                &unset,
+                "llm_call",
+                json!({"messages": [{"role": "user", "content": "hi"}]})
+            ),
+            "net_url_invalid"
+        );
+        // The default Ollama address is loopback: refused unless the policy names it.
+        assert_eq!(code(&unset, "ollama_chat", chat), "net_address_refused");
         // Inside a pipeline the leaf is judged.
         assert_eq!(
             code(

@@ -33,6 +33,9 @@ pub fn render(action: &NetAction, answer: &Value) -> Outcome {
         ),
         NetAction::PortCheck(_) => port(answer),
         NetAction::DnsLookup(_) => dns(answer),
+        NetAction::LlmCall(_) | NetAction::OllamaChat(_) | NetAction::OllamaApi(_) => {
+            crate::llm::render(answer)
+        }
     }
 }
 

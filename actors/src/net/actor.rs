@@ -3,7 +3,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aido_actions::net::{DnsLookup, FetchUrl, HttpRequest, Method, PortCheck};
+use aido_actions::net::{DnsLookup, FetchUrl, HttpRequest, Method, OllamaEndpoint, PortCheck};
 use aido_actions::{Failure, NetAction};
 use aido_net::{Host, NetPolicy, Target, classify};
 use aido_policy::PolicyEngine;
@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::NetBodyError;
 use super::http::{Client, Request, resolve};
+use super::llm::{self, LLM_TIMEOUT_MS_DEFAULT};
 use crate::ticket::Ticket;
 
 /// An exchange's time when the call names none.
@@ -146,7 +147,53 @@ async fn run(
             port_check(net, client, limits, a, left).await
         }
         NetAction::DnsLookup(a) => dns_lookup(net, a).await,
+        NetAction::LlmCall(a) => {
+            let timeout = timeout_of(a.timeout_ms, LLM_TIMEOUT_MS_DEFAULT, limits, left)?;
+            let (request, provider) = llm::llm_request(&policy.config().llm, &a, timeout)?;
+            model_call(net, client, limits, request, provider, "chat_completions").await
+        }
+        NetAction::OllamaChat(a) => {
+            let timeout = timeout_of(a.timeout_ms, LLM_TIMEOUT_MS_DEFAULT, limits, left)?;
+            let request = llm::ollama_chat_request(&policy.config().ollama.base_url, &a, timeout)?;
+            model_call(net, client, limits, request, "ollama", "chat").await
+        }
+        NetAction::OllamaApi(a) => {
+            let timeout = timeout_of(a.timeout_ms, LLM_TIMEOUT_MS_DEFAULT, limits, left)?;
+            let request = llm::ollama_api_request(&policy.config().ollama.base_url, &a, timeout)?;
+            let endpoint = match a.endpoint {
+                OllamaEndpoint::Chat => "chat",
+                OllamaEndpoint::Generate => "generate",
+                OllamaEndpoint::Tags => "tags",
+                OllamaEndpoint::Show => "show",
+            };
+            model_call(net, client, limits, request, "ollama", endpoint).await
+        }
     }
+}
+
+/// Send a model call (no redirects: an API that moves is an error), and refuse an error
+/// status with its code; the exchange is the answer, marked with its wire shape.
+async fn model_call(
+    net: &NetPolicy,
+    client: &Client,
+    limits: &aido_policy::Net,
+    mut request: Request,
+    provider: &str,
+    endpoint: &str,
+) -> Result<Value, NetBodyError> {
+    request.max_bytes = limits.response_bytes_max;
+    let mut exchange = client.exchange(net, request).await?;
+    let status = exchange["response"]["status"].as_u64().unwrap_or(0);
+    if !(200..300).contains(&status) {
+        let body = exchange["response"]["body"].as_str().unwrap_or("");
+        return Err(NetBodyError::LlmStatus {
+            status,
+            body: body.chars().take(500).collect(),
+        });
+    }
+    exchange["provider"] = json!(provider);
+    exchange["endpoint"] = json!(endpoint);
+    Ok(exchange)
 }
 
 fn method_of(method: Method) -> reqwest::Method {

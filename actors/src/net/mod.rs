@@ -21,6 +21,8 @@
 pub mod actor;
 /// One HTTP exchange, hop by hop, over judged addresses.
 pub mod http;
+/// Model calls (llm_call, ollama_chat, ollama_api) as requests through the same client.
+pub mod llm;
 
 pub use actor::{NetBody, NetBodyArgs, NetMsg};
 
@@ -96,6 +98,24 @@ pub enum NetBodyError {
         /// The config key.
         key: &'static str,
     },
+    /// llm_call names no model and `[llm] model` is empty.
+    #[error("llm_call names no model and [llm] model is not set")]
+    LlmModelMissing,
+    /// The provider needs a key and neither `[llm] api_key` nor the variable `[llm]
+    /// api_key_env` names holds one.
+    #[error("no API key: [llm] api_key is empty and the environment variable {env:?} is not set")]
+    LlmKeyMissing {
+        /// The variable's name.
+        env: String,
+    },
+    /// The model server answered with an error status.
+    #[error("the model server answered {status}: {body}")]
+    LlmStatus {
+        /// The status.
+        status: u64,
+        /// The start of its answer (secrets scrubbed).
+        body: String,
+    },
     /// Too many port checks within a minute.
     #[error("more than {max} port checks within a minute ([net] port_checks_per_minute_max)")]
     PortChecksExceeded {
@@ -118,6 +138,9 @@ aido_actions::coded!(NetBodyError {
     RedirectInvalid => "net_redirect_invalid",
     OverBound => "net_over_bound",
     PortChecksExceeded => "net_port_checks_exceeded",
+    LlmModelMissing => "llm_model_missing",
+    LlmKeyMissing => "llm_key_missing",
+    LlmStatus => "llm_http_error",
 });
 
 impl NetBodyError {
