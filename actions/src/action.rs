@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, human, memory, meta, process, safety, search, snapshot, tools, vm};
+use crate::{fs, human, memory, meta, net, process, safety, search, snapshot, tools, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -344,6 +344,24 @@ actions! {
         /// Each hit's enclosing definition and up to N call sites with theirs, within a character budget. Class: read_only.
         SearchAndRead(search::SearchAndRead) = "search_and_read", ReadOnly;
     }
+    /// The net body: HTTP and TCP to allowlisted hosts, every resolved address and redirect
+    /// hop judged, responses recorded for playback.
+    Net => NetAction {
+        /// Send an HTTP request to an allowlisted host (method, headers, body, timeout, size cap, redirects judged hop by hop); secrets redacted in the journal. Class: network.
+        HttpRequest(net::HttpRequest) = "http_request", Network;
+        /// Fetch a page as markdown or text, a window at a time (offset, length); redirects judged hop by hop. Class: network.
+        FetchUrl(net::FetchUrl) = "fetch_url", Network;
+        /// Whether a TCP port of an allowlisted host accepts connections (rate limited). Class: network.
+        PortCheck(net::PortCheck) = "port_check", Network;
+        /// The addresses an allowlisted name resolves to, each with the refused range it is in. Class: network.
+        DnsLookup(net::DnsLookup) = "dns_lookup", Network;
+        /// Call the configured model ([llm]: OpenAI-compatible chat completions or Anthropic messages) with a conversation; the key comes from aido's config or environment and is never journaled. Class: network.
+        LlmCall(net::LlmCall) = "llm_call", Network;
+        /// Chat with a model on the configured Ollama server (/api/chat), streamed and assembled. Class: network.
+        OllamaChat(net::OllamaChat) = "ollama_chat", Network;
+        /// Call Ollama's /api/chat, /api/generate, /api/tags or /api/show on the configured server. Class: network.
+        OllamaApi(net::OllamaApi) = "ollama_api", Network;
+    }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
     Human => HumanAction {
@@ -555,6 +573,13 @@ mod tests {
             ("diff", SideEffectClass::ReadOnly),
             ("render_template", SideEffectClass::ReadOnly),
             ("read_logs", SideEffectClass::ReadOnly),
+            ("http_request", SideEffectClass::Network),
+            ("fetch_url", SideEffectClass::Network),
+            ("port_check", SideEffectClass::Network),
+            ("dns_lookup", SideEffectClass::Network),
+            ("llm_call", SideEffectClass::Network),
+            ("ollama_chat", SideEffectClass::Network),
+            ("ollama_api", SideEffectClass::Network),
         ];
         assert_eq!(
             table.len(),

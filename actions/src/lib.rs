@@ -30,6 +30,8 @@ pub mod human;
 pub mod memory;
 /// Meta primitives: questions an agent asks about its own session.
 pub mod meta;
+/// Network primitives: http_request, fetch_url, port_check, dns_lookup.
+pub mod net;
 /// What a finished action returns: output, effects and the nondeterministic inputs it saw.
 pub mod outcome;
 /// Process primitives: confined commands.
@@ -49,8 +51,8 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, HumanAction, MemoryAction, ParseError, PrimitiveSpec, ProcessAction,
-    Routed, RuntimeAction, SearchAction, TreeAction, VmAction, primitives,
+    Action, Body, FsAction, HumanAction, MemoryAction, NetAction, ParseError, PrimitiveSpec,
+    ProcessAction, Routed, RuntimeAction, SearchAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

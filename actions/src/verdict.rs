@@ -21,6 +21,8 @@ pub enum Gate {
     DenyPatterns,
     /// The session's grants.
     Capabilities,
+    /// A network target's host and port on `[net] allow`; an address literal judged by range.
+    NetAllowlist,
     /// A human answered a confirmation.
     Human,
 }
@@ -37,6 +39,7 @@ impl Gate {
             Self::PathWalls => "path_walls",
             Self::DenyPatterns => "deny_patterns",
             Self::Capabilities => "capabilities",
+            Self::NetAllowlist => "net_allowlist",
             Self::Human => "human",
         }
     }
@@ -107,6 +110,16 @@ deny_codes! {
     /// A primitive of a family this build of aido was compiled without (its `prim-*` cargo
     /// feature is off): it is not listed, and every call is refused before anything runs.
     PrimitiveNotBuilt = "primitive_not_built", DesktopGate;
+    /// A network target whose host and port are not on `[net] allow` (the default allows
+    /// none).
+    NetDenied = "net_denied", NetAllowlist;
+    /// A network target that is an address in a refused range (loopback, private,
+    /// link-local, CGNAT, metadata, reserved) that the policy does not name.
+    NetAddressRefused = "net_address_refused", NetAllowlist;
+    /// A network target that is not an http(s) URL or a host.
+    NetUrlInvalid = "net_url_invalid", NetAllowlist;
+    /// A URL whose scheme is not http or https.
+    NetSchemeRefused = "net_scheme_refused", NetAllowlist;
 }
 
 impl std::fmt::Display for DenyCode {
@@ -247,6 +260,22 @@ mod tests {
                 DenyCode::PrimitiveNotBuilt,
                 "primitive_not_built",
                 Gate::DesktopGate,
+            ),
+            (DenyCode::NetDenied, "net_denied", Gate::NetAllowlist),
+            (
+                DenyCode::NetAddressRefused,
+                "net_address_refused",
+                Gate::NetAllowlist,
+            ),
+            (
+                DenyCode::NetUrlInvalid,
+                "net_url_invalid",
+                Gate::NetAllowlist,
+            ),
+            (
+                DenyCode::NetSchemeRefused,
+                "net_scheme_refused",
+                Gate::NetAllowlist,
             ),
         ];
         assert_eq!(

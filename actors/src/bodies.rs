@@ -21,6 +21,8 @@ use crate::error::RuntimeError;
 use crate::fs::FsBody;
 #[cfg(feature = "prim-memory")]
 use crate::memory::MemoryBody;
+#[cfg(feature = "prim-net")]
+use crate::net::NetBody;
 #[cfg(feature = "prim-process")]
 use crate::process::ProcessBody;
 #[cfg(feature = "prim-search")]
@@ -215,6 +217,9 @@ pub(crate) struct Bodies {
     /// The search body.
     #[cfg(feature = "prim-search")]
     pub(crate) search: Slot<SearchBody>,
+    /// The net body.
+    #[cfg(feature = "prim-net")]
+    pub(crate) net: Slot<NetBody>,
 }
 
 impl Bodies {
@@ -230,6 +235,8 @@ impl Bodies {
             &self.process,
             #[cfg(feature = "prim-search")]
             &self.search,
+            #[cfg(feature = "prim-net")]
+            &self.net,
         ]
     }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, Effect, Failure, FsAction, HumanAction, Input, MemoryAction, Outcome,
-    ProcessAction, RuntimeAction, SearchAction, VmAction,
+    Action, Condition, Effect, Failure, FsAction, HumanAction, Input, MemoryAction, NetAction,
+    Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -25,6 +25,8 @@ use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::hooks::Hooks;
 #[cfg(feature = "prim-memory")]
 use crate::memory::{MemoryCall, MemoryMsg};
+#[cfg(feature = "prim-net")]
+use crate::net::NetMsg;
 #[cfg(feature = "prim-process")]
 use crate::process::ProcessMsg;
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
@@ -107,6 +109,10 @@ impl World for Executor<'_> {
 
     async fn search(&mut self, action: SearchAction) -> Answer<Executed, Infallible> {
         Ok(Executor::search(self, action).await)
+    }
+
+    async fn net(&mut self, action: NetAction) -> Answer<Executed, Infallible> {
+        Ok(Executor::net(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -386,6 +392,26 @@ impl Executor<'_> {
         let mut done = Executed::new(aido_walk::search::render(&action, &answer));
         done.outcome.inputs.push(Input::Answer {
             from: aido_walk::search::ANSWER_FROM.into(),
+            value: answer,
+        });
+        Ok(done)
+    }
+
+    #[cfg(feature = "prim-net")]
+    /// Ask the net body. What the network answered is the result's input; the result is
+    /// rendered from it, as playback renders it (playback sends nothing).
+    async fn net(&self, action: NetAction) -> Result<Executed, Failure> {
+        let asked = action.clone();
+        let answer = self
+            .ask(self.shared.net(), "net", |ticket, reply| NetMsg::Run {
+                action: Box::new(asked),
+                ticket,
+                reply,
+            })
+            .await?;
+        let mut done = Executed::new(aido_walk::net::render(&action, &answer));
+        done.outcome.inputs.push(Input::Answer {
+            from: aido_walk::net::ANSWER_FROM.into(),
             value: answer,
         });
         Ok(done)
@@ -711,9 +737,15 @@ impl Executor<'_> {
     feature = "prim-process",
     feature = "prim-memory",
     feature = "prim-search",
-    feature = "prim-human"
+    feature = "prim-human",
+    feature = "prim-net"
 )))]
 impl Executor<'_> {
+    #[cfg(not(feature = "prim-net"))]
+    async fn net(&self, _action: NetAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Net))
+    }
+
     #[cfg(not(feature = "prim-process"))]
     async fn process(&self, _action: ProcessAction) -> Result<Executed, Failure> {
         Err(crate::families::not_built(aido_actions::Body::Process))

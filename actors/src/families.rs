@@ -44,6 +44,11 @@ pub const FAMILIES: &[Family] = &[
         feature: "prim-human",
         built: cfg!(feature = "prim-human"),
     },
+    Family {
+        body: Body::Net,
+        feature: "prim-net",
+        built: cfg!(feature = "prim-net"),
+    },
 ];
 
 /// Whether this build runs `body`'s primitives (the core bodies always).
@@ -73,7 +78,8 @@ pub fn unbuilt() -> Vec<(Body, &'static str)> {
         feature = "prim-process",
         feature = "prim-memory",
         feature = "prim-search",
-        feature = "prim-human"
+        feature = "prim-human",
+        feature = "prim-net"
     ),
     expect(dead_code, reason = "every family is built")
 )]

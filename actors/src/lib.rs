@@ -7,6 +7,7 @@
 //!  ├── MemoryBody      the memory body: AIDO_HOME/memory.sqlite, shared by every process
 //!  ├── ProcessBody     commands confined by aido-sandbox
 //!  ├── SearchBody      code search on aido-search, every entry judged by the walls
+//!  ├── NetBody         HTTP and TCP to allowlisted hosts, every address and hop judged
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -103,6 +104,9 @@ pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
 #[cfg(feature = "prim-memory")]
 pub mod memory;
+/// The net body: http_request, fetch_url, port_check, dns_lookup, every address judged.
+#[cfg(feature = "prim-net")]
+pub mod net;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
 /// Finishing restores and rewinds a crash interrupted.

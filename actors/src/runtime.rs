@@ -12,6 +12,8 @@ use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
 #[cfg(feature = "prim-memory")]
 use crate::memory::{MemoryBody, MemoryBodyArgs};
+#[cfg(feature = "prim-net")]
+use crate::net::{NetBody, NetBodyArgs};
 #[cfg(feature = "prim-process")]
 use crate::process::{ProcessBody, ProcessBodyArgs};
 #[cfg(feature = "prim-search")]
@@ -98,6 +100,10 @@ impl Runtime {
             aido_home: std::fs::canonicalize(&options.env.aido_home)
                 .unwrap_or_else(|_| options.env.aido_home.clone()),
         };
+        #[cfg(feature = "prim-net")]
+        let net_args = NetBodyArgs {
+            policy: policy.clone(),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -112,6 +118,8 @@ impl Runtime {
                 process: Slot::new("process", ProcessBody, process_args),
                 #[cfg(feature = "prim-search")]
                 search: Slot::new("search", SearchBody, search_args),
+                #[cfg(feature = "prim-net")]
+                net: Slot::new("net", NetBody, net_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

@@ -14,6 +14,8 @@ use crate::faults::Faults;
 use crate::fs::FsMsg;
 #[cfg(feature = "prim-memory")]
 use crate::memory::MemoryMsg;
+#[cfg(feature = "prim-net")]
+use crate::net::NetMsg;
 #[cfg(feature = "prim-process")]
 use crate::process::ProcessMsg;
 #[cfg(feature = "prim-search")]
@@ -67,5 +69,10 @@ impl Shared {
     #[cfg(feature = "prim-search")]
     pub(crate) fn search(&self) -> Result<ActorRef<SearchMsg>, RuntimeError> {
         self.bodies.search.get()
+    }
+
+    #[cfg(feature = "prim-net")]
+    pub(crate) fn net(&self) -> Result<ActorRef<NetMsg>, RuntimeError> {
+        self.bodies.net.get()
     }
 }

@@ -26,6 +26,8 @@
 
 /// Criterion results.
 mod estimates;
+/// fetch_url against mcp-server-fetch.
+mod fetch;
 /// The temp tree both servers read.
 mod fixture;
 /// Machine and build facts for the header.
@@ -89,6 +91,18 @@ enum Command {
         /// The report to write.
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
+    },
+    /// Run only the fetch section and print its figures (nothing is written).
+    Fetch {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        /// The Python with mcp-server-fetch installed.
+        #[arg(long, default_value = "bench/.venv-fetch/bin/python")]
+        python: PathBuf,
+        /// Fetches of each page by each side.
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
     },
 }
 
@@ -196,6 +210,15 @@ struct Args {
         default_value = "bench/node_modules/@modelcontextprotocol/server-memory"
     )]
     memory_peer_dir: PathBuf,
+    /// Leave out the fetch benchmark.
+    #[arg(long)]
+    skip_fetch: bool,
+    /// Fetches of each page by each side in the fetch benchmark.
+    #[arg(long, default_value_t = 20)]
+    fetch_repeats: usize,
+    /// The Python with mcp-server-fetch installed (bench/run makes it).
+    #[arg(long, default_value = "bench/.venv-fetch/bin/python")]
+    fetch_peer_python: PathBuf,
     /// The script that builds the guest images.
     #[arg(long, default_value = "vm/guest/build-image")]
     vm_build_image: PathBuf,
@@ -218,8 +241,14 @@ struct Args {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Render { from, out }) = &cli.command {
-        return render(from, out);
+    match &cli.command {
+        Some(Command::Render { from, out }) => return render(from, out),
+        Some(Command::Fetch {
+            aido,
+            python,
+            repeats,
+        }) => return fetch_only(aido, python, *repeats),
+        None => {}
     }
     // tesseract (the VM section's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
     // 5-9x faster on small machines with one thread: run with it, as `aido` does.
@@ -339,6 +368,22 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the memory section failed: {why}");
     }
 
+    let fetch = if args.skip_fetch {
+        fetch::FetchSection::Skipped("`--skip-fetch`".into())
+    } else {
+        eprintln!("aido-bench: fetch: fetch_url against mcp-server-fetch");
+        fetch::run(
+            &setup.aido,
+            &args.fetch_peer_python,
+            &temp,
+            args.fetch_repeats,
+        )
+        .await
+    };
+    if let fetch::FetchSection::Failed(why) = &fetch {
+        eprintln!("aido-bench: the fetch section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -354,6 +399,7 @@ async fn bench(args: Args) -> Result<()> {
         vm,
         search,
         memory,
+        fetch,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -371,6 +417,42 @@ async fn bench(args: Args) -> Result<()> {
         args.results.display(),
         args.out.display()
     );
+    Ok(())
+}
+
+/// `aido-bench fetch`: the fetch section alone, its figures printed.
+fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
+    let aido = std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let section = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(fetch::run(&aido, python, &std::env::temp_dir(), repeats));
+    let run = match section {
+        fetch::FetchSection::Ran(run) => run,
+        fetch::FetchSection::Skipped(why) => bail!("not run: {why}"),
+        fetch::FetchSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "fetch_url vs {}: median {:.2} ms / {:.2} ms over {} fetches each",
+        run.peer,
+        ms(crate::snapshots::median(&run.aido)),
+        ms(crate::snapshots::median(&run.peer_times)),
+        run.aido.len()
+    );
+    for p in &run.pages {
+        println!(
+            "  {:<7} {:>8} HTML bytes: aido {:.2} ms, {} bytes to the agent; peer {:.2} ms, {} bytes",
+            p.name,
+            p.html_bytes,
+            ms(p.aido_median),
+            p.aido_bytes,
+            ms(p.peer_median),
+            p.peer_bytes
+        );
+    }
     Ok(())
 }
 

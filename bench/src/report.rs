@@ -82,6 +82,8 @@ pub struct Report {
     pub search: crate::search::SearchSection,
     /// recall against server-memory's search_nodes.
     pub memory: crate::memory::MemorySection,
+    /// fetch_url against mcp-server-fetch.
+    pub fetch: crate::fetch::FetchSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -182,6 +184,7 @@ const NOTES: &[(&str, &str)] = &[
     ("vm", include_str!("report/notes/vm.md")),
     ("search", include_str!("report/notes/search.md")),
     ("memory", include_str!("report/notes/memory.md")),
+    ("fetch", include_str!("report/notes/fetch.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -351,6 +354,76 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
     )
 }
 
+/// The fetch section: fetch_url beside mcp-server-fetch's fetch (time per fetch), and the
+/// bytes each hands the agent per page.
+fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<Row>) -> Section {
+    use crate::fetch::FetchSection;
+    const S: &str = "fetch";
+    let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
+    let run = match fetch {
+        FetchSection::Ran(run) => run,
+        FetchSection::Skipped(why) | FetchSection::Failed(why) => {
+            let outcome = match fetch {
+                FetchSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "fetch_url_vs_mcp_server_fetch", what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let aido = samples(&run.aido);
+    let peer = samples(&run.peer_times);
+    let ratio = (peer.median > 0.0).then(|| aido.median / peer.median);
+    rows.push(beside(
+        row(
+            S,
+            "fetch_url_vs_mcp_server_fetch",
+            what,
+            Outcome::Measured(aido),
+        ),
+        Peer {
+            name: run.peer.clone(),
+            value: peer,
+        },
+        ratio,
+    ));
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
+    let cells = run
+        .pages
+        .iter()
+        .map(|p| {
+            vec![
+                format!("`{}`", p.name),
+                p.html_bytes.to_string(),
+                ms(p.aido_median),
+                ms(p.peer_median),
+                p.aido_bytes.to_string(),
+                p.peer_bytes.to_string(),
+            ]
+        })
+        .collect();
+    let pages = table(
+        &[
+            "page",
+            "HTML bytes",
+            "aido median (ms)",
+            "mcp-server-fetch median (ms)",
+            "bytes to the agent, aido",
+            "bytes to the agent, mcp-server-fetch",
+        ],
+        cells,
+    );
+    section(
+        S,
+        &[
+            ("peer", run.peer.clone()),
+            ("calls", run.aido.len().to_string()),
+            ("pages", run.pages.len().to_string()),
+        ],
+        vec![("pages", pages)],
+    )
+}
+
 impl Report {
     /// The results file's contents.
     pub fn document(&self) -> Document {
@@ -365,6 +438,7 @@ impl Report {
         sections.push(vm::section(&self.vm, &mut rows));
         sections.push(search_section(&self.search, &mut rows));
         sections.push(memory_section(&self.memory, &mut rows));
+        sections.push(fetch_section(&self.fetch, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -697,6 +771,7 @@ pub(crate) mod tests {
             vm: VmSection::Skipped("not asked for".into()),
             search: crate::search::SearchSection::Skipped("not asked for".into()),
             memory: crate::memory::MemorySection::Skipped("not asked for".into()),
+            fetch: crate::fetch::FetchSection::Skipped("not asked for".into()),
         }
     }
 

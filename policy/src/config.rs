@@ -54,6 +54,50 @@ libvirt_uri = ""
 # process of this AIDO_HOME).
 enabled = true
 
+[net]
+# Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
+# (ports 80 and 443), "host:*" (every port), "*.example.com" (names under it, with the same
+# port forms), an address ("127.0.0.1:8080", "[::1]:11434"), or "*" (every host: the public
+# web, since the refused ranges below stay refused). Empty (the default): no network at all. Every redirect hop is judged again.
+allow = []
+# Loopback, private, link-local, CGNAT, metadata and reserved addresses are refused even for
+# an allowed host (a name that resolves there, or an address literal) unless a block here
+# holds them, e.g. ["127.0.0.0/8"] for a server on this machine. An allow entry that is an
+# address names that address.
+allow_ranges = []
+# Largest response body kept, in bytes (a longer one is cut and marked truncated).
+response_bytes_max = 10485760
+# Longest one exchange may take, redirects included, in milliseconds.
+timeout_ms_max = 120000
+# Most redirects followed.
+redirects_max = 10
+# Most port_check calls per minute (it is a scanner).
+port_checks_per_minute_max = 60
+
+[llm]
+# llm_call's endpoint: "openai" (any OpenAI-compatible /chat/completions: OpenAI, vLLM,
+# Ollama's /v1, llama.cpp's server) or "anthropic" (the messages API).
+provider = "openai"
+# Up to and including the version: "https://api.openai.com/v1", "https://api.anthropic.com/v1",
+# "http://127.0.0.1:11434/v1". It must pass [net] allow like any other URL. Empty: llm_call
+# is refused.
+base_url = ""
+# The model llm_call uses when the call names none.
+model = ""
+# The environment variable of aido's process that holds the key (agents never see it, and it
+# is never journaled). api_key is the key itself, for a config file only root can read.
+api_key_env = ""
+api_key = ""
+# Tokens llm_call asks for when the call names no max_tokens (Anthropic requires one).
+max_tokens_default = 1024
+# The anthropic-version header.
+anthropic_version = "2023-06-01"
+
+[ollama]
+# ollama_chat's and ollama_api's server; it must pass [net] allow (a server on this machine
+# also needs allow_ranges, or an allow entry that is its address, such as "127.0.0.1:11434").
+base_url = "http://127.0.0.1:11434"
+
 [snapshots]
 # The directory snapshots, restores and rewinds cover; empty means the workdir.
 workspace = ""
@@ -124,6 +168,12 @@ pub struct Config {
     pub vm: Vm,
     /// The memory store.
     pub memory: Memory,
+    /// The network primitives' allowlist and bounds.
+    pub net: Net,
+    /// llm_call's endpoint and key.
+    pub llm: Llm,
+    /// The Ollama server.
+    pub ollama: Ollama,
     /// When records are durable.
     pub journal: JournalConfig,
     /// Named limits.
@@ -207,6 +257,62 @@ pub struct Vm {
 pub struct Memory {
     /// Whether memory actions (remember, recall, forget, list_memory) may run.
     pub enabled: bool,
+}
+
+/// `[net]`: what the network primitives may reach, and their bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Net {
+    /// Allowed hosts and ports (`host:port`, `host`, `host:*`, `*.suffix`, addresses).
+    pub allow: Vec<String>,
+    /// Refused address blocks reached anyway (CIDR or single addresses).
+    pub allow_ranges: Vec<String>,
+    /// Largest response body kept.
+    pub response_bytes_max: u64,
+    /// Longest exchange, redirects included.
+    pub timeout_ms_max: u64,
+    /// Most redirects followed.
+    pub redirects_max: u32,
+    /// Most port checks per minute.
+    pub port_checks_per_minute_max: u32,
+}
+
+/// `[llm]`: llm_call's endpoint and key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Llm {
+    /// `openai` or `anthropic`.
+    pub provider: LlmProvider,
+    /// The API's base URL, up to and including the version.
+    pub base_url: String,
+    /// The default model.
+    pub model: String,
+    /// The environment variable holding the key.
+    pub api_key_env: String,
+    /// The key itself.
+    pub api_key: String,
+    /// max_tokens when the call names none.
+    pub max_tokens_default: u32,
+    /// The anthropic-version header.
+    pub anthropic_version: String,
+}
+
+/// Which wire shape llm_call speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmProvider {
+    /// OpenAI-compatible chat completions.
+    Openai,
+    /// Anthropic's messages API.
+    Anthropic,
+}
+
+/// `[ollama]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ollama {
+    /// The server's base URL.
+    pub base_url: String,
 }
 
 /// `[snapshots]`.

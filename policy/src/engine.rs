@@ -209,6 +209,8 @@ pub struct PolicyEngine {
     confirm: Vec<String>,
     /// Bodies this build was compiled without, each with the cargo feature that adds it.
     unbuilt: Vec<(Body, &'static str)>,
+    /// `[net] allow` and `allow_ranges`, compiled.
+    net: aido_net::NetPolicy,
 }
 
 impl PolicyEngine {
@@ -283,6 +285,13 @@ impl PolicyEngine {
             key: "paths.deny".into(),
             reason: e.to_string(),
         })?;
+        let net =
+            aido_net::NetPolicy::new(&config.net.allow, &config.net.allow_ranges).map_err(|e| {
+                ConfigError::Value {
+                    key: "net.allow".into(),
+                    reason: e.to_string(),
+                }
+            })?;
         let anchors: Vec<PathBuf> = read_roots
             .iter()
             .chain(write_roots.iter())
@@ -324,6 +333,7 @@ impl PolicyEngine {
             deny,
             deny_globs,
             unbuilt: Vec::new(),
+            net,
         })
     }
 
@@ -375,6 +385,11 @@ impl PolicyEngine {
     /// The resolved read roots (write roots are readable too).
     pub fn read_roots(&self) -> impl Iterator<Item = &PathBuf> {
         self.read_roots.iter().chain(self.write_roots.iter())
+    }
+
+    /// The network allowlist, for the net body to judge resolved addresses and redirects.
+    pub fn net(&self) -> &aido_net::NetPolicy {
+        &self.net
     }
 
     /// Judge one action tree: every gate, in order, in one pass.
@@ -534,6 +549,11 @@ impl PolicyEngine {
                     }
                 }
             }
+        }
+
+        // net_allowlist: a network target's host and port, and an address literal's range.
+        if let Some(Err(refusal)) = crate::net::judge(&self.net, &self.config, action) {
+            return deny(crate::net::deny_code(&refusal), refusal.to_string());
         }
 
         // capabilities: composites are judged by their leaves.
@@ -1100,6 +1120,30 @@ mod tests {
                     json!({}),
                 )
             },
+            case(
+                DenyCode::NetDenied,
+                "",
+                "fetch_url",
+                json!({"url": "https://example.com/"}),
+            ),
+            case(
+                DenyCode::NetAddressRefused,
+                "[net]\nallow = [\"*\"]",
+                "fetch_url",
+                json!({"url": "http://127.0.0.2/"}),
+            ),
+            case(
+                DenyCode::NetUrlInvalid,
+                "",
+                "http_request",
+                json!({"url": "not a url"}),
+            ),
+            case(
+                DenyCode::NetSchemeRefused,
+                "",
+                "http_request",
+                json!({"url": "file:///etc/passwd"}),
+            ),
         ];
         // No primitive drives the host desktop yet (every desktop-class primitive runs on a
         // machine, behind vm.enabled), so nothing can produce desktop_disabled today; the code

@@ -25,12 +25,17 @@
 pub mod config;
 /// The engine: the gates in order, and per-path checks reused by the bodies.
 pub mod engine;
+/// The net gate: a network action's target judged by `[net] allow` and, for an address, by
+/// range.
+pub mod net;
 /// Path resolution: `~`, relative paths, symlinks, `..`, targets that do not exist yet.
 pub mod resolve;
 /// Simulate: each leaf's verdict and projected side effects, without running anything.
 pub mod simulate;
 
-pub use config::{Config, ConfigError, Layered, Limits, Mode, Source};
+pub use config::{
+    Config, ConfigError, Layered, Limits, Llm, LlmProvider, Mode, Net, Ollama, Source,
+};
 pub use engine::{
     Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,
 };

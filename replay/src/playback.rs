@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, Failure, FsAction, HumanAction, Input, MemoryAction, Meta, Outcome,
-    ProcessAction, RuntimeAction, SearchAction, VmAction,
+    Action, Body, Condition, Failure, FsAction, HumanAction, Input, MemoryAction, Meta, NetAction,
+    Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -778,6 +778,21 @@ impl World for Player<'_> {
         Ok(Ok(Executed::new(aido_walk::memory::render(
             &action, &answer,
         ))))
+    }
+
+    /// What the network answered, as recorded: nothing is sent again (the server may have
+    /// changed, or be gone; the recorded exchange is what the agent saw).
+    async fn net(&mut self, action: NetAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("what the network answered")? {
+            Input::Answer { from, value } if from == aido_walk::net::ANSWER_FROM => value.clone(),
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected what the network answered but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::net::render(&action, &answer))))
     }
 
     /// The person's recorded answer (or that nobody answered): nobody is asked again. A

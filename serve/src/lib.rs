@@ -470,14 +470,33 @@ async fn body_cap(State(shared): State<Shared>, request: Request, next: Next) ->
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > shared.body_bytes_max as u64) {
-        return HttpError::TooLarge {
+    if let Some(n) = declared.filter(|n| *n > shared.body_bytes_max as u64) {
+        let mut response = HttpError::TooLarge {
             max: shared.body_bytes_max,
         }
         .into_response();
+        // Read (and drop) what the client is still sending, within bounds, so it reads this
+        // answer instead of a reset; the connection is closed after it either way.
+        if n <= DRAIN_BYTES_MAX {
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_millis(DRAIN_MS),
+                axum::body::to_bytes(request.into_body(), DRAIN_BYTES_MAX as usize),
+            )
+            .await;
+        }
+        response.headers_mut().insert(
+            header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        return response;
     }
     next.run(request).await
 }
+
+/// Most bytes of a refused body read before answering 413 (larger ones are cut off).
+const DRAIN_BYTES_MAX: u64 = 16 << 20;
+/// Longest a refused body is read for.
+const DRAIN_MS: u64 = 5_000;
 
 /// The RFC 9728 metadata URL for this server.
 fn metadata_url(shared: &Shared) -> String {

@@ -1,5 +1,5 @@
 """Primitive families as cargo features: an aido built with `--no-default-features` (no VM,
-process, memory, search or human family) against the default build, both driven by the
+process, memory, search, human or net family) against the default build, both driven by the
 official Python SDK client.
 
 The minimal build lists none of those families' tools; a call to one of them (alone or inside
@@ -32,6 +32,7 @@ FAMILIES = {
     "prim-memory": ("remember", {"text": "the build is minimal"}),
     "prim-search": ("search_code", {"patterns": ["hello"]}),
     "prim-human": ("ask_human", {"question": "which file?"}),
+    "prim-net": ("dns_lookup", {"host": "example.com"}),
 }
 ALL_OF = {
     "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "vm_pool_status"},
@@ -39,6 +40,7 @@ ALL_OF = {
     "prim-memory": {"remember", "recall", "forget", "list_memory"},
     "prim-search": {"search_code", "search_and_read"},
     "prim-human": {"ask_human", "confirm", "ask_multiple_choice", "check_answer"},
+    "prim-net": {"http_request", "fetch_url", "port_check", "dns_lookup", "llm_call", "ollama_chat", "ollama_api"},
 }
 CORE = {"read_file", "write_file", "edit_file", "simulate", "pipeline", "rewind", "diff", "read_logs"}
 

@@ -25,8 +25,12 @@ pub mod error;
 pub mod fs;
 /// Asking a human: questions, the no-secrets rule, forms, and results from recorded answers.
 pub mod human;
+/// The model calls' results (llm_call, ollama_chat, ollama_api), from the recorded exchange.
+pub mod llm;
 /// Memory primitives' results from the store's recorded answer.
 pub mod memory;
+/// The network primitives' results, from the recorded exchange (pages converted here).
+pub mod net;
 /// The result of run_command from what the process body recorded.
 pub mod process;
 /// Results of runtime primitives as pure functions of recorded inputs.

@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, HumanAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
-    RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
+    Action, Condition, FsAction, HumanAction, Input, MemoryAction, NetAction, Outcome,
+    ProcessAction, Routed, RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -124,6 +124,13 @@ pub trait World: Send {
         action: SearchAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a network primitive (http_request, fetch_url, port_check, dns_lookup). Its result
+    /// is [`crate::net::render`] of the recorded exchange.
+    fn net(
+        &mut self,
+        action: NetAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
     /// [`crate::human::render`] of the recorded answer.
     fn human(
@@ -182,6 +189,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
+            Routed::Net(a) => world.net(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -437,6 +445,10 @@ mod tests {
 
         async fn human(&mut self, _action: HumanAction) -> Answer<Executed, String> {
             Err("nobody to ask here".into())
+        }
+
+        async fn net(&mut self, _action: NetAction) -> Answer<Executed, String> {
+            Err("no network here".into())
         }
 
         async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, String> {

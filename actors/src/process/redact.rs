@@ -3,12 +3,15 @@ use aido_walk::process::is_secret_name;
 use serde_json::{Value, json};
 
 /// The action as its proposal is journaled: every `run_command` in the tree has the values of
-/// its secret-looking environment variables replaced by their blake3, so the journal never
-/// holds them (the command ran with the real values; playback renders its result from the
-/// recorded answer and never needs them). Anything else is returned unchanged.
+/// its secret-looking environment variables replaced by their blake3, and every
+/// `http_request` and `fetch_url` its secret headers and URL credentials replaced by markers,
+/// so the journal never holds them (the action ran with the real values; playback renders its
+/// result from the recorded answer and never needs them). Anything else is returned unchanged.
 pub(crate) fn journaled(action: Action) -> Action {
-    let may_hold =
-        action.primitive() == "run_command" || action.class() == SideEffectClass::Composite;
+    let may_hold = matches!(
+        action.primitive(),
+        "run_command" | "http_request" | "fetch_url"
+    ) || action.class() == SideEffectClass::Composite;
     if !may_hold {
         return action;
     }
@@ -39,6 +42,30 @@ fn redact(value: &mut Value) -> bool {
                     }
                 }
             }
+            // A request's secret headers and its URL's userinfo and secret query values (the
+            // request went out with them; the exchange recorded is redacted the same way).
+            if matches!(
+                map.get("type").and_then(Value::as_str),
+                Some("http_request" | "fetch_url")
+            ) {
+                if let Some(Value::String(url)) = map.get_mut("url") {
+                    let kept = aido_net::redact::url_text(url);
+                    if kept != *url {
+                        *url = kept;
+                        changed = true;
+                    }
+                }
+                if let Some(Value::Object(headers)) = map.get_mut("headers") {
+                    for (name, value) in headers.iter_mut() {
+                        if let Value::String(text) = value
+                            && aido_net::redact::is_secret_header(name)
+                        {
+                            *value = json!(aido_net::redact::marker(text));
+                            changed = true;
+                        }
+                    }
+                }
+            }
             for child in map.values_mut() {
                 changed |= redact(child);
             }
@@ -56,6 +83,24 @@ fn redact(value: &mut Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_secrets_are_redacted_also_inside_composites() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "pipeline",
+            "steps": [
+                {"type": "http_request", "url": "https://u:pw@example.com/?api_key=k1&q=x",
+                 "headers": {"Authorization": "Bearer s3cret", "Accept": "text/html"}},
+                {"type": "fetch_url", "url": "https://example.com/?token=t0k"}
+            ]
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&journaled(action)).unwrap();
+        for secret in ["pw@", "k1", "s3cret", "t0k"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("text/html") && text.contains("q=x"), "{text}");
+    }
 
     #[test]
     fn secret_values_are_hashed_also_inside_composites() {

@@ -1,0 +1,296 @@
+//! Fetch: aido's `fetch_url` against the reference `mcp-server-fetch` (PyPI) on the same
+//! local pages: the latency of one fetch, and the bytes each hands the agent for it.
+//!
+//! The pages are served by a small HTTP server of the harness on 127.0.0.1 (one thread,
+//! `Connection: close`), generated HTML of three sizes with a head, a script and a style
+//! the converters should drop. aido runs with a policy naming that one address and port;
+//! the peer with `--ignore-robots-txt` (it would otherwise fetch /robots.txt first) and
+//! `--allow-private-ips` (its own guard refuses loopback without it). Both are asked for the first 5,000 characters (`length` / `max_length`,
+//! the peer's default) as markdown.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::stdio::Server;
+
+/// Characters asked of each side per fetch (mcp-server-fetch's default `max_length`).
+pub const WINDOW_CHARS: u64 = 5000;
+
+/// The pages: a name and how many paragraphs of body it has.
+pub const PAGES: &[(&str, usize)] = &[("small", 10), ("medium", 200), ("large", 2000)];
+
+/// How the section ran, or why it did not.
+pub enum FetchSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(FetchRun),
+}
+
+/// What the section measured.
+pub struct FetchRun {
+    /// The peer, as "`name` version".
+    pub peer: String,
+    /// Every fetch of aido, in order, all pages.
+    pub aido: Vec<Duration>,
+    /// Every fetch of the peer.
+    pub peer_times: Vec<Duration>,
+    /// Per page.
+    pub pages: Vec<Page>,
+}
+
+/// One page's figures.
+pub struct Page {
+    /// Its name.
+    pub name: String,
+    /// Its HTML bytes.
+    pub html_bytes: usize,
+    /// aido's median fetch.
+    pub aido_median: Duration,
+    /// The peer's median fetch.
+    pub peer_median: Duration,
+    /// Bytes of aido's result (content and structuredContent, as JSON).
+    pub aido_bytes: usize,
+    /// Bytes of the peer's result.
+    pub peer_bytes: usize,
+}
+
+/// The HTML of a page with `paragraphs` paragraphs.
+pub fn html(paragraphs: usize) -> String {
+    let mut page = String::from(
+        "<!doctype html><html><head><title>Bench page</title><meta charset=\"utf-8\">\
+         <style>body{font-family:sans-serif} .nav{display:none}</style>\
+         <script>window.analytics={track:function(){}};</script></head><body>\
+         <nav class=\"nav\"><a href=\"/\">Home</a> <a href=\"/docs\">Docs</a></nav>\
+         <h1>Release notes</h1>",
+    );
+    for n in 0..paragraphs {
+        if n % 10 == 0 {
+            page.push_str(&format!("<h2>Section {}</h2>", n / 10));
+        }
+        page.push_str(&format!(
+            "<p>Paragraph {n}: the runtime judges <strong>every</strong> action, records it in \
+             the <a href=\"/journal#{n}\">journal</a> and replays it <em>exactly</em>.</p>"
+        ));
+        if n % 25 == 24 {
+            page.push_str("<ul><li>allowlist</li><li>ranges</li><li>redirects</li></ul>");
+        }
+    }
+    page.push_str("</body></html>");
+    page
+}
+
+/// Serve the pages on 127.0.0.1 until the task is dropped; its port.
+async fn serve() -> Result<(u16, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let pages: Vec<(String, String)> = PAGES
+        .iter()
+        .map(|(name, n)| (format!("/{name}"), html(*n)))
+        .collect();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let pages = pages.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&request);
+                let path = line.split_whitespace().nth(1).unwrap_or("/");
+                let (status, body) = match pages.iter().find(|(p, _)| p == path) {
+                    Some((_, body)) => ("200 OK", body.clone()),
+                    None => ("404 Not Found", String::new()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(body.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok((port, task))
+}
+
+/// Runs the section: every page fetched `repeats` times by each side, alternating.
+pub async fn run(aido: &Path, peer_python: &Path, temp: &Path, repeats: usize) -> FetchSection {
+    // Absolute: the peer is spawned in a temp dir (and the venv's python is a link, kept).
+    let peer_python = &std::path::absolute(peer_python).unwrap_or_else(|_| peer_python.to_owned());
+    let peer = match peer_version(peer_python).await {
+        Ok(version) => format!("`mcp-server-fetch` {version}"),
+        Err(error) => return FetchSection::Skipped(format!("{error:#}")),
+    };
+    match measure(aido, peer_python, peer, temp, repeats).await {
+        Ok(run) => FetchSection::Ran(run),
+        Err(error) => FetchSection::Failed(format!("{error:#}")),
+    }
+}
+
+async fn peer_version(python: &Path) -> Result<String> {
+    let out = tokio::process::Command::new(python)
+        .args([
+            "-c",
+            "from importlib.metadata import version; print(version('mcp-server-fetch'))",
+        ])
+        .output()
+        .await
+        .with_context(|| {
+            format!(
+                "running {} (bench/run installs mcp-server-fetch)",
+                python.display()
+            )
+        })?;
+    if !out.status.success() {
+        bail!(
+            "mcp-server-fetch is not installed for {} (bench/run installs it)",
+            python.display()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+async fn measure(
+    aido: &Path,
+    python: &Path,
+    peer: String,
+    temp: &Path,
+    repeats: usize,
+) -> Result<FetchRun> {
+    let (port, server) = serve().await?;
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let config = work.path().join("config.toml");
+    std::fs::write(&config, format!("[net]\nallow = [\"127.0.0.1:{port}\"]\n"))?;
+    let mut command = tokio::process::Command::new(aido);
+    command
+        .arg("mcp")
+        .arg("--config")
+        .arg(&config)
+        .env_clear()
+        .env("HOME", &home)
+        .env("AIDO_HOME", &aido_home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&home);
+    let ours = Server::start(
+        "aido",
+        command,
+        work.path().join("aido.stderr"),
+        &["fetch_url"],
+    )
+    .await?;
+    let mut command = tokio::process::Command::new(python);
+    command
+        .args([
+            "-m",
+            "mcp_server_fetch",
+            "--ignore-robots-txt",
+            "--allow-private-ips",
+        ])
+        .env("HOME", &home)
+        .current_dir(work.path());
+    let theirs = Server::start(
+        "mcp-server-fetch",
+        command,
+        work.path().join("peer.stderr"),
+        &["fetch"],
+    )
+    .await?;
+
+    let (mut aido_all, mut peer_all, mut pages) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, paragraphs) in PAGES {
+        let url = format!("http://127.0.0.1:{port}/{name}");
+        let (mut ours_times, mut theirs_times) = (Vec::new(), Vec::new());
+        let (mut aido_bytes, mut peer_bytes) = (0, 0);
+        for _ in 0..repeats.max(1) {
+            let start = Instant::now();
+            let got = call(
+                &ours,
+                "fetch_url",
+                json!({"url": url, "length": WINDOW_CHARS}),
+            )
+            .await?;
+            ours_times.push(start.elapsed());
+            aido_bytes = got;
+            let start = Instant::now();
+            let got = call(
+                &theirs,
+                "fetch",
+                json!({"url": url, "max_length": WINDOW_CHARS}),
+            )
+            .await?;
+            theirs_times.push(start.elapsed());
+            peer_bytes = got;
+        }
+        pages.push(Page {
+            name: (*name).to_owned(),
+            html_bytes: html(*paragraphs).len(),
+            aido_median: crate::snapshots::median(&ours_times),
+            peer_median: crate::snapshots::median(&theirs_times),
+            aido_bytes,
+            peer_bytes,
+        });
+        aido_all.extend(ours_times);
+        peer_all.extend(theirs_times);
+    }
+    ours.stop().await?;
+    theirs.stop().await?;
+    server.abort();
+    Ok(FetchRun {
+        peer,
+        aido: aido_all,
+        peer_times: peer_all,
+        pages,
+    })
+}
+
+/// One call; the bytes of its result as the agent receives it (the JSON of content and
+/// structuredContent).
+async fn call(server: &Server, tool: &str, arguments: Value) -> Result<usize> {
+    let arguments: JsonObject = match arguments {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    let result = server.call(tool, arguments).await?;
+    if result.is_error == Some(true) {
+        bail!(
+            "{} {tool} failed: {:?}",
+            server.name,
+            result.content.first()
+        );
+    }
+    let content = serde_json::to_string(&result.content)?.len();
+    let structured = result
+        .structured_content
+        .as_ref()
+        .map_or(0, |v| v.to_string().len());
+    Ok(content + structured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_grow_and_carry_what_converters_drop() {
+        let sizes: Vec<usize> = PAGES.iter().map(|(_, n)| html(*n).len()).collect();
+        assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+        assert!(html(1).contains("<script>") && html(1).contains("<style>"));
+    }
+}

@@ -1,0 +1,106 @@
+use std::net::IpAddr;
+
+/// Why a target is refused before anything is sent. Each has a stable code.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NetError {
+    /// Not a URL, or a host that does not parse.
+    #[error("{url:?} is not a usable URL or host: {why}")]
+    UrlInvalid {
+        /// The URL, redacted.
+        url: String,
+        /// What the parser found.
+        why: String,
+    },
+    /// A scheme other than http or https.
+    #[error("the scheme {scheme:?} is refused (only http and https)")]
+    SchemeRefused {
+        /// The scheme.
+        scheme: String,
+    },
+    /// The host and port are not on the policy's allowlist (`[net] allow`).
+    #[error("{host}:{port} is not on the network allowlist ([net] allow)")]
+    HostDenied {
+        /// The host.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// The address falls in a refused range the policy does not name (`[net] allow_ranges`).
+    #[error(
+        "{host} is {address}, in the refused {range} range {block} ([net] allow_ranges does not name it)"
+    )]
+    AddressRefused {
+        /// The host as asked for.
+        host: String,
+        /// The address it is or resolved to.
+        address: IpAddr,
+        /// The kind of range (`loopback`, `metadata`, ...).
+        range: &'static str,
+        /// The block (`127.0.0.0/8`).
+        block: String,
+    },
+    /// An allowlist entry or range that does not parse.
+    #[error("the network allowlist entry {entry:?} is invalid: {why}")]
+    AllowInvalid {
+        /// The entry.
+        entry: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl NetError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UrlInvalid { .. } => "net_url_invalid",
+            Self::SchemeRefused { .. } => "net_scheme_refused",
+            Self::HostDenied { .. } => "net_denied",
+            Self::AddressRefused { .. } => "net_address_refused",
+            Self::AllowInvalid { .. } => "net_allow_invalid",
+        }
+    }
+
+    /// Every code [`Self::code`] gives.
+    pub const CODES: &'static [&'static str] = &[
+        "net_url_invalid",
+        "net_scheme_refused",
+        "net_denied",
+        "net_address_refused",
+        "net_allow_invalid",
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_table_is_pinned() {
+        let all = [
+            NetError::UrlInvalid {
+                url: String::new(),
+                why: String::new(),
+            },
+            NetError::SchemeRefused {
+                scheme: String::new(),
+            },
+            NetError::HostDenied {
+                host: String::new(),
+                port: 0,
+            },
+            NetError::AddressRefused {
+                host: String::new(),
+                address: IpAddr::from([0, 0, 0, 0]),
+                range: "",
+                block: String::new(),
+            },
+            NetError::AllowInvalid {
+                entry: String::new(),
+                why: String::new(),
+            },
+        ];
+        let codes: Vec<_> = all.iter().map(NetError::code).collect();
+        assert_eq!(codes, NetError::CODES);
+    }
+}
