@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorId, ActorRef};
 
+use crate::desktop::DesktopBody;
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
 use crate::memory::MemoryBody;
@@ -207,17 +208,20 @@ pub(crate) struct Bodies {
     pub(crate) process: Slot<ProcessBody>,
     /// The search body.
     pub(crate) search: Slot<SearchBody>,
+    /// The desktop body.
+    pub(crate) desktop: Slot<DesktopBody>,
 }
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> [&dyn Supervised; 5] {
+    pub(crate) fn all(&self) -> [&dyn Supervised; 6] {
         [
             &self.fs,
             &self.vm,
             &self.memory,
             &self.process,
             &self.search,
+            &self.desktop,
         ]
     }
 

@@ -7,6 +7,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::bodies::{Bodies, Restarted, Slot, Supervised};
 use crate::clock::Clock;
+use crate::desktop::{DesktopBody, DesktopBodyArgs};
 use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
@@ -87,6 +88,12 @@ impl Runtime {
             aido_home: std::fs::canonicalize(&options.env.aido_home)
                 .unwrap_or_else(|_| options.env.aido_home.clone()),
         };
+        let desktop_args = DesktopBodyArgs {
+            policy: policy.clone(),
+            // The bus socket lives in the runtime dir, and a unix socket path has at most 107
+            // bytes: the system's temp dir keeps it short wherever AIDO_HOME is.
+            runtime_parent: std::env::temp_dir(),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -97,6 +104,7 @@ impl Runtime {
                 memory: Slot::new("memory", MemoryBody, memory_args),
                 process: Slot::new("process", ProcessBody, process_args),
                 search: Slot::new("search", SearchBody, search_args),
+                desktop: Slot::new("desktop", DesktopBody, desktop_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

@@ -9,6 +9,7 @@ use ractor::ActorRef;
 
 use crate::bodies::Bodies;
 use crate::clock::Clock;
+use crate::desktop::DesktopMsg;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
@@ -58,5 +59,9 @@ impl Shared {
 
     pub(crate) fn search(&self) -> Result<ActorRef<SearchMsg>, RuntimeError> {
         self.bodies.search.get()
+    }
+
+    pub(crate) fn desktop(&self) -> Result<ActorRef<DesktopMsg>, RuntimeError> {
+        self.bodies.desktop.get()
     }
 }

@@ -316,9 +316,26 @@ impl Desktop {
     }
 
     /// Send a batch, judging the focus before, between chunks and after. `also_ok` is a
-    /// window the focus may move to legitimately (the window a click lands on).
-    fn batch(&mut self, events: &[Event], also_ok: Option<u64>) -> Result<Delivered, DesktopError> {
+    /// window the focus may move to legitimately (the window a click lands on); `pinned` is
+    /// the window the caller judged (keys into a terminal): if the focus is elsewhere by the
+    /// time the batch starts, nothing is sent.
+    fn batch(
+        &mut self,
+        events: &[Event],
+        also_ok: Option<u64>,
+        pinned: Option<u64>,
+    ) -> Result<Delivered, DesktopError> {
         let before = self.backend.focused()?;
+        if let Some(id) = pinned
+            && before.as_ref().map(|w| w.id) != Some(id)
+        {
+            return Err(DesktopError::FocusMoved {
+                before: id,
+                after: before.map_or(0, |w| w.id),
+                sent: 0,
+                total: events.len(),
+            });
+        }
         if let Some(w) = &before {
             self.rules.check(w)?;
         } else if self.rules.restricts() && also_ok.is_none() {
@@ -456,7 +473,7 @@ impl Desktop {
                 press: false,
             });
         }
-        let mut done = self.batch(&events, under.as_ref().map(|w| w.id))?;
+        let mut done = self.batch(&events, under.as_ref().map(|w| w.id), None)?;
         done.under_pointer = under;
         Ok(done)
     }
@@ -465,7 +482,11 @@ impl Desktop {
     pub fn move_mouse(&mut self, x: i64, y: i64) -> Result<Delivered, DesktopError> {
         let (x, y) = self.check_point(x, y)?;
         let under = self.pointer_target(x, y)?;
-        let mut done = self.batch(&[Event::Motion { x, y }], under.as_ref().map(|w| w.id))?;
+        let mut done = self.batch(
+            &[Event::Motion { x, y }],
+            under.as_ref().map(|w| w.id),
+            None,
+        )?;
         done.under_pointer = under;
         Ok(done)
     }
@@ -483,7 +504,7 @@ impl Desktop {
         let under = self.pointer_target(x, y)?;
         let mut events = vec![Event::Motion { x, y }];
         events.extend((0..clicks).map(|_| Event::Wheel { direction }));
-        let mut done = self.batch(&events, under.as_ref().map(|w| w.id))?;
+        let mut done = self.batch(&events, under.as_ref().map(|w| w.id), None)?;
         done.under_pointer = under;
         Ok(done)
     }
@@ -499,8 +520,12 @@ impl Desktop {
         Ok(())
     }
 
-    /// Type Unicode text into the focused window.
-    pub fn type_text(&mut self, text: &str) -> Result<Delivered, DesktopError> {
+    /// Type Unicode text into the focused window (`pinned`: only if it is still this one).
+    pub fn type_text(
+        &mut self,
+        text: &str,
+        pinned: Option<u64>,
+    ) -> Result<Delivered, DesktopError> {
         let chars = text.chars().count();
         if chars > self.limits.text_chars_max {
             return Err(DesktopError::TooLarge {
@@ -529,7 +554,7 @@ impl Desktop {
                 ]
             })
             .collect();
-        let done = self.batch(&events, None);
+        let done = self.batch(&events, None, pinned);
         let restored = self.backend.restore_keys();
         let done = done?;
         restored?;
@@ -537,13 +562,23 @@ impl Desktop {
     }
 
     /// Press a chord (`ctrl+c`, `Return`) `count` times.
-    pub fn press_key(&mut self, spec: &str, count: u32) -> Result<Delivered, DesktopError> {
+    pub fn press_key(
+        &mut self,
+        spec: &str,
+        count: u32,
+        pinned: Option<u64>,
+    ) -> Result<Delivered, DesktopError> {
         self.repeat_ok("the key repeats", count)?;
-        self.press_chord(&keys::split_chord(spec), count)
+        self.press_chord(&keys::split_chord(spec), count, pinned)
     }
 
     /// Hold the keys in order, then release them in reverse.
-    pub fn press_chord(&mut self, names: &[String], count: u32) -> Result<Delivered, DesktopError> {
+    pub fn press_chord(
+        &mut self,
+        names: &[String],
+        count: u32,
+        pinned: Option<u64>,
+    ) -> Result<Delivered, DesktopError> {
         if names.is_empty() || names.len() > 8 {
             return Err(DesktopError::TooLarge {
                 what: "the chord's keys",
@@ -564,7 +599,7 @@ impl Desktop {
                 press: false,
             }));
         }
-        let done = self.batch(&events, None);
+        let done = self.batch(&events, None, pinned);
         let restored = self.backend.restore_keys();
         let done = done?;
         restored?;

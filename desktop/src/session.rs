@@ -102,6 +102,14 @@ impl OwnedSession {
             need(wm)?;
         }
         let failed = |why: String| DesktopError::SessionFailed { why };
+        // A unix socket path has at most 107 bytes (sun_path); the bus socket is in here.
+        let longest = options.runtime_parent.as_os_str().len() + "/aido-desktop-XXXXXX/bus".len();
+        if longest > 100 {
+            return Err(failed(format!(
+                "the runtime directory's parent {} is too long for the bus socket's path",
+                options.runtime_parent.display()
+            )));
+        }
         std::fs::create_dir_all(&options.runtime_parent).map_err(|e| {
             failed(format!(
                 "cannot create {}: {e}",
@@ -152,10 +160,16 @@ impl OwnedSession {
         })?;
         session.display = format!(":{number}");
 
+        // A bus of its own with no service directories: nothing is activated behind the
+        // session's back (the system's dunst or mako would race the configured one), so a
+        // notification server is the one autostart names, or none.
         let socket = session.runtime.path().join("bus");
+        let config = session.runtime.path().join("bus.conf");
+        std::fs::write(&config, bus_config(&socket))
+            .map_err(|e| failed(format!("cannot write the bus config: {e}")))?;
         let mut dbus = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--nopidfile", "--print-address=1"])
-            .arg(format!("--address=unix:path={}", socket.display()))
+            .args(["--nofork", "--nopidfile", "--print-address=1"])
+            .arg(format!("--config-file={}", config.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(session.log("dbus-daemon")?)
@@ -165,7 +179,8 @@ impl OwnedSession {
         session.children.push(("dbus-daemon".into(), dbus));
         session.bus = address.ok_or_else(|| {
             failed(format!(
-                "dbus-daemon printed no address within {timeout} ms"
+                "dbus-daemon printed no address within {timeout} ms (see {})",
+                session.log_path("dbus-daemon").display()
             ))
         })?;
 
@@ -273,6 +288,26 @@ impl OwnedSession {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// A session bus listening on `socket`, with no service activation.
+fn bus_config(socket: &Path) -> String {
+    format!(
+        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+        socket.display()
+    )
 }
 
 impl Drop for OwnedSession {

@@ -130,9 +130,9 @@ fn typing_into_xterm_runs_the_command_and_ocr_reads_it() {
     std::thread::sleep(Duration::from_millis(300));
     let token = "aido-7q3k";
     let command = format!("echo {token} héllo € > {}", out.display());
-    let done = desktop.type_text(&command).unwrap();
+    let done = desktop.type_text(&command, None).unwrap();
     assert_eq!(done.events, command.chars().count() * 2);
-    desktop.press_key("Return", 1).unwrap();
+    desktop.press_key("Return", 1, None).unwrap();
     wait_until(
         "the file written by the typed command",
         Duration::from_secs(5),
@@ -414,7 +414,7 @@ fn allow_rules_refuse_every_other_app() {
         "desktop_window_denied"
     );
     desktop.focus(ok.id).unwrap();
-    desktop.type_text("true").unwrap();
+    desktop.type_text("true", None).unwrap();
     assert_eq!(
         desktop
             .move_mouse((other.rect.x + 5).into(), (other.rect.y + 5).into())
@@ -427,7 +427,10 @@ fn allow_rules_refuse_every_other_app() {
         "desktop_point_outside"
     );
     assert_eq!(
-        desktop.press_key("ctrl+alt+F2", 1).unwrap_err().code(),
+        desktop
+            .press_key("ctrl+alt+F2", 1, None)
+            .unwrap_err()
+            .code(),
         "desktop_chord_refused"
     );
 }

@@ -30,7 +30,7 @@ pub mod resolve;
 /// Simulate: each leaf's verdict and projected side effects, without running anything.
 pub mod simulate;
 
-pub use config::{Config, ConfigError, Layered, Limits, Mode, Source};
+pub use config::{AppRule, Config, ConfigError, DesktopSession, Layered, Limits, Mode, Source};
 pub use engine::{
     Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,
 };

@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, HumanAction, Input, MemoryAction, Outcome, ProcessAction, Routed,
-    RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
+    Action, Condition, DesktopAction, FsAction, HumanAction, Input, MemoryAction, Outcome,
+    ProcessAction, Routed, RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -124,6 +124,13 @@ pub trait World: Send {
         action: SearchAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a desktop primitive (screenshot, click, type_text, ...). Its result is
+    /// [`crate::desktop::render`] of the desktop body's answer, which is recorded.
+    fn desktop(
+        &mut self,
+        action: DesktopAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
     /// [`crate::human::render`] of the recorded answer.
     fn human(
@@ -181,6 +188,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
+            Routed::Desktop(a) => world.desktop(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
@@ -449,6 +457,10 @@ mod tests {
 
         async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, String> {
             Ok(self.leaf(action.primitive().into()))
+        }
+
+        async fn desktop(&mut self, _action: DesktopAction) -> Answer<Executed, String> {
+            Err("no desktop here".into())
         }
 
         async fn condition(&mut self, _c: &Condition) -> Answer<(bool, Executed), String> {
