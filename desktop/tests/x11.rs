@@ -434,3 +434,72 @@ fn allow_rules_refuse_every_other_app() {
         "desktop_chord_refused"
     );
 }
+
+/// The focus moving in the middle of a batch aborts it: the rest is not sent, the error says
+/// how much was, and nothing is left held.
+#[test]
+fn focus_moving_mid_batch_aborts_it_and_releases_everything() {
+    if !lane_ready() || !installed("xdotool") {
+        eprintln!(
+            "focus-steal test needs xdotool: installed = {}",
+            installed("xdotool")
+        );
+        return;
+    }
+    let mut desktop = Desktop::open(Options {
+        session: SessionMode::Owned(SessionOptions {
+            autostart: vec![
+                xterm("First", "first", "40x10+0+0", Some("cat > /dev/null")),
+                xterm("Second", "second", "40x10+600+0", Some("cat > /dev/null")),
+            ],
+            ..SessionOptions::default()
+        }),
+        rules: Rules::default(),
+        // Slow enough that the steal lands mid-batch.
+        limits: Limits {
+            events_per_second_max: 400,
+            ..Limits::default()
+        },
+    })
+    .unwrap();
+    let first = desktop.wait_for_window("First", 10_000).unwrap();
+    let second = desktop.wait_for_window("Second", 10_000).unwrap();
+    desktop.focus(first.id).unwrap();
+    let env = desktop.session().unwrap().env();
+    // Another client takes the focus 300 ms into a 4000-event batch (10 s at 400/s).
+    let stealer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        Command::new("xdotool")
+            .args(["windowactivate", &second.id.to_string()])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .status()
+            .unwrap()
+    });
+    let started = Instant::now();
+    let err = desktop
+        .type_text(&"a".repeat(2000), Some(first.id))
+        .unwrap_err();
+    assert!(stealer.join().unwrap().success());
+    assert_eq!(err.code(), "desktop_focus_moved");
+    match err {
+        aido_desktop::DesktopError::FocusMoved {
+            before,
+            after,
+            sent,
+            total,
+        } => {
+            assert_eq!((before, after), (first.id, second.id));
+            assert_eq!(total, 4000);
+            assert!(sent > 0 && sent < total, "sent {sent} of {total}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "aborted early");
+    assert_eq!(desktop.held(), 0, "every key is released");
+    // A batch pinned to a window that no longer has the focus sends nothing.
+    let pinned = desktop.type_text("x", Some(first.id)).unwrap_err();
+    match pinned {
+        aido_desktop::DesktopError::FocusMoved { sent, .. } => assert_eq!(sent, 0),
+        other => panic!("{other:?}"),
+    }
+}
