@@ -555,6 +555,24 @@ mod tests {
         assert_eq!(layered.sources["paths.deny"], vec![Source::Defaults, file]);
     }
 
+    /// Desktop deny rules add up across layers like deny globs: a later layer cannot drop one.
+    #[test]
+    fn desktop_deny_rules_add_up_across_layers() {
+        let (a, b) = (Source::File("a.toml".into()), Source::File("b.toml".into()));
+        let layered = Layered::from_layers(&[
+            (a, "[desktop]\ndeny = [{ class = \"keepassxc\" }]\n"),
+            (b, "[desktop]\ndeny = [{ title = \"(?i)password\" }]\nallow = [{ class = \"xterm\" }]\n"),
+        ])
+        .unwrap();
+        let d = &layered.config.desktop;
+        assert_eq!(d.deny.len(), 2);
+        assert_eq!(d.deny[0].class.as_deref(), Some("keepassxc"));
+        assert_eq!(d.deny[1].title.as_deref(), Some("(?i)password"));
+        assert_eq!(d.allow.len(), 1);
+        assert_eq!(d.session, DesktopSession::Owned);
+        assert!(d.terminals.iter().any(|t| t == "xterm"));
+    }
+
     #[test]
     fn bad_configs_are_coded() {
         let f = || Source::File("c.toml".into());
