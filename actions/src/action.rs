@@ -82,6 +82,16 @@ macro_rules! actions {
             $( $(#[doc = $bdoc])* $body, )*
         }
 
+        impl Body {
+            /// Every body, in table order.
+            pub const ALL: &'static [Body] = &[ $( Body::$body ),* ];
+
+            /// Its primitives' MCP names, in table order.
+            pub fn primitives(self) -> &'static [&'static str] {
+                match self { $( Body::$body => &[ $( $name ),* ], )* }
+            }
+        }
+
         /// An action handed to the part of aido that runs it.
         #[derive(Clone, Debug, PartialEq)]
         pub enum Routed {

@@ -144,6 +144,12 @@ pub enum Effect {
         /// The seq it went back to.
         seq: u64,
     },
+    /// An empty directory was removed (what it held was removed first, each entry its own
+    /// effect); undoing it makes the directory again.
+    DirRemoved {
+        /// Resolved path.
+        path: String,
+    },
     /// A file was removed; `before` is what it held.
     FileRemoved {
         /// Resolved path.

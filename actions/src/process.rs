@@ -10,9 +10,10 @@ use crate::access::{Access, Touches};
 
 /// Run one command confined: no network, the host read-only except the policy's write roots,
 /// the deny globs hidden, a cleared environment. Give `argv`, or `shell` (run as
-/// `/bin/sh -c SHELL`), not both. Its file changes land in the write roots directly and are
-/// NOT journaled as effects yet (a rewind does not undo them); with `dry_run` the command runs
-/// over a copy-on-write layer instead and its changes are returned, not applied.
+/// `/bin/sh -c SHELL`), not both. It runs over a copy-on-write layer of the write roots; when
+/// it ends its file changes are judged by the walls and applied as journaled effects (a rewind
+/// undoes them), or refused all together naming the paths; with `dry_run` they are returned,
+/// not applied.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCommand {

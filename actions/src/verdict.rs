@@ -104,6 +104,9 @@ deny_codes! {
     /// A memory action (remember, recall, forget, list_memory) while `memory.enabled` is
     /// false.
     MemoryDisabled = "memory_disabled", DesktopGate;
+    /// A primitive of a family this build of aido was compiled without (its `prim-*` cargo
+    /// feature is off): it is not listed, and every call is refused before anything runs.
+    PrimitiveNotBuilt = "primitive_not_built", DesktopGate;
 }
 
 impl std::fmt::Display for DenyCode {
@@ -238,6 +241,11 @@ mod tests {
             (
                 DenyCode::MemoryDisabled,
                 "memory_disabled",
+                Gate::DesktopGate,
+            ),
+            (
+                DenyCode::PrimitiveNotBuilt,
+                "primitive_not_built",
                 Gate::DesktopGate,
             ),
         ];

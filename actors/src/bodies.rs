@@ -20,9 +20,13 @@ use ractor::{Actor, ActorCell, ActorId, ActorRef};
 use crate::desktop::DesktopBody;
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
+#[cfg(feature = "prim-memory")]
 use crate::memory::MemoryBody;
+#[cfg(feature = "prim-process")]
 use crate::process::ProcessBody;
+#[cfg(feature = "prim-search")]
 use crate::search::SearchBody;
+#[cfg(feature = "prim-vm")]
 use crate::vm::VmBody;
 
 /// Most restarts of one body within [`RESTART_WINDOW_MS`].
@@ -201,12 +205,16 @@ pub(crate) struct Bodies {
     /// The filesystem body.
     pub(crate) fs: Slot<FsBody>,
     /// The VM body.
+    #[cfg(feature = "prim-vm")]
     pub(crate) vm: Slot<VmBody>,
     /// The memory body.
+    #[cfg(feature = "prim-memory")]
     pub(crate) memory: Slot<MemoryBody>,
     /// The process body.
+    #[cfg(feature = "prim-process")]
     pub(crate) process: Slot<ProcessBody>,
     /// The search body.
+    #[cfg(feature = "prim-search")]
     pub(crate) search: Slot<SearchBody>,
     /// The desktop body.
     pub(crate) desktop: Slot<DesktopBody>,
@@ -214,12 +222,16 @@ pub(crate) struct Bodies {
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> [&dyn Supervised; 6] {
-        [
+    pub(crate) fn all(&self) -> Vec<&dyn Supervised> {
+        vec![
             &self.fs,
+            #[cfg(feature = "prim-vm")]
             &self.vm,
+            #[cfg(feature = "prim-memory")]
             &self.memory,
+            #[cfg(feature = "prim-process")]
             &self.process,
+            #[cfg(feature = "prim-search")]
             &self.search,
             &self.desktop,
         ]

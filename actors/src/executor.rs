@@ -24,13 +24,17 @@ use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::hooks::Hooks;
+#[cfg(feature = "prim-memory")]
 use crate::memory::{MemoryCall, MemoryMsg};
+#[cfg(feature = "prim-process")]
 use crate::process::ProcessMsg;
 use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
+#[cfg(feature = "prim-search")]
 use crate::search::SearchMsg;
 use crate::shared::Shared;
 use crate::ticket::Ticket;
+#[cfg(feature = "prim-vm")]
 use crate::vm::VmMsg;
 
 pub(crate) struct Executor<'a> {
@@ -87,17 +91,7 @@ impl World for Executor<'_> {
     }
 
     async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Infallible> {
-        let session = self.ctx.clone();
-        Ok(self
-            .ask(self.shared.process(), "process", |ticket, reply| {
-                ProcessMsg::Run {
-                    action: Box::new(action),
-                    session,
-                    ticket,
-                    reply,
-                }
-            })
-            .await)
+        Ok(Executor::process(self, action).await)
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {
@@ -105,8 +99,7 @@ impl World for Executor<'_> {
     }
 
     async fn human(&mut self, action: HumanAction) -> Answer<Executed, Infallible> {
-        let session = self.session.to_string();
-        Ok(crate::human::run(&self.shared, self.hooks, session, self.proposal, action).await)
+        Ok(Executor::human(self, action).await)
     }
 
     async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
@@ -285,8 +278,70 @@ impl Executor<'_> {
         .await
     }
 
+    /// Run a command in the process body.
+    #[cfg(feature = "prim-process")]
+    async fn process(&self, action: ProcessAction) -> Result<Executed, Failure> {
+        let session = self.ctx.clone();
+        let ran: crate::process::Ran = self
+            .ask(self.shared.process(), "process", |ticket, reply| {
+                ProcessMsg::Run {
+                    action: Box::new(action),
+                    session,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?;
+        let mut done = ran.executed;
+        let Some(pending) = ran.pending else {
+            return Ok(done);
+        };
+        // The command's changes, every one admitted, made by the filesystem body as its own
+        // writes are made (before-images kept), all or nothing.
+        let mut applied = if pending.changes.is_empty() {
+            Executed::new(Outcome::from_output(json!({"applied": []})))
+        } else {
+            let (session, changes) = (self.ctx.clone(), pending.changes.clone());
+            let intents = Some(Intents::of(
+                self.shared.journal.path(),
+                self.session,
+                self.proposal,
+            ));
+            self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
+                FsMsg::Apply {
+                    changes,
+                    session,
+                    intents,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?
+        };
+        drop(pending);
+        let answer = aido_walk::process::applied_answer(
+            applied.outcome.output["applied"].take(),
+            std::mem::take(&mut applied.outcome.effects),
+        );
+        aido_walk::process::changes_applied(&mut done.outcome, &answer);
+        done.outcome.inputs.push(Input::Answer {
+            from: aido_walk::process::APPLIED_BY.into(),
+            value: answer,
+        });
+        done.blobs.append(&mut applied.blobs);
+        Ok(done)
+    }
+
+    /// Ask a human.
+    #[cfg(feature = "prim-human")]
+    async fn human(&self, action: HumanAction) -> Result<Executed, Failure> {
+        let session = self.session.to_string();
+        crate::human::run(&self.shared, self.hooks, session, self.proposal, action).await
+    }
+
     /// Ask the memory body. The clock it is given and its answer are the result's inputs;
     /// the result is rendered from them, as playback renders it.
+    #[cfg(feature = "prim-memory")]
     async fn memory(&self, action: MemoryAction) -> Result<Executed, Failure> {
         let now_ms = self.shared.clock.now_ms();
         let call = MemoryCall {
@@ -319,6 +374,7 @@ impl Executor<'_> {
 
     /// Ask the search body. What it found is the result's input; the result is rendered from
     /// it, as playback renders it (playback never reads the tree).
+    #[cfg(feature = "prim-search")]
     async fn search(&self, action: SearchAction) -> Result<Executed, Failure> {
         let session = self.ctx.clone();
         let asked = action.clone();
@@ -364,6 +420,7 @@ impl Executor<'_> {
         Ok(done)
     }
 
+    #[cfg(feature = "prim-vm")]
     async fn vm(&self, action: VmAction) -> Result<Executed, Failure> {
         self.ask(self.shared.vm(), "VM", |ticket, reply| VmMsg::Run {
             action: Box::new(action),
@@ -374,6 +431,7 @@ impl Executor<'_> {
     }
 
     /// Ask the VM body something about all its machines.
+    #[cfg(feature = "prim-vm")]
     async fn vm_all(
         &self,
         msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<Vec<String>, Failure>>) -> VmMsg,
@@ -478,13 +536,7 @@ impl Executor<'_> {
             .await?;
         // Running machines are snapshotted under the same id, so going back here puts them
         // back too.
-        let machines = self
-            .vm_all(|ticket, reply| VmMsg::SnapshotAll {
-                id: id.clone(),
-                ticket,
-                reply,
-            })
-            .await?;
+        let machines = self.snapshot_machines(&id).await?;
         let event = Event::SnapshotTaken {
             snapshot: id.clone(),
             backend: output["backend"].as_str().unwrap_or_default().to_owned(),
@@ -653,7 +705,19 @@ impl Executor<'_> {
         Ok(done)
     }
 
+    /// Snapshot every running machine under workspace snapshot `id`; their names.
+    #[cfg(feature = "prim-vm")]
+    async fn snapshot_machines(&self, id: &str) -> Result<Vec<String>, Failure> {
+        self.vm_all(|ticket, reply| VmMsg::SnapshotAll {
+            id: id.to_owned(),
+            ticket,
+            reply,
+        })
+        .await
+    }
+
     /// Put the machines snapshotted with workspace snapshot `id` back to it.
+    #[cfg(feature = "prim-vm")]
     async fn restore_machines(&self, id: &str) -> Result<Vec<String>, Failure> {
         let machines = self.machines_of(id)?;
         if machines.is_empty() {
@@ -666,6 +730,57 @@ impl Executor<'_> {
             reply,
         })
         .await
+    }
+}
+
+/// The twins of the body calls for the families this build lacks. The policy refuses their
+/// actions first (`primitive_not_built`); these answer the same if anything reaches them.
+#[cfg(not(all(
+    feature = "prim-vm",
+    feature = "prim-process",
+    feature = "prim-memory",
+    feature = "prim-search",
+    feature = "prim-human"
+)))]
+impl Executor<'_> {
+    #[cfg(not(feature = "prim-process"))]
+    async fn process(&self, _action: ProcessAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Process))
+    }
+
+    #[cfg(not(feature = "prim-human"))]
+    async fn human(&self, _action: HumanAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Human))
+    }
+
+    #[cfg(not(feature = "prim-memory"))]
+    async fn memory(&self, _action: MemoryAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Memory))
+    }
+
+    #[cfg(not(feature = "prim-search"))]
+    async fn search(&self, _action: SearchAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Search))
+    }
+
+    #[cfg(not(feature = "prim-vm"))]
+    async fn vm(&self, _action: VmAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Machine))
+    }
+
+    /// No machines run in a build without them.
+    #[cfg(not(feature = "prim-vm"))]
+    async fn snapshot_machines(&self, _id: &str) -> Result<Vec<String>, Failure> {
+        Ok(Vec::new())
+    }
+
+    /// A snapshot that holds machines (taken by a build with them) cannot be fully restored.
+    #[cfg(not(feature = "prim-vm"))]
+    async fn restore_machines(&self, id: &str) -> Result<Vec<String>, Failure> {
+        if self.machines_of(id)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        Err(crate::families::not_built(aido_actions::Body::Machine))
     }
 }
 
@@ -682,6 +797,7 @@ fn answered(from: &str, value: serde_json::Value) -> Executed {
 /// The `project` scope's key: the first 16 bytes of the blake3 of the project root, so every
 /// session and process working in one root shares its project memories, and the key says
 /// nothing of the path.
+#[cfg(feature = "prim-memory")]
 fn project_key(root: &std::path::Path) -> String {
     let hash = blake3::hash(root.as_os_str().as_encoded_bytes());
     hex::encode(&hash.as_bytes()[..16])

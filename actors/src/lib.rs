@@ -19,6 +19,65 @@
 //! spawns a fresh one, and the call in flight gets a `body_crashed` error instead of hanging.
 //!
 //! Clock and ids come from [`clock::Clock`], so tests and replay can pin them.
+//!
+//! # Embedding aido in a program
+//!
+//! The runtime is a library: open a journal, start a [`Runtime`] over a policy, open a
+//! [`Session`], run actions through it, and read what it journaled. This is everything
+//! `aido mcp` and `aido serve` do around their transports (built and run by
+//! `cargo test --doc -p aido-actors`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use aido_actions::Action;
+//! use aido_actors::{Hooks, Runtime, RuntimeOptions, SystemClock};
+//! use aido_journal::{CommitMode, Journal, Limits};
+//! use aido_policy::{Environment, Layered, Source};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let (home, aido_home) = (dir.path().join("home"), dir.path().join("aido"));
+//! std::fs::create_dir_all(&home)?;
+//! // The policy: the defaults with the workdir set, as config.toml would say it.
+//! let toml = format!("workdir = \"{}\"\n", home.display());
+//! let config = Layered::from_layers(&[(Source::File("embedded".into()), &toml)])?.config;
+//! let tokio = tokio::runtime::Runtime::new()?;
+//! tokio.block_on(async {
+//!     let journal = Journal::open(&aido_home.join("journal"), Limits::default(), CommitMode::Group)?;
+//!     let runtime = Runtime::start(RuntimeOptions {
+//!         config,
+//!         env: Environment { home: home.clone(), aido_home: aido_home.clone() },
+//!         journal: journal.clone(),
+//!         clock: Arc::new(SystemClock::default()),
+//!     })
+//!     .await?;
+//!     let session = runtime.open_session(Some("my-program".into())).await?;
+//!
+//!     // An action, exactly as an agent's tools/call would give it: judged, journaled, run.
+//!     let write = Action::from_tool_call(
+//!         "write_file",
+//!         serde_json::json!({"path": "hello.txt", "content": "from a library\n"}),
+//!     )?;
+//!     let ran = session.run(write, Hooks::default()).await.map_err(|e| e.failure.message)?;
+//!     assert_eq!(std::fs::read_to_string(home.join("hello.txt"))?, "from a library\n");
+//!
+//!     // A refusal is an error with its gate, journaled like the rest.
+//!     let outside = Action::from_tool_call("read_file", serde_json::json!({"path": "/etc/shadow"}))?;
+//!     let denied = session.run(outside, Hooks::default()).await.err().ok_or("not refused")?;
+//!     assert!(denied.gate.is_some());
+//!
+//!     // The journal: the session's records, hash-chained, from its start.
+//!     session.close("done").await;
+//!     let records = journal.all_records(session.id())?;
+//!     assert!(records.iter().any(|r| r.seq == ran.seq));
+//!     assert_eq!(records.last().map(|r| r.event.kind()), Some("session_ended"));
+//!     assert!(journal.verify(session.id())?.broken.is_none());
+//!     runtime.shutdown().await;
+//!     Ok::<_, Box<dyn std::error::Error>>(())
+//! })?;
+//! # Ok(())
+//! # }
+//! ```
 
 /// The body table: supervision and restarts, generic over every body.
 pub mod bodies;
@@ -30,6 +89,8 @@ pub mod desktop;
 pub mod error;
 /// Walking action trees: composites, meta primitives, progress and cancellation.
 mod executor;
+/// Which primitive families (cargo features `prim-*`) this build holds.
+pub mod families;
 /// Fault injection for tests and the seeded simulation.
 pub mod faults;
 /// The filesystem body.
@@ -38,10 +99,12 @@ pub mod fs;
 pub mod hooks;
 /// Asking a human: through the surface's form, or stored for `aido answer`
 /// (AIDO_HOME/questions.sqlite, shared by every process).
+#[cfg(feature = "prim-human")]
 pub mod human;
 /// aido's own rotating log, and read_logs.
 pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME.
+#[cfg(feature = "prim-memory")]
 pub mod memory;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
@@ -50,6 +113,7 @@ mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// The search body: search_code and search_and_read over the walls.
+#[cfg(feature = "prim-search")]
 pub mod search;
 /// Session actors and the handle surfaces use.
 pub mod session;
@@ -58,6 +122,7 @@ mod shared;
 /// A deadline that travels with a body call.
 pub mod ticket;
 /// The VM body: contained QEMU machines.
+#[cfg(feature = "prim-vm")]
 pub mod vm;
 
 pub use aido_walk::render;

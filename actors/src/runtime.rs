@@ -11,11 +11,15 @@ use crate::desktop::{DesktopBody, DesktopBodyArgs};
 use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
+#[cfg(feature = "prim-memory")]
 use crate::memory::{MemoryBody, MemoryBodyArgs};
+#[cfg(feature = "prim-process")]
 use crate::process::{ProcessBody, ProcessBodyArgs};
+#[cfg(feature = "prim-search")]
 use crate::search::{SearchBody, SearchBodyArgs};
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
+#[cfg(feature = "prim-vm")]
 use crate::vm::{VmBody, VmBodyArgs, VmMsg};
 
 /// What a runtime is built from.
@@ -40,17 +44,20 @@ pub struct Runtime {
 /// The memory store's file in AIDO_HOME (shared by every aido process of that home).
 pub const MEMORY_FILE: &str = "memory.sqlite";
 
+/// The question store's file in AIDO_HOME (shared by every aido process of that home).
+pub const QUESTIONS_FILE: &str = "questions.sqlite";
+
 /// The version recorded in every session's first record.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 impl Runtime {
     /// Compile the policy, start the supervisor and the filesystem body.
     pub async fn start(options: RuntimeOptions) -> Result<Self, StartError> {
-        let policy = Arc::new(PolicyEngine::new(
-            &options.config,
-            &options.env,
-            &FsResolver,
-        )?);
+        // A family this build lacks is refused by the policy, so simulate says so too.
+        let policy = Arc::new(
+            PolicyEngine::new(&options.config, &options.env, &FsResolver)?
+                .without_bodies(crate::families::unbuilt()),
+        );
         // The runtime's own session is journaled only when something happens to the runtime
         // itself (a body restart), so quiet runs do not add a session per start.
         let runtime_session = options.clock.session_id();
@@ -65,15 +72,18 @@ impl Runtime {
             blobs: options.journal.blob_store(),
             journal_dir: options.journal.path().to_owned(),
         };
+        #[cfg(feature = "prim-vm")]
         let vm_args = VmBodyArgs {
             clock: options.clock.clone(),
             images: options.env.aido_home.join("vm").join("images"),
             limits: options.config.vm.clone(),
         };
+        #[cfg(feature = "prim-memory")]
         let memory_args = MemoryBodyArgs {
             path: options.env.aido_home.join(MEMORY_FILE),
             limits: aido_memory::Limits::default(),
         };
+        #[cfg(feature = "prim-process")]
         let process_args = ProcessBodyArgs {
             policy: policy.clone(),
             hidden: vec![
@@ -83,6 +93,7 @@ impl Runtime {
             globs: Arc::default(),
             layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
         };
+        #[cfg(feature = "prim-search")]
         let search_args = SearchBodyArgs {
             policy: policy.clone(),
             aido_home: std::fs::canonicalize(&options.env.aido_home)
@@ -100,16 +111,20 @@ impl Runtime {
             clock: options.clock.clone(),
             bodies: Bodies {
                 fs: Slot::new("filesystem", FsBody, fs_args),
+                #[cfg(feature = "prim-vm")]
                 vm: Slot::new("vm", VmBody, vm_args),
+                #[cfg(feature = "prim-memory")]
                 memory: Slot::new("memory", MemoryBody, memory_args),
+                #[cfg(feature = "prim-process")]
                 process: Slot::new("process", ProcessBody, process_args),
+                #[cfg(feature = "prim-search")]
                 search: Slot::new("search", SearchBody, search_args),
                 desktop: Slot::new("desktop", DesktopBody, desktop_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),
             faults,
-            questions: options.env.aido_home.join(crate::human::QUESTIONS_FILE),
+            questions: options.env.aido_home.join(QUESTIONS_FILE),
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -188,6 +203,7 @@ impl Runtime {
     }
 
     /// A machine's screen (PNG) and pointer, for a person watching; not journaled.
+    #[cfg(feature = "prim-vm")]
     pub async fn vm_peek(
         &self,
         vm: &str,
@@ -212,6 +228,7 @@ impl Runtime {
     }
 
     /// The running machines' names.
+    #[cfg(feature = "prim-vm")]
     pub async fn vm_names(&self) -> Vec<String> {
         let Ok(body) = self.shared.vm() else {
             return Vec::new();

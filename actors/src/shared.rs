@@ -13,9 +13,13 @@ use crate::desktop::DesktopMsg;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
+#[cfg(feature = "prim-memory")]
 use crate::memory::MemoryMsg;
+#[cfg(feature = "prim-process")]
 use crate::process::ProcessMsg;
+#[cfg(feature = "prim-search")]
 use crate::search::SearchMsg;
+#[cfg(feature = "prim-vm")]
 use crate::vm::VmMsg;
 
 /// State every actor of one runtime shares.
@@ -33,6 +37,7 @@ pub(crate) struct Shared {
     /// Fault injection.
     pub(crate) faults: Arc<Faults>,
     /// The question store's file (AIDO_HOME/questions.sqlite).
+    #[cfg_attr(not(feature = "prim-human"), allow(dead_code))]
     pub(crate) questions: std::path::PathBuf,
 }
 
@@ -45,18 +50,22 @@ impl Shared {
         self.bodies.fs.get()
     }
 
+    #[cfg(feature = "prim-vm")]
     pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
         self.bodies.vm.get()
     }
 
+    #[cfg(feature = "prim-memory")]
     pub(crate) fn memory(&self) -> Result<ActorRef<MemoryMsg>, RuntimeError> {
         self.bodies.memory.get()
     }
 
+    #[cfg(feature = "prim-process")]
     pub(crate) fn process(&self) -> Result<ActorRef<ProcessMsg>, RuntimeError> {
         self.bodies.process.get()
     }
 
+    #[cfg(feature = "prim-search")]
     pub(crate) fn search(&self) -> Result<ActorRef<SearchMsg>, RuntimeError> {
         self.bodies.search.get()
     }

@@ -16,19 +16,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// What `aido vm` reads to reach a running aido.
-#[derive(Serialize, Deserialize)]
-pub struct ControlFile {
-    /// `http://127.0.0.1:PORT`.
-    pub url: String,
-    /// Sent as `Authorization: Bearer TOKEN` or `?token=TOKEN`.
-    pub token: String,
-    /// The aido process.
-    pub pid: u32,
-}
+use crate::vm_client::{ControlFile, control_dir};
 
 #[derive(Clone)]
 struct AppState {
@@ -62,11 +53,6 @@ fn refused() -> Response {
         "control_unauthorized",
         "a valid token is required",
     )
-}
-
-/// Where the control files of `home` live.
-pub fn control_dir(home: &Path) -> PathBuf {
-    home.join("vm").join("control")
 }
 
 /// Start the server for `runtime`; returns the control file's path (removed by the caller).

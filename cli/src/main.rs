@@ -7,11 +7,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// `aido answer`: answering the questions no client could show.
+#[cfg(feature = "prim-human")]
 mod answer;
 /// The live view and the control channel `aido vm` uses.
+#[cfg(feature = "prim-vm")]
 mod control;
 /// `aido desktop doctor`.
 mod desktop;
+/// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
+mod serve;
 /// `aido vm` commands, spoken to a running aido's control channel.
 mod vm_client;
 
@@ -44,6 +48,34 @@ struct Cli {
 enum Command {
     /// Serve one agent over MCP on stdin/stdout.
     Mcp,
+    /// Serve agents over MCP on streamable HTTP (`/mcp`), with `/actions` and `/events` for
+    /// frontends, on one listener (127.0.0.1 by default) behind a bearer token kept in
+    /// AIDO_HOME/serve/token. Prints the MCP URL and the token file's path; stops on SIGTERM
+    /// or SIGINT.
+    Serve {
+        /// The address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:7411")]
+        listen: std::net::SocketAddr,
+        /// A Host name (or name:port) to accept beside the loopback names.
+        #[arg(long)]
+        allow_host: Vec<String>,
+        /// A browser Origin (scheme://host:port) to accept beside the server's own.
+        #[arg(long)]
+        allow_origin: Vec<String>,
+        /// No bearer token (only on a loopback address).
+        #[arg(long)]
+        no_auth: bool,
+        /// Seconds an idle MCP session lives; then its id gets 404 and the client
+        /// initializes again.
+        #[arg(long, default_value_t = 300)]
+        session_idle_secs: u64,
+        /// The largest request body in bytes (default: as on stdio).
+        #[arg(long)]
+        body_bytes_max: Option<usize>,
+        /// How long shutdown waits for open connections, in ms.
+        #[arg(long, default_value_t = 3000)]
+        drain_ms: u64,
+    },
     /// Run one command confined by the policy (as run_command does), journaled in its own
     /// session; its exit status passes through (124 when it timed out, 128+N for signal N,
     /// 125 when aido refused or could not run it).
@@ -436,12 +468,17 @@ fn environment(home: &Path) -> Environment {
 fn main() -> ExitCode {
     // The sandbox child and init are this executable started with a reserved argv[1]: they must
     // run before anything else (before tokio starts threads). Returns only in the parent.
+    #[cfg(feature = "prim-process")]
     aido_sandbox::run_child_if_requested();
     let cli = Cli::parse();
     // tesseract (the VM body's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
     // 5-9x faster on small machines with one thread: make sure the commands that can read a
     // screen have it. The others (`aido exec`, `replay`, `answer`, ...) are not started twice.
-    let reads_screens = matches!(cli.command, Command::Mcp | Command::Vm(_));
+    let reads_screens = cfg!(feature = "prim-vm")
+        && matches!(
+            cli.command,
+            Command::Mcp | Command::Serve { .. } | Command::Vm(_)
+        );
     if reads_screens
         && std::env::var_os("OMP_THREAD_LIMIT").is_none()
         && let Ok(me) = std::env::current_exe()
@@ -477,7 +514,7 @@ fn logging(cli: &Cli) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter("warn"));
-    let file = matches!(cli.command, Command::Mcp)
+    let file = matches!(cli.command, Command::Mcp | Command::Serve { .. })
         .then(|| aido_actors::logs::RotatingLog::open(&aido_home(cli)))
         .and_then(|opened| match opened {
             Ok(log) => Some(log),
@@ -507,6 +544,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let served = runtime.block_on(mcp(layered, &home));
             // The stdin reader may still be blocked in a read that will never return (the
             // session ended on a signal): do not wait for it.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            served?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            listen,
+            allow_host,
+            allow_origin,
+            no_auth,
+            session_idle_secs,
+            body_bytes_max,
+            drain_ms,
+        } => {
+            let layered = layered(&cli, &home)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let args = serve::ServeArgs {
+                listen: *listen,
+                allow_host: allow_host.clone(),
+                allow_origin: allow_origin.clone(),
+                no_auth: *no_auth,
+                session_idle_secs: *session_idle_secs,
+                body_bytes_max: *body_bytes_max,
+                drain_ms: *drain_ms,
+            };
+            let served = runtime.block_on(serve::serve(layered, &home, args));
             runtime.shutdown_timeout(std::time::Duration::from_millis(500));
             served?;
             Ok(ExitCode::SUCCESS)
@@ -549,10 +611,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             list,
             decline,
             json,
-        } => match id {
-            Some(id) if !list => answer::answer(&home, id, answer, *decline),
-            _ => answer::list(&home, *json),
-        },
+        } => {
+            #[cfg(feature = "prim-human")]
+            match id {
+                Some(id) if !list => answer::answer(&home, id, answer, *decline),
+                _ => answer::list(&home, *json),
+            }
+            #[cfg(not(feature = "prim-human"))]
+            {
+                let _ = (id, answer, list, decline, json);
+                bail!(
+                    "[primitive_not_built] this aido was built without the prim-human cargo feature: no question store"
+                )
+            }
+        }
         Command::Vm(VmCmd::List) => vm_client::list(&home),
         Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),
         Command::Vm(VmCmd::Live) => vm_client::live(&home),
@@ -725,6 +797,9 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     tracing::info!(journal = %journal.path().display(), "journal open");
+    // The audit files: every record as one line of AIDO_HOME/audit/DAY.jsonl.
+    let audit = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
+        .context("following the journal for the audit files")?;
     let runtime = Runtime::start(RuntimeOptions {
         config: layered.config,
         env: environment(home),
@@ -742,6 +817,7 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         runtime.faults().follow(plan);
     }
     let runtime = Arc::new(runtime);
+    #[cfg(feature = "prim-vm")]
     let control = if runtime.policy().config().vm.enabled && runtime.policy().config().vm.live_view
     {
         match control::start(runtime.clone(), home).await {
@@ -754,6 +830,8 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     } else {
         None
     };
+    #[cfg(not(feature = "prim-vm"))]
+    let control: Option<PathBuf> = None;
     let served = aido_mcp::serve_stdio(runtime.clone())
         .await
         .map_err(|e| anyhow::anyhow!("{e}"));
@@ -761,6 +839,8 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         let _ = std::fs::remove_file(file);
     }
     served?;
+    audit.stop();
+    drop(audit);
     if let Ok(runtime) = Arc::try_unwrap(runtime) {
         runtime.shutdown().await;
     }

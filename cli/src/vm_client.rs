@@ -1,10 +1,25 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::control::{ControlFile, control_dir};
+/// What `aido vm` reads to reach a running aido.
+#[derive(Serialize, Deserialize)]
+pub struct ControlFile {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Sent as `Authorization: Bearer TOKEN` or `?token=TOKEN`.
+    pub token: String,
+    /// The aido process.
+    pub pid: u32,
+}
+
+/// Where the control files of `home` live.
+pub fn control_dir(home: &Path) -> PathBuf {
+    home.join("vm").join("control")
+}
 
 /// The control file of a running aido on this AIDO_HOME (the newest whose process lives).
 fn running(home: &Path) -> Result<ControlFile> {

@@ -37,6 +37,9 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::human::HumanError::CODES,
         aido_desktop::DesktopError::CODES,
         aido_actors::desktop::DesktopBodyError::CODES,
+        aido_serve::HttpError::CODES,
+        aido_serve::StartError::CODES,
+        aido_serve::token::TokenError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));

@@ -809,6 +809,13 @@ impl Journal {
         })
     }
 
+    /// Every record as the writer inserts it (readable from then on, durable at the batch's
+    /// flush): what the audit files and `aido serve`'s `/events` follow. sled hands each insert
+    /// to the subscriber through a bounded channel, so a subscriber must keep reading.
+    pub fn watch_records(&self) -> sled::Subscriber {
+        self.inner.trees.records.watch_prefix(Vec::new())
+    }
+
     /// Raw access for tools that inspect or test the on-disk form (e.g. the tamper test).
     #[doc(hidden)]
     pub fn raw_records_tree(&self) -> sled::Tree {

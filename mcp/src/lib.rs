@@ -16,6 +16,11 @@
 //! This crate must never print: stdout is the protocol. Logs go through `tracing` to stderr.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+/// The conformance suite's fixtures (the `conformance` feature; tests/conformance only).
+#[cfg(feature = "conformance")]
+pub(crate) mod conformance;
+/// The server mounted on streamable HTTP, for `aido serve`.
+pub mod http;
 /// The bounded streaming scan that recovers a line's id, method and tool.
 pub(crate) mod scan;
 /// The server: a `ServerHandler` over one aido session per connection.
@@ -25,7 +30,8 @@ pub(crate) mod stdio;
 /// Tool definitions from the Action table.
 pub mod tools;
 
-pub use server::{AidoServer, serve_stdio};
+pub use server::{AidoServer, HTTP_PROTOCOL_VERSIONS, serve_stdio};
+pub use stdio::{judge_body, request_bytes_max};
 
 /// Every code the MCP surface itself gives: a tools/call that never became an action, and a
 /// stdio line that is not a request aido can read.

@@ -15,7 +15,7 @@ use rmcp::model::{
     ElicitationAction, ElicitationSchema, ErrorData as McpError, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    ProgressToken, ProtocolVersion, ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
@@ -29,6 +29,53 @@ pub struct AidoServer {
     session: Arc<OnceCell<Session>>,
     tools: Arc<Vec<Tool>>,
     level: Arc<Mutex<LoggingLevel>>,
+    /// The protocol revisions this transport serves.
+    versions: &'static [ProtocolVersion],
+    /// Over HTTP: closes the aido session when the MCP session's last handle goes.
+    closer: Option<Arc<Closer>>,
+    #[cfg(feature = "conformance")]
+    fixture: crate::conformance::Fixture,
+}
+
+/// The revisions `aido serve` speaks: every one with an `initialize` handshake and an
+/// `Mcp-Session-Id`, up to 2025-11-25. 2026-07-28 drops both (SEP-2567/2575), and an aido
+/// session is opened at `initialize`, so it is refused.
+pub const HTTP_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+];
+
+/// Why an HTTP session ended, until shutdown says otherwise.
+pub const HTTP_SESSION_ENDED: &str =
+    "the MCP session ended (the client's DELETE, or idle past session_idle)";
+
+/// Ends an HTTP connection's aido session once rmcp drops its handler: the session expired,
+/// the client sent DELETE, or the server is shutting down. The close is journaled on
+/// `tracker`, which the server waits for before it stops the runtime.
+struct Closer {
+    session: Arc<OnceCell<Session>>,
+    /// Why it ended, as the record says: set to the signal at shutdown.
+    reason: Arc<Mutex<String>>,
+    tracker: tokio_util::task::TaskTracker,
+    /// Counts as a task of `tracker` while the handler lives, so waiting on the tracker
+    /// waits for the sessions rmcp has not dropped yet, and for their closes.
+    _alive: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.get().cloned() {
+            let reason = self
+                .reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_else(|_| HTTP_SESSION_ENDED.to_owned());
+            self.tracker.spawn(async move {
+                session.close(&reason).await;
+            });
+        }
+    }
 }
 
 impl AidoServer {
@@ -40,7 +87,30 @@ impl AidoServer {
             tools: Arc::new(crate::tools::tools()),
             // Until the client sets a level, only refusals and failures are sent.
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
+            versions: ProtocolVersion::KNOWN_VERSIONS,
+            closer: None,
+            #[cfg(feature = "conformance")]
+            fixture: crate::conformance::Fixture::default(),
         }
+    }
+
+    /// A server for one MCP session over streamable HTTP: it serves
+    /// [`HTTP_PROTOCOL_VERSIONS`] and journals the end of its aido session on `tracker`.
+    /// `reason` is what the session's last record will say; the server changes it at shutdown.
+    pub fn for_http(
+        runtime: Arc<Runtime>,
+        tracker: tokio_util::task::TaskTracker,
+        reason: Arc<Mutex<String>>,
+    ) -> Self {
+        let mut server = Self::new(runtime);
+        server.versions = HTTP_PROTOCOL_VERSIONS;
+        server.closer = Some(Arc::new(Closer {
+            session: server.session.clone(),
+            reason,
+            _alive: tracker.token(),
+            tracker,
+        }));
+        server
     }
 
     /// The session, opened on first use if the client skipped straight to a call.
@@ -293,12 +363,14 @@ impl Progress for Notify {
 
 impl ServerHandler for AidoServer {
     fn get_info(&self) -> ServerConfig {
-        let mut info = InitializeResult::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_logging()
-                .build(),
-        );
+        #[cfg(not(feature = "conformance"))]
+        let capabilities = rmcp::model::ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        #[cfg(feature = "conformance")]
+        let capabilities = crate::conformance::capabilities();
+        let mut info = InitializeResult::new(capabilities);
         info.protocol_version = ProtocolVersion::V_2025_11_25;
         info.server_info = Implementation::new("aido", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
@@ -309,6 +381,10 @@ impl ServerHandler for AidoServer {
                 .into(),
         );
         info
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(self.versions)
     }
 
     async fn initialize(
@@ -330,7 +406,85 @@ impl ServerHandler for AidoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        #[allow(unused_mut)]
+        let mut tools = self.tools.as_ref().clone();
+        #[cfg(feature = "conformance")]
+        tools.extend(crate::conformance::tools());
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        Ok(self.fixture.list_resources())
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(self.fixture.list_resource_templates())
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        self.fixture.read_resource(request).map(Into::into)
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.fixture.subscribe(request);
+        Ok(())
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.fixture.unsubscribe(request);
+        Ok(())
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        Ok(self.fixture.list_prompts())
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        self.fixture.get_prompt(request).map(Into::into)
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        self.fixture.complete(request)
     }
 
     async fn set_level(
@@ -349,6 +503,14 @@ impl ServerHandler for AidoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        #[cfg(feature = "conformance")]
+        if crate::conformance::is_fixture_tool(&request.name) {
+            return self
+                .fixture
+                .call_tool(request, context)
+                .await
+                .map(Into::into);
+        }
         let session = self.session(None).await?;
         let limits = &self.runtime.policy().config().limits;
         let arguments = Value::Object(request.arguments.unwrap_or_default());

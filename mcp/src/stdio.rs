@@ -55,7 +55,7 @@ const READ_BUFFER_BYTES_MAX: usize = 256 * 1024;
 /// `json.dumps` does by default) sends at most three times the bytes for the same text (six for
 /// a two-byte character, twelve for a four-byte one), so no arguments that fit
 /// `argument_bytes_max` are refused here; the exact arguments check still runs in `tools/call`.
-pub(crate) fn request_bytes_max(argument_bytes_max: u64) -> u64 {
+pub fn request_bytes_max(argument_bytes_max: u64) -> u64 {
     argument_bytes_max
         .saturating_mul(3)
         .saturating_add(REQUEST_ENVELOPE_BYTES_MAX)
@@ -281,6 +281,24 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
             Verdict::Skip("a response rmcp cannot read")
         }
         (None, _) => Verdict::Reject(LineError::NotMessage),
+    }
+}
+
+/// Judge one HTTP request body as a line is judged: `None` for a message rmcp reads (or one
+/// JSON-RPC never answers), else the coded JSON-RPC error response to send instead (with the
+/// request's id when the scan recovered it). rmcp itself answers a body it cannot read with a
+/// bare 415; `aido serve` answers 400 with this.
+pub fn judge_body(body: &[u8], max: u64) -> Option<Vec<u8>> {
+    let mut scan = Scan::default();
+    scan.feed(body);
+    scan.finish();
+    match judge(body, &scan, max) {
+        Verdict::Forward(_) | Verdict::Skip(_) => None,
+        Verdict::Reject(error) => {
+            let mut response = error.response(scan.found().id.as_ref());
+            response.pop();
+            Some(response)
+        }
     }
 }
 

@@ -3,10 +3,12 @@ use std::sync::Arc;
 use aido_actions::primitives;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 
-/// One MCP tool per primitive, with hints derived from its class.
+/// One MCP tool per primitive this build holds (see `aido_actors::families`), with hints
+/// derived from its class.
 pub fn tools() -> Vec<Tool> {
     primitives()
         .into_iter()
+        .filter(|spec| aido_actors::families::primitive_built(spec.name))
         .map(|spec| {
             let schema: JsonObject = match spec.input_schema {
                 serde_json::Value::Object(map) => map,

@@ -207,6 +207,8 @@ pub struct PolicyEngine {
     /// A handful of names at most: scanning them is cheaper than hashing the primitive.
     always_allow: Vec<String>,
     confirm: Vec<String>,
+    /// Bodies this build was compiled without, each with the cargo feature that adds it.
+    unbuilt: Vec<(Body, &'static str)>,
 }
 
 impl PolicyEngine {
@@ -321,7 +323,15 @@ impl PolicyEngine {
             write_walls,
             deny,
             deny_globs,
+            unbuilt: Vec::new(),
         })
+    }
+
+    /// The same policy for a build compiled without some bodies (each with the cargo feature
+    /// that adds it): their primitives are refused with `primitive_not_built`.
+    pub fn without_bodies(mut self, unbuilt: Vec<(Body, &'static str)>) -> Self {
+        self.unbuilt = unbuilt;
+        self
     }
 
     /// The config this engine was built from.
@@ -420,6 +430,15 @@ impl PolicyEngine {
             reason,
             leaf: leaf(),
         };
+
+        // A family this build was compiled without: nothing can run it, whatever the config
+        // allows (checked before always_allow, which holds meta primitives of such families).
+        if let Some((_, feature)) = self.unbuilt.iter().find(|(b, _)| *b == action.body()) {
+            return deny(
+                DenyCode::PrimitiveNotBuilt,
+                format!("{primitive} is not built into this aido (cargo feature {feature})"),
+            );
+        }
 
         // always_allow: meta primitives listed here skip every gate (the config refuses
         // anything but meta primitives in this list).
@@ -1030,6 +1049,7 @@ mod tests {
             code: DenyCode,
             config: &'static str,
             grants: Option<&'static [&'static str]>,
+            unbuilt: &'static [(Body, &'static str)],
             primitive: &'static str,
             args: serde_json::Value,
         }
@@ -1037,6 +1057,7 @@ mod tests {
             code,
             config,
             grants: None,
+            unbuilt: &[],
             primitive,
             args,
         };
@@ -1108,6 +1129,16 @@ mod tests {
             ),
             // Read-only desktop primitives answer to desktop.enabled too (off by default).
             case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
+            // Refused before always_allow: vm_list is meta, and listed there.
+            Case {
+                unbuilt: &[(Body::Machine, "prim-vm")],
+                ..case(
+                    DenyCode::PrimitiveNotBuilt,
+                    "[actions]\nalways_allow = [\"vm_list\"]",
+                    "vm_list",
+                    json!({}),
+                )
+            },
         ];
         let mut covered: Vec<DenyCode> = cases.iter().map(|c| c.code).collect();
         covered.sort();
@@ -1116,6 +1147,7 @@ mod tests {
         assert_eq!(covered, all, "one case per code, each code once");
         for c in &cases {
             let mut w = world(c.config);
+            w.engine = w.engine.without_bodies(c.unbuilt.to_vec());
             w.ctx.capabilities = c
                 .grants
                 .map(|g| g.iter().map(|s| (*s).to_owned()).collect());
@@ -1158,6 +1190,38 @@ mod tests {
         assert!(!on.engine.config().desktop.enabled);
         assert_eq!(
             code(&verdict(&on, "vm_click", json!({"x": 1, "y": 2}))),
+            "allow"
+        );
+    }
+
+    /// A body the build lacks refuses its leaves wherever they are: alone, or deep in a
+    /// pipeline (the whole tree is refused, naming the leaf and the feature), and nothing else.
+    #[test]
+    fn an_unbuilt_family_is_refused_alone_and_inside_a_pipeline() {
+        let mut w = world("");
+        w.engine = w
+            .engine
+            .without_bodies(vec![(Body::Process, "prim-process")]);
+        let run = json!({"argv": ["true"]});
+        let alone = verdict(&w, "run_command", run.clone());
+        assert_eq!(code(&alone), "primitive_not_built");
+        let Verdict::Deny { reason, .. } = alone else {
+            unreachable!()
+        };
+        assert!(reason.contains("prim-process"), "{reason}");
+        let tree = json!({"steps": [
+            {"type": "read_file", "path": "file"},
+            {"type": "run_command", "argv": ["true"]},
+        ]});
+        match verdict(&w, "pipeline", tree) {
+            Verdict::Deny { code, leaf, .. } => {
+                assert_eq!(code, DenyCode::PrimitiveNotBuilt);
+                assert_eq!(leaf.as_deref(), Some("steps[1]"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            code(&verdict(&w, "read_file", json!({"path": "file"}))),
             "allow"
         );
     }

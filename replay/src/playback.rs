@@ -724,7 +724,15 @@ impl World for Player<'_> {
         match action {
             ProcessAction::RunCommand(_) => {
                 let record = self.answer()?;
-                Ok(Ok(Executed::new(aido_walk::process::command_ran(&record))))
+                let mut done = Executed::new(aido_walk::process::command_ran(&record));
+                // Its file changes, applied by the filesystem body: listed, with their effects.
+                if let Some(Input::Answer { from, .. }) = self.peek()
+                    && from == aido_walk::process::APPLIED_BY
+                {
+                    let applied = self.answer()?;
+                    aido_walk::process::changes_applied(&mut done.outcome, &applied);
+                }
+                Ok(Ok(done))
             }
         }
     }

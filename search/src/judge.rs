@@ -36,6 +36,27 @@ pub trait Judge: Sync {
     fn opened(&self, _path: &Path, _file: &File) -> Verdict {
         Verdict::Allow
     }
+
+    /// Open a file the judge allowed in a way that makes it the file judged by construction
+    /// (e.g. `openat2` with `RESOLVE_NO_SYMLINKS`, so no link swapped in on the way is
+    /// followed), instead of an open followed by [`Judge::opened`]. `None` (the default, or
+    /// when the judge cannot here): the search opens it and asks `opened`. The file must be
+    /// opened read-only, without following a final symbolic link and without blocking.
+    fn open(&self, _path: &Path) -> Option<Opened> {
+        None
+    }
+}
+
+/// What [`Judge::open`] gave.
+#[derive(Debug)]
+pub enum Opened {
+    /// The file judged, open for reading.
+    File(File),
+    /// Something on the way was not what was judged (a link swapped in): closed unread and
+    /// counted as denied.
+    Denied,
+    /// It could not be opened (gone, no permission).
+    Unreadable,
 }
 
 impl<F> Judge for F

@@ -75,7 +75,7 @@ mod search;
 mod walk;
 
 pub use error::{ReadError, SearchError};
-pub use judge::{AllowAll, EntryKind, Judge, Verdict};
+pub use judge::{AllowAll, EntryKind, Judge, Opened, Verdict};
 pub use lang::{DefinitionKind, FoundBy, Language};
 pub use read::{
     Caller, Definition, Entry, Line, ReadRequest, ReadResult, TextCut, search_and_read,

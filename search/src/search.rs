@@ -227,14 +227,22 @@ pub(crate) fn open_judged(
     file_bytes_max: u64,
     judge: &dyn Judge,
 ) -> Result<File, Outcome> {
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|_| Outcome::Unreadable)?;
-    if judge.opened(path, &file) == crate::judge::Verdict::Deny {
-        return Err(Outcome::Denied);
-    }
+    let file = match judge.open(path) {
+        Some(crate::judge::Opened::File(file)) => file,
+        Some(crate::judge::Opened::Denied) => return Err(Outcome::Denied),
+        Some(crate::judge::Opened::Unreadable) => return Err(Outcome::Unreadable),
+        None => {
+            let file = File::options()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(path)
+                .map_err(|_| Outcome::Unreadable)?;
+            if judge.opened(path, &file) == crate::judge::Verdict::Deny {
+                return Err(Outcome::Denied);
+            }
+            file
+        }
+    };
     let metadata = file.metadata().map_err(|_| Outcome::Unreadable)?;
     if !metadata.is_file() {
         return Err(Outcome::Unreadable);
@@ -1127,6 +1135,41 @@ mod tests {
         let mut request = SearchRequest::new(dir.path(), &["secret"]);
         request.mode = OutputMode::Content;
         let result = search_code(&request, &Limits::default(), &Opened).expect("searches");
+        assert_eq!(content(&result).len(), 1);
+        assert_eq!(content(&result)[0].0, "a.rs");
+        assert_eq!((result.skipped.denied_files, result.files_searched), (1, 1));
+    }
+
+    /// A judge that opens files itself: what it opens is searched, what it refuses is counted
+    /// denied and never read, and `opened` is not asked of what it opened.
+    #[test]
+    fn a_judge_that_opens_files_itself_decides_what_is_read() {
+        let dir = tree(&[
+            ("a.rs", "secret\n"),
+            ("b.rs", "secret\n"),
+            ("c.rs", "secret\n"),
+        ]);
+        struct Opens;
+        impl Judge for Opens {
+            fn judge(&self, _path: &Path, _kind: EntryKind) -> Verdict {
+                Verdict::Allow
+            }
+            fn opened(&self, _path: &Path, _file: &File) -> Verdict {
+                Verdict::Deny
+            }
+            fn open(&self, path: &Path) -> Option<crate::judge::Opened> {
+                Some(if path.ends_with("b.rs") {
+                    crate::judge::Opened::Denied
+                } else if path.ends_with("c.rs") {
+                    crate::judge::Opened::Unreadable
+                } else {
+                    crate::judge::Opened::File(File::open(path).ok()?)
+                })
+            }
+        }
+        let mut request = SearchRequest::new(dir.path(), &["secret"]);
+        request.mode = OutputMode::Content;
+        let result = search_code(&request, &Limits::default(), &Opens).expect("searches");
         assert_eq!(content(&result).len(), 1);
         assert_eq!(content(&result)[0].0, "a.rs");
         assert_eq!((result.skipped.denied_files, result.files_searched), (1, 1));

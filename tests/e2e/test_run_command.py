@@ -133,3 +133,82 @@ async def test_a_dry_run_returns_the_commands_changes_and_leaves_the_tree_alone(
         await s.ok("run_command", {"shell": "echo applied > applied.txt"})
     assert (world.home / "applied.txt").read_text() == "applied\n"
     played_back(world)
+
+
+def rel_changes(world, out) -> dict:
+    home = str(world.home.resolve())
+    return {(c["change"], c["path"].removeprefix(home + "/")): c for c in out["changes"]}
+
+
+async def test_a_commands_file_changes_are_journaled_effects_a_rewind_undoes(world):
+    (world.home / "notes.txt").write_text("one\ntwo\n")
+    (world.home / "gone.txt").write_text("bye\n")
+    (world.home / "old" / "x" / "empty").mkdir(parents=True)
+    (world.home / "old" / "x" / "f.txt").write_text("f\n")
+    (world.home / "old" / "top.txt").write_text("top\n")
+    before = world.snapshot()
+    script = (
+        "set -e; printf 'one\\nTWO\\n' > notes.txt; rm gone.txt; mkdir -p new/sub; "
+        "echo hi > new/sub/hi.txt; chmod +x new/sub/hi.txt; head -c 64 /dev/urandom > blob.bin; "
+        "rm -r old"
+    )
+    async with world.session() as s:
+        r = await s.call("run_command", {"shell": script})
+        out = ok(r)
+        assert out["exit_code"] == 0 and out["file_changes_journaled"] is True, out
+        assert set(rel_changes(world, out)) == {
+            ("file_changed", "notes.txt"),
+            ("removed", "gone.txt"),
+            ("dir_created", "new"),
+            ("dir_created", "new/sub"),
+            ("file_created", "new/sub/hi.txt"),
+            ("file_created", "blob.bin"),
+            ("removed", "old/x/f.txt"),
+            ("dir_removed", "old/x/empty"),
+            ("dir_removed", "old/x"),
+            ("removed", "old/top.txt"),
+            ("dir_removed", "old"),
+        }, out["changes"]
+        # Applied to the tree, modes included.
+        assert not (world.home / "old").exists()
+        assert (world.home / "notes.txt").read_text() == "one\nTWO\n"
+        assert not (world.home / "gone.txt").exists()
+        hi = world.home / "new" / "sub" / "hi.txt"
+        assert hi.read_text() == "hi\n" and hi.stat().st_mode & 0o111, oct(hi.stat().st_mode)
+        assert len((world.home / "blob.bin").read_bytes()) == 64
+        layers = world.aido_home / "layers"
+        assert not layers.exists() or list(layers.iterdir()) == [], "no layer is left behind"
+        # A rewind to before the command gives back exactly the tree it found.
+        await s.ok("rewind", {"before_seq": seq_of(r)})
+        assert world.snapshot() == before
+    for x in session_ids(world):
+        proc = world.run("replay", "verify", x["id"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    played_back(world)
+
+
+async def test_a_command_whose_changes_the_walls_refuse_changes_nothing(world):
+    before = world.snapshot()
+    async with world.session() as s:
+        e = await s.err(
+            "run_command",
+            {"shell": "echo a > kept.txt; mkdir d; echo TOKEN=x > d/.env; ln -s kept.txt link; echo done"},
+            "command_changes_refused",
+        )
+        refused = {r["path"].removeprefix(str(world.home.resolve()) + "/"): r["code"] for r in e["details"]["refused"]}
+        assert refused == {"d/.env": "path_denied_by_pattern", "link": "command_change_unsupported"}, e
+        # The command ran (its output is in the details); nothing of it reached the tree.
+        assert e["details"]["command"]["stdout"] == "done\n", e
+        assert world.snapshot() == before
+        # A removed directory is taken over entry by entry: one that held a link is refused
+        # whole, naming the link.
+        (world.home / "tree" / "x").mkdir(parents=True)
+        (world.home / "tree" / "x" / "f.txt").write_text("f\n")
+        (world.home / "tree" / "x" / "ln").symlink_to("f.txt")
+        before = world.snapshot()
+        e = await s.err("run_command", {"shell": "rm -r tree; echo new > other.txt"}, "command_changes_refused")
+        refused = [(r["path"].rsplit("/", 1)[-1], r["code"]) for r in e["details"]["refused"]]
+        assert refused == [("ln", "command_change_unsupported")], e
+        assert world.snapshot() == before
+        assert not (world.home / "other.txt").exists()
+    played_back(world)

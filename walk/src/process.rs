@@ -11,6 +11,26 @@ use serde_json::{Value, json};
 /// Who answers in the recorded input.
 pub const ANSWERED_BY: &str = "process";
 
+/// Who answers the second recorded input of a command whose changes were applied: the
+/// filesystem body, with what it applied and the effects it made.
+pub const APPLIED_BY: &str = "command_changes";
+
+/// The recorded answer of an apply: the changes as shown to the agent, and the effects.
+pub fn applied_answer(applied: Value, effects: Vec<aido_actions::Effect>) -> Value {
+    json!({"applied": applied, "effects": effects})
+}
+
+/// A command's result once its changes were applied: they are listed, and their effects are
+/// the action's (so rewind undoes them and verify re-derives them).
+pub fn changes_applied(outcome: &mut Outcome, answer: &Value) {
+    outcome.output["changes"] = answer["applied"].clone();
+    if let Ok(effects) =
+        serde_json::from_value::<Vec<aido_actions::Effect>>(answer["effects"].clone())
+    {
+        outcome.effects.extend(effects);
+    }
+}
+
 /// Whether an environment variable's value must not be journaled (only its hash is).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
@@ -49,7 +69,7 @@ pub fn command_ran(record: &Value) -> Outcome {
         "stderr_truncated": record["stderr_truncated"],
         "duration_ms": record["duration_ms"],
         "usage": record["usage"],
-        "file_changes_journaled": false,
+        "file_changes_journaled": record["file_changes_journaled"] == json!(true),
     });
     // A dry run: what the command changed in its throwaway layer.
     if record["dry_run"] == json!(true) {

@@ -246,6 +246,7 @@ fn redo(effect: &Effect) -> Vec<Step> {
             to: to.clone(),
         }],
         Effect::DirCreated { path } => vec![Step::Mkdir { path: path.clone() }],
+        Effect::DirRemoved { path } => vec![Step::RemoveDir { path: path.clone() }],
         Effect::FileRemoved { path, .. } => vec![Step::Remove { path: path.clone() }],
         Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
             snapshot: snapshot.clone(),
@@ -282,6 +283,7 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
             to: from.clone(),
         }],
         Effect::DirCreated { path } => vec![Step::RemoveDir { path: path.clone() }],
+        Effect::DirRemoved { path } => vec![Step::Mkdir { path: path.clone() }],
         // Walking the live timeline backwards, the state before an earlier rewind is the
         // state at its target (what it abandoned is not on this timeline): nothing to undo.
         Effect::RewoundTo { .. } => Vec::new(),

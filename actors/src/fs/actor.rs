@@ -116,6 +116,19 @@ pub enum FsMsg {
         /// The resolved path, the bytes, and whether the file holds more before them.
         reply: RpcReplyPort<Result<super::tools::Tail, Failure>>,
     },
+    /// Apply a command's file changes as effects (all or nothing).
+    Apply {
+        /// The changes, in the order the command's layer listed them.
+        changes: Vec<super::apply::CommandChange>,
+        /// The session it runs for.
+        session: SessionContext,
+        /// Where its writes say what they are about to do (the proposal's intents).
+        intents: Option<super::intent::Intents>,
+        /// Its deadline and state.
+        ticket: Ticket,
+        /// The answer: effects and blobs, and the output listing what was applied.
+        reply: RpcReplyPort<Result<Executed, Failure>>,
+    },
     /// A call's work panicked: the body fails, and its supervisor restarts it.
     Crashed {
         /// The panic's message.
@@ -330,6 +343,20 @@ impl Actor for FsBody {
             } => {
                 state.spawn(myself, false, false, ticket, reply, move |core| {
                     super::tools::tail(&core.walls, &session, &path, window).map_err(Failure::from)
+                });
+            }
+            FsMsg::Apply {
+                changes,
+                session,
+                intents,
+                ticket,
+                reply,
+            } => {
+                state.spawn(myself, false, true, ticket, reply, move |core| {
+                    let never = CancellationToken::new();
+                    let mut cx = ctx(core, &session, &never);
+                    cx.keep.intents = intents.as_ref();
+                    super::apply::apply(&cx, &changes).map_err(Failure::from)
                 });
             }
             FsMsg::Crashed { why } => return Err(why.into()),

@@ -136,7 +136,7 @@ impl Ctx<'_> {
     }
 
     /// Write, keep both contents for the journal, and record what the write replaced.
-    fn write(
+    pub(super) fn write(
         &self,
         target: &Target,
         bytes: &[u8],

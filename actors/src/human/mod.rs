@@ -27,8 +27,7 @@ use crate::shared::Shared;
 pub use aido_walk::human::{HumanError, Kind, Question};
 pub use store::{Questions, Stored, question_id};
 
-/// The question store's file in AIDO_HOME.
-pub const QUESTIONS_FILE: &str = "questions.sqlite";
+pub use crate::runtime::QUESTIONS_FILE;
 
 /// How often a waiting call looks at the store for an answer.
 const POLL_MS: u64 = 200;

@@ -21,6 +21,11 @@ use serde_json::Value;
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Most questions `pending` lists.
 pub const PENDING_MAX: u32 = 200;
+/// How long an answered (or declined) question is kept for `check_answer`, counted from when
+/// it was asked (the asking runtime's clock, the one every prune uses): 7 days.
+pub const ANSWERED_KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
+/// How long a question nobody answered is kept: 30 days.
+pub const PENDING_KEEP_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// A stored question and what became of it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -117,6 +122,8 @@ impl Questions {
         now_ms: u64,
     ) -> Result<(), HumanError> {
         let text = serde_json::to_string(question).map_err(failed)?;
+        // The store stays bounded while it is used: each new question drops the old ones.
+        self.prune(now_ms)?;
         self.connection
             .execute(
                 "INSERT OR IGNORE INTO questions (id, session, seq, question, asked_ms, state)
@@ -125,6 +132,23 @@ impl Questions {
             )
             .map_err(failed)?;
         Ok(())
+    }
+
+    /// Drop answered questions asked more than [`ANSWERED_KEEP_MS`] ago and unanswered ones
+    /// asked more than [`PENDING_KEEP_MS`] ago (by the asker's clock only: the answerer's
+    /// may differ) (`check_answer` then says `question_not_found`; the
+    /// journal still holds every answer an action recorded). Returns how many went.
+    pub fn prune(&self, now_ms: u64) -> Result<usize, HumanError> {
+        let answered = now_ms.saturating_sub(ANSWERED_KEEP_MS) as i64;
+        let asked = now_ms.saturating_sub(PENDING_KEEP_MS) as i64;
+        self.connection
+            .execute(
+                "DELETE FROM questions
+                 WHERE (state != 'pending' AND asked_ms < ?1)
+                    OR (state = 'pending' AND asked_ms < ?2)",
+                params![answered, asked],
+            )
+            .map_err(failed)
     }
 
     /// The question stored under `id`.
@@ -266,5 +290,33 @@ mod tests {
         assert_eq!(seen.asked_ms, 10);
         assert_eq!(seen.recorded()["via"], "aido answer");
         assert!(asker.pending().unwrap().is_empty());
+    }
+
+    /// Old questions go when new ones come: answered ones after 7 days, unanswered ones after
+    /// 30; younger ones stay.
+    #[test]
+    fn old_questions_are_pruned_as_new_ones_are_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Questions::open(&dir.path().join("questions.sqlite")).unwrap();
+        let q = |text: &str| Question {
+            kind: Kind::Text,
+            question: text.into(),
+        };
+        let day = 24 * 3600 * 1000;
+        let (answered, waiting, young) = ("q-answered", "q-waiting", "q-young");
+        store.ask(answered, "s", 1, &q("a"), day).unwrap();
+        store
+            .answer(answered, Some(&serde_json::json!({"text": "x"})), day)
+            .unwrap();
+        store.ask(waiting, "s", 2, &q("b"), day).unwrap();
+        store.ask(young, "s", 3, &q("c"), 20 * day).unwrap();
+        // Day 9: the answered one was asked 8 days ago and goes; the unanswered one stays.
+        store.ask("q-new", "s", 4, &q("d"), 9 * day).unwrap();
+        assert!(store.get(answered).unwrap().is_none());
+        assert!(store.get(waiting).unwrap().is_some());
+        // Day 32: the unanswered one is 31 days old and goes; the young one stays.
+        assert_eq!(store.prune(32 * day).unwrap(), 1);
+        assert!(store.get(waiting).unwrap().is_none());
+        assert!(store.get(young).unwrap().is_some());
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use aido_actions::process::RunCommand;
 use aido_actions::{AccessKind, Failure, Input, ProcessAction};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
-use aido_sandbox::{GlobIndex, Outcome, Profile, Request, Sandbox, WriteMode};
+use aido_sandbox::{Change, GlobIndex, Outcome, Profile, Request, Sandbox, WriteMode};
 use aido_walk::process::{ANSWERED_BY, command_ran, is_secret_name};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
@@ -13,6 +13,7 @@ use super::ProcessError;
 use super::dry::{self, Layers};
 use super::profile::{profile_of, request_of};
 use crate::fs::Executed;
+use crate::fs::apply::CommandChange;
 use crate::ticket::Ticket;
 
 /// The process body actor. It takes each call, then runs the command on a blocking thread,
@@ -44,8 +45,25 @@ pub enum ProcessMsg {
         /// Its deadline and state.
         ticket: Ticket,
         /// The answer.
-        reply: RpcReplyPort<Result<Executed, Failure>>,
+        reply: RpcReplyPort<Result<Ran, Failure>>,
     },
+}
+
+/// What a command left: its result, and the file changes it made in its layer, judged and
+/// waiting to be applied by the filesystem body (none for a dry run).
+pub struct Ran {
+    /// The result, with the command's record as its input.
+    pub executed: Executed,
+    /// The changes to apply, with the layer that holds their contents.
+    pub pending: Option<Pending>,
+}
+
+/// Changes a command made, every one admitted by the walls: the layer holding their
+/// contents lives as long as this does.
+pub struct Pending {
+    /// The changes, in the layer's order.
+    pub changes: Vec<CommandChange>,
+    _layers: Layers,
 }
 
 impl Actor for ProcessBody {
@@ -115,7 +133,7 @@ async fn run_command(
     run: &RunCommand,
     session: &SessionContext,
     ticket: &Ticket,
-) -> Result<Executed, Failure> {
+) -> Result<Ran, Failure> {
     // The walls were judged by the policy; the body checks the directory it will use again.
     let cwd = args
         .policy
@@ -131,23 +149,19 @@ async fn run_command(
     let request = request_of(run, &cwd, output_bytes_max(&args.policy))
         .map_err(ProcessError::into_failure)?;
     let mut profile = profile_of(&args.policy, &args.hidden);
-    // A dry run writes into a layer of its own, read back and thrown away afterwards.
-    let layers = if run.dry_run {
-        let layers = Layers::new(&args.layers).map_err(|error| {
-            Failure::new(
-                "sandbox_setup_failed",
-                format!(
-                    "the dry run's layer directory under {}: {error}",
-                    args.layers.display()
-                ),
-            )
-        })?;
-        profile.writes = WriteMode::Overlay {
-            layers_dir: layers.dir.clone(),
-        };
-        Some(layers)
-    } else {
-        None
+    // Every command writes into a layer of its own, read back afterwards: a dry run returns
+    // the changes and throws the layer away; otherwise they are applied as journaled effects.
+    let layers = Layers::new(&args.layers).map_err(|error| {
+        Failure::new(
+            "sandbox_setup_failed",
+            format!(
+                "the command's layer directory under {}: {error}",
+                args.layers.display()
+            ),
+        )
+    })?;
+    profile.writes = WriteMode::Overlay {
+        layers_dir: layers.dir.clone(),
     };
     let exe = std::env::current_exe().map_err(|error| {
         ProcessError::ExecutableMissing {
@@ -165,23 +179,22 @@ async fn run_command(
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
     let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
     let diff_budget = output_bytes_max(&args.policy);
-    let (outcome, changes) = tokio::task::spawn_blocking(move || {
+    let dry_run = run.dry_run;
+    let (outcome, changes, layers) = tokio::task::spawn_blocking(move || {
         let outcome = sandbox.run(&profile_sent, &request_sent)?;
-        let changes = match &layers {
-            None => None,
-            Some(layers) => {
-                // The layer of root i overlays the root as the sandbox resolved it.
-                let roots: Vec<PathBuf> = profile_sent
-                    .writable_roots
-                    .iter()
-                    .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()))
-                    .collect();
-                let changes = aido_sandbox::collect_changes(&layers.dir, &roots)?;
-                Some(dry::render(&changes, diff_budget))
-            }
-        };
-        drop(layers);
-        Ok::<_, aido_sandbox::SpawnError>((outcome, changes))
+        // The layer of root i overlays the root as the sandbox resolved it.
+        let roots: Vec<PathBuf> = profile_sent
+            .writable_roots
+            .iter()
+            .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()))
+            .collect();
+        let changes = aido_sandbox::collect_changes(&layers.dir, &roots)?;
+        if dry_run {
+            let shown = dry::render(&changes, diff_budget);
+            drop(layers);
+            return Ok::<_, aido_sandbox::SpawnError>((outcome, Err(shown), None));
+        }
+        Ok((outcome, Ok(changes), Some(layers)))
     })
     .await
     .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
@@ -190,6 +203,26 @@ async fn run_command(
             .with_details(serde_json::to_value(&error).unwrap_or_default())
     })?;
     let mut record = record_of(&request, &profile, &outcome);
+    let changes = match (changes, layers) {
+        (Ok(changes), Some(layers)) => {
+            let pending = admit(args, session, changes, &record)?;
+            record["file_changes_journaled"] = json!(true);
+            let mut executed = Executed::new(command_ran(&record));
+            executed.outcome.inputs.push(Input::Answer {
+                from: ANSWERED_BY.into(),
+                value: record,
+            });
+            return Ok(Ran {
+                executed,
+                pending: Some(Pending {
+                    changes: pending,
+                    _layers: layers,
+                }),
+            });
+        }
+        (Ok(_), None) => None,
+        (Err(shown), _) => Some(shown),
+    };
     if let Some(mut changes) = changes {
         // What the walls and deny globs would say of each path, were the changes applied.
         if let Some(list) = changes["changes"].as_array_mut() {
@@ -212,7 +245,168 @@ async fn run_command(
         from: ANSWERED_BY.into(),
         value: record,
     });
-    Ok(done)
+    Ok(Ran {
+        executed: done,
+        pending: None,
+    })
+}
+
+/// One entry of a removed directory: `Ok(is_dir)`, or what it is when it cannot be taken over.
+type TreeEntry = (PathBuf, Result<bool, &'static str>);
+
+/// Most entries of a removed directory taken over.
+const REMOVED_TREE_ENTRIES_MAX: usize = 100_000;
+
+/// A removed directory as the host still has it: every entry, deepest first (a directory after
+/// what it holds, itself last), each `Ok(true)` for a directory, `Ok(false)` for a regular file,
+/// `Err(what)` for anything that cannot be taken over (a symbolic link, a device). Links are
+/// never followed. Too many entries, or an unreadable directory, is the refusal's code.
+fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
+    fn visit(dir: &std::path::Path, out: &mut Vec<TreeEntry>) -> Result<(), &'static str> {
+        let entries = std::fs::read_dir(dir).map_err(|_| "sandbox_changes_unreadable")?;
+        for entry in entries {
+            let entry = entry.map_err(|_| "sandbox_changes_unreadable")?;
+            let path = entry.path();
+            let kind = entry
+                .file_type()
+                .map_err(|_| "sandbox_changes_unreadable")?;
+            if out.len() >= REMOVED_TREE_ENTRIES_MAX {
+                return Err("sandbox_changes_too_many");
+            }
+            if kind.is_dir() {
+                visit(&path, out)?;
+                out.push((path, Ok(true)));
+            } else if kind.is_file() {
+                out.push((path, Ok(false)));
+            } else if kind.is_symlink() {
+                out.push((path, Err("symlink")));
+            } else {
+                out.push((path, Err("special file")));
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    visit(top, &mut out)?;
+    out.push((top.to_owned(), Ok(true)));
+    Ok(out)
+}
+
+/// The filesystem's code for a file larger than the journal keeps.
+const FILE_TOO_LARGE: &str = "file_too_large";
+
+/// Judge every change a command made, as its own primitive would be judged: a path the walls
+/// or deny globs refuse, a kind the journal cannot take over (a symbolic link, a removed
+/// directory, a device), or a file too large to keep, refuses them all, and the call fails
+/// naming each, with the command's record in the details. Nothing is applied then.
+fn admit(
+    args: &ProcessBodyArgs,
+    session: &SessionContext,
+    changes: Vec<Change>,
+    record: &Value,
+) -> Result<Vec<CommandChange>, Failure> {
+    let blob_max = args.policy.config().limits.blob_bytes_max;
+    let mut admitted = Vec::new();
+    let mut refused = Vec::new();
+    let unsupported = ProcessError::ChangeUnsupported {
+        path: String::new(),
+        what: String::new(),
+    }
+    .code();
+    let mut refuse = |path: &std::path::Path, change: &str, code: &str| {
+        refused.push(json!({"path": path, "change": change, "code": code}));
+    };
+    for change in changes {
+        let (path, kind) = match &change {
+            Change::File { path, .. } | Change::Dir { path, .. } => (path, AccessKind::Write),
+            Change::Removed { path, .. } => (path, AccessKind::Delete),
+            Change::Symlink { path, .. } => {
+                refuse(path, "symlink_created", unsupported);
+                continue;
+            }
+            Change::Unsupported { path, .. } => {
+                refuse(path, "unsupported", unsupported);
+                continue;
+            }
+        };
+        if let Err(refusal) =
+            args.policy
+                .check_path(&path.display().to_string(), kind, session, &FsResolver)
+        {
+            refuse(path, "changed", refusal.code().code());
+            continue;
+        }
+        match change {
+            Change::File {
+                path,
+                mode,
+                bytes,
+                contents,
+                ..
+            } => {
+                if bytes > blob_max {
+                    refuse(&path, "file_changed", FILE_TOO_LARGE);
+                    continue;
+                }
+                admitted.push(CommandChange::File {
+                    path,
+                    mode,
+                    contents,
+                });
+            }
+            Change::Dir { path, mode } => admitted.push(CommandChange::Dir { path, mode }),
+            Change::Removed { path, dir: false } => admitted.push(CommandChange::Removed { path }),
+            Change::Removed { path, dir: true } => {
+                // What it held, deepest first, each judged as its own removal.
+                match removed_tree(&path) {
+                    Ok(entries) => {
+                        for (entry, is_dir) in entries {
+                            if let Some(what) = is_dir.err() {
+                                refuse(&entry, what, unsupported);
+                                continue;
+                            }
+                            let shown = entry.display().to_string();
+                            if let Err(refusal) = args.policy.check_path(
+                                &shown,
+                                AccessKind::Delete,
+                                session,
+                                &FsResolver,
+                            ) {
+                                refuse(&entry, "removed", refusal.code().code());
+                            } else if is_dir == Ok(true) {
+                                admitted.push(CommandChange::RemovedDir { path: entry });
+                            } else if std::fs::symlink_metadata(&entry)
+                                .is_ok_and(|m| m.len() > blob_max)
+                            {
+                                refuse(&entry, "removed", FILE_TOO_LARGE);
+                            } else {
+                                admitted.push(CommandChange::Removed { path: entry });
+                            }
+                        }
+                    }
+                    Err(code) => refuse(&path, "dir_removed", code),
+                }
+            }
+            Change::Symlink { .. } | Change::Unsupported { .. } => {}
+        }
+    }
+    if refused.is_empty() {
+        return Ok(admitted);
+    }
+    let paths: Vec<&str> = refused
+        .iter()
+        .filter_map(|r| r["path"].as_str())
+        .take(5)
+        .collect();
+    Err(ProcessError::ChangesRefused {
+        count: refused.len(),
+        paths: paths.join(", "),
+    }
+    .into_failure()
+    .with_details(json!({
+        "refused": refused,
+        "command": command_ran(record).output,
+    })))
 }
 
 /// What the journal keeps of a command: everything its result is rendered from. Values of

@@ -4,7 +4,7 @@ use std::path::{Component, Path};
 
 use aido_actions::AccessKind;
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
-use aido_search::{EntryKind, Judge, Verdict};
+use aido_search::{EntryKind, Judge, Opened, Verdict};
 
 /// The policy's walls and deny globs, asked about every entry before aido-search opens it.
 ///
@@ -15,10 +15,12 @@ use aido_search::{EntryKind, Judge, Verdict};
 /// system call. Any other path gets the whole `check_path`. A path that is not UTF-8 cannot be
 /// judged and is denied.
 ///
-/// Check then use, as the filesystem body does: once a file is open, the path it really
-/// opened (`/proc/self/fd/N`) must be the path judged, or pass `check_path` itself; a
-/// directory swapped for a link out of the walls after the walk judged it leads the open
-/// elsewhere, and such a file is closed unread.
+/// Check then use, as the filesystem body does. A file below the root is opened with one
+/// `openat2(RESOLVE_NO_SYMLINKS)` of its judged path: the root is resolved and the rest plain
+/// names, so what opens is the file judged, and a directory swapped for a link after the walk
+/// judged it makes the open fail (`ELOOP`: denied, unread). Where `openat2` is missing, or for
+/// any other path, the file is opened and the path it really opened (`/proc/self/fd/N`) must
+/// be the path judged, or pass `check_path` itself.
 pub struct Walls<'a> {
     /// The policy.
     pub policy: &'a PolicyEngine,
@@ -43,21 +45,56 @@ impl Walls<'_> {
     }
 }
 
+/// Set once `openat2` turned out to be missing (a kernel before 5.6, or a seccomp filter).
+static OPENAT2_MISSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Walls<'_> {
+    /// The root joined with plain names: inside the root's wall, with no `.`, `..` or
+    /// symlink the walk followed.
+    fn below_root(&self, path: &Path) -> bool {
+        path.starts_with(self.root)
+            && path
+                .components()
+                .all(|part| matches!(part, Component::RootDir | Component::Normal(_)))
+    }
+}
+
 impl Judge for Walls<'_> {
     fn judge(&self, path: &Path, _kind: EntryKind) -> Verdict {
         let Some(given) = path.to_str() else {
             return Verdict::Deny;
         };
-        let plain = path
-            .components()
-            .all(|part| matches!(part, Component::RootDir | Component::Normal(_)));
-        if !(plain && path.starts_with(self.root)) {
+        if !self.below_root(path) {
             return self.check(given);
         }
         if path.starts_with(self.aido_home) || self.policy.denied_by_pattern(path).is_some() {
             return Verdict::Deny;
         }
         Verdict::Allow
+    }
+
+    fn open(&self, path: &Path) -> Option<Opened> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        use std::sync::atomic::Ordering;
+        if OPENAT2_MISSING.load(Ordering::Relaxed) || !self.below_root(path) {
+            return None;
+        }
+        let opened = rustix::fs::openat2(
+            rustix::fs::CWD,
+            path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        );
+        Some(match opened {
+            Ok(fd) => Opened::File(File::from(fd)),
+            Err(rustix::io::Errno::LOOP) => Opened::Denied,
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+                OPENAT2_MISSING.store(true, Ordering::Relaxed);
+                return None;
+            }
+            Err(_) => Opened::Unreadable,
+        })
     }
 
     fn opened(&self, path: &Path, file: &File) -> Verdict {
@@ -109,10 +146,33 @@ mod tests {
         let file = File::open(&judged).unwrap();
         assert_eq!(walls.opened(&judged, &file), Verdict::Allow);
 
+        match walls.open(&judged) {
+            Some(Opened::File(mut f)) => {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut f, &mut text).unwrap();
+                assert_eq!(text, "fine\n");
+            }
+            other => panic!("the judged file opens: {other:?}"),
+        }
+
         std::fs::rename(project.join("d"), project.join("d.old")).unwrap();
         std::os::unix::fs::symlink(&outside, project.join("d")).unwrap();
         let swapped = File::open(&judged).unwrap();
         assert_eq!(walls.opened(&judged, &swapped), Verdict::Deny);
+        // Opened the fast way, the link on the way is refused by the kernel: denied, unread.
+        assert!(
+            matches!(walls.open(&judged), Some(Opened::Denied)),
+            "{:?}",
+            walls.open(&judged)
+        );
+        // The final name a link: refused too (O_NOFOLLOW and RESOLVE_NO_SYMLINKS).
+        std::os::unix::fs::symlink(outside.join("key"), project.join("d.old/link")).unwrap();
+        assert!(matches!(
+            walls.open(&project.join("d.old/link")),
+            Some(Opened::Denied)
+        ));
+        // Not below the root: no fast open, the search opens it and asks `opened`.
+        assert!(walls.open(&outside.join("key")).is_none());
         // A path not below the root gets the whole check, which sees the link.
         assert_eq!(
             walls.judge(&project.join("d/../d/key"), EntryKind::File),

@@ -91,6 +91,16 @@ pub enum FsError {
         /// Why.
         reason: String,
     },
+    /// A command's file changes could not all be applied: the ones applied were put back.
+    #[error(
+        "the command's file changes were not applied ({path}: {reason}); none of them were kept"
+    )]
+    CommandChangesRolledBack {
+        /// The change that failed.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// Content in base64 that is not base64.
     #[error("content is not valid base64: {reason}")]
     BadBase64 {
@@ -225,6 +235,7 @@ aido_actions::coded!(FsError {
     PatchInvalid => "patch_invalid",
     PatchFailed => "patch_failed",
     PatchSetRolledBack => "patch_set_rolled_back",
+    CommandChangesRolledBack => "command_changes_rolled_back",
     BadBase64 => "invalid_arguments",
     NotInTrash => "trash_item_not_found",
     RestoreTargetExists => "restore_target_exists",

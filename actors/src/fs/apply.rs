@@ -1,0 +1,219 @@
+//! A command's file changes, taken over as ordinary effects. The process body runs a command
+//! over a copy-on-write layer of the write roots and reads back what it changed; the changes
+//! come here and are made the way every filesystem primitive makes its changes: each path
+//! checked by the walls again, written atomically through the root's handle with what it
+//! replaced kept for the journal (`FileWritten`, `FileRemoved` with before-images,
+//! `DirCreated`). So a rewind undoes a command exactly as it undoes `write_file`.
+//!
+//! All or nothing: a step that fails puts back what the earlier steps changed, newest first,
+//! and the call fails with nothing applied.
+
+use std::path::PathBuf;
+
+use aido_actions::{AccessKind, Before, Effect};
+use serde_json::{Value, json};
+
+use super::error::FsError;
+use super::ops::Ctx;
+use super::render::{self, NewContents};
+use super::walls::Target;
+use aido_walk::Executed;
+
+/// One change a command made, as the process body read it from its layer.
+#[derive(Clone, Debug)]
+pub enum CommandChange {
+    /// A regular file was created, or its contents or mode changed.
+    File {
+        /// The host path.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// Where its new contents are (in the layer, aido's own directory).
+        contents: PathBuf,
+    },
+    /// A directory was created.
+    Dir {
+        /// The host path.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A file was removed.
+    Removed {
+        /// The host path.
+        path: PathBuf,
+    },
+    /// A directory was removed, after everything in it (listed before it).
+    RemovedDir {
+        /// The host path.
+        path: PathBuf,
+    },
+}
+
+/// What a step changed, to put it back if a later step fails.
+enum Undo {
+    /// A file was written: its previous bytes, or `None` if it was created.
+    Written(Target, Option<Vec<u8>>),
+    /// A directory was made.
+    Dir(Target),
+    /// A file was removed: its bytes.
+    Removed(Target, Vec<u8>),
+    /// A directory was removed.
+    DirRemoved(Target),
+}
+
+/// Apply `changes` in order. The result's output lists what was applied; its effects and
+/// blobs are the journal's.
+pub(crate) fn apply(cx: &Ctx, changes: &[CommandChange]) -> Result<Executed, FsError> {
+    let mut exec = Executed::default();
+    let mut undo: Vec<Undo> = Vec::new();
+    let mut applied: Vec<Value> = Vec::new();
+    for change in changes {
+        match step(cx, change, &mut exec, &mut undo) {
+            Ok(shown) => applied.push(shown),
+            Err(e) => {
+                put_back(cx, undo);
+                return Err(FsError::CommandChangesRolledBack {
+                    path: path_of(change).display().to_string(),
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+    exec.outcome.output = json!({ "applied": applied });
+    Ok(exec)
+}
+
+fn path_of(change: &CommandChange) -> &PathBuf {
+    match change {
+        CommandChange::File { path, .. }
+        | CommandChange::Dir { path, .. }
+        | CommandChange::Removed { path }
+        | CommandChange::RemovedDir { path } => path,
+    }
+}
+
+fn step(
+    cx: &Ctx,
+    change: &CommandChange,
+    exec: &mut Executed,
+    undo: &mut Vec<Undo>,
+) -> Result<Value, FsError> {
+    use std::os::unix::fs::PermissionsExt;
+    match change {
+        CommandChange::File {
+            path,
+            mode,
+            contents,
+        } => {
+            let shown = path.display().to_string();
+            let target = cx.check(&shown, AccessKind::Write)?;
+            let bytes = read_layer(contents, &shown, cx.limits.blob_bytes_max)?;
+            let old = match cx.walls.metadata(&target)? {
+                Some(meta) if meta.is_file() => Some(cx.walls.read_all(
+                    &target,
+                    cx.session,
+                    cx.limits.blob_bytes_max,
+                )?),
+                _ => None,
+            };
+            let replaced = cx.write(&target, &bytes, true, exec)?;
+            undo.push(Undo::Written(target.clone(), old));
+            // The mode the command gave it (an existing file's mode survives a write).
+            let file = cx.walls.open_read(&target, cx.session)?;
+            file.set_permissions(std::fs::Permissions::from_mode(*mode & 0o7777))
+                .map_err(|e| FsError::io("chmod", &shown, e))?;
+            exec.outcome.effects.extend(replaced.effects());
+            Ok(json!({
+                "change": if replaced.created { "file_created" } else { "file_changed" },
+                "path": shown,
+                "bytes": bytes.len(),
+                "mode": format!("{mode:04o}"),
+            }))
+        }
+        CommandChange::Dir { path, mode } => {
+            let shown = path.display().to_string();
+            let target = cx.check(&shown, AccessKind::Write)?;
+            if cx.walls.metadata(&target)?.is_some_and(|m| m.is_dir()) {
+                return Ok(json!({"change": "dir_exists", "path": shown}));
+            }
+            cx.walls.make_dirs(&target)?;
+            undo.push(Undo::Dir(target.clone()));
+            let dir = cx.walls.root_dir(&target.root)?;
+            if let Ok(opened) = dir.open_dir(&target.rel) {
+                let _ = opened
+                    .into_std_file()
+                    .set_permissions(std::fs::Permissions::from_mode(*mode & 0o7777));
+            }
+            exec.outcome.effects.push(Effect::DirCreated {
+                path: shown.clone(),
+            });
+            Ok(json!({"change": "dir_created", "path": shown, "mode": format!("{mode:04o}")}))
+        }
+        CommandChange::Removed { path } => {
+            let shown = path.display().to_string();
+            let target = cx.check(&shown, AccessKind::Delete)?;
+            let bytes = cx
+                .walls
+                .read_all(&target, cx.session, cx.limits.blob_bytes_max)?;
+            let blob = render::blob_name(&bytes);
+            cx.walls.remove(&target)?;
+            exec.blobs.push((blob.clone(), bytes.clone()));
+            undo.push(Undo::Removed(target, bytes));
+            exec.outcome.effects.push(Effect::FileRemoved {
+                path: shown.clone(),
+                before: Before::Kept(blob),
+            });
+            Ok(json!({"change": "removed", "path": shown}))
+        }
+        CommandChange::RemovedDir { path } => {
+            let shown = path.display().to_string();
+            let target = cx.check(&shown, AccessKind::Delete)?;
+            let dir = cx.walls.root_dir(&target.root)?;
+            // Empty by now (its entries came first); anything else in it makes this fail.
+            dir.remove_dir(&target.rel)
+                .map_err(|e| FsError::io("rmdir", &shown, e))?;
+            undo.push(Undo::DirRemoved(target));
+            exec.outcome.effects.push(Effect::DirRemoved {
+                path: shown.clone(),
+            });
+            Ok(json!({"change": "dir_removed", "path": shown}))
+        }
+    }
+}
+
+/// A file of the layer: aido's own directory, never the agent's, read up to `max` bytes.
+fn read_layer(contents: &std::path::Path, shown: &str, max: u64) -> Result<Vec<u8>, FsError> {
+    let size = std::fs::symlink_metadata(contents)
+        .map_err(|e| FsError::io("stat", shown, e))?
+        .len();
+    if size > max {
+        return Err(FsError::TooLarge {
+            path: shown.to_owned(),
+            bytes: size,
+            max,
+        });
+    }
+    std::fs::read(contents).map_err(|e| FsError::io("read", shown, e))
+}
+
+/// Put back what the applied steps changed, newest first (best effort: the call fails anyway).
+fn put_back(cx: &Ctx, undo: Vec<Undo>) {
+    for step in undo.into_iter().rev() {
+        let result = match &step {
+            Undo::Written(target, Some(old)) | Undo::Removed(target, old) => cx
+                .walls
+                .write_atomic(target, cx.session, &NewContents::new(old), true, None)
+                .map(|_| ()),
+            Undo::Written(target, None) => cx.walls.remove(target),
+            Undo::DirRemoved(target) => cx.walls.make_dirs(target),
+            Undo::Dir(target) => cx.walls.root_dir(&target.root).and_then(|dir| {
+                dir.remove_dir(&target.rel)
+                    .map_err(|e| FsError::io("rmdir", &target.shown(), e))
+            }),
+        };
+        if let Err(e) = result {
+            tracing::error!(error = %e, "cannot put back a command's change after a failed apply");
+        }
+    }
+}

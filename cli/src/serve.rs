@@ -1,0 +1,104 @@
+//! `aido serve`: the runtime on HTTP (MCP at `/mcp`, `/actions`, `/events`), see aido-serve.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aido_actors::{Runtime, RuntimeOptions, SystemClock};
+use aido_journal::CommitMode;
+use aido_policy::Layered;
+use anyhow::{Context, Result};
+
+/// What `aido serve` was asked for.
+pub struct ServeArgs {
+    pub listen: SocketAddr,
+    pub allow_host: Vec<String>,
+    pub allow_origin: Vec<String>,
+    pub no_auth: bool,
+    pub session_idle_secs: u64,
+    pub body_bytes_max: Option<usize>,
+    pub drain_ms: u64,
+}
+
+pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()> {
+    std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+    let limits = &layered.config.limits;
+    let journal_limits = aido_journal::Limits {
+        record_bytes_max: limits.record_bytes_max,
+        blob_bytes_max: limits.blob_bytes_max,
+        records_per_session_max: limits.records_per_session_max,
+    };
+    let journal =
+        aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let feed = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
+        .context("following the journal")?;
+    let runtime = Runtime::start(RuntimeOptions {
+        config: layered.config,
+        env: super::environment(home),
+        journal,
+        clock: Arc::new(SystemClock::default()),
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let runtime = Arc::new(runtime);
+    let auth = if args.no_auth {
+        aido_serve::Auth::Off
+    } else {
+        let clock = runtime.clock().clone();
+        let (token, _made) = aido_serve::token::load_or_create(home, |buf| clock.random(buf))
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+        aido_serve::Auth::Token(token)
+    };
+    let mut options = aido_serve::Options::new(&runtime, auth);
+    options.listen = args.listen;
+    options.allowed_hosts = args.allow_host;
+    options.allowed_origins = args.allow_origin;
+    options.session_idle = Duration::from_secs(args.session_idle_secs.max(1));
+    if let Some(max) = args.body_bytes_max {
+        options.body_bytes_max = max;
+    }
+    options.drain = Duration::from_millis(args.drain_ms);
+    let serving = aido_serve::start(runtime.clone(), feed.clone(), options)
+        .await
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "aido serve: MCP at {}", serving.mcp_url())?;
+        if args.no_auth {
+            writeln!(out, "aido serve: no authentication (--no-auth)")?;
+        } else {
+            writeln!(
+                out,
+                "aido serve: bearer token in {}",
+                aido_serve::token::token_path(home).display()
+            )?;
+        }
+        out.flush()?;
+    }
+    let signal = shutdown_signal().await;
+    serving.shutdown(&format!("aido received {signal}")).await;
+    feed.stop();
+    drop(feed);
+    if let Ok(runtime) = Arc::try_unwrap(runtime) {
+        runtime.shutdown().await;
+    }
+    Ok(())
+}
+
+/// Wait for SIGTERM or SIGINT; the name of the one that came.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        },
+        _ => std::future::pending().await,
+    }
+}

@@ -1,0 +1,644 @@
+//! `aido serve`: one HTTP listener (127.0.0.1 by default) with
+//! - `/mcp`: MCP over streamable HTTP (rmcp's transport), the same [`aido_mcp::AidoServer`],
+//!   primitives and journal as `aido mcp` on stdio, one aido session per MCP session;
+//! - `/actions`: POST an action as JSON, get its result and seq (for frontends);
+//! - `/events`: the journal as server-sent events, resumable by `Last-Event-ID`;
+//! - `/.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata.
+//!
+//! Every request passes, in order: the Host allowlist and the Origin allowlist (403, against
+//! DNS rebinding and cross-site pages), the bearer token (401 with `WWW-Authenticate: Bearer
+//! resource_metadata=...`), a body-size cap (413). Every refusal is JSON with a stable `code`
+//! ([`HttpError`]); rmcp's own plain-text refusals (unknown session 404, bad headers 400, ...)
+//! are given codes on the way out. Shutdown is bounded: the streams are told to end, and
+//! connections still open after `drain` are dropped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aido_actors::Runtime;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// `/actions` and `/events`.
+mod api;
+/// The journal followed as it is written: the audit files and the event feed.
+pub mod feed;
+/// The token file.
+pub mod token;
+
+pub use feed::Feed;
+
+/// Why a request was refused before it reached a handler, or what a handler refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// No `Authorization: Bearer` token, or the wrong one.
+    #[error("a valid bearer token is required (see the token file aido serve printed)")]
+    Unauthorized,
+    /// The `Host` is not one this server answers to (DNS rebinding).
+    #[error("the Host {0:?} is not allowed")]
+    HostNotAllowed(String),
+    /// A browser page from an origin that is not allowed.
+    #[error("the Origin {0:?} is not allowed")]
+    OriginNotAllowed(String),
+    /// The body is larger than the cap.
+    #[error("the request body is larger than {max} bytes")]
+    TooLarge { max: usize },
+    /// `MCP-Protocol-Version` names a revision this server does not serve.
+    #[error("MCP-Protocol-Version {0:?} is not served")]
+    ProtocolVersion(String),
+    /// The MCP session expired, was closed, or never existed: initialize again.
+    #[error("{0}")]
+    SessionNotFound(String),
+    /// A request rmcp refused as malformed (a missing session id, a bad header, ...).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The `Accept` header does not allow what the endpoint sends.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// The method is not served at this path.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The body is not the media type the endpoint reads.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// Nothing is served at this path.
+    #[error("nothing is served at {0}")]
+    NotFound(String),
+    /// The `/actions` body is not `{"primitive": ..., "arguments": {...}}`.
+    #[error(
+        "the action is not JSON of the form {{\"primitive\": NAME, \"arguments\": {{...}}}}: {0}"
+    )]
+    ActionInvalid(String),
+    /// `/actions` named an API session this server does not hold.
+    #[error("no API session {0} on this server (omit \"session\" to open one)")]
+    ApiSessionUnknown(String),
+    /// `/events?session=` is not a session id.
+    #[error("{0:?} is not a session id (32 hex digits)")]
+    SessionIdInvalid(String),
+    /// `Last-Event-ID` is not an id this endpoint gives.
+    #[error("Last-Event-ID {0:?} is not an id of this stream")]
+    LastEventIdInvalid(String),
+}
+
+// `events_gap` is the code of an `/events` gap event's data, not an HTTP error.
+aido_actions::coded!(HttpError {
+    @also ["events_gap"]
+    Unauthorized => "unauthorized",
+    HostNotAllowed => "host_not_allowed",
+    OriginNotAllowed => "origin_not_allowed",
+    TooLarge => "request_too_large",
+    ProtocolVersion => "protocol_version_unsupported",
+    SessionNotFound => "session_not_found",
+    BadRequest => "bad_request",
+    NotAcceptable => "not_acceptable",
+    MethodNotAllowed => "method_not_allowed",
+    UnsupportedMediaType => "unsupported_media_type",
+    NotFound => "not_found",
+    ActionInvalid => "action_invalid",
+    ApiSessionUnknown => "api_session_unknown",
+    SessionIdInvalid => "session_id_invalid",
+    LastEventIdInvalid => "last_event_id_invalid",
+});
+
+impl HttpError {
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::ProtocolVersion(_)
+            | Self::BadRequest(_)
+            | Self::ActionInvalid(_)
+            | Self::SessionIdInvalid(_)
+            | Self::LastEventIdInvalid(_) => StatusCode::BAD_REQUEST,
+            Self::SessionNotFound(_) | Self::NotFound(_) | Self::ApiSessionUnknown(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"code": self.code(), "message": self.to_string()});
+        match &self {
+            Self::TooLarge { max } => body["max"] = json!(max),
+            Self::ProtocolVersion(_) => {
+                body["supported"] = json!(
+                    aido_mcp::HTTP_PROTOCOL_VERSIONS
+                        .iter()
+                        .map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                )
+            }
+            _ => {}
+        }
+        (self.status(), axum::Json(body)).into_response()
+    }
+}
+
+/// How requests are authenticated.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// `Authorization: Bearer TOKEN` on every request but the RFC 9728 metadata.
+    Token(String),
+    /// No token (only for a loopback listener; the conformance suite sends none).
+    Off,
+}
+
+/// What `aido serve` listens on and how.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The address to bind (`127.0.0.1:7411` by default; port 0 for any).
+    pub listen: SocketAddr,
+    /// `Host` names (or `name:port`) accepted beside the loopback names and the bound address.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host:port`) accepted beside this server's own.
+    pub allowed_origins: Vec<String>,
+    /// The bearer token, or none.
+    pub auth: Auth,
+    /// An MCP session idle this long is closed (its id then gets 404).
+    pub session_idle: Duration,
+    /// The largest request body, in bytes.
+    pub body_bytes_max: usize,
+    /// How long shutdown waits for open connections before dropping them.
+    pub drain: Duration,
+    /// SSE keep-alive comments on open streams.
+    pub keep_alive: Duration,
+}
+
+impl Options {
+    /// The defaults for `runtime`: 127.0.0.1:7411, a 300 s session idle, the stdio transport's
+    /// request cap, a 3 s drain.
+    pub fn new(runtime: &Runtime, auth: Auth) -> Self {
+        let argument_bytes_max = runtime.policy().config().limits.argument_bytes_max;
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7411)),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            auth,
+            session_idle: Duration::from_secs(300),
+            body_bytes_max: usize::try_from(aido_mcp::request_bytes_max(argument_bytes_max))
+                .unwrap_or(usize::MAX),
+            drain: Duration::from_secs(3),
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// No token on a listener other processes can reach.
+    #[error("--no-auth is only allowed on a loopback address, not {0}")]
+    NoAuthNotLoopback(SocketAddr),
+}
+
+aido_actions::coded!(StartError {
+    Bind => "serve_bind_failed",
+    NoAuthNotLoopback => "serve_no_auth_not_loopback",
+});
+
+/// State every handler shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) feed: Feed,
+    pub(crate) auth: Auth,
+    pub(crate) hosts: Arc<Vec<String>>,
+    pub(crate) origins: Arc<Vec<String>>,
+    pub(crate) body_bytes_max: usize,
+    pub(crate) base: Arc<String>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) keep_alive: Duration,
+    pub(crate) api: Arc<api::ApiSessions>,
+}
+
+/// A running server.
+pub struct Serving {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// `http://ADDR`.
+    pub base: String,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    drain: Duration,
+    api: Arc<api::ApiSessions>,
+    end_reason: Arc<std::sync::Mutex<String>>,
+}
+
+impl Serving {
+    /// `http://ADDR/mcp`.
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// Stop: end every stream and session, wait at most `drain` for connections, journal the
+    /// end of every aido session it opened, with `reason`.
+    pub async fn shutdown(self, reason: &str) {
+        tracing::info!(%reason, "aido serve shutting down");
+        if let Ok(mut r) = self.end_reason.lock() {
+            *r = reason.to_owned();
+        }
+        self.cancel.cancel();
+        let mut task = self.task;
+        match tokio::time::timeout(self.drain, &mut task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the listener failed"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "the server task failed"),
+            Err(_) => {
+                tracing::warn!(drain = ?self.drain, "connections still open after the drain; dropping them");
+                task.abort();
+            }
+        }
+        self.api.close_all(reason).await;
+        self.tracker.close();
+        if tokio::time::timeout(self.drain, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions' ends were not journaled within the drain");
+        }
+    }
+}
+
+/// Bind and serve until [`Serving::shutdown`].
+pub async fn start(
+    runtime: Arc<Runtime>,
+    feed: Feed,
+    options: Options,
+) -> Result<Serving, StartError> {
+    if matches!(options.auth, Auth::Off) && !options.listen.ip().is_loopback() {
+        return Err(StartError::NoAuthNotLoopback(options.listen));
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: options.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: options.listen,
+        source,
+    })?;
+    let base = format!("http://{addr}");
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    hosts.push(addr.ip().to_string());
+    hosts.extend(options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+    let port = addr.port();
+    let mut origins: Vec<String> = vec![
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+        format!("http://[::1]:{port}"),
+        base.clone(),
+    ];
+    origins.extend(
+        options
+            .allowed_origins
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase()),
+    );
+    origins.dedup();
+    let cancel = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let end_reason = Arc::new(std::sync::Mutex::new(
+        aido_mcp::server::HTTP_SESSION_ENDED.to_owned(),
+    ));
+    let mcp = aido_mcp::http::service(
+        runtime.clone(),
+        &aido_mcp::http::McpHttp {
+            allowed_hosts: hosts.clone(),
+            allowed_origins: origins.clone(),
+            session_idle: options.session_idle,
+            body_bytes_max: options.body_bytes_max,
+            sse_keep_alive: options.keep_alive,
+            cancel: cancel.child_token(),
+            tracker: tracker.clone(),
+            end_reason: end_reason.clone(),
+        },
+    );
+    let api_sessions = Arc::new(api::ApiSessions::default());
+    let shared = Shared {
+        runtime,
+        feed,
+        auth: options.auth.clone(),
+        hosts: Arc::new(hosts),
+        origins: Arc::new(origins),
+        body_bytes_max: options.body_bytes_max,
+        base: Arc::new(base.clone()),
+        cancel: cancel.clone(),
+        keep_alive: options.keep_alive,
+        api: api_sessions.clone(),
+    };
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            judge_message,
+        ))
+        .layer(middleware::from_fn(protocol_version))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            code_rmcp_refusals,
+        ));
+    let app = Router::new()
+        .route(
+            "/actions",
+            axum::routing::post(api::post_action).fallback(method_not_allowed),
+        )
+        .route(
+            "/events",
+            axum::routing::get(api::get_events).fallback(method_not_allowed),
+        )
+        .merge(mcp_routes)
+        .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            axum::routing::get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            axum::routing::get(resource_metadata),
+        )
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(shared.clone(), body_cap))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            host_and_origin,
+        ))
+        .with_state(shared);
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move {
+        use axum::serve::ListenerExt;
+        // Without TCP_NODELAY an SSE answer's last small write waits for the client's delayed
+        // ACK: ~40 ms per request.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+    });
+    tracing::info!(%base, "aido serve listening");
+    Ok(Serving {
+        addr,
+        base,
+        cancel,
+        tracker,
+        task,
+        drain: options.drain,
+        api: api_sessions,
+        end_reason,
+    })
+}
+
+/// The host part of a `Host` header (no port, no IPv6 brackets), lowercased.
+fn host_name(host: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_owned();
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_owned(),
+        _ => host,
+    }
+}
+
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let lower = host.trim().to_ascii_lowercase();
+    let name = host_name(host);
+    allowed
+        .iter()
+        .any(|a| *a == name || *a == lower || a.trim_matches(['[', ']']) == name)
+}
+
+/// 403 for a Host or Origin that is not allowed. A request without Origin (not a browser)
+/// passes the Origin check; one without Host is refused.
+async fn host_and_origin(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| request.uri().authority().map(|a| a.to_string()));
+    match host {
+        Some(h) if host_allowed(&h, &shared.hosts) => {}
+        other => return HttpError::HostNotAllowed(other.unwrap_or_default()).into_response(),
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("").trim_end_matches('/');
+        if !shared
+            .origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin))
+        {
+            return HttpError::OriginNotAllowed(origin.to_owned()).into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// 413 for a declared `Content-Length` over the cap; bodies without one are capped as they
+/// are read (by rmcp for `/mcp`, by `/actions` itself).
+async fn body_cap(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > shared.body_bytes_max as u64) {
+        return HttpError::TooLarge {
+            max: shared.body_bytes_max,
+        }
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The RFC 9728 metadata URL for this server.
+fn metadata_url(shared: &Shared) -> String {
+    format!("{}/.well-known/oauth-protected-resource/mcp", shared.base)
+}
+
+/// 401 without the token, with where to read about it (RFC 9728 section 5.1).
+async fn authenticate(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    if let Auth::Token(token) = &shared.auth {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            let mut response = HttpError::Unauthorized.into_response();
+            let challenge = format!(
+                "Bearer resource_metadata=\"{}\", error=\"invalid_token\"",
+                metadata_url(&shared)
+            );
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// RFC 9728 protected-resource metadata. aido is its own authority: the token comes from
+/// the token file, so no `authorization_servers` are named.
+async fn resource_metadata(State(shared): State<Shared>) -> Response {
+    axum::Json(json!({
+        "resource": format!("{}/mcp", shared.base),
+        "resource_name": "aido",
+        "bearer_methods_supported": ["header"],
+    }))
+    .into_response()
+}
+
+/// 400 for an `MCP-Protocol-Version` this server does not serve (rmcp would accept any
+/// revision it knows, 2026-07-28 included).
+async fn protocol_version(request: Request, next: Next) -> Response {
+    if let Some(v) = request.headers().get("mcp-protocol-version") {
+        let v = v.to_str().unwrap_or("");
+        if !aido_mcp::HTTP_PROTOCOL_VERSIONS
+            .iter()
+            .any(|s| s.as_str() == v)
+        {
+            return HttpError::ProtocolVersion(v.to_owned()).into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// A POSTed JSON body that is not a JSON-RPC message aido's server reads gets 400 and the
+/// same coded JSON-RPC error as on stdio (`parse_error`, `batch_not_supported`,
+/// `invalid_params`, ...), instead of rmcp's bare 415.
+async fn judge_message(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if request.method() != axum::http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, shared.body_bytes_max).await {
+        Ok(b) => b,
+        Err(_) => {
+            return HttpError::TooLarge {
+                max: shared.body_bytes_max,
+            }
+            .into_response();
+        }
+    };
+    if let Some(error) = aido_mcp::judge_body(&bytes, shared.body_bytes_max as u64) {
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            error,
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// rmcp refuses in plain text; give those refusals aido's codes (the status is kept).
+async fn code_rmcp_refusals(
+    State(shared): State<Shared>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !status.is_client_error() || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, 64 * 1024).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
+    };
+    let error = match status {
+        StatusCode::NOT_FOUND => HttpError::SessionNotFound(if text.is_empty() {
+            "the MCP session is gone: initialize again".into()
+        } else {
+            format!("{text}: initialize again")
+        }),
+        StatusCode::PAYLOAD_TOO_LARGE => HttpError::TooLarge {
+            max: shared.body_bytes_max,
+        },
+        StatusCode::FORBIDDEN => HttpError::OriginNotAllowed(text),
+        StatusCode::NOT_ACCEPTABLE => HttpError::NotAcceptable(text),
+        StatusCode::METHOD_NOT_ALLOWED => HttpError::MethodNotAllowed(text),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => HttpError::UnsupportedMediaType(text),
+        StatusCode::UNAUTHORIZED => HttpError::Unauthorized,
+        _ => HttpError::BadRequest(text),
+    };
+    let mut coded = error.into_response();
+    *coded.status_mut() = status;
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            coded.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    coded
+}
+
+async fn not_found(request: Request<Body>) -> Response {
+    HttpError::NotFound(request.uri().path().to_owned()).into_response()
+}
+
+async fn method_not_allowed(request: Request<Body>) -> Response {
+    HttpError::MethodNotAllowed(format!(
+        "{} is not served at {}",
+        request.method(),
+        request.uri().path()
+    ))
+    .into_response()
+}
+
+/// The JSON value of a record, its hash included.
+pub fn record_json(record: &aido_journal::Record) -> Value {
+    let mut value = serde_json::to_value(record).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("hash".into(), Value::String(record.hash.clone()));
+    }
+    value
+}

@@ -1,0 +1,949 @@
+//! `aido serve` end to end in process: a real runtime (sled journal on disk, the fs body on a
+//! temp home), the real listener on 127.0.0.1:0, and a real HTTP client (ureq) speaking MCP's
+//! streamable HTTP, `/actions` and `/events`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aido_actors::{Runtime, RuntimeOptions, SystemClock};
+use aido_journal::{CommitMode, Journal, Limits};
+use aido_policy::{Environment, Layered, Source};
+use aido_serve::{Auth, Feed, Options, Serving};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token-0123456789";
+
+struct World {
+    rt: tokio::runtime::Runtime,
+    serving: Option<Serving>,
+    feed: Feed,
+    base: String,
+    home: PathBuf,
+    aido_home: PathBuf,
+    agent: ureq::Agent,
+    _dir: tempfile::TempDir,
+}
+
+fn world(tweak: impl FnOnce(&mut Options)) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let base_dir = dir.path().canonicalize().unwrap();
+    let home = base_dir.join("home");
+    std::fs::create_dir_all(home.join("project")).unwrap();
+    let aido_home = base_dir.join("aido");
+    let text = format!("workdir = \"{}\"\n", home.join("project").display());
+    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
+        .unwrap()
+        .config;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let journal = Journal::open(
+        &aido_home.join("journal"),
+        Limits::default(),
+        CommitMode::Group,
+    )
+    .unwrap();
+    let feed = Feed::start(
+        journal.clone(),
+        Some(aido_serve::feed::audit_dir(&aido_home)),
+    )
+    .unwrap();
+    let (serving, feed) = rt.block_on(async {
+        let runtime = Runtime::start(RuntimeOptions {
+            config,
+            env: Environment {
+                home: home.clone(),
+                aido_home: aido_home.clone(),
+            },
+            journal,
+            clock: Arc::new(SystemClock::default()),
+        })
+        .await
+        .unwrap();
+        let runtime = Arc::new(runtime);
+        let mut options = Options::new(&runtime, Auth::Token(TOKEN.into()));
+        options.listen = "127.0.0.1:0".parse().unwrap();
+        options.drain = Duration::from_millis(1500);
+        tweak(&mut options);
+        let serving = aido_serve::start(runtime, feed.clone(), options)
+            .await
+            .unwrap();
+        (serving, feed)
+    });
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    World {
+        rt,
+        base: serving.base.clone(),
+        serving: Some(serving),
+        feed,
+        home,
+        aido_home,
+        agent,
+        _dir: dir,
+    }
+}
+
+/// A response: status, headers we look at, and the body as text.
+struct Reply {
+    status: u16,
+    session: Option<String>,
+    www_authenticate: Option<String>,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// The JSON-RPC message of an SSE or JSON answer (the last `data:` that is one).
+    fn rpc(&self) -> Value {
+        if self.body.trim_start().starts_with('{') {
+            return self.json();
+        }
+        self.body
+            .lines()
+            .rev()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {}", self.body))
+    }
+}
+
+fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
+    let mut r = r.unwrap();
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let session = header("mcp-session-id");
+    let www_authenticate = header("www-authenticate");
+    let status = r.status().as_u16();
+    let body = r.body_mut().read_to_string().unwrap_or_default();
+    Reply {
+        status,
+        session,
+        www_authenticate,
+        body,
+    }
+}
+
+impl World {
+    fn mcp(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// POST a JSON-RPC message to /mcp with the token.
+    fn post(&self, session: Option<&str>, version: Option<&str>, message: &Value) -> Reply {
+        let mut req = self
+            .agent
+            .post(self.mcp())
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        if let Some(v) = version {
+            req = req.header("mcp-protocol-version", v);
+        }
+        reply(req.send(message.to_string()))
+    }
+
+    /// initialize + notifications/initialized; the session id and the negotiated revision.
+    fn initialize(&self, version: &str) -> (String, String) {
+        let init = self.post(
+            None,
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {},
+                "clientInfo": {"name": "http-test", "version": "1"}}}),
+        );
+        assert_eq!(init.status, 200, "{}", init.body);
+        let session = init.session.clone().expect("an Mcp-Session-Id");
+        let negotiated = init.rpc()["result"]["protocolVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let done = self.post(
+            Some(&session),
+            Some(&negotiated),
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        assert_eq!(done.status, 202, "{}", done.body);
+        (session, negotiated)
+    }
+
+    fn call(&self, session: &str, version: &str, id: u64, tool: &str, args: Value) -> Value {
+        let r = self.post(
+            Some(session),
+            Some(version),
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": args}}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.rpc()
+    }
+
+    fn action(&self, body: &Value) -> Reply {
+        reply(
+            self.agent
+                .post(format!("{}/actions", self.base))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("content-type", "application/json")
+                .send(body.to_string()),
+        )
+    }
+
+    /// Open `/events` (with `query` and `Last-Event-ID`), reading it on a thread; events
+    /// arrive on the channel as (id, event, data).
+    fn events(
+        &self,
+        query: &str,
+        last: Option<&str>,
+    ) -> std::sync::mpsc::Receiver<(String, String, String)> {
+        let mut req = self
+            .agent
+            .get(format!("{}/events{query}", self.base))
+            .header("authorization", format!("Bearer {TOKEN}"));
+        if let Some(last) = last {
+            req = req.header("last-event-id", last);
+        }
+        let response = req.call().unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let reader = BufReader::new(response.into_body().into_reader());
+            let (mut id, mut event, mut data) = (String::new(), String::new(), String::new());
+            for line in reader.lines() {
+                let Ok(line) = line else { return };
+                if line.is_empty() {
+                    if !data.is_empty() || !event.is_empty() {
+                        let _ = tx.send((
+                            std::mem::take(&mut id),
+                            std::mem::take(&mut event),
+                            std::mem::take(&mut data),
+                        ));
+                    }
+                    continue;
+                }
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().to_owned();
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim().to_owned();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+        });
+        rx
+    }
+
+    fn shutdown(&mut self) -> Duration {
+        let serving = self.serving.take().unwrap();
+        let start = Instant::now();
+        self.rt.block_on(serving.shutdown("test over"));
+        start.elapsed()
+    }
+}
+
+/// The records of an event stream until `n` of them came (or 10 s passed).
+fn records(
+    rx: &std::sync::mpsc::Receiver<(String, String, String)>,
+    n: usize,
+) -> Vec<(String, Value)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut out = Vec::new();
+    while out.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((id, event, data)) if event == "record" => {
+                out.push((id, serde_json::from_str(&data).unwrap()));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn read_and_write_over_mcp_http_are_journaled_actions() {
+    let mut w = world(|_| {});
+    let (session, version) = w.initialize("2025-11-25");
+    assert_eq!(version, "2025-11-25");
+    let wrote = w.call(
+        &session,
+        &version,
+        2,
+        "write_file",
+        json!({"path": "hello.txt", "content": "over http\n"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    assert_eq!(
+        std::fs::read_to_string(w.home.join("project/hello.txt")).unwrap(),
+        "over http\n"
+    );
+    let read = w.call(
+        &session,
+        &version,
+        3,
+        "read_file",
+        json!({"path": "hello.txt"}),
+    );
+    assert_eq!(
+        read["result"]["structuredContent"]["content"], "over http\n",
+        "{read}"
+    );
+    let seq = read["result"]["_meta"]["aido/seq"].as_u64().unwrap();
+    // The same journal as stdio: the session started, both actions, and (after shutdown)
+    // its end.
+    w.shutdown();
+    let journal = w.feed.journal().clone();
+    let sessions = journal.sessions().unwrap();
+    let ours = sessions
+        .iter()
+        .find(|s| s.client.as_deref() == Some("http-test 1"))
+        .expect("the MCP session's aido session");
+    let recs = journal.all_records(ours.id).unwrap();
+    let kinds: Vec<&str> = recs.iter().map(|r| r.event.kind()).collect();
+    assert!(recs.iter().any(|r| r.seq == seq), "{kinds:?}");
+    assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"session_ended"), "{kinds:?}");
+    match &recs.last().unwrap().event {
+        aido_journal::Event::SessionEnded { reason } => assert_eq!(reason, "test over"),
+        other => panic!("{other:?}"),
+    }
+    assert!(journal.verify(ours.id).unwrap().broken.is_none());
+}
+
+#[test]
+fn every_served_revision_negotiates_and_2026_07_28_is_refused() {
+    let w = world(|_| {});
+    for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        let (session, negotiated) = w.initialize(version);
+        assert_eq!(negotiated, version);
+        let listed = w.post(
+            Some(&session),
+            Some(version),
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        );
+        assert_eq!(listed.status, 200, "{version}: {}", listed.body);
+        let tools = listed.rpc()["result"]["tools"].as_array().unwrap().len();
+        assert!(tools > 10, "{version}: {tools} tools");
+    }
+    // A client asking for 2026-07-28 at initialize is offered the newest served revision.
+    let (_, offered) = w.initialize("2026-07-28");
+    assert_eq!(offered, "2025-11-25");
+    // A request stamped with a revision aido does not serve: 400, coded.
+    let (session, _) = w.initialize("2025-11-25");
+    for bad in ["2026-07-28", "2024-11-05", "1999-01-01"] {
+        let r = w.post(
+            Some(&session),
+            Some(bad),
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+        );
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert_eq!(r.json()["code"], "protocol_version_unsupported");
+    }
+    // Without the header a request is taken as 2025-03-26, which is served.
+    let r = w.post(
+        Some(&session),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn host_and_origin_not_allowed_get_403() {
+    let w = world(|o| o.allowed_origins = vec!["https://dash.example:8443".into()]);
+    let get = |host: Option<&str>, origin: Option<&str>| {
+        let mut req = w
+            .agent
+            .post(w.mcp())
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(h) = host {
+            req = req.header("host", h);
+        }
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        reply(
+            req.send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+                .to_string(),
+            ),
+        )
+    };
+    let port = w.base.rsplit(':').next().unwrap().to_owned();
+    let evil = get(Some("evil.example"), None);
+    assert_eq!(evil.status, 403);
+    assert_eq!(evil.json()["code"], "host_not_allowed");
+    let rebind = get(Some(&format!("attacker.test:{port}")), None);
+    assert_eq!(rebind.status, 403);
+    let cross = get(None, Some("https://evil.example"));
+    assert_eq!(cross.status, 403);
+    assert_eq!(cross.json()["code"], "origin_not_allowed");
+    // The server's own origin, an allowed one, and no Origin at all (not a browser) pass.
+    for origin in [
+        Some(format!("http://localhost:{port}")),
+        Some("https://dash.example:8443".to_owned()),
+        None,
+    ] {
+        let ok = get(Some(&format!("localhost:{port}")), origin.as_deref());
+        assert_eq!(ok.status, 200, "{origin:?}: {}", ok.body);
+    }
+    // The HTTP API is behind the same checks.
+    let api = reply(
+        w.agent
+            .get(format!("{}/events", w.base))
+            .header("host", "evil.example")
+            .call(),
+    );
+    assert_eq!(api.status, 403);
+}
+
+#[test]
+fn no_token_gets_401_with_rfc_9728_metadata() {
+    let w = world(|_| {});
+    for (method, path) in [("POST", "/mcp"), ("POST", "/actions"), ("GET", "/events")] {
+        let url = format!("{}{path}", w.base);
+        let r = match method {
+            "POST" => reply(w.agent.post(&url).send("{}")),
+            _ => reply(w.agent.get(&url).call()),
+        };
+        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(r.json()["code"], "unauthorized");
+        let challenge = r.www_authenticate.unwrap();
+        let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", w.base);
+        assert!(
+            challenge.starts_with(&format!("Bearer resource_metadata=\"{metadata}\"")),
+            "{challenge}"
+        );
+    }
+    let wrong = reply(
+        w.agent
+            .post(w.mcp())
+            .header("authorization", "Bearer not-the-token")
+            .send("{}"),
+    );
+    assert_eq!(wrong.status, 401);
+    // The metadata itself needs no token.
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let meta = reply(w.agent.get(format!("{}{path}", w.base)).call());
+        assert_eq!(meta.status, 200, "{path}");
+        assert_eq!(meta.json()["resource"], format!("{}/mcp", w.base));
+        assert_eq!(meta.json()["bearer_methods_supported"], json!(["header"]));
+    }
+}
+
+#[test]
+fn bodies_over_the_cap_get_413_and_the_server_keeps_serving() {
+    let w = world(|o| o.body_bytes_max = 64 * 1024);
+    let (session, version) = w.initialize("2025-11-25");
+    let big = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "write_file", "arguments": {"path": "big.txt", "content": "x".repeat(100_000)}}});
+    // Declared with Content-Length.
+    let declared = w.post(Some(&session), Some(&version), &big);
+    assert_eq!(declared.status, 413, "{}", declared.body);
+    assert_eq!(declared.json()["code"], "request_too_large");
+    assert_eq!(declared.json()["max"], 64 * 1024);
+    // Chunked, no length: rmcp caps it while reading; the answer is coded all the same.
+    let bytes = big.to_string().into_bytes();
+    let chunked = reply(
+        w.agent
+            .post(w.mcp())
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", &version)
+            .send(ureq::SendBody::from_reader(&mut bytes.as_slice())),
+    );
+    assert_eq!(chunked.status, 413, "{}", chunked.body);
+    assert_eq!(chunked.json()["code"], "request_too_large");
+    let api = reply(
+        w.agent
+            .post(format!("{}/actions", w.base))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .send(ureq::SendBody::from_reader(&mut bytes.as_slice())),
+    );
+    assert_eq!(api.status, 413, "{}", api.body);
+    assert!(!w.home.join("project/big.txt").exists());
+    // Still serving the same session.
+    let small = w.call(
+        &session,
+        &version,
+        10,
+        "write_file",
+        json!({"path": "small.txt", "content": "ok"}),
+    );
+    assert_eq!(small["result"]["isError"], false, "{small}");
+}
+
+#[test]
+fn an_expired_session_gets_404_and_the_client_initializes_again() {
+    let w = world(|o| o.session_idle = Duration::from_secs(1));
+    let (session, version) = w.initialize("2025-11-25");
+    std::thread::sleep(Duration::from_millis(2500));
+    let gone = w.post(
+        Some(&session),
+        Some(&version),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert_eq!(gone.json()["code"], "session_not_found");
+    let unknown = w.post(
+        Some("no-such-session"),
+        Some(&version),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert_eq!(unknown.status, 404);
+    // A new initialize is served, with a new session.
+    let (again, version) = w.initialize("2025-11-25");
+    assert_ne!(again, session);
+    let wrote = w.call(
+        &again,
+        &version,
+        3,
+        "write_file",
+        json!({"path": "after.txt", "content": "again"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    // The expired session's aido session was closed in the journal.
+    let journal = w.feed.journal().clone();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ended = journal
+            .sessions()
+            .unwrap()
+            .iter()
+            .filter(|s| s.client.as_deref() == Some("http-test 1"))
+            .any(|s| {
+                journal
+                    .all_records(s.id)
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.event.kind() == "session_ended")
+            });
+        if ended {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the expired session was not closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn shutdown_is_bounded_with_streams_open_and_unread() {
+    let mut w = world(|o| o.drain = Duration::from_millis(1000));
+    let (session, version) = w.initialize("2025-11-25");
+    // A standalone GET stream on /mcp, and /events streams, one of which is never read.
+    let get = w
+        .agent
+        .get(w.mcp())
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", &version)
+        .call()
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 200);
+    let _events = w.events("", None);
+    let _unread = w
+        .agent
+        .get(format!("{}/events", w.base))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    for i in 0..20 {
+        let r = w.action(&json!({"primitive": "write_file",
+            "arguments": {"path": format!("f{i}.txt"), "content": "y".repeat(2000)}}));
+        assert_eq!(r.status, 200);
+    }
+    let took = w.shutdown();
+    assert!(
+        took < Duration::from_millis(3500),
+        "shutdown took {took:?} with streams open"
+    );
+    // The standalone stream ended rather than hanging.
+    let mut rest = String::new();
+    let _ = get.into_body().into_reader().read_to_string(&mut rest);
+}
+
+#[test]
+fn actions_run_through_the_runtime_and_answer_with_their_seq() {
+    let w = world(|_| {});
+    let wrote = w.action(&json!({"primitive": "write_file",
+        "arguments": {"path": "api.txt", "content": "from the api"}}));
+    assert_eq!(wrote.status, 200, "{}", wrote.body);
+    let wrote = wrote.json();
+    assert_eq!(wrote["ok"], true, "{wrote}");
+    let session = wrote["session"].as_str().unwrap().to_owned();
+    assert!(wrote["seq"].as_u64().unwrap() >= 2);
+    // The same session, named.
+    let read = w
+        .action(
+            &json!({"primitive": "read_file", "arguments": {"path": "api.txt"},
+            "session": session}),
+        )
+        .json();
+    assert_eq!(read["ok"], true);
+    assert_eq!(read["session"], session);
+    assert_eq!(read["output"]["content"], "from the api");
+    assert!(read["seq"].as_u64() > wrote["seq"].as_u64());
+    // Refused by the policy: journaled, with its gate.
+    let denied = w
+        .action(
+            &json!({"primitive": "read_file", "arguments": {"path": "/etc/shadow"},
+            "session": session}),
+        )
+        .json();
+    assert_eq!(denied["ok"], false, "{denied}");
+    assert!(denied["gate"].is_string(), "{denied}");
+    assert!(denied["seq"].is_u64(), "{denied}");
+    // Not an action: a coded result (journaled as rejected) or a coded HTTP error.
+    let unknown = w
+        .action(&json!({"primitive": "no_such_thing", "session": session}))
+        .json();
+    assert_eq!(unknown["code"], "unknown_primitive");
+    assert!(unknown["seq"].is_u64());
+    let malformed = reply(
+        w.agent
+            .post(format!("{}/actions", w.base))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .send("{not json"),
+    );
+    assert_eq!(malformed.status, 400);
+    assert_eq!(malformed.json()["code"], "action_invalid");
+    let stranger = w.action(
+        &json!({"primitive": "read_file", "arguments": {"path": "api.txt"},
+            "session": "00000000000000000000000000000000"}),
+    );
+    assert_eq!(stranger.status, 404);
+    assert_eq!(stranger.json()["code"], "api_session_unknown");
+    let method = reply(
+        w.agent
+            .get(format!("{}/actions", w.base))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .call(),
+    );
+    assert_eq!(method.status, 405);
+    assert_eq!(method.json()["code"], "method_not_allowed");
+}
+
+#[test]
+fn events_stream_the_journal_live_and_resume_by_last_event_id() {
+    let w = world(|_| {});
+    let live = w.events("", None);
+    let first = w
+        .action(
+            &json!({"primitive": "write_file", "arguments": {"path": "e1.txt", "content": "1"}}),
+        )
+        .json();
+    let session = first["session"].as_str().unwrap().to_owned();
+    // session_started, proposed, completed at least.
+    let got = records(&live, 3);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[0].1["event"], "session_started");
+    assert_eq!(got[0].1["session"], session);
+    assert!(
+        got.iter()
+            .all(|(_, r)| r["hash"].as_str().unwrap().len() == 64)
+    );
+    for pair in got.windows(2) {
+        assert_eq!(pair[1].1["prev"], pair[0].1["hash"], "the chain holds");
+    }
+    // Reconnect with the last id seen: what was written meanwhile comes, nothing twice.
+    let last_id = got[2].0.clone();
+    let seen: Vec<u64> = got
+        .iter()
+        .map(|(_, r)| r["seq"].as_u64().unwrap())
+        .collect();
+    let second = w
+        .action(
+            &json!({"primitive": "read_file", "arguments": {"path": "e1.txt"},
+            "session": session}),
+        )
+        .json();
+    let resumed = w.events("", Some(&last_id));
+    let more = records(&resumed, 2);
+    assert_eq!(more.len(), 2, "{more:?}");
+    let seqs: Vec<u64> = more
+        .iter()
+        .map(|(_, r)| r["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.iter().all(|s| !seen.contains(s)),
+        "{seqs:?} after {seen:?}"
+    );
+    assert!(seqs.contains(&second["seq"].as_u64().unwrap()));
+    // One session, from its start, read from the journal; then resumed after a seq.
+    let one = w.events(&format!("?session={session}"), None);
+    let all = records(&one, 5);
+    let ids: Vec<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "5"], "{all:?}");
+    let after = w.events(&format!("?session={session}"), Some("3"));
+    let tail = records(&after, 2);
+    assert_eq!(tail[0].0, "4");
+    // And live, in order, as the session goes on.
+    w.action(
+        &json!({"primitive": "read_file", "arguments": {"path": "e1.txt"},
+        "session": session}),
+    );
+    let newer = records(&after, 2);
+    let newer_seqs: Vec<&str> = newer.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(newer_seqs, ["6", "7"]);
+    // An id from another server (or a restart): a gap event, then live.
+    let foreign = w.events("", Some("ffffffffffff-5"));
+    w.action(
+        &json!({"primitive": "read_file", "arguments": {"path": "e1.txt"},
+        "session": session}),
+    );
+    let (_, event, data) = foreign.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(event, "gap");
+    assert!(data.contains("events_gap"));
+    // Ids that are not ids of the stream: 400.
+    for (query, last) in [("", "garbage"), (&*format!("?session={session}"), "x")] {
+        let r = reply(
+            w.agent
+                .get(format!("{}/events{query}", w.base))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("last-event-id", last)
+                .call(),
+        );
+        assert_eq!(r.status, 400);
+        assert_eq!(r.json()["code"], "last_event_id_invalid");
+    }
+    let r = reply(
+        w.agent
+            .get(format!("{}/events?session=nope", w.base))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .call(),
+    );
+    assert_eq!(r.json()["code"], "session_id_invalid");
+}
+
+#[test]
+fn the_audit_file_has_every_record_as_it_commits_with_its_chain() {
+    let w = world(|_| {});
+    let today = aido_serve::feed::utc_day(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64,
+    );
+    let file = w.aido_home.join("audit").join(format!("{today}.jsonl"));
+    let ran = w
+        .action(&json!({"primitive": "write_file", "arguments": {"path": "a.txt", "content": "a"}}))
+        .json();
+    let session = ran["session"].as_str().unwrap().to_owned();
+    let seq = ran["seq"].as_u64().unwrap();
+    // Written as the records are: the action's proposal is in the file right after it
+    // returns (the feed follows the writer; allow it a moment).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lines = loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines
+            .iter()
+            .any(|l| l["session"] == session && l["seq"] == seq + 1)
+        {
+            break lines;
+        }
+        assert!(Instant::now() < deadline, "not in the audit file: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Every line carries seq, hash and prev, and each session's lines chain.
+    let mut heads: std::collections::HashMap<String, (u64, String)> = Default::default();
+    for line in &lines {
+        let s = line["session"].as_str().unwrap().to_owned();
+        let seq = line["seq"].as_u64().unwrap();
+        let hash = line["hash"].as_str().unwrap().to_owned();
+        let prev = line["prev"].as_str().unwrap().to_owned();
+        assert_eq!(hash.len(), 64);
+        match heads.get(&s) {
+            Some((last, last_hash)) => {
+                assert_eq!(seq, last + 1, "gap-free in the file");
+                assert_eq!(&prev, last_hash, "prev is the previous line's hash");
+            }
+            None => assert_eq!(seq, 1),
+        }
+        heads.insert(s, (seq, hash));
+    }
+    // And they are the journal's own hashes.
+    let journal = w.feed.journal().clone();
+    let id = aido_journal::SessionId::parse(&session).unwrap();
+    for record in journal.all_records(id).unwrap() {
+        assert!(
+            lines.iter().any(|l| l["session"] == session
+                && l["seq"] == record.seq
+                && l["hash"] == record.hash),
+            "seq {} missing or different",
+            record.seq
+        );
+    }
+}
+
+#[test]
+fn malformed_json_rpc_gets_400_with_the_stdio_codes_and_the_session_goes_on() {
+    let w = world(|_| {});
+    let (session, version) = w.initialize("2025-11-25");
+    let raw = |body: &str| {
+        reply(
+            w.agent
+                .post(w.mcp())
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", &version)
+                .send(body.to_owned()),
+        )
+    };
+    let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+    for (body, code, rpc) in [
+        ("{not json", "parse_error", -32700),
+        (
+            r#"[{"jsonrpc":"2.0","id":5,"method":"ping"}]"#,
+            "batch_not_supported",
+            -32600,
+        ),
+        ("42", "not_an_object", -32600),
+        (
+            r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#,
+            "jsonrpc_version_invalid",
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#,
+            "invalid_params",
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            "id_invalid",
+            -32600,
+        ),
+        (deep.as_str(), "nesting_too_deep", -32700),
+    ] {
+        let r = raw(body);
+        assert_eq!(r.status, 400, "{body:.40}: {}", r.body);
+        let error = &r.json()["error"];
+        assert_eq!(error["data"]["code"], code, "{body:.40}");
+        assert_eq!(error["code"], rpc, "{body:.40}");
+    }
+    // The id is echoed when it can be read.
+    assert_eq!(
+        raw(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#).json()["id"],
+        7
+    );
+    let wrote = w.call(
+        &session,
+        &version,
+        11,
+        "write_file",
+        json!({"path": "still.txt", "content": "serving"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+}
+
+#[test]
+fn a_client_that_never_reads_its_streams_does_not_stop_the_others() {
+    let w = world(|o| o.keep_alive = Duration::from_millis(200));
+    // Two streams nobody reads: every record and one standalone MCP stream.
+    let _stuck_events: Vec<_> = (0..3)
+        .map(|_| {
+            w.agent
+                .get(format!("{}/events", w.base))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .call()
+                .unwrap()
+        })
+        .collect();
+    let (session, version) = w.initialize("2025-11-25");
+    let _stuck_mcp = w
+        .agent
+        .get(w.mcp())
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", &version)
+        .call()
+        .unwrap();
+    // Enough records (with big bodies) to fill the stuck clients' socket buffers many times
+    // over and run their broadcast receivers past the end.
+    let started = Instant::now();
+    let content = "z".repeat(20_000);
+    let reader = w.events("", None);
+    let api = w
+        .action(&json!({"primitive": "list_dir", "arguments": {"path": "."}}))
+        .json();
+    let api_session = api["session"].as_str().unwrap().to_owned();
+    for i in 0..400 {
+        let r = w.action(&json!({"primitive": "write_file", "session": api_session,
+            "arguments": {"path": format!("n{}.txt", i % 10), "content": content}}));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["ok"], true, "{}", r.body);
+    }
+    // MCP calls on the same server still go through.
+    let read = w.call(
+        &session,
+        &version,
+        2,
+        "read_file",
+        json!({"path": "n3.txt"}),
+    );
+    assert_eq!(
+        read["result"]["structuredContent"]["content"],
+        content.as_str()
+    );
+    // A reader that does read got them all, in order (nothing lost to the stuck ones).
+    let got = records(&reader, 3 + 400 * 2);
+    assert!(got.len() >= 3 + 400 * 2, "{} records", got.len());
+    let seqs: Vec<u64> = got
+        .iter()
+        .filter(|(_, r)| r["session"] == api_session.as_str())
+        .map(|(_, r)| r["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|p| p[1] == p[0] + 1),
+        "the API session's records came in order, without gaps"
+    );
+    eprintln!(
+        "400 writes of 20 kB with 4 stuck streams: {:?}",
+        started.elapsed()
+    );
+}
