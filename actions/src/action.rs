@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{fs, human, memory, meta, net, process, safety, search, snapshot, tools, vm};
+use crate::{desktop, fs, human, memory, meta, net, process, safety, search, snapshot, tools, vm};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -362,6 +362,38 @@ actions! {
         /// Call Ollama's /api/chat, /api/generate, /api/tags or /api/show on the configured server. Class: network.
         OllamaApi(net::OllamaApi) = "ollama_api", Network;
     }
+    /// The desktop body: a host display (an owned headless session by default), behind
+    /// desktop.enabled and the app rules. Nothing it does can be rewound.
+    Desktop => DesktopAction {
+        /// A PNG of the screen with deny-listed windows blacked out. Class: read_only.
+        Screenshot(desktop::Screenshot) = "screenshot", ReadOnly;
+        /// Click a point of the screen. Class: desktop.
+        Click(desktop::Click) = "click", Desktop;
+        /// Double-click a point of the screen. Class: desktop.
+        DoubleClick(desktop::Click) = "double_click", Desktop;
+        /// Move the pointer to a point. Class: desktop.
+        MoveMouse(desktop::Point) = "move_mouse", Desktop;
+        /// Scroll the wheel at a point. Class: desktop.
+        ScrollMouse(desktop::ScrollAt) = "scroll", Desktop;
+        /// Type Unicode text into the focused window; into a terminal it is judged as a command. Class: desktop.
+        TypeText(desktop::TypeText) = "type_text", Desktop;
+        /// Press a key or chord (`Return`, `ctrl+c`); VT-switch and compositor-exit chords are refused. Class: desktop.
+        PressKey(desktop::PressKey) = "press_key", Desktop;
+        /// Hold keys in order and release them in reverse. Class: desktop.
+        PressKeyCombination(desktop::PressKeyCombination) = "press_key_combination", Desktop;
+        /// Give a window the focus. Class: desktop.
+        FocusWindow(desktop::FocusWindow) = "focus_window", Desktop;
+        /// The top-level windows: id, class, title, pid, rect, focus. Class: read_only.
+        GetWindowTree(desktop::NoArgs) = "get_window_tree", ReadOnly;
+        /// The window with the input focus. Class: read_only.
+        GetFocusedWindow(desktop::NoArgs) = "get_focused_window", ReadOnly;
+        /// The clipboard's text (size-capped). Class: read_only.
+        GetClipboard(desktop::NoArgs) = "get_clipboard", ReadOnly;
+        /// Put text on the clipboard (size-capped). Class: desktop.
+        SetClipboard(desktop::SetClipboard) = "set_clipboard", Desktop;
+        /// Show a desktop notification as app "aido". Class: desktop.
+        SendNotification(desktop::SendNotification) = "send_notification", Desktop;
+    }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
     Human => HumanAction {
@@ -390,6 +422,12 @@ actions! {
 }
 
 impl Action {
+    /// Whether the action changes something no rewind can take back (the host desktop: a
+    /// keystroke, a click or a notification cannot be undone). Simulate says so per leaf.
+    pub fn irreversible(&self) -> bool {
+        self.body() == Body::Desktop && self.class().mutates()
+    }
+
     /// How deeply composites may nest.
     pub const DEPTH_MAX: usize = 16;
     /// Most leaves one action tree may hold.
@@ -580,6 +618,20 @@ mod tests {
             ("llm_call", SideEffectClass::Network),
             ("ollama_chat", SideEffectClass::Network),
             ("ollama_api", SideEffectClass::Network),
+            ("screenshot", SideEffectClass::ReadOnly),
+            ("click", SideEffectClass::Desktop),
+            ("double_click", SideEffectClass::Desktop),
+            ("move_mouse", SideEffectClass::Desktop),
+            ("scroll", SideEffectClass::Desktop),
+            ("type_text", SideEffectClass::Desktop),
+            ("press_key", SideEffectClass::Desktop),
+            ("press_key_combination", SideEffectClass::Desktop),
+            ("focus_window", SideEffectClass::Desktop),
+            ("get_window_tree", SideEffectClass::ReadOnly),
+            ("get_focused_window", SideEffectClass::ReadOnly),
+            ("get_clipboard", SideEffectClass::ReadOnly),
+            ("set_clipboard", SideEffectClass::Desktop),
+            ("send_notification", SideEffectClass::Desktop),
         ];
         assert_eq!(
             table.len(),

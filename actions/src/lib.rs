@@ -22,6 +22,8 @@ pub mod class;
 pub mod codes;
 /// Conditions used by `if` and `assert`.
 pub mod condition;
+/// Host desktop primitives: screenshot, click, type_text, windows, clipboard, notifications.
+pub mod desktop;
 /// Filesystem primitives.
 pub mod fs;
 /// Asking a human: ask_human, confirm, ask_multiple_choice, check_answer.
@@ -51,8 +53,9 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, FsAction, HumanAction, MemoryAction, NetAction, ParseError, PrimitiveSpec,
-    ProcessAction, Routed, RuntimeAction, SearchAction, TreeAction, VmAction, primitives,
+    Action, Body, DesktopAction, FsAction, HumanAction, MemoryAction, NetAction, ParseError,
+    PrimitiveSpec, ProcessAction, Routed, RuntimeAction, SearchAction, TreeAction, VmAction,
+    primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

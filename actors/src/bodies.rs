@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorId, ActorRef};
 
+use crate::desktop::DesktopBody;
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
 #[cfg(feature = "prim-memory")]
@@ -220,6 +221,8 @@ pub(crate) struct Bodies {
     /// The net body.
     #[cfg(feature = "prim-net")]
     pub(crate) net: Slot<NetBody>,
+    /// The desktop body.
+    pub(crate) desktop: Slot<DesktopBody>,
 }
 
 impl Bodies {
@@ -237,6 +240,7 @@ impl Bodies {
             &self.search,
             #[cfg(feature = "prim-net")]
             &self.net,
+            &self.desktop,
         ]
     }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, Effect, Failure, FsAction, HumanAction, Input, MemoryAction, NetAction,
-    Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
+    Action, Condition, DesktopAction, Effect, Failure, FsAction, HumanAction, Input, MemoryAction,
+    NetAction, Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -19,6 +19,7 @@ use aido_walk::walk::Answer;
 use aido_walk::{Executed, Failed, World, rewind_cut, rewind_plan};
 use serde_json::json;
 
+use crate::desktop::DesktopMsg;
 use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
@@ -113,6 +114,10 @@ impl World for Executor<'_> {
 
     async fn net(&mut self, action: NetAction) -> Answer<Executed, Infallible> {
         Ok(Executor::net(self, action).await)
+    }
+
+    async fn desktop(&mut self, action: DesktopAction) -> Answer<Executed, Infallible> {
+        Ok(Executor::desktop(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -412,6 +417,30 @@ impl Executor<'_> {
         let mut done = Executed::new(aido_walk::net::render(&action, &answer));
         done.outcome.inputs.push(Input::Answer {
             from: aido_walk::net::ANSWER_FROM.into(),
+            value: answer,
+        });
+        Ok(done)
+    }
+
+    /// Ask the desktop body. Its answer (backend, target window, redacted arguments, the
+    /// screenshot's PNG) is the result's input; the result is rendered from it, as playback
+    /// renders it.
+    async fn desktop(&self, action: DesktopAction) -> Result<Executed, Failure> {
+        let session = self.ctx.clone();
+        let asked = action.clone();
+        let answer = self
+            .ask(self.shared.desktop(), "desktop", |ticket, reply| {
+                DesktopMsg::Run {
+                    action: Box::new(asked),
+                    session,
+                    ticket,
+                    reply,
+                }
+            })
+            .await?;
+        let mut done = Executed::new(aido_walk::desktop::render(&action, &answer));
+        done.outcome.inputs.push(Input::Answer {
+            from: aido_walk::desktop::ANSWER_FROM.into(),
             value: answer,
         });
         Ok(done)

@@ -8,6 +8,7 @@
 //!  ├── ProcessBody     commands confined by aido-sandbox
 //!  ├── SearchBody      code search on aido-search, every entry judged by the walls
 //!  ├── NetBody         HTTP and TCP to allowlisted hosts, every address and hop judged
+//!  ├── DesktopBody     a host display (an owned headless session by default), app rules
 //!  └── SessionActor*   one per agent connection: admission, policy, proposal records
 //! Journal writer       a dedicated thread owned by the Journal handle (group commit)
 //! ```
@@ -83,6 +84,8 @@
 pub mod bodies;
 /// The clock and id facade.
 pub mod clock;
+/// The desktop body: a host display through aido-desktop.
+pub mod desktop;
 /// Errors of the runtime itself (not of actions).
 pub mod error;
 /// Walking action trees: composites, meta primitives, progress and cancellation.

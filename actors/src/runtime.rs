@@ -7,6 +7,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::bodies::{Bodies, Restarted, Slot, Supervised};
 use crate::clock::Clock;
+use crate::desktop::{DesktopBody, DesktopBodyArgs};
 use crate::error::StartError;
 use crate::faults::Faults;
 use crate::fs::{FsBody, FsBodyArgs};
@@ -104,6 +105,12 @@ impl Runtime {
         let net_args = NetBodyArgs {
             policy: policy.clone(),
         };
+        let desktop_args = DesktopBodyArgs {
+            policy: policy.clone(),
+            // The bus socket lives in the runtime dir, and a unix socket path has at most 107
+            // bytes: the system's temp dir keeps it short wherever AIDO_HOME is.
+            runtime_parent: std::env::temp_dir(),
+        };
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
@@ -120,6 +127,7 @@ impl Runtime {
                 search: Slot::new("search", SearchBody, search_args),
                 #[cfg(feature = "prim-net")]
                 net: Slot::new("net", NetBody, net_args),
+                desktop: Slot::new("desktop", DesktopBody, desktop_args),
             },
             runtime_session,
             last_crash: Mutex::new(None),

@@ -9,6 +9,7 @@ use ractor::ActorRef;
 
 use crate::bodies::Bodies;
 use crate::clock::Clock;
+use crate::desktop::DesktopMsg;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
 use crate::fs::FsMsg;
@@ -74,5 +75,9 @@ impl Shared {
     #[cfg(feature = "prim-net")]
     pub(crate) fn net(&self) -> Result<ActorRef<NetMsg>, RuntimeError> {
         self.bodies.net.get()
+    }
+
+    pub(crate) fn desktop(&self) -> Result<ActorRef<DesktopMsg>, RuntimeError> {
+        self.bodies.desktop.get()
     }
 }

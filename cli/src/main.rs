@@ -12,6 +12,8 @@ mod answer;
 /// The live view and the control channel `aido vm` uses.
 #[cfg(feature = "prim-vm")]
 mod control;
+/// `aido desktop doctor`.
+mod desktop;
 /// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
 mod serve;
 /// `aido vm` commands, spoken to a running aido's control channel.
@@ -103,6 +105,9 @@ enum Command {
     /// Machines for agents.
     #[command(subcommand)]
     Vm(VmCmd),
+    /// The host desktop.
+    #[command(subcommand)]
+    Desktop(DesktopCmd),
     /// Answer a question an agent asked that its client could not show (it got
     /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
     /// text or number. `--list` shows the waiting questions.
@@ -120,6 +125,20 @@ enum Command {
         #[arg(long)]
         decline: bool,
         /// With --list: JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DesktopCmd {
+    /// Say what a display supports (probed): with --display that one, else an owned session
+    /// started as `[desktop]` describes (and stopped again).
+    Doctor {
+        /// An X display to probe (`:0`); nothing is started.
+        #[arg(long)]
+        display: Option<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -582,6 +601,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
+        Command::Desktop(DesktopCmd::Doctor { display, json }) => {
+            let layered = layered(&cli, &home)?;
+            desktop::doctor(&layered, display.as_deref(), *json)
+        }
         Command::Answer {
             id,
             answer,

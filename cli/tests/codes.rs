@@ -35,6 +35,8 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_search::SearchError::CODES,
         aido_search::ReadError::CODES,
         aido_actors::human::HumanError::CODES,
+        aido_desktop::DesktopError::CODES,
+        aido_actors::desktop::DesktopBodyError::CODES,
         aido_serve::HttpError::CODES,
         aido_serve::StartError::CODES,
         aido_serve::token::TokenError::CODES,
@@ -111,6 +113,11 @@ fn every_enum_lists_each_code_once() {
         ("SearchError", aido_search::SearchError::CODES),
         ("search ReadError", aido_search::ReadError::CODES),
         ("HumanError", aido_actors::human::HumanError::CODES),
+        ("DesktopError", aido_desktop::DesktopError::CODES),
+        (
+            "DesktopBodyError",
+            aido_actors::desktop::DesktopBodyError::CODES,
+        ),
     ] {
         let unique: BTreeSet<_> = codes.iter().collect();
         assert_eq!(unique.len(), codes.len(), "{name} lists a code twice");

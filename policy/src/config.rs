@@ -29,6 +29,31 @@ enabled = {}
 # Host desktop actions are refused unless this is true. Machines (vm_* and computer) answer
 # to vm.enabled instead: their screens are contained.
 enabled = false
+# "owned": aido starts a private headless session (Xvfb, the window manager, a D-Bus bus) in
+# a runtime dir of its own. "attach": drive the live display named below (an explicit opt-in).
+session = "owned"
+# attach: the X display (":0") and the session bus address for notifications ("" for none).
+display = ""
+bus = ""
+# owned: the screen, the window manager ("" for none) and programs started in the session,
+# each an argv (e.g. [["xterm"], ["dunst"]]).
+width = 1280
+height = 800
+window_manager = "openbox"
+autostart = []
+# App rules, each { class = "WM_CLASS or app_id", title = "regex" } (a rule with both needs
+# both). deny wins and adds up across layers; deny-listed windows are blacked out of
+# screenshots and their titles hidden. With allow rules set, every other window is refused.
+allow = []
+deny = []
+# Windows of these classes are terminals: what is typed into them is judged as run_command.
+terminals = ["xterm", "uxterm", "foot", "footclient", "urxvt", "rxvt", "alacritty", "kitty", "wezterm", "st", "gnome-terminal-server", "org.gnome.terminal", "org.gnome.console", "konsole", "org.kde.konsole", "xfce4-terminal", "terminator", "tilix", "lxterminal", "mate-terminal", "qterminal"]
+# Largest clipboard text read or written, in bytes.
+clipboard_bytes_max = 65536
+# Most characters one type_text sends.
+text_chars_max = 4096
+# Most input events per second (more wait).
+events_per_second_max = 1000
 
 [vm]
 # Contained QEMU machines (vm_* primitives). Unlike the host desktop they are on by default:
@@ -229,6 +254,54 @@ pub struct Actions {
 pub struct Desktop {
     /// Whether host desktop actions may run at all (machines answer to `vm.enabled`).
     pub enabled: bool,
+    /// Owned (a private headless session) or attach (a live display).
+    pub session: DesktopSession,
+    /// attach: the X display.
+    pub display: String,
+    /// attach: the session bus address ("" for none).
+    pub bus: String,
+    /// owned: screen width.
+    pub width: u32,
+    /// owned: screen height.
+    pub height: u32,
+    /// owned: the window manager ("" for none).
+    pub window_manager: String,
+    /// owned: programs started in the session.
+    pub autostart: Vec<Vec<String>>,
+    /// Apps that may be driven (empty: any not denied).
+    pub allow: Vec<AppRule>,
+    /// Apps that may not be driven or seen.
+    pub deny: Vec<AppRule>,
+    /// Terminal classes (their input is judged as run_command).
+    pub terminals: Vec<String>,
+    /// Largest clipboard text, in bytes.
+    pub clipboard_bytes_max: usize,
+    /// Most characters one type_text sends.
+    pub text_chars_max: usize,
+    /// Most input events per second.
+    pub events_per_second_max: u32,
+}
+
+/// Which desktop session the desktop body drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesktopSession {
+    /// A private headless session aido starts.
+    Owned,
+    /// The live display in `display`.
+    Attach,
+}
+
+/// A desktop app rule: a WM_CLASS / app_id and/or a title regex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppRule {
+    /// WM_CLASS instance or class, or app_id (case-insensitive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// A regex on the title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// `[vm]`.
@@ -422,7 +495,7 @@ pub struct Layered {
 
 /// Keys whose lists add up across layers instead of being replaced: a later layer can never
 /// remove a deny glob.
-const ADDITIVE_KEYS: &[&str] = &["paths.deny"];
+const ADDITIVE_KEYS: &[&str] = &["paths.deny", "desktop.deny"];
 
 impl Layered {
     /// Merge the defaults with `layers` (lowest first). Tables merge key by key; a value in a
@@ -586,6 +659,24 @@ mod tests {
             vec![Source::Defaults]
         );
         assert_eq!(layered.sources["paths.deny"], vec![Source::Defaults, file]);
+    }
+
+    /// Desktop deny rules add up across layers like deny globs: a later layer cannot drop one.
+    #[test]
+    fn desktop_deny_rules_add_up_across_layers() {
+        let (a, b) = (Source::File("a.toml".into()), Source::File("b.toml".into()));
+        let layered = Layered::from_layers(&[
+            (a, "[desktop]\ndeny = [{ class = \"keepassxc\" }]\n"),
+            (b, "[desktop]\ndeny = [{ title = \"(?i)password\" }]\nallow = [{ class = \"xterm\" }]\n"),
+        ])
+        .unwrap();
+        let d = &layered.config.desktop;
+        assert_eq!(d.deny.len(), 2);
+        assert_eq!(d.deny[0].class.as_deref(), Some("keepassxc"));
+        assert_eq!(d.deny[1].title.as_deref(), Some("(?i)password"));
+        assert_eq!(d.allow.len(), 1);
+        assert_eq!(d.session, DesktopSession::Owned);
+        assert!(d.terminals.iter().any(|t| t == "xterm"));
     }
 
     #[test]

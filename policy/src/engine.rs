@@ -476,7 +476,9 @@ impl PolicyEngine {
                 DenyCode::MemoryDisabled,
                 format!("{primitive} uses the memory store and memory.enabled is false"),
             );
-        } else if class == SideEffectClass::Desktop && !self.config.desktop.enabled {
+        } else if (class == SideEffectClass::Desktop || action.body() == Body::Desktop)
+            && !self.config.desktop.enabled
+        {
             return deny(
                 DenyCode::DesktopDisabled,
                 format!("{primitive} drives a screen and desktop.enabled is false"),
@@ -962,6 +964,41 @@ mod tests {
         );
     }
 
+    /// Every desktop primitive answers to desktop.enabled (off by default), read-only ones
+    /// too; enabled, simulate marks the changing ones irreversible.
+    #[test]
+    fn desktop_primitives_answer_to_desktop_enabled_and_simulate_says_irreversible() {
+        let off = world("");
+        for (primitive, args) in [
+            ("screenshot", json!({})),
+            ("get_clipboard", json!({})),
+            ("type_text", json!({"text": "ls"})),
+        ] {
+            assert_eq!(
+                code(&verdict(&off, primitive, args)),
+                "desktop_disabled",
+                "{primitive}"
+            );
+        }
+        let on = world("[desktop]\nenabled = true\ndeny = [{ class = \"keepassxc\" }]");
+        assert_eq!(on.engine.config().desktop.deny.len(), 1);
+        let tree = Action::from_tool_call(
+            "pipeline",
+            json!({"steps": [{"type": "screenshot"}, {"type": "type_text", "text": "ls"}]}),
+        )
+        .unwrap();
+        let sim = on.engine.simulate(&tree, &on.ctx, &FsResolver);
+        assert!(sim.verdict.is_allow());
+        let flags: Vec<(&str, bool)> = sim
+            .leaves
+            .iter()
+            .map(|l| (l.primitive, l.irreversible))
+            .collect();
+        assert_eq!(flags, [("screenshot", false), ("type_text", true)]);
+        let shown = serde_json::to_value(&sim).unwrap();
+        assert_eq!(shown["leaves"][1]["irreversible"], true);
+    }
+
     #[test]
     fn always_allow_skips_the_gates_for_meta_only() {
         let w = world("mode = \"readonly\"");
@@ -1110,6 +1147,8 @@ mod tests {
                 "recall",
                 json!({"query": "x"}),
             ),
+            // Read-only desktop primitives answer to desktop.enabled too (off by default).
+            case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
             // Refused before always_allow: vm_list is meta, and listed there.
             Case {
                 unbuilt: &[(Body::Machine, "prim-vm")],
@@ -1145,12 +1184,7 @@ mod tests {
                 json!({"url": "file:///etc/passwd"}),
             ),
         ];
-        // No primitive drives the host desktop yet (every desktop-class primitive runs on a
-        // machine, behind vm.enabled), so nothing can produce desktop_disabled today; the code
-        // is kept for that gate. The day such a primitive exists, give it a case here.
-        let unreachable = [DenyCode::DesktopDisabled];
         let mut covered: Vec<DenyCode> = cases.iter().map(|c| c.code).collect();
-        covered.extend(unreachable);
         covered.sort();
         let mut all = DenyCode::ALL.to_vec();
         all.sort();

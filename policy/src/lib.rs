@@ -34,7 +34,8 @@ pub mod resolve;
 pub mod simulate;
 
 pub use config::{
-    Config, ConfigError, Layered, Limits, Llm, LlmProvider, Mode, Net, Ollama, Source,
+    AppRule, Config, ConfigError, DesktopSession, Layered, Limits, Llm, LlmProvider, Mode, Net,
+    Ollama, Source,
 };
 pub use engine::{
     Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,

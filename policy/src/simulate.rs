@@ -26,6 +26,10 @@ pub struct LeafProjection {
     pub writes: Vec<String>,
     /// Paths it would remove.
     pub deletes: Vec<String>,
+    /// True when what it changes cannot be rewound (the host desktop: keystrokes, clicks and
+    /// notifications are gone once sent); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub irreversible: bool,
 }
 
 /// simulate's answer for a whole tree.
@@ -84,6 +88,7 @@ impl PolicyEngine {
                     reads,
                     writes,
                     deletes,
+                    irreversible: a.irreversible(),
                 }
             })
             .collect();

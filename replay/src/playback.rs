@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, Failure, FsAction, HumanAction, Input, MemoryAction, Meta, NetAction,
-    Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
+    Action, Body, Condition, DesktopAction, Failure, FsAction, HumanAction, Input, MemoryAction,
+    Meta, NetAction, Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -793,6 +793,25 @@ impl World for Player<'_> {
             }
         };
         Ok(Ok(Executed::new(aido_walk::net::render(&action, &answer))))
+    }
+
+    /// What the desktop body answered (the window it drove, the PNG it saw): no display is
+    /// opened and nothing is typed again.
+    async fn desktop(&mut self, action: DesktopAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("the desktop body's answer")? {
+            Input::Answer { from, value } if from == aido_walk::desktop::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the desktop body's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::desktop::render(
+            &action, &answer,
+        ))))
     }
 
     /// The person's recorded answer (or that nobody answered): nobody is asked again. A

@@ -19,6 +19,8 @@
 //! assert_eq!(join(&join("", "steps[1]"), "then"), "steps[1].then");
 //! ```
 
+/// Desktop primitives' results from the desktop body's recorded answer.
+pub mod desktop;
 /// The runtime's own failures and a rewind's.
 pub mod error;
 /// The filesystem primitives' errors and results.

@@ -10,8 +10,9 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, FsAction, HumanAction, Input, MemoryAction, NetAction, Outcome,
-    ProcessAction, Routed, RuntimeAction, SearchAction, SideEffectClass, TreeAction, VmAction,
+    Action, Condition, DesktopAction, FsAction, HumanAction, Input, MemoryAction, NetAction,
+    Outcome, ProcessAction, Routed, RuntimeAction, SearchAction, SideEffectClass, TreeAction,
+    VmAction,
 };
 
 use crate::render;
@@ -131,6 +132,13 @@ pub trait World: Send {
         action: NetAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a desktop primitive (screenshot, click, type_text, ...). Its result is
+    /// [`crate::desktop::render`] of the desktop body's answer, which is recorded.
+    fn desktop(
+        &mut self,
+        action: DesktopAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
     /// [`crate::human::render`] of the recorded answer.
     fn human(
@@ -188,6 +196,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Memory(a) => world.memory(a).await?.map_err(Failed::leaf),
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
+            Routed::Desktop(a) => world.desktop(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Net(a) => world.net(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
@@ -461,6 +470,10 @@ mod tests {
 
         async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, String> {
             Ok(self.leaf(action.primitive().into()))
+        }
+
+        async fn desktop(&mut self, _action: DesktopAction) -> Answer<Executed, String> {
+            Err("no desktop here".into())
         }
 
         async fn condition(&mut self, _c: &Condition) -> Answer<(bool, Executed), String> {

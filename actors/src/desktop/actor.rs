@@ -1,0 +1,383 @@
+use std::sync::Arc;
+
+use aido_actions::desktop::{MouseButton, Scroll};
+use aido_actions::process::RunCommand;
+use aido_actions::{Action, DesktopAction, Failure, Verdict};
+use aido_desktop::gate::{AppRule, Rules};
+use aido_desktop::session::SessionOptions;
+use aido_desktop::{Button, Desktop, DesktopError, Direction, Limits, Options, SessionMode};
+use aido_policy::{DesktopSession, FsResolver, PolicyEngine, SessionContext};
+use base64::Engine as _;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::{Value, json};
+
+use super::DesktopBodyError;
+use crate::error::RuntimeError;
+use crate::ticket::Ticket;
+
+/// The desktop body actor.
+#[derive(Clone, Copy, Debug)]
+pub struct DesktopBody;
+
+/// What it is built from; kept by the supervisor to build a fresh body after a crash.
+#[derive(Clone)]
+pub struct DesktopBodyArgs {
+    /// The policy: its `[desktop]` config, and the judge of what is typed into terminals.
+    pub policy: Arc<PolicyEngine>,
+    /// Where an owned session's runtime directory is made.
+    pub runtime_parent: std::path::PathBuf,
+}
+
+/// Its state: the desktop, once opened (taken out while a call works on it).
+pub struct DesktopState {
+    args: DesktopBodyArgs,
+    desktop: Option<Desktop>,
+}
+
+/// Messages to the desktop body.
+pub enum DesktopMsg {
+    /// Run one desktop primitive.
+    Run {
+        /// The action.
+        action: Box<DesktopAction>,
+        /// The caller's session (terminal input is judged in it).
+        session: SessionContext,
+        /// Its deadline and state.
+        ticket: Ticket,
+        /// The body's answer (what the journal records and the result renders).
+        reply: RpcReplyPort<Result<Value, Failure>>,
+    },
+}
+
+fn coded(e: DesktopError) -> Failure {
+    Failure::new(e.code(), e.to_string())
+}
+
+fn body_failure(e: DesktopBodyError) -> Failure {
+    Failure::new(e.code(), e.to_string())
+}
+
+fn not_taken() -> Failure {
+    RuntimeError::BodyTimeout {
+        body: "desktop",
+        timeout_ms: 0,
+    }
+    .into()
+}
+
+fn rules(config: &aido_policy::Config) -> Result<Rules, DesktopError> {
+    let convert = |r: &[aido_policy::AppRule]| -> Vec<AppRule> {
+        r.iter()
+            .map(|r| AppRule {
+                class: r.class.clone(),
+                title: r.title.clone(),
+            })
+            .collect()
+    };
+    let d = &config.desktop;
+    Rules::new(&convert(&d.allow), &convert(&d.deny), &d.terminals)
+}
+
+/// How the desktop is opened, from `[desktop]`.
+fn options(args: &DesktopBodyArgs) -> Result<Options, DesktopError> {
+    let config = args.policy.config();
+    let d = &config.desktop;
+    let session = match d.session {
+        DesktopSession::Owned => SessionMode::Owned(SessionOptions {
+            width: d.width,
+            height: d.height,
+            window_manager: Some(d.window_manager.clone()).filter(|w| !w.is_empty()),
+            autostart: d.autostart.clone(),
+            runtime_parent: args.runtime_parent.clone(),
+            ..SessionOptions::default()
+        }),
+        DesktopSession::Attach => SessionMode::Attach {
+            display: d.display.clone(),
+            bus: Some(d.bus.clone()).filter(|b| !b.is_empty()),
+        },
+    };
+    Ok(Options {
+        session,
+        rules: rules(config)?,
+        limits: Limits {
+            text_chars_max: d.text_chars_max,
+            clipboard_bytes_max: d.clipboard_bytes_max,
+            events_per_second_max: d.events_per_second_max,
+            ..Limits::default()
+        },
+    })
+}
+
+fn button(b: MouseButton) -> Button {
+    match b {
+        MouseButton::Left => Button::Left,
+        MouseButton::Middle => Button::Middle,
+        MouseButton::Right => Button::Right,
+    }
+}
+
+fn direction(d: Scroll) -> Direction {
+    match d {
+        Scroll::Up => Direction::Up,
+        Scroll::Down => Direction::Down,
+        Scroll::Left => Direction::Left,
+        Scroll::Right => Direction::Right,
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// A text as the journal's answer keeps it: its hash and length, never the text.
+fn redacted(text: &str) -> Value {
+    json!({
+        "blake3": blake3::hash(text.as_bytes()).to_hex().to_string(),
+        "bytes": text.len(),
+        "chars": text.chars().count(),
+    })
+}
+
+/// Judge keyboard input into the focused window: a terminal's input is the command it
+/// types, judged as `run_command` of it. Returns whether the target is a terminal.
+fn judge_keys(
+    desktop: &mut Desktop,
+    policy: &PolicyEngine,
+    session: &SessionContext,
+    typed: &str,
+) -> Result<(Option<u64>, bool), Failure> {
+    let target = desktop.key_target().map_err(coded)?;
+    let window = target.window.as_ref().map(|w| w.id);
+    if target.terminal {
+        let class = target
+            .window
+            .as_ref()
+            .map(|w| w.class.clone())
+            .unwrap_or_default();
+        let command = Action::RunCommand(RunCommand {
+            argv: Vec::new(),
+            shell: Some(typed.to_owned()),
+            cwd: None,
+            env: Default::default(),
+            stdin: None,
+            timeout_ms: None,
+            stdout_bytes_max: None,
+            stderr_bytes_max: None,
+            dry_run: false,
+        });
+        match policy.evaluate(&command, session, &FsResolver) {
+            Verdict::Allow => {}
+            Verdict::Deny { reason, .. } => {
+                return Err(body_failure(DesktopBodyError::TerminalInputDenied {
+                    class,
+                    reason,
+                }));
+            }
+            Verdict::Confirm { reason, .. } => {
+                return Err(body_failure(
+                    DesktopBodyError::TerminalInputNeedsConfirmation { class, reason },
+                ));
+            }
+        }
+    }
+    Ok((window, target.terminal))
+}
+
+/// Run one primitive on the desktop (blocking); notifications are sent by the caller.
+fn run(
+    desktop: &mut Desktop,
+    action: &DesktopAction,
+    policy: &PolicyEngine,
+    session: &SessionContext,
+) -> Result<Value, Failure> {
+    let backend = desktop.backend_name();
+    let delivered = |d: aido_desktop::Delivered| to_json(&d);
+    let mut answer = match action {
+        DesktopAction::Screenshot(_) => {
+            let shot = desktop.screenshot().map_err(coded)?;
+            json!({
+                "size": shot.size,
+                "blake3": blake3::hash(&shot.png).to_hex().to_string(),
+                "blacked_out": to_json(&shot.blacked_out),
+                aido_walk::desktop::PNG_KEY:
+                    base64::engine::general_purpose::STANDARD.encode(&shot.png),
+            })
+        }
+        DesktopAction::Click(a) => delivered(
+            desktop
+                .click(a.x, a.y, button(a.button), 1)
+                .map_err(coded)?,
+        ),
+        DesktopAction::DoubleClick(a) => delivered(
+            desktop
+                .click(a.x, a.y, button(a.button), 2)
+                .map_err(coded)?,
+        ),
+        DesktopAction::MoveMouse(a) => delivered(desktop.move_mouse(a.x, a.y).map_err(coded)?),
+        DesktopAction::ScrollMouse(a) => {
+            let clicks = a.clicks.unwrap_or(3);
+            let mut v = delivered(
+                desktop
+                    .scroll(a.x, a.y, direction(a.direction), clicks)
+                    .map_err(coded)?,
+            );
+            v["clicks"] = json!(clicks);
+            v
+        }
+        DesktopAction::TypeText(a) => {
+            let (window, terminal) = judge_keys(desktop, policy, session, &a.text)?;
+            let mut v = delivered(desktop.type_text(&a.text, window).map_err(coded)?);
+            v["terminal"] = json!(terminal);
+            v["args"] = redacted(&a.text);
+            v
+        }
+        DesktopAction::PressKey(a) => {
+            let (window, terminal) = judge_keys(desktop, policy, session, &a.key)?;
+            let mut v = delivered(
+                desktop
+                    .press_key(&a.key, a.count.unwrap_or(1), window)
+                    .map_err(coded)?,
+            );
+            v["terminal"] = json!(terminal);
+            v
+        }
+        DesktopAction::PressKeyCombination(a) => {
+            let (window, terminal) = judge_keys(desktop, policy, session, &a.keys.join("+"))?;
+            let mut v = delivered(desktop.press_chord(&a.keys, 1, window).map_err(coded)?);
+            v["terminal"] = json!(terminal);
+            v
+        }
+        DesktopAction::FocusWindow(a) => {
+            json!({"window": to_json(&desktop.focus(a.window).map_err(coded)?)})
+        }
+        DesktopAction::GetWindowTree(_) => {
+            json!({"windows": to_json(&desktop.windows().map_err(coded)?)})
+        }
+        DesktopAction::GetFocusedWindow(_) => {
+            json!({"window": to_json(&desktop.focused().map_err(coded)?)})
+        }
+        DesktopAction::GetClipboard(_) => {
+            let text = desktop.clipboard_get().map_err(coded)?;
+            json!({"text": text, "bytes": text.len(), "untrusted": true})
+        }
+        DesktopAction::SetClipboard(a) => {
+            desktop.clipboard_set(&a.text).map_err(coded)?;
+            json!({"args": redacted(&a.text)})
+        }
+        // Sent on the async side (zbus); never reaches here.
+        DesktopAction::SendNotification(_) => json!({}),
+    };
+    answer["backend"] = json!(backend);
+    Ok(answer)
+}
+
+impl Actor for DesktopBody {
+    type Msg = DesktopMsg;
+    type State = DesktopState;
+    type Arguments = DesktopBodyArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<DesktopMsg>,
+        args: DesktopBodyArgs,
+    ) -> Result<DesktopState, ActorProcessingErr> {
+        Ok(DesktopState {
+            args,
+            desktop: None,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<DesktopMsg>,
+        state: &mut DesktopState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Release whatever is held and stop the owned session, off the async threads.
+        if let Some(mut desktop) = state.desktop.take() {
+            let _ = tokio::task::spawn_blocking(move || {
+                desktop.release_all();
+                drop(desktop);
+            })
+            .await;
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<DesktopMsg>,
+        msg: DesktopMsg,
+        state: &mut DesktopState,
+    ) -> Result<(), ActorProcessingErr> {
+        let DesktopMsg::Run {
+            action,
+            session,
+            ticket,
+            reply,
+        } = msg;
+        // A call whose deadline passed while it waited never runs; input commits first, so
+        // its caller waits for the answer.
+        if !ticket.start() || (action.class().mutates() && !ticket.commit()) {
+            let _ = reply.send(Err(not_taken()));
+            return Ok(());
+        }
+        let desktop = state.desktop.take();
+        let args = state.args.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut desktop = match desktop {
+                Some(d) => d,
+                None => match options(&args).and_then(Desktop::open) {
+                    Ok(d) => d,
+                    Err(e) => return (None, Err(coded(e))),
+                },
+            };
+            let answer = if matches!(*action, DesktopAction::SendNotification(_)) {
+                Ok(json!({"bus": desktop.bus()}))
+            } else {
+                run(&mut desktop, &action, &args.policy, &session)
+            };
+            (Some((desktop, action)), answer)
+        })
+        .await;
+        match joined {
+            Ok((Some((desktop, action)), answer)) => {
+                let answer = match (&*action, answer) {
+                    (DesktopAction::SendNotification(n), Ok(found)) => {
+                        notify(found["bus"].as_str(), n).await
+                    }
+                    (_, answer) => answer,
+                };
+                state.desktop = Some(desktop);
+                let _ = reply.send(answer);
+            }
+            Ok((None, answer)) => {
+                let _ = reply.send(answer);
+            }
+            // The reply is dropped (the caller sees body_crashed) and the actor fails, so the
+            // supervisor restarts it; the desktop was dropped with the task (keys released).
+            Err(e) => return Err(format!("the desktop body's work failed: {e}").into()),
+        }
+        Ok(())
+    }
+}
+
+/// Send a notification on the session's bus and ask the server what it is.
+async fn notify(
+    bus: Option<&str>,
+    n: &aido_actions::desktop::SendNotification,
+) -> Result<Value, Failure> {
+    let bus = bus.ok_or_else(|| body_failure(DesktopBodyError::NoBus))?;
+    let expire = n
+        .expire_ms
+        .map_or(-1, |ms| i32::try_from(ms).unwrap_or(i32::MAX));
+    let id = aido_desktop::notify::notify(bus, &n.summary, &n.body, expire)
+        .await
+        .map_err(coded)?;
+    let server = aido_desktop::notify::server_info(bus).await.ok();
+    Ok(json!({
+        "backend": "dbus",
+        "id": id,
+        "server": to_json(&server),
+        "args": {"summary": redacted(&n.summary), "body": redacted(&n.body)},
+    }))
+}
