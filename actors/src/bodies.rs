@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorId, ActorRef};
 
+#[cfg(feature = "prim-desktop")]
 use crate::desktop::DesktopBody;
 use crate::error::RuntimeError;
 use crate::fs::FsBody;
@@ -222,6 +223,7 @@ pub(crate) struct Bodies {
     #[cfg(feature = "prim-net")]
     pub(crate) net: Slot<NetBody>,
     /// The desktop body.
+    #[cfg(feature = "prim-desktop")]
     pub(crate) desktop: Slot<DesktopBody>,
 }
 
@@ -240,6 +242,7 @@ impl Bodies {
             &self.search,
             #[cfg(feature = "prim-net")]
             &self.net,
+            #[cfg(feature = "prim-desktop")]
             &self.desktop,
         ]
     }

@@ -19,6 +19,7 @@ use aido_walk::walk::Answer;
 use aido_walk::{Executed, Failed, World, rewind_cut, rewind_plan};
 use serde_json::json;
 
+#[cfg(feature = "prim-desktop")]
 use crate::desktop::DesktopMsg;
 use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
@@ -425,6 +426,7 @@ impl Executor<'_> {
     /// Ask the desktop body. Its answer (backend, target window, redacted arguments, the
     /// screenshot's PNG) is the result's input; the result is rendered from it, as playback
     /// renders it.
+    #[cfg(feature = "prim-desktop")]
     async fn desktop(&self, action: DesktopAction) -> Result<Executed, Failure> {
         let session = self.ctx.clone();
         let asked = action.clone();
@@ -767,9 +769,15 @@ impl Executor<'_> {
     feature = "prim-memory",
     feature = "prim-search",
     feature = "prim-human",
-    feature = "prim-net"
+    feature = "prim-net",
+    feature = "prim-desktop"
 )))]
 impl Executor<'_> {
+    #[cfg(not(feature = "prim-desktop"))]
+    async fn desktop(&self, _action: DesktopAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Desktop))
+    }
+
     #[cfg(not(feature = "prim-net"))]
     async fn net(&self, _action: NetAction) -> Result<Executed, Failure> {
         Err(crate::families::not_built(aido_actions::Body::Net))

@@ -85,6 +85,7 @@ pub mod bodies;
 /// The clock and id facade.
 pub mod clock;
 /// The desktop body: a host display through aido-desktop.
+#[cfg(feature = "prim-desktop")]
 pub mod desktop;
 /// Errors of the runtime itself (not of actions).
 pub mod error;

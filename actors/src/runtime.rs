@@ -7,6 +7,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::bodies::{Bodies, Restarted, Slot, Supervised};
 use crate::clock::Clock;
+#[cfg(feature = "prim-desktop")]
 use crate::desktop::{DesktopBody, DesktopBodyArgs};
 use crate::error::StartError;
 use crate::faults::Faults;
@@ -105,6 +106,7 @@ impl Runtime {
         let net_args = NetBodyArgs {
             policy: policy.clone(),
         };
+        #[cfg(feature = "prim-desktop")]
         let desktop_args = DesktopBodyArgs {
             policy: policy.clone(),
             // The bus socket lives in the runtime dir, and a unix socket path has at most 107
@@ -127,6 +129,7 @@ impl Runtime {
                 search: Slot::new("search", SearchBody, search_args),
                 #[cfg(feature = "prim-net")]
                 net: Slot::new("net", NetBody, net_args),
+                #[cfg(feature = "prim-desktop")]
                 desktop: Slot::new("desktop", DesktopBody, desktop_args),
             },
             runtime_session,

@@ -9,6 +9,7 @@ use ractor::ActorRef;
 
 use crate::bodies::Bodies;
 use crate::clock::Clock;
+#[cfg(feature = "prim-desktop")]
 use crate::desktop::DesktopMsg;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
@@ -77,6 +78,7 @@ impl Shared {
         self.bodies.net.get()
     }
 
+    #[cfg(feature = "prim-desktop")]
     pub(crate) fn desktop(&self) -> Result<ActorRef<DesktopMsg>, RuntimeError> {
         self.bodies.desktop.get()
     }

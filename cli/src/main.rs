@@ -13,6 +13,7 @@ mod answer;
 #[cfg(feature = "prim-vm")]
 mod control;
 /// `aido desktop doctor`.
+#[cfg(feature = "prim-desktop")]
 mod desktop;
 /// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
 mod serve;
@@ -602,8 +603,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Replay(r) => replay(r, &home),
         Command::Desktop(DesktopCmd::Doctor { display, json }) => {
-            let layered = layered(&cli, &home)?;
-            desktop::doctor(&layered, display.as_deref(), *json)
+            #[cfg(feature = "prim-desktop")]
+            {
+                let layered = layered(&cli, &home)?;
+                desktop::doctor(&layered, display.as_deref(), *json)
+            }
+            #[cfg(not(feature = "prim-desktop"))]
+            {
+                let _ = (display, json);
+                bail!(
+                    "[primitive_not_built] this aido was built without the prim-desktop cargo feature"
+                )
+            }
         }
         Command::Answer {
             id,

@@ -1,5 +1,5 @@
 """Primitive families as cargo features: an aido built with `--no-default-features` (no VM,
-process, memory, search, human or net family) against the default build, both driven by the
+process, memory, search, human, net or desktop family) against the default build, both driven by the
 official Python SDK client.
 
 The minimal build lists none of those families' tools; a call to one of them (alone or inside
@@ -33,6 +33,7 @@ FAMILIES = {
     "prim-search": ("search_code", {"patterns": ["hello"]}),
     "prim-human": ("ask_human", {"question": "which file?"}),
     "prim-net": ("dns_lookup", {"host": "example.com"}),
+    "prim-desktop": ("get_focused_window", {}),
 }
 ALL_OF = {
     "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "vm_pool_status"},
@@ -41,6 +42,7 @@ ALL_OF = {
     "prim-search": {"search_code", "search_and_read"},
     "prim-human": {"ask_human", "confirm", "ask_multiple_choice", "check_answer"},
     "prim-net": {"http_request", "fetch_url", "port_check", "dns_lookup", "llm_call", "ollama_chat", "ollama_api"},
+    "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification"},
 }
 CORE = {"read_file", "write_file", "edit_file", "simulate", "pipeline", "rewind", "diff", "read_logs"}
 
@@ -108,7 +110,8 @@ async def test_a_missing_family_is_refused_with_a_code_and_journaled(minimal):
     assert proc.returncode == 0, describe(proc)
 
 
-def test_aido_answer_without_the_human_family_fails_with_the_code(minimal):
-    proc = minimal.run("answer", "--list")
-    assert proc.returncode != 0, describe(proc)
-    assert "[primitive_not_built]" in proc.stderr and "prim-human" in proc.stderr, describe(proc)
+def test_the_cli_of_a_missing_family_fails_with_the_code(minimal):
+    for args, feature in ((("answer", "--list"), "prim-human"), (("desktop", "doctor"), "prim-desktop")):
+        proc = minimal.run(*args)
+        assert proc.returncode != 0, describe(proc)
+        assert "[primitive_not_built]" in proc.stderr and feature in proc.stderr, describe(proc)
