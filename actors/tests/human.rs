@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -13,11 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aido_actions::Action;
-use aido_actors::clock::FixedClock;
 use aido_actors::human::{QUESTIONS_FILE, Questions};
-use aido_actors::{Asker, Elicited, Hooks, Runtime, RuntimeOptions, Session};
-use aido_journal::{CommitMode, Journal, Limits as JournalLimits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Asker, Elicited, Hooks, Runtime, Session};
 use serde_json::{Value, json};
 
 struct Aido {
@@ -34,26 +33,13 @@ async fn aido(config: &str) -> Aido {
     std::fs::create_dir_all(&home).unwrap();
     let aido_home = base.join("aido");
     let text = format!("workdir = \"{}\"\n{config}", home.display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
+    let runtime = common::runtime(
+        &text,
+        &home,
+        &aido_home,
         &aido_home.join("journal").join("main"),
-        JournalLimits::default(),
-        CommitMode::Group,
     )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home,
-            aido_home: aido_home.clone(),
-        },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    .await;
     let session = runtime.open_session(None).await.unwrap();
     Aido {
         runtime,

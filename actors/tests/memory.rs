@@ -5,14 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use aido_actions::Action;
-use aido_actors::clock::FixedClock;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session};
-use aido_journal::{CommitMode, Journal, Limits as JournalLimits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
 use serde_json::{Value, json};
 
 struct Aido {
@@ -27,23 +25,13 @@ async fn aido(base: &Path, name: &str, config: &str) -> Aido {
     std::fs::create_dir_all(home.join("project")).unwrap();
     let aido_home = base.join("aido");
     let text = format!("workdir = \"{}\"\n{config}", home.join("project").display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
+    let runtime = common::runtime(
+        &text,
+        &home,
+        &aido_home,
         &aido_home.join("journal").join(name),
-        JournalLimits::default(),
-        CommitMode::Group,
     )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment { home, aido_home },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    .await;
     // FixedClock counts ids from zero in every runtime: let the sessions of "b" and later
     // names differ from those of "a", as they do under the system clock.
     for _ in 0..name.len().saturating_sub(1) + usize::from(name != "a") {

@@ -7,16 +7,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use aido_actions::Action;
-use aido_actors::clock::FixedClock;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session};
-use aido_journal::{CommitMode, Journal, Limits as JournalLimits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
 use axum::extract::Query;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -105,23 +103,13 @@ async fn aido(base: &Path, config: &str) -> Aido {
     std::fs::create_dir_all(&home).unwrap();
     let aido_home = base.join("aido");
     let text = format!("workdir = \"{}\"\n{config}", home.display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
+    let runtime = common::runtime(
+        &text,
+        &home,
+        &aido_home,
         &aido_home.join("journal").join("main"),
-        JournalLimits::default(),
-        CommitMode::Group,
     )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment { home, aido_home },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    .await;
     let session = runtime.open_session(Some("net".into())).await.unwrap();
     Aido { runtime, session }
 }

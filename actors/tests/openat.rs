@@ -6,17 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use aido_actions::Action;
-use aido_actors::clock::FixedClock;
 use aido_actors::fs::hook::{self, Op};
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session};
-use aido_journal::{CommitMode, Journal, Limits as JournalLimits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
 use serde_json::{Value, json};
 
 struct World {
@@ -35,26 +34,7 @@ async fn world() -> World {
     std::fs::create_dir_all(base.join("outside")).unwrap();
     let aido_home = base.join("aido");
     let text = format!("workdir = \"{}\"\n", home.join("project").display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
-        &aido_home.join("journal"),
-        JournalLimits::default(),
-        CommitMode::Group,
-    )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home: home.clone(),
-            aido_home,
-        },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    let runtime = common::runtime(&text, &home, &aido_home, &aido_home.join("journal")).await;
     let session = runtime
         .open_session(Some("test-client".into()))
         .await

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -10,10 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aido_actions::{Action, Effect};
-use aido_actors::clock::FixedClock;
-use aido_actors::{ConfirmAnswer, Confirmer, Hooks, Progress, Runtime, RuntimeOptions, Session};
-use aido_journal::{CommitMode, Event, Journal, Limits as JournalLimits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{ConfirmAnswer, Confirmer, Hooks, Progress, Runtime, Session};
+use aido_journal::Event;
 use serde_json::{Value, json};
 
 struct World {
@@ -30,26 +30,7 @@ async fn world(config: &str) -> World {
     std::fs::create_dir_all(home.join("project")).unwrap();
     let aido_home = base.join("aido");
     let text = format!("workdir = \"{}\"\n{config}", home.join("project").display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
-        &aido_home.join("journal"),
-        JournalLimits::default(),
-        CommitMode::Group,
-    )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home: home.clone(),
-            aido_home,
-        },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    let runtime = common::runtime(&text, &home, &aido_home, &aido_home.join("journal")).await;
     let session = runtime
         .open_session(Some("test-client".into()))
         .await

@@ -4,14 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use aido_actions::Action;
-use aido_actors::clock::FixedClock;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session};
-use aido_journal::{CommitMode, Event, Journal, Limits as JournalLimits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
+use aido_journal::Event;
 use serde_json::{Value, json};
 
 struct Aido {
@@ -31,26 +30,13 @@ async fn aido(base: &Path) -> Aido {
     std::fs::create_dir_all(&project).unwrap();
     let aido_home = base.join("aido");
     let text = format!("workdir = \"{}\"\n", project.display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
+    let runtime = common::runtime(
+        &text,
+        &home,
+        &aido_home,
         &aido_home.join("journal").join("main"),
-        JournalLimits::default(),
-        CommitMode::Group,
     )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home,
-            aido_home: aido_home.clone(),
-        },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    .await;
     let session = runtime.open_session(Some("tools".into())).await.unwrap();
     Aido {
         runtime,
