@@ -300,7 +300,7 @@ impl Executor<'_> {
             })
             .await?;
         let mut done = ran.executed;
-        let Some(pending) = ran.pending else {
+        let Some(mut pending) = ran.pending else {
             return Ok(done);
         };
         // The command's changes, every one admitted, made by the filesystem body as its own
@@ -308,7 +308,7 @@ impl Executor<'_> {
         let mut applied = if pending.changes.is_empty() {
             Executed::new(Outcome::from_output(json!({"applied": []})))
         } else {
-            let (session, changes) = (self.ctx.clone(), pending.changes.clone());
+            let (session, changes) = (self.ctx.clone(), std::mem::take(&mut pending.changes));
             let intents = Some(Intents::of(
                 self.shared.journal.path(),
                 self.session,
@@ -325,6 +325,7 @@ impl Executor<'_> {
             })
             .await?
         };
+        // The layer holding the changes' contents goes only now.
         drop(pending);
         let answer = aido_walk::process::applied_answer(
             applied.outcome.output["applied"].take(),
@@ -395,12 +396,11 @@ impl Executor<'_> {
                 }
             })
             .await?;
-        let mut done = Executed::new(aido_walk::search::render(&action, &answer));
-        done.outcome.inputs.push(Input::Answer {
-            from: aido_walk::search::ANSWER_FROM.into(),
-            value: answer,
-        });
-        Ok(done)
+        Ok(recorded(
+            aido_walk::search::render(&action, &answer),
+            aido_walk::search::ANSWER_FROM,
+            answer,
+        ))
     }
 
     #[cfg(feature = "prim-net")]
@@ -415,12 +415,11 @@ impl Executor<'_> {
                 reply,
             })
             .await?;
-        let mut done = Executed::new(aido_walk::net::render(&action, &answer));
-        done.outcome.inputs.push(Input::Answer {
-            from: aido_walk::net::ANSWER_FROM.into(),
-            value: answer,
-        });
-        Ok(done)
+        Ok(recorded(
+            aido_walk::net::render(&action, &answer),
+            aido_walk::net::ANSWER_FROM,
+            answer,
+        ))
     }
 
     /// Ask the desktop body. Its answer (backend, target window, redacted arguments, the
@@ -440,12 +439,11 @@ impl Executor<'_> {
                 }
             })
             .await?;
-        let mut done = Executed::new(aido_walk::desktop::render(&action, &answer));
-        done.outcome.inputs.push(Input::Answer {
-            from: aido_walk::desktop::ANSWER_FROM.into(),
-            value: answer,
-        });
-        Ok(done)
+        Ok(recorded(
+            aido_walk::desktop::render(&action, &answer),
+            aido_walk::desktop::ANSWER_FROM,
+            answer,
+        ))
     }
 
     #[cfg(feature = "prim-vm")]
@@ -763,15 +761,6 @@ impl Executor<'_> {
 
 /// The twins of the body calls for the families this build lacks. The policy refuses their
 /// actions first (`primitive_not_built`); these answer the same if anything reaches them.
-#[cfg(not(all(
-    feature = "prim-vm",
-    feature = "prim-process",
-    feature = "prim-memory",
-    feature = "prim-search",
-    feature = "prim-human",
-    feature = "prim-net",
-    feature = "prim-desktop"
-)))]
 impl Executor<'_> {
     #[cfg(not(feature = "prim-desktop"))]
     async fn desktop(&self, _action: DesktopAction) -> Result<Executed, Failure> {
@@ -824,14 +813,20 @@ impl Executor<'_> {
     }
 }
 
-/// A result that is another part of the runtime's answer, recorded as the input it is.
-fn answered(from: &str, value: serde_json::Value) -> Executed {
-    let mut done = Executed::new(render::answered(value.clone()));
+/// A result rendered from a body's answer, with that answer recorded as its input (what
+/// playback renders the same result from).
+fn recorded(outcome: Outcome, from: &str, answer: serde_json::Value) -> Executed {
+    let mut done = Executed::new(outcome);
     done.outcome.inputs.push(Input::Answer {
         from: from.into(),
-        value,
+        value: answer,
     });
     done
+}
+
+/// A result that is another part of the runtime's answer, recorded as the input it is.
+fn answered(from: &str, value: serde_json::Value) -> Executed {
+    recorded(render::answered(value.clone()), from, value)
 }
 
 /// The `project` scope's key: the first 16 bytes of the blake3 of the project root, so every

@@ -52,8 +52,9 @@ pub enum CommandChange {
 
 /// What a step changed, to put it back if a later step fails.
 enum Undo {
-    /// A file was written: its previous bytes, or `None` if it was created.
-    Written(Target, Option<Vec<u8>>),
+    /// A file was written: the blob the write kept of what it replaced, or `None` if it
+    /// was created.
+    Written(Target, Option<String>),
     /// A directory was made.
     Dir(Target),
     /// A file was removed: its bytes.
@@ -72,7 +73,7 @@ pub(crate) fn apply(cx: &Ctx, changes: &[CommandChange]) -> Result<Executed, FsE
         match step(cx, change, &mut exec, &mut undo) {
             Ok(shown) => applied.push(shown),
             Err(e) => {
-                put_back(cx, undo);
+                put_back(cx, undo, &exec.blobs);
                 return Err(FsError::CommandChangesRolledBack {
                     path: path_of(change).display().to_string(),
                     reason: e.to_string(),
@@ -109,16 +110,9 @@ fn step(
             let shown = path.display().to_string();
             let target = cx.check(&shown, AccessKind::Write)?;
             let bytes = read_layer(contents, &shown, cx.limits.blob_bytes_max)?;
-            let old = match cx.walls.metadata(&target)? {
-                Some(meta) if meta.is_file() => Some(cx.walls.read_all(
-                    &target,
-                    cx.session,
-                    cx.limits.blob_bytes_max,
-                )?),
-                _ => None,
-            };
+            // The write keeps what it replaces (for the journal): a failed apply puts that back.
             let replaced = cx.write(&target, &bytes, true, exec)?;
-            undo.push(Undo::Written(target.clone(), old));
+            undo.push(Undo::Written(target.clone(), replaced.before.clone()));
             // The mode the command gave it (an existing file's mode survives a write).
             let file = cx.walls.open_read(&target, cx.session)?;
             file.set_permissions(std::fs::Permissions::from_mode(*mode & 0o7777))
@@ -198,13 +192,29 @@ fn read_layer(contents: &std::path::Path, shown: &str, max: u64) -> Result<Vec<u
 }
 
 /// Put back what the applied steps changed, newest first (best effort: the call fails anyway).
-fn put_back(cx: &Ctx, undo: Vec<Undo>) {
+/// A replaced file's bytes are the blob its write kept: in `blobs` (small ones travel with the
+/// record) or already in the journal's blob store (large ones are streamed there).
+fn put_back(cx: &Ctx, undo: Vec<Undo>, blobs: &[(String, Vec<u8>)]) {
+    let kept = |hash: &str| -> Result<Vec<u8>, FsError> {
+        if let Some((_, bytes)) = blobs.iter().find(|(h, _)| h == hash) {
+            return Ok(bytes.clone());
+        }
+        cx.keep
+            .store
+            .get(hash)
+            .ok()
+            .flatten()
+            .ok_or_else(|| FsError::io("read", hash, std::io::Error::other("blob not kept")))
+    };
+    let rewrite = |target: &Target, old: &[u8]| {
+        cx.walls
+            .write_atomic(target, cx.session, &NewContents::new(old), true, None)
+            .map(|_| ())
+    };
     for step in undo.into_iter().rev() {
         let result = match &step {
-            Undo::Written(target, Some(old)) | Undo::Removed(target, old) => cx
-                .walls
-                .write_atomic(target, cx.session, &NewContents::new(old), true, None)
-                .map(|_| ()),
+            Undo::Written(target, Some(hash)) => kept(hash).and_then(|old| rewrite(target, &old)),
+            Undo::Removed(target, old) => rewrite(target, old),
             Undo::Written(target, None) => cx.walls.remove(target),
             Undo::DirRemoved(target) => cx.walls.make_dirs(target),
             Undo::Dir(target) => cx.walls.root_dir(&target.root).and_then(|dir| {
@@ -215,5 +225,106 @@ fn put_back(cx: &Ctx, undo: Vec<Undo>) {
         if let Err(e) = result {
             tracing::error!(error = %e, "cannot put back a command's change after a failed apply");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Arc;
+
+    use aido_policy::{Environment, FsResolver, Layered, PolicyEngine, SessionContext, Source};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::fs::walls::{Keep, Walls};
+
+    /// A step that fails puts back every earlier one, newest first: a replaced file gets its
+    /// old bytes back, a created one and a created directory go, a removed one returns.
+    #[test]
+    fn a_failing_step_puts_back_every_earlier_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (home, layer) = (base.join("home"), base.join("layer"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&layer).unwrap();
+        std::fs::write(home.join("kept.txt"), "old\n").unwrap();
+        std::fs::write(home.join("gone.txt"), "bye\n").unwrap();
+        std::fs::write(layer.join("kept.txt"), "new\n").unwrap();
+        std::fs::write(layer.join("made.txt"), "made\n").unwrap();
+        let text = format!("workdir = \"{}\"\n", home.display());
+        let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
+            .unwrap()
+            .config;
+        let env = Environment {
+            home: home.clone(),
+            aido_home: base.join("aido"),
+        };
+        let policy = Arc::new(PolicyEngine::new(&config, &env, &FsResolver).unwrap());
+        let journal = aido_journal::Journal::open(
+            &base.join("aido/journal"),
+            aido_journal::Limits::default(),
+            aido_journal::CommitMode::Group,
+        )
+        .unwrap();
+        let store = journal.blob_store();
+        let walls = Walls::new(policy);
+        let session = SessionContext::new(home.clone());
+        let cancel = CancellationToken::new();
+        let clock = crate::clock::FixedClock::default();
+        let cx = Ctx {
+            walls: &walls,
+            keep: Keep {
+                store: &store,
+                max: config.limits.blob_bytes_max,
+                journal_dir: journal.path(),
+                free_min: 0,
+                intents: None,
+            },
+            session: &session,
+            limits: &config.limits,
+            cancel: &cancel,
+            clock: &clock,
+            trash: &base.join("trash"),
+        };
+        let file = |name: &str, contents: &str| CommandChange::File {
+            path: home.join(name),
+            mode: 0o644,
+            contents: layer.join(contents),
+        };
+        let changes = [
+            file("kept.txt", "kept.txt"),
+            CommandChange::Dir {
+                path: home.join("d"),
+                mode: 0o755,
+            },
+            file("d/made.txt", "made.txt"),
+            CommandChange::Removed {
+                path: home.join("gone.txt"),
+            },
+            // Its contents are not in the layer: this step fails.
+            file("broken.txt", "missing"),
+        ];
+        let error = apply(&cx, &changes).unwrap_err();
+        assert_eq!(error.code(), "command_changes_rolled_back", "{error}");
+        assert_eq!(
+            std::fs::read_to_string(home.join("kept.txt")).unwrap(),
+            "old\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(home.join("gone.txt")).unwrap(),
+            "bye\n"
+        );
+        assert!(!home.join("d").exists(), "the made directory and file go");
+        assert!(!home.join("broken.txt").exists());
+        // Without the failing step every change is applied, each an effect.
+        let done = apply(&cx, &changes[..4]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(home.join("kept.txt")).unwrap(),
+            "new\n"
+        );
+        assert!(!home.join("gone.txt").exists());
+        assert_eq!(done.outcome.effects.len(), 4, "{:?}", done.outcome.effects);
     }
 }

@@ -292,13 +292,10 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
     Ok(out)
 }
 
-/// The filesystem's code for a file larger than the journal keeps.
-const FILE_TOO_LARGE: &str = "file_too_large";
-
 /// Judge every change a command made, as its own primitive would be judged: a path the walls
-/// or deny globs refuse, a kind the journal cannot take over (a symbolic link, a removed
-/// directory, a device), or a file too large to keep, refuses them all, and the call fails
-/// naming each, with the command's record in the details. Nothing is applied then.
+/// or deny globs refuse, a kind the journal cannot take over (a symbolic link, a device, one
+/// inside a removed directory), or a file too large to keep, refuses them all, and the call
+/// fails naming each, with the command's record in the details. Nothing is applied then.
 fn admit(
     args: &ProcessBodyArgs,
     session: &SessionContext,
@@ -306,36 +303,33 @@ fn admit(
     record: &Value,
 ) -> Result<Vec<CommandChange>, Failure> {
     let blob_max = args.policy.config().limits.blob_bytes_max;
+    let walls = |path: &std::path::Path, kind| {
+        args.policy
+            .check_path(&path.display().to_string(), kind, session, &FsResolver)
+            .map(|_| ())
+            .map_err(|refusal| refusal.code().code())
+    };
+    let too_large = |path: &std::path::Path, bytes| {
+        aido_walk::fs::FsError::TooLarge {
+            path: path.display().to_string(),
+            bytes,
+            max: blob_max,
+        }
+        .code()
+    };
+    let unsupported = |path: &std::path::Path, what: &str| {
+        ProcessError::ChangeUnsupported {
+            path: path.display().to_string(),
+            what: what.to_owned(),
+        }
+        .code()
+    };
     let mut admitted = Vec::new();
     let mut refused = Vec::new();
-    let unsupported = ProcessError::ChangeUnsupported {
-        path: String::new(),
-        what: String::new(),
-    }
-    .code();
     let mut refuse = |path: &std::path::Path, change: &str, code: &str| {
         refused.push(json!({"path": path, "change": change, "code": code}));
     };
     for change in changes {
-        let (path, kind) = match &change {
-            Change::File { path, .. } | Change::Dir { path, .. } => (path, AccessKind::Write),
-            Change::Removed { path, .. } => (path, AccessKind::Delete),
-            Change::Symlink { path, .. } => {
-                refuse(path, "symlink_created", unsupported);
-                continue;
-            }
-            Change::Unsupported { path, .. } => {
-                refuse(path, "unsupported", unsupported);
-                continue;
-            }
-        };
-        if let Err(refusal) =
-            args.policy
-                .check_path(&path.display().to_string(), kind, session, &FsResolver)
-        {
-            refuse(path, "changed", refusal.code().code());
-            continue;
-        }
         match change {
             Change::File {
                 path,
@@ -343,51 +337,56 @@ fn admit(
                 bytes,
                 contents,
                 ..
-            } => {
-                if bytes > blob_max {
-                    refuse(&path, "file_changed", FILE_TOO_LARGE);
-                    continue;
+            } => match walls(&path, AccessKind::Write) {
+                Err(code) => refuse(&path, "changed", code),
+                Ok(()) if bytes > blob_max => {
+                    refuse(&path, "file_changed", too_large(&path, bytes));
                 }
-                admitted.push(CommandChange::File {
+                Ok(()) => admitted.push(CommandChange::File {
                     path,
                     mode,
                     contents,
-                });
-            }
-            Change::Dir { path, mode } => admitted.push(CommandChange::Dir { path, mode }),
-            Change::Removed { path, dir: false } => admitted.push(CommandChange::Removed { path }),
-            Change::Removed { path, dir: true } => {
+                }),
+            },
+            Change::Dir { path, mode } => match walls(&path, AccessKind::Write) {
+                Err(code) => refuse(&path, "changed", code),
+                Ok(()) => admitted.push(CommandChange::Dir { path, mode }),
+            },
+            Change::Removed { path, dir } => match walls(&path, AccessKind::Delete) {
+                Err(code) => refuse(&path, "changed", code),
+                Ok(()) if !dir => admitted.push(CommandChange::Removed { path }),
                 // What it held, deepest first, each judged as its own removal.
-                match removed_tree(&path) {
+                Ok(()) => match removed_tree(&path) {
+                    Err(code) => refuse(&path, "dir_removed", code),
                     Ok(entries) => {
-                        for (entry, is_dir) in entries {
-                            if let Some(what) = is_dir.err() {
-                                refuse(&entry, what, unsupported);
-                                continue;
-                            }
-                            let shown = entry.display().to_string();
-                            if let Err(refusal) = args.policy.check_path(
-                                &shown,
-                                AccessKind::Delete,
-                                session,
-                                &FsResolver,
-                            ) {
-                                refuse(&entry, "removed", refusal.code().code());
-                            } else if is_dir == Ok(true) {
-                                admitted.push(CommandChange::RemovedDir { path: entry });
-                            } else if std::fs::symlink_metadata(&entry)
-                                .is_ok_and(|m| m.len() > blob_max)
-                            {
-                                refuse(&entry, "removed", FILE_TOO_LARGE);
-                            } else {
-                                admitted.push(CommandChange::Removed { path: entry });
+                        for (entry, kind) in entries {
+                            match (kind, walls(&entry, AccessKind::Delete)) {
+                                (Err(what), _) => refuse(&entry, what, unsupported(&entry, what)),
+                                (Ok(_), Err(code)) => refuse(&entry, "removed", code),
+                                (Ok(true), Ok(())) => {
+                                    admitted.push(CommandChange::RemovedDir { path: entry });
+                                }
+                                (Ok(false), Ok(())) => match std::fs::symlink_metadata(&entry) {
+                                    Ok(meta) if meta.len() > blob_max => {
+                                        refuse(&entry, "removed", too_large(&entry, meta.len()));
+                                    }
+                                    _ => admitted.push(CommandChange::Removed { path: entry }),
+                                },
                             }
                         }
                     }
-                    Err(code) => refuse(&path, "dir_removed", code),
-                }
+                },
+            },
+            Change::Symlink { path, .. } => {
+                refuse(
+                    &path,
+                    "symlink_created",
+                    unsupported(&path, "symbolic link"),
+                );
             }
-            Change::Symlink { .. } | Change::Unsupported { .. } => {}
+            Change::Unsupported { path, what } => {
+                refuse(&path, "unsupported", unsupported(&path, &what));
+            }
         }
     }
     if refused.is_empty() {
