@@ -1,5 +1,5 @@
 use aido_actions::verdict::DenyCode;
-use aido_actions::{Action, NetAction, Routed};
+use aido_actions::{Action, Body, NetAction, Routed};
 use aido_net::{Admitted, Host, NetError, NetPolicy, Target};
 
 use crate::Config;
@@ -12,6 +12,10 @@ pub fn judge(
     config: &Config,
     action: &Action,
 ) -> Option<Result<Admitted, NetError>> {
+    // Asked of every action: only a network one is copied to be routed.
+    if action.body() != Body::Net {
+        return None;
+    }
     let Routed::Net(action) = action.clone().route() else {
         return None;
     };
