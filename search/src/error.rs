@@ -20,13 +20,13 @@ pub enum SearchError {
         max: usize,
     },
     /// `index` is `None` when the patterns are valid one by one but not together.
-    #[error("pattern {index:?} is not a valid regex: {message}")]
+    #[error("{} not a valid regex: {message}", which_patterns(*.index, "is", "are"))]
     PatternInvalid {
         index: Option<usize>,
         message: String,
     },
     /// The compiled program would be larger than `Limits::regex_bytes_max`.
-    #[error("pattern {index:?} compiles to more than {limit_bytes} bytes")]
+    #[error("{} more than {limit_bytes} bytes", which_patterns(*.index, "compiles to", "compile to"))]
     PatternTooLarge {
         index: Option<usize>,
         limit_bytes: usize,
@@ -205,5 +205,13 @@ mod tests {
         assert_eq!(listed, codes, "CODES lists exactly the codes code() gives");
         codes.dedup();
         assert_eq!(codes.len(), count, "a code is never used twice");
+    }
+}
+
+/// How an error names the pattern at fault, with its verb (one pattern, or all of them).
+fn which_patterns(index: Option<usize>, one: &str, all: &str) -> String {
+    match index {
+        Some(index) => format!("pattern {index} (counting from 0) {one}"),
+        None => format!("the patterns together {all}"),
     }
 }

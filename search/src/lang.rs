@@ -172,7 +172,7 @@ const SCRIPT_RULES: &[(&str, DefinitionKind)] = &[
         DefinitionKind::Function,
     ),
     (
-        r"^\s*(?:(?:public|private|protected|static|async|readonly|override|abstract|get|set)\s+)*\*?\s*(?P<name>[A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\([^;]*\)\s*(?::\s*[^;{]+)?\{\s*$",
+        r"^\s*(?:(?:public|private|protected|static|async|readonly|override|abstract|get|set)\s+)*\*?\s*(?P<name>[A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\((?P<params>[^;]*)\)\s*(?::\s*[^;{]+)?\{\s*$",
         DefinitionKind::Method,
     ),
 ];
@@ -230,7 +230,10 @@ fn definition_at(language: Language, line: &str) -> Option<(DefinitionKind, Stri
         };
         if rule.kind == DefinitionKind::Method
             && matches!(language, Language::JavaScript | Language::TypeScript)
-            && SCRIPT_KEYWORDS.contains(&name.as_str())
+            && (SCRIPT_KEYWORDS.contains(&name.as_str())
+                || captures
+                    .name("params")
+                    .is_some_and(|params| passes_a_callback(params.as_str())))
         {
             continue;
         }
@@ -239,9 +242,56 @@ fn definition_at(language: Language, line: &str) -> Option<(DefinitionKind, Stri
     None
 }
 
+/// Whether what looks like a method's parameters is a call's arguments instead: a call that
+/// passes a callback (`describe('x', () => {`, `patch(p, "f", function (a) {`) ends its line
+/// with `{` too, but parameters hold no arrow, no `function` and no string literal.
+fn passes_a_callback(params: &str) -> bool {
+    params.contains("=>")
+        || params.contains(['\'', '"', '`'])
+        || params
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .any(|word| word == "function")
+}
+
 /// Whether `line` is itself a definition named `name` (so it is not one of its call sites).
 pub(crate) fn defines(language: Language, line: &str, name: &str) -> bool {
     definition_at(language, line).is_some_and(|(_, found, _)| found == name)
+}
+
+/// Whether `line` calls `name` in code: some `name(` on it stands outside string literals and
+/// comments (`"connect() failed"` and `// see connect()` are not call sites).
+pub(crate) fn calls(language: Language, line: &str, name: &str) -> bool {
+    let bytes = line.as_bytes();
+    let quotes: &[u8] = match language {
+        // In Rust `'` starts lifetimes as often as chars; a char cannot hold a call.
+        Language::Rust => b"\"",
+        Language::Python => b"\"'",
+        Language::JavaScript | Language::TypeScript | Language::Go => b"\"'`",
+    };
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut at = 0;
+    while at < bytes.len() {
+        let b = bytes[at];
+        if quotes.contains(&b) {
+            at = skip_quoted(bytes, at, b) + 1;
+            continue;
+        }
+        let comment = match language {
+            Language::Python => b == b'#',
+            _ => bytes[at..].starts_with(b"//") || bytes[at..].starts_with(b"/*"),
+        };
+        if comment {
+            return false;
+        }
+        if bytes[at..].starts_with(name.as_bytes()) && (at == 0 || !word(bytes[at - 1])) {
+            let after = &bytes[at + name.len()..];
+            if after.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'(') {
+                return true;
+            }
+        }
+        at += 1;
+    }
+    false
 }
 
 /// A file's text split into lines, with their byte offsets.
@@ -705,7 +755,7 @@ x = 1
 
     #[test]
     fn script_functions_arrows_classes_and_methods_but_not_control_flow() {
-        let text = "export function outer(a) {\n  if (a) {\n    return `}${a}`;\n  }\n}\nconst arrow = (x) => x + 1;\nconst block = async (x) => {\n  return x;\n};\nclass Box {\n  get(key) {\n    while (key) {\n    }\n  }\n}\n";
+        let text = "export function outer(a) {\n  if (a) {\n    return `}${a}`;\n  }\n}\nconst arrow = (x) => x + 1;\nconst block = async (x) => {\n  return x;\n};\nclass Box {\n  get(key) {\n    while (key) {\n    }\n  }\n}\npatch(proto, 'free', function (original) {\n  return 1;\n});\ndescribe(\"box\", () => {\n  it(\"gets\", async () => {\n  });\n});\n";
         assert_eq!(
             spans(Language::JavaScript, text),
             [
@@ -729,6 +779,24 @@ x = 1
                 (Function, "main".into(), 14, 16)
             ]
         );
+    }
+
+    #[test]
+    fn a_call_in_a_string_or_a_comment_is_not_a_call_site() {
+        let go = Language::Go;
+        assert!(calls(go, "\tuconn, err := c.connect()", "connect"));
+        assert!(!calls(
+            go,
+            "\treturn fmt.Errorf(\"connect() got error: %v\", err)",
+            "connect"
+        ));
+        assert!(!calls(go, "\t// connect() dials", "connect"));
+        assert!(calls(go, "\tlog(\"a \\\" b\", connect())", "connect"));
+        assert!(!calls(go, "\treconnect()", "connect"));
+        assert!(!calls(Language::Python, "    x = 1  # f(x)", "f"));
+        assert!(calls(Language::Python, "    y = f (x)  # f", "f"));
+        assert!(!calls(Language::JavaScript, "  s = `f(${x})`;", "f"));
+        assert!(calls(Language::Rust, "    let r: &'a str = f(s);", "f"));
     }
 
     #[test]

@@ -409,11 +409,12 @@ impl Reader<'_> {
             let source = self.source(&file.path);
             for hit in file.hits {
                 let own = file.path == path && hit.line == span.name_line;
-                let defines = source
-                    .as_ref()
-                    .and_then(|source| source.language)
-                    .is_some_and(|language| lang::defines(language, &hit.text, &span.name));
-                if own || defines {
+                let language = source.as_ref().and_then(|source| source.language);
+                let not_a_call = language.is_some_and(|language| {
+                    lang::defines(language, &hit.text, &span.name)
+                        || !lang::calls(language, &hit.text, &span.name)
+                });
+                if own || not_a_call {
                     continue;
                 }
                 if callers.len() == wanted {
