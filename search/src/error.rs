@@ -103,6 +103,14 @@ impl ReadError {
     }
 }
 
+/// How an error names the pattern at fault, with its verb (one pattern, or all of them).
+fn which_patterns(index: Option<usize>, one: &str, all: &str) -> String {
+    match index {
+        Some(index) => format!("pattern {index} (counting from 0) {one}"),
+        None => format!("the patterns together {all}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,13 +213,5 @@ mod tests {
         assert_eq!(listed, codes, "CODES lists exactly the codes code() gives");
         codes.dedup();
         assert_eq!(codes.len(), count, "a code is never used twice");
-    }
-}
-
-/// How an error names the pattern at fault, with its verb (one pattern, or all of them).
-fn which_patterns(index: Option<usize>, one: &str, all: &str) -> String {
-    match index {
-        Some(index) => format!("pattern {index} (counting from 0) {one}"),
-        None => format!("the patterns together {all}"),
     }
 }
