@@ -324,6 +324,12 @@ actions! {
         RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
         /// Read aido's own log, this session's activity, or a file the policy allows: tail, since, grep, caps, secrets redacted. Class: read_only.
         ReadLogs(tools::ReadLogs) = "read_logs", ReadOnly;
+        /// Mint a capability grant narrower than this session's own (primitives, paths, hosts; expiry, uses, rate); the token is shown once and never journaled. Class: meta.
+        GrantMint(meta::GrantMint) = "grant_mint", Meta;
+        /// Revoke a grant this session minted (or one narrowed from it), and every grant narrowed from it. Class: meta.
+        GrantRevoke(meta::GrantRevoke) = "grant_revoke", Meta;
+        /// The grants this session minted and those narrowed from them, with their uses (never their tokens). Class: meta.
+        GrantList(meta::GrantList) = "grant_list", Meta;
     }
     /// The memory body: what agents learned, in AIDO_HOME/memory.sqlite, shared by every
     /// session and process of this AIDO_HOME.
@@ -567,6 +573,9 @@ mod tests {
             ("rewind", SideEffectClass::Destructive),
             ("safe_change", SideEffectClass::Composite),
             ("random_bytes", SideEffectClass::ReadOnly),
+            ("grant_mint", SideEffectClass::Meta),
+            ("grant_revoke", SideEffectClass::Meta),
+            ("grant_list", SideEffectClass::Meta),
             ("run_command", SideEffectClass::ProcessSpawn),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),

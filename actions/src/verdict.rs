@@ -104,6 +104,18 @@ deny_codes! {
     PathDeniedByPattern = "path_denied_by_pattern", DenyPatterns;
     /// A primitive this session was not granted.
     CapabilityMissing = "capability_missing", Capabilities;
+    /// A path outside the roots this session's grant names for that kind of access.
+    GrantPathOutside = "grant_path_outside", Capabilities;
+    /// A network target outside the hosts this session's grant names.
+    GrantHostOutside = "grant_host_outside", Capabilities;
+    /// The session's grant (or one it was narrowed from) has expired.
+    GrantExpired = "grant_expired", Capabilities;
+    /// The session's grant (or one it was narrowed from) has no uses left.
+    GrantExhausted = "grant_exhausted", Capabilities;
+    /// The session's grant (or one it was narrowed from) was revoked.
+    GrantRevoked = "grant_revoked", Capabilities;
+    /// The session's grant allows no more uses in its rate window now.
+    GrantRateLimited = "grant_rate_limited", Capabilities;
     /// A memory action (remember, recall, forget, list_memory) while `memory.enabled` is
     /// false.
     MemoryDisabled = "memory_disabled", DesktopGate;
@@ -249,6 +261,28 @@ mod tests {
             (
                 DenyCode::CapabilityMissing,
                 "capability_missing",
+                Gate::Capabilities,
+            ),
+            (
+                DenyCode::GrantPathOutside,
+                "grant_path_outside",
+                Gate::Capabilities,
+            ),
+            (
+                DenyCode::GrantHostOutside,
+                "grant_host_outside",
+                Gate::Capabilities,
+            ),
+            (DenyCode::GrantExpired, "grant_expired", Gate::Capabilities),
+            (
+                DenyCode::GrantExhausted,
+                "grant_exhausted",
+                Gate::Capabilities,
+            ),
+            (DenyCode::GrantRevoked, "grant_revoked", Gate::Capabilities),
+            (
+                DenyCode::GrantRateLimited,
+                "grant_rate_limited",
                 Gate::Capabilities,
             ),
             (

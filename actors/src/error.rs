@@ -15,12 +15,16 @@ pub enum StartError {
     /// The runtime's own journal session could not be started.
     #[error("cannot journal: {0}")]
     Journal(#[from] aido_journal::AppendError),
+    /// The session's grant token is not valid, or the grant store cannot answer.
+    #[error("{0}")]
+    Grant(#[from] aido_grants::GrantError),
 }
 
 aido_actions::coded!(StartError {
     @delegate {
         Self::Policy(e) => e.code(),
         Self::Journal(e) => e.code(),
+        Self::Grant(e) => e.code(),
     }
     Spawn => "actor_spawn_failed",
 });

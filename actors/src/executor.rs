@@ -247,6 +247,11 @@ impl Executor<'_> {
                 self.rewind(target).await
             }
             RuntimeAction::ReadLogs(r) => self.read_logs(r).await,
+            RuntimeAction::GrantMint(_)
+            | RuntimeAction::GrantRevoke(_)
+            | RuntimeAction::GrantList(_) => {
+                crate::grants::run(&self.shared, self.session.to_string(), self.ctx, &action).await
+            }
         }
     }
 

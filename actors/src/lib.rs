@@ -97,6 +97,8 @@ pub mod families;
 pub mod faults;
 /// The filesystem body.
 pub mod fs;
+/// Capability grants: the store, a use per action of a granted session, the grant primitives.
+pub mod grants;
 /// What a surface lends a call: asking a human, progress, cancellation.
 pub mod hooks;
 /// Asking a human: through the surface's form, or stored for `aido answer`

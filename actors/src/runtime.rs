@@ -136,6 +136,9 @@ impl Runtime {
             last_crash: Mutex::new(None),
             faults,
             questions: options.env.aido_home.join(QUESTIONS_FILE),
+            grants: crate::grants::Grants::new(
+                options.env.aido_home.join(crate::grants::GRANTS_FILE),
+            ),
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -166,23 +169,60 @@ impl Runtime {
     /// Open a session for one agent connection: journal its start and spawn its actor under
     /// the supervisor.
     pub async fn open_session(&self, client: Option<String>) -> Result<Session, StartError> {
-        let id = self.shared.clock.session_id();
         let cwd = self.shared.policy.workdir().to_owned();
+        self.start_session(client, SessionContext::new(cwd), None)
+            .await
+    }
+
+    /// Open a session that runs under the capability grant `token` names: it can never
+    /// exceed the grant, and the grants it mints only narrow it. An invalid token starts
+    /// nothing (`grant_token_invalid`).
+    pub async fn open_session_granted(
+        &self,
+        client: Option<String>,
+        token: String,
+    ) -> Result<Session, StartError> {
+        let mut ctx = SessionContext::new(self.shared.policy.workdir().to_owned());
+        let grant = crate::grants::authenticate(&self.shared, token, &mut ctx).await?;
+        self.start_session(client, ctx, Some(grant)).await
+    }
+
+    /// The id of the grant `token` names, if it is a token of this `AIDO_HOME`'s store.
+    pub async fn grant_of(&self, token: &str) -> Result<String, StartError> {
+        let mut ctx = SessionContext::new(self.shared.policy.workdir().to_owned());
+        Ok(crate::grants::authenticate(&self.shared, token.to_owned(), &mut ctx).await?)
+    }
+
+    async fn start_session(
+        &self,
+        client: Option<String>,
+        ctx: SessionContext,
+        grant: Option<String>,
+    ) -> Result<Session, StartError> {
+        let id = self.shared.clock.session_id();
         let event = Event::SessionStarted {
             client,
-            cwd: cwd.display().to_string(),
+            cwd: ctx.cwd.display().to_string(),
             runtime: format!("aido {VERSION}"),
+            grant,
         };
         self.shared
             .journal
             .append(id, self.shared.clock.now_ms(), event)
             .await?;
-        self.spawn_session(id, cwd).await
+        self.spawn_session_with(id, ctx).await
     }
 
     /// Spawn the actor of session `id` under the supervisor.
     async fn spawn_session(&self, id: SessionId, cwd: PathBuf) -> Result<Session, StartError> {
-        let ctx = SessionContext::new(cwd);
+        self.spawn_session_with(id, SessionContext::new(cwd)).await
+    }
+
+    async fn spawn_session_with(
+        &self,
+        id: SessionId,
+        ctx: SessionContext,
+    ) -> Result<Session, StartError> {
         let args = SessionArgs {
             shared: self.shared.clone(),
             id,
@@ -321,6 +361,7 @@ impl RuntimeState {
                 client: Some("aido-runtime".into()),
                 cwd: self.shared.policy.workdir().display().to_string(),
                 runtime: format!("aido {VERSION}"),
+                grant: None,
             };
             if let Err(e) = self.shared.journal.append(session, now, started).await {
                 tracing::error!(code = e.code(), "cannot journal the runtime session");

@@ -222,9 +222,12 @@ impl Session {
             Ok(mut done) => {
                 inputs.append(&mut done.outcome.inputs);
                 done.outcome.inputs = inputs;
+                // A minted grant's token goes to the agent, never to the journal.
+                let outcome = crate::grants::journaled(&action, &done.outcome)
+                    .unwrap_or_else(|| done.outcome.clone());
                 let event = Event::ActionCompleted {
                     proposal: seq,
-                    outcome: done.outcome.clone(),
+                    outcome,
                     duration_ms,
                 };
                 self.journal_outcome(event, done.blobs, written)
@@ -463,10 +466,11 @@ impl Actor for SessionActor {
                     .into()));
                     return Ok(());
                 }
+                // Under a grant, each action spends one use first; a refused use refuses it.
+                let spent = crate::grants::spend(shared, &state.args.ctx).await;
+                let ctx = spent.as_ref().unwrap_or(&state.args.ctx);
                 let (verdict, admitted) =
-                    shared
-                        .policy
-                        .evaluate_admitting(&action, &state.args.ctx, &FsResolver);
+                    shared.policy.evaluate_admitting(&action, ctx, &FsResolver);
                 // Write ahead: an action that can change the world runs only after its
                 // proposal is durable. One that cannot (every leaf read-only or meta) starts as
                 // soon as its proposal has a seq; its outcome record's durable acknowledgement

@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     /// The question store's file (AIDO_HOME/questions.sqlite).
     #[cfg_attr(not(feature = "prim-human"), allow(dead_code))]
     pub(crate) questions: std::path::PathBuf,
+    /// The capability grants (AIDO_HOME/grants.sqlite).
+    pub(crate) grants: crate::grants::Grants,
 }
 
 impl Shared {

@@ -827,6 +827,19 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         tracing::warn!(?plan, "AIDO_FAULTS: injecting seeded faults");
         runtime.faults().follow(plan);
     }
+    // AIDO_GRANT: the session runs under that capability grant. A token that is not valid
+    // starts nothing (it is never taken from the command line, where `ps` would show it).
+    let grant = match std::env::var("AIDO_GRANT") {
+        Ok(token) => {
+            let id = runtime
+                .grant_of(&token)
+                .await
+                .map_err(|e| anyhow::anyhow!("AIDO_GRANT: [{}] {e}", e.code()))?;
+            tracing::info!(grant = %id, "the session runs under a capability grant");
+            Some(token)
+        }
+        Err(_) => None,
+    };
     let runtime = Arc::new(runtime);
     #[cfg(feature = "prim-vm")]
     let control = if runtime.policy().config().vm.enabled && runtime.policy().config().vm.live_view
@@ -843,7 +856,7 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     };
     #[cfg(not(feature = "prim-vm"))]
     let control: Option<PathBuf> = None;
-    let served = aido_mcp::serve_stdio(runtime.clone())
+    let served = aido_mcp::serve_stdio(runtime.clone(), grant)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"));
     if let Some(file) = control {

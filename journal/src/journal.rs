@@ -1104,6 +1104,7 @@ mod tests {
             client: Some("t".into()),
             cwd: "/".into(),
             runtime: "x".into(),
+            grant: None,
         };
         live.append_blocking(s, 1, started).unwrap();
         assert!(matches!(
@@ -1330,6 +1331,7 @@ mod tests {
             client: None,
             cwd: "/w".into(),
             runtime: "t".into(),
+            grant: None,
         };
         j.append_blocking(s, 5, started).unwrap();
         assert_eq!(j.sessions().unwrap()[0].started_ms, 5);

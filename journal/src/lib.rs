@@ -22,7 +22,7 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let journal = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
 //! let session = SessionId::from_bytes([7; 16]);
-//! let started = Event::SessionStarted { client: None, cwd: "/w".into(), runtime: "test".into() };
+//! let started = Event::SessionStarted { client: None, cwd: "/w".into(), runtime: "test".into(), grant: None };
 //! let appended = journal.append_blocking(session, 1, started).unwrap();
 //! assert_eq!(appended.seq, 1);
 //! assert!(journal.verify(session).unwrap().broken.is_none());

@@ -91,6 +91,9 @@ pub enum Event {
         cwd: String,
         /// The aido version that ran it.
         runtime: String,
+        /// The capability grant the session runs under (its id, never its token).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<String>,
     },
     /// A person (or another process) continued an existing session, e.g. `aido replay rewind`.
     SessionResumed {

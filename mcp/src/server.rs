@@ -33,6 +33,8 @@ pub struct AidoServer {
     versions: &'static [ProtocolVersion],
     /// Over HTTP: closes the aido session when the MCP session's last handle goes.
     closer: Option<Arc<Closer>>,
+    /// The capability grant token the session runs under, if any.
+    grant: Option<Arc<str>>,
     #[cfg(feature = "conformance")]
     fixture: crate::conformance::Fixture,
 }
@@ -89,9 +91,16 @@ impl AidoServer {
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
             versions: ProtocolVersion::KNOWN_VERSIONS,
             closer: None,
+            grant: None,
             #[cfg(feature = "conformance")]
             fixture: crate::conformance::Fixture::default(),
         }
+    }
+
+    /// This server's session runs under the capability grant `token` names.
+    pub fn with_grant(mut self, token: Option<String>) -> Self {
+        self.grant = token.map(Arc::from);
+        self
     }
 
     /// A server for one MCP session over streamable HTTP: it serves
@@ -116,7 +125,15 @@ impl AidoServer {
     /// The session, opened on first use if the client skipped straight to a call.
     async fn session(&self, client: Option<String>) -> Result<&Session, McpError> {
         self.session
-            .get_or_try_init(|| async { self.runtime.open_session(client).await })
+            .get_or_try_init(|| async {
+                match &self.grant {
+                    Some(token) => {
+                        let token = token.to_string();
+                        self.runtime.open_session_granted(client, token).await
+                    }
+                    None => self.runtime.open_session(client).await,
+                }
+            })
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), Some(json!({"code": e.code()}))))
     }
@@ -572,9 +589,10 @@ impl ServerHandler for AidoServer {
 /// Serve one MCP connection over stdin/stdout until the client closes it.
 pub async fn serve_stdio(
     runtime: Arc<Runtime>,
+    grant: Option<String>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let max = crate::stdio::request_bytes_max(runtime.policy().config().limits.argument_bytes_max);
-    let server = AidoServer::new(runtime);
+    let server = AidoServer::new(runtime).with_grant(grant);
     let sessions = server.session.clone();
     let (transport, reader) = crate::stdio::start(
         crate::stdio::Stdin::open(),

@@ -8,6 +8,7 @@ use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::{Config, ConfigError, Mode};
+use crate::grant::GrantScope;
 use crate::resolve::{
     FsResolver, PathResolver, ResolveError, is_canonical, normalize_lexically, strip_prefix_spelled,
 };
@@ -27,8 +28,13 @@ pub struct Environment {
 pub struct SessionContext {
     /// Where relative paths start (absolute).
     pub cwd: PathBuf,
-    /// The session's grants (primitive or class names); `None` grants everything.
-    pub capabilities: Option<BTreeSet<String>>,
+    /// The session's capability grant (primitives, paths, hosts); `None` narrows nothing.
+    pub capabilities: Option<Arc<GrantScope>>,
+    /// Why the grant's store refused this use of it (expired, exhausted, revoked, over its
+    /// rate), found by the runtime before the chain runs: every action is then refused.
+    pub grant_refused: Option<(DenyCode, String)>,
+    /// The id of the session's grant in the grant store (never its token).
+    pub grant_id: Option<String>,
     /// The paths the chain admitted for the action being run, handed to its body so the body
     /// does not resolve them again (see [`Admissions`]).
     pub admitted: Option<Arc<Admissions>>,
@@ -40,6 +46,8 @@ impl SessionContext {
         Self {
             cwd,
             capabilities: None,
+            grant_refused: None,
+            grant_id: None,
             admitted: None,
         }
     }
@@ -455,6 +463,12 @@ impl PolicyEngine {
             );
         }
 
+        // capabilities, first part: a grant its store refused refuses everything, meta
+        // primitives included.
+        if let Some((code, reason)) = &ctx.grant_refused {
+            return deny(*code, reason.clone());
+        }
+
         // always_allow: meta primitives listed here skip every gate (the config refuses
         // anything but meta primitives in this list).
         if self.always_allow.iter().any(|name| name == primitive) {
@@ -535,10 +549,31 @@ impl PolicyEngine {
             }
         }
 
-        // path_walls, then deny_patterns, for the paths this action touches itself.
+        // path_walls, then deny_patterns, for the paths this action touches itself; then the
+        // session's grant, on the path as resolved.
         for access in action.touches() {
             match self.check(&access.path, access.kind, ctx, resolver) {
                 Err(refusal) => return deny(refusal.code(), refusal.to_string()),
+                Ok(check)
+                    if ctx
+                        .capabilities
+                        .as_ref()
+                        .is_some_and(|g| !g.allows_path(&check.resolved, access.kind)) =>
+                {
+                    return deny(
+                        DenyCode::GrantPathOutside,
+                        format!(
+                            "{} resolves to {}, outside the roots this session was granted for {}",
+                            access.path,
+                            check.resolved.display(),
+                            if access.kind.needs_write() {
+                                "writing"
+                            } else {
+                                "reading"
+                            },
+                        ),
+                    );
+                }
                 Ok(check) => {
                     if let Some(admitted) = admitted {
                         admitted.push(PathCheck {
@@ -554,15 +589,43 @@ impl PolicyEngine {
         }
 
         // net_allowlist: a network target's host and port, and an address literal's range.
-        if let Some(Err(refusal)) = crate::net::judge(&self.net, &self.config, action) {
-            return deny(crate::net::deny_code(&refusal), refusal.to_string());
+        match crate::net::judge(&self.net, &self.config, action) {
+            Some(Err(refusal)) => {
+                return deny(crate::net::deny_code(&refusal), refusal.to_string());
+            }
+            Some(Ok(admitted))
+                if ctx
+                    .capabilities
+                    .as_ref()
+                    .is_some_and(|g| !g.allows_target(&admitted.target)) =>
+            {
+                return deny(
+                    DenyCode::GrantHostOutside,
+                    format!(
+                        "{primitive} reaches {}:{}, which this session was not granted",
+                        admitted.target.host, admitted.target.port
+                    ),
+                );
+            }
+            _ => {}
         }
 
         // capabilities: composites are judged by their leaves.
-        if let Some(grants) = &ctx.capabilities
-            && class != SideEffectClass::Composite
-            && !grants.contains(primitive)
-            && !grants.contains(class.name())
+        // A command's file changes are judged by the walls, not by a grant's roots: under a
+        // grant that narrows paths, commands are refused rather than let reach further.
+        if let Some(grant) = &ctx.capabilities
+            && grant.narrows_paths()
+            && action.body() == Body::Process
+        {
+            return deny(
+                DenyCode::GrantPathOutside,
+                format!(
+                    "{primitive} is refused under a grant that narrows paths (a command's reach is the walls', not the grant's roots)"
+                ),
+            );
+        }
+        if let Some(grant) = &ctx.capabilities
+            && !grant.allows_primitive(primitive, class)
         {
             return deny(
                 DenyCode::CapabilityMissing,
@@ -1046,7 +1109,7 @@ mod tests {
     #[test]
     fn capabilities_limit_a_session() {
         let mut w = world("");
-        w.ctx.capabilities = Some(["read_only".to_owned()].into_iter().collect());
+        w.ctx.capabilities = Some(Arc::new(GrantScope::primitives(["read_only"])));
         assert_eq!(
             code(&verdict(&w, "read_file", json!({"path": "file"}))),
             "allow"
@@ -1061,6 +1124,54 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_grants_roots_bound_paths_as_resolved_inside_pipelines_too_and_refuse_commands() {
+        let mut w = world("");
+        w.ctx.cwd = w.base.join("w/a");
+        w.ctx.capabilities = Some(Arc::new(GrantScope {
+            write: Some(vec![w.base.join("w/a/sub")]),
+            ..GrantScope::default()
+        }));
+        let write = |p: &str| json!({"path": p, "content": "x"});
+        assert_eq!(
+            code(&verdict(&w, "write_file", write("sub/n.txt"))),
+            "allow"
+        );
+        assert_eq!(
+            code(&verdict(&w, "read_file", json!({"path": "sub/n.txt"}))),
+            "allow"
+        );
+        assert_eq!(
+            code(&verdict(&w, "read_file", json!({"path": "file"}))),
+            "grant_path_outside"
+        );
+        // ro/into_a is a link into w/a/sub: judged where it points, so reading through it is
+        // inside the grant; the same name spelled as its own dir is not.
+        assert_eq!(
+            code(&verdict(
+                &w,
+                "read_file",
+                json!({"path": "../../ro/into_a"})
+            )),
+            "allow"
+        );
+        let pipeline = json!({"steps": [
+            {"type": "write_file", "path": "sub/ok.txt", "content": "x"},
+            {"type": "write_file", "path": "no.txt", "content": "x"},
+        ]});
+        match verdict(&w, "pipeline", pipeline) {
+            Verdict::Deny { code, leaf, .. } => {
+                assert_eq!(code, DenyCode::GrantPathOutside);
+                assert_eq!(leaf.as_deref(), Some("steps[1]"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            code(&verdict(&w, "run_command", json!({"argv": ["true"]}))),
+            "grant_path_outside"
+        );
+    }
+
     /// Every denial code comes out of a real input: one case per code, each judged by the real
     /// engine over real files. (The code table itself is pinned in `aido_actions::verdict`.)
     #[test]
@@ -1068,7 +1179,8 @@ mod tests {
         struct Case {
             code: DenyCode,
             config: &'static str,
-            grants: Option<&'static [&'static str]>,
+            grant: Option<GrantScope>,
+            refused: Option<DenyCode>,
             unbuilt: &'static [(Body, &'static str)],
             primitive: &'static str,
             args: serde_json::Value,
@@ -1076,7 +1188,8 @@ mod tests {
         let case = |code, config, primitive, args| Case {
             code,
             config,
-            grants: None,
+            grant: None,
+            refused: None,
             unbuilt: &[],
             primitive,
             args,
@@ -1138,8 +1251,58 @@ mod tests {
                 json!({"path": "keys/id_ed25519"}),
             ),
             Case {
-                grants: Some(&["read_only"]),
+                grant: Some(GrantScope::primitives(["read_only"])),
                 ..case(DenyCode::CapabilityMissing, "", "write_file", write("x"))
+            },
+            Case {
+                grant: Some(GrantScope {
+                    read: Some(vec!["/".into()]),
+                    ..GrantScope::default()
+                }),
+                ..case(DenyCode::GrantPathOutside, "", "write_file", write("x"))
+            },
+            Case {
+                grant: Some(GrantScope {
+                    hosts: Some(vec!["other.org".into()]),
+                    ..GrantScope::default()
+                }),
+                ..case(
+                    DenyCode::GrantHostOutside,
+                    "[net]\nallow = [\"example.com:443\"]",
+                    "fetch_url",
+                    json!({"url": "https://example.com/"}),
+                )
+            },
+            Case {
+                refused: Some(DenyCode::GrantExpired),
+                ..case(
+                    DenyCode::GrantExpired,
+                    "",
+                    "read_file",
+                    json!({"path": "x"}),
+                )
+            },
+            Case {
+                refused: Some(DenyCode::GrantExhausted),
+                ..case(DenyCode::GrantExhausted, "", "session_history", json!({}))
+            },
+            Case {
+                refused: Some(DenyCode::GrantRevoked),
+                ..case(
+                    DenyCode::GrantRevoked,
+                    "",
+                    "read_file",
+                    json!({"path": "x"}),
+                )
+            },
+            Case {
+                refused: Some(DenyCode::GrantRateLimited),
+                ..case(
+                    DenyCode::GrantRateLimited,
+                    "",
+                    "read_file",
+                    json!({"path": "x"}),
+                )
             },
             case(
                 DenyCode::MemoryDisabled,
@@ -1192,9 +1355,8 @@ mod tests {
         for c in &cases {
             let mut w = world(c.config);
             w.engine = w.engine.without_bodies(c.unbuilt.to_vec());
-            w.ctx.capabilities = c
-                .grants
-                .map(|g| g.iter().map(|s| (*s).to_owned()).collect());
+            w.ctx.capabilities = c.grant.clone().map(Arc::new);
+            w.ctx.grant_refused = c.refused.map(|code| (code, format!("{code:?}")));
             match verdict(&w, c.primitive, c.args.clone()) {
                 Verdict::Deny {
                     gate, code, reason, ..

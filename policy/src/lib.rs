@@ -25,6 +25,8 @@
 pub mod config;
 /// The engine: the gates in order, and per-path checks reused by the bodies.
 pub mod engine;
+/// What a capability grant lets a session do (primitives, paths, hosts), and narrowing.
+pub mod grant;
 /// The net gate: a network action's target judged by `[net] allow` and, for an address, by
 /// range.
 pub mod net;

@@ -7,7 +7,7 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let j = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
 //! let s = SessionId::from_bytes([1; 16]);
-//! j.append_blocking(s, 0, Event::SessionStarted { client: None, cwd: "/w".into(), runtime: "t".into() }).unwrap();
+//! j.append_blocking(s, 0, Event::SessionStarted { client: None, cwd: "/w".into(), runtime: "t".into(), grant: None }).unwrap();
 //! let text = aido_replay::timeline(&j.all_records(s).unwrap(), false);
 //! assert!(text.contains("session started"));
 //! ```
@@ -86,9 +86,14 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 client,
                 cwd,
                 runtime,
+                grant,
             } => {
+                let under = grant
+                    .as_ref()
+                    .map(|g| format!(" under grant {g}"))
+                    .unwrap_or_default();
                 format!(
-                    "session started by {} in {cwd} ({runtime})",
+                    "session started by {} in {cwd} ({runtime}){under}",
                     client.as_deref().unwrap_or("an unknown client")
                 )
             }

@@ -552,7 +552,10 @@ impl Player<'_> {
         Ok(Ok(match action {
             RuntimeAction::Simulate(_)
             | RuntimeAction::PolicyCheck(_)
-            | RuntimeAction::DeleteSnapshot(_) => render::answered(self.answer()?),
+            | RuntimeAction::DeleteSnapshot(_)
+            | RuntimeAction::GrantMint(_)
+            | RuntimeAction::GrantRevoke(_)
+            | RuntimeAction::GrantList(_) => render::answered(self.answer()?),
             RuntimeAction::SessionHistory(h) => {
                 let head = pull!(self, Input::JournalHead { seq } => *seq, "the journal head");
                 let (limit, window) = render::history_window(h);

@@ -125,6 +125,7 @@ class World:
         logging_callback: Any = None,
         message_handler: Any = None,
         extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> AsyncIterator[Aido]:
         """Start `aido mcp` and connect the official Python SDK client to it over stdio.
 
@@ -137,7 +138,7 @@ class World:
         if config is not None:
             args += ["--config", str(self.write_config(config))]
         params = StdioServerParameters(
-            command=str(self.bin), args=args, env=self.env(), cwd=str(self.home)
+            command=str(self.bin), args=args, env=self.env(**(env or {})), cwd=str(self.home)
         )
         log = self.root / "logs" / f"server-{next(self._counter)}.stderr"
         log.parent.mkdir(parents=True, exist_ok=True)
