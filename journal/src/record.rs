@@ -211,6 +211,21 @@ pub enum Event {
         /// Why it is stopped.
         why: String,
     },
+    /// A background command (`run_command` with `background`) of an earlier aido process was
+    /// found at start-up without its process: it died with it, and the file changes its layer
+    /// held were never applied (the layer is removed).
+    HandleLost {
+        /// The handle.
+        handle: String,
+        /// The session that started it (32 hex digits).
+        session: String,
+        /// The seq of the proposal that started it.
+        proposal: u64,
+        /// Its command line.
+        argv: Vec<String>,
+        /// Entries of its layer discarded (files, directories, removals).
+        changes_discarded: u64,
+    },
     /// The session ended.
     SessionEnded {
         /// Why (client closed, shutdown).
@@ -240,6 +255,7 @@ impl Event {
             Self::SnapshotTaken { .. } => "snapshot_taken",
             Self::Rewound { .. } => "rewound",
             Self::BodyRestarted { .. } => "body_restarted",
+            Self::HandleLost { .. } => "handle_lost",
             Self::BodyFailed { .. } => "body_failed",
             Self::SessionEnded { .. } => "session_ended",
         }
