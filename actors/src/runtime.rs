@@ -167,7 +167,7 @@ impl Runtime {
             shared
                 .journal_runtime(Event::HandleLost {
                     handle: lost.handle,
-                    session: lost.session,
+                    started_in: lost.session,
                     proposal: lost.proposal,
                     argv: lost.argv,
                     changes_discarded: lost.changes_discarded,

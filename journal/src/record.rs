@@ -217,8 +217,9 @@ pub enum Event {
     HandleLost {
         /// The handle.
         handle: String,
-        /// The session that started it (32 hex digits).
-        session: String,
+        /// The session that started it (32 hex digits). Not `session`: a record's own
+        /// session is a field of the record beside its event.
+        started_in: String,
         /// The seq of the proposal that started it.
         proposal: u64,
         /// Its command line.

@@ -216,13 +216,13 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
             } => p.red(&format!("{body} body STOPPED: {why} (last: {reason})")),
             Event::HandleLost {
                 handle,
-                session,
+                started_in,
                 proposal,
                 argv,
                 changes_discarded,
             } => p.yellow(&format!(
                 "background command {handle} LOST with its aido process (started by seq {proposal} of session {}: {}); {changes_discarded} layer entries never applied",
-                short(session, 12),
+                short(started_in, 12),
                 short(&argv.join(" "), 60)
             )),
             Event::SessionEnded { reason } => format!("session ended: {}", short(reason, 80)),

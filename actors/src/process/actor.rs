@@ -137,7 +137,7 @@ impl Actor for ProcessBody {
                         }
                         ProcessAction::CheckHandle(check) => args
                             .handles
-                            .check(&check, ticket.deadline())
+                            .check(&check, ticket.deadline(), output_bytes_max(&args.policy))
                             .await
                             .map(answered),
                         ProcessAction::WriteStdin(write) => {

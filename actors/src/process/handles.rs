@@ -491,13 +491,20 @@ impl HandleTable {
     }
 
     /// check_handle: frames from the cursor, long-polling until `deadline` at the latest.
-    pub(crate) async fn check(&self, check: &CheckHandle, deadline: Instant) -> Result<Value, Failure> {
+    /// `budget` bounds the bytes returned below [`CheckHandle::BYTES_MAX`] (a share of the
+    /// journal's record bound: the frames are in the recorded input and in the result).
+    pub(crate) async fn check(
+        &self,
+        check: &CheckHandle,
+        deadline: Instant,
+        budget: usize,
+    ) -> Result<Value, Failure> {
         let handle = self.get(&check.handle)?;
         let cursor = check.cursor.unwrap_or(0);
         let bytes_max = check
             .bytes_max
             .unwrap_or(CheckHandle::BYTES_MAX)
-            .clamp(1, CheckHandle::BYTES_MAX);
+            .clamp(1, CheckHandle::BYTES_MAX.min(budget).max(1));
         let wait_ms = check.wait_ms.unwrap_or(0).min(CheckHandle::WAIT_MS_MAX);
         // Answer a little before the call's own deadline.
         let until = (Instant::now() + Duration::from_millis(wait_ms))
