@@ -21,12 +21,29 @@ use serde_json::{Value, json};
 type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 
 const TESTS: &[(&str, Test)] = &[
-    ("cat_takes_input_and_check_handle_reads_frames_by_cursor_with_a_long_poll", || Box::pin(cat_round_trip())),
-    ("stop_handle_kills_the_whole_tree_double_forked_children_included", || Box::pin(stop_kills_the_tree())),
-    ("a_background_commands_file_changes_are_applied_at_stop_and_rewound", || Box::pin(changes_applied_at_stop())),
-    ("a_gigabyte_flood_keeps_the_buffer_bounded_and_other_calls_answer", || Box::pin(flood_is_bounded())),
-    ("a_pty_command_is_driven_through_its_terminal", || Box::pin(pty_command())),
-    ("a_handle_is_reachable_from_another_session_of_the_same_runtime", || Box::pin(other_session())),
+    (
+        "cat_takes_input_and_check_handle_reads_frames_by_cursor_with_a_long_poll",
+        || Box::pin(cat_round_trip()),
+    ),
+    (
+        "stop_handle_kills_the_whole_tree_double_forked_children_included",
+        || Box::pin(stop_kills_the_tree()),
+    ),
+    (
+        "a_background_commands_file_changes_are_applied_at_stop_and_rewound",
+        || Box::pin(changes_applied_at_stop()),
+    ),
+    (
+        "a_gigabyte_flood_keeps_the_buffer_bounded_and_other_calls_answer",
+        || Box::pin(flood_is_bounded()),
+    ),
+    ("a_pty_command_is_driven_through_its_terminal", || {
+        Box::pin(pty_command())
+    }),
+    (
+        "a_handle_is_reachable_from_another_session_of_the_same_runtime",
+        || Box::pin(other_session()),
+    ),
     ("bad_calls_get_coded_errors", || Box::pin(coded_errors())),
 ];
 
@@ -47,9 +64,13 @@ fn main() {
         .iter()
         .filter(|(name, _)| {
             filters.is_empty()
-                || filters
-                    .iter()
-                    .any(|f| if exact { *name == f.as_str() } else { name.contains(f.as_str()) })
+                || filters.iter().any(|f| {
+                    if exact {
+                        *name == f.as_str()
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
         })
         .collect();
     println!("running {} tests", chosen.len());
@@ -78,7 +99,10 @@ async fn aido() -> Aido {
     let mut parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     if parent.starts_with("/tmp") {
         parent = PathBuf::from("/var/tmp/aido-handles-tests");
-        eprintln!("fixtures under {} (the target dir is under /tmp)", parent.display());
+        eprintln!(
+            "fixtures under {} (the target dir is under /tmp)",
+            parent.display()
+        );
     }
     std::fs::create_dir_all(&parent).unwrap();
     let dir = tempfile::Builder::new()
@@ -102,7 +126,11 @@ async fn aido() -> Aido {
 }
 
 impl Aido {
-    async fn run_in(session: &Session, primitive: &str, args: Value) -> Result<(u64, Value), String> {
+    async fn run_in(
+        session: &Session,
+        primitive: &str,
+        args: Value,
+    ) -> Result<(u64, Value), String> {
         let action = Action::from_tool_call(primitive, args).unwrap();
         match session.run(action, Hooks::default()).await {
             Ok(ran) => Ok((ran.seq, ran.outcome.output)),
@@ -133,12 +161,20 @@ impl Aido {
     }
 
     /// check_handle from `cursor` until `done` holds of the text read so far (bounded).
-    async fn read_until(&self, handle: &str, mut cursor: u64, done: impl Fn(&str, &Value) -> bool) -> (String, Value) {
+    async fn read_until(
+        &self,
+        handle: &str,
+        mut cursor: u64,
+        done: impl Fn(&str, &Value) -> bool,
+    ) -> (String, Value) {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut text = String::new();
         loop {
             let out = self
-                .ok("check_handle", json!({"handle": handle, "cursor": cursor, "wait_ms": 2000}))
+                .ok(
+                    "check_handle",
+                    json!({"handle": handle, "cursor": cursor, "wait_ms": 2000}),
+                )
                 .await;
             for frame in out["frames"].as_array().unwrap() {
                 text.push_str(frame["text"].as_str().unwrap());
@@ -147,7 +183,10 @@ impl Aido {
             if done(&text, &out) {
                 return (text, out);
             }
-            assert!(Instant::now() < deadline, "gave up; read so far: {text:?}, last {out}");
+            assert!(
+                Instant::now() < deadline,
+                "gave up; read so far: {text:?}, last {out}"
+            );
         }
     }
 
@@ -160,7 +199,11 @@ impl Aido {
     fn assert_played_back(&self) -> u64 {
         let played = self.playback();
         assert!(played.mismatches.is_empty(), "{:?}", played.mismatches);
-        assert!(played.not_reproducible.is_empty(), "{:?}", played.not_reproducible);
+        assert!(
+            played.not_reproducible.is_empty(),
+            "{:?}",
+            played.not_reproducible
+        );
         played.reproduced
     }
 }
@@ -200,7 +243,8 @@ async fn cat_round_trip() {
     let (write, poll) = tokio::join!(
         async {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            a.ok("write_stdin", json!({"handle": handle, "text": "hello\n"})).await
+            a.ok("write_stdin", json!({"handle": handle, "text": "hello\n"}))
+                .await
         },
         a.ok("check_handle", json!({"handle": handle, "wait_ms": 8000}))
     );
@@ -208,8 +252,11 @@ async fn cat_round_trip() {
     assert_eq!(poll["frames"][0]["text"], "hello\n", "{poll}");
     assert_eq!(poll["frames"][0]["stream"], "stdout");
     let cursor = poll["next_cursor"].as_u64().unwrap();
-    a.ok("write_stdin", json!({"handle": handle, "text": "bye\n", "close": true}))
-        .await;
+    a.ok(
+        "write_stdin",
+        json!({"handle": handle, "text": "bye\n", "close": true}),
+    )
+    .await;
     let (text, last) = a
         .read_until(&handle, cursor, |_, out| out["state"] == "exited")
         .await;
@@ -228,7 +275,8 @@ async fn cat_round_trip() {
     assert_eq!(all, "hello\nbye\n");
     assert_eq!(again["missed_frames"], 0);
     assert_eq!(
-        a.err("write_stdin", json!({"handle": handle, "text": "late"})).await,
+        a.err("write_stdin", json!({"handle": handle, "text": "late"}))
+            .await,
         "handle_ended"
     );
     let stopped = a.ok("stop_handle", json!({"handle": handle})).await;
@@ -250,13 +298,19 @@ async fn stop_kills_the_tree() {
     let handle = a
         .start("M=8765; trap '' TERM; (setsid sh -c \"trap '' TERM; exec sleep ${M}01\" &); sleep ${M}02; sleep ${M}02")
         .await;
-    wait_until("both sleeps", || processes_with("876501") == 1 && processes_with("876502") == 1).await;
+    wait_until("both sleeps", || {
+        processes_with("876501") == 1 && processes_with("876502") == 1
+    })
+    .await;
     let stopped = a
         .ok("stop_handle", json!({"handle": handle, "grace_ms": 300}))
         .await;
     assert_eq!(stopped["stopped_by"], "kill", "{stopped}");
     assert_eq!(stopped["signal"], 9);
-    wait_until("no sleep left", || processes_with("876501") == 0 && processes_with("876502") == 0).await;
+    wait_until("no sleep left", || {
+        processes_with("876501") == 0 && processes_with("876502") == 0
+    })
+    .await;
     // A command that takes TERM is stopped by it.
     let handle = a.start("exec sleep 876503").await;
     wait_until("the sleep", || processes_with("876503") == 1).await;
@@ -274,10 +328,14 @@ async fn changes_applied_at_stop() {
     let handle = a
         .start("echo made > out.txt; echo after > kept.txt; mkdir d; echo y > d/y.txt; echo ready; exec sleep 876504")
         .await;
-    a.read_until(&handle, 0, |text, _| text.contains("ready")).await;
+    a.read_until(&handle, 0, |text, _| text.contains("ready"))
+        .await;
     // While it runs its writes are in its layer only.
     assert!(!a.root.join("out.txt").exists());
-    assert_eq!(std::fs::read_to_string(a.root.join("kept.txt")).unwrap(), "before\n");
+    assert_eq!(
+        std::fs::read_to_string(a.root.join("kept.txt")).unwrap(),
+        "before\n"
+    );
     let (seq, stopped) = Aido::run_in(&a.session, "stop_handle", json!({"handle": handle}))
         .await
         .unwrap();
@@ -289,9 +347,18 @@ async fn changes_applied_at_stop() {
         .filter_map(|c| c["path"].as_str())
         .collect();
     assert!(paths.iter().any(|p| p.ends_with("out.txt")), "{paths:?}");
-    assert_eq!(std::fs::read_to_string(a.root.join("out.txt")).unwrap(), "made\n");
-    assert_eq!(std::fs::read_to_string(a.root.join("kept.txt")).unwrap(), "after\n");
-    assert_eq!(std::fs::read_to_string(a.root.join("d/y.txt")).unwrap(), "y\n");
+    assert_eq!(
+        std::fs::read_to_string(a.root.join("out.txt")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.root.join("kept.txt")).unwrap(),
+        "after\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.root.join("d/y.txt")).unwrap(),
+        "y\n"
+    );
     // A second stop has nothing left to apply.
     let again = a.ok("stop_handle", json!({"handle": handle})).await;
     assert_eq!(again["file_changes_journaled"], false);
@@ -300,7 +367,10 @@ async fn changes_applied_at_stop() {
     a.ok("rewind", json!({"before_seq": seq})).await;
     assert!(!a.root.join("out.txt").exists());
     assert!(!a.root.join("d").exists());
-    assert_eq!(std::fs::read_to_string(a.root.join("kept.txt")).unwrap(), "before\n");
+    assert_eq!(
+        std::fs::read_to_string(a.root.join("kept.txt")).unwrap(),
+        "before\n"
+    );
     a.runtime.shutdown().await;
 }
 
@@ -328,7 +398,10 @@ async fn flood_is_bounded() {
     let deadline = Instant::now() + Duration::from_secs(180);
     let last = loop {
         let out = a
-            .ok("check_handle", json!({"handle": handle, "cursor": 1u64 << 62, "wait_ms": 8000}))
+            .ok(
+                "check_handle",
+                json!({"handle": handle, "cursor": 1u64 << 62, "wait_ms": 8000}),
+            )
             .await;
         if out["state"] == "exited" {
             break out;
@@ -336,16 +409,24 @@ async fn flood_is_bounded() {
         assert!(Instant::now() < deadline, "{out}");
     };
     let peak = rss_kib();
-    let tail = a.ok("check_handle", json!({"handle": handle, "cursor": 0})).await;
+    let tail = a
+        .ok("check_handle", json!({"handle": handle, "cursor": 0}))
+        .await;
     assert!(tail["missed_frames"].as_u64().unwrap() > 0, "{tail}");
     assert_eq!(last["exit_code"], 0, "{last}");
     assert_eq!(last["stdout_bytes_total"], 1u64 << 30, "{last}");
     let held = last["buffer_bytes"].as_u64().unwrap();
     assert!(held <= 1 << 20, "the ring holds {held} bytes");
-    assert!(last["dropped_bytes"].as_u64().unwrap() >= (1 << 30) - (1 << 20) - (64 << 10) * 2, "{last}");
+    assert!(
+        last["dropped_bytes"].as_u64().unwrap() >= (1 << 30) - (1 << 20) - (64 << 10) * 2,
+        "{last}"
+    );
     assert!(last["dropped_frames"].as_u64().unwrap() > 0);
     let growth = peak.saturating_sub(before);
-    eprintln!("1 GiB flood: ring {held} bytes, {} dropped; RSS grew {growth} KiB", last["dropped_bytes"]);
+    eprintln!(
+        "1 GiB flood: ring {held} bytes, {} dropped; RSS grew {growth} KiB",
+        last["dropped_bytes"]
+    );
     assert!(growth < 64 << 10, "RSS grew {growth} KiB");
     a.ok("stop_handle", json!({"handle": handle})).await;
     a.assert_played_back();
@@ -362,14 +443,20 @@ async fn pty_command() {
         .await;
     let handle = out["handle"].as_str().unwrap().to_owned();
     assert_eq!(out["pty"], true);
-    a.ok("write_stdin", json!({"handle": handle, "text": "hi\n"})).await;
+    a.ok("write_stdin", json!({"handle": handle, "text": "hi\n"}))
+        .await;
     let (text, last) = a
         .read_until(&handle, 0, |_, out| out["state"] == "exited")
         .await;
     assert!(text.contains("is-a-tty"), "{text:?}");
     assert!(text.contains("24 80"), "{text:?}");
     assert!(text.contains("got hi"), "{text:?}");
-    assert_eq!(last["frames"].as_array().map(|f| f.iter().all(|f| f["stream"] == "pty")), Some(true));
+    assert_eq!(
+        last["frames"]
+            .as_array()
+            .map(|f| f.iter().all(|f| f["stream"] == "pty")),
+        Some(true)
+    );
     assert_eq!(last["exit_code"], 0);
     a.ok("stop_handle", json!({"handle": handle})).await;
     a.assert_played_back();
@@ -384,9 +471,13 @@ async fn other_session() {
     let second = a.runtime.open_session(Some("again".into())).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (_, out) = Aido::run_in(&second, "check_handle", json!({"handle": handle, "wait_ms": 2000}))
-            .await
-            .unwrap();
+        let (_, out) = Aido::run_in(
+            &second,
+            "check_handle",
+            json!({"handle": handle, "wait_ms": 2000}),
+        )
+        .await
+        .unwrap();
         if out["frames"].to_string().contains("from-the-first") {
             break;
         }
@@ -410,11 +501,16 @@ async fn coded_errors() {
         );
     }
     assert_eq!(
-        a.err("run_command", json!({"argv": ["true"], "pty": true})).await,
+        a.err("run_command", json!({"argv": ["true"], "pty": true}))
+            .await,
         "command_invalid"
     );
     assert_eq!(
-        a.err("run_command", json!({"argv": ["true"], "background": true, "dry_run": true})).await,
+        a.err(
+            "run_command",
+            json!({"argv": ["true"], "background": true, "dry_run": true})
+        )
+        .await,
         "command_invalid"
     );
     a.assert_played_back();

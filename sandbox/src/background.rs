@@ -92,8 +92,18 @@ impl Control {
 
     /// SIGTERM to every process of the command's pid namespace, the command and everything it
     /// started (double-forked or not), all but init.
+    ///
+    /// Never waits: while a write of input is blocked on a command that does not read it, the
+    /// socket is busy and this fails (`WouldBlock`); [`Control::kill`] still works.
     pub fn terminate(&self) -> std::io::Result<()> {
-        self.send(&[Frame::TERMINATE])
+        let mut socket = match self.socket.try_lock() {
+            Ok(socket) => socket,
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
+        };
+        write_frame(&mut *socket, &[Frame::TERMINATE])
     }
 
     /// SIGKILL to the whole tree: init (which takes every process of its namespace with it),
@@ -239,7 +249,7 @@ impl Sandbox {
         options: StartOptions,
         cgroup: Option<Arc<Cgroup>>,
         killed: Arc<AtomicBool>,
-    ) -> Result<(Child, UnixStream, (Arc<Control>, Output)), SpawnError> {
+    ) -> Result<Launched, SpawnError> {
         let launch_failed = |detail: String| SpawnError::LaunchFailed {
             exe: self.exe.display().to_string(),
             detail,
@@ -289,7 +299,7 @@ impl Sandbox {
                 )
             });
         let pidfd = match pidfd {
-            Ok(pidfd) => OwnedFd::from(pidfd),
+            Ok(pidfd) => pidfd,
             Err(error) => return Err(fail(&mut child, error)),
         };
         let mut reports = match control.try_clone() {
@@ -390,6 +400,10 @@ impl Sandbox {
         Ok((child, reports, (Arc::new(control), output)))
     }
 }
+
+/// A launched background command: the sandbox child, the socket its reports come on, and what
+/// the caller gets.
+type Launched = (Child, UnixStream, (Arc<Control>, Output));
 
 /// Waits for the final report; past the timeout and the grace the tree is killed here.
 fn wait_end(

@@ -467,7 +467,10 @@ impl HandleTable {
                 .filter(|(_, handle)| handle.cell.with(|state| state.stopped.is_some()))
                 .map(|(number, _)| *number)
                 .collect();
-            for number in stopped.iter().take(stopped.len().saturating_sub(STOPPED_KEPT_MAX)) {
+            for number in stopped
+                .iter()
+                .take(stopped.len().saturating_sub(STOPPED_KEPT_MAX))
+            {
                 handles.remove(number);
             }
         });
@@ -507,12 +510,17 @@ impl HandleTable {
             .clamp(1, CheckHandle::BYTES_MAX.min(budget).max(1));
         let wait_ms = check.wait_ms.unwrap_or(0).min(CheckHandle::WAIT_MS_MAX);
         // Answer a little before the call's own deadline.
-        let until = (Instant::now() + Duration::from_millis(wait_ms))
-            .min(deadline.checked_sub(Duration::from_millis(250)).unwrap_or(deadline));
+        let until = (Instant::now() + Duration::from_millis(wait_ms)).min(
+            deadline
+                .checked_sub(Duration::from_millis(250))
+                .unwrap_or(deadline),
+        );
         if wait_ms > 0 {
             handle
                 .cell
-                .wait(until, |state| state.ring.has_from(cursor) || Cell::settled(state))
+                .wait(until, |state| {
+                    state.ring.has_from(cursor) || Cell::settled(state)
+                })
                 .await;
         }
         let answer = handle.cell.with(|state| {
@@ -642,7 +650,8 @@ impl HandleTable {
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let number = handle_number(name.strip_suffix(".lost.json")?)?;
-                let record: Value = serde_json::from_slice(&std::fs::read(entry.path()).ok()?).ok()?;
+                let record: Value =
+                    serde_json::from_slice(&std::fs::read(entry.path()).ok()?).ok()?;
                 Some((
                     number,
                     json!({
@@ -761,7 +770,10 @@ pub fn recover_lost(dir: &Path, now_ms: u64) -> Vec<LostHandle> {
         }
         lost.push(LostHandle {
             handle: id.to_owned(),
-            session: record["info"]["session"].as_str().unwrap_or_default().to_owned(),
+            session: record["info"]["session"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             proposal: record["info"]["proposal"].as_u64().unwrap_or(0),
             argv: serde_json::from_value(record["info"]["argv"].clone()).unwrap_or_default(),
             changes_discarded: discarded,
@@ -778,10 +790,13 @@ pub fn recover_lost(dir: &Path, now_ms: u64) -> Vec<LostHandle> {
         })
         .collect();
     numbers.sort_unstable();
-    for number in numbers.iter().take(numbers.len().saturating_sub(LOST_KEPT_MAX)) {
+    for number in numbers
+        .iter()
+        .take(numbers.len().saturating_sub(LOST_KEPT_MAX))
+    {
         let _ = std::fs::remove_file(dir.join(format!("h{number}.lost.json")));
     }
-    lost.sort_by(|a, b| handle_number(&a.handle).cmp(&handle_number(&b.handle)));
+    lost.sort_by_key(|lost| handle_number(&lost.handle));
     lost
 }
 

@@ -29,9 +29,9 @@ mod redact;
 #[cfg(feature = "prim-process")]
 pub use actor::{Origin, Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
 #[cfg(feature = "prim-process")]
-pub use handles::{HandleTable, LostHandle, recover_lost};
-#[cfg(feature = "prim-process")]
 pub(crate) use dry::layers_base;
+#[cfg(feature = "prim-process")]
+pub use handles::{HandleTable, LostHandle, recover_lost};
 pub(crate) use redact::journaled;
 
 /// Why the process body refused a call before the sandbox saw it.
@@ -87,7 +87,9 @@ pub enum HandleError {
     },
     /// The handle belonged to an earlier aido process, which ended (and its command with it);
     /// its file changes were never applied. The details hold its record.
-    #[error("the background command {handle} was lost when the aido process running it ended; its file changes were never applied")]
+    #[error(
+        "the background command {handle} was lost when the aido process running it ended; its file changes were never applied"
+    )]
     Lost {
         /// The id.
         handle: String,
