@@ -301,6 +301,14 @@ actions! {
     Process => ProcessAction {
         /// Run a command confined in aido's sandbox (argv or an explicit shell string). Class: process_spawn.
         RunCommand(process::RunCommand) = "run_command", ProcessSpawn;
+        /// Read a background command's output frames from a cursor, waiting a bounded while for new ones. Class: read_only.
+        CheckHandle(process::CheckHandle) = "check_handle", ReadOnly;
+        /// Write text to a background command's standard input or terminal, optionally closing it. Class: process_spawn.
+        WriteStdin(process::WriteStdin) = "write_stdin", ProcessSpawn;
+        /// Stop a background command's whole tree (TERM, then KILL after a grace) and apply its file changes as journaled effects. Class: process_spawn.
+        StopHandle(process::StopHandle) = "stop_handle", ProcessSpawn;
+        /// The background commands of this aido, and those lost with an earlier aido process. Class: read_only.
+        ListHandles(process::ListHandles) = "list_handles", ReadOnly;
     }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {
@@ -577,6 +585,10 @@ mod tests {
             ("grant_revoke", SideEffectClass::Meta),
             ("grant_list", SideEffectClass::Meta),
             ("run_command", SideEffectClass::ProcessSpawn),
+            ("check_handle", SideEffectClass::ReadOnly),
+            ("write_stdin", SideEffectClass::ProcessSpawn),
+            ("stop_handle", SideEffectClass::ProcessSpawn),
+            ("list_handles", SideEffectClass::ReadOnly),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),
             ("vm_list", SideEffectClass::Meta),

@@ -46,6 +46,15 @@ pub struct RunCommand {
     /// applying any of it: the host tree is left exactly as it was.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// Start the command in the background and return a handle at once (read its output with
+    /// check_handle, feed it with write_stdin, end it with stop_handle, which applies its file
+    /// changes). `timeout_ms` then defaults to an hour and may be up to a day.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
+    /// With `background`: give the command a pseudo-terminal (24 rows, 80 columns) as its
+    /// input, output and controlling terminal; its output and errors come as one stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pty: bool,
 }
 
 impl RunCommand {
@@ -56,6 +65,10 @@ impl RunCommand {
     /// Default and largest output kept per stream (it is journaled inline, twice: as the
     /// recorded input and in the result).
     pub const OUTPUT_BYTES_MAX: usize = 64 << 10;
+    /// Default wall-clock bound of a background command.
+    pub const BACKGROUND_TIMEOUT_MS_DEFAULT: u64 = 3_600_000;
+    /// Largest wall-clock bound of a background command.
+    pub const BACKGROUND_TIMEOUT_MS_MAX: u64 = 86_400_000;
 
     /// The argv to run: `argv`, or `/bin/sh -c shell`. None when both or neither are given.
     pub fn command_line(&self) -> Option<Vec<String>> {
@@ -79,6 +92,91 @@ impl Touches for RunCommand {
         out.push(Access::read(self.cwd_given()));
     }
 }
+
+/// Read a background command's output from a cursor: the frames (each `{seq, stream, t_ms,
+/// text}`) from `cursor` on, within `bytes_max`, with `next_cursor` for the next call; with
+/// `wait_ms`, wait up to that long (at most 8000) for a frame or the end when there is none
+/// yet. Also its state (running, exited with its exit, stopped), and how much the bounded
+/// buffer dropped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckHandle {
+    /// The handle run_command returned.
+    pub handle: String,
+    /// The first frame wanted (default 0: the oldest kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<u64>,
+    /// How long to wait for new output when there is none, in ms (default 0, at most 8000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// Most output bytes returned (default and most 64 KiB; at least one frame).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_max: Option<usize>,
+}
+
+impl CheckHandle {
+    /// The longest long-poll.
+    pub const WAIT_MS_MAX: u64 = 8_000;
+    /// Default and largest output returned by one call.
+    pub const BYTES_MAX: usize = 64 << 10;
+}
+
+/// Write text to a background command's standard input (or its terminal), and with `close`
+/// close it afterwards (on a terminal: send end-of-file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteStdin {
+    /// The handle.
+    pub handle: String,
+    /// The text (at most 64 KiB).
+    #[serde(default)]
+    pub text: String,
+    /// Close the input after the text.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close: bool,
+}
+
+impl WriteStdin {
+    /// Most bytes written by one call.
+    pub const TEXT_BYTES_MAX: usize = 64 << 10;
+}
+
+/// Stop a background command: SIGTERM to its whole process tree, SIGKILL after `grace_ms`
+/// (default 2000, at most 30000) to whatever is left; a command that already ended is only
+/// collected. Its file changes are then judged and applied as journaled effects (or refused
+/// whole), as a finished run_command's are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopHandle {
+    /// The handle.
+    pub handle: String,
+    /// How long TERM has before KILL, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+}
+
+impl StopHandle {
+    /// Default grace between TERM and KILL.
+    pub const GRACE_MS_DEFAULT: u64 = 2_000;
+    /// Longest grace.
+    pub const GRACE_MS_MAX: u64 = 30_000;
+}
+
+/// The background commands of this aido (running, ended, stopped) and those lost when an
+/// earlier aido process ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListHandles {}
+
+/// Handles name no path: what a background command may touch was judged when it started.
+macro_rules! touches_nothing {
+    ($($ty:ty),*) => {$(
+        impl Touches for $ty {
+            fn touches(&self, _out: &mut Vec<Access>) {}
+        }
+    )*};
+}
+touches_nothing!(CheckHandle, WriteStdin, StopHandle, ListHandles);
 
 #[cfg(test)]
 mod tests {

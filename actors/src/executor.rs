@@ -294,11 +294,16 @@ impl Executor<'_> {
     #[cfg(feature = "prim-process")]
     async fn process(&self, action: ProcessAction) -> Result<Executed, Failure> {
         let session = self.ctx.clone();
+        let origin = crate::process::Origin {
+            session: self.session.to_string(),
+            proposal: self.proposal,
+        };
         let ran: crate::process::Ran = self
             .ask(self.shared.process(), "process", |ticket, reply| {
                 ProcessMsg::Run {
                     action: Box::new(action),
                     session,
+                    origin,
                     ticket,
                     reply,
                 }

@@ -47,6 +47,9 @@ pub struct Runtime {
 /// The memory store's file in AIDO_HOME (shared by every aido process of that home).
 pub const MEMORY_FILE: &str = "memory.sqlite";
 
+/// The background commands' registry in AIDO_HOME (one file per live handle, and the lost).
+#[cfg(feature = "prim-process")]
+const HANDLES_DIR: &str = "handles";
 /// The question store's file in AIDO_HOME (shared by every aido process of that home).
 pub const QUESTIONS_FILE: &str = "questions.sqlite";
 
@@ -95,6 +98,9 @@ impl Runtime {
             ],
             globs: Arc::default(),
             layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
+            handles: Arc::new(crate::process::HandleTable::new(
+                options.env.aido_home.join(HANDLES_DIR),
+            )),
         };
         #[cfg(feature = "prim-search")]
         let search_args = SearchBodyArgs {
@@ -133,6 +139,7 @@ impl Runtime {
                 desktop: Slot::new("desktop", DesktopBody, desktop_args),
             },
             runtime_session,
+            runtime_session_started: tokio::sync::Mutex::new(false),
             last_crash: Mutex::new(None),
             faults,
             questions: options.env.aido_home.join(QUESTIONS_FILE),
@@ -152,6 +159,24 @@ impl Runtime {
             actor: "runtime",
             message: e.to_string(),
         })?;
+        // Background commands of an aido process that ended died with it: each is journaled
+        // as lost (its file changes were never applied).
+        #[cfg(feature = "prim-process")]
+        for lost in crate::process::recover_lost(
+            &options.env.aido_home.join(HANDLES_DIR),
+            shared.clock.now_ms(),
+        ) {
+            tracing::warn!(handle = %lost.handle, "a background command was lost with its aido process");
+            shared
+                .journal_runtime(Event::HandleLost {
+                    handle: lost.handle,
+                    started_in: lost.session,
+                    proposal: lost.proposal,
+                    argv: lost.argv,
+                    changes_discarded: lost.changes_discarded,
+                })
+                .await;
+        }
         let recovered = crate::recovery::Recovery::recover(&shared).await;
         if recovered > 0 {
             tracing::warn!(
@@ -353,23 +378,8 @@ pub(crate) enum RuntimeMsg {}
 impl RuntimeState {
     /// Journal an event of the runtime's own session (started on its first record).
     async fn journal(&mut self, event: Event) {
-        let now = self.shared.clock.now_ms();
-        let session = self.shared.runtime_session;
         self.restarts += 1;
-        if self.restarts == 1 {
-            let started = Event::SessionStarted {
-                client: Some("aido-runtime".into()),
-                cwd: self.shared.policy.workdir().display().to_string(),
-                runtime: format!("aido {VERSION}"),
-                grant: None,
-            };
-            if let Err(e) = self.shared.journal.append(session, now, started).await {
-                tracing::error!(code = e.code(), "cannot journal the runtime session");
-            }
-        }
-        if let Err(e) = self.shared.journal.append(session, now, event).await {
-            tracing::error!(code = e.code(), "cannot journal a body's failure");
-        }
+        self.shared.journal_runtime(event).await;
     }
 
     /// A body failed: restart it within its budget, and journal what became of it.

@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) bodies: Bodies,
     /// The runtime's own journal session (body restarts are recorded there).
     pub(crate) runtime_session: SessionId,
+    /// Whether the runtime's session has its start record yet.
+    pub(crate) runtime_session_started: tokio::sync::Mutex<bool>,
     /// The last body crash, for the error the in-flight call gets.
     pub(crate) last_crash: Mutex<Option<String>>,
     /// Fault injection.
@@ -47,6 +49,28 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Journal an event of the runtime's own session, starting it on its first record.
+    pub(crate) async fn journal_runtime(&self, event: aido_journal::Event) {
+        let now = self.clock.now_ms();
+        let session = self.runtime_session;
+        let mut started = self.runtime_session_started.lock().await;
+        if !*started {
+            let start = aido_journal::Event::SessionStarted {
+                client: Some("aido-runtime".into()),
+                cwd: self.policy.workdir().display().to_string(),
+                runtime: format!("aido {}", crate::runtime::VERSION),
+                grant: None,
+            };
+            match self.journal.append(session, now, start).await {
+                Ok(_) => *started = true,
+                Err(e) => tracing::error!(code = e.code(), "cannot journal the runtime session"),
+            }
+        }
+        if let Err(e) = self.journal.append(session, now, event).await {
+            tracing::error!(code = e.code(), "cannot journal an event of the runtime");
+        }
+    }
+
     pub(crate) fn config_limits(&self) -> &aido_policy::Limits {
         &self.policy.config().limits
     }

@@ -52,7 +52,7 @@ impl Ticket {
     }
 
     /// When the caller gives up on a call the body has not committed.
-    #[cfg(feature = "prim-search")]
+    #[cfg(any(feature = "prim-search", feature = "prim-process"))]
     pub(crate) fn deadline(&self) -> Instant {
         self.inner.deadline
     }

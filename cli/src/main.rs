@@ -432,6 +432,8 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
         stdout_bytes_max: None,
         stderr_bytes_max: None,
         dry_run: false,
+        background: false,
+        pty: false,
     });
     let result = session.run(action, aido_actors::Hooks::default()).await;
     session.close("aido exec finished").await;

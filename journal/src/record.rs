@@ -214,6 +214,22 @@ pub enum Event {
         /// Why it is stopped.
         why: String,
     },
+    /// A background command (`run_command` with `background`) of an earlier aido process was
+    /// found at start-up without its process: it died with it, and the file changes its layer
+    /// held were never applied (the layer is removed).
+    HandleLost {
+        /// The handle.
+        handle: String,
+        /// The session that started it (32 hex digits). Not `session`: a record's own
+        /// session is a field of the record beside its event.
+        started_in: String,
+        /// The seq of the proposal that started it.
+        proposal: u64,
+        /// Its command line.
+        argv: Vec<String>,
+        /// Entries of its layer discarded (files, directories, removals).
+        changes_discarded: u64,
+    },
     /// The session ended.
     SessionEnded {
         /// Why (client closed, shutdown).
@@ -243,6 +259,7 @@ impl Event {
             Self::SnapshotTaken { .. } => "snapshot_taken",
             Self::Rewound { .. } => "rewound",
             Self::BodyRestarted { .. } => "body_restarted",
+            Self::HandleLost { .. } => "handle_lost",
             Self::BodyFailed { .. } => "body_failed",
             Self::SessionEnded { .. } => "session_ended",
         }

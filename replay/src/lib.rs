@@ -219,6 +219,17 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
             Event::BodyFailed {
                 body, reason, why, ..
             } => p.red(&format!("{body} body STOPPED: {why} (last: {reason})")),
+            Event::HandleLost {
+                handle,
+                started_in,
+                proposal,
+                argv,
+                changes_discarded,
+            } => p.yellow(&format!(
+                "background command {handle} LOST with its aido process (started by seq {proposal} of session {}: {}); {changes_discarded} layer entries never applied",
+                short(started_in, 12),
+                short(&argv.join(" "), 60)
+            )),
             Event::SessionEnded { reason } => format!("session ended: {}", short(reason, 80)),
         };
         out.push_str(&head);

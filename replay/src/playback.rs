@@ -724,20 +724,26 @@ impl World for Player<'_> {
 
     async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Missing> {
         // Nothing is spawned: the result is rendered from what the process body recorded.
-        match action {
-            ProcessAction::RunCommand(_) => {
-                let record = self.answer()?;
-                let mut done = Executed::new(aido_walk::process::command_ran(&record));
-                // Its file changes, applied by the filesystem body: listed, with their effects.
-                if let Some(Input::Answer { from, .. }) = self.peek()
-                    && from == aido_walk::process::APPLIED_BY
-                {
-                    let applied = self.answer()?;
-                    aido_walk::process::changes_applied(&mut done.outcome, &applied);
-                }
-                Ok(Ok(done))
+        let record = self.answer()?;
+        let mut done = Executed::new(match action {
+            ProcessAction::RunCommand(run) if run.background => {
+                aido_walk::process::handle_started(&record)
             }
+            ProcessAction::RunCommand(_) => aido_walk::process::command_ran(&record),
+            // The frames, the write, the list exactly as the live call answered.
+            ProcessAction::CheckHandle(_)
+            | ProcessAction::WriteStdin(_)
+            | ProcessAction::ListHandles(_) => aido_walk::process::handle_answered(&record),
+            ProcessAction::StopHandle(_) => aido_walk::process::handle_stopped(&record),
+        });
+        // A command's file changes, applied by the filesystem body: listed, with their effects.
+        if let Some(Input::Answer { from, .. }) = self.peek()
+            && from == aido_walk::process::APPLIED_BY
+        {
+            let applied = self.answer()?;
+            aido_walk::process::changes_applied(&mut done.outcome, &applied);
         }
+        Ok(Ok(done))
     }
 
     /// What the search found, as recorded: the tree is never read again (it has changed

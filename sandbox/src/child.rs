@@ -81,6 +81,12 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     let launch: Launch = read_json(control)
         .map_err(|error| SpawnError::setup_io(Step::ReadRequest, &error, "launch"))?;
     let started = Instant::now();
+    // A background command must not outlive aido: the child dies with the thread that started
+    // it (aido keeps that thread until the child is reaped), init with the child.
+    if launch.background {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+            .map_err(|errno| SpawnError::setup(Step::SpawnInit, errno, "PR_SET_PDEATHSIG"))?;
+    }
     // Descriptors a careless parent left inheritable must not reach the command.
     close_fds::set_fds_cloexec(3, &[]);
 
@@ -212,6 +218,35 @@ fn resolve_program(program: &str, plan: &Plan) -> Result<std::path::PathBuf, Spa
         })
 }
 
+/// A background command's control frames, relayed until the parent closes the socket (or
+/// init exits): input to the command's standard input, its close, and SIGTERM to every process
+/// of the namespace (`kill(-1)` from pid 1 reaches all but init itself).
+fn relay(mut frames: UnixStream, mut stdin: Option<std::process::ChildStdin>, first: Vec<u8>) {
+    use crate::protocol::Control;
+    if let Some(pipe) = stdin.as_mut()
+        && !first.is_empty()
+        && pipe.write_all(&first).is_err()
+    {
+        stdin = None;
+    }
+    while let Ok(frame) = read_frame(&mut frames) {
+        match frame.split_first() {
+            Some((&Control::STDIN, bytes)) => {
+                if let Some(pipe) = stdin.as_mut()
+                    && pipe.write_all(bytes).is_err()
+                {
+                    stdin = None;
+                }
+            }
+            Some((&Control::CLOSE_STDIN, _)) => stdin = None,
+            Some((&Control::TERMINATE, _)) => {
+                let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGTERM);
+            }
+            _ => {}
+        }
+    }
+}
+
 fn init_main() -> ! {
     // If the supervising child dies, so does init, and with it the namespace. (Were the
     // child killed in the microseconds before this line, the parent's backstop kills init by
@@ -254,6 +289,25 @@ fn run_init(
     nix::unistd::chdir(&plan.cwd)
         .map_err(|errno| SpawnError::setup(Step::Chdir, errno, plan.cwd.display().to_string()))?;
     nix::unistd::setsid().map_err(|errno| SpawnError::setup(Step::Setsid, errno, "setsid"))?;
+    // A terminal command: the pty on init's standard output becomes the session's controlling
+    // terminal, so the command (in init's process group, the foreground one) gets its ^C.
+    let terminal = match plan.live {
+        Some(live) if live.pty => {
+            let fd = std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|error| SpawnError::setup_io(Step::Setsid, &error, "dup the pty"))?;
+            rustix::process::ioctl_tiocsctty(&fd).map_err(|errno| {
+                SpawnError::setup(
+                    Step::Setsid,
+                    nix::errno::Errno::from_raw(errno.raw_os_error()),
+                    "TIOCSCTTY",
+                )
+            })?;
+            Some(fd)
+        }
+        _ => None,
+    };
     // Init's /proc entries (its memory, its descriptors: the control socket) stay closed to the
     // command, which runs as the same uid: a non-dumpable process is only traceable with
     // CAP_SYS_PTRACE. The command itself is dumpable again after its exec.
@@ -274,23 +328,43 @@ fn run_init(
         .envs(plan.env.iter().map(|(name, value)| (name, value)))
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
-        .stdin(if stdin_bytes.is_empty() {
+        .stdin(if stdin_bytes.is_empty() && plan.live.is_none() {
             Stdio::null()
         } else {
             Stdio::piped()
         });
+    if let Some(fd) = &terminal {
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map_err(|error| SpawnError::setup_io(Step::Setsid, &error, "dup the pty"))
+        };
+        command.stdin(Stdio::from(dup(fd)?));
+    }
     let mut child = command.spawn().map_err(|error| SpawnError::ExecFailed {
         program: program.clone(),
         errno: error.raw_os_error().unwrap_or(0),
     })?;
     let _ = write_json(control, &Report::Running);
     let command_pid = Pid::from_raw(child.id() as i32);
-    let feeder = child.stdin.take().map(|mut stdin| {
-        std::thread::spawn(move || {
-            // A command that does not read its input gets EPIPE here, which is its business.
-            let _ = stdin.write_all(&stdin_bytes);
-        })
-    });
+    drop(terminal);
+    let feeder = match plan.live {
+        // A background command: its input comes in frames for as long as it runs.
+        Some(_) => {
+            let frames = control.try_clone().map_err(|error| {
+                SpawnError::setup_io(Step::SpawnInit, &error, "dup the control socket")
+            })?;
+            let stdin = child.stdin.take();
+            Some(std::thread::spawn(move || {
+                relay(frames, stdin, stdin_bytes)
+            }))
+        }
+        None => child.stdin.take().map(|mut stdin| {
+            std::thread::spawn(move || {
+                // A command that does not read its input gets EPIPE here, which is its business.
+                let _ = stdin.write_all(&stdin_bytes);
+            })
+        }),
+    };
 
     // As pid 1, init reaps every orphan of the namespace; it waits for the command only.
     let exit = loop {
@@ -306,6 +380,7 @@ fn run_init(
             }
         }
     };
+    // A relay blocked on the control socket ends with init; a feeder is never waited for.
     drop(feeder);
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
         .map(|usage| {

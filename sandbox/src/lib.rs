@@ -60,6 +60,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// Background commands: started, fed, stopped and waited for apart.
+mod background;
 /// cgroup v2 availability (limits on the whole tree).
 mod cgroup;
 /// What an overlay run changed, read from its upper layers.
@@ -83,6 +85,7 @@ mod protocol;
 /// The parent side: spawn, output caps, timeout backstop.
 mod spawn;
 
+pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
 pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
 pub use child::{CHILD_ARG, child_main, run_child_if_requested};
 pub use error::{SpawnError, Step};

@@ -158,6 +158,7 @@ pub(crate) fn resolve(
             rlimits: profile.rlimits,
             tmp_bytes_max: profile.tmp_bytes_max,
             seccomp: crate::confine::seccomp_wire()?,
+            live: None,
         },
         placeholders,
     })

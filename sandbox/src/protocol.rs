@@ -35,12 +35,40 @@ pub(crate) struct Plan {
     pub(crate) tmp_bytes_max: u64,
     /// The seccomp filters, compiled by the parent.
     pub(crate) seccomp: Vec<Vec<crate::confine::Instruction>>,
+    /// A background command: init keeps reading [`Control`] frames after the start.
+    #[serde(default)]
+    pub(crate) live: Option<Live>,
+}
+
+/// How a background command is wired.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Live {
+    /// The child's standard output is a terminal (the slave side of a pty the parent opened):
+    /// the command gets it as its standard input, output and error, and as its controlling
+    /// terminal. Otherwise its standard input is a pipe fed by [`Control::STDIN`] frames.
+    pub(crate) pty: bool,
+}
+
+/// The first byte of a frame the parent sends init while a background command runs.
+pub(crate) struct Control;
+
+impl Control {
+    /// The rest of the frame goes to the command's standard input.
+    pub(crate) const STDIN: u8 = b'd';
+    /// The command's standard input is closed.
+    pub(crate) const CLOSE_STDIN: u8 = b'c';
+    /// Init sends SIGTERM to every process of the namespace (all but itself).
+    pub(crate) const TERMINATE: u8 = b't';
 }
 
 /// What the sandbox child itself needs; the rest is for init.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(crate) struct Launch {
     pub(crate) timeout_ms: u64,
+    /// A background command: the child dies with the parent thread that started it (aido),
+    /// and with it init and the whole namespace.
+    #[serde(default)]
+    pub(crate) background: bool,
 }
 
 /// One denied path as the child must hide it.

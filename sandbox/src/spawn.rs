@@ -30,9 +30,9 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// (one that calls [`crate::run_child_if_requested`] first thing in `main`).
 #[derive(Clone, Debug)]
 pub struct Sandbox {
-    exe: PathBuf,
-    home: Option<PathBuf>,
-    globs: Arc<GlobIndex>,
+    pub(crate) exe: PathBuf,
+    pub(crate) home: Option<PathBuf>,
+    pub(crate) globs: Arc<GlobIndex>,
 }
 
 /// Standard output or error as collected: at most the cap kept, everything counted.
@@ -98,18 +98,7 @@ impl Sandbox {
             WriteMode::Overlay { layers_dir } => Some(layers_dir.clone()),
         };
         if let Some(layers_dir) = &layers {
-            for index in 0..resolved.plan.writable_roots.len() {
-                for part in ["upper", "work"] {
-                    let directory = layers_dir.join(index.to_string()).join(part);
-                    std::fs::create_dir_all(&directory).map_err(|error| {
-                        SpawnError::setup_io(
-                            Step::MountWritable,
-                            &error,
-                            directory.display().to_string(),
-                        )
-                    })?;
-                }
-            }
+            create_layers(layers_dir, resolved.plan.writable_roots.len())?;
         }
         let placeholders = Placeholders::create(&resolved)?;
         let outcome = self.launch(&resolved, request, cgroup.as_ref());
@@ -217,6 +206,19 @@ impl Sandbox {
     }
 }
 
+/// The upper and work directories of `roots` overlays under `layers_dir`.
+pub(crate) fn create_layers(layers_dir: &Path, roots: usize) -> Result<(), SpawnError> {
+    for index in 0..roots {
+        for part in ["upper", "work"] {
+            let directory = layers_dir.join(index.to_string()).join(part);
+            std::fs::create_dir_all(&directory).map_err(|error| {
+                SpawnError::setup_io(Step::MountWritable, &error, directory.display().to_string())
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Sends the plan and waits for the final report, killing the child at the backstop.
 fn converse(
     control: &mut UnixStream,
@@ -226,6 +228,7 @@ fn converse(
 ) -> Result<(Exit, Usage), SpawnError> {
     let launch = Launch {
         timeout_ms: request.timeout_ms,
+        background: false,
     };
     let sent = write_json(control, &launch)
         .and_then(|()| write_json(control, &resolved.plan))
@@ -277,7 +280,7 @@ fn converse(
 
 /// Kills a sandbox's init by its host pid, after checking the pid still names one (the
 /// backstop runs only when something is already wrong; a reused pid must not be hit).
-fn kill_init(pid: u32) {
+pub(crate) fn kill_init(pid: u32) {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     if String::from_utf8_lossy(&cmdline).contains(CHILD_ARG) {
         let _ = nix::sys::signal::kill(
@@ -309,12 +312,12 @@ fn capture(mut pipe: impl Read, cap: usize) -> Captured {
 
 /// The empty directories standing in for denied paths that did not exist yet; removed when
 /// the run ends (only if still empty, so nothing of the command's is ever deleted).
-struct Placeholders {
+pub(crate) struct Placeholders {
     created: Vec<PathBuf>,
 }
 
 impl Placeholders {
-    fn create(resolved: &Resolved) -> Result<Self, SpawnError> {
+    pub(crate) fn create(resolved: &Resolved) -> Result<Self, SpawnError> {
         let mut placeholders = Placeholders {
             created: Vec::new(),
         };

@@ -80,6 +80,49 @@ pub fn command_ran(record: &Value) -> Outcome {
     Outcome::from_output(output)
 }
 
+/// A background command's start, from its record: its handle and what runs.
+pub fn handle_started(record: &Value) -> Outcome {
+    Outcome::from_output(json!({
+        "handle": record["handle"],
+        "background": true,
+        "argv": record["argv"],
+        "cwd": record["cwd"],
+        "pty": record["pty"] == json!(true),
+        "timeout_ms": record["timeout_ms"],
+    }))
+}
+
+/// check_handle, write_stdin and list_handles: the recorded answer is the result (the frames
+/// exactly as the live call served them), so playback needs nothing else.
+pub fn handle_answered(answer: &Value) -> Outcome {
+    Outcome::from_output(answer.clone())
+}
+
+/// stop_handle, from its record: how the command ended and was stopped, what its output
+/// amounted to; its applied changes are added by [`changes_applied`] as for run_command.
+pub fn handle_stopped(record: &Value) -> Outcome {
+    let mut output = json!({
+        "handle": record["handle"],
+        "argv": record["argv"],
+        "state": record["state"],
+        "stopped_by": record["stopped_by"],
+        "exit_code": record["exit_code"],
+        "signal": record["signal"],
+        "timed_out": record["timed_out"],
+        "duration_ms": record["duration_ms"],
+        "stdout_bytes_total": record["stdout_bytes_total"],
+        "stderr_bytes_total": record["stderr_bytes_total"],
+        "pty_bytes_total": record["pty_bytes_total"],
+        "dropped_frames": record["dropped_frames"],
+        "dropped_bytes": record["dropped_bytes"],
+        "file_changes_journaled": record["file_changes_journaled"] == json!(true),
+    });
+    if !record["failed"].is_null() {
+        output["failed"] = record["failed"].clone();
+    }
+    Outcome::from_output(output)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

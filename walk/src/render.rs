@@ -169,6 +169,7 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
             | Event::SessionResumed { .. }
             | Event::BodyRestarted { .. }
             | Event::BodyFailed { .. }
+            | Event::HandleLost { .. }
             | Event::SessionEnded { .. }
             | Event::SnapshotTaken { .. } => {}
         }

@@ -164,6 +164,8 @@ fn judge_keys(
             stdout_bytes_max: None,
             stderr_bytes_max: None,
             dry_run: false,
+            background: false,
+            pty: false,
         });
         match policy.evaluate(&command, session, &FsResolver) {
             Verdict::Allow => {}

@@ -1,16 +1,21 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aido_actions::process::RunCommand;
+use aido_actions::process::{RunCommand, StopHandle};
 use aido_actions::{AccessKind, Failure, Input, ProcessAction};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
-use aido_sandbox::{Change, GlobIndex, Outcome, Profile, Request, Sandbox, WriteMode};
-use aido_walk::process::{ANSWERED_BY, command_ran, is_secret_name};
+use aido_sandbox::{
+    Change, GlobIndex, Outcome, Profile, Request, Sandbox, StartOptions, WriteMode,
+};
+use aido_walk::process::{
+    ANSWERED_BY, command_ran, handle_answered, handle_started, handle_stopped, is_secret_name,
+};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use super::ProcessError;
 use super::dry::{self, Layers};
+use super::handles::{Cell, HandleTable};
 use super::profile::{profile_of, request_of};
 use crate::fs::Executed;
 use crate::fs::apply::CommandChange;
@@ -32,6 +37,18 @@ pub struct ProcessBodyArgs {
     pub globs: Arc<GlobIndex>,
     /// Where dry runs put their copy-on-write layers (outside every write root).
     pub layers: PathBuf,
+    /// The background commands, shared by every session (and kept across body restarts).
+    pub handles: Arc<HandleTable>,
+}
+
+/// Which call of which session a process primitive is: a background command's registry
+/// names the start.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    /// The session (32 hex digits).
+    pub session: String,
+    /// The proposal's seq.
+    pub proposal: u64,
 }
 
 /// Messages to the process body.
@@ -42,6 +59,8 @@ pub enum ProcessMsg {
         action: Box<ProcessAction>,
         /// The session's context (its working directory).
         session: SessionContext,
+        /// Which call it is.
+        origin: Origin,
         /// Its deadline and state.
         ticket: Ticket,
         /// The answer.
@@ -99,6 +118,7 @@ impl Actor for ProcessBody {
             ProcessMsg::Run {
                 action,
                 session,
+                origin,
                 ticket,
                 reply,
             } => {
@@ -109,9 +129,24 @@ impl Actor for ProcessBody {
                 let args = state.clone();
                 tokio::spawn(async move {
                     let answer = match *action {
+                        ProcessAction::RunCommand(run) if run.background => {
+                            start_background(&args, &run, &session, &origin, &ticket).await
+                        }
                         ProcessAction::RunCommand(run) => {
                             run_command(&args, &run, &session, &ticket).await
                         }
+                        ProcessAction::CheckHandle(check) => args
+                            .handles
+                            .check(&check, ticket.deadline(), output_bytes_max(&args.policy))
+                            .await
+                            .map(answered),
+                        ProcessAction::WriteStdin(write) => {
+                            args.handles.write(&write).await.map(answered)
+                        }
+                        ProcessAction::StopHandle(stop) => {
+                            stop_handle(&args, &stop, &session).await
+                        }
+                        ProcessAction::ListHandles(_) => Ok(answered(args.handles.list())),
                     };
                     let _ = reply.send(answer);
                 });
@@ -249,6 +284,195 @@ async fn run_command(
         executed: done,
         pending: None,
     })
+}
+
+/// A handle primitive's result: the recorded answer is the result (playback renders it back
+/// with [`handle_answered`]).
+fn answered(value: Value) -> Ran {
+    let mut executed = Executed::new(handle_answered(&value));
+    executed.outcome.inputs.push(Input::Answer {
+        from: ANSWERED_BY.into(),
+        value,
+    });
+    Ran {
+        executed,
+        pending: None,
+    }
+}
+
+/// `run_command` with `background`: set up exactly as a finished command is (the walls, the
+/// profile, an overlay layer of the write roots), started, and answered with its handle.
+async fn start_background(
+    args: &ProcessBodyArgs,
+    run: &RunCommand,
+    session: &SessionContext,
+    origin: &Origin,
+    ticket: &Ticket,
+) -> Result<Ran, Failure> {
+    if run.dry_run {
+        return Err(ProcessError::InvalidCommand {
+            why: "a background command cannot be a dry run (stop_handle applies its changes)"
+                .into(),
+        }
+        .into_failure());
+    }
+    let cwd = args
+        .policy
+        .check_path(run.cwd_given(), AccessKind::Read, session, &FsResolver)
+        .map_err(|refusal| Failure::new(refusal.code().code(), refusal.to_string()))?
+        .resolved;
+    if !cwd.is_dir() {
+        return Err(ProcessError::InvalidCommand {
+            why: format!("cwd {} is not a directory", cwd.display()),
+        }
+        .into_failure());
+    }
+    let request = request_of(run, &cwd, output_bytes_max(&args.policy))
+        .map_err(ProcessError::into_failure)?;
+    let mut profile = profile_of(&args.policy, &args.hidden);
+    let layers = Layers::new(&args.layers).map_err(|error| {
+        Failure::new(
+            "sandbox_setup_failed",
+            format!(
+                "the command's layer directory under {}: {error}",
+                args.layers.display()
+            ),
+        )
+    })?;
+    profile.writes = WriteMode::Overlay {
+        layers_dir: layers.dir.clone(),
+    };
+    let exe = std::env::current_exe().map_err(|error| {
+        ProcessError::ExecutableMissing {
+            why: error.to_string(),
+        }
+        .into_failure()
+    })?;
+    let info = json!({
+        "argv": request.argv,
+        "cwd": request.cwd,
+        "pty": run.pty,
+        "session": origin.session,
+        "proposal": origin.proposal,
+        "layers_dir": layers.dir,
+    });
+    let (id, registry) = args.handles.reserve(&info)?;
+    if !ticket.commit() {
+        let _ = std::fs::remove_file(&registry);
+        return Err(Failure::new(
+            "body_timeout",
+            "the call was abandoned before it ran",
+        ));
+    }
+    let options = StartOptions {
+        pty: run.pty.then_some((24, 80)),
+    };
+    let cell = Cell::new(if run.pty { 1 } else { 2 });
+    let on_end = cell.on_end();
+    let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+    let (profile_sent, request_sent) = (profile.clone(), request.clone());
+    let started = tokio::task::spawn_blocking(move || {
+        sandbox.start(&profile_sent, &request_sent, options, on_end)
+    })
+    .await
+    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()));
+    let started = match started {
+        Ok(Ok(started)) => started,
+        Ok(Err(error)) => {
+            let _ = std::fs::remove_file(&registry);
+            return Err(Failure::new(error.code(), error.to_string())
+                .with_details(serde_json::to_value(&error).unwrap_or_default()));
+        }
+        Err(failure) => {
+            let _ = std::fs::remove_file(&registry);
+            return Err(failure);
+        }
+    };
+    cell.read(started.output);
+    let mut record = start_record(&request, &profile);
+    record["handle"] = json!(id);
+    record["background"] = json!(true);
+    record["pty"] = json!(run.pty);
+    args.handles.insert(
+        id,
+        registry,
+        info,
+        record.clone(),
+        started.control,
+        cell,
+        layers,
+    );
+    let mut executed = Executed::new(handle_started(&record));
+    executed.outcome.inputs.push(Input::Answer {
+        from: ANSWERED_BY.into(),
+        value: record,
+    });
+    Ok(Ran {
+        executed,
+        pending: None,
+    })
+}
+
+/// `stop_handle`: the tree stopped (see [`HandleTable::stop`]), then its file changes judged
+/// as a finished command's are, and handed to the filesystem body to apply.
+async fn stop_handle(
+    args: &ProcessBodyArgs,
+    stop: &StopHandle,
+    session: &SessionContext,
+) -> Result<Ran, Failure> {
+    let grace_ms = stop
+        .grace_ms
+        .unwrap_or(StopHandle::GRACE_MS_DEFAULT)
+        .min(StopHandle::GRACE_MS_MAX);
+    let (handle, state, layers) = args.handles.stop(&stop.handle, grace_ms).await?;
+    let mut record = handle.record.clone();
+    if let Value::Object(state) = state {
+        for (key, value) in state {
+            record[key] = value;
+        }
+    }
+    record["handle"] = json!(handle.id);
+    let Some(layers) = layers else {
+        // Stopped before: its changes went with that stop.
+        record["file_changes_journaled"] = json!(false);
+        return Ok(stopped(record, None));
+    };
+    let roots: Vec<PathBuf> = handle.record["profile"]["writable_roots"]
+        .as_array()
+        .map(|roots| {
+            roots
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|root| {
+                    let root = PathBuf::from(root);
+                    root.canonicalize().unwrap_or(root)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let dir = layers.dir.clone();
+    let changes = tokio::task::spawn_blocking(move || aido_sandbox::collect_changes(&dir, &roots))
+        .await
+        .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+        .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+    let pending = admit(args, session, changes, &record)?;
+    record["file_changes_journaled"] = json!(true);
+    Ok(stopped(
+        record,
+        Some(Pending {
+            changes: pending,
+            _layers: layers,
+        }),
+    ))
+}
+
+fn stopped(record: Value, pending: Option<Pending>) -> Ran {
+    let mut executed = Executed::new(handle_stopped(&record));
+    executed.outcome.inputs.push(Input::Answer {
+        from: ANSWERED_BY.into(),
+        value: record,
+    });
+    Ran { executed, pending }
 }
 
 /// One entry of a removed directory: `Ok(is_dir)`, or what it is when it cannot be taken over.
@@ -411,6 +635,31 @@ fn admit(
 /// What the journal keeps of a command: everything its result is rendered from. Values of
 /// secret-looking variables are kept as their blake3 only.
 pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome) -> Value {
+    let mut record = start_record(request, profile);
+    let ended = json!({
+        "exit": outcome.exit,
+        "stdout": String::from_utf8_lossy(&outcome.stdout),
+        "stderr": String::from_utf8_lossy(&outcome.stderr),
+        "stdout_bytes_total": outcome.stdout_bytes_total,
+        "stderr_bytes_total": outcome.stderr_bytes_total,
+        "stdout_truncated": outcome.stdout_truncated,
+        "stderr_truncated": outcome.stderr_truncated,
+        "duration_ms": outcome.duration_ms,
+        "usage": outcome.usage,
+        "cgroup": outcome.cgroup,
+    });
+    if let Value::Object(ended) = ended {
+        for (key, value) in ended {
+            record[key] = value;
+        }
+    }
+    record
+}
+
+/// What the journal keeps of a command before it runs: the command line, its working
+/// directory, its environment (secret-looking values as their blake3), its input's size, its
+/// timeout and its profile.
+pub(crate) fn start_record(request: &Request, profile: &Profile) -> Value {
     let env: serde_json::Map<String, Value> = request
         .env
         .iter()
@@ -430,16 +679,6 @@ pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome)
         "stdin_bytes": request.stdin.len(),
         "timeout_ms": request.timeout_ms,
         "profile": profile,
-        "exit": outcome.exit,
-        "stdout": String::from_utf8_lossy(&outcome.stdout),
-        "stderr": String::from_utf8_lossy(&outcome.stderr),
-        "stdout_bytes_total": outcome.stdout_bytes_total,
-        "stderr_bytes_total": outcome.stderr_bytes_total,
-        "stdout_truncated": outcome.stdout_truncated,
-        "stderr_truncated": outcome.stderr_truncated,
-        "duration_ms": outcome.duration_ms,
-        "usage": outcome.usage,
-        "cgroup": outcome.cgroup,
     })
 }
 

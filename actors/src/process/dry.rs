@@ -64,7 +64,7 @@ impl Drop for Layers {
 }
 
 /// Overlay leaves `work/work` without permissions; make every directory removable first.
-fn remove(dir: &Path) {
+pub(crate) fn remove(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for index in entries.flatten() {
             let work = index.path().join("work/work");

@@ -17,6 +17,9 @@ pub mod actor;
 /// Dry runs: a copy-on-write layer, read back as a list of changes.
 #[cfg(feature = "prim-process")]
 mod dry;
+/// Background commands: the handle table, output rings, lost handles.
+#[cfg(feature = "prim-process")]
+pub mod handles;
 /// Building the sandbox's profile and request from the policy and the action.
 #[cfg(feature = "prim-process")]
 mod profile;
@@ -24,9 +27,11 @@ mod profile;
 mod redact;
 
 #[cfg(feature = "prim-process")]
-pub use actor::{Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
+pub use actor::{Origin, Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
 #[cfg(feature = "prim-process")]
 pub(crate) use dry::layers_base;
+#[cfg(feature = "prim-process")]
+pub use handles::{HandleTable, LostHandle, recover_lost};
 pub(crate) use redact::journaled;
 
 /// Why the process body refused a call before the sandbox saw it.
@@ -70,3 +75,86 @@ aido_actions::coded!(ProcessError {
     ChangeUnsupported => "command_change_unsupported",
     ExecutableMissing => "sandbox_executable_missing",
 });
+
+/// Why a call about a background command's handle failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    /// No handle of this aido has this id.
+    #[error("no background command has the handle {handle:?}")]
+    Unknown {
+        /// The id asked for.
+        handle: String,
+    },
+    /// The handle belonged to an earlier aido process, which ended (and its command with it);
+    /// its file changes were never applied. The details hold its record.
+    #[error(
+        "the background command {handle} was lost when the aido process running it ended; its file changes were never applied"
+    )]
+    Lost {
+        /// The id.
+        handle: String,
+    },
+    /// As many background commands as allowed are alive.
+    #[error("{max} background commands are alive; stop one first")]
+    TooMany {
+        /// The bound.
+        max: usize,
+    },
+    /// Its command has ended: there is no input to write.
+    #[error("the background command {handle} has ended")]
+    Ended {
+        /// The id.
+        handle: String,
+    },
+    /// The command does not read its input: the write did not finish in time.
+    #[error("the background command {handle} did not take its input within {waited_ms} ms")]
+    StdinBlocked {
+        /// The id.
+        handle: String,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// The tree was still there after TERM, KILL and the wait for them.
+    #[error("the background command {handle} was still running {waited_ms} ms after TERM and KILL")]
+    StopFailed {
+        /// The id.
+        handle: String,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// The handle registry in AIDO_HOME could not be written.
+    #[error("the handle registry could not be written: {why}")]
+    Registry {
+        /// Why.
+        why: String,
+    },
+}
+
+aido_actions::coded!(HandleError {
+    Unknown => "handle_unknown",
+    Lost => "handle_lost",
+    TooMany => "handles_too_many",
+    Ended => "handle_ended",
+    StdinBlocked => "handle_stdin_blocked",
+    StopFailed => "handle_stop_failed",
+    Registry => "handle_registry_failed",
+});
+
+impl HandleError {
+    #[cfg_attr(not(feature = "prim-process"), allow(dead_code))]
+    pub(crate) fn into_failure(self) -> aido_actions::Failure {
+        let details = match &self {
+            HandleError::Unknown { handle }
+            | HandleError::Lost { handle }
+            | HandleError::Ended { handle }
+            | HandleError::StdinBlocked { handle, .. }
+            | HandleError::StopFailed { handle, .. } => Some(serde_json::json!({"handle": handle})),
+            HandleError::TooMany { .. } | HandleError::Registry { .. } => None,
+        };
+        let failure = aido_actions::Failure::new(self.code(), self.to_string());
+        match details {
+            Some(details) => failure.with_details(details),
+            None => failure,
+        }
+    }
+}

@@ -46,10 +46,23 @@ pub(crate) fn request_of(
         .ok_or_else(|| ProcessError::InvalidCommand {
             why: "give exactly one of argv (non-empty) and shell".into(),
         })?;
-    let timeout_ms = run.timeout_ms.unwrap_or(RunCommand::TIMEOUT_MS_DEFAULT);
-    if timeout_ms == 0 || timeout_ms > RunCommand::TIMEOUT_MS_MAX {
+    if run.pty && !run.background {
         return Err(ProcessError::InvalidCommand {
-            why: format!("timeout_ms must be 1 to {}", RunCommand::TIMEOUT_MS_MAX),
+            why: "pty needs background (a terminal is driven with write_stdin)".into(),
+        });
+    }
+    let (default, max) = if run.background {
+        (
+            RunCommand::BACKGROUND_TIMEOUT_MS_DEFAULT,
+            RunCommand::BACKGROUND_TIMEOUT_MS_MAX,
+        )
+    } else {
+        (RunCommand::TIMEOUT_MS_DEFAULT, RunCommand::TIMEOUT_MS_MAX)
+    };
+    let timeout_ms = run.timeout_ms.unwrap_or(default);
+    if timeout_ms == 0 || timeout_ms > max {
+        return Err(ProcessError::InvalidCommand {
+            why: format!("timeout_ms must be 1 to {max}"),
         });
     }
     let cap = |asked: Option<usize>| asked.unwrap_or(output_bytes_max).min(output_bytes_max);

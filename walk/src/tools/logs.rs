@@ -333,6 +333,7 @@ pub fn activity(records: &[Record]) -> String {
             }
             Event::BodyRestarted { body, .. } => format!("body_restarted {body}"),
             Event::BodyFailed { body, .. } => format!("body_failed {body}"),
+            Event::HandleLost { handle, .. } => format!("handle_lost {handle}"),
             other => other.kind().to_owned(),
         };
         out.push_str(&format!("{time} seq={} {what}\n", r.seq));

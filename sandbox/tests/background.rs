@@ -1,0 +1,160 @@
+//! Background commands through the same re-exec path: live input, TERM to the whole
+//! namespace, KILL of a tree that ignores TERM (a double-forked, setsid'd child included), and
+//! a pty.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+
+mod common;
+
+use std::io::Read;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use aido_sandbox::{Ended, Exit, Output, StartOptions, Started};
+use common::*;
+
+fn start(
+    fixture: &Fixture,
+    script: &str,
+    options: StartOptions,
+) -> (Started, mpsc::Receiver<Ended>) {
+    let (sender, receiver) = mpsc::channel();
+    let mut request = fixture.request(script);
+    request.timeout_ms = 60_000;
+    let started = fixture
+        .sandbox()
+        .start(
+            &fixture.profile(),
+            &request,
+            options,
+            Box::new(move |end| {
+                let _ = sender.send(end.unwrap());
+            }),
+        )
+        .unwrap_or_else(|error| panic!("sandbox refused ({}): {error}", error.code()));
+    (started, receiver)
+}
+
+fn read_all(output: Output) -> String {
+    let mut text = Vec::new();
+    match output {
+        Output::Pipes { mut stdout, .. } => {
+            stdout.read_to_end(&mut text).unwrap();
+        }
+        Output::Pty { mut master } => {
+            // EIO once the last slave closes.
+            let mut chunk = [0u8; 4096];
+            while let Ok(count) = master.read(&mut chunk) {
+                if count == 0 {
+                    break;
+                }
+                text.extend_from_slice(&chunk[..count]);
+            }
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// Host processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .map(|line| String::from_utf8_lossy(&line).contains(marker))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn input_written_live_reaches_cat_and_closing_it_ends_cat() {
+    let fixture = Fixture::new();
+    let (started, ended) = start(&fixture, "cat", StartOptions::default());
+    started.control.write_stdin(b"first line\n").unwrap();
+    started.control.write_stdin(b"second line\n").unwrap();
+    started.control.close_stdin().unwrap();
+    assert_eq!(read_all(started.output), "first line\nsecond line\n");
+    let end = ended.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(end.exit, Exit::Code(0));
+}
+
+#[test]
+fn terminate_ends_the_command_and_every_double_forked_child() {
+    let fixture = Fixture::new();
+    // A grandchild in its own session that ignores TERM, and a command that does not.
+    let (started, ended) = start(
+        &fixture,
+        "M=9876; setsid sh -c \"trap '' TERM; exec sleep ${M}01\" & sleep ${M}02; echo after",
+        StartOptions::default(),
+    );
+    wait_until("both sleeps", || {
+        processes_with("987601") == 1 && processes_with("987602") == 1
+    });
+    started.control.terminate().unwrap();
+    let end = ended.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(
+        end.exit,
+        Exit::Signal(libc::SIGTERM),
+        "sh was killed by TERM"
+    );
+    // Init ended with the command, and took the namespace with it.
+    wait_until("no sleep left", || {
+        processes_with("987601") == 0 && processes_with("987602") == 0
+    });
+}
+
+#[test]
+fn kill_ends_a_tree_that_ignores_terminate() {
+    let fixture = Fixture::new();
+    let (started, ended) = start(
+        &fixture,
+        "M=9876; trap '' TERM; (setsid sh -c \"trap '' TERM; exec sleep ${M}03\" &); sleep ${M}04; sleep ${M}04",
+        StartOptions::default(),
+    );
+    wait_until("both sleeps", || {
+        processes_with("987603") == 1 && processes_with("987604") == 1
+    });
+    started.control.terminate().unwrap();
+    assert!(
+        ended.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the command ignores TERM: it must still run"
+    );
+    started.control.kill();
+    let end = ended.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(end.exit, Exit::Signal(libc::SIGKILL));
+    wait_until("no sleep left", || {
+        processes_with("987603") == 0 && processes_with("987604") == 0
+    });
+}
+
+#[test]
+fn a_pty_is_the_commands_terminal() {
+    let fixture = Fixture::new();
+    let (started, ended) = start(
+        &fixture,
+        "test -t 0 && test -t 1 && echo tty; stty size; read line; echo got $line",
+        StartOptions {
+            pty: Some((33, 111)),
+        },
+    );
+    started.control.write_stdin(b"hello\n").unwrap();
+    let text = read_all(started.output);
+    assert!(text.contains("tty\r\n"), "{text:?}");
+    assert!(text.contains("33 111"), "{text:?}");
+    assert!(text.contains("got hello"), "{text:?}");
+    let end = ended.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(end.exit, Exit::Code(0));
+}
