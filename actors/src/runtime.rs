@@ -47,6 +47,9 @@ pub struct Runtime {
 /// The memory store's file in AIDO_HOME (shared by every aido process of that home).
 pub const MEMORY_FILE: &str = "memory.sqlite";
 
+/// The definitions store's directory in AIDO_HOME (composite functions and custom primitives).
+pub const SCRIPTS_DIR: &str = "scripts";
+
 /// The question store's file in AIDO_HOME (shared by every aido process of that home).
 pub const QUESTIONS_FILE: &str = "questions.sqlite";
 
@@ -136,6 +139,7 @@ impl Runtime {
             last_crash: Mutex::new(None),
             faults,
             questions: options.env.aido_home.join(QUESTIONS_FILE),
+            scripts: options.env.aido_home.join(SCRIPTS_DIR),
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -253,6 +257,38 @@ impl Runtime {
         {
             Ok(ractor::rpc::CallResult::Success(names)) => names,
             _ => Vec::new(),
+        }
+    }
+
+    /// The defined functions and custom primitives an MCP tool list shows: (name, kind,
+    /// description, input schema). Empty in a build without prim-script.
+    pub fn defined_tools(
+        &self,
+    ) -> Vec<(
+        String,
+        aido_actions::script::DefinitionKind,
+        String,
+        aido_actions::script::Object,
+    )> {
+        #[cfg(feature = "prim-script")]
+        return crate::script::tools(&self.shared.scripts);
+        #[cfg(not(feature = "prim-script"))]
+        Vec::new()
+    }
+
+    /// The action a call of the defined tool `name` is: call_function or call_primitive
+    /// (`None` when nothing of that name is defined, or in a build without prim-script).
+    pub fn defined_call(
+        &self,
+        name: &str,
+        args: aido_actions::script::Object,
+    ) -> Option<aido_actions::Action> {
+        #[cfg(feature = "prim-script")]
+        return crate::script::tool_call(&self.shared.scripts, name, args);
+        #[cfg(not(feature = "prim-script"))]
+        {
+            let _ = (name, args);
+            None
         }
     }
 

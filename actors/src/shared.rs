@@ -42,6 +42,9 @@ pub(crate) struct Shared {
     /// The question store's file (AIDO_HOME/questions.sqlite).
     #[cfg_attr(not(feature = "prim-human"), allow(dead_code))]
     pub(crate) questions: std::path::PathBuf,
+    /// The definitions store's directory (AIDO_HOME/scripts).
+    #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
+    pub(crate) scripts: std::path::PathBuf,
 }
 
 impl Shared {
