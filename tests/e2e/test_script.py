@@ -67,7 +67,7 @@ async def test_the_script_tools_are_listed_and_list_changed_is_advertised(world)
     async with world.session() as s:
         tools = {t.name: t for t in (await s.session.list_tools()).tools}
         assert SCRIPT_TOOLS <= set(tools)
-        assert s.init.capabilities.tools.listChanged is True
+        assert s.init.capabilities.tools.list_changed is True
         assert tools["list_functions"].annotations.read_only_hint is True
         assert tools["delete_function"].annotations.destructive_hint is True
 
@@ -76,9 +76,10 @@ async def test_a_defined_function_shows_up_after_the_notification_and_runs_as_it
     changed: list[str] = []
 
     async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-            message.root, types.ToolListChangedNotification
-        ):
+        # The SDK hands a ServerNotification (a root model in some versions) or the
+        # notification itself.
+        inner = getattr(message, "root", message)
+        if isinstance(inner, types.ToolListChangedNotification):
             changed.append("tools")
 
     async with world.session(message_handler=on_message) as s:
