@@ -47,6 +47,19 @@ pub struct Runtime {
 /// The memory store's file in AIDO_HOME (shared by every aido process of that home).
 pub const MEMORY_FILE: &str = "memory.sqlite";
 
+/// A defined function or custom primitive as an MCP tool list shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefinedTool {
+    /// Its name (the tool's).
+    pub name: String,
+    /// Function or custom primitive.
+    pub kind: aido_actions::script::DefinitionKind,
+    /// What it does.
+    pub description: String,
+    /// Its arguments' schema (a function's takes any object).
+    pub input_schema: aido_actions::script::Object,
+}
+
 /// The definitions store's directory in AIDO_HOME (composite functions and custom primitives).
 pub const SCRIPTS_DIR: &str = "scripts";
 
@@ -260,16 +273,9 @@ impl Runtime {
         }
     }
 
-    /// The defined functions and custom primitives an MCP tool list shows: (name, kind,
-    /// description, input schema). Empty in a build without prim-script.
-    pub fn defined_tools(
-        &self,
-    ) -> Vec<(
-        String,
-        aido_actions::script::DefinitionKind,
-        String,
-        aido_actions::script::Object,
-    )> {
+    /// The defined functions and custom primitives an MCP tool list shows. Empty in a build
+    /// without prim-script.
+    pub fn defined_tools(&self) -> Vec<DefinedTool> {
         #[cfg(feature = "prim-script")]
         return crate::script::tools(&self.shared.scripts);
         #[cfg(not(feature = "prim-script"))]

@@ -131,7 +131,7 @@ async fn host_calls_are_children_a_denied_one_is_refused_and_playback_reproduces
     let (runtime, session) = start(&base, "b").await;
     let (_, listed) = run(&session, "list_functions", json!({})).await.unwrap();
     assert_eq!(listed["definitions"][0]["name"], "cat");
-    assert_eq!(runtime.defined_tools()[0].0, "cat");
+    assert_eq!(runtime.defined_tools()[0].name, "cat");
     let (_, out) = run(
         &session,
         "call_function",

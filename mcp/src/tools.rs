@@ -32,17 +32,19 @@ pub fn defined(runtime: &aido_actors::Runtime) -> Vec<Tool> {
     runtime
         .defined_tools()
         .into_iter()
-        .map(|(name, kind, description, schema)| {
+        .map(|tool| {
             let annotations = ToolAnnotations::new()
                 .read_only(class.read_only_hint())
                 .destructive(class.destructive_hint())
                 .idempotent(class.idempotent_hint())
                 .open_world(class.open_world_hint());
             let description = format!(
-                "{description} (aido defined {}: a Rhai script whose every host call is judged and journaled; class: {class})",
-                kind.name()
+                "{} (aido defined {}: a Rhai script whose every host call is judged and journaled; class: {class})",
+                tool.description,
+                tool.kind.name()
             );
-            Tool::new(name, description, Arc::new(schema)).with_annotations(annotations)
+            Tool::new(tool.name, description, Arc::new(tool.input_schema))
+                .with_annotations(annotations)
         })
         .collect()
 }

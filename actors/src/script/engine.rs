@@ -168,13 +168,23 @@ pub fn compile(source: &str, limits: &Limits) -> Result<(), ScriptError> {
         .map_err(|e| ScriptError::Parse { why: e.to_string() })
 }
 
+/// A host call that was refused or failed, kept to tell an uncaught one from a thrown value.
+#[derive(Clone, Debug)]
+struct FailedCall {
+    index: usize,
+    primitive: String,
+    seq: Option<u64>,
+    code: String,
+    message: String,
+}
+
 /// What one run's host calls share with the classifier of its errors.
 #[derive(Default)]
 struct HostState {
     /// Host calls made.
     calls: AtomicUsize,
-    /// Failed host calls, by index: (primitive, seq, code, message).
-    failures: Mutex<Vec<(usize, String, Option<u64>, String, String)>>,
+    /// Failed host calls.
+    failures: Mutex<Vec<FailedCall>>,
     /// An error no script may catch, raised in a host call.
     fatal: Mutex<Option<ScriptError>>,
 }
@@ -293,7 +303,13 @@ fn host_call(
             "code": code, "message": message,
         });
         if let Ok(mut f) = state.failures.lock() {
-            f.push((index, primitive.to_owned(), seq, code, message));
+            f.push(FailedCall {
+                index,
+                primitive: primitive.to_owned(),
+                seq,
+                code,
+                message,
+            });
         }
         let value = rhai::serde::to_dynamic(thrown).unwrap_or_default();
         Box::new(EvalAltResult::ErrorRuntime(value, Position::NONE))
@@ -354,18 +370,16 @@ fn classify(e: EvalAltResult, limits: &Limits, stop: &Stop, state: &HostState) -
                     .failures
                     .lock()
                     .ok()
-                    .and_then(|f| f.iter().find(|(n, ..)| *n == i).cloned())
+                    .and_then(|f| f.iter().find(|c| c.index == i).cloned())
             });
             match failure {
-                Some((index, primitive, seq, code, message)) if thrown["code"] == code => {
-                    ScriptError::HostCallFailed {
-                        index,
-                        primitive,
-                        seq,
-                        code,
-                        message,
-                    }
-                }
+                Some(call) if thrown["code"] == call.code.as_str() => ScriptError::HostCallFailed {
+                    index: call.index,
+                    primitive: call.primitive,
+                    seq: call.seq,
+                    code: call.code,
+                    message: call.message,
+                },
                 _ => ScriptError::Thrown {
                     value: serde_json::to_string(&thrown).unwrap_or_default(),
                 },

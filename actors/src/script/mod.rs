@@ -353,8 +353,8 @@ fn deleted(def: Definition) -> Value {
     json!({"name": def.name, "kind": def.kind.name(), "hash": def.hash})
 }
 
-/// The definitions an MCP tool list shows, each as (name, kind, description, input schema).
-pub fn tools(dir: &std::path::Path) -> Vec<(String, DefinitionKind, String, Object)> {
+/// The definitions an MCP tool list shows.
+pub fn tools(dir: &std::path::Path) -> Vec<crate::runtime::DefinedTool> {
     let defs = match Store::new(dir).all() {
         Ok(d) => d,
         Err(e) => {
@@ -363,14 +363,16 @@ pub fn tools(dir: &std::path::Path) -> Vec<(String, DefinitionKind, String, Obje
         }
     };
     defs.into_iter()
-        .map(|d| {
-            let schema = d.input_schema.clone().unwrap_or_else(|| {
+        .map(|d| crate::runtime::DefinedTool {
+            input_schema: d.input_schema.clone().unwrap_or_else(|| {
                 let mut o = Object::new();
                 o.insert("type".into(), json!("object"));
                 o.insert("additionalProperties".into(), json!(true));
                 o
-            });
-            (d.name, d.kind, d.description, schema)
+            }),
+            name: d.name,
+            kind: d.kind,
+            description: d.description,
         })
         .collect()
 }
