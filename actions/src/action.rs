@@ -3,7 +3,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{desktop, fs, human, memory, meta, net, process, safety, search, snapshot, tools, vm};
+use crate::{
+    desktop, fs, human, memory, meta, net, process, safety, script, search, snapshot, tools, vm,
+};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -420,6 +422,26 @@ actions! {
         /// Collect the answer a person gave with `aido answer` to a question that came back needs_human, waiting up to wait_ms. Class: read_only.
         CheckAnswer(human::CheckAnswer) = "check_answer", ReadOnly;
     }
+    /// Composite functions: Rhai scripts defined at run time (AIDO_HOME/scripts), each host
+    /// call a child action judged and journaled on its own.
+    Script => ScriptAction {
+        /// Define or replace a function: a Rhai script that reads `args` and calls primitives with `call(name, #{...})`, each call judged and journaled as a child action; it becomes an MCP tool of its own. Class: fs_write.
+        DefineFunction(script::DefineFunction) = "define_function", FsWrite;
+        /// Run a defined function with an object of arguments, within the script limits and the call's deadline. Class: composite.
+        CallFunction(script::CallDefinition) = "call_function", Composite;
+        /// The defined functions: name, description, hash. Class: read_only.
+        ListFunctions(script::ListDefinitions) = "list_functions", ReadOnly;
+        /// Delete a defined function (and its MCP tool). Class: destructive.
+        DeleteFunction(script::DefinitionName) = "delete_function", Destructive;
+        /// Define or replace a custom primitive: a named tool with an argument schema, built from existing primitives by a Rhai script. Class: fs_write.
+        DefinePrimitive(script::DefinePrimitive) = "define_primitive", FsWrite;
+        /// Run a custom primitive; its arguments are checked against its schema first. Class: composite.
+        CallPrimitive(script::CallDefinition) = "call_primitive", Composite;
+        /// The custom primitives: name, description, schema, hash. Class: read_only.
+        ListCustomPrimitives(script::ListDefinitions) = "list_custom_primitives", ReadOnly;
+        /// Delete a custom primitive (and its MCP tool). Class: destructive.
+        DeletePrimitive(script::DefinitionName) = "delete_primitive", Destructive;
+    }
     /// Composites (and assert's condition): walked by the executor, their leaves routed on.
     Tree => TreeAction {
         /// Run steps in order, judged whole before the first runs. Class: composite.
@@ -653,6 +675,14 @@ mod tests {
             ("get_clipboard", SideEffectClass::ReadOnly),
             ("set_clipboard", SideEffectClass::Desktop),
             ("send_notification", SideEffectClass::Desktop),
+            ("define_function", SideEffectClass::FsWrite),
+            ("call_function", SideEffectClass::Composite),
+            ("list_functions", SideEffectClass::ReadOnly),
+            ("delete_function", SideEffectClass::Destructive),
+            ("define_primitive", SideEffectClass::FsWrite),
+            ("call_primitive", SideEffectClass::Composite),
+            ("list_custom_primitives", SideEffectClass::ReadOnly),
+            ("delete_primitive", SideEffectClass::Destructive),
         ];
         assert_eq!(
             table.len(),

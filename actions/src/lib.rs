@@ -40,6 +40,8 @@ pub mod outcome;
 pub mod process;
 /// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.
 pub mod safety;
+/// Composite functions: define_function, call_function, ... and the custom primitives.
+pub mod script;
 /// Code search primitives: search_code, search_and_read.
 pub mod search;
 /// Snapshots, rewind and recorded randomness.
@@ -54,8 +56,8 @@ pub mod vm;
 pub use access::{Access, AccessKind};
 pub use action::{
     Action, Body, DesktopAction, FsAction, HumanAction, MemoryAction, NetAction, ParseError,
-    PrimitiveSpec, ProcessAction, Routed, RuntimeAction, SearchAction, TreeAction, VmAction,
-    primitives,
+    PrimitiveSpec, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction, TreeAction,
+    VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

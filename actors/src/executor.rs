@@ -11,7 +11,7 @@ use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
     Action, Condition, DesktopAction, Effect, Failure, FsAction, HumanAction, Input, MemoryAction,
-    NetAction, Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
+    NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -47,6 +47,10 @@ pub(crate) struct Executor<'a> {
     pub(crate) proposal: u64,
     pub(crate) ctx: &'a SessionContext,
     pub(crate) hooks: &'a Hooks,
+    /// The session this action runs in, for the child actions a script's host calls are
+    /// (`None` where nothing can have children: a filesystem read run beside its proposal).
+    #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
+    pub(crate) runner: Option<&'a crate::session::Session>,
 }
 
 impl Executor<'_> {
@@ -119,6 +123,10 @@ impl World for Executor<'_> {
 
     async fn desktop(&mut self, action: DesktopAction) -> Answer<Executed, Infallible> {
         Ok(Executor::desktop(self, action).await)
+    }
+
+    async fn script(&mut self, action: ScriptAction) -> Answer<Executed, Infallible> {
+        Ok(Executor::script(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -772,6 +780,11 @@ impl Executor<'_> {
 /// The twins of the body calls for the families this build lacks. The policy refuses their
 /// actions first (`primitive_not_built`); these answer the same if anything reaches them.
 impl Executor<'_> {
+    #[cfg(not(feature = "prim-script"))]
+    async fn script(&self, _action: ScriptAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Script))
+    }
+
     #[cfg(not(feature = "prim-desktop"))]
     async fn desktop(&self, _action: DesktopAction) -> Result<Executed, Failure> {
         Err(crate::families::not_built(aido_actions::Body::Desktop))

@@ -54,6 +54,11 @@ pub const FAMILIES: &[Family] = &[
         feature: "prim-desktop",
         built: cfg!(feature = "prim-desktop"),
     },
+    Family {
+        body: Body::Script,
+        feature: "prim-script",
+        built: cfg!(feature = "prim-script"),
+    },
 ];
 
 /// Whether this build runs `body`'s primitives (the core bodies always).
@@ -85,7 +90,8 @@ pub fn unbuilt() -> Vec<(Body, &'static str)> {
         feature = "prim-search",
         feature = "prim-human",
         feature = "prim-net",
-        feature = "prim-desktop"
+        feature = "prim-desktop",
+        feature = "prim-script"
     ),
     expect(dead_code, reason = "every family is built")
 )]

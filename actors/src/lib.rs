@@ -119,6 +119,10 @@ pub mod process;
 mod recovery;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
+/// The script body: composite functions and custom primitives (Rhai), their host calls
+/// child actions; definitions in AIDO_HOME/scripts.
+#[cfg(feature = "prim-script")]
+pub mod script;
 /// The search body: search_code and search_and_read over the walls.
 #[cfg(feature = "prim-search")]
 pub mod search;

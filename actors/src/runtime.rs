@@ -50,6 +50,22 @@ pub const MEMORY_FILE: &str = "memory.sqlite";
 /// The background commands' registry in AIDO_HOME (one file per live handle, and the lost).
 #[cfg(feature = "prim-process")]
 const HANDLES_DIR: &str = "handles";
+/// A defined function or custom primitive as an MCP tool list shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefinedTool {
+    /// Its name (the tool's).
+    pub name: String,
+    /// Function or custom primitive.
+    pub kind: aido_actions::script::DefinitionKind,
+    /// What it does.
+    pub description: String,
+    /// Its arguments' schema (a function's takes any object).
+    pub input_schema: aido_actions::script::Object,
+}
+
+/// The definitions store's directory in AIDO_HOME (composite functions and custom primitives).
+pub const SCRIPTS_DIR: &str = "scripts";
+
 /// The question store's file in AIDO_HOME (shared by every aido process of that home).
 pub const QUESTIONS_FILE: &str = "questions.sqlite";
 
@@ -146,6 +162,7 @@ impl Runtime {
             grants: crate::grants::Grants::new(
                 options.env.aido_home.join(crate::grants::GRANTS_FILE),
             ),
+            scripts: options.env.aido_home.join(SCRIPTS_DIR),
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -318,6 +335,31 @@ impl Runtime {
         {
             Ok(ractor::rpc::CallResult::Success(names)) => names,
             _ => Vec::new(),
+        }
+    }
+
+    /// The defined functions and custom primitives an MCP tool list shows. Empty in a build
+    /// without prim-script.
+    pub fn defined_tools(&self) -> Vec<DefinedTool> {
+        #[cfg(feature = "prim-script")]
+        return crate::script::tools(&self.shared.scripts);
+        #[cfg(not(feature = "prim-script"))]
+        Vec::new()
+    }
+
+    /// The action a call of the defined tool `name` is: call_function or call_primitive
+    /// (`None` when nothing of that name is defined, or in a build without prim-script).
+    pub fn defined_call(
+        &self,
+        name: &str,
+        args: aido_actions::script::Object,
+    ) -> Option<aido_actions::Action> {
+        #[cfg(feature = "prim-script")]
+        return crate::script::tool_call(&self.shared.scripts, name, args);
+        #[cfg(not(feature = "prim-script"))]
+        {
+            let _ = (name, args);
+            None
         }
     }
 

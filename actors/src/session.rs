@@ -91,8 +91,20 @@ impl Session {
     /// The work runs in its own task: dropping this future does not stop it half-way, and
     /// its records are still written. Use `hooks.cancel` to stop it between steps.
     pub async fn run(&self, action: Action, hooks: Hooks) -> Result<Ran, RunError> {
+        self.run_under(action, hooks, None).await
+    }
+
+    /// [`Self::run`] for a child action: a host call of the script whose proposal is at
+    /// `parent`. It takes the same path as a call from the agent (judged, journaled, run,
+    /// its outcome journaled), and its proposal names the parent.
+    pub(crate) async fn run_under(
+        &self,
+        action: Action,
+        hooks: Hooks,
+        parent: Option<u64>,
+    ) -> Result<Ran, RunError> {
         let this = self.clone();
-        match tokio::spawn(async move { this.run_inner(action, hooks).await }).await {
+        match tokio::spawn(async move { this.run_inner(action, hooks, parent).await }).await {
             Ok(result) => result,
             Err(e) => Err(RunError::plain(
                 None,
@@ -101,13 +113,19 @@ impl Session {
         }
     }
 
-    async fn run_inner(&self, action: Action, hooks: Hooks) -> Result<Ran, RunError> {
+    async fn run_inner(
+        &self,
+        action: Action,
+        hooks: Hooks,
+        parent: Option<u64>,
+    ) -> Result<Ran, RunError> {
         let shared = &self.shared;
         let proposed = self
             .actor
             .call(
                 |reply| SessionMsg::Propose {
                     action: Box::new(action.clone()),
+                    parent,
                     reply,
                 },
                 Some(Duration::from_millis(PROPOSE_TIMEOUT_MS)),
@@ -212,6 +230,7 @@ impl Session {
             proposal: seq,
             ctx: &ctx,
             hooks: &hooks,
+            runner: Some(self),
         };
         let result = executor.exec(&action).await;
         // The outcome of an action that changed nothing is answered once it is written to the
@@ -280,6 +299,7 @@ impl Session {
                 proposal: 0,
                 ctx: &ctx,
                 hooks: &hooks,
+                runner: None,
             };
             executor.exec(&action).await
         };
@@ -419,6 +439,8 @@ pub(crate) enum Proposal {
 pub(crate) enum SessionMsg {
     Propose {
         action: Box<Action>,
+        /// A script's host call: the seq of the script call's proposal.
+        parent: Option<u64>,
         reply: RpcReplyPort<Result<(Proposal, Verdict, Admissions), Failure>>,
     },
     Release,
@@ -444,7 +466,11 @@ impl Actor for SessionActor {
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SessionMsg::Propose { action, reply } => {
+            SessionMsg::Propose {
+                action,
+                parent,
+                reply,
+            } => {
                 let shared = &state.args.shared;
                 let max = shared.config_limits().in_flight_actions_max;
                 if state.in_flight >= max {
@@ -485,6 +511,7 @@ impl Actor for SessionActor {
                 let event = Event::ActionProposed {
                     action: crate::process::journaled(*action),
                     verdict: verdict.clone(),
+                    parent,
                 };
                 let (id, now) = (state.args.id, shared.clock.now_ms());
                 let journal = &shared.journal;

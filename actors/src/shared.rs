@@ -46,6 +46,9 @@ pub(crate) struct Shared {
     pub(crate) questions: std::path::PathBuf,
     /// The capability grants (AIDO_HOME/grants.sqlite).
     pub(crate) grants: crate::grants::Grants,
+    /// The definitions store's directory (AIDO_HOME/scripts).
+    #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
+    pub(crate) scripts: std::path::PathBuf,
 }
 
 impl Shared {

@@ -229,7 +229,7 @@ async fn fetch_and_request_a_local_server_and_playback_reproduces_them() {
         .await;
     assert_eq!(out["next_offset"], Value::Null);
     assert_eq!(
-        (first.chars().take(20).collect::<String>() + &rest)
+        (first.chars().take(20).collect::<String>() + rest.as_str())
             .chars()
             .count() as u64,
         total

@@ -417,8 +417,9 @@ async fn composites_run_their_branches_and_keep_partial_effects() {
     )
     .await;
     assert_eq!(
+        // as_str: rhai's smartstring adds another `String + _` impl, so `&String` is ambiguous.
         std::fs::read_to_string(w.p("x.txt")).unwrap()
-            + &std::fs::read_to_string(w.p("y.txt")).unwrap(),
+            + std::fs::read_to_string(w.p("y.txt")).unwrap().as_str(),
         "X\nY\n"
     );
 }

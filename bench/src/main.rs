@@ -40,6 +40,8 @@ mod metadata;
 mod report;
 /// Rewind through a real runtime.
 mod rewind;
+/// A Rhai function's per-host-call overhead.
+mod script;
 /// search_code against rg, search_and_read against the calls it saves.
 mod search;
 /// Snapshot create and restore against `cp -a` and git.
@@ -91,6 +93,16 @@ enum Command {
         /// The report to write.
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
+    },
+    /// Run only the script section (a Rhai function's per-host-call overhead) and print its
+    /// figures (nothing is written).
+    Script {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        /// Rounds timed.
+        #[arg(long, default_value_t = 10)]
+        repeats: usize,
     },
     /// Run only the fetch section and print its figures (nothing is written).
     Fetch {
@@ -216,6 +228,12 @@ struct Args {
     /// Fetches of each page by each side in the fetch benchmark.
     #[arg(long, default_value_t = 20)]
     fetch_repeats: usize,
+    /// Leave out the script benchmark.
+    #[arg(long)]
+    skip_script: bool,
+    /// Rounds of the script benchmark timed.
+    #[arg(long, default_value_t = 10)]
+    script_repeats: usize,
     /// The Python with mcp-server-fetch installed (bench/run makes it).
     #[arg(long, default_value = "bench/.venv-fetch/bin/python")]
     fetch_peer_python: PathBuf,
@@ -248,6 +266,7 @@ fn main() -> Result<()> {
             python,
             repeats,
         }) => return fetch_only(aido, python, *repeats),
+        Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
         None => {}
     }
     // tesseract (the VM section's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
@@ -384,6 +403,16 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the fetch section failed: {why}");
     }
 
+    let script = if args.skip_script {
+        script::ScriptSection::Skipped("`--skip-script`".into())
+    } else {
+        eprintln!("aido-bench: script: a Rhai function's per-host-call overhead");
+        script::run(&setup.aido, &temp, args.script_repeats).await
+    };
+    if let script::ScriptSection::Failed(why) = &script {
+        eprintln!("aido-bench: the script section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -400,6 +429,7 @@ async fn bench(args: Args) -> Result<()> {
         search,
         memory,
         fetch,
+        script,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -453,6 +483,33 @@ fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
             p.peer_bytes
         );
     }
+    Ok(())
+}
+
+/// `aido-bench script`: the script section alone, its figures printed.
+fn script_only(aido: &Path, repeats: usize) -> Result<()> {
+    let aido = std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let section = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(script::run(&aido, &std::env::temp_dir(), repeats));
+    let run = match section {
+        script::ScriptSection::Ran(run) => run,
+        script::ScriptSection::Skipped(why) => bail!("not run: {why}"),
+        script::ScriptSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "one host call of a Rhai function: median {:.1} us over {} rounds of {} host calls; \
+         the empty function {:.1} us; one file_info over MCP {:.1} us",
+        us(crate::snapshots::median(&run.per_host_call)),
+        run.per_host_call.len(),
+        run.host_calls,
+        us(crate::snapshots::median(&run.empty)),
+        us(crate::snapshots::median(&run.direct)),
+    );
     Ok(())
 }
 

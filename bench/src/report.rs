@@ -84,6 +84,8 @@ pub struct Report {
     pub memory: crate::memory::MemorySection,
     /// fetch_url against mcp-server-fetch.
     pub fetch: crate::fetch::FetchSection,
+    /// A Rhai function's per-host-call overhead.
+    pub script: crate::script::ScriptSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -185,6 +187,7 @@ const NOTES: &[(&str, &str)] = &[
     ("search", include_str!("report/notes/search.md")),
     ("memory", include_str!("report/notes/memory.md")),
     ("fetch", include_str!("report/notes/fetch.md")),
+    ("script", include_str!("report/notes/script.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -424,6 +427,51 @@ fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<Row>) -> Sec
     )
 }
 
+/// The script section: one host call of a Rhai function (the function's time with N host
+/// calls less its time with none, over N), beside one direct call of the same primitive.
+fn script_section(script: &crate::script::ScriptSection, rows: &mut Vec<Row>) -> Section {
+    use crate::script::ScriptSection;
+    const S: &str = "script";
+    let what = "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call";
+    let run = match script {
+        ScriptSection::Ran(run) => run,
+        ScriptSection::Skipped(why) | ScriptSection::Failed(why) => {
+            let outcome = match script {
+                ScriptSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "script_host_call_vs_direct_call", what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let ours = samples(&run.per_host_call);
+    let direct = samples(&run.direct);
+    let ratio = (direct.median > 0.0).then(|| ours.median / direct.median);
+    rows.push(beside(
+        row(
+            S,
+            "script_host_call_vs_direct_call",
+            what,
+            Outcome::Measured(ours),
+        ),
+        Peer {
+            name: "`file_info` over MCP".into(),
+            value: direct,
+        },
+        ratio,
+    ));
+    let us = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e6);
+    section(
+        S,
+        &[
+            ("host_calls", run.host_calls.to_string()),
+            ("rounds", run.per_host_call.len().to_string()),
+            ("empty_us", us(crate::snapshots::median(&run.empty))),
+        ],
+        Vec::new(),
+    )
+}
+
 impl Report {
     /// The results file's contents.
     pub fn document(&self) -> Document {
@@ -439,6 +487,7 @@ impl Report {
         sections.push(search_section(&self.search, &mut rows));
         sections.push(memory_section(&self.memory, &mut rows));
         sections.push(fetch_section(&self.fetch, &mut rows));
+        sections.push(script_section(&self.script, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -772,6 +821,7 @@ pub(crate) mod tests {
             search: crate::search::SearchSection::Skipped("not asked for".into()),
             memory: crate::memory::MemorySection::Skipped("not asked for".into()),
             fetch: crate::fetch::FetchSection::Skipped("not asked for".into()),
+            script: crate::script::ScriptSection::Skipped("not asked for".into()),
         }
     }
 

@@ -43,6 +43,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_serve::token::TokenError::CODES,
         aido_actors::net::NetBodyError::CODES,
         aido_grants::CODES,
+        aido_actors::script::ScriptError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));

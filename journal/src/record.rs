@@ -106,6 +106,10 @@ pub enum Event {
         action: Action,
         /// The chain's verdict.
         verdict: Verdict,
+        /// For a host call of a script: the seq of the script call's proposal (the action
+        /// runs as that call's child, judged and journaled on its own).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<u64>,
     },
     /// A human answered a confirmation for the action proposed at `proposal`.
     ConfirmAnswered {

@@ -35,6 +35,7 @@ const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA="
 pub(crate) fn capabilities() -> ServerCapabilities {
     ServerCapabilities::builder()
         .enable_tools()
+        .enable_tool_list_changed()
         .enable_logging()
         .enable_prompts()
         .enable_resources()

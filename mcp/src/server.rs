@@ -383,6 +383,8 @@ impl ServerHandler for AidoServer {
         #[cfg(not(feature = "conformance"))]
         let capabilities = rmcp::model::ServerCapabilities::builder()
             .enable_tools()
+            // Defined functions and custom primitives come and go as tools.
+            .enable_tool_list_changed()
             .enable_logging()
             .build();
         #[cfg(feature = "conformance")]
@@ -425,6 +427,7 @@ impl ServerHandler for AidoServer {
     ) -> Result<ListToolsResult, McpError> {
         #[allow(unused_mut)]
         let mut tools = self.tools.as_ref().clone();
+        tools.extend(crate::tools::defined(&self.runtime));
         #[cfg(feature = "conformance")]
         tools.extend(crate::conformance::tools());
         Ok(ListToolsResult::with_all_items(tools))
@@ -541,7 +544,19 @@ impl ServerHandler for AidoServer {
             let seq = session.reject(&request.name, code, &message).await;
             return Ok(input_error(code, message, seq).into());
         }
-        let action = match Action::from_tool_call(&request.name, arguments) {
+        // A defined function or custom primitive is a tool of its own name (never a
+        // built-in's: define refuses those names).
+        let defined = match &arguments {
+            Value::Object(args) if Action::class_of(&request.name).is_none() => {
+                self.runtime.defined_call(&request.name, args.clone())
+            }
+            _ => None,
+        };
+        let parsed = match defined {
+            Some(action) => Ok(action),
+            None => Action::from_tool_call(&request.name, arguments),
+        };
+        let action = match parsed {
             Ok(a) => a,
             Err(e) => {
                 let seq = session
@@ -582,6 +597,16 @@ impl ServerHandler for AidoServer {
             ),
         };
         self.log(&context.peer, level, data);
+        if result.is_ok() && crate::tools::changes_tools(primitive) {
+            // The tool list changed: clients that listen list it again (the static
+            // call_function and call_primitive stay for those that do not).
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                if let Err(e) = peer.notify_tool_list_changed().await {
+                    tracing::warn!(error = %e, "cannot send tools/list_changed");
+                }
+            });
+        }
         Ok(Self::to_result(result).into())
     }
 }

@@ -24,3 +24,35 @@ pub fn tools() -> Vec<Tool> {
         })
         .collect()
 }
+
+/// One MCP tool per defined function and custom primitive (see `aido_actors::script`): a
+/// call of it is call_function or call_primitive with its arguments.
+pub fn defined(runtime: &aido_actors::Runtime) -> Vec<Tool> {
+    let class = aido_actions::SideEffectClass::Composite;
+    runtime
+        .defined_tools()
+        .into_iter()
+        .map(|tool| {
+            let annotations = ToolAnnotations::new()
+                .read_only(class.read_only_hint())
+                .destructive(class.destructive_hint())
+                .idempotent(class.idempotent_hint())
+                .open_world(class.open_world_hint());
+            let description = format!(
+                "{} (aido defined {}: a Rhai script whose every host call is judged and journaled; class: {class})",
+                tool.description,
+                tool.kind.name()
+            );
+            Tool::new(tool.name, description, Arc::new(tool.input_schema))
+                .with_annotations(annotations)
+        })
+        .collect()
+}
+
+/// Whether a successful call of `primitive` changes the tool list.
+pub fn changes_tools(primitive: &str) -> bool {
+    matches!(
+        primitive,
+        "define_function" | "delete_function" | "define_primitive" | "delete_primitive"
+    )
+}

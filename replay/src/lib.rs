@@ -97,7 +97,9 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                     client.as_deref().unwrap_or("an unknown client")
                 )
             }
-            Event::ActionProposed { action, verdict } => {
+            Event::ActionProposed {
+                action, verdict, ..
+            } => {
                 let args = serde_json::to_value(action).map(|mut v| {
                     if let Some(o) = v.as_object_mut() {
                         o.remove("type");

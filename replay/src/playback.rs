@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
     Action, Body, Condition, DesktopAction, Failure, FsAction, HumanAction, Input, MemoryAction,
-    Meta, NetAction, Outcome, ProcessAction, RuntimeAction, SearchAction, VmAction,
+    Meta, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -680,6 +680,29 @@ impl Player<'_> {
     }
 
     /// The failure recorded next, taken, if the next input is one.
+    /// Every child a script call's answer (or failure details) lists is in the journal
+    /// before the call's outcome, proposed with this call as its parent, for that primitive.
+    /// A child that never became an action (its arguments did not parse) has no seq.
+    fn children_recorded(&self, answer: &Value) -> Result<(), Missing> {
+        for (seq, primitive) in aido_walk::script::children(answer) {
+            if seq == 0 {
+                continue;
+            }
+            let found = self.before.iter().any(|r| {
+                r.seq == seq
+                    && matches!(&r.event, Event::ActionProposed { action, parent, .. }
+                        if *parent == Some(self.proposal) && action.primitive() == primitive)
+            });
+            if !found {
+                return Err(Missing::Tampered(format!(
+                    "the script's host call {primitive} at seq {seq} has no proposal naming seq {} as its parent",
+                    self.proposal
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn recorded_failure(&mut self) -> Option<Failure> {
         match self.peek() {
             Some(Input::Failed { failure }) => {
@@ -802,6 +825,35 @@ impl World for Player<'_> {
             }
         };
         Ok(Ok(Executed::new(aido_walk::net::render(&action, &answer))))
+    }
+
+    /// What the script body answered: the script is not run again. Its host calls are child
+    /// actions with records of their own, played back on their own; each child the answer
+    /// lists must be in the journal before the call's outcome, proposed with this call as its
+    /// parent and for the same primitive.
+    async fn script(&mut self, action: ScriptAction) -> Answer<Executed, Missing> {
+        // A call is a composite, so its failure is not taken by `interrupted`: it is its one
+        // input here, and the children it had run are in its details.
+        if let Some(failure) = self.recorded_failure() {
+            let calls = failure.details.clone().unwrap_or_default();
+            self.children_recorded(&calls)?;
+            return Ok(Err(failure));
+        }
+        let answer = match self.pull("the script body's answer")? {
+            Input::Answer { from, value } if from == aido_walk::script::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the script body's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        self.children_recorded(&answer)?;
+        Ok(Ok(Executed::new(aido_walk::script::render(
+            &action, &answer,
+        ))))
     }
 
     /// What the desktop body answered (the window it drove, the PNG it saw): no display is

@@ -27,7 +27,9 @@ pub fn what_if(records: &[Record], engine: &PolicyEngine, cwd: &std::path::Path)
     records
         .iter()
         .filter_map(|r| match &r.event {
-            Event::ActionProposed { action, verdict } => {
+            Event::ActionProposed {
+                action, verdict, ..
+            } => {
                 let other = engine.evaluate(action, &ctx, &FsResolver);
                 let differs = match (&other, verdict) {
                     (Verdict::Allow, _) => false,

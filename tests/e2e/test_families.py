@@ -1,5 +1,5 @@
 """Primitive families as cargo features: an aido built with `--no-default-features` (no VM,
-process, memory, search, human, net or desktop family) against the default build, both driven by the
+process, memory, search, human, net, desktop or script family) against the default build, both driven by the
 official Python SDK client.
 
 The minimal build lists none of those families' tools; a call to one of them (alone or inside
@@ -34,6 +34,7 @@ FAMILIES = {
     "prim-human": ("ask_human", {"question": "which file?"}),
     "prim-net": ("dns_lookup", {"host": "example.com"}),
     "prim-desktop": ("get_focused_window", {}),
+    "prim-script": ("define_function", {"name": "f", "source": "1"}),
 }
 ALL_OF = {
     "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "vm_pool_status"},
@@ -43,6 +44,7 @@ ALL_OF = {
     "prim-human": {"ask_human", "confirm", "ask_multiple_choice", "check_answer"},
     "prim-net": {"http_request", "fetch_url", "port_check", "dns_lookup", "llm_call", "ollama_chat", "ollama_api"},
     "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification"},
+    "prim-script": {"define_function", "call_function", "list_functions", "delete_function", "define_primitive", "call_primitive", "list_custom_primitives", "delete_primitive"},
 }
 CORE = {"read_file", "write_file", "edit_file", "simulate", "pipeline", "rewind", "diff", "read_logs"}
 

@@ -39,6 +39,8 @@ pub mod process;
 pub mod render;
 /// Rewind plans from the records.
 pub mod rewind;
+/// The composite functions' results from the script body's recorded answer.
+pub mod script;
 /// The results of search_code and search_and_read from what the search body found.
 pub mod search;
 /// diff, render_template and read_logs: results from what was read.

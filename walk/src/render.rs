@@ -116,7 +116,9 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
     let mut actions: Vec<serde_json::Value> = Vec::new();
     for r in records {
         match &r.event {
-            Event::ActionProposed { action, verdict } => {
+            Event::ActionProposed {
+                action, verdict, ..
+            } => {
                 let status = if verdict.is_deny() {
                     "denied"
                 } else {

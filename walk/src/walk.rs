@@ -11,8 +11,8 @@ use std::pin::Pin;
 use aido_actions::Failure;
 use aido_actions::{
     Action, Condition, DesktopAction, FsAction, HumanAction, Input, MemoryAction, NetAction,
-    Outcome, ProcessAction, Routed, RuntimeAction, SearchAction, SideEffectClass, TreeAction,
-    VmAction,
+    Outcome, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction, SideEffectClass,
+    TreeAction, VmAction,
 };
 
 use crate::render;
@@ -146,6 +146,14 @@ pub trait World: Send {
         action: HumanAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a composite function's primitive (define, call, list, delete). A call's host calls
+    /// are child actions journaled on their own; its result is [`crate::script::render`] of
+    /// the recorded answer.
+    fn script(
+        &mut self,
+        action: ScriptAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a process primitive (a confined command).
     fn process(
         &mut self,
@@ -199,6 +207,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Desktop(a) => world.desktop(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Net(a) => world.net(a).await?.map_err(Failed::leaf),
+            Routed::Script(a) => world.script(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -474,6 +483,10 @@ mod tests {
 
         async fn desktop(&mut self, _action: DesktopAction) -> Answer<Executed, String> {
             Err("no desktop here".into())
+        }
+
+        async fn script(&mut self, _action: ScriptAction) -> Answer<Executed, String> {
+            Err("no scripts here".into())
         }
 
         async fn condition(&mut self, _c: &Condition) -> Answer<(bool, Executed), String> {

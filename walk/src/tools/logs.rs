@@ -293,7 +293,9 @@ pub fn activity(records: &[Record]) -> String {
     for r in records {
         let time = format_rfc3339(r.time_ms);
         let what = match &r.event {
-            Event::ActionProposed { action, verdict } => {
+            Event::ActionProposed {
+                action, verdict, ..
+            } => {
                 primitives.insert(r.seq, Action::primitive(action));
                 let judged = match verdict {
                     Verdict::Allow => "allowed".to_owned(),
