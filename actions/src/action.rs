@@ -3,7 +3,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
-use crate::{desktop, fs, human, memory, meta, net, process, safety, search, snapshot, tools, vm};
+use crate::{
+    computer, desktop, fs, human, memory, meta, net, process, safety, search, snapshot, tools, vm,
+};
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
 #[derive(Clone, Debug)]
@@ -294,8 +296,10 @@ actions! {
         VmPoolStatus(vm::VmPoolStatus) = "vm_pool_status", Meta;
         /// Stop the pool's warm clones. Class: destructive.
         VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
-        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine; a screenshot follows each action. Class: desktop.
         Computer(vm::Computer) = "computer", Desktop;
+        /// Anthropic's computer_toolset_20260801 on a machine: a turn's member calls run in order, stopping at the first failure. Class: desktop.
+        ComputerToolset(vm::ComputerToolset) = "computer_toolset", Desktop;
     }
     /// The process body: commands confined in aido's sandbox.
     Process => ProcessAction {
@@ -393,6 +397,10 @@ actions! {
         SetClipboard(desktop::SetClipboard) = "set_clipboard", Desktop;
         /// Show a desktop notification as app "aido". Class: desktop.
         SendNotification(desktop::SendNotification) = "send_notification", Desktop;
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on the host desktop, behind the desktop gates; a screenshot follows each action. Class: desktop.
+        DesktopComputer(computer::Computer) = "desktop_computer", Desktop;
+        /// Anthropic's computer_toolset_20260801 on the host desktop: a turn's member calls run in order, stopping at the first failure. Class: desktop.
+        DesktopComputerToolset(computer::ComputerToolset) = "desktop_computer_toolset", Desktop;
     }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
@@ -592,6 +600,7 @@ mod tests {
             ("vm_cursor_position", SideEffectClass::ReadOnly),
             ("vm_wait", SideEffectClass::ReadOnly),
             ("computer", SideEffectClass::Desktop),
+            ("computer_toolset", SideEffectClass::Desktop),
             ("vm_clone", SideEffectClass::ProcessSpawn),
             ("vm_destroy_clone", SideEffectClass::Destructive),
             ("vm_pool_acquire", SideEffectClass::ProcessSpawn),
@@ -632,6 +641,8 @@ mod tests {
             ("get_clipboard", SideEffectClass::ReadOnly),
             ("set_clipboard", SideEffectClass::Desktop),
             ("send_notification", SideEffectClass::Desktop),
+            ("desktop_computer", SideEffectClass::Desktop),
+            ("desktop_computer_toolset", SideEffectClass::Desktop),
         ];
         assert_eq!(
             table.len(),

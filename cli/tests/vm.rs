@@ -339,7 +339,7 @@ fn a_computer_use_agent_works_unchanged() {
     );
     assert_eq!(
         bad["result"]["structuredContent"]["code"],
-        "invalid_arguments"
+        "computer_input_missing"
     );
     let tools = mcp.request("tools/list", json!({}));
     let computer = tools["result"]["tools"]
