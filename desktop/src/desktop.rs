@@ -182,6 +182,9 @@ pub enum Gesture {
     },
 }
 
+/// Longest wait for the window manager to settle the focus after pointer input, in ms.
+const FOCUS_SETTLE_MS: u64 = 250;
+
 /// Motion steps of a drag.
 const DRAG_STEPS: i32 = 8;
 
@@ -390,7 +393,14 @@ impl Desktop {
                 self.track(chunk);
                 self.backend.send(chunk)?;
                 sent += chunk.len();
-                let now = self.backend.focused()?.map(|w| w.id);
+                let mut now = self.backend.focused()?.map(|w| w.id);
+                // A click hands the focus over through the window manager, which leaves no
+                // window focused for a moment: wait (bounded) for where it lands.
+                let settle = Instant::now() + Duration::from_millis(FOCUS_SETTLE_MS);
+                while now.is_none() && also_ok.is_some() && Instant::now() < settle {
+                    std::thread::sleep(Duration::from_millis(5));
+                    now = self.backend.focused()?.map(|w| w.id);
+                }
                 if now != before_id && (now.is_none() || now != also_ok) {
                     return Err(DesktopError::FocusMoved {
                         before: before_id.unwrap_or(0),

@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 
 /// Pause before the screenshot that follows a legacy action, so the screen has redrawn.
 const SETTLE_MS: u64 = 100;
+/// Pause after a toolset member that sent input, before the next one.
+const MEMBER_SETTLE_MS: u64 = 50;
 
 /// A pointer button.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,9 +287,21 @@ async fn one<S: Screen>(
             Value::Null
         }
     };
-    if mode == Mode::Legacy && !matches!(action, A::Screenshot | A::Zoom | A::CursorPosition) {
-        screen.sleep(Duration::from_millis(SETTLE_MS)).await;
-        images.push(shot(screen, scale).await?);
+    let sent_input = !matches!(
+        action,
+        A::Screenshot | A::Zoom | A::CursorPosition | A::Wait
+    );
+    match mode {
+        Mode::Legacy if !matches!(action, A::Screenshot | A::Zoom | A::CursorPosition) => {
+            screen.sleep(Duration::from_millis(SETTLE_MS)).await;
+            images.push(shot(screen, scale).await?);
+        }
+        // The next member is judged against the focus this one left (a click's window
+        // manager moves it a moment later), so the screen gets that moment.
+        Mode::Toolset if sent_input => {
+            screen.sleep(Duration::from_millis(MEMBER_SETTLE_MS)).await;
+        }
+        Mode::Legacy | Mode::Toolset => {}
     }
     let cursor = scale.to_shot(screen.cursor().await?);
     let mut result = json!({"cursor": cursor, pure::IMAGES_KEY: images});
