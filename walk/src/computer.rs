@@ -11,7 +11,7 @@
 //! use aido_walk::computer::{Budget, Scale};
 //! let scale = Scale::fit([2560, 1600], None, Budget::default());
 //! assert_eq!(scale.shot, [1356, 847]);
-//! assert_eq!(scale.to_screen([678, 423]).unwrap(), [1280, 799]);
+//! assert_eq!(scale.to_screen([678, 423]).unwrap(), [1280, 800]);
 //! ```
 
 use aido_actions::Image;
