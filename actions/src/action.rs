@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    desktop, fs, human, memory, meta, net, process, safety, script, search, snapshot, tools, vm,
+    computer, desktop, fs, human, memory, meta, net, process, safety, script, search, snapshot,
+    tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -296,8 +297,10 @@ actions! {
         VmPoolStatus(vm::VmPoolStatus) = "vm_pool_status", Meta;
         /// Stop the pool's warm clones. Class: destructive.
         VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
-        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine. Class: desktop.
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine; a screenshot follows each action. Class: desktop.
         Computer(vm::Computer) = "computer", Desktop;
+        /// Anthropic's computer_toolset_20260801 on a machine: a turn's member calls run in order, stopping at the first failure. Class: desktop.
+        ComputerToolset(vm::ComputerToolset) = "computer_toolset", Desktop;
     }
     /// The process body: commands confined in aido's sandbox.
     Process => ProcessAction {
@@ -409,6 +412,10 @@ actions! {
         SetClipboard(desktop::SetClipboard) = "set_clipboard", Desktop;
         /// Show a desktop notification as app "aido". Class: desktop.
         SendNotification(desktop::SendNotification) = "send_notification", Desktop;
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on the host desktop, behind the desktop gates; a screenshot follows each action. Class: desktop.
+        DesktopComputer(computer::Computer) = "desktop_computer", Desktop;
+        /// Anthropic's computer_toolset_20260801 on the host desktop: a turn's member calls run in order, stopping at the first failure. Class: desktop.
+        DesktopComputerToolset(computer::ComputerToolset) = "desktop_computer_toolset", Desktop;
     }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
@@ -635,6 +642,7 @@ mod tests {
             ("vm_cursor_position", SideEffectClass::ReadOnly),
             ("vm_wait", SideEffectClass::ReadOnly),
             ("computer", SideEffectClass::Desktop),
+            ("computer_toolset", SideEffectClass::Desktop),
             ("vm_clone", SideEffectClass::ProcessSpawn),
             ("vm_destroy_clone", SideEffectClass::Destructive),
             ("vm_pool_acquire", SideEffectClass::ProcessSpawn),
@@ -683,6 +691,8 @@ mod tests {
             ("call_primitive", SideEffectClass::Composite),
             ("list_custom_primitives", SideEffectClass::ReadOnly),
             ("delete_primitive", SideEffectClass::Destructive),
+            ("desktop_computer", SideEffectClass::Desktop),
+            ("desktop_computer_toolset", SideEffectClass::Desktop),
         ];
         assert_eq!(
             table.len(),

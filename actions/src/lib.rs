@@ -20,6 +20,9 @@ pub mod action;
 pub mod class;
 /// Stable error codes, declared once per error enum (`coded!`).
 pub mod codes;
+/// Anthropic's computer-use tools (the legacy `computer` tool and the 2026 toolset), shared by
+/// every screen.
+pub mod computer;
 /// Conditions used by `if` and `assert`.
 pub mod condition;
 /// Host desktop primitives: screenshot, click, type_text, windows, clipboard, notifications.

@@ -256,87 +256,34 @@ pub struct VmPoolAcquire {
 #[serde(deny_unknown_fields)]
 pub struct VmPoolStatus {}
 
-/// What Anthropic's computer-use tool can ask for (computer_20250124 and computer_20251124).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ComputerAction {
-    /// Press a key or chord given in `text` (xdotool names: `Return`, `ctrl+s`).
-    Key,
-    /// Type `text`.
-    Type,
-    /// Move the pointer to `coordinate`.
-    MouseMove,
-    /// Click at `coordinate` (or where the pointer is), holding the keys in `text`.
-    LeftClick,
-    /// Drag from `start_coordinate` to `coordinate`.
-    LeftClickDrag,
-    /// Right click.
-    RightClick,
-    /// Middle click.
-    MiddleClick,
-    /// Double click.
-    DoubleClick,
-    /// Triple click.
-    TripleClick,
-    /// Take a screenshot.
-    Screenshot,
-    /// Where the pointer is.
-    CursorPosition,
-    /// Press the left button.
-    LeftMouseDown,
-    /// Release the left button.
-    LeftMouseUp,
-    /// Scroll `scroll_amount` steps in `scroll_direction` at `coordinate`, holding `text` keys.
-    Scroll,
-    /// Hold the keys in `text` for `duration` seconds.
-    HoldKey,
-    /// Wait `duration` seconds.
-    Wait,
-    /// A screenshot of `region` only, at full resolution.
-    Zoom,
-}
+pub use crate::computer::{ComputerAction, ScrollDirection};
+use crate::computer::{ComputerInput, ToolUse, ToolsetVersion};
 
-/// A scroll direction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ScrollDirection {
-    /// Up.
-    Up,
-    /// Down.
-    Down,
-    /// Left.
-    Left,
-    /// Right.
-    Right,
-}
-
-/// Anthropic's `computer` tool, with exactly its actions and parameters, driving a machine
-/// (the one named `vm`, default `default`), so computer-use agents work unchanged.
+/// Anthropic's `computer` tool (computer_20250124 / computer_20251124), with exactly its
+/// actions and parameters, driving a machine (the one named `vm`, default `default`), so
+/// computer-use agents work unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Computer {
     /// What to do.
     pub action: ComputerAction,
-    /// [x, y] in screen pixels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coordinate: Option<[u32; 2]>,
-    /// [x, y] where a drag starts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_coordinate: Option<[u32; 2]>,
-    /// Text to type, the key chord, or keys to hold during a click or scroll.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// For scroll.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scroll_direction: Option<ScrollDirection>,
-    /// For scroll: wheel steps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scroll_amount: Option<u32>,
-    /// For hold_key and wait: seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration: Option<f64>,
-    /// For zoom: [x0, y0, x1, y1].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<[u32; 4]>,
+    /// Its parameters.
+    #[serde(flatten)]
+    pub input: ComputerInput,
+    /// The machine (an aido extension; default `default`).
+    #[serde(default = "default_vm")]
+    pub vm: String,
+}
+
+/// The `computer_toolset_20260801` members of one assistant turn on a machine, run in order;
+/// the first that fails stops the batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComputerToolset {
+    /// `computer_toolset_20260801` (the default).
+    #[serde(default)]
+    pub version: ToolsetVersion,
+    /// The turn's member calls (1 to 32), in the order the model sent them.
+    pub actions: Vec<ToolUse>,
     /// The machine (an aido extension; default `default`).
     #[serde(default = "default_vm")]
     pub vm: String,
@@ -371,6 +318,7 @@ touches_nothing!(
     VmWait,
     VmSnapshotDelete,
     Computer,
+    ComputerToolset,
     VmClone,
     VmPoolAcquire,
     VmPoolStatus

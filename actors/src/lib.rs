@@ -84,6 +84,9 @@
 pub mod bodies;
 /// The clock and id facade.
 pub mod clock;
+/// Anthropic's computer-use tools over any screen that takes input (a machine's, the desktop).
+#[cfg(any(feature = "prim-vm", feature = "prim-desktop"))]
+mod computer;
 /// The desktop body: a host display through aido-desktop.
 #[cfg(feature = "prim-desktop")]
 pub mod desktop;
@@ -136,6 +139,7 @@ pub mod ticket;
 #[cfg(feature = "prim-vm")]
 pub mod vm;
 
+pub use aido_walk::computer::ComputerError;
 pub use aido_walk::render;
 pub use aido_walk::tools::ToolError;
 pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};

@@ -99,6 +99,7 @@ impl Runtime {
             clock: options.clock.clone(),
             images: options.env.aido_home.join("vm").join("images"),
             limits: options.config.vm.clone(),
+            computer: options.config.computer.clone(),
         };
         #[cfg(feature = "prim-memory")]
         let memory_args = MemoryBodyArgs {

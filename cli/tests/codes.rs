@@ -38,6 +38,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::human::HumanError::CODES,
         aido_desktop::DesktopError::CODES,
         aido_actors::desktop::DesktopBodyError::CODES,
+        aido_actors::ComputerError::CODES,
         aido_serve::HttpError::CODES,
         aido_serve::StartError::CODES,
         aido_serve::token::TokenError::CODES,
@@ -122,6 +123,7 @@ fn every_enum_lists_each_code_once() {
             "DesktopBodyError",
             aido_actors::desktop::DesktopBodyError::CODES,
         ),
+        ("ComputerError", aido_actors::ComputerError::CODES),
     ] {
         let unique: BTreeSet<_> = codes.iter().collect();
         assert_eq!(unique.len(), codes.len(), "{name} lists a code twice");

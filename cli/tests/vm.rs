@@ -333,13 +333,41 @@ fn a_computer_use_agent_works_unchanged() {
         let r = mcp.call("computer", action.clone());
         assert_eq!(r["result"]["isError"], false, "{action}: {r}");
     }
+    // computer_toolset_20260801: one turn's members in order, stopping at the first failure.
+    let batch = mcp.call(
+        "computer_toolset",
+        json!({"version": "computer_toolset_20260801", "actions": [
+            {"id": "t1", "name": "mouse_move", "input": {"coordinate": [100, 50]}},
+            {"id": "t2", "name": "cursor_position", "input": {}},
+            {"id": "t3", "name": "key", "input": {"text": "Return", "repeat": 2}},
+            {"id": "t4", "name": "screenshot", "input": {}},
+            {"id": "t5", "name": "zoom", "input": {"region": [0, 0, 72, 40]}},
+            {"id": "t6", "name": "left_click", "input": {"coordinate": [9999, 0]}},
+            {"id": "t7", "name": "wait", "input": {"duration": 0.1}},
+        ]}),
+    );
+    assert_eq!(batch["result"]["isError"], false, "{batch}");
+    let results = &batch["result"]["structuredContent"]["results"];
+    assert_eq!(results[1]["text"], "X=100,Y=50");
+    assert_eq!(results[2]["text"], "Pressed Return.");
+    assert_eq!(results[5]["code"], "computer_point_outside");
+    assert_eq!(results[6]["code"], "computer_not_executed");
+    let images: Vec<(u32, u32)> = batch["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "image")
+        .map(png_size_of)
+        .collect();
+    // The screenshot as it is (720x400 fits the budget); the zoom scaled up to fill it.
+    assert_eq!(images, [(720, 400), (1438, 799)]);
     let bad = mcp.call(
         "computer",
         json!({"action": "left_click_drag", "coordinate": [5, 5]}),
     );
     assert_eq!(
         bad["result"]["structuredContent"]["code"],
-        "invalid_arguments"
+        "computer_input_missing"
     );
     let tools = mcp.request("tools/list", json!({}));
     let computer = tools["result"]["tools"]

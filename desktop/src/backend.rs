@@ -194,6 +194,8 @@ pub trait Backend: Send {
     fn focused(&mut self) -> Result<Option<Window>, DesktopError>;
     /// Give a window the focus and raise it; returns once the server says it has it.
     fn focus(&mut self, id: u64, timeout_ms: u64) -> Result<Window, DesktopError>;
+    /// Where the pointer is, in root coordinates.
+    fn pointer(&mut self) -> Result<(i32, i32), DesktopError>;
     /// Send events in order, then wait until the server has processed them.
     fn send(&mut self, events: &[Event]) -> Result<(), DesktopError>;
     /// Prepare the keyboard for these keysyms (map the ones no key types), before `send`.

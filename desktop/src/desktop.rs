@@ -146,6 +146,48 @@ impl From<ButtonKey> for Button {
     }
 }
 
+/// Pointer input as the computer-use tools send it, at one point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gesture {
+    /// Only move there.
+    Move,
+    /// Click `count` times (1 to 3).
+    Click {
+        /// Which button.
+        button: Button,
+        /// How many clicks.
+        count: u32,
+    },
+    /// Press a button (and keep it pressed).
+    Press {
+        /// Which button.
+        button: Button,
+    },
+    /// Release a button.
+    Release {
+        /// Which button.
+        button: Button,
+    },
+    /// Wheel clicks.
+    Scroll {
+        /// Which way.
+        direction: Direction,
+        /// How many.
+        clicks: u32,
+    },
+    /// Press the left button, move to `to`, release.
+    Drag {
+        /// Where the drag ends.
+        to: (i64, i64),
+    },
+}
+
+/// Longest wait for the window manager to settle the focus after pointer input, in ms.
+const FOCUS_SETTLE_MS: u64 = 250;
+
+/// Motion steps of a drag.
+const DRAG_STEPS: i32 = 8;
+
 /// Events per chunk: the focus is checked between chunks.
 const CHUNK_EVENTS: usize = 32;
 
@@ -351,7 +393,14 @@ impl Desktop {
                 self.track(chunk);
                 self.backend.send(chunk)?;
                 sent += chunk.len();
-                let now = self.backend.focused()?.map(|w| w.id);
+                let mut now = self.backend.focused()?.map(|w| w.id);
+                // A click hands the focus over through the window manager, which leaves no
+                // window focused for a moment: wait (bounded) for where it lands.
+                let settle = Instant::now() + Duration::from_millis(FOCUS_SETTLE_MS);
+                while now.is_none() && also_ok.is_some() && Instant::now() < settle {
+                    std::thread::sleep(Duration::from_millis(5));
+                    now = self.backend.focused()?.map(|w| w.id);
+                }
                 if now != before_id && (now.is_none() || now != also_ok) {
                     return Err(DesktopError::FocusMoved {
                         before: before_id.unwrap_or(0),
@@ -600,6 +649,149 @@ impl Desktop {
             }));
         }
         let done = self.batch(&events, None, pinned);
+        let restored = self.backend.restore_keys();
+        let done = done?;
+        restored?;
+        Ok(done)
+    }
+
+    /// Where the pointer is.
+    pub fn cursor(&mut self) -> Result<(i32, i32), DesktopError> {
+        self.backend.pointer()
+    }
+
+    /// Pointer input at a point (or where the pointer is) with keys held around it, as the
+    /// computer-use tools send it. The window under the point is judged (for a drag, the one
+    /// under its end too), the held keys are a chord like any other (the refused ones are
+    /// never pressed), and they are pressed first and released last, also on error.
+    pub fn gesture(
+        &mut self,
+        at: Option<(i64, i64)>,
+        gesture: Gesture,
+        held: &[String],
+    ) -> Result<Delivered, DesktopError> {
+        let (x, y) = match at {
+            Some((x, y)) => self.check_point(x, y)?,
+            None => self.backend.pointer()?,
+        };
+        let under = self.pointer_target(x, y)?;
+        // Everything is judged before a key is mapped or an event is sent.
+        let mut end = (x, y);
+        match gesture {
+            Gesture::Click { count, .. } if count == 0 || count > 3 => {
+                return Err(DesktopError::TooLarge {
+                    what: "the click count",
+                    size: count as usize,
+                    max: 3,
+                });
+            }
+            Gesture::Scroll { clicks, .. } => self.repeat_ok("the scroll clicks", clicks)?,
+            Gesture::Drag { to } => {
+                end = self.check_point(to.0, to.1)?;
+                self.pointer_target(end.0, end.1)?;
+            }
+            Gesture::Move
+            | Gesture::Click { .. }
+            | Gesture::Press { .. }
+            | Gesture::Release { .. } => {}
+        }
+        let mut events = Vec::new();
+        let held = if held.is_empty() {
+            Vec::new()
+        } else {
+            let syms = keys::chord(held)?;
+            self.backend.prepare_keys(&syms)?;
+            syms
+        };
+        events.extend(held.iter().map(|&keysym| Event::Key {
+            keysym,
+            press: true,
+        }));
+        events.push(Event::Motion { x, y });
+        let press = |button, press| Event::Button { button, press };
+        match gesture {
+            Gesture::Move => {}
+            Gesture::Click { button, count } => {
+                for _ in 0..count {
+                    events.extend([press(button, true), press(button, false)]);
+                }
+            }
+            Gesture::Press { button } => events.push(press(button, true)),
+            Gesture::Release { button } => events.push(press(button, false)),
+            Gesture::Scroll { direction, clicks } => {
+                events.extend((0..clicks).map(|_| Event::Wheel { direction }));
+            }
+            Gesture::Drag { .. } => {
+                let (tx, ty) = end;
+                events.push(press(Button::Left, true));
+                // Moves in steps, so programs that look for motion with the button held see it.
+                for step in 1..=DRAG_STEPS {
+                    let along = |from: i32, to: i32| from + (to - from) * step / DRAG_STEPS;
+                    events.push(Event::Motion {
+                        x: along(x, tx),
+                        y: along(y, ty),
+                    });
+                }
+                events.push(press(Button::Left, false));
+            }
+        }
+        events.extend(held.iter().rev().map(|&keysym| Event::Key {
+            keysym,
+            press: false,
+        }));
+        let done = self.batch(&events, under.as_ref().map(|w| w.id), None);
+        let restored = if held.is_empty() {
+            Ok(())
+        } else {
+            self.backend.restore_keys()
+        };
+        let mut done = done?;
+        restored?;
+        done.under_pointer = under;
+        Ok(done)
+    }
+
+    /// Hold a chord's keys for a while, then release them (in reverse); the focus is judged
+    /// before the press and again at the release (`pinned`: only while it is this window).
+    pub fn hold_chord(
+        &mut self,
+        spec: &str,
+        hold: Duration,
+        pinned: Option<u64>,
+    ) -> Result<Delivered, DesktopError> {
+        let names = keys::split_chord(spec);
+        if names.is_empty() || names.len() > 8 {
+            return Err(DesktopError::TooLarge {
+                what: "the chord's keys",
+                size: names.len(),
+                max: 8,
+            });
+        }
+        let syms = keys::chord(&names)?;
+        self.backend.prepare_keys(&syms)?;
+        let down: Vec<Event> = syms
+            .iter()
+            .map(|&keysym| Event::Key {
+                keysym,
+                press: true,
+            })
+            .collect();
+        let up: Vec<Event> = syms
+            .iter()
+            .rev()
+            .map(|&keysym| Event::Key {
+                keysym,
+                press: false,
+            })
+            .collect();
+        let done = self.batch(&down, None, pinned).and_then(|done| {
+            std::thread::sleep(hold);
+            let focused = done.focused.as_ref().map(|w| w.id);
+            self.batch(&up, None, focused.or(pinned)).map(|_| done)
+        });
+        if done.is_err() {
+            self.release_all();
+        }
         let restored = self.backend.restore_keys();
         let done = done?;
         restored?;

@@ -40,5 +40,7 @@ pub mod session;
 pub mod x11;
 
 pub use backend::{Button, Capabilities, Direction, Rect, Window};
-pub use desktop::{Delivered, Desktop, KeyTarget, Limits, Options, SessionMode, Shot, doctor};
+pub use desktop::{
+    Delivered, Desktop, Gesture, KeyTarget, Limits, Options, SessionMode, Shot, doctor,
+};
 pub use error::DesktopError;

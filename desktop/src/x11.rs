@@ -609,6 +609,16 @@ impl Backend for X11 {
         }
     }
 
+    fn pointer(&mut self) -> Result<(i32, i32), DesktopError> {
+        let reply = self
+            .conn
+            .query_pointer(self.root)
+            .map_err(err("QueryPointer"))?
+            .reply()
+            .map_err(err("QueryPointer"))?;
+        Ok((i32::from(reply.root_x), i32::from(reply.root_y)))
+    }
+
     fn send(&mut self, events: &[Event]) -> Result<(), DesktopError> {
         if !self.caps.input {
             return Err(DesktopError::Unsupported {

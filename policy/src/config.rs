@@ -74,6 +74,19 @@ live_view = true
 # The warm pool and vm_clone need direct QEMU.
 libvirt_uri = ""
 
+[computer]
+# The screenshots Anthropic's computer-use tools send (computer, computer_toolset,
+# desktop_computer, desktop_computer_toolset), and so what their coordinates mean. 0 x 0: the
+# screen as it is when it fits the image limits below, else the largest size of its shape
+# that does; a size such as 1024 x 768 (XGA): exactly that. Coordinates the agent gives are
+# scaled back to the real screen; cursor_position is answered in screenshot pixels.
+width = 0
+height = 0
+# Anthropic's image limits for computer use: the longest edge, in pixels, and the most pixels.
+# A toolset zoom is scaled up to fill them.
+long_edge_max = 1568
+pixels_max = 1150000
+
 [memory]
 # remember, recall, forget and list_memory (AIDO_HOME/memory.sqlite, shared by every aido
 # process of this AIDO_HOME).
@@ -191,6 +204,8 @@ pub struct Config {
     pub snapshots: Snapshots,
     /// Contained machines.
     pub vm: Vm,
+    /// The computer-use tools' screenshot size.
+    pub computer: Computer,
     /// The memory store.
     pub memory: Memory,
     /// The network primitives' allowlist and bounds.
@@ -322,6 +337,20 @@ pub struct Vm {
     pub live_view: bool,
     /// A libvirt host for vm_start's machines; empty for direct QEMU.
     pub libvirt_uri: String,
+}
+
+/// `[computer]`: the size of the screenshots the computer-use tools send.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Computer {
+    /// Screenshot width (0 with height 0: fitted to the limits).
+    pub width: u32,
+    /// Screenshot height.
+    pub height: u32,
+    /// Longest edge of any image sent, in pixels.
+    pub long_edge_max: u32,
+    /// Most pixels of any image sent.
+    pub pixels_max: u64,
 }
 
 /// `[memory]`.

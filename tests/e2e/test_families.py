@@ -37,13 +37,13 @@ FAMILIES = {
     "prim-script": ("define_function", {"name": "f", "source": "1"}),
 }
 ALL_OF = {
-    "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "vm_pool_status"},
+    "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "computer_toolset", "vm_pool_status"},
     "prim-process": {"run_command", "check_handle", "write_stdin", "stop_handle", "list_handles"},
     "prim-memory": {"remember", "recall", "forget", "list_memory"},
     "prim-search": {"search_code", "search_and_read"},
     "prim-human": {"ask_human", "confirm", "ask_multiple_choice", "check_answer"},
     "prim-net": {"http_request", "fetch_url", "port_check", "dns_lookup", "llm_call", "ollama_chat", "ollama_api"},
-    "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification"},
+    "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification", "desktop_computer", "desktop_computer_toolset"},
     "prim-script": {"define_function", "call_function", "list_functions", "delete_function", "define_primitive", "call_primitive", "list_custom_primitives", "delete_primitive"},
 }
 CORE = {"read_file", "write_file", "edit_file", "simulate", "pipeline", "rewind", "diff", "read_logs"}

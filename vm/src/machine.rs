@@ -848,6 +848,11 @@ impl Machine {
         Ok(())
     }
 
+    /// The screen's size as the last screenshot showed it (text mode until then: 720x400).
+    pub fn screen_size(&self) -> (u32, u32) {
+        self.screen.lock().map(|s| *s).unwrap_or((720, 400))
+    }
+
     /// Where the pointer is (as aido last put it).
     pub fn cursor(&self) -> (u32, u32) {
         self.pointer.lock().map(|p| *p).unwrap_or((0, 0))

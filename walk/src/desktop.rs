@@ -126,6 +126,12 @@ pub fn render(action: &DesktopAction, answer: &Value) -> Outcome {
                 .as_str()
                 .unwrap_or("the notification server")
         ),
+        DesktopAction::DesktopComputer(c) => {
+            return crate::computer::render_legacy(c.action, &c.input, answer);
+        }
+        DesktopAction::DesktopComputerToolset(batch) => {
+            return crate::computer::render_toolset(batch, answer);
+        }
     };
     let mut output = answer.clone();
     let mut images = Vec::new();

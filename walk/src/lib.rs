@@ -19,6 +19,8 @@
 //! assert_eq!(join(&join("", "steps[1]"), "then"), "steps[1].then");
 //! ```
 
+/// Anthropic's computer-use tools: parameters, coordinate scaling, results from the answer.
+pub mod computer;
 /// Desktop primitives' results from the desktop body's recorded answer.
 pub mod desktop;
 /// The runtime's own failures and a rewind's.

@@ -1,11 +1,16 @@
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use aido_actions::computer::ScrollDirection;
 use aido_actions::desktop::{MouseButton, Scroll};
 use aido_actions::process::RunCommand;
 use aido_actions::{Action, DesktopAction, Failure, Verdict};
 use aido_desktop::gate::{AppRule, Rules};
 use aido_desktop::session::SessionOptions;
-use aido_desktop::{Button, Desktop, DesktopError, Direction, Limits, Options, SessionMode};
+use aido_desktop::{
+    Button, Desktop, DesktopError, Direction, Gesture, Limits, Options, SessionMode,
+};
 use aido_policy::{DesktopSession, FsResolver, PolicyEngine, SessionContext};
 use base64::Engine as _;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -185,12 +190,123 @@ fn judge_keys(
     Ok((window, target.terminal))
 }
 
-/// Run one primitive on the desktop (blocking); notifications are sent by the caller.
+/// The desktop as a screen for the computer-use tools: every input goes through the same
+/// gates as the desktop primitives (what is typed or pressed into a terminal is judged as
+/// the command it amounts to). It runs on the blocking pool, so its waits block.
+struct DesktopScreen<'a> {
+    desktop: &'a mut Desktop,
+    policy: &'a PolicyEngine,
+    session: &'a SessionContext,
+}
+
+impl DesktopScreen<'_> {
+    fn keys_delivered(
+        &mut self,
+        typed: &str,
+        send: impl FnOnce(&mut Desktop, Option<u64>) -> Result<aido_desktop::Delivered, DesktopError>,
+    ) -> Result<Value, Failure> {
+        let (window, terminal) = judge_keys(self.desktop, self.policy, self.session, typed)?;
+        let mut v = to_json(&send(self.desktop, window).map_err(coded)?);
+        v["terminal"] = json!(terminal);
+        Ok(v)
+    }
+}
+
+impl crate::computer::Screen for DesktopScreen<'_> {
+    fn backend(&self) -> &'static str {
+        self.desktop.backend_name()
+    }
+
+    async fn size(&mut self) -> Result<[u32; 2], Failure> {
+        Ok(self.desktop.capabilities().screen)
+    }
+
+    async fn capture(&mut self) -> Result<Vec<u8>, Failure> {
+        Ok(self.desktop.screenshot().map_err(coded)?.png)
+    }
+
+    async fn cursor(&mut self) -> Result<[u32; 2], Failure> {
+        let (x, y) = self.desktop.cursor().map_err(coded)?;
+        Ok([x.max(0) as u32, y.max(0) as u32])
+    }
+
+    async fn pointer(
+        &mut self,
+        at: Option<[u32; 2]>,
+        gesture: crate::computer::Gesture,
+        held: Option<&str>,
+    ) -> Result<Value, Failure> {
+        use crate::computer::{Button as B, Gesture as G};
+        let button = |b| match b {
+            B::Left => Button::Left,
+            B::Middle => Button::Middle,
+            B::Right => Button::Right,
+        };
+        let gesture = match gesture {
+            G::Move => Gesture::Move,
+            G::Click { button: b, count } => Gesture::Click {
+                button: button(b),
+                count,
+            },
+            G::Press => Gesture::Press {
+                button: Button::Left,
+            },
+            G::Release => Gesture::Release {
+                button: Button::Left,
+            },
+            G::Scroll {
+                direction: d,
+                clicks,
+            } => Gesture::Scroll {
+                direction: match d {
+                    ScrollDirection::Up => Direction::Up,
+                    ScrollDirection::Down => Direction::Down,
+                    ScrollDirection::Left => Direction::Left,
+                    ScrollDirection::Right => Direction::Right,
+                },
+                clicks,
+            },
+            G::Drag { to: [x, y] } => Gesture::Drag {
+                to: (i64::from(x), i64::from(y)),
+            },
+        };
+        let held = held
+            .map(aido_desktop::keys::split_chord)
+            .unwrap_or_default();
+        let at = at.map(|[x, y]| (i64::from(x), i64::from(y)));
+        Ok(to_json(
+            &self.desktop.gesture(at, gesture, &held).map_err(coded)?,
+        ))
+    }
+
+    async fn key(&mut self, keys: &str, repeat: u32) -> Result<Value, Failure> {
+        self.keys_delivered(keys, |d, window| d.press_key(keys, repeat, window))
+    }
+
+    async fn hold_key(&mut self, keys: &str, hold: Duration) -> Result<Value, Failure> {
+        self.keys_delivered(keys, |d, window| d.hold_chord(keys, hold, window))
+    }
+
+    async fn type_text(&mut self, text: &str) -> Result<Value, Failure> {
+        let mut v = self.keys_delivered(text, |d, window| d.type_text(text, window))?;
+        v["args"] = redacted(text);
+        Ok(v)
+    }
+
+    async fn sleep(&mut self, wait: Duration) {
+        std::thread::sleep(wait);
+    }
+}
+
+/// Run one primitive on the desktop (blocking, on a thread of the blocking pool: `tokio`
+/// runs the computer-use tools' adapter, whose desktop never waits on the runtime);
+/// notifications are sent by the caller.
 fn run(
     desktop: &mut Desktop,
     action: &DesktopAction,
     policy: &PolicyEngine,
     session: &SessionContext,
+    tokio: &tokio::runtime::Handle,
 ) -> Result<Value, Failure> {
     let backend = desktop.backend_name();
     let delivered = |d: aido_desktop::Delivered| to_json(&d);
@@ -268,6 +384,29 @@ fn run(
         }
         // Sent on the async side (zbus); never reaches here.
         DesktopAction::SendNotification(_) => json!({}),
+        DesktopAction::DesktopComputer(c) => {
+            let sizing = crate::computer::Sizing::of(&policy.config().computer);
+            let mut screen = DesktopScreen {
+                desktop,
+                policy,
+                session,
+            };
+            tokio.block_on(crate::computer::legacy(
+                &mut screen,
+                c.action,
+                &c.input,
+                sizing,
+            ))?
+        }
+        DesktopAction::DesktopComputerToolset(batch) => {
+            let sizing = crate::computer::Sizing::of(&policy.config().computer);
+            let mut screen = DesktopScreen {
+                desktop,
+                policy,
+                session,
+            };
+            tokio.block_on(crate::computer::toolset(&mut screen, batch, sizing))?
+        }
     };
     answer["backend"] = json!(backend);
     Ok(answer)
@@ -325,6 +464,7 @@ impl Actor for DesktopBody {
         }
         let desktop = state.desktop.take();
         let args = state.args.clone();
+        let tokio = tokio::runtime::Handle::current();
         let joined = tokio::task::spawn_blocking(move || {
             let mut desktop = match desktop {
                 Some(d) => d,
@@ -336,7 +476,7 @@ impl Actor for DesktopBody {
             let answer = if matches!(*action, DesktopAction::SendNotification(_)) {
                 Ok(json!({"bus": desktop.bus()}))
             } else {
-                run(&mut desktop, &action, &args.policy, &session)
+                run(&mut desktop, &action, &args.policy, &session, &tokio)
             };
             (Some((desktop, action)), answer)
         })

@@ -24,6 +24,8 @@ pub struct VmBodyArgs {
     pub images: PathBuf,
     /// `[vm]` from the config.
     pub limits: aido_policy::config::Vm,
+    /// `[computer]` from the config: the computer-use tools' screenshot size.
+    pub computer: aido_policy::config::Computer,
 }
 
 /// Its state: the running machines by name.
@@ -111,6 +113,16 @@ fn failure(e: VmError) -> Failure {
 /// `qmp` for a machine aido runs itself, else the libvirt host's URI.
 fn host_of(m: &Machine) -> String {
     m.host().unwrap_or_else(|| "qmp".to_owned())
+}
+
+/// A computer-use result with the answer it was rendered from, recorded as its input.
+fn computed(outcome: Outcome, answer: serde_json::Value) -> Executed {
+    let mut done = Executed::new(outcome);
+    done.outcome.inputs.push(aido_actions::Input::Answer {
+        from: aido_walk::computer::ANSWER_FROM.into(),
+        value: answer,
+    });
+    done
 }
 
 fn out(output: serde_json::Value) -> Executed {
@@ -503,7 +515,32 @@ impl VmState {
                 if c.vm == "default" && !self.machines.contains_key("default") {
                     self.start("default", None, None, false).await?;
                 }
-                super::computer::run(self.machine(&c.vm)?, c).await
+                let sizing = crate::computer::Sizing::of(&self.args.computer);
+                let mut screen = super::computer::MachineScreen(self.machine(&c.vm)?);
+                let mut answer =
+                    crate::computer::legacy(&mut screen, c.action, &c.input, sizing).await?;
+                answer["vm"] = json!(c.vm);
+                Ok(computed(
+                    aido_walk::computer::render_legacy(c.action, &c.input, &answer),
+                    answer,
+                ))
+            }
+            VmAction::ComputerToolset(batch) => {
+                if batch.vm == "default" && !self.machines.contains_key("default") {
+                    self.start("default", None, None, false).await?;
+                }
+                let sizing = crate::computer::Sizing::of(&self.args.computer);
+                let call = aido_actions::computer::ComputerToolset {
+                    version: batch.version,
+                    actions: batch.actions.clone(),
+                };
+                let mut screen = super::computer::MachineScreen(self.machine(&batch.vm)?);
+                let mut answer = crate::computer::toolset(&mut screen, &call, sizing).await?;
+                answer["vm"] = json!(batch.vm);
+                Ok(computed(
+                    aido_walk::computer::render_toolset(&call, &answer),
+                    answer,
+                ))
             }
             VmAction::VmClone(a) => {
                 self.check_new_name(&a.vm)?;
