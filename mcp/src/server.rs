@@ -33,6 +33,8 @@ pub struct AidoServer {
     versions: &'static [ProtocolVersion],
     /// Over HTTP: closes the aido session when the MCP session's last handle goes.
     closer: Option<Arc<Closer>>,
+    /// The transport's name in telemetry (OpenTelemetry `network.transport`).
+    transport: &'static str,
     #[cfg(feature = "conformance")]
     fixture: crate::conformance::Fixture,
 }
@@ -89,6 +91,7 @@ impl AidoServer {
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
             versions: ProtocolVersion::KNOWN_VERSIONS,
             closer: None,
+            transport: "pipe",
             #[cfg(feature = "conformance")]
             fixture: crate::conformance::Fixture::default(),
         }
@@ -104,6 +107,7 @@ impl AidoServer {
     ) -> Self {
         let mut server = Self::new(runtime);
         server.versions = HTTP_PROTOCOL_VERSIONS;
+        server.transport = "tcp";
         server.closer = Some(Arc::new(Closer {
             session: server.session.clone(),
             reason,
@@ -551,6 +555,9 @@ impl ServerHandler for AidoServer {
             asker: Some(Arc::new(Elicit(context.peer.clone()))),
             progress,
             cancel: context.ct.clone(),
+            // W3C trace context (MCP `_meta.traceparent`): the parent of the action's span.
+            trace_parent: context.meta.get_traceparent().map(str::to_owned),
+            transport: Some(self.transport),
         };
         let primitive = action.primitive();
         let result = session.run(action, hooks).await;
