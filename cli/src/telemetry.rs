@@ -80,23 +80,31 @@ pub fn start(
     None
 }
 
+#[cfg(feature = "telemetry")]
 impl Running {
     /// What `/metrics` answers, when Prometheus is on.
     pub fn metrics(&self) -> Option<aido_serve::Metrics> {
-        #[cfg(feature = "telemetry")]
-        return self.0.prometheus().map(aido_serve::Metrics);
-        #[cfg(not(feature = "telemetry"))]
-        match *self {}
+        self.0.prometheus().map(aido_serve::Metrics)
     }
 
     /// Export what is queued and stop (blocking work, off the async workers).
     pub async fn shutdown(self) {
-        #[cfg(feature = "telemetry")]
-        {
-            let telemetry = self.0;
-            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        let telemetry = self.0;
+        if let Err(e) = tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
+            tracing::warn!(error = %e, "telemetry did not shut down cleanly");
         }
-        #[cfg(not(feature = "telemetry"))]
+    }
+}
+
+#[cfg(not(feature = "telemetry"))]
+impl Running {
+    /// Nothing: there is no telemetry in this build.
+    pub fn metrics(&self) -> Option<aido_serve::Metrics> {
+        match *self {}
+    }
+
+    /// Nothing: there is no telemetry in this build.
+    pub async fn shutdown(self) {
         match self {}
     }
 }

@@ -41,6 +41,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_serve::StartError::CODES,
         aido_serve::token::TokenError::CODES,
         aido_actors::net::NetBodyError::CODES,
+        aido_telemetry::StartError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
