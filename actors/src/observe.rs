@@ -53,8 +53,9 @@ pub struct ActionReport {
     pub judged: Judged,
     /// The seq of its proposal record, when it got one.
     pub seq: Option<u64>,
-    /// The hash of the record that closed it (its outcome, or its proposal when it was
-    /// refused), when one was written.
+    /// The hash of the record that closed it (its outcome, or the failure recorded after a
+    /// declined confirmation); `None` for a refusal (its proposal record, written by the
+    /// session actor, closes it) and for what never reached the journal.
     pub hash: Option<String>,
     /// The failure's code, for an action that was refused or failed.
     pub error: Option<String>,
