@@ -88,4 +88,9 @@ pub struct Hooks {
     pub progress: Option<Arc<dyn Progress>>,
     /// Cancelled when the agent cancels the call.
     pub cancel: CancellationToken,
+    /// The W3C `traceparent` the caller sent (MCP `_meta.traceparent`), the parent of the
+    /// action's span.
+    pub trace_parent: Option<String>,
+    /// The transport the call came over (`pipe`, `tcp`), for telemetry.
+    pub transport: Option<&'static str>,
 }

@@ -116,6 +116,8 @@ pub mod memory;
 /// The net body: http_request, fetch_url, port_check, dns_lookup, every address judged.
 #[cfg(feature = "prim-net")]
 pub mod net;
+/// What the runtime tells an observer (telemetry) about each action and journal write.
+pub mod observe;
 /// The process body: commands confined by aido-sandbox.
 pub mod process;
 /// Finishing restores and rewinds a crash interrupted.
@@ -147,5 +149,6 @@ pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
 pub use faults::{Faults, Plan as FaultPlan};
 pub use hooks::{Asker, ConfirmAnswer, Confirmer, Elicited, Hooks, Progress};
+pub use observe::{ActionReport, CommitReport, Judged, Observer};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{Ran, RunError, Session};

@@ -164,6 +164,7 @@ impl Runtime {
                 options.env.aido_home.join(crate::grants::GRANTS_FILE),
             ),
             scripts: options.env.aido_home.join(SCRIPTS_DIR),
+            observer: std::sync::OnceLock::new(),
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -207,6 +208,12 @@ impl Runtime {
             supervisor,
             handle,
         })
+    }
+
+    /// Tell `observer` about every action and journal write from now on (telemetry). A
+    /// runtime has at most one observer: `false` if one was already set.
+    pub fn observe(&self, observer: Arc<dyn crate::observe::Observer>) -> bool {
+        self.shared.observer.set(observer).is_ok()
     }
 
     /// Open a session for one agent connection: journal its start and spawn its actor under

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use aido_actions::verdict::Gate;
 use aido_actions::{Action, Body, Failure, Input, Outcome, SideEffectClass, Verdict};
-use aido_journal::{Event, Queued, SessionId};
+use aido_journal::{Appended, Event, Queued, SessionId};
 use aido_policy::{Admissions, FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::error::RuntimeError;
 use crate::executor::Executor;
 use crate::hooks::{ConfirmAnswer, Hooks};
+use crate::observe::{ActionReport, CommitReport, Judged};
 use crate::shared::Shared;
 
 /// A finished action.
@@ -104,7 +105,7 @@ impl Session {
         parent: Option<u64>,
     ) -> Result<Ran, RunError> {
         let this = self.clone();
-        match tokio::spawn(async move { this.run_inner(action, hooks, parent).await }).await {
+        match tokio::spawn(async move { this.run_observed(action, hooks, parent).await }).await {
             Ok(result) => result,
             Err(e) => Err(RunError::plain(
                 None,
@@ -113,11 +114,50 @@ impl Session {
         }
     }
 
+    /// Run, and tell the runtime's observer (if any) how it went: the one place every
+    /// action of every surface passes.
+    async fn run_observed(
+        &self,
+        action: Action,
+        hooks: Hooks,
+        parent: Option<u64>,
+    ) -> Result<Ran, RunError> {
+        let mut seen = Seen::default();
+        let Some(observer) = self.shared.observer.get().cloned() else {
+            return self.run_inner(action, hooks, parent, &mut seen).await;
+        };
+        let (primitive, class) = (action.primitive(), action.class());
+        let (trace_parent, transport) = (hooks.trace_parent.clone(), hooks.transport);
+        let started_unix_ms = self.shared.clock.now_ms();
+        let started = std::time::Instant::now();
+        let result = self.run_inner(action, hooks, parent, &mut seen).await;
+        let duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let (seq, error) = match &result {
+            Ok(ran) => (Some(ran.seq), None),
+            Err(e) => (e.seq, Some(e.failure.code.clone())),
+        };
+        observer.action(ActionReport {
+            session: self.id,
+            primitive,
+            class,
+            judged: seen.judged,
+            seq,
+            hash: seen.hash,
+            error,
+            started_unix_ms,
+            duration_us,
+            trace_parent,
+            transport,
+        });
+        result
+    }
+
     async fn run_inner(
         &self,
         action: Action,
         hooks: Hooks,
         parent: Option<u64>,
+        seen: &mut Seen,
     ) -> Result<Ran, RunError> {
         let shared = &self.shared;
         let proposed = self
@@ -143,10 +183,15 @@ impl Session {
         };
         // From here on the session counts this action in flight until the guard drops.
         let _slot = Release(self.actor.clone());
+        seen.judged = match &verdict {
+            Verdict::Allow => Judged::Allowed,
+            Verdict::Deny { gate, .. } => Judged::Denied(*gate),
+            Verdict::Confirm { .. } => Judged::Confirmed { approved: false },
+        };
         let seq = match proposal {
             Proposal::Sequenced(seq) => seq,
             Proposal::Queued(queued) => {
-                return self.read_leaf(action, queued, hooks, admitted).await;
+                return self.read_leaf(action, queued, hooks, admitted, seen).await;
             }
         };
         let mut inputs = Vec::new();
@@ -208,9 +253,12 @@ impl Session {
                         inputs: Vec::new(),
                         duration_ms: 0,
                     };
-                    self.journal(event, Vec::new())
+                    seen.hash = self
+                        .journal_outcome(event, Vec::new(), false)
                         .await
-                        .map_err(|f| RunError::plain(Some(seq), f))?;
+                        .map_err(|f| RunError::plain(Some(seq), f))?
+                        .hash
+                        .into();
                     return Err(RunError {
                         seq: Some(seq),
                         failure,
@@ -218,6 +266,7 @@ impl Session {
                         leaf,
                     });
                 }
+                seen.judged = Judged::Confirmed { approved };
                 inputs.push(Input::HumanAnswer { approved });
             }
         }
@@ -249,9 +298,12 @@ impl Session {
                     outcome,
                     duration_ms,
                 };
-                self.journal_outcome(event, done.blobs, written)
+                seen.hash = self
+                    .journal_outcome(event, done.blobs, written)
                     .await
-                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                    .map_err(|f| RunError::plain(Some(seq), f))?
+                    .hash
+                    .into();
                 crate::recovery::Recovery::clear(shared, self.id, seq);
                 Ok(Ran {
                     seq,
@@ -267,9 +319,12 @@ impl Session {
                     inputs,
                     duration_ms,
                 };
-                self.journal_outcome(event, failed.partial.blobs, written)
+                seen.hash = self
+                    .journal_outcome(event, failed.partial.blobs, written)
                     .await
-                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                    .map_err(|f| RunError::plain(Some(seq), f))?
+                    .hash
+                    .into();
                 crate::recovery::Recovery::clear(shared, self.id, seq);
                 Err(RunError::plain(Some(seq), failed.failure))
             }
@@ -286,6 +341,7 @@ impl Session {
         queued: Queued,
         hooks: Hooks,
         admitted: Admissions,
+        seen: &mut Seen,
     ) -> Result<Ran, RunError> {
         let shared = &self.shared;
         let started = shared.clock.now_ms();
@@ -315,9 +371,12 @@ impl Session {
                     outcome: done.outcome.clone(),
                     duration_ms,
                 };
-                self.journal_outcome(event, done.blobs, true)
+                seen.hash = self
+                    .journal_outcome(event, done.blobs, true)
                     .await
-                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                    .map_err(|f| RunError::plain(Some(seq), f))?
+                    .hash
+                    .into();
                 Ok(Ran {
                     seq,
                     outcome: done.outcome,
@@ -331,9 +390,12 @@ impl Session {
                     inputs: failed.partial.outcome.inputs,
                     duration_ms,
                 };
-                self.journal_outcome(event, failed.partial.blobs, true)
+                seen.hash = self
+                    .journal_outcome(event, failed.partial.blobs, true)
                     .await
-                    .map_err(|f| RunError::plain(Some(seq), f))?;
+                    .map_err(|f| RunError::plain(Some(seq), f))?
+                    .hash
+                    .into();
                 Err(RunError::plain(Some(seq), failed.failure))
             }
         }
@@ -341,7 +403,9 @@ impl Session {
 
     /// Journal a record of this session, durable (flushed) before this returns.
     async fn journal(&self, event: Event, blobs: Vec<(String, Vec<u8>)>) -> Result<u64, Failure> {
-        self.journal_outcome(event, blobs, false).await
+        self.journal_outcome(event, blobs, false)
+            .await
+            .map(|a| a.seq)
     }
 
     /// Journal a record: durable (flushed), or with `written` (the outcome of an action that
@@ -351,16 +415,21 @@ impl Session {
         event: Event,
         blobs: Vec<(String, Vec<u8>)>,
         written: bool,
-    ) -> Result<u64, Failure> {
+    ) -> Result<Appended, Failure> {
         let (journal, now) = (&self.shared.journal, self.shared.clock.now_ms());
+        let started = std::time::Instant::now();
         let appended = if written {
             journal.append_written(self.id, now, event, blobs).await
         } else {
             journal.append_with_blobs(self.id, now, event, blobs).await
         };
-        appended
-            .map(|a| a.seq)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))
+        if let Some(observer) = self.shared.observer.get() {
+            observer.commit(CommitReport {
+                duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                durable: !written,
+            });
+        }
+        appended.map_err(|e| Failure::new(e.code(), e.to_string()))
     }
 
     /// Journal a tool call that could not be parsed into an action.
@@ -401,6 +470,21 @@ fn written_only(shared: &Shared, action: &Action) -> bool {
             .leaves()
             .iter()
             .all(|(_, leaf)| !leaf.class().mutates())
+}
+
+/// What a run learnt on the way, for its [`ActionReport`].
+struct Seen {
+    judged: Judged,
+    hash: Option<String>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self {
+            judged: Judged::Unjudged,
+            hash: None,
+        }
+    }
 }
 
 /// Sends Release when dropped, so every exit path frees the admission slot.

@@ -1,7 +1,7 @@
 //! The state every actor of one runtime shares: the journal, the policy, the clock and the
 //! body table. The bottom of the crate: everything may use it, it uses none of the actors.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aido_journal::{Journal, SessionId};
 use aido_policy::PolicyEngine;
@@ -18,6 +18,7 @@ use crate::fs::FsMsg;
 use crate::memory::MemoryMsg;
 #[cfg(feature = "prim-net")]
 use crate::net::NetMsg;
+use crate::observe::Observer;
 #[cfg(feature = "prim-process")]
 use crate::process::ProcessMsg;
 #[cfg(feature = "prim-search")]
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     /// The definitions store's directory (AIDO_HOME/scripts).
     #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
     pub(crate) scripts: std::path::PathBuf,
+    /// Who is told about each action and journal write (telemetry), once one is set.
+    pub(crate) observer: OnceLock<Arc<dyn Observer>>,
 }
 
 impl Shared {

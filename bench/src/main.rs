@@ -50,6 +50,8 @@ mod snapshots;
 mod stdio;
 /// Stopping the snapshot section cleanly on Ctrl-C.
 mod stop;
+/// Telemetry's price per action (on vs off).
+mod telemetry;
 /// The tree the snapshot benchmark snapshots.
 mod tree;
 /// Whole machines: boot, revert, pool, memory, find_text.
@@ -115,6 +117,16 @@ enum Command {
         /// Fetches of each page by each side.
         #[arg(long, default_value_t = 20)]
         repeats: usize,
+    },
+    /// Run only the telemetry section (read_file with telemetry on vs off, in-process) and
+    /// print its figures as JSON (nothing is written).
+    Telemetry {
+        /// Reads per side per round.
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
+        /// Rounds, alternating which side goes first.
+        #[arg(long, default_value_t = 6)]
+        rounds: usize,
     },
 }
 
@@ -267,6 +279,9 @@ fn main() -> Result<()> {
             repeats,
         }) => return fetch_only(aido, python, *repeats),
         Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
+        Some(Command::Telemetry { calls, rounds }) => {
+            return telemetry::run((*calls).max(1), (*rounds).max(1));
+        }
         None => {}
     }
     // tesseract (the VM section's OCR) reads OMP_THREAD_LIMIT once, at process start, and is

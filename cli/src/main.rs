@@ -17,6 +17,8 @@ mod control;
 mod desktop;
 /// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
 mod serve;
+/// OpenTelemetry for `aido serve` and `aido mcp`.
+mod telemetry;
 /// `aido vm` commands, spoken to a running aido's control channel.
 mod vm_client;
 
@@ -813,14 +815,17 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     // The audit files: every record as one line of AIDO_HOME/audit/DAY.jsonl.
     let audit = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
         .context("following the journal for the audit files")?;
+    let telemetry_config = layered.config.telemetry.clone();
     let runtime = Runtime::start(RuntimeOptions {
         config: layered.config,
         env: environment(home),
-        journal,
+        journal: journal.clone(),
         clock: Arc::new(SystemClock::default()),
     })
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let telemetry = telemetry::start(&telemetry_config, false, home, &journal, &runtime);
+    drop(journal);
     // Seeded fault injection for the simulation test (tests/simulation.rs): slow and
     // panicking bodies. It can make aido slower or fail calls, never skip a check.
     if let Some(plan) = std::env::var_os("AIDO_FAULTS") {
@@ -869,6 +874,9 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     drop(audit);
     if let Ok(runtime) = Arc::try_unwrap(runtime) {
         runtime.shutdown().await;
+    }
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
     }
     Ok(())
 }

@@ -35,14 +35,17 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     let feed = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
         .context("following the journal")?;
+    let telemetry_config = layered.config.telemetry.clone();
     let runtime = Runtime::start(RuntimeOptions {
         config: layered.config,
         env: super::environment(home),
-        journal,
+        journal: journal.clone(),
         clock: Arc::new(SystemClock::default()),
     })
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let telemetry = super::telemetry::start(&telemetry_config, true, home, &journal, &runtime);
+    drop(journal);
     let runtime = Arc::new(runtime);
     let auth = if args.no_auth {
         aido_serve::Auth::Off
@@ -61,6 +64,7 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
         options.body_bytes_max = max;
     }
     options.drain = Duration::from_millis(args.drain_ms);
+    options.metrics = telemetry.as_ref().and_then(|t| t.metrics());
     let serving = aido_serve::start(runtime.clone(), feed.clone(), options)
         .await
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
@@ -84,6 +88,9 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     drop(feed);
     if let Ok(runtime) = Arc::try_unwrap(runtime) {
         runtime.shutdown().await;
+    }
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
     }
     Ok(())
 }

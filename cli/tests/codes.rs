@@ -45,6 +45,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::net::NetBodyError::CODES,
         aido_grants::CODES,
         aido_actors::script::ScriptError::CODES,
+        aido_telemetry::StartError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));

@@ -35,6 +35,8 @@ pub struct AidoServer {
     closer: Option<Arc<Closer>>,
     /// The capability grant token the session runs under, if any.
     grant: Option<Arc<str>>,
+    /// The transport's name in telemetry (OpenTelemetry `network.transport`).
+    transport: &'static str,
     #[cfg(feature = "conformance")]
     fixture: crate::conformance::Fixture,
 }
@@ -92,6 +94,7 @@ impl AidoServer {
             versions: ProtocolVersion::KNOWN_VERSIONS,
             closer: None,
             grant: None,
+            transport: "pipe",
             #[cfg(feature = "conformance")]
             fixture: crate::conformance::Fixture::default(),
         }
@@ -113,6 +116,7 @@ impl AidoServer {
     ) -> Self {
         let mut server = Self::new(runtime);
         server.versions = HTTP_PROTOCOL_VERSIONS;
+        server.transport = "tcp";
         server.closer = Some(Arc::new(Closer {
             session: server.session.clone(),
             reason,
@@ -583,6 +587,9 @@ impl ServerHandler for AidoServer {
             asker: Some(Arc::new(Elicit(context.peer.clone()))),
             progress,
             cancel: context.ct.clone(),
+            // W3C trace context (MCP `_meta.traceparent`): the parent of the action's span.
+            trace_parent: context.meta.get_traceparent().map(str::to_owned),
+            transport: Some(self.transport),
         };
         let primitive = action.primitive();
         let result = session.run(action, hooks).await;

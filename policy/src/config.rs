@@ -150,6 +150,17 @@ backend = "auto"
 # is flushed before anything goes on (a power loss costs nothing acknowledged; reads are slower).
 sync = "mutations"
 
+[telemetry]
+# OpenTelemetry: a span per action, metrics, and every journal record as a log record, sent
+# over OTLP to this endpoint (e.g. "http://127.0.0.1:4318"; the standard
+# OTEL_EXPORTER_OTLP_ENDPOINT is used when this is empty). Off when neither is set.
+otlp_endpoint = ""
+# "http/protobuf" (port 4318) or "grpc" (port 4317); empty: OTEL_EXPORTER_OTLP_PROTOCOL, else
+# "http/protobuf".
+otlp_protocol = ""
+# Serve the metrics at /metrics on `aido serve`'s listener (behind its bearer token).
+prometheus = true
+
 [limits]
 # Largest tools/call arguments, in bytes.
 argument_bytes_max = 8388608
@@ -216,6 +227,8 @@ pub struct Config {
     pub ollama: Ollama,
     /// When records are durable.
     pub journal: JournalConfig,
+    /// OpenTelemetry export.
+    pub telemetry: Telemetry,
     /// Named limits.
     pub limits: Limits,
 }
@@ -226,6 +239,18 @@ pub struct Config {
 pub struct JournalConfig {
     /// See [`Sync`].
     pub sync: Sync,
+}
+
+/// `[telemetry]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// The OTLP endpoint; empty: `OTEL_EXPORTER_OTLP_ENDPOINT`; neither: no OTLP export.
+    pub otlp_endpoint: String,
+    /// `http/protobuf` or `grpc`; empty: `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`.
+    pub otlp_protocol: String,
+    /// Whether `aido serve` serves `/metrics`.
+    pub prometheus: bool,
 }
 
 /// When records are made durable.

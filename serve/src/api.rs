@@ -112,6 +112,11 @@ fn answer(session: &Session, result: Result<Ran, RunError>) -> Value {
 }
 
 pub(crate) async fn post_action(State(shared): State<Shared>, request: Request) -> Response {
+    let trace_parent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let bytes = match axum::body::to_bytes(request.into_body(), shared.body_bytes_max).await {
         Ok(b) => b,
         Err(_) => {
@@ -165,6 +170,9 @@ pub(crate) async fn post_action(State(shared): State<Shared>, request: Request) 
     };
     let hooks = Hooks {
         cancel: shared.cancel.child_token(),
+        // W3C trace context: the caller's span is the parent of the action's.
+        trace_parent,
+        transport: Some("tcp"),
         ..Hooks::default()
     };
     let result = session.run(action, hooks).await;

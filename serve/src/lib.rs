@@ -3,6 +3,8 @@
 //!   primitives and journal as `aido mcp` on stdio, one aido session per MCP session;
 //! - `/actions`: POST an action as JSON, get its result and seq (for frontends);
 //! - `/events`: the journal as server-sent events, resumable by `Last-Event-ID`;
+//! - `/metrics`: the runtime's metrics in the Prometheus text format, when telemetry gives
+//!   them ([`Options::metrics`]), behind the same bearer token;
 //! - `/.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata.
 //!
 //! Every request passes, in order: the Host allowlist and the Origin allowlist (403, against
@@ -177,6 +179,18 @@ pub struct Options {
     pub drain: Duration,
     /// SSE keep-alive comments on open streams.
     pub keep_alive: Duration,
+    /// What `/metrics` answers (the Prometheus text format); `None`: `/metrics` is not served.
+    pub metrics: Option<Metrics>,
+}
+
+/// Renders the metrics in the Prometheus text exposition format (aido-telemetry gives one).
+#[derive(Clone)]
+pub struct Metrics(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
 }
 
 impl Options {
@@ -194,6 +208,7 @@ impl Options {
                 .unwrap_or(usize::MAX),
             drain: Duration::from_secs(3),
             keep_alive: Duration::from_secs(15),
+            metrics: None,
         }
     }
 }
@@ -230,6 +245,7 @@ pub(crate) struct Shared {
     pub(crate) cancel: CancellationToken,
     pub(crate) keep_alive: Duration,
     pub(crate) api: Arc<api::ApiSessions>,
+    pub(crate) metrics: Option<Metrics>,
 }
 
 /// A running server.
@@ -351,6 +367,7 @@ pub async fn start(
         cancel: cancel.clone(),
         keep_alive: options.keep_alive,
         api: api_sessions.clone(),
+        metrics: options.metrics.clone(),
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
@@ -371,6 +388,10 @@ pub async fn start(
         .route(
             "/events",
             axum::routing::get(api::get_events).fallback(method_not_allowed),
+        )
+        .route(
+            "/metrics",
+            axum::routing::get(metrics).fallback(method_not_allowed),
         )
         .merge(mcp_routes)
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
@@ -651,6 +672,21 @@ async fn method_not_allowed(request: Request<Body>) -> Response {
         request.uri().path()
     ))
     .into_response()
+}
+
+/// `/metrics`: the Prometheus text format, or 404 when telemetry gives no metrics.
+async fn metrics(State(shared): State<Shared>, request: Request) -> Response {
+    match &shared.metrics {
+        Some(render) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            (render.0)(),
+        )
+            .into_response(),
+        None => HttpError::NotFound(request.uri().path().to_owned()).into_response(),
+    }
 }
 
 /// The JSON value of a record, its hash included.

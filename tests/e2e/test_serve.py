@@ -39,14 +39,14 @@ class Served:
 
 
 @contextmanager
-def serve(world: World, *args: str) -> Iterator[Served]:
+def serve(world: World, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
     log = world.root / "logs" / f"serve-{len(world.logs)}.stderr"
     log.parent.mkdir(parents=True, exist_ok=True)
     world.logs.append(log)
     with open(log, "w") as errlog:
         proc = subprocess.Popen(
             [str(world.bin), "serve", "--listen", "127.0.0.1:0", *args],
-            env=world.env(),
+            env=world.env(**(env or {})),
             cwd=world.home,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

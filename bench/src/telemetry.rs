@@ -1,0 +1,165 @@
+//! Telemetry's price per action: the same `read_file` calls through two real runtimes in
+//! alternating rounds, one without an observer (telemetry off, as with no `[telemetry]`
+//! endpoint) and one with aido-telemetry on (spans, metrics and journal log records exported
+//! over OTLP/gRPC to a real receiver in this process, fake-opentelemetry-collector, drained
+//! as it goes, plus the Prometheus registry). Run alone (nothing is written):
+//!
+//! ```text
+//! cargo run --release -p aido-bench -- telemetry --calls 5000 --rounds 6
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aido_actions::Action;
+use aido_actors::{Hooks, Runtime, RuntimeOptions, Session, SystemClock};
+use aido_journal::{CommitMode, Journal, Limits};
+use aido_policy::{Environment, Layered, Source};
+use aido_telemetry::settings::Otlp;
+use aido_telemetry::{Protocol, Settings, Telemetry};
+use anyhow::{Context, Result, anyhow};
+use serde_json::{Value, json};
+
+/// One side: a runtime on its own temp home and journal.
+struct Side {
+    _dir: tempfile::TempDir,
+    journal: Journal,
+    runtime: Runtime,
+    session: Session,
+}
+
+async fn side() -> Result<Side> {
+    let dir = tempfile::tempdir().context("temp dir")?;
+    let (home, aido_home) = (dir.path().join("home"), dir.path().join("aido"));
+    std::fs::create_dir_all(&home)?;
+    std::fs::write(home.join("f.txt"), "telemetry bench\n".repeat(64))?;
+    let toml = format!("workdir = \"{}\"\n", home.display());
+    let config = Layered::from_layers(&[(Source::File("bench".into()), &toml)])
+        .map_err(|e| anyhow!("{e}"))?
+        .config;
+    let journal = Journal::open(
+        &aido_home.join("journal"),
+        Limits::default(),
+        CommitMode::Group,
+    )?;
+    let runtime = Runtime::start(RuntimeOptions {
+        config,
+        env: Environment { home, aido_home },
+        journal: journal.clone(),
+        clock: Arc::new(SystemClock::default()),
+    })
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
+    let session = runtime
+        .open_session(Some("bench".into()))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(Side {
+        _dir: dir,
+        journal,
+        runtime,
+        session,
+    })
+}
+
+/// `calls` reads; each one's time from asked to answered.
+async fn reads(session: &Session, calls: usize, into: &mut Vec<Duration>) -> Result<()> {
+    for _ in 0..calls {
+        let action = Action::from_tool_call("read_file", json!({"path": "f.txt"}))?;
+        let started = Instant::now();
+        session
+            .run(action, Hooks::default())
+            .await
+            .map_err(|e| anyhow!("read_file failed: {}", e.failure.code))?;
+        into.push(started.elapsed());
+    }
+    Ok(())
+}
+
+fn summary(mut times: Vec<Duration>) -> Value {
+    times.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let at = |q: f64| {
+        times
+            .get(((times.len() as f64 - 1.0) * q) as usize)
+            .map_or(0.0, |d| us(*d))
+    };
+    let mean = times.iter().map(|d| us(*d)).sum::<f64>() / times.len().max(1) as f64;
+    json!({"calls": times.len(), "mean_us": mean, "p50_us": at(0.5), "p99_us": at(0.99)})
+}
+
+/// Measure, print the figures as JSON.
+pub(crate) fn run(calls: usize, rounds: usize) -> Result<()> {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let figures = tokio.block_on(async {
+        let mut collector = fake_opentelemetry_collector::FakeCollectorServer::start()
+            .await
+            .map_err(|e| anyhow!("the OTLP receiver: {e}"))?;
+        let endpoint = collector.endpoint();
+        // The receiver's channels hold 64 items: drain them as the exporters send.
+        let drain = tokio::spawn(async move {
+            let mut received = 0usize;
+            loop {
+                let tick = Duration::from_millis(50);
+                received += collector.exported_spans(usize::MAX, tick).await.len();
+                received += collector.exported_logs(usize::MAX, tick).await.len();
+                received += collector.exported_metrics(usize::MAX, tick).await.len();
+                if received == usize::MAX {
+                    return received;
+                }
+            }
+        });
+        let off = side().await?;
+        let on = side().await?;
+        let telemetry = Telemetry::start(
+            &Settings {
+                otlp: Some(Otlp {
+                    endpoint,
+                    protocol: Protocol::Grpc,
+                    interval: Duration::from_millis(aido_telemetry::settings::EXPORT_INTERVAL_MS),
+                }),
+                prometheus: true,
+                instance: "bench".into(),
+            },
+            &on.journal,
+        )?;
+        on.runtime.observe(telemetry.observer());
+        // Warm both (page cache, allocator, the exporters' connections).
+        reads(&off.session, calls / 10 + 1, &mut Vec::new()).await?;
+        reads(&on.session, calls / 10 + 1, &mut Vec::new()).await?;
+        let (mut times_off, mut times_on) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Alternate which side goes first, so drift lands on both.
+            if round % 2 == 0 {
+                reads(&off.session, calls, &mut times_off).await?;
+                reads(&on.session, calls, &mut times_on).await?;
+            } else {
+                reads(&on.session, calls, &mut times_on).await?;
+                reads(&off.session, calls, &mut times_off).await?;
+            }
+        }
+        let dropped = telemetry.dropped();
+        let (off_s, on_s) = (summary(times_off), summary(times_on));
+        let delta = |k: &str| on_s[k].as_f64().unwrap_or(0.0) - off_s[k].as_f64().unwrap_or(0.0);
+        let figures = json!({
+            "section": "telemetry",
+            "primitive": "read_file",
+            "off": off_s,
+            "on": on_s,
+            "cost_mean_us": delta("mean_us"),
+            "cost_p50_us": delta("p50_us"),
+            "cost_p99_us": delta("p99_us"),
+            "dropped_reports": dropped,
+        });
+        tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
+        on.runtime.shutdown().await;
+        off.runtime.shutdown().await;
+        drain.abort();
+        Ok::<_, anyhow::Error>(figures)
+    })?;
+    println!("{}", serde_json::to_string_pretty(&figures)?);
+    Ok(())
+}

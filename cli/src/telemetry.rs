@@ -1,0 +1,110 @@
+//! Telemetry for `aido serve` and `aido mcp` (aido-telemetry, cargo feature `telemetry`):
+//! started when `[telemetry]` or the standard OTEL_* environment asks for OTLP, or for
+//! Prometheus on a surface that serves `/metrics`; off (no thread, no queue) otherwise.
+
+use std::path::Path;
+
+use aido_actors::Runtime;
+use aido_journal::Journal;
+use aido_policy::config::Telemetry as Config;
+
+/// Telemetry while a surface runs.
+#[cfg(feature = "telemetry")]
+pub struct Running(aido_telemetry::Telemetry);
+
+/// A build without the `telemetry` feature has none.
+#[cfg(not(feature = "telemetry"))]
+pub enum Running {}
+
+/// Start what `config` asks for and hand its observer to `runtime`; `metrics`: this surface
+/// serves `/metrics`. A failure is logged and aido runs on without telemetry.
+#[cfg(feature = "telemetry")]
+pub fn start(
+    config: &Config,
+    metrics: bool,
+    home: &Path,
+    journal: &Journal,
+    runtime: &Runtime,
+) -> Option<Running> {
+    let clock = runtime.clock().clone();
+    let instance = match aido_telemetry::instance::load_or_create(home, |b| clock.random(b)) {
+        Ok(id) => id,
+        Err(e) => {
+            let e = aido_telemetry::StartError::InstanceId {
+                path: aido_telemetry::instance::instance_path(home),
+                source: e,
+            };
+            tracing::error!(code = e.code(), error = %e, "no telemetry");
+            return None;
+        }
+    };
+    let config = Config {
+        prometheus: config.prometheus && metrics,
+        ..config.clone()
+    };
+    let settings =
+        aido_telemetry::Settings::from_config(&config, |k| std::env::var(k).ok(), instance);
+    let settings = match settings {
+        Ok(s) if s.otlp.is_none() && !s.prometheus => return None,
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(code = e.code(), error = %e, "no telemetry");
+            return None;
+        }
+    };
+    match aido_telemetry::Telemetry::start(&settings, journal) {
+        Ok(telemetry) => {
+            runtime.observe(telemetry.observer());
+            Some(Running(telemetry))
+        }
+        Err(e) => {
+            tracing::error!(code = e.code(), error = %e, "no telemetry");
+            None
+        }
+    }
+}
+
+/// A build without the feature: say so if the config asks for OTLP.
+#[cfg(not(feature = "telemetry"))]
+pub fn start(
+    config: &Config,
+    _metrics: bool,
+    _home: &Path,
+    _journal: &Journal,
+    _runtime: &Runtime,
+) -> Option<Running> {
+    if !config.otlp_endpoint.is_empty() || std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some()
+    {
+        tracing::warn!("this aido was built without the telemetry feature: no OTLP export");
+    }
+    None
+}
+
+#[cfg(feature = "telemetry")]
+impl Running {
+    /// What `/metrics` answers, when Prometheus is on.
+    pub fn metrics(&self) -> Option<aido_serve::Metrics> {
+        self.0.prometheus().map(aido_serve::Metrics)
+    }
+
+    /// Export what is queued and stop (blocking work, off the async workers).
+    pub async fn shutdown(self) {
+        let telemetry = self.0;
+        if let Err(e) = tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
+            tracing::warn!(error = %e, "telemetry did not shut down cleanly");
+        }
+    }
+}
+
+#[cfg(not(feature = "telemetry"))]
+impl Running {
+    /// Nothing: there is no telemetry in this build.
+    pub fn metrics(&self) -> Option<aido_serve::Metrics> {
+        match *self {}
+    }
+
+    /// Nothing: there is no telemetry in this build.
+    pub async fn shutdown(self) {
+        match self {}
+    }
+}
