@@ -101,7 +101,13 @@ impl Touches for GrantRevoke {
 /// narrowed from the session's own), with their uses; never their tokens.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GrantList {}
+pub struct GrantList {
+    /// Every grant of this AIDO_HOME, whoever minted it (what `aido grant list` shows). Only
+    /// for a session under no grant (one that may revoke any grant); under a grant it is
+    /// ignored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
 
 impl Touches for GrantList {
     fn touches(&self, _out: &mut Vec<Access>) {}

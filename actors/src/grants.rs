@@ -84,6 +84,19 @@ pub(crate) async fn authenticate(
     Ok(grant.id)
 }
 
+/// The id of the grant `token` names if it is one of this store's and is live (neither it
+/// nor an ancestor revoked or expired): what a bearer token is checked with.
+pub(crate) async fn live(shared: &Shared, token: String) -> Result<String, GrantError> {
+    let store = shared.grants.open()?;
+    let now = shared.clock.now_ms();
+    let grant = blocking(move || {
+        let grant = store.authenticate(&token)?;
+        store.live(&grant.id, now)
+    })
+    .await?;
+    Ok(grant.id)
+}
+
 /// Spend one use of the session's grant before its action is judged: a refusal (expired,
 /// used up, revoked, over its rate) becomes the chain's denial; a store that cannot answer
 /// refuses too (fail closed), as a revoked grant would.
@@ -164,7 +177,7 @@ pub(crate) async fn run(
             let shown = json!({
                 "grant": grant_json(&minted.grant),
                 "token": minted.token,
-                "how": "start a session under it with AIDO_GRANT=<token> aido mcp",
+                "how": "start a session under it with AIDO_GRANT=<token> aido mcp, or send it as the bearer token of aido serve",
             });
             let mut answer = shown.clone();
             answer["token"] = Value::String(TOKEN_WITHHELD.into());
@@ -189,9 +202,14 @@ pub(crate) async fn run(
             let answer = json!({"revoked": revoked});
             (answer.clone(), answer)
         }
-        RuntimeAction::GrantList(GrantList {}) => {
+        RuntimeAction::GrantList(GrantList { all }) => {
+            let every = *all;
             let listed = blocking(move || {
-                let all = store.list(if own.is_some() { None } else { Some(&session) })?;
+                let all = store.list(if own.is_some() || every {
+                    None
+                } else {
+                    Some(&session)
+                })?;
                 match &own {
                     None => Ok(all),
                     Some(own) => {

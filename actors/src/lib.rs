@@ -141,6 +141,7 @@ pub mod ticket;
 #[cfg(feature = "prim-vm")]
 pub mod vm;
 
+pub use aido_grants::TOKEN_PREFIX as GRANT_TOKEN_PREFIX;
 pub use aido_walk::computer::ComputerError;
 pub use aido_walk::render;
 pub use aido_walk::tools::ToolError;

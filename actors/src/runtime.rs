@@ -243,6 +243,12 @@ impl Runtime {
         Ok(crate::grants::authenticate(&self.shared, token.to_owned(), &mut ctx).await?)
     }
 
+    /// As [`Runtime::grant_of`], and refused when the grant (or one it was narrowed from) is
+    /// revoked or expired: how `aido serve` checks a grant's bearer token on every request.
+    pub async fn grant_live(&self, token: &str) -> Result<String, StartError> {
+        Ok(crate::grants::live(&self.shared, token.to_owned()).await?)
+    }
+
     async fn start_session(
         &self,
         client: Option<String>,

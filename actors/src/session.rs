@@ -80,6 +80,16 @@ impl Session {
         self.id
     }
 
+    /// The id of the capability grant this session runs under, if any.
+    pub fn grant_id(&self) -> Option<&str> {
+        self.ctx.grant_id.as_deref()
+    }
+
+    /// The capability grant's scope this session runs under, if any.
+    pub fn capabilities(&self) -> Option<&aido_policy::grant::GrantScope> {
+        self.ctx.capabilities.as_deref()
+    }
+
     /// Where its relative paths start.
     pub fn cwd(&self) -> &std::path::Path {
         &self.ctx.cwd

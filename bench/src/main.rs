@@ -44,6 +44,8 @@ mod rewind;
 mod script;
 /// search_code against rg, search_and_read against the calls it saves.
 mod search;
+/// `aido serve`: HTTP round trips beside stdio, sessions held, telemetry on vs off.
+mod serve;
 /// Snapshot create and restore against `cp -a` and git.
 mod snapshots;
 /// The stdio comparison.
@@ -246,6 +248,15 @@ struct Args {
     /// Rounds of the script benchmark timed.
     #[arg(long, default_value_t = 10)]
     script_repeats: usize,
+    /// Leave out the serve benchmark.
+    #[arg(long)]
+    skip_serve: bool,
+    /// read_file calls per side per round in the serve benchmark.
+    #[arg(long, default_value_t = 300)]
+    serve_calls: usize,
+    /// MCP sessions the serve benchmark opens and holds at once.
+    #[arg(long, default_value_t = 256)]
+    serve_hold: usize,
     /// The Python with mcp-server-fetch installed (bench/run makes it).
     #[arg(long, default_value = "bench/.venv-fetch/bin/python")]
     fetch_peer_python: PathBuf,
@@ -428,6 +439,16 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the script section failed: {why}");
     }
 
+    let serve = if args.skip_serve {
+        serve::ServeSection::Skipped("`--skip-serve`".into())
+    } else {
+        eprintln!("aido-bench: serve: HTTP beside stdio, sessions held, telemetry on vs off");
+        serve::run(&setup.aido, &temp, args.serve_calls, 4, args.serve_hold).await
+    };
+    if let serve::ServeSection::Failed(why) = &serve {
+        eprintln!("aido-bench: the serve section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -445,6 +466,7 @@ async fn bench(args: Args) -> Result<()> {
         memory,
         fetch,
         script,
+        serve,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.

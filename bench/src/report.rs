@@ -86,6 +86,8 @@ pub struct Report {
     pub fetch: crate::fetch::FetchSection,
     /// A Rhai function's per-host-call overhead.
     pub script: crate::script::ScriptSection,
+    /// `aido serve` over HTTP beside stdio, sessions held, telemetry on vs off.
+    pub serve: crate::serve::ServeSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -188,6 +190,7 @@ const NOTES: &[(&str, &str)] = &[
     ("memory", include_str!("report/notes/memory.md")),
     ("fetch", include_str!("report/notes/fetch.md")),
     ("script", include_str!("report/notes/script.md")),
+    ("serve", include_str!("report/notes/serve.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -472,6 +475,154 @@ fn script_section(script: &crate::script::ScriptSection, rows: &mut Vec<Row>) ->
     )
 }
 
+/// The serve section: read_file over HTTP beside stdio (p50 and p99, round trips per second),
+/// MCP sessions held with the server's memory, and telemetry's price per action.
+fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Section {
+    use crate::serve::ServeSection;
+    const S: &str = "serve";
+    let ids = [
+        "serve_http_read_file_vs_stdio",
+        "serve_http_read_file_p99",
+        "serve_http_round_trips_per_second",
+        "serve_sessions_held_memory",
+        "serve_telemetry_on_vs_off",
+    ];
+    let run = match serve {
+        ServeSection::Ran(run) => run,
+        ServeSection::Skipped(why) | ServeSection::Failed(why) => {
+            for id in ids {
+                let outcome = match serve {
+                    ServeSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                    _ => Outcome::Failed(why.clone()),
+                };
+                rows.push(row(S, id, "see the serve section", outcome));
+            }
+            return section(S, &[], Vec::new());
+        }
+    };
+    let http = samples(&run.http);
+    let stdio = samples(&run.stdio);
+    let ratio = (stdio.median > 0.0).then(|| http.median / stdio.median);
+    rows.push(beside(
+        row(
+            S,
+            ids[0],
+            "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
+            Outcome::Measured(http),
+        ),
+        Peer {
+            name: "the same over aido's stdio (`aido mcp`)".into(),
+            value: stdio,
+        },
+        ratio,
+    ));
+    let p99 = |d: &[Duration]| once(crate::stdio::percentile(d, 99.0));
+    rows.push(beside(
+        row(
+            S,
+            ids[1],
+            "read_file round trip over HTTP, p99",
+            Outcome::Measured(p99(&run.http)),
+        ),
+        Peer {
+            name: "stdio, p99".into(),
+            value: p99(&run.stdio),
+        },
+        None,
+    ));
+    let per_second = |d: &[Duration]| {
+        let busy: Duration = d.iter().sum();
+        Value {
+            unit: Unit::PerSecond,
+            median: if busy.is_zero() {
+                0.0
+            } else {
+                d.len() as f64 / busy.as_secs_f64()
+            },
+            n: Some(d.len() as u64),
+            ..Value::default()
+        }
+    };
+    rows.push(beside(
+        row(
+            S,
+            ids[2],
+            "read_file round trips per second over HTTP, one client in sequence",
+            Outcome::Measured(per_second(&run.http)),
+        ),
+        Peer {
+            name: "stdio".into(),
+            value: per_second(&run.stdio),
+        },
+        None,
+    ));
+    let grown = run.rss_held.saturating_sub(run.rss_before);
+    rows.push(row(
+        S,
+        ids[3],
+        format!(
+            "resident memory of `aido serve` holding {} initialized MCP sessions (grown from {:.1} MB)",
+            run.held,
+            run.rss_before as f64 / 1e6
+        ),
+        Outcome::Measured(Value {
+            unit: Unit::Bytes,
+            median: run.rss_held as f64,
+            ..Value::default()
+        }),
+    ));
+    match &run.telemetry {
+        Ok(t) => {
+            let on = samples(&t.on);
+            let off = samples(&t.off);
+            let ratio = (off.median > 0.0).then(|| on.median / off.median);
+            rows.push(beside(
+                row(
+                    S,
+                    ids[4],
+                    "read_file in process with telemetry on (spans, metrics and log records to a real OTLP receiver, Prometheus registry), median",
+                    Outcome::Measured(on),
+                ),
+                Peer {
+                    name: "telemetry off".into(),
+                    value: off,
+                },
+                ratio,
+            ));
+        }
+        Err(why) => rows.push(row(
+            S,
+            ids[4],
+            "read_file with telemetry on vs off",
+            Outcome::Failed(why.clone()),
+        )),
+    }
+    let us = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e6);
+    let (dropped, tel_calls) = match &run.telemetry {
+        Ok(t) => (t.dropped.to_string(), t.on.len().to_string()),
+        Err(_) => ("-".into(), "0".into()),
+    };
+    section(
+        S,
+        &[
+            ("calls", run.http.len().to_string()),
+            ("rounds", run.rounds.to_string()),
+            ("held", run.held.to_string()),
+            (
+                "per_session_kb",
+                format!("{:.0}", grown as f64 / 1024.0 / run.held.max(1) as f64),
+            ),
+            (
+                "held_p50_us",
+                us(crate::stdio::percentile(&run.while_held, 50.0)),
+            ),
+            ("telemetry_calls", tel_calls),
+            ("dropped", dropped),
+        ],
+        Vec::new(),
+    )
+}
+
 impl Report {
     /// The results file's contents.
     pub fn document(&self) -> Document {
@@ -488,6 +639,7 @@ impl Report {
         sections.push(memory_section(&self.memory, &mut rows));
         sections.push(fetch_section(&self.fetch, &mut rows));
         sections.push(script_section(&self.script, &mut rows));
+        sections.push(serve_section(&self.serve, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -822,6 +974,7 @@ pub(crate) mod tests {
             memory: crate::memory::MemorySection::Skipped("not asked for".into()),
             fetch: crate::fetch::FetchSection::Skipped("not asked for".into()),
             script: crate::script::ScriptSection::Skipped("not asked for".into()),
+            serve: crate::serve::ServeSection::Skipped("not asked for".into()),
         }
     }
 

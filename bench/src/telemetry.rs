@@ -88,8 +88,44 @@ fn summary(mut times: Vec<Duration>) -> Value {
     json!({"calls": times.len(), "mean_us": mean, "p50_us": at(0.5), "p99_us": at(0.99)})
 }
 
+/// What one run measured: every read's time with telemetry off and on.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    pub off: Vec<Duration>,
+    pub on: Vec<Duration>,
+    /// Reports the observer dropped (its queue full) instead of blocking an action.
+    pub dropped: u64,
+}
+
 /// Measure, print the figures as JSON.
 pub(crate) fn run(calls: usize, rounds: usize) -> Result<()> {
+    let f = figures(calls, rounds)?;
+    let (off_s, on_s) = (summary(f.off), summary(f.on));
+    let delta = |k: &str| on_s[k].as_f64().unwrap_or(0.0) - off_s[k].as_f64().unwrap_or(0.0);
+    let figures = json!({
+        "section": "telemetry",
+        "primitive": "read_file",
+        "off": off_s,
+        "on": on_s,
+        "cost_mean_us": delta("mean_us"),
+        "cost_p50_us": delta("p50_us"),
+        "cost_p99_us": delta("p99_us"),
+        "dropped_reports": f.dropped,
+    });
+    println!("{}", serde_json::to_string_pretty(&figures)?);
+    Ok(())
+}
+
+/// The same measurement from inside an async caller: on a thread of its own, with its own
+/// multi-threaded runtime (the exporters' tasks need one).
+pub(crate) async fn measure(calls: usize, rounds: usize) -> Result<Figures> {
+    tokio::task::spawn_blocking(move || figures(calls, rounds))
+        .await
+        .context("the telemetry thread")?
+}
+
+/// `calls` reads per side per round, `rounds` rounds, sides alternating.
+pub(crate) fn figures(calls: usize, rounds: usize) -> Result<Figures> {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -141,25 +177,16 @@ pub(crate) fn run(calls: usize, rounds: usize) -> Result<()> {
                 reads(&off.session, calls, &mut times_off).await?;
             }
         }
-        let dropped = telemetry.dropped();
-        let (off_s, on_s) = (summary(times_off), summary(times_on));
-        let delta = |k: &str| on_s[k].as_f64().unwrap_or(0.0) - off_s[k].as_f64().unwrap_or(0.0);
-        let figures = json!({
-            "section": "telemetry",
-            "primitive": "read_file",
-            "off": off_s,
-            "on": on_s,
-            "cost_mean_us": delta("mean_us"),
-            "cost_p50_us": delta("p50_us"),
-            "cost_p99_us": delta("p99_us"),
-            "dropped_reports": dropped,
-        });
+        let figures = Figures {
+            off: times_off,
+            on: times_on,
+            dropped: telemetry.dropped(),
+        };
         tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
         on.runtime.shutdown().await;
         off.runtime.shutdown().await;
         drain.abort();
         Ok::<_, anyhow::Error>(figures)
     })?;
-    println!("{}", serde_json::to_string_pretty(&figures)?);
-    Ok(())
+    Ok(figures)
 }

@@ -15,6 +15,8 @@ mod control;
 /// `aido desktop doctor`.
 #[cfg(feature = "prim-desktop")]
 mod desktop;
+/// `aido grant`.
+mod grant;
 /// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
 mod serve;
 /// OpenTelemetry for `aido serve` and `aido mcp`.
@@ -111,6 +113,9 @@ enum Command {
     /// The host desktop.
     #[command(subcommand)]
     Desktop(DesktopCmd),
+    /// Capability grants: mint, list and revoke, as the operator.
+    #[command(subcommand)]
+    Grant(GrantCmd),
     /// Answer a question an agent asked that its client could not show (it got
     /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
     /// text or number. `--list` shows the waiting questions.
@@ -130,6 +135,51 @@ enum Command {
         /// With --list: JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum GrantCmd {
+    /// Mint a capability grant (journaled in an `aido grant` session) and print its token:
+    /// give it to an agent as `AIDO_GRANT=TOKEN aido mcp`, or as the bearer token of
+    /// `aido serve`. Each option left out leaves that reach as the policy has it.
+    Mint {
+        /// A primitive (`read_file`) or class (`read_only`) it allows; repeat for more.
+        #[arg(long = "primitive", value_name = "NAME")]
+        primitives: Vec<String>,
+        /// A root it may read under (inside the walls); repeat for more.
+        #[arg(long, value_name = "PATH")]
+        read: Vec<String>,
+        /// A root it may write under (readable too); repeat for more.
+        #[arg(long, value_name = "PATH")]
+        write: Vec<String>,
+        /// A network target (`host`, `host:port`, `*.suffix`); repeat for more.
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
+        /// Seconds until it expires.
+        #[arg(long, value_name = "SECONDS")]
+        expires_in: Option<u64>,
+        /// How many actions may run under it.
+        #[arg(long, value_name = "N")]
+        uses: Option<u64>,
+        /// A rate limit: `COUNT/SECONDS` (`10/60`: ten uses a minute).
+        #[arg(long, value_name = "COUNT/SECONDS")]
+        rate: Option<String>,
+        /// Print the whole answer as JSON (the token included).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every grant of this AIDO_HOME with its uses (never a token).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a grant and every grant narrowed from it; sessions under it are refused from
+    /// their next action, and `aido serve` refuses its token.
+    Revoke {
+        /// The grant's id (from `aido grant list`).
+        id: String,
     },
 }
 
@@ -400,7 +450,9 @@ fn layered_over(cli: &Cli, home: &Path, file: &Path) -> Result<Layered> {
 }
 
 /// `aido exec`: one run_command in a session of its own, its output and exit passed through.
-async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -> Result<ExitCode> {
+/// A runtime over `home`'s journal directory (beside any running aido: each process writes
+/// its own journal there), for one command's session.
+async fn open_runtime(layered: Layered, home: &Path) -> Result<Runtime> {
     std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
     let limits = &layered.config.limits;
     let journal_limits = aido_journal::Limits {
@@ -419,6 +471,11 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
     })
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    Ok(runtime)
+}
+
+async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -> Result<ExitCode> {
+    let runtime = open_runtime(layered, home).await?;
     let session = runtime
         .open_session(Some("aido exec".into()))
         .await
@@ -639,6 +696,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "[primitive_not_built] this aido was built without the prim-human cargo feature: no question store"
                 )
             }
+        }
+        Command::Grant(cmd) => {
+            let layered = layered(&cli, &home)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let code = runtime.block_on(grant::run(layered, &home, cmd));
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            code
         }
         Command::Vm(VmCmd::List) => vm_client::list(&home),
         Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),

@@ -25,7 +25,8 @@ use sha2::{Digest, Sha256};
 pub const RANDOM_BYTES: usize = 48;
 /// Longest chain of grants narrowed from grants.
 pub const DEPTH_MAX: usize = 16;
-const TOKEN_PREFIX: &str = "aidog_";
+/// How every grant token begins.
+pub const TOKEN_PREFIX: &str = "aidog_";
 
 /// Why a grant could not be minted, found or used.
 #[derive(Debug, thiserror::Error)]
@@ -415,6 +416,26 @@ impl GrantStore {
             return Err(GrantError::TokenInvalid);
         }
         Ok(load(&c, id)?.grant)
+    }
+
+    /// `id` if neither it nor any grant it was narrowed from is revoked or expired at `now`
+    /// (uses and rate are not checked: nothing is spent).
+    pub fn live(&self, id: &str, now_ms: u64) -> Result<Grant, GrantError> {
+        let c = self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let rows = chain(&c, id)?;
+        for r in &rows {
+            let g = &r.grant;
+            if g.revoked_ms.is_some() {
+                return Err(GrantError::Revoked { id: g.id.clone() });
+            }
+            if g.expires_ms.is_some_and(|at| now_ms >= at) {
+                return Err(GrantError::Expired { id: g.id.clone() });
+            }
+        }
+        Ok(rows[0].grant.clone())
     }
 
     /// Spend one use of `id` at `now`: refused if it or any grant it was narrowed from is

@@ -14,6 +14,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::AidoServer;
 
+/// The capability grant token a request was authenticated with, put in the request's
+/// extensions by the server in front (`aido serve`): the MCP session that request opens runs
+/// under that grant, and [`crate::AidoServer`] refuses the session to requests with another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantBearer(pub Arc<str>);
+
 /// How the MCP endpoint is served.
 #[derive(Clone, Debug)]
 pub struct McpHttp {

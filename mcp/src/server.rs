@@ -127,10 +127,21 @@ impl AidoServer {
     }
 
     /// The session, opened on first use if the client skipped straight to a call.
-    async fn session(&self, client: Option<String>) -> Result<&Session, McpError> {
+    /// Over HTTP the grant is the one the request was authenticated with
+    /// ([`crate::http::GrantBearer`]); over stdio, the one the process was started with.
+    async fn session(
+        &self,
+        client: Option<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<&Session, McpError> {
         self.session
             .get_or_try_init(|| async {
-                match &self.grant {
+                let bearer = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<crate::http::GrantBearer>())
+                    .map(|g| g.0.clone());
+                match self.grant.clone().or(bearer) {
                     Some(token) => {
                         let token = token.to_string();
                         self.runtime.open_session_granted(client, token).await
@@ -420,7 +431,7 @@ impl ServerHandler for AidoServer {
             "{} {}",
             request.client_info.name, request.client_info.version
         );
-        self.session(Some(client)).await?;
+        self.session(Some(client), &context).await?;
         self.negotiate_initialize(&request)
     }
 
@@ -432,6 +443,14 @@ impl ServerHandler for AidoServer {
         #[allow(unused_mut)]
         let mut tools = self.tools.as_ref().clone();
         tools.extend(crate::tools::defined(&self.runtime));
+        // A session under a capability grant is shown only the primitives the grant allows
+        // (calling another is still refused by the policy's capabilities gate).
+        if let Some(scope) = self.session.get().and_then(Session::capabilities) {
+            tools.retain(|tool| match Action::class_of(&tool.name) {
+                Some(class) => scope.allows_primitive(&tool.name, class),
+                None => true,
+            });
+        }
         #[cfg(feature = "conformance")]
         tools.extend(crate::conformance::tools());
         Ok(ListToolsResult::with_all_items(tools))
@@ -535,7 +554,7 @@ impl ServerHandler for AidoServer {
                 .await
                 .map(Into::into);
         }
-        let session = self.session(None).await?;
+        let session = self.session(None, &context).await?;
         let limits = &self.runtime.policy().config().limits;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let size = serde_json::to_vec(&arguments).map_or(0, |b| b.len()) as u64;

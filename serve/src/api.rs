@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex, broadcast, mpsc};
 
 use crate::feed::Entry;
-use crate::{HttpError, Shared};
+use crate::{HttpError, Principal, Shared};
 
 /// API sessions held at once; opening one more closes the oldest.
 const API_SESSIONS_MAX: usize = 64;
@@ -112,6 +112,15 @@ fn answer(session: &Session, result: Result<Ran, RunError>) -> Value {
 }
 
 pub(crate) async fn post_action(State(shared): State<Shared>, request: Request) -> Response {
+    let principal = request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or(Principal::Operator);
+    let grant = request
+        .extensions()
+        .get::<aido_mcp::http::GrantBearer>()
+        .map(|g| g.0.to_string());
     let trace_parent = request
         .headers()
         .get("traceparent")
@@ -132,14 +141,24 @@ pub(crate) async fn post_action(State(shared): State<Shared>, request: Request) 
     };
     let session = match &body.session {
         Some(id) => match shared.api.get(id).await {
-            Some(s) => s,
+            Some(s) if principal.may_use(s.grant_id()) => s,
+            Some(_) => return HttpError::SessionNotYours(id.clone()).into_response(),
             None => return HttpError::ApiSessionUnknown(id.clone()).into_response(),
         },
-        None => match shared
-            .runtime
-            .open_session(Some("aido serve /actions".into()))
-            .await
-        {
+        None => match match grant {
+            Some(token) => {
+                shared
+                    .runtime
+                    .open_session_granted(Some("aido serve /actions".into()), token)
+                    .await
+            }
+            None => {
+                shared
+                    .runtime
+                    .open_session(Some("aido serve /actions".into()))
+                    .await
+            }
+        } {
             Ok(s) => {
                 shared.api.add(s.clone()).await;
                 s

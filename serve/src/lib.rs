@@ -33,6 +33,8 @@ use tokio_util::task::TaskTracker;
 mod api;
 /// The journal followed as it is written: the audit files and the event feed.
 pub mod feed;
+/// The connection cap and the first-byte deadline.
+pub mod listener;
 /// The token file.
 pub mod token;
 
@@ -44,6 +46,19 @@ pub enum HttpError {
     /// No `Authorization: Bearer` token, or the wrong one.
     #[error("a valid bearer token is required (see the token file aido serve printed)")]
     Unauthorized,
+    /// A capability grant's token that is not valid here: unknown, revoked or expired.
+    #[error("the capability grant token is not valid: {0}")]
+    GrantTokenInvalid(String),
+    /// A grant's token on an endpoint only the operator's token may use.
+    #[error(
+        "{0} needs the operator's token (AIDO_HOME/serve/token); a capability grant's token reaches only /mcp and /actions"
+    )]
+    OperatorOnly(String),
+    /// A session opened with another token (another grant, or the operator's).
+    #[error(
+        "session {0} was opened with another token; a grant's token reaches only its own sessions"
+    )]
+    SessionNotYours(String),
     /// The `Host` is not one this server answers to (DNS rebinding).
     #[error("the Host {0:?} is not allowed")]
     HostNotAllowed(String),
@@ -90,10 +105,14 @@ pub enum HttpError {
     LastEventIdInvalid(String),
 }
 
-// `events_gap` is the code of an `/events` gap event's data, not an HTTP error.
+// `events_gap` is the code of an `/events` gap event's data, not an HTTP error; `serve_busy`
+// is answered by the listener (listener.rs) before there is a request.
 aido_actions::coded!(HttpError {
-    @also ["events_gap"]
+    @also ["events_gap", "serve_busy"]
     Unauthorized => "unauthorized",
+    GrantTokenInvalid => "serve_grant_token_invalid",
+    OperatorOnly => "serve_operator_only",
+    SessionNotYours => "serve_session_not_yours",
     HostNotAllowed => "host_not_allowed",
     OriginNotAllowed => "origin_not_allowed",
     TooLarge => "request_too_large",
@@ -114,7 +133,8 @@ impl HttpError {
     /// The HTTP status it is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::GrantTokenInvalid(_) => StatusCode::UNAUTHORIZED,
+            Self::OperatorOnly(_) | Self::SessionNotYours(_) => StatusCode::FORBIDDEN,
             Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::ProtocolVersion(_)
@@ -152,6 +172,12 @@ impl IntoResponse for HttpError {
 }
 
 /// How requests are authenticated.
+///
+/// Beside the operator's token, a capability grant's token (`aidog_...`, minted with
+/// `grant_mint` or `aido grant mint`) is accepted on `/mcp` and `/actions`: the sessions it
+/// opens run under that grant, it reaches no session opened with another token, and every
+/// other endpoint refuses it (403 `serve_operator_only`). A revoked or expired grant's token
+/// gets 401 like a wrong token.
 #[derive(Clone, Debug)]
 pub enum Auth {
     /// `Authorization: Bearer TOKEN` on every request but the RFC 9728 metadata.
@@ -181,6 +207,9 @@ pub struct Options {
     pub keep_alive: Duration,
     /// What `/metrics` answers (the Prometheus text format); `None`: `/metrics` is not served.
     pub metrics: Option<Metrics>,
+    /// Connections open at once (one more gets 503 `serve_busy`), and how soon a new one must
+    /// send its first byte.
+    pub connections: listener::Limits,
 }
 
 /// Renders the metrics in the Prometheus text exposition format (aido-telemetry gives one).
@@ -209,6 +238,10 @@ impl Options {
             drain: Duration::from_secs(3),
             keep_alive: Duration::from_secs(15),
             metrics: None,
+            connections: listener::Limits {
+                connections_max: 1024,
+                first_byte: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -246,6 +279,67 @@ pub(crate) struct Shared {
     pub(crate) keep_alive: Duration,
     pub(crate) api: Arc<api::ApiSessions>,
     pub(crate) metrics: Option<Metrics>,
+    /// Which grant (or the operator: `None`) opened each MCP session.
+    pub(crate) owners: Arc<std::sync::Mutex<Owners>>,
+}
+
+/// Who a request was authenticated as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Principal {
+    /// The operator's token (or none, with `--no-auth`).
+    Operator,
+    /// A capability grant's token.
+    Grant { id: String },
+}
+
+impl Principal {
+    /// The grant id, `None` for the operator.
+    pub(crate) fn grant(&self) -> Option<&str> {
+        match self {
+            Self::Operator => None,
+            Self::Grant { id } => Some(id),
+        }
+    }
+
+    /// Whether it may use a session opened by `owner` (a grant id, or `None` for the
+    /// operator): the operator may use any; a grant only its own.
+    pub(crate) fn may_use(&self, owner: Option<&str>) -> bool {
+        match self {
+            Self::Operator => true,
+            Self::Grant { id } => owner == Some(id.as_str()),
+        }
+    }
+}
+
+/// MCP session id -> (the grant that opened it, last seen).
+#[derive(Default)]
+pub(crate) struct Owners {
+    map: std::collections::HashMap<String, (Option<String>, std::time::Instant)>,
+}
+
+/// More MCP sessions than this and the least recently seen owners are forgotten (their
+/// sessions then serve only the operator).
+const OWNERS_MAX: usize = 65_536;
+
+impl Owners {
+    fn owner(&mut self, session: &str) -> Option<Option<String>> {
+        let entry = self.map.get_mut(session)?;
+        entry.1 = std::time::Instant::now();
+        Some(entry.0.clone())
+    }
+
+    fn insert(&mut self, session: String, owner: Option<String>) {
+        if self.map.len() >= OWNERS_MAX
+            && let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, seen))| *seen)
+                .map(|(k, _)| k.clone())
+        {
+            self.map.remove(&oldest);
+        }
+        self.map.insert(session, (owner, std::time::Instant::now()));
+    }
 }
 
 /// A running server.
@@ -368,12 +462,17 @@ pub async fn start(
         keep_alive: options.keep_alive,
         api: api_sessions.clone(),
         metrics: options.metrics.clone(),
+        owners: Arc::new(std::sync::Mutex::new(Owners::default())),
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(
             shared.clone(),
             judge_message,
+        ))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            bind_mcp_session,
         ))
         .layer(middleware::from_fn(protocol_version))
         .layer(middleware::from_fn_with_state(
@@ -411,15 +510,8 @@ pub async fn start(
         ))
         .with_state(shared);
     let stop = cancel.clone();
+    let listener = listener::Bounded::new(listener, options.connections);
     let task = tokio::spawn(async move {
-        use axum::serve::ListenerExt;
-        // Without TCP_NODELAY an SSE answer's last small write waits for the client's delayed
-        // ACK: ~40 ms per request.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY not set");
-            }
-        });
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .await
@@ -524,30 +616,112 @@ fn metadata_url(shared: &Shared) -> String {
     format!("{}/.well-known/oauth-protected-resource/mcp", shared.base)
 }
 
-/// 401 without the token, with where to read about it (RFC 9728 section 5.1).
-async fn authenticate(State(shared): State<Shared>, request: Request, next: Next) -> Response {
-    if let Auth::Token(token) = &shared.auth {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-            let mut response = HttpError::Unauthorized.into_response();
-            let challenge = format!(
-                "Bearer resource_metadata=\"{}\", error=\"invalid_token\"",
-                metadata_url(&shared)
-            );
-            if let Ok(value) = HeaderValue::from_str(&challenge) {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, value);
+/// 401 without a valid token, with where to read about it (RFC 9728 section 5.1). The
+/// request goes on with its [`Principal`] (and, for a grant, the
+/// [`aido_mcp::http::GrantBearer`] its MCP session opens under) in its extensions.
+async fn authenticate(State(shared): State<Shared>, mut request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|v| v.trim().to_owned());
+    let operator = match (&shared.auth, &given) {
+        (Auth::Off, _) => true,
+        (Auth::Token(token), Some(g)) => constant_time_eq(g.as_bytes(), token.as_bytes()),
+        (Auth::Token(_), None) => false,
+    };
+    let is_grant = given
+        .as_deref()
+        .is_some_and(|g| g.starts_with(aido_actors::GRANT_TOKEN_PREFIX));
+    let principal = if is_grant {
+        let token = given.unwrap_or_default();
+        match shared.runtime.grant_live(&token).await {
+            Ok(id) => {
+                request
+                    .extensions_mut()
+                    .insert(aido_mcp::http::GrantBearer(Arc::from(token.as_str())));
+                Principal::Grant { id }
             }
-            return response;
+            Err(e) => {
+                return challenge(
+                    &shared,
+                    HttpError::GrantTokenInvalid(format!("[{}] {e}", e.code())),
+                );
+            }
+        }
+    } else if operator {
+        Principal::Operator
+    } else {
+        return challenge(&shared, HttpError::Unauthorized);
+    };
+    if let Principal::Grant { .. } = principal {
+        let path = request.uri().path();
+        if !(path == "/mcp" || path.starts_with("/mcp/") || path == "/actions") {
+            return HttpError::OperatorOnly(path.to_owned()).into_response();
         }
     }
+    request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// `error` with `WWW-Authenticate: Bearer resource_metadata=...`.
+fn challenge(shared: &Shared, error: HttpError) -> Response {
+    let mut response = error.into_response();
+    let challenge = format!(
+        "Bearer resource_metadata=\"{}\", error=\"invalid_token\"",
+        metadata_url(shared)
+    );
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// An MCP session serves only the token that opened it (the operator's serves all): the
+/// owner is remembered from the `initialize` answer's `Mcp-Session-Id`. A grant's request on
+/// a session whose owner is not known here is refused too (fail closed).
+async fn bind_mcp_session(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let principal = request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or(Principal::Operator);
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let owner = shared
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .owner(id);
+        let allowed = match &owner {
+            Some(owner) => principal.may_use(owner.as_deref()),
+            None => principal == Principal::Operator,
+        };
+        if !allowed {
+            return HttpError::SessionNotYours(id.clone()).into_response();
+        }
+    }
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+    {
+        shared
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_owned(), principal.grant().map(str::to_owned));
+    }
+    response
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

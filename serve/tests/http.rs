@@ -947,3 +947,191 @@ fn a_client_that_never_reads_its_streams_does_not_stop_the_others() {
         started.elapsed()
     );
 }
+
+/// The load test: many MCP sessions over HTTP at once (and `/actions` sessions beside them),
+/// each making mixed calls — writes, reads, edits, file info, checksums and refused calls —
+/// while idle sockets hold connections open. Every acknowledged call is in the journal under
+/// its session, in the order it was answered, nothing lost or reordered, and every session's
+/// hash chain verifies.
+#[test]
+fn many_concurrent_sessions_over_http_lose_and_reorder_nothing() {
+    const SESSIONS: usize = 16;
+    const CALLS: usize = 24;
+    let w = Arc::new(world(|_| {}));
+    // Idle sockets that never send a byte hold connections the whole time.
+    let idle: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| std::net::TcpStream::connect(w.serving.as_ref().unwrap().addr).unwrap())
+        .collect();
+    let started = Instant::now();
+    let workers: Vec<_> = (0..SESSIONS)
+        .map(|n| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let (session, version) = w.initialize("2025-11-25");
+                let mut acked: Vec<(u64, &'static str)> = Vec::new();
+                for i in 0..CALLS {
+                    let file = format!("s{n}/f{}.txt", i % 4);
+                    let (tool, args, ok) = match i % 6 {
+                        0 => ("write_file", json!({"path": file, "content": format!("{n}-{i}\n")}), true),
+                        1 => ("read_file", json!({"path": format!("s{n}/f0.txt")}), true),
+                        2 => ("file_info", json!({"path": format!("s{n}/f0.txt")}), true),
+                        3 => ("edit_file", json!({"path": format!("s{n}/f0.txt"), "old_string": format!("{n}-"), "new_string": format!("{n}-"), "replace_all": true}), true),
+                        4 => ("checksum", json!({"path": format!("s{n}/f0.txt")}), true),
+                        _ => ("read_file", json!({"path": "/etc/shadow"}), false),
+                    };
+                    let answer = w.call(&session, &version, 10 + i as u64, tool, args);
+                    let result = &answer["result"];
+                    assert_eq!(result["isError"], !ok, "{tool} in session {n}: {answer}");
+                    let seq = result["_meta"]["aido/seq"]
+                        .as_u64()
+                        .unwrap_or_else(|| panic!("no seq on {answer}"));
+                    acked.push((seq, tool));
+                }
+                acked
+            })
+        })
+        .collect();
+    // Beside them, /actions sessions.
+    let api: Vec<_> = (0..4)
+        .map(|n| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let mut session: Option<String> = None;
+                let mut acked = Vec::new();
+                for i in 0..CALLS {
+                    let mut body = json!({"primitive": "write_file",
+                        "arguments": {"path": format!("api{n}.txt"), "content": format!("{i}\n")}});
+                    if let Some(s) = &session {
+                        body["session"] = json!(s);
+                    }
+                    let r = w.action(&body).json();
+                    assert_eq!(r["ok"], true, "{r}");
+                    session = Some(r["session"].as_str().unwrap().to_owned());
+                    acked.push(r["seq"].as_u64().unwrap());
+                }
+                (session.unwrap(), acked)
+            })
+        })
+        .collect();
+    let mcp: Vec<Vec<(u64, &str)>> = workers.into_iter().map(|t| t.join().unwrap()).collect();
+    let api: Vec<(String, Vec<u64>)> = api.into_iter().map(|t| t.join().unwrap()).collect();
+    let elapsed = started.elapsed();
+    drop(idle);
+    let mut w = Arc::try_unwrap(w).ok().expect("the workers are done");
+    w.shutdown();
+    let journal = w.feed.journal().clone();
+    let sessions = journal.sessions().unwrap();
+    let ours: Vec<_> = sessions
+        .iter()
+        .filter(|s| s.client.as_deref() == Some("http-test 1"))
+        .collect();
+    assert_eq!(ours.len(), SESSIONS, "one aido session per MCP session");
+    let mut checked = 0;
+    for acked in &mcp {
+        // Which journal session holds this MCP session's first seq.
+        let session = ours
+            .iter()
+            .find(|s| {
+                let recs = journal.all_records(s.id).unwrap();
+                acked.iter().all(|(seq, tool)| {
+                    recs.iter().any(|r| {
+                        r.seq == *seq
+                            && matches!(&r.event, aido_journal::Event::ActionProposed { action, .. } if action.primitive() == *tool)
+                    })
+                })
+            })
+            .expect("a session holding every acknowledged call, each with its primitive");
+        let recs = journal.all_records(session.id).unwrap();
+        let seqs: Vec<u64> = recs.iter().map(|r| r.seq).collect();
+        assert!(
+            seqs.windows(2).all(|p| p[1] == p[0] + 1),
+            "no gap: {seqs:?}"
+        );
+        assert!(
+            acked.windows(2).all(|p| p[0].0 < p[1].0),
+            "answered in the order journaled"
+        );
+        // Each acknowledged proposal was refused where it was proposed, or has its end
+        // record after it.
+        for (seq, _) in acked {
+            let refused = recs.iter().any(|r| {
+                r.seq == *seq
+                    && matches!(
+                        &r.event,
+                        aido_journal::Event::ActionProposed {
+                            verdict: aido_actions::Verdict::Deny { .. },
+                            ..
+                        }
+                    )
+            });
+            let ended = recs.iter().any(|r| {
+                matches!(&r.event,
+                aido_journal::Event::ActionCompleted { proposal, .. }
+                | aido_journal::Event::ActionFailed { proposal, .. } if proposal == seq)
+            });
+            assert!(refused || ended, "call at seq {seq} has no end");
+        }
+        assert!(journal.verify(session.id).unwrap().broken.is_none());
+        checked += 1;
+    }
+    for (id, acked) in &api {
+        let session = sessions.iter().find(|s| s.id.to_string() == *id).unwrap();
+        let recs = journal.all_records(session.id).unwrap();
+        for seq in acked {
+            assert!(recs.iter().any(|r| r.seq == *seq));
+        }
+        assert!(acked.windows(2).all(|p| p[0] < p[1]));
+        assert!(journal.verify(session.id).unwrap().broken.is_none());
+        checked += 1;
+    }
+    assert_eq!(checked, SESSIONS + 4);
+    eprintln!(
+        "{} MCP calls in {SESSIONS} sessions and {} /actions calls with 64 idle sockets: {elapsed:?}",
+        SESSIONS * CALLS,
+        4 * CALLS
+    );
+}
+
+/// A flood of connections: past the cap, each new one is answered 503 `serve_busy` and
+/// closed; a socket that never speaks is closed after the first-byte deadline, and its place
+/// goes to a client that does.
+#[test]
+fn a_connection_flood_gets_503_serve_busy_and_silent_sockets_are_closed() {
+    let w = world(|o| {
+        o.connections = aido_serve::listener::Limits {
+            connections_max: 8,
+            first_byte: Duration::from_millis(700),
+        };
+    });
+    let addr = w.serving.as_ref().unwrap().addr;
+    let silent: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    // The ninth gets the coded refusal.
+    let mut extra = std::net::TcpStream::connect(addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = String::new();
+    extra.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"code\":\"serve_busy\""), "{answer}");
+    // The silent ones are closed after the deadline (a read sees the end).
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 16];
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "a silent socket is closed");
+    }
+    // And clients that talk are served again.
+    let (session, version) = w.initialize("2025-11-25");
+    let listed = w.call(
+        &session,
+        &version,
+        2,
+        "write_file",
+        json!({"path": "x.txt", "content": "served again\n"}),
+    );
+    assert_eq!(listed["result"]["isError"], false, "{listed}");
+}

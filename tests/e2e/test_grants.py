@@ -139,3 +139,88 @@ async def test_revocation_expiry_and_rate_refuse_the_next_call_and_a_bad_token_s
     history = world.run("replay", "sessions", "--json")
     assert history.returncode == 0
     assert playback_clean(world) > 0
+
+
+async def test_aido_serve_takes_a_grant_as_its_bearer_token_and_the_operator_cli_mints_lists_and_revokes(world):
+    """`aido grant mint` (the operator's CLI, journaled) makes a token that `aido serve`
+    accepts as a bearer token: the MCP session it opens runs under the grant (tools/list
+    shows only the granted primitives; a path outside is refused), it reaches no session
+    opened with another token and none of the operator's endpoints, and `aido grant revoke`
+    makes the server refuse it with 401 while the server runs."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from test_serve import MCP_HEADERS, init_body, serve
+
+    (world.home / "work").mkdir()
+    (world.home / "work" / "a.txt").write_text("granted\n")
+    minted = world.run("grant", "mint", "--primitive", "read_only", "--read", "work", "--uses", "50", "--json")
+    assert minted.returncode == 0, describe(minted)
+    minted = json.loads(minted.stdout)
+    token, gid = minted["token"], minted["grant"]["id"]
+    assert minted["grant"]["scope"]["read"] == [str(world.home / "work")]
+    listed = world.run("grant", "list")
+    assert listed.returncode == 0 and gid in listed.stdout and "used 0/50" in listed.stdout, describe(listed)
+
+    with serve(world) as served:
+        grant_headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=grant_headers, timeout=30) as http:
+            async with streamable_http_client(served.url, http_client=http) as (read, write):
+                async with ClientSession(read, write, read_timeout_seconds=30) as mcp:
+                    await mcp.initialize()
+                    names = {t.name for t in (await mcp.list_tools()).tools}
+                    assert "read_file" in names and "search_code" in names
+                    assert "write_file" not in names and "run_command" not in names
+                    got = ok(await mcp.call_tool("read_file", {"path": "work/a.txt"}))
+                    assert got["content"] == "granted\n"
+                    err(await mcp.call_tool("read_file", {"path": "notes.txt"}), "grant_path_outside")
+                    err(await mcp.call_tool("write_file", {"path": "work/b.txt", "content": "x"}))
+                    assert not (world.home / "work" / "b.txt").exists()
+
+        with httpx2.Client(timeout=30) as raw:
+            # The operator's endpoints refuse a grant's token.
+            for path in ("/events", "/metrics"):
+                r = raw.get(served.base + path, headers=grant_headers)
+                assert r.status_code == 403 and r.json()["code"] == "serve_operator_only", (path, r.text)
+            # An MCP session the operator opened is not the grant's to use.
+            r = raw.post(served.url, headers={**served.headers(), **MCP_HEADERS}, json=init_body())
+            assert r.status_code == 200, r.text
+            sid = r.headers["mcp-session-id"]
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "read_file", "arguments": {"path": "notes.txt"}}}
+            r = raw.post(served.url, headers={**grant_headers, **MCP_HEADERS, "mcp-session-id": sid,
+                                              "mcp-protocol-version": "2025-11-25"}, json=call)
+            assert r.status_code == 403 and r.json()["code"] == "serve_session_not_yours", r.text
+            # /actions: the grant's own session, judged by the grant; the operator's refused.
+            r = raw.post(served.base + "/actions", headers=grant_headers,
+                         json={"primitive": "read_file", "arguments": {"path": "work/a.txt"}})
+            assert r.json()["ok"] is True, r.text
+            op = raw.post(served.base + "/actions", headers=served.headers(),
+                          json={"primitive": "read_file", "arguments": {"path": "notes.txt"}}).json()
+            assert op["ok"] is True, op
+            r = raw.post(served.base + "/actions", headers=grant_headers,
+                         json={"primitive": "read_file", "arguments": {"path": "notes.txt"}, "session": op["session"]})
+            assert r.status_code == 403 and r.json()["code"] == "serve_session_not_yours", r.text
+            # A made-up grant token is refused like a wrong token.
+            r = raw.post(served.base + "/actions", headers={"Authorization": "Bearer aidog_" + "0" * 32 + "_" + "0" * 64},
+                         json={"primitive": "read_file", "arguments": {"path": "work/a.txt"}})
+            assert r.status_code == 401 and "invalid_token" in r.headers["www-authenticate"], r.text
+
+            # Revoked by the operator while the server runs: refused from the next request.
+            revoked = world.run("grant", "revoke", gid)
+            assert revoked.returncode == 0 and f"revoked {gid}" in revoked.stdout, describe(revoked)
+            r = raw.post(served.base + "/actions", headers=grant_headers,
+                         json={"primitive": "read_file", "arguments": {"path": "work/a.txt"}})
+            assert r.status_code == 401 and r.json()["code"] == "serve_grant_token_invalid", r.text
+            assert "grant_revoked" in r.json()["message"]
+
+    after = json.loads(world.run("grant", "list", "--json").stdout)["grants"]
+    assert [g["id"] for g in after] == [gid] and after[0]["revoked_ms"] is not None
+    # Uses were counted: the MCP session's three calls and the one /actions call.
+    assert after[0]["uses"] == 4, after
+    # The CLI's mint, list and revoke are journaled in sessions of their own; the token never is.
+    sessions = world.run_json("replay", "sessions", "--json")
+    assert sum(1 for s in sessions if s.get("client") == "aido grant") >= 3, sessions
+    assert files_holding(world.aido_home, token.encode()) == []
+    assert playback_clean(world) > 0

@@ -1,0 +1,228 @@
+//! `aido serve`: read_file round trips over MCP's streamable HTTP, beside the same calls over
+//! aido's own stdio path (`@modelcontextprotocol/server-filesystem` serves stdio only, so the
+//! stdio section is where it stands), both from one rmcp client in alternating rounds; how
+//! many MCP sessions one `aido serve` holds on this machine, with its memory; and
+//! telemetry's price per action, on vs off.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use crate::stdio::Server;
+
+/// How the section ran, or why it did not.
+pub enum ServeSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(ServeRun),
+}
+
+/// What the section measured.
+pub struct ServeRun {
+    /// Every HTTP round trip, in call order.
+    pub http: Vec<Duration>,
+    /// Every stdio round trip, in call order.
+    pub stdio: Vec<Duration>,
+    /// Rounds of each.
+    pub rounds: usize,
+    /// MCP sessions opened and held at once.
+    pub held: usize,
+    /// The server's resident memory before the sessions were opened, and with all held (bytes).
+    pub rss_before: u64,
+    pub rss_held: u64,
+    /// Round trips on one more session while all are held.
+    pub while_held: Vec<Duration>,
+    /// read_file in process with telemetry off and on (exporting to a real OTLP receiver).
+    pub telemetry: Result<crate::telemetry::Figures, String>,
+}
+
+/// Runs the section.
+pub async fn run(
+    aido: &Path,
+    temp: &Path,
+    calls: usize,
+    rounds: usize,
+    hold: usize,
+) -> ServeSection {
+    match measure(aido, temp, calls, rounds, hold).await {
+        Ok(run) => ServeSection::Ran(run),
+        Err(error) => ServeSection::Failed(format!("{error:#}")),
+    }
+}
+
+type Client = RunningService<rmcp::RoleClient, ()>;
+
+async fn connect(url: &str, token: &str) -> Result<Client> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport)
+        .await
+        .context("the MCP handshake over HTTP")
+}
+
+async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
+    let mut arguments = JsonObject::new();
+    arguments.insert("path".into(), Value::String(path.to_owned()));
+    let params = CallToolRequestParams::new("read_file").with_arguments(arguments);
+    let started = Instant::now();
+    let result = client.peer().call_tool(params).await?;
+    let took = started.elapsed();
+    let got = result
+        .structured_content
+        .as_ref()
+        .and_then(|v| v["content"].as_str())
+        .unwrap_or_default();
+    if result.is_error == Some(true) || got != want {
+        bail!(
+            "read_file over HTTP answered {:?}",
+            result.structured_content
+        );
+    }
+    Ok(took)
+}
+
+fn rss(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .context("VmRSS")?;
+    Ok(kb * 1024)
+}
+
+async fn measure(
+    aido: &Path,
+    temp: &Path,
+    calls: usize,
+    rounds: usize,
+    hold: usize,
+) -> Result<ServeRun> {
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let content = "a line of the file read over HTTP and over stdio\n".repeat(20);
+    let file = home.join("f.txt");
+    std::fs::write(&file, &content)?;
+    let path = file.to_string_lossy().into_owned();
+
+    let command = |sub: &str| {
+        let mut c = tokio::process::Command::new(aido);
+        c.arg(sub)
+            .env_clear()
+            .env("HOME", &home)
+            .env("AIDO_HOME", &aido_home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&home)
+            .kill_on_drop(true);
+        c
+    };
+    // aido serve, its URL and token from its first two lines.
+    let mut serve = command("serve");
+    serve
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(
+            work.path().join("serve.stderr"),
+        )?));
+    let mut child = serve.spawn().context("spawning aido serve")?;
+    let pid = child.id().context("aido serve's pid")?;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
+    let first = lines.next_line().await?.unwrap_or_default();
+    let second = lines.next_line().await?.unwrap_or_default();
+    let url = first
+        .strip_prefix("aido serve: MCP at ")
+        .with_context(|| format!("aido serve said {first:?}"))?
+        .trim()
+        .to_owned();
+    let token_file = second
+        .strip_prefix("aido serve: bearer token in ")
+        .with_context(|| format!("aido serve said {second:?}"))?
+        .trim()
+        .to_owned();
+    let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
+
+    let http = connect(&url, &token).await?;
+    let stdio = Server::start(
+        "aido",
+        command("mcp"),
+        work.path().join("mcp.stderr"),
+        &["read_file"],
+    )
+    .await?;
+    // Warm both.
+    for _ in 0..(calls / 10).max(5) {
+        read(&http, &path, &content).await?;
+        stdio.read(&file).await?;
+    }
+    let (mut over_http, mut over_stdio) = (Vec::new(), Vec::new());
+    for round in 0..rounds.max(1) {
+        for side in [round % 2, 1 - round % 2] {
+            for _ in 0..calls {
+                if side == 0 {
+                    over_http.push(read(&http, &path, &content).await?);
+                } else {
+                    let started = Instant::now();
+                    let got = stdio.read(&file).await?;
+                    over_stdio.push(started.elapsed());
+                    if got.is_empty() {
+                        bail!("read_file over stdio answered nothing");
+                    }
+                }
+            }
+        }
+    }
+    stdio.stop().await?;
+
+    // Sessions held at once: each an initialized MCP session with its client.
+    let rss_before = rss(pid)?;
+    let mut held = Vec::with_capacity(hold);
+    for _ in 0..hold {
+        held.push(connect(&url, &token).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_held = rss(pid)?;
+    let mut while_held = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        while_held.push(read(&http, &path, &content).await?);
+    }
+    let count = held.len();
+    for client in held {
+        let _ = client.cancel().await;
+    }
+    let _ = http.cancel().await;
+    // SIGTERM through the CLI's own signal path (bounded drain), then reap.
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+
+    let telemetry = crate::telemetry::measure(calls.max(200), rounds.max(2))
+        .await
+        .map_err(|e| format!("{e:#}"));
+    Ok(ServeRun {
+        http: over_http,
+        stdio: over_stdio,
+        rounds,
+        held: count,
+        rss_before,
+        rss_held,
+        while_held,
+        telemetry,
+    })
+}
