@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::backend::{Backend, Button, Capabilities, Direction, Event, Window};
+use crate::backend::{Backend, Button, Capabilities, Direction, Event, Frame, Window};
 use crate::error::DesktopError;
 use crate::gate::Rules;
 use crate::keys::{self, Keysym};
@@ -274,6 +274,17 @@ impl Desktop {
 
     /// The screen, with deny-listed windows painted black before it leaves.
     pub fn screenshot(&mut self) -> Result<Shot, DesktopError> {
+        let (frame, blacked_out) = self.frame()?;
+        Ok(Shot {
+            png: frame.png()?,
+            size: [frame.width, frame.height],
+            blacked_out,
+        })
+    }
+
+    /// The screen's pixels (not encoded), deny-listed windows already black, and those
+    /// windows.
+    pub fn frame(&mut self) -> Result<(Frame, Vec<Window>), DesktopError> {
         let windows = self.backend.windows()?;
         let mut frame = self.backend.capture()?;
         let blacked_out: Vec<Window> = windows
@@ -284,11 +295,7 @@ impl Desktop {
                 redact(w)
             })
             .collect();
-        Ok(Shot {
-            png: frame.png()?,
-            size: [frame.width, frame.height],
-            blacked_out,
-        })
+        Ok((frame, blacked_out))
     }
 
     /// Every top-level window, bottom first; deny-listed ones have their title hidden.

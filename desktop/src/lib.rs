@@ -44,7 +44,7 @@ pub mod wlr;
 /// The X11 backend.
 pub mod x11;
 
-pub use backend::{Button, Capabilities, Direction, Rect, Window};
+pub use backend::{Button, Capabilities, Direction, Frame, Rect, Window};
 pub use desktop::{
     Delivered, Desktop, Gesture, KeyTarget, Limits, Options, SessionMode, Shot, doctor,
 };
