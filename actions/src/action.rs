@@ -412,6 +412,12 @@ actions! {
         SetClipboard(desktop::SetClipboard) = "set_clipboard", Desktop;
         /// Show a desktop notification as app "aido". Class: desktop.
         SendNotification(desktop::SendNotification) = "send_notification", Desktop;
+        /// Find text on the screen by OCR (deny-listed windows blacked out first): every match with its box and center. Class: read_only.
+        FindText(desktop::FindText) = "find_text", ReadOnly;
+        /// Wait (bounded) until text is on the screen by OCR, then say where. Class: read_only.
+        WaitForText(desktop::WaitForText) = "wait_for_text", ReadOnly;
+        /// Find text on the screen by OCR and click its center (judged like click). Class: desktop.
+        ClickText(desktop::ClickText) = "click_text", Desktop;
         /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on the host desktop, behind the desktop gates; a screenshot follows each action. Class: desktop.
         DesktopComputer(computer::Computer) = "desktop_computer", Desktop;
         /// Anthropic's computer_toolset_20260801 on the host desktop: a turn's member calls run in order, stopping at the first failure. Class: desktop.
@@ -683,6 +689,9 @@ mod tests {
             ("get_clipboard", SideEffectClass::ReadOnly),
             ("set_clipboard", SideEffectClass::Desktop),
             ("send_notification", SideEffectClass::Desktop),
+            ("find_text", SideEffectClass::ReadOnly),
+            ("wait_for_text", SideEffectClass::ReadOnly),
+            ("click_text", SideEffectClass::Desktop),
             ("define_function", SideEffectClass::FsWrite),
             ("call_function", SideEffectClass::Composite),
             ("list_functions", SideEffectClass::ReadOnly),

@@ -149,6 +149,41 @@ pub struct SendNotification {
     pub expire_ms: Option<u32>,
 }
 
+/// Find text on the screen by OCR (the screenshot as the agent would get it, deny-listed
+/// windows blacked out): every match with its box and center.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindText {
+    /// The text to find (a word or a phrase; matched case-insensitively, tolerating OCR
+    /// slips).
+    #[schemars(length(min = 1, max = 256))]
+    pub text: String,
+}
+
+/// Wait until text is on the screen (OCR, polling), then say where.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForText {
+    /// The text to wait for.
+    #[schemars(length(min = 1, max = 256))]
+    pub text: String,
+    /// How long to wait (default 10000 ms, at most 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Find text on the screen (OCR) and click its center, behind the same gates as click.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClickText {
+    /// The text to click.
+    #[schemars(length(min = 1, max = 256))]
+    pub text: String,
+    /// The button (default left).
+    #[serde(default)]
+    pub button: MouseButton,
+}
+
 // The desktop is outside the walls: no path is touched; desktop.enabled, the class, mode,
 // action and capability gates, and the body's own app rules judge these.
 macro_rules! touches_nothing {
@@ -169,5 +204,8 @@ touches_nothing!(
     FocusWindow,
     NoArgs,
     SetClipboard,
-    SendNotification
+    SendNotification,
+    FindText,
+    WaitForText,
+    ClickText
 );

@@ -127,6 +127,8 @@ async fn desktop_primitives_are_off_unless_enabled() {
         ("get_clipboard", json!({})),
         ("type_text", json!({"text": "x"})),
         ("send_notification", json!({"summary": "s"})),
+        ("find_text", json!({"text": "x"})),
+        ("click_text", json!({"text": "x"})),
     ] {
         assert_eq!(
             a.err(primitive, args).await,

@@ -24,6 +24,7 @@
 //! target/release/aido-bench render --from docs/benchmarks.json --out docs/BENCHMARKS.md
 //! ```
 
+mod desktop;
 /// Criterion results.
 mod estimates;
 /// fetch_url against mcp-server-fetch.
@@ -120,6 +121,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         repeats: usize,
     },
+    /// Run only the desktop section (screenshots and keypress to pixels on owned sway and
+    /// Xvfb sessions, beside grim / import and wtype / xdotool) and print its figures.
+    Desktop,
     /// Run only the telemetry section (read_file with telemetry on vs off, in-process) and
     /// print its figures as JSON (nothing is written).
     Telemetry {
@@ -242,6 +246,9 @@ struct Args {
     /// Fetches of each page by each side in the fetch benchmark.
     #[arg(long, default_value_t = 20)]
     fetch_repeats: usize,
+    /// Leave out the desktop benchmark (owned sway and Xvfb sessions).
+    #[arg(long)]
+    skip_desktop: bool,
     /// Leave out the script benchmark.
     #[arg(long)]
     skip_script: bool,
@@ -290,6 +297,7 @@ fn main() -> Result<()> {
             repeats,
         }) => return fetch_only(aido, python, *repeats),
         Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
+        Some(Command::Desktop) => return desktop_only(),
         Some(Command::Telemetry { calls, rounds }) => {
             return telemetry::run((*calls).max(1), (*rounds).max(1));
         }
@@ -448,6 +456,12 @@ async fn bench(args: Args) -> Result<()> {
     if let serve::ServeSection::Failed(why) = &serve {
         eprintln!("aido-bench: the serve section failed: {why}");
     }
+    let desktop = if args.skip_desktop {
+        desktop::DesktopSection::Skipped("`--skip-desktop`".into())
+    } else {
+        eprintln!("aido-bench: desktop: screenshots and keypress to pixels per backend");
+        tokio::task::spawn_blocking(desktop::run).await?
+    };
 
     let report = Report {
         machine,
@@ -467,6 +481,7 @@ async fn bench(args: Args) -> Result<()> {
         fetch,
         script,
         serve,
+        desktop,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -547,6 +562,38 @@ fn script_only(aido: &Path, repeats: usize) -> Result<()> {
         us(crate::snapshots::median(&run.empty)),
         us(crate::snapshots::median(&run.direct)),
     );
+    Ok(())
+}
+
+/// `aido-bench desktop`: the desktop section alone, its figures printed.
+#[allow(clippy::print_stdout)]
+fn desktop_only() -> Result<()> {
+    let lanes = match desktop::run() {
+        desktop::DesktopSection::Ran(lanes) => lanes,
+        desktop::DesktopSection::Skipped(why) => bail!("not run: {why}"),
+    };
+    let ms = |v: &[std::time::Duration]| crate::snapshots::median(v).as_secs_f64() * 1e3;
+    for (backend, lane) in lanes {
+        match lane {
+            Err(e) => println!("{backend}: {e}"),
+            Ok(l) => {
+                let peer = |p: &Result<(String, Vec<std::time::Duration>), String>| match p {
+                    Ok((name, times)) => format!("{name} {:.2} ms", ms(times)),
+                    Err(e) => e.clone(),
+                };
+                println!(
+                    "{backend} ({}, {}x{}): screenshot {:.2} ms (peer {}); keypress to pixels {:.2} ms (peer {})",
+                    l.server,
+                    l.screen[0],
+                    l.screen[1],
+                    ms(&l.shot),
+                    peer(&l.peer_shot),
+                    ms(&l.key),
+                    peer(&l.peer_key),
+                );
+            }
+        }
+    }
     Ok(())
 }
 

@@ -88,6 +88,8 @@ pub struct Report {
     pub script: crate::script::ScriptSection,
     /// `aido serve` over HTTP beside stdio, sessions held, telemetry on vs off.
     pub serve: crate::serve::ServeSection,
+    /// Screenshots and keypress-to-pixels per desktop backend.
+    pub desktop: crate::desktop::DesktopSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -191,6 +193,7 @@ const NOTES: &[(&str, &str)] = &[
     ("fetch", include_str!("report/notes/fetch.md")),
     ("script", include_str!("report/notes/script.md")),
     ("serve", include_str!("report/notes/serve.md")),
+    ("desktop", include_str!("report/notes/desktop.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -620,6 +623,141 @@ fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Sec
             ("dropped", dropped),
         ],
         Vec::new(),
+/// The desktop section: per backend, a screenshot beside grim / import, and a keypress to
+/// pixels beside wtype / xdotool.
+fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>) -> Section {
+    use crate::desktop::{DesktopSection, KEYS, SHOTS};
+    const S: &str = "desktop";
+    let ids = |backend: &str| {
+        (
+            format!("desktop_screenshot_{backend}"),
+            format!("desktop_keypress_to_pixels_{backend}"),
+        )
+    };
+    let shot_what = |backend: &str| {
+        format!(
+            "desktop screenshot ({backend} backend: capture, blackout, PNG) / the command-line tool on the same screen, time per screenshot"
+        )
+    };
+    let key_what = |backend: &str| {
+        format!(
+            "desktop keypress to pixels ({backend} backend: type_text of one character until the terminal's pixels change) / the same character from the command-line tool, time per keypress"
+        )
+    };
+    let lanes = match desktop {
+        DesktopSection::Ran(lanes) => lanes,
+        DesktopSection::Skipped(why) => {
+            for backend in ["wlr", "x11"] {
+                let (shot, key) = ids(backend);
+                rows.push(row(
+                    S,
+                    shot,
+                    shot_what(backend),
+                    Outcome::NotRun(why.clone()),
+                ));
+                rows.push(row(S, key, key_what(backend), Outcome::NotRun(why.clone())));
+            }
+            return section(
+                S,
+                &[
+                    ("lanes", "Not run.".into()),
+                    ("shots", SHOTS.to_string()),
+                    ("keys", KEYS.to_string()),
+                ],
+                vec![("lanes", table(&["lane", "server"], Vec::new()))],
+            );
+        }
+    };
+    let mut cells = Vec::new();
+    let with_peer = |id: String,
+                     what: String,
+                     ours: &[Duration],
+                     peer: &Result<(String, Vec<Duration>), String>|
+     -> Row {
+        let ours = samples(ours);
+        match peer {
+            Ok((name, times)) => {
+                let theirs = samples(times);
+                let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
+                beside(
+                    row(S, id, what, Outcome::Measured(ours)),
+                    Peer {
+                        name: name.clone(),
+                        value: theirs,
+                    },
+                    ratio,
+                )
+            }
+            Err(_) => row(S, id, what, Outcome::Measured(ours)),
+        }
+    };
+    for (backend, lane) in lanes {
+        let (shot_id, key_id) = ids(backend);
+        match lane {
+            Ok(l) => {
+                rows.push(with_peer(
+                    shot_id,
+                    shot_what(backend),
+                    &l.shot,
+                    &l.peer_shot,
+                ));
+                rows.push(with_peer(key_id, key_what(backend), &l.key, &l.peer_key));
+                let why = |p: &Result<(String, Vec<Duration>), String>| match p {
+                    Ok((name, _)) => name.clone(),
+                    Err(e) => e.clone(),
+                };
+                cells.push(vec![
+                    format!("`{backend}`"),
+                    l.server.clone(),
+                    format!("{}x{}", l.screen[0], l.screen[1]),
+                    why(&l.peer_shot),
+                    why(&l.peer_key),
+                ]);
+            }
+            Err(e) => {
+                let outcome = if e.starts_with("not run") {
+                    Outcome::NotRun(e.clone())
+                } else {
+                    Outcome::Failed(e.clone())
+                };
+                rows.push(row(S, shot_id, shot_what(backend), outcome.clone()));
+                rows.push(row(S, key_id, key_what(backend), outcome));
+                cells.push(vec![
+                    format!("`{backend}`"),
+                    e.clone(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]);
+            }
+        }
+    }
+    section(
+        S,
+        &[
+            (
+                "lanes",
+                format!(
+                    "{} lane(s) ran.",
+                    lanes.iter().filter(|(_, l)| l.is_ok()).count()
+                ),
+            ),
+            ("shots", SHOTS.to_string()),
+            ("keys", KEYS.to_string()),
+        ],
+        vec![(
+            "lanes",
+            table(
+                &[
+                    "backend",
+                    "server",
+                    "screen",
+                    "screenshot peer",
+                    "keypress peer",
+                ],
+                cells,
+            ),
+        )],
     )
 }
 
@@ -640,6 +778,7 @@ impl Report {
         sections.push(fetch_section(&self.fetch, &mut rows));
         sections.push(script_section(&self.script, &mut rows));
         sections.push(serve_section(&self.serve, &mut rows));
+        sections.push(desktop_section(&self.desktop, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -975,6 +1114,7 @@ pub(crate) mod tests {
             fetch: crate::fetch::FetchSection::Skipped("not asked for".into()),
             script: crate::script::ScriptSection::Skipped("not asked for".into()),
             serve: crate::serve::ServeSection::Skipped("not asked for".into()),
+            desktop: crate::desktop::DesktopSection::Skipped("not asked for".into()),
         }
     }
 

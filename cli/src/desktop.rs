@@ -1,6 +1,9 @@
 //! `aido desktop doctor`: what a display offers, probed (never guessed from environment
 //! variables). With `--display`, that display is probed and nothing is started; without it,
-//! the owned session `[desktop]` describes is started, probed and stopped.
+//! the owned session `[desktop]` describes is started, probed and stopped. An X display
+//! (`:0`) is probed by the x11 backend (its extensions), a Wayland socket by the wlr backend
+//! (its globals and sway IPC); the report names the backend and lists what it found under
+//! that backend's key.
 
 use std::process::ExitCode;
 
@@ -25,6 +28,7 @@ pub fn doctor(layered: &Layered, display: Option<&str>, as_json: bool) -> Result
         ),
         (None, DesktopSession::Owned) => {
             let session = OwnedSession::start(&SessionOptions {
+                server: aido_actors::desktop::actor::server(d.server),
                 width: d.width,
                 height: d.height,
                 window_manager: Some(d.window_manager.clone()).filter(|w| !w.is_empty()),
@@ -45,6 +49,11 @@ pub fn doctor(layered: &Layered, display: Option<&str>, as_json: bool) -> Result
             }
         }
     };
+    let backend = if aido_desktop::desktop::is_x11_display(&display) {
+        "x11"
+    } else {
+        "wlr"
+    };
     let capabilities = match aido_desktop::doctor(&display) {
         Ok(c) => serde_json::to_value(&c)?,
         Err(e) => json!({"error": {"code": e.code(), "message": e.to_string()}}),
@@ -58,22 +67,17 @@ pub fn doctor(layered: &Layered, display: Option<&str>, as_json: bool) -> Result
             json!({"error": {"code": "desktop_no_bus", "message": "no session bus is configured"}})
         }
     };
-    let wayland = if std::env::var_os("WAYLAND_DISPLAY").is_some() {
-        "WAYLAND_DISPLAY is set, but the wlr backend is not built: it was not probed"
-    } else {
-        "not probed (the wlr backend is not built)"
-    };
     let report = json!({
         "session": mode,
         "display": display,
         "enabled": d.enabled,
-        "x11": capabilities,
+        "backend": backend,
+        backend: capabilities,
         "notifications": notifications,
-        "wayland": wayland,
     });
     drop(owned);
     print(&report, as_json);
-    Ok(if report["x11"].get("error").is_some() {
+    Ok(if report[backend].get("error").is_some() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -92,27 +96,42 @@ fn print(report: &Value, as_json: bool) {
         report["display"].as_str().unwrap_or("?")
     );
     println!("desktop.enabled: {}", report["enabled"]);
-    let x = &report["x11"];
-    if let Some(e) = x.get("error") {
-        println!(
-            "x11: unavailable ({}: {})",
-            e["code"].as_str().unwrap_or(""),
-            e["message"].as_str().unwrap_or("")
-        );
+    let backend = report["backend"].as_str().unwrap_or("x11");
+    let x = &report[backend];
+    let rows: [(&str, &str); 5] = if backend == "wlr" {
+        [
+            (
+                "input (zwlr_virtual_pointer + zwp_virtual_keyboard)",
+                "input",
+            ),
+            ("screenshots (wlr-screencopy)", "screenshot"),
+            ("window list (sway IPC GET_TREE)", "client_list"),
+            ("focus (sway IPC [con_id] focus)", "focus_by_wm"),
+            ("clipboard (wlr-data-control)", "clipboard"),
+        ]
     } else {
-        println!(
-            "x11: {} screen {}x{}",
-            x["server"].as_str().unwrap_or(""),
-            x["screen"][0],
-            x["screen"][1]
-        );
-        for (what, key) in [
+        [
             ("input (XTEST)", "input"),
             ("screenshots (GetImage)", "screenshot"),
             ("window list (_NET_CLIENT_LIST)", "client_list"),
             ("focus through the window manager", "focus_by_wm"),
             ("clipboard (selections)", "clipboard"),
-        ] {
+        ]
+    };
+    if let Some(e) = x.get("error") {
+        println!(
+            "{backend}: unavailable ({}: {})",
+            e["code"].as_str().unwrap_or(""),
+            e["message"].as_str().unwrap_or("")
+        );
+    } else {
+        println!(
+            "{backend}: {} screen {}x{}",
+            x["server"].as_str().unwrap_or(""),
+            x["screen"][0],
+            x["screen"][1]
+        );
+        for (what, key) in rows {
             println!(
                 "  {what}: {}",
                 if x[key] == Value::Bool(true) {
@@ -141,5 +160,4 @@ fn print(report: &Value, as_json: bool) {
             report["notifications"]["version"].as_str().unwrap_or("")
         ),
     }
-    println!("wayland: {}", report["wayland"].as_str().unwrap_or(""));
 }

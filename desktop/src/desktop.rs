@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::backend::{Backend, Button, Capabilities, Direction, Event, Window};
+use crate::backend::{Backend, Button, Capabilities, Direction, Event, Frame, Window};
 use crate::error::DesktopError;
 use crate::gate::Rules;
 use crate::keys::{self, Keysym};
 use crate::session::{OwnedSession, SessionOptions};
+use crate::wlr::Wlr;
 use crate::x11::X11;
 
 /// Which session the desktop drives.
@@ -27,7 +28,8 @@ pub enum SessionMode {
     Owned(SessionOptions),
     /// A live display the user named (an explicit opt-in), with its bus address if any.
     Attach {
-        /// The X display (`:0`).
+        /// The X display (`:0`), or a Wayland socket (`wayland-1` in XDG_RUNTIME_DIR, or a
+        /// path).
         display: String,
         /// The D-Bus session bus address for notifications.
         bus: Option<String>,
@@ -191,9 +193,29 @@ const DRAG_STEPS: i32 = 8;
 /// Events per chunk: the focus is checked between chunks.
 const CHUNK_EVENTS: usize = 32;
 
-/// Probe a display and say what it supports (no session is started).
+/// Whether a display names an X server (`:0`, `host:0.0`) rather than a Wayland socket.
+pub fn is_x11_display(display: &str) -> bool {
+    !display.starts_with('/') && display.contains(':')
+}
+
+/// Probe a display and say what it supports (no session is started): an X display is probed
+/// for its extensions, a Wayland socket for its globals and sway IPC.
 pub fn doctor(display: &str) -> Result<Capabilities, DesktopError> {
-    crate::x11::probe(display)
+    if is_x11_display(display) {
+        crate::x11::probe(display)
+    } else {
+        crate::wlr::probe(display)
+    }
+}
+
+/// Connect the backend the display's server supports.
+fn connect(display: &str) -> Result<Box<dyn Backend>, DesktopError> {
+    Ok(if is_x11_display(display) {
+        // XWayland is refused there (its input can be dropped silently).
+        Box::new(X11::connect(display)?)
+    } else {
+        Box::new(Wlr::connect(display)?)
+    })
 }
 
 impl Desktop {
@@ -207,8 +229,7 @@ impl Desktop {
             }
             SessionMode::Attach { display, bus } => (None, display.clone(), bus.clone()),
         };
-        // Only X11 is built: a server that is not X (or XWayland) fails here with a code.
-        let backend: Box<dyn Backend> = Box::new(X11::connect(&display)?);
+        let backend = connect(&display)?;
         Ok(Self {
             backend,
             session,
@@ -253,6 +274,17 @@ impl Desktop {
 
     /// The screen, with deny-listed windows painted black before it leaves.
     pub fn screenshot(&mut self) -> Result<Shot, DesktopError> {
+        let (frame, blacked_out) = self.frame()?;
+        Ok(Shot {
+            png: frame.png()?,
+            size: [frame.width, frame.height],
+            blacked_out,
+        })
+    }
+
+    /// The screen's pixels (not encoded), deny-listed windows already black, and those
+    /// windows.
+    pub fn frame(&mut self) -> Result<(Frame, Vec<Window>), DesktopError> {
         let windows = self.backend.windows()?;
         let mut frame = self.backend.capture()?;
         let blacked_out: Vec<Window> = windows
@@ -263,11 +295,7 @@ impl Desktop {
                 redact(w)
             })
             .collect();
-        Ok(Shot {
-            png: frame.png()?,
-            size: [frame.width, frame.height],
-            blacked_out,
-        })
+        Ok((frame, blacked_out))
     }
 
     /// Every top-level window, bottom first; deny-listed ones have their title hidden.

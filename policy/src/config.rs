@@ -29,10 +29,16 @@ enabled = {}
 # Host desktop actions are refused unless this is true. Machines (vm_* and computer) answer
 # to vm.enabled instead: their screens are contained.
 enabled = false
-# "owned": aido starts a private headless session (Xvfb, the window manager, a D-Bus bus) in
-# a runtime dir of its own. "attach": drive the live display named below (an explicit opt-in).
+# "owned": aido starts a private headless session (Xvfb and the window manager, or sway; a
+# D-Bus bus) in a runtime dir of its own. "attach": drive the live display named below (an
+# explicit opt-in). Either way the backend is chosen by probing the server: wlr for a
+# Wayland compositor with the wlroots protocols and sway IPC, x11 for an X server.
 session = "owned"
-# attach: the X display (":0") and the session bus address for notifications ("" for none).
+# owned: the headless server, "xvfb" (with window_manager; the x11 backend) or "sway"
+# (WLR_BACKENDS=headless, pixman; the wlr backend).
+server = "xvfb"
+# attach: the X display (":0") or the Wayland socket ("wayland-1" in XDG_RUNTIME_DIR, or a
+# path), and the session bus address for notifications ("" for none).
 display = ""
 bus = ""
 # owned: the screen, the window manager ("" for none) and programs started in the session,
@@ -296,7 +302,9 @@ pub struct Desktop {
     pub enabled: bool,
     /// Owned (a private headless session) or attach (a live display).
     pub session: DesktopSession,
-    /// attach: the X display.
+    /// owned: the headless display server.
+    pub server: DesktopServer,
+    /// attach: the X display or the Wayland socket.
     pub display: String,
     /// attach: the session bus address ("" for none).
     pub bus: String,
@@ -330,6 +338,16 @@ pub enum DesktopSession {
     Owned,
     /// The live display in `display`.
     Attach,
+}
+
+/// Which headless display server an owned desktop session runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesktopServer {
+    /// Xvfb with the window manager (the x11 backend).
+    Xvfb,
+    /// sway with its headless backend (the wlr backend).
+    Sway,
 }
 
 /// A desktop app rule: a WM_CLASS / app_id and/or a title regex.

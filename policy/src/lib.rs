@@ -36,8 +36,8 @@ pub mod resolve;
 pub mod simulate;
 
 pub use config::{
-    AppRule, Config, ConfigError, DesktopSession, Layered, Limits, Llm, LlmProvider, Mode, Net,
-    Ollama, Source,
+    AppRule, Config, ConfigError, DesktopServer, DesktopSession, Layered, Limits, Llm, LlmProvider,
+    Mode, Net, Ollama, Source,
 };
 pub use engine::{
     Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,

@@ -43,7 +43,7 @@ ALL_OF = {
     "prim-search": {"search_code", "search_and_read"},
     "prim-human": {"ask_human", "confirm", "ask_multiple_choice", "check_answer"},
     "prim-net": {"http_request", "fetch_url", "port_check", "dns_lookup", "llm_call", "ollama_chat", "ollama_api"},
-    "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification", "desktop_computer", "desktop_computer_toolset"},
+    "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification", "desktop_computer", "desktop_computer_toolset", "find_text", "wait_for_text", "click_text"},
     "prim-script": {"define_function", "call_function", "list_functions", "delete_function", "define_primitive", "call_primitive", "list_custom_primitives", "delete_primitive"},
 }
 CORE = {"read_file", "write_file", "edit_file", "simulate", "pipeline", "rewind", "diff", "read_logs"}

@@ -126,6 +126,38 @@ pub fn render(action: &DesktopAction, answer: &Value) -> Outcome {
                 .as_str()
                 .unwrap_or("the notification server")
         ),
+        DesktopAction::FindText(a) => {
+            let matches = answer["matches"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut lines = vec![format!(
+                "{} match(es) of {:?} on the screen ({backend}, OCR; screen text is untrusted)",
+                matches.len(),
+                a.text
+            )];
+            for m in matches {
+                lines.push(format!(
+                    "- {:?} at ({}, {}), box {}",
+                    m["text"].as_str().unwrap_or_default(),
+                    m["center"][0],
+                    m["center"][1],
+                    m["bbox"]
+                ));
+            }
+            lines.join("\n")
+        }
+        DesktopAction::WaitForText(a) => format!(
+            "{:?} is on the screen at ({}, {}) ({backend}, OCR)",
+            a.text, answer["match"]["center"][0], answer["match"]["center"][1]
+        ),
+        DesktopAction::ClickText(a) => format!(
+            "clicked {:?} at ({}, {}) on {}",
+            a.text,
+            answer["clicked"][0],
+            answer["clicked"][1],
+            under()
+        ),
         DesktopAction::DesktopComputer(c) => {
             return crate::computer::render_legacy(c.action, &c.input, answer);
         }

@@ -7,7 +7,7 @@ use aido_actions::desktop::{MouseButton, Scroll};
 use aido_actions::process::RunCommand;
 use aido_actions::{Action, DesktopAction, Failure, Verdict};
 use aido_desktop::gate::{AppRule, Rules};
-use aido_desktop::session::SessionOptions;
+use aido_desktop::session::{Server, SessionOptions};
 use aido_desktop::{
     Button, Desktop, DesktopError, Direction, Gesture, Limits, Options, SessionMode,
 };
@@ -89,6 +89,7 @@ fn options(args: &DesktopBodyArgs) -> Result<Options, DesktopError> {
     let d = &config.desktop;
     let session = match d.session {
         DesktopSession::Owned => SessionMode::Owned(SessionOptions {
+            server: server(d.server),
             width: d.width,
             height: d.height,
             window_manager: Some(d.window_manager.clone()).filter(|w| !w.is_empty()),
@@ -111,6 +112,14 @@ fn options(args: &DesktopBodyArgs) -> Result<Options, DesktopError> {
             ..Limits::default()
         },
     })
+}
+
+/// The owned session's server, from `desktop.server`.
+pub fn server(s: aido_policy::DesktopServer) -> Server {
+    match s {
+        aido_policy::DesktopServer::Xvfb => Server::Xvfb,
+        aido_policy::DesktopServer::Sway => Server::Sway,
+    }
 }
 
 fn button(b: MouseButton) -> Button {
@@ -298,6 +307,58 @@ impl crate::computer::Screen for DesktopScreen<'_> {
     }
 }
 
+/// wait_for_text's default and largest wait, and its polling interval, in ms.
+const WAIT_FOR_TEXT_MS_DEFAULT: u64 = 10_000;
+const WAIT_FOR_TEXT_MS_MAX: u64 = 120_000;
+const WAIT_FOR_TEXT_POLL_MS: u64 = 250;
+
+/// OCR of the screen as the agent would see it (deny-listed windows blacked out first): the
+/// matches of `text`, and what was read (the screenshot's hash and size, the windows hidden).
+fn read_screen(desktop: &mut Desktop, text: &str) -> Result<(Vec<Value>, Value), Failure> {
+    let shot = desktop.screenshot().map_err(coded)?;
+    let seen = json!({
+        "size": shot.size,
+        "blake3": blake3::hash(&shot.png).to_hex().to_string(),
+        "blacked_out": shot.blacked_out.len(),
+    });
+    Ok((ocr_find(&shot.png, text)?, seen))
+}
+
+#[cfg(feature = "prim-vm")]
+fn ocr_find(png: &[u8], text: &str) -> Result<Vec<Value>, Failure> {
+    // One tesseract worker for every desktop body of the process, started on first use.
+    static OCR: std::sync::Mutex<Option<aido_vm::ocr::Ocr>> = std::sync::Mutex::new(None);
+    let ocr = {
+        let mut slot = OCR
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match slot.as_ref() {
+            Some(o) => o.clone(),
+            None => {
+                let o = aido_vm::ocr::Ocr::start().map_err(|e| {
+                    body_failure(DesktopBodyError::OcrUnavailable { why: e.to_string() })
+                })?;
+                *slot = Some(o.clone());
+                o
+            }
+        }
+    };
+    let words = ocr
+        .words(png)
+        .map_err(|e| body_failure(DesktopBodyError::OcrUnavailable { why: e.to_string() }))?;
+    Ok(aido_vm::ocr::find(&words, text)
+        .iter()
+        .map(to_json)
+        .collect())
+}
+
+#[cfg(not(feature = "prim-vm"))]
+fn ocr_find(_png: &[u8], _text: &str) -> Result<Vec<Value>, Failure> {
+    Err(body_failure(DesktopBodyError::OcrUnavailable {
+        why: "this aido is built without the prim-vm family, which brings tesseract".into(),
+    }))
+}
+
 /// Run one primitive on the desktop (blocking, on a thread of the blocking pool: `tokio`
 /// runs the computer-use tools' adapter, whose desktop never waits on the runtime);
 /// notifications are sent by the caller.
@@ -384,6 +445,49 @@ fn run(
         }
         // Sent on the async side (zbus); never reaches here.
         DesktopAction::SendNotification(_) => json!({}),
+        DesktopAction::FindText(a) => {
+            let (matches, seen) = read_screen(desktop, &a.text)?;
+            json!({"text": a.text, "found": !matches.is_empty(), "matches": matches, "screen": seen})
+        }
+        DesktopAction::WaitForText(a) => {
+            let timeout = a
+                .timeout_ms
+                .unwrap_or(WAIT_FOR_TEXT_MS_DEFAULT)
+                .min(WAIT_FOR_TEXT_MS_MAX);
+            let deadline = std::time::Instant::now() + Duration::from_millis(timeout);
+            loop {
+                let (matches, seen) = read_screen(desktop, &a.text)?;
+                if let Some(first) = matches.first() {
+                    break json!({"text": a.text, "match": first, "screen": seen});
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(body_failure(DesktopBodyError::TextNotFound {
+                        text: a.text.clone(),
+                        waited: format!(" after {timeout} ms"),
+                    }));
+                }
+                std::thread::sleep(Duration::from_millis(WAIT_FOR_TEXT_POLL_MS));
+            }
+        }
+        DesktopAction::ClickText(a) => {
+            let (matches, seen) = read_screen(desktop, &a.text)?;
+            let Some(first) = matches.first().cloned() else {
+                return Err(body_failure(DesktopBodyError::TextNotFound {
+                    text: a.text.clone(),
+                    waited: String::new(),
+                }));
+            };
+            let (x, y) = (
+                first["center"][0].as_i64().unwrap_or(-1),
+                first["center"][1].as_i64().unwrap_or(-1),
+            );
+            let mut v = delivered(desktop.click(x, y, button(a.button), 1).map_err(coded)?);
+            v["text"] = json!(a.text);
+            v["clicked"] = json!([x, y]);
+            v["match"] = first;
+            v["screen"] = seen;
+            v
+        }
         DesktopAction::DesktopComputer(c) => {
             let sizing = crate::computer::Sizing::of(&policy.config().computer);
             let mut screen = DesktopScreen {

@@ -7,7 +7,12 @@
 //! the `run_command` it amounts to, and refused unless that would be allowed), refused chords,
 //! the clipboard cap, and deny-listed windows blacked out of screenshots.
 //!
-//! Its work is blocking X11 I/O, so it runs on the blocking pool with the desktop moved in
+//! `find_text`, `wait_for_text` and `click_text` read the screen with the VM body's OCR
+//! (tesseract, in builds with the `prim-vm` family; without it they are
+//! `desktop_ocr_unavailable`), on the screenshot as the agent would get it: deny-listed
+//! windows are blacked out before OCR sees them.
+//!
+//! Its work is blocking display-server I/O (X11 or Wayland), so it runs on the blocking pool with the desktop moved in
 //! and back, like the memory body's store. If it panics, the desktop is dropped (its Drop
 //! releases every key and button it holds and stops the owned session) and the supervisor
 //! restarts the body; the next call opens a fresh session. A desktop that cannot open costs
@@ -49,10 +54,26 @@ pub enum DesktopBodyError {
     /// No session bus is known (attach mode without desktop.bus).
     #[error("no session bus is configured for notifications (desktop.bus)")]
     NoBus,
+    /// Reading the screen needs OCR, and this build has none (or tesseract did not start).
+    #[error("OCR of the desktop is unavailable: {why}")]
+    OcrUnavailable {
+        /// Why.
+        why: String,
+    },
+    /// OCR did not find the text on the screen (in time, for wait_for_text).
+    #[error("{text:?} is not on the screen{waited}")]
+    TextNotFound {
+        /// The text.
+        text: String,
+        /// How long it was waited for, if at all.
+        waited: String,
+    },
 }
 
 aido_actions::coded!(DesktopBodyError {
     TerminalInputDenied => "desktop_terminal_input_denied",
     TerminalInputNeedsConfirmation => "desktop_terminal_input_needs_confirmation",
     NoBus => "desktop_no_bus",
+    OcrUnavailable => "desktop_ocr_unavailable",
+    TextNotFound => "desktop_text_not_found",
 });
