@@ -56,6 +56,27 @@ fn lookup(net: &NetPolicy, host: &str) -> Result<Admitted, NetError> {
     net.admit_any_port(&target)
 }
 
+/// An origin an artifact's page may connect to (`artifact_serve`'s `connect`): an http(s)
+/// URL with nothing but a scheme, a host and a port, judged by the allowlist like any URL.
+/// The answer is the origin as the browser serializes it, which is what goes into the page's
+/// CSP (so nothing the agent wrote is pasted into the header).
+pub fn connect_origin(net: &NetPolicy, text: &str) -> Result<(String, Admitted), NetError> {
+    let (url, target) = Target::from_url(text)?;
+    if url.path() != "/"
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
+        || url.password().is_some()
+    {
+        return Err(NetError::UrlInvalid {
+            url: aido_net::redact::url(&url),
+            why: "a connect origin is a scheme, a host and a port, nothing more".into(),
+        });
+    }
+    let admitted = net.admit(&target)?;
+    Ok((url.origin().ascii_serialization(), admitted))
+}
+
 /// The denial code of a refusal.
 pub fn deny_code(refusal: &NetError) -> DenyCode {
     match refusal {
