@@ -213,6 +213,20 @@ fn host_allowed(host: &str, port: u16) -> bool {
     p == port.to_string() && (name == "127.0.0.1" || name.eq_ignore_ascii_case("localhost"))
 }
 
+/// The Cross-Origin-Resource-Policy of a response of type `media`. Pages (and refusals) are
+/// `same-origin`. A page's own scripts, styles and images are `cross-origin`: the CSP's
+/// `sandbox` gives the page an opaque origin, so every file it loads is a cross-origin load to
+/// the browser, and `same-origin` would block them all (Chromium:
+/// `ERR_BLOCKED_BY_RESPONSE.NotSameOrigin`). What keeps another site from embedding them is
+/// the Host check and the 128-bit id in their path.
+fn resource_policy(media: &str) -> &'static str {
+    if media.starts_with("text/html") || media.starts_with("text/plain") {
+        "same-origin"
+    } else {
+        "cross-origin"
+    }
+}
+
 fn respond(
     status: StatusCode,
     host: &str,
@@ -230,7 +244,7 @@ fn respond(
         (header::REFERRER_POLICY, "no-referrer".into()),
         (
             header::HeaderName::from_static("cross-origin-resource-policy"),
-            "same-origin".into(),
+            resource_policy(media).into(),
         ),
         (
             header::HeaderName::from_static("cross-origin-opener-policy"),
@@ -240,8 +254,7 @@ fn respond(
         (header::X_DNS_PREFETCH_CONTROL, "off".into()),
         (
             header::HeaderName::from_static("permissions-policy"),
-            "camera=(), microphone=(), geolocation=(), usb=(), serial=(), bluetooth=(), payment=()"
-                .into(),
+            "camera=(), microphone=(), geolocation=(), usb=(), serial=(), payment=()".into(),
         ),
     ];
     for (name, value) in pairs {

@@ -138,6 +138,12 @@ async fn a_served_page_comes_with_the_sandboxing_headers_and_no_cookie() {
         header(&headers, "content-type"),
         Some("text/javascript; charset=utf-8")
     );
+    // The page's opaque origin loads its own files cross-origin.
+    assert_eq!(
+        header(&headers, "cross-origin-resource-policy"),
+        Some("cross-origin")
+    );
+    assert!(header(&headers, "content-security-policy").is_some());
     // Without the slash: redirected to the entry's directory.
     let (status, headers, _) = get(port, &host, &format!("/a/{ID}")).await;
     assert_eq!(status, 308);
