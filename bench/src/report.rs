@@ -86,6 +86,8 @@ pub struct Report {
     pub fetch: crate::fetch::FetchSection,
     /// A Rhai function's per-host-call overhead.
     pub script: crate::script::ScriptSection,
+    /// Artifact serving latency, and create + serve over MCP.
+    pub artifact: crate::artifact::ArtifactSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -188,6 +190,7 @@ const NOTES: &[(&str, &str)] = &[
     ("memory", include_str!("report/notes/memory.md")),
     ("fetch", include_str!("report/notes/fetch.md")),
     ("script", include_str!("report/notes/script.md")),
+    ("artifact", include_str!("report/notes/artifact.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -472,6 +475,56 @@ fn script_section(script: &crate::script::ScriptSection, rows: &mut Vec<Row>) ->
     )
 }
 
+/// The artifact section: GETs of a served page (p50, p99) and artifact_create +
+/// artifact_serve over MCP.
+fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<Row>) -> Section {
+    use crate::artifact::ArtifactSection;
+    const S: &str = "artifact";
+    let get_what = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
+    let trip_what = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
+    let run = match artifact {
+        ArtifactSection::Ran(run) => run,
+        ArtifactSection::Skipped(why) | ArtifactSection::Failed(why) => {
+            let outcome = match artifact {
+                ArtifactSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "artifact_get", get_what, outcome.clone()));
+            rows.push(row(S, "artifact_create_serve", trip_what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let latency = |values: &[Duration]| Value {
+        unit: Unit::Ns,
+        median: ns(crate::stdio::percentile(values, 50.0)),
+        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        max: values.iter().max().map(|d| ns(*d)),
+        n: Some(values.len() as u64),
+        ..Value::default()
+    };
+    rows.push(row(
+        S,
+        "artifact_get",
+        get_what,
+        Outcome::Measured(latency(&run.gets)),
+    ));
+    rows.push(row(
+        S,
+        "artifact_create_serve",
+        trip_what,
+        Outcome::Measured(latency(&run.round_trips)),
+    ));
+    section(
+        S,
+        &[
+            ("gets", run.gets.len().to_string()),
+            ("round_trips", run.round_trips.len().to_string()),
+            ("page_bytes", run.page_bytes.to_string()),
+        ],
+        Vec::new(),
+    )
+}
+
 impl Report {
     /// The results file's contents.
     pub fn document(&self) -> Document {
@@ -488,6 +541,7 @@ impl Report {
         sections.push(memory_section(&self.memory, &mut rows));
         sections.push(fetch_section(&self.fetch, &mut rows));
         sections.push(script_section(&self.script, &mut rows));
+        sections.push(artifact_section(&self.artifact, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -822,6 +876,7 @@ pub(crate) mod tests {
             memory: crate::memory::MemorySection::Skipped("not asked for".into()),
             fetch: crate::fetch::FetchSection::Skipped("not asked for".into()),
             script: crate::script::ScriptSection::Skipped("not asked for".into()),
+            artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
         }
     }
 

@@ -114,6 +114,37 @@ mod tests {
     }
 
     #[test]
+    fn an_artifact_page_connects_only_to_origins_the_allowlist_admits() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let serve = |connect: &[&str]| json!({"id": id, "connect": connect});
+        let none = engine_of("");
+        assert_eq!(code(&none, "artifact_serve", serve(&[])), "allow");
+        assert_eq!(
+            code(&none, "artifact_serve", serve(&["https://api.example.com"])),
+            "net_denied"
+        );
+        let some = engine_of("[net]\nallow = [\"api.example.com\"]\n");
+        assert_eq!(
+            code(&some, "artifact_serve", serve(&["https://api.example.com"])),
+            "allow"
+        );
+        for bad in [
+            "https://api.example.com/path",
+            "https://api.example.com/?q",
+            "https://user@api.example.com",
+            "ftp://api.example.com",
+            "https://api.example.com; script-src *",
+        ] {
+            assert_ne!(code(&some, "artifact_serve", serve(&[bad])), "allow", "{bad}");
+        }
+        let (origin, _) =
+            connect_origin(some.net(), "HTTPS://API.Example.com:443/").unwrap();
+        assert_eq!(origin, "https://api.example.com");
+        let off = engine_of("[artifacts]\nenabled = false\n");
+        assert_eq!(code(&off, "artifact_list", json!({})), "artifacts_disabled");
+    }
+
+    #[test]
     fn the_default_policy_refuses_all_network() {
         let engine = PolicyEngine::new(
             &crate::Config::default(),
