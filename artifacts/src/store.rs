@@ -477,7 +477,8 @@ mod tests {
         };
         let (_dir, store) = store(limits);
         let f = |n: &str, b: &[u8]| (n.to_owned(), b.to_vec());
-        let cases: Vec<(Vec<(String, Vec<u8>)>, Option<&str>, &str)> = vec![
+        type Files = Vec<(String, Vec<u8>)>;
+        let cases: Vec<(Files, Option<&str>, &str)> = vec![
             (vec![], None, "artifact_too_large"),
             (vec![f("../x", b"")], None, "artifact_name_invalid"),
             (
