@@ -1341,6 +1341,12 @@ mod tests {
                 "recall",
                 json!({"query": "x"}),
             ),
+            case(
+                DenyCode::ArtifactsDisabled,
+                "[artifacts]\nenabled = false",
+                "artifact_list",
+                json!({}),
+            ),
             // Read-only desktop primitives answer to desktop.enabled too (off by default).
             case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
             // Refused before always_allow: vm_list is meta, and listed there.
