@@ -92,7 +92,10 @@ async fn measure(aido: &Path, temp: &Path) -> Result<ArtifactRun> {
     for _ in 0..ROUND_TRIPS {
         let start = Instant::now();
         let made = call(&ours, "artifact_create", json!({"files": files})).await?;
-        let id = made["manifest"]["id"].as_str().unwrap_or_default().to_owned();
+        let id = made["manifest"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let served = call(&ours, "artifact_serve", json!({"id": id})).await?;
         round_trips.push(start.elapsed());
         url = served["url"].as_str().unwrap_or_default().to_owned();

@@ -24,6 +24,8 @@
 //! target/release/aido-bench render --from docs/benchmarks.json --out docs/BENCHMARKS.md
 //! ```
 
+/// Artifact serving latency, and create + serve over MCP.
+mod artifact;
 /// Criterion results.
 mod estimates;
 /// fetch_url against mcp-server-fetch.
@@ -40,8 +42,6 @@ mod metadata;
 mod report;
 /// Rewind through a real runtime.
 mod rewind;
-/// Artifact serving latency, and create + serve over MCP.
-mod artifact;
 /// A Rhai function's per-host-call overhead.
 mod script;
 /// search_code against rg, search_and_read against the calls it saves.

@@ -135,10 +135,13 @@ mod tests {
             "ftp://api.example.com",
             "https://api.example.com; script-src *",
         ] {
-            assert_ne!(code(&some, "artifact_serve", serve(&[bad])), "allow", "{bad}");
+            assert_ne!(
+                code(&some, "artifact_serve", serve(&[bad])),
+                "allow",
+                "{bad}"
+            );
         }
-        let (origin, _) =
-            connect_origin(some.net(), "HTTPS://API.Example.com:443/").unwrap();
+        let (origin, _) = connect_origin(some.net(), "HTTPS://API.Example.com:443/").unwrap();
         assert_eq!(origin, "https://api.example.com");
         let off = engine_of("[artifacts]\nenabled = false\n");
         assert_eq!(code(&off, "artifact_list", json!({})), "artifacts_disabled");
