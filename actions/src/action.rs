@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    computer, desktop, fs, human, memory, meta, net, process, safety, script, search, snapshot,
-    tools, vm,
+    artifact, computer, desktop, fs, human, memory, meta, net, process, safety, script, search,
+    snapshot, tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -455,6 +455,22 @@ actions! {
         /// Delete a custom primitive (and its MCP tool). Class: destructive.
         DeletePrimitive(script::DefinitionName) = "delete_primitive", Destructive;
     }
+    /// The artifact body: pages and small web apps the agent made, in AIDO_HOME/artifacts,
+    /// served on 127.0.0.1 under unguessable ids behind a sandboxing CSP.
+    Artifact => ArtifactAction {
+        /// Make an artifact (an HTML page, a canvas, a small web app) from inline files or files the walls allow; answers its id and content hashes. Class: fs_write (kept in AIDO_HOME; undone by artifact_destroy, not by rewind).
+        ArtifactCreate(artifact::ArtifactCreate) = "artifact_create", FsWrite;
+        /// The artifacts of this AIDO_HOME: id, title, files, size, and until when each is served here. Class: read_only.
+        ArtifactList(artifact::ArtifactList) = "artifact_list", ReadOnly;
+        /// Serve an artifact on 127.0.0.1 under /a/<id>/ for a lifetime (sandboxing CSP, no network from the page unless connect names origins [net] allows); answers the URL. Class: network.
+        ArtifactServe(artifact::ArtifactServe) = "artifact_serve", Network;
+        /// Copy an artifact's files into a directory the walls allow, as journaled file writes (a rewind undoes them). Class: fs_write.
+        ArtifactSave(artifact::ArtifactSave) = "artifact_save", FsWrite;
+        /// Stop serving an artifact (it is kept). Class: network.
+        ArtifactStop(artifact::ArtifactTarget) = "artifact_stop", Network;
+        /// Stop serving an artifact and delete it. Class: destructive.
+        ArtifactDestroy(artifact::ArtifactTarget) = "artifact_destroy", Destructive;
+    }
     /// Composites (and assert's condition): walked by the executor, their leaves routed on.
     Tree => TreeAction {
         /// Run steps in order, judged whole before the first runs. Class: composite.
@@ -702,6 +718,12 @@ mod tests {
             ("delete_primitive", SideEffectClass::Destructive),
             ("desktop_computer", SideEffectClass::Desktop),
             ("desktop_computer_toolset", SideEffectClass::Desktop),
+            ("artifact_create", SideEffectClass::FsWrite),
+            ("artifact_list", SideEffectClass::ReadOnly),
+            ("artifact_serve", SideEffectClass::Network),
+            ("artifact_save", SideEffectClass::FsWrite),
+            ("artifact_stop", SideEffectClass::Network),
+            ("artifact_destroy", SideEffectClass::Destructive),
         ];
         assert_eq!(
             table.len(),

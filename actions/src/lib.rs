@@ -16,6 +16,9 @@
 pub mod access;
 /// The `Action` enum, the primitive table and tool-call parsing.
 pub mod action;
+/// Artifact primitives: artifact_create, artifact_list, artifact_serve, artifact_save,
+/// artifact_stop, artifact_destroy.
+pub mod artifact;
 /// Side-effect classes and the MCP hints derived from them.
 pub mod class;
 /// Stable error codes, declared once per error enum (`coded!`).
@@ -58,9 +61,9 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, Body, DesktopAction, FsAction, HumanAction, MemoryAction, NetAction, ParseError,
-    PrimitiveSpec, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction, TreeAction,
-    VmAction, primitives,
+    Action, ArtifactAction, Body, DesktopAction, FsAction, HumanAction, MemoryAction, NetAction,
+    ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction,
+    TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

@@ -132,6 +132,8 @@ deny_codes! {
     NetUrlInvalid = "net_url_invalid", NetAllowlist;
     /// A URL whose scheme is not http or https.
     NetSchemeRefused = "net_scheme_refused", NetAllowlist;
+    /// An artifact action while `artifacts.enabled` is false.
+    ArtifactsDisabled = "artifacts_disabled", DesktopGate;
 }
 
 impl std::fmt::Display for DenyCode {
@@ -310,6 +312,11 @@ mod tests {
                 DenyCode::NetSchemeRefused,
                 "net_scheme_refused",
                 Gate::NetAllowlist,
+            ),
+            (
+                DenyCode::ArtifactsDisabled,
+                "artifacts_disabled",
+                Gate::DesktopGate,
             ),
         ];
         assert_eq!(

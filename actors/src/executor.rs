@@ -10,8 +10,9 @@ use std::time::Duration;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, Condition, DesktopAction, Effect, Failure, FsAction, HumanAction, Input, MemoryAction,
-    NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction, SearchAction, VmAction,
+    Action, ArtifactAction, Condition, DesktopAction, Effect, Failure, FsAction, HumanAction,
+    Input, MemoryAction, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction,
+    SearchAction, VmAction,
 };
 use aido_journal::{Event, SessionId};
 use aido_policy::{FsResolver, SessionContext};
@@ -127,6 +128,10 @@ impl World for Executor<'_> {
 
     async fn script(&mut self, action: ScriptAction) -> Answer<Executed, Infallible> {
         Ok(Executor::script(self, action).await)
+    }
+
+    async fn artifact(&mut self, action: ArtifactAction) -> Answer<Executed, Infallible> {
+        Ok(Executor::artifact(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -356,6 +361,18 @@ impl Executor<'_> {
         });
         done.blobs.append(&mut applied.blobs);
         Ok(done)
+    }
+
+    /// Run an artifact primitive (see [`crate::artifact`]).
+    #[cfg(feature = "prim-artifact")]
+    async fn artifact(&self, action: ArtifactAction) -> Result<Executed, Failure> {
+        let call = crate::artifact::Call {
+            shared: &self.shared,
+            ctx: self.ctx,
+            session: self.session,
+            proposal: self.proposal,
+        };
+        crate::artifact::run(call, action).await
     }
 
     /// Ask a human.
@@ -780,6 +797,11 @@ impl Executor<'_> {
 /// The twins of the body calls for the families this build lacks. The policy refuses their
 /// actions first (`primitive_not_built`); these answer the same if anything reaches them.
 impl Executor<'_> {
+    #[cfg(not(feature = "prim-artifact"))]
+    async fn artifact(&self, _action: ArtifactAction) -> Result<Executed, Failure> {
+        Err(crate::families::not_built(aido_actions::Body::Artifact))
+    }
+
     #[cfg(not(feature = "prim-script"))]
     async fn script(&self, _action: ScriptAction) -> Result<Executed, Failure> {
         Err(crate::families::not_built(aido_actions::Body::Script))

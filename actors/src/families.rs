@@ -59,6 +59,11 @@ pub const FAMILIES: &[Family] = &[
         feature: "prim-script",
         built: cfg!(feature = "prim-script"),
     },
+    Family {
+        body: Body::Artifact,
+        feature: "prim-artifact",
+        built: cfg!(feature = "prim-artifact"),
+    },
 ];
 
 /// Whether this build runs `body`'s primitives (the core bodies always).
@@ -91,7 +96,8 @@ pub fn unbuilt() -> Vec<(Body, &'static str)> {
         feature = "prim-human",
         feature = "prim-net",
         feature = "prim-desktop",
-        feature = "prim-script"
+        feature = "prim-script",
+        feature = "prim-artifact"
     ),
     expect(dead_code, reason = "every family is built")
 )]

@@ -80,6 +80,10 @@
 //! # }
 //! ```
 
+/// The artifact body: pages an agent made, kept in AIDO_HOME/artifacts and served on
+/// 127.0.0.1 behind a sandboxing CSP.
+#[cfg(feature = "prim-artifact")]
+pub mod artifact;
 /// The body table: supervision and restarts, generic over every body.
 pub mod bodies;
 /// The clock and id facade.

@@ -164,6 +164,8 @@ impl Runtime {
                 options.env.aido_home.join(crate::grants::GRANTS_FILE),
             ),
             scripts: options.env.aido_home.join(SCRIPTS_DIR),
+            #[cfg(feature = "prim-artifact")]
+            artifacts: crate::artifact::Artifacts::new(&options.env.aido_home),
             observer: std::sync::OnceLock::new(),
         });
         let (supervisor, handle) = Actor::spawn(

@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     /// The definitions store's directory (AIDO_HOME/scripts).
     #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
     pub(crate) scripts: std::path::PathBuf,
+    /// The artifact store's place and the listener that serves artifacts (AIDO_HOME/artifacts).
+    #[cfg(feature = "prim-artifact")]
+    pub(crate) artifacts: crate::artifact::Artifacts,
     /// Who is told about each action and journal write (telemetry), once one is set.
     pub(crate) observer: OnceLock<Arc<dyn Observer>>,
 }

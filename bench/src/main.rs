@@ -25,6 +25,8 @@
 //! ```
 
 mod desktop;
+/// Artifact serving latency, and create + serve over MCP.
+mod artifact;
 /// Criterion results.
 mod estimates;
 /// fetch_url against mcp-server-fetch.
@@ -108,6 +110,13 @@ enum Command {
         /// Rounds timed.
         #[arg(long, default_value_t = 10)]
         repeats: usize,
+    },
+    /// Run only the artifact section (GETs of a served page, create + serve over MCP) and
+    /// print its figures (nothing is written).
+    Artifact {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
     },
     /// Run only the fetch section and print its figures (nothing is written).
     Fetch {
@@ -252,6 +261,9 @@ struct Args {
     /// Leave out the script benchmark.
     #[arg(long)]
     skip_script: bool,
+    /// Leave out the artifact benchmark.
+    #[arg(long)]
+    skip_artifact: bool,
     /// Rounds of the script benchmark timed.
     #[arg(long, default_value_t = 10)]
     script_repeats: usize,
@@ -298,6 +310,7 @@ fn main() -> Result<()> {
         }) => return fetch_only(aido, python, *repeats),
         Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
         Some(Command::Desktop) => return desktop_only(),
+        Some(Command::Artifact { aido }) => return artifact_only(aido),
         Some(Command::Telemetry { calls, rounds }) => {
             return telemetry::run((*calls).max(1), (*rounds).max(1));
         }
@@ -462,6 +475,15 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: desktop: screenshots and keypress to pixels per backend");
         tokio::task::spawn_blocking(desktop::run).await?
     };
+    let artifact = if args.skip_artifact {
+        artifact::ArtifactSection::Skipped("`--skip-artifact`".into())
+    } else {
+        eprintln!("aido-bench: artifact: serving latency and create + serve over MCP");
+        artifact::run(&setup.aido, &temp).await
+    };
+    if let artifact::ArtifactSection::Failed(why) = &artifact {
+        eprintln!("aido-bench: the artifact section failed: {why}");
+    }
 
     let report = Report {
         machine,
@@ -482,6 +504,7 @@ async fn bench(args: Args) -> Result<()> {
         script,
         serve,
         desktop,
+        artifact,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -535,6 +558,35 @@ fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
             p.peer_bytes
         );
     }
+    Ok(())
+}
+
+/// `aido-bench artifact`: the artifact section alone, its figures printed.
+fn artifact_only(aido: &Path) -> Result<()> {
+    let aido = std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let section = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(artifact::run(&aido, &std::env::temp_dir()));
+    let run = match section {
+        artifact::ArtifactSection::Ran(run) => run,
+        artifact::ArtifactSection::Skipped(why) => bail!("not run: {why}"),
+        artifact::ArtifactSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "GET of a served {}-byte page: p50 {:.1} us, p99 {:.1} us over {} GETs; \
+         artifact_create + artifact_serve over MCP: p50 {:.1} us, p99 {:.1} us over {}",
+        run.page_bytes,
+        us(stdio::percentile(&run.gets, 50.0)),
+        us(stdio::percentile(&run.gets, 99.0)),
+        run.gets.len(),
+        us(stdio::percentile(&run.round_trips, 50.0)),
+        us(stdio::percentile(&run.round_trips, 99.0)),
+        run.round_trips.len(),
+    );
     Ok(())
 }
 

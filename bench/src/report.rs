@@ -90,6 +90,8 @@ pub struct Report {
     pub serve: crate::serve::ServeSection,
     /// Screenshots and keypress-to-pixels per desktop backend.
     pub desktop: crate::desktop::DesktopSection,
+    /// Artifact serving latency, and create + serve over MCP.
+    pub artifact: crate::artifact::ArtifactSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -194,6 +196,7 @@ const NOTES: &[(&str, &str)] = &[
     ("script", include_str!("report/notes/script.md")),
     ("serve", include_str!("report/notes/serve.md")),
     ("desktop", include_str!("report/notes/desktop.md")),
+    ("artifact", include_str!("report/notes/artifact.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -758,6 +761,53 @@ fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>
                 cells,
             ),
         )],
+/// The artifact section: GETs of a served page (p50, p99) and artifact_create +
+/// artifact_serve over MCP.
+fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<Row>) -> Section {
+    use crate::artifact::ArtifactSection;
+    const S: &str = "artifact";
+    let get_what = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
+    let trip_what = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
+    let run = match artifact {
+        ArtifactSection::Ran(run) => run,
+        ArtifactSection::Skipped(why) | ArtifactSection::Failed(why) => {
+            let outcome = match artifact {
+                ArtifactSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "artifact_get", get_what, outcome.clone()));
+            rows.push(row(S, "artifact_create_serve", trip_what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let latency = |values: &[Duration]| Value {
+        unit: Unit::Ns,
+        median: ns(crate::stdio::percentile(values, 50.0)),
+        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        max: values.iter().max().map(|d| ns(*d)),
+        n: Some(values.len() as u64),
+        ..Value::default()
+    };
+    rows.push(row(
+        S,
+        "artifact_get",
+        get_what,
+        Outcome::Measured(latency(&run.gets)),
+    ));
+    rows.push(row(
+        S,
+        "artifact_create_serve",
+        trip_what,
+        Outcome::Measured(latency(&run.round_trips)),
+    ));
+    section(
+        S,
+        &[
+            ("gets", run.gets.len().to_string()),
+            ("round_trips", run.round_trips.len().to_string()),
+            ("page_bytes", run.page_bytes.to_string()),
+        ],
+        Vec::new(),
     )
 }
 
@@ -779,6 +829,7 @@ impl Report {
         sections.push(script_section(&self.script, &mut rows));
         sections.push(serve_section(&self.serve, &mut rows));
         sections.push(desktop_section(&self.desktop, &mut rows));
+        sections.push(artifact_section(&self.artifact, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -1115,6 +1166,7 @@ pub(crate) mod tests {
             script: crate::script::ScriptSection::Skipped("not asked for".into()),
             serve: crate::serve::ServeSection::Skipped("not asked for".into()),
             desktop: crate::desktop::DesktopSection::Skipped("not asked for".into()),
+            artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
         }
     }
 

@@ -45,6 +45,8 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::net::NetBodyError::CODES,
         aido_grants::CODES,
         aido_actors::script::ScriptError::CODES,
+        aido_artifacts::ArtifactError::CODES,
+        aido_actors::artifact::ArtifactBodyError::CODES,
         aido_telemetry::StartError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();

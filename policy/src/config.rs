@@ -98,6 +98,25 @@ pixels_max = 1150000
 # process of this AIDO_HOME).
 enabled = true
 
+[artifacts]
+# artifact_create, artifact_list, artifact_serve, artifact_save, artifact_stop and
+# artifact_destroy (AIDO_HOME/artifacts, shared by every aido process of this AIDO_HOME).
+enabled = true
+# The port artifact_serve's listener takes on 127.0.0.1 (one per aido process); 0: a port the
+# system picks. Requests must name it as Host 127.0.0.1:PORT or localhost:PORT.
+port = 0
+# How long artifact_serve serves an artifact when the call names no ttl_ms, and the most it
+# may name, in milliseconds.
+ttl_ms_default = 3600000
+ttl_ms_max = 86400000
+# Largest file, artifact and store (every artifact together), in bytes; most files in one
+# artifact and artifacts in the store.
+file_bytes_max = 8388608
+artifact_bytes_max = 33554432
+total_bytes_max = 268435456
+files_max = 256
+artifacts_max = 256
+
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
 # (ports 80 and 443), "host:*" (every port), "*.example.com" (names under it, with the same
@@ -225,6 +244,8 @@ pub struct Config {
     pub computer: Computer,
     /// The memory store.
     pub memory: Memory,
+    /// Artifacts: the store's caps and the listener.
+    pub artifacts: Artifacts,
     /// The network primitives' allowlist and bounds.
     pub net: Net,
     /// llm_call's endpoint and key.
@@ -402,6 +423,30 @@ pub struct Computer {
 pub struct Memory {
     /// Whether memory actions (remember, recall, forget, list_memory) may run.
     pub enabled: bool,
+}
+
+/// `[artifacts]`: the artifact store's caps and the listener that serves them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Artifacts {
+    /// Whether artifact actions may run.
+    pub enabled: bool,
+    /// The listener's port on 127.0.0.1 (0: any).
+    pub port: u16,
+    /// How long artifact_serve serves when the call names no ttl_ms.
+    pub ttl_ms_default: u64,
+    /// The longest ttl_ms a call may name.
+    pub ttl_ms_max: u64,
+    /// Largest file of an artifact.
+    pub file_bytes_max: u64,
+    /// Largest artifact.
+    pub artifact_bytes_max: u64,
+    /// Largest store (every artifact together).
+    pub total_bytes_max: u64,
+    /// Most files in one artifact.
+    pub files_max: u32,
+    /// Most artifacts in the store.
+    pub artifacts_max: u32,
 }
 
 /// `[net]`: what the network primitives may reach, and their bounds.

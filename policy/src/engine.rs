@@ -490,6 +490,11 @@ impl PolicyEngine {
                 DenyCode::MemoryDisabled,
                 format!("{primitive} uses the memory store and memory.enabled is false"),
             );
+        } else if action.body() == Body::Artifact && !self.config.artifacts.enabled {
+            return deny(
+                DenyCode::ArtifactsDisabled,
+                format!("{primitive} uses the artifact store and artifacts.enabled is false"),
+            );
         } else if (class == SideEffectClass::Desktop || action.body() == Body::Desktop)
             && !self.config.desktop.enabled
         {
@@ -608,6 +613,32 @@ impl PolicyEngine {
                 );
             }
             _ => {}
+        }
+
+        // net_allowlist for an artifact's page: every origin it may connect to.
+        if let Action::ArtifactServe(serve) = action {
+            for origin in &serve.connect {
+                match crate::net::connect_origin(&self.net, origin) {
+                    Err(refusal) => {
+                        return deny(
+                            crate::net::deny_code(&refusal),
+                            format!("the page's connect origin {origin:?}: {refusal}"),
+                        );
+                    }
+                    Ok((_, admitted))
+                        if ctx
+                            .capabilities
+                            .as_ref()
+                            .is_some_and(|g| !g.allows_target(&admitted.target)) =>
+                    {
+                        return deny(
+                            DenyCode::GrantHostOutside,
+                            format!("the page's connect origin {origin} was not granted"),
+                        );
+                    }
+                    Ok(_) => {}
+                }
+            }
         }
 
         // capabilities: composites are judged by their leaves.
@@ -1309,6 +1340,12 @@ mod tests {
                 "[memory]\nenabled = false",
                 "recall",
                 json!({"query": "x"}),
+            ),
+            case(
+                DenyCode::ArtifactsDisabled,
+                "[artifacts]\nenabled = false",
+                "artifact_list",
+                json!({}),
             ),
             // Read-only desktop primitives answer to desktop.enabled too (off by default).
             case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),

@@ -56,6 +56,27 @@ fn lookup(net: &NetPolicy, host: &str) -> Result<Admitted, NetError> {
     net.admit_any_port(&target)
 }
 
+/// An origin an artifact's page may connect to (`artifact_serve`'s `connect`): an http(s)
+/// URL with nothing but a scheme, a host and a port, judged by the allowlist like any URL.
+/// The answer is the origin as the browser serializes it, which is what goes into the page's
+/// CSP (so nothing the agent wrote is pasted into the header).
+pub fn connect_origin(net: &NetPolicy, text: &str) -> Result<(String, Admitted), NetError> {
+    let (url, target) = Target::from_url(text)?;
+    if url.path() != "/"
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
+        || url.password().is_some()
+    {
+        return Err(NetError::UrlInvalid {
+            url: aido_net::redact::url(&url),
+            why: "a connect origin is a scheme, a host and a port, nothing more".into(),
+        });
+    }
+    let admitted = net.admit(&target)?;
+    Ok((url.origin().ascii_serialization(), admitted))
+}
+
 /// The denial code of a refusal.
 pub fn deny_code(refusal: &NetError) -> DenyCode {
     match refusal {
@@ -90,6 +111,40 @@ mod tests {
             Verdict::Deny { code, .. } => code.code(),
             Verdict::Confirm { .. } => "confirm",
         }
+    }
+
+    #[test]
+    fn an_artifact_page_connects_only_to_origins_the_allowlist_admits() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let serve = |connect: &[&str]| json!({"id": id, "connect": connect});
+        let none = engine_of("");
+        assert_eq!(code(&none, "artifact_serve", serve(&[])), "allow");
+        assert_eq!(
+            code(&none, "artifact_serve", serve(&["https://api.example.com"])),
+            "net_denied"
+        );
+        let some = engine_of("[net]\nallow = [\"api.example.com\"]\n");
+        assert_eq!(
+            code(&some, "artifact_serve", serve(&["https://api.example.com"])),
+            "allow"
+        );
+        for bad in [
+            "https://api.example.com/path",
+            "https://api.example.com/?q",
+            "https://user@api.example.com",
+            "ftp://api.example.com",
+            "https://api.example.com; script-src *",
+        ] {
+            assert_ne!(
+                code(&some, "artifact_serve", serve(&[bad])),
+                "allow",
+                "{bad}"
+            );
+        }
+        let (origin, _) = connect_origin(some.net(), "HTTPS://API.Example.com:443/").unwrap();
+        assert_eq!(origin, "https://api.example.com");
+        let off = engine_of("[artifacts]\nenabled = false\n");
+        assert_eq!(code(&off, "artifact_list", json!({})), "artifacts_disabled");
     }
 
     #[test]

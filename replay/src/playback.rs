@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, Body, Condition, DesktopAction, Failure, FsAction, HumanAction, Input, MemoryAction,
-    Meta, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction, SearchAction, VmAction,
+    Action, ArtifactAction, Body, Condition, DesktopAction, Failure, FsAction, HumanAction, Input,
+    MemoryAction, Meta, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction,
+    SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -852,6 +853,25 @@ impl World for Player<'_> {
         };
         self.children_recorded(&answer)?;
         Ok(Ok(Executed::new(aido_walk::script::render(
+            &action, &answer,
+        ))))
+    }
+
+    /// What the artifact body answered (ids, hashes, the URL, the files a save wrote with
+    /// their effects): no store is read and nothing is served.
+    async fn artifact(&mut self, action: ArtifactAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("the artifact body's answer")? {
+            Input::Answer { from, value } if from == aido_walk::artifact::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the artifact body's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::artifact::render(
             &action, &answer,
         ))))
     }

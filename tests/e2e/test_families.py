@@ -35,6 +35,7 @@ FAMILIES = {
     "prim-net": ("dns_lookup", {"host": "example.com"}),
     "prim-desktop": ("get_focused_window", {}),
     "prim-script": ("define_function", {"name": "f", "source": "1"}),
+    "prim-artifact": ("artifact_create", {"files": [{"name": "index.html", "content": "x"}]}),
 }
 ALL_OF = {
     "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "computer_toolset", "vm_pool_status"},
@@ -45,6 +46,7 @@ ALL_OF = {
     "prim-net": {"http_request", "fetch_url", "port_check", "dns_lookup", "llm_call", "ollama_chat", "ollama_api"},
     "prim-desktop": {"screenshot", "click", "type_text", "press_key", "get_window_tree", "set_clipboard", "send_notification", "desktop_computer", "desktop_computer_toolset", "find_text", "wait_for_text", "click_text"},
     "prim-script": {"define_function", "call_function", "list_functions", "delete_function", "define_primitive", "call_primitive", "list_custom_primitives", "delete_primitive"},
+    "prim-artifact": {"artifact_create", "artifact_list", "artifact_serve", "artifact_save", "artifact_stop", "artifact_destroy"},
 }
 CORE = {"read_file", "write_file", "edit_file", "simulate", "pipeline", "rewind", "diff", "read_logs"}
 

@@ -19,6 +19,8 @@
 //! assert_eq!(join(&join("", "steps[1]"), "then"), "steps[1].then");
 //! ```
 
+/// The artifact primitives' results from the artifact body's recorded answer.
+pub mod artifact;
 /// Anthropic's computer-use tools: parameters, coordinate scaling, results from the answer.
 pub mod computer;
 /// Desktop primitives' results from the desktop body's recorded answer.

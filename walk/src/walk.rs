@@ -10,9 +10,9 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, Condition, DesktopAction, FsAction, HumanAction, Input, MemoryAction, NetAction,
-    Outcome, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction, SideEffectClass,
-    TreeAction, VmAction,
+    Action, ArtifactAction, Condition, DesktopAction, FsAction, HumanAction, Input, MemoryAction,
+    NetAction, Outcome, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction,
+    SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -154,6 +154,13 @@ pub trait World: Send {
         action: ScriptAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run an artifact primitive (create, list, serve, save, stop, destroy). Its result is
+    /// [`crate::artifact::render`] of the artifact body's recorded answer.
+    fn artifact(
+        &mut self,
+        action: ArtifactAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Run a process primitive (a confined command).
     fn process(
         &mut self,
@@ -208,6 +215,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Net(a) => world.net(a).await?.map_err(Failed::leaf),
             Routed::Script(a) => world.script(a).await?.map_err(Failed::leaf),
+            Routed::Artifact(a) => world.artifact(a).await?.map_err(Failed::leaf),
             Routed::Runtime(a) => world.runtime(a).await?.map_err(Failed::leaf),
             Routed::Tree(t) => match tree(world, &t, at).await? {
                 Err(failed) if leaf => Err(Failed::leaf(failed.failure)),
@@ -487,6 +495,10 @@ mod tests {
 
         async fn script(&mut self, _action: ScriptAction) -> Answer<Executed, String> {
             Err("no scripts here".into())
+        }
+
+        async fn artifact(&mut self, _action: ArtifactAction) -> Answer<Executed, String> {
+            Err("no artifacts here".into())
         }
 
         async fn condition(&mut self, _c: &Condition) -> Answer<(bool, Executed), String> {

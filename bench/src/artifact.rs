@@ -1,0 +1,190 @@
+//! Artifacts: how fast a served artifact answers, and what making and serving one costs an
+//! agent.
+//!
+//! aido makes an artifact (an HTML page and a script) over MCP and serves it; the harness
+//! then GETs the page from the listener on 127.0.0.1 over one keep-alive connection, the way a
+//! browser tab loads it (the Host check, the route, the manifest lookup, the file read and its
+//! blake3 check, the headers), and times each GET. Beside it: `artifact_create` followed by
+//! `artifact_serve` over MCP, the agent's whole round trip from files to a URL.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+use crate::stdio::Server;
+
+/// GETs of the served page timed.
+pub const GETS: usize = 2000;
+/// create + serve round trips timed.
+pub const ROUND_TRIPS: usize = 50;
+
+/// How the section ran, or why it did not.
+pub enum ArtifactSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(ArtifactRun),
+}
+
+/// What the section measured.
+pub struct ArtifactRun {
+    /// Each GET of the served page, in order.
+    pub gets: Vec<Duration>,
+    /// Each artifact_create + artifact_serve over MCP, in order.
+    pub round_trips: Vec<Duration>,
+    /// The page's size.
+    pub page_bytes: usize,
+}
+
+/// Runs the section.
+pub async fn run(aido: &Path, temp: &Path) -> ArtifactSection {
+    match measure(aido, temp).await {
+        Ok(run) => ArtifactSection::Ran(run),
+        Err(error) => ArtifactSection::Failed(format!("{error:#}")),
+    }
+}
+
+fn page() -> String {
+    let rows: String = (0..100)
+        .map(|i| format!("<tr><td>{i}</td><td>row {i}</td></tr>\n"))
+        .collect();
+    format!(
+        "<!doctype html><html><head><title>bench</title><script src=\"app.js\"></script>\
+         </head><body><table>\n{rows}</table></body></html>\n"
+    )
+}
+
+async fn measure(aido: &Path, temp: &Path) -> Result<ArtifactRun> {
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let mut command = tokio::process::Command::new(aido);
+    command
+        .arg("mcp")
+        .env_clear()
+        .env("HOME", &home)
+        .env("AIDO_HOME", &aido_home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&home);
+    let ours = Server::start(
+        "aido",
+        command,
+        work.path().join("aido.stderr"),
+        &["artifact_create", "artifact_serve"],
+    )
+    .await?;
+    let page = page();
+    let files = json!([
+        {"name": "index.html", "content": page},
+        {"name": "app.js", "content": "document.title = 'bench';"},
+    ]);
+    let mut round_trips = Vec::with_capacity(ROUND_TRIPS);
+    let mut url = String::new();
+    // The first round trip starts the listener; it is timed with the rest.
+    for _ in 0..ROUND_TRIPS {
+        let start = Instant::now();
+        let made = call(&ours, "artifact_create", json!({"files": files})).await?;
+        let id = made["manifest"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let served = call(&ours, "artifact_serve", json!({"id": id})).await?;
+        round_trips.push(start.elapsed());
+        url = served["url"].as_str().unwrap_or_default().to_owned();
+    }
+    let expected = page.len();
+    let gets = tokio::task::spawn_blocking(move || get_many(&url, expected, GETS))
+        .await
+        .context("the GET thread")??;
+    ours.stop().await?;
+    Ok(ArtifactRun {
+        gets,
+        round_trips,
+        page_bytes: page.len(),
+    })
+}
+
+/// GET `url` `n` times over one keep-alive connection, checking each answer is the page.
+fn get_many(url: &str, expected: usize, n: usize) -> Result<Vec<Duration>> {
+    let rest = url
+        .strip_prefix("http://")
+        .context("the served URL is http")?;
+    let (authority, path) = rest.split_once('/').context("the URL has a path")?;
+    let stream = std::net::TcpStream::connect(authority)
+        .with_context(|| format!("connecting to {authority}"))?;
+    stream.set_nodelay(true)?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let request = format!("GET /{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+    // Warm up: the page cache and the listener's task.
+    for _ in 0..20 {
+        get_one(&mut writer, &mut reader, &request, expected)?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        get_one(&mut writer, &mut reader, &request, expected)?;
+        out.push(start.elapsed());
+    }
+    Ok(out)
+}
+
+fn get_one(
+    writer: &mut std::net::TcpStream,
+    reader: &mut BufReader<std::net::TcpStream>,
+    request: &str,
+    expected: usize,
+) -> Result<()> {
+    writer.write_all(request.as_bytes())?;
+    let mut status = String::new();
+    reader.read_line(&mut status)?;
+    if !status.starts_with("HTTP/1.1 200") {
+        bail!("the served page answered {status:?}");
+    }
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse::<usize>().ok();
+        }
+    }
+    let length = length.context("the answer has a Content-Length")?;
+    if length != expected {
+        bail!("the page has {length} bytes, not {expected}");
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body)?;
+    Ok(())
+}
+
+/// One call; its structured content.
+async fn call(server: &Server, tool: &str, arguments: Value) -> Result<Value> {
+    let arguments: JsonObject = match arguments {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    let result = server.call(tool, arguments).await?;
+    if result.is_error == Some(true) {
+        bail!(
+            "{} {tool} failed: {:?}",
+            server.name,
+            result.structured_content
+        );
+    }
+    Ok(result.structured_content.unwrap_or(Value::Null))
+}
