@@ -268,7 +268,7 @@ async function refreshTimeline() {
   $("timeline-meta").textContent = `${v.records} records${v.branches ? `, ${v.branches} branch(es) abandoned by rewinds` : ""}${v.shown_from > 1 ? `, from #${v.shown_from}` : ""}`;
   const rows = v.rows.map((r) => {
     const done = r.done || {};
-    const what = r.primitive ? [el("strong", {}, r.primitive), " ", el("span", { class: "mono count" }, r.arguments || "")] : [r.kind, " ", r.text || ""];
+    const what = r.primitive ? [el("strong", {}, r.primitive), " ", el("span", { class: "mono count" }, r.arguments || "")] : [r.text || r.kind];
     const result = r.done ? el("td", { class: done.status, title: done.text || "" }, done.status, done.code ? ` ${done.code}` : "") : el("td", { class: r.code ? "failed" : "" }, r.code || "");
     return el("tr", {
       class: `${r.abandoned_by_branch ? "abandoned" : ""} ${r.kind === "rewound" ? "rewound" : ""}`,

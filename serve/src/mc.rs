@@ -140,18 +140,31 @@ fn coded(status: StatusCode, code: &str, message: impl Into<String>) -> Response
         .into_response()
 }
 
-fn internal(e: impl std::fmt::Display) -> Response {
-    coded(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "mc_read_failed",
-        e.to_string(),
-    )
+/// A refusal made where a `Response` is too large to carry (the blocking pool's results).
+pub(crate) struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        coded(self.status, self.code, self.message)
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Refusal {
+    Refusal {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        code: "mc_read_failed",
+        message: e.to_string(),
+    }
 }
 
 /// Run blocking `f` (journal and SQLite reads) on the blocking pool.
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Response> + Send + 'static,
-) -> Result<T, Response> {
+    f: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
+) -> Result<T, Refusal> {
     tokio::task::spawn_blocking(f).await.map_err(internal)?
 }
 
@@ -218,7 +231,7 @@ async fn sessions(State(shared): State<Shared>) -> Response {
     .await;
     match listed {
         Ok(v) => axum::Json(v).into_response(),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
@@ -308,11 +321,18 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
             proposal,
             branch,
             method,
+            undo_target,
             ..
         } => {
+            let to = if *undo_target {
+                format!("before #{to_seq}")
+            } else {
+                format!("to #{to_seq}")
+            };
             v["text"] = json!(format!(
-                "rewound to #{to_seq} by {method}: the records after #{} up to #{proposal} are branch {branch}",
-                r.event.rewound_cut().unwrap_or(*to_seq)
+                "rewound {to} ({method}): #{}–#{} are now branch {branch}",
+                r.event.rewound_cut().unwrap_or(*to_seq) + 1,
+                proposal.saturating_sub(1)
             ));
             v["to_seq"] = json!(to_seq);
             v["cut"] = json!(r.event.rewound_cut());
@@ -403,11 +423,11 @@ async fn timeline(State(shared): State<Shared>, UrlPath(id): UrlPath<String>) ->
     let read = blocking(move || {
         let total = journal.head_seq(session).map_err(internal)?;
         if total == 0 {
-            return Err(coded(
-                StatusCode::NOT_FOUND,
-                "mc_session_unknown",
-                format!("no session {session} in this runtime's journal"),
-            ));
+            return Err(Refusal {
+                status: StatusCode::NOT_FOUND,
+                code: "mc_session_unknown",
+                message: format!("no session {session} in this runtime's journal"),
+            });
         }
         let records = journal
             .records(session, 1, None, TIMELINE_RECORDS_MAX, true)
@@ -419,14 +439,14 @@ async fn timeline(State(shared): State<Shared>, UrlPath(id): UrlPath<String>) ->
     .await;
     match read {
         Ok(v) => axum::Json(v).into_response(),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
 // --- questions ---------------------------------------------------------------------------
 
 #[cfg(feature = "prim-human")]
-async fn pending(shared: &Shared) -> Result<Vec<Value>, Response> {
+async fn pending(shared: &Shared) -> Result<Vec<Value>, Refusal> {
     let path = shared.runtime.questions_file().to_owned();
     blocking(move || {
         if !path.exists() {
@@ -443,12 +463,17 @@ async fn pending(shared: &Shared) -> Result<Vec<Value>, Response> {
 }
 
 #[cfg(not(feature = "prim-human"))]
-async fn pending(_shared: &Shared) -> Result<Vec<Value>, Response> {
-    Err(HttpError::NotBuilt("prim-human").into_response())
+async fn pending(_shared: &Shared) -> Result<Vec<Value>, Refusal> {
+    let e = HttpError::NotBuilt("prim-human");
+    Err(Refusal {
+        status: e.status(),
+        code: e.code(),
+        message: e.to_string(),
+    })
 }
 
 #[cfg(feature = "prim-human")]
-fn human(e: aido_actors::human::HumanError) -> Response {
+fn human(e: aido_actors::human::HumanError) -> Refusal {
     use aido_actors::human::HumanError as H;
     let status = match &e {
         H::QuestionNotFound { .. } => StatusCode::NOT_FOUND,
@@ -456,13 +481,17 @@ fn human(e: aido_actors::human::HumanError) -> Response {
         H::AnswerInvalid { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    coded(status, e.code(), e.to_string())
+    Refusal {
+        status,
+        code: e.code(),
+        message: e.to_string(),
+    }
 }
 
 async fn questions(State(shared): State<Shared>) -> Response {
     match pending(&shared).await {
         Ok(q) => axum::Json(json!({"questions": q})).into_response(),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
@@ -480,7 +509,8 @@ async fn answer_question(
         _ => {
             return human(aido_actors::human::HumanError::AnswerInvalid {
                 why: "the answer is a JSON object: {\"answer\"}, {\"approve\"}, {\"choice\"}, {\"choices\"} or {\"decline\": true}".into(),
-            });
+            })
+            .into_response();
         }
     };
     let decline = content["decline"] == Value::Bool(true);
@@ -496,7 +526,7 @@ async fn answer_question(
             tracing::info!(id = %stored.id, state = %stored.state, "a question was answered from Mission Control");
             axum::Json(json!({"ok": true, "question": stored})).into_response()
         }
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
@@ -529,6 +559,7 @@ async fn vms() -> Response {
     HttpError::NotBuilt("prim-vm").into_response()
 }
 
+#[cfg(feature = "prim-vm")]
 #[derive(Deserialize)]
 struct ScreenQuery {
     width: Option<u32>,
@@ -575,7 +606,7 @@ async fn screen(
             match tokio::task::spawn_blocking(move || thumbnail(&png, w)).await {
                 Ok(Ok(small)) => small,
                 Ok(Err(e)) => return coded(StatusCode::BAD_GATEWAY, "mc_thumbnail_failed", e),
-                Err(e) => return internal(e),
+                Err(e) => return internal(e).into_response(),
             }
         }
         None => png,
@@ -591,7 +622,7 @@ async fn screen(
 }
 
 #[cfg(not(feature = "prim-vm"))]
-async fn screen(UrlPath(_name): UrlPath<String>, Query(_q): Query<ScreenQuery>) -> Response {
+async fn screen() -> Response {
     HttpError::NotBuilt("prim-vm").into_response()
 }
 
@@ -721,7 +752,7 @@ async fn fleet(State(shared): State<Shared>) -> Response {
     let fleet = shared.fleet.clone();
     let (list, problems) = match tokio::task::spawn_blocking(move || peers(&fleet)).await {
         Ok(p) => p,
-        Err(e) => return internal(e),
+        Err(e) => return internal(e).into_response(),
     };
     let mut me = runtime_info(&shared).await;
     me["peer"] = Value::Null;
@@ -798,7 +829,7 @@ async fn to_peer(
     let fleet = shared.fleet.clone();
     let list = match tokio::task::spawn_blocking(move || peers(&fleet).0).await {
         Ok(l) => l,
-        Err(e) => return internal(e),
+        Err(e) => return internal(e).into_response(),
     };
     let Some(target) = list.get(peer).cloned() else {
         return HttpError::PeerUnknown(peer).into_response();
@@ -838,6 +869,97 @@ mod tests {
         assert!(!passable(&Method::GET, "fleet"));
         assert!(!passable(&Method::GET, "fleet/0/runtime"));
         assert!(!passable(&Method::GET, "../actions"));
+    }
+
+    fn record(seq: u64, event: aido_journal::Event) -> aido_journal::Record {
+        aido_journal::Record {
+            v: 1,
+            session: aido_journal::SessionId::from_bytes([7; 16]),
+            seq,
+            time_ms: 1000 + seq,
+            prev: format!("prev{seq}"),
+            event,
+            hash: format!("hash{seq}"),
+        }
+    }
+
+    fn proposed(seq: u64, primitive: &str, args: Value) -> aido_journal::Record {
+        record(
+            seq,
+            aido_journal::Event::ActionProposed {
+                action: aido_actions::Action::from_tool_call(primitive, args).unwrap(),
+                verdict: aido_actions::Verdict::Allow,
+                parent: None,
+            },
+        )
+    }
+
+    fn completed(seq: u64, proposal: u64, ms: u64) -> aido_journal::Record {
+        record(
+            seq,
+            aido_journal::Event::ActionCompleted {
+                proposal,
+                outcome: aido_actions::Outcome::from_output(json!({"ok": true})),
+                duration_ms: ms,
+            },
+        )
+    }
+
+    #[test]
+    fn a_timeline_folds_outcomes_into_actions_and_marks_what_a_rewind_abandoned() {
+        use aido_journal::Event;
+        let write = |p: &str| json!({"path": p, "content": "x"});
+        let records = vec![
+            record(
+                1,
+                Event::SessionStarted {
+                    client: Some("t".into()),
+                    cwd: "/".into(),
+                    runtime: "aido".into(),
+                    grant: None,
+                },
+            ),
+            proposed(2, "write_file", write("a")),
+            completed(3, 2, 4),
+            proposed(4, "write_file", write("b")),
+            completed(5, 4, 6),
+            proposed(6, "rewind", json!({"before_seq": 4})),
+            record(
+                7,
+                Event::Rewound {
+                    to_seq: 4,
+                    cut: Some(3),
+                    undo_target: true,
+                    proposal: 6,
+                    branch: 1,
+                    method: "undo".into(),
+                    snapshot: None,
+                    recovered: false,
+                },
+            ),
+            completed(8, 6, 9),
+        ];
+        let t = timeline_of(&records, 8);
+        let rows = t["rows"].as_array().unwrap();
+        let seqs: Vec<u64> = rows.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, [1, 2, 4, 6, 7]);
+        assert_eq!(t["branches"], 1);
+        assert_eq!(rows[1]["primitive"], "write_file");
+        assert_eq!(rows[1]["verdict"], "allow");
+        assert_eq!(rows[1]["hash"], "hash2");
+        assert_eq!(rows[1]["done"]["seq"], 3);
+        assert_eq!(rows[1]["done"]["duration_ms"], 4);
+        assert_eq!(rows[1]["abandoned_by_branch"], Value::Null);
+        assert_eq!(rows[2]["abandoned_by_branch"], 1);
+        assert_eq!(rows[2]["done"]["status"], "completed");
+        assert_eq!(rows[3]["done"]["seq"], 8);
+        assert_eq!(rows[4]["kind"], "rewound");
+        assert_eq!(rows[4]["branch"], 1);
+        assert!(
+            rows[4]["text"].as_str().unwrap().contains("before #4"),
+            "{}",
+            rows[4]["text"]
+        );
     }
 
     #[test]

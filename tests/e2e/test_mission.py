@@ -120,6 +120,7 @@ async def act(served: Served, primitive: str, arguments: dict[str, Any]) -> dict
         return r.json()
 
 
+@pytest.mark.timeout(900)  # the guest image is built and booted (TCG here) on first use
 async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) -> None:
     if not browser_ready():
         pytest.fail("chromium or playwright-core is missing (see above)")
@@ -201,6 +202,8 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
                 vm_started = time.monotonic()
                 ok(await session.call_tool("vm_start", {"vm": "box"}))
                 print(f"vm_start took {time.monotonic() - vm_started:.1f} s")
+                ok(await session.call_tool("vm_type", {"vm": "box", "text": "echo watched from Mission Control\n"}))
+                ok(await session.call_tool("vm_wait_for_text", {"vm": "box", "text": "watched from", "timeout_ms": 30000}))
                 await browser.ado("wait", selector="[data-testid=thumbnail][data-vm=box]", timeout_ms=10000)
                 await browser.ado(
                     "wait", selector="[data-testid=thumbnail][data-vm=box][src^='blob:']", timeout_ms=20000
@@ -208,7 +211,6 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
                 images = (await browser.ado("images", selector="[data-testid=thumbnail][data-vm=box]"))["images"]
                 assert images and images[0]["w"] > 0, images
                 assert images[0]["w"] == 320, images  # downscaled from the 720x400 text screen
-                await browser.ado("screenshot", path=str(shots / "mission-control.png"))
                 await browser.ado("click", selector="[data-testid=thumbnail][data-vm=box]")
                 await browser.ado("wait", selector="#live-img[src^='blob:']", timeout_ms=10000)
                 live = (await browser.ado("images", selector="#live-img"))["images"]
@@ -229,6 +231,7 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
                     await browser.ado("wait", selector="[data-testid=question]", text="Which branch", timeout_ms=15000)
                     await browser.ado("fill", selector="[data-testid=question] [data-testid=answer-text]", value="release-7")
                     await browser.ado("screenshot", path=str(shots / "mission-control-question.png"), selector="#questions")
+                    await browser.ado("screenshot", path=str(shots / "mission-control.png"), full=True)
                     answered_at = time.monotonic()
                     await browser.ado("click", selector="[data-testid=question] [data-testid=answer-send]")
                 with anyio.fail_after(5):
@@ -245,11 +248,13 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
             done = await act(two, "write_file", {"path": "peer.txt", "content": "from runtime 2\n"})
             assert done["ok"], done
             await browser.ado("wait", selector="[data-testid=tail-item][data-primitive=write_file]", timeout_ms=8000)
+            await browser.ado("wait", selector=f'[data-testid=session][data-id="{done["session"]}"]', timeout_ms=8000)
+            # Only runtime 2's sessions are listed now.
             peer_sessions = (await browser.ado("attrs", selector="[data-testid=session]", name="data-id"))["values"]
-            assert done["session"] in peer_sessions, peer_sessions
+            assert agent_session not in peer_sessions, peer_sessions
             three_done = await act(three, "read_file", {"path": "notes.txt"})
             assert three_done["ok"], three_done
-            await browser.ado("screenshot", path=str(shots / "mission-control-fleet.png"), selector="#fleet")
+            await browser.ado("screenshot", path=str(shots / "mission-control-fleet.png"))
 
             # One receiver got the spans of all three runtimes (oteltap hands over spans without
             # their resource, so they are told apart by session); each runtime's resource
