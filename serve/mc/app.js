@@ -7,7 +7,7 @@ const state = {
   token: null,
   target: null, // null: this runtime; a number: that peer of [fleet], through /mc/api/fleet/N/
   session: null,
-  questionIds: "",
+  questionIds: null, // the ids shown, joined (null: nothing shown yet)
   tail: { after: 0, epoch: null, stop: null, lastId: null },
   vms: new Map(), // name -> {figure, img, url}
   live: { name: null, timer: null, url: null },
@@ -105,7 +105,9 @@ function select(key) {
   if (key === state.target) return;
   state.target = key;
   state.session = null;
-  state.questionIds = "";
+  state.questionIds = null;
+  $("question-list").replaceChildren();
+  $("session-list").replaceChildren();
   $("timeline").hidden = true;
   for (const [, vm] of state.vms) { vm.figure.remove(); if (vm.url) URL.revokeObjectURL(vm.url); }
   state.vms.clear();

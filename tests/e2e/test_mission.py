@@ -252,6 +252,7 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
             # Only runtime 2's sessions are listed now.
             peer_sessions = (await browser.ado("attrs", selector="[data-testid=session]", name="data-id"))["values"]
             assert agent_session not in peer_sessions, peer_sessions
+            assert (await browser.ado("texts", selector="[data-testid=question]"))["texts"] == []
             three_done = await act(three, "read_file", {"path": "notes.txt"})
             assert three_done["ok"], three_done
             await browser.ado("screenshot", path=str(shots / "mission-control-fleet.png"))
