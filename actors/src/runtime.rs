@@ -354,6 +354,29 @@ impl Runtime {
         }
     }
 
+    /// What the VM body's warm pool holds, for a person watching (`None` before its first
+    /// use); not journaled.
+    #[cfg(feature = "prim-vm")]
+    pub async fn vm_pool_status(&self) -> Option<aido_vm::PoolStatus> {
+        let body = self.shared.vm().ok()?;
+        match body
+            .call(
+                |reply| VmMsg::PoolStatus { reply },
+                Some(std::time::Duration::from_secs(10)),
+            )
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(status)) => status,
+            _ => None,
+        }
+    }
+
+    /// The question store's file (`AIDO_HOME/questions.sqlite`), where questions no client
+    /// could ask wait for a person.
+    pub fn questions_file(&self) -> &std::path::Path {
+        &self.shared.questions
+    }
+
     /// The defined functions and custom primitives an MCP tool list shows. Empty in a build
     /// without prim-script.
     pub fn defined_tools(&self) -> Vec<DefinedTool> {

@@ -31,22 +31,22 @@ pub fn list(home: &Path, as_json: bool) -> Result<ExitCode> {
 
 /// `aido answer ID WORDS...` (or `--decline`).
 pub fn answer(home: &Path, id: &str, words: &[String], decline: bool) -> Result<ExitCode> {
-    let store = open(home)?;
-    let stored = store
+    let stored = open(home)?
         .get(id)
         .map_err(coded)?
         .ok_or_else(|| coded(HumanError::QuestionNotFound { id: id.to_owned() }))?;
     let now_ms = aido_actors::SystemClock::default().now_ms();
-    let answer = if decline {
+    let content = if decline {
         if !words.is_empty() {
             anyhow::bail!("--decline takes no answer");
         }
         None
     } else {
-        let content = content(&stored, words).map_err(coded)?;
-        Some(stored.question.accept(&content).map_err(coded)?)
+        Some(content(&stored, words).map_err(coded)?)
     };
-    let done = store.answer(id, answer.as_ref(), now_ms).map_err(coded)?;
+    let done =
+        aido_actors::human::answer_stored(&home.join(QUESTIONS_FILE), id, content.as_ref(), now_ms)
+            .map_err(coded)?;
     match &done.answer {
         Some(a) => println!("answered {id}: {a}"),
         None => println!("declined {id}"),

@@ -36,6 +36,7 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     let feed = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
         .context("following the journal")?;
     let telemetry_config = layered.config.telemetry.clone();
+    let fleet = fleet_of(&layered.config.fleet);
     let runtime = Runtime::start(RuntimeOptions {
         config: layered.config,
         env: super::environment(home),
@@ -65,6 +66,8 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     }
     options.drain = Duration::from_millis(args.drain_ms);
     options.metrics = telemetry.as_ref().and_then(|t| t.metrics());
+    options.instance = super::telemetry::instance_id(home, &runtime);
+    options.fleet = fleet;
     let serving = aido_serve::start(runtime.clone(), feed.clone(), options)
         .await
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
@@ -80,6 +83,7 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
                 aido_serve::token::token_path(home).display()
             )?;
         }
+        writeln!(out, "aido serve: Mission Control at {}/mc/", serving.base)?;
         out.flush()?;
     }
     let signal = shutdown_signal().await;
@@ -107,5 +111,26 @@ async fn shutdown_signal() -> &'static str {
             _ = int.recv() => "SIGINT",
         },
         _ => std::future::pending().await,
+    }
+}
+
+/// `[fleet]` as Mission Control takes it (`~` in paths is HOME).
+fn fleet_of(config: &aido_policy::config::Fleet) -> aido_serve::mc::Fleet {
+    let path = |p: &str| -> std::path::PathBuf {
+        match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => Path::new(&home).join(rest),
+            _ => std::path::PathBuf::from(p),
+        }
+    };
+    aido_serve::mc::Fleet {
+        peers: config
+            .peers
+            .iter()
+            .map(|p| aido_serve::mc::Peer {
+                url: p.url.trim_end_matches('/').to_owned(),
+                token_file: path(&p.token_file),
+            })
+            .collect(),
+        discovery: (!config.discovery.is_empty()).then(|| path(&config.discovery)),
     }
 }

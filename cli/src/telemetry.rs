@@ -108,3 +108,23 @@ impl Running {
         match self {}
     }
 }
+
+/// This runtime's `service.instance.id` (kept in AIDO_HOME, made on first use), which
+/// Mission Control shows.
+#[cfg(feature = "telemetry")]
+pub fn instance_id(home: &Path, runtime: &Runtime) -> Option<String> {
+    let clock = runtime.clock().clone();
+    match aido_telemetry::instance::load_or_create(home, |b| clock.random(b)) {
+        Ok(id) => Some(id),
+        Err(e) => {
+            tracing::warn!(error = %e, "no service.instance.id");
+            None
+        }
+    }
+}
+
+/// A build without the feature has no instance id.
+#[cfg(not(feature = "telemetry"))]
+pub fn instance_id(_home: &Path, _runtime: &Runtime) -> Option<String> {
+    None
+}

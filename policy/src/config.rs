@@ -186,6 +186,16 @@ otlp_protocol = ""
 # Serve the metrics at /metrics on `aido serve`'s listener (behind its bearer token).
 prometheus = true
 
+[fleet]
+# Other runtimes Mission Control (`aido serve`'s page at /mc/) shows beside this one, each
+# { url = "http://HOST:PORT", token_file = "PATH" } (that runtime's AIDO_HOME/serve/token,
+# readable by this one). Fetched by this server; the page never sees their tokens.
+peers = []
+# A discovery file: JSON lines {"url": ..., "token_file": ...} (a relative token_file is taken
+# from the file's directory), re-read on every look, so a scheduler's template can keep it.
+# Empty: none.
+discovery = ""
+
 [limits]
 # Largest tools/call arguments, in bytes.
 argument_bytes_max = 8388608
@@ -256,6 +266,8 @@ pub struct Config {
     pub journal: JournalConfig,
     /// OpenTelemetry export.
     pub telemetry: Telemetry,
+    /// The other runtimes Mission Control shows.
+    pub fleet: Fleet,
     /// Named limits.
     pub limits: Limits,
 }
@@ -278,6 +290,26 @@ pub struct Telemetry {
     pub otlp_protocol: String,
     /// Whether `aido serve` serves `/metrics`.
     pub prometheus: bool,
+}
+
+/// `[fleet]`: the runtimes Mission Control shows beside its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fleet {
+    /// A static list.
+    pub peers: Vec<Peer>,
+    /// A discovery file of JSON lines (`url`, `token_file`); empty: none.
+    pub discovery: String,
+}
+
+/// One other runtime: its `aido serve` and the file holding its bearer token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    /// `http://HOST:PORT` of its `aido serve`.
+    pub url: String,
+    /// Its token file.
+    pub token_file: String,
 }
 
 /// When records are made durable.

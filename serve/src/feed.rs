@@ -158,6 +158,17 @@ impl Feed {
         Some(ring.iter().filter(|e| e.n > n).cloned().collect())
     }
 
+    /// The entries after `n` still in the ring, at most `max` (the oldest of them), and
+    /// whether some after `n` are gone (then it starts at the oldest the ring holds).
+    pub fn recent(&self, n: u64, max: usize) -> (Vec<Arc<Entry>>, bool) {
+        let Ok(ring) = self.inner.ring.lock() else {
+            return (Vec::new(), false);
+        };
+        let gap = ring.front().is_some_and(|e| e.n > n + 1);
+        let entries = ring.iter().filter(|e| e.n > n).take(max).cloned().collect();
+        (entries, gap)
+    }
+
     /// Stop following once what was inserted so far is handled.
     pub fn stop(&self) {
         self.inner.stop.store(true, Ordering::SeqCst);

@@ -5,6 +5,8 @@
 //! - `/events`: the journal as server-sent events, resumable by `Last-Event-ID`;
 //! - `/metrics`: the runtime's metrics in the Prometheus text format, when telemetry gives
 //!   them ([`Options::metrics`]), behind the same bearer token;
+//! - `/mc/`: Mission Control, a page for people (its assets without the token, its data
+//!   from `/mc/api/...` behind it; see [`mc`]);
 //! - `/.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata.
 //!
 //! Every request passes, in order: the Host allowlist and the Origin allowlist (403, against
@@ -35,6 +37,8 @@ mod api;
 pub mod feed;
 /// The connection cap and the first-byte deadline.
 pub mod listener;
+/// Mission Control: the page at `/mc/` and its JSON endpoints.
+pub mod mc;
 /// The token file.
 pub mod token;
 
@@ -103,12 +107,22 @@ pub enum HttpError {
     /// `Last-Event-ID` is not an id this endpoint gives.
     #[error("Last-Event-ID {0:?} is not an id of this stream")]
     LastEventIdInvalid(String),
+    /// Mission Control was asked for what this build has no family for.
+    #[error("this aido was built without {0}")]
+    NotBuilt(&'static str),
+    /// `/mc/api/fleet/P/...` named no peer of `[fleet]`.
+    #[error("no peer {0} in [fleet] (see /mc/api/fleet)")]
+    PeerUnknown(usize),
+    /// A peer could not be asked, or did not answer.
+    #[error("{0}")]
+    PeerFailed(String),
 }
 
 // `events_gap` is the code of an `/events` gap event's data, not an HTTP error; `serve_busy`
-// is answered by the listener (listener.rs) before there is a request.
+// is answered by the listener (listener.rs) before there is a request; the `mc_` codes are
+// Mission Control's refusals made in place (mc.rs).
 aido_actions::coded!(HttpError {
-    @also ["events_gap", "serve_busy"]
+    @also ["events_gap", "serve_busy", "mc_read_failed", "mc_session_unknown", "mc_thumbnail_failed", "mc_discovery_invalid"]
     Unauthorized => "unauthorized",
     GrantTokenInvalid => "serve_grant_token_invalid",
     OperatorOnly => "serve_operator_only",
@@ -127,6 +141,9 @@ aido_actions::coded!(HttpError {
     ApiSessionUnknown => "api_session_unknown",
     SessionIdInvalid => "session_id_invalid",
     LastEventIdInvalid => "last_event_id_invalid",
+    NotBuilt => "mc_not_built",
+    PeerUnknown => "mc_peer_unknown",
+    PeerFailed => "mc_peer_failed",
 });
 
 impl HttpError {
@@ -142,9 +159,12 @@ impl HttpError {
             | Self::ActionInvalid(_)
             | Self::SessionIdInvalid(_)
             | Self::LastEventIdInvalid(_) => StatusCode::BAD_REQUEST,
-            Self::SessionNotFound(_) | Self::NotFound(_) | Self::ApiSessionUnknown(_) => {
-                StatusCode::NOT_FOUND
-            }
+            Self::SessionNotFound(_)
+            | Self::NotFound(_)
+            | Self::ApiSessionUnknown(_)
+            | Self::NotBuilt(_)
+            | Self::PeerUnknown(_) => StatusCode::NOT_FOUND,
+            Self::PeerFailed(_) => StatusCode::BAD_GATEWAY,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -210,6 +230,10 @@ pub struct Options {
     /// Connections open at once (one more gets 503 `serve_busy`), and how soon a new one must
     /// send its first byte.
     pub connections: listener::Limits,
+    /// This runtime's `service.instance.id`, which Mission Control shows.
+    pub instance: Option<String>,
+    /// The other runtimes Mission Control shows.
+    pub fleet: mc::Fleet,
 }
 
 /// Renders the metrics in the Prometheus text exposition format (aido-telemetry gives one).
@@ -242,6 +266,8 @@ impl Options {
                 connections_max: 1024,
                 first_byte: Duration::from_secs(10),
             },
+            instance: None,
+            fleet: mc::Fleet::default(),
         }
     }
 }
@@ -279,6 +305,8 @@ pub(crate) struct Shared {
     pub(crate) keep_alive: Duration,
     pub(crate) api: Arc<api::ApiSessions>,
     pub(crate) metrics: Option<Metrics>,
+    pub(crate) instance: Option<Arc<String>>,
+    pub(crate) fleet: Arc<mc::Fleet>,
     /// Which grant (or the operator: `None`) opened each MCP session.
     pub(crate) owners: Arc<std::sync::Mutex<Owners>>,
 }
@@ -463,6 +491,8 @@ pub async fn start(
         api: api_sessions.clone(),
         metrics: options.metrics.clone(),
         owners: Arc::new(std::sync::Mutex::new(Owners::default())),
+        instance: options.instance.clone().map(Arc::new),
+        fleet: Arc::new(options.fleet.clone()),
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
@@ -492,8 +522,10 @@ pub async fn start(
             "/metrics",
             axum::routing::get(metrics).fallback(method_not_allowed),
         )
+        .merge(mc::api())
         .merge(mcp_routes)
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
+        .merge(mc::assets())
         .route(
             "/.well-known/oauth-protected-resource",
             axum::routing::get(resource_metadata),

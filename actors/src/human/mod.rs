@@ -145,6 +145,27 @@ async fn wait(path: &Path, hooks: &Hooks, id: &str, wait_ms: u64) -> Result<Stor
     }
 }
 
+/// A person answers the stored question `id`, out of band: `Some(content)` is the form's
+/// content (`{"answer"}`, `{"approve"}`, `{"choice"}` or `{"choices"}`, checked as an
+/// elicitation's would be), `None` declines it. The one path both `aido answer` and Mission
+/// Control's answer take; no tool calls it. Blocking (SQLite).
+pub fn answer_stored(
+    path: &Path,
+    id: &str,
+    content: Option<&Value>,
+    now_ms: u64,
+) -> Result<Stored, HumanError> {
+    let store = Questions::open(path)?;
+    let stored = store
+        .get(id)?
+        .ok_or_else(|| HumanError::QuestionNotFound { id: id.to_owned() })?;
+    let answer = match content {
+        Some(content) => Some(stored.question.accept(content)?),
+        None => None,
+    };
+    store.answer(id, answer.as_ref(), now_ms)
+}
+
 /// Run `f` on the store, opened on the blocking pool (SQLite blocks).
 async fn store<T: Send + 'static>(
     path: &Path,

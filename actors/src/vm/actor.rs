@@ -70,6 +70,11 @@ pub enum VmMsg {
         /// The names.
         reply: RpcReplyPort<Vec<String>>,
     },
+    /// What the warm pool holds (`None` before it is first used). Not journaled.
+    PoolStatus {
+        /// The status.
+        reply: RpcReplyPort<Option<aido_vm::PoolStatus>>,
+    },
     /// Snapshot every running machine under `id` (for a workspace snapshot).
     SnapshotAll {
         /// The snapshot id.
@@ -674,6 +679,9 @@ impl Actor for VmBody {
             }
             VmMsg::Names { reply } => {
                 let _ = reply.send(state.machines.keys().cloned().collect());
+            }
+            VmMsg::PoolStatus { reply } => {
+                let _ = reply.send(state.pool.as_ref().map(|p| p.status()));
             }
             VmMsg::SnapshotAll { id, ticket, reply } => {
                 if !ticket.start() || !ticket.commit() {
