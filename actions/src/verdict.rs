@@ -23,6 +23,8 @@ pub enum Gate {
     Capabilities,
     /// A network target's host and port on `[net] allow`; an address literal judged by range.
     NetAllowlist,
+    /// An ssh_exec host on `[[ssh.hosts]]`; a container image on `[containers] images`.
+    RemoteAllowlist,
     /// A human answered a confirmation.
     Human,
 }
@@ -40,6 +42,7 @@ impl Gate {
             Self::DenyPatterns => "deny_patterns",
             Self::Capabilities => "capabilities",
             Self::NetAllowlist => "net_allowlist",
+            Self::RemoteAllowlist => "remote_allowlist",
             Self::Human => "human",
         }
     }
@@ -132,6 +135,10 @@ deny_codes! {
     NetUrlInvalid = "net_url_invalid", NetAllowlist;
     /// A URL whose scheme is not http or https.
     NetSchemeRefused = "net_scheme_refused", NetAllowlist;
+    /// An ssh_exec host that no `[[ssh.hosts]]` entry names (the default names none).
+    SshHostNotAllowed = "ssh_host_not_allowed", RemoteAllowlist;
+    /// A container image that `[containers] images` does not list (the default lists none).
+    ContainerImageNotAllowed = "container_image_not_allowed", RemoteAllowlist;
 }
 
 impl std::fmt::Display for DenyCode {
@@ -310,6 +317,16 @@ mod tests {
                 DenyCode::NetSchemeRefused,
                 "net_scheme_refused",
                 Gate::NetAllowlist,
+            ),
+            (
+                DenyCode::SshHostNotAllowed,
+                "ssh_host_not_allowed",
+                Gate::RemoteAllowlist,
+            ),
+            (
+                DenyCode::ContainerImageNotAllowed,
+                "container_image_not_allowed",
+                Gate::RemoteAllowlist,
             ),
         ];
         assert_eq!(
