@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    artifact, computer, desktop, fs, human, memory, meta, net, process, safety, script, search,
-    snapshot, tools, vm,
+    artifact, computer, desktop, fs, human, memory, meta, net, process, remote, safety, script,
+    search, snapshot, tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -314,6 +314,12 @@ actions! {
         StopHandle(process::StopHandle) = "stop_handle", ProcessSpawn;
         /// The background commands of this aido, and those lost with an earlier aido process. Class: read_only.
         ListHandles(process::ListHandles) = "list_handles", ReadOnly;
+        /// Run a command on a host named in [[ssh.hosts]] over SSH: the pinned host key or nothing, the policy's key, never ~/.ssh; the exit status passes through. Class: network.
+        SshExec(remote::SshExec) = "ssh_exec", Network;
+        /// Run a command in an allowed OCI image through podman: no network, read-only root, no capabilities, no-new-privileges, pids and memory limits, the workspace mounted as the walls allow; always removed. Class: process_spawn.
+        RunInSandbox(remote::RunInSandbox) = "run_in_sandbox", ProcessSpawn;
+        /// Run several containers at once in one podman pod that has only its own loopback; one result per container; the pod is always removed. Class: process_spawn.
+        RunContainerGroup(remote::RunContainerGroup) = "run_container_group", ProcessSpawn;
     }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {
@@ -640,6 +646,9 @@ mod tests {
             ("write_stdin", SideEffectClass::ProcessSpawn),
             ("stop_handle", SideEffectClass::ProcessSpawn),
             ("list_handles", SideEffectClass::ReadOnly),
+            ("ssh_exec", SideEffectClass::Network),
+            ("run_in_sandbox", SideEffectClass::ProcessSpawn),
+            ("run_container_group", SideEffectClass::ProcessSpawn),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),
             ("vm_list", SideEffectClass::Meta),

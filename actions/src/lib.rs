@@ -44,6 +44,8 @@ pub mod net;
 pub mod outcome;
 /// Process primitives: confined commands.
 pub mod process;
+/// ssh_exec, run_in_sandbox, run_container_group: remote hosts and containers.
+pub mod remote;
 /// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.
 pub mod safety;
 /// Composite functions: define_function, call_function, ... and the custom primitives.

@@ -23,6 +23,8 @@ pub enum Gate {
     Capabilities,
     /// A network target's host and port on `[net] allow`; an address literal judged by range.
     NetAllowlist,
+    /// An ssh_exec host on `[[ssh.hosts]]`; a container image on `[containers] images`.
+    RemoteAllowlist,
     /// A human answered a confirmation.
     Human,
 }
@@ -40,6 +42,7 @@ impl Gate {
             Self::DenyPatterns => "deny_patterns",
             Self::Capabilities => "capabilities",
             Self::NetAllowlist => "net_allowlist",
+            Self::RemoteAllowlist => "remote_allowlist",
             Self::Human => "human",
         }
     }
@@ -134,6 +137,10 @@ deny_codes! {
     NetSchemeRefused = "net_scheme_refused", NetAllowlist;
     /// An artifact action while `artifacts.enabled` is false.
     ArtifactsDisabled = "artifacts_disabled", DesktopGate;
+    /// An ssh_exec host that no `[[ssh.hosts]]` entry names (the default names none).
+    SshHostNotAllowed = "ssh_host_not_allowed", RemoteAllowlist;
+    /// A container image that `[containers] images` does not list (the default lists none).
+    ContainerImageNotAllowed = "container_image_not_allowed", RemoteAllowlist;
 }
 
 impl std::fmt::Display for DenyCode {
@@ -317,6 +324,16 @@ mod tests {
                 DenyCode::ArtifactsDisabled,
                 "artifacts_disabled",
                 Gate::DesktopGate,
+            ),
+            (
+                DenyCode::SshHostNotAllowed,
+                "ssh_host_not_allowed",
+                Gate::RemoteAllowlist,
+            ),
+            (
+                DenyCode::ContainerImageNotAllowed,
+                "container_image_not_allowed",
+                Gate::RemoteAllowlist,
             ),
         ];
         assert_eq!(

@@ -24,9 +24,9 @@
 //! target/release/aido-bench render --from docs/benchmarks.json --out docs/BENCHMARKS.md
 //! ```
 
-mod desktop;
 /// Artifact serving latency, and create + serve over MCP.
 mod artifact;
+mod desktop;
 /// Criterion results.
 mod estimates;
 /// fetch_url against mcp-server-fetch.

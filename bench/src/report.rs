@@ -626,6 +626,59 @@ fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Sec
             ("dropped", dropped),
         ],
         Vec::new(),
+    )
+}
+
+/// The artifact section: GETs of a served page (p50, p99) and artifact_create +
+/// artifact_serve over MCP.
+fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<Row>) -> Section {
+    use crate::artifact::ArtifactSection;
+    const S: &str = "artifact";
+    let get_what = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
+    let trip_what = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
+    let run = match artifact {
+        ArtifactSection::Ran(run) => run,
+        ArtifactSection::Skipped(why) | ArtifactSection::Failed(why) => {
+            let outcome = match artifact {
+                ArtifactSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                _ => Outcome::Failed(why.clone()),
+            };
+            rows.push(row(S, "artifact_get", get_what, outcome.clone()));
+            rows.push(row(S, "artifact_create_serve", trip_what, outcome));
+            return section(S, &[], Vec::new());
+        }
+    };
+    let latency = |values: &[Duration]| Value {
+        unit: Unit::Ns,
+        median: ns(crate::stdio::percentile(values, 50.0)),
+        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        max: values.iter().max().map(|d| ns(*d)),
+        n: Some(values.len() as u64),
+        ..Value::default()
+    };
+    rows.push(row(
+        S,
+        "artifact_get",
+        get_what,
+        Outcome::Measured(latency(&run.gets)),
+    ));
+    rows.push(row(
+        S,
+        "artifact_create_serve",
+        trip_what,
+        Outcome::Measured(latency(&run.round_trips)),
+    ));
+    section(
+        S,
+        &[
+            ("gets", run.gets.len().to_string()),
+            ("round_trips", run.round_trips.len().to_string()),
+            ("page_bytes", run.page_bytes.to_string()),
+        ],
+        Vec::new(),
+    )
+}
+
 /// The desktop section: per backend, a screenshot beside grim / import, and a keypress to
 /// pixels beside wtype / xdotool.
 fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>) -> Section {
@@ -761,53 +814,6 @@ fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>
                 cells,
             ),
         )],
-/// The artifact section: GETs of a served page (p50, p99) and artifact_create +
-/// artifact_serve over MCP.
-fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<Row>) -> Section {
-    use crate::artifact::ArtifactSection;
-    const S: &str = "artifact";
-    let get_what = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
-    let trip_what = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
-    let run = match artifact {
-        ArtifactSection::Ran(run) => run,
-        ArtifactSection::Skipped(why) | ArtifactSection::Failed(why) => {
-            let outcome = match artifact {
-                ArtifactSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "artifact_get", get_what, outcome.clone()));
-            rows.push(row(S, "artifact_create_serve", trip_what, outcome));
-            return section(S, &[], Vec::new());
-        }
-    };
-    let latency = |values: &[Duration]| Value {
-        unit: Unit::Ns,
-        median: ns(crate::stdio::percentile(values, 50.0)),
-        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
-        max: values.iter().max().map(|d| ns(*d)),
-        n: Some(values.len() as u64),
-        ..Value::default()
-    };
-    rows.push(row(
-        S,
-        "artifact_get",
-        get_what,
-        Outcome::Measured(latency(&run.gets)),
-    ));
-    rows.push(row(
-        S,
-        "artifact_create_serve",
-        trip_what,
-        Outcome::Measured(latency(&run.round_trips)),
-    ));
-    section(
-        S,
-        &[
-            ("gets", run.gets.len().to_string()),
-            ("round_trips", run.round_trips.len().to_string()),
-            ("page_bytes", run.page_bytes.to_string()),
-        ],
-        Vec::new(),
     )
 }
 

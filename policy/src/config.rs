@@ -137,6 +137,29 @@ redirects_max = 10
 # Most port_check calls per minute (it is a scanner).
 port_checks_per_minute_max = 60
 
+[ssh]
+# Hosts ssh_exec may reach, each a table: name (what the agent calls it; default its host),
+# host, port (default 22), user, host_key (the server's key as an OpenSSH public key line, or
+# its "SHA256:..." fingerprint: any other key is refused before authenticating) and key_file
+# (the private key, OpenSSH format, no passphrase). Nothing is read from ~/.ssh: no config, no
+# known_hosts, no agent. Empty (the default): ssh_exec is refused. For example
+# hosts = [{ name = "build", host = "10.0.0.5", user = "ci", host_key = "SHA256:...", key_file = "/etc/aido/ci_ed25519" }]
+hosts = []
+
+[containers]
+# Images run_in_sandbox and run_container_group may run, exactly as podman names them
+# ("localhost/aido-test:latest"). They must already be on the host: aido never pulls.
+# Empty (the default): none.
+images = []
+# The podman program (a name looked up in PATH, or a path) and its OCI runtime ("runc",
+# "crun"; "" for podman's own default). Debian 12's crun 1.8 refuses hosts with hybrid
+# cgroups; runc runs there and on cgroup v2.
+podman = "podman"
+runtime = "runc"
+# Most processes and memory (MiB) one container may have; a call may ask for less.
+pids_max = 256
+memory_mb_max = 1024
+
 [llm]
 # llm_call's endpoint: "openai" (any OpenAI-compatible /chat/completions: OpenAI, vLLM,
 # Ollama's /v1, llama.cpp's server) or "anthropic" (the messages API).
@@ -258,6 +281,10 @@ pub struct Config {
     pub artifacts: Artifacts,
     /// The network primitives' allowlist and bounds.
     pub net: Net,
+    /// ssh_exec's hosts.
+    pub ssh: Ssh,
+    /// run_in_sandbox's and run_container_group's images and limits.
+    pub containers: Containers,
     /// llm_call's endpoint and key.
     pub llm: Llm,
     /// The Ollama server.
@@ -497,6 +524,65 @@ pub struct Net {
     pub redirects_max: u32,
     /// Most port checks per minute.
     pub port_checks_per_minute_max: u32,
+}
+
+/// `[ssh]`: the hosts ssh_exec may reach.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ssh {
+    /// The hosts.
+    pub hosts: Vec<SshHost>,
+}
+
+/// One `[ssh] hosts` entry: where, as whom, with which keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshHost {
+    /// What the agent calls it (empty: its host).
+    #[serde(default)]
+    pub name: String,
+    /// A name or an address.
+    pub host: String,
+    /// The port.
+    #[serde(default = "ssh_port")]
+    pub port: u16,
+    /// The remote user.
+    pub user: String,
+    /// The pinned host key: an OpenSSH public key line or its `SHA256:` fingerprint.
+    pub host_key: String,
+    /// The private key file (absolute).
+    pub key_file: String,
+}
+
+fn ssh_port() -> u16 {
+    22
+}
+
+impl SshHost {
+    /// The name the agent uses for it.
+    pub fn called(&self) -> &str {
+        if self.name.is_empty() {
+            &self.host
+        } else {
+            &self.name
+        }
+    }
+}
+
+/// `[containers]`: the images and limits of run_in_sandbox and run_container_group.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Containers {
+    /// Allowed image references, exact.
+    pub images: Vec<String>,
+    /// The podman program.
+    pub podman: String,
+    /// The OCI runtime (empty: podman's default).
+    pub runtime: String,
+    /// Most processes per container.
+    pub pids_max: u32,
+    /// Most memory per container, in MiB.
+    pub memory_mb_max: u32,
 }
 
 /// `[llm]`: llm_call's endpoint and key.
@@ -758,6 +844,41 @@ impl Config {
                     reason: format!("no primitive is named {name}"),
                 });
             }
+        }
+        self.check_remote()
+    }
+
+    fn check_remote(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::Value {
+            key: key.into(),
+            reason,
+        };
+        let mut names = std::collections::BTreeSet::new();
+        for host in &self.ssh.hosts {
+            if host.host.is_empty() || host.user.is_empty() || host.host_key.trim().is_empty() {
+                return Err(bad(
+                    "ssh.hosts",
+                    format!("{} needs host, user and host_key", host.called()),
+                ));
+            }
+            if !std::path::Path::new(&host.key_file).is_absolute() {
+                return Err(bad(
+                    "ssh.hosts",
+                    format!("{}: key_file must be an absolute path", host.called()),
+                ));
+            }
+            if !names.insert(host.called().to_owned()) {
+                return Err(bad(
+                    "ssh.hosts",
+                    format!("{} is named twice", host.called()),
+                ));
+            }
+        }
+        if self.containers.pids_max == 0 || self.containers.memory_mb_max < 6 {
+            return Err(bad(
+                "containers",
+                "pids_max must be at least 1 and memory_mb_max at least 6".into(),
+            ));
         }
         Ok(())
     }

@@ -641,6 +641,27 @@ impl PolicyEngine {
             }
         }
 
+        // remote_allowlist: an ssh_exec host named by [ssh] hosts (and, under a grant, within
+        // its hosts), every container image listed in [containers] images.
+        if let Some((code, reason)) = crate::remote::judge(&self.config, action) {
+            return deny(code, reason);
+        }
+        if let (Action::SshExec(ssh), Some(grant)) = (action, &ctx.capabilities)
+            && let Some(host) = crate::remote::ssh_host(&self.config, &ssh.host)
+        {
+            let within = aido_net::Target::tcp(&host.host, host.port)
+                .is_ok_and(|target| grant.allows_target(&target));
+            if !within {
+                return deny(
+                    DenyCode::GrantHostOutside,
+                    format!(
+                        "ssh_exec reaches {}:{}, which this session was not granted",
+                        host.host, host.port
+                    ),
+                );
+            }
+        }
+
         // capabilities: composites are judged by their leaves.
         // A command's file changes are judged by the walls, not by a grant's roots: under a
         // grant that narrows paths, commands are refused rather than let reach further.
@@ -1383,6 +1404,21 @@ mod tests {
                 "http_request",
                 json!({"url": "file:///etc/passwd"}),
             ),
+            case(
+                DenyCode::SshHostNotAllowed,
+                "[ssh]\nhosts = [{ name = \"build\", host = \"127.0.0.1\", user = \"ci\", host_key = \"SHA256:x\", key_file = \"/k\" }]",
+                "ssh_exec",
+                json!({"host": "127.0.0.1", "command": "true"}),
+            ),
+            case(
+                DenyCode::ContainerImageNotAllowed,
+                "[containers]\nimages = [\"localhost/a:1\"]",
+                "run_container_group",
+                json!({"containers": [
+                    {"image": "localhost/a:1", "argv": ["true"], "mount": "none"},
+                    {"image": "docker.io/library/alpine", "argv": ["true"], "mount": "none"},
+                ]}),
+            ),
         ];
         let mut covered: Vec<DenyCode> = cases.iter().map(|c| c.code).collect();
         covered.sort();
@@ -1405,6 +1441,73 @@ mod tests {
                 other => panic!("{} {}: {other:?}", c.primitive, c.args),
             }
         }
+    }
+
+    /// ssh_exec reaches only a host [ssh] hosts names, and under a grant only within its
+    /// hosts; containers run only listed images, and their workspace mount is judged by the
+    /// walls (read-only by the read walls, read-write by the write walls).
+    #[test]
+    fn the_remote_gate_names_hosts_and_images_and_mounts_answer_to_the_walls() {
+        let w = world(
+            "[ssh]\nhosts = [{ name = \"build\", host = \"127.0.0.1\", port = 2222, user = \"ci\", host_key = \"SHA256:x\", key_file = \"/k\" }]\n\
+             [containers]\nimages = [\"localhost/aido-test:latest\"]",
+        );
+        let ssh = json!({"host": "build", "argv": ["uname"]});
+        assert_eq!(code(&verdict(&w, "ssh_exec", ssh.clone())), "allow");
+        let mut granted = world(
+            "[ssh]\nhosts = [{ name = \"build\", host = \"127.0.0.1\", port = 2222, user = \"ci\", host_key = \"SHA256:x\", key_file = \"/k\" }]",
+        );
+        granted.ctx.capabilities = Some(Arc::new(GrantScope {
+            hosts: Some(vec!["127.0.0.1:22".into()]),
+            ..GrantScope::default()
+        }));
+        assert_eq!(
+            code(&verdict(&granted, "ssh_exec", ssh.clone())),
+            "grant_host_outside"
+        );
+        granted.ctx.capabilities = Some(Arc::new(GrantScope {
+            hosts: Some(vec!["127.0.0.1:2222".into()]),
+            ..GrantScope::default()
+        }));
+        assert_eq!(code(&verdict(&granted, "ssh_exec", ssh)), "allow");
+
+        let image = "localhost/aido-test:latest";
+        let run = |extra: serde_json::Value| {
+            let mut args = json!({"image": image, "argv": ["true"]});
+            for (k, v) in extra.as_object().unwrap() {
+                args[k] = v.clone();
+            }
+            code(&verdict(&w, "run_in_sandbox", args)).to_owned()
+        };
+        assert_eq!(run(json!({})), "allow");
+        assert_eq!(
+            run(json!({"image": "alpine"})),
+            "container_image_not_allowed"
+        );
+        assert_eq!(run(json!({"workspace": "/etc"})), "path_outside_walls");
+        assert_eq!(run(json!({"workspace": "/etc", "mount": "none"})), "allow");
+        assert_eq!(
+            run(json!({"workspace": "/", "mount": "read_write"})),
+            "path_outside_walls"
+        );
+        assert_eq!(run(json!({"mount": "read_write"})), "allow");
+        let off = world("");
+        assert_eq!(
+            code(&verdict(
+                &off,
+                "ssh_exec",
+                json!({"host": "build", "command": "true"})
+            )),
+            "ssh_host_not_allowed"
+        );
+        assert_eq!(
+            code(&verdict(
+                &off,
+                "run_in_sandbox",
+                json!({"image": image, "argv": ["true"]})
+            )),
+            "container_image_not_allowed"
+        );
     }
 
     /// The desktop gate asks the action table which actions drive a machine, not their names:

@@ -30,6 +30,8 @@ pub mod grant;
 /// The net gate: a network action's target judged by `[net] allow` and, for an address, by
 /// range.
 pub mod net;
+/// The remote_allowlist gate: ssh_exec hosts and container images.
+pub mod remote;
 /// Path resolution: `~`, relative paths, symlinks, `..`, targets that do not exist yet.
 pub mod resolve;
 /// Simulate: each leaf's verdict and projected side effects, without running anything.

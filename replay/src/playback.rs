@@ -759,6 +759,10 @@ impl World for Player<'_> {
             | ProcessAction::WriteStdin(_)
             | ProcessAction::ListHandles(_) => aido_walk::process::handle_answered(&record),
             ProcessAction::StopHandle(_) => aido_walk::process::handle_stopped(&record),
+            // Nothing connects or runs: the host's and the containers' answers as recorded.
+            ProcessAction::SshExec(_) => aido_walk::remote::ssh_ran(&record),
+            ProcessAction::RunInSandbox(_) => aido_walk::remote::container_ran(&record),
+            ProcessAction::RunContainerGroup(_) => aido_walk::remote::group_ran(&record),
         });
         // A command's file changes, applied by the filesystem body: listed, with their effects.
         if let Some(Input::Answer { from, .. }) = self.peek()

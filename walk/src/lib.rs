@@ -39,6 +39,8 @@ pub mod memory;
 pub mod net;
 /// The result of run_command from what the process body recorded.
 pub mod process;
+/// ssh_exec, run_in_sandbox and run_container_group results, from what the process body recorded.
+pub mod remote;
 /// Results of runtime primitives as pure functions of recorded inputs.
 pub mod render;
 /// Rewind plans from the records.

@@ -147,6 +147,22 @@ impl Actor for ProcessBody {
                             stop_handle(&args, &stop, &session).await
                         }
                         ProcessAction::ListHandles(_) => Ok(answered(args.handles.list())),
+                        ProcessAction::SshExec(ssh) => {
+                            let cap = output_bytes_max(&args.policy);
+                            super::remote::ssh_exec(&args, &ssh, &ticket, cap).await
+                        }
+                        ProcessAction::RunInSandbox(container) => {
+                            let cap = output_bytes_max(&args.policy);
+                            super::remote::run_in_sandbox(&args, &container, &session, &ticket, cap)
+                                .await
+                        }
+                        ProcessAction::RunContainerGroup(group) => {
+                            let cap = output_bytes_max(&args.policy);
+                            super::remote::run_container_group(
+                                &args, &group, &session, &ticket, cap,
+                            )
+                            .await
+                        }
                     };
                     let _ = reply.send(answer);
                 });

@@ -25,6 +25,9 @@ pub mod handles;
 mod profile;
 /// Secret environment values kept out of the journaled proposal.
 mod redact;
+/// ssh_exec, run_in_sandbox and run_container_group (aido-remote).
+#[cfg(feature = "prim-process")]
+pub mod remote;
 
 #[cfg(feature = "prim-process")]
 pub use actor::{Origin, Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
@@ -33,6 +36,8 @@ pub(crate) use dry::layers_base;
 #[cfg(feature = "prim-process")]
 pub use handles::{HandleTable, LostHandle, recover_lost};
 pub(crate) use redact::journaled;
+#[cfg(feature = "prim-process")]
+pub use remote::RemoteError;
 
 /// Why the process body refused a call before the sandbox saw it.
 #[derive(Debug, thiserror::Error)]

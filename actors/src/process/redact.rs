@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 pub(crate) fn journaled(action: Action) -> Action {
     let may_hold = matches!(
         action.primitive(),
-        "run_command" | "http_request" | "fetch_url"
+        "run_command" | "run_in_sandbox" | "run_container_group" | "http_request" | "fetch_url"
     ) || action.class() == SideEffectClass::Composite;
     if !may_hold {
         return action;
@@ -29,9 +29,8 @@ fn redact(value: &mut Value) -> bool {
     let mut changed = false;
     match value {
         Value::Object(map) => {
-            if map.get("type").and_then(Value::as_str) == Some("run_command")
-                && let Some(Value::Object(env)) = map.get_mut("env")
-            {
+            let hash_env = |env: &mut serde_json::Map<String, Value>| {
+                let mut changed = false;
                 for (name, value) in env.iter_mut() {
                     if let Value::String(text) = value
                         && is_secret_name(name)
@@ -41,6 +40,25 @@ fn redact(value: &mut Value) -> bool {
                         changed = true;
                     }
                 }
+                changed
+            };
+            match map.get("type").and_then(Value::as_str) {
+                Some("run_command" | "run_in_sandbox") => {
+                    if let Some(Value::Object(env)) = map.get_mut("env") {
+                        changed |= hash_env(env);
+                    }
+                }
+                // A group's containers are not tagged: each one's env, here.
+                Some("run_container_group") => {
+                    if let Some(Value::Array(containers)) = map.get_mut("containers") {
+                        for container in containers {
+                            if let Some(Value::Object(env)) = container.get_mut("env") {
+                                changed |= hash_env(env);
+                            }
+                        }
+                    }
+                }
+                _ => {}
             }
             // A request's secret headers and its URL's userinfo and secret query values (the
             // request went out with them; the exchange recorded is redacted the same way).
@@ -100,6 +118,29 @@ mod tests {
             assert!(!text.contains(secret), "{secret} in {text}");
         }
         assert!(text.contains("text/html") && text.contains("q=x"), "{text}");
+    }
+
+    #[test]
+    fn container_secrets_are_hashed_alone_and_in_groups() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "pipeline",
+            "steps": [
+                {"type": "run_in_sandbox", "image": "i", "argv": ["true"], "env": {"DB_PASSWORD": "pw1"}},
+                {"type": "run_container_group", "containers": [
+                    {"image": "i", "argv": ["true"], "env": {"API_TOKEN": "tk2", "MODE": "m"}}
+                ]}
+            ]
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&journaled(action)).unwrap();
+        for secret in ["pw1", "tk2"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(
+            text.contains(&format!("blake3:{}", blake3::hash(b"tk2").to_hex())),
+            "{text}"
+        );
+        assert!(text.contains("\"MODE\":\"m\""), "{text}");
     }
 
     #[test]
