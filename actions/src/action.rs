@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    computer, desktop, fs, human, memory, meta, net, process, safety, script, search, snapshot,
-    tools, vm,
+    computer, desktop, events, fs, human, memory, meta, net, process, safety, script, search,
+    snapshot, tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -314,6 +314,16 @@ actions! {
         StopHandle(process::StopHandle) = "stop_handle", ProcessSpawn;
         /// The background commands of this aido, and those lost with an earlier aido process. Class: read_only.
         ListHandles(process::ListHandles) = "list_handles", ReadOnly;
+        /// The processes aido started (pid, argv, state, start time), and with host the host's own from /proc when the policy allows (fields as it says, environments never). Class: read_only.
+        ListProcesses(events::ListProcesses) = "list_processes", ReadOnly;
+        /// Subscribe to file changes under the walls (paths, globs, kinds): coalesced batches come to this client as notifications/message (logger aido/events), each journaled; denied paths never. Class: read_only.
+        Subscribe(events::Subscribe) = "subscribe", ReadOnly;
+        /// End a subscription or a reaction. Class: read_only.
+        Unsubscribe(events::Unsubscribe) = "unsubscribe", ReadOnly;
+        /// This session's subscriptions and reactions with their counts. Class: read_only.
+        ListSubscriptions(events::ListSubscriptions) = "list_subscriptions", ReadOnly;
+        /// Run a primitive on each matching file change: every firing a child action judged and journaled like any call, rate-limited, bounded in count and time, never fed its own changes. Class: composite.
+        WatchAndReact(events::WatchAndReact) = "watch_and_react", Composite;
     }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {
@@ -618,6 +628,11 @@ mod tests {
             ("write_stdin", SideEffectClass::ProcessSpawn),
             ("stop_handle", SideEffectClass::ProcessSpawn),
             ("list_handles", SideEffectClass::ReadOnly),
+            ("list_processes", SideEffectClass::ReadOnly),
+            ("subscribe", SideEffectClass::ReadOnly),
+            ("unsubscribe", SideEffectClass::ReadOnly),
+            ("list_subscriptions", SideEffectClass::ReadOnly),
+            ("watch_and_react", SideEffectClass::Composite),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),
             ("vm_list", SideEffectClass::Meta),

@@ -165,6 +165,8 @@ impl Runtime {
             ),
             scripts: options.env.aido_home.join(SCRIPTS_DIR),
             observer: std::sync::OnceLock::new(),
+            #[cfg(feature = "prim-process")]
+            events: Default::default(),
         });
         let (supervisor, handle) = Actor::spawn(
             None,

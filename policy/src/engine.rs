@@ -490,6 +490,14 @@ impl PolicyEngine {
                 DenyCode::MemoryDisabled,
                 format!("{primitive} uses the memory store and memory.enabled is false"),
             );
+        } else if let Action::ListProcesses(list) = action
+            && list.host
+            && !self.config.processes.host_visible
+        {
+            return deny(
+                DenyCode::HostProcessesHidden,
+                "list_processes with host lists the host's processes and [processes] host_visible is false".into(),
+            );
         } else if (class == SideEffectClass::Desktop || action.body() == Body::Desktop)
             && !self.config.desktop.enabled
         {
