@@ -19,6 +19,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::vm::VmBodyError::CODES,
         aido_actors::process::ProcessError::CODES,
         aido_actors::process::HandleError::CODES,
+        aido_actors::process::EventsError::CODES,
         aido_sandbox::SpawnError::CODES,
         aido_snapshots::SnapshotError::CODES,
         aido_vm::VmError::CODES,

@@ -38,7 +38,7 @@ FAMILIES = {
 }
 ALL_OF = {
     "prim-vm": {"vm_start", "vm_list", "vm_click", "computer", "computer_toolset", "vm_pool_status"},
-    "prim-process": {"run_command", "check_handle", "write_stdin", "stop_handle", "list_handles"},
+    "prim-process": {"run_command", "check_handle", "write_stdin", "stop_handle", "list_handles", "list_processes", "subscribe", "unsubscribe", "list_subscriptions", "watch_and_react"},
     "prim-memory": {"remember", "recall", "forget", "list_memory"},
     "prim-search": {"search_code", "search_and_read"},
     "prim-human": {"ask_human", "confirm", "ask_multiple_choice", "check_answer"},

@@ -157,10 +157,12 @@ impl Actor for ProcessBody {
                         ProcessAction::Subscribe(_)
                         | ProcessAction::Unsubscribe(_)
                         | ProcessAction::ListSubscriptions(_)
-                        | ProcessAction::WatchAndReact(_) => Err(Failure::new(
-                            "internal",
-                            "a subscription primitive reached the process body",
-                        )),
+                        | ProcessAction::WatchAndReact(_) => {
+                            Err(crate::error::RuntimeError::Internal {
+                                why: "a subscription primitive reached the process body".into(),
+                            }
+                            .into())
+                        }
                     };
                     let _ = reply.send(answer);
                 });

@@ -433,6 +433,7 @@ async fn gather(
     queue: &mut mpsc::Receiver<(PathBuf, ChangeKind)>,
     debounce_ms: u64,
     stop: &CancellationToken,
+    lagged: &AtomicU64,
 ) -> Option<Vec<(PathBuf, ChangeKind)>> {
     let first = tokio::select! {
         first = queue.recv() => first?,
@@ -444,7 +445,10 @@ async fn gather(
         tokio::select! {
             next = queue.recv() => match next {
                 Some(change) if raw.len() < QUEUE_EVENTS_MAX => raw.push(change),
-                Some(_) => {}
+                // More than a queue's worth in one window: counted, not kept.
+                Some(_) => {
+                    lagged.fetch_add(1, Ordering::Relaxed);
+                }
                 None => break,
             },
             () = tokio::time::sleep_until(until) => break,
@@ -548,7 +552,7 @@ impl Origin<'_> {
         );
         let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
         tokio::spawn(async move {
-            while let Some(raw) = gather(&mut rx, watched.debounce_ms, &task_stop).await {
+            while let Some(raw) = gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await {
                 let mut changes = admitted(&shared, &ctx, &watched, raw);
                 let mut dropped = lagged.swap(0, Ordering::Relaxed);
                 if changes.len() > BATCH_CHANGES_MAX {
@@ -671,7 +675,9 @@ impl Origin<'_> {
             let mut bucket = Bucket::new(per_minute, shared.clock.now_ms());
             let mut own: HashMap<String, Instant> = HashMap::new();
             let mut fired = 0u32;
-            'batches: while let Some(raw) = gather(&mut rx, watched.debounce_ms, &task_stop).await {
+            'batches: while let Some(raw) =
+                gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await
+            {
                 let now = Instant::now();
                 own.retain(|_, until| *until > now);
                 let mut changes = admitted(&shared, &ctx, &watched, raw);
@@ -693,6 +699,10 @@ impl Origin<'_> {
                     }
                     if fired >= firings_max {
                         task_stats.end("firings_max reached");
+                        break 'batches;
+                    }
+                    // The session may have ended while the last firing ran.
+                    if task_stop.is_cancelled() {
                         break 'batches;
                     }
                     let refused = (!bucket.take(shared.clock.now_ms()))
