@@ -768,31 +768,36 @@ impl Origin<'_> {
     }
 }
 
-/// A token bucket of `per_minute` firings, refilled continuously.
+/// A token bucket of `per_minute` firings, refilled continuously. Credit is kept in
+/// firing-ms (one firing is 60,000; a ms adds `per_minute`), so the arithmetic is exact.
 struct Bucket {
-    per_minute: u32,
-    /// Thousandths of a firing.
-    milli: u64,
+    per_minute: u64,
+    credit: u64,
     at_ms: u64,
 }
 
+/// One firing, in firing-ms.
+const FIRING: u64 = 60_000;
+
 impl Bucket {
     fn new(per_minute: u32, now_ms: u64) -> Self {
+        let per_minute = u64::from(per_minute);
         Bucket {
             per_minute,
-            milli: u64::from(per_minute) * 1000,
+            credit: per_minute * FIRING,
             at_ms: now_ms,
         }
     }
 
     fn take(&mut self, now_ms: u64) -> bool {
-        let full = u64::from(self.per_minute) * 1000;
         let elapsed = now_ms.saturating_sub(self.at_ms);
-        // per_minute firings in 60000 ms: per_minute / 60 thousandths per ms.
-        self.milli = (self.milli + elapsed * u64::from(self.per_minute) / 60).min(full);
-        self.at_ms = now_ms;
-        if self.milli >= 1000 {
-            self.milli -= 1000;
+        self.credit = self
+            .credit
+            .saturating_add(elapsed.saturating_mul(self.per_minute))
+            .min(self.per_minute * FIRING);
+        self.at_ms = self.at_ms.max(now_ms);
+        if self.credit >= FIRING {
+            self.credit -= FIRING;
             true
         } else {
             false
