@@ -1318,6 +1318,13 @@ mod tests {
                 "recall",
                 json!({"query": "x"}),
             ),
+            // The host's processes are hidden by default.
+            case(
+                DenyCode::HostProcessesHidden,
+                "",
+                "list_processes",
+                json!({"host": true}),
+            ),
             // Read-only desktop primitives answer to desktop.enabled too (off by default).
             case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
             // Refused before always_allow: vm_list is meta, and listed there.
