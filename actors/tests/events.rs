@@ -272,3 +272,51 @@ async fn a_denied_reaction_is_journaled_as_denied() {
     });
     assert!(denied, "the denied firing is journaled");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_is_bounded_and_counted_as_lagged_and_aido_keeps_answering() {
+    let w = world().await;
+    w.run(
+        "subscribe",
+        json!({"paths": ["watched"], "debounce_ms": 1000}),
+    )
+    .await
+    .unwrap();
+    let dir = w.project.join("watched");
+    let flood = std::thread::spawn(move || {
+        for i in 0..6_000 {
+            std::fs::write(dir.join(format!("f{i}")), "x").unwrap();
+        }
+    });
+    // While the flood runs, a call answers.
+    let started = Instant::now();
+    w.run("read_file", json!({"path": "watched/f0"})).await.ok();
+    let answered = started.elapsed();
+    flood.join().unwrap();
+    w.until("a lagged batch", |all| {
+        all.iter().any(|b| b["lagged"].as_u64().unwrap_or(0) > 0)
+    })
+    .await;
+    for batch in w.told.all() {
+        assert!(
+            batch["changes"].as_array().unwrap().len() <= 256,
+            "a batch is bounded"
+        );
+    }
+    let delivered: usize = w
+        .told
+        .all()
+        .iter()
+        .map(|b| b["changes"].as_array().unwrap().len())
+        .sum();
+    let lagged: u64 = w
+        .told
+        .all()
+        .iter()
+        .map(|b| b["lagged"].as_u64().unwrap())
+        .sum();
+    println!(
+        "flood of 6000 files: {delivered} paths delivered, {lagged} events counted as lagged, a read answered in {answered:?} meanwhile"
+    );
+    assert!(answered < Duration::from_secs(5), "{answered:?}");
+}

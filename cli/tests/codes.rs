@@ -101,6 +101,7 @@ fn every_enum_lists_each_code_once() {
         ("VmBodyError", aido_actors::vm::VmBodyError::CODES),
         ("ProcessError", aido_actors::process::ProcessError::CODES),
         ("HandleError", aido_actors::process::HandleError::CODES),
+        ("EventsError", aido_actors::process::EventsError::CODES),
         ("SpawnError", aido_sandbox::SpawnError::CODES),
         ("SnapshotError", aido_snapshots::SnapshotError::CODES),
         ("VmError", aido_vm::VmError::CODES),
