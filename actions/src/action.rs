@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    artifact, computer, desktop, fs, human, memory, meta, net, process, remote, safety, script,
-    search, snapshot, tools, vm,
+    artifact, computer, desktop, events, fs, human, memory, meta, net, process, remote, safety,
+    script, search, snapshot, tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -320,6 +320,16 @@ actions! {
         RunInSandbox(remote::RunInSandbox) = "run_in_sandbox", ProcessSpawn;
         /// Run several containers at once in one podman pod that has only its own loopback; one result per container; the pod is always removed. Class: process_spawn.
         RunContainerGroup(remote::RunContainerGroup) = "run_container_group", ProcessSpawn;
+        /// The processes aido started (pid, argv, state, start time), and with host the host's own from /proc when the policy allows (fields as it says, environments never). Class: read_only.
+        ListProcesses(events::ListProcesses) = "list_processes", ReadOnly;
+        /// Subscribe to file changes under the walls (paths, globs, kinds): coalesced batches come to this client as notifications/message (logger aido/events), each journaled; denied paths never. Class: read_only.
+        Subscribe(events::Subscribe) = "subscribe", ReadOnly;
+        /// End a subscription or a reaction. Class: read_only.
+        Unsubscribe(events::Unsubscribe) = "unsubscribe", ReadOnly;
+        /// This session's subscriptions and reactions with their counts. Class: read_only.
+        ListSubscriptions(events::ListSubscriptions) = "list_subscriptions", ReadOnly;
+        /// Run a primitive on each matching file change: every firing a child action judged and journaled like any call, rate-limited, bounded in count and time, never fed its own changes. Class: composite.
+        WatchAndReact(events::WatchAndReact) = "watch_and_react", Composite;
     }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {
@@ -649,6 +659,11 @@ mod tests {
             ("ssh_exec", SideEffectClass::Network),
             ("run_in_sandbox", SideEffectClass::ProcessSpawn),
             ("run_container_group", SideEffectClass::ProcessSpawn),
+            ("list_processes", SideEffectClass::ReadOnly),
+            ("subscribe", SideEffectClass::ReadOnly),
+            ("unsubscribe", SideEffectClass::ReadOnly),
+            ("list_subscriptions", SideEffectClass::ReadOnly),
+            ("watch_and_react", SideEffectClass::Composite),
             ("vm_start", SideEffectClass::ProcessSpawn),
             ("vm_shutdown", SideEffectClass::Destructive),
             ("vm_list", SideEffectClass::Meta),

@@ -30,6 +30,9 @@ pub mod computer;
 pub mod condition;
 /// Host desktop primitives: screenshot, click, type_text, windows, clipboard, notifications.
 pub mod desktop;
+/// Events and processes: subscribe, unsubscribe, list_subscriptions, watch_and_react,
+/// list_processes.
+pub mod events;
 /// Filesystem primitives.
 pub mod fs;
 /// Asking a human: ask_human, confirm, ask_multiple_choice, check_answer.

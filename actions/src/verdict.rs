@@ -122,6 +122,8 @@ deny_codes! {
     /// A memory action (remember, recall, forget, list_memory) while `memory.enabled` is
     /// false.
     MemoryDisabled = "memory_disabled", DesktopGate;
+    /// `list_processes` with `host` while `[processes] host_visible` is false.
+    HostProcessesHidden = "host_processes_hidden", DesktopGate;
     /// A primitive of a family this build of aido was compiled without (its `prim-*` cargo
     /// feature is off): it is not listed, and every call is refused before anything runs.
     PrimitiveNotBuilt = "primitive_not_built", DesktopGate;
@@ -297,6 +299,11 @@ mod tests {
             (
                 DenyCode::MemoryDisabled,
                 "memory_disabled",
+                Gate::DesktopGate,
+            ),
+            (
+                DenyCode::HostProcessesHidden,
+                "host_processes_hidden",
                 Gate::DesktopGate,
             ),
             (

@@ -306,10 +306,35 @@ impl Executor<'_> {
     /// Run a command in the process body.
     #[cfg(feature = "prim-process")]
     async fn process(&self, action: ProcessAction) -> Result<Executed, Failure> {
+        // Subscriptions need the session and the surface's notifier: they run here.
+        let events = crate::process::events::Origin {
+            shared: &self.shared,
+            session: self.session,
+            proposal: self.proposal,
+            ctx: self.ctx,
+            hooks: self.hooks,
+        };
+        let answer = match &action {
+            ProcessAction::Subscribe(s) => Some(events.subscribe(s)?),
+            ProcessAction::WatchAndReact(w) => Some(events.watch(w, self.runner)?),
+            ProcessAction::Unsubscribe(u) => {
+                Some(self.shared.events.remove(self.session, &u.subscription)?)
+            }
+            ProcessAction::ListSubscriptions(_) => Some(self.shared.events.list(self.session)),
+            _ => None,
+        };
+        if let Some(answer) = answer {
+            return Ok(recorded(
+                aido_walk::process::handle_answered(&answer),
+                aido_walk::process::ANSWERED_BY,
+                answer,
+            ));
+        }
         let session = self.ctx.clone();
         let origin = crate::process::Origin {
             session: self.session.to_string(),
             proposal: self.proposal,
+            now_ms: self.shared.clock.now_ms(),
         };
         let ran: crate::process::Ran = self
             .ask(self.shared.process(), "process", |ticket, reply| {

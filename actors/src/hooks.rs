@@ -76,6 +76,13 @@ pub trait Progress: Send + Sync {
     fn report(&self, done: u64, total: u64, message: String);
 }
 
+/// Tells the client a session's subscription saw file changes (MCP notifications, in the MCP
+/// server). It must not block: it is called from the subscription's task.
+pub trait Notifier: Send + Sync {
+    /// Deliver `batch` (the subscription id, its changes, what was dropped) to the client.
+    fn notify(&self, batch: serde_json::Value);
+}
+
 /// What a surface lends a call.
 #[derive(Clone, Default)]
 pub struct Hooks {
@@ -93,4 +100,7 @@ pub struct Hooks {
     pub trace_parent: Option<String>,
     /// The transport the call came over (`pipe`, `tcp`), for telemetry.
     pub transport: Option<&'static str>,
+    /// Where a subscription this call makes delivers its events; `None`: the surface cannot
+    /// notify, and subscribe is refused (`events_undeliverable`).
+    pub notifier: Option<Arc<dyn Notifier>>,
 }

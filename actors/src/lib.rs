@@ -153,7 +153,7 @@ pub use aido_walk::{RewindPlan, rewind_cut, rewind_plan};
 pub use clock::{Clock, SystemClock};
 pub use error::{RewindError, RuntimeError, StartError};
 pub use faults::{Faults, Plan as FaultPlan};
-pub use hooks::{Asker, ConfirmAnswer, Confirmer, Elicited, Hooks, Progress};
+pub use hooks::{Asker, ConfirmAnswer, Confirmer, Elicited, Hooks, Notifier, Progress};
 pub use observe::{ActionReport, CommitReport, Judged, Observer};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use session::{Ran, RunError, Session};

@@ -167,6 +167,8 @@ impl Runtime {
             #[cfg(feature = "prim-artifact")]
             artifacts: crate::artifact::Artifacts::new(&options.env.aido_home),
             observer: std::sync::OnceLock::new(),
+            #[cfg(feature = "prim-process")]
+            events: Default::default(),
         });
         let (supervisor, handle) = Actor::spawn(
             None,

@@ -458,8 +458,10 @@ impl Session {
         }
     }
 
-    /// End the session: journal why and stop its actor.
+    /// End the session: its subscriptions end, then journal why and stop its actor.
     pub async fn close(&self, reason: &str) {
+        #[cfg(feature = "prim-process")]
+        self.shared.events.end_session(self.id);
         let _ = self
             .journal(
                 Event::SessionEnded {

@@ -55,6 +55,10 @@ pub(crate) struct Shared {
     pub(crate) artifacts: crate::artifact::Artifacts,
     /// Who is told about each action and journal write (telemetry), once one is set.
     pub(crate) observer: OnceLock<Arc<dyn Observer>>,
+    /// File-change subscriptions and reactions, by id (in memory: they end with their
+    /// session).
+    #[cfg(feature = "prim-process")]
+    pub(crate) events: crate::process::events::Subscriptions,
 }
 
 impl Shared {

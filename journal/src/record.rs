@@ -234,6 +234,23 @@ pub enum Event {
         /// Entries of its layer discarded (files, directories, removals).
         changes_discarded: u64,
     },
+    /// A batch of file changes delivered to a subscription of this session (subscribe or
+    /// watch_and_react): what the agent was told, or, for a reaction, what it was not run for
+    /// and why (`refused`: a coded refusal before the firing was judged).
+    EventsDelivered {
+        /// The subscription's id.
+        subscription: String,
+        /// The seq of the subscribe or watch_and_react proposal.
+        proposal: u64,
+        /// The changed paths, in the order first seen.
+        changes: Vec<aido_actions::events::Change>,
+        /// Events dropped since the last batch: the bounded queue was full.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        lagged: u64,
+        /// Why a reaction did not fire for these changes (`watch_rate_limited`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
     /// The session ended.
     SessionEnded {
         /// Why (client closed, shutdown).
@@ -265,6 +282,7 @@ impl Event {
             Self::BodyRestarted { .. } => "body_restarted",
             Self::HandleLost { .. } => "handle_lost",
             Self::BodyFailed { .. } => "body_failed",
+            Self::EventsDelivered { .. } => "events_delivered",
             Self::SessionEnded { .. } => "session_ended",
         }
     }
@@ -293,3 +311,7 @@ pub struct Record {
 
 /// The `prev` of a session's first record.
 pub const GENESIS: [u8; 32] = [0; 32];
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

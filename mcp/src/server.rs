@@ -375,6 +375,27 @@ impl Asker for Elicit {
     }
 }
 
+/// Delivers a subscription's file changes as `notifications/message` (logger
+/// `aido/events`, level info), whatever level the client set: subscribing asked for them.
+/// Every client that takes server notifications shows these, and the batch travels in the
+/// notification itself (`resources/updated` would carry only a URI to read back).
+struct Events(Peer<RoleServer>);
+
+/// The logger name of subscription notifications.
+pub const EVENTS_LOGGER: &str = "aido/events";
+
+impl aido_actors::Notifier for Events {
+    fn notify(&self, batch: Value) {
+        let peer = self.0.clone();
+        tokio::spawn(async move {
+            let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, batch)
+                .with_logger(EVENTS_LOGGER);
+            // A client that went away has no one to tell; its session ends with it.
+            let _ = peer.notify_logging_message(param).await;
+        });
+    }
+}
+
 /// Sends `notifications/progress` for the request's progress token.
 struct Notify {
     peer: Peer<RoleServer>,
@@ -609,6 +630,7 @@ impl ServerHandler for AidoServer {
             // W3C trace context (MCP `_meta.traceparent`): the parent of the action's span.
             trace_parent: context.meta.get_traceparent().map(str::to_owned),
             transport: Some(self.transport),
+            notifier: Some(Arc::new(Events(context.peer.clone()))),
         };
         let primitive = action.primitive();
         let result = session.run(action, hooks).await;

@@ -117,6 +117,14 @@ total_bytes_max = 268435456
 files_max = 256
 artifacts_max = 256
 
+[processes]
+# list_processes with host = true lists the host's processes from /proc (not only the ones
+# aido started). Off by default: a refusal coded host_processes_hidden.
+host_visible = false
+# The fields shown of each host process, from pid, ppid, uid, state, comm, argv, start_ticks.
+# argv is shown with secret-looking arguments redacted; environments are never shown.
+host_fields = ["pid", "ppid", "uid", "state", "comm"]
+
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
 # (ports 80 and 443), "host:*" (every port), "*.example.com" (names under it, with the same
@@ -279,6 +287,8 @@ pub struct Config {
     pub memory: Memory,
     /// Artifacts: the store's caps and the listener.
     pub artifacts: Artifacts,
+    /// What list_processes may show of the host.
+    pub processes: Processes,
     /// The network primitives' allowlist and bounds.
     pub net: Net,
     /// ssh_exec's hosts.
@@ -506,6 +516,22 @@ pub struct Artifacts {
     pub files_max: u32,
     /// Most artifacts in the store.
     pub artifacts_max: u32,
+}
+
+/// `[processes]`: what list_processes may show of the host's own processes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Processes {
+    /// Whether `list_processes` with `host` may list the host's processes (from /proc).
+    pub host_visible: bool,
+    /// The fields shown of each (see [`Processes::FIELDS`]); environments never are.
+    pub host_fields: Vec<String>,
+}
+
+impl Processes {
+    /// Every field a host process can show.
+    pub const FIELDS: &'static [&'static str] =
+        &["pid", "ppid", "uid", "state", "comm", "argv", "start_ticks"];
 }
 
 /// `[net]`: what the network primitives may reach, and their bounds.
@@ -810,6 +836,20 @@ impl Config {
                 reason: format!(
                     "{} is not auto, btrfs_subvolume, reflink or copy",
                     self.snapshots.backend
+                ),
+            });
+        }
+        if let Some(field) = self
+            .processes
+            .host_fields
+            .iter()
+            .find(|f| !Processes::FIELDS.contains(&f.as_str()))
+        {
+            return Err(ConfigError::Value {
+                key: "processes.host_fields".into(),
+                reason: format!(
+                    "{field} is not one of {} (environments are never shown)",
+                    Processes::FIELDS.join(", ")
                 ),
             });
         }

@@ -495,6 +495,14 @@ impl PolicyEngine {
                 DenyCode::ArtifactsDisabled,
                 format!("{primitive} uses the artifact store and artifacts.enabled is false"),
             );
+        } else if let Action::ListProcesses(list) = action
+            && list.host
+            && !self.config.processes.host_visible
+        {
+            return deny(
+                DenyCode::HostProcessesHidden,
+                "list_processes with host lists the host's processes and [processes] host_visible is false".into(),
+            );
         } else if (class == SideEffectClass::Desktop || action.body() == Body::Desktop)
             && !self.config.desktop.enabled
         {
@@ -1367,6 +1375,13 @@ mod tests {
                 "[artifacts]\nenabled = false",
                 "artifact_list",
                 json!({}),
+            ),
+            // The host's processes are hidden by default.
+            case(
+                DenyCode::HostProcessesHidden,
+                "",
+                "list_processes",
+                json!({"host": true}),
             ),
             // Read-only desktop primitives answer to desktop.enabled too (off by default).
             case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),

@@ -232,6 +232,28 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 short(started_in, 12),
                 short(&argv.join(" "), 60)
             )),
+            Event::EventsDelivered {
+                subscription,
+                proposal,
+                changes,
+                lagged,
+                refused,
+            } => {
+                let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+                let lagged = if *lagged > 0 {
+                    format!(", {lagged} dropped")
+                } else {
+                    String::new()
+                };
+                let refused = refused
+                    .as_ref()
+                    .map(|code| format!(" (reaction refused [{code}])"))
+                    .unwrap_or_default();
+                p.yellow(&format!(
+                    "events for {subscription} of #{proposal}: {}{lagged}{refused}",
+                    short(&paths.join(" "), 80)
+                ))
+            }
             Event::SessionEnded { reason } => format!("session ended: {}", short(reason, 80)),
         };
         out.push_str(&head);

@@ -757,7 +757,13 @@ impl World for Player<'_> {
             // The frames, the write, the list exactly as the live call answered.
             ProcessAction::CheckHandle(_)
             | ProcessAction::WriteStdin(_)
-            | ProcessAction::ListHandles(_) => aido_walk::process::handle_answered(&record),
+            | ProcessAction::ListHandles(_)
+            | ProcessAction::ListProcesses(_)
+            | ProcessAction::Subscribe(_)
+            | ProcessAction::Unsubscribe(_)
+            | ProcessAction::ListSubscriptions(_)
+            // Its firings are actions of their own (children naming it), played back each.
+            | ProcessAction::WatchAndReact(_) => aido_walk::process::handle_answered(&record),
             ProcessAction::StopHandle(_) => aido_walk::process::handle_stopped(&record),
             // Nothing connects or runs: the host's and the containers' answers as recorded.
             ProcessAction::SshExec(_) => aido_walk::remote::ssh_ran(&record),

@@ -67,6 +67,12 @@ pub struct Control {
 }
 
 impl Control {
+    /// The host pid of the sandbox's init (pid 1 of the command's namespace; the command is
+    /// its child), once it reported running.
+    pub fn init_pid(&self) -> Option<u32> {
+        self.init_pid
+    }
+
     /// Writes `bytes` to the command's standard input (through init, or into the pty).
     ///
     /// # Cancel safety

@@ -305,6 +305,28 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
             v["code"] = json!(failure.code);
             v["text"] = json!(short(&failure.message, 160));
         }
+        Event::EventsDelivered {
+            subscription,
+            proposal,
+            changes,
+            lagged,
+            refused,
+        } => {
+            v["proposal"] = json!(proposal);
+            v["text"] = json!(format!(
+                "{subscription}: {} change(s) delivered{}{}",
+                changes.len(),
+                if *lagged > 0 {
+                    format!(", {lagged} dropped")
+                } else {
+                    String::new()
+                },
+                refused
+                    .as_deref()
+                    .map(|r| format!(", reaction refused: {r}"))
+                    .unwrap_or_default()
+            ));
+        }
         Event::ConfirmAnswered {
             proposal,
             approved,

@@ -172,6 +172,7 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
             | Event::BodyRestarted { .. }
             | Event::BodyFailed { .. }
             | Event::HandleLost { .. }
+            | Event::EventsDelivered { .. }
             | Event::SessionEnded { .. }
             | Event::SnapshotTaken { .. } => {}
         }

@@ -49,6 +49,8 @@ pub struct Origin {
     pub session: String,
     /// The proposal's seq.
     pub proposal: u64,
+    /// When it was asked for (the runtime's clock), a background command's start time.
+    pub now_ms: u64,
 }
 
 /// Messages to the process body.
@@ -162,6 +164,20 @@ impl Actor for ProcessBody {
                                 &args, &group, &session, &ticket, cap,
                             )
                             .await
+                        }
+                        ProcessAction::ListProcesses(list) => {
+                            super::listing::list(&args, &list).map(answered)
+                        }
+                        // The executor runs these itself (they need the session and the
+                        // surface's notifier); none is ever sent here.
+                        ProcessAction::Subscribe(_)
+                        | ProcessAction::Unsubscribe(_)
+                        | ProcessAction::ListSubscriptions(_)
+                        | ProcessAction::WatchAndReact(_) => {
+                            Err(crate::error::RuntimeError::Internal {
+                                why: "a subscription primitive reached the process body".into(),
+                            }
+                            .into())
                         }
                     };
                     let _ = reply.send(answer);
@@ -370,6 +386,7 @@ async fn start_background(
         "pty": run.pty,
         "session": origin.session,
         "proposal": origin.proposal,
+        "started_unix_ms": origin.now_ms,
         "layers_dir": layers.dir,
     });
     let (id, registry) = args.handles.reserve(&info)?;

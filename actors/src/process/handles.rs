@@ -628,6 +628,34 @@ impl HandleTable {
         Ok((handle, state, layers))
     }
 
+    /// list_processes: each handle's command with its host pids (the sandbox's init and, while
+    /// it runs, the command: init's first child), argv, state and start time.
+    pub(crate) fn processes(&self) -> Vec<Value> {
+        self.locked(|handles| {
+            handles
+                .values()
+                .map(|handle| {
+                    let state = handle.state();
+                    let init = handle.control.init_pid();
+                    let running = state["state"] == "running";
+                    let pid = init.filter(|_| running).and_then(first_child);
+                    json!({
+                        "handle": handle.id,
+                        "pid": pid,
+                        "sandbox_pid": init.filter(|_| running),
+                        "argv": handle.info["argv"],
+                        "cwd": handle.info["cwd"],
+                        "state": state["state"],
+                        "exit_code": state.get("exit_code").cloned().unwrap_or(Value::Null),
+                        "started_unix_ms": handle.info["started_unix_ms"],
+                        "session": handle.info["session"],
+                        "proposal": handle.info["proposal"],
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// list_handles: this process's handles and the lost ones on record.
     pub(crate) fn list(&self) -> Value {
         let handles: Vec<Value> = self.locked(|handles| {
@@ -670,6 +698,12 @@ impl HandleTable {
             "lost": lost.into_iter().map(|(_, record)| record).collect::<Vec<_>>(),
         })
     }
+}
+
+/// The first child of `pid` (`/proc/PID/task/PID/children`).
+fn first_child(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
 }
 
 /// `h12` → 12.

@@ -17,9 +17,15 @@ pub mod actor;
 /// Dry runs: a copy-on-write layer, read back as a list of changes.
 #[cfg(feature = "prim-process")]
 mod dry;
+/// Subscriptions and reactions: file changes under the walls, delivered and reacted to.
+#[cfg(feature = "prim-process")]
+pub(crate) mod events;
 /// Background commands: the handle table, output rings, lost handles.
 #[cfg(feature = "prim-process")]
 pub mod handles;
+/// list_processes: the commands aido started and, when the policy allows, the host's.
+#[cfg(feature = "prim-process")]
+mod listing;
 /// Building the sandbox's profile and request from the policy and the action.
 #[cfg(feature = "prim-process")]
 mod profile;
@@ -161,5 +167,75 @@ impl HandleError {
             Some(details) => failure.with_details(details),
             None => failure,
         }
+    }
+}
+
+/// Why a subscription, a reaction or list_processes was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    /// Paths, globs, kinds or bounds out of range.
+    #[error("{why}")]
+    Invalid {
+        /// Why.
+        why: String,
+    },
+    /// The surface this call came over cannot send notifications.
+    #[error(
+        "this client connection cannot receive notifications, so a subscription could deliver nothing"
+    )]
+    Undeliverable,
+    /// As many subscriptions as allowed are alive in this session.
+    #[error("this session holds {max} subscriptions; unsubscribe one first")]
+    TooMany {
+        /// The bound.
+        max: usize,
+    },
+    /// No subscription of this session has this id (they end with their session, and after
+    /// a restart none are left).
+    #[error("this session has no subscription {subscription:?}")]
+    Unknown {
+        /// The id asked for.
+        subscription: String,
+    },
+    /// The watcher could not be started (inotify missing, its watch limit reached).
+    #[error("the file watcher could not be started: {why}")]
+    WatchFailed {
+        /// Why.
+        why: String,
+    },
+    /// A reaction that is not a primitive call that parses, or one that watches itself.
+    #[error("the reaction is not valid: {why}")]
+    ReactionInvalid {
+        /// Why.
+        why: String,
+    },
+    /// A change came over the reaction's rate: it was journaled and not run.
+    #[error("over {per_minute} firings a minute")]
+    RateLimited {
+        /// The rate.
+        per_minute: u32,
+    },
+    /// /proc could not be read for the host's processes.
+    #[error("the host's processes could not be read: {why}")]
+    ProcUnreadable {
+        /// Why.
+        why: String,
+    },
+}
+
+aido_actions::coded!(EventsError {
+    Invalid => "events_invalid",
+    Undeliverable => "events_undeliverable",
+    TooMany => "subscriptions_too_many",
+    Unknown => "subscription_unknown",
+    WatchFailed => "watch_failed",
+    ReactionInvalid => "reaction_invalid",
+    RateLimited => "watch_rate_limited",
+    ProcUnreadable => "processes_unreadable",
+});
+
+impl From<EventsError> for aido_actions::Failure {
+    fn from(e: EventsError) -> Self {
+        aido_actions::Failure::new(e.code(), e.to_string())
     }
 }

@@ -336,6 +336,15 @@ pub fn activity(records: &[Record]) -> String {
             Event::BodyRestarted { body, .. } => format!("body_restarted {body}"),
             Event::BodyFailed { body, .. } => format!("body_failed {body}"),
             Event::HandleLost { handle, .. } => format!("handle_lost {handle}"),
+            Event::EventsDelivered {
+                subscription,
+                changes,
+                lagged,
+                ..
+            } => format!(
+                "events_delivered {subscription} changes={} lagged={lagged}",
+                changes.len()
+            ),
             other => other.kind().to_owned(),
         };
         out.push_str(&format!("{time} seq={} {what}\n", r.seq));
