@@ -912,6 +912,9 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         Err(_) => None,
     };
     let runtime = Arc::new(runtime);
+    if let Some(running) = &telemetry {
+        telemetry::watch_vm_pool(running, &runtime);
+    }
     #[cfg(feature = "prim-vm")]
     let control = if runtime.policy().config().vm.enabled && runtime.policy().config().vm.live_view
     {

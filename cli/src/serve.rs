@@ -48,6 +48,9 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     let telemetry = super::telemetry::start(&telemetry_config, true, home, &journal, &runtime);
     drop(journal);
     let runtime = Arc::new(runtime);
+    if let Some(running) = &telemetry {
+        super::telemetry::watch_vm_pool(running, &runtime);
+    }
     let auth = if args.no_auth {
         aido_serve::Auth::Off
     } else {

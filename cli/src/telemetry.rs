@@ -64,6 +64,35 @@ pub fn start(
     }
 }
 
+/// Keep the VM pool's metrics (`aido.vm.pool.*`) current: the runtime's pool is read every
+/// 5 s while the runtime lives (before the pool's first use there is nothing to report).
+#[cfg(all(feature = "telemetry", feature = "prim-vm"))]
+pub fn watch_vm_pool(running: &Running, runtime: &std::sync::Arc<Runtime>) {
+    let state = std::sync::Arc::new(std::sync::Mutex::new(None));
+    running.0.watch_vm_pool(state.clone());
+    let runtime = std::sync::Arc::downgrade(runtime);
+    tokio::spawn(async move {
+        loop {
+            let Some(live) = runtime.upgrade() else {
+                return;
+            };
+            let status = live.vm_pool_status().await;
+            drop(live);
+            *state.lock().unwrap_or_else(|p| p.into_inner()) =
+                status.map(|s| aido_telemetry::VmPoolState {
+                    warm: s.warm as u64,
+                    size: s.size as u64,
+                    acquired: s.acquired,
+                });
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+    });
+}
+
+/// Without telemetry or without the VM body there is no pool to report.
+#[cfg(not(all(feature = "telemetry", feature = "prim-vm")))]
+pub fn watch_vm_pool(_running: &Running, _runtime: &std::sync::Arc<Runtime>) {}
+
 /// A build without the feature: say so if the config asks for OTLP.
 #[cfg(not(feature = "telemetry"))]
 pub fn start(

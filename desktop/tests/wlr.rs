@@ -159,7 +159,23 @@ fn typing_into_foot_runs_the_command_and_ocr_reads_it() {
     desktop.focus(term.id).unwrap();
     let target = desktop.key_target().unwrap();
     assert!(target.terminal, "foot is classified as a terminal");
-    std::thread::sleep(Duration::from_millis(300));
+    // Wait until the terminal's shell reads what is typed (on a loaded machine it can take
+    // seconds to start): type a command that leaves a file, again each second, until it does.
+    let ready = dir.path().join("ready");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "foot's shell never ran a typed command"
+        );
+        desktop
+            .type_text(&format!(": > {}\n", ready.display()), None)
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(1);
+        while !ready.exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     let token = "aido-w4yl";
     let command = format!("echo {token} héllo € Ωk > {}", out.display());
     let done = desktop.type_text(&command, None).unwrap();
@@ -167,7 +183,7 @@ fn typing_into_foot_runs_the_command_and_ocr_reads_it() {
     desktop.press_key("Return", 1, None).unwrap();
     wait_until(
         "the file written by the typed command",
-        Duration::from_secs(5),
+        Duration::from_secs(15),
         || std::fs::read_to_string(&out).is_ok_and(|s| s.ends_with('\n')),
     );
     assert_eq!(
@@ -181,7 +197,7 @@ fn typing_into_foot_runs_the_command_and_ocr_reads_it() {
     desktop
         .type_text(&format!("echo ok > {}\n", second.display()), None)
         .unwrap();
-    wait_until("the second command", Duration::from_secs(5), || {
+    wait_until("the second command", Duration::from_secs(15), || {
         std::fs::read_to_string(&second).is_ok_and(|s| s == "ok\n")
     });
     assert_eq!(desktop.held(), 0, "nothing is left held");
@@ -243,7 +259,7 @@ fn clipboard_round_trips_with_wl_clipboard() {
     assert!(copied.success());
     wait_until(
         "wl-copy to own the clipboard",
-        Duration::from_secs(5),
+        Duration::from_secs(15),
         || desktop.clipboard_get().is_ok_and(|t| t == "from wl-copy ✓"),
     );
     let huge = "x".repeat(desktop.limits().clipboard_bytes_max + 1);
@@ -263,7 +279,7 @@ fn clipboard_round_trips_with_wl_clipboard() {
         .write_all(huge.as_bytes())
         .unwrap();
     big.wait().unwrap();
-    wait_until("the large clipboard", Duration::from_secs(5), || {
+    wait_until("the large clipboard", Duration::from_secs(15), || {
         desktop
             .clipboard_get()
             .is_err_and(|e| e.code() == "desktop_too_large")
@@ -302,7 +318,7 @@ fn notification_reaches_mako() {
         .unwrap();
     assert!(id > 0);
     let mut listed = String::new();
-    wait_until("makoctl to list it", Duration::from_secs(5), || {
+    wait_until("makoctl to list it", Duration::from_secs(15), || {
         let out = in_session(&desktop, "makoctl")
             .arg("list")
             .output()
@@ -329,7 +345,7 @@ fn focus_one_of_two_windows_and_read_it_back() {
     let left = desktop.wait_for_window("Left", 10_000).unwrap();
     let right = desktop.wait_for_window("Right", 10_000).unwrap();
     // Both are mapped: the tiles settle once the second one is in.
-    wait_until("both tiles", Duration::from_secs(5), || {
+    wait_until("both tiles", Duration::from_secs(15), || {
         let w = desktop.windows().unwrap();
         w.len() == 2 && w.iter().all(|w| w.rect.width < 1280)
     });
@@ -392,7 +408,7 @@ fn a_denied_app_is_refused_and_blacked_out() {
     );
     desktop.wait_for_window("Secret", 10_000).unwrap();
     let open_window = desktop.wait_for_window("Open", 10_000).unwrap();
-    wait_until("both tiles", Duration::from_secs(5), || {
+    wait_until("both tiles", Duration::from_secs(15), || {
         let w = desktop.windows().unwrap();
         w.len() == 2 && w.iter().all(|w| w.rect.width < 1280)
     });

@@ -81,6 +81,17 @@ aido_actions::coded!(StartError {
     InstanceId => "telemetry_instance_id_failed",
 });
 
+/// The VM pool as the metrics report it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VmPoolState {
+    /// Paused clones ready to hand out.
+    pub warm: u64,
+    /// How many the pool keeps warm.
+    pub size: u64,
+    /// Clones handed out since the pool started.
+    pub acquired: u64,
+}
+
 /// Running telemetry: hand [`Telemetry::observer`] to the runtime, and call
 /// [`Telemetry::shutdown`] (off any async runtime's worker: it flushes with blocking calls)
 /// when the runtime is done.
@@ -184,6 +195,14 @@ impl Telemetry {
         Some(Arc::new(move || metrics::render(&registry)))
     }
 
+    /// Report the VM pool's state as metrics: `aido.vm.pool.warm` and `aido.vm.pool.size`
+    /// (gauges: paused clones ready, clones kept warm) and `aido.vm.pool.acquired` (clones
+    /// handed out so far), read from `state` at every export or scrape. The caller keeps
+    /// `state` current (the CLI polls the runtime's pool); `None` in it reports nothing.
+    pub fn watch_vm_pool(&self, state: Arc<std::sync::Mutex<Option<VmPoolState>>>) {
+        metrics::vm_pool(&self.providers.meter, state);
+    }
+
     /// How many reports were dropped because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.observer.dropped()
@@ -216,5 +235,76 @@ impl Telemetry {
         if let Some(rt) = self.exporter_runtime.take() {
             rt.shutdown_timeout(std::time::Duration::from_secs(1));
         }
+    }
+}
+
+#[cfg(test)]
+mod vm_pool_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// The pool's state reaches `/metrics` as it changes; before the pool's first use there
+    /// is no sample at all (not a zero that would read as an empty pool).
+    #[test]
+    fn the_vm_pool_state_is_scraped_as_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = aido_journal::Journal::open(
+            &dir.path().join("journal"),
+            aido_journal::Limits::default(),
+            aido_journal::CommitMode::Group,
+        )
+        .unwrap();
+        let settings = Settings {
+            otlp: None,
+            prometheus: true,
+            instance: "pool-test".into(),
+        };
+        let telemetry = Telemetry::start(&settings, &journal).unwrap();
+        let state = Arc::new(Mutex::new(None));
+        telemetry.watch_vm_pool(state.clone());
+        let scrape = telemetry.prometheus().unwrap();
+        let text = scrape();
+        assert!(!text.contains("aido_vm_pool_warm"), "{text}");
+        *state.lock().unwrap() = Some(VmPoolState {
+            warm: 2,
+            size: 3,
+            acquired: 5,
+        });
+        let text = scrape();
+        let sample = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name) && !l.starts_with('#'))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_owned)
+        };
+        assert_eq!(sample("aido_vm_pool_warm").as_deref(), Some("2"), "{text}");
+        assert_eq!(sample("aido_vm_pool_size").as_deref(), Some("3"), "{text}");
+        assert_eq!(
+            sample("aido_vm_pool_acquired").as_deref(),
+            Some("5"),
+            "{text}"
+        );
+        *state.lock().unwrap() = Some(VmPoolState {
+            warm: 0,
+            size: 3,
+            acquired: 6,
+        });
+        let text = scrape();
+        let sample = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name) && !l.starts_with('#'))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_owned)
+        };
+        assert_eq!(sample("aido_vm_pool_warm").as_deref(), Some("0"), "{text}");
+        assert_eq!(
+            sample("aido_vm_pool_acquired").as_deref(),
+            Some("6"),
+            "{text}"
+        );
+        telemetry.shutdown();
     }
 }

@@ -49,6 +49,46 @@ pub(crate) fn render(registry: &prometheus::Registry) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// The VM pool's observable instruments, read from `state` at each collection. They live as
+/// long as the meter provider.
+pub(crate) fn vm_pool(
+    provider: &SdkMeterProvider,
+    state: std::sync::Arc<std::sync::Mutex<Option<crate::VmPoolState>>>,
+) {
+    let meter: Meter = provider.meter("aido");
+    let read = move |state: &std::sync::Mutex<Option<crate::VmPoolState>>| {
+        *state.lock().unwrap_or_else(|p| p.into_inner())
+    };
+    let (a, b, c) = (state.clone(), state.clone(), state);
+    let _warm = meter
+        .u64_observable_gauge("aido.vm.pool.warm")
+        .with_description("Paused VM clones ready to hand out")
+        .with_callback(move |o| {
+            if let Some(s) = read(&a) {
+                o.observe(s.warm, &[]);
+            }
+        })
+        .build();
+    let _size = meter
+        .u64_observable_gauge("aido.vm.pool.size")
+        .with_description("VM clones the pool keeps warm")
+        .with_callback(move |o| {
+            if let Some(s) = read(&b) {
+                o.observe(s.size, &[]);
+            }
+        })
+        .build();
+    let _acquired = meter
+        .u64_observable_counter("aido.vm.pool.acquired")
+        .with_description("VM clones handed out since the pool started")
+        .with_callback(move |o| {
+            if let Some(s) = read(&c) {
+                o.observe(s.acquired, &[]);
+            }
+        })
+        .build();
+}
+
 /// Every instrument aido records. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Instruments {

@@ -83,10 +83,17 @@ async def test_an_agent_types_into_a_real_xterm_and_playback_reproduces_it(world
         await s.ok("focus_window", {"window": term["id"]})
         focused = await s.ok("get_focused_window", {})
         assert focused["window"]["id"] == term["id"]
-        await anyio.sleep(0.3)  # the shell behind the freshly mapped xterm
+        # Wait until the shell behind the freshly mapped xterm reads what is typed.
+        ready = world.home / "xterm-ready"
+        with anyio.fail_after(30):
+            while not ready.exists():
+                await s.ok("type_text", {"text": f": > {ready}\n"})
+                with anyio.move_on_after(1):
+                    while not ready.exists():
+                        await anyio.sleep(0.02)
         typed = await s.ok("type_text", {"text": f"echo from-mcp > {out}\n"})
         assert typed["terminal"] is True
-        with anyio.fail_after(5):
+        with anyio.fail_after(15):
             while not (out.exists() and out.read_text() == "from-mcp\n"):
                 await anyio.sleep(0.02)
         shot = await s.call("screenshot", {})
@@ -139,10 +146,18 @@ async def test_an_agent_types_into_a_real_foot_on_sway(world):
         await s.ok("focus_window", {"window": term["id"]})
         focused = await s.ok("get_focused_window", {})
         assert focused["window"]["id"] == term["id"]
-        await anyio.sleep(0.3)
+        # Wait until foot's shell reads what is typed (seconds on a loaded machine): type a
+        # command that leaves a file, again each second, until it does.
+        ready = world.home / "foot-ready"
+        with anyio.fail_after(30):
+            while not ready.exists():
+                await s.ok("type_text", {"text": f": > {ready}\n"})
+                with anyio.move_on_after(1):
+                    while not ready.exists():
+                        await anyio.sleep(0.02)
         typed = await s.ok("type_text", {"text": f"echo from-wayland ✓ > {out}\n"})
         assert typed["terminal"] is True
-        with anyio.fail_after(5):
+        with anyio.fail_after(15):
             while not (out.exists() and out.read_text() == "from-wayland ✓\n"):
                 await anyio.sleep(0.02)
         shot = await s.call("screenshot", {})

@@ -180,7 +180,7 @@ async def test_aido_serve_takes_a_grant_as_its_bearer_token_and_the_operator_cli
 
         with httpx2.Client(timeout=30) as raw:
             # The operator's endpoints refuse a grant's token.
-            for path in ("/events", "/metrics"):
+            for path in ("/events", "/metrics", "/mc/api/questions", "/mc/api/sessions"):
                 r = raw.get(served.base + path, headers=grant_headers)
                 assert r.status_code == 403 and r.json()["code"] == "serve_operator_only", (path, r.text)
             # An MCP session the operator opened is not the grant's to use.
