@@ -64,6 +64,22 @@ fn worker(index: usize, database: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Both workers start writing together: each says it is ready, then waits for the
+    // parent's go (spawning a process can take seconds on a loaded machine, long enough for
+    // one worker to finish before the other begins).
+    let dir = database.parent().unwrap_or(Path::new("."));
+    if std::fs::write(dir.join(format!("ready-{index}")), b"").is_err() {
+        eprintln!("worker {index}: cannot say it is ready");
+        return ExitCode::FAILURE;
+    }
+    let waited = Instant::now();
+    while !dir.join("go").exists() {
+        if waited.elapsed().as_secs() > 120 {
+            eprintln!("worker {index}: no go from the parent");
+            return ExitCode::FAILURE;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     println!("start {}", wall_ms());
     let mut ids: BTreeMap<u64, MemoryId> = BTreeMap::new();
     for seq in 0..WRITES_PER_WORKER {
@@ -97,6 +113,12 @@ fn worker(index: usize, database: &Path) -> ExitCode {
         {
             eprintln!("worker {index}: forget {id}: {} {refused}", refused.code());
             return ExitCode::FAILURE;
+        }
+        // A pause now and then lets the other writer's busy handler get the lock: SQLite
+        // does not queue waiters, so back-to-back commits can starve it for the whole run,
+        // and the test would prove nothing about two writers at once.
+        if seq % 50 == 49 {
+            std::thread::sleep(std::time::Duration::from_millis(3));
         }
         if seq % 100 == 99 {
             let query = RecallRequest::new(format!("marker w{index}x{seq}"));
@@ -152,6 +174,15 @@ fn test() {
                 .unwrap()
         })
         .collect();
+    let waited = Instant::now();
+    while !(0..WORKERS).all(|index| dir.path().join(format!("ready-{index}")).exists()) {
+        assert!(
+            waited.elapsed().as_secs() < 120,
+            "the workers never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::fs::write(dir.path().join("go"), b"").unwrap();
     let reports: Vec<Report> = children
         .into_iter()
         .enumerate()
