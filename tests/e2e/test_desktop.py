@@ -55,6 +55,17 @@ def lane_ready(lane: list[str] = LANE, name: str = "X11") -> bool:
     return False
 
 
+
+async def shell_reads_typing(s, ready) -> None:
+    """Wait until the shell behind a freshly mapped terminal reads what is typed (seconds on a
+    loaded machine): type a command that leaves a file, again each second, until it does."""
+    with anyio.fail_after(30):
+        while not ready.exists():
+            await s.ok("type_text", {"text": f": > {ready}\n"})
+            with anyio.move_on_after(1):
+                while not ready.exists():
+                    await anyio.sleep(0.02)
+
 async def test_desktop_tools_are_listed_and_off_by_default(world):
     async with world.session() as s:
         tools = {t.name: t for t in (await s.session.list_tools()).tools}
@@ -83,14 +94,7 @@ async def test_an_agent_types_into_a_real_xterm_and_playback_reproduces_it(world
         await s.ok("focus_window", {"window": term["id"]})
         focused = await s.ok("get_focused_window", {})
         assert focused["window"]["id"] == term["id"]
-        # Wait until the shell behind the freshly mapped xterm reads what is typed.
-        ready = world.home / "xterm-ready"
-        with anyio.fail_after(30):
-            while not ready.exists():
-                await s.ok("type_text", {"text": f": > {ready}\n"})
-                with anyio.move_on_after(1):
-                    while not ready.exists():
-                        await anyio.sleep(0.02)
+        await shell_reads_typing(s, world.home / "xterm-ready")
         typed = await s.ok("type_text", {"text": f"echo from-mcp > {out}\n"})
         assert typed["terminal"] is True
         with anyio.fail_after(15):
@@ -146,15 +150,7 @@ async def test_an_agent_types_into_a_real_foot_on_sway(world):
         await s.ok("focus_window", {"window": term["id"]})
         focused = await s.ok("get_focused_window", {})
         assert focused["window"]["id"] == term["id"]
-        # Wait until foot's shell reads what is typed (seconds on a loaded machine): type a
-        # command that leaves a file, again each second, until it does.
-        ready = world.home / "foot-ready"
-        with anyio.fail_after(30):
-            while not ready.exists():
-                await s.ok("type_text", {"text": f": > {ready}\n"})
-                with anyio.move_on_after(1):
-                    while not ready.exists():
-                        await anyio.sleep(0.02)
+        await shell_reads_typing(s, world.home / "foot-ready")
         typed = await s.ok("type_text", {"text": f"echo from-wayland ✓ > {out}\n"})
         assert typed["terminal"] is True
         with anyio.fail_after(15):
