@@ -105,6 +105,9 @@ deny_codes! {
     PathIsWallRoot = "path_is_wall_root", PathWalls;
     /// A path (as written or resolved) that matches a deny glob.
     PathDeniedByPattern = "path_denied_by_pattern", DenyPatterns;
+    /// A write, creation or removal of a path that matches a `paths.protect` glob (shell
+    /// start-up files, git hooks and config by default): readable, never written.
+    PathProtected = "path_protected", DenyPatterns;
     /// A primitive this session was not granted.
     CapabilityMissing = "capability_missing", Capabilities;
     /// A path outside the roots this session's grant names for that kind of access.
@@ -267,6 +270,11 @@ mod tests {
             (
                 DenyCode::PathDeniedByPattern,
                 "path_denied_by_pattern",
+                Gate::DenyPatterns,
+            ),
+            (
+                DenyCode::PathProtected,
+                "path_protected",
                 Gate::DenyPatterns,
             ),
             (

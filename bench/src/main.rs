@@ -39,6 +39,8 @@ mod machine;
 mod memory;
 /// The price of one metadata system call.
 mod metadata;
+/// Confined commands beside srt and codex, a flood, changes per file.
+mod process;
 /// The results file and the report rendered from it.
 mod report;
 /// Rewind through a real runtime.
@@ -117,6 +119,16 @@ enum Command {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
         aido: PathBuf,
+    },
+    /// Run only the process section (aido exec beside srt and codex, run_command, a flood,
+    /// changes per file) and print its figures (nothing is written).
+    Process {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        /// Where the peers are installed.
+        #[arg(long, default_value = "bench/node_modules")]
+        node_modules: PathBuf,
     },
     /// Run only the fetch section and print its figures (nothing is written).
     Fetch {
@@ -264,6 +276,9 @@ struct Args {
     /// Leave out the artifact benchmark.
     #[arg(long)]
     skip_artifact: bool,
+    /// Leave out the process benchmark.
+    #[arg(long)]
+    skip_process: bool,
     /// Rounds of the script benchmark timed.
     #[arg(long, default_value_t = 10)]
     script_repeats: usize,
@@ -311,6 +326,7 @@ fn main() -> Result<()> {
         Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
         Some(Command::Desktop) => return desktop_only(),
         Some(Command::Artifact { aido }) => return artifact_only(aido),
+        Some(Command::Process { aido, node_modules }) => return process_only(aido, node_modules),
         Some(Command::Telemetry { calls, rounds }) => {
             return telemetry::run((*calls).max(1), (*rounds).max(1));
         }
@@ -485,6 +501,27 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the artifact section failed: {why}");
     }
 
+    let process = if args.skip_process {
+        process::ProcessSection::Skipped("`--skip-process`".into())
+    } else {
+        eprintln!("aido-bench: process: aido exec beside srt and codex, run_command, a flood");
+        process::run(
+            &setup.aido,
+            &temp,
+            &process::Peers {
+                node_modules: args
+                    .peer_dir
+                    .ancestors()
+                    .find(|p| p.ends_with("node_modules"))
+                    .map_or_else(|| PathBuf::from("bench/node_modules"), Path::to_path_buf),
+            },
+        )
+        .await
+    };
+    if let process::ProcessSection::Failed(why) = &process {
+        eprintln!("aido-bench: the process section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -505,6 +542,7 @@ async fn bench(args: Args) -> Result<()> {
         serve,
         desktop,
         artifact,
+        process,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -586,6 +624,48 @@ fn artifact_only(aido: &Path) -> Result<()> {
         us(stdio::percentile(&run.round_trips, 50.0)),
         us(stdio::percentile(&run.round_trips, 99.0)),
         run.round_trips.len(),
+    );
+    Ok(())
+}
+
+/// `aido-bench process`: the process section alone, its figures printed.
+fn process_only(aido: &Path, node_modules: &Path) -> Result<()> {
+    let aido = std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let peers = process::Peers {
+        node_modules: node_modules.to_owned(),
+    };
+    let section = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(process::run(&aido, &std::env::temp_dir(), &peers));
+    let run = match section {
+        process::ProcessSection::Ran(run) => run,
+        process::ProcessSection::Skipped(why) => bail!("not run: {why}"),
+        process::ProcessSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let ms = |d: std::time::Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+    for side in &run.sides {
+        match &side.times {
+            Ok(t) => println!(
+                "{:<14} `{}`: p50 {}",
+                side.name,
+                side.command,
+                ms(crate::snapshots::median(t))
+            ),
+            Err(e) => println!("{:<14} did not run: {e}", side.name),
+        }
+    }
+    println!(
+        "run_command true over MCP: p50 {}, p99 {}; flood {} ({} bytes counted), RSS {:.1} MB -> peak {:.1} MB; per changed file {}",
+        ms(stdio::percentile(&run.run_command, 50.0)),
+        ms(stdio::percentile(&run.run_command, 99.0)),
+        ms(run.flood_time),
+        run.flood_counted,
+        run.flood_rss_before as f64 / 1e6,
+        run.flood_rss_peak as f64 / 1e6,
+        ms(run.per_file()),
     );
     Ok(())
 }

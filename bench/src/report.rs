@@ -92,6 +92,8 @@ pub struct Report {
     pub desktop: crate::desktop::DesktopSection,
     /// Artifact serving latency, and create + serve over MCP.
     pub artifact: crate::artifact::ArtifactSection,
+    /// Confined commands beside bare spawns, srt and codex; a flood; changes per file.
+    pub process: crate::process::ProcessSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -197,6 +199,7 @@ const NOTES: &[(&str, &str)] = &[
     ("serve", include_str!("report/notes/serve.md")),
     ("desktop", include_str!("report/notes/desktop.md")),
     ("artifact", include_str!("report/notes/artifact.md")),
+    ("process", include_str!("report/notes/process.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
@@ -679,6 +682,149 @@ fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<
     )
 }
 
+/// The process section: `aido exec -- true` beside srt and codex (and a bare spawn),
+/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
+fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>) -> Section {
+    use crate::process::{FILES, FLOOD_BYTES, ProcessSection};
+    const S: &str = "process";
+    let ids = [
+        "process_exec_vs_srt",
+        "process_exec_vs_codex",
+        "process_run_command_true",
+        "process_flood_memory",
+        "process_changes_per_file",
+    ];
+    let run = match process {
+        ProcessSection::Ran(run) => run,
+        ProcessSection::Skipped(why) | ProcessSection::Failed(why) => {
+            for id in ids {
+                let outcome = match process {
+                    ProcessSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                    _ => Outcome::Failed(why.clone()),
+                };
+                rows.push(row(S, id, "see the process section", outcome));
+            }
+            return section(S, &[], Vec::new());
+        }
+    };
+    let side = |name: &str| run.sides.iter().find(|s| s.name == name);
+    let exec_what = |peer: &str| {
+        format!(
+            "`aido exec -- true` (a whole aido process: policy, a journal session, the sandbox, the journaled result) / `{peer}` on the same command, wall time per spawn"
+        )
+    };
+    let exec = side("aido exec").map(|s| s.times.clone());
+    for (id, peer_name) in [(ids[0], "srt"), (ids[1], "codex sandbox")] {
+        let what = exec_what(&side(peer_name).map_or(peer_name.to_owned(), |s| s.command.clone()));
+        let outcome = match (&exec, side(peer_name).map(|s| &s.times)) {
+            (Some(Ok(ours)), Some(Ok(theirs))) => {
+                let (ours, theirs) = (samples(ours), samples(theirs));
+                let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
+                rows.push(beside(
+                    row(S, id, what, Outcome::Measured(ours)),
+                    Peer {
+                        name: peer_name.into(),
+                        value: theirs,
+                    },
+                    ratio,
+                ));
+                continue;
+            }
+            (Some(Err(e)), _) => Outcome::Failed(format!("aido exec: {e}")),
+            (_, Some(Err(e))) => Outcome::NotRun(format!("{peer_name} does not run here: {e}")),
+            _ => Outcome::Failed("a side is missing".into()),
+        };
+        rows.push(row(S, id, what, outcome));
+    }
+    let p50 = |values: &[Duration]| Value {
+        unit: Unit::Ns,
+        median: ns(crate::stdio::percentile(values, 50.0)),
+        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        max: values.iter().max().map(|d| ns(*d)),
+        n: Some(values.len() as u64),
+        ..Value::default()
+    };
+    rows.push(row(
+        S,
+        ids[2],
+        "`run_command` of `true` over MCP (stdio), end to end: judged, journaled, confined in the sandbox, its overlay layer read, the result journaled",
+        Outcome::Measured(p50(&run.run_command)),
+    ));
+    let grown = run.flood_rss_peak.saturating_sub(run.flood_rss_before);
+    rows.push(row(
+        S,
+        ids[3],
+        format!(
+            "aido's peak resident memory (VmHWM) after `run_command` of a {} MB output flood, less its resident memory before",
+            FLOOD_BYTES / 1_000_000
+        ),
+        Outcome::Measured(Value {
+            unit: Unit::Bytes,
+            median: grown as f64,
+            ..Value::default()
+        }),
+    ));
+    rows.push(row(
+        S,
+        ids[4],
+        format!(
+            "journaling a command's file changes, per file changed: (median of a command writing {FILES} new files - median of one writing 1) / {}",
+            FILES - 1
+        ),
+        Outcome::Measured(once(run.per_file())),
+    ));
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
+    let cells = run
+        .sides
+        .iter()
+        .map(|s| match &s.times {
+            Ok(times) => vec![
+                s.name.clone(),
+                format!("`{}`", s.command),
+                ms(crate::snapshots::median(times)),
+                ms(crate::stdio::percentile(times, 99.0)),
+                times.len().to_string(),
+            ],
+            Err(e) => vec![
+                s.name.clone(),
+                format!("`{}`", s.command),
+                format!("did not run: {e}"),
+                "-".into(),
+                "0".into(),
+            ],
+        })
+        .collect();
+    section(
+        S,
+        &[
+            ("calls", run.run_command.len().to_string()),
+            ("spawn_rounds", crate::process::SPAWN_ROUNDS.to_string()),
+            ("flood_mb", (FLOOD_BYTES / 1_000_000).to_string()),
+            ("flood_ms", ms(run.flood_time)),
+            ("flood_counted", run.flood_counted.to_string()),
+            (
+                "rss_before_mb",
+                format!("{:.1}", run.flood_rss_before as f64 / 1e6),
+            ),
+            (
+                "rss_peak_mb",
+                format!("{:.1}", run.flood_rss_peak as f64 / 1e6),
+            ),
+            ("files", FILES.to_string()),
+            ("one_file_ms", ms(crate::snapshots::median(&run.one_file))),
+            (
+                "many_files_ms",
+                ms(crate::snapshots::median(&run.many_files)),
+            ),
+            ("repeats", run.one_file.len().to_string()),
+        ],
+        vec![(
+            "spawns",
+            table(&["side", "command", "p50 ms", "p99 ms", "spawns"], cells),
+        )],
+    )
+}
+
 /// The desktop section: per backend, a screenshot beside grim / import, and a keypress to
 /// pixels beside wtype / xdotool.
 fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>) -> Section {
@@ -836,6 +982,7 @@ impl Report {
         sections.push(serve_section(&self.serve, &mut rows));
         sections.push(desktop_section(&self.desktop, &mut rows));
         sections.push(artifact_section(&self.artifact, &mut rows));
+        sections.push(process_section(&self.process, &mut rows));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -1173,6 +1320,7 @@ pub(crate) mod tests {
             serve: crate::serve::ServeSection::Skipped("not asked for".into()),
             desktop: crate::desktop::DesktopSection::Skipped("not asked for".into()),
             artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
+            process: crate::process::ProcessSection::Skipped("not asked for".into()),
         }
     }
 

@@ -16,6 +16,10 @@ read = ["~"]
 write = ["~"]
 # Globs that are refused whatever the roots say. Deny lists add up across layers.
 deny = ["**/.ssh/**", "/etc/shadow", "**/.env"]
+# Globs that may be read but never written, created or removed, by any primitive or by a
+# command's file changes (also paths that do not exist yet): shell start-up files and git's
+# hooks and config, which would run code the next time a human opens a shell or commits.
+protect = ["~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bash_logout", "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zlogin", "~/.config/fish/**", "**/.git/hooks/**", "**/.git/config"]
 
 [actions]
 # Meta primitives that skip every gate.
@@ -124,6 +128,23 @@ host_visible = false
 # The fields shown of each host process, from pid, ppid, uid, state, comm, argv, start_ticks.
 # argv is shown with secret-looking arguments redacted; environments are never shown.
 host_fields = ["pid", "ppid", "uid", "state", "comm"]
+# The network of run_command and aido exec: none when this is empty (the default); otherwise
+# only aido's egress proxy, which admits these targets ("host:port", "*.example.com:443",
+# "host:80,443", "host:*") at addresses outside the loopback, private, link-local, CGNAT and
+# metadata ranges (checked after DNS resolution), unless egress_allow_ranges opens a block.
+# Commands find the proxy through HTTP_PROXY/HTTPS_PROXY; it is also the only way out of their
+# network namespace. Background commands get no network.
+egress = []
+egress_allow_ranges = []
+# Limits on a command's whole process tree, from a cgroup of its own (v2, or v1 on a hybrid
+# host): "required" (no cgroup: sandbox_unavailable, nothing runs), "auto" (required when aido
+# runs as root, where RLIMIT_NPROC does not bind, so only a cgroup bounds a fork bomb; used
+# when it can be made otherwise, and the journaled profile says whether it was), "off".
+cgroup = "auto"
+pids_max = 1024
+memory_mb = 4096
+# cpu.max, in percent of one CPU.
+cpu_percent = 200
 
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
@@ -370,6 +391,9 @@ pub struct Paths {
     pub write: Vec<String>,
     /// Deny globs.
     pub deny: Vec<String>,
+    /// Globs readable but never written.
+    #[serde(default)]
+    pub protect: Vec<String>,
 }
 
 /// `[actions]`.
@@ -526,9 +550,42 @@ pub struct Processes {
     pub host_visible: bool,
     /// The fields shown of each (see [`Processes::FIELDS`]); environments never are.
     pub host_fields: Vec<String>,
+    /// The egress proxy's host:port allowlist for run_command and aido exec; empty: no
+    /// network.
+    #[serde(default)]
+    pub egress: Vec<String>,
+    /// Refused ranges the egress proxy opens anyway (CIDR blocks).
+    #[serde(default)]
+    pub egress_allow_ranges: Vec<String>,
+    /// `required`, `auto` or `off`: whether a command's tree gets a cgroup with the limits
+    /// below.
+    #[serde(default = "Processes::cgroup_default")]
+    pub cgroup: String,
+    /// `pids.max` of a command's tree.
+    #[serde(default = "Processes::pids_max_default")]
+    pub pids_max: u64,
+    /// `memory.max` of a command's tree, MiB.
+    #[serde(default = "Processes::memory_mb_default")]
+    pub memory_mb: u64,
+    /// `cpu.max` of a command's tree, percent of one CPU.
+    #[serde(default = "Processes::cpu_percent_default")]
+    pub cpu_percent: u32,
 }
 
 impl Processes {
+    fn cgroup_default() -> String {
+        "auto".into()
+    }
+    fn pids_max_default() -> u64 {
+        1024
+    }
+    fn memory_mb_default() -> u64 {
+        4096
+    }
+    fn cpu_percent_default() -> u32 {
+        200
+    }
+
     /// Every field a host process can show.
     pub const FIELDS: &'static [&'static str] =
         &["pid", "ppid", "uid", "state", "comm", "argv", "start_ticks"];
@@ -851,6 +908,29 @@ impl Config {
                     "{field} is not one of {} (environments are never shown)",
                     Processes::FIELDS.join(", ")
                 ),
+            });
+        }
+        if !["required", "auto", "off"].contains(&self.processes.cgroup.as_str()) {
+            return Err(ConfigError::Value {
+                key: "processes.cgroup".into(),
+                reason: format!("{} is not required, auto or off", self.processes.cgroup),
+            });
+        }
+        if self.processes.pids_max == 0
+            || self.processes.memory_mb == 0
+            || self.processes.cpu_percent == 0
+        {
+            return Err(ConfigError::Value {
+                key: "processes.pids_max".into(),
+                reason: "pids_max, memory_mb and cpu_percent must be above 0".into(),
+            });
+        }
+        if let Err(error) =
+            aido_net::NetPolicy::new(&self.processes.egress, &self.processes.egress_allow_ranges)
+        {
+            return Err(ConfigError::Value {
+                key: "processes.egress".into(),
+                reason: error.to_string(),
             });
         }
         for name in &self.actions.always_allow {

@@ -155,6 +155,17 @@ pub enum PathCheckError {
         /// The deny glob as configured.
         pattern: String,
     },
+    /// A write, creation or removal of a path (as written or resolved) that matches a
+    /// `paths.protect` glob: readable, never written.
+    #[error("{given} ({candidate}) is protected by {pattern}: it may be read, never written")]
+    Protected {
+        /// The path as written.
+        given: String,
+        /// The form that matched.
+        candidate: PathBuf,
+        /// The protect glob as configured.
+        pattern: String,
+    },
 }
 
 impl PathCheckError {
@@ -171,6 +182,7 @@ impl PathCheckError {
             Self::WallRoot { .. } => DenyCode::PathIsWallRoot,
             Self::OutsideWalls { .. } => DenyCode::PathOutsideWalls,
             Self::DeniedByPattern { .. } => DenyCode::PathDeniedByPattern,
+            Self::Protected { .. } => DenyCode::PathProtected,
         }
     }
 
@@ -210,6 +222,9 @@ pub struct PolicyEngine {
     roots_canonical: bool,
     deny: GlobSet,
     deny_globs: Vec<String>,
+    /// `paths.protect`: readable, never written.
+    protect: GlobSet,
+    protect_globs: Vec<String>,
     /// Roots and the working directory that existed when compiled, already resolved.
     anchors: Vec<PathBuf>,
     /// A handful of names at most: scanning them is cheaper than hashing the primitive.
@@ -260,39 +275,18 @@ impl PolicyEngine {
             .map(|s| expand_root("paths.write", s))
             .collect::<Result<_, _>>()?;
         let workdir = expand_root("workdir", &config.workdir)?;
-        let mut deny_globs = Vec::new();
-        let mut builder = GlobSetBuilder::new();
         // aido's own snapshot storage beside a workspace is never the agent's to touch.
         let builtin = [
             "**/.aido-snapshots/**".to_owned(),
             "**/.*.aido-swap/**".to_owned(),
         ];
-        for pattern in config.paths.deny.iter().chain(builtin.iter()) {
-            let expanded = match pattern.strip_prefix("~/") {
-                Some(rest) => format!("{}/{rest}", home.display()),
-                None => pattern.clone(),
-            };
-            // `dir/**` also denies `dir` itself, so the directory cannot be trashed or replaced.
-            let mut forms = vec![expanded.clone()];
-            if let Some(dir) = expanded.strip_suffix("/**") {
-                forms.push(dir.to_owned());
-            }
-            for form in forms {
-                let glob = GlobBuilder::new(&form)
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|e| ConfigError::Value {
-                        key: "paths.deny".into(),
-                        reason: e.to_string(),
-                    })?;
-                builder.add(glob);
-                deny_globs.push(pattern.clone());
-            }
-        }
-        let deny = builder.build().map_err(|e| ConfigError::Value {
-            key: "paths.deny".into(),
-            reason: e.to_string(),
-        })?;
+        let (deny, deny_globs) = compile_globs(
+            "paths.deny",
+            config.paths.deny.iter().chain(builtin.iter()),
+            &home,
+        )?;
+        let (protect, protect_globs) =
+            compile_globs("paths.protect", config.paths.protect.iter(), &home)?;
         let net =
             aido_net::NetPolicy::new(&config.net.allow, &config.net.allow_ranges).map_err(|e| {
                 ConfigError::Value {
@@ -340,6 +334,8 @@ impl PolicyEngine {
             write_walls,
             deny,
             deny_globs,
+            protect,
+            protect_globs,
             unbuilt: Vec::new(),
             net,
         })
@@ -748,6 +744,21 @@ impl PolicyEngine {
                 });
             }
         }
+        if kind.needs_write() {
+            for candidate in [Some(&lexical), (!same).then_some(&resolved)]
+                .into_iter()
+                .flatten()
+            {
+                let matched = self.protect.matches_candidate(&Candidate::new(candidate));
+                if let Some(index) = matched.first() {
+                    return Err(PathCheckError::Protected {
+                        given: given.to_owned(),
+                        candidate: candidate.clone(),
+                        pattern: self.protect_globs[*index].clone(),
+                    });
+                }
+            }
+        }
         Ok(Admitted {
             lexical,
             resolved,
@@ -833,6 +844,44 @@ impl PolicyEngine {
 }
 
 /// Expand a leading `~` or `~/`; `None` for `~user`. Borrows a path without `~`.
+/// A glob set from configured patterns (`~/` is the home; `dir/**` matches `dir` too), with
+/// the pattern behind each glob, for messages.
+fn compile_globs<'p>(
+    key: &str,
+    patterns: impl Iterator<Item = &'p String>,
+    home: &Path,
+) -> Result<(GlobSet, Vec<String>), ConfigError> {
+    let mut globs = Vec::new();
+    let mut builder = GlobSetBuilder::new();
+    for pattern in patterns {
+        let expanded = match pattern.strip_prefix("~/") {
+            Some(rest) => format!("{}/{rest}", home.display()),
+            None => pattern.clone(),
+        };
+        // `dir/**` also matches `dir` itself, so the directory cannot be trashed or replaced.
+        let mut forms = vec![expanded.clone()];
+        if let Some(dir) = expanded.strip_suffix("/**") {
+            forms.push(dir.to_owned());
+        }
+        for form in forms {
+            let glob = GlobBuilder::new(&form)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| ConfigError::Value {
+                    key: key.into(),
+                    reason: e.to_string(),
+                })?;
+            builder.add(glob);
+            globs.push(pattern.clone());
+        }
+    }
+    let set = builder.build().map_err(|e| ConfigError::Value {
+        key: key.into(),
+        reason: e.to_string(),
+    })?;
+    Ok((set, globs))
+}
+
 fn expand_tilde<'a>(path: &'a str, home: &Path) -> Option<Cow<'a, Path>> {
     if path == "~" {
         Some(Cow::Owned(home.to_owned()))
@@ -1309,6 +1358,12 @@ mod tests {
                 "",
                 "read_file",
                 json!({"path": "keys/id_ed25519"}),
+            ),
+            case(
+                DenyCode::PathProtected,
+                "",
+                "write_file",
+                write("~/.bashrc"),
             ),
             Case {
                 grant: Some(GrantScope::primitives(["read_only"])),

@@ -162,6 +162,13 @@ impl Sandbox {
         options: StartOptions,
         on_end: OnEnd,
     ) -> Result<Started, SpawnError> {
+        // Fail closed: a background command's connections would outlive the one proxy run a
+        // foreground command gets; until handles have their own proxy, they get no network.
+        if profile.network != crate::egress::Network::None {
+            return Err(SpawnError::RequestInvalid {
+                reason: "the egress proxy serves foreground commands only; a background command runs without network".into(),
+            });
+        }
         let parent_env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         let mut resolved = plan::resolve(
             profile,
@@ -316,6 +323,7 @@ impl Sandbox {
         let launch = Launch {
             timeout_ms: request.timeout_ms,
             background: true,
+            egress: false,
         };
         let sent = write_json(&mut writer, &launch)
             .and_then(|()| write_json(&mut writer, &resolved.plan))
@@ -356,6 +364,12 @@ impl Sandbox {
             match read_json::<Report>(&mut reports) {
                 Ok(Report::Started { init_pid: pid }) => init_pid = Some(pid),
                 Ok(Report::Running) => break,
+                Ok(Report::Egress) => {
+                    return Err(fail(
+                        &mut child,
+                        SpawnError::protocol("an egress frame for a background command"),
+                    ));
+                }
                 Ok(Report::Failed { error }) => return Err(fail(&mut child, error)),
                 Ok(Report::Exited { .. }) => {
                     return Err(fail(
@@ -428,7 +442,7 @@ fn wait_end(
         let _ = reports.set_read_timeout(Some(remaining));
         match read_json::<Report>(reports) {
             Ok(Report::Exited { exit, usage }) => return Ok((exit, usage)),
-            Ok(Report::Started { .. } | Report::Running) => {}
+            Ok(Report::Started { .. } | Report::Running | Report::Egress) => {}
             Ok(Report::Failed { .. }) | Err(_) if killed.load(Ordering::SeqCst) => {
                 return Ok((Exit::Signal(libc::SIGKILL), Usage::default()));
             }

@@ -112,6 +112,9 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
         unshare(flag)
             .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
     }
+    if launch.egress {
+        crate::egress::open(control)?;
+    }
 
     // Init reads the plan from the same socket and reports on it directly: no relay hop.
     let theirs = control
@@ -316,7 +319,11 @@ fn run_init(
     confine::set_rlimits(&plan.rlimits)?;
     confine::drop_capabilities()?;
     confine::no_new_privs()?;
-    confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
+    confine::landlock(
+        plan.landlock_abi_min,
+        &plan.writable_roots,
+        plan.egress_port,
+    )?;
     confine::seccomp(&plan.seccomp)?;
 
     let program = plan.argv[0].clone();

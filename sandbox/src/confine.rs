@@ -81,7 +81,11 @@ pub(crate) fn no_new_privs() -> Result<(), SpawnError> {
 /// Read-only (and executable) everywhere, everything on `writable`, read-write on the device
 /// files that must be writable; with ABI 4+ no TCP bind or connect at all, with ABI 6+ no
 /// abstract Unix sockets or signals outside the sandbox. The ABI is a hard requirement.
-pub(crate) fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), SpawnError> {
+pub(crate) fn landlock(
+    abi_min: u8,
+    writable: &[PathBuf],
+    egress_port: Option<u16>,
+) -> Result<(), SpawnError> {
     let abi = abi_from(abi_min);
     let missing = || format!("landlock_abi_v{abi_min}");
     let map = |error: RulesetError| -> SpawnError {
@@ -142,6 +146,11 @@ pub(crate) fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), SpawnErr
                 path_fd(Path::new(device))?,
                 AccessFs::from_file(abi),
             ))
+            .map_err(map)?;
+    }
+    if let Some(port) = egress_port.filter(|_| abi_min >= 4) {
+        created = created
+            .add_rule(landlock::NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(map)?;
     }
     let status = created.restrict_self().map_err(map)?;

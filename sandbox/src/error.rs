@@ -61,6 +61,8 @@ pub enum Step {
     Stdin,
     /// Creating a placeholder for a denied path that does not exist yet.
     Placeholder,
+    /// The network namespace's loopback and the egress proxy's socket.
+    Network,
 }
 
 /// Why [`crate::Sandbox::run`] could not run a command confined.

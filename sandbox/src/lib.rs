@@ -70,6 +70,8 @@ mod changes;
 mod child;
 /// Per-process layers: rlimits, capabilities, no-new-privileges, Landlock, seccomp.
 mod confine;
+/// The egress proxy: a confined command's only way out.
+pub mod egress;
 /// Coded errors and setup steps.
 mod error;
 /// Deny globs expanded once and then incrementally.
@@ -88,6 +90,7 @@ mod spawn;
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
 pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
 pub use child::{CHILD_ARG, child_main, run_child_if_requested};
+pub use egress::{EGRESS_PORT, EgressRecord, Network};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex};
 pub use profile::{

@@ -125,6 +125,23 @@ pub(crate) fn resolve(
             env.insert(name.clone(), value.clone());
         }
     }
+    // Where the egress proxy is, for the tools that read it (it is not the boundary: the
+    // namespace has no other way out).
+    if let crate::egress::Network::Proxy { .. } = profile.network {
+        let proxy = format!("http://127.0.0.1:{}", crate::egress::EGRESS_PORT);
+        for name in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            env.insert(name.into(), proxy.clone());
+        }
+        env.insert("NO_PROXY".into(), String::new());
+        env.insert("no_proxy".into(), String::new());
+    }
     for (name, value) in &request.env {
         env.insert(name.clone(), value.clone());
     }
@@ -159,6 +176,10 @@ pub(crate) fn resolve(
             tmp_bytes_max: profile.tmp_bytes_max,
             seccomp: crate::confine::seccomp_wire()?,
             live: None,
+            egress_port: match profile.network {
+                crate::egress::Network::None => None,
+                crate::egress::Network::Proxy { .. } => Some(crate::egress::EGRESS_PORT),
+            },
         },
         placeholders,
     })

@@ -38,6 +38,9 @@ pub struct Profile {
     pub tmp_bytes_max: u64,
     /// How writes to the writable roots reach the host.
     pub writes: WriteMode,
+    /// The command's network: none, or only aido's egress proxy (see [`crate::egress`]).
+    #[serde(default)]
+    pub network: crate::egress::Network,
 }
 
 /// How the writable roots are mounted.
@@ -95,6 +98,13 @@ pub struct CgroupLimits {
     pub cpu_percent_max: u32,
 }
 
+impl CgroupLimits {
+    /// Whether a spawn's cgroup with these limits can be made here (one is made and removed).
+    pub fn probe(&self) -> Result<(), crate::SpawnError> {
+        crate::cgroup::Cgroup::create(self).map(drop)
+    }
+}
+
 impl Profile {
     /// A profile with the given writable roots and the deny list every profile should start
     /// from: credentials in `$HOME` and the host's secret files.
@@ -108,6 +118,7 @@ impl Profile {
             cgroup: None,
             tmp_bytes_max: 256 << 20,
             writes: WriteMode::Direct,
+            network: crate::egress::Network::None,
         }
     }
 
@@ -223,4 +234,8 @@ pub struct Outcome {
     pub cgroup: Option<String>,
     /// Wall time from spawn to the end of the tree.
     pub duration_ms: u64,
+    /// Every connection the command attempted through the egress proxy, admitted or refused
+    /// (empty without [`crate::egress::Network::Proxy`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<crate::egress::EgressRecord>,
 }

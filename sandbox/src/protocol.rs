@@ -38,6 +38,10 @@ pub(crate) struct Plan {
     /// A background command: init keeps reading [`Control`] frames after the start.
     #[serde(default)]
     pub(crate) live: Option<Live>,
+    /// The egress proxy's port on the namespace's loopback: the one TCP port Landlock lets
+    /// the command connect to. `None`: no network.
+    #[serde(default)]
+    pub(crate) egress_port: Option<u16>,
 }
 
 /// How a background command is wired.
@@ -69,6 +73,9 @@ pub(crate) struct Launch {
     /// and with it init and the whole namespace.
     #[serde(default)]
     pub(crate) background: bool,
+    /// Bring up the namespace's loopback and send the parent the egress proxy's socket.
+    #[serde(default)]
+    pub(crate) egress: bool,
 }
 
 /// One denied path as the child must hide it.
@@ -87,6 +94,8 @@ pub(crate) enum Hidden {
 pub(crate) enum Report {
     /// The child started init (its host pid, for the parent's backstop).
     Started { init_pid: u32 },
+    /// The egress proxy's listening socket rides on this frame (`SCM_RIGHTS`).
+    Egress,
     /// The command is running.
     Running,
     /// Setup failed; nothing ran.

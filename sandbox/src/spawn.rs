@@ -101,7 +101,8 @@ impl Sandbox {
             create_layers(layers_dir, resolved.plan.writable_roots.len())?;
         }
         let placeholders = Placeholders::create(&resolved)?;
-        let outcome = self.launch(&resolved, request, cgroup.as_ref());
+        let egress = profile.network.policy()?;
+        let outcome = self.launch(&resolved, request, cgroup.as_ref(), egress);
         drop(cgroup);
         drop(placeholders);
         outcome
@@ -112,6 +113,7 @@ impl Sandbox {
         resolved: &Resolved,
         request: &Request,
         cgroup: Option<&Cgroup>,
+        egress: Option<aido_net::NetPolicy>,
     ) -> Result<Outcome, SpawnError> {
         let started = Instant::now();
         let (mut control, theirs) =
@@ -165,7 +167,16 @@ impl Sandbox {
         }
         drop(sender);
 
-        let result = converse(&mut control, &mut child, resolved, request);
+        let mut proxy = None;
+        let result = converse(
+            &mut control,
+            &mut child,
+            resolved,
+            request,
+            egress,
+            &mut proxy,
+        );
+        let egress = proxy.map(crate::egress::Proxy::finish).unwrap_or_default();
         // The report came (or the child is dead): the tree is gone, the pipes close.
         if let Some(cgroup) = cgroup {
             cgroup.kill();
@@ -202,6 +213,7 @@ impl Sandbox {
                 Hierarchy::V1 => "v1".to_string(),
             }),
             duration_ms: started.elapsed().as_millis() as u64,
+            egress,
         })
     }
 }
@@ -225,10 +237,13 @@ fn converse(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
+    mut egress: Option<aido_net::NetPolicy>,
+    proxy: &mut Option<crate::egress::Proxy>,
 ) -> Result<(Exit, Usage), SpawnError> {
     let launch = Launch {
         timeout_ms: request.timeout_ms,
         background: false,
+        egress: egress.is_some(),
     };
     let sent = write_json(control, &launch)
         .and_then(|()| write_json(control, &resolved.plan))
@@ -255,11 +270,30 @@ fn converse(
             return Ok((Exit::TimedOut, Usage::default()));
         }
         let _ = control.set_read_timeout(Some(remaining));
-        match read_json::<Report>(control) {
-            Ok(Report::Started { init_pid: pid }) => init_pid = Some(pid),
-            Ok(Report::Running) => continue,
-            Ok(Report::Exited { exit, usage }) => return Ok((exit, usage)),
-            Ok(Report::Failed { error }) => return Err(error),
+        match crate::egress::read_report(control) {
+            Ok((Report::Egress, fd)) => {
+                let (Some(fd), Some(policy)) = (fd, egress.take()) else {
+                    let _ = child.kill();
+                    return Err(SpawnError::protocol(
+                        "an egress frame without its socket, or one not asked for",
+                    ));
+                };
+                match crate::egress::Proxy::start(fd, policy) {
+                    Ok(started) => *proxy = Some(started),
+                    Err(error) => {
+                        let _ = child.kill();
+                        return Err(SpawnError::setup_io(
+                            Step::Network,
+                            &error,
+                            "start the egress proxy",
+                        ));
+                    }
+                }
+            }
+            Ok((Report::Started { init_pid: pid }, _)) => init_pid = Some(pid),
+            Ok((Report::Running, _)) => continue,
+            Ok((Report::Exited { exit, usage }, _)) => return Ok((exit, usage)),
+            Ok((Report::Failed { error }, _)) => return Err(error),
             Err(error)
                 if matches!(
                     error.kind(),

@@ -212,3 +212,131 @@ async def test_a_command_whose_changes_the_walls_refuse_changes_nothing(world):
         assert world.snapshot() == before
         assert not (world.home / "other.txt").exists()
     played_back(world)
+
+
+def _http_server(body: bytes):
+    """A real HTTP server on the host's loopback, in a thread; (port, hits, stop)."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1], hits, server.shutdown
+
+
+FETCH = (
+    "import sys, urllib.request, urllib.error\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(url, urllib.request.urlopen(url, timeout=10).read().decode())\n"
+    "    except urllib.error.HTTPError as e:\n"
+    "        print(url, e.code, e.headers.get('X-Aido-Code'))\n"
+)
+
+
+async def test_egress_goes_through_the_proxy_the_policy_names_and_is_journaled(world):
+    port, hits, stop = _http_server(b"fetched through aido")
+    other_port, other_hits, stop_other = _http_server(b"never")
+    config = (
+        "[processes]\n"
+        f'egress = ["localhost:{port}"]\n'
+        'egress_allow_ranges = ["127.0.0.1/32"]\n'
+    )
+    try:
+        async with world.session(config=config) as s:
+            out = await s.ok(
+                "run_command",
+                {
+                    "argv": [
+                        "python3",
+                        "-c",
+                        FETCH,
+                        f"http://localhost:{port}/ok",
+                        f"http://localhost:{other_port}/no",
+                        "http://169.254.169.254/latest/meta-data/",
+                        f"http://127.0.0.1:{port}/spelled-otherwise",
+                    ],
+                },
+            )
+            assert out["exit_code"] == 0, out
+            lines = out["stdout"].splitlines()
+            assert lines[0] == f"http://localhost:{port}/ok fetched through aido", out
+            assert lines[1:] == [
+                f"http://localhost:{other_port}/no 403 net_denied",
+                "http://169.254.169.254/latest/meta-data/ 403 net_denied",
+                f"http://127.0.0.1:{port}/spelled-otherwise 403 net_denied",
+            ], out
+            egress = out["egress"]
+            assert [e.get("code") for e in egress] == [None, "net_denied", "net_denied", "net_denied"], egress
+            assert egress[0]["address"] == f"127.0.0.1:{port}" and egress[0]["bytes_down"] > 0
+            # A direct connection, around the proxy, reaches nothing.
+            direct = await s.ok(
+                "run_command",
+                {"shell": f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""},
+            )
+            assert direct["exit_code"] != 0 and "egress" not in direct, direct
+        assert hits == ["/ok"] and other_hits == []
+        # The journal holds each attempt; playback reproduces the result without the network.
+        shown = "".join(
+            world.run("replay", "show", x["id"], "--json").stdout for x in session_ids(world)
+        )
+        assert "net_denied" in shown and "169.254.169.254" in shown, shown[-2000:]
+        played_back(world)
+    finally:
+        stop()
+        stop_other()
+    # Under `aido exec` the same policy gives the same way out, and the same refusals.
+    port2, hits2, stop2 = _http_server(b"exec fetched")
+    try:
+        config = (
+            "[processes]\n"
+            f'egress = ["localhost:{port2}"]\n'
+            'egress_allow_ranges = ["127.0.0.1/32"]\n'
+        )
+        proc = world.run(
+            "exec", "--policy", str(world.write_config(config)), "--", "python3", "-c", FETCH,
+            f"http://localhost:{port2}/e", "http://10.1.2.3/",
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.splitlines() == [
+            f"http://localhost:{port2}/e exec fetched",
+            "http://10.1.2.3/ 403 net_denied",
+        ], proc.stdout + proc.stderr
+        assert hits2 == ["/e"]
+    finally:
+        stop2()
+
+
+async def test_a_name_on_the_egress_list_that_resolves_to_loopback_is_refused(world):
+    port, hits, stop = _http_server(b"must not be reached")
+    try:
+        config = f'[processes]\negress = ["localhost:{port}"]\n'
+        async with world.session(config=config) as s:
+            out = await s.ok(
+                "run_command", {"argv": ["python3", "-c", FETCH, f"http://localhost:{port}/"]}
+            )
+            assert out["stdout"] == f"http://localhost:{port}/ 403 net_address_refused\n", out
+            assert out["egress"][0]["code"] == "net_address_refused"
+            assert "loopback" in out["egress"][0]["message"]
+            # A bad egress entry is a config error that names the key.
+        bad = world.run(
+            "exec", "--policy", str(world.write_config('[processes]\negress = ["https://x/"]\n')),
+            "--", "true",
+        )
+        assert bad.returncode != 0 and "processes.egress" in bad.stderr, bad.stderr
+        assert hits == []
+    finally:
+        stop()

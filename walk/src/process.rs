@@ -71,6 +71,10 @@ pub fn command_ran(record: &Value) -> Outcome {
         "usage": record["usage"],
         "file_changes_journaled": record["file_changes_journaled"] == json!(true),
     });
+    // Its connections through the egress proxy, admitted and refused.
+    if record["egress"].is_array() {
+        output["egress"] = record["egress"].clone();
+    }
     // A dry run: what the command changed in its throwaway layer.
     if record["dry_run"] == json!(true) {
         output["dry_run"] = json!(true);

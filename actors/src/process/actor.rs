@@ -362,6 +362,8 @@ async fn start_background(
     let request = request_of(run, &cwd, output_bytes_max(&args.policy))
         .map_err(ProcessError::into_failure)?;
     let mut profile = profile_of(&args.policy, &args.hidden);
+    // A background command has no network (the egress proxy serves one foreground run).
+    profile.network = aido_sandbox::Network::None;
     let layers = Layers::new(&args.layers).map_err(|error| {
         Failure::new(
             "sandbox_setup_failed",
@@ -681,6 +683,10 @@ pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome)
         "usage": outcome.usage,
         "cgroup": outcome.cgroup,
     });
+    let mut ended = ended;
+    if !outcome.egress.is_empty() {
+        ended["egress"] = json!(outcome.egress);
+    }
     if let Value::Object(ended) = ended {
         for (key, value) in ended {
             record[key] = value;
@@ -742,6 +748,7 @@ mod tests {
             usage: Default::default(),
             cgroup: None,
             duration_ms: 1,
+            egress: Vec::new(),
         };
         let record = record_of(&request, &profile, &outcome);
         assert_eq!(record["env"]["MODE"], "fast");

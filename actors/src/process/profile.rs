@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use aido_actions::process::RunCommand;
 use aido_policy::PolicyEngine;
-use aido_sandbox::{Profile, Request, WriteMode};
+use aido_sandbox::{CgroupLimits, Profile, Request, WriteMode};
 
 use super::ProcessError;
 
@@ -32,7 +32,44 @@ pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
         }
     }
     profile.writes = WriteMode::Direct;
+    let processes = &policy.config().processes;
+    profile.cgroup = cgroup_of(processes);
+    if !processes.egress.is_empty() {
+        profile.network = aido_sandbox::Network::Proxy {
+            allow: processes.egress.clone(),
+            allow_ranges: processes.egress_allow_ranges.clone(),
+        };
+    }
     profile
+}
+
+/// The tree limits under `[processes] cgroup`: always with `required`; with `auto`, always
+/// when aido runs as root (where `RLIMIT_NPROC` does not bind, so only a cgroup bounds a fork
+/// bomb, and a missing one is `sandbox_unavailable`), otherwise when this host can make one
+/// (probed once per process; the journaled profile shows which it was).
+fn cgroup_of(processes: &aido_policy::config::Processes) -> Option<CgroupLimits> {
+    static PROBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let limits = CgroupLimits {
+        pids_max: processes.pids_max,
+        memory_bytes_max: processes.memory_mb.saturating_mul(1 << 20),
+        cpu_percent_max: processes.cpu_percent,
+    };
+    match processes.cgroup.as_str() {
+        "off" => None,
+        "auto" if !rustix::process::getuid().is_root() => {
+            let available = *PROBED.get_or_init(|| match limits.probe() {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::warn!(
+                        "run_command without a cgroup ({error}); RLIMIT_NPROC bounds a fork bomb"
+                    );
+                    false
+                }
+            });
+            available.then_some(limits)
+        }
+        _ => Some(limits),
+    }
 }
 
 /// The sandbox request for `run` started in the resolved `cwd`.

@@ -77,6 +77,24 @@ pub const TARGETS: &[(&str, Spec)] = &[
         "rewind_btrfs_subvolume",
         Spec::Below(Statistic::Max, 1_000.0 * MS, Unit::Ns, None),
     ),
+    // Issue 9: confined `true` under 10 ms p50 end to end, faster than every peer, a 1 GB
+    // flood with aido's memory flat.
+    (
+        "process_run_command_true",
+        Spec::Below(Statistic::Median, 10.0 * MS, Unit::Ns, None),
+    ),
+    (
+        "process_exec_vs_srt",
+        Spec::Below(Statistic::Ratio, 1.0, Unit::Ratio, None),
+    ),
+    (
+        "process_exec_vs_codex",
+        Spec::Below(Statistic::Ratio, 1.0, Unit::Ratio, None),
+    ),
+    (
+        "process_flood_memory",
+        Spec::Below(Statistic::Median, 32e6, Unit::Bytes, None),
+    ),
     ("vm_boot_text", Spec::None(NO_REFERENCE)),
     ("vm_start", Spec::None(NO_REFERENCE)),
     (

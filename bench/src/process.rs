@@ -1,0 +1,365 @@
+//! Processes: what a confined command costs, beside the sandboxes coding agents ship.
+//!
+//! Side by side, in alternating rounds on the same machine, the same command (`true`): a bare
+//! spawn, `aido exec -- true` (a whole aido process: policy, journal session, sandbox, the
+//! journaled result), Anthropic's sandbox-runtime CLI (`srt true`, bubblewrap and its proxies)
+//! and Codex's sandbox (`codex sandbox true`, its native binary: bubblewrap, seccomp). Then
+//! inside one `aido mcp` over stdio: `run_command` of `true` end to end (the agent's round
+//! trip: judged, journaled, confined, its overlay layer read, the result journaled), a 1 GB
+//! output flood with aido's resident memory before and after, and the cost of journaling a
+//! command's file changes, per file changed (commands writing 1 and 101 new files).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+use crate::stdio::Server;
+
+/// Spawns of `true` per side (each peer takes about half a second through node).
+pub const SPAWNS: usize = 30;
+/// Rounds the spawns are split into, alternating between the sides.
+pub const SPAWN_ROUNDS: usize = 5;
+/// `run_command` round trips of `true` timed.
+pub const CALLS: usize = 200;
+/// Bytes the flood writes to standard output.
+pub const FLOOD_BYTES: u64 = 1 << 30;
+/// Files the larger change writes (the smaller writes one).
+pub const FILES: usize = 101;
+/// Commands of each change size timed.
+pub const CHANGE_REPEATS: usize = 15;
+
+/// How the section ran, or why it did not.
+pub enum ProcessSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(Box<ProcessRun>),
+}
+
+/// One side of the spawn comparison.
+pub struct Side {
+    /// Shown in the report.
+    pub name: String,
+    /// The command line, as run.
+    pub command: String,
+    /// Its wall time per spawn, or why it could not run here.
+    pub times: Result<Vec<Duration>, String>,
+}
+
+/// What the section measured.
+pub struct ProcessRun {
+    /// Bare spawn, `aido exec`, then the peers.
+    pub sides: Vec<Side>,
+    /// `run_command` of `true` over MCP, each round trip.
+    pub run_command: Vec<Duration>,
+    /// aido's resident set before the flood, bytes.
+    pub flood_rss_before: u64,
+    /// aido's peak resident set after the flood (VmHWM), bytes.
+    pub flood_rss_peak: u64,
+    /// The flood's round trip.
+    pub flood_time: Duration,
+    /// Bytes the command wrote, as aido counted them.
+    pub flood_counted: u64,
+    /// Commands writing one file, each round trip.
+    pub one_file: Vec<Duration>,
+    /// Commands writing [`FILES`] files, each round trip.
+    pub many_files: Vec<Duration>,
+}
+
+impl ProcessRun {
+    /// The journaling cost per changed file: the median difference over the extra files.
+    pub fn per_file(&self) -> Duration {
+        let one = crate::snapshots::median(&self.one_file);
+        let many = crate::snapshots::median(&self.many_files);
+        many.saturating_sub(one) / (FILES as u32 - 1)
+    }
+}
+
+/// Where the peers are installed.
+pub struct Peers {
+    /// `bench/node_modules` (holds `.bin/srt` and `@openai/codex-linux-x64`).
+    pub node_modules: PathBuf,
+}
+
+/// Runs the section.
+pub async fn run(aido: &Path, temp: &Path, peers: &Peers) -> ProcessSection {
+    match measure(aido, temp, peers).await {
+        Ok(run) => ProcessSection::Ran(Box::new(run)),
+        Err(error) => ProcessSection::Failed(format!("{error:#}")),
+    }
+}
+
+/// Codex's native binary inside its npm package (the launcher script only spawns it).
+fn codex_binary(node_modules: &Path) -> Result<PathBuf, String> {
+    let vendor = node_modules.join("@openai/codex-linux-x64/vendor");
+    let entries = std::fs::read_dir(&vendor).map_err(|e| {
+        format!(
+            "`@openai/codex` is not installed ({}: {e}; bench/run installs it)",
+            vendor.display()
+        )
+    })?;
+    for entry in entries.flatten() {
+        let binary = entry.path().join("bin/codex");
+        if binary.is_file() {
+            return Ok(binary);
+        }
+    }
+    Err(format!("no vendor/*/bin/codex under {}", vendor.display()))
+}
+
+/// The spawn sides: (name, program, args, extra environment), or why a side cannot run.
+type Spec = (String, Result<(PathBuf, Vec<String>), String>);
+
+fn spawn_specs(aido: &Path, peers: &Peers) -> Vec<Spec> {
+    let srt = peers.node_modules.join(".bin/srt");
+    let srt = if srt.exists() {
+        Ok((srt, vec!["true".to_owned()]))
+    } else {
+        Err(format!(
+            "`@anthropic-ai/sandbox-runtime` is not installed ({}; bench/run installs it)",
+            srt.display()
+        ))
+    };
+    vec![
+        ("bare spawn".into(), Ok((PathBuf::from("true"), Vec::new()))),
+        (
+            "aido exec".into(),
+            Ok((
+                aido.to_owned(),
+                vec!["exec".into(), "--".into(), "true".into()],
+            )),
+        ),
+        ("srt".into(), srt),
+        (
+            "codex sandbox".into(),
+            codex_binary(&peers.node_modules)
+                .map(|binary| (binary, vec!["sandbox".into(), "true".into()])),
+        ),
+    ]
+}
+
+/// One spawn of `program args` in `cwd`, with `HOME`, `AIDO_HOME` and `PATH` only; its time.
+fn spawn_once(program: &Path, args: &[String], cwd: &Path, home: &Path) -> Result<Duration> {
+    let start = Instant::now();
+    let out = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("AIDO_HOME", home.join(".aido"))
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("spawning {}", program.display()))?;
+    let took = start.elapsed();
+    if !out.status.success() {
+        bail!(
+            "{} {} exited with {}: {}",
+            program.display(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(took)
+}
+
+fn spawns(aido: &Path, work: &Path, peers: &Peers) -> Result<Vec<Side>> {
+    let home = work.join("spawn-home");
+    let cwd = home.join("project");
+    std::fs::create_dir_all(&cwd)?;
+    std::fs::create_dir_all(home.join(".codex"))?;
+    let specs = spawn_specs(aido, peers);
+    let mut sides: Vec<Side> = specs
+        .iter()
+        .map(|(name, spec)| Side {
+            name: name.clone(),
+            command: match spec {
+                Ok((program, args)) => {
+                    let program = program.file_name().map_or_else(
+                        || program.display().to_string(),
+                        |n| n.to_string_lossy().into_owned(),
+                    );
+                    format!("{program} {}", args.join(" ")).trim().to_owned()
+                }
+                Err(_) => String::new(),
+            },
+            times: spec.as_ref().map(|_| Vec::new()).map_err(Clone::clone),
+        })
+        .collect();
+    // A side that fails its warm-up is reported as failed, not measured.
+    for ((_, spec), side) in specs.iter().zip(sides.iter_mut()) {
+        if let (Ok((program, args)), Ok(_)) = (spec, &side.times) {
+            for _ in 0..3 {
+                if let Err(e) = spawn_once(program, args, &cwd, &home) {
+                    side.times = Err(format!("{e:#}"));
+                    break;
+                }
+            }
+        }
+    }
+    let per_round = SPAWNS.div_ceil(SPAWN_ROUNDS);
+    for round in 0..SPAWN_ROUNDS {
+        // Alternate which side goes first, so drift hits all alike.
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..specs.len()).collect()
+        } else {
+            (0..specs.len()).rev().collect()
+        };
+        for i in order {
+            let (_, spec) = &specs[i];
+            let Ok((program, args)) = spec else { continue };
+            let Ok(times) = &mut sides[i].times else {
+                continue;
+            };
+            for _ in 0..per_round {
+                times.push(spawn_once(program, args, &cwd, &home)?);
+            }
+        }
+    }
+    Ok(sides)
+}
+
+/// The pid of our child process named `comm`.
+fn child_pid(comm: &str) -> Result<u32> {
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let name = head.split_once(" (").map_or("", |(_, n)| n);
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if name == comm && ppid == Some(me) {
+            return Ok(pid);
+        }
+    }
+    bail!("no child process named {comm}")
+}
+
+/// A `/proc/pid/status` field in bytes.
+fn status_bytes(pid: u32, field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{field} of {pid}"))?;
+    Ok(kib * 1024)
+}
+
+async fn call(server: &Server, arguments: Value) -> Result<Value> {
+    let arguments: JsonObject = match arguments {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    let result = server.call("run_command", arguments).await?;
+    if result.is_error == Some(true) {
+        bail!("run_command failed: {:?}", result.structured_content);
+    }
+    let out = result.structured_content.unwrap_or(Value::Null);
+    if out["exit_code"] != json!(0) {
+        bail!("run_command did not exit 0: {out}");
+    }
+    Ok(out)
+}
+
+async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> {
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let sides = {
+        let (aido, work_path) = (aido.to_owned(), work.path().to_owned());
+        let node_modules = peers.node_modules.clone();
+        tokio::task::spawn_blocking(move || spawns(&aido, &work_path, &Peers { node_modules }))
+            .await
+            .context("the spawn thread")??
+    };
+
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let mut command = tokio::process::Command::new(aido);
+    command
+        .arg("mcp")
+        .env_clear()
+        .env("HOME", &home)
+        .env("AIDO_HOME", &aido_home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&home);
+    let ours = Server::start(
+        "aido",
+        command,
+        work.path().join("aido.stderr"),
+        &["run_command"],
+    )
+    .await?;
+    let pid = child_pid("aido")?;
+
+    for _ in 0..20 {
+        call(&ours, json!({"argv": ["true"]})).await?;
+    }
+    let mut run_command = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let start = Instant::now();
+        call(&ours, json!({"argv": ["true"]})).await?;
+        run_command.push(start.elapsed());
+    }
+
+    let flood_rss_before = status_bytes(pid, "VmRSS:")?;
+    let start = Instant::now();
+    let flood = call(
+        &ours,
+        json!({"argv": ["head", "-c", FLOOD_BYTES.to_string(), "/dev/zero"], "timeout_ms": 120_000}),
+    )
+    .await?;
+    let flood_time = start.elapsed();
+    let flood_rss_peak = status_bytes(pid, "VmHWM:")?;
+    let flood_counted = flood["stdout_bytes_total"].as_u64().unwrap_or(0);
+    if flood_counted != FLOOD_BYTES {
+        bail!("the flood wrote {FLOOD_BYTES} bytes but aido counted {flood_counted}: {flood}");
+    }
+
+    let mut one_file = Vec::with_capacity(CHANGE_REPEATS);
+    let mut many_files = Vec::with_capacity(CHANGE_REPEATS);
+    for k in 0..CHANGE_REPEATS {
+        for (n, times) in [(1, &mut one_file), (FILES, &mut many_files)] {
+            let script = format!(
+                "mkdir d{n}_{k} && cd d{n}_{k} && i=0; while [ $i -lt {n} ]; do echo $i > f$i; i=$((i+1)); done"
+            );
+            let start = Instant::now();
+            call(&ours, json!({"shell": script})).await?;
+            times.push(start.elapsed());
+        }
+    }
+    let made = std::fs::read_dir(home.join(format!("d{FILES}_0")))?.count();
+    if made != FILES {
+        bail!("the command wrote {made} files, not {FILES}");
+    }
+    ours.stop().await?;
+    Ok(ProcessRun {
+        sides,
+        run_command,
+        flood_rss_before,
+        flood_rss_peak,
+        flood_time,
+        flood_counted,
+        one_file,
+        many_files,
+    })
+}

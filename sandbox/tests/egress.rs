@@ -1,0 +1,341 @@
+//! The egress proxy (issue 9, point 2): with `Network::Proxy`, a confined command reaches the
+//! hosts the allowlist admits, at addresses that pass the range check after DNS resolution,
+//! through aido's proxy only; everything else is refused with a code, recorded in the outcome,
+//! and reaches nothing. The servers are real listeners on the host's loopback, which the
+//! profiles open explicitly (`allow_ranges`) where a test needs the connection to succeed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aido_sandbox::{EgressRecord, Network, Outcome, Request};
+use common::{Fixture, assert_code, stdout};
+
+/// A one-line HTTP server on the host's loopback: answers every request with `body`, and
+/// counts the connections it accepted.
+struct Server {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(body: &'static str) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                counter.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    // The request head, through the blank line.
+                    while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                        if line == "\r\n" {
+                            break;
+                        }
+                        line.clear();
+                    }
+                    let mut stream = stream;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        Server { port, accepted }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+fn run(fixture: &Fixture, network: Network, script: &str) -> Outcome {
+    let mut profile = fixture.profile();
+    profile.network = network;
+    let mut request = Request::new(["python3", "-c", script], &fixture.root);
+    request.timeout_ms = 30_000;
+    fixture.sandbox().run(&profile, &request).unwrap()
+}
+
+fn proxy(allow: &[String], ranges: &[&str]) -> Network {
+    Network::Proxy {
+        allow: allow.to_vec(),
+        allow_ranges: ranges.iter().map(|r| r.to_string()).collect(),
+    }
+}
+
+/// A plain GET through the proxy from the environment, and a CONNECT tunnel by hand, print
+/// what came back (or the status the proxy refused with).
+const CLIENT: &str = r#"
+import os, socket, sys, urllib.request, urllib.error
+def get(url):
+    try:
+        print("GET", url, urllib.request.urlopen(url, timeout=10).read().decode())
+    except urllib.error.HTTPError as e:
+        print("GET", url, "status", e.code, e.headers.get("X-Aido-Code"))
+    except OSError as e:
+        print("GET", url, "failed", e)
+def tunnel(authority):
+    s = socket.create_connection(("127.0.0.1", int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])), timeout=10)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    head, _, early = head.partition(b"\r\n\r\n")
+    head = head.decode()
+    status = head.split("\r\n")[0]
+    if " 200 " not in status:
+        code = [l.split(": ")[1] for l in head.split("\r\n") if l.startswith("X-Aido-Code")]
+        print("CONNECT", authority, "status", status.split(" ")[1], code[0] if code else "-")
+        return
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = early
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    print("CONNECT", authority, data.decode().split("\r\n\r\n", 1)[1])
+for arg in sys.argv[1:]:
+    kind, target = arg.split("=", 1)
+    get(target) if kind == "get" else tunnel(target)
+"#;
+
+fn client(args: &[String]) -> String {
+    let quoted: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "import sys\nsys.argv = ['client', {}]\n{CLIENT}",
+        quoted.join(", ")
+    )
+}
+
+fn codes(outcome: &Outcome) -> Vec<Option<String>> {
+    outcome.egress.iter().map(|r| r.code.clone()).collect()
+}
+
+#[test]
+fn an_admitted_host_is_reached_through_the_proxy_and_recorded() {
+    let fixture = Fixture::new();
+    let server = Server::start("hello through the proxy");
+    let port = server.port;
+    let outcome = run(
+        &fixture,
+        proxy(&[format!("localhost:{port}")], &["127.0.0.1/32", "::1/128"]),
+        &client(&[
+            format!("get=http://localhost:{port}/x?y=1"),
+            format!("connect=localhost:{port}"),
+        ]),
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert!(
+        out.contains(&format!(
+            "GET http://localhost:{port}/x?y=1 hello through the proxy"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("CONNECT localhost:{port} hello through the proxy")),
+        "{out}"
+    );
+    assert_eq!(server.accepted(), 2, "{out}");
+    assert_eq!(outcome.egress.len(), 2, "{:?}", outcome.egress);
+    for record in &outcome.egress {
+        let EgressRecord {
+            host,
+            port: asked,
+            address,
+            code,
+            bytes_up,
+            bytes_down,
+            ..
+        } = record;
+        assert_eq!((host.as_str(), *asked), ("localhost", port));
+        assert_eq!(code, &None, "{record:?}");
+        let address = address.as_deref().unwrap_or_default();
+        assert!(address.ends_with(&format!(":{port}")), "{record:?}");
+        assert!(*bytes_up > 0 && *bytes_down > 0, "{record:?}");
+    }
+    assert_eq!(outcome.egress[0].method, "GET");
+    assert_eq!(outcome.egress[1].method, "CONNECT");
+}
+
+#[test]
+fn hosts_ports_and_spellings_the_allowlist_does_not_name_are_refused() {
+    let fixture = Fixture::new();
+    let server = Server::start("nope");
+    let other = Server::start("nope either");
+    let port = server.port;
+    let outcome = run(
+        &fixture,
+        proxy(&[format!("localhost:{port}")], &["127.0.0.1/32", "::1/128"]),
+        &client(&[
+            // Another port of an admitted host, another spelling of its address, the metadata
+            // address, a private address, and a name the list does not hold.
+            format!("connect=localhost:{}", other.port),
+            format!("connect=127.0.0.1:{port}"),
+            format!("connect=2130706433:{port}"),
+            format!("connect=[::ffff:127.0.0.1]:{port}"),
+            "connect=169.254.169.254:80".into(),
+            format!("get=http://10.0.0.1:{port}/"),
+            "get=http://example.com/".into(),
+        ]),
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(out.matches("status 403 net_denied").count(), 7, "{out}");
+    assert_eq!(server.accepted() + other.accepted(), 0, "{out}");
+    assert_eq!(codes(&outcome), vec![Some("net_denied".to_string()); 7]);
+}
+
+#[test]
+fn a_name_that_resolves_to_a_refused_range_is_refused_after_resolution() {
+    let fixture = Fixture::new();
+    let server = Server::start("must not be reached");
+    let port = server.port;
+    // The name is on the list; its address (loopback) is not opened by any range.
+    let outcome = run(
+        &fixture,
+        proxy(&[format!("localhost:{port}")], &[]),
+        &client(&[
+            format!("get=http://localhost:{port}/"),
+            format!("connect=localhost:{port}"),
+        ]),
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(
+        out.matches("status 403 net_address_refused").count(),
+        2,
+        "{out}"
+    );
+    assert_eq!(server.accepted(), 0);
+    assert_eq!(
+        codes(&outcome),
+        vec![Some("net_address_refused".to_string()); 2]
+    );
+    assert!(
+        outcome.egress[0]
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("loopback"),
+        "{:?}",
+        outcome.egress
+    );
+}
+
+#[test]
+fn the_proxy_is_the_only_way_out() {
+    let fixture = Fixture::new();
+    let server = Server::start("direct");
+    let port = server.port;
+    // Direct connections to the host's loopback, to the metadata address and over UDP, while
+    // the proxy is there: the namespace routes nowhere else and Landlock allows one port.
+    let script = format!(
+        r#"
+import socket
+for host, port in [("127.0.0.1", {port}), ("169.254.169.254", 80), ("10.0.0.1", 80), ("127.0.0.1", 22)]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        print(host, port, "CONNECTED")
+    except OSError as e:
+        print(host, port, "refused", e.errno)
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("8.8.8.8", 53))
+    print("udp SENT")
+except OSError as e:
+    print("udp refused", e.errno)
+"#
+    );
+    let outcome = run(
+        &fixture,
+        proxy(&[format!("localhost:{port}")], &["127.0.0.1/32"]),
+        &script,
+    );
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert!(!out.contains("CONNECTED") && !out.contains("SENT"), "{out}");
+    assert_eq!(out.matches("refused").count(), 5, "{out}");
+    assert_eq!(server.accepted(), 0);
+    assert!(outcome.egress.is_empty(), "{:?}", outcome.egress);
+}
+
+#[test]
+fn without_a_proxy_there_is_no_proxy_and_no_network() {
+    let fixture = Fixture::new();
+    let script = r#"
+import os, socket
+print("proxy env:", os.environ.get("HTTP_PROXY"))
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.settimeout(2)
+try:
+    s.connect(("127.0.0.1", 3128))
+    print("CONNECTED")
+except OSError as e:
+    print("refused", e.errno)
+"#;
+    let outcome = run(&fixture, Network::None, script);
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert!(out.contains("proxy env: None"), "{out}");
+    assert!(
+        out.contains("refused") && !out.contains("CONNECTED"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_malformed_allowlist_is_refused_before_anything_runs() {
+    let fixture = Fixture::new();
+    let marker = fixture.root.join("ran");
+    let mut profile = fixture.profile();
+    profile.network = proxy(&["https://example.com/".into()], &[]);
+    let request = Request::new(
+        ["sh", "-c", &format!("touch {}", marker.display())],
+        &fixture.root,
+    );
+    let error = fixture.sandbox().run(&profile, &request).unwrap_err();
+    assert!(
+        matches!(error, aido_sandbox::SpawnError::RequestInvalid { .. }),
+        "{error:?}"
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_garbage_request_is_answered_400_and_recorded() {
+    let fixture = Fixture::new();
+    let script = r#"
+import os, socket
+s = socket.create_connection(("127.0.0.1", int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])), timeout=10)
+s.sendall(b"HELLO\r\n\r\n")
+print(s.recv(4096).decode().split("\r\n")[0])
+"#;
+    let outcome = run(&fixture, proxy(&["example.com:443".into()], &[]), script);
+    assert_code(&outcome, 0);
+    assert!(
+        stdout(&outcome).starts_with("HTTP/1.1 400"),
+        "{}",
+        stdout(&outcome)
+    );
+    assert_eq!(
+        codes(&outcome),
+        vec![Some("egress_request_invalid".to_string())]
+    );
+}
