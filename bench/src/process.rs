@@ -88,6 +88,10 @@ pub struct Peers {
 
 /// Runs the section.
 pub async fn run(aido: &Path, temp: &Path, peers: &Peers) -> ProcessSection {
+    // The spawns run in a temp dir: the peers' paths must not be relative.
+    let node_modules =
+        std::fs::canonicalize(&peers.node_modules).unwrap_or_else(|_| peers.node_modules.clone());
+    let peers = &Peers { node_modules };
     match measure(aido, temp, peers).await {
         Ok(run) => ProcessSection::Ran(Box::new(run)),
         Err(error) => ProcessSection::Failed(format!("{error:#}")),

@@ -888,8 +888,29 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     })
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-    let telemetry = telemetry::start(&telemetry_config, false, home, &journal, &runtime);
+    let metrics_listen = telemetry_config.metrics_listen.clone();
+    let telemetry = telemetry::start(
+        &telemetry_config,
+        !metrics_listen.is_empty(),
+        home,
+        &journal,
+        &runtime,
+    );
     drop(journal);
+    // A stdio runtime has no listener: `[telemetry] metrics_listen` gives its /metrics one.
+    let metrics_server = match (
+        metrics_listen.is_empty(),
+        telemetry.as_ref().and_then(|t| t.metrics()),
+    ) {
+        (true, _) => None,
+        (false, None) => {
+            anyhow::bail!(
+                "[telemetry_unavailable] telemetry.metrics_listen is set but this aido has no \
+                 metrics (built without the telemetry feature, or telemetry.prometheus = false)"
+            );
+        }
+        (false, Some(metrics)) => Some(serve_metrics(&metrics_listen, metrics).await?),
+    };
     // Seeded fault injection for the simulation test (tests/simulation.rs): slow and
     // panicking bodies. It can make aido slower or fail calls, never skip a check.
     if let Some(plan) = std::env::var_os("AIDO_FAULTS") {
@@ -936,6 +957,9 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     if let Some(file) = control {
         let _ = std::fs::remove_file(file);
     }
+    if let Some(server) = metrics_server {
+        server.abort();
+    }
     served?;
     audit.stop();
     drop(audit);
@@ -946,6 +970,61 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         telemetry.shutdown().await;
     }
     Ok(())
+}
+
+/// `GET /metrics` on a loopback listener for `aido mcp`. Requests must name the listener as
+/// their Host (127.0.0.1, [::1] or localhost with its port), so a web page cannot read it
+/// through a rebound DNS name.
+async fn serve_metrics(
+    listen: &str,
+    metrics: aido_serve::Metrics,
+) -> Result<tokio::task::JoinHandle<()>> {
+    use axum::http::{StatusCode, header};
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!("[telemetry_listen_failed] binding telemetry.metrics_listen {listen}")
+        })?;
+    let port = listener.local_addr()?.port();
+    let hosts: Vec<String> = ["127.0.0.1", "[::1]", "localhost"]
+        .iter()
+        .map(|h| format!("{h}:{port}"))
+        .collect();
+    tracing::info!(%listen, "serving /metrics");
+    eprintln!("aido mcp: metrics at http://{listen}/metrics");
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let metrics = metrics.clone();
+            let hosts = hosts.clone();
+            async move {
+                let host = headers
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or_default();
+                if !hosts.iter().any(|h| h == host) {
+                    return (
+                        StatusCode::FORBIDDEN,
+                        [(header::CONTENT_TYPE, "text/plain")],
+                        format!("serve_host_refused: Host {host:?} is not this listener\n"),
+                    );
+                }
+                (
+                    StatusCode::OK,
+                    [(
+                        header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    (metrics.0)(),
+                )
+            }
+        }),
+    );
+    Ok(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "the /metrics listener stopped");
+        }
+    }))
 }
 
 fn readers(home: &Path) -> Result<Vec<Journal>> {

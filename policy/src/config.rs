@@ -237,6 +237,9 @@ otlp_endpoint = ""
 otlp_protocol = ""
 # Serve the metrics at /metrics on `aido serve`'s listener (behind its bearer token).
 prometheus = true
+# A loopback address ("127.0.0.1:9464") where `aido mcp` (a stdio runtime, which has no
+# listener of its own) serves the same /metrics for a Prometheus on this machine. Empty: none.
+metrics_listen = ""
 
 [fleet]
 # Other runtimes Mission Control (`aido serve`'s page at /mc/) shows beside this one, each
@@ -348,6 +351,9 @@ pub struct Telemetry {
     pub otlp_protocol: String,
     /// Whether `aido serve` serves `/metrics`.
     pub prometheus: bool,
+    /// Where `aido mcp` serves `/metrics` (a loopback address); empty: nowhere.
+    #[serde(default)]
+    pub metrics_listen: String,
 }
 
 /// `[fleet]`: the runtimes Mission Control shows beside its own.
@@ -909,6 +915,22 @@ impl Config {
                     Processes::FIELDS.join(", ")
                 ),
             });
+        }
+        if !self.telemetry.metrics_listen.is_empty() {
+            let loopback = self
+                .telemetry
+                .metrics_listen
+                .parse::<std::net::SocketAddr>()
+                .map(|a| a.ip().is_loopback());
+            if loopback != Ok(true) {
+                return Err(ConfigError::Value {
+                    key: "telemetry.metrics_listen".into(),
+                    reason: format!(
+                        "{} is not a loopback address:port (e.g. 127.0.0.1:9464)",
+                        self.telemetry.metrics_listen
+                    ),
+                });
+            }
         }
         if !["required", "auto", "off"].contains(&self.processes.cgroup.as_str()) {
             return Err(ConfigError::Value {

@@ -37,6 +37,52 @@ use crate::protocol::{Launch, Plan, Report, read_frame, read_json, write_json};
 pub const CHILD_ARG: &str = "__aido_sandbox";
 /// `argv[2]` of the second re-exec, which becomes init.
 const INIT_ARG: &str = "init";
+/// `argv[1]` that makes a host of the child print [`BUILD_ID`] and exit.
+pub const BUILD_ID_ARG: &str = "__aido_sandbox_build_id";
+/// The version and a hash of this crate's sources: two executables with the same id run the
+/// same child, frame for frame.
+pub const BUILD_ID: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "+",
+    env!("AIDO_SANDBOX_SOURCE_HASH")
+);
+/// The name of the small executable beside `aido` that hosts only the sandbox child.
+pub const HELPER_NAME: &str = "aido-sandbox-child";
+
+/// The executable that should host the sandbox child for this process: the helper
+/// ([`HELPER_NAME`]) beside the current executable when it has this build's [`BUILD_ID`]
+/// (it starts in about a millisecond, where aido itself, linked against tesseract, libvirt
+/// and seventy other libraries, takes tens), else the current executable itself, which hosts
+/// the same child. Decided once per process; the second value says which and why.
+pub fn host_exe() -> std::io::Result<(std::path::PathBuf, &'static str)> {
+    static CHOSEN: std::sync::OnceLock<(std::path::PathBuf, &'static str)> =
+        std::sync::OnceLock::new();
+    if let Some(chosen) = CHOSEN.get() {
+        return Ok(chosen.clone());
+    }
+    let current = std::env::current_exe()?;
+    let helper = current.with_file_name(HELPER_NAME);
+    let chosen = if !helper.is_file() {
+        (current, "no helper beside this executable")
+    } else {
+        let id = Command::new(&helper)
+            .arg(BUILD_ID_ARG)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        match id {
+            Ok(out) if out.status.success() && out.stdout == BUILD_ID.as_bytes() => {
+                (helper, "the helper beside this executable (same build)")
+            }
+            _ => (
+                current,
+                "the helper beside this executable is from another build",
+            ),
+        }
+    };
+    Ok(CHOSEN.get_or_init(|| chosen).clone())
+}
 /// The hostname inside the sandbox.
 const HOSTNAME: &str = "aido-sandbox";
 
@@ -45,7 +91,12 @@ const HOSTNAME: &str = "aido-sandbox";
 /// user namespace needs a single-threaded process).
 pub fn run_child_if_requested() {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(std::ffi::OsStr::new(CHILD_ARG)) {
+    let first = args.next();
+    if first.as_deref() == Some(std::ffi::OsStr::new(BUILD_ID_ARG)) {
+        print!("{BUILD_ID}");
+        std::process::exit(0);
+    }
+    if first.as_deref() != Some(std::ffi::OsStr::new(CHILD_ARG)) {
         return;
     }
     if args.next().as_deref() == Some(std::ffi::OsStr::new(INIT_ARG)) {

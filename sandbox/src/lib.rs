@@ -16,9 +16,11 @@
 //! [`SpawnError::SandboxUnavailable`] naming it, and nothing runs.
 //!
 //! Denied paths that do not exist yet: under a read-only part of the host they cannot be
-//! created. Under a writable root, the first missing component gets an empty placeholder
-//! directory (in overlay mode, in the upper layer, so the host is untouched) with an empty
-//! read-only tmpfs over it; the parent removes it afterwards if still empty. Globs are
+//! created. In overlay mode nothing reaches the host but what the caller applies from the
+//! layer, and aido judges each change of the layer by the same deny globs, so nothing is
+//! mounted for them. Under a writable root in direct mode, the first missing component gets an
+//! empty placeholder directory with an empty read-only tmpfs over it; the parent removes it
+//! afterwards if still empty. Globs are
 //! expanded over existing entries at spawn time by a [`GlobIndex`] shared by clones of a
 //! [`Sandbox`]: the first command walks each root (a few hundred thousand entries in a home
 //! with a toolchain, about half a second), later ones `stat` each directory and read only the
@@ -89,7 +91,9 @@ mod spawn;
 
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
 pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
-pub use child::{CHILD_ARG, child_main, run_child_if_requested};
+pub use child::{
+    BUILD_ID, BUILD_ID_ARG, CHILD_ARG, HELPER_NAME, child_main, host_exe, run_child_if_requested,
+};
 pub use egress::{EGRESS_PORT, EgressRecord, Network};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex};

@@ -106,6 +106,16 @@ fn remount_readonly() -> Result<(), SpawnError> {
         if point != NEW && !point.starts_with(&format!("{NEW}/")) {
             continue;
         }
+        // These are covered by fresh mounts of their own below (a private /tmp, a minimal /dev,
+        // the pid namespace's /proc), so what is under them is never reachable again: a
+        // remount would only cost time.
+        let covered = ["/dev", "/proc", "/tmp"].iter().any(|top| {
+            let top = format!("{NEW}{top}");
+            point == top || point.starts_with(&format!("{top}/"))
+        });
+        if covered {
+            continue;
+        }
         visited += 1;
         if visited > MOUNTS_MAX {
             return Err(SpawnError::SetupFailed {

@@ -351,7 +351,10 @@ fn deny_one(
 }
 
 /// A denied path that does not exist yet. Under a read-only part of the host it cannot be
-/// created, so nothing is needed. Under a writable root its first missing component gets an
+/// created, so nothing is needed. In overlay mode nothing is needed either: whatever the
+/// command makes there stays in its layer, which reaches the host only if the caller applies
+/// it, and aido judges every change of a layer by the same deny globs (one denied path refuses
+/// the whole set). Under a writable root in direct mode its first missing component gets an
 /// empty directory (the placeholder) with a read-only tmpfs over it, so neither it nor
 /// anything below it can be created; the parent removes the placeholder afterwards.
 fn deny_missing(
@@ -361,6 +364,9 @@ fn deny_missing(
     hidden: &mut Vec<Hidden>,
     placeholders: &mut Vec<PathBuf>,
 ) -> Result<(), SpawnError> {
+    if layers_dir.is_some() {
+        return Ok(());
+    }
     let mut existing = path.to_path_buf();
     let mut first_missing = None;
     while std::fs::symlink_metadata(&existing).is_err() {
@@ -375,28 +381,12 @@ fn deny_missing(
     let Ok(existing) = existing.canonicalize() else {
         return Ok(());
     };
-    let Some((index, root)) = roots
-        .iter()
-        .enumerate()
-        .find(|(_, root)| existing.starts_with(root))
-    else {
+    if !roots.iter().any(|root| existing.starts_with(root)) {
         return Ok(());
-    };
+    }
     let placeholder = existing.join(name);
     hidden.push(Hidden::Dir(placeholder.clone()));
-    match layers_dir {
-        // In overlay mode the placeholder goes into the upper layer, so the host stays untouched.
-        Some(layers_dir) => {
-            let relative = placeholder.strip_prefix(root).unwrap_or(&placeholder);
-            placeholders.push(
-                layers_dir
-                    .join(index.to_string())
-                    .join("upper")
-                    .join(relative),
-            );
-        }
-        None => placeholders.push(placeholder),
-    }
+    placeholders.push(placeholder);
     Ok(())
 }
 

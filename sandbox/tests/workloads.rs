@@ -80,20 +80,25 @@ fn overlay_mode_collects_changes_in_the_upper_layer_and_leaves_the_host_alone() 
         "cat existing.txt; echo; echo new > new.txt; echo after > existing.txt; rm gone.txt; \
          mkdir -p .git/hooks; echo pwned > .git/hooks/x; ls -A",
     );
-    // `.git` is the placeholder of the denied path, covered read-only.
+    // The denied `.git/hooks/x` did not exist: in overlay mode it is made in the layer, where
+    // the caller's judgement of the changes (a deny glob) refuses it.
     assert_eq!(stdout(&outcome), "before\n.git\nexisting.txt\nnew.txt\n");
     // The host tree is as it was.
     assert_eq!(entries(&fixture.root), vec!["existing.txt", "gone.txt"]);
     assert_eq!(read(&fixture.root.join("existing.txt")), "before");
-    // The upper layer holds exactly the changes (gone.txt as a whiteout), and the
-    // placeholder of the denied .git is gone again.
+    // The upper layer holds exactly the changes (gone.txt as a whiteout), the denied path
+    // among them, for the caller to refuse.
     let upper = layers.join("0/upper");
+    assert_eq!(read(&upper.join(".git/hooks/x")), "pwned\n");
     assert_eq!(read(&upper.join("new.txt")), "new\n");
     assert_eq!(read(&upper.join("existing.txt")), "after\n");
     let whiteout = std::fs::symlink_metadata(upper.join("gone.txt")).unwrap();
     use std::os::unix::fs::FileTypeExt;
     assert!(whiteout.file_type().is_char_device(), "{whiteout:?}");
-    assert_eq!(entries(&upper), vec!["existing.txt", "gone.txt", "new.txt"]);
+    assert_eq!(
+        entries(&upper),
+        vec![".git", "existing.txt", "gone.txt", "new.txt"]
+    );
 }
 
 #[test]

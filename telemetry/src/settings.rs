@@ -187,6 +187,7 @@ mod tests {
             otlp_endpoint: endpoint.into(),
             otlp_protocol: protocol.into(),
             prometheus: true,
+            metrics_listen: String::new(),
         }
     }
 

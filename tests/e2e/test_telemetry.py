@@ -248,3 +248,74 @@ async def test_prometheus_scrapes_metrics_behind_the_token(world: World) -> None
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+async def test_a_stdio_runtime_serves_metrics_on_loopback_for_prometheus(world: World) -> None:
+    """`aido mcp` has no listener of its own: `[telemetry] metrics_listen` gives its /metrics
+    one on loopback, which Debian's prometheus scrapes while an agent works over stdio. A
+    request naming another Host (a rebound DNS name) is refused; a non-loopback address is a
+    config error."""
+    port = free_port()
+    config = f'[telemetry]\nmetrics_listen = "127.0.0.1:{port}"\n'
+    async with world.session(config=config) as s:
+        await s.ok("write_file", {"path": "m.txt", "content": "x"})
+        await s.ok("read_file", {"path": "m.txt"})
+        await s.err("read_file", {"path": "/etc/shadow"})
+        url = f"http://127.0.0.1:{port}/metrics"
+        deadline = time.monotonic() + 10
+        text = ""
+        while time.monotonic() < deadline:
+            text = httpx2.get(url, timeout=5).text
+            if 'aido_primitive="read_file"' in text and "aido_policy_denials_total{" in text:
+                break
+            await asyncio.sleep(0.05)
+        assert 'aido_actions_total{aido_class="fs_write"' in text, text
+        assert "aido_policy_denials_total{" in text, text
+        rebound = httpx2.get(url, headers={"Host": f"attacker.example:{port}"}, timeout=5)
+        assert rebound.status_code == 403 and "serve_host_refused" in rebound.text
+        binary = shutil.which("prometheus")
+        if binary is None:
+            pytest.fail("prometheus is not installed (apt-get install prometheus)")
+        prom_port = free_port()
+        prom_config = world.root / "prometheus-stdio.yml"
+        prom_config.write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: aido-stdio\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        )
+        log = world.root / "logs" / "prometheus-stdio.stderr"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as errlog:
+            proc = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={prom_config}",
+                    f"--web.listen-address=127.0.0.1:{prom_port}",
+                    f"--storage.tsdb.path={world.root / 'tsdb-stdio'}",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errlog,
+            )
+        try:
+            base = f"http://127.0.0.1:{prom_port}"
+            deadline = time.monotonic() + 30
+            writes: list[dict] = []
+            while time.monotonic() < deadline:
+                try:
+                    writes = query(base, 'aido_actions_total{job="aido-stdio",aido_primitive="write_file"}')
+                except httpx2.HTTPError:
+                    pass
+                if writes:
+                    break
+                await asyncio.sleep(0.5)
+            assert writes and float(writes[0]["value"][1]) == 1.0, (writes, log.read_text()[-2000:])
+            print(f"path: prometheus {binary} scraped aido mcp's /metrics on 127.0.0.1:{port}")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    bad = world.run("config", "show", config='[telemetry]\nmetrics_listen = "0.0.0.0:9464"\n')
+    assert bad.returncode != 0 and "telemetry.metrics_listen" in bad.stderr, bad.stderr

@@ -98,7 +98,8 @@ impl Actor for ProcessBody {
         args: ProcessBodyArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         // The first walk of a large write root (a home) happens now, not in the first command.
-        if let Ok(exe) = std::env::current_exe() {
+        if let Ok((exe, why)) = aido_sandbox::host_exe() {
+            tracing::info!(host = %exe.display(), why, "the sandbox child's executable");
             let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
             let profile = profile_of(&args.policy, &args.hidden);
             tokio::task::spawn_blocking(move || {
@@ -230,7 +231,7 @@ async fn run_command(
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
     };
-    let exe = std::env::current_exe().map_err(|error| {
+    let (exe, _) = aido_sandbox::host_exe().map_err(|error| {
         ProcessError::ExecutableMissing {
             why: error.to_string(),
         }
@@ -376,7 +377,7 @@ async fn start_background(
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
     };
-    let exe = std::env::current_exe().map_err(|error| {
+    let (exe, _) = aido_sandbox::host_exe().map_err(|error| {
         ProcessError::ExecutableMissing {
             why: error.to_string(),
         }
