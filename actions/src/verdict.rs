@@ -6,9 +6,12 @@ use serde::{Deserialize, Serialize};
 pub enum Gate {
     /// Meta primitives the config always allows.
     AlwaysAllow,
-    /// Host desktop actions are off unless `desktop.enabled`; machine actions unless
-    /// `vm.enabled`; memory actions unless `memory.enabled`.
-    DesktopGate,
+    /// Whether the body an action needs is on and built: host desktop actions are off unless
+    /// `desktop.enabled`, machine actions unless `vm.enabled`, memory and artifact actions
+    /// unless theirs; host processes hidden unless `processes.host_visible`; a family this
+    /// build was compiled without is `primitive_not_built`. (Journals before 2026-12-02 call
+    /// this gate `desktop_gate`.)
+    Bodies,
     /// readonly / confirm / normal.
     Mode,
     /// The per-primitive enable map.
@@ -34,7 +37,7 @@ impl Gate {
     pub fn name(self) -> &'static str {
         match self {
             Self::AlwaysAllow => "always_allow",
-            Self::DesktopGate => "desktop_gate",
+            Self::Bodies => "bodies",
             Self::Mode => "mode",
             Self::ActionEnabled => "action_enabled",
             Self::PipelinePreflight => "pipeline_preflight",
@@ -85,9 +88,9 @@ macro_rules! deny_codes {
 deny_codes! {
     /// A host desktop action (desktop class, not run by a machine) while `desktop.enabled` is
     /// false. No primitive drives the host desktop yet; the code is kept for the one that will.
-    DesktopDisabled = "desktop_disabled", DesktopGate;
+    DesktopDisabled = "desktop_disabled", Bodies;
     /// A machine action while `vm.enabled` is false.
-    VmDisabled = "vm_disabled", DesktopGate;
+    VmDisabled = "vm_disabled", Bodies;
     /// An action that changes the world while the mode is readonly.
     ModeReadonly = "mode_readonly", Mode;
     /// A primitive switched off in `actions.enabled`.
@@ -124,12 +127,12 @@ deny_codes! {
     GrantRateLimited = "grant_rate_limited", Capabilities;
     /// A memory action (remember, recall, forget, list_memory) while `memory.enabled` is
     /// false.
-    MemoryDisabled = "memory_disabled", DesktopGate;
+    MemoryDisabled = "memory_disabled", Bodies;
     /// `list_processes` with `host` while `[processes] host_visible` is false.
-    HostProcessesHidden = "host_processes_hidden", DesktopGate;
+    HostProcessesHidden = "host_processes_hidden", Bodies;
     /// A primitive of a family this build of aido was compiled without (its `prim-*` cargo
     /// feature is off): it is not listed, and every call is refused before anything runs.
-    PrimitiveNotBuilt = "primitive_not_built", DesktopGate;
+    PrimitiveNotBuilt = "primitive_not_built", Bodies;
     /// A network target whose host and port are not on `[net] allow` (the default allows
     /// none).
     NetDenied = "net_denied", NetAllowlist;
@@ -141,7 +144,7 @@ deny_codes! {
     /// A URL whose scheme is not http or https.
     NetSchemeRefused = "net_scheme_refused", NetAllowlist;
     /// An artifact action while `artifacts.enabled` is false.
-    ArtifactsDisabled = "artifacts_disabled", DesktopGate;
+    ArtifactsDisabled = "artifacts_disabled", Bodies;
     /// An ssh_exec host that no `[[ssh.hosts]]` entry names (the default names none).
     SshHostNotAllowed = "ssh_host_not_allowed", RemoteAllowlist;
     /// A container image that `[containers] images` does not list (the default lists none).
@@ -234,12 +237,8 @@ mod tests {
     #[test]
     fn deny_code_table() {
         let table: &[(DenyCode, &str, Gate)] = &[
-            (
-                DenyCode::DesktopDisabled,
-                "desktop_disabled",
-                Gate::DesktopGate,
-            ),
-            (DenyCode::VmDisabled, "vm_disabled", Gate::DesktopGate),
+            (DenyCode::DesktopDisabled, "desktop_disabled", Gate::Bodies),
+            (DenyCode::VmDisabled, "vm_disabled", Gate::Bodies),
             (DenyCode::ModeReadonly, "mode_readonly", Gate::Mode),
             (
                 DenyCode::ActionDisabled,
@@ -304,20 +303,16 @@ mod tests {
                 "grant_rate_limited",
                 Gate::Capabilities,
             ),
-            (
-                DenyCode::MemoryDisabled,
-                "memory_disabled",
-                Gate::DesktopGate,
-            ),
+            (DenyCode::MemoryDisabled, "memory_disabled", Gate::Bodies),
             (
                 DenyCode::HostProcessesHidden,
                 "host_processes_hidden",
-                Gate::DesktopGate,
+                Gate::Bodies,
             ),
             (
                 DenyCode::PrimitiveNotBuilt,
                 "primitive_not_built",
-                Gate::DesktopGate,
+                Gate::Bodies,
             ),
             (DenyCode::NetDenied, "net_denied", Gate::NetAllowlist),
             (
@@ -338,7 +333,7 @@ mod tests {
             (
                 DenyCode::ArtifactsDisabled,
                 "artifacts_disabled",
-                Gate::DesktopGate,
+                Gate::Bodies,
             ),
             (
                 DenyCode::SshHostNotAllowed,

@@ -461,7 +461,7 @@ impl Session {
     /// End the session: its subscriptions end, then journal why and stop its actor.
     pub async fn close(&self, reason: &str) {
         #[cfg(feature = "prim-process")]
-        self.shared.events.end_session(self.id);
+        self.shared.events.end_session(self.id).await;
         let _ = self
             .journal(
                 Event::SessionEnded {

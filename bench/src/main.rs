@@ -26,6 +26,8 @@
 
 /// Artifact serving latency, and create + serve over MCP.
 mod artifact;
+/// The MCP conformance suite's count.
+mod conformance;
 mod desktop;
 /// Criterion results.
 mod estimates;
@@ -129,6 +131,19 @@ enum Command {
         /// Where the peers are installed.
         #[arg(long, default_value = "bench/node_modules")]
         node_modules: PathBuf,
+    },
+    /// Run the MCP conformance suite (tests/conformance/run) and put its section into the
+    /// results file (replacing the one there), then render the report.
+    Conformance {
+        /// The suite's runner.
+        #[arg(long, default_value = "tests/conformance/run")]
+        script: PathBuf,
+        /// The results file.
+        #[arg(long, default_value = report::RESULTS_FILE)]
+        results: PathBuf,
+        /// The report to write.
+        #[arg(long, default_value = "docs/BENCHMARKS.md")]
+        out: PathBuf,
     },
     /// Run only the fetch section and print its figures (nothing is written).
     Fetch {
@@ -318,6 +333,11 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::Render { from, out }) => return render(from, out),
+        Some(Command::Conformance {
+            script,
+            results,
+            out,
+        }) => return conformance_only(script, results, out),
         Some(Command::Fetch {
             aido,
             python,
@@ -726,6 +746,26 @@ fn desktop_only() -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// `aido-bench conformance`: the suite's section into the results file, the report redrawn.
+fn conformance_only(script: &Path, results: &Path, out: &Path) -> Result<()> {
+    let run = conformance::run(script)?;
+    let machine = Machine::collect("node", &std::env::temp_dir());
+    let text = std::fs::read_to_string(results)
+        .with_context(|| format!("reading {}", results.display()))?;
+    let mut document =
+        Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
+    let (section, rows) = conformance::section(&run, &machine.commit, &machine.date);
+    conformance::merge(&mut document, section, rows)?;
+    document
+        .check()
+        .with_context(|| format!("the results in {}", results.display()))?;
+    write(results, &document.to_text()?)?;
+    write(out, &report::render(&document))?;
+    println!("{}", run.line);
+    println!("wrote {} and {}", results.display(), out.display());
     Ok(())
 }
 

@@ -200,6 +200,7 @@ const NOTES: &[(&str, &str)] = &[
     ("desktop", include_str!("report/notes/desktop.md")),
     ("artifact", include_str!("report/notes/artifact.md")),
     ("process", include_str!("report/notes/process.md")),
+    ("conformance", include_str!("report/notes/conformance.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 

@@ -226,10 +226,7 @@ fn machines_can_be_switched_off_by_policy() {
         refused["result"]["structuredContent"]["code"],
         "vm_disabled"
     );
-    assert_eq!(
-        refused["result"]["structuredContent"]["gate"],
-        "desktop_gate"
-    );
+    assert_eq!(refused["result"]["structuredContent"]["gate"], "bodies");
     let missing_image = {
         std::fs::write(h.aido_home.join("config.toml"), "").unwrap();
         let mut again = Mcp::start(&h, "no-image");

@@ -472,7 +472,7 @@ impl PolicyEngine {
         }
         let mut confirm: Option<Verdict> = None;
 
-        // desktop_gate: machines are contained and have their own switch; the host desktop is
+        // bodies: machines are contained and have their own switch; the host desktop is
         // off unless enabled. Which actions drive a machine is the action table's answer.
         if action.body() == Body::Machine {
             if !self.config.vm.enabled {

@@ -1,6 +1,6 @@
 //! The policy chain: every action is judged here before anything runs.
 //!
-//! The chain is a single pass over gates in a fixed order (always_allow, desktop_gate, mode,
+//! The chain is a single pass over gates in a fixed order (always_allow, bodies, mode,
 //! action_enabled, pipeline_preflight, path_walls, deny_patterns, capabilities). A denial from
 //! any gate wins over a confirmation from an earlier one, and deny patterns win over every
 //! allow. The crate is pure apart from one narrow door: path resolution reads file metadata

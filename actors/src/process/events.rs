@@ -55,6 +55,9 @@ pub(crate) const SUBSCRIPTIONS_MAX: usize = 16;
 pub(crate) const QUEUE_EVENTS_MAX: usize = 4096;
 /// Most changed paths one batch delivers; the rest are counted as `lagged`.
 pub(crate) const BATCH_CHANGES_MAX: usize = 256;
+/// How long a session's end waits for its subscriptions' tasks (a batch being journaled, a
+/// reaction firing) before it is journaled itself.
+const END_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long after a firing ends changes of the paths it changed are not fed back to it.
 pub(crate) const OWN_CHANGES_SETTLE_MS: u64 = 1_000;
 
@@ -104,6 +107,8 @@ struct Entry {
     stats: Arc<Stats>,
     _watcher: notify::RecommendedWatcher,
     stop: CancellationToken,
+    /// The task that journals and delivers its batches.
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Entry {
@@ -129,8 +134,10 @@ impl Subscriptions {
     }
 
     /// End every subscription of `session` (it closed).
-    pub(crate) fn end_session(&self, session: SessionId) {
-        let ended: Vec<Entry> = self.locked(|table| {
+    /// Ends `session`'s subscriptions and waits (a bounded while) for their tasks, so no batch
+    /// is journaled after the session's end.
+    pub(crate) async fn end_session(&self, session: SessionId) {
+        let mut ended: Vec<Entry> = self.locked(|table| {
             let ids: Vec<String> = table
                 .iter()
                 .filter(|(_, e)| e.session == session)
@@ -140,6 +147,15 @@ impl Subscriptions {
         });
         for entry in &ended {
             entry.stats.end("the session ended");
+            entry.stop.cancel();
+        }
+        let deadline = tokio::time::Instant::now() + END_WAIT;
+        for entry in &mut ended {
+            if let Some(task) = entry.task.take()
+                && tokio::time::timeout_at(deadline, task).await.is_err()
+            {
+                tracing::warn!("a subscription's task did not end with its session");
+            }
         }
     }
 
@@ -510,6 +526,7 @@ impl Origin<'_> {
         stats: Arc<Stats>,
         watcher: notify::RecommendedWatcher,
         stop: CancellationToken,
+        task: tokio::task::JoinHandle<()>,
     ) {
         let entry = Entry {
             session: self.session,
@@ -517,6 +534,7 @@ impl Origin<'_> {
             stats,
             _watcher: watcher,
             stop,
+            task: Some(task),
         };
         self.shared
             .events
@@ -551,7 +569,7 @@ impl Origin<'_> {
             self.proposal,
         );
         let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             while let Some(raw) = gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await {
                 let mut changes = admitted(&shared, &ctx, &watched, raw);
                 let mut dropped = lagged.swap(0, Ordering::Relaxed);
@@ -592,7 +610,7 @@ impl Origin<'_> {
                 }));
             }
         });
-        self.register(&id, info.clone(), stats, watcher, stop);
+        self.register(&id, info.clone(), stats, watcher, stop, task);
         Ok(info)
     }
 
@@ -671,7 +689,7 @@ impl Origin<'_> {
         let reaction = w.reaction.clone();
         let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
         let expires_at = now_ms.saturating_add(expires_ms);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut bucket = Bucket::new(per_minute, shared.clock.now_ms());
             let mut own: HashMap<String, Instant> = HashMap::new();
             let mut fired = 0u32;
@@ -763,7 +781,7 @@ impl Origin<'_> {
                 }
             }
         });
-        self.register(&id, info.clone(), stats, watcher, stop);
+        self.register(&id, info.clone(), stats, watcher, stop, task);
         Ok(info)
     }
 }

@@ -187,6 +187,7 @@ fn number(unit: Unit, x: f64) -> String {
         Unit::Bytes => format_mb(x),
         Unit::PerSecond => format!("{}/s", thousands(x)),
         Unit::Ratio => format!("{x}×"),
+        Unit::Count => thousands(x),
     }
 }
 

@@ -117,6 +117,8 @@ pub enum Unit {
     PerSecond,
     /// A plain ratio (a row's value over its peer's).
     Ratio,
+    /// A count (scenarios, checks).
+    Count,
 }
 
 /// The peer of a side-by-side row.

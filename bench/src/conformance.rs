@@ -1,0 +1,140 @@
+//! The MCP conformance suite's result (`tests/conformance/run`: `@modelcontextprotocol/
+//! conformance` on Node 22 against `aido serve`), as rows of the report. `aido-bench
+//! conformance` runs the suite and puts its section into an existing results file (replacing
+//! the one there), so the count in docs/BENCHMARKS.md is the suite's own last line.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use crate::report::schema::{Document, Outcome, Row, Section, Unit, Value};
+
+/// What the suite said.
+pub struct ConformanceRun {
+    /// The summary line, as printed.
+    pub line: String,
+    /// Scenarios passed.
+    pub passed: u64,
+    /// Scenarios failed.
+    pub failed: u64,
+}
+
+/// Runs `script` and reads its `conformance (...): Total: N passed, M failed` line.
+pub fn run(script: &Path) -> Result<ConformanceRun> {
+    eprintln!("aido-bench: conformance: {}", script.display());
+    let out = std::process::Command::new(script)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse(&text).with_context(|| {
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        format!(
+            "{} printed no summary line ({}); its last lines:\n{}",
+            script.display(),
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+    })
+}
+
+fn parse(text: &str) -> Result<ConformanceRun> {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("conformance (") && l.contains("Total: "))
+        .context("no `conformance (...): Total: ...` line")?;
+    let total = line.split("Total: ").nth(1).unwrap_or_default();
+    let number = |word: &str| -> Result<u64> {
+        total
+            .split(',')
+            .find(|part| part.trim().ends_with(word))
+            .and_then(|part| part.trim().split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("no `N {word}` in {line:?}"))
+    };
+    Ok(ConformanceRun {
+        line: line.to_owned(),
+        passed: number("passed")?,
+        failed: number("failed")?,
+    })
+}
+
+/// The section and its rows.
+pub fn section(run: &ConformanceRun, commit: &str, date: &str) -> (Section, Vec<Row>) {
+    const S: &str = "conformance";
+    let count = |n: u64| {
+        Outcome::Measured(Value {
+            unit: Unit::Count,
+            median: n as f64,
+            ..Value::default()
+        })
+    };
+    let rows = vec![
+        crate::report::row(
+            S,
+            "conformance_passed",
+            "active server scenarios of `@modelcontextprotocol/conformance` passed against `aido serve` (streamable HTTP)",
+            count(run.passed),
+        ),
+        crate::report::row(
+            S,
+            "conformance_failed",
+            "active server scenarios failed",
+            count(run.failed),
+        ),
+    ];
+    let section = crate::report::section(
+        S,
+        &[
+            ("line", run.line.clone()),
+            ("commit", commit.to_owned()),
+            ("date", date.to_owned()),
+        ],
+        Vec::new(),
+    );
+    (section, rows)
+}
+
+/// Puts the section into `document`, replacing an earlier one, before the closing section.
+pub fn merge(document: &mut Document, section: Section, rows: Vec<Row>) -> Result<()> {
+    document.rows.retain(|r| r.section != section.id);
+    document.sections.retain(|s| s.id != section.id);
+    let at = document
+        .sections
+        .iter()
+        .position(|s| s.id == "reproduce")
+        .unwrap_or(document.sections.len());
+    document.sections.insert(at, section);
+    // Rows in section order: after the last row of the sections before it.
+    let before: Vec<String> = document.sections[..at]
+        .iter()
+        .map(|s| s.id.clone())
+        .collect();
+    let row_at = document
+        .rows
+        .iter()
+        .rposition(|r| before.contains(&r.section))
+        .map_or(0, |i| i + 1);
+    for (k, row) in rows.into_iter().enumerate() {
+        document.rows.insert(row_at + k, row);
+    }
+    if document.sections.is_empty() {
+        bail!("the document has no sections");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_summary_line_is_read() {
+        let run = super::parse(
+            "x\nconformance (@modelcontextprotocol/conformance 0.1.16, --suite active): Total: 40 passed, 0 failed\n",
+        )
+        .unwrap();
+        assert_eq!((run.passed, run.failed), (40, 0));
+        assert!(super::parse("Total: 1 passed").is_err());
+    }
+}
