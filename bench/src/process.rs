@@ -147,6 +147,16 @@ fn spawn_specs(aido: &Path, peers: &Peers) -> Vec<Spec> {
     ]
 }
 
+/// A program's path as the report may show it: relative to the checkout (no machine paths).
+fn shown(program: &Path) -> String {
+    let here = std::env::current_dir().unwrap_or_default();
+    program
+        .strip_prefix(&here)
+        .unwrap_or(program)
+        .display()
+        .to_string()
+}
+
 /// One spawn of `program args` in `cwd`, with `HOME`, `AIDO_HOME` and `PATH` only; its time.
 fn spawn_once(program: &Path, args: &[String], cwd: &Path, home: &Path) -> Result<Duration> {
     let start = Instant::now();
@@ -160,12 +170,12 @@ fn spawn_once(program: &Path, args: &[String], cwd: &Path, home: &Path) -> Resul
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .output()
-        .with_context(|| format!("spawning {}", program.display()))?;
+        .with_context(|| format!("spawning {}", shown(program)))?;
     let took = start.elapsed();
     if !out.status.success() {
         bail!(
             "{} {} exited with {}: {}",
-            program.display(),
+            shown(program),
             args.join(" "),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
