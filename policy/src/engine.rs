@@ -729,34 +729,33 @@ impl PolicyEngine {
         let root = self.admit(&resolved, kind, given)?;
         // The path as written is matched first, then the resolved one unless it is the same.
         let same = lexical.as_os_str() == resolved.as_os_str();
-        for candidate in [Some(&lexical), (!same).then_some(&resolved)]
-            .into_iter()
-            .flatten()
-        {
-            if self.deny.is_match_candidate(&Candidate::new(candidate)) {
+        // Each form is made a glob candidate once, for the deny and the protect globs both.
+        let candidates = [Some(&lexical), (!same).then_some(&resolved)]
+            .map(|form| form.map(|path| (path, Candidate::new(path))));
+        for (path, candidate) in candidates.iter().flatten() {
+            if self.deny.is_match_candidate(candidate) {
                 return Err(PathCheckError::DeniedByPattern {
                     given: given.to_owned(),
-                    candidate: candidate.clone(),
-                    pattern: self
-                        .denied_by_pattern(candidate)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    candidate: (*path).clone(),
+                    pattern: self.denied_by_pattern(path).unwrap_or_default().to_owned(),
                 });
             }
         }
         if kind.needs_write() {
-            for candidate in [Some(&lexical), (!same).then_some(&resolved)]
-                .into_iter()
-                .flatten()
-            {
-                let matched = self.protect.matches_candidate(&Candidate::new(candidate));
-                if let Some(index) = matched.first() {
-                    return Err(PathCheckError::Protected {
-                        given: given.to_owned(),
-                        candidate: candidate.clone(),
-                        pattern: self.protect_globs[*index].clone(),
-                    });
+            for (path, candidate) in candidates.iter().flatten() {
+                if !self.protect.is_match_candidate(candidate) {
+                    continue;
                 }
+                let matched = self.protect.matches_candidate(candidate);
+                let pattern = matched
+                    .first()
+                    .map(|index| self.protect_globs[*index].clone())
+                    .unwrap_or_default();
+                return Err(PathCheckError::Protected {
+                    given: given.to_owned(),
+                    candidate: (*path).clone(),
+                    pattern,
+                });
             }
         }
         Ok(Admitted {
