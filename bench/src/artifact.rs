@@ -62,25 +62,8 @@ fn page() -> String {
 
 async fn measure(aido: &Path, temp: &Path) -> Result<ArtifactRun> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
-    let mut command = tokio::process::Command::new(aido);
-    command
-        .arg("mcp")
-        .env_clear()
-        .env("HOME", &home)
-        .env("AIDO_HOME", &aido_home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(&home);
-    let ours = Server::start(
-        "aido",
-        command,
-        work.path().join("aido.stderr"),
-        &["artifact_create", "artifact_serve"],
-    )
-    .await?;
+    let (ours, _home) =
+        Server::aido(aido, work.path(), &["artifact_create", "artifact_serve"]).await?;
     let page = page();
     let files = json!([
         {"name": "index.html", "content": page},

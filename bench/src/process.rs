@@ -311,25 +311,7 @@ async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> 
             .context("the spawn thread")??
     };
 
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
-    let mut command = tokio::process::Command::new(aido);
-    command
-        .arg("mcp")
-        .env_clear()
-        .env("HOME", &home)
-        .env("AIDO_HOME", &aido_home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(&home);
-    let ours = Server::start(
-        "aido",
-        command,
-        work.path().join("aido.stderr"),
-        &["run_command"],
-    )
-    .await?;
+    let (ours, home) = Server::aido(aido, work.path(), &["run_command"]).await?;
     let pid = child_pid("aido")?;
 
     for _ in 0..20 {

@@ -211,6 +211,25 @@ impl Server {
         })
     }
 
+    /// `aido mcp` in `work/home` with its journal in `work/aido_home` (made here), nothing of
+    /// this process's environment but `PATH`, its stderr in `work/aido.stderr`; the home.
+    pub async fn aido(aido: &Path, work: &Path, tools: &[&str]) -> Result<(Self, PathBuf)> {
+        let home = work.join("home");
+        let aido_home = work.join("aido_home");
+        std::fs::create_dir_all(&home)?;
+        std::fs::create_dir_all(&aido_home)?;
+        let mut command = tokio::process::Command::new(aido);
+        command
+            .arg("mcp")
+            .env_clear()
+            .env("HOME", &home)
+            .env("AIDO_HOME", &aido_home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&home);
+        let server = Self::start("aido", command, work.join("aido.stderr"), tools).await?;
+        Ok((server, home))
+    }
+
     /// One `tools/call` of the read tool; the text of its first content block.
     pub async fn read(&self, path: &Path) -> Result<String> {
         let mut arguments = JsonObject::new();

@@ -376,21 +376,10 @@ fn serve(client: TcpStream, policy: &NetPolicy, log: &Mutex<Log>) {
         bytes_up: 0,
         bytes_down: 0,
     };
-    let (head, rest) = match read_head(&client) {
-        Ok(parts) => parts,
-        Err(why) => {
-            return refuse(
-                client,
-                log,
-                entry,
-                "400 Bad Request",
-                "egress_request_invalid",
-                why,
-            );
-        }
-    };
-    let request = match parse_head(&head) {
-        Ok(request) => request,
+    let parsed = read_head(&client)
+        .and_then(|(head, rest)| parse_head(&head).map(|request| (request, rest)));
+    let (request, rest) = match parsed {
+        Ok(parsed) => parsed,
         Err(why) => {
             return refuse(
                 client,

@@ -168,6 +168,23 @@ def prometheus_config(path: Path, target: str, token_file: Path) -> None:
     )
 
 
+def start_prometheus(binary: str, config: Path, port: int, tsdb: Path, log: Path) -> subprocess.Popen:
+    """Debian's prometheus on loopback with `config`, its stderr in `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as errlog:
+        return subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.path={tsdb}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+        )
+
+
 def query(base: str, promql: str) -> list[dict]:
     r = httpx2.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5)
     r.raise_for_status()
@@ -211,18 +228,7 @@ async def test_prometheus_scrapes_metrics_behind_the_token(world: World) -> None
         config = world.root / "prometheus.yml"
         prometheus_config(config, served.base.removeprefix("http://"), served.token_file)
         log = world.root / "logs" / "prometheus.stderr"
-        with open(log, "w") as errlog:
-            proc = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={config}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                    f"--storage.tsdb.path={world.root / 'tsdb'}",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=errlog,
-            )
+        proc = start_prometheus(binary, config, port, world.root / "tsdb", log)
         try:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 30
@@ -284,19 +290,7 @@ async def test_a_stdio_runtime_serves_metrics_on_loopback_for_prometheus(world: 
             f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
         )
         log = world.root / "logs" / "prometheus-stdio.stderr"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "w") as errlog:
-            proc = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={prom_config}",
-                    f"--web.listen-address=127.0.0.1:{prom_port}",
-                    f"--storage.tsdb.path={world.root / 'tsdb-stdio'}",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=errlog,
-            )
+        proc = start_prometheus(binary, prom_config, prom_port, world.root / "tsdb-stdio", log)
         try:
             base = f"http://127.0.0.1:{prom_port}"
             deadline = time.monotonic() + 30
