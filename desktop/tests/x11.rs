@@ -118,16 +118,21 @@ fn typing_into_xterm_runs_the_command_and_ocr_reads_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
+    let ready = dir.path().join("ready");
+    // The terminal's shell says when it runs (xterm maps before its shell starts; on a loaded
+    // machine that can take seconds). What is typed after that waits in the pty for `sh`.
+    let shell = format!("touch {}; exec sh", ready.display());
     let mut desktop = open(
-        vec![xterm("XTerm", "shell", "80x20+0+0", None)],
+        vec![xterm("XTerm", "shell", "80x20+0+0", Some(&shell))],
         Rules::new(&[], &[], &terminals()).unwrap(),
     );
-    let term = desktop.wait_for_window("xterm", 10_000).unwrap();
+    let term = desktop.wait_for_window("xterm", 30_000).unwrap();
     desktop.focus(term.id).unwrap();
     let target = desktop.key_target().unwrap();
     assert!(target.terminal, "xterm is classified as a terminal");
-    // Wait for the shell prompt (xterm maps before its shell is ready).
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("the terminal's shell", Duration::from_secs(30), || {
+        ready.exists()
+    });
     let token = "aido-7q3k";
     let command = format!("echo {token} héllo € > {}", out.display());
     let done = desktop.type_text(&command, None).unwrap();
@@ -135,7 +140,7 @@ fn typing_into_xterm_runs_the_command_and_ocr_reads_it() {
     desktop.press_key("Return", 1, None).unwrap();
     wait_until(
         "the file written by the typed command",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || std::fs::read_to_string(&out).is_ok_and(|s| s.ends_with('\n')),
     );
     assert_eq!(
@@ -203,9 +208,11 @@ fn clipboard_round_trips_with_xclip() {
         .write_all("from xclip ✓".as_bytes())
         .unwrap();
     child.wait().unwrap();
-    wait_until("xclip to own the clipboard", Duration::from_secs(5), || {
-        desktop.clipboard_get().is_ok_and(|t| t == "from xclip ✓")
-    });
+    wait_until(
+        "xclip to own the clipboard",
+        Duration::from_secs(20),
+        || desktop.clipboard_get().is_ok_and(|t| t == "from xclip ✓"),
+    );
     // The cap: a larger write is refused before it reaches the server.
     let huge = "x".repeat(desktop.limits().clipboard_bytes_max + 1);
     assert_eq!(
@@ -258,13 +265,13 @@ fn notification_reaches_dunst() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    wait_until("dunst to display it", Duration::from_secs(5), || {
+    wait_until("dunst to display it", Duration::from_secs(20), || {
         dunstctl(&["count", "displayed"]).trim() == "1"
     });
     // Closing moves it to dunst's history, which says what it received.
     dunstctl(&["close-all"]);
     let mut history = String::new();
-    wait_until("dunst's history", Duration::from_secs(5), || {
+    wait_until("dunst's history", Duration::from_secs(20), || {
         history = dunstctl(&["history"]);
         history.contains("aido says")
     });

@@ -41,12 +41,14 @@ impl Sshd {
             .map_err(|e| e.to_string())?
             .port();
         std::fs::create_dir_all("/run/sshd").map_err(|e| e.to_string())?;
+        // UsePAM yes: without PAM, sshd refuses every login to an account whose shadow
+        // password starts with "!" (a locked root, common on fresh machines), keys or not.
         std::fs::write(
             d.join("sshd_config"),
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\n\
                  PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n",
+                 KbdInteractiveAuthentication no\nUsePAM yes\nStrictModes no\n",
                 hk = d.join("hostkey").display(),
                 ak = d.join("authorized_keys").display()
             ),
@@ -89,6 +91,11 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test shows why sshd refused (e.g. a locked account, a PAM module).
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default();
+            eprintln!("sshd.log:\n{log}");
+        }
     }
 }
 

@@ -46,10 +46,12 @@ class Sshd:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        # UsePAM yes: without PAM, sshd refuses every login to a locked account ("!" in shadow,
+        # a common state of root on fresh machines), keys or not.
         (root / "sshd_config").write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {root / 'hostkey'}\n"
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\nStrictModes no\n"
         )
         self.proc = subprocess.Popen(
             [str(SSHD), "-D", "-f", str(root / "sshd_config"), "-E", str(root / "sshd.log")]
@@ -66,6 +68,8 @@ class Sshd:
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        # Shown with a failure's captured output: why sshd refused, if it did.
+        print("sshd.log:\n" + (self.dir / "sshd.log").read_text(errors="replace"))
 
     def entry(self, name: str, host_key: str) -> str:
         user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
