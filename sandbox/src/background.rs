@@ -324,6 +324,7 @@ impl Sandbox {
             timeout_ms: request.timeout_ms,
             background: true,
             egress: false,
+            netns: crate::protocol::Netns::Own,
         };
         let sent = write_json(&mut writer, &launch)
             .and_then(|()| write_json(&mut writer, &resolved.plan))
@@ -364,10 +365,16 @@ impl Sandbox {
             match read_json::<Report>(&mut reports) {
                 Ok(Report::Started { init_pid: pid }) => init_pid = Some(pid),
                 Ok(Report::Running) => break,
-                Ok(Report::Egress) => {
+                Ok(Report::Egress | Report::Netns) => {
                     return Err(fail(
                         &mut child,
-                        SpawnError::protocol("an egress frame for a background command"),
+                        SpawnError::protocol("a descriptor frame for a background command"),
+                    ));
+                }
+                Ok(Report::Reaped) => {
+                    return Err(fail(
+                        &mut child,
+                        SpawnError::protocol("the sandbox ended before it was reported running"),
                     ));
                 }
                 Ok(Report::Failed { error }) => return Err(fail(&mut child, error)),
@@ -442,7 +449,13 @@ fn wait_end(
         let _ = reports.set_read_timeout(Some(remaining));
         match read_json::<Report>(reports) {
             Ok(Report::Exited { exit, usage }) => return Ok((exit, usage)),
-            Ok(Report::Started { .. } | Report::Running | Report::Egress) => {}
+            Ok(
+                Report::Started { .. }
+                | Report::Running
+                | Report::Egress
+                | Report::Netns
+                | Report::Reaped,
+            ) => {}
             Ok(Report::Failed { .. }) | Err(_) if killed.load(Ordering::SeqCst) => {
                 return Ok((Exit::Signal(libc::SIGKILL), Usage::default()));
             }

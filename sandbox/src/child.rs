@@ -17,6 +17,7 @@
 
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -31,7 +32,9 @@ use crate::confine;
 use crate::error::{SpawnError, Step};
 use crate::mounts;
 use crate::profile::{Exit, Usage};
-use crate::protocol::{Launch, Plan, Report, read_frame, read_json, write_json};
+use crate::protocol::{
+    Launch, Netns, Plan, Report, read_frame, read_json_with_fd, write_json, write_json_with_fd,
+};
 
 /// `argv[1]` that makes an executable act as the sandbox child instead of itself.
 pub const CHILD_ARG: &str = "__aido_sandbox";
@@ -124,12 +127,61 @@ pub fn child_main() -> ! {
     if let Some(report) = report {
         let _ = write_json(&mut control, &report);
     }
+    // Every path out of `supervise` has reaped init (or never started it).
+    let _ = write_json(&mut control, &Report::Reaped);
     std::process::exit(0)
+}
+
+/// Enters the lent namespace, or makes a seed and sends it to the parent; `true` when the
+/// process is now in a network namespace of its own (else it unshares one later, inside its
+/// user namespace).
+fn network_namespace(
+    control: &UnixStream,
+    netns: Netns,
+    lent: Option<OwnedFd>,
+) -> Result<bool, SpawnError> {
+    match netns {
+        Netns::Own => Ok(false),
+        Netns::Pooled => {
+            let lent = lent.ok_or_else(|| {
+                SpawnError::protocol("a pooled network namespace without its descriptor")
+            })?;
+            // Never the host's own: a mix-up here would be the one way to real network.
+            let ours = std::fs::metadata("/proc/self/ns/net").map_err(|error| {
+                SpawnError::setup_io(Step::Network, &error, "/proc/self/ns/net")
+            })?;
+            let lent = std::fs::File::from(lent);
+            let theirs = lent.metadata().map_err(|error| {
+                SpawnError::setup_io(Step::Network, &error, "the pooled namespace")
+            })?;
+            if theirs.ino() == ours.ino() && theirs.dev() == ours.dev() {
+                return Err(SpawnError::protocol(
+                    "the pooled network namespace is this process's own",
+                ));
+            }
+            nix::sched::setns(&lent, CloneFlags::CLONE_NEWNET).map_err(|errno| {
+                SpawnError::unavailable("net_namespace", format!("setns: {errno}"))
+            })?;
+            Ok(true)
+        }
+        Netns::Seed => {
+            if unshare(CloneFlags::CLONE_NEWNET).is_err() {
+                return Ok(false);
+            }
+            let seed = std::fs::File::open("/proc/self/ns/net").map_err(|error| {
+                SpawnError::setup_io(Step::Network, &error, "/proc/self/ns/net")
+            })?;
+            write_json_with_fd(control, &Report::Netns, seed.as_fd()).map_err(|error| {
+                SpawnError::setup_io(Step::Network, &error, "send the namespace")
+            })?;
+            Ok(true)
+        }
+    }
 }
 
 /// Returns the final report only when init could not send its own.
 fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
-    let launch: Launch = read_json(control)
+    let (launch, lent): (Launch, Option<OwnedFd>) = read_json_with_fd(control)
         .map_err(|error| SpawnError::setup_io(Step::ReadRequest, &error, "launch"))?;
     let started = Instant::now();
     // A background command must not outlive aido: the child dies with the thread that started
@@ -140,6 +192,10 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     }
     // Descriptors a careless parent left inheritable must not reach the command.
     close_fds::set_fds_cloexec(3, &[]);
+
+    // A pooled or seeded network namespace is entered while this process still has the
+    // host's capabilities: once in its own user namespace it could not.
+    let has_netns = network_namespace(control, launch.netns, lent)?;
 
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
@@ -160,6 +216,9 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
         (CloneFlags::CLONE_NEWUTS, "uts_namespace"),
         (CloneFlags::CLONE_NEWNET, "net_namespace"),
     ] {
+        if flag == CloneFlags::CLONE_NEWNET && has_netns {
+            continue;
+        }
         unshare(flag)
             .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
     }
@@ -186,6 +245,13 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
             init_pid: init.id(),
         },
     );
+    // Init and the command hold the output pipes; this process lets go of them, so they close
+    // when the sandbox's last process is gone and not when this one has torn the namespaces
+    // down (which the parent does not wait for).
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
     let pidfd = rustix::process::Pid::from_raw(init.id() as i32)
         .ok_or_else(|| SpawnError::protocol("init has pid 0"))
         .and_then(|pid| {

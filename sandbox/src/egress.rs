@@ -14,8 +14,7 @@
 //! answer cannot rebind it. Every attempt, admitted or refused, is an [`EgressRecord`] in the
 //! command's [`crate::Outcome`], which the journal keeps.
 
-use std::io::{IoSlice, IoSliceMut, Read, Write};
-use std::mem::MaybeUninit;
+use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -28,7 +27,7 @@ use aido_net::{Host, NetError, NetPolicy, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{SpawnError, Step};
-use crate::protocol::{FRAME_BYTES_MAX, Report};
+use crate::protocol::Report;
 
 /// The proxy's port on the namespace's loopback (the namespace is the command's own, so any
 /// port is free; a fixed one lets the parent write the plan before the child binds it).
@@ -111,26 +110,8 @@ pub(crate) fn open(control: &UnixStream) -> Result<(), SpawnError> {
     loopback_up()?;
     let listener = TcpListener::bind(("127.0.0.1", EGRESS_PORT))
         .map_err(|error| SpawnError::setup_io(Step::Network, &error, "bind the egress port"))?;
-    let body = serde_json::to_vec(&Report::Egress)
-        .map_err(|error| SpawnError::protocol(format!("egress frame: {error}")))?;
-    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    let fds = [listener.as_fd()];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
-    if !ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(SpawnError::protocol("no room for the egress socket"));
-    }
-    let sent = rustix::net::sendmsg(
-        control,
-        &[IoSlice::new(&frame)],
-        &mut ancillary,
-        rustix::net::SendFlags::empty(),
-    )
-    .map_err(|errno| SpawnError::setup(Step::Network, errno_of(errno), "send the egress socket"))?;
-    if sent != frame.len() {
-        return Err(SpawnError::protocol("the egress frame was cut"));
-    }
+    crate::protocol::write_json_with_fd(control, &Report::Egress, listener.as_fd())
+        .map_err(|error| SpawnError::setup_io(Step::Network, &error, "send the egress socket"))?;
     Ok(())
 }
 
@@ -191,47 +172,10 @@ fn loopback_up() -> Result<(), SpawnError> {
 
 // ---- The parent's side ----------------------------------------------------------------------
 
-/// Reads one report frame, with the descriptor it carries if any (only [`Report::Egress`]
-/// does). Honors the socket's read timeout like a plain read.
+/// Reads one report frame, with the descriptor it carries if any ([`Report::Egress`] and
+/// [`Report::Netns`] do). Honors the socket's read timeout like a plain read.
 pub(crate) fn read_report(control: &UnixStream) -> std::io::Result<(Report, Option<OwnedFd>)> {
-    let mut header = [0u8; 4];
-    let mut got = 0;
-    let mut fd = None;
-    while got < 4 {
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut ancillary = rustix::net::RecvAncillaryBuffer::new(&mut space);
-        let received = rustix::net::recvmsg(
-            control,
-            &mut [IoSliceMut::new(&mut header[got..])],
-            &mut ancillary,
-            rustix::net::RecvFlags::CMSG_CLOEXEC,
-        )
-        .map_err(std::io::Error::from)?;
-        for message in ancillary.drain() {
-            if let rustix::net::RecvAncillaryMessage::ScmRights(fds) = message {
-                for owned in fds {
-                    fd.get_or_insert(owned);
-                }
-            }
-        }
-        if received.bytes == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        got += received.bytes;
-    }
-    let length = u32::from_le_bytes(header) as usize;
-    if length > FRAME_BYTES_MAX {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a {length}-byte frame"),
-        ));
-    }
-    let mut body = vec![0u8; length];
-    let mut reader = control;
-    reader.read_exact(&mut body)?;
-    let report = serde_json::from_slice(&body)
-        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error))?;
-    Ok((report, fd))
+    crate::protocol::read_json_with_fd(control)
 }
 
 /// What the proxy has seen so far.

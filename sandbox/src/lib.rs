@@ -80,6 +80,8 @@ mod error;
 mod globs;
 /// The mount tree init builds and pivots into.
 mod mounts;
+/// The pool of empty network namespaces lent to commands without network.
+pub mod netns;
 /// Resolving a profile and request into the child's plan, in the parent.
 mod plan;
 /// Profile, request and outcome: the API's data.

@@ -76,6 +76,31 @@ pub(crate) struct Launch {
     /// Bring up the namespace's loopback and send the parent the egress proxy's socket.
     #[serde(default)]
     pub(crate) egress: bool,
+    /// Where the command's network namespace comes from.
+    #[serde(default)]
+    pub(crate) netns: Netns,
+}
+
+/// The network namespace of a command without network: its own, or one of aido's pool.
+///
+/// A pooled namespace is empty (its `lo` down, no address, no route) and owned by the host's
+/// user namespace, so the command, whose capabilities live in its own user namespace, can
+/// change nothing in it; it is lent to one command at a time and only after every process of
+/// the last one is gone. Creating and destroying a namespace per command costs milliseconds;
+/// lending one costs a `setns`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Netns {
+    /// A new namespace inside the command's user namespace (egress needs this: the child
+    /// brings its loopback up).
+    #[default]
+    Own,
+    /// A new namespace made before the user namespace, sent back to the parent
+    /// ([`Report::Netns`]) for the pool; a child that may not make one there falls back to
+    /// [`Netns::Own`].
+    Seed,
+    /// The namespace whose descriptor rides on the launch frame (`SCM_RIGHTS`).
+    Pooled,
 }
 
 /// One denied path as the child must hide it.
@@ -102,6 +127,92 @@ pub(crate) enum Report {
     Failed { error: SpawnError },
     /// The command's tree is gone.
     Exited { exit: Exit, usage: Usage },
+    /// A [`Netns::Seed`] namespace rides on this frame (`SCM_RIGHTS`).
+    Netns,
+    /// The child reaped init: no process of the sandbox is left but the child, which only
+    /// tears its namespaces down and exits. Sent last, after any final report.
+    Reaped,
+}
+
+/// Writes `value` as one frame with `fd` riding on it (`SCM_RIGHTS`).
+pub(crate) fn write_json_with_fd<T: Serialize>(
+    control: &std::os::unix::net::UnixStream,
+    value: &T,
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<()> {
+    use std::mem::MaybeUninit;
+    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let length =
+        u32::try_from(body.len()).map_err(|_| std::io::Error::other("frame larger than u32"))?;
+    let mut frame = length.to_le_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    let fds = [fd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
+    if !ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(std::io::Error::other("no room for the descriptor"));
+    }
+    let sent = rustix::net::sendmsg(
+        control,
+        &[std::io::IoSlice::new(&frame)],
+        &mut ancillary,
+        rustix::net::SendFlags::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    if sent != frame.len() {
+        // A stream socket takes a small frame whole; the rest would need a second write
+        // without the descriptor.
+        let rest = &frame[sent..];
+        let mut writer = control;
+        writer.write_all(rest)?;
+    }
+    Ok(())
+}
+
+/// Reads one frame as `T`, with the descriptor riding on it if any (received close-on-exec).
+/// Honors the socket's read timeout like a plain read.
+pub(crate) fn read_json_with_fd<T: for<'de> Deserialize<'de>>(
+    control: &std::os::unix::net::UnixStream,
+) -> std::io::Result<(T, Option<std::os::fd::OwnedFd>)> {
+    use std::mem::MaybeUninit;
+    let mut header = [0u8; 4];
+    let mut got = 0;
+    let mut fd = None;
+    while got < 4 {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = rustix::net::RecvAncillaryBuffer::new(&mut space);
+        let received = rustix::net::recvmsg(
+            control,
+            &mut [std::io::IoSliceMut::new(&mut header[got..])],
+            &mut ancillary,
+            rustix::net::RecvFlags::CMSG_CLOEXEC,
+        )
+        .map_err(std::io::Error::from)?;
+        for message in ancillary.drain() {
+            if let rustix::net::RecvAncillaryMessage::ScmRights(fds) = message {
+                for owned in fds {
+                    fd.get_or_insert(owned);
+                }
+            }
+        }
+        if received.bytes == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got += received.bytes;
+    }
+    let length = u32::from_le_bytes(header) as usize;
+    if length > FRAME_BYTES_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a {length}-byte frame"),
+        ));
+    }
+    let mut body = vec![0u8; length];
+    let mut reader = control;
+    reader.read_exact(&mut body)?;
+    let value = serde_json::from_slice(&body)
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error))?;
+    Ok((value, fd))
 }
 
 pub(crate) fn write_frame(target: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,7 +16,9 @@ use crate::error::{SpawnError, Step};
 use crate::globs::GlobIndex;
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Outcome, Profile, Request, Usage, WriteMode};
-use crate::protocol::{Launch, Report, read_json, write_frame, write_json};
+use crate::protocol::{
+    Launch, Netns, Report, read_json, write_frame, write_json, write_json_with_fd,
+};
 
 /// How long setup may take on top of the command's timeout before the parent kills the child
 /// itself (the child enforces the timeout; this is the backstop if the child hangs).
@@ -102,17 +104,21 @@ impl Sandbox {
         }
         let placeholders = Placeholders::create(&resolved)?;
         let egress = profile.network.policy()?;
-        let outcome = self.launch(&resolved, request, cgroup.as_ref(), egress);
-        drop(cgroup);
+        let outcome = self.launch(&resolved, request, cgroup, egress);
         drop(placeholders);
         outcome
     }
 
+    /// Runs the plan. When the child reports init reaped, nothing of the sandbox runs any
+    /// more and its output and layers are final: the answer goes back at once, and the child's
+    /// own exit (tearing down its namespaces, which takes milliseconds) is waited for on a
+    /// thread of its own, which then removes the cgroup and returns the network namespace to
+    /// the pool.
     fn launch(
         &self,
         resolved: &Resolved,
         request: &Request,
-        cgroup: Option<&Cgroup>,
+        cgroup: Option<Cgroup>,
         egress: Option<aido_net::NetPolicy>,
     ) -> Result<Outcome, SpawnError> {
         let started = Instant::now();
@@ -133,7 +139,7 @@ impl Sandbox {
                 detail: error.to_string(),
             })?;
         // The child blocks on the plan until it is inside, so nothing escapes the limits.
-        if let Some(cgroup) = cgroup
+        if let Some(cgroup) = &cgroup
             && let Err(error) = cgroup.join(child.id())
         {
             let _ = child.kill();
@@ -167,22 +173,56 @@ impl Sandbox {
         }
         drop(sender);
 
-        let mut proxy = None;
+        let (netns, lent) = if egress.is_none() {
+            crate::netns::lend()
+        } else {
+            (Netns::Own, None)
+        };
+        let mut talk = Talk {
+            proxy: None,
+            netns: lent,
+            reaped: false,
+        };
         let result = converse(
             &mut control,
             &mut child,
             resolved,
             request,
             egress,
-            &mut proxy,
+            netns,
+            &mut talk,
         );
-        let egress = proxy.map(crate::egress::Proxy::finish).unwrap_or_default();
-        // The report came (or the child is dead): the tree is gone, the pipes close.
-        if let Some(cgroup) = cgroup {
-            cgroup.kill();
+        let egress = talk
+            .proxy
+            .take()
+            .map(crate::egress::Proxy::finish)
+            .unwrap_or_default();
+        let memory_peak_bytes = cgroup.as_ref().and_then(Cgroup::memory_peak_bytes);
+        let hierarchy = cgroup.as_ref().map(|cgroup| match cgroup.hierarchy() {
+            Hierarchy::V2 => "v2".to_string(),
+            Hierarchy::V1 => "v1".to_string(),
+        });
+        if talk.reaped {
+            // Only the child is left, and it is on its way out.
+            let netns = talk.netns.take();
+            std::thread::spawn(move || {
+                let _ = child.kill();
+                let _ = child.wait();
+                drop(cgroup);
+                if let Some(netns) = netns {
+                    crate::netns::give_back(netns);
+                }
+            });
+        } else {
+            // The child is dead or wedged: kill whatever is left; the namespace is not lent
+            // again.
+            if let Some(cgroup) = &cgroup {
+                cgroup.kill();
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            drop(cgroup);
         }
-        let _ = child.kill();
-        let _ = child.wait();
         let mut outputs = [Captured::default(), Captured::default()];
         let drain_deadline = Instant::now() + Duration::from_millis(DRAIN_MS);
         for _ in 0..2 {
@@ -197,7 +237,7 @@ impl Sandbox {
             }
         }
         let (exit, mut usage) = result?;
-        usage.memory_peak_bytes = cgroup.and_then(Cgroup::memory_peak_bytes);
+        usage.memory_peak_bytes = memory_peak_bytes;
         let [stdout, stderr] = outputs;
         Ok(Outcome {
             exit,
@@ -208,10 +248,7 @@ impl Sandbox {
             stdout: stdout.kept,
             stderr: stderr.kept,
             usage,
-            cgroup: cgroup.map(|cgroup| match cgroup.hierarchy() {
-                Hierarchy::V2 => "v2".to_string(),
-                Hierarchy::V1 => "v1".to_string(),
-            }),
+            cgroup: hierarchy,
             duration_ms: started.elapsed().as_millis() as u64,
             egress,
         })
@@ -231,21 +268,68 @@ pub(crate) fn create_layers(layers_dir: &Path, roots: usize) -> Result<(), Spawn
     Ok(())
 }
 
-/// Sends the plan and waits for the final report, killing the child at the backstop.
+/// What a run's conversation leaves besides its result.
+struct Talk {
+    /// The egress proxy, when the command has network.
+    proxy: Option<crate::egress::Proxy>,
+    /// The network namespace lent to the run or seeded by it.
+    netns: Option<OwnedFd>,
+    /// The child reported init reaped ([`Report::Reaped`]).
+    reaped: bool,
+}
+
+/// Sends the plan and waits for the final report, killing the child at the backstop; then,
+/// briefly, for the child's word that init is reaped.
 fn converse(
     control: &mut UnixStream,
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    mut egress: Option<aido_net::NetPolicy>,
-    proxy: &mut Option<crate::egress::Proxy>,
+    egress: Option<aido_net::NetPolicy>,
+    netns: Netns,
+    talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {
+    let result = converse_until_report(control, child, resolved, request, egress, netns, talk);
+    let reaped_by = Instant::now() + Duration::from_millis(DRAIN_MS);
+    while !talk.reaped {
+        let remaining = reaped_by.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        let _ = control.set_read_timeout(Some(remaining));
+        match crate::egress::read_report(control) {
+            Ok((Report::Reaped, _)) => {
+                talk.reaped = true;
+                break;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    result
+}
+
+fn converse_until_report(
+    control: &mut UnixStream,
+    child: &mut Child,
+    resolved: &Resolved,
+    request: &Request,
+    mut egress: Option<aido_net::NetPolicy>,
+    netns: Netns,
+    talk: &mut Talk,
+) -> Result<(Exit, Usage), SpawnError> {
+    let proxy = &mut talk.proxy;
     let launch = Launch {
         timeout_ms: request.timeout_ms,
         background: false,
         egress: egress.is_some(),
+        netns,
     };
-    let sent = write_json(control, &launch)
+    let launched = match (netns, &talk.netns) {
+        (Netns::Pooled, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd()),
+        _ => write_json(control, &launch),
+    };
+    let sent = launched
         .and_then(|()| write_json(control, &resolved.plan))
         .and_then(|()| write_frame(control, &request.stdin));
     if let Err(error) = sent {
@@ -290,10 +374,23 @@ fn converse(
                     }
                 }
             }
+            Ok((Report::Netns, fd)) => {
+                // A seed for the pool (one per run, and only when asked for).
+                if netns == Netns::Seed && talk.netns.is_none() {
+                    talk.netns = fd;
+                }
+            }
             Ok((Report::Started { init_pid: pid }, _)) => init_pid = Some(pid),
             Ok((Report::Running, _)) => continue,
             Ok((Report::Exited { exit, usage }, _)) => return Ok((exit, usage)),
             Ok((Report::Failed { error }, _)) => return Err(error),
+            Ok((Report::Reaped, _)) => {
+                // Init is gone without its final report: the child's came first, or none.
+                talk.reaped = true;
+                return Err(SpawnError::protocol(
+                    "the sandbox ended without a final report",
+                ));
+            }
             Err(error)
                 if matches!(
                     error.kind(),

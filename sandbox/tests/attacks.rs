@@ -318,6 +318,76 @@ except OSError as e:
     }
 }
 
+/// As root, commands without network borrow an empty namespace from aido's pool instead of
+/// making one each: it is never the host's, never lent to two commands at once, and nothing a
+/// command does leaves a trace in it (its capabilities live in its own user namespace, the
+/// pooled one belongs to the host's).
+#[test]
+fn a_pooled_network_namespace_is_empty_unchangeable_and_lent_to_one_command_at_a_time() {
+    let fixture = Fixture::new();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let host = host.to_string_lossy().into_owned();
+    let look = "readlink /proc/self/ns/net; ip -o link show; ip -o addr show; echo end";
+    let first = fixture.sh(&format!(
+        "{look}; ip link set lo up; echo up=$?; ip addr add 10.9.9.9/32 dev lo; echo addr=$?; \
+         ip link add dummy0 type dummy; echo add=$?"
+    ));
+    let out = stdout(&first);
+    assert!(out.contains("up=2") || out.contains("up=1"), "{out}");
+    assert!(!out.contains("addr=0") && !out.contains("add=0"), "{out}");
+    let namespace = |out: &str| out.lines().next().unwrap_or_default().to_owned();
+    let mut seen = vec![namespace(&out)];
+    for _ in 0..5 {
+        let outcome = fixture.sh(look);
+        let out = stdout(&outcome);
+        // Only lo, down, without an address.
+        let links: Vec<&str> = out.lines().filter(|l| l.contains(": <")).collect();
+        assert_eq!(links.len(), 1, "{out}");
+        assert!(
+            links[0].contains(" lo: ") && !links[0].contains("UP"),
+            "{out}"
+        );
+        assert!(!out.contains("inet"), "{out}");
+        seen.push(namespace(&out));
+    }
+    assert!(
+        seen.iter().all(|n| n.starts_with("net:[") && *n != host),
+        "{seen:?} {host}"
+    );
+    // Two at once never share one.
+    let both: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| stdout(&fixture.sh("readlink /proc/self/ns/net; sleep 0.5"))))
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    assert_ne!(both[0], both[1], "two running commands shared a namespace");
+    if rustix::process::geteuid().is_root() {
+        eprintln!("as root: the namespaces are pooled");
+        let mut distinct = seen.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(
+            distinct.len() < seen.len(),
+            "no later command reused a namespace: {seen:?}"
+        );
+        // The last runs' namespaces are back in the pool once their children are reaped.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while aido_sandbox::netns::idle_count() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nothing returned to the pool"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    } else {
+        eprintln!("not root: every command makes its own namespace (nothing to pool)");
+        let mut distinct = seen.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), seen.len(), "{seen:?}");
+    }
+}
+
 #[test]
 fn only_fds_0_to_2_reach_the_command_even_when_the_parent_leaks_one() {
     let fixture = Fixture::new();
