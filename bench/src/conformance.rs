@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
-use crate::report::schema::{Document, Outcome, Row, Section, Unit, Value};
+use crate::report::schema::{Outcome, Row, Section, Unit, Value};
 
 /// What the suite said.
 pub struct ConformanceRun {
@@ -95,35 +95,6 @@ pub fn section(run: &ConformanceRun, commit: &str, date: &str) -> (Section, Vec<
         Vec::new(),
     );
     (section, rows)
-}
-
-/// Puts the section into `document`, replacing an earlier one, before the closing section.
-pub fn merge(document: &mut Document, section: Section, rows: Vec<Row>) -> Result<()> {
-    document.rows.retain(|r| r.section != section.id);
-    document.sections.retain(|s| s.id != section.id);
-    let at = document
-        .sections
-        .iter()
-        .position(|s| s.id == "reproduce")
-        .unwrap_or(document.sections.len());
-    document.sections.insert(at, section);
-    // Rows in section order: after the last row of the sections before it.
-    let before: Vec<String> = document.sections[..at]
-        .iter()
-        .map(|s| s.id.clone())
-        .collect();
-    let row_at = document
-        .rows
-        .iter()
-        .rposition(|r| before.contains(&r.section))
-        .map_or(0, |i| i + 1);
-    for (k, row) in rows.into_iter().enumerate() {
-        document.rows.insert(row_at + k, row);
-    }
-    if document.sections.is_empty() {
-        bail!("the document has no sections");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -123,7 +123,9 @@ enum Command {
         aido: PathBuf,
     },
     /// Run only the process section (aido exec beside srt and codex, run_command, a flood,
-    /// changes per file) and print its figures (nothing is written).
+    /// changes per file) and print its figures; with `--write`, also put its section into the
+    /// results file (replacing the one there, saying it was measured alone) and render the
+    /// report.
     Process {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -131,6 +133,15 @@ enum Command {
         /// Where the peers are installed.
         #[arg(long, default_value = "bench/node_modules")]
         node_modules: PathBuf,
+        /// Write the section into the results file and render the report.
+        #[arg(long)]
+        write: bool,
+        /// The results file.
+        #[arg(long, default_value = report::RESULTS_FILE)]
+        results: PathBuf,
+        /// The report to write.
+        #[arg(long, default_value = "docs/BENCHMARKS.md")]
+        out: PathBuf,
     },
     /// Run the MCP conformance suite (tests/conformance/run) and put its section into the
     /// results file (replacing the one there), then render the report.
@@ -346,7 +357,16 @@ fn main() -> Result<()> {
         Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
         Some(Command::Desktop) => return desktop_only(),
         Some(Command::Artifact { aido }) => return artifact_only(aido),
-        Some(Command::Process { aido, node_modules }) => return process_only(aido, node_modules),
+        Some(Command::Process {
+            aido,
+            node_modules,
+            write,
+            results,
+            out,
+        }) => {
+            let into = write.then_some((results.as_path(), out.as_path()));
+            return process_only(aido, node_modules, into);
+        }
         Some(Command::Telemetry { calls, rounds }) => {
             return telemetry::run((*calls).max(1), (*rounds).max(1));
         }
@@ -649,7 +669,7 @@ fn artifact_only(aido: &Path) -> Result<()> {
 }
 
 /// `aido-bench process`: the process section alone, its figures printed.
-fn process_only(aido: &Path, node_modules: &Path) -> Result<()> {
+fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = std::fs::canonicalize(aido)
         .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
     let peers = process::Peers {
@@ -660,7 +680,7 @@ fn process_only(aido: &Path, node_modules: &Path) -> Result<()> {
         .build()
         .context("starting the runtime")?
         .block_on(process::run(&aido, &std::env::temp_dir(), &peers));
-    let run = match section {
+    let run = match &section {
         process::ProcessSection::Ran(run) => run,
         process::ProcessSection::Skipped(why) => bail!("not run: {why}"),
         process::ProcessSection::Failed(why) => bail!("failed: {why}"),
@@ -687,6 +707,21 @@ fn process_only(aido: &Path, node_modules: &Path) -> Result<()> {
         run.flood_rss_peak as f64 / 1e6,
         ms(run.per_file()),
     );
+    if let Some((results, out)) = into {
+        let machine = Machine::collect("node", &std::env::temp_dir());
+        let text = std::fs::read_to_string(results)
+            .with_context(|| format!("reading {}", results.display()))?;
+        let mut document =
+            Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
+        let (part, rows) = report::process_alone(&section, &machine.commit, &machine.date);
+        report::merge_section(&mut document, part, rows)?;
+        document
+            .check()
+            .with_context(|| format!("the results in {}", results.display()))?;
+        write(results, &document.to_text()?)?;
+        write(out, &report::render(&document))?;
+        println!("wrote {} and {}", results.display(), out.display());
+    }
     Ok(())
 }
 
@@ -758,7 +793,7 @@ fn conformance_only(script: &Path, results: &Path, out: &Path) -> Result<()> {
     let mut document =
         Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
     let (section, rows) = conformance::section(&run, &machine.commit, &machine.date);
-    conformance::merge(&mut document, section, rows)?;
+    report::merge_section(&mut document, section, rows)?;
     document
         .check()
         .with_context(|| format!("the results in {}", results.display()))?;

@@ -204,6 +204,71 @@ const NOTES: &[(&str, &str)] = &[
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
 
+/// Puts `section` and its `rows` into `document`: where an earlier one of the same id was
+/// (its rows replaced in place), or else before the closing section. For the sections that
+/// can be measured on their own (`aido-bench conformance`, `aido-bench process --write`).
+pub fn merge_section(
+    document: &mut Document,
+    section: Section,
+    rows: Vec<Row>,
+) -> anyhow::Result<()> {
+    let id = section.id.clone();
+    let row_at = document.rows.iter().position(|r| r.section == id);
+    document.rows.retain(|r| r.section != id);
+    let at = match document.sections.iter().position(|s| s.id == id) {
+        Some(at) => {
+            document.sections[at] = section;
+            at
+        }
+        None => {
+            let at = document
+                .sections
+                .iter()
+                .position(|s| s.id == "reproduce")
+                .unwrap_or(document.sections.len());
+            document.sections.insert(at, section);
+            at
+        }
+    };
+    // Rows in section order: where the old ones were, else after the sections before it.
+    let before: Vec<&str> = document.sections[..at]
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    let row_at = row_at.unwrap_or_else(|| {
+        document
+            .rows
+            .iter()
+            .rposition(|r| before.contains(&r.section.as_str()))
+            .map_or(0, |i| i + 1)
+    });
+    for (k, row) in rows.into_iter().enumerate() {
+        document.rows.insert(row_at + k, row);
+    }
+    if document.sections.is_empty() {
+        anyhow::bail!("the document has no sections");
+    }
+    Ok(())
+}
+
+/// The process section measured on its own (`aido-bench process --write`), saying when.
+pub fn process_alone(
+    process: &crate::process::ProcessSection,
+    commit: &str,
+    date: &str,
+) -> (Section, Vec<Row>) {
+    let mut rows = Vec::new();
+    let section = process_section_with(
+        process,
+        &mut rows,
+        &[
+            ("alone_commit", commit.to_owned()),
+            ("alone_date", date.to_owned()),
+        ],
+    );
+    (section, rows)
+}
+
 /// Section `id` from its template.
 pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
     let template = NOTES.iter().find(|(n, _)| *n == id).map_or("", |(_, t)| t);
@@ -686,6 +751,15 @@ fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<
 /// The process section: `aido exec -- true` beside srt and codex (and a bare spawn),
 /// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
 fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>) -> Section {
+    process_section_with(process, rows, &[])
+}
+
+/// [`process_section`] with `extra` parameters for its notes.
+fn process_section_with(
+    process: &crate::process::ProcessSection,
+    rows: &mut Vec<Row>,
+    extra: &[(&str, String)],
+) -> Section {
     use crate::process::{FILES, FLOOD_BYTES, ProcessSection};
     const S: &str = "process";
     let ids = [
@@ -705,7 +779,7 @@ fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>
                 };
                 rows.push(row(S, id, "see the process section", outcome));
             }
-            return section(S, &[], Vec::new());
+            return section(S, extra, Vec::new());
         }
     };
     let side = |name: &str| run.sides.iter().find(|s| s.name == name);
@@ -818,7 +892,10 @@ fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>
                 ms(crate::snapshots::median(&run.many_files)),
             ),
             ("repeats", run.one_file.len().to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect::<Vec<_>>(),
         vec![(
             "spawns",
             table(&["side", "command", "p50 ms", "p99 ms", "spawns"], cells),
@@ -1411,6 +1488,56 @@ pub(crate) mod tests {
         // The sum needs both policy rows.
         assert!(!text.contains("| sum |"), "{text}");
         assert_eq!(text.matches("`aido replay verify` accepted").count(), 1);
+    }
+
+    #[test]
+    fn a_section_measured_alone_replaces_its_rows_in_place_and_says_when() {
+        let mut doc = report().document();
+        let order =
+            |doc: &Document| -> Vec<String> { doc.sections.iter().map(|s| s.id.clone()).collect() };
+        let sections_before = order(&doc);
+        let first_row = doc.rows.iter().position(|r| r.section == "process");
+        let ms = Duration::from_millis;
+        let run = crate::process::ProcessRun {
+            sides: vec![crate::process::Side {
+                name: "aido exec".into(),
+                command: "aido exec -- true".into(),
+                times: Ok(vec![ms(80), ms(90)]),
+            }],
+            run_command: vec![ms(9), ms(11), ms(10)],
+            flood_rss_before: 10_000_000,
+            flood_rss_peak: 16_000_000,
+            flood_time: ms(900),
+            flood_counted: 1_000_000_000,
+            one_file: vec![ms(10)],
+            many_files: vec![ms(30)],
+        };
+        let (section, rows) = process_alone(
+            &crate::process::ProcessSection::Ran(Box::new(run)),
+            "abc1234",
+            "2026-12-02",
+        );
+        merge_section(&mut doc, section, rows).unwrap();
+        assert_eq!(order(&doc), sections_before, "the section keeps its place");
+        assert_eq!(
+            doc.rows.iter().position(|r| r.section == "process"),
+            first_row,
+            "its rows too"
+        );
+        let row = doc
+            .rows
+            .iter()
+            .find(|r| r.id == "process_run_command_true")
+            .unwrap();
+        assert!(matches!(row.outcome, Outcome::Measured(ref v) if v.median == 10e6));
+        let text = render::render(&doc);
+        assert!(
+            text.contains(
+                "measured on its own by `aido-bench process --write`, at commit `abc1234`"
+            )
+        );
+        // A full run's section does not carry the sentence.
+        assert!(!render::render(&report().document()).contains("measured on its own"));
     }
 }
 
