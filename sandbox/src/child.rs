@@ -2,13 +2,15 @@
 //!
 //! **The sandbox child** (`aido __aido_sandbox`) is a fresh, single-threaded exec of the
 //! parent's binary. It reads its launch frame from its standard input (a Unix socket; the plan
-//! behind it is init's to read), unshares the
-//! user namespace (writing a one-uid map), then the mount, pid, ipc, uts and net namespaces,
-//! and starts **init**, the first process of the new pid namespace, again by re-executing
-//! itself, handing init the same control socket. The child stays outside as init's
-//! supervisor: it watches init through a pidfd and enforces the timeout by killing init, which
-//! makes the kernel kill everything else in the namespace. Init reports to the parent
-//! directly; the child reports only what init cannot (a timeout, init's death).
+//! behind it is init's to read), enters the network namespace it was lent or makes a seed for
+//! the pool ([`crate::netns`]) while it still has the host's capabilities, unshares the
+//! user namespace (writing a one-uid map), then the mount, pid, ipc, uts and (unless it has
+//! one already) net namespaces, and starts **init**, the first process of the new pid
+//! namespace, again by re-executing itself, handing init the same control socket. The child
+//! stays outside as init's supervisor: it watches init through a pidfd and enforces the
+//! timeout by killing init, which makes the kernel kill everything else in the namespace. Init
+//! reports to the parent directly; the child reports only what init cannot (a timeout, init's
+//! death), and last that init is reaped ([`Report::Reaped`]).
 //!
 //! **Init** (pid 1) builds the mount tree and pivots into it, then confines itself (session,
 //! rlimits, no capabilities, no-new-privileges, Landlock, seccomp) and starts the command,

@@ -86,48 +86,48 @@ impl Sandbox {
     /// `spawn_blocking` in async code). Nothing runs unconfined: every failure to set up a
     /// layer is an error and the command never started.
     pub fn run(&self, profile: &Profile, request: &Request) -> Result<Outcome, SpawnError> {
-        let parent_env: BTreeMap<String, String> = std::env::vars().collect();
-        let resolved = plan::resolve(
-            profile,
-            request,
-            self.home.as_deref(),
-            &parent_env,
-            &self.globs,
-        )?;
-        let cgroup = profile.cgroup.as_ref().map(Cgroup::create).transpose()?;
-        let layers = match &resolved.plan.writes {
-            WriteMode::Direct => None,
-            WriteMode::Overlay { layers_dir } => Some(layers_dir.clone()),
-        };
-        if let Some(layers_dir) = &layers {
-            create_layers(layers_dir, resolved.plan.writable_roots.len())?;
-        }
-        let placeholders = Placeholders::create(&resolved)?;
         let egress = profile.network.policy()?;
-        let outcome = self.launch(&resolved, request, cgroup, egress);
+        let started = Instant::now();
+        // The child starts (an exec and its loader) while the plan is resolved and the cgroup
+        // and layers are made: it does nothing before its launch frame, sent after all that.
+        let (mut child, control) = self.spawn_child()?;
+        let (resolved, cgroup, placeholders) = match self.prepare(profile, request) {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(error);
+            }
+        };
+        // The child blocks on the launch frame until it is inside, so nothing escapes the
+        // limits.
+        if let Some(cgroup) = &cgroup
+            && let Err(error) = cgroup.join(child.id())
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(error);
+        }
+        let outcome = self.launch(
+            (child, control),
+            started,
+            &resolved,
+            request,
+            cgroup,
+            egress,
+        );
         drop(placeholders);
         outcome
     }
 
-    /// Runs the plan. When the child reports init reaped, nothing of the sandbox runs any
-    /// more and its output and layers are final: the answer goes back at once, and the child's
-    /// own exit (tearing down its namespaces, which takes milliseconds) is waited for on a
-    /// thread of its own, which then removes the cgroup and returns the network namespace to
-    /// the pool.
-    fn launch(
-        &self,
-        resolved: &Resolved,
-        request: &Request,
-        cgroup: Option<Cgroup>,
-        egress: Option<aido_net::NetPolicy>,
-    ) -> Result<Outcome, SpawnError> {
-        let started = Instant::now();
-        let (mut control, theirs) =
-            UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
-                exe: self.exe.display().to_string(),
-                detail: error.to_string(),
-            })?;
-        let mut child = Command::new(&self.exe)
+    /// The sandbox child, started with the control socket as its standard input and the
+    /// output pipes as its standard output and error.
+    fn spawn_child(&self) -> Result<(Child, UnixStream), SpawnError> {
+        let (control, theirs) = UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
+            exe: self.exe.display().to_string(),
+            detail: error.to_string(),
+        })?;
+        let child = Command::new(&self.exe)
             .arg(CHILD_ARG)
             .env_clear()
             .stdin(Stdio::from(OwnedFd::from(theirs)))
@@ -138,14 +138,45 @@ impl Sandbox {
                 exe: self.exe.display().to_string(),
                 detail: error.to_string(),
             })?;
-        // The child blocks on the plan until it is inside, so nothing escapes the limits.
-        if let Some(cgroup) = &cgroup
-            && let Err(error) = cgroup.join(child.id())
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(error);
+        Ok((child, control))
+    }
+
+    /// The plan, the cgroup, the layer directories and the placeholders of one run.
+    fn prepare(
+        &self,
+        profile: &Profile,
+        request: &Request,
+    ) -> Result<(Resolved, Option<Cgroup>, Placeholders), SpawnError> {
+        let parent_env: BTreeMap<String, String> = std::env::vars().collect();
+        let resolved = plan::resolve(
+            profile,
+            request,
+            self.home.as_deref(),
+            &parent_env,
+            &self.globs,
+        )?;
+        let cgroup = profile.cgroup.as_ref().map(Cgroup::create).transpose()?;
+        if let WriteMode::Overlay { layers_dir } = &resolved.plan.writes {
+            create_layers(layers_dir, resolved.plan.writable_roots.len())?;
         }
+        let placeholders = Placeholders::create(&resolved)?;
+        Ok((resolved, cgroup, placeholders))
+    }
+
+    /// Runs the plan. When the child reports init reaped, nothing of the sandbox runs any
+    /// more and its output and layers are final: the answer goes back at once, and the child's
+    /// own exit (tearing down its namespaces, which takes milliseconds) is waited for on a
+    /// thread of its own, which then removes the cgroup and returns the network namespace to
+    /// the pool.
+    fn launch(
+        &self,
+        (mut child, mut control): (Child, UnixStream),
+        started: Instant,
+        resolved: &Resolved,
+        request: &Request,
+        cgroup: Option<Cgroup>,
+        egress: Option<aido_net::NetPolicy>,
+    ) -> Result<Outcome, SpawnError> {
         let (sender, receiver) = mpsc::channel();
         for (index, pipe, cap) in [
             (
