@@ -44,6 +44,34 @@ fn membership() -> String {
     std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default()
 }
 
+/// Removes the empty cgroups under `parent` that an aido process which is gone left behind
+/// (killed, or exited with a standby child waiting: [`crate::spawn`]). Once per directory per
+/// process; a cgroup with anything in it is never removed (the kernel refuses).
+fn sweep(parent: &Path) {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    match SWEPT.lock() {
+        Ok(mut swept) if !swept.iter().any(|done| done == parent) => swept.push(parent.to_owned()),
+        _ => return,
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("aido-sandbox-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
 fn unique_name() -> String {
     format!(
         "aido-sandbox-{}-{}",
@@ -117,6 +145,7 @@ impl Cgroup {
             "+pids +memory +cpu",
         )
         .map_err(delegation)?;
+        sweep(&directory);
         let child = directory.join(unique_name());
         std::fs::create_dir(&child).map_err(|error| {
             (
@@ -173,6 +202,7 @@ impl Cgroup {
                     format!("{} is not a v1 hierarchy", mount.display()),
                 ));
             }
+            sweep(&mount.join(&own));
             let child = mount.join(own).join(&name);
             std::fs::create_dir(&child)
                 .map_err(|error| (missing(), format!("{}: {error}", child.display())))?;

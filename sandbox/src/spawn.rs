@@ -7,7 +7,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, mpsc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::{Cgroup, Hierarchy};
@@ -15,7 +16,7 @@ use crate::child::CHILD_ARG;
 use crate::error::{SpawnError, Step};
 use crate::globs::GlobIndex;
 use crate::plan::{self, Resolved};
-use crate::profile::{Exit, Outcome, Profile, Request, Usage, WriteMode};
+use crate::profile::{CgroupLimits, Exit, Outcome, Profile, Request, Usage, WriteMode};
 use crate::protocol::{
     Launch, Netns, Report, read_json, write_frame, write_json, write_json_with_fd,
 };
@@ -88,26 +89,45 @@ impl Sandbox {
     pub fn run(&self, profile: &Profile, request: &Request) -> Result<Outcome, SpawnError> {
         let egress = profile.network.policy()?;
         let started = Instant::now();
-        // The child starts (an exec and its loader) while the plan is resolved and the cgroup
-        // and layers are made: it does nothing before its launch frame, sent after all that.
-        let (mut child, control) = self.spawn_child()?;
-        let (resolved, cgroup, placeholders) = match self.prepare(profile, request) {
+        let limits = profile.cgroup;
+        // A child started ahead, already in its cgroup, if one waits for this executable and
+        // these limits; then the next one is started while this command runs. A process's
+        // first command starts none (`aido exec` runs one command and exits).
+        let standby = take_standby(&self.exe, limits);
+        if RUNS.fetch_add(1, Ordering::Relaxed) > 0 {
+            refill(self.exe.clone(), limits);
+        }
+        // Otherwise the child starts (an exec and its loader) while the plan is resolved and
+        // the layers are made: it does nothing before its launch frame, sent after all that.
+        let (mut child, control, mut cgroup) = match standby {
+            Some(standby) => (standby.child, standby.control, standby.cgroup),
+            None => {
+                let (child, control) = spawn_child(&self.exe)?;
+                (child, control, None)
+            }
+        };
+        let joined = cgroup.is_some() || limits.is_none();
+        let prepared = self.prepare(profile, request).and_then(|prepared| {
+            if !joined {
+                let made = limits.as_ref().map(Cgroup::create).transpose()?;
+                // The child blocks on the launch frame until it is inside, so nothing
+                // escapes the limits.
+                if let Some(made) = &made {
+                    made.join(child.id())?;
+                }
+                cgroup = made;
+            }
+            Ok(prepared)
+        });
+        let (resolved, placeholders) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                drop(cgroup);
                 return Err(error);
             }
         };
-        // The child blocks on the launch frame until it is inside, so nothing escapes the
-        // limits.
-        if let Some(cgroup) = &cgroup
-            && let Err(error) = cgroup.join(child.id())
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(error);
-        }
         let outcome = self.launch(
             (child, control),
             started,
@@ -120,33 +140,12 @@ impl Sandbox {
         outcome
     }
 
-    /// The sandbox child, started with the control socket as its standard input and the
-    /// output pipes as its standard output and error.
-    fn spawn_child(&self) -> Result<(Child, UnixStream), SpawnError> {
-        let (control, theirs) = UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
-            exe: self.exe.display().to_string(),
-            detail: error.to_string(),
-        })?;
-        let child = Command::new(&self.exe)
-            .arg(CHILD_ARG)
-            .env_clear()
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|error| SpawnError::LaunchFailed {
-                exe: self.exe.display().to_string(),
-                detail: error.to_string(),
-            })?;
-        Ok((child, control))
-    }
-
-    /// The plan, the cgroup, the layer directories and the placeholders of one run.
+    /// The plan, the layer directories and the placeholders of one run.
     fn prepare(
         &self,
         profile: &Profile,
         request: &Request,
-    ) -> Result<(Resolved, Option<Cgroup>, Placeholders), SpawnError> {
+    ) -> Result<(Resolved, Placeholders), SpawnError> {
         let parent_env: BTreeMap<String, String> = std::env::vars().collect();
         let resolved = plan::resolve(
             profile,
@@ -155,12 +154,11 @@ impl Sandbox {
             &parent_env,
             &self.globs,
         )?;
-        let cgroup = profile.cgroup.as_ref().map(Cgroup::create).transpose()?;
         if let WriteMode::Overlay { layers_dir } = &resolved.plan.writes {
             create_layers(layers_dir, resolved.plan.writable_roots.len())?;
         }
         let placeholders = Placeholders::create(&resolved)?;
-        Ok((resolved, cgroup, placeholders))
+        Ok((resolved, placeholders))
     }
 
     /// Runs the plan. When the child reports init reaped, nothing of the sandbox runs any
@@ -284,6 +282,111 @@ impl Sandbox {
             egress,
         })
     }
+}
+
+/// The sandbox child, started with the control socket as its standard input and the output
+/// pipes as its standard output and error. It reads nothing but its launch frame until one
+/// comes.
+fn spawn_child(exe: &Path) -> Result<(Child, UnixStream), SpawnError> {
+    let (control, theirs) = UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
+        exe: exe.display().to_string(),
+        detail: error.to_string(),
+    })?;
+    let child = Command::new(exe)
+        .arg(CHILD_ARG)
+        .env_clear()
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| SpawnError::LaunchFailed {
+            exe: exe.display().to_string(),
+            detail: error.to_string(),
+        })?;
+    Ok((child, control))
+}
+
+/// Commands this process has run (the standby starts with the second).
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// A sandbox child started ahead of its command: spawned, its cgroup made and joined, blocked
+/// on its launch frame. Joining a cgroup waits for an RCU grace period (milliseconds on a v1
+/// hierarchy), and the exec of the child takes about one: both happen while the previous
+/// command runs. It knows nothing of the command it will run (the plan, the namespaces and
+/// everything else come with the launch), so it cannot go stale; a dead one is discarded.
+struct Standby {
+    exe: PathBuf,
+    limits: Option<CgroupLimits>,
+    child: Child,
+    control: UnixStream,
+    cgroup: Option<Cgroup>,
+}
+
+static STANDBY: Mutex<Option<Standby>> = Mutex::new(None);
+static REFILLING: AtomicBool = AtomicBool::new(false);
+
+impl Standby {
+    fn make(exe: PathBuf, limits: Option<CgroupLimits>) -> Result<Self, SpawnError> {
+        let (mut child, control) = spawn_child(&exe)?;
+        let cgroup = limits.as_ref().map(Cgroup::create).transpose();
+        let joined = cgroup.and_then(|cgroup| {
+            if let Some(cgroup) = &cgroup {
+                cgroup.join(child.id())?;
+            }
+            Ok(cgroup)
+        });
+        match joined {
+            Ok(cgroup) => Ok(Standby {
+                exe,
+                limits,
+                child,
+                control,
+                cgroup,
+            }),
+            Err(error) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(error)
+            }
+        }
+    }
+
+    fn discard(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        drop(self.cgroup);
+    }
+}
+
+/// The standby for `exe` and `limits`, alive, if there is one.
+fn take_standby(exe: &Path, limits: Option<CgroupLimits>) -> Option<Standby> {
+    let mut taken = STANDBY.lock().ok()?.take()?;
+    if taken.exe == exe && taken.limits == limits && matches!(taken.child.try_wait(), Ok(None)) {
+        return Some(taken);
+    }
+    std::thread::spawn(move || taken.discard());
+    None
+}
+
+/// Starts the next standby on a thread of its own (one at a time). A standby that cannot be
+/// made is no standby: the next command starts its own child and meets the same error there.
+fn refill(exe: PathBuf, limits: Option<CgroupLimits>) {
+    if REFILLING.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    std::thread::spawn(move || {
+        let made = Standby::make(exe, limits);
+        REFILLING.store(false, Ordering::SeqCst);
+        if let Ok(standby) = made {
+            let previous = match STANDBY.lock() {
+                Ok(mut slot) => slot.replace(standby),
+                Err(_) => Some(standby),
+            };
+            if let Some(previous) = previous {
+                previous.discard();
+            }
+        }
+    });
 }
 
 /// The upper and work directories of `roots` overlays under `layers_dir`.
