@@ -708,20 +708,33 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
         ms(run.per_file()),
     );
     if let Some((results, out)) = into {
-        let machine = Machine::collect("node", &std::env::temp_dir());
-        let text = std::fs::read_to_string(results)
-            .with_context(|| format!("reading {}", results.display()))?;
-        let mut document =
-            Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
-        let (part, rows) = report::process_alone(&section, &machine.commit, &machine.date);
-        report::merge_section(&mut document, part, rows)?;
-        document
-            .check()
-            .with_context(|| format!("the results in {}", results.display()))?;
-        write(results, &document.to_text()?)?;
-        write(out, &report::render(&document))?;
-        println!("wrote {} and {}", results.display(), out.display());
+        merge_into(results, out, |machine| {
+            report::process_alone(&section, &machine.commit, &machine.date)
+        })?;
     }
+    Ok(())
+}
+
+/// Puts one section, measured on its own, into the results file (replacing the one there)
+/// and renders the report from it.
+fn merge_into(
+    results: &Path,
+    out: &Path,
+    part: impl FnOnce(&Machine) -> (report::schema::Section, Vec<report::schema::Row>),
+) -> Result<()> {
+    let machine = Machine::collect("node", &std::env::temp_dir());
+    let text = std::fs::read_to_string(results)
+        .with_context(|| format!("reading {}", results.display()))?;
+    let mut document =
+        Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
+    let (section, rows) = part(&machine);
+    report::merge_section(&mut document, section, rows)?;
+    document
+        .check()
+        .with_context(|| format!("the results in {}", results.display()))?;
+    write(results, &document.to_text()?)?;
+    write(out, &report::render(&document))?;
+    println!("wrote {} and {}", results.display(), out.display());
     Ok(())
 }
 
@@ -787,21 +800,10 @@ fn desktop_only() -> Result<()> {
 /// `aido-bench conformance`: the suite's section into the results file, the report redrawn.
 fn conformance_only(script: &Path, results: &Path, out: &Path) -> Result<()> {
     let run = conformance::run(script)?;
-    let machine = Machine::collect("node", &std::env::temp_dir());
-    let text = std::fs::read_to_string(results)
-        .with_context(|| format!("reading {}", results.display()))?;
-    let mut document =
-        Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
-    let (section, rows) = conformance::section(&run, &machine.commit, &machine.date);
-    report::merge_section(&mut document, section, rows)?;
-    document
-        .check()
-        .with_context(|| format!("the results in {}", results.display()))?;
-    write(results, &document.to_text()?)?;
-    write(out, &report::render(&document))?;
     println!("{}", run.line);
-    println!("wrote {} and {}", results.display(), out.display());
-    Ok(())
+    merge_into(results, out, |machine| {
+        conformance::section(&run, &machine.commit, &machine.date)
+    })
 }
 
 /// `aido-bench render`: the report from a results file, without measuring.

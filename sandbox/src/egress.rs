@@ -172,12 +172,6 @@ fn loopback_up() -> Result<(), SpawnError> {
 
 // ---- The parent's side ----------------------------------------------------------------------
 
-/// Reads one report frame, with the descriptor it carries if any ([`Report::Egress`] and
-/// [`Report::Netns`] do). Honors the socket's read timeout like a plain read.
-pub(crate) fn read_report(control: &UnixStream) -> std::io::Result<(Report, Option<OwnedFd>)> {
-    crate::protocol::read_json_with_fd(control)
-}
-
 /// What the proxy has seen so far.
 #[derive(Default)]
 struct Log {

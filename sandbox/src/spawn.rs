@@ -18,7 +18,8 @@ use crate::globs::GlobIndex;
 use crate::plan::{self, Resolved};
 use crate::profile::{CgroupLimits, Exit, Outcome, Profile, Request, Usage, WriteMode};
 use crate::protocol::{
-    Launch, Netns, Report, read_json, write_frame, write_json, write_json_with_fd,
+    Launch, Netns, Report, read_json, read_json_with_fd, write_frame, write_json,
+    write_json_with_fd,
 };
 
 /// How long setup may take on top of the command's timeout before the parent kills the child
@@ -106,16 +107,10 @@ impl Sandbox {
                 (child, control, None)
             }
         };
-        let joined = cgroup.is_some() || limits.is_none();
+        let joined = cgroup.is_some();
         let prepared = self.prepare(profile, request).and_then(|prepared| {
             if !joined {
-                let made = limits.as_ref().map(Cgroup::create).transpose()?;
-                // The child blocks on the launch frame until it is inside, so nothing
-                // escapes the limits.
-                if let Some(made) = &made {
-                    made.join(child.id())?;
-                }
-                cgroup = made;
+                cgroup = contain(&child, limits)?;
             }
             Ok(prepared)
         });
@@ -288,10 +283,11 @@ impl Sandbox {
 /// pipes as its standard output and error. It reads nothing but its launch frame until one
 /// comes.
 fn spawn_child(exe: &Path) -> Result<(Child, UnixStream), SpawnError> {
-    let (control, theirs) = UnixStream::pair().map_err(|error| SpawnError::LaunchFailed {
+    let failed = |error: std::io::Error| SpawnError::LaunchFailed {
         exe: exe.display().to_string(),
         detail: error.to_string(),
-    })?;
+    };
+    let (control, theirs) = UnixStream::pair().map_err(failed)?;
     let child = Command::new(exe)
         .arg(CHILD_ARG)
         .env_clear()
@@ -299,11 +295,18 @@ fn spawn_child(exe: &Path) -> Result<(Child, UnixStream), SpawnError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|error| SpawnError::LaunchFailed {
-            exe: exe.display().to_string(),
-            detail: error.to_string(),
-        })?;
+        .map_err(failed)?;
     Ok((child, control))
+}
+
+/// The cgroup with `limits` (if any), `child` moved in. The child blocks on its launch frame
+/// until then, so nothing it starts escapes the limits.
+fn contain(child: &Child, limits: Option<CgroupLimits>) -> Result<Option<Cgroup>, SpawnError> {
+    let cgroup = limits.as_ref().map(Cgroup::create).transpose()?;
+    if let Some(cgroup) = &cgroup {
+        cgroup.join(child.id())?;
+    }
+    Ok(cgroup)
 }
 
 /// Commands this process has run (the standby starts with the second).
@@ -328,14 +331,7 @@ static REFILLING: AtomicBool = AtomicBool::new(false);
 impl Standby {
     fn make(exe: PathBuf, limits: Option<CgroupLimits>) -> Result<Self, SpawnError> {
         let (mut child, control) = spawn_child(&exe)?;
-        let cgroup = limits.as_ref().map(Cgroup::create).transpose();
-        let joined = cgroup.and_then(|cgroup| {
-            if let Some(cgroup) = &cgroup {
-                cgroup.join(child.id())?;
-            }
-            Ok(cgroup)
-        });
-        match joined {
+        match contain(&child, limits) {
             Ok(cgroup) => Ok(Standby {
                 exe,
                 limits,
@@ -431,7 +427,7 @@ fn converse(
             break;
         }
         let _ = control.set_read_timeout(Some(remaining));
-        match crate::egress::read_report(control) {
+        match read_json_with_fd::<Report>(control) {
             Ok((Report::Reaped, _)) => {
                 talk.reaped = true;
                 break;
@@ -488,7 +484,7 @@ fn converse_until_report(
             return Ok((Exit::TimedOut, Usage::default()));
         }
         let _ = control.set_read_timeout(Some(remaining));
-        match crate::egress::read_report(control) {
+        match read_json_with_fd::<Report>(control) {
             Ok((Report::Egress, fd)) => {
                 let (Some(fd), Some(policy)) = (fd, egress.take()) else {
                     let _ = child.kill();
