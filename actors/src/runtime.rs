@@ -440,6 +440,9 @@ impl Runtime {
     pub async fn shutdown(self) {
         self.supervisor.stop(Some("shutdown".into()));
         let _ = self.handle.await;
+        // A child started ahead for a command that never came: killed, its cgroup removed.
+        #[cfg(feature = "prim-process")]
+        let _ = tokio::task::spawn_blocking(aido_sandbox::discard_standby).await;
     }
 }
 

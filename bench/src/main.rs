@@ -372,20 +372,6 @@ fn main() -> Result<()> {
         }
         None => {}
     }
-    // tesseract (the VM section's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
-    // 5-9x faster on small machines with one thread: run with it, as `aido` does.
-    if std::env::var_os("OMP_THREAD_LIMIT").is_none()
-        && let Ok(me) = std::env::current_exe()
-    {
-        use std::os::unix::process::CommandExt;
-        let error = std::process::Command::new(me)
-            .args(std::env::args_os().skip(1))
-            .env("OMP_THREAD_LIMIT", "1")
-            .exec();
-        eprintln!(
-            "aido-bench: cannot re-execute with OMP_THREAD_LIMIT=1 ({error}); going on without it"
-        );
-    }
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -342,7 +342,8 @@ pub struct Results {
     pub guest_mb: u32,
     /// The host's transparent huge page mode (`always`, `madvise`, `never`).
     pub thp: String,
-    /// `OMP_THREAD_LIMIT` as this process had it (tesseract reads it at start).
+    /// `OMP_THREAD_LIMIT` as the OCR helper had it (tesseract reads it at start; the helper
+    /// gets this process's value, or 1).
     pub omp_thread_limit: Option<String>,
     /// The image builds: text console, framebuffer.
     pub builds: Vec<(String, Duration)>,
@@ -577,7 +578,7 @@ pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
             .ok()
             .and_then(|t| selected(&t))
             .unwrap_or_else(|| "unknown".into()),
-        omp_thread_limit: std::env::var("OMP_THREAD_LIMIT").ok(),
+        omp_thread_limit: Some(std::env::var("OMP_THREAD_LIMIT").unwrap_or_else(|_| "1".into())),
         builds,
         options: Counts {
             boots: options.boots.max(1),

@@ -475,6 +475,7 @@ async fn open_runtime(layered: Layered, home: &Path) -> Result<Runtime> {
 }
 
 async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -> Result<ExitCode> {
+    expect_commands(&layered.config);
     let runtime = open_runtime(layered, home).await?;
     let session = runtime
         .open_session(Some("aido exec".into()))
@@ -520,6 +521,15 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
 }
 
+/// A command is expected soon (`aido exec`, a runtime that serves agents): its sandbox child
+/// starts now, so the first command does not wait for it.
+fn expect_commands(config: &aido_policy::Config) {
+    #[cfg(feature = "prim-process")]
+    aido_actors::process::expect_commands(config);
+    #[cfg(not(feature = "prim-process"))]
+    let _ = config;
+}
+
 fn environment(home: &Path) -> Environment {
     Environment {
         home: aido_actors::runtime::default_home(),
@@ -533,25 +543,6 @@ fn main() -> ExitCode {
     #[cfg(feature = "prim-process")]
     aido_sandbox::run_child_if_requested();
     let cli = Cli::parse();
-    // tesseract (the VM body's OCR) reads OMP_THREAD_LIMIT once, at process start, and is
-    // 5-9x faster on small machines with one thread: make sure the commands that can read a
-    // screen have it. The others (`aido exec`, `replay`, `answer`, ...) are not started twice.
-    let reads_screens = cfg!(feature = "prim-vm")
-        && matches!(
-            cli.command,
-            Command::Mcp | Command::Serve { .. } | Command::Vm(_)
-        );
-    if reads_screens
-        && std::env::var_os("OMP_THREAD_LIMIT").is_none()
-        && let Ok(me) = std::env::current_exe()
-    {
-        use std::os::unix::process::CommandExt;
-        let error = std::process::Command::new(me)
-            .args(std::env::args_os().skip(1))
-            .env("OMP_THREAD_LIMIT", "1")
-            .exec();
-        eprintln!("aido: cannot re-execute with OMP_THREAD_LIMIT=1 ({error}); going on without it");
-    }
     logging(&cli);
     match run(cli) {
         Ok(code) => code,
@@ -876,6 +867,7 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     tracing::info!(journal = %journal.path().display(), "journal open");
+    expect_commands(&layered.config);
     // The audit files: every record as one line of AIDO_HOME/audit/DAY.jsonl.
     let audit = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
         .context("following the journal for the audit files")?;

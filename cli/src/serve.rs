@@ -37,6 +37,7 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
         .context("following the journal")?;
     let telemetry_config = layered.config.telemetry.clone();
     let fleet = fleet_of(&layered.config.fleet);
+    super::expect_commands(&layered.config);
     let runtime = Runtime::start(RuntimeOptions {
         config: layered.config,
         env: super::environment(home),

@@ -60,34 +60,38 @@ pub const HELPER_NAME: &str = "aido-sandbox-child";
 /// and seventy other libraries, takes tens), else the current executable itself, which hosts
 /// the same child. Decided once per process; the second value says which and why.
 pub fn host_exe() -> std::io::Result<(std::path::PathBuf, &'static str)> {
-    static CHOSEN: std::sync::OnceLock<(std::path::PathBuf, &'static str)> =
-        std::sync::OnceLock::new();
-    if let Some(chosen) = CHOSEN.get() {
-        return Ok(chosen.clone());
-    }
+    type Chosen = Result<(std::path::PathBuf, &'static str), (std::io::ErrorKind, String)>;
+    // One check per process: callers that come while it runs wait for it.
+    static CHOSEN: std::sync::OnceLock<Chosen> = std::sync::OnceLock::new();
+    CHOSEN
+        .get_or_init(|| choose_host().map_err(|error| (error.kind(), error.to_string())))
+        .clone()
+        .map_err(|(kind, message)| std::io::Error::new(kind, message))
+}
+
+fn choose_host() -> std::io::Result<(std::path::PathBuf, &'static str)> {
     let current = std::env::current_exe()?;
     let helper = current.with_file_name(HELPER_NAME);
-    let chosen = if !helper.is_file() {
-        (current, "no helper beside this executable")
-    } else {
-        let id = Command::new(&helper)
-            .arg(BUILD_ID_ARG)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        match id {
-            Ok(out) if out.status.success() && out.stdout == BUILD_ID.as_bytes() => {
-                (helper, "the helper beside this executable (same build)")
-            }
-            _ => (
-                current,
-                "the helper beside this executable is from another build",
-            ),
+    if !helper.is_file() {
+        return Ok((current, "no helper beside this executable"));
+    }
+    let id = Command::new(&helper)
+        .arg(BUILD_ID_ARG)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    Ok(match id {
+        Ok(out) if out.status.success() && out.stdout == BUILD_ID.as_bytes() => {
+            (helper, "the helper beside this executable (same build)")
         }
-    };
-    Ok(CHOSEN.get_or_init(|| chosen).clone())
+        _ => (
+            current,
+            "the helper beside this executable is from another build",
+        ),
+    })
 }
+
 /// The hostname inside the sandbox.
 const HOSTNAME: &str = "aido-sandbox";
 

@@ -103,4 +103,4 @@ pub use profile::{
     CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, Usage,
     WriteMode,
 };
-pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox};
+pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby};

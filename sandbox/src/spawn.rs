@@ -7,8 +7,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::{Cgroup, Hierarchy};
@@ -82,6 +82,15 @@ impl Sandbox {
             &self.globs,
         )
         .map(drop)
+    }
+
+    /// Starts a child for the next command ahead of it (spawned, in a cgroup with `limits`,
+    /// waiting for its launch), on a thread of its own, so the first command of a process
+    /// does not wait for the spawn and the cgroup join (a v1 join waits an RCU grace period:
+    /// milliseconds). Later commands start the next one themselves. Returns at once; a child
+    /// that cannot be made is no child, and the command meets the same error itself.
+    pub fn prestart(&self, limits: Option<CgroupLimits>) {
+        refill(self.exe.clone(), limits);
     }
 
     /// Runs `request` confined by `profile` and waits for it (blocking; call it from
@@ -325,8 +334,21 @@ struct Standby {
     cgroup: Option<Cgroup>,
 }
 
-static STANDBY: Mutex<Option<Standby>> = Mutex::new(None);
-static REFILLING: AtomicBool = AtomicBool::new(false);
+/// The standby, and whether one is being made.
+struct Slot {
+    ready: Option<Standby>,
+    making: bool,
+}
+
+static STANDBY: Mutex<Slot> = Mutex::new(Slot {
+    ready: None,
+    making: false,
+});
+/// Signalled when a standby being made is ready (or could not be made).
+static STANDBY_MADE: Condvar = Condvar::new();
+/// How long a command waits for a standby being made before it starts its own child: making
+/// one takes an exec and a cgroup join, and starting another would wait for the same.
+const STANDBY_WAIT_MS: u64 = 100;
 
 impl Standby {
     fn make(exe: PathBuf, limits: Option<CgroupLimits>) -> Result<Self, SpawnError> {
@@ -354,9 +376,20 @@ impl Standby {
     }
 }
 
-/// The standby for `exe` and `limits`, alive, if there is one.
+/// The standby for `exe` and `limits`, alive, if there is one (waiting a little for one
+/// being made).
 fn take_standby(exe: &Path, limits: Option<CgroupLimits>) -> Option<Standby> {
-    let mut taken = STANDBY.lock().ok()?.take()?;
+    let mut slot = STANDBY.lock().ok()?;
+    let until = Instant::now() + Duration::from_millis(STANDBY_WAIT_MS);
+    while slot.making && slot.ready.is_none() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        slot = STANDBY_MADE.wait_timeout(slot, left).ok()?.0;
+    }
+    let mut taken = slot.ready.take()?;
+    drop(slot);
     if taken.exe == exe && taken.limits == limits && matches!(taken.child.try_wait(), Ok(None)) {
         return Some(taken);
     }
@@ -367,22 +400,36 @@ fn take_standby(exe: &Path, limits: Option<CgroupLimits>) -> Option<Standby> {
 /// Starts the next standby on a thread of its own (one at a time). A standby that cannot be
 /// made is no standby: the next command starts its own child and meets the same error there.
 fn refill(exe: PathBuf, limits: Option<CgroupLimits>) {
-    if REFILLING.swap(true, Ordering::SeqCst) {
-        return;
+    match STANDBY.lock() {
+        Ok(mut slot) if !slot.making => slot.making = true,
+        _ => return,
     }
     std::thread::spawn(move || {
-        let made = Standby::make(exe, limits);
-        REFILLING.store(false, Ordering::SeqCst);
-        if let Ok(standby) = made {
-            let previous = match STANDBY.lock() {
-                Ok(mut slot) => slot.replace(standby),
-                Err(_) => Some(standby),
-            };
-            if let Some(previous) = previous {
-                previous.discard();
+        let made = Standby::make(exe, limits).ok();
+        let previous = match STANDBY.lock() {
+            Ok(mut slot) => {
+                slot.making = false;
+                match made {
+                    Some(standby) => slot.ready.replace(standby),
+                    None => None,
+                }
             }
+            Err(_) => made,
+        };
+        STANDBY_MADE.notify_all();
+        if let Some(previous) = previous {
+            previous.discard();
         }
     });
+}
+
+/// Kills the child waiting for the next command, if any, and removes its cgroup (at a
+/// runtime's end: an exiting process would leave its cgroup for the next one to sweep).
+pub fn discard_standby() {
+    let taken = STANDBY.lock().ok().and_then(|mut slot| slot.ready.take());
+    if let Some(standby) = taken {
+        standby.discard();
+    }
 }
 
 /// The upper and work directories of `roots` overlays under `layers_dir`.

@@ -1,7 +1,7 @@
 use serde::Serialize;
 
 /// The accelerator a machine runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Accel {
     /// Hardware virtualization.

@@ -57,8 +57,17 @@ pub enum VmError {
     #[error("libvirt {op}: {message}")]
     Libvirt {
         /// The operation.
-        op: &'static str,
+        op: String,
         /// libvirt's message.
+        message: String,
+    },
+    /// The helper process that hosts tesseract and libvirt (`aido-native`) is missing, could
+    /// not start, or died.
+    #[error("{helper}: {message}")]
+    Helper {
+        /// The helper.
+        helper: &'static str,
+        /// What went wrong.
         message: String,
     },
     /// The operation needs a machine aido runs itself (direct QMP), not one on a libvirt host.
@@ -96,6 +105,7 @@ impl VmError {
             Self::Io { .. } => "vm_io_failed",
             Self::Libvirt { .. } => "vm_libvirt_failed",
             Self::Unsupported { .. } => "vm_unsupported_on_host",
+            Self::Helper { .. } => "vm_helper_failed",
         }
     }
 
@@ -113,9 +123,10 @@ impl VmError {
         "vm_io_failed",
         "vm_libvirt_failed",
         "vm_unsupported_on_host",
+        "vm_helper_failed",
     ];
 
-    pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+    pub fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
         Self::Io {
             op,
             path: path.display().to_string(),

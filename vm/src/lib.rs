@@ -18,11 +18,13 @@ pub mod error;
 pub mod image;
 /// Text and chords to QEMU key codes.
 pub mod keys;
-/// Machines on a libvirt host (local or remote), through the virt crate.
+/// Machines on a libvirt host (local or remote), through the helper that hosts libvirt.
 pub mod libvirt;
 /// The machine: boot, screen, input, snapshots, shutdown.
 pub mod machine;
-/// Reading graphical screens with tesseract.
+/// The helper process that hosts tesseract and libvirt (`aido-native`): its protocol.
+pub mod native;
+/// Reading graphical screens with tesseract (in the helper).
 pub mod ocr;
 /// A warm pool of clones, and cloning a running machine.
 pub mod pool;

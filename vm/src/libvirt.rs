@@ -1,37 +1,26 @@
-//! Machines on a libvirt host (`qemu:///system`, `qemu+ssh://host/system`), through the virt
-//! crate.
-//!
-//! The guest's files go to the host through libvirt's storage API (a `dir` pool named `aido`,
-//! uploaded once per content hash), so a remote host needs nothing from this one. The domain
-//! is transient (it disappears when destroyed), has no network interface, and QEMU runs under
-//! libvirt's own seccomp sandbox. QMP commands pass through `virDomainQemuMonitorCommand`, so
-//! input, screen text and status work exactly as on a local machine; the screen comes from
-//! `virDomainScreenshot`, the serial console from `virDomainOpenConsole`, and snapshots are
-//! libvirt's (disk and memory, internal to the qcow2 overlay).
+//! Machines on a libvirt host (`qemu:///system`, `qemu+ssh://host/system`): aido's side. The
+//! libvirt client library runs in a helper process of its own per guest (`aido-native
+//! libvirt`, [`crate::native`]); see the `aido-native` crate for what it does there: the
+//! guest's files go to the host through libvirt's storage API, the domain is transient, has
+//! no network interface and runs under libvirt's seccomp sandbox, QMP commands pass through
+//! `virDomainQemuMonitorCommand`, the screen comes from `virDomainScreenshot` and the serial
+//! console is copied into the machine's log. If aido dies, the helper sees its input close
+//! and destroys the guest.
 //!
 //! Every call here blocks: [`crate::Machine`] runs them on tokio's blocking pool.
 
-use std::io::Write;
 use std::path::Path;
-use std::sync::Once;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use virt::connect::Connect;
-use virt::domain::Domain;
-use virt::storage_pool::StoragePool;
-use virt::storage_vol::StorageVol;
-use virt::stream::Stream;
+use std::sync::Mutex;
 
 use crate::error::VmError;
 use crate::machine::MachineSpec;
+use crate::native::{HELPER_NAME, Helper, LIBVIRT_MODE, LibvirtRequest};
 
 /// The storage pool aido keeps guest files in on a libvirt host.
 pub const POOL: &str = "aido";
-/// Where that pool lives on the host when aido has to define it.
-const POOL_PATH: &str = "/var/lib/libvirt/images/aido";
-/// Every domain aido defines is named `aido-<this machine>-<pid>-<n>`: the machine and the pid
-/// tell a leftover from a live one (several machines may share one libvirt host).
-const DOMAIN_PREFIX: &str = "aido-";
+/// Every domain aido defines is named `aido-<machine>-<pid>-<n>`, `pid` being the helper
+/// process that made it: the machine and the pid tell a leftover from a live one.
+pub const DOMAIN_PREFIX: &str = "aido-";
 
 /// This machine's name as it goes into domain names: letters, digits and `_`, at most 24.
 fn machine_tag() -> String {
@@ -45,260 +34,28 @@ fn machine_tag() -> String {
     if tag.is_empty() { "host".into() } else { tag }
 }
 
-/// The name of this process's `n`th domain.
-pub fn domain_name(n: u64) -> String {
-    format!(
-        "{DOMAIN_PREFIX}{}-{}-{n}",
-        machine_tag(),
-        std::process::id()
-    )
-}
-/// Upload chunk.
-const CHUNK: usize = 1 << 20;
-
-static QUIET: Once = Once::new();
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn err(op: &'static str) -> impl Fn(virt::error::Error) -> VmError {
-    move |e| VmError::Libvirt {
-        op,
-        message: e.message().to_owned(),
-    }
+/// `aido-<this machine>-`: every domain this machine's aido processes define starts so.
+pub fn domain_prefix() -> String {
+    format!("{DOMAIN_PREFIX}{}-", machine_tag())
 }
 
-/// Open a connection to `uri`.
-pub fn connect(uri: &str) -> Result<Connect, VmError> {
-    // libvirt prints every error to stderr by default; aido reports them itself.
-    QUIET.call_once(virt::error::clear_error_callback);
-    Connect::open(Some(uri)).map_err(err("connect"))
+/// The name of the `n`th domain the process `pid` (a libvirt helper) defines.
+pub fn domain_name(pid: u32, n: u64) -> String {
+    format!("{}{pid}-{n}", domain_prefix())
 }
 
-/// One guest on a libvirt host.
+/// The pid in a domain name of this machine's, if it is one.
+pub fn domain_pid(name: &str) -> Option<u32> {
+    let (pid, n) = name.strip_prefix(&domain_prefix())?.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// One guest on a libvirt host, held by its helper.
 pub struct Guest {
     uri: String,
-    conn: Connect,
-    dom: Domain,
     name: String,
-    console: Stream,
-    reader: Option<std::thread::JoinHandle<()>>,
-    overlay: Option<StorageVol>,
-    destroyed: bool,
-}
-
-/// The domain XML for `spec`. No `<interface>`: the guest has no network.
-fn domain_xml(
-    name: &str,
-    spec: &MachineSpec,
-    kernel: &str,
-    initrd: &str,
-    disk: Option<&str>,
-) -> String {
-    let esc = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('\'', "&apos;")
-    };
-    let kind = if spec.accel == crate::Accel::Kvm {
-        "kvm"
-    } else {
-        "qemu"
-    };
-    let disk = disk
-        .map(|d| {
-            format!(
-                "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>\
-                 <source file='{}'/><target dev='vda' bus='virtio'/></disk>",
-                esc(d)
-            )
-        })
-        .unwrap_or_default();
-    format!(
-        "<domain type='{kind}'>\
-           <name>{name}</name>\
-           <memory unit='MiB'>{mem}</memory><vcpu>1</vcpu>\
-           <os><type arch='x86_64' machine='pc'>hvm</type>\
-             <kernel>{kernel}</kernel><initrd>{initrd}</initrd><cmdline>{cmdline}</cmdline></os>\
-           <features><acpi/>{tcg}</features>\
-           <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>\
-           <devices>{disk}\
-             <controller type='usb' model='qemu-xhci'/><input type='tablet' bus='usb'/>\
-             <serial type='pty'><target port='0'/></serial>\
-             <console type='pty'><target type='serial' port='0'/></console>\
-             <video><model type='vga'/></video><memballoon model='none'/>\
-           </devices>\
-         </domain>",
-        mem = spec.memory_mb,
-        tcg = if kind == "qemu" {
-            format!(
-                "<tcg><tb-cache unit='MiB'>{}</tb-cache></tcg>",
-                spec.tcg_tb_mb
-            )
-        } else {
-            String::new()
-        },
-        kernel = esc(kernel),
-        initrd = esc(initrd),
-        cmdline = esc(&spec.append),
-    )
-}
-
-/// The `aido` pool, defined and started when missing.
-fn pool(conn: &Connect) -> Result<StoragePool, VmError> {
-    let pool = match conn.lookup_storage_pool_by_name(POOL) {
-        Ok(p) => p,
-        Err(_) => {
-            let xml = format!(
-                "<pool type='dir'><name>{POOL}</name><target><path>{POOL_PATH}</path></target></pool>"
-            );
-            let p = conn
-                .define_storage_pool_xml(&xml, 0)
-                .map_err(err("pool-define"))?;
-            p.build(0).map_err(err("pool-build"))?;
-            let _ = p.set_autostart(true);
-            p
-        }
-    };
-    if !pool.is_active().map_err(err("pool-info"))? {
-        pool.create(0).map_err(err("pool-start"))?;
-    }
-    pool.refresh(0).map_err(err("pool-refresh"))?;
-    Ok(pool)
-}
-
-/// Volumes this process already has on a host, by (URI, local file, its size and mtime): a
-/// machine started again on the same host neither reads nor hashes the image files again.
-type Uploaded =
-    std::collections::HashMap<(String, std::path::PathBuf, u64, std::time::SystemTime), String>;
-static UPLOADED: std::sync::Mutex<Option<Uploaded>> = std::sync::Mutex::new(None);
-
-/// [`upload`], remembered per host and file version.
-fn upload_once(uri: &str, pool: &StoragePool, file: &Path) -> Result<String, VmError> {
-    let key = std::fs::metadata(file)
-        .and_then(|m| Ok((uri.to_owned(), file.to_owned(), m.len(), m.modified()?)))
-        .map_err(|e| VmError::io("stat", file, e))?;
-    if let Some(path) = UPLOADED
-        .lock()
-        .ok()
-        .and_then(|u| u.as_ref()?.get(&key).cloned())
-        // Still there (someone may have deleted it on the host).
-        && pool
-            .connect()
-            .is_ok_and(|c| c.lookup_storage_vol_by_path(&path).is_ok())
-    {
-        return Ok(path);
-    }
-    let path = upload(pool, file)?;
-    if let Ok(mut u) = UPLOADED.lock() {
-        u.get_or_insert_with(Default::default)
-            .insert(key, path.clone());
-    }
-    Ok(path)
-}
-
-/// Upload `file` into the pool once per content: the volume is named by its blake3 hash.
-fn upload(pool: &StoragePool, file: &Path) -> Result<String, VmError> {
-    let bytes = std::fs::read(file).map_err(|e| VmError::io("read", file, e))?;
-    let leaf = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = format!(
-        "{DOMAIN_PREFIX}{}-{leaf}",
-        &blake3::hash(&bytes).to_hex()[..16]
-    );
-    // Clients on this machine upload one at a time (a pool has no atomic rename).
-    let lock_path = std::env::temp_dir().join("aido-libvirt-upload.lock");
-    let lock =
-        std::fs::File::create(&lock_path).map_err(|e| VmError::io("create", &lock_path, e))?;
-    lock.lock()
-        .map_err(|e| VmError::io("lock", &lock_path, e))?;
-    if let Ok(vol) = pool.lookup_storage_vol_by_name(&name) {
-        return vol.path().map_err(err("vol-path"));
-    }
-    // libvirt copies by `qemu-img convert`, which must keep a qcow2 a qcow2.
-    let format = if bytes.starts_with(b"QFI\xfb") {
-        "qcow2"
-    } else {
-        "raw"
-    };
-    let xml = format!(
-        "<volume><name>{name}.{}-{}.part</name><capacity unit='bytes'>{}</capacity>\
-         <target><format type='raw'/></target></volume>",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        bytes.len()
-    );
-    let part = StorageVol::create_xml(pool, &xml, 0).map_err(err("vol-create"))?;
-    let sent = (|| {
-        let conn = pool.connect().map_err(err("vol-upload"))?;
-        let stream = Stream::new(&conn, 0).map_err(err("vol-upload"))?;
-        part.upload(&stream, 0, bytes.len() as u64, 0)
-            .map_err(err("vol-upload"))?;
-        for chunk in bytes.chunks(CHUNK) {
-            send_all(&stream, chunk, "vol-upload")?;
-        }
-        stream.finish().map_err(err("vol-upload"))
-    })();
-    if let Err(e) = sent {
-        let _ = part.delete(0);
-        return Err(e);
-    }
-    // Only a complete upload gets the real name, so a killed upload is never mistaken for one.
-    let xml = format!(
-        "<volume><name>{name}</name><capacity unit='bytes'>{}</capacity>\
-         <target><format type='{format}'/></target></volume>",
-        bytes.len()
-    );
-    let vol = StorageVol::create_xml_from(pool, &xml, &part, 0).map_err(err("vol-create"));
-    let _ = part.delete(0);
-    vol?.path().map_err(err("vol-path"))
-}
-
-/// A qcow2 overlay on `base` (a path in the pool) for one machine.
-fn overlay(pool: &StoragePool, name: &str, base: &str, size: u64) -> Result<StorageVol, VmError> {
-    let xml = format!(
-        "<volume><name>{name}-overlay.qcow2</name><capacity unit='bytes'>{size}</capacity>\
-         <target><format type='qcow2'/></target>\
-         <backingStore><path>{base}</path><format type='qcow2'/></backingStore></volume>"
-    );
-    StorageVol::create_xml(pool, &xml, 0).map_err(err("vol-create"))
-}
-
-/// A qcow2 header's virtual size (bytes 24..32, big endian), when the file is readable here.
-fn qcow2_virtual_size(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut head = [0u8; 32];
-    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-    (head[..4] == *b"QFI\xfb")
-        .then(|| u64::from_be_bytes(head[24..32].try_into().unwrap_or([0; 8])))
-}
-
-/// Destroy domains aido processes of this machine left behind on the host: those named
-/// `aido-<this machine>-<pid>-<n>` whose pid is no longer a running process here. Other
-/// machines' domains are never touched.
-pub fn reap(conn: &Connect) -> Vec<String> {
-    let mut reaped = Vec::new();
-    let Ok(domains) = conn.list_all_domains(0) else {
-        return reaped;
-    };
-    let ours = format!("{DOMAIN_PREFIX}{}-", machine_tag());
-    for dom in domains {
-        let Ok(name) = dom.name() else { continue };
-        let Some(pid) = name
-            .strip_prefix(&ours)
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = dom.destroy();
-            let _ = dom.undefine();
-            reaped.push(name);
-        }
-    }
-    reaped
+    helper: Mutex<Option<Helper>>,
 }
 
 impl Guest {
@@ -306,66 +63,24 @@ impl Guest {
     /// `serial_log`. The guest starts paused until the console is attached, so not a byte of
     /// it is lost; it runs when this returns.
     pub fn create(uri: &str, spec: &MachineSpec, serial_log: &Path) -> Result<Self, VmError> {
-        let conn = connect(uri)?;
-        reap(&conn);
-        let pool = pool(&conn)?;
-        let kernel = upload_once(uri, &pool, &spec.kernel)?;
-        let initrd = upload_once(uri, &pool, &spec.initrd)?;
-        let name = domain_name(NEXT.fetch_add(1, Ordering::Relaxed));
-        let overlay = match &spec.disk {
-            Some(local) => {
-                // The size comes from the local file: on a remote host the pool path is not here.
-                let size = qcow2_virtual_size(local).ok_or_else(|| VmError::Libvirt {
-                    op: "vol-create",
-                    message: format!("{} is not a qcow2 image", local.display()),
-                })?;
-                let base = upload_once(uri, &pool, local)?;
-                Some(overlay(&pool, &name, &base, size)?)
-            }
-            None => None,
-        };
-        let disk = match &overlay {
-            Some(v) => Some(v.path().map_err(err("vol-path"))?),
-            None => None,
-        };
-        let xml = domain_xml(&name, spec, &kernel, &initrd, disk.as_deref());
-        let created = Stream::new(&conn, 0)
-            .map_err(err("console"))
-            .and_then(|console| {
-                conn.create_domain_xml(&xml, virt::sys::VIR_DOMAIN_START_PAUSED)
-                    .map(|dom| (console, dom))
-                    .map_err(err("domain-create"))
-            });
-        let (console, dom) = match created {
-            Ok(made) => made,
-            Err(e) => {
-                if let Some(v) = &overlay {
-                    let _ = v.delete(0);
-                }
-                return Err(e);
-            }
-        };
-        // From here on the guest's Drop destroys the domain and deletes the overlay.
-        let mut guest = Self {
+        let mut helper = Helper::start(LIBVIRT_MODE)?;
+        let request = LibvirtRequest::Create {
             uri: uri.to_owned(),
-            conn,
-            dom,
-            name,
-            console,
-            reader: None,
-            overlay,
-            destroyed: false,
+            spec: spec.clone(),
+            serial_log: serial_log.to_owned(),
         };
-        guest
-            .dom
-            .open_console(None, &guest.console, virt::sys::VIR_DOMAIN_CONSOLE_FORCE)
-            .map_err(err("console"))?;
-        let log =
-            std::fs::File::create(serial_log).map_err(|e| VmError::io("create", serial_log, e))?;
-        let stream = guest.console.clone();
-        guest.reader = Some(std::thread::spawn(move || copy_console(&stream, log)));
-        guest.dom.resume().map_err(err("resume"))?;
-        Ok(guest)
+        let name = match helper.call::<_, String>(&request, &[]) {
+            Ok((name, _)) => name,
+            Err(error) => {
+                helper.finish();
+                return Err(error);
+            }
+        };
+        Ok(Self {
+            uri: uri.to_owned(),
+            name,
+            helper: Mutex::new(Some(helper)),
+        })
     }
 
     /// The host's URI.
@@ -378,90 +93,74 @@ impl Guest {
         &self.name
     }
 
+    fn ask<A: serde::de::DeserializeOwned>(
+        &self,
+        request: &LibvirtRequest,
+        body: &[u8],
+    ) -> Result<(A, Vec<u8>), VmError> {
+        let gone = |message: &str| VmError::Helper {
+            helper: HELPER_NAME,
+            message: message.into(),
+        };
+        let mut helper = self
+            .helper
+            .lock()
+            .map_err(|_| gone("the guest's lock is poisoned"))?;
+        helper
+            .as_mut()
+            .ok_or_else(|| gone("the guest was destroyed"))?
+            .call(request, body)
+    }
+
     /// Run one QMP command (JSON) through libvirt; QEMU's whole reply.
     pub fn monitor(&self, command: &str) -> Result<String, VmError> {
-        self.dom
-            .qemu_monitor_command(command, 0)
-            .map_err(err("qemu-monitor-command"))
+        let request = LibvirtRequest::Monitor {
+            command: command.to_owned(),
+        };
+        Ok(self.ask(&request, &[])?.0)
     }
 
     /// The screen as libvirt hands it over (PNG from QEMU 10 hosts, PPM from older ones).
     pub fn screenshot(&self) -> Result<Vec<u8>, VmError> {
-        let stream = Stream::new(&self.conn, 0).map_err(err("screenshot"))?;
-        self.dom
-            .screenshot(&stream, 0, 0)
-            .map_err(err("screenshot"))?;
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            let n = stream.recv(&mut buf).map_err(err("screenshot"))?;
-            let Ok(n) = usize::try_from(n) else { break };
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        let _ = stream.finish();
-        Ok(out)
+        Ok(self.ask::<()>(&LibvirtRequest::Screenshot, &[])?.1)
     }
 
     /// Write bytes to the guest's serial console.
     pub fn serial_write(&self, bytes: &[u8]) -> Result<(), VmError> {
-        send_all(&self.console, bytes, "console")
+        self.ask::<()>(&LibvirtRequest::SerialWrite, bytes)
+            .map(drop)
     }
 
     /// Take a snapshot of disk and memory named `name`.
     pub fn snapshot_save(&self, name: &str) -> Result<(), VmError> {
-        let xml = format!("<domainsnapshot><name>{name}</name></domainsnapshot>");
-        self.dom
-            .create_snapshot_xml(&xml, 0)
-            .map(|_| ())
-            .map_err(err("snapshot-create"))
+        let request = LibvirtRequest::SnapshotSave { name: name.into() };
+        self.ask::<()>(&request, &[]).map(drop)
     }
 
     /// Go back to snapshot `name` (running).
     pub fn snapshot_load(&self, name: &str) -> Result<(), VmError> {
-        let snap =
-            Domain::lookup_snapshot_by_name(&self.dom, name, 0).map_err(err("snapshot-revert"))?;
-        snap.revert(virt::sys::VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING)
-            .map_err(err("snapshot-revert"))
+        let request = LibvirtRequest::SnapshotLoad { name: name.into() };
+        self.ask::<()>(&request, &[]).map(drop)
     }
 
     /// Delete snapshot `name`.
     pub fn snapshot_delete(&self, name: &str) -> Result<(), VmError> {
-        let snap =
-            Domain::lookup_snapshot_by_name(&self.dom, name, 0).map_err(err("snapshot-delete"))?;
-        snap.delete(0).map_err(err("snapshot-delete"))
+        let request = LibvirtRequest::SnapshotDelete { name: name.into() };
+        self.ask::<()>(&request, &[]).map(drop)
     }
 
     /// The snapshots' names.
     pub fn snapshot_list(&self) -> Result<Vec<String>, VmError> {
-        let snaps = self
-            .dom
-            .list_all_snapshots(0)
-            .map_err(err("snapshot-list"))?;
-        Ok(snaps.iter().filter_map(|s| s.name().ok()).collect())
+        Ok(self.ask(&LibvirtRequest::SnapshotList, &[])?.0)
     }
 
-    /// Pull the plug: destroy the domain, delete its overlay. Safe to call twice.
+    /// Pull the plug: destroy the domain, delete its overlay, stop the helper. Safe to call
+    /// twice.
     pub fn destroy(&mut self) {
-        if self.destroyed {
-            return;
-        }
-        self.destroyed = true;
-        let _ = self.console.clone().abort();
-        // Snapshot metadata would keep a transient domain's name busy.
-        if let Ok(snaps) = self.dom.list_all_snapshots(0) {
-            for s in snaps {
-                let _ = s.delete(virt::sys::VIR_DOMAIN_SNAPSHOT_DELETE_METADATA_ONLY);
-            }
-        }
-        let _ = self.dom.destroy();
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        if let Some(v) = self.overlay.take() {
-            let _ = v.delete(0);
+        let helper = self.helper.get_mut().ok().and_then(Option::take);
+        if let Some(mut helper) = helper {
+            let _ = helper.call::<_, ()>(&LibvirtRequest::Destroy, &[]);
+            helper.finish();
         }
     }
 }
@@ -472,23 +171,16 @@ impl Drop for Guest {
     }
 }
 
-/// Send all of `bytes` on a blocking stream (a send may take part of them).
-fn send_all(stream: &Stream, bytes: &[u8], op: &'static str) -> Result<(), VmError> {
-    let mut off = 0;
-    while off < bytes.len() {
-        let n = stream.send(&bytes[off..]).map_err(err(op))?;
-        off += usize::try_from(n).unwrap_or(0).max(1);
-    }
-    Ok(())
-}
-
-/// Copy the console into the serial log until the stream ends.
-fn copy_console(stream: &Stream, mut log: std::fs::File) {
-    let mut buf = vec![0u8; 4096];
-    while let Ok(n) = stream.recv(&mut buf) {
-        let Ok(n) = usize::try_from(n) else { break };
-        if n == 0 || log.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
+/// Destroy the domains this machine's aido processes left on `uri` when they died (named
+/// after a process that is gone); the names of those destroyed.
+pub fn reap(uri: &str) -> Result<Vec<String>, VmError> {
+    let mut helper = Helper::start(LIBVIRT_MODE)?;
+    let reaped = helper.call::<_, Vec<String>>(
+        &LibvirtRequest::Reap {
+            uri: uri.to_owned(),
+        },
+        &[],
+    );
+    helper.finish();
+    Ok(reaped?.0)
 }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use qapi::qmp;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::WriteHalf;
 use tokio::net::UnixStream;
@@ -29,7 +29,7 @@ const VGA_TEXT_BYTES: u64 = 4000;
 const ABS_MAX: u64 = 32767;
 
 /// What to boot.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MachineSpec {
     /// The kernel (bzImage).
     pub kernel: PathBuf,
@@ -339,7 +339,7 @@ impl Machine {
             tokio::task::spawn_blocking(move || Guest::create(&uri, &spec, &serial))
                 .await
                 .map_err(|e| VmError::Libvirt {
-                    op: "domain-create",
+                    op: "domain-create".into(),
                     message: e.to_string(),
                 })??
         };
@@ -393,14 +393,14 @@ impl Machine {
         let guest = guest.clone();
         tokio::task::spawn_blocking(move || {
             let mut g = guest.lock().map_err(|_| VmError::Libvirt {
-                op,
+                op: op.into(),
                 message: "the guest's lock is poisoned".into(),
             })?;
             f(&mut g)
         })
         .await
         .map_err(|e| VmError::Libvirt {
-            op,
+            op: op.into(),
             message: e.to_string(),
         })?
     }

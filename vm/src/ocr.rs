@@ -1,17 +1,19 @@
-//! Reading a graphical screen with tesseract. One engine lives on one worker thread (creating
-//! an engine costs ~100 ms; reusing it costs nothing), fed screenshots upscaled 2x with a
-//! smooth (triangle) filter, which reads console fonts markedly better than 1x. Text is matched
+//! Reading a graphical screen with tesseract. The engine lives in a helper process
+//! ([`crate::native`]: aido links no tesseract) fed by one worker thread here (creating an
+//! engine costs ~100 ms; reusing it costs nothing), fed screenshots upscaled 2x with a smooth
+//! (triangle) filter, which reads console fonts markedly better than 1x. Text is matched
 //! fuzzily: OCR confuses quotes, brackets, 0/O, l/1/I and m/rn, so a match is the window of
 //! words on one line closest to the needle, accepted above a similarity threshold.
 //!
-//! tesseract is 5-9x faster on 2 cores with `OMP_THREAD_LIMIT=1` in the process environment
-//! (it must be set before the process starts; `aido` re-executes itself with it).
+//! tesseract is 5-9x faster on 2 cores with `OMP_THREAD_LIMIT=1` in the process environment;
+//! the helper is started with it.
 
 use std::sync::mpsc;
 
 use serde::Serialize;
 
 use crate::error::VmError;
+use crate::native::{Helper, OCR_MODE, OcrRequest};
 
 /// Words below this confidence (0-100) are dropped.
 const WORD_CONFIDENCE_MIN: f32 = 10.0;
@@ -19,6 +21,8 @@ const WORD_CONFIDENCE_MIN: f32 = 10.0;
 pub const SIMILARITY_MIN: f64 = 0.8;
 /// The upscale factor before recognition.
 const UPSCALE: u32 = 2;
+/// The resolution tesseract assumes for the upscaled frame.
+const SOURCE_PPI: u32 = 140;
 
 /// One recognized word, in screen pixels.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -48,7 +52,7 @@ pub struct OcrMatch {
 
 type Job = (Vec<u8>, mpsc::Sender<Result<Vec<Word>, VmError>>);
 
-/// A tesseract engine on its own thread. Clones share the one engine.
+/// A tesseract engine in its helper process, asked by a worker thread. Clones share it.
 #[derive(Clone)]
 pub struct Ocr {
     jobs: mpsc::Sender<Job>,
@@ -61,34 +65,22 @@ fn fail(message: impl Into<String>) -> VmError {
 }
 
 impl Ocr {
-    /// Start the worker and its engine (English).
+    /// Start the helper and its engine (English); fails if either cannot start.
     pub fn start() -> Result<Self, VmError> {
+        let mut helper = Some(Helper::start(OCR_MODE)?);
+        ask(&mut helper, &OcrRequest::Start, &[])?;
         let (jobs, queue) = mpsc::channel::<Job>();
-        let (ready_tx, ready_rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("aido-ocr".into())
             .spawn(move || {
-                let mut engine = match tesseract::Tesseract::new(None, Some("eng")) {
-                    Ok(e) => {
-                        let _ = ready_tx.send(Ok(()));
-                        Some(e)
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(fail(format!("cannot start tesseract: {e}"))));
-                        return;
-                    }
-                };
                 while let Ok((png, reply)) = queue.recv() {
-                    let (result, back) = recognize(engine.take(), &png);
-                    engine = back;
-                    let _ = reply.send(result);
-                    if engine.is_none() {
-                        engine = tesseract::Tesseract::new(None, Some("eng")).ok();
-                    }
+                    let _ = reply.send(words_of(&mut helper, &png));
+                }
+                if let Some(helper) = helper {
+                    helper.finish();
                 }
             })
             .map_err(|e| fail(e.to_string()))?;
-        ready_rx.recv().map_err(|_| fail("the OCR worker died"))??;
         Ok(Self { jobs })
     }
 
@@ -102,40 +94,41 @@ impl Ocr {
     }
 }
 
-fn recognize(
-    engine: Option<tesseract::Tesseract>,
-    png: &[u8],
-) -> (Result<Vec<Word>, VmError>, Option<tesseract::Tesseract>) {
-    let Some(engine) = engine else {
-        return (Err(fail("no engine")), None);
-    };
-    // PNG or PPM (what a screendump gives).
-    let image = match image::load_from_memory(png) {
-        Ok(i) => i.to_luma8(),
-        Err(e) => {
-            return (
-                Err(fail(format!("not a PNG or PPM image: {e}"))),
-                Some(engine),
-            );
-        }
-    };
+/// The words of a PNG or PPM screen (what a screendump gives).
+fn words_of(helper: &mut Option<Helper>, png: &[u8]) -> Result<Vec<Word>, VmError> {
+    let image = image::load_from_memory(png)
+        .map_err(|e| fail(format!("not a PNG or PPM image: {e}")))?
+        .to_luma8();
     let (w, h) = (image.width() * UPSCALE, image.height() * UPSCALE);
     let big = image::imageops::resize(&image, w, h, image::imageops::FilterType::Triangle);
-    let frame = big.into_raw();
-    let mut engine = match engine.set_frame(&frame, w as i32, h as i32, 1, w as i32) {
-        Ok(e) => e,
-        Err(e) => return (Err(fail(format!("cannot load the frame: {e}"))), None),
+    let request = OcrRequest::Recognize {
+        width: w,
+        height: h,
+        ppi: SOURCE_PPI,
     };
-    engine = engine.set_source_resolution(140);
-    let mut engine = match engine.recognize() {
-        Ok(e) => e,
-        Err(e) => return (Err(fail(format!("recognition failed: {e}"))), None),
+    let tsv = ask(helper, &request, &big.into_raw())?;
+    Ok(parse_tsv(&tsv, UPSCALE))
+}
+
+/// The helper's answer (tesseract's TSV for a frame); a helper that died since the last call
+/// is started again first.
+fn ask(helper: &mut Option<Helper>, request: &OcrRequest, body: &[u8]) -> Result<String, VmError> {
+    let running = match helper {
+        Some(running) => running,
+        None => helper.insert(Helper::start(OCR_MODE)?),
     };
-    let tsv = match engine.get_tsv_text(0) {
-        Ok(t) => t,
-        Err(e) => return (Err(fail(format!("no text: {e}"))), Some(engine)),
-    };
-    (Ok(parse_tsv(&tsv, UPSCALE)), Some(engine))
+    match running.call::<_, String>(request, body) {
+        Ok((tsv, _)) => Ok(tsv),
+        Err(error) => {
+            // A helper that broke is not asked again; an engine error leaves it running.
+            if matches!(error, VmError::Helper { .. })
+                && let Some(broken) = helper.take()
+            {
+                broken.finish();
+            }
+            Err(error)
+        }
+    }
 }
 
 /// Words from tesseract's TSV (level 5 rows), scaled back by `scale`.

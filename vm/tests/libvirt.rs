@@ -1,5 +1,6 @@
-//! The same machine on a libvirt host, through the virt crate: lifecycle, screen (screenshot
-//! and exact VGA text), input, snapshots, and no domain or overlay left behind.
+//! The same machine on a libvirt host, through the helper that hosts libvirt (`aido-native`):
+//! lifecycle, screen (screenshot and exact VGA text), input, snapshots, and no domain or
+//! overlay left behind, also when aido dies. The host is inspected with `virsh`.
 //!
 //! The host is `AIDO_TEST_LIBVIRT_URI` (default `qemu:///system`, the libvirtd that .ci/run
 //! starts). Where no libvirtd answers, outside CI the test says so and stops; in CI it fails.
@@ -12,9 +13,24 @@ use common::guest;
 
 use aido_vm::{Machine, MachineSpec};
 
+/// `virsh -c URI ARGS`: what it printed, or why it failed.
+fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new("virsh")
+        .arg("-c")
+        .arg(uri)
+        .args(args)
+        .output()
+        .map_err(|e| format!("virsh: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
 fn host() -> Option<String> {
     let uri = std::env::var("AIDO_TEST_LIBVIRT_URI").unwrap_or_else(|_| "qemu:///system".into());
-    match aido_vm::libvirt::connect(&uri) {
+    match virsh(&uri, &["uri"]) {
         Ok(_) => {
             eprintln!("libvirt host: {uri}");
             Some(uri)
@@ -30,11 +46,12 @@ fn host() -> Option<String> {
 }
 
 fn domains(uri: &str) -> Vec<String> {
-    let conn = aido_vm::libvirt::connect(uri).unwrap();
-    conn.list_all_domains(0)
+    virsh(uri, &["list", "--all", "--name"])
         .unwrap()
-        .iter()
-        .filter_map(|d| d.name().ok())
+        .lines()
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
         .collect()
 }
 
@@ -121,16 +138,9 @@ async fn drive(uri: &str) {
     let again = Machine::boot(&spec).await.unwrap();
     assert!(again.serial().contains("AIDO-GUEST-READY"));
     again.shutdown().await;
-    let pool = aido_vm::libvirt::connect(&uri)
-        .unwrap()
-        .lookup_storage_pool_by_name(aido_vm::libvirt::POOL)
-        .unwrap();
-    pool.refresh(0).unwrap();
-    let vols = pool.list_volumes().unwrap();
-    assert!(
-        !vols.iter().any(|v| v.contains(&ours[0])),
-        "its overlay is gone: {vols:?}"
-    );
+    virsh(&uri, &["pool-refresh", aido_vm::libvirt::POOL]).unwrap();
+    let vols = virsh(&uri, &["vol-list", aido_vm::libvirt::POOL]).unwrap();
+    assert!(!vols.contains(&ours[0]), "its overlay is gone: {vols:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,12 +156,13 @@ async fn a_guest_that_never_boots_on_libvirt_times_out_and_leaves_nothing() {
         Err(e) => e,
     };
     assert_eq!(err.code(), "vm_boot_timeout");
+    // New domains of this machine whose helper is gone (other tests' helpers run on).
     let left: Vec<String> = domains(&uri)
         .into_iter()
-        // This process's domains (nextest runs a test per process).
         .filter(|d| {
-            let ours = aido_vm::libvirt::domain_name(0);
-            !before.contains(d) && d.starts_with(ours.trim_end_matches('0'))
+            !before.contains(d)
+                && aido_vm::libvirt::domain_pid(d)
+                    .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
         })
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -165,27 +176,51 @@ async fn domains_left_by_a_dead_aido_are_reaped() {
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let dead = gone.id();
     gone.wait().unwrap();
-    let ours = aido_vm::libvirt::domain_name(0);
-    let prefix = ours.rsplitn(3, '-').nth(2).unwrap();
-    let name = format!("{prefix}-{dead}-0");
+    let name = aido_vm::libvirt::domain_name(dead, 0);
     // Another machine's domain with the same pid is not this machine's to reap.
     let foreign = format!("aido-some_other_machine-{dead}-0");
-    let conn = aido_vm::libvirt::connect(&uri).unwrap();
-    let xml = format!(
-        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>32</memory><vcpu>1</vcpu>\
-         <os><type arch='x86_64' machine='pc'>hvm</type></os><features><acpi/></features>\
-         <devices><memballoon model='none'/></devices></domain>"
-    );
-    conn.create_domain_xml(&xml, 0).unwrap();
-    conn.create_domain_xml(&xml.replace(&name, &foreign), 0)
-        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for domain in [&name, &foreign] {
+        let xml = format!(
+            "<domain type='qemu'><name>{domain}</name><memory unit='MiB'>32</memory><vcpu>1</vcpu>\
+             <os><type arch='x86_64' machine='pc'>hvm</type></os><features><acpi/></features>\
+             <devices><memballoon model='none'/></devices></domain>"
+        );
+        let file = dir.path().join(format!("{domain}.xml"));
+        std::fs::write(&file, xml).unwrap();
+        virsh(&uri, &["create", file.to_str().unwrap()]).unwrap();
+    }
     assert!(domains(&uri).contains(&name));
-    let reaped = aido_vm::libvirt::reap(&conn);
+    let reaped = aido_vm::libvirt::reap(&uri).unwrap();
     assert!(reaped.contains(&name), "{reaped:?}");
     assert!(!domains(&uri).contains(&name), "{name} is gone");
     assert!(domains(&uri).contains(&foreign), "{foreign} is not ours");
-    conn.lookup_domain_by_name(&foreign)
-        .unwrap()
-        .destroy()
-        .unwrap();
+    virsh(&uri, &["destroy", &foreign]).unwrap();
+}
+
+/// The helper holds the guest: when aido dies (here: the helper's input closes without a word,
+/// as when aido is killed), the helper destroys the domain and its overlay before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helper_whose_aido_dies_destroys_its_guest() {
+    use aido_vm::native::{Helper, LIBVIRT_MODE, LibvirtRequest};
+    let Some(uri) = host() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = MachineSpec::text_console(&guest());
+    spec.host = Some(uri.clone());
+    let mut helper = Helper::start(LIBVIRT_MODE).unwrap();
+    let request = LibvirtRequest::Create {
+        uri: uri.clone(),
+        spec,
+        serial_log: dir.path().join("serial.log"),
+    };
+    let (name, _) = helper.call::<_, String>(&request, &[]).unwrap();
+    assert!(domains(&uri).contains(&name), "{name} runs");
+    helper.finish();
+    assert!(
+        !domains(&uri).contains(&name),
+        "{name} went with its helper"
+    );
+    virsh(&uri, &["pool-refresh", aido_vm::libvirt::POOL]).unwrap();
+    let vols = virsh(&uri, &["vol-list", aido_vm::libvirt::POOL]).unwrap();
+    assert!(!vols.contains(&name), "its overlay is gone: {vols}");
 }

@@ -66,10 +66,9 @@ impl Actor for NetBody {
         _myself: ActorRef<Self::Msg>,
         args: NetBodyArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let client = Client::new().map_err(|e| format!("the HTTP client cannot be built: {e}"))?;
         Ok(NetState {
             policy: args.policy,
-            client,
+            client: Client::new(),
             port_checks: Arc::default(),
         })
     }

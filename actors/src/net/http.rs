@@ -71,23 +71,41 @@ pub(crate) struct Judged {
 }
 
 /// The HTTP client (no proxy, no redirects of its own, a pinned resolver) and the judge.
+///
+/// The reqwest client is built on the first request, not when the body starts: building it
+/// loads the system's root certificates (about 150 files, milliseconds of CPU), which a
+/// runtime that never makes a request (`aido exec`, most sessions) should not pay.
 #[derive(Clone)]
 pub(crate) struct Client {
-    http: reqwest::Client,
+    http: Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>,
     pins: Arc<Pins>,
 }
 
 impl Client {
-    pub(crate) fn new() -> Result<Self, String> {
-        let pins = Arc::new(Pins::default());
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Pinned(pins.clone()))
-            .user_agent(concat!("aido/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Self { http, pins })
+    pub(crate) fn new() -> Self {
+        Self {
+            http: Arc::default(),
+            pins: Arc::new(Pins::default()),
+        }
+    }
+
+    /// The reqwest client, built once; a build that failed fails every request the same way.
+    fn http(&self, url: &str) -> Result<&reqwest::Client, NetBodyError> {
+        self.http
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .dns_resolver(Pinned(self.pins.clone()))
+                    .user_agent(concat!("aido/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("the HTTP client cannot be built: {e}"))
+            })
+            .as_ref()
+            .map_err(|why| NetBodyError::RequestFailed {
+                url: url.to_owned(),
+                why: why.clone(),
+            })
     }
 
     /// Judge a target: its host and port by the allowlist, then the address (a literal) or
@@ -171,7 +189,7 @@ impl Client {
                 tokio::time::timeout_at(deadline, self.judge(policy, target, url.host_str()))
                     .await
                     .map_err(|_| timed_out())??;
-            let mut builder = self.http.request(method.clone(), url.clone());
+            let mut builder = self.http(&shown)?.request(method.clone(), url.clone());
             for (name, value) in &headers {
                 let name_ok = reqwest::header::HeaderName::from_bytes(name.as_bytes());
                 let value_ok = reqwest::header::HeaderValue::from_str(value);

@@ -97,17 +97,21 @@ impl Actor for ProcessBody {
         _myself: ActorRef<Self::Msg>,
         args: ProcessBodyArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        // The first walk of a large write root (a home) happens now, not in the first command.
-        if let Ok((exe, why)) = aido_sandbox::host_exe() {
-            tracing::info!(host = %exe.display(), why, "the sandbox child's executable");
-            let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
-            let profile = profile_of(&args.policy, &args.hidden);
-            tokio::task::spawn_blocking(move || {
-                if let Err(error) = sandbox.warm(&profile) {
+        // The first walk of a large write root (a home) happens now, not in the first command;
+        // choosing the child's host (which starts the helper once to read its build) too,
+        // off the runtime's start.
+        let (globs, profile) = (
+            Arc::clone(&args.globs),
+            profile_of(&args.policy, &args.hidden),
+        );
+        tokio::task::spawn_blocking(move || {
+            if let Ok((exe, why)) = aido_sandbox::host_exe() {
+                tracing::info!(host = %exe.display(), why, "the sandbox child's executable");
+                if let Err(error) = Sandbox::new(exe).with_globs(globs).warm(&profile) {
                     tracing::debug!("deny globs not expanded ahead: {error}");
                 }
-            });
-        }
+            }
+        });
         Ok(args)
     }
 

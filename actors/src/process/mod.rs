@@ -41,6 +41,8 @@ pub use actor::{Origin, Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
 pub(crate) use dry::layers_base;
 #[cfg(feature = "prim-process")]
 pub use handles::{HandleTable, LostHandle, recover_lost};
+#[cfg(feature = "prim-process")]
+pub use profile::expect_commands;
 pub(crate) use redact::journaled;
 #[cfg(feature = "prim-process")]
 pub use remote::RemoteError;

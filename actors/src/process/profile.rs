@@ -43,6 +43,19 @@ pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
     profile
 }
 
+/// Say that a command is expected soon (`aido exec`, a runtime that serves agents): its
+/// sandbox child is started now, on a thread of its own, so the first command does not wait
+/// for the spawn and the cgroup join. Call it as early as the config is known; it returns at
+/// once.
+pub fn expect_commands(config: &aido_policy::Config) {
+    let limits = cgroup_of(&config.processes);
+    std::thread::spawn(move || {
+        if let Ok((exe, _)) = aido_sandbox::host_exe() {
+            aido_sandbox::Sandbox::new(exe).prestart(limits);
+        }
+    });
+}
+
 /// The tree limits under `[processes] cgroup`: always with `required`; with `auto`, always
 /// when aido runs as root (where `RLIMIT_NPROC` does not bind, so only a cgroup bounds a fork
 /// bomb, and a missing one is `sandbox_unavailable`), otherwise when this host can make one
