@@ -149,6 +149,9 @@ pub enum Effect {
     DirRemoved {
         /// Resolved path.
         path: String,
+        /// Its permission bits, when recorded: undoing the removal gives them back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<u32>,
     },
     /// A file was removed; `before` is what it held.
     FileRemoved {
@@ -157,6 +160,19 @@ pub enum Effect {
         /// What it held.
         #[serde(default)]
         before: Before,
+        /// Its permission bits, when recorded: undoing the removal gives them back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<u32>,
+    },
+    /// A file's or directory's permission bits changed (a command's `chmod`, or a file it
+    /// created with bits other than a new file gets); undoing it sets `before` again.
+    ModeChanged {
+        /// Resolved path.
+        path: String,
+        /// The bits now (`0o7777` at most).
+        mode: u32,
+        /// The bits it had.
+        before: u32,
     },
 }
 

@@ -475,6 +475,8 @@ async fn open_runtime(layered: Layered, home: &Path) -> Result<Runtime> {
 }
 
 async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -> Result<ExitCode> {
+    #[cfg(feature = "prim-process")]
+    aido_sandbox::set_single_command();
     expect_commands(&layered.config);
     let runtime = open_runtime(layered, home).await?;
     let session = runtime
@@ -496,29 +498,47 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
         pty: false,
     });
     let result = session.run(action, aido_actors::Hooks::default()).await;
-    session.close("aido exec finished").await;
-    runtime.shutdown().await;
-    let output = match result {
-        Ok(ran) => ran.outcome.output,
+    // The command's output goes out as soon as it is known (its record is committed).
+    let code = match result {
+        Ok(ran) => {
+            let output = ran.outcome.output;
+            let stream = |name: &str| output[name].as_str().unwrap_or_default().to_owned();
+            {
+                use std::io::Write;
+                let _ = std::io::stdout().write_all(stream("stdout").as_bytes());
+                let _ = std::io::stderr().write_all(stream("stderr").as_bytes());
+            }
+            if output["timed_out"] == true {
+                124
+            } else if let Some(signal) = output["signal"].as_i64() {
+                128 + signal
+            } else {
+                output["exit_code"].as_i64().unwrap_or(125)
+            }
+        }
         Err(e) => {
             eprintln!("aido: [{}] {}", e.failure.code, e.failure.message);
-            return Ok(ExitCode::from(125));
+            125
         }
     };
-    let stream = |name: &str| output[name].as_str().unwrap_or_default().to_owned();
-    {
-        use std::io::Write;
-        let _ = std::io::stdout().write_all(stream("stdout").as_bytes());
-        let _ = std::io::stderr().write_all(stream("stderr").as_bytes());
+    session.close("aido exec finished").await;
+    runtime.shutdown().await;
+    exit_committed(u8::try_from(code).unwrap_or(125))
+}
+
+/// Ends a process whose session is closed: every record is committed (the session's end was
+/// flushed, and everything before it with it), so the journal is not torn down (sled's own
+/// teardown would flush and sync the log again: milliseconds for nothing). The sandbox's
+/// teardown (the child's exit, its cgroup's removal) is waited for, so nothing is left behind.
+fn exit_committed(code: u8) -> ! {
+    use std::io::Write;
+    #[cfg(feature = "prim-process")]
+    if !aido_sandbox::settle(std::time::Duration::from_secs(2)) {
+        eprintln!("aido: a sandbox was still being torn down at exit; its cgroup is swept later");
     }
-    let code = if output["timed_out"] == true {
-        124
-    } else if let Some(signal) = output["signal"].as_i64() {
-        128 + signal
-    } else {
-        output["exit_code"].as_i64().unwrap_or(125)
-    };
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(i32::from(code))
 }
 
 /// A command is expected soon (`aido exec`, a runtime that serves agents): its sandbox child

@@ -144,7 +144,9 @@ fn derived(h: &Home, ws: &Path, before: &BTreeMap<String, Vec<u8>>) -> BTreeMap<
                     Effect::FileRemoved { path, .. } => {
                         model.remove(&path);
                     }
-                    Effect::DirCreated { .. } | Effect::DirRemoved { .. } => {}
+                    Effect::DirCreated { .. }
+                    | Effect::DirRemoved { .. }
+                    | Effect::ModeChanged { .. } => {}
                     Effect::SnapshotRestored { taken_at, .. } => model = at(&states, taken_at),
                     Effect::RewoundTo { seq } => model = at(&states, seq),
                 }

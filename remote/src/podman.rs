@@ -65,6 +65,11 @@ pub struct Mount {
     pub container: String,
     /// Bound read-only.
     pub read_only: bool,
+    /// A read-write mount's copy-on-write layer: a directory holding `upper` and `work`. The
+    /// container writes into `upper` (podman's `:O,upperdir=,workdir=` overlay) and the host
+    /// directory is left as it was; the caller takes the changes over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<PathBuf>,
 }
 
 /// One container to run.
@@ -316,7 +321,19 @@ pub fn run_args(
                 why: format!("a mount path holds ':' or ',': {host}"),
             });
         }
-        let mode = if mount.read_only { "ro" } else { "rw" };
+        let mode = match (&mount.layer, mount.read_only) {
+            (_, true) => "ro".to_owned(),
+            (Some(layer), false) => {
+                let layer = layer.display().to_string();
+                if layer.contains(',') || layer.contains(':') {
+                    return Err(PodmanError::SpecInvalid {
+                        why: format!("a layer path holds ':' or ',': {layer}"),
+                    });
+                }
+                format!("O,upperdir={layer}/upper,workdir={layer}/work")
+            }
+            (None, false) => "rw".to_owned(),
+        };
         args.push(format!("--volume={host}:{}:{mode}", mount.container));
     }
     args.push(spec.image.clone());
@@ -594,6 +611,7 @@ mod tests {
                 host: "/srv/work".into(),
                 container: "/workspace".into(),
                 read_only: true,
+                layer: None,
             }],
             pids_max: 64,
             memory_bytes: 256 << 20,
@@ -627,6 +645,16 @@ mod tests {
             image,
             Some(args.len() - 4),
             "the image comes just before the command"
+        );
+        // A read-write mount with a layer writes into it, never to the host directory.
+        let mut layered = spec();
+        layered.mounts[0].read_only = false;
+        layered.mounts[0].layer = Some("/srv/layers/0".into());
+        let args = run_args(&layered, "n", None, Path::new("/e")).unwrap();
+        assert!(
+            args.iter().any(|a| a
+                == "--volume=/srv/work:/workspace:O,upperdir=/srv/layers/0/upper,workdir=/srv/layers/0/work"),
+            "{args:?}"
         );
         let in_pod = run_args(&spec(), "n", Some("p"), Path::new("/e")).unwrap();
         assert!(in_pod.iter().any(|a| a == "--pod=p"));

@@ -84,6 +84,7 @@ async fn a_container_runs_confined_and_is_removed() {
         host: work.path().to_owned(),
         container: "/workspace".into(),
         read_only: true,
+        layer: None,
     });
     let done = run(&podman, &s).await.unwrap();
     let out = &done.outcome.stdout;

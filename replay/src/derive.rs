@@ -157,9 +157,11 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
                 Effect::DirCreated { path } => {
                     std::fs::create_dir_all(scratch_path(scratch, path))?;
                 }
-                Effect::DirRemoved { path } => {
+                Effect::DirRemoved { path, .. } => {
                     let _ = std::fs::remove_dir(scratch_path(scratch, path));
                 }
+                // The model holds contents; a mode changes none.
+                Effect::ModeChanged { .. } => {}
                 Effect::SnapshotRestored { taken_at, .. } => {
                     state = out.state_at(*taken_at);
                     rewrite(journal, &state, scratch)?;

@@ -14,10 +14,13 @@ use std::time::{Duration, Instant};
 
 use crate::cgroup::Cgroup;
 use crate::child::CHILD_ARG;
-use crate::error::SpawnError;
+use crate::egress::{EgressLog, EgressRecord, Proxy};
+use crate::error::{SpawnError, Step};
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Profile, Request, Usage, WriteMode};
-use crate::protocol::{Control as Frame, Launch, Live, Report, read_json, write_frame, write_json};
+use crate::protocol::{
+    Control as Frame, Launch, Live, Report, read_json, read_json_with_fd, write_frame, write_json,
+};
 use crate::spawn::{Placeholders, SETUP_GRACE_MS, Sandbox, kill_init};
 
 /// How a background command is wired.
@@ -46,7 +49,7 @@ pub enum Output {
 }
 
 /// How a background command ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ended {
     /// Its exit (`Signal(9)` when [`Control::kill`] ended it).
     pub exit: Exit,
@@ -54,6 +57,8 @@ pub struct Ended {
     pub usage: Usage,
     /// From the spawn to the end.
     pub duration_ms: u64,
+    /// Every connection it tried through the egress proxy (when the profile gives it one).
+    pub egress: Vec<EgressRecord>,
 }
 
 /// The ways to reach a running background command; cheap to share between threads.
@@ -64,9 +69,18 @@ pub struct Control {
     init_pid: Option<u32>,
     cgroup: Option<Arc<Cgroup>>,
     killed: Arc<AtomicBool>,
+    egress: Option<EgressLog>,
 }
 
 impl Control {
+    /// The connections it has tried through the egress proxy so far (none without one).
+    pub fn egress(&self) -> Vec<EgressRecord> {
+        self.egress
+            .as_ref()
+            .map(EgressLog::records)
+            .unwrap_or_default()
+    }
+
     /// The host pid of the sandbox's init (pid 1 of the command's namespace; the command is
     /// its child), once it reported running.
     pub fn init_pid(&self) -> Option<u32> {
@@ -162,13 +176,8 @@ impl Sandbox {
         options: StartOptions,
         on_end: OnEnd,
     ) -> Result<Started, SpawnError> {
-        // Fail closed: a background command's connections would outlive the one proxy run a
-        // foreground command gets; until handles have their own proxy, they get no network.
-        if profile.network != crate::egress::Network::None {
-            return Err(SpawnError::RequestInvalid {
-                reason: "the egress proxy serves foreground commands only; a background command runs without network".into(),
-            });
-        }
+        // With network, the command gets a proxy of its own that lives as long as it does.
+        let egress = profile.network.policy()?;
         let parent_env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         let mut resolved = plan::resolve(
             profile,
@@ -211,13 +220,13 @@ impl Sandbox {
                     &resolved,
                     &request,
                     options,
-                    cgroup.clone(),
+                    (cgroup.clone(), egress),
                     Arc::clone(&killed),
                 );
-                let (mut child, mut reports) = match launched {
-                    Ok((child, reports, started)) => {
+                let (mut child, mut reports, proxy) = match launched {
+                    Ok((child, reports, started, proxy)) => {
                         let _ = sender.send(Ok(started));
-                        (child, reports)
+                        (child, reports, proxy)
                     }
                     Err(error) => {
                         let _ = sender.send(Err(error));
@@ -232,12 +241,14 @@ impl Sandbox {
                 let _ = child.kill();
                 let _ = child.wait();
                 drop(placeholders);
+                let egress = proxy.map(Proxy::finish).unwrap_or_default();
                 on_end(end.map(|(exit, mut usage)| {
                     usage.memory_peak_bytes = cgroup.as_deref().and_then(Cgroup::memory_peak_bytes);
                     Ended {
                         exit,
                         usage,
                         duration_ms: begun.elapsed().as_millis() as u64,
+                        egress,
                     }
                 }));
             })
@@ -260,7 +271,7 @@ impl Sandbox {
         resolved: &Resolved,
         request: &Request,
         options: StartOptions,
-        cgroup: Option<Arc<Cgroup>>,
+        (cgroup, mut egress): (Option<Arc<Cgroup>>, Option<aido_net::NetPolicy>),
         killed: Arc<AtomicBool>,
     ) -> Result<Launched, SpawnError> {
         let launch_failed = |detail: String| SpawnError::LaunchFailed {
@@ -323,7 +334,7 @@ impl Sandbox {
         let launch = Launch {
             timeout_ms: request.timeout_ms,
             background: true,
-            egress: false,
+            egress: egress.is_some(),
             netns: crate::protocol::Netns::Own,
         };
         let sent = write_json(&mut writer, &launch)
@@ -350,6 +361,7 @@ impl Sandbox {
         // Setup is bounded; the command's own run is not, but for its timeout.
         let deadline = Instant::now() + Duration::from_millis(SETUP_GRACE_MS);
         let mut init_pid = None;
+        let mut proxy = None;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -362,23 +374,44 @@ impl Sandbox {
                 ));
             }
             let _ = reports.set_read_timeout(Some(remaining));
-            match read_json::<Report>(&mut reports) {
-                Ok(Report::Started { init_pid: pid }) => init_pid = Some(pid),
-                Ok(Report::Running) => break,
-                Ok(Report::Egress | Report::Netns) => {
+            match read_json_with_fd::<Report>(&reports) {
+                Ok((Report::Started { init_pid: pid }, _)) => init_pid = Some(pid),
+                Ok((Report::Running, _)) => break,
+                Ok((Report::Egress, fd)) => {
+                    let (Some(fd), Some(policy)) = (fd, egress.take()) else {
+                        return Err(fail(
+                            &mut child,
+                            SpawnError::protocol(
+                                "an egress frame without its socket, or one not asked for",
+                            ),
+                        ));
+                    };
+                    match Proxy::start(fd, policy) {
+                        Ok(started) => proxy = Some(started),
+                        Err(error) => {
+                            let error = SpawnError::setup_io(
+                                Step::Network,
+                                &error,
+                                "start the egress proxy",
+                            );
+                            return Err(fail(&mut child, error));
+                        }
+                    }
+                }
+                Ok((Report::Netns, _)) => {
                     return Err(fail(
                         &mut child,
-                        SpawnError::protocol("a descriptor frame for a background command"),
+                        SpawnError::protocol("a namespace frame for a background command"),
                     ));
                 }
-                Ok(Report::Reaped) => {
+                Ok((Report::Reaped, _)) => {
                     return Err(fail(
                         &mut child,
                         SpawnError::protocol("the sandbox ended before it was reported running"),
                     ));
                 }
-                Ok(Report::Failed { error }) => return Err(fail(&mut child, error)),
-                Ok(Report::Exited { .. }) => {
+                Ok((Report::Failed { error }, _)) => return Err(fail(&mut child, error)),
+                Ok((Report::Exited { .. }, _)) => {
                     return Err(fail(
                         &mut child,
                         SpawnError::protocol("the command ended before it was reported running"),
@@ -423,14 +456,15 @@ impl Sandbox {
             init_pid,
             cgroup,
             killed,
+            egress: proxy.as_ref().map(Proxy::log),
         };
-        Ok((child, reports, (Arc::new(control), output)))
+        Ok((child, reports, (Arc::new(control), output), proxy))
     }
 }
 
-/// A launched background command: the sandbox child, the socket its reports come on, and what
-/// the caller gets.
-type Launched = (Child, UnixStream, (Arc<Control>, Output));
+/// A launched background command: the sandbox child, the socket its reports come on, what
+/// the caller gets, and its egress proxy (when it has network).
+type Launched = (Child, UnixStream, (Arc<Control>, Output), Option<Proxy>);
 
 /// Waits for the final report; past the timeout and the grace the tree is killed here.
 fn wait_end(

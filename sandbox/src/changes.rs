@@ -57,6 +57,15 @@ pub enum Change {
         /// Its permission bits.
         mode: u32,
     },
+    /// An existing directory's permission bits changed (what it holds is listed on its own).
+    DirMode {
+        /// The host path.
+        path: PathBuf,
+        /// Its permission bits now.
+        mode: u32,
+        /// The ones it had.
+        before: u32,
+    },
     /// A symbolic link was created.
     Symlink {
         /// The host path.
@@ -87,6 +96,7 @@ impl Change {
         match self {
             Change::File { path, .. }
             | Change::Dir { path, .. }
+            | Change::DirMode { path, .. }
             | Change::Symlink { path, .. }
             | Change::Removed { path, .. }
             | Change::Unsupported { path, .. } => path,
@@ -171,11 +181,11 @@ impl Collect {
             return Ok(());
         }
         if kind.is_dir() {
-            if xattr(upper, "user.overlay.redirect") {
+            if xattr(upper, "overlay.redirect") {
                 self.unsupported(host, "a renamed directory (overlay redirect)");
                 return Ok(());
             }
-            let opaque = xattr_is(upper, "user.overlay.opaque", b"y");
+            let opaque = xattr_is(upper, "overlay.opaque", b"y");
             match before {
                 Some(_) if was_dir && !opaque => {
                     let mode = meta.permissions().mode() & 0o7777;
@@ -183,7 +193,11 @@ impl Collect {
                         .as_ref()
                         .map_or(mode, |meta| meta.permissions().mode() & 0o7777);
                     if mode != before_mode {
-                        self.unsupported(host, "a directory's mode changed");
+                        self.out.push(Change::DirMode {
+                            path: host.to_owned(),
+                            mode,
+                            before: before_mode,
+                        });
                     }
                     self.directory(upper, host, false)
                 }
@@ -197,7 +211,7 @@ impl Collect {
                 }
             }
         } else if kind.is_file() {
-            if xattr(upper, "user.overlay.metacopy") {
+            if xattr(upper, "overlay.metacopy") {
                 self.unsupported(host, "a metadata-only copy (overlay metacopy)");
                 return Ok(());
             }
@@ -285,14 +299,24 @@ fn same_contents(a: &Path, b: &Path) -> Result<bool, SpawnError> {
     }
 }
 
+/// Whether the overlay attribute `name` (`overlay.opaque`, ...) is set on `path`: under
+/// `user.` where overlayfs was mounted with `userxattr` (aido's sandbox, in its user
+/// namespace), under `trusted.` where it was mounted by root (podman's `:O` volumes).
 fn xattr(path: &Path, name: &str) -> bool {
     let mut buf = [0u8; 256];
-    rustix::fs::lgetxattr(path, name, &mut buf[..]).is_ok()
+    ["user.", "trusted."].iter().any(|space| {
+        rustix::fs::lgetxattr(path, format!("{space}{name}").as_str(), &mut buf[..]).is_ok()
+    })
 }
 
 fn xattr_is(path: &Path, name: &str, value: &[u8]) -> bool {
     let mut buf = [0u8; 16];
-    matches!(rustix::fs::lgetxattr(path, name, &mut buf[..]), Ok(n) if &buf[..n] == value)
+    ["user.", "trusted."].iter().any(|space| {
+        matches!(
+            rustix::fs::lgetxattr(path, format!("{space}{name}").as_str(), &mut buf[..]),
+            Ok(n) if &buf[..n] == value
+        )
+    })
 }
 
 fn layer_error(path: &Path, error: &std::io::Error) -> SpawnError {

@@ -179,6 +179,20 @@ struct Log {
     dropped: u64,
 }
 
+/// A running proxy's records, read while it runs.
+#[derive(Clone)]
+pub(crate) struct EgressLog(Arc<Mutex<Log>>);
+
+impl EgressLog {
+    /// Every attempt recorded so far.
+    pub(crate) fn records(&self) -> Vec<EgressRecord> {
+        self.0
+            .lock()
+            .map(|log| log.records.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// A running proxy for one command.
 pub(crate) struct Proxy {
     stop: Arc<AtomicBool>,
@@ -205,6 +219,11 @@ impl Proxy {
             log,
             acceptor: Some(acceptor),
         })
+    }
+
+    /// What it has recorded so far, readable while it runs (a background command's).
+    pub(crate) fn log(&self) -> EgressLog {
+        EgressLog(Arc::clone(&self.log))
     }
 
     /// Stops accepting, gives open connections a moment to close, and returns the log.

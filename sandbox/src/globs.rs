@@ -42,6 +42,21 @@ pub(crate) const DENY_WALK_ENTRIES_MAX: usize = 4_000_000;
 /// (when it has no watch).
 pub(crate) const RACY_WINDOW: Duration = Duration::from_secs(2);
 
+/// Set once a process says it runs a single command and exits (`aido exec`).
+static SINGLE_COMMAND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this process runs a single command and exits (`aido exec`): deny globs are then
+/// expanded without inotify watches (nothing is read twice), and nothing is expanded ahead of
+/// the command. Call it before the first command.
+pub fn set_single_command() {
+    SINGLE_COMMAND.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`set_single_command`] was called.
+pub fn single_command() -> bool {
+    SINGLE_COMMAND.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// What one directory held when it was read.
 #[derive(Debug)]
 struct Dir {
@@ -235,8 +250,15 @@ impl GlobIndex {
         }
         state.generation += 1;
         let generation = state.generation;
-        let watch = state.watch.get_or_insert_with(Watch::new);
-        if let Some(watch) = watch.as_mut() {
+        // A process that runs one command never reads again what it read: no watches (and
+        // closing an inotify instance that holds watches waits for an SRCU grace period, ~20 ms
+        // here, at that process's exit).
+        let mut watch = if single_command() {
+            None
+        } else {
+            state.watch.get_or_insert_with(Watch::new).as_mut()
+        };
+        if let Some(watch) = watch.as_deref_mut() {
             watch.drain(generation);
         }
         let mut found = Vec::new();
@@ -262,7 +284,7 @@ impl GlobIndex {
             let known = state.trees.remove(&key).flatten();
             let mut walk = Walk {
                 set: &set,
-                watch: watch.as_mut(),
+                watch: watch.as_deref_mut(),
                 generation,
                 stats: ExpandStats::default(),
                 visited: 0,

@@ -98,9 +98,9 @@ pub use child::{
 };
 pub use egress::{EGRESS_PORT, EgressRecord, Network};
 pub use error::{SpawnError, Step};
-pub use globs::{ExpandStats, GlobIndex};
+pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
 pub use profile::{
     CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, Usage,
     WriteMode,
 };
-pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby};
+pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby, settle};

@@ -238,6 +238,7 @@ impl Sandbox {
         if talk.reaped {
             // Only the child is left, and it is on its way out.
             let netns = talk.netns.take();
+            let teardown = Teardown::begin();
             std::thread::spawn(move || {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -245,6 +246,7 @@ impl Sandbox {
                 if let Some(netns) = netns {
                     crate::netns::give_back(netns);
                 }
+                drop(teardown);
             });
         } else {
             // The child is dead or wedged: kill whatever is left; the namespace is not lent
@@ -421,6 +423,53 @@ fn refill(exe: PathBuf, limits: Option<CgroupLimits>) {
             previous.discard();
         }
     });
+}
+
+/// Sandboxes whose teardown (the child's exit, its cgroup's removal, the namespace's return to
+/// the pool) still runs on a thread of its own, after their command was answered.
+static TEARDOWNS: Mutex<usize> = Mutex::new(0);
+/// Signalled when one ends.
+static TORN_DOWN: Condvar = Condvar::new();
+
+/// One teardown in flight, counted until dropped.
+struct Teardown;
+
+impl Teardown {
+    fn begin() -> Self {
+        if let Ok(mut running) = TEARDOWNS.lock() {
+            *running += 1;
+        }
+        Self
+    }
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        if let Ok(mut running) = TEARDOWNS.lock() {
+            *running = running.saturating_sub(1);
+        }
+        TORN_DOWN.notify_all();
+    }
+}
+
+/// Waits, at most `wait`, until every answered command's sandbox is torn down; `false` if
+/// some still is. A process about to exit (`aido exec`) calls it so it leaves no cgroup.
+pub fn settle(wait: Duration) -> bool {
+    let until = Instant::now() + wait;
+    let Ok(mut running) = TEARDOWNS.lock() else {
+        return false;
+    };
+    while *running > 0 {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        match TORN_DOWN.wait_timeout(running, left) {
+            Ok((guard, _)) => running = guard,
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// Kills the child waiting for the next command, if any, and removes its cgroup (at a

@@ -339,3 +339,86 @@ print(s.recv(4096).decode().split("\r\n")[0])
         vec![Some("egress_request_invalid".to_string())]
     );
 }
+
+/// A background command gets a proxy of its own for as long as it runs: what it reaches and
+/// what is refused is readable while it runs ([`aido_sandbox::Control::egress`]) and comes with
+/// its end; when it ends, the proxy stops with it.
+#[test]
+fn a_background_command_has_its_own_proxy_for_as_long_as_it_runs() {
+    use aido_sandbox::StartOptions;
+    let fixture = Fixture::new();
+    let server = Server::start("hello from the background");
+    let port = server.port;
+    let mut profile = fixture.profile();
+    profile.network = proxy(&[format!("localhost:{port}")], &["127.0.0.1/32", "::1/128"]);
+    // Two requests, a line to say so, then it waits on its input before a third.
+    let script = format!(
+        "{}\nimport sys\nprint('READY', flush=True)\nsys.stdin.readline()\nget('http://localhost:{port}/late')\nget('http://169.254.169.254/')\n",
+        client(&[
+            format!("get=http://localhost:{port}/early"),
+            format!("connect=localhost:{port}"),
+        ])
+    );
+    let mut request = Request::new(["python3", "-c", script.as_str()], &fixture.root);
+    request.timeout_ms = 60_000;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let started = fixture
+        .sandbox()
+        .start(
+            &profile,
+            &request,
+            StartOptions::default(),
+            Box::new(move |end| {
+                let _ = sender.send(end);
+            }),
+        )
+        .unwrap_or_else(|error| panic!("sandbox refused ({}): {error}", error.code()));
+    let aido_sandbox::Output::Pipes { stdout, .. } = started.output else {
+        panic!("pipes were asked for");
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let ready = line == "READY";
+        seen.push(line);
+        if ready {
+            break;
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("GET http://localhost") && l.contains("hello from the background")),
+        "{seen:?}"
+    );
+    // While it runs, its attempts so far.
+    let so_far = started.control.egress();
+    assert_eq!(so_far.len(), 2, "{so_far:?}");
+    assert!(so_far.iter().all(|r| r.code.is_none()), "{so_far:?}");
+    started.control.write_stdin(b"go\n").unwrap();
+    let ended = receiver
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.exit, aido_sandbox::Exit::Code(0));
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("/late hello from the background")),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("169.254.169.254") && l.contains("status 403")),
+        "{rest:?}"
+    );
+    assert_eq!(server.accepted(), 3, "the refused one reached nothing");
+    let codes: Vec<Option<&str>> = ended.egress.iter().map(|r| r.code.as_deref()).collect();
+    assert_eq!(codes.len(), 4, "{:?}", ended.egress);
+    assert_eq!(&codes[..3], &[None, None, None], "{:?}", ended.egress);
+    assert!(
+        codes[3].is_some(),
+        "the metadata address is refused: {:?}",
+        ended.egress
+    );
+}

@@ -114,6 +114,12 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
     std::fs::write(root.join("old/deep/x"), "x").unwrap();
     std::fs::create_dir_all(root.join("remade")).unwrap();
     std::fs::write(root.join("remade/stale"), "s").unwrap();
+    std::fs::create_dir_all(root.join("opened")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.join("opened"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
     let layers = fixture.base.join("layers");
     std::fs::create_dir(&layers).unwrap();
     let mut profile = fixture.profile();
@@ -124,7 +130,8 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
         &profile,
         "set -e; touch same.txt; echo new > edit.txt; rm gone.txt; chmod +x tool.sh; \
          rm -r old; rm -r remade; mkdir remade; echo fresh > remade/f; \
-         mkdir -p made/sub; echo n > made/sub/n.txt; ln -s edit.txt link; mkfifo pipe",
+         mkdir -p made/sub; echo n > made/sub/n.txt; ln -s edit.txt link; mkfifo pipe; \
+         chmod 701 opened",
     );
     assert_code(&outcome, 0);
     let changes = aido_sandbox::collect_changes(&layers, std::slice::from_ref(root)).unwrap();
@@ -149,6 +156,9 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
                     read(contents)
                 ),
                 Change::Dir { mode, .. } => format!("dir {rel} mode={mode:o}"),
+                Change::DirMode { mode, before, .. } => {
+                    format!("dir mode {rel} {before:o} -> {mode:o}")
+                }
                 Change::Symlink { target, .. } => format!("link {rel} -> {}", target.display()),
                 Change::Removed { dir, .. } => format!("removed {rel} dir={dir}"),
                 Change::Unsupported { what, .. } => format!("unsupported {rel}: {what}"),
@@ -172,6 +182,7 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
             format!("dir made/sub mode={}", shown_dir_mode(&shown)),
             format!("file made/sub/n.txt created=true mode={plain} bytes=2 \"n\\n\""),
             "removed old dir=true".to_string(),
+            "dir mode opened 755 -> 701".to_string(),
             "unsupported pipe: a fifo".to_string(),
             "removed remade dir=true".to_string(),
             format!("dir remade mode={}", shown_dir_mode(&shown)),

@@ -115,10 +115,12 @@ async def test_run_in_sandbox_confines_mounts_as_the_walls_allow_and_plays_back(
         # An image the policy does not list, and limits above the policy's.
         err(await s.call("run_in_sandbox", {"image": "docker.io/library/alpine:latest", "argv": ["true"]}), "container_image_not_allowed")
         err(await s.call("run_in_sandbox", {"image": IMAGE, "argv": ["true"], "pids_max": 1000}), "remote_call_invalid")
-        # A read-write mount inside the walls writes through.
+        # A read-write mount inside the walls: the container writes into a layer, and its
+        # changes are applied after it as journaled effects.
         rw = ok(await s.call("run_in_sandbox", {"image": IMAGE, "shell": "echo made > /workspace/made.txt", "mount": "read_write"}))
         assert rw["exit_code"] == 0, rw
         assert (world.home / "made.txt").read_text() == "made\n"
+        assert [c["change"] for c in rw["changes"]] == ["file_created"], rw
     assert set(aido_containers()) == before, "every container was removed"
     journal = subprocess.run(
         [str(world.bin), "journal", "export", "--jsonl"], env=world.env(), capture_output=True, text=True
@@ -141,6 +143,64 @@ async def test_run_in_sandbox_confines_mounts_as_the_walls_allow_and_plays_back(
         assert reproduced >= 4, reproduced
     finally:
         world.env = plain_env  # type: ignore[method-assign]
+
+
+async def test_a_read_write_workspace_is_a_layer_whose_changes_are_journaled_and_rewound(world):
+    """A container's writes to a `read_write` workspace land in a copy-on-write layer (podman's
+    `:O,upperdir=` volume), are judged by the walls like run_command's, applied as effects with
+    before-images and undone by a rewind, which gives back exactly the tree it found (modes
+    too); a write to a protected path refuses the lot."""
+    if not podman_ready():
+        return
+    from helpers import seq_of
+
+    (world.home / "keep.txt").write_text("old\n")
+    (world.home / "gone.txt").write_text("bye\n")
+    (world.home / "tool.sh").write_text("#!/bin/sh\n")
+    (world.home / "tool.sh").chmod(0o755)
+    (world.home / "dir" / "deep").mkdir(parents=True)
+    (world.home / "dir" / "deep" / "f.txt").write_text("f\n")
+    before = world.snapshot()
+    async with world.session(config=policy()) as s:
+        call = await s.call(
+            "run_in_sandbox",
+            {
+                "image": IMAGE,
+                "shell": "set -e; cd /workspace; echo new > keep.txt; rm gone.txt tool.sh; "
+                "rm -r dir; mkdir -p made/sub; echo m > made/sub/m.txt; chmod 700 made",
+                "mount": "read_write",
+            },
+        )
+        rw = ok(call)
+        assert rw["exit_code"] == 0, rw
+        assert (world.home / "keep.txt").read_text() == "new\n"
+        assert not (world.home / "gone.txt").exists() and not (world.home / "dir").exists()
+        assert (world.home / "made" / "sub" / "m.txt").read_text() == "m\n"
+        assert (world.home / "made").stat().st_mode & 0o777 == 0o700
+        kinds = sorted(c["change"] for c in rw["changes"])
+        assert kinds.count("removed") == 3 and "file_changed" in kinds, rw["changes"]
+        # A rewind to before the call gives the tree back exactly.
+        await s.ok("rewind", {"before_seq": seq_of(call)})
+        assert world.snapshot() == before
+        # A write to a protected path (a git hook) refuses every change; nothing is applied.
+        (world.home / "repo" / ".git" / "hooks").mkdir(parents=True)
+        refused = err(
+            await s.call(
+                "run_in_sandbox",
+                {
+                    "image": IMAGE,
+                    "shell": "echo x > /workspace/fine.txt; echo evil > /workspace/repo/.git/hooks/pre-commit",
+                    "mount": "read_write",
+                },
+            ),
+            "command_changes_refused",
+        )
+        assert "pre-commit" in json.dumps(refused), refused
+        assert not (world.home / "fine.txt").exists()
+        assert not (world.home / "repo" / ".git" / "hooks" / "pre-commit").exists()
+    for x in world.run_json("replay", "sessions", "--json"):
+        proc = world.run("replay", "verify", x["id"])
+        assert proc.returncode == 0, describe(proc)
 
 
 async def test_a_container_group_shares_only_its_loopback_and_the_pod_goes(world):

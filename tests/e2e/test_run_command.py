@@ -146,11 +146,18 @@ async def test_a_commands_file_changes_are_journaled_effects_a_rewind_undoes(wor
     (world.home / "old" / "x" / "empty").mkdir(parents=True)
     (world.home / "old" / "x" / "f.txt").write_text("f\n")
     (world.home / "old" / "top.txt").write_text("top\n")
+    # Modes a rewind must give back: a removed script's and directory's, a chmod of a file and
+    # of a directory that stay.
+    (world.home / "run.sh").write_text("#!/bin/sh\n")
+    (world.home / "run.sh").chmod(0o755)
+    (world.home / "old" / "x").chmod(0o700)
+    (world.home / "keep").mkdir()
+    (world.home / "keep" / "secret.txt").write_text("s\n")
     before = world.snapshot()
     script = (
         "set -e; printf 'one\\nTWO\\n' > notes.txt; rm gone.txt; mkdir -p new/sub; "
         "echo hi > new/sub/hi.txt; chmod +x new/sub/hi.txt; head -c 64 /dev/urandom > blob.bin; "
-        "rm -r old"
+        "rm -r old; rm run.sh; chmod 600 keep/secret.txt; chmod 711 keep; mkdir -m 750 tight"
     )
     async with world.session() as s:
         r = await s.call("run_command", {"shell": script})
@@ -168,7 +175,14 @@ async def test_a_commands_file_changes_are_journaled_effects_a_rewind_undoes(wor
             ("dir_removed", "old/x"),
             ("removed", "old/top.txt"),
             ("dir_removed", "old"),
+            ("removed", "run.sh"),
+            ("file_changed", "keep/secret.txt"),
+            ("mode_changed", "keep"),
+            ("dir_created", "tight"),
         }, out["changes"]
+        assert (world.home / "keep" / "secret.txt").stat().st_mode & 0o777 == 0o600
+        assert (world.home / "keep").stat().st_mode & 0o777 == 0o711
+        assert (world.home / "tight").stat().st_mode & 0o777 == 0o750
         # Applied to the tree, modes included.
         assert not (world.home / "old").exists()
         assert (world.home / "notes.txt").read_text() == "one\nTWO\n"
@@ -318,6 +332,68 @@ async def test_egress_goes_through_the_proxy_the_policy_names_and_is_journaled(w
         assert hits2 == ["/e"]
     finally:
         stop2()
+
+
+async def test_a_background_command_reaches_the_network_through_a_proxy_of_its_own(world):
+    """With `[processes] egress`, a handle's command has its own proxy for as long as it runs:
+    check_handle shows every attempt so far, stop_handle's answer all of them, and playback
+    serves the same answers without the network."""
+    port, hits, stop = _http_server(b"served to a handle")
+    config = (
+        "[processes]\n"
+        f'egress = ["localhost:{port}"]\n'
+        'egress_allow_ranges = ["127.0.0.1/32"]\n'
+    )
+    script = (
+        FETCH.replace("for url in sys.argv[1:]:", "for url in sys.argv[1:2]:")
+        + "print('FIRST-DONE', flush=True)\n"
+        + "sys.stdin.readline()\n"
+        + "for url in sys.argv[2:]:\n"
+        + "    try:\n"
+        + "        print(url, urllib.request.urlopen(url, timeout=10).read().decode(), flush=True)\n"
+        + "    except urllib.error.HTTPError as e:\n"
+        + "        print(url, e.code, e.headers.get('X-Aido-Code'), flush=True)\n"
+        + "sys.stdin.readline()\n"
+    )
+    try:
+        async with world.session(config=config) as s:
+            started = await s.ok(
+                "run_command",
+                {
+                    "argv": [
+                        "python3", "-c", script,
+                        f"http://localhost:{port}/first",
+                        f"http://localhost:{port}/second",
+                        "http://169.254.169.254/",
+                    ],
+                    "background": True,
+                },
+            )
+            handle = started["handle"]
+            cursor, text = 0, ""
+            for _ in range(30):
+                out = await s.ok("check_handle", {"handle": handle, "cursor": cursor, "wait_ms": 2000})
+                text += "".join(f.get("text", "") for f in out["frames"])
+                cursor = out["next_cursor"]
+                if "FIRST-DONE" in text:
+                    break
+            assert f"/first served to a handle" in text, text
+            assert [e.get("code") for e in out["egress"]] == [None], out
+            await s.ok("write_stdin", {"handle": handle, "text": "go\n"})
+            for _ in range(30):
+                out = await s.ok("check_handle", {"handle": handle, "cursor": cursor, "wait_ms": 2000})
+                text += "".join(f.get("text", "") for f in out["frames"])
+                cursor = out["next_cursor"]
+                if "169.254.169.254" in text:
+                    break
+            assert "/second served to a handle" in text and "403 net_denied" in text, text
+            stopped = await s.ok("stop_handle", {"handle": handle})
+            codes = [e.get("code") for e in stopped["egress"]]
+            assert codes == [None, None, "net_denied"], stopped
+        assert hits == ["/first", "/second"]
+        played_back(world)
+    finally:
+        stop()
 
 
 async def test_a_name_on_the_egress_list_that_resolves_to_loopback_is_refused(world):

@@ -124,6 +124,10 @@ pub fn handle_stopped(record: &Value) -> Outcome {
     if !record["failed"].is_null() {
         output["failed"] = record["failed"].clone();
     }
+    // Every connection it tried through its egress proxy, when it had one.
+    if record["egress"].is_array() {
+        output["egress"] = record["egress"].clone();
+    }
     Outcome::from_output(output)
 }
 

@@ -51,6 +51,13 @@ pub enum Step {
         /// Resolved path.
         path: String,
     },
+    /// Set the permission bits of what is at `path` (nothing there: nothing to do).
+    Chmod {
+        /// Resolved path.
+        path: String,
+        /// The bits (`0o7777` at most).
+        mode: u32,
+    },
 }
 
 /// What a rewind will do.
@@ -246,8 +253,12 @@ fn redo(effect: &Effect) -> Vec<Step> {
             to: to.clone(),
         }],
         Effect::DirCreated { path } => vec![Step::Mkdir { path: path.clone() }],
-        Effect::DirRemoved { path } => vec![Step::RemoveDir { path: path.clone() }],
+        Effect::DirRemoved { path, .. } => vec![Step::RemoveDir { path: path.clone() }],
         Effect::FileRemoved { path, .. } => vec![Step::Remove { path: path.clone() }],
+        Effect::ModeChanged { path, mode, .. } => vec![Step::Chmod {
+            path: path.clone(),
+            mode: *mode,
+        }],
         Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
             snapshot: snapshot.clone(),
         }],
@@ -268,22 +279,58 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
         .into()
     };
     Ok(match effect {
-        Effect::FileWritten { path, before, .. } | Effect::FileRemoved { path, before } => {
-            match before {
-                Before::Kept(b) => vec![Step::Write {
+        Effect::FileWritten { path, before, .. }
+        | Effect::FileRemoved {
+            path,
+            before,
+            mode: None,
+        } => match before {
+            Before::Kept(b) => vec![Step::Write {
+                path: path.clone(),
+                blob: b.clone(),
+            }],
+            Before::Absent => vec![Step::Remove { path: path.clone() }],
+            Before::NotKept => return Err(not_kept(path)),
+        },
+        Effect::FileRemoved {
+            path,
+            before,
+            mode: Some(mode),
+        } => match before {
+            Before::Kept(b) => vec![
+                Step::Write {
                     path: path.clone(),
                     blob: b.clone(),
-                }],
-                Before::Absent => vec![Step::Remove { path: path.clone() }],
-                Before::NotKept => return Err(not_kept(path)),
-            }
-        }
+                },
+                Step::Chmod {
+                    path: path.clone(),
+                    mode: *mode,
+                },
+            ],
+            Before::Absent | Before::NotKept => return Err(not_kept(path)),
+        },
+        Effect::ModeChanged { path, before, .. } => vec![Step::Chmod {
+            path: path.clone(),
+            mode: *before,
+        }],
         Effect::Moved { from, to } => vec![Step::Move {
             from: to.clone(),
             to: from.clone(),
         }],
         Effect::DirCreated { path } => vec![Step::RemoveDir { path: path.clone() }],
-        Effect::DirRemoved { path } => vec![Step::Mkdir { path: path.clone() }],
+        Effect::DirRemoved { path, mode } => {
+            let made = Step::Mkdir { path: path.clone() };
+            match mode {
+                Some(mode) => vec![
+                    made,
+                    Step::Chmod {
+                        path: path.clone(),
+                        mode: *mode,
+                    },
+                ],
+                None => vec![made],
+            }
+        }
         // Walking the live timeline backwards, the state before an earlier rewind is the
         // state at its target (what it abandoned is not on this timeline): nothing to undo.
         Effect::RewoundTo { .. } => Vec::new(),

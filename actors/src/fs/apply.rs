@@ -31,7 +31,7 @@ pub enum CommandChange {
         /// Where its new contents are (in the layer, aido's own directory).
         contents: PathBuf,
     },
-    /// A directory was created.
+    /// A directory was created, or an existing one's permission bits changed.
     Dir {
         /// The host path.
         path: PathBuf,
@@ -57,10 +57,12 @@ enum Undo {
     Written(Target, Option<String>),
     /// A directory was made.
     Dir(Target),
-    /// A file was removed: its bytes.
-    Removed(Target, Vec<u8>),
-    /// A directory was removed.
-    DirRemoved(Target),
+    /// A file was removed: its bytes and bits.
+    Removed(Target, Vec<u8>, Option<u32>),
+    /// A directory was removed, with its bits.
+    DirRemoved(Target, Option<u32>),
+    /// The bits of a file or directory were set: the ones it had.
+    Mode(Target, u32),
 }
 
 /// Apply `changes` in order. The result's output lists what was applied; its effects and
@@ -100,7 +102,6 @@ fn step(
     exec: &mut Executed,
     undo: &mut Vec<Undo>,
 ) -> Result<Value, FsError> {
-    use std::os::unix::fs::PermissionsExt;
     match change {
         CommandChange::File {
             path,
@@ -113,36 +114,41 @@ fn step(
             // The write keeps what it replaces (for the journal): a failed apply puts that back.
             let replaced = cx.write(&target, &bytes, true, exec)?;
             undo.push(Undo::Written(target.clone(), replaced.before.clone()));
-            // The mode the command gave it (an existing file's mode survives a write).
-            let file = cx.walls.open_read(&target, cx.session)?;
-            file.set_permissions(std::fs::Permissions::from_mode(*mode & 0o7777))
-                .map_err(|e| FsError::io("chmod", &shown, e))?;
             exec.outcome.effects.extend(replaced.effects());
+            // The bits the command gave it: a replaced file kept its own through the write, a
+            // new one got a new file's; a difference is an effect of its own.
+            let moded = mode_to(cx, &target, *mode, exec, undo)?;
             Ok(json!({
                 "change": if replaced.created { "file_created" } else { "file_changed" },
                 "path": shown,
                 "bytes": bytes.len(),
-                "mode": format!("{mode:04o}"),
+                "mode": format!("{:04o}", mode & 0o7777),
+                "mode_changed": moded,
             }))
         }
         CommandChange::Dir { path, mode } => {
             let shown = path.display().to_string();
             let target = cx.check(&shown, AccessKind::Write)?;
             if cx.walls.metadata(&target)?.is_some_and(|m| m.is_dir()) {
-                return Ok(json!({"change": "dir_exists", "path": shown}));
+                // It was there: only its bits can have changed.
+                let before = mode_to(cx, &target, *mode, exec, undo)?;
+                return Ok(match before {
+                    Some(before) => json!({
+                        "change": "mode_changed", "path": shown,
+                        "mode": format!("{:04o}", mode & 0o7777), "before": before,
+                    }),
+                    None => json!({"change": "dir_exists", "path": shown}),
+                });
             }
             cx.walls.make_dirs(&target)?;
             undo.push(Undo::Dir(target.clone()));
-            let dir = cx.walls.root_dir(&target.root)?;
-            if let Ok(opened) = dir.open_dir(&target.rel) {
-                let _ = opened
-                    .into_std_file()
-                    .set_permissions(std::fs::Permissions::from_mode(*mode & 0o7777));
-            }
             exec.outcome.effects.push(Effect::DirCreated {
                 path: shown.clone(),
             });
-            Ok(json!({"change": "dir_created", "path": shown, "mode": format!("{mode:04o}")}))
+            mode_to(cx, &target, *mode, exec, undo)?;
+            Ok(
+                json!({"change": "dir_created", "path": shown, "mode": format!("{:04o}", mode & 0o7777)}),
+            )
         }
         CommandChange::Removed { path } => {
             let shown = path.display().to_string();
@@ -150,29 +156,67 @@ fn step(
             let bytes = cx
                 .walls
                 .read_all(&target, cx.session, cx.limits.blob_bytes_max)?;
+            let mode = mode_of(cx, &target)?;
             let blob = render::blob_name(&bytes);
             cx.walls.remove(&target)?;
             exec.blobs.push((blob.clone(), bytes.clone()));
-            undo.push(Undo::Removed(target, bytes));
+            undo.push(Undo::Removed(target, bytes, mode));
             exec.outcome.effects.push(Effect::FileRemoved {
                 path: shown.clone(),
                 before: Before::Kept(blob),
+                mode,
             });
             Ok(json!({"change": "removed", "path": shown}))
         }
         CommandChange::RemovedDir { path } => {
             let shown = path.display().to_string();
             let target = cx.check(&shown, AccessKind::Delete)?;
+            let mode = mode_of(cx, &target)?;
             let dir = cx.walls.root_dir(&target.root)?;
             // Empty by now (its entries came first); anything else in it makes this fail.
             dir.remove_dir(&target.rel)
                 .map_err(|e| FsError::io("rmdir", &shown, e))?;
-            undo.push(Undo::DirRemoved(target));
+            undo.push(Undo::DirRemoved(target, mode));
             exec.outcome.effects.push(Effect::DirRemoved {
                 path: shown.clone(),
+                mode,
             });
             Ok(json!({"change": "dir_removed", "path": shown}))
         }
+    }
+}
+
+/// The permission bits of what is at `target`, if anything.
+fn mode_of(cx: &Ctx, target: &Target) -> Result<Option<u32>, FsError> {
+    use cap_std::fs::PermissionsExt;
+    Ok(cx
+        .walls
+        .metadata(target)?
+        .map(|m| m.permissions().mode() & 0o7777))
+}
+
+/// Give what is at `target` the bits `mode`; when they differ from the ones it had, that is a
+/// `ModeChanged` effect (and an undo). The old bits, formatted, when they changed.
+fn mode_to(
+    cx: &Ctx,
+    target: &Target,
+    mode: u32,
+    exec: &mut Executed,
+    undo: &mut Vec<Undo>,
+) -> Result<Option<String>, FsError> {
+    let mode = mode & 0o7777;
+    let before = cx.walls.set_mode(target, cx.session, mode)?;
+    match before {
+        Some(before) if before != mode => {
+            undo.push(Undo::Mode(target.clone(), before));
+            exec.outcome.effects.push(Effect::ModeChanged {
+                path: target.shown(),
+                mode,
+                before,
+            });
+            Ok(Some(format!("{before:04o}")))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -211,12 +255,22 @@ fn put_back(cx: &Ctx, undo: Vec<Undo>, blobs: &[(String, Vec<u8>)]) {
             .write_atomic(target, cx.session, &NewContents::new(old), true, None)
             .map(|_| ())
     };
+    let chmod = |target: &Target, mode: Option<u32>| match mode {
+        Some(mode) => cx.walls.set_mode(target, cx.session, mode).map(drop),
+        None => Ok(()),
+    };
     for step in undo.into_iter().rev() {
         let result = match &step {
             Undo::Written(target, Some(hash)) => kept(hash).and_then(|old| rewrite(target, &old)),
-            Undo::Removed(target, old) => rewrite(target, old),
+            Undo::Removed(target, old, mode) => {
+                rewrite(target, old).and_then(|()| chmod(target, *mode))
+            }
             Undo::Written(target, None) => cx.walls.remove(target),
-            Undo::DirRemoved(target) => cx.walls.make_dirs(target),
+            Undo::DirRemoved(target, mode) => cx
+                .walls
+                .make_dirs(target)
+                .and_then(|()| chmod(target, *mode)),
+            Undo::Mode(target, mode) => chmod(target, Some(*mode)),
             Undo::Dir(target) => cx.walls.root_dir(&target.root).and_then(|dir| {
                 dir.remove_dir(&target.rel)
                     .map_err(|e| FsError::io("rmdir", &target.shown(), e))

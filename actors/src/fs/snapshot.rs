@@ -206,6 +206,13 @@ impl Snapshots {
                 hook::call(Op::Mkdir, &target.resolved);
                 walls.make_dirs(&target).map_err(Failure::from)?;
             }
+            Step::Chmod { path, mode } => {
+                let target = check(&path, AccessKind::Write)?;
+                hook::call(Op::Write, &target.resolved);
+                walls
+                    .set_mode(&target, session, mode)
+                    .map_err(Failure::from)?;
+            }
             Step::RemoveDir { path } => {
                 let target = check(&path, AccessKind::Delete)?;
                 let dir = walls.root_dir(&target.root).map_err(Failure::from)?;

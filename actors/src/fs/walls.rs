@@ -241,6 +241,48 @@ impl Walls {
         Ok(file)
     }
 
+    /// Set the permission bits (`0o7777` at most) of the file or directory at `target`,
+    /// through a descriptor checked like every open; the bits it had, or `None` when nothing
+    /// is there.
+    pub(crate) fn set_mode(
+        &self,
+        target: &Target,
+        ctx: &SessionContext,
+        mode: u32,
+    ) -> Result<Option<u32>, FsError> {
+        use std::os::unix::fs::PermissionsExt;
+        let Some(meta) = self.metadata(target)? else {
+            return Ok(None);
+        };
+        let dir = self.root_dir(&target.root)?;
+        let opened = if meta.is_dir() {
+            dir.open_dir(&target.rel).map(Dir::into_std_file)
+        } else {
+            dir.open(&target.rel).map(cap_std::fs::File::into_std)
+        }
+        .map_err(|e| opening("open", target, e))?;
+        self.confirm_fd(&opened, target, ctx)?;
+        let shown = target.shown();
+        let before = opened
+            .metadata()
+            .map_err(|e| FsError::io("stat", &shown, e))?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if before != mode & 0o7777 {
+            let bits = std::fs::Permissions::from_mode(mode & 0o7777);
+            let set = if meta.is_dir() {
+                // cap-std opens directories with O_PATH, which fchmod refuses: the descriptor's
+                // magic link names exactly the directory it opened.
+                std::fs::set_permissions(format!("/proc/self/fd/{}", opened.as_raw_fd()), bits)
+            } else {
+                opened.set_permissions(bits)
+            };
+            set.map_err(|e| FsError::io("chmod", &shown, e))?;
+        }
+        Ok(Some(before))
+    }
+
     /// Metadata following symlinks inside the root; `None` when the path does not exist.
     pub(crate) fn metadata(
         &self,

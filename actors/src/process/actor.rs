@@ -99,14 +99,19 @@ impl Actor for ProcessBody {
     ) -> Result<Self::State, ActorProcessingErr> {
         // The first walk of a large write root (a home) happens now, not in the first command;
         // choosing the child's host (which starts the helper once to read its build) too,
-        // off the runtime's start.
+        // off the runtime's start. On a thread of its own, not tokio's blocking pool: a runtime
+        // that ends (`aido exec`) must not wait for a walk nobody needs any more.
         let (globs, profile) = (
             Arc::clone(&args.globs),
             profile_of(&args.policy, &args.hidden),
         );
-        tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
             if let Ok((exe, why)) = aido_sandbox::host_exe() {
                 tracing::info!(host = %exe.display(), why, "the sandbox child's executable");
+                if aido_sandbox::single_command() {
+                    // Its one command expands them itself, once.
+                    return;
+                }
                 if let Err(error) = Sandbox::new(exe).with_globs(globs).warm(&profile) {
                     tracing::debug!("deny globs not expanded ahead: {error}");
                 }
@@ -325,6 +330,25 @@ async fn run_command(
 
 /// A handle primitive's result: the recorded answer is the result (playback renders it back
 /// with [`handle_answered`]).
+/// A finished run's file changes, taken over: the layer of `roots[i]` is `layers/i/upper`;
+/// its changes are read back and judged ([`admit`]) for the executor to apply. `record` (the
+/// run's, journaled with its result) is in the details of a refusal. Blocking.
+pub(super) fn take_over(
+    args: &ProcessBodyArgs,
+    session: &SessionContext,
+    layers: Layers,
+    roots: &[PathBuf],
+    record: &Value,
+) -> Result<Pending, Failure> {
+    let changes = aido_sandbox::collect_changes(&layers.dir, roots)
+        .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+    let changes = admit(args, session, changes, record)?;
+    Ok(Pending {
+        changes,
+        _layers: layers,
+    })
+}
+
 fn answered(value: Value) -> Ran {
     let mut executed = Executed::new(handle_answered(&value));
     executed.outcome.inputs.push(Input::Answer {
@@ -366,9 +390,8 @@ async fn start_background(
     }
     let request = request_of(run, &cwd, output_bytes_max(&args.policy))
         .map_err(ProcessError::into_failure)?;
+    // With `[processes] egress`, the command has its own egress proxy for as long as it runs.
     let mut profile = profile_of(&args.policy, &args.hidden);
-    // A background command has no network (the egress proxy serves one foreground run).
-    profile.network = aido_sandbox::Network::None;
     let layers = Layers::new(&args.layers).map_err(|error| {
         Failure::new(
             "sandbox_setup_failed",
@@ -612,10 +635,13 @@ fn admit(
                     contents,
                 }),
             },
-            Change::Dir { path, mode } => match walls(&path, AccessKind::Write) {
-                Err(code) => refuse(&path, "changed", code),
-                Ok(()) => admitted.push(CommandChange::Dir { path, mode }),
-            },
+            // A directory made, or one whose bits changed: the filesystem body tells which.
+            Change::Dir { path, mode } | Change::DirMode { path, mode, .. } => {
+                match walls(&path, AccessKind::Write) {
+                    Err(code) => refuse(&path, "changed", code),
+                    Ok(()) => admitted.push(CommandChange::Dir { path, mode }),
+                }
+            }
             Change::Removed { path, dir } => match walls(&path, AccessKind::Delete) {
                 Err(code) => refuse(&path, "changed", code),
                 Ok(()) if !dir => admitted.push(CommandChange::Removed { path }),

@@ -111,6 +111,12 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
             Change::Dir { path, mode } => {
                 json!({"change": "dir_created", "path": path, "mode": format!("{mode:04o}")})
             }
+            Change::DirMode { path, mode, before } => json!({
+                "change": "mode_changed",
+                "path": path,
+                "mode": format!("{mode:04o}"),
+                "before": format!("{before:04o}"),
+            }),
             Change::Symlink { path, target } => {
                 json!({"change": "symlink_created", "path": path, "target": target})
             }

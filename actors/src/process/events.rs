@@ -947,7 +947,8 @@ async fn fire(
                     Effect::FileWritten { path, .. }
                     | Effect::FileRemoved { path, .. }
                     | Effect::DirCreated { path }
-                    | Effect::DirRemoved { path } => vec![path.clone()],
+                    | Effect::DirRemoved { path, .. }
+                    | Effect::ModeChanged { path, .. } => vec![path.clone()],
                     Effect::Moved { from, to } => vec![from.clone(), to.clone()],
                     Effect::SnapshotRestored { .. } | Effect::RewoundTo { .. } => Vec::new(),
                 })

@@ -324,8 +324,22 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
+    /// Its state, with the connections it tried so far through its egress proxy, if any.
     fn state(&self) -> Value {
-        self.cell.with(|state| state_of(state))
+        let mut out = self.cell.with(|state| state_of(state));
+        self.with_egress(&mut out);
+        out
+    }
+
+    /// Adds `egress` (every attempt through its proxy so far) to `out`, when it has any and
+    /// `out` does not say them already (an ended command's come with its end).
+    fn with_egress(&self, out: &mut Value) {
+        if out.get("egress").is_none() {
+            let egress = self.control.egress();
+            if !egress.is_empty() {
+                out["egress"] = json!(egress);
+            }
+        }
     }
 }
 
@@ -348,6 +362,9 @@ fn state_of(state: &State) -> Value {
             out["signal"] = signal;
             out["timed_out"] = json!(timed_out);
             out["duration_ms"] = json!(ended.duration_ms);
+            if !ended.egress.is_empty() {
+                out["egress"] = json!(ended.egress);
+            }
         }
         Some(End::Failed(code, message)) => {
             out["failed"] = json!({"code": code, "message": message});
@@ -534,6 +551,8 @@ impl HandleTable {
             out["more"] = json!(window.more);
             out
         });
+        let mut answer = answer;
+        handle.with_egress(&mut answer);
         Ok(answer)
     }
 

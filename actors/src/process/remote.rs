@@ -13,7 +13,8 @@ use aido_remote::ssh::{SshRequest, SshTarget};
 use aido_walk::process::{ANSWERED_BY, is_secret_name};
 use serde_json::{Value, json};
 
-use super::actor::{ProcessBodyArgs, Ran};
+use super::actor::{Pending, ProcessBodyArgs, Ran, take_over};
+use super::dry::Layers;
 use crate::fs::Executed;
 use crate::ticket::Ticket;
 
@@ -169,14 +170,16 @@ pub(crate) async fn ssh_exec(
 
 /// One container's spec and its journaled start (image, argv, env with secret values hashed,
 /// the mount, the confinement), the workspace judged by the walls again and its deny-glob
-/// matches hidden.
+/// matches hidden. A `read_write` workspace is mounted over the copy-on-write `layer` (made
+/// here): the container's writes land there, and the workspace it returns (the third value)
+/// is the host directory they are taken over into.
 fn container_of(
     args: &ProcessBodyArgs,
     container: &Container,
     session: &SessionContext,
     output_bytes_max: usize,
-    empty_dir: &Path,
-) -> Result<(ContainerSpec, Value), Failure> {
+    (empty_dir, layer): (&Path, &Path),
+) -> Result<(ContainerSpec, Value, Option<PathBuf>), Failure> {
     let config = &args.policy.config().containers;
     if !config.images.iter().any(|image| image == &container.image) {
         return Err(Failure::new(
@@ -207,6 +210,7 @@ fn container_of(
     let mut mounts = Vec::new();
     let mut workspace = Value::Null;
     let mut hidden = Vec::new();
+    let mut written = None;
     if container.mount != WorkspaceMount::None {
         let kind = match container.mount {
             WorkspaceMount::ReadWrite => AccessKind::Write,
@@ -223,10 +227,23 @@ fn container_of(
                 resolved.display()
             )));
         }
+        let read_only = container.mount != WorkspaceMount::ReadWrite;
+        if !read_only {
+            for part in ["upper", "work"] {
+                std::fs::create_dir_all(layer.join(part)).map_err(|e| {
+                    Failure::new(
+                        "sandbox_setup_failed",
+                        format!("the workspace's layer {}: {e}", layer.display()),
+                    )
+                })?;
+            }
+            written = Some(resolved.clone());
+        }
         mounts.push(Mount {
             host: resolved.clone(),
             container: WORKSPACE_IN_CONTAINER.into(),
-            read_only: container.mount != WorkspaceMount::ReadWrite,
+            read_only,
+            layer: (!read_only).then(|| layer.to_owned()),
         });
         for (path, is_dir) in hidden_within(&args.policy, &args.hidden, &resolved)? {
             let inside = format!(
@@ -242,6 +259,7 @@ fn container_of(
                 },
                 container: inside,
                 read_only: true,
+                layer: None,
             });
         }
         workspace = json!(resolved);
@@ -291,9 +309,41 @@ fn container_of(
             "memory_bytes": spec.memory_bytes,
             "runtime": config.runtime,
             "hidden": hidden,
+            // A read-write workspace's writes go to a layer and are applied after the run as
+            // journaled effects (file_changes_journaled in the result).
+            "workspace_writes": if written.is_some() { "layer" } else { "none" },
         },
     });
-    Ok((spec, record))
+    Ok((spec, record, written))
+}
+
+/// The changes the containers of a run made to their read-write workspaces (the layer of
+/// `roots[i]` in `layers/i`), taken over for the executor to apply; none without one.
+async fn taken_over(
+    args: &ProcessBodyArgs,
+    session: &SessionContext,
+    layers: Layers,
+    roots: Vec<PathBuf>,
+    record: &mut Value,
+) -> Result<Option<Pending>, Failure> {
+    if roots.iter().all(|root| root.as_os_str().is_empty()) {
+        return Ok(None);
+    }
+    record["file_changes_journaled"] = json!(true);
+    let (args, session, shown) = (args.clone(), session.clone(), record.clone());
+    tokio::task::spawn_blocking(move || take_over(&args, &session, layers, &roots, &shown))
+        .await
+        .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+        .map(Some)
+}
+
+fn layers_of(args: &ProcessBodyArgs) -> Result<Layers, Failure> {
+    Layers::new(&args.layers).map_err(|error| {
+        Failure::new(
+            "sandbox_setup_failed",
+            format!("a layer directory under {}: {error}", args.layers.display()),
+        )
+    })
 }
 
 /// The entries under `root` a container must not see: every one a deny glob matches (a
@@ -366,15 +416,25 @@ pub(crate) async fn run_in_sandbox(
         .prefix("aido-hide-")
         .tempdir()
         .map_err(|e| invalid(format!("a private directory: {e}")))?;
-    let (spec, mut record) =
-        container_of(args, container, session, output_bytes_max, empty.path())?;
+    let layers = layers_of(args)?;
+    let (spec, mut record, written) = container_of(
+        args,
+        container,
+        session,
+        output_bytes_max,
+        (empty.path(), &layers.dir.join("0")),
+    )?;
     let podman = podman_of(args).await?;
     committed(ticket)?;
     let outcome = aido_remote::podman::run(&podman, &spec)
         .await
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
     ended(&mut record, &outcome, &podman);
-    Ok(answered(aido_walk::remote::container_ran(&record), record))
+    let roots = vec![written.unwrap_or_default()];
+    let pending = taken_over(args, session, layers, roots, &mut record).await?;
+    let mut ran = answered(aido_walk::remote::container_ran(&record), record);
+    ran.pending = pending;
+    Ok(ran)
 }
 
 /// `run_container_group`.
@@ -399,12 +459,17 @@ pub(crate) async fn run_container_group(
         .map_err(|e| invalid(format!("a private directory: {e}")))?;
     // The group's output shares one record: each container keeps its share of the cap.
     let share = output_bytes_max / group.containers.len();
+    let layers = layers_of(args)?;
     let mut specs = Vec::new();
     let mut records = Vec::new();
-    for container in &group.containers {
-        let (spec, record) = container_of(args, container, session, share, empty.path())?;
+    let mut roots = Vec::new();
+    for (index, container) in group.containers.iter().enumerate() {
+        let layer = layers.dir.join(index.to_string());
+        let (spec, record, written) =
+            container_of(args, container, session, share, (empty.path(), &layer))?;
         specs.push(spec);
         records.push(record);
+        roots.push(written.unwrap_or_default());
     }
     let podman = podman_of(args).await?;
     committed(ticket)?;
@@ -414,6 +479,9 @@ pub(crate) async fn run_container_group(
     for (record, outcome) in records.iter_mut().zip(&outcomes) {
         ended(record, outcome, &podman);
     }
-    let record = json!({"pod": true, "containers": records});
-    Ok(answered(aido_walk::remote::group_ran(&record), record))
+    let mut record = json!({"pod": true, "containers": records});
+    let pending = taken_over(args, session, layers, roots, &mut record).await?;
+    let mut ran = answered(aido_walk::remote::group_ran(&record), record);
+    ran.pending = pending;
+    Ok(ran)
 }
