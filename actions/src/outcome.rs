@@ -164,6 +164,14 @@ pub enum Effect {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mode: Option<u32>,
     },
+    /// A symbolic link was removed (the link, never what it points at); undoing it makes the
+    /// link again.
+    LinkRemoved {
+        /// Resolved path (of the link itself).
+        path: String,
+        /// What it pointed at, as written in it.
+        target: String,
+    },
     /// A file's or directory's permission bits changed (a command's `chmod`, or a file it
     /// created with bits other than a new file gets); undoing it sets `before` again.
     ModeChanged {

@@ -147,6 +147,9 @@ fn derived(h: &Home, ws: &Path, before: &BTreeMap<String, Vec<u8>>) -> BTreeMap<
                     Effect::DirCreated { .. }
                     | Effect::DirRemoved { .. }
                     | Effect::ModeChanged { .. } => {}
+                    Effect::LinkRemoved { path, .. } => {
+                        model.remove(&path);
+                    }
                     Effect::SnapshotRestored { taken_at, .. } => model = at(&states, taken_at),
                     Effect::RewoundTo { seq } => model = at(&states, seq),
                 }

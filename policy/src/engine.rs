@@ -720,12 +720,21 @@ impl PolicyEngine {
         resolver: &dyn PathResolver,
     ) -> Result<Admitted<'_>, PathCheckError> {
         let lexical = self.absolute(given, &ctx.cwd)?;
-        let resolved = resolver
-            .resolve_from(&lexical, &self.anchors)
-            .map_err(|error| PathCheckError::Unresolvable {
-                given: given.to_owned(),
-                error,
-            })?;
+        let unresolvable = |error| PathCheckError::Unresolvable {
+            given: given.to_owned(),
+            error,
+        };
+        let resolved = match (kind, lexical.parent(), lexical.file_name()) {
+            // A removal (or the source of a move) takes the entry itself, as unlink and rename
+            // do: a symlink in the last component is the link, never its target.
+            (AccessKind::Delete, Some(parent), Some(name)) => resolver
+                .resolve_from(parent, &self.anchors)
+                .map_err(unresolvable)?
+                .join(name),
+            _ => resolver
+                .resolve_from(&lexical, &self.anchors)
+                .map_err(unresolvable)?,
+        };
         let root = self.admit(&resolved, kind, given)?;
         // The path as written is matched first, then the resolved one unless it is the same.
         let same = lexical.as_os_str() == resolved.as_os_str();
@@ -1044,6 +1053,13 @@ mod tests {
             ("write_file", "missing/../../../etc/x", "path_unresolvable"),
             ("move_to_trash", "{b}/w/a", "path_is_wall_root"),
             ("move_to_trash", "{b}/w/a/file", "allow"),
+            // A removal takes the link itself: one that leads out of the walls (or into a
+            // denied directory) can go, what it names stays where it is.
+            ("move_to_trash", "secret_link", "allow"),
+            ("move_to_trash", "to_outside", "allow"),
+            ("move_to_trash", "keys", "allow"),
+            ("move_to_trash", "to_outside/secret", "path_outside_walls"), // through the link
+            ("move_to_trash", "keys/id_ed25519", "path_denied_by_pattern"),
         ];
         for (primitive, path, expected) in cases {
             let path = path.replace("{b}", &b);

@@ -160,8 +160,12 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
                 Effect::DirRemoved { path, .. } => {
                     let _ = std::fs::remove_dir(scratch_path(scratch, path));
                 }
-                // The model holds contents; a mode changes none.
+                // The model holds file contents; a mode changes none, and a link holds none.
                 Effect::ModeChanged { .. } => {}
+                Effect::LinkRemoved { path, .. } => {
+                    state.insert(path.clone(), None);
+                    let _ = std::fs::remove_file(scratch_path(scratch, path));
+                }
                 Effect::SnapshotRestored { taken_at, .. } => {
                     state = out.state_at(*taken_at);
                     rewrite(journal, &state, scratch)?;

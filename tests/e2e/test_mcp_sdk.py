@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -601,6 +602,29 @@ async def test_move_to_trash_and_restore_round_trip(world):
         (world.home / "src").rmdir()
         await s.ok("restore_from_trash", {"path": "~/src"})
         assert (world.home / "src" / "app.py").read_text().startswith("def main():")
+
+
+async def test_a_link_goes_to_the_trash_as_a_link_never_its_target(world):
+    """move_to_trash of a symbolic link takes the link (as `rm` and `mv` do); what it points
+    at stays, also when it leads out of the walls; a rewind puts the link back."""
+    (world.home / "real.txt").write_text("stays\n")
+    (world.home / "alias.txt").symlink_to("real.txt")
+    (world.home / "away").symlink_to(str(world.outside / "secret.txt"))
+    before = world.snapshot()
+    async with world.session() as s:
+        trashed = await s.call("move_to_trash", {"path": "~/alias.txt"})
+        out = ok(trashed)
+        assert not os.path.lexists(world.home / "alias.txt")
+        assert (world.home / "real.txt").read_text() == "stays\n"
+        assert Path(out["trashed_to"]).is_symlink(), out
+        await s.ok("move_to_trash", {"path": "~/away"})
+        assert (world.outside / "secret.txt").exists(), "nothing outside the walls moved"
+        await s.ok("rewind", {"before_seq": seq_of(trashed)})
+        # Everything outside the trash is as it was (the trash keeps its .trashinfo files: a
+        # rewind does not journal them yet).
+        after = {k: v for k, v in world.snapshot().items() if not k.startswith(".local")}
+        assert after == before
+        assert list((world.home / ".local" / "share" / "Trash" / "files").iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------

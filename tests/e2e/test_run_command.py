@@ -5,6 +5,8 @@ the CLI; nothing is skipped: a host without the sandbox's layers fails these tes
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from helpers import err, ok, seq_of
@@ -214,17 +216,36 @@ async def test_a_command_whose_changes_the_walls_refuse_changes_nothing(world):
         # The command ran (its output is in the details); nothing of it reached the tree.
         assert e["details"]["command"]["stdout"] == "done\n", e
         assert world.snapshot() == before
-        # A removed directory is taken over entry by entry: one that held a link is refused
-        # whole, naming the link.
-        (world.home / "tree" / "x").mkdir(parents=True)
-        (world.home / "tree" / "x" / "f.txt").write_text("f\n")
-        (world.home / "tree" / "x" / "ln").symlink_to("f.txt")
-        before = world.snapshot()
-        e = await s.err("run_command", {"shell": "rm -r tree; echo new > other.txt"}, "command_changes_refused")
-        refused = [(r["path"].rsplit("/", 1)[-1], r["code"]) for r in e["details"]["refused"]]
-        assert refused == [("ln", "command_change_unsupported")], e
+    played_back(world)
+
+
+async def test_a_removed_link_goes_as_a_link_and_a_rewind_makes_it_again(world):
+    """`rm link` removes the link, never what it points at (also inside a removed directory,
+    and a link that leads out of the walls); the journal keeps what each pointed at, so a
+    rewind makes them again exactly."""
+    (world.home / "target.txt").write_text("kept\n")
+    (world.home / "link.txt").symlink_to("target.txt")
+    (world.home / "tree" / "x").mkdir(parents=True)
+    (world.home / "tree" / "x" / "f.txt").write_text("f\n")
+    (world.home / "tree" / "x" / "ln").symlink_to("f.txt")
+    (world.home / "out").symlink_to(str(world.outside))
+    before = world.snapshot()
+    async with world.session() as s:
+        r = await s.call("run_command", {"shell": "rm link.txt out; rm -r tree"})
+        out = ok(r)
+        assert out["exit_code"] == 0, out
+        assert not os.path.lexists(world.home / "link.txt") and not os.path.lexists(world.home / "out")
+        assert (world.home / "target.txt").read_text() == "kept\n", "the target is untouched"
+        assert world.outside.is_dir(), "what a link leads to outside the walls is untouched"
+        assert not (world.home / "tree").exists()
+        kinds = sorted(c["change"] for c in out["changes"])
+        assert kinds.count("link_removed") == 3, out["changes"]
+        await s.ok("rewind", {"before_seq": seq_of(r)})
         assert world.snapshot() == before
-        assert not (world.home / "other.txt").exists()
+        assert os.readlink(world.home / "link.txt") == "target.txt"
+    for x in session_ids(world):
+        proc = world.run("replay", "verify", x["id"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
     played_back(world)
 
 

@@ -51,6 +51,13 @@ pub enum Step {
         /// Resolved path.
         path: String,
     },
+    /// Make a symbolic link at `path` pointing at `target` (what is at `path` goes first).
+    Link {
+        /// Resolved path.
+        path: String,
+        /// What it points at, as written.
+        target: String,
+    },
     /// Set the permission bits of what is at `path` (nothing there: nothing to do).
     Chmod {
         /// Resolved path.
@@ -259,6 +266,7 @@ fn redo(effect: &Effect) -> Vec<Step> {
             path: path.clone(),
             mode: *mode,
         }],
+        Effect::LinkRemoved { path, .. } => vec![Step::Remove { path: path.clone() }],
         Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
             snapshot: snapshot.clone(),
         }],
@@ -312,6 +320,10 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
         Effect::ModeChanged { path, before, .. } => vec![Step::Chmod {
             path: path.clone(),
             mode: *before,
+        }],
+        Effect::LinkRemoved { path, target } => vec![Step::Link {
+            path: path.clone(),
+            target: target.clone(),
         }],
         Effect::Moved { from, to } => vec![Step::Move {
             from: to.clone(),

@@ -63,6 +63,8 @@ enum Undo {
     DirRemoved(Target, Option<u32>),
     /// The bits of a file or directory were set: the ones it had.
     Mode(Target, u32),
+    /// A symbolic link was removed: what it pointed at.
+    LinkRemoved(Target, String),
 }
 
 /// Apply `changes` in order. The result's output lists what was applied; its effects and
@@ -153,6 +155,16 @@ fn step(
         CommandChange::Removed { path } => {
             let shown = path.display().to_string();
             let target = cx.check(&shown, AccessKind::Delete)?;
+            // A link goes as a link (what it pointed at is kept), never read through.
+            if let Some(points_to) = cx.walls.link_target(&target)? {
+                cx.walls.remove(&target)?;
+                undo.push(Undo::LinkRemoved(target, points_to.clone()));
+                exec.outcome.effects.push(Effect::LinkRemoved {
+                    path: shown.clone(),
+                    target: points_to.clone(),
+                });
+                return Ok(json!({"change": "link_removed", "path": shown, "target": points_to}));
+            }
             let bytes = cx
                 .walls
                 .read_all(&target, cx.session, cx.limits.blob_bytes_max)?;
@@ -271,6 +283,7 @@ fn put_back(cx: &Ctx, undo: Vec<Undo>, blobs: &[(String, Vec<u8>)]) {
                 .make_dirs(target)
                 .and_then(|()| chmod(target, *mode)),
             Undo::Mode(target, mode) => chmod(target, Some(*mode)),
+            Undo::LinkRemoved(target, points_to) => cx.walls.make_link(target, points_to),
             Undo::Dir(target) => cx.walls.root_dir(&target.root).and_then(|dir| {
                 dir.remove_dir(&target.rel)
                     .map_err(|e| FsError::io("rmdir", &target.shown(), e))

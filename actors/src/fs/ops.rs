@@ -388,7 +388,8 @@ pub(crate) fn file_info(cx: &Ctx, a: &FileInfo) -> Result<Executed, FsError> {
 pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Delete)?;
     let shown = target.shown();
-    if cx.walls.metadata(&target)?.is_none() {
+    // The entry itself: a link goes as a link.
+    if cx.walls.entry_metadata(&target)?.is_none() {
         return Err(FsError::NotFound { path: shown });
     }
     if cx.trash.starts_with(&target.resolved) {

@@ -206,6 +206,17 @@ impl Snapshots {
                 hook::call(Op::Mkdir, &target.resolved);
                 walls.make_dirs(&target).map_err(Failure::from)?;
             }
+            Step::Link {
+                path,
+                target: points_to,
+            } => {
+                // The entry itself: a link there is replaced, never followed.
+                let target = check(&path, AccessKind::Delete)?;
+                hook::call(Op::Write, &target.resolved);
+                walls
+                    .make_link(&target, &points_to)
+                    .map_err(Failure::from)?;
+            }
             Step::Chmod { path, mode } => {
                 let target = check(&path, AccessKind::Write)?;
                 hook::call(Op::Write, &target.resolved);

@@ -241,6 +241,50 @@ impl Walls {
         Ok(file)
     }
 
+    /// Make a symbolic link at `target` (checked as the entry itself) pointing at `points_to`,
+    /// its parent directories made as needed. A link already there goes first (it is what a
+    /// rewind puts back); anything else there is left, and the call fails.
+    pub(crate) fn make_link(&self, target: &Target, points_to: &str) -> Result<(), FsError> {
+        let shown = target.shown();
+        let parent = self
+            .parent(target, Missing::Create, &mut Vec::new())?
+            .ok_or_else(|| FsError::NotFound {
+                path: shown.clone(),
+            })?;
+        let name = parent.name.as_os_str();
+        match rustix::fs::statat(&parent.dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink => {
+                rustix::fs::unlinkat(&parent.dir, name, AtFlags::empty())
+                    .map_err(|e| FsError::io("unlink", &shown, e.into()))?;
+            }
+            Ok(_) => {
+                return Err(FsError::io(
+                    "link",
+                    &shown,
+                    std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+                ));
+            }
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(FsError::io("stat", &shown, e.into())),
+        }
+        rustix::fs::symlinkat(points_to, &parent.dir, name)
+            .map_err(|e| FsError::io("symlink", &shown, e.into()))
+    }
+
+    /// What the symbolic link at `target` (checked as the entry itself) points at, or `None`
+    /// when what is there is no link.
+    pub(crate) fn link_target(&self, target: &Target) -> Result<Option<String>, FsError> {
+        let shown = target.shown();
+        let Some(parent) = self.parent(target, Missing::Absent, &mut Vec::new())? else {
+            return Ok(None);
+        };
+        match rustix::fs::readlinkat(&parent.dir, parent.name.as_os_str(), Vec::new()) {
+            Ok(points_to) => Ok(Some(points_to.to_string_lossy().into_owned())),
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(FsError::io("readlink", &shown, e.into())),
+        }
+    }
+
     /// Set the permission bits (`0o7777` at most) of the file or directory at `target`,
     /// through a descriptor checked like every open; the bits it had, or `None` when nothing
     /// is there.
@@ -281,6 +325,19 @@ impl Walls {
             set.map_err(|e| FsError::io("chmod", &shown, e))?;
         }
         Ok(Some(before))
+    }
+
+    /// Metadata of the entry itself (a symlink is not followed); `None` when nothing is there.
+    pub(crate) fn entry_metadata(
+        &self,
+        target: &Target,
+    ) -> Result<Option<cap_std::fs::Metadata>, FsError> {
+        let dir = self.root_dir(&target.root)?;
+        match dir.symlink_metadata(&target.rel) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(opening("stat", target, e)),
+        }
     }
 
     /// Metadata following symlinks inside the root; `None` when the path does not exist.

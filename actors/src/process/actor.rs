@@ -563,10 +563,9 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
             if kind.is_dir() {
                 visit(&path, out)?;
                 out.push((path, Ok(true)));
-            } else if kind.is_file() {
+            } else if kind.is_file() || kind.is_symlink() {
+                // A link is removed as itself (what it pointed at is kept).
                 out.push((path, Ok(false)));
-            } else if kind.is_symlink() {
-                out.push((path, Err("symlink")));
             } else {
                 out.push((path, Err("special file")));
             }

@@ -948,7 +948,8 @@ async fn fire(
                     | Effect::FileRemoved { path, .. }
                     | Effect::DirCreated { path }
                     | Effect::DirRemoved { path, .. }
-                    | Effect::ModeChanged { path, .. } => vec![path.clone()],
+                    | Effect::ModeChanged { path, .. }
+                    | Effect::LinkRemoved { path, .. } => vec![path.clone()],
                     Effect::Moved { from, to } => vec![from.clone(), to.clone()],
                     Effect::SnapshotRestored { .. } | Effect::RewoundTo { .. } => Vec::new(),
                 })
