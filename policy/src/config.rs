@@ -133,7 +133,7 @@ host_fields = ["pid", "ppid", "uid", "state", "comm"]
 # "host:80,443", "host:*") at addresses outside the loopback, private, link-local, CGNAT and
 # metadata ranges (checked after DNS resolution), unless egress_allow_ranges opens a block.
 # Commands find the proxy through HTTP_PROXY/HTTPS_PROXY; it is also the only way out of their
-# network namespace. Background commands get no network.
+# network namespace. A background command gets a proxy of its own for as long as it runs.
 egress = []
 egress_allow_ranges = []
 # Limits on a command's whole process tree, from a cgroup of its own (v2, or v1 on a hybrid
@@ -145,6 +145,13 @@ pids_max = 1024
 memory_mb = 4096
 # cpu.max, in percent of one CPU.
 cpu_percent = 200
+# Running a command WITHOUT the sandbox: "never" (the default: a host that cannot build one
+# gets sandbox_unavailable and nothing runs), "if_unavailable" (only when the sandbox is
+# unavailable on this host), "always". Unconfined, a command sees and changes whatever aido's
+# user can, has the host's network, and its file changes are not journaled effects (a rewind
+# does not undo them); every such run says `unconfined` with why in its journaled record and
+# result. Background commands and dry runs are never run unconfined.
+unconfined = "never"
 
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
@@ -576,6 +583,10 @@ pub struct Processes {
     /// `cpu.max` of a command's tree, percent of one CPU.
     #[serde(default = "Processes::cpu_percent_default")]
     pub cpu_percent: u32,
+    /// `never` (the default), `if_unavailable` or `always`: when run_command and aido exec
+    /// run a command without the sandbox. Every such call says so in its journaled record.
+    #[serde(default = "Processes::unconfined_default")]
+    pub unconfined: String,
 }
 
 impl Processes {
@@ -590,6 +601,9 @@ impl Processes {
     }
     fn cpu_percent_default() -> u32 {
         200
+    }
+    fn unconfined_default() -> String {
+        "never".into()
     }
 
     /// Every field a host process can show.
@@ -931,6 +945,15 @@ impl Config {
                     ),
                 });
             }
+        }
+        if !["never", "if_unavailable", "always"].contains(&self.processes.unconfined.as_str()) {
+            return Err(ConfigError::Value {
+                key: "processes.unconfined".into(),
+                reason: format!(
+                    "{} is not never, if_unavailable or always",
+                    self.processes.unconfined
+                ),
+            });
         }
         if !["required", "auto", "off"].contains(&self.processes.cgroup.as_str()) {
             return Err(ConfigError::Value {

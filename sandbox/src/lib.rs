@@ -90,6 +90,8 @@ mod profile;
 mod protocol;
 /// The parent side: spawn, output caps, timeout backstop.
 mod spawn;
+/// The explicit escape hatch: a command run without the sandbox (`[processes] unconfined`).
+mod unconfined;
 
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
 pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
@@ -104,3 +106,4 @@ pub use profile::{
     WriteMode,
 };
 pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby, settle};
+pub use unconfined::run_unconfined;

@@ -41,9 +41,9 @@ pub struct Sandbox {
 
 /// Standard output or error as collected: at most the cap kept, everything counted.
 #[derive(Debug, Default)]
-struct Captured {
-    kept: Vec<u8>,
-    total: u64,
+pub(crate) struct Captured {
+    pub(crate) kept: Vec<u8>,
+    pub(crate) total: u64,
 }
 
 impl Sandbox {
@@ -649,7 +649,7 @@ pub(crate) fn kill_init(pid: u32) {
 
 /// Reads a pipe to its end in fixed chunks, keeping at most `cap` bytes: memory stays flat
 /// however much the command writes.
-fn capture(mut pipe: impl Read, cap: usize) -> Captured {
+pub(crate) fn capture(mut pipe: impl Read, cap: usize) -> Captured {
     let mut captured = Captured::default();
     let mut chunk = vec![0u8; CHUNK_BYTES];
     loop {

@@ -6,6 +6,7 @@ the CLI; nothing is skipped: a host without the sandbox's layers fails these tes
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -437,3 +438,37 @@ async def test_a_name_on_the_egress_list_that_resolves_to_loopback_is_refused(wo
         assert hits == []
     finally:
         stop()
+
+
+async def test_unconfined_runs_only_when_the_policy_says_so_and_every_run_says_it(world):
+    """`[processes] unconfined = "always"` is the explicit escape hatch: the command runs as a
+    plain process (the host's namespaces: it sees aido's own pid), its writes land directly and
+    are not journaled effects, and every result and journaled record says `unconfined` and why.
+    A dry run is refused (it needs the sandbox's layer). Without the setting nothing of this
+    happens: the same command runs confined."""
+    script = "echo made > plain.txt; cat /proc/1/comm"
+    host_init = Path("/proc/1/comm").read_text()
+    async with world.session() as s:
+        confined = await s.ok("run_command", {"shell": script})
+        assert "unconfined" not in confined and confined["file_changes_journaled"] is True, confined
+        # Confined, pid 1 is the sandbox's own init, not the host's.
+        assert confined["stdout"] != host_init, (confined, host_init)
+    (world.home / "plain.txt").unlink()
+    config = '[processes]\nunconfined = "always"\n'
+    async with world.session(config=config) as s:
+        out = await s.ok("run_command", {"shell": script})
+        assert out["unconfined"]["why"] == '[processes] unconfined = "always"', out
+        assert out["file_changes_journaled"] is False, out
+        assert out["stdout"] == host_init, "the host's pid namespace"
+        assert (world.home / "plain.txt").read_text() == "made\n"
+        await s.err("run_command", {"shell": "true", "dry_run": True}, "command_invalid")
+    shown = "".join(world.run("replay", "show", x["id"], "--json").stdout for x in session_ids(world))
+    assert '"unconfined"' in shown and "[processes] unconfined" in shown, shown[-1500:]
+    played_back(world)
+    proc = world.run("exec", "--policy", str(world.write_config(config)), "--", "sh", "-c", "echo via-exec; exit 3")
+    assert proc.returncode == 3 and proc.stdout == "via-exec\n", proc.stdout + proc.stderr
+
+
+def test_an_unknown_unconfined_setting_is_a_config_error(world):
+    proc = world.run("exec", "--policy", str(world.write_config('[processes]\nunconfined = "sometimes"\n')), "--", "true")
+    assert proc.returncode != 0 and "processes.unconfined" in proc.stderr, proc.stdout + proc.stderr

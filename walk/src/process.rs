@@ -75,6 +75,10 @@ pub fn command_ran(record: &Value) -> Outcome {
     if record["egress"].is_array() {
         output["egress"] = record["egress"].clone();
     }
+    // Run without the sandbox, as the policy allowed, and why.
+    if record["unconfined"].is_object() {
+        output["unconfined"] = record["unconfined"].clone();
+    }
     // A dry run: what the command changed in its throwaway layer.
     if record["dry_run"] == json!(true) {
         output["dry_run"] = json!(true);

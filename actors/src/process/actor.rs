@@ -257,7 +257,17 @@ async fn run_command(
     let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
     let diff_budget = output_bytes_max(&args.policy);
     let dry_run = run.dry_run;
-    let (outcome, changes, layers) = tokio::task::spawn_blocking(move || {
+    let unconfined = args.policy.config().processes.unconfined.clone();
+    if unconfined == "always" {
+        return run_unconfined(
+            args,
+            &request,
+            "[processes] unconfined = \"always\"",
+            dry_run,
+        )
+        .await;
+    }
+    let ran = tokio::task::spawn_blocking(move || {
         let outcome = sandbox.run(&profile_sent, &request_sent)?;
         // The layer of root i overlays the root as the sandbox resolved it.
         let roots: Vec<PathBuf> = profile_sent
@@ -274,11 +284,22 @@ async fn run_command(
         Ok((outcome, Ok(changes), Some(layers)))
     })
     .await
-    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
-    .map_err(|error| {
-        Failure::new(error.code(), error.to_string())
-            .with_details(serde_json::to_value(&error).unwrap_or_default())
-    })?;
+    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?;
+    let (outcome, changes, layers) = match ran {
+        Ok(ran) => ran,
+        // Nothing ran (a missing layer is refused before the command starts); the policy
+        // allows this host to run it without the sandbox.
+        Err(error @ aido_sandbox::SpawnError::SandboxUnavailable { .. })
+            if unconfined == "if_unavailable" =>
+        {
+            let why = format!("[processes] unconfined = \"if_unavailable\": {error}");
+            return run_unconfined(args, &request, &why, dry_run).await;
+        }
+        Err(error) => {
+            return Err(Failure::new(error.code(), error.to_string())
+                .with_details(serde_json::to_value(&error).unwrap_or_default()));
+        }
+    };
     let mut record = record_of(&request, &profile, &outcome);
     let changes = match (changes, layers) {
         (Ok(changes), Some(layers)) => {
@@ -330,6 +351,44 @@ async fn run_command(
 
 /// A handle primitive's result: the recorded answer is the result (playback renders it back
 /// with [`handle_answered`]).
+/// `run_command` without the sandbox, as `[processes] unconfined` allows (`why`): a plain
+/// child process ([`aido_sandbox::run_unconfined`]). Its record says `unconfined` with why, and
+/// that its file changes are not journaled effects. A dry run needs the sandbox's layer.
+async fn run_unconfined(
+    args: &ProcessBodyArgs,
+    request: &aido_sandbox::Request,
+    why: &str,
+    dry_run: bool,
+) -> Result<Ran, Failure> {
+    if dry_run {
+        return Err(ProcessError::InvalidCommand {
+            why: format!("dry_run needs the sandbox's copy-on-write layer, and this command would run unconfined ({why})"),
+        }
+        .into_failure());
+    }
+    tracing::warn!(argv = ?request.argv, why, "a command runs without the sandbox");
+    let sent = request.clone();
+    let outcome = tokio::task::spawn_blocking(move || aido_sandbox::run_unconfined(&sent))
+        .await
+        .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+        .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+    let mut profile = profile_of(&args.policy, &args.hidden);
+    profile.writes = WriteMode::Direct;
+    let mut record = record_of(request, &profile, &outcome);
+    record["profile"] = json!({"confinement": "none"});
+    record["unconfined"] = json!({"why": why});
+    record["file_changes_journaled"] = json!(false);
+    let mut executed = Executed::new(command_ran(&record));
+    executed.outcome.inputs.push(Input::Answer {
+        from: ANSWERED_BY.into(),
+        value: record,
+    });
+    Ok(Ran {
+        executed,
+        pending: None,
+    })
+}
+
 /// A finished run's file changes, taken over: the layer of `roots[i]` is `layers/i/upper`;
 /// its changes are read back and judged ([`admit`]) for the executor to apply. `record` (the
 /// run's, journaled with its result) is in the details of a refusal. Blocking.
