@@ -172,6 +172,15 @@ pub enum Effect {
         /// What it pointed at, as written in it.
         target: String,
     },
+    /// A symbolic link was made (by a command); undoing it removes the link. What it points
+    /// at is judged where it is used: every later action resolves the link and is judged on
+    /// where it really leads.
+    LinkCreated {
+        /// Resolved path (of the link itself).
+        path: String,
+        /// What it points at, as written in it.
+        target: String,
+    },
     /// A file's or directory's permission bits changed (a command's `chmod`, or a file it
     /// created with bits other than a new file gets); undoing it sets `before` again.
     ModeChanged {

@@ -147,7 +147,7 @@ fn derived(h: &Home, ws: &Path, before: &BTreeMap<String, Vec<u8>>) -> BTreeMap<
                     Effect::DirCreated { .. }
                     | Effect::DirRemoved { .. }
                     | Effect::ModeChanged { .. } => {}
-                    Effect::LinkRemoved { path, .. } => {
+                    Effect::LinkRemoved { path, .. } | Effect::LinkCreated { path, .. } => {
                         model.remove(&path);
                     }
                     Effect::SnapshotRestored { taken_at, .. } => model = at(&states, taken_at),

@@ -774,6 +774,50 @@ impl PolicyEngine {
         })
     }
 
+    /// Where a symbolic link made at `link` (a path already admitted for writing) may point:
+    /// anywhere but aido's home and what the deny globs hide. A link carries no access of its
+    /// own (every later action resolves it and is judged on where it leads, and the sandbox
+    /// shows a command no denied path), so a target outside the walls is fine (a venv's
+    /// `bin/python`); one into a denied path or the journal is refused, so no tool that follows
+    /// links blindly (an archiver, a copy) is handed a secret through the workspace. `target`
+    /// is as written in the link, relative to the link's directory; `..` and links in it are
+    /// resolved as the kernel would.
+    pub fn check_link_target(
+        &self,
+        link: &Path,
+        target: &str,
+        ctx: &SessionContext,
+        resolver: &dyn PathResolver,
+    ) -> Result<(), PathCheckError> {
+        let given = target;
+        // As the kernel reads it: no `~`, relative to the link's own directory.
+        let absolute = link.parent().unwrap_or(&ctx.cwd).join(target);
+        let lexical = crate::resolve::normalize_lexically(&absolute);
+        let resolved = resolver
+            .resolve_from(&absolute, &self.anchors)
+            .map_err(|error| PathCheckError::Unresolvable {
+                given: given.to_owned(),
+                error,
+            })?;
+        for path in [&lexical, &resolved] {
+            let canonical = self.roots_canonical && is_canonical(path);
+            if strip_prefix_spelled(path, &self.aido_home, canonical).is_some() {
+                return Err(PathCheckError::InAidoHome {
+                    given: given.to_owned(),
+                    aido_home: self.aido_home.clone(),
+                });
+            }
+            if let Some(pattern) = self.denied_by_pattern(path) {
+                return Err(PathCheckError::DeniedByPattern {
+                    given: given.to_owned(),
+                    candidate: path.clone(),
+                    pattern: pattern.to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The deny glob `path` matches, if any.
     pub fn denied_by_pattern(&self, path: &Path) -> Option<&str> {
         let candidate = Candidate::new(path);
@@ -1707,6 +1751,38 @@ mod tests {
         assert_eq!(code(&write("dangling")), "path_outside_walls");
         assert_eq!(code(&write("sub/dangling_key")), "path_denied_by_pattern");
         assert_eq!(code(&write("dangling_inside")), "allow");
+    }
+
+    /// A link a command makes may point anywhere but into a denied path or aido's home, as
+    /// written or resolved (through `..` and through links already there).
+    #[test]
+    fn a_links_target_is_judged_by_the_deny_globs_and_aido_home_only() {
+        let w = world("");
+        let link = w.base.join("w/a/sub/link");
+        let cases: &[(&str, &str)] = &[
+            ("../file", "allow"),
+            ("/usr/bin/python3", "allow"),
+            ("../../../outside/secret", "allow"),
+            ("nowhere/yet", "allow"),
+            ("{b}/home/.ssh/id_ed25519", "path_denied_by_pattern"),
+            ("../../../home/.ssh/new_key", "path_denied_by_pattern"),
+            ("../keys/id_ed25519", "path_denied_by_pattern"),
+            ("{b}/home/.aido/journal", "path_in_aido_home"),
+            ("../../../home/.ssh/../.aido", "path_in_aido_home"),
+            ("../../../home/x/../.ssh/k", "path_unresolvable"),
+        ];
+        let b = w.base.display().to_string();
+        for (target, expected) in cases {
+            let target = target.replace("{b}", &b);
+            let got = match w
+                .engine
+                .check_link_target(&link, &target, &w.ctx, &FsResolver)
+            {
+                Ok(()) => "allow",
+                Err(e) => e.code().code(),
+            };
+            assert_eq!(got, *expected, "{target}");
+        }
     }
 
     /// Roots compared by bytes only when every spelling is canonical: a resolver that answers

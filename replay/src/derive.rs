@@ -162,7 +162,7 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
                 }
                 // The model holds file contents; a mode changes none, and a link holds none.
                 Effect::ModeChanged { .. } => {}
-                Effect::LinkRemoved { path, .. } => {
+                Effect::LinkRemoved { path, .. } | Effect::LinkCreated { path, .. } => {
                     state.insert(path.clone(), None);
                     let _ = std::fs::remove_file(scratch_path(scratch, path));
                 }

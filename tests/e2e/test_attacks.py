@@ -176,8 +176,9 @@ async def test_symlink_hardlink_and_rename_tricks_take_nothing(secrets, run):
         "mv ~/.ssh/id_ed25519 taken 2>&1; mv ~/.bashrc bashrc.moved 2>&1; exit 0"
     )
     assert SSH not in ran.out, ran.out
-    # The link is refused with the rest of the change set; nothing lands.
+    # A link into a denied path is refused with the rest of the change set; nothing lands.
     assert ran.code == "command_changes_refused", ran
+    assert "stolen" in ran.out, ran.out
     unchanged(world, before)
     assert (world.home / ".ssh" / "id_ed25519").read_text() == SSH
 

@@ -5,7 +5,9 @@ the CLI; nothing is skipped: a host without the sandbox's layers fails these tes
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -103,7 +105,7 @@ async def test_a_dry_run_returns_the_commands_changes_and_leaves_the_tree_alone(
     script = (
         "set -e; printf 'one\\nTWO\\n' > notes.txt; rm -r old; mkdir -p new/sub; "
         "echo hi > new/sub/hi.txt; chmod +x new/sub/hi.txt; head -c 64 /dev/urandom > blob.bin; "
-        "echo TOKEN=x > new/.env"
+        "echo TOKEN=x > new/.env; ln -s sub/hi.txt new/ok_link; ln -s .env new/env_link"
     )
     async with world.session() as s:
         out = await s.ok("run_command", {"shell": script, "dry_run": True})
@@ -118,10 +120,14 @@ async def test_a_dry_run_returns_the_commands_changes_and_leaves_the_tree_alone(
             ("file_created", "new/sub/hi.txt"),
             ("file_created", "blob.bin"),
             ("file_created", "new/.env"),
+            ("link_created", "new/ok_link"),
+            ("link_created", "new/env_link"),
         }, out["changes"]
-        # Judged as an apply would judge it: the deny glob `**/.env` refuses one path.
+        # Judged as an apply would judge it: the deny glob `**/.env` refuses the file, and the
+        # link that points at it.
         refused = {k[1]: c["refused"] for k, c in changes.items() if "refused" in c}
-        assert refused == {"new/.env": "path_denied_by_pattern"}, refused
+        assert refused == {"new/.env": "path_denied_by_pattern", "new/env_link": "path_denied_by_pattern"}, refused
+        assert changes[("link_created", "new/ok_link")]["target"] == "sub/hi.txt"
         diff = changes[("file_changed", "notes.txt")]["diff"]
         assert "-two\n+TWO\n" in diff, diff
         assert changes[("file_created", "new/sub/hi.txt")]["mode"].endswith("755")
@@ -209,14 +215,47 @@ async def test_a_command_whose_changes_the_walls_refuse_changes_nothing(world):
     async with world.session() as s:
         e = await s.err(
             "run_command",
-            {"shell": "echo a > kept.txt; mkdir d; echo TOKEN=x > d/.env; ln -s kept.txt link; echo done"},
+            {"shell": "echo a > kept.txt; mkdir d; echo TOKEN=x > d/.env; ln -s d/.env link; echo done"},
             "command_changes_refused",
         )
         refused = {r["path"].removeprefix(str(world.home.resolve()) + "/"): r["code"] for r in e["details"]["refused"]}
-        assert refused == {"d/.env": "path_denied_by_pattern", "link": "command_change_unsupported"}, e
+        # The denied file, and a link to it (a link into a denied path is refused too).
+        assert refused == {"d/.env": "path_denied_by_pattern", "link": "path_denied_by_pattern"}, e
         # The command ran (its output is in the details); nothing of it reached the tree.
         assert e["details"]["command"]["stdout"] == "done\n", e
         assert world.snapshot() == before
+    played_back(world)
+
+
+async def test_links_a_command_makes_are_journaled_and_a_rewind_removes_them(world):
+    """A venv (bin/python leads out of the walls, lib64 -> lib), a relative link, and a file
+    replaced by a link are `link_created` effects: the tree is exactly what the command left,
+    a rewind takes the links away and gives the replaced file back, and replay verifies it."""
+    (world.home / "was_a_file").write_text("kept\n")
+    before = world.snapshot()
+    async with world.session() as s:
+        r = await s.call(
+            "run_command",
+            {"shell": "python3 -m venv --without-pip v && echo hi > t.txt && ln -s t.txt rel "
+                      "&& rm was_a_file && ln -s t.txt was_a_file && v/bin/python -c 'print(40+2)'"},
+        )
+        out = ok(r)
+        assert out["exit_code"] == 0 and out["stdout"] == "42\n", out
+        made = {c["path"].removeprefix(str(world.home.resolve()) + "/"): c.get("target")
+                for c in out["changes"] if c["change"] == "link_created"}
+        assert made["rel"] == "t.txt" and made["was_a_file"] == "t.txt", made
+        assert os.path.isabs(made["v/bin/python3"]), made  # the host's python, outside the walls
+        assert os.readlink(world.home / "was_a_file") == "t.txt"
+        assert (world.home / "rel").read_text() == "hi\n"
+        # What the tree holds now is what the command left: the venv's python runs from it.
+        ran = subprocess.run([str(world.home / "v/bin/python"), "-c", "print(1)"], capture_output=True, text=True)
+        assert ran.stdout == "1\n", ran
+        await s.ok("rewind", {"before_seq": seq_of(r)})
+        assert world.snapshot() == before
+        assert (world.home / "was_a_file").read_text() == "kept\n"
+    for x in session_ids(world):
+        proc = world.run("replay", "verify", x["id"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
     played_back(world)
 
 
@@ -472,3 +511,30 @@ async def test_unconfined_runs_only_when_the_policy_says_so_and_every_run_says_i
 def test_an_unknown_unconfined_setting_is_a_config_error(world):
     proc = world.run("exec", "--policy", str(world.write_config('[processes]\nunconfined = "sometimes"\n')), "--", "true")
     assert proc.returncode != 0 and "processes.unconfined" in proc.stderr, proc.stdout + proc.stderr
+
+
+async def test_what_if_judges_a_commands_file_changes_under_the_other_policy(world):
+    """`aido replay what-if` re-judges what each command changed, not only its command line: a
+    policy whose deny globs cover a file the command wrote (or a link it made into one) would
+    have refused the command's changes, and says so naming the path."""
+    async with world.session() as s:
+        await s.ok("run_command", {"shell": "mkdir -p reports && echo r > reports/out.txt"})
+        await s.ok("run_command", {"shell": "echo fine > ok.txt && ln -s ok.txt ok.link"})
+        await s.ok("run_command", {"shell": "ln -s reports/out.txt peek"})
+    [session] = session_ids(world)
+    strict = world.write_config('[paths]\ndeny = ["**/reports/**"]\n')
+    proc = world.run("replay", "what-if", session["id"], "--policy", str(strict), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    changed = json.loads(proc.stdout)
+    home = str(world.home.resolve())
+    said = {c["seq"]: c["other"] for c in changed}
+    assert len(changed) == 2, changed
+    first, third = sorted(said)
+    assert said[first]["code"] == "path_denied_by_pattern", said
+    assert said[first]["leaf"] in (f"changes[{home}/reports]", f"changes[{home}/reports/out.txt]"), said
+    # The link is refused for where it points.
+    assert said[third]["leaf"] == f"changes[{home}/peek]", said
+    assert all(c["primitive"] == "run_command" and c["recorded"]["verdict"] == "allow" for c in changed), changed
+    # Under the policy it ran with, nothing differs.
+    same = world.run("replay", "what-if", session["id"], "--policy", str(world.write_config("")), "--json")
+    assert same.returncode == 0 and json.loads(same.stdout) == [], same.stdout + same.stderr

@@ -267,6 +267,10 @@ fn redo(effect: &Effect) -> Vec<Step> {
             mode: *mode,
         }],
         Effect::LinkRemoved { path, .. } => vec![Step::Remove { path: path.clone() }],
+        Effect::LinkCreated { path, target } => vec![Step::Link {
+            path: path.clone(),
+            target: target.clone(),
+        }],
         Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
             snapshot: snapshot.clone(),
         }],
@@ -321,6 +325,7 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
             path: path.clone(),
             mode: *before,
         }],
+        Effect::LinkCreated { path, .. } => vec![Step::Remove { path: path.clone() }],
         Effect::LinkRemoved { path, target } => vec![Step::Link {
             path: path.clone(),
             target: target.clone(),

@@ -48,6 +48,13 @@ pub enum CommandChange {
         /// The host path.
         path: PathBuf,
     },
+    /// A symbolic link was made (whatever was at its path was removed first, its own change).
+    Link {
+        /// The host path of the link.
+        path: PathBuf,
+        /// What it points at, as written in it.
+        target: String,
+    },
 }
 
 /// What a step changed, to put it back if a later step fails.
@@ -65,6 +72,8 @@ enum Undo {
     Mode(Target, u32),
     /// A symbolic link was removed: what it pointed at.
     LinkRemoved(Target, String),
+    /// A symbolic link was made.
+    LinkCreated(Target),
 }
 
 /// Apply `changes` in order. The result's output lists what was applied; its effects and
@@ -94,7 +103,8 @@ fn path_of(change: &CommandChange) -> &PathBuf {
         CommandChange::File { path, .. }
         | CommandChange::Dir { path, .. }
         | CommandChange::Removed { path }
-        | CommandChange::RemovedDir { path } => path,
+        | CommandChange::RemovedDir { path }
+        | CommandChange::Link { path, .. } => path,
     }
 }
 
@@ -195,6 +205,22 @@ fn step(
             });
             Ok(json!({"change": "dir_removed", "path": shown}))
         }
+        CommandChange::Link {
+            path,
+            target: points_to,
+        } => {
+            let shown = path.display().to_string();
+            let target = cx.check(&shown, AccessKind::Write)?;
+            // Nothing is there by now (a replaced entry's removal came first): a link that is
+            // already there is replaced, anything else refuses the step.
+            cx.walls.make_link(&target, points_to)?;
+            undo.push(Undo::LinkCreated(target));
+            exec.outcome.effects.push(Effect::LinkCreated {
+                path: shown.clone(),
+                target: points_to.clone(),
+            });
+            Ok(json!({"change": "link_created", "path": shown, "target": points_to}))
+        }
     }
 }
 
@@ -284,6 +310,7 @@ fn put_back(cx: &Ctx, undo: Vec<Undo>, blobs: &[(String, Vec<u8>)]) {
                 .and_then(|()| chmod(target, *mode)),
             Undo::Mode(target, mode) => chmod(target, Some(*mode)),
             Undo::LinkRemoved(target, points_to) => cx.walls.make_link(target, points_to),
+            Undo::LinkCreated(target) => cx.walls.remove(target),
             Undo::Dir(target) => cx.walls.root_dir(&target.root).and_then(|dir| {
                 dir.remove_dir(&target.rel)
                     .map_err(|e| FsError::io("rmdir", &target.shown(), e))

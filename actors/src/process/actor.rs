@@ -326,10 +326,23 @@ async fn run_command(
         if let Some(list) = changes["changes"].as_array_mut() {
             for change in list {
                 let path = change["path"].as_str().unwrap_or_default().to_owned();
-                if let Err(refusal) =
-                    args.policy
-                        .check_path(&path, AccessKind::Write, session, &FsResolver)
-                {
+                let judged = args
+                    .policy
+                    .check_path(&path, AccessKind::Write, session, &FsResolver)
+                    .map(drop)
+                    .and_then(|()| match change["target"].as_str() {
+                        // A link: also where it points.
+                        Some(target) if change["change"] == "link_created" => {
+                            args.policy.check_link_target(
+                                std::path::Path::new(&path),
+                                target,
+                                session,
+                                &FsResolver,
+                            )
+                        }
+                        _ => Ok(()),
+                    });
+                if let Err(refusal) = judged {
                     change["refused"] = json!(refusal.code().code());
                 }
             }
@@ -638,8 +651,8 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
 }
 
 /// Judge every change a command made, as its own primitive would be judged: a path the walls
-/// or deny globs refuse, a kind the journal cannot take over (a symbolic link, a device, one
-/// inside a removed directory), or a file too large to keep, refuses them all, and the call
+/// or deny globs refuse (for a symbolic link, also one pointing into a denied path), a kind the
+/// journal cannot take over (a device, a fifo, one inside a removed directory), or a file too large to keep, refuses them all, and the call
 /// fails naming each, with the command's record in the details. Nothing is applied then.
 fn admit(
     args: &ProcessBodyArgs,
@@ -725,12 +738,28 @@ fn admit(
                     }
                 },
             },
-            Change::Symlink { path, .. } => {
-                refuse(
-                    &path,
-                    "symlink_created",
-                    unsupported(&path, "symbolic link"),
-                );
+            // The link is the change; where it points is judged too (not into a denied path).
+            Change::Symlink { path, target } => {
+                match (walls(&path, AccessKind::Write), target.to_str()) {
+                    (Err(code), _) => refuse(&path, "link_created", code),
+                    (Ok(()), None) => refuse(
+                        &path,
+                        "link_created",
+                        unsupported(&path, "link whose target is not UTF-8"),
+                    ),
+                    (Ok(()), Some(points_to)) => {
+                        match args
+                            .policy
+                            .check_link_target(&path, points_to, session, &FsResolver)
+                        {
+                            Err(refusal) => refuse(&path, "link_created", refusal.code().code()),
+                            Ok(()) => admitted.push(CommandChange::Link {
+                                path,
+                                target: points_to.to_owned(),
+                            }),
+                        }
+                    }
+                }
             }
             Change::Unsupported { path, what } => {
                 refuse(&path, "unsupported", unsupported(&path, &what));

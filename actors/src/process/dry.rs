@@ -118,7 +118,7 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
                 "before": format!("{before:04o}"),
             }),
             Change::Symlink { path, target } => {
-                json!({"change": "symlink_created", "path": path, "target": target})
+                json!({"change": "link_created", "path": path, "target": target})
             }
             Change::Removed { path, dir } => {
                 json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path})

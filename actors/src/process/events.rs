@@ -949,7 +949,8 @@ async fn fire(
                     | Effect::DirCreated { path }
                     | Effect::DirRemoved { path, .. }
                     | Effect::ModeChanged { path, .. }
-                    | Effect::LinkRemoved { path, .. } => vec![path.clone()],
+                    | Effect::LinkRemoved { path, .. }
+                    | Effect::LinkCreated { path, .. } => vec![path.clone()],
                     Effect::Moved { from, to } => vec![from.clone(), to.clone()],
                     Effect::SnapshotRestored { .. } | Effect::RewoundTo { .. } => Vec::new(),
                 })
