@@ -113,7 +113,9 @@ impl Runtime {
                 options.env.aido_home.clone(),
                 options.journal.path().to_owned(),
             ],
-            globs: Arc::default(),
+            globs: Arc::new(aido_sandbox::GlobIndex::persisted(
+                options.env.aido_home.join(crate::process::DENY_GLOBS_FILE),
+            )),
             layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
             handles: Arc::new(crate::process::HandleTable::new(
                 options.env.aido_home.join(HANDLES_DIR),

@@ -184,11 +184,32 @@ fn spawn_once(program: &Path, args: &[String], cwd: &Path, home: &Path) -> Resul
     Ok(took)
 }
 
+/// Directories in the home the spawns run in: a developer's home is not empty (this machine's
+/// holds 21,000), and aido's sandbox must find every deny-glob match in it.
+pub const HOME_DIRS: usize = 20_000;
+
+/// A home of [`HOME_DIRS`] directories, 100 per parent, each with a small file, and a few
+/// `.env` files for the deny globs to find.
+fn populate(home: &Path) -> Result<()> {
+    for i in 0..HOME_DIRS / 100 {
+        for j in 0..100 {
+            let dir = home.join(format!("src/p{i:03}/m{j:02}"));
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("lib.rs"), "fn f() {}\n")?;
+        }
+        if i % 50 == 0 {
+            std::fs::write(home.join(format!("src/p{i:03}/.env")), "TOKEN=x\n")?;
+        }
+    }
+    Ok(())
+}
+
 fn spawns(aido: &Path, work: &Path, peers: &Peers) -> Result<Vec<Side>> {
     let home = work.join("spawn-home");
     let cwd = home.join("project");
     std::fs::create_dir_all(&cwd)?;
     std::fs::create_dir_all(home.join(".codex"))?;
+    populate(&home)?;
     let specs = spawn_specs(aido, peers);
     let mut sides: Vec<Side> = specs
         .iter()

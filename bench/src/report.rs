@@ -886,6 +886,7 @@ fn process_section_with(
                 format!("{:.1}", run.flood_rss_peak as f64 / 1e6),
             ),
             ("files", FILES.to_string()),
+            ("home_dirs", crate::process::HOME_DIRS.to_string()),
             ("one_file_ms", ms(crate::snapshots::median(&run.one_file))),
             (
                 "many_files_ms",

@@ -20,6 +20,12 @@
 //!   next time, since a change in the same clock tick would leave its time unchanged.
 //!
 //! Either way the answer is the one a full walk would give; only the cost differs.
+//!
+//! An index made with [`GlobIndex::persisted`] also keeps what it walked in a file (in
+//! `AIDO_HOME`, which no command sees), so a new process (`aido exec`, a restarted server)
+//! starts from it and checks each directory by its stamp instead of reading the whole tree
+//! again: a stat per directory instead of a `readdir` of every one. The file is only ever a
+//! starting point: a directory whose stamp changed, or that was racy, is read again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -90,11 +96,19 @@ struct Stamp {
 #[derive(Debug, Default)]
 pub struct GlobIndex {
     state: Mutex<State>,
+    /// Where the trees are kept between processes, if anywhere.
+    file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     trees: HashMap<TreeKey, Option<Dir>>,
+    /// The file was read (or there is none).
+    loaded: bool,
+    /// The next expansion's answer is to be kept for the one after ([`GlobIndex::hold_next`]).
+    hold: bool,
+    /// A held answer: the patterns and hidden directories it was for, and the matches.
+    held: Option<Held>,
     /// `None` before the first expansion; `Some(None)` when inotify is not available.
     watch: Option<Option<Watch>>,
     /// The current expansion's generation (starts at 1).
@@ -113,7 +127,12 @@ struct Watch {
 }
 
 /// A literal prefix and the globs walked under it.
-type TreeKey = (PathBuf, Vec<String>);
+/// An expansion's answer kept for the next identical one: patterns, hidden, matches.
+type Held = (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>);
+
+/// A literal prefix, the globs walked under it, and the directories under it not walked
+/// (hidden whole, so what they hold needs no search).
+type TreeKey = (PathBuf, Vec<String>, Vec<PathBuf>);
 
 /// What one expansion cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -128,6 +147,8 @@ pub struct ExpandStats {
 
 struct Walk<'a> {
     set: &'a globset::GlobSet,
+    /// Directories not walked (sorted).
+    skip: &'a [PathBuf],
     watch: Option<&'a mut Watch>,
     generation: u64,
     stats: ExpandStats,
@@ -210,6 +231,14 @@ impl Watch {
     }
 }
 
+/// What a worker of a shared walk found: its costs, the entries it visited, its matches.
+type Walked = (ExpandStats, usize, Vec<PathBuf>);
+
+/// Threads a walk without watches is shared out to: the cores, at most 4.
+fn walkers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
 /// A hash of this process's mount table (0 when it cannot be read, which then never changes).
 fn mount_table() -> u64 {
     let text = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
@@ -219,12 +248,45 @@ fn mount_table() -> u64 {
 }
 
 impl GlobIndex {
+    /// An index that starts from what `file` kept of an earlier process's walks, and keeps its
+    /// own there (after its first expansion; in a single-command process, after each that
+    /// read anything). A missing, unreadable or damaged file is a cold start.
+    pub fn persisted(file: PathBuf) -> Self {
+        GlobIndex {
+            state: Mutex::default(),
+            file: Some(file),
+        }
+    }
+
+    /// Expands `profile`'s deny globs (as a command's plan would, with `home` for `~`) without
+    /// running anything, so the first command does not pay the first walk of a large root.
+    /// In a single-command process ([`set_single_command`]) the answer is held for that command.
+    pub fn warm(&self, profile: &crate::Profile, home: Option<&Path>) -> Result<(), SpawnError> {
+        if single_command() {
+            self.hold_next();
+        }
+        let request = crate::Request::new(["true"], Path::new("/"));
+        crate::plan::resolve(profile, &request, home, &BTreeMap::new(), self).map(drop)
+    }
+
+    /// In a process that runs one command: the next expansion (made ahead of the command,
+    /// while the journal opens) is also the command's, if it asks for the same globs. Without
+    /// watches a second expansion would `stat` every directory again; the one made ahead is
+    /// as current as any expansion is when the command's mounts are made.
+    pub(crate) fn hold_next(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.hold = true;
+        }
+    }
+
     /// The existing paths matching any of the absolute globs (matches are not descended).
     /// Globs sharing a literal prefix (`$HOME` for `$HOME/**/.ssh` and `$HOME/**/.env`,
-    /// once expanded) share one walk.
+    /// once expanded) share one walk. Directories in `hidden` are hidden whole by the caller,
+    /// so they are not walked (aido's own home, busy with the journal, inside a user's home).
     pub(crate) fn expand(
         &self,
         patterns: &[PathBuf],
+        hidden: &[PathBuf],
     ) -> Result<(Vec<PathBuf>, ExpandStats), SpawnError> {
         let mut groups: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
         for pattern in patterns {
@@ -247,6 +309,18 @@ impl GlobIndex {
         let state = &mut *state;
         if groups.is_empty() {
             return Ok((Vec::new(), ExpandStats::default()));
+        }
+        if let Some((for_patterns, for_hidden, found)) = state.held.take()
+            && for_patterns == patterns
+            && for_hidden == hidden
+        {
+            return Ok((found, ExpandStats::default()));
+        }
+        if !state.loaded {
+            state.loaded = true;
+            if let Some(file) = &self.file {
+                state.trees = persist::load(file);
+            }
         }
         state.generation += 1;
         let generation = state.generation;
@@ -280,10 +354,18 @@ impl GlobIndex {
             let set = builder
                 .build()
                 .map_err(|error| SpawnError::invalid(format!("deny globs {texts:?}: {error}")))?;
-            let key = (prefix, texts);
+            let mut skip: Vec<PathBuf> = hidden
+                .iter()
+                .filter(|dir| dir.starts_with(&prefix) && **dir != prefix)
+                .cloned()
+                .collect();
+            skip.sort();
+            skip.dedup();
+            let key = (prefix, texts, skip);
             let known = state.trees.remove(&key).flatten();
             let mut walk = Walk {
                 set: &set,
+                skip: &key.2,
                 watch: watch.as_deref_mut(),
                 generation,
                 stats: ExpandStats::default(),
@@ -292,16 +374,220 @@ impl GlobIndex {
                 now: SystemTime::now(),
             };
             let mut path = key.0.clone();
-            let tree = walk.directory(&mut path, known, true)?;
+            // Without watches every directory costs a stat: shared out over the cores.
+            let workers = if walk.watch.is_none() { walkers() } else { 1 };
+            let tree = if workers > 1 {
+                walk.directory_shared(&mut path, known, workers)?
+            } else {
+                walk.directory(&mut path, known, true)?
+            };
             stats.read += walk.stats.read;
             stats.reused += walk.stats.reused;
             stats.watched += walk.stats.watched;
             found.append(&mut walk.found);
             state.trees.insert(key, tree);
         }
+        if let Some(file) = &self.file
+            && stats.read > 0
+            && (generation == 1 || single_command())
+        {
+            // Best effort: a file that cannot be written is a cold start next time, never a
+            // wrong answer.
+            let _ = persist::save(file, &state.trees);
+        }
         found.sort();
         found.dedup();
+        if std::mem::take(&mut state.hold) {
+            state.held = Some((patterns.to_vec(), hidden.to_vec(), found.clone()));
+        }
         Ok((found, stats))
+    }
+}
+
+/// The trees in a file: a magic and version, then each tree's key and directories, depth
+/// first, every length checked when read back.
+mod persist {
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+    use std::io::Write;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::path::{Path, PathBuf};
+
+    use super::{Dir, Stamp, TreeKey};
+
+    const MAGIC: &[u8; 12] = b"aido-deny-2\n";
+    /// Deeper than any path can be (PATH_MAX is 4096 bytes): a file claiming more is damaged.
+    const DEPTH_MAX: usize = 2048;
+
+    pub(super) fn save(file: &Path, trees: &HashMap<TreeKey, Option<Dir>>) -> std::io::Result<()> {
+        let mut out = MAGIC.to_vec();
+        let kept: Vec<(&TreeKey, &Dir)> = trees
+            .iter()
+            .filter_map(|(key, tree)| tree.as_ref().map(|tree| (key, tree)))
+            .collect();
+        put_len(&mut out, kept.len());
+        for ((prefix, globs, skip), tree) in kept {
+            put_bytes(&mut out, prefix.as_os_str().as_bytes());
+            put_len(&mut out, globs.len());
+            for glob in globs {
+                put_bytes(&mut out, glob.as_bytes());
+            }
+            put_len(&mut out, skip.len());
+            for dir in skip {
+                put_bytes(&mut out, dir.as_os_str().as_bytes());
+            }
+            put_dir(&mut out, tree);
+        }
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        // Whole or not at all: written aside, then renamed over the old one.
+        let aside = file.with_extension(format!("tmp.{}", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&aside)
+            .and_then(|mut f| f.write_all(&out))
+            .and_then(|()| std::fs::rename(&aside, file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&aside);
+        }
+        written
+    }
+
+    pub(super) fn load(file: &Path) -> HashMap<TreeKey, Option<Dir>> {
+        let Ok(bytes) = std::fs::read(file) else {
+            return HashMap::new();
+        };
+        let mut input = Reader { bytes: &bytes };
+        decode(&mut input).unwrap_or_default()
+    }
+
+    fn decode(input: &mut Reader<'_>) -> Option<HashMap<TreeKey, Option<Dir>>> {
+        if input.take(MAGIC.len())? != MAGIC {
+            return None;
+        }
+        let mut trees = HashMap::new();
+        for _ in 0..input.len()? {
+            let prefix = PathBuf::from(OsString::from_vec(input.bytes()?.to_vec()));
+            let mut globs = Vec::new();
+            for _ in 0..input.len()? {
+                globs.push(String::from_utf8(input.bytes()?.to_vec()).ok()?);
+            }
+            let mut skip = Vec::new();
+            for _ in 0..input.len()? {
+                skip.push(PathBuf::from(OsString::from_vec(input.bytes()?.to_vec())));
+            }
+            let tree = get_dir(input, 0)?;
+            trees.insert((prefix, globs, skip), Some(tree));
+        }
+        input.bytes.is_empty().then_some(trees)
+    }
+
+    fn put_len(out: &mut Vec<u8>, n: usize) {
+        out.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+
+    fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+        put_len(out, bytes.len());
+        out.extend_from_slice(bytes);
+    }
+
+    fn put_dir(out: &mut Vec<u8>, dir: &Dir) {
+        for n in [dir.stamp.dev, dir.stamp.ino] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        for n in [dir.stamp.mtime, dir.stamp.mtime_nsec] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out.push(u8::from(dir.racy));
+        put_len(out, dir.entries);
+        put_len(out, dir.matches.len());
+        for name in &dir.matches {
+            put_bytes(out, name.as_bytes());
+        }
+        put_len(out, dir.descend.len());
+        for (name, child) in &dir.descend {
+            put_bytes(out, name.as_bytes());
+            match child {
+                Some(child) => {
+                    out.push(1);
+                    put_dir(out, child);
+                }
+                None => out.push(0),
+            }
+        }
+    }
+
+    fn get_dir(input: &mut Reader<'_>, depth: usize) -> Option<Dir> {
+        if depth > DEPTH_MAX {
+            return None;
+        }
+        let stamp = Stamp {
+            dev: input.u64()?,
+            ino: input.u64()?,
+            mtime: input.u64()? as i64,
+            mtime_nsec: input.u64()? as i64,
+        };
+        let racy = input.take(1)?[0] != 0;
+        let entries = usize::try_from(input.u64()?).ok()?;
+        let mut matches = Vec::new();
+        for _ in 0..input.len()? {
+            matches.push(OsString::from_vec(input.bytes()?.to_vec()));
+        }
+        let mut descend = Vec::new();
+        for _ in 0..input.len()? {
+            let name = OsString::from_vec(input.bytes()?.to_vec());
+            let child = match input.take(1)?[0] {
+                0 => None,
+                1 => Some(get_dir(input, depth + 1)?),
+                _ => return None,
+            };
+            descend.push((name, child));
+        }
+        Some(Dir {
+            stamp,
+            racy,
+            watch: None,
+            seen: 0,
+            fresh: false,
+            entries,
+            descend,
+            matches,
+        })
+    }
+
+    struct Reader<'a> {
+        bytes: &'a [u8],
+    }
+
+    impl<'a> Reader<'a> {
+        fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+            if n > self.bytes.len() {
+                return None;
+            }
+            let (head, rest) = self.bytes.split_at(n);
+            self.bytes = rest;
+            Some(head)
+        }
+
+        fn u64(&mut self) -> Option<u64> {
+            Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+        }
+
+        /// A count or length: never more than the bytes left (each item takes one at least).
+        fn len(&mut self) -> Option<usize> {
+            let n = usize::try_from(self.u64()?).ok()?;
+            (n <= self.bytes.len()).then_some(n)
+        }
+
+        fn bytes(&mut self) -> Option<&'a [u8]> {
+            let n = self.len()?;
+            self.take(n)
+        }
     }
 }
 
@@ -315,7 +601,113 @@ impl Walk<'_> {
         known: Option<Dir>,
         check: bool,
     ) -> Result<Option<Dir>, SpawnError> {
-        let mut dir = match known {
+        let Some(mut dir) = self.own(path, known, check)? else {
+            return Ok(None);
+        };
+        for (name, child) in &mut dir.descend {
+            path.push(&*name);
+            *child = self.directory(path, child.take(), dir.fresh)?;
+            path.pop();
+        }
+        dir.fresh = false;
+        Ok(Some(dir))
+    }
+
+    /// [`Self::directory`] over several threads, for a walk without watches (where every
+    /// directory costs a `stat` at least): the top and its subdirectories here, then their
+    /// subdirectories' trees shared out to workers that take the next one as they finish.
+    fn directory_shared(
+        &mut self,
+        path: &mut PathBuf,
+        known: Option<Dir>,
+        workers: usize,
+    ) -> Result<Option<Dir>, SpawnError> {
+        let Some(mut top) = self.own(path, known, true)? else {
+            return Ok(None);
+        };
+        for (name, child) in &mut top.descend {
+            path.push(&*name);
+            *child = self.own(path, child.take(), top.fresh)?;
+            path.pop();
+        }
+        let mut items = Vec::new();
+        for (name, child) in &mut top.descend {
+            let Some(child) = child else { continue };
+            for (inner, grandchild) in &mut child.descend {
+                items.push((path.join(&*name).join(&*inner), child.fresh, grandchild));
+            }
+        }
+        let queue = Mutex::new(items.into_iter());
+        let (set, skip, generation, now) = (self.set, self.skip, self.generation, self.now);
+        let parts: Vec<Result<Walked, SpawnError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut walk = Walk {
+                            set,
+                            skip,
+                            watch: None,
+                            generation,
+                            stats: ExpandStats::default(),
+                            visited: 0,
+                            found: Vec::new(),
+                            now,
+                        };
+                        loop {
+                            let next = queue
+                                .lock()
+                                .map_err(|_| SpawnError::invalid("a deny glob walker panicked"))?
+                                .next();
+                            let Some((mut at, check, slot)) = next else {
+                                break;
+                            };
+                            *slot = walk.directory(&mut at, slot.take(), check)?;
+                        }
+                        Ok((walk.stats, walk.visited, walk.found))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(SpawnError::invalid("a deny glob walker panicked")))
+                })
+                .collect()
+        });
+        for part in parts {
+            let (stats, visited, mut found) = part?;
+            self.stats.read += stats.read;
+            self.stats.reused += stats.reused;
+            self.stats.watched += stats.watched;
+            self.visited += visited;
+            self.found.append(&mut found);
+        }
+        if self.visited > DENY_WALK_ENTRIES_MAX {
+            return Err(SpawnError::invalid(format!(
+                "deny globs under {} visit more than {DENY_WALK_ENTRIES_MAX} entries",
+                path.display()
+            )));
+        }
+        for (_, child) in &mut top.descend {
+            if let Some(child) = child {
+                child.fresh = false;
+            }
+        }
+        top.fresh = false;
+        Ok(Some(top))
+    }
+
+    /// The directory at `path` itself: checked (or read again), its entries counted and its
+    /// matches found; its subdirectories are left to the caller.
+    fn own(
+        &mut self,
+        path: &mut PathBuf,
+        known: Option<Dir>,
+        check: bool,
+    ) -> Result<Option<Dir>, SpawnError> {
+        let dir = match known {
             Some(mut known)
                 if !check && self.watch.as_deref().is_some_and(|w| w.unchanged(&known)) =>
             {
@@ -368,12 +760,6 @@ impl Walk<'_> {
         for name in &dir.matches {
             self.found.push(path.join(name));
         }
-        for (name, child) in &mut dir.descend {
-            path.push(&*name);
-            *child = self.directory(path, child.take(), dir.fresh)?;
-            path.pop();
-        }
-        dir.fresh = false;
         Ok(Some(dir))
     }
 
@@ -424,9 +810,10 @@ impl Walk<'_> {
             let Ok(file_type) = entry.file_type() else {
                 continue;
             };
-            if self.set.is_match(path.join(&name)) {
+            let full = path.join(&name);
+            if self.set.is_match(&full) {
                 dir.matches.push(name);
-            } else if file_type.is_dir() {
+            } else if file_type.is_dir() && self.skip.binary_search(&full).is_err() {
                 let child = before.remove(&name);
                 dir.descend.push((name, child));
             }
@@ -453,6 +840,7 @@ mod tests {
                     watch: Some(None),
                     ..State::default()
                 }),
+                file: None,
             }
         }
     }
@@ -469,7 +857,7 @@ mod tests {
             old(&base.join(dir));
         }
         let pattern = base.join("**/.ssh");
-        let expand = || index.expand(std::slice::from_ref(&pattern)).unwrap();
+        let expand = || index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
         let unchanged = |n: usize| {
             if watched {
                 // The top of the walk is always checked by its stamp.
@@ -552,7 +940,119 @@ mod tests {
         random_changes(GlobIndex::stamps_only());
     }
 
+    /// A new process starts from the kept walk: nothing unchanged is read again, a change is
+    /// found, and a damaged file is a cold start with the same answer.
+    #[test]
+    fn a_kept_index_is_checked_by_stamps_in_the_next_process() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().join("tree");
+        for dir in ["a/b/c", "a/d", "e/.ssh", "f"] {
+            std::fs::create_dir_all(base.join(dir)).unwrap();
+        }
+        for dir in ["", "a", "a/b", "a/b/c", "a/d", "e", "f"] {
+            old(&base.join(dir));
+        }
+        let file = root.path().join("aido/cache/deny-globs");
+        let pattern = base.join("**/.ssh");
+        let expand = || {
+            GlobIndex::persisted(file.clone())
+                .expand(std::slice::from_ref(&pattern), &[])
+                .unwrap()
+        };
+        let (first, stats) = expand();
+        assert_eq!(first, vec![base.join("e/.ssh")]);
+        assert_eq!(stats.read, 7);
+        let mode = std::fs::metadata(&file).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+
+        let (again, stats) = expand();
+        assert_eq!(again, first);
+        assert_eq!((stats.read, stats.reused), (0, 7));
+
+        std::fs::create_dir(base.join("a/b/c/.ssh")).unwrap();
+        let (after, stats) = expand();
+        assert_eq!(after, vec![base.join("a/b/c/.ssh"), base.join("e/.ssh")]);
+        assert_eq!(stats.read, 1);
+
+        let kept = std::fs::read(&file).unwrap();
+        for damaged in [
+            kept[..kept.len() / 2].to_vec(),
+            b"garbage".to_vec(),
+            [kept.as_slice(), b"x"].concat(),
+        ] {
+            std::fs::write(&file, damaged).unwrap();
+            let (cold, stats) = expand();
+            assert_eq!(cold, after);
+            assert!(stats.read >= 7, "{stats:?}");
+        }
+    }
+
+    /// A hidden directory is not walked (its matches are hidden with it); another set of
+    /// hidden directories is another walk.
+    #[test]
+    fn hidden_directories_are_not_walked() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path();
+        for dir in ["aido/journal/.ssh", "a/.ssh"] {
+            std::fs::create_dir_all(base.join(dir)).unwrap();
+        }
+        let pattern = base.join("**/.ssh");
+        let index = GlobIndex::stamps_only();
+        let (found, stats) = index
+            .expand(std::slice::from_ref(&pattern), &[base.join("aido")])
+            .unwrap();
+        assert_eq!(found, vec![base.join("a/.ssh")]);
+        assert_eq!(stats.read, 2, "the top and a, never aido: {stats:?}");
+        let (found, _) = index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
+        assert_eq!(
+            found,
+            vec![base.join("a/.ssh"), base.join("aido/journal/.ssh")]
+        );
+    }
+
+    /// The answer of an expansion made ahead is the next expansion's, once, if it is the same.
+    #[test]
+    fn a_held_answer_serves_the_next_identical_expansion_once() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path();
+        std::fs::create_dir_all(base.join("a/.ssh")).unwrap();
+        let pattern = base.join("**/.ssh");
+        let other = base.join("**/.env");
+        let index = GlobIndex::stamps_only();
+        index.hold_next();
+        let (ahead, stats) = index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
+        assert_eq!(ahead, vec![base.join("a/.ssh")]);
+        assert!(stats.read > 0);
+        std::fs::create_dir_all(base.join("b/.ssh")).unwrap();
+        let (held, stats) = index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
+        assert_eq!((held, stats), (ahead, ExpandStats::default()));
+        let (now, _) = index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
+        assert_eq!(now, vec![base.join("a/.ssh"), base.join("b/.ssh")]);
+        // Another expansion in between drops it: it is walked, and so is the next.
+        index.hold_next();
+        index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
+        std::fs::create_dir_all(base.join("c/.ssh")).unwrap();
+        let (env, _) = index.expand(std::slice::from_ref(&other), &[]).unwrap();
+        assert!(env.is_empty());
+        let (walked, stats) = index.expand(std::slice::from_ref(&pattern), &[]).unwrap();
+        assert_eq!(walked.len(), 3);
+        assert!(stats.read > 0);
+    }
+
+    #[test]
+    fn a_kept_index_equals_a_fresh_walk_after_random_changes() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("deny-globs");
+        random_changes_with(|| GlobIndex::persisted(file.clone()));
+    }
+
     fn random_changes(index: GlobIndex) {
+        random_changes_with(|| &index);
+    }
+
+    /// Random changes to a tree, each followed by an expansion by `index()` (the same index, or
+    /// a new one each time) compared with a fresh walk's.
+    fn random_changes_with<I: std::borrow::Borrow<GlobIndex>>(index: impl Fn() -> I) {
         let root = tempfile::tempdir().unwrap();
         let base = root.path();
         let pattern = base.join("**/.env");
@@ -581,9 +1081,12 @@ mod tests {
                     drop(std::fs::remove_file(&path));
                 }
             }
-            let (kept, _) = index.expand(std::slice::from_ref(&pattern)).unwrap();
+            let (kept, _) = index()
+                .borrow()
+                .expand(std::slice::from_ref(&pattern), &[])
+                .unwrap();
             let (walked, _) = GlobIndex::default()
-                .expand(std::slice::from_ref(&pattern))
+                .expand(std::slice::from_ref(&pattern), &[])
                 .unwrap();
             assert_eq!(kept, walked);
         }

@@ -87,7 +87,8 @@ pub(crate) fn resolve(
             }
         }
     }
-    denied.extend(globs.expand(&globbed)?.0);
+    let whole = denied.clone();
+    denied.extend(globs.expand(&globbed, &whole)?.0);
     for path in denied {
         deny_one(
             &path,

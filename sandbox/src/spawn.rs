@@ -71,17 +71,10 @@ impl Sandbox {
 
     /// Expands `profile`'s deny globs into the shared index without running anything, so the
     /// first command does not pay the first walk of a large root (and its watches).
+    /// In a single-command process ([`crate::set_single_command`]) the answer is kept for
+    /// that command.
     pub fn warm(&self, profile: &Profile) -> Result<(), SpawnError> {
-        let request = Request::new(["true"], Path::new("/"));
-        let parent_env = BTreeMap::new();
-        plan::resolve(
-            profile,
-            &request,
-            self.home.as_deref(),
-            &parent_env,
-            &self.globs,
-        )
-        .map(drop)
+        self.globs.warm(profile, self.home.as_deref())
     }
 
     /// Starts a child for the next command ahead of it (spawned, in a cgroup with `limits`,

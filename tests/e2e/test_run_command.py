@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,35 @@ def test_aido_exec_passes_the_exit_status_through_and_is_journaled(world):
     shown = world.run("replay", "show", sessions[0]["id"])
     assert shown.returncode == 0 and "run_command" in shown.stdout, shown.stdout + shown.stderr
     played_back(world)
+
+
+def test_aido_exec_starts_from_the_kept_deny_index_and_still_hides_what_appeared_since(world):
+    """Each `aido exec` is a new process: it starts from the deny globs' expansion the last one
+    kept in AIDO_HOME and checks every directory by its stamp. A secret that appeared since,
+    deep in an old tree, is hidden all the same; one removed is no longer hidden."""
+    deep = world.home / "proj" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (world.home / "proj" / "a" / "x.env.txt").write_text("plain\n")
+    old = time.time() - 3600
+    for d in [deep, deep.parent, deep.parent.parent, deep.parent.parent.parent, world.home]:
+        os.utime(d, (old, old))
+    first = world.run("exec", "--", "sh", "-c", "cat proj/a/x.env.txt")
+    assert first.returncode == 0 and first.stdout == "plain\n", first.stdout + first.stderr
+    kept = world.aido_home / "cache" / "deny-globs"
+    assert kept.is_file() and (kept.stat().st_mode & 0o777) == 0o600
+    (deep / ".env").write_text("TOKEN=appeared\n")
+    second = world.run("exec", "--", "sh", "-c", "cat proj/a/b/c/.env; echo rc=$?")
+    # Hidden (an empty file in its place), never read.
+    assert "appeared" not in second.stdout and "rc=" in second.stdout, second.stdout + second.stderr
+    (deep / ".env").unlink()
+    (deep / "plain.txt").write_text("seen\n")
+    third = world.run("exec", "--", "sh", "-c", "cat proj/a/b/c/plain.txt")
+    assert third.returncode == 0 and third.stdout == "seen\n", third.stdout + third.stderr
+    # A damaged index is a cold start, never a wrong answer.
+    kept.write_bytes(b"aido-deny-2\n" + b"\xff" * 64)
+    (deep / ".env").write_text("TOKEN=again\n")
+    fourth = world.run("exec", "--", "sh", "-c", "cat proj/a/b/c/.env; echo rc=$?")
+    assert "again" not in fourth.stdout and "rc=" in fourth.stdout, fourth.stdout + fourth.stderr
 
 
 async def test_a_dry_run_returns_the_commands_changes_and_leaves_the_tree_alone(world):

@@ -105,16 +105,17 @@ impl Actor for ProcessBody {
             Arc::clone(&args.globs),
             profile_of(&args.policy, &args.hidden),
         );
+        // In `aido exec` too: the walk runs while the session opens, and its one command
+        // takes the answer. It needs no executable, so it does not wait for the choice of one.
         std::thread::spawn(move || {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            if let Err(error) = globs.warm(&profile, home.as_deref()) {
+                tracing::debug!("deny globs not expanded ahead: {error}");
+            }
+        });
+        std::thread::spawn(|| {
             if let Ok((exe, why)) = aido_sandbox::host_exe() {
                 tracing::info!(host = %exe.display(), why, "the sandbox child's executable");
-                if aido_sandbox::single_command() {
-                    // Its one command expands them itself, once.
-                    return;
-                }
-                if let Err(error) = Sandbox::new(exe).with_globs(globs).warm(&profile) {
-                    tracing::debug!("deny globs not expanded ahead: {error}");
-                }
             }
         });
         Ok(args)

@@ -44,6 +44,12 @@ pub use handles::{HandleTable, LostHandle, recover_lost};
 #[cfg(feature = "prim-process")]
 pub use profile::expect_commands;
 pub(crate) use redact::journaled;
+
+/// Where the deny globs' expansion is kept between processes (under `AIDO_HOME`, which no
+/// command sees), so `aido exec` and a restarted server check a large home by stamps instead
+/// of reading it all again.
+#[cfg(feature = "prim-process")]
+pub(crate) const DENY_GLOBS_FILE: &str = "cache/deny-globs";
 #[cfg(feature = "prim-process")]
 pub use remote::RemoteError;
 
