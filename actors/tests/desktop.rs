@@ -272,6 +272,8 @@ async fn typing_into_a_terminal_is_judged_as_run_command() {
         &config("[actions]\nenabled = { run_command = false }"),
     )
     .await;
+    // Both autostarted terminals mapped first: one mapped after the focus would take it.
+    a.window("Secret").await;
     let term = a.window("XTerm").await;
     a.ok("focus_window", json!({"window": term["id"]})).await;
     assert_eq!(
