@@ -306,18 +306,14 @@ async fn run_command(
         (Ok(changes), Some(layers)) => {
             let pending = admit(args, session, changes, &record)?;
             record["file_changes_journaled"] = json!(true);
-            let mut executed = Executed::new(command_ran(&record));
-            executed.outcome.inputs.push(Input::Answer {
-                from: ANSWERED_BY.into(),
-                value: record,
-            });
-            return Ok(Ran {
-                executed,
-                pending: Some(Pending {
+            return Ok(recorded(
+                Executed::new(command_ran(&record)),
+                record,
+                Some(Pending {
                     changes: pending,
                     _layers: layers,
                 }),
-            });
+            ));
         }
         (Ok(_), None) => None,
         (Err(shown), _) => Some(shown),
@@ -352,15 +348,7 @@ async fn run_command(
         record["changes"] = changes["changes"].take();
         record["diff_truncated"] = changes["diff_truncated"].take();
     }
-    let mut done = Executed::new(command_ran(&record));
-    done.outcome.inputs.push(Input::Answer {
-        from: ANSWERED_BY.into(),
-        value: record,
-    });
-    Ok(Ran {
-        executed: done,
-        pending: None,
-    })
+    Ok(recorded(Executed::new(command_ran(&record)), record, None))
 }
 
 /// A handle primitive's result: the recorded answer is the result (playback renders it back
@@ -392,15 +380,7 @@ async fn run_unconfined(
     record["profile"] = json!({"confinement": "none"});
     record["unconfined"] = json!({"why": why});
     record["file_changes_journaled"] = json!(false);
-    let mut executed = Executed::new(command_ran(&record));
-    executed.outcome.inputs.push(Input::Answer {
-        from: ANSWERED_BY.into(),
-        value: record,
-    });
-    Ok(Ran {
-        executed,
-        pending: None,
-    })
+    Ok(recorded(Executed::new(command_ran(&record)), record, None))
 }
 
 /// A finished run's file changes, taken over: the layer of `roots[i]` is `layers/i/upper`;
@@ -423,15 +403,7 @@ pub(super) fn take_over(
 }
 
 fn answered(value: Value) -> Ran {
-    let mut executed = Executed::new(handle_answered(&value));
-    executed.outcome.inputs.push(Input::Answer {
-        from: ANSWERED_BY.into(),
-        value,
-    });
-    Ran {
-        executed,
-        pending: None,
-    }
+    recorded(Executed::new(handle_answered(&value)), value, None)
 }
 
 /// `run_command` with `background`: set up exactly as a finished command is (the walls, the
@@ -538,15 +510,11 @@ async fn start_background(
         cell,
         layers,
     );
-    let mut executed = Executed::new(handle_started(&record));
-    executed.outcome.inputs.push(Input::Answer {
-        from: ANSWERED_BY.into(),
-        value: record,
-    });
-    Ok(Ran {
-        executed,
-        pending: None,
-    })
+    Ok(recorded(
+        Executed::new(handle_started(&record)),
+        record,
+        None,
+    ))
 }
 
 /// `stop_handle`: the tree stopped (see [`HandleTable::stop`]), then its file changes judged
@@ -603,7 +571,11 @@ async fn stop_handle(
 }
 
 fn stopped(record: Value, pending: Option<Pending>) -> Ran {
-    let mut executed = Executed::new(handle_stopped(&record));
+    recorded(Executed::new(handle_stopped(&record)), record, pending)
+}
+
+/// `executed` with the record it was rendered from as its answer (what playback renders from).
+fn recorded(mut executed: Executed, record: Value, pending: Option<Pending>) -> Ran {
     executed.outcome.inputs.push(Input::Answer {
         from: ANSWERED_BY.into(),
         value: record,
