@@ -39,6 +39,50 @@ pub struct Sandbox {
     pub(crate) globs: Arc<GlobIndex>,
 }
 
+/// A command's standard output and error, each read up to its cap on a thread of its own.
+pub(crate) struct Outputs(mpsc::Receiver<(usize, Captured)>);
+
+impl Outputs {
+    /// Takes `child`'s output pipes and starts reading them.
+    pub(crate) fn start(child: &mut Child, request: &Request) -> Self {
+        let (sender, receiver) = mpsc::channel();
+        let pipes = [
+            child
+                .stdout
+                .take()
+                .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
+        ];
+        let caps = [request.stdout_bytes_max, request.stderr_bytes_max];
+        for (index, (pipe, cap)) in pipes.into_iter().zip(caps).enumerate() {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let captured = pipe.map(|pipe| capture(pipe, cap)).unwrap_or_default();
+                let _ = sender.send((index, captured));
+            });
+        }
+        Outputs(receiver)
+    }
+
+    /// Standard output and error, once both pipes closed (within [`DRAIN_MS`] from now);
+    /// `stuck` is the protocol error when one stays open.
+    pub(crate) fn finish(self, stuck: &'static str) -> Result<[Captured; 2], SpawnError> {
+        let mut outputs = [Captured::default(), Captured::default()];
+        let deadline = Instant::now() + Duration::from_millis(DRAIN_MS);
+        for _ in 0..2 {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match self.0.recv_timeout(remaining) {
+                Ok((index, captured)) => outputs[index] = captured,
+                Err(_) => return Err(SpawnError::protocol(stuck)),
+            }
+        }
+        Ok(outputs)
+    }
+}
+
 /// Standard output or error as collected: at most the cap kept, everything counted.
 #[derive(Debug, Default)]
 pub(crate) struct Captured {
@@ -172,32 +216,7 @@ impl Sandbox {
         cgroup: Option<Cgroup>,
         egress: Option<aido_net::NetPolicy>,
     ) -> Result<Outcome, SpawnError> {
-        let (sender, receiver) = mpsc::channel();
-        for (index, pipe, cap) in [
-            (
-                0usize,
-                child
-                    .stdout
-                    .take()
-                    .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
-                request.stdout_bytes_max,
-            ),
-            (
-                1usize,
-                child
-                    .stderr
-                    .take()
-                    .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
-                request.stderr_bytes_max,
-            ),
-        ] {
-            let sender = sender.clone();
-            std::thread::spawn(move || {
-                let captured = pipe.map(|pipe| capture(pipe, cap)).unwrap_or_default();
-                let _ = sender.send((index, captured));
-            });
-        }
-        drop(sender);
+        let outputs = Outputs::start(&mut child, request);
 
         let (netns, lent) = if egress.is_none() {
             crate::netns::lend()
@@ -251,19 +270,7 @@ impl Sandbox {
             let _ = child.wait();
             drop(cgroup);
         }
-        let mut outputs = [Captured::default(), Captured::default()];
-        let drain_deadline = Instant::now() + Duration::from_millis(DRAIN_MS);
-        for _ in 0..2 {
-            let remaining = drain_deadline.saturating_duration_since(Instant::now());
-            match receiver.recv_timeout(remaining) {
-                Ok((index, captured)) => outputs[index] = captured,
-                Err(_) => {
-                    return Err(SpawnError::protocol(
-                        "output pipes stayed open after the sandbox ended",
-                    ));
-                }
-            }
-        }
+        let outputs = outputs.finish("output pipes stayed open after the sandbox ended")?;
         let (exit, mut usage) = result?;
         usage.memory_peak_bytes = memory_peak_bytes;
         let [stdout, stderr] = outputs;

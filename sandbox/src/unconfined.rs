@@ -10,12 +10,11 @@
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{SpawnError, Step};
 use crate::profile::{Exit, Outcome, Request, Usage};
-use crate::spawn::{Captured, DRAIN_MS, capture};
+use crate::spawn::Outputs;
 
 /// How often a running command is checked for its end.
 const POLL_MS: u64 = 2;
@@ -48,32 +47,7 @@ pub fn run_unconfined(request: &Request) -> Result<Outcome, SpawnError> {
         program: program.clone(),
         errno: error.raw_os_error().unwrap_or(0),
     })?;
-    let (sender, receiver) = mpsc::channel();
-    for (index, pipe, cap) in [
-        (
-            0usize,
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-            request.stdout_bytes_max,
-        ),
-        (
-            1usize,
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-            request.stderr_bytes_max,
-        ),
-    ] {
-        let sender = sender.clone();
-        std::thread::spawn(move || {
-            let captured = pipe.map(|pipe| capture(pipe, cap)).unwrap_or_default();
-            let _ = sender.send((index, captured));
-        });
-    }
-    drop(sender);
+    let outputs = Outputs::start(&mut child, request);
     if let Some(mut stdin) = child.stdin.take() {
         let bytes = request.stdin.clone();
         // A command that does not read its input must not hold this up.
@@ -115,20 +89,9 @@ pub fn run_unconfined(request: &Request) -> Result<Outcome, SpawnError> {
     if let Some(group) = group {
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
-    let mut outputs = [Captured::default(), Captured::default()];
-    let drain_deadline = Instant::now() + Duration::from_millis(DRAIN_MS);
-    for _ in 0..2 {
-        let remaining = drain_deadline.saturating_duration_since(Instant::now());
-        match receiver.recv_timeout(remaining) {
-            Ok((index, captured)) => outputs[index] = captured,
-            Err(_) => {
-                return Err(SpawnError::protocol(
-                    "output pipes stayed open after the command ended (a process it detached holds them)",
-                ));
-            }
-        }
-    }
-    let [stdout, stderr] = outputs;
+    let [stdout, stderr] = outputs.finish(
+        "output pipes stayed open after the command ended (a process it detached holds them)",
+    )?;
     Ok(Outcome {
         exit,
         stdout_truncated: stdout.total > stdout.kept.len() as u64,
