@@ -83,6 +83,26 @@ impl Outputs {
     }
 }
 
+impl Outcome {
+    /// A command's end and its two outputs, timed from `started`; no resource use, cgroup or
+    /// egress (the sandbox adds its own).
+    pub(crate) fn captured(exit: Exit, [stdout, stderr]: [Captured; 2], started: Instant) -> Self {
+        Outcome {
+            exit,
+            stdout_truncated: stdout.total > stdout.kept.len() as u64,
+            stderr_truncated: stderr.total > stderr.kept.len() as u64,
+            stdout_bytes_total: stdout.total,
+            stderr_bytes_total: stderr.total,
+            stdout: stdout.kept,
+            stderr: stderr.kept,
+            usage: crate::profile::Usage::default(),
+            cgroup: None,
+            duration_ms: started.elapsed().as_millis() as u64,
+            egress: Vec::new(),
+        }
+    }
+}
+
 /// Standard output or error as collected: at most the cap kept, everything counted.
 #[derive(Debug, Default)]
 pub(crate) struct Captured {
@@ -273,19 +293,11 @@ impl Sandbox {
         let outputs = outputs.finish("output pipes stayed open after the sandbox ended")?;
         let (exit, mut usage) = result?;
         usage.memory_peak_bytes = memory_peak_bytes;
-        let [stdout, stderr] = outputs;
         Ok(Outcome {
-            exit,
-            stdout_truncated: stdout.total > stdout.kept.len() as u64,
-            stderr_truncated: stderr.total > stderr.kept.len() as u64,
-            stdout_bytes_total: stdout.total,
-            stderr_bytes_total: stderr.total,
-            stdout: stdout.kept,
-            stderr: stderr.kept,
             usage,
             cgroup: hierarchy,
-            duration_ms: started.elapsed().as_millis() as u64,
             egress,
+            ..Outcome::captured(exit, outputs, started)
         })
     }
 }

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::{SpawnError, Step};
-use crate::profile::{Exit, Outcome, Request, Usage};
+use crate::profile::{Exit, Outcome, Request};
 use crate::spawn::Outputs;
 
 /// How often a running command is checked for its end.
@@ -89,20 +89,8 @@ pub fn run_unconfined(request: &Request) -> Result<Outcome, SpawnError> {
     if let Some(group) = group {
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
-    let [stdout, stderr] = outputs.finish(
+    let outputs = outputs.finish(
         "output pipes stayed open after the command ended (a process it detached holds them)",
     )?;
-    Ok(Outcome {
-        exit,
-        stdout_truncated: stdout.total > stdout.kept.len() as u64,
-        stderr_truncated: stderr.total > stderr.kept.len() as u64,
-        stdout_bytes_total: stdout.total,
-        stderr_bytes_total: stderr.total,
-        stdout: stdout.kept,
-        stderr: stderr.kept,
-        usage: Usage::default(),
-        cgroup: None,
-        duration_ms: started.elapsed().as_millis() as u64,
-        egress: Vec::new(),
-    })
+    Ok(Outcome::captured(exit, outputs, started))
 }

@@ -462,21 +462,22 @@ async def test_a_background_command_reaches_the_network_through_a_proxy_of_its_o
             )
             handle = started["handle"]
             cursor, text = 0, ""
-            for _ in range(30):
-                out = await s.ok("check_handle", {"handle": handle, "cursor": cursor, "wait_ms": 2000})
-                text += "".join(f.get("text", "") for f in out["frames"])
-                cursor = out["next_cursor"]
-                if "FIRST-DONE" in text:
-                    break
+
+            async def read_until(marker: str):
+                nonlocal cursor, text
+                for _ in range(30):
+                    out = await s.ok("check_handle", {"handle": handle, "cursor": cursor, "wait_ms": 2000})
+                    text += "".join(f.get("text", "") for f in out["frames"])
+                    cursor = out["next_cursor"]
+                    if marker in text:
+                        break
+                return out
+
+            out = await read_until("FIRST-DONE")
             assert f"/first served to a handle" in text, text
             assert [e.get("code") for e in out["egress"]] == [None], out
             await s.ok("write_stdin", {"handle": handle, "text": "go\n"})
-            for _ in range(30):
-                out = await s.ok("check_handle", {"handle": handle, "cursor": cursor, "wait_ms": 2000})
-                text += "".join(f.get("text", "") for f in out["frames"])
-                cursor = out["next_cursor"]
-                if "169.254.169.254" in text:
-                    break
+            await read_until("169.254.169.254")
             assert "/second served to a handle" in text and "403 net_denied" in text, text
             stopped = await s.ok("stop_handle", {"handle": handle})
             codes = [e.get("code") for e in stopped["egress"]]
