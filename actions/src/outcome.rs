@@ -191,6 +191,17 @@ pub enum Effect {
         /// The bits it had.
         before: u32,
     },
+    /// A change set (a command's file changes, an artifact save): every path it changed with
+    /// what it held before and after, in `parts` (blobs of JSON-lines entries, see
+    /// [`crate::changes`]), applied in order; undoing it puts every `before` back, newest first.
+    Changes {
+        /// The parts, by blake3 (hex), in order.
+        parts: Vec<String>,
+        /// Entries in all the parts.
+        entries: u64,
+        /// Bytes of new contents in all the parts.
+        bytes: u64,
+    },
 }
 
 /// A nondeterministic input an action saw.

@@ -1264,7 +1264,8 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
                     _ => None,
                 })
                 .unwrap_or_else(|| engine.workdir().to_owned());
-            let changed = aido_replay::whatif::what_if(&records, &engine, &cwd);
+            let changed =
+                aido_replay::whatif::what_if(&records, &engine, &cwd, &journal.blob_store());
             if *json {
                 println!("{}", serde_json::to_string(&changed)?);
             } else {

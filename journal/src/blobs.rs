@@ -33,6 +33,8 @@ pub const BLOB_CHUNK_BYTES: usize = 1 << 20;
 pub struct BlobStore {
     pub(crate) blobs: sled::Tree,
     pub(crate) chunked: sled::Tree,
+    /// Large contents, as files beside the journal.
+    pub(crate) objects: crate::objects::Objects,
 }
 
 /// A blob that is stored: its name and size.
@@ -54,9 +56,107 @@ impl BlobStore {
     /// Make every blob stored so far durable now (a sled flush), without waiting for the
     /// journal's next durable append.
     pub fn flush(&self) -> Result<(), AppendError> {
+        self.objects.sync()?;
         self.blobs.flush().map_err(storage)?;
         self.chunked.flush().map_err(storage)?;
         Ok(())
+    }
+
+    /// The object files (contents of [`crate::objects::OBJECT_BYTES_MIN`] or more).
+    pub fn objects(&self) -> &crate::objects::Objects {
+        &self.objects
+    }
+
+    /// Store the contents of `source`, read from its start, streamed (memory stays at one
+    /// buffer whatever the size) and named by their blake3: large ones as objects (holes
+    /// kept, reflinked where the file system can), small ones in sled. More than `max` bytes
+    /// is [`AppendError::BlobTooLarge`] and nothing is named.
+    pub fn put_file(&self, source: &std::fs::File, max: u64) -> Result<StoredBlob, AppendError> {
+        let size = source
+            .metadata()
+            .map_err(|e| AppendError::Storage {
+                message: format!("stat contents to keep: {e}"),
+            })?
+            .len();
+        if size > max {
+            return Err(AppendError::BlobTooLarge { bytes: size, max });
+        }
+        if size >= crate::objects::OBJECT_BYTES_MIN {
+            return self.objects.put_file(source, max);
+        }
+        let bytes = crate::objects::read_all(source, max).map_err(|e| AppendError::Storage {
+            message: format!("reading contents to keep: {e}"),
+        })?;
+        if bytes.len() as u64 > max {
+            return Err(AppendError::BlobTooLarge {
+                bytes: bytes.len() as u64,
+                max,
+            });
+        }
+        let hash = hash_hex(&bytes);
+        if bytes.len() as u64 >= crate::objects::OBJECT_BYTES_MIN {
+            // It grew while it was read.
+            self.objects.put_bytes(&hash, &bytes)?;
+        } else {
+            self.put(&hash, &bytes)?;
+        }
+        Ok(StoredBlob {
+            hash,
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    /// Every entry of a stored change set ([`aido_actions::Effect::Changes`]), part by part
+    /// (one part in memory at a time); `visit` returns false to stop. A missing or damaged
+    /// part is an error naming it.
+    pub fn visit_change_set(
+        &self,
+        parts: &[String],
+        mut visit: impl FnMut(&aido_actions::changes::Entry) -> bool,
+    ) -> Result<(), String> {
+        for part in parts {
+            let bytes = self
+                .get(part)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("change set part {part} is not in the blob store"))?;
+            if hash_hex(&bytes) != *part {
+                return Err(format!("change set part {part} does not hash to its name"));
+            }
+            for entry in aido_actions::changes::decode_part(&bytes)? {
+                if !visit(&entry) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when contents of this name are stored (in sled or as an object).
+    pub fn contains(&self, hash: &str) -> bool {
+        match decode_hash(hash) {
+            Some(key) => self.contains_key(&key).unwrap_or(false) || self.objects.contains(hash),
+            None => false,
+        }
+    }
+
+    /// Write the contents named `hash` into `target` from its start (an object's holes kept)
+    /// and size it; the bytes written, `None` when nothing of that name is stored.
+    pub fn copy_to(&self, hash: &str, target: &std::fs::File) -> Result<Option<u64>, ReadError> {
+        if let Some(bytes) = self.objects.copy_to(hash, target)? {
+            return Ok(Some(bytes));
+        }
+        let Some(bytes) = self.get(hash)? else {
+            return Ok(None);
+        };
+        let failed = |e: std::io::Error| ReadError::BlobCorrupt {
+            hash: hash.to_owned(),
+            reason: format!("writing it out: {e}"),
+        };
+        use std::os::unix::fs::FileExt;
+        target.set_len(0).map_err(failed)?;
+        target.write_all_at(&bytes, 0).map_err(failed)?;
+        target.set_len(bytes.len() as u64).map_err(failed)?;
+        Ok(Some(bytes.len() as u64))
     }
 
     /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once), chunked
@@ -71,6 +171,9 @@ impl BlobStore {
         }
         if bytes.len() <= BLOB_CHUNK_BYTES {
             self.blobs.insert(key, bytes).map_err(storage)?;
+            return Ok(());
+        }
+        if self.objects.contains(hash) {
             return Ok(());
         }
         let mut list = Vec::with_capacity(bytes.len() / BLOB_CHUNK_BYTES * 32 + 40);
@@ -166,7 +269,20 @@ impl BlobStore {
             return Ok(Some(v.to_vec()));
         }
         let Some(list) = self.chunked.get(key)? else {
-            return Ok(None);
+            return match self.objects.open(hash)? {
+                Some(file) => {
+                    let mut out = Vec::new();
+                    let mut reader = &file;
+                    std::io::Read::read_to_end(&mut reader, &mut out).map_err(|e| {
+                        ReadError::BlobCorrupt {
+                            hash: hash.to_owned(),
+                            reason: format!("reading its object: {e}"),
+                        }
+                    })?;
+                    Ok(Some(out))
+                }
+                None => Ok(None),
+            };
         };
         let damaged = |reason: String| ReadError::BlobCorrupt {
             hash: hash.to_owned(),
@@ -323,6 +439,7 @@ mod tests {
         let store = BlobStore {
             blobs: db.open_tree("blobs").unwrap(),
             chunked: db.open_tree("chunked").unwrap(),
+            objects: crate::objects::Objects::new(dir.path().join("objects")),
         };
         (dir, store)
     }

@@ -199,7 +199,7 @@ fn is_lock_error(e: &sled::Error) -> bool {
     matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
-fn open_trees(path: &Path) -> Result<Trees, OpenError> {
+fn open_trees(path: &Path, objects: &Path) -> Result<Trees, OpenError> {
     let storage = |source: sled::Error| {
         if is_lock_error(&source) {
             OpenError::Locked {
@@ -223,6 +223,7 @@ fn open_trees(path: &Path) -> Result<Trees, OpenError> {
     let blobs = blobs::BlobStore {
         blobs: db.open_tree("blobs").map_err(storage)?,
         chunked: db.open_tree("chunked").map_err(storage)?,
+        objects: crate::objects::Objects::new(objects.to_owned()),
     };
     let sessions = db.open_tree("sessions").map_err(storage)?;
     Ok(Trees {
@@ -247,7 +248,7 @@ impl Journal {
         mode: CommitMode,
         queue_records_max: usize,
     ) -> Result<Self, OpenError> {
-        let trees = Arc::new(open_trees(path)?);
+        let trees = Arc::new(open_trees(path, &crate::objects::objects_dir(path))?);
         let tail_err = |source: std::io::Error| OpenError::Tail {
             path: path.join(crate::tail::TAIL_FILE).display().to_string(),
             source,
@@ -289,7 +290,8 @@ impl Journal {
     /// Open a journal for reading only. If a running aido holds it, read a copy taken now
     /// (sled recovers the copy as it would after a crash: every acknowledged record is in it).
     pub fn open_read_only(path: &Path) -> Result<Self, OpenError> {
-        let (trees, scratch) = match open_trees(path) {
+        let objects = crate::objects::objects_dir(path);
+        let (trees, scratch) = match open_trees(path, &objects) {
             Ok(trees) => (trees, None),
             Err(OpenError::Locked { .. }) => {
                 let copy_err = |source| OpenError::Copy {
@@ -298,7 +300,7 @@ impl Journal {
                 };
                 let scratch = tempfile::tempdir().map_err(copy_err)?;
                 copy_dir(path, scratch.path()).map_err(copy_err)?;
-                let trees = open_trees(scratch.path())?;
+                let trees = open_trees(scratch.path(), &objects)?;
                 // The copy's tail holds what the live writer has written but not flushed.
                 crate::tail::replay(
                     scratch.path(),

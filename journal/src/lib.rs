@@ -34,6 +34,8 @@ pub mod blobs;
 pub mod dir;
 /// Errors and their stable codes.
 pub mod error;
+/// Large contents as files beside the journal (holes kept, reflinked where possible).
+pub mod objects;
 /// Records, events and session ids.
 pub mod record;
 /// What was written since the last flush, so kill -9 cannot lose it.

@@ -152,6 +152,12 @@ cpu_percent = 200
 # does not undo them); every such run says `unconfined` with why in its journaled record and
 # result. Background commands and dry runs are never run unconfined.
 unconfined = "never"
+# The most one command's file changes may hold: entries (files, directories, links and
+# removals) and bytes of new contents. A command past either is refused whole
+# (command_changes_too_large), before anything reaches the workspace; so is one whose contents
+# would leave the journal's disk with less than [limits] journal_free_bytes_min free.
+change_files_max = 250000
+change_bytes_max = 8589934592
 
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
@@ -587,6 +593,12 @@ pub struct Processes {
     /// run a command without the sandbox. Every such call says so in its journaled record.
     #[serde(default = "Processes::unconfined_default")]
     pub unconfined: String,
+    /// Most entries one command's change set may hold.
+    #[serde(default = "Processes::change_files_max_default")]
+    pub change_files_max: u64,
+    /// Most bytes of new contents one command's change set may hold.
+    #[serde(default = "Processes::change_bytes_max_default")]
+    pub change_bytes_max: u64,
 }
 
 impl Processes {
@@ -604,6 +616,12 @@ impl Processes {
     }
     fn unconfined_default() -> String {
         "never".into()
+    }
+    fn change_files_max_default() -> u64 {
+        250_000
+    }
+    fn change_bytes_max_default() -> u64 {
+        8 << 30
     }
 
     /// Every field a host process can show.

@@ -94,7 +94,10 @@ mod spawn;
 mod unconfined;
 
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
-pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
+pub use changes::{
+    CHANGED_ENTRIES_MAX, Change, ChangeCaps, Upper, check_owned, collect as collect_changes,
+    open_layers,
+};
 pub use child::{
     BUILD_ID, BUILD_ID_ARG, CHILD_ARG, HELPER_NAME, child_main, host_exe, run_child_if_requested,
 };

@@ -65,6 +65,20 @@ pub enum Step {
         /// The bits (`0o7777` at most).
         mode: u32,
     },
+    /// Make every path of a change set hold its `after` (`forward`, in order) or its
+    /// `before` (newest first). Each path already holding it is left, so running it again
+    /// after a crash finishes it.
+    Changes {
+        /// The change set's parts, by blake3 (hex), in order.
+        parts: Vec<String>,
+        /// Apply (true) or undo (false).
+        forward: bool,
+        /// Each path must hold one side or the other (a crashed apply being finished): one
+        /// that holds neither stops it, and what it applied is put back. Rewinds replace
+        /// whatever is there.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        checked: bool,
+    },
 }
 
 /// What a rewind will do.
@@ -274,6 +288,11 @@ fn redo(effect: &Effect) -> Vec<Step> {
         Effect::SnapshotRestored { snapshot, .. } => vec![Step::Restore {
             snapshot: snapshot.clone(),
         }],
+        Effect::Changes { parts, .. } => vec![Step::Changes {
+            parts: parts.clone(),
+            forward: true,
+            checked: false,
+        }],
         // An earlier rewind on the live timeline: the records it abandoned are not on the
         // timeline being replayed, so the state before it already equals the state at its
         // target, and there is nothing to do.
@@ -335,6 +354,11 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
             to: from.clone(),
         }],
         Effect::DirCreated { path } => vec![Step::RemoveDir { path: path.clone() }],
+        Effect::Changes { parts, .. } => vec![Step::Changes {
+            parts: parts.clone(),
+            forward: false,
+            checked: false,
+        }],
         Effect::DirRemoved { path, mode } => {
             let made = Step::Mkdir { path: path.clone() };
             match mode {

@@ -271,20 +271,6 @@ impl Walls {
             .map_err(|e| FsError::io("symlink", &shown, e.into()))
     }
 
-    /// What the symbolic link at `target` (checked as the entry itself) points at, or `None`
-    /// when what is there is no link.
-    pub(crate) fn link_target(&self, target: &Target) -> Result<Option<String>, FsError> {
-        let shown = target.shown();
-        let Some(parent) = self.parent(target, Missing::Absent, &mut Vec::new())? else {
-            return Ok(None);
-        };
-        match rustix::fs::readlinkat(&parent.dir, parent.name.as_os_str(), Vec::new()) {
-            Ok(points_to) => Ok(Some(points_to.to_string_lossy().into_owned())),
-            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) => Err(FsError::io("readlink", &shown, e.into())),
-        }
-    }
-
     /// Set the permission bits (`0o7777` at most) of the file or directory at `target`,
     /// through a descriptor checked like every open; the bits it had, or `None` when nothing
     /// is there.
@@ -710,7 +696,7 @@ fn ensure_dir(parent: &Dir, name: &OsStr) -> std::io::Result<(Dir, bool)> {
 }
 
 /// What the kernel says an open directory is (`None` without /proc).
-fn real_path(dir: &Dir) -> Option<PathBuf> {
+pub(crate) fn real_path(dir: &Dir) -> Option<PathBuf> {
     use std::os::fd::AsFd;
     let fd = dir.as_fd().as_raw_fd();
     std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
