@@ -325,6 +325,15 @@ enum Replay {
         /// JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Also hold the tree the journal derives against the live workspace: every path the
+        /// session touched must hold what the journal says, and every entry of the write roots
+        /// changed since the session began must be one the journal accounts for (exit 1 and
+        /// name each that is not).
+        #[arg(long)]
+        tree: bool,
+        /// The directories the tree check walks (default: the policy's write roots).
+        #[arg(long = "root", value_name = "DIR")]
+        roots: Vec<PathBuf>,
     },
     /// Reproduce every recorded result from its recorded inputs and compare byte for byte
     /// (results built from a guest machine's state are listed as external).
@@ -1128,6 +1137,48 @@ async fn rewind(
     }
 }
 
+/// `verify --tree`: the session's touched paths against the disk, and the write roots (or
+/// `roots`) walked for changes since it began that its journal does not account for.
+fn tree_report(
+    journal: &aido_journal::Journal,
+    records: &[aido_journal::Record],
+    roots: &[PathBuf],
+    home: &Path,
+) -> Result<aido_replay::tree::TreeReport> {
+    let expected = aido_replay::tree::expected(journal, records)
+        .map_err(|why| anyhow::anyhow!("reading the session's change sets: {why}"))?;
+    let since_ms = records
+        .iter()
+        .find(|r| matches!(r.event, aido_journal::Event::SessionStarted { .. }))
+        .map(|r| r.time_ms)
+        .unwrap_or(0);
+    let roots = if roots.is_empty() {
+        let mut texts = Vec::new();
+        let file = home.join("config.toml");
+        if file.exists() {
+            texts.push((
+                Source::File(file.display().to_string()),
+                std::fs::read_to_string(&file)?,
+            ));
+        }
+        let layers: Vec<(Source, &str)> =
+            texts.iter().map(|(s, t)| (s.clone(), t.as_str())).collect();
+        let layered =
+            Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+        let engine = PolicyEngine::new(&layered.config, &environment(home), &FsResolver)?;
+        engine.write_roots().to_vec()
+    } else {
+        roots.to_vec()
+    };
+    let trash = aido_actors::fs::actor::home_trash(&aido_actors::runtime::default_home());
+    let skip = [
+        home.canonicalize().unwrap_or_else(|_| home.to_owned()),
+        home.to_owned(),
+        trash,
+    ];
+    Ok(aido_replay::tree::check(&expected, &roots, &skip, since_ms))
+}
+
 fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
     let journals = readers(home)?;
     let coded = |e: aido_journal::ReadError| anyhow::anyhow!("[{}] {e}", e.code());
@@ -1163,7 +1214,12 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Replay::Verify { session, json } => {
+        Replay::Verify {
+            session,
+            json,
+            tree,
+            roots,
+        } => {
             let (journal, id) = aido_journal::dir::find(&journals, session).map_err(coded)?;
             let report = journal.verify(id).map_err(coded)?;
             if report.broken.is_some() {
@@ -1177,10 +1233,16 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
             let records = journal.all_records(id).map_err(coded)?;
             let scratch = tempfile::tempdir()?;
             let derived = aido_replay::derive::derive(journal, &records, scratch.path())?;
+            let tree = if *tree {
+                Some(tree_report(journal, &records, roots, home)?)
+            } else {
+                None
+            };
+            let intact = derived.intact() && tree.as_ref().is_none_or(|t| t.intact());
             if *json {
                 println!(
                     "{}",
-                    serde_json::json!({"chain": report, "derive": derived})
+                    serde_json::json!({"chain": report, "derive": derived, "tree": tree})
                 );
             } else {
                 println!("{}", aido_replay::verify_text(&id.to_string(), &report));
@@ -1196,8 +1258,29 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
                 for f in &derived.findings {
                     println!("  seq {} {} [{}]: {}", f.seq, f.path, f.kind, f.detail);
                 }
+                if let Some(tree) = &tree {
+                    println!(
+                        "held the journal's tree against the workspace: {} path(s) the session touched, {} entr{} walked{}: {}",
+                        tree.checked,
+                        tree.walked,
+                        if tree.walked == 1 { "y" } else { "ies" },
+                        if tree.truncated {
+                            " (stopped at the walk's bound)"
+                        } else {
+                            ""
+                        },
+                        if tree.intact() {
+                            "the journal accounts for every change"
+                        } else {
+                            "NOT ACCOUNTED FOR"
+                        }
+                    );
+                    for f in &tree.findings {
+                        println!("  {} [{}]: {}", f.path, f.kind, f.detail);
+                    }
+                }
             }
-            Ok(if derived.intact() {
+            Ok(if intact {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

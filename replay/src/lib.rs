@@ -16,6 +16,8 @@
 pub mod derive;
 /// Reproducing recorded results from the records alone.
 pub mod playback;
+/// Holding the journal's tree against the live workspace (`verify --tree`).
+pub mod tree;
 /// What another policy would have said.
 pub mod whatif;
 

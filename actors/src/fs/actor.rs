@@ -382,6 +382,7 @@ impl Actor for FsBody {
                             &core.args.journal_dir,
                             core.args.limits.journal_free_bytes_min,
                         )),
+                        faults: Some(&core.args.faults),
                     };
                     super::changeset::stage(&cx, changes, file_bytes_max).map_err(Failure::from)
                 });
@@ -398,6 +399,7 @@ impl Actor for FsBody {
                         session: &session,
                         store: &core.args.blobs,
                         space: None,
+                        faults: Some(&core.args.faults),
                     };
                     super::changeset::apply(&cx, &staged)
                         .map(|applied| (applied, staged))

@@ -158,6 +158,8 @@ pub(crate) struct Cx<'a> {
     /// The journal's directory and the free bytes its disk must keep (`journal_free_bytes_min`):
     /// a change set whose contents would take more is refused before anything is stored.
     pub(crate) space: Option<(&'a Path, u64)>,
+    /// Fault injection (a window between entries, for crash tests).
+    pub(crate) faults: Option<&'a crate::faults::Faults>,
 }
 
 fn io(op: &'static str, path: &str, e: impl Into<std::io::Error>) -> FsError {
@@ -700,6 +702,9 @@ fn set(
     source: Option<&(Arc<OwnedFd>, OsString, u64)>,
 ) -> Result<PathBuf, FsError> {
     let shown = entry.path.as_str();
+    if let Some(faults) = cx.faults {
+        faults.apply_step();
+    }
     let target = cx.walls.check(shown, kind_of(&entry.after), cx.session)?;
     super::walls::hook::call(super::walls::hook::Op::Write, &target.resolved);
     let Some(dir) = parents.get(cx.walls, &target)? else {

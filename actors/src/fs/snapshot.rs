@@ -237,6 +237,7 @@ impl Snapshots {
                     session,
                     store,
                     space: None,
+                    faults: None,
                 };
                 super::changeset::run_parts(&cx, &parts, forward, checked)
                     .map_err(Failure::from)?;
