@@ -256,6 +256,104 @@ os.kill(pid, 9)
     );
 }
 
+/// Hardening issue: the seccomp filter compared whole system call numbers, so on x86_64 the
+/// x32 numbering (`__X32_SYSCALL_BIT` set) matched no rule of the deny list. Every x32 call is
+/// refused with EPERM by a filter of its own; a kernel without x32 (this one, say) would answer
+/// ENOSYS, so EPERM shows the refusal is the sandbox's. The command's namespaces stay as they
+/// were, and the 64-bit numbering of the same calls is refused by the deny list as before.
+#[test]
+fn x32_system_calls_are_refused_so_the_deny_list_cannot_be_sidestepped() {
+    let fixture = Fixture::new();
+    let script = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X32 = 0x40000000
+def call(name, number, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    print(name, result, ctypes.get_errno())
+namespaces = [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt", "net")]
+call("unshare", 272, 0x10000000)                   # CLONE_NEWUSER, the 64-bit number
+call("x32-unshare-user", X32 | 272, 0x10000000)
+call("x32-unshare-mount", X32 | 272, 0x00020000)   # CLONE_NEWNS
+call("x32-ptrace", X32 | 521, 16, 1, 0, 0)          # x32's own ptrace: PTRACE_ATTACH to init
+call("x32-keyctl", X32 | 250, 0, 0)
+call("x32-bpf", X32 | 321, 0, 0, 0)
+call("x32-getpid", X32 | 39)
+call("getpid", 39)
+same = namespaces == [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt", "net")]
+print("namespaces", "same" if same else "CHANGED")
+"#;
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    let lines: Vec<&str> = out.lines().collect();
+    let refused = [
+        "unshare -1 1",
+        "x32-unshare-user -1 1",
+        "x32-unshare-mount -1 1",
+        "x32-ptrace -1 1",
+        "x32-keyctl -1 1",
+        "x32-bpf -1 1",
+        "x32-getpid -1 1",
+    ];
+    assert_eq!(&lines[..refused.len()], &refused, "{out}");
+    // The control: the same probe reaches the kernel for an allowed call.
+    let getpid = lines[refused.len()];
+    assert!(
+        getpid.starts_with("getpid ") && getpid.ends_with(" 0"),
+        "{out}"
+    );
+    assert!(!getpid.starts_with("getpid -1"), "{out}");
+    assert_eq!(lines[refused.len() + 1], "namespaces same", "{out}");
+    fixture.assert_untouched();
+}
+
+/// A neighbour of the x32 row: the i386 ABI (`int 0x80` from a 64-bit process, which this
+/// kernel's IA32 emulation serves) numbers system calls differently again. Every filter checks
+/// the architecture first and kills the process on another one's calls, so an i386
+/// `unshare(CLONE_NEWUSER)` ends the process with SIGSYS instead of running.
+#[test]
+fn i386_system_calls_kill_the_process() {
+    let fixture = Fixture::new();
+    let script = r#"
+import ctypes, mmap
+code = bytes([
+    0x53,                          # push rbx (callee-saved)
+    0xbb, 0x00, 0x00, 0x00, 0x10,  # mov ebx, CLONE_NEWUSER
+    0xb8, 0x36, 0x01, 0x00, 0x00,  # mov eax, 310 (i386 unshare)
+    0xcd, 0x80,                    # int 0x80
+    0x5b,                          # pop rbx
+    0xc3,                          # ret
+])
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+print("calling", flush=True)
+print("i386 unshare returned", call(), flush=True)
+"#;
+    let outcome = fixture.sh(&format!(
+        "readlink /proc/self/ns/user > before; python3 -c '{script}'; echo rc=$?;          readlink /proc/self/ns/user | cmp -s - before && echo namespace-same"
+    ));
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    // 128 + SIGSYS (31): killed by the filter, never returned.
+    assert_eq!(
+        out,
+        "calling\nrc=159\nnamespace-same\n",
+        "{}",
+        stderr(&outcome)
+    );
+    fixture.assert_untouched();
+}
+
 #[test]
 fn new_namespaces_and_mounts_are_refused() {
     let fixture = Fixture::new();
