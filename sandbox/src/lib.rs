@@ -98,7 +98,7 @@ pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
 pub use child::{
     BUILD_ID, BUILD_ID_ARG, CHILD_ARG, HELPER_NAME, child_main, host_exe, run_child_if_requested,
 };
-pub use egress::{EGRESS_PORT, EgressRecord, Network};
+pub use egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
 pub use profile::{

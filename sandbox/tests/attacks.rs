@@ -416,6 +416,178 @@ except OSError as e:
     }
 }
 
+/// A command that opens 2,000 connections to its proxy, each trickling a request head a byte
+/// at a time (one deadline per read would never fire), then makes one real request.
+const SLOW_FLOOD: &str = r#"
+import os, select, socket, sys, time, urllib.request
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+count, target = int(sys.argv[1]), sys.argv[2]
+sockets, poll = {}, select.poll()
+for _ in range(count):
+    s = socket.socket()
+    s.connect(("127.0.0.1", port))
+    try:
+        s.send(b"C")
+    except OSError:
+        pass
+    sockets[s.fileno()] = s
+    poll.register(s, select.POLLIN)
+print("OPENED", len(sockets), flush=True)
+head = b"ONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Slow: " + b"a" * 4000
+statuses, sent, deadline = {}, 0, time.time() + 60
+while sockets and time.time() < deadline:
+    for fd, _ in poll.poll(0):
+        s = sockets.pop(fd)
+        poll.unregister(fd)
+        try:
+            answer = s.recv(300)
+        except OSError:
+            answer = b""
+        status = answer.split(b" ")[1].decode() if answer.startswith(b"HTTP/1.1 ") else "reset"
+        statuses[status] = statuses.get(status, 0) + 1
+        s.close()
+    for s in list(sockets.values()):
+        try:
+            s.send(head[sent:sent + 1])
+        except OSError:
+            pass
+    sent += 1
+    time.sleep(0.25)
+print("OPEN", len(sockets), flush=True)
+print("STATUSES", " ".join("%s=%d" % kv for kv in sorted(statuses.items())), flush=True)
+print("GET", urllib.request.urlopen(target, timeout=10).read().decode(), flush=True)
+"#;
+
+/// Hardening issue: the egress proxy spent a host thread per connection, uncapped (2,700 slow
+/// connections from one command gave aido 2,715 threads, far past the command's `pids.max`),
+/// and its head timeout was per read, so a head trickled a byte at a time never ended. Now a
+/// flood costs the command: past its connection cap each connection is answered 503 and
+/// closed at once (`egress_connections_max`, counted in its totals), the ones under the cap
+/// are cut at the whole-head deadline (`egress_head_timeout`), and aido's threads stay within
+/// the egress runtime's fixed bound. Another command's request gets through during the flood,
+/// and the flooding command's own request after it; nothing else reaches the host.
+#[test]
+fn a_slow_connection_flood_costs_the_command_not_aidos_threads() {
+    use aido_sandbox::egress::{EGRESS_CONNECTIONS_MAX_DEFAULT, EGRESS_THREADS_MAX};
+    let fixture = Fixture::new();
+    let server = Server::start("served");
+    let port = server.port;
+    let network = aido_sandbox::Network::proxy(
+        vec![format!("localhost:{port}"), "example.com:443".into()],
+        vec!["127.0.0.1/32".into(), "::1/128".into()],
+    );
+    let mut profile = fixture.profile();
+    profile.network = network;
+    profile.rlimits.open_files_max = 4096;
+    let flood = 2000;
+    let target = format!("http://localhost:{port}/flooder");
+    let mut request = aido_sandbox::Request::new(
+        ["python3", "-c", SLOW_FLOOD, &flood.to_string(), &target],
+        &fixture.root,
+    );
+    request.timeout_ms = 120_000;
+    let (before, _) = threads();
+    let watch = ThreadWatch::start();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let started = fixture
+        .sandbox()
+        .start(
+            &profile,
+            &request,
+            aido_sandbox::StartOptions::default(),
+            Box::new(move |end| {
+                let _ = sender.send(end);
+            }),
+        )
+        .unwrap_or_else(|error| panic!("sandbox refused ({}): {error}", error.code()));
+    let aido_sandbox::Output::Pipes { stdout: out, .. } = started.output else {
+        panic!("pipes were asked for");
+    };
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
+    let opened = lines.next().unwrap().unwrap();
+    assert_eq!(opened, format!("OPENED {flood}"));
+    // The flood is on: the command holds its cap. Another command is judged as usual.
+    let mut other = fixture.profile();
+    other.network = profile.network.clone();
+    let fetch = format!(
+        "import urllib.request\nprint(urllib.request.urlopen('http://localhost:{port}/other', timeout=10).read().decode())"
+    );
+    let during = fixture
+        .sandbox()
+        .run(
+            &other,
+            &aido_sandbox::Request::new(["python3", "-c", fetch.as_str()], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&during, 0);
+    assert_eq!(stdout(&during), "served\n");
+    let ended = receiver
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the flooding command ended")
+        .unwrap();
+    let (most, most_egress) = watch.most();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    eprintln!(
+        "{flood} slow connections: at most {most} threads in this process ({before} before), \
+         {most_egress} of them the egress runtime's; the command saw {rest:?}; totals {:?}",
+        ended.egress_totals
+    );
+    assert_eq!(ended.exit, aido_sandbox::Exit::Code(0), "{rest:?}");
+    // aido's side: the egress threads are the runtime's fixed few, whatever the command did.
+    assert!(
+        most_egress <= EGRESS_THREADS_MAX,
+        "{most_egress} egress threads"
+    );
+    assert!(most <= before + EGRESS_THREADS_MAX + 16, "{most} threads");
+    // The command's side: every connection was closed by the proxy, then its own request went
+    // through.
+    assert_eq!(rest[0], "OPEN 0", "{rest:?}");
+    assert_eq!(rest[2], "GET served", "{rest:?}");
+    let totals = ended.egress_totals.clone().unwrap();
+    let refused = |code: &str| totals.refused.get(code).copied().unwrap_or(0);
+    let over_cap = refused("egress_connections_max");
+    let late = refused("egress_head_timeout");
+    assert_eq!(totals.connections, flood + 1, "{totals:?}");
+    assert_eq!(totals.admitted, 1, "{totals:?}");
+    assert_eq!(over_cap + late, flood, "{totals:?}");
+    assert!(over_cap >= flood / 2, "{totals:?}");
+    assert!(
+        late >= u64::from(EGRESS_CONNECTIONS_MAX_DEFAULT),
+        "{totals:?}"
+    );
+    // Every refusal was answered: a status or, when the command's bytes were still unread at
+    // the close, a reset.
+    let statuses: std::collections::BTreeMap<&str, u64> = rest[1]
+        .strip_prefix("STATUSES ")
+        .unwrap()
+        .split(' ')
+        .map(|pair| {
+            let (status, count) = pair.split_once('=').unwrap();
+            (status, count.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(statuses.values().sum::<u64>(), flood, "{statuses:?}");
+    assert!(
+        statuses
+            .keys()
+            .all(|status| ["503", "408", "reset"].contains(status)),
+        "{statuses:?}"
+    );
+    // One record per refusal code that named no target, the rest counted; the admitted one.
+    let codes: Vec<Option<&str>> = ended.egress.iter().map(|r| r.code.as_deref()).collect();
+    assert_eq!(codes.len(), 3, "{:?}", ended.egress);
+    for code in ["egress_connections_max", "egress_head_timeout"] {
+        assert_eq!(codes.iter().filter(|c| **c == Some(code)).count(), 1);
+    }
+    assert!(codes.contains(&None));
+    assert_eq!(totals.records_dropped, flood - 2);
+    // Nothing reached the host but the two real requests.
+    assert_eq!(server.accepted(), 2);
+    assert!(wait_until(Duration::from_secs(5), || {
+        aido_sandbox::egress::connections_open() == 0
+    }));
+}
+
 /// As root, commands without network borrow an empty namespace from aido's pool instead of
 /// making one each: it is never the host's, never lent to two commands at once, and nothing a
 /// command does leaves a trace in it (its capabilities live in its own user namespace, the

@@ -8,56 +8,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{BufRead, BufReader};
 
 use aido_sandbox::{EgressRecord, Network, Outcome, Request};
-use common::{Fixture, assert_code, stdout};
-
-/// A one-line HTTP server on the host's loopback: answers every request with `body`, and
-/// counts the connections it accepted.
-struct Server {
-    port: u16,
-    accepted: Arc<AtomicUsize>,
-}
-
-impl Server {
-    fn start(body: &'static str) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let counter = accepted.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                counter.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut line = String::new();
-                    // The request head, through the blank line.
-                    while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                        if line == "\r\n" {
-                            break;
-                        }
-                        line.clear();
-                    }
-                    let mut stream = stream;
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                });
-            }
-        });
-        Server { port, accepted }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-}
+use common::{Fixture, Server, assert_code, stdout};
 
 fn run(fixture: &Fixture, network: Network, script: &str) -> Outcome {
     let mut profile = fixture.profile();
@@ -68,10 +22,10 @@ fn run(fixture: &Fixture, network: Network, script: &str) -> Outcome {
 }
 
 fn proxy(allow: &[String], ranges: &[&str]) -> Network {
-    Network::Proxy {
-        allow: allow.to_vec(),
-        allow_ranges: ranges.iter().map(|r| r.to_string()).collect(),
-    }
+    Network::proxy(
+        allow.to_vec(),
+        ranges.iter().map(|r| r.to_string()).collect(),
+    )
 }
 
 /// A plain GET through the proxy from the environment, and a CONNECT tunnel by hand, print
