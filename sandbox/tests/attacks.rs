@@ -588,6 +588,71 @@ fn a_slow_connection_flood_costs_the_command_not_aidos_threads() {
     }));
 }
 
+/// Hardening issue: `::ffff:0:7f00:1` (IPv4-translated, `::ffff:0:0:0/96`) was not
+/// classified, so a command behind a proxy that admits the public web (`*:*`) could name
+/// loopback, metadata or a private address in that form. Every IPv6 form that carries an IPv4
+/// address is now judged as that address, and the forms whose IPv4 address cannot be located
+/// are refused whole; the control (`127.0.0.1` named exactly by the allowlist) shows the same
+/// probe reaches the listener when the policy says so.
+#[test]
+fn ipv6_forms_that_carry_a_refused_ipv4_address_are_refused_by_the_proxy() {
+    let fixture = Fixture::new();
+    let server = Server::start("must not be reached");
+    let port = server.port;
+    let mut profile = fixture.profile();
+    profile.network =
+        aido_sandbox::Network::proxy(vec![format!("127.0.0.1:{port}"), "*:*".into()], Vec::new());
+    let carried = [
+        format!("[::ffff:0:7f00:1]:{port}"),
+        format!("[::ffff:0:127.0.0.1]:{port}"),
+        format!("[::ffff:7f00:1]:{port}"),
+        format!("[::127.0.0.1]:{port}"),
+        format!("[64:ff9b::7f00:1]:{port}"),
+        format!("[64:ff9b:1::7f00:1]:{port}"),
+        format!("[64:ff9b:1:7f00:0:100::]:{port}"),
+        format!("[2002:7f00:1::1]:{port}"),
+        format!("[2606:4700:1:2:0:5efe:7f00:1]:{port}"),
+        format!("[2001:0:53aa:64c::7f00:1]:{port}"),
+        "[::ffff:0:a9fe:a9fe]:80".to_string(),
+        "[::ffff:0:10.0.0.1]:80".to_string(),
+        "[64:ff9b::a9fe:a9fe]:80".to_string(),
+    ];
+    let mut targets = carried.to_vec();
+    targets.push(format!("127.0.0.1:{port}"));
+    let mut request = connects(20, 0, &targets);
+    request.cwd = fixture.root.clone();
+    let outcome = fixture.sandbox().run(&profile, &request).unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(
+        answers(&out),
+        [
+            ("200:-".to_string(), 1),
+            ("403:net_address_refused".to_string(), carried.len() as u64),
+        ]
+        .into(),
+        "{out}"
+    );
+    let refused: Vec<&str> = outcome
+        .egress
+        .iter()
+        .filter(|r| r.code.as_deref() == Some("net_address_refused"))
+        .map(|r| r.host.as_str())
+        .collect();
+    assert_eq!(refused.len(), carried.len(), "{:?}", outcome.egress);
+    assert!(
+        outcome
+            .egress
+            .iter()
+            .all(|r| r.code.is_some() || r.host == "127.0.0.1"),
+        "{:?}",
+        outcome.egress
+    );
+    // Only the control reached the host's listener.
+    assert!(wait_until(Duration::from_secs(5), || server.accepted() == 1));
+    assert_eq!(server.accepted(), 1);
+}
+
 /// As root, commands without network borrow an empty namespace from aido's pool instead of
 /// making one each: it is never the host's, never lent to two commands at once, and nothing a
 /// command does leaves a trace in it (its capabilities live in its own user namespace, the

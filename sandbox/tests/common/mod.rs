@@ -273,3 +273,69 @@ pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> b
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// Opens one connection to the proxy per target and sends `CONNECT target` (a target written
+/// `partial:host:port` sends the request line only, a head that never ends), then waits up to
+/// `wait` seconds for `expect` answers (0: every one) and prints them as `status:code=count`.
+/// With `HOLD` set it then says `HELD` and keeps its connections until a line on its input.
+pub const CONNECTS: &str = r#"
+import os, select, socket, sys, time
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+wait, expect, targets = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+expect = expect or len(targets)
+sockets, poll = {}, select.poll()
+for target in targets:
+    s = socket.create_connection(("127.0.0.1", port))
+    if target.startswith("partial:"):
+        s.sendall(("CONNECT %s HTTP/1.1\r\n" % target[len("partial:"):]).encode())
+    else:
+        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    sockets[s.fileno()] = s
+    poll.register(s, select.POLLIN)
+answers, answered, deadline = {}, 0, time.time() + wait
+while sockets and answered < expect and time.time() < deadline:
+    for fd, _ in poll.poll(100):
+        s = sockets.pop(fd)
+        poll.unregister(fd)
+        try:
+            lines = s.recv(4096).decode().split("\r\n")
+        except OSError:
+            lines = [""]
+        status = lines[0].split(" ")[1] if lines[0].startswith("HTTP/1.1 ") else "reset"
+        code = next((l.split(": ")[1] for l in lines if l.startswith("X-Aido-Code: ")), "-")
+        answers[status + ":" + code] = answers.get(status + ":" + code, 0) + 1
+        answered += 1
+print("ANSWERS", " ".join("%s=%d" % kv for kv in sorted(answers.items())), flush=True)
+print("UNANSWERED", len(sockets), flush=True)
+if os.environ.get("HOLD"):
+    print("HELD", flush=True)
+    sys.stdin.readline()
+"#;
+
+/// The `ANSWERS` line of [`CONNECTS`], as `status:code` → count.
+pub fn answers(out: &str) -> std::collections::BTreeMap<String, u64> {
+    let line = out
+        .lines()
+        .find_map(|line| line.strip_prefix("ANSWERS"))
+        .unwrap_or_else(|| panic!("no answers in {out:?}"));
+    line.split_whitespace()
+        .map(|pair| {
+            let (key, count) = pair.rsplit_once('=').unwrap();
+            (key.to_owned(), count.parse().unwrap())
+        })
+        .collect()
+}
+
+pub fn connects(wait_s: u32, expect: usize, targets: &[String]) -> Request {
+    let mut argv = vec![
+        "python3".to_string(),
+        "-c".into(),
+        CONNECTS.into(),
+        wait_s.to_string(),
+        expect.to_string(),
+    ];
+    argv.extend(targets.iter().cloned());
+    let mut request = Request::new(argv, Path::new("/"));
+    request.timeout_ms = 120_000;
+    request
+}
