@@ -35,7 +35,8 @@
 //! | resolutions per command, and in the process | [`EGRESS_RESOLUTIONS_MAX`], [`EGRESS_RESOLUTIONS_TOTAL_MAX`] | wait within the deadline |
 //! | one name's resolution, the wait for a resolver included | [`EGRESS_RESOLVE_TIMEOUT_MS`] | `504`, `egress_resolve_timeout` |
 //! | connecting, every address together | [`EGRESS_CONNECT_TIMEOUT_MS`] | `504`, `egress_connect_timeout` |
-//! | host names | 253 bytes (`aido_net::target::DOMAIN_BYTES_MAX`) | `400`, `egress_request_invalid` |
+//! | host names, methods | 253 bytes (`aido_net::target::DOMAIN_BYTES_MAX`), [`EGRESS_METHOD_BYTES_MAX`] | `400`, `egress_request_invalid` |
+//! | records | [`EGRESS_RECORDS_MAX`] per command, messages cut at [`EGRESS_MESSAGE_BYTES_MAX`] | counted in [`EgressTotals::records_dropped`] |
 //!
 //! A connection holds two of aido's descriptors and at most about 50 KiB (its head, then two
 //! relay buffers of [`RELAY_BUFFER_BYTES`]), so the process-wide cap bounds both. A connection
@@ -97,6 +98,10 @@ pub const EGRESS_RESOLUTIONS_TOTAL_MAX: usize = 8;
 pub const EGRESS_WORKER_THREADS: usize = 2;
 /// The most threads the egress proxies of one process ever have.
 pub const EGRESS_THREADS_MAX: usize = EGRESS_WORKER_THREADS + EGRESS_RESOLUTIONS_TOTAL_MAX;
+/// The longest method a request may name (a method is recorded with its attempt).
+pub const EGRESS_METHOD_BYTES_MAX: usize = 32;
+/// The longest refusal message recorded (a message may quote what the command sent).
+pub const EGRESS_MESSAGE_BYTES_MAX: usize = 512;
 /// Addresses of one name tried in turn, within [`EGRESS_CONNECT_TIMEOUT_MS`].
 pub const EGRESS_ADDRESSES_TRIED_MAX: usize = 8;
 /// Each direction of a relayed connection copies through a buffer of this size.

@@ -12,8 +12,9 @@ use tokio::runtime::Runtime;
 use tokio::sync::{Semaphore, watch};
 
 use super::{
-    EGRESS_RECORDS_MAX, EGRESS_RESOLUTIONS_MAX, EGRESS_RESOLUTIONS_TOTAL_MAX,
-    EGRESS_WORKER_THREADS, EgressPolicy, EgressRecord, EgressTotals, ProxyError,
+    EGRESS_MESSAGE_BYTES_MAX, EGRESS_RECORDS_MAX, EGRESS_RESOLUTIONS_MAX,
+    EGRESS_RESOLUTIONS_TOTAL_MAX, EGRESS_WORKER_THREADS, EgressPolicy, EgressRecord, EgressTotals,
+    ProxyError,
 };
 
 /// Connections open through every proxy of this process (what `connections_total_max`
@@ -116,9 +117,22 @@ impl Log {
             return;
         }
         entry.code = Some(error.code().to_owned());
-        entry.message = Some(error.to_string());
+        entry.message = Some(cut(error.to_string(), EGRESS_MESSAGE_BYTES_MAX));
         self.record(entry);
     }
+}
+
+/// `text` cut to at most `bytes_max` bytes (on a character boundary), marked when cut.
+fn cut(mut text: String, bytes_max: usize) -> String {
+    if text.len() > bytes_max {
+        let mut end = bytes_max - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// One open connection's place under the command's and the process's caps, given back when
@@ -278,5 +292,41 @@ fn take(client: TcpStream, shared: &Arc<Shared>) {
                 log.refused(EgressRecord::anonymous(), &refusal);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_cut_on_a_character_boundary() {
+        assert_eq!(cut("short".into(), 512), "short");
+        let long = "é".repeat(400);
+        let kept = cut(long, 512);
+        assert!(kept.len() <= 512 && kept.ends_with('…'), "{}", kept.len());
+    }
+
+    /// A refusal that names no target is recorded the first time its code is seen, and
+    /// counted every time; past the record cap, attempts are counted only.
+    #[test]
+    fn refusals_are_recorded_once_per_code_when_anonymous_and_always_counted() {
+        let mut log = Log::default();
+        for _ in 0..3 {
+            log.refused(EgressRecord::anonymous(), &ProxyError::HeadTimeout);
+        }
+        let mut named = EgressRecord::anonymous();
+        named.host = "example.com".into();
+        let refusal = ProxyError::Net(aido_net::NetError::HostDenied {
+            host: "example.com".into(),
+            port: 443,
+        });
+        for _ in 0..EGRESS_RECORDS_MAX {
+            log.refused(named.clone(), &refusal);
+        }
+        assert_eq!(log.records.len(), EGRESS_RECORDS_MAX);
+        assert_eq!(log.totals.refused["egress_head_timeout"], 3);
+        assert_eq!(log.totals.refused["net_denied"], EGRESS_RECORDS_MAX as u64);
+        assert_eq!(log.totals.records_dropped, 2 + 1);
     }
 }

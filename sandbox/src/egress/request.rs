@@ -3,7 +3,7 @@
 use aido_net::Target;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::{EGRESS_HEAD_BYTES_MAX, ProxyError};
+use super::{EGRESS_HEAD_BYTES_MAX, EGRESS_METHOD_BYTES_MAX, ProxyError};
 
 /// The request head (through the blank line) and whatever followed it in the same reads. The
 /// caller bounds the time ([`super::EGRESS_HEAD_TIMEOUT_MS`] for the whole head); this bounds
@@ -68,6 +68,15 @@ fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
     if !version.starts_with("HTTP/1.") {
         return Err(format!("{version} (only HTTP/1.x)"));
     }
+    // A method is recorded with the attempt: a token of a few bytes, never a head's worth.
+    if method.is_empty()
+        || method.len() > EGRESS_METHOD_BYTES_MAX
+        || !method.bytes().all(is_token_byte)
+    {
+        return Err(format!(
+            "a method that is not a token of at most {EGRESS_METHOD_BYTES_MAX} bytes"
+        ));
+    }
     if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = target
             .rsplit_once(':')
@@ -116,6 +125,11 @@ fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
         port: target.port,
         forward: Some(forward.into_bytes()),
     })
+}
+
+/// A byte of an HTTP token (RFC 9110 `tchar`).
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
 }
 
 #[cfg(test)]
@@ -196,6 +210,8 @@ mod tests {
             "CONNECT example.com:443 HTTP/2\r\n\r\n".to_owned(),
             format!("CONNECT {long}:443 HTTP/1.1\r\n\r\n"),
             format!("GET http://{long}/ HTTP/1.1\r\n\r\n"),
+            format!("{} http://example.com/ HTTP/1.1\r\n\r\n", "A".repeat(33)),
+            "G(T http://example.com/ HTTP/1.1\r\n\r\n".to_owned(),
         ] {
             assert!(parse_head(head.as_bytes()).is_err(), "{head}");
         }
