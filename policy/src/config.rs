@@ -136,6 +136,13 @@ host_fields = ["pid", "ppid", "uid", "state", "comm"]
 # network namespace. A background command gets a proxy of its own for as long as it runs.
 egress = []
 egress_allow_ranges = []
+# The egress proxy's bounds, in connections: how many one command may have open through it at
+# once, and all commands of this aido process together (each holds two of aido's file
+# descriptors: keep twice the total under aido's open-file limit). Past either, a new
+# connection is answered 503 and closed, coded egress_connections_max or
+# egress_connections_total_max in the command's egress_totals.
+egress_connections_max = 64
+egress_connections_total_max = 256
 # Limits on a command's whole process tree, from a cgroup of its own (v2, or v1 on a hybrid
 # host): "required" (no cgroup: sandbox_unavailable, nothing runs), "auto" (required when aido
 # runs as root, where RLIMIT_NPROC does not bind, so only a cgroup bounds a fork bomb; used
@@ -576,6 +583,13 @@ pub struct Processes {
     /// Refused ranges the egress proxy opens anyway (CIDR blocks).
     #[serde(default)]
     pub egress_allow_ranges: Vec<String>,
+    /// Connections one command may have open through its egress proxy at once.
+    #[serde(default = "Processes::egress_connections_max_default")]
+    pub egress_connections_max: u32,
+    /// Connections every command of this aido process may have open through their egress
+    /// proxies together.
+    #[serde(default = "Processes::egress_connections_total_max_default")]
+    pub egress_connections_total_max: u32,
     /// `required`, `auto` or `off`: whether a command's tree gets a cgroup with the limits
     /// below.
     #[serde(default = "Processes::cgroup_default")]
@@ -622,6 +636,12 @@ impl Processes {
     }
     fn change_bytes_max_default() -> u64 {
         8 << 30
+    }
+    fn egress_connections_max_default() -> u32 {
+        64
+    }
+    fn egress_connections_total_max_default() -> u32 {
+        256
     }
 
     /// Every field a host process can show.
@@ -986,6 +1006,15 @@ impl Config {
             return Err(ConfigError::Value {
                 key: "processes.pids_max".into(),
                 reason: "pids_max, memory_mb and cpu_percent must be above 0".into(),
+            });
+        }
+        if self.processes.egress_connections_max == 0
+            || self.processes.egress_connections_total_max == 0
+        {
+            return Err(ConfigError::Value {
+                key: "processes.egress_connections_max".into(),
+                reason: "egress_connections_max and egress_connections_total_max must be above 0"
+                    .into(),
             });
         }
         if let Err(error) =

@@ -238,4 +238,8 @@ pub struct Outcome {
     /// (empty without [`crate::egress::Network::Proxy`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<crate::egress::EgressRecord>,
+    /// Every connection to the egress proxy counted, recorded or not (`None` without
+    /// [`crate::egress::Network::Proxy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_totals: Option<crate::egress::EgressTotals>,
 }

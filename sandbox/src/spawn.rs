@@ -99,6 +99,7 @@ impl Outcome {
             cgroup: None,
             duration_ms: started.elapsed().as_millis() as u64,
             egress: Vec::new(),
+            egress_totals: None,
         }
     }
 }
@@ -234,7 +235,7 @@ impl Sandbox {
         resolved: &Resolved,
         request: &Request,
         cgroup: Option<Cgroup>,
-        egress: Option<aido_net::NetPolicy>,
+        egress: Option<crate::egress::EgressPolicy>,
     ) -> Result<Outcome, SpawnError> {
         let outputs = Outputs::start(&mut child, request);
 
@@ -257,11 +258,13 @@ impl Sandbox {
             netns,
             &mut talk,
         );
-        let egress = talk
-            .proxy
-            .take()
-            .map(crate::egress::Proxy::finish)
-            .unwrap_or_default();
+        let (egress, egress_totals) = match talk.proxy.take() {
+            Some(proxy) => {
+                let (records, totals) = proxy.finish();
+                (records, Some(totals))
+            }
+            None => (Vec::new(), None),
+        };
         let memory_peak_bytes = cgroup.as_ref().and_then(Cgroup::memory_peak_bytes);
         let hierarchy = cgroup.as_ref().map(|cgroup| match cgroup.hierarchy() {
             Hierarchy::V2 => "v2".to_string(),
@@ -297,6 +300,7 @@ impl Sandbox {
             usage,
             cgroup: hierarchy,
             egress,
+            egress_totals,
             ..Outcome::captured(exit, outputs, started)
         })
     }
@@ -523,7 +527,7 @@ fn converse(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    egress: Option<aido_net::NetPolicy>,
+    egress: Option<crate::egress::EgressPolicy>,
     netns: Netns,
     talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {
@@ -552,7 +556,7 @@ fn converse_until_report(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    mut egress: Option<aido_net::NetPolicy>,
+    mut egress: Option<crate::egress::EgressPolicy>,
     netns: Netns,
     talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {

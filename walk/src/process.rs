@@ -87,9 +87,12 @@ pub fn command_ran(record: &Value) -> Outcome {
         "usage": record["usage"],
         "file_changes_journaled": record["file_changes_journaled"] == json!(true),
     });
-    // Its connections through the egress proxy, admitted and refused.
+    // Its connections through the egress proxy, admitted and refused, and their totals.
     if record["egress"].is_array() {
         output["egress"] = record["egress"].clone();
+    }
+    if record["egress_totals"].is_object() {
+        output["egress_totals"] = record["egress_totals"].clone();
     }
     // Run without the sandbox, as the policy allowed, and why.
     if record["unconfined"].is_object() {
@@ -144,9 +147,12 @@ pub fn handle_stopped(record: &Value) -> Outcome {
     if !record["failed"].is_null() {
         output["failed"] = record["failed"].clone();
     }
-    // Every connection it tried through its egress proxy, when it had one.
+    // Every connection it tried through its egress proxy, when it had one, and their totals.
     if record["egress"].is_array() {
         output["egress"] = record["egress"].clone();
+    }
+    if record["egress_totals"].is_object() {
+        output["egress_totals"] = record["egress_totals"].clone();
     }
     Outcome::from_output(output)
 }

@@ -829,6 +829,9 @@ pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome)
     if !outcome.egress.is_empty() {
         ended["egress"] = json!(outcome.egress);
     }
+    if let Some(totals) = &outcome.egress_totals {
+        ended["egress_totals"] = json!(totals);
+    }
     if let Value::Object(ended) = ended {
         for (key, value) in ended {
             record[key] = value;
@@ -891,6 +894,7 @@ mod tests {
             cgroup: None,
             duration_ms: 1,
             egress: Vec::new(),
+            egress_totals: None,
         };
         let record = record_of(&request, &profile, &outcome);
         assert_eq!(record["env"]["MODE"], "fast");

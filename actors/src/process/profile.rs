@@ -38,6 +38,8 @@ pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
         profile.network = aido_sandbox::Network::Proxy {
             allow: processes.egress.clone(),
             allow_ranges: processes.egress_allow_ranges.clone(),
+            connections_max: processes.egress_connections_max,
+            connections_total_max: processes.egress_connections_total_max,
         };
     }
     profile
