@@ -152,6 +152,25 @@ fn derived(h: &Home, ws: &Path, before: &BTreeMap<String, Vec<u8>>) -> BTreeMap<
                     }
                     Effect::SnapshotRestored { taken_at, .. } => model = at(&states, taken_at),
                     Effect::RewoundTo { seq } => model = at(&states, seq),
+                    // A command's change set: each entry's `after`, in order.
+                    Effect::Changes { parts, .. } => {
+                        let store = journal.blob_store();
+                        store
+                            .visit_change_set(&parts, |entry| {
+                                match entry.after.blob() {
+                                    Some(blob) => {
+                                        let bytes =
+                                            store.get(blob).unwrap().expect("a new file's blob");
+                                        model.insert(entry.path.clone(), bytes);
+                                    }
+                                    None => {
+                                        model.remove(&entry.path);
+                                    }
+                                }
+                                true
+                            })
+                            .unwrap();
+                    }
                 }
             }
             states.push((r.seq, model.clone()));

@@ -165,6 +165,12 @@ unconfined = "never"
 # would leave the journal's disk with less than [limits] journal_free_bytes_min free.
 change_files_max = 250000
 change_bytes_max = 8589934592
+# When aido runs as root, commands run as this unprivileged host user and group instead (never
+# uid 0): the walls ([paths] read and write) are idmapped so the files of their owner are the
+# command's own, and every other root-only file, key and socket of the host is out of its
+# reach by the kernel's own checks. Pick ids no host user or process has.
+sandbox_uid = 1879048192
+sandbox_gid = 1879048192
 
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
@@ -613,6 +619,12 @@ pub struct Processes {
     /// Most bytes of new contents one command's change set may hold.
     #[serde(default = "Processes::change_bytes_max_default")]
     pub change_bytes_max: u64,
+    /// The unprivileged host uid commands run as when aido is root.
+    #[serde(default = "Processes::sandbox_id_default")]
+    pub sandbox_uid: u32,
+    /// The unprivileged host gid commands run as when aido is root.
+    #[serde(default = "Processes::sandbox_id_default")]
+    pub sandbox_gid: u32,
 }
 
 impl Processes {
@@ -636,6 +648,9 @@ impl Processes {
     }
     fn change_bytes_max_default() -> u64 {
         8 << 30
+    }
+    fn sandbox_id_default() -> u32 {
+        1_879_048_192
     }
     fn egress_connections_max_default() -> u32 {
         64
@@ -992,6 +1007,17 @@ impl Config {
                     self.processes.unconfined
                 ),
             });
+        }
+        for (key, id) in [
+            ("processes.sandbox_uid", self.processes.sandbox_uid),
+            ("processes.sandbox_gid", self.processes.sandbox_gid),
+        ] {
+            if id == 0 || id == u32::MAX {
+                return Err(ConfigError::Value {
+                    key: key.into(),
+                    reason: format!("{id} is not an unprivileged id (commands never run as root)"),
+                });
+            }
         }
         if !["required", "auto", "off"].contains(&self.processes.cgroup.as_str()) {
             return Err(ConfigError::Value {
