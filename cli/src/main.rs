@@ -421,41 +421,52 @@ fn aido_home(cli: &Cli) -> PathBuf {
         .unwrap_or_else(|| aido_actors::runtime::default_home().join(".aido"))
 }
 
+/// Refused paths `aido exec` prints, one per line, before saying how many more there were.
+const REFUSED_PRINTED_MAX: usize = 20;
+
 fn layered(cli: &Cli, home: &Path) -> Result<Layered> {
-    let mut texts = Vec::new();
+    let mut files = Vec::new();
     let default_file = home.join("config.toml");
     if default_file.exists() {
-        texts.push((
-            Source::File(default_file.display().to_string()),
-            std::fs::read_to_string(&default_file)?,
-        ));
+        files.push(default_file);
     }
-    if let Some(file) = &cli.config {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        texts.push((Source::File(file.display().to_string()), text));
-    }
-    let layers: Vec<(Source, &str)> = texts.iter().map(|(s, t)| (s.clone(), t.as_str())).collect();
-    Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+    files.extend(cli.config.iter().cloned());
+    load(&files)
 }
 
 /// The layers of [`layered`] with one more file on top (`aido exec --policy`).
 fn layered_over(cli: &Cli, home: &Path, file: &Path) -> Result<Layered> {
-    let mut texts = Vec::new();
+    let mut files = Vec::new();
     let default_file = home.join("config.toml");
     if default_file.exists() {
-        texts.push((
-            Source::File(default_file.display().to_string()),
-            std::fs::read_to_string(&default_file)?,
-        ));
+        files.push(default_file);
     }
-    for file in cli.config.iter().map(PathBuf::as_path).chain([file]) {
+    files.extend(cli.config.iter().cloned());
+    files.push(file.to_owned());
+    load(&files)
+}
+
+/// The defaults with `files` layered over them, in order. Every file loaded is then protected
+/// (`paths.protect`) from the actions and commands the config governs: a command that could
+/// rewrite the policy it runs under could make its next run unconfined.
+fn load(files: &[PathBuf]) -> Result<Layered> {
+    let mut texts = Vec::new();
+    for file in files {
         let text =
             std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         texts.push((Source::File(file.display().to_string()), text));
     }
     let layers: Vec<(Source, &str)> = texts.iter().map(|(s, t)| (s.clone(), t.as_str())).collect();
-    Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+    let mut layered =
+        Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    for file in files {
+        let file = file.canonicalize().unwrap_or_else(|_| file.clone());
+        let glob = globset::escape(&file.display().to_string());
+        if !layered.config.paths.protect.contains(&glob) {
+            layered.config.paths.protect.push(glob);
+        }
+    }
+    Ok(layered)
 }
 
 /// `aido exec`: one run_command in a session of its own, its output and exit passed through.
@@ -526,7 +537,38 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
             }
         }
         Err(e) => {
+            // The command ran but its changes were refused: what it printed, then each path
+            // with the code that refused it.
+            let details = e.failure.details.clone().unwrap_or_default();
+            let command = &details["command"];
+            for name in ["stdout", "stderr"] {
+                if let Some(text) = command[name].as_str() {
+                    let _ = if name == "stdout" {
+                        std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
+                    } else {
+                        std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes())
+                    };
+                }
+            }
             eprintln!("aido: [{}] {}", e.failure.code, e.failure.message);
+            if let Some(refused) = details["refused"].as_array() {
+                for r in refused.iter().take(REFUSED_PRINTED_MAX) {
+                    eprintln!(
+                        "aido:   {} [{}]",
+                        r["path"].as_str().unwrap_or_default(),
+                        r["code"].as_str().unwrap_or_default()
+                    );
+                }
+                let total = details["refused_total"]
+                    .as_u64()
+                    .unwrap_or(refused.len() as u64);
+                if total > REFUSED_PRINTED_MAX as u64 {
+                    eprintln!(
+                        "aido:   ... and {} more",
+                        total - REFUSED_PRINTED_MAX as u64
+                    );
+                }
+            }
             125
         }
     };
