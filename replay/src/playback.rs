@@ -304,12 +304,14 @@ impl Player<'_> {
     /// The next recorded write, of `new`.
     fn written(&mut self, new: &[u8]) -> Result<Replaced, Missing> {
         Ok(
-            pull!(self, Input::Written { path, created, before, dirs } => Replaced {
+            pull!(self, Input::Written { path, created, before, dirs, mtime_ns, before_mtime_ns } => Replaced {
             path: path.clone(),
             created: *created,
             before: before.clone(),
             dirs: dirs.clone(),
             blob: fs_render::blob_name(new),
+            mtime_ns: *mtime_ns,
+            before_mtime_ns: *before_mtime_ns,
         }, "a write"),
         )
     }

@@ -27,6 +27,9 @@ pub enum Step {
         path: String,
         /// blake3 of the contents.
         blob: String,
+        /// The modification time it gets, when the journal kept it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime_ns: Option<i64>,
     },
     /// Remove `path` (file or directory) if it exists.
     Remove {
@@ -265,9 +268,15 @@ pub fn rewind_plan(
 
 fn redo(effect: &Effect) -> Vec<Step> {
     match effect {
-        Effect::FileWritten { path, blob, .. } => vec![Step::Write {
+        Effect::FileWritten {
+            path,
+            blob,
+            mtime_ns,
+            ..
+        } => vec![Step::Write {
             path: path.clone(),
             blob: blob.clone(),
+            mtime_ns: *mtime_ns,
         }],
         Effect::Moved { from, to } => vec![Step::Move {
             from: from.clone(),
@@ -310,8 +319,21 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
         .into()
     };
     Ok(match effect {
-        Effect::FileWritten { path, before, .. }
-        | Effect::FileRemoved {
+        Effect::FileWritten {
+            path,
+            before,
+            before_mtime_ns,
+            ..
+        } => match before {
+            Before::Kept(b) => vec![Step::Write {
+                path: path.clone(),
+                blob: b.clone(),
+                mtime_ns: *before_mtime_ns,
+            }],
+            Before::Absent => vec![Step::Remove { path: path.clone() }],
+            Before::NotKept => return Err(not_kept(path)),
+        },
+        Effect::FileRemoved {
             path,
             before,
             mode: None,
@@ -319,6 +341,7 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
             Before::Kept(b) => vec![Step::Write {
                 path: path.clone(),
                 blob: b.clone(),
+                mtime_ns: None,
             }],
             Before::Absent => vec![Step::Remove { path: path.clone() }],
             Before::NotKept => return Err(not_kept(path)),
@@ -332,6 +355,7 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
                 Step::Write {
                     path: path.clone(),
                     blob: b.clone(),
+                    mtime_ns: None,
                 },
                 Step::Chmod {
                     path: path.clone(),
