@@ -23,8 +23,8 @@
 //!    that is not marked goes. In the shard of the running aido that calls it at start, what
 //!    that process stored since it opened the journal is pinned ([`crate::PinGuard`]) and
 //!    stays.
-//! 5. **Audit files** older than [`AUDIT_QUIET_MS`] lose the lines of removed records (a file
-//!    left empty goes).
+//! 5. **Audit files** quiet for [`AUDIT_QUIET_MS`] lose the lines of records the journal no
+//!    longer holds (removed by this run or an earlier one); a file left empty goes.
 //! 6. **Compaction.** sled does not give deleted space back at once; a shard this run holds
 //!    is copied into a fresh database under its lock and swapped in with one
 //!    `renameat2(RENAME_EXCHANGE)` (see `compact`).

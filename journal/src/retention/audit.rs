@@ -20,20 +20,22 @@ use super::{AUDIT_QUIET_MS, Kept, RetentionError, skipped};
 /// longer one is kept whole.
 pub(crate) const AUDIT_LINE_BYTES_MAX: u64 = 256 << 20;
 
-/// The records a run removed: sessions whole, and cuts (through a seq).
+/// The records that are gone: the sessions a run removed, the cuts (through a seq, this run's
+/// and earlier ones'), and every session the journal does not hold (removed by an earlier run
+/// while its audit file was still being written).
 #[derive(Debug, Default)]
 pub(crate) struct Gone {
     pub(crate) sessions: HashSet<SessionId>,
     pub(crate) cuts: HashMap<SessionId, u64>,
+    /// Every session the journal held when the run read it.
+    pub(crate) known: HashSet<SessionId>,
 }
 
 impl Gone {
     pub(crate) fn contains(&self, session: SessionId, seq: u64) -> bool {
-        self.sessions.contains(&session) || self.cuts.get(&session).is_some_and(|t| seq <= *t)
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.sessions.is_empty() && self.cuts.is_empty()
+        self.sessions.contains(&session)
+            || !self.known.contains(&session)
+            || self.cuts.get(&session).is_some_and(|t| seq <= *t)
     }
 }
 
@@ -59,9 +61,6 @@ pub(crate) fn sweep_audit(
     skipped_out: &mut Vec<Skipped>,
 ) -> Result<AuditSwept, RetentionError> {
     let mut out = AuditSwept::default();
-    if gone.is_empty() {
-        return Ok(out);
-    }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
@@ -236,6 +235,7 @@ mod tests {
         let mut gone = Gone::default();
         gone.sessions.insert(a);
         gone.cuts.insert(b, 2);
+        gone.known.extend([a, b]);
         let mut skipped = Vec::new();
         let far = u64::MAX / 2;
         // Dry: counted, nothing changed.

@@ -199,6 +199,13 @@ fn mark(
     for (index, shard) in shards.iter().enumerate() {
         let mut parts = Vec::new();
         let mut failed = None;
+        // The markers first: a running aido appends an action's outcome record before it
+        // removes the action's marker, so what a marker read here no longer holds is in a
+        // record read below.
+        let recovery = crate::dir::recovery_dir(&shard.path);
+        if !recovery_marks(&recovery, &mut marks, &mut parts)? {
+            sweepable[index] = false;
+        }
         for item in shard.journal.trees().records.iter() {
             let (k, v) = item.map_err(crate::ReadError::from)?;
             let (Some(session), Ok(seq)) = (
@@ -231,10 +238,6 @@ fn mark(
             if let Some(e) = failed.take() {
                 return Err(e);
             }
-        }
-        let recovery = crate::dir::recovery_dir(&shard.path);
-        if !recovery_marks(&recovery, &mut marks, &mut parts)? {
-            sweepable[index] = false;
         }
         if let Err(why) = expand_parts(&stores, &parts, &mut marks) {
             sweepable[index] = false;
@@ -277,6 +280,12 @@ fn prune(
 ) -> Result<Gone, RetentionError> {
     let dry = options.dry_run;
     let mut gone = Gone::default();
+    for s in sessions {
+        gone.known.insert(s.id);
+        if let Some(cut) = &s.cut {
+            gone.cuts.insert(s.id, cut.through_seq);
+        }
+    }
     let mut order: Vec<&Scanned> = sessions.iter().collect();
     order.sort_by_key(|s| (s.started_ms, s.id));
     for s in order {

@@ -98,7 +98,7 @@ pub(crate) struct Scanned {
     pub(crate) record_bytes: u64,
     /// When its newest record was written (its start when it holds none).
     pub(crate) last_ms: u64,
-    /// Its newest record is `session_ended`.
+    /// It ended (a `session_ended` record that nothing but retention's records follow).
     pub(crate) ended: bool,
     /// Its newest cut.
     pub(crate) cut: Option<Cut>,
@@ -206,7 +206,14 @@ fn scan_session(
         let time_ms = stored["time_ms"].as_u64().unwrap_or(0);
         s.last_ms = time_ms;
         let event = stored["event"].as_str().unwrap_or_default();
-        s.ended = event == "session_ended";
+        // Ended until something resumes it (retention's own records after the end do not).
+        match event {
+            "session_ended" => s.ended = true,
+            "session_started" | "session_resumed" => s.ended = false,
+            "pruned" | "collected" => {}
+            _ if s.ended => s.ended = false,
+            _ => {}
+        }
         if let Some(cut) = Cut::of(seq, stored) {
             s.cut = Some(cut);
         }
