@@ -1561,6 +1561,40 @@ mod tests {
         assert_eq!(j.verify(s).unwrap().broken.map(|b| b.seq), Some(2));
     }
 
+    /// Records written by an aido of format 2 (before retention) read and verify as they
+    /// did; a format newer than this aido's is refused with its code.
+    #[test]
+    fn records_of_format_2_still_read_and_verify() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([27; 16]);
+        for n in 1..=3 {
+            j.append_blocking(s, n, ended("two")).unwrap();
+        }
+        // Rewrite the chain as format 2 wrote it: same records, `"v":2`, each re-hashed and
+        // chained to the one before.
+        let tree = j.raw_records_tree();
+        let mut prev = hex::encode(GENESIS);
+        for seq in 1..=3 {
+            let k = key(s, seq);
+            let value = tree.get(k).unwrap().unwrap();
+            let text = String::from_utf8(value[32..].to_vec()).unwrap();
+            let mut stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+            stored["v"] = 2.into();
+            stored["prev"] = prev.clone().into();
+            let bytes = serde_json::to_vec(&stored).unwrap();
+            let hash = blake3::hash(&bytes);
+            let mut out = hash.as_bytes().to_vec();
+            out.extend_from_slice(&bytes);
+            tree.insert(k, out).unwrap();
+            prev = hash.to_hex().to_string();
+        }
+        let records = j.all_records(s).unwrap();
+        assert!(records.iter().all(|r| r.v == 2 && r.event == ended("two")));
+        let report = j.verify(s).unwrap();
+        assert_eq!((report.records, report.broken), (3, None));
+        assert_eq!(FORMAT_VERSION, 3);
+    }
+
     /// Every journal error code, pinned.
     #[test]
     fn error_code_table() {

@@ -112,12 +112,19 @@ pub fn collect(
     }
     let audit = sweep_audit(&paths.audit, &gone, options.now_ms, dry, &mut skipped_out)?;
     report.summary.audit_lines_removed = audit.lines;
-    let mut writable = None;
+    // The run is journaled in the first shard it holds: kept open when it is not compacted,
+    // opened again after its compaction when it is.
+    let mut target = Target::None;
     for (index, shard) in shards.into_iter().enumerate() {
-        if shard.hold == Hold::Held && writable.is_none() {
-            writable = Some(shard.path.clone());
+        let compacting = !dry && options.compact && shard.hold == Hold::Held && changed[index];
+        if shard.hold == Hold::Held && matches!(target, Target::None) {
+            target = if compacting {
+                Target::Reopen(shard.path.clone())
+            } else {
+                Target::Open(shard.journal.clone())
+            };
         }
-        if dry || !options.compact || shard.hold != Hold::Held || !changed[index] {
+        if !compacting {
             continue;
         }
         let path = shard.path.display().to_string();
@@ -147,7 +154,7 @@ pub fn collect(
         + summary.audit_lines_removed
         > 0;
     if !dry && something {
-        report.journaled_in = journal_run(paths, own.map(|(j, _)| j), writable, options, summary)?;
+        report.journaled_in = journal_run(paths, own.map(|(j, _)| j), target, options, summary)?;
         report.journal_bytes_after = disk_bytes(&paths.journal);
     }
     Ok(report)
@@ -389,44 +396,60 @@ fn remove_snapshots(
     }
 }
 
+/// Where the run's own record goes (besides the caller's journal).
+enum Target {
+    /// No shard was held.
+    None,
+    /// A held shard, still open.
+    Open(Journal),
+    /// A held shard that was compacted: open it again.
+    Reopen(std::path::PathBuf),
+}
+
+/// How long the run waits to take a shard it just compacted again (sled lets go of a closed
+/// database's lock a moment after the handle is gone).
+const REOPEN_WAIT_MS: u64 = 5000;
+
+fn reopen(path: &std::path::Path) -> Result<Journal, crate::OpenError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(REOPEN_WAIT_MS);
+    loop {
+        match Journal::open(path, crate::Limits::default(), crate::CommitMode::Group) {
+            Err(crate::OpenError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Journal the run: a session of its own holding its `collected` record, in the caller's
-/// journal, else in a shard this run held, else in the first shard free now.
+/// journal, else in the shard this run held first, else (another aido took that one
+/// meanwhile, or none was held) in the first shard free now.
 fn journal_run(
     paths: &Paths,
     own: Option<&Journal>,
-    held: Option<std::path::PathBuf>,
+    target: Target,
     options: &Options,
     summary: &crate::record::Collected,
 ) -> Result<Option<SessionId>, RetentionError> {
-    let opened;
-    let journal = match (own, held) {
-        (Some(j), _) => j,
-        (None, Some(path)) => {
-            match Journal::open(&path, crate::Limits::default(), crate::CommitMode::Group) {
-                Ok(j) => {
-                    opened = j;
-                    &opened
-                }
-                Err(crate::OpenError::Locked { .. }) => {
-                    opened = crate::dir::open_writer(
-                        &paths.journal,
-                        crate::Limits::default(),
-                        crate::CommitMode::Group,
-                    )?;
-                    &opened
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        (None, None) => {
-            opened = crate::dir::open_writer(
-                &paths.journal,
-                crate::Limits::default(),
-                crate::CommitMode::Group,
-            )?;
-            &opened
-        }
+    let first_free = || {
+        crate::dir::open_writer(
+            &paths.journal,
+            crate::Limits::default(),
+            crate::CommitMode::Group,
+        )
     };
+    let opened = match (own, target) {
+        (Some(j), _) => j.clone(),
+        (None, Target::Open(j)) => j,
+        (None, Target::Reopen(path)) => match reopen(&path) {
+            Ok(j) => j,
+            Err(crate::OpenError::Locked { .. }) => first_free()?,
+            Err(e) => return Err(e.into()),
+        },
+        (None, Target::None) => first_free()?,
+    };
+    let journal = &opened;
     let session = options.session;
     let now = options.now_ms;
     let mut summary = summary.clone();

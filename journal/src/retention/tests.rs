@@ -31,8 +31,18 @@ impl Home {
     fn main(&self) -> PathBuf {
         self.home.join("journal").join("main")
     }
+    /// The main shard, once the run that held it has let go (sled releases a closed
+    /// database's lock a moment after the handle is gone).
     fn open(&self) -> Journal {
-        Journal::open(&self.main(), Limits::default(), CommitMode::Group).unwrap()
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match Journal::open(&self.main(), Limits::default(), CommitMode::Group) {
+                Err(crate::OpenError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other.unwrap(),
+            }
+        }
     }
 }
 
