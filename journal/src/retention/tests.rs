@@ -737,3 +737,54 @@ fn retention_code_tables() {
     let open = RetentionError::from(crate::OpenError::Locked { path: "/x".into() });
     assert_eq!(open.code(), "journal_locked");
 }
+
+/// Contents a crashed process staged and named only in its recovery marker (a change set
+/// whose record never came: the next start finishes it from the marker) survive a sweep;
+/// contents nothing names do not.
+#[test]
+fn contents_a_recovery_marker_names_survive_the_sweep() {
+    let h = Home::new();
+    let (entry, intent, orphan, part_hash);
+    {
+        let j = h.open();
+        entry = keep(&j, &contents("staged file", 90_000));
+        intent = keep(&j, &contents("a write's kept contents", 3000));
+        orphan = keep(&j, &contents("nobody", 3000));
+        let part = encode_part(&[Entry {
+            path: "/w/new".into(),
+            before: Node::Absent,
+            after: Node::File {
+                blob: entry.clone(),
+                bytes: 1,
+                mode: 0o644,
+                mtime_ns: 0,
+            },
+        }]);
+        part_hash = hash_hex(&part);
+        j.blob_store().put(&part_hash, &part).unwrap();
+        let old = sid(50);
+        actions(&j, old, 1, DAY);
+        j.append_blocking(old, DAY + 10, ended()).unwrap();
+    }
+    let recovery = crate::dir::recovery_dir(&h.main());
+    std::fs::create_dir_all(recovery.join(format!("w-{}-3", sid(51)))).unwrap();
+    std::fs::write(
+        recovery.join(format!("{}-3.json", sid(51))),
+        serde_json::json!({"session": sid(51), "proposal": 3,
+            "steps": [{"step": "changes", "parts": [part_hash], "forward": true}]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        recovery.join(format!("w-{}-3/0.json", sid(51))),
+        format!("not json, but it names {intent} all the same"),
+    )
+    .unwrap();
+    let report = collect(&h.paths(), None, &options(before(100 * DAY)), &NoSnapshots).unwrap();
+    assert_eq!(report.summary.sessions_removed, 1);
+    let j = h.open();
+    for hash in [&entry, &intent, &part_hash] {
+        assert!(readable(&j, hash), "{hash} a marker names survives");
+    }
+    assert!(!readable(&j, &orphan));
+}
