@@ -808,32 +808,16 @@ impl Journal {
     /// before the cut that are still stored (a prune cut short by a crash) are not checked:
     /// they are on their way out.
     pub fn verify(&self, session: SessionId) -> Result<VerifyReport, ReadError> {
-        let first = match self
-            .inner
-            .trees
-            .records
-            .scan_prefix(session.as_bytes())
-            .next()
-            .transpose()?
-        {
-            Some((k, _)) => seq_of(&k).ok(),
-            None => None,
-        };
-        // Only a session that does not start at 1 needs its cut. A record that does not
-        // check out on the way back to it may be the cut itself: the chain is broken there.
-        let base = match first {
-            Some(first) if first > 1 => match self.cut_or_damage(session)? {
-                Ok(cut) => cut,
-                Err((seq, reason)) => {
-                    return Ok(VerifyReport {
-                        records: 0,
-                        head: hex::encode(GENESIS),
-                        pruned_through: None,
-                        broken: Some(crate::Broken { seq, reason }),
-                    });
-                }
-            },
-            _ => None,
+        let base = match self.chain_start(session)? {
+            Ok(base) => base,
+            Err((seq, reason)) => {
+                return Ok(VerifyReport {
+                    records: 0,
+                    head: hex::encode(GENESIS),
+                    pruned_through: None,
+                    broken: Some(crate::Broken { seq, reason }),
+                });
+            }
         };
         let (mut expected, mut prev) = match &base {
             Some(cut) => (cut.through_seq + 1, cut.hash.clone()),
@@ -885,28 +869,8 @@ impl Journal {
             if let Some(reason) = self.cut_disagrees(session, seq, &stored)? {
                 return Ok(broken(seq, reason, checked, &prev));
             }
-            let mut refs = Vec::new();
-            blobs::references(&stored, &mut refs);
-            for r in refs {
-                let found = match self.blob(&r) {
-                    Ok(found) => found,
-                    Err(ReadError::BlobCorrupt { reason, .. }) => {
-                        return Ok(broken(seq, format!("blob {r}: {reason}"), checked, &prev));
-                    }
-                    Err(e) => return Err(e),
-                };
-                match found {
-                    Some(bytes) if blobs::hash_hex(&bytes) == r => {}
-                    Some(_) => {
-                        return Ok(broken(
-                            seq,
-                            format!("blob {r} does not match its hash"),
-                            checked,
-                            &prev,
-                        ));
-                    }
-                    None => return Ok(broken(seq, format!("blob {r} is missing"), checked, &prev)),
-                }
+            if let Some(reason) = self.blob_damage(&stored)? {
+                return Ok(broken(seq, reason, checked, &prev));
             }
             prev = hex::encode(hash);
             expected += 1;
@@ -930,6 +894,52 @@ impl Journal {
             pruned_through: base.map(|c| c.through_seq),
             broken: None,
         })
+    }
+
+    /// Where a session's chain starts: at genesis (`None`) when its first stored record is
+    /// seq 1, else after its newest cut. A record that does not check out on the way back to
+    /// the cut may be the cut itself: the chain is broken there (`Err`).
+    fn chain_start(
+        &self,
+        session: SessionId,
+    ) -> Result<Result<Option<Cut>, (u64, String)>, ReadError> {
+        let first = match self
+            .inner
+            .trees
+            .records
+            .scan_prefix(session.as_bytes())
+            .next()
+            .transpose()?
+        {
+            Some((k, _)) => seq_of(&k).ok(),
+            None => None,
+        };
+        match first {
+            Some(first) if first > 1 => self.cut_or_damage(session),
+            _ => Ok(Ok(None)),
+        }
+    }
+
+    /// Why the blobs a stored record references do not check out (one missing, damaged, or
+    /// not hashing to its name), if they do not.
+    fn blob_damage(&self, stored: &serde_json::Value) -> Result<Option<String>, ReadError> {
+        let mut refs = Vec::new();
+        blobs::references(stored, &mut refs);
+        for r in refs {
+            let found = match self.blob(&r) {
+                Ok(found) => found,
+                Err(ReadError::BlobCorrupt { reason, .. }) => {
+                    return Ok(Some(format!("blob {r}: {reason}")));
+                }
+                Err(e) => return Err(e),
+            };
+            match found {
+                Some(bytes) if blobs::hash_hex(&bytes) == r => {}
+                Some(_) => return Ok(Some(format!("blob {r} does not match its hash"))),
+                None => return Ok(Some(format!("blob {r} is missing"))),
+            }
+        }
+        Ok(None)
     }
 
     /// The newest `pruned` record of a session: where its chain starts now. Searched from the

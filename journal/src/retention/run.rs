@@ -45,21 +45,7 @@ pub fn collect(
         ..Report::default()
     };
     let mut skipped_out = Vec::new();
-    let shards = open_shards(&paths.journal, own.map(|(j, _)| j), dry, &mut skipped_out)?;
-    if !dry {
-        for shard in shards.iter().filter(|s| s.hold == Hold::Held) {
-            let stale = compact_dir(&shard.path);
-            if stale.exists() {
-                std::fs::remove_dir_all(&stale)
-                    .map_err(|e| RetentionError::io("remove", &stale, e))?;
-            }
-        }
-    }
-    let cutoff = options.rules.cutoff_ms(options.now_ms);
-    let mut sessions = Vec::new();
-    for (index, shard) in shards.iter().enumerate() {
-        sessions.extend(scan_shard(&shard.journal, index, cutoff)?);
-    }
+    let (shards, sessions) = open_and_scan(paths, own.map(|(j, _)| j), options, &mut skipped_out)?;
     let (exclusive, total) = budget(&shards, &sessions, &report, options, snapshots)?;
     let plan = plan(
         &sessions,
@@ -87,17 +73,13 @@ pub fn collect(
         &mut changed,
         &mut skipped_out,
     )?;
+    let pins_overflowed = own.is_some_and(|(_, guard)| guard.pins().overflowed());
     for (index, shard) in shards.iter().enumerate() {
-        if shard.journal.is_copy() || (!dry && shard.hold == Hold::Read) {
+        let held = !shard.journal.is_copy() && (dry || shard.hold != Hold::Read);
+        if !held || !sweepable[index] {
             continue;
         }
-        if !sweepable[index] {
-            continue;
-        }
-        if shard.hold == Hold::Own
-            && let Some((_, guard)) = own
-            && guard.pins().overflowed()
-        {
+        if shard.hold == Hold::Own && pins_overflowed {
             skipped_out.push(skipped(
                 shard.path.display().to_string(),
                 Kept::PinsOverflow,
@@ -112,11 +94,59 @@ pub fn collect(
     }
     let audit = sweep_audit(&paths.audit, &gone, options.now_ms, dry, &mut skipped_out)?;
     report.summary.audit_lines_removed = audit.lines;
-    // The run is journaled in the first shard it holds: kept open when it is not compacted,
-    // opened again after its compaction when it is.
+    let target = compact_all(shards, &changed, options, &mut report, &mut skipped_out);
+    summarize(paths, &mut report, skipped_out);
+    let summary = &report.summary;
+    let something = summary.records_removed
+        + summary.blobs_removed
+        + summary.objects_removed
+        + summary.snapshots_removed
+        + summary.audit_lines_removed
+        > 0;
+    if !dry && something {
+        report.journaled_in = journal_run(paths, own.map(|(j, _)| j), target, options, summary)?;
+        report.journal_bytes_after = disk_bytes(&paths.journal);
+    }
+    Ok(report)
+}
+
+/// Open every shard (removing what a compaction a crash cut short left beside those the run
+/// holds) and scan every session.
+fn open_and_scan(
+    paths: &Paths,
+    own: Option<&Journal>,
+    options: &Options,
+    skipped_out: &mut Vec<Skipped>,
+) -> Result<(Vec<Shard>, Vec<Scanned>), RetentionError> {
+    let shards = open_shards(&paths.journal, own, options.dry_run, skipped_out)?;
+    for shard in shards.iter().filter(|s| s.hold == Hold::Held) {
+        let stale = compact_dir(&shard.path);
+        if stale.exists() {
+            std::fs::remove_dir_all(&stale).map_err(|e| RetentionError::io("remove", &stale, e))?;
+        }
+    }
+    let cutoff = options.rules.cutoff_ms(options.now_ms);
+    let mut sessions = Vec::new();
+    for (index, shard) in shards.iter().enumerate() {
+        sessions.extend(scan_shard(&shard.journal, index, cutoff)?);
+    }
+    Ok((shards, sessions))
+}
+
+/// Compact the held shards the run changed (closing every shard), and say where the run is
+/// journaled: the first shard it held, kept open when it is not compacted, taken again after
+/// its compaction when it is.
+fn compact_all(
+    shards: Vec<Shard>,
+    changed: &[bool],
+    options: &Options,
+    report: &mut Report,
+    skipped_out: &mut Vec<Skipped>,
+) -> Target {
     let mut target = Target::None;
     for (index, shard) in shards.into_iter().enumerate() {
-        let compacting = !dry && options.compact && shard.hold == Hold::Held && changed[index];
+        let compacting =
+            !options.dry_run && options.compact && shard.hold == Hold::Held && changed[index];
         if shard.hold == Hold::Held && matches!(target, Target::None) {
             target = if compacting {
                 Target::Reopen(shard.path.clone())
@@ -133,6 +163,11 @@ pub fn collect(
             Err(why) => skipped_out.push(skipped(path, Kept::CompactionSkipped, why)),
         }
     }
+    target
+}
+
+/// Measure what the run gave back and fill in the summary.
+fn summarize(paths: &Paths, report: &mut Report, skipped_out: Vec<Skipped>) {
     report.journal_bytes_after = disk_bytes(&paths.journal);
     report.audit_bytes_after = disk_bytes(&paths.audit);
     report.summary.bytes_freed = (report.journal_bytes_before + report.audit_bytes_before)
@@ -146,18 +181,6 @@ pub fn collect(
         .map(|p| p.session)
         .collect();
     report.summary.skipped = skipped_out;
-    let summary = &report.summary;
-    let something = summary.records_removed
-        + summary.blobs_removed
-        + summary.objects_removed
-        + summary.snapshots_removed
-        + summary.audit_lines_removed
-        > 0;
-    if !dry && something {
-        report.journaled_in = journal_run(paths, own.map(|(j, _)| j), target, options, summary)?;
-        report.journal_bytes_after = disk_bytes(&paths.journal);
-    }
-    Ok(report)
 }
 
 /// For `max_bytes`: what each session alone holds, and the total the budget counts (the
