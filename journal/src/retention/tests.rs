@@ -106,6 +106,8 @@ fn written(path: &str, blob: &str, kept: Option<&str>) -> Effect {
             Some(h) => Before::Kept(h.into()),
             None => Before::Absent,
         },
+        mtime_ns: None,
+        before_mtime_ns: None,
     }
 }
 
