@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 
 /// Run one command confined: no network, the host read-only except the policy's write roots,
-/// the deny globs hidden, a cleared environment. Give `argv`, or `shell` (run as
+/// the deny globs hidden, the user's environment as the policy's `env_inherit` passes it
+/// (PATH, HOME, locale, toolchain homes; never a secret-looking name). Give `argv`, or `shell` (run as
 /// `/bin/sh -c SHELL`), not both. It runs over a copy-on-write layer of the write roots; when
 /// it ends its file changes are judged by the walls and applied as journaled effects (a rewind
 /// undoes them), or refused all together naming the paths; with `dry_run` they are returned,
@@ -23,10 +24,12 @@ pub struct RunCommand {
     /// A shell command line, run with `/bin/sh -c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
-    /// The working directory (default the session's); it must be inside the walls.
+    /// The working directory (default the session's; `~` and `$HOME` are the user's home);
+    /// it must be inside the walls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Variables set for the command.
+    /// Variables set for the command, over the inherited ones; `~` and `$HOME` in a value
+    /// mean the user's home.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Text written to the command's standard input, which is then closed.
@@ -79,9 +82,18 @@ impl RunCommand {
         }
     }
 
-    /// The working directory as given (`.` is the session's).
-    pub fn cwd_given(&self) -> &str {
-        self.cwd.as_deref().unwrap_or(".")
+    /// The working directory as given (`.` is the session's), a leading `$HOME` or `${HOME}`
+    /// spelled `~` (the user's home, as every path aido judges).
+    pub fn cwd_given(&self) -> std::borrow::Cow<'_, str> {
+        let given = self.cwd.as_deref().unwrap_or(".");
+        for spelled in ["${HOME}", "$HOME"] {
+            if let Some(rest) = given.strip_prefix(spelled)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return format!("~{rest}").into();
+            }
+        }
+        given.into()
     }
 }
 
@@ -89,7 +101,7 @@ impl Touches for RunCommand {
     fn touches(&self, out: &mut Vec<Access>) {
         // The command starts there; what it may write is bounded by the sandbox's writable
         // roots, which are the policy's write walls.
-        out.push(Access::read(self.cwd_given()));
+        out.push(Access::read(self.cwd_given().as_ref()));
     }
 }
 

@@ -167,6 +167,21 @@ unconfined = "never"
 # inside the command (EFBIG, SIGXFSZ).
 change_files_max = 250000
 change_bytes_max = 8589934592
+# The user's environment a command starts with: the variables of aido's own environment (the
+# client's, or the shell that ran aido exec) whose names match these globs (`*` any run of
+# characters), so PATH, HOME and the toolchains' homes are the user's. A name that looks secret
+# (containing KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH) is never inherited,
+# whatever the list says; a call passes such a value with `env` itself. In a call's `env` and
+# `cwd`, `~` and `$HOME` mean the user's home. Each command's journaled record holds the
+# environment it had (secret-looking values as their blake3).
+env_inherit = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ",
+  "TERM", "COLORTERM", "NO_COLOR", "EDITOR", "PAGER", "XDG_CONFIG_HOME",
+  "XDG_DATA_HOME", "XDG_CACHE_HOME", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN",
+  "RUSTFLAGS", "GOPATH", "GOROOT", "GOBIN", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY",
+  "NVM_DIR", "NVM_BIN", "VOLTA_HOME", "FNM_*", "NODE_PATH", "NPM_CONFIG_CACHE", "PYENV_ROOT",
+  "PYENV_VERSION", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+  "PIP_FIND_LINKS", "UV_CACHE_DIR", "JAVA_HOME", "GRADLE_USER_HOME", "MAVEN_HOME", "M2_HOME",
+  "RBENV_ROOT", "GEM_HOME", "GEM_PATH", "DENO_DIR", "BUN_INSTALL"]
 # When aido runs as root, commands run as this unprivileged host user and group instead (never
 # uid 0): the walls ([paths] read and write) are idmapped so the files of their owner are the
 # command's own, and every other root-only file, key and socket of the host is out of its
@@ -674,6 +689,10 @@ pub struct Processes {
     /// Most bytes of new contents one command's change set may hold.
     #[serde(default = "Processes::change_bytes_max_default")]
     pub change_bytes_max: u64,
+    /// Globs of the names of aido's environment variables a command inherits (never one
+    /// whose name looks secret).
+    #[serde(default = "Processes::env_inherit_default")]
+    pub env_inherit: Vec<String>,
     /// The unprivileged host uid commands run as when aido is root.
     #[serde(default = "Processes::sandbox_id_default")]
     pub sandbox_uid: u32,
@@ -703,6 +722,62 @@ impl Processes {
     }
     fn change_bytes_max_default() -> u64 {
         8 << 30
+    }
+    fn env_inherit_default() -> Vec<String> {
+        [
+            "PATH",
+            "HOME",
+            "USER",
+            "LOGNAME",
+            "SHELL",
+            "LANG",
+            "LANGUAGE",
+            "LC_*",
+            "TZ",
+            "TERM",
+            "COLORTERM",
+            "NO_COLOR",
+            "EDITOR",
+            "PAGER",
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+            "XDG_CACHE_HOME",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "RUSTFLAGS",
+            "GOPATH",
+            "GOROOT",
+            "GOBIN",
+            "GOCACHE",
+            "GOMODCACHE",
+            "GOFLAGS",
+            "GOPROXY",
+            "NVM_DIR",
+            "NVM_BIN",
+            "VOLTA_HOME",
+            "FNM_*",
+            "NODE_PATH",
+            "NPM_CONFIG_CACHE",
+            "PYENV_ROOT",
+            "PYENV_VERSION",
+            "VIRTUAL_ENV",
+            "CONDA_PREFIX",
+            "CONDA_DEFAULT_ENV",
+            "PIP_FIND_LINKS",
+            "UV_CACHE_DIR",
+            "JAVA_HOME",
+            "GRADLE_USER_HOME",
+            "MAVEN_HOME",
+            "M2_HOME",
+            "RBENV_ROOT",
+            "GEM_HOME",
+            "GEM_PATH",
+            "DENO_DIR",
+            "BUN_INSTALL",
+        ]
+        .map(String::from)
+        .to_vec()
     }
     fn sandbox_id_default() -> u32 {
         1_879_048_192
@@ -1081,6 +1156,17 @@ impl Config {
                 return Err(ConfigError::Value {
                     key: key.into(),
                     reason: format!("{id} is not an unprivileged id (commands never run as root)"),
+                });
+            }
+        }
+        for glob in &self.processes.env_inherit {
+            let name_like = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '*';
+            if glob.is_empty() || !glob.chars().all(name_like) {
+                return Err(ConfigError::Value {
+                    key: "processes.env_inherit".into(),
+                    reason: format!(
+                        "{glob:?} is not a variable name or a glob of one (letters, digits, _ and *)"
+                    ),
                 });
             }
         }

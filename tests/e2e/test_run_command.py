@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -590,3 +591,56 @@ async def test_the_policys_change_set_caps_refuse_a_command_whole_and_bound_its_
         # Within the caps, a command's changes land.
         fine = await s.ok("run_command", {"shell": "mkdir few && for i in $(seq 10); do echo $i > few/$i; done"})
         assert fine["exit_code"] == 0 and len(list((world.home / "few").iterdir())) == 10, fine
+
+
+async def test_a_command_has_the_users_environment_and_toolchains_without_env(world, tmp_path):
+    """Issue 27, point 1: with the default policy and no `env` argument, a command starts with
+    the user's PATH, HOME, locale and toolchain homes (`[processes] env_inherit`), never a
+    secret-looking variable; `~` and `$HOME` in `env` and `cwd` are the user's home; and the
+    user's own toolchains work: cargo (wherever rustup put it), git, a venv's pytest."""
+    cargo = shutil.which("cargo")
+    assert cargo, "cargo is on the test's PATH (scripts/setup-debian installs the toolchain)"
+    # The toolchain where the user's environment says it is. When it lies outside the user's
+    # home (CI's rustup in /root while the test's HOME is a temp dir), the user's policy reads
+    # it; a developer whose ~/.cargo is in HOME needs no line at all.
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path(cargo).resolve().parent.parent))
+    rustup_home = Path(os.environ.get("RUSTUP_HOME", cargo_home.parent / ".rustup"))
+    outside = [str(p) for p in (cargo_home, rustup_home) if not p.resolve().is_relative_to(world.home.resolve())]
+    print("toolchain:", cargo_home, rustup_home, "read roots added:", outside)
+    config = ("[paths]\nread = [\"~\", %s]\n" % ", ".join(json.dumps(p) for p in outside)) if outside else ""
+    env = {"CARGO_HOME": str(cargo_home), "RUSTUP_HOME": str(rustup_home),
+           "PATH": f"{Path(cargo).parent}:/usr/bin:/bin", "LC_TIME": "C.UTF-8",
+           "GITHUB_TOKEN": "ghp_never_passed", "UNLISTED_VAR": "never"}
+    crate = world.home / "proj"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text('[package]\nname = "proj"\nversion = "0.1.0"\nedition = "2021"\n')
+    (crate / "src" / "lib.rs").write_text("#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n")
+    repo = world.home / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    async with world.session(config=config, env=env) as s:
+        shown = await s.ok("run_command", {"shell": "echo $HOME; echo $PATH; echo $LC_TIME; "
+                                                    "echo token=${GITHUB_TOKEN:-none} unlisted=${UNLISTED_VAR:-none}"})
+        assert shown["stdout"].splitlines() == [
+            str(world.home), env["PATH"], "C.UTF-8", "token=none unlisted=none"], shown
+        expanded = await s.ok("run_command", {"shell": "echo $WHERE; pwd", "cwd": "$HOME/proj",
+                                              "env": {"WHERE": "~/proj:$HOME/x"}})
+        assert expanded["stdout"].splitlines() == [
+            f"{world.home}/proj:{world.home}/x", str(crate.resolve())], expanded
+        built = await s.ok("run_command", {"shell": "cargo test --offline -q 2>&1", "cwd": "~/proj",
+                                           "timeout_ms": 300000})
+        assert built["exit_code"] == 0 and "1 passed" in built["stdout"], built
+        gitted = await s.ok("run_command", {"shell": "echo b > a.txt && git status --short && git log --oneline | wc -l",
+                                             "cwd": "~/repo"})
+        assert gitted["exit_code"] == 0 and gitted["stdout"].split() == ["M", "a.txt", "1"], gitted
+        venv = await s.ok("run_command", {"shell": "python3 -m venv .venv && .venv/bin/python -c 'import sys; print(sys.prefix)'",
+                                          "cwd": "~/proj", "timeout_ms": 120000})
+        assert venv["exit_code"] == 0 and venv["stdout"].strip() == str(crate / ".venv"), venv
+    assert (crate / "target").is_dir() and (crate / ".venv" / "bin" / "python").exists()
+    # The record holds the environment the command had, never the secret.
+    dumped = world.run("replay", "export", session_ids(world)[0]["id"], "--jsonl")
+    assert "ghp_never_passed" not in dumped.stdout and env["PATH"] in dumped.stdout

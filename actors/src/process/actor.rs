@@ -212,6 +212,23 @@ impl Actor for ProcessBody {
 
 /// Most bytes of one output stream kept: the action's cap, within a share of the journal's
 /// record bound (the output is in the recorded input and in the result).
+/// The user's environment for `run`: what the policy's `env_inherit` passes of aido's own,
+/// then the call's `env` with the home expanded.
+fn user_env(
+    args: &ProcessBodyArgs,
+    run: &RunCommand,
+) -> std::collections::BTreeMap<String, String> {
+    let home = std::env::var("HOME").ok();
+    super::profile::env_of(
+        &args.policy.config().processes.env_inherit,
+        std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        }),
+        &run.env,
+        home.as_deref(),
+    )
+}
+
 fn output_bytes_max(policy: &PolicyEngine) -> usize {
     let record = policy.config().limits.record_bytes_max as usize;
     RunCommand::OUTPUT_BYTES_MAX.min(record / 8)
@@ -226,7 +243,7 @@ async fn run_command(
     // The walls were judged by the policy; the body checks the directory it will use again.
     let cwd = args
         .policy
-        .check_path(run.cwd_given(), AccessKind::Read, session, &FsResolver)
+        .check_path(&run.cwd_given(), AccessKind::Read, session, &FsResolver)
         .map_err(|refusal| Failure::new(refusal.code().code(), refusal.to_string()))?
         .resolved;
     if !cwd.is_dir() {
@@ -235,8 +252,13 @@ async fn run_command(
         }
         .into_failure());
     }
-    let request = request_of(run, &cwd, output_bytes_max(&args.policy))
-        .map_err(ProcessError::into_failure)?;
+    let request = request_of(
+        run,
+        &cwd,
+        output_bytes_max(&args.policy),
+        user_env(args, run),
+    )
+    .map_err(ProcessError::into_failure)?;
     let mut profile = profile_of(&args.policy, &args.hidden);
     // Every command writes into a layer of its own, read back afterwards: a dry run returns
     // the changes and throws the layer away; otherwise they are applied as journaled effects.
@@ -440,7 +462,7 @@ async fn start_background(
     }
     let cwd = args
         .policy
-        .check_path(run.cwd_given(), AccessKind::Read, session, &FsResolver)
+        .check_path(&run.cwd_given(), AccessKind::Read, session, &FsResolver)
         .map_err(|refusal| Failure::new(refusal.code().code(), refusal.to_string()))?
         .resolved;
     if !cwd.is_dir() {
@@ -449,8 +471,13 @@ async fn start_background(
         }
         .into_failure());
     }
-    let request = request_of(run, &cwd, output_bytes_max(&args.policy))
-        .map_err(ProcessError::into_failure)?;
+    let request = request_of(
+        run,
+        &cwd,
+        output_bytes_max(&args.policy),
+        user_env(args, run),
+    )
+    .map_err(ProcessError::into_failure)?;
     // With `[processes] egress`, the command has its own egress proxy for as long as it runs.
     let mut profile = profile_of(&args.policy, &args.hidden);
     let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use aido_actions::process::RunCommand;
@@ -103,10 +104,82 @@ fn cgroup_of(processes: &aido_policy::config::Processes) -> Option<CgroupLimits>
 }
 
 /// The sandbox request for `run` started in the resolved `cwd`.
+/// The environment a command starts with, over the sandbox's defaults: the variables of
+/// `parent` (aido's own environment: the client's, or the shell of `aido exec`) whose names
+/// match one of the policy's `[processes] env_inherit` globs and do not look secret, then the
+/// call's own `given`, where `~` and `$HOME` mean `home`.
+pub(crate) fn env_of(
+    inherit: &[String],
+    parent: impl IntoIterator<Item = (String, String)>,
+    given: &BTreeMap<String, String>,
+    home: Option<&str>,
+) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = parent
+        .into_iter()
+        .filter(|(name, _)| {
+            !aido_walk::process::is_secret_name(name)
+                && inherit.iter().any(|glob| name_matches(glob, name))
+        })
+        .collect();
+    for (name, value) in given {
+        let value = match home {
+            Some(home) => expand_home(value, home),
+            None => value.clone(),
+        };
+        env.insert(name.clone(), value);
+    }
+    env
+}
+
+/// Whether `name` matches `glob`, where `*` stands for any run of characters.
+fn name_matches(glob: &str, name: &str) -> bool {
+    let mut parts = glob.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// `value` with the user's home for `~` where a shell assignment expands it (the whole value,
+/// or before a `/`, at the start or after a `:`) and for `$HOME` and `${HOME}` anywhere.
+fn expand_home(value: &str, home: &str) -> String {
+    let tilde = |part: &str| match part.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{home}{rest}"),
+        _ => part.to_owned(),
+    };
+    let expanded: Vec<String> = value.split(':').map(tilde).collect();
+    let mut out = expanded.join(":").replace("${HOME}", home);
+    let mut at = 0;
+    while let Some(found) = out[at..].find("$HOME") {
+        let start = at + found;
+        let end = start + "$HOME".len();
+        let next = out[end..].chars().next();
+        if next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            at = end;
+            continue;
+        }
+        out.replace_range(start..end, home);
+        at = start + home.len();
+    }
+    out
+}
+
 pub(crate) fn request_of(
     run: &RunCommand,
     cwd: &Path,
     output_bytes_max: usize,
+    env: BTreeMap<String, String>,
 ) -> Result<Request, ProcessError> {
     let argv = run
         .command_line()
@@ -134,10 +207,96 @@ pub(crate) fn request_of(
     }
     let cap = |asked: Option<usize>| asked.unwrap_or(output_bytes_max).min(output_bytes_max);
     let mut request = Request::new(argv, cwd);
-    request.env = run.env.clone();
+    request.env = env;
     request.stdin = run.stdin.clone().unwrap_or_default().into_bytes();
     request.timeout_ms = timeout_ms;
     request.stdout_bytes_max = cap(run.stdout_bytes_max);
     request.stderr_bytes_max = cap(run.stderr_bytes_max);
     Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_users_toolchain_variables_pass_and_secret_looking_ones_never_do() {
+        let inherit: Vec<String> = ["PATH", "HOME", "LC_*", "CARGO_HOME", "*_TOOLCHAIN"]
+            .map(String::from)
+            .to_vec();
+        let parent = vars(&[
+            ("PATH", "/home/u/.cargo/bin:/usr/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("CARGO_HOME", "/home/u/.cargo"),
+            ("RUSTUP_TOOLCHAIN", "stable"),
+            ("LCX", "no"),
+            ("GITHUB_TOKEN", "ghp_x"),
+            ("PATH_TOKEN", "x"),
+            ("EDITOR", "vi"),
+        ]);
+        let env = env_of(&inherit, parent, &BTreeMap::new(), Some("/home/u"));
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "CARGO_HOME",
+                "HOME",
+                "LC_ALL",
+                "LC_TIME",
+                "PATH",
+                "RUSTUP_TOOLCHAIN"
+            ]
+        );
+        // What the call gives wins, its secret-looking names included: the agent chose them.
+        let given: BTreeMap<String, String> = vars(&[("PATH", "/opt/bin"), ("API_KEY", "k")])
+            .into_iter()
+            .collect();
+        let env = env_of(&inherit, vars(&[("PATH", "/usr/bin")]), &given, None);
+        assert_eq!(env["PATH"], "/opt/bin");
+        assert_eq!(env["API_KEY"], "k");
+    }
+
+    #[test]
+    fn home_is_expanded_where_a_shell_assignment_would() {
+        let home = "/home/u";
+        for (given, want) in [
+            ("~", "/home/u"),
+            ("~/.cargo", "/home/u/.cargo"),
+            (
+                "~/bin:~/.local/bin:/usr/bin",
+                "/home/u/bin:/home/u/.local/bin:/usr/bin",
+            ),
+            ("$HOME/.rustup", "/home/u/.rustup"),
+            ("${HOME}/go", "/home/u/go"),
+            ("x=$HOME", "x=/home/u"),
+            ("$HOMEDIR/x", "$HOMEDIR/x"),
+            ("~other/x", "~other/x"),
+            ("a~/b", "a~/b"),
+            ("$HOME:$HOME", "/home/u:/home/u"),
+        ] {
+            assert_eq!(expand_home(given, home), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(name_matches("LC_*", "LC_ALL"));
+        assert!(name_matches("LC_*", "LC_"));
+        assert!(!name_matches("LC_*", "XLC_ALL"));
+        assert!(name_matches("*", "ANY"));
+        assert!(name_matches("A*B*C", "AxxBxxC"));
+        assert!(!name_matches("A*B*C", "AxxBxxCx"));
+        assert!(!name_matches("PATH", "PATHS"));
+        assert!(name_matches("*_HOME", "CARGO_HOME"));
+        assert!(!name_matches("AB*BA", "ABA"));
+    }
 }
