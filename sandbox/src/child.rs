@@ -507,6 +507,14 @@ fn kill_on_timeout(init: &mut std::process::Child) -> Report {
     }
 }
 
+/// The `PATH` of an environment, empty when it has none.
+fn env_path(env: &[(String, String)]) -> String {
+    env.iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default()
+}
+
 /// The program's path, searched in the command's `PATH` in the sandbox's own tree. std would
 /// do the search itself, but only by forking (it cannot hand a changed `PATH` to
 /// `posix_spawnp`), and a fork costs milliseconds where `posix_spawn` costs microseconds.
@@ -532,6 +540,7 @@ fn resolve_program(program: &str, plan: &Plan) -> Result<std::path::PathBuf, Spa
         .ok_or_else(|| SpawnError::ExecFailed {
             program: program.to_string(),
             errno: libc::ENOENT,
+            path: path.to_owned(),
         })
 }
 
@@ -673,6 +682,7 @@ fn run_init(
     let mut child = command.spawn().map_err(|error| SpawnError::ExecFailed {
         program: program.clone(),
         errno: error.raw_os_error().unwrap_or(0),
+        path: env_path(&plan.env),
     })?;
     let _ = write_json(control, &Report::Running);
     let command_pid = Pid::from_raw(child.id() as i32);

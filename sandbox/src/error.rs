@@ -104,13 +104,16 @@ pub enum SpawnError {
         reason: String,
     },
     /// The sandbox was set up but the command could not be executed.
-    #[error("command could not be executed: {program} (errno {errno})")]
+    #[error("{}", exec_failed(program, *errno, path))]
     #[serde(rename = "sandbox_exec_failed")]
     ExecFailed {
         /// `argv[0]`.
         program: String,
         /// The errno of the failed exec (2 = not found, 13 = denied).
         errno: i32,
+        /// The `PATH` the command had (searched when `program` has no `/`).
+        #[serde(default)]
+        path: String,
     },
     /// The sandbox executable could not be started.
     #[error("could not start the sandbox executable {exe}: {detail}")]
@@ -246,6 +249,7 @@ mod tests {
                 SpawnError::ExecFailed {
                     program: String::new(),
                     errno: 2,
+                    path: String::new(),
                 },
                 "sandbox_exec_failed",
             ),
@@ -293,5 +297,29 @@ mod tests {
         let mut listed = SpawnError::CODES.to_vec();
         listed.sort_unstable();
         assert_eq!(listed, codes, "CODES lists exactly the codes code() gives");
+    }
+}
+
+/// What a failed exec says: what was run, why it failed, and what to change.
+fn exec_failed(program: &str, errno: i32, path: &str) -> String {
+    let searched = !program.contains('/');
+    match errno {
+        libc::ENOENT if searched => format!(
+            "command not found: {program} is in no directory of the command's PATH ({path}); \
+             the PATH is the user's as [processes] env_inherit passes it, or give one in the \
+             call's env, or run the program by its full path"
+        ),
+        libc::ENOENT => format!(
+            "command not found: {program} does not exist in the sandbox (or its interpreter \
+             does not); a path outside the walls of [paths] read and write is not visible"
+        ),
+        libc::EACCES => format!(
+            "permission denied executing {program}: not executable, or on a path the sandbox \
+             hides ([paths] deny) or does not show ([paths] read)"
+        ),
+        errno => format!(
+            "command could not be executed: {program} ({})",
+            std::io::Error::from_raw_os_error(errno)
+        ),
     }
 }

@@ -46,6 +46,7 @@ pub fn run_unconfined(request: &Request) -> Result<Outcome, SpawnError> {
     let mut child = command.spawn().map_err(|error| SpawnError::ExecFailed {
         program: program.clone(),
         errno: error.raw_os_error().unwrap_or(0),
+        path: request.env.get("PATH").cloned().unwrap_or_default(),
     })?;
     let outputs = Outputs::start(&mut child, request);
     if let Some(mut stdin) = child.stdin.take() {

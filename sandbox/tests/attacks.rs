@@ -959,12 +959,32 @@ fn refusals_are_coded_and_nothing_runs() {
             &aido_sandbox::Request::new(["/no/such/program"], &fixture.root),
         )
         .unwrap_err();
-    assert_eq!(
-        error,
-        aido_sandbox::SpawnError::ExecFailed {
-            program: "/no/such/program".into(),
-            errno: 2
-        }
+    assert!(
+        matches!(
+            &error,
+            aido_sandbox::SpawnError::ExecFailed { program, errno: 2, path }
+                if program == "/no/such/program" && path.contains("/usr/bin")
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("does not exist in the sandbox"),
+        "{error}"
+    );
+    // A bare name not in PATH says which PATH was searched and which setting gives another.
+    let error = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["no-such-tool-anywhere"], &fixture.root),
+        )
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with("command not found: no-such-tool-anywhere")
+            && message.contains("/usr/bin")
+            && message.contains("[processes] env_inherit"),
+        "{message}"
     );
     let error = fixture
         .sandbox()

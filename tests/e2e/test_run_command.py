@@ -644,3 +644,14 @@ async def test_a_command_has_the_users_environment_and_toolchains_without_env(wo
     # The record holds the environment the command had, never the secret.
     dumped = world.run("replay", "export", session_ids(world)[0]["id"], "--jsonl")
     assert "ghp_never_passed" not in dumped.stdout and env["PATH"] in dumped.stdout
+
+
+async def test_a_command_not_found_names_the_path_it_searched_and_the_setting(world):
+    """Issue 27, point 6: a program that is not on the command's PATH is a coded error naming
+    the program, the PATH the sandbox had, and the settings that change it — not "errno 2"."""
+    async with world.session(env={"PATH": "/usr/local/bin:/usr/bin:/bin"}) as s:
+        missing = err(await s.call("run_command", {"argv": ["cargo-that-is-not-here", "build"]}))
+        assert missing["code"] == "sandbox_exec_failed", missing
+        message = missing["message"]
+        assert message.startswith("command not found: cargo-that-is-not-here"), message
+        assert "(/usr/local/bin:/usr/bin:/bin)" in message and "env_inherit" in message, message
