@@ -8,11 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Touches};
 
-/// Run one command confined: no network, the host read-only except the policy's write roots,
-/// the deny globs hidden, the user's environment as the policy's `env_inherit` passes it
-/// (PATH, HOME, locale, toolchain homes; never a secret-looking name). Give `argv`, or `shell` (run as
-/// `/bin/sh -c SHELL`), not both. It runs over a copy-on-write layer of the write roots; when
-/// it ends its file changes are judged by the walls and applied as journaled effects (a rewind
+/// Run one command confined, as the user's shell would but in aido's sandbox. Give `argv`, or
+/// `shell` (run as `/bin/sh -c SHELL`), not both. Defaults: 10 s timeout (at most 600 s; a
+/// background one 1 h, at most a day), 64 KiB of stdout and of stderr kept (the rest counted),
+/// no network (the policy's `[processes] egress` opens hosts through a proxy), a private
+/// `/tmp` for this command only, `cwd` and relative paths at the session's directory. The
+/// environment is the user's as the policy's `env_inherit` passes it (PATH, HOME, locale,
+/// toolchain homes; never a secret-looking name). The host is read-only but for the policy's
+/// write roots, the deny globs hidden. The command writes into a copy-on-write layer; when it
+/// ends its file changes are judged by the walls and applied as journaled effects (a rewind
 /// undoes them), or refused all together naming the paths; with `dry_run` they are returned,
 /// not applied.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
