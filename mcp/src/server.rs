@@ -184,7 +184,24 @@ impl AidoServer {
                         .into_iter()
                         .map(|i| ContentBlock::image(i.base64, i.mime)),
                 );
-                let mut r = CallToolResult::success(content);
+                // A command killed at its timeout ran (its output so far and the changes it
+                // made are the result, journaled), but it did not finish: the agent is told
+                // with an error result and a code, the rest of the result beside them.
+                let timed_out = structured["timed_out"] == json!(true);
+                let mut structured = structured;
+                let mut r = if timed_out {
+                    let message = "the command was killed at its timeout (timeout_ms); its \
+                                   output so far and the file changes it made are in the result";
+                    structured["code"] = json!("command_timed_out");
+                    structured["message"] = json!(message);
+                    content.insert(
+                        0,
+                        ContentBlock::text(format!("[command_timed_out] {message}")),
+                    );
+                    CallToolResult::error(content)
+                } else {
+                    CallToolResult::success(content)
+                };
                 r.structured_content = Some(structured);
                 r.meta = Some(seq_meta(Some(ran.seq)));
                 r

@@ -81,9 +81,15 @@ async def test_a_denied_secret_is_hidden_and_the_call_journaled(world):
 
 async def test_a_command_past_its_timeout_is_killed(world):
     async with world.session() as s:
-        out = await s.ok("run_command", {"shell": "sleep 30", "timeout_ms": 500})
+        # Issue 27, point 5: a timeout is an isError result with a code and the output so far.
+        result = await s.call("run_command", {"shell": "echo started; echo so-far > partial.txt; sleep 30",
+                                              "timeout_ms": 1500})
+        assert result.is_error is True, result
+        out = result.structured_content
+        assert out["code"] == "command_timed_out" and "timeout_ms" in out["message"], out
         assert out["timed_out"] is True and out["exit_code"] is None, out
-        assert out["duration_ms"] < 10_000
+        assert out["stdout"] == "started\n" and out["duration_ms"] < 10_000, out
+        assert result.content[0].text.startswith("[command_timed_out]"), result
         await s.err("run_command", {"argv": ["true"], "shell": "true"}, "command_invalid")
     played_back(world)
 
