@@ -38,6 +38,7 @@ pub use stdio::{judge_body, request_bytes_max};
 pub fn codes() -> Vec<&'static str> {
     server::CallError::CODES
         .iter()
+        .chain(server::ResultError::CODES)
         .chain(stdio::LineError::CODES)
         .copied()
         .collect()

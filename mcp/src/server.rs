@@ -192,12 +192,10 @@ impl AidoServer {
                 let mut r = if timed_out {
                     let message = "the command was killed at its timeout (timeout_ms); its \
                                    output so far and the file changes it made are in the result";
-                    structured["code"] = json!("command_timed_out");
+                    let code = ResultError::CommandTimedOut.code();
+                    structured["code"] = json!(code);
                     structured["message"] = json!(message);
-                    content.insert(
-                        0,
-                        ContentBlock::text(format!("[command_timed_out] {message}")),
-                    );
+                    content.insert(0, ContentBlock::text(format!("[{code}] {message}")));
                     CallToolResult::error(content)
                 } else {
                     CallToolResult::success(content)
@@ -253,6 +251,17 @@ pub enum CallError {
 
 aido_actions::coded!(CallError {
     ArgumentsTooLarge => "arguments_too_large",
+});
+
+/// Why an action that ran is still an `isError` result.
+#[derive(Debug)]
+pub enum ResultError {
+    /// A command was killed at its timeout: its result is beside the code.
+    CommandTimedOut,
+}
+
+aido_actions::coded!(ResultError {
+    CommandTimedOut => "command_timed_out",
 });
 
 fn seq_meta(seq: Option<u64>) -> MetaObject {
