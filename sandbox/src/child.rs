@@ -177,6 +177,8 @@ fn network_namespace(
             if unshare(CloneFlags::CLONE_NEWNET).is_err() {
                 return Ok(false);
             }
+            // Up before it is shared: a command in a pooled namespace cannot change it.
+            crate::egress::loopback_up()?;
             let seed = std::fs::File::open("/proc/self/ns/net").map_err(|error| {
                 SpawnError::setup_io(Step::Network, &error, "/proc/self/ns/net")
             })?;
@@ -266,6 +268,9 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
         }
         unshare(flag)
             .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
+    }
+    if !has_netns {
+        crate::egress::loopback_up()?;
     }
     if launch.egress {
         crate::egress::open(control)?;
@@ -651,11 +656,7 @@ fn run_init(
     confine::set_rlimits(&plan.rlimits)?;
     confine::drop_capabilities()?;
     confine::no_new_privs()?;
-    confine::landlock(
-        plan.landlock_abi_min,
-        &plan.writable_roots,
-        plan.egress_port,
-    )?;
+    confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
     confine::seccomp(&plan.seccomp)?;
 
     let program = plan.argv[0].clone();

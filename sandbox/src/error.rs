@@ -229,6 +229,30 @@ impl SpawnError {
     }
 }
 
+/// What a failed exec says: what was run, why it failed, and what to change.
+fn exec_failed(program: &str, errno: i32, path: &str) -> String {
+    let searched = !program.contains('/');
+    match errno {
+        libc::ENOENT if searched => format!(
+            "command not found: {program} is in no directory of the command's PATH ({path}); \
+             the PATH is the user's as [processes] env_inherit passes it, or give one in the \
+             call's env, or run the program by its full path"
+        ),
+        libc::ENOENT => format!(
+            "command not found: {program} does not exist in the sandbox (or its interpreter \
+             does not); a path outside the walls of [paths] read and write is not visible"
+        ),
+        libc::EACCES => format!(
+            "permission denied executing {program}: not executable, or on a path the sandbox \
+             hides ([paths] deny) or does not show ([paths] read)"
+        ),
+        errno => format!(
+            "command could not be executed: {program} ({})",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,29 +321,5 @@ mod tests {
         let mut listed = SpawnError::CODES.to_vec();
         listed.sort_unstable();
         assert_eq!(listed, codes, "CODES lists exactly the codes code() gives");
-    }
-}
-
-/// What a failed exec says: what was run, why it failed, and what to change.
-fn exec_failed(program: &str, errno: i32, path: &str) -> String {
-    let searched = !program.contains('/');
-    match errno {
-        libc::ENOENT if searched => format!(
-            "command not found: {program} is in no directory of the command's PATH ({path}); \
-             the PATH is the user's as [processes] env_inherit passes it, or give one in the \
-             call's env, or run the program by its full path"
-        ),
-        libc::ENOENT => format!(
-            "command not found: {program} does not exist in the sandbox (or its interpreter \
-             does not); a path outside the walls of [paths] read and write is not visible"
-        ),
-        libc::EACCES => format!(
-            "permission denied executing {program}: not executable, or on a path the sandbox \
-             hides ([paths] deny) or does not show ([paths] read)"
-        ),
-        errno => format!(
-            "command could not be executed: {program} ({})",
-            std::io::Error::from_raw_os_error(errno)
-        ),
     }
 }

@@ -204,10 +204,6 @@ pub(crate) fn resolve(
             tmp_bytes_max: profile.tmp_bytes_max,
             seccomp: crate::confine::seccomp_wire()?,
             live: None,
-            egress_port: match profile.network {
-                crate::egress::Network::None => None,
-                crate::egress::Network::Proxy { .. } => Some(crate::egress::EGRESS_PORT),
-            },
             walls,
             covers,
         },

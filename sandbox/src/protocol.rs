@@ -38,10 +38,6 @@ pub(crate) struct Plan {
     /// A background command: init keeps reading [`Control`] frames after the start.
     #[serde(default)]
     pub(crate) live: Option<Live>,
-    /// The egress proxy's port on the namespace's loopback: the one TCP port Landlock lets
-    /// the command connect to. `None`: no network.
-    #[serde(default)]
-    pub(crate) egress_port: Option<u16>,
     /// With an unprivileged host user: the walls init attaches (idmapped, from the child's
     /// descriptors), in order.
     #[serde(default)]

@@ -367,6 +367,43 @@ fn new_namespaces_and_mounts_are_refused() {
     fixture.assert_untouched();
 }
 
+/// Every command has a loopback of its own: a server it starts binds there and a client in the
+/// same command reaches it (a dev server and its tests), on any port, IPv4 and IPv6; the
+/// host's loopback stays out of reach (the test above).
+#[test]
+fn a_command_has_a_loopback_of_its_own_for_its_servers() {
+    let fixture = Fixture::new();
+    let script = r#"
+import socket, threading
+for family, host in [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]:
+    server = socket.socket(family, socket.SOCK_STREAM)
+    server.bind((host, 8000 if family == socket.AF_INET else 0))
+    server.listen()
+    port = server.getsockname()[1]
+    def serve():
+        conn, _ = server.accept()
+        conn.sendall(b"hello from " + host.encode())
+        conn.close()
+    threading.Thread(target=serve).start()
+    client = socket.create_connection((host, port), timeout=5)
+    print(client.recv(100).decode())
+"#;
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    assert_eq!(
+        stdout(&outcome),
+        "hello from 127.0.0.1\nhello from ::1\n",
+        "{}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+}
+
 #[test]
 fn no_network_not_even_the_hosts_loopback() {
     let fixture = Fixture::new();
@@ -675,14 +712,19 @@ fn a_pooled_network_namespace_is_empty_unchangeable_and_lent_to_one_command_at_a
     for _ in 0..5 {
         let outcome = fixture.sh(look);
         let out = stdout(&outcome);
-        // Only lo, down, without an address.
+        // Only lo, up, with only the loopback addresses: nothing an earlier command did.
         let links: Vec<&str> = out.lines().filter(|l| l.contains(": <")).collect();
         assert_eq!(links.len(), 1, "{out}");
         assert!(
-            links[0].contains(" lo: ") && !links[0].contains("UP"),
+            links[0].contains(" lo: ") && links[0].contains("UP"),
             "{out}"
         );
-        assert!(!out.contains("inet"), "{out}");
+        let addresses: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains(" inet"))
+            .filter_map(|l| l.split_whitespace().nth(3))
+            .collect();
+        assert_eq!(addresses, ["127.0.0.1/8", "::1/128"], "{out}");
         seen.push(namespace(&out));
     }
     assert!(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -661,3 +662,28 @@ async def test_a_command_not_found_names_the_path_it_searched_and_the_setting(wo
         message = missing["message"]
         assert message.startswith("command not found: cargo-that-is-not-here"), message
         assert "(/usr/local/bin:/usr/bin:/bin)" in message and "env_inherit" in message, message
+
+
+async def test_a_dev_server_and_its_tests_meet_on_the_commands_own_loopback(world):
+    """Issue 27, point 3 (first part): every command has a loopback of its own, so a dev
+    server started in the background of a shell and the tests run against it work; the host's
+    loopback stays out of reach."""
+    (world.home / "site").mkdir()
+    (world.home / "site" / "index.html").write_text("<h1>dev</h1>\n")
+    host = socket.socket()
+    host.bind(("127.0.0.1", 0))
+    host.listen()
+    host.setblocking(False)
+    script = (
+        "python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 & "
+        "for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && break; sleep 0.1; done; "
+        "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:8000/index.html\").read().decode(), end=\"\")'; "
+        f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {host.getsockname()[1]}), timeout=2)' 2>/dev/null && echo HOST || echo host-unreachable; "
+        "kill %1"
+    )
+    async with world.session() as s:
+        out = await s.ok("run_command", {"shell": script, "cwd": "~/site", "timeout_ms": 30000})
+        assert out["stdout"] == "<h1>dev</h1>\nhost-unreachable\n", out
+    with pytest.raises(BlockingIOError):
+        host.accept()
+    host.close()

@@ -66,7 +66,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SpawnError;
 
 pub use error::ProxyError;
-pub(crate) use namespace::open;
+pub(crate) use namespace::{loopback_up, open};
 pub(crate) use proxy::{EgressLog, Proxy};
 
 /// The proxy's port on the namespace's loopback (the namespace is the command's own, so any
@@ -111,7 +111,7 @@ pub const RELAY_BUFFER_BYTES: usize = 16 << 10;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Network {
-    /// No network at all: a namespace with a loopback that is down.
+    /// No network but the command's own: a namespace with only its loopback, up.
     #[default]
     None,
     /// Only aido's egress proxy, which admits the hosts of `allow` (`host:port`,

@@ -10,10 +10,9 @@ use crate::protocol::Report;
 
 use super::EGRESS_PORT;
 
-/// In the sandbox child, inside the new network namespace: loopback up, the proxy's socket
-/// bound on it and sent to the parent with a [`Report::Egress`] frame.
+/// In the sandbox child, inside the new network namespace (its loopback already up): the
+/// proxy's socket bound on it and sent to the parent with a [`Report::Egress`] frame.
 pub(crate) fn open(control: &UnixStream) -> Result<(), SpawnError> {
-    loopback_up()?;
     let listener = TcpListener::bind(("127.0.0.1", EGRESS_PORT))
         .map_err(|error| SpawnError::setup_io(Step::Network, &error, "bind the egress port"))?;
     crate::protocol::write_json_with_fd(control, &Report::Egress, listener.as_fd())
@@ -25,8 +24,10 @@ fn errno_of(errno: rustix::io::Errno) -> nix::errno::Errno {
     nix::errno::Errno::from_raw(errno.raw_os_error())
 }
 
-/// `RTM_NEWLINK` on interface 1 (a new namespace's `lo`) with `IFF_UP`, acknowledged.
-fn loopback_up() -> Result<(), SpawnError> {
+/// `RTM_NEWLINK` on interface 1 (a new namespace's `lo`) with `IFF_UP`, acknowledged: every
+/// command has a loopback of its own (a dev server and its tests talk over it), and nothing
+/// else: the namespace has no other interface.
+pub(crate) fn loopback_up() -> Result<(), SpawnError> {
     use rustix::net::{AddressFamily, SocketType, netlink::SocketAddrNetlink};
     let failed = |errno: rustix::io::Errno, what: &str| {
         SpawnError::setup(
