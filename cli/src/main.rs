@@ -47,6 +47,11 @@ struct Cli {
     /// A config file layered over the defaults and $AIDO_HOME/config.toml.
     #[arg(long, global = true)]
     config: Option<PathBuf>,
+    /// The project directory, where relative paths and commands start (`workdir`). Default:
+    /// the directory aido was started in, when it lies inside a write root and no config file
+    /// sets `workdir`; else the config's.
+    #[arg(long, global = true)]
+    workdir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -471,7 +476,59 @@ fn layered(cli: &Cli, home: &Path) -> Result<Layered> {
         files.push(default_file);
     }
     files.extend(cli.config.iter().cloned());
-    load(&files)
+    let mut layered = load(&files)?;
+    place_workdir(&mut layered, cli.workdir.as_deref())?;
+    Ok(layered)
+}
+
+/// The project directory: `--workdir`, else the directory aido was started in (an MCP client
+/// starts `aido mcp` in its project) when no config file sets `workdir` and it lies inside a
+/// write root; else the config's `workdir` stays. `aido config show` names which.
+fn place_workdir(layered: &mut Layered, given: Option<&Path>) -> Result<()> {
+    fn place(layered: &mut Layered, dir: &Path, how: String) {
+        layered.config.workdir = dir.display().to_string();
+        layered
+            .sources
+            .insert("workdir".into(), vec![Source::Started(how)]);
+    }
+    if let Some(dir) = given {
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("--workdir {}", dir.display()))?;
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--workdir {} is not a directory",
+            dir.display()
+        );
+        place(layered, &dir, "--workdir".into());
+        return Ok(());
+    }
+    let set_by_a_file = layered
+        .sources
+        .get("workdir")
+        .is_some_and(|sources| sources.iter().any(|s| *s != Source::Defaults));
+    let Ok(started) = std::env::current_dir().and_then(|d| d.canonicalize()) else {
+        return Ok(());
+    };
+    if set_by_a_file {
+        return Ok(());
+    }
+    let home = aido_actors::runtime::default_home();
+    let inside = layered.config.paths.write.iter().any(|root| {
+        let root = match root.strip_prefix('~') {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                home.join(rest.trim_start_matches('/'))
+            }
+            _ => PathBuf::from(root),
+        };
+        root.canonicalize()
+            .is_ok_and(|root| started.starts_with(root))
+    });
+    if inside {
+        let how = format!("the directory aido was started in ({})", started.display());
+        place(layered, &started, how);
+    }
+    Ok(())
 }
 
 /// The layers of [`layered`] with one more file on top (`aido exec --policy`).
@@ -483,7 +540,9 @@ fn layered_over(cli: &Cli, home: &Path, file: &Path) -> Result<Layered> {
     }
     files.extend(cli.config.iter().cloned());
     files.push(file.to_owned());
-    load(&files)
+    let mut layered = load(&files)?;
+    place_workdir(&mut layered, cli.workdir.as_deref())?;
+    Ok(layered)
 }
 
 /// The defaults with `files` layered over them, in order. Every file loaded is then protected

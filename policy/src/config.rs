@@ -961,6 +961,8 @@ pub enum Source {
     Defaults,
     /// A file (`~/.aido/config.toml` or `--config`).
     File(String),
+    /// How aido was started: `--workdir`, or the directory it was started in.
+    Started(String),
 }
 
 impl std::fmt::Display for Source {
@@ -968,6 +970,7 @@ impl std::fmt::Display for Source {
         match self {
             Self::Defaults => f.write_str("defaults"),
             Self::File(p) => f.write_str(p),
+            Self::Started(how) => f.write_str(how),
         }
     }
 }

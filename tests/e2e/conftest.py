@@ -126,8 +126,10 @@ class World:
         message_handler: Any = None,
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> AsyncIterator[Aido]:
-        """Start `aido mcp` and connect the official Python SDK client to it over stdio.
+        """Start `aido mcp` (in `cwd`, default HOME) and connect the official Python SDK client
+        to it over stdio.
 
         `config` is TOML handed to `--config`. A client gets the elicitation capability only
         when `elicitation_callback` is given (the SDK advertises it exactly then).
@@ -138,7 +140,7 @@ class World:
         if config is not None:
             args += ["--config", str(self.write_config(config))]
         params = StdioServerParameters(
-            command=str(self.bin), args=args, env=self.env(**(env or {})), cwd=str(self.home)
+            command=str(self.bin), args=args, env=self.env(**(env or {})), cwd=str(cwd or self.home)
         )
         log = self.root / "logs" / f"server-{next(self._counter)}.stderr"
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -687,3 +687,27 @@ async def test_a_dev_server_and_its_tests_meet_on_the_commands_own_loopback(worl
     with pytest.raises(BlockingIOError):
         host.accept()
     host.close()
+
+
+async def test_the_project_is_the_directory_the_client_started_aido_in(world):
+    """Issue 27, point 2: `aido mcp` started by a client in its project makes that directory
+    the workdir: relative paths and commands start there; `--workdir` names another; a config
+    file's `workdir` wins over where aido started; outside every write root it stays `~`."""
+    proj = world.home / "project-dir"
+    proj.mkdir()
+    other = world.home / "other-dir"
+    other.mkdir()
+    async with world.session(cwd=proj) as s:
+        await s.ok("write_file", {"path": "notes.txt", "content": "here\n"})
+        out = await s.ok("run_command", {"shell": "pwd; cat notes.txt"})
+        assert out["stdout"] == f"{proj.resolve()}\nhere\n", out
+    assert (proj / "notes.txt").read_text() == "here\n"
+    async with world.session(cwd=proj, extra_args=("--workdir", str(other))) as s:
+        out = await s.ok("run_command", {"argv": ["pwd"]})
+        assert out["stdout"] == f"{other.resolve()}\n", out
+    async with world.session(cwd=proj, config=f'workdir = "{other}"\n') as s:
+        out = await s.ok("run_command", {"argv": ["pwd"]})
+        assert out["stdout"] == f"{other.resolve()}\n", out
+    async with world.session(cwd=Path("/")) as s:
+        out = await s.ok("run_command", {"argv": ["pwd"]})
+        assert out["stdout"] == f"{world.home.resolve()}\n", out
