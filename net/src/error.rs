@@ -18,7 +18,7 @@ pub enum NetError {
         scheme: String,
     },
     /// The host and port are not on the policy's allowlist (`[net] allow`).
-    #[error("{host}:{port} is not on the network allowlist ([net] allow)")]
+    #[error("{}", self.message_with("[net] allow", "[net] allow_ranges"))]
     HostDenied {
         /// The host.
         host: String,
@@ -26,9 +26,7 @@ pub enum NetError {
         port: u16,
     },
     /// The address falls in a refused range the policy does not name (`[net] allow_ranges`).
-    #[error(
-        "{host} is {address}, in the refused {range} range {block} ([net] allow_ranges does not name it)"
-    )]
+    #[error("{}", self.message_with("[net] allow", "[net] allow_ranges"))]
     AddressRefused {
         /// The host as asked for.
         host: String,
@@ -50,6 +48,28 @@ pub enum NetError {
 }
 
 impl NetError {
+    /// The message, naming the settings the allowlist and the ranges came from (`[net] allow`
+    /// for aido's own network tools, `[processes] egress` for a command's proxy) and what to
+    /// add to them to allow the target.
+    pub fn message_with(&self, allow: &str, ranges: &str) -> String {
+        match self {
+            Self::HostDenied { host, port } => format!(
+                "{host}:{port} is not on the network allowlist ({allow}); add \"{host}:{port}\" \
+                 there to allow it"
+            ),
+            Self::AddressRefused {
+                host,
+                address,
+                range,
+                block,
+            } => format!(
+                "{host} is {address}, in the refused {range} range {block} ({ranges} does not \
+                 name it; add \"{block}\" there to allow it)"
+            ),
+            other => other.to_string(),
+        }
+    }
+
     /// The stable code.
     pub fn code(&self) -> &'static str {
         match self {

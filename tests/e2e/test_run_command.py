@@ -395,6 +395,10 @@ async def test_egress_goes_through_the_proxy_the_policy_names_and_is_journaled(w
             egress = out["egress"]
             assert [e.get("code") for e in egress] == [None, "net_denied", "net_denied", "net_denied"], egress
             assert egress[0]["address"] == f"127.0.0.1:{port}" and egress[0]["bytes_down"] > 0
+            # Issue 27, point 6: the refusal names the setting that would allow it, and how.
+            assert egress[1]["message"] == (
+                f'localhost:{other_port} is not on the network allowlist ([processes] egress); '
+                f'add "localhost:{other_port}" there to allow it'), egress[1]
             # A direct connection, around the proxy, reaches nothing.
             direct = await s.ok(
                 "run_command",
@@ -507,6 +511,7 @@ async def test_a_name_on_the_egress_list_that_resolves_to_loopback_is_refused(wo
             assert out["stdout"] == f"http://localhost:{port}/ 403 net_address_refused\n", out
             assert out["egress"][0]["code"] == "net_address_refused"
             assert "loopback" in out["egress"][0]["message"]
+            assert "([processes] egress_allow_ranges does not name it; add \"127.0.0.0/8\"" in out["egress"][0]["message"], out
             # A bad egress entry is a config error that names the key.
         bad = world.run(
             "exec", "--policy", str(world.write_config('[processes]\negress = ["https://x/"]\n')),
@@ -711,3 +716,15 @@ async def test_the_project_is_the_directory_the_client_started_aido_in(world):
     async with world.session(cwd=Path("/")) as s:
         out = await s.ok("run_command", {"argv": ["pwd"]})
         assert out["stdout"] == f"{world.home.resolve()}\n", out
+
+
+async def test_a_command_without_network_is_told_why_a_name_did_not_resolve(world):
+    """Issue 27, point 6: a command without network whose tool failed to resolve a name gets
+    a hint in its result saying it has no network and which setting gives it some."""
+    async with world.session() as s:
+        out = await s.ok("run_command", {"argv": ["python3", "-c", "import socket; socket.getaddrinfo('pypi.org', 443)"]})
+        assert out["exit_code"] != 0, out
+        assert "[processes] egress" in out["hint"] and "no network" in out["hint"], out
+        fine = await s.ok("run_command", {"argv": ["true"]})
+        assert "hint" not in fine, fine
+    played_back(world)

@@ -63,6 +63,29 @@ pub fn is_secret_name(name: &str) -> bool {
     .any(|word| upper.contains(word))
 }
 
+/// What a command without network that failed to resolve a name is told.
+pub const NO_NETWORK_HINT: &str = "this command has no network (only its own loopback): names \
+    do not resolve and connections fail inside it. The policy's [processes] egress = \
+    [\"host:443\"] opens hosts through aido's egress proxy.";
+
+/// Whether a command's output says a name did not resolve (curl, pip, npm, git, Python, Go).
+fn failed_to_resolve(output: &Value) -> bool {
+    const SAID: [&str; 7] = [
+        "Could not resolve host",
+        "Temporary failure in name resolution",
+        "Name or service not known",
+        "getaddrinfo",
+        "EAI_AGAIN",
+        "ENOTFOUND",
+        "no such host",
+    ];
+    ["stdout", "stderr"].iter().any(|stream| {
+        output[stream]
+            .as_str()
+            .is_some_and(|text| SAID.iter().any(|said| text.contains(said)))
+    })
+}
+
 /// The result of a finished command, from its record.
 pub fn command_ran(record: &Value) -> Outcome {
     let exit = &record["exit"];
@@ -97,6 +120,10 @@ pub fn command_ran(record: &Value) -> Outcome {
     // Run without the sandbox, as the policy allowed, and why.
     if record["unconfined"].is_object() {
         output["unconfined"] = record["unconfined"].clone();
+    } else if !record["egress"].is_array() && failed_to_resolve(&output) {
+        // A command without network that tried to reach one: say why it failed, and how to
+        // give it some (its tools only say they could not resolve a name).
+        output["hint"] = json!(NO_NETWORK_HINT);
     }
     // A dry run: what the command changed in its throwaway layer.
     if record["dry_run"] == json!(true) {

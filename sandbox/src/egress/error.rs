@@ -40,8 +40,9 @@ pub enum ProxyError {
         /// The limit.
         open: usize,
     },
-    /// The allowlist or the address ranges refused the target.
-    #[error(transparent)]
+    /// The allowlist or the address ranges refused the target (named as the policy's
+    /// `[processes]` settings, which are the proxy's).
+    #[error("{}", .0.message_with("[processes] egress", "[processes] egress_allow_ranges"))]
     Net(NetError),
     /// The resolver answered with an error, or with no address.
     #[error("resolving {host}: {why}")]
