@@ -5,7 +5,7 @@
 //! thread, init with the child), so a command never outlives aido.
 
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +19,8 @@ use crate::error::{SpawnError, Step};
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Profile, Request, Usage, WriteMode};
 use crate::protocol::{
-    Control as Frame, Launch, Live, Report, read_json, read_json_with_fd, write_frame, write_json,
+    Control as Frame, Launch, Live, Netns, Report, read_json, read_json_with_fd, write_frame,
+    write_json, write_json_with_fd,
 };
 use crate::spawn::{Placeholders, SETUP_GRACE_MS, Sandbox, kill_init};
 
@@ -29,6 +30,9 @@ pub struct StartOptions {
     /// Give the command a pseudo-terminal (its standard input, output and error, and its
     /// controlling terminal) of this many rows and columns, instead of pipes.
     pub pty: Option<(u16, u16)>,
+    /// Make the command's network namespace one later commands can join
+    /// ([`Started::network`]). Not with egress: that command's namespace holds its proxy.
+    pub share_network: bool,
 }
 
 /// A background command's output, as the caller reads it (to their ends: they close when the
@@ -165,6 +169,10 @@ pub struct Started {
     pub output: Output,
     /// The layer directory holding its writes, for an overlay profile.
     pub layers_dir: Option<std::path::PathBuf>,
+    /// Its network namespace, for its session's later commands
+    /// ([`Sandbox::with_network`]): the one it joined, or the one it made when
+    /// [`StartOptions::share_network`] asked for it (not with egress).
+    pub network: Option<crate::netns::SharedNetwork>,
 }
 
 /// The end callback: called once, on the thread that waited for the command.
@@ -272,13 +280,14 @@ impl Sandbox {
                 exe: self.exe.display().to_string(),
                 detail: error.to_string(),
             })?;
-        let (control, output) = receiver
+        let (control, output, network) = receiver
             .recv()
             .map_err(|_| SpawnError::protocol("the starting thread ended without an answer"))??;
         Ok(Started {
             control,
             output,
             layers_dir,
+            network,
         })
     }
 
@@ -347,14 +356,37 @@ impl Sandbox {
             Err(error) => return Err(fail(&mut child, launch_failed(error.to_string()))),
         };
         let mut writer = control;
+        // Without egress, a background command joins its session's namespace, or makes one
+        // for its session's later commands; with egress it has its own (its proxy is there).
+        let joined = match (&egress, &self.network) {
+            (None, Some(network)) => match network.lend() {
+                Ok(fds) => Some(fds),
+                Err(error) => {
+                    let error = SpawnError::setup_io(Step::Network, &error, "the shared namespace");
+                    return Err(fail(&mut child, error));
+                }
+            },
+            _ => None,
+        };
+        let netns = match (&joined, &egress, options.share_network) {
+            (Some(_), _, _) => Netns::Join,
+            (None, None, true) => Netns::Shared,
+            _ => Netns::Own,
+        };
         let launch = Launch {
             timeout_ms: request.timeout_ms,
             background: true,
             egress: egress.is_some(),
-            netns: crate::protocol::Netns::Own,
+            netns,
             ids: resolved.ids.clone(),
         };
-        let sent = write_json(&mut writer, &launch)
+        let launched = match &joined {
+            Some((netns, owner)) => write_json_with_fd(&writer, &launch, netns.as_fd())
+                .and_then(|()| crate::spawn::send_owner(&writer, owner.as_ref())),
+            None => write_json(&mut writer, &launch),
+        };
+        let mut shared: (Option<OwnedFd>, Option<OwnedFd>) = (None, None);
+        let sent = launched
             .and_then(|()| write_json(&mut writer, &resolved.plan))
             .and_then(|()| {
                 // On a pty the first input goes through the terminal like every later one.
@@ -415,10 +447,16 @@ impl Sandbox {
                         }
                     }
                 }
-                Ok((Report::Netns, _)) => {
+                Ok((Report::Netns, fd)) if launch.netns == Netns::Shared && shared.0.is_none() => {
+                    shared.0 = fd;
+                }
+                Ok((Report::Userns, fd)) if launch.netns == Netns::Shared && shared.1.is_none() => {
+                    shared.1 = fd;
+                }
+                Ok((Report::Netns | Report::Userns, _)) => {
                     return Err(fail(
                         &mut child,
-                        SpawnError::protocol("a namespace frame for a background command"),
+                        SpawnError::protocol("a namespace frame not asked for"),
                     ));
                 }
                 Ok((Report::Reaped, _)) => {
@@ -475,13 +513,31 @@ impl Sandbox {
             killed,
             egress: proxy.as_ref().map(Proxy::log),
         };
-        Ok((child, reports, (Arc::new(control), output), proxy))
+        let network = match (netns, shared) {
+            (Netns::Join, _) => self.network.clone(),
+            (Netns::Shared, (Some(netns), owner)) => {
+                Some(crate::netns::SharedNetwork::new(netns, owner))
+            }
+            (Netns::Shared, (None, _)) => {
+                return Err(fail(
+                    &mut child,
+                    SpawnError::protocol("a shared namespace that was never sent"),
+                ));
+            }
+            _ => None,
+        };
+        Ok((child, reports, (Arc::new(control), output, network), proxy))
     }
 }
 
 /// A launched background command: the sandbox child, the socket its reports come on, what
 /// the caller gets, and its egress proxy (when it has network).
-type Launched = (Child, UnixStream, (Arc<Control>, Output), Option<Proxy>);
+type Launched = (
+    Child,
+    UnixStream,
+    (Arc<Control>, Output, Option<crate::netns::SharedNetwork>),
+    Option<Proxy>,
+);
 
 /// Waits for the final report; past the timeout and the grace the tree is killed here.
 fn wait_end(
@@ -505,6 +561,7 @@ fn wait_end(
                 | Report::Running
                 | Report::Egress
                 | Report::Netns
+                | Report::Userns
                 | Report::Reaped,
             ) => {}
             Ok(Report::Failed { .. }) | Err(_) if killed.load(Ordering::SeqCst) => {

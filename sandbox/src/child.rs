@@ -151,10 +151,27 @@ fn network_namespace(
 ) -> Result<bool, SpawnError> {
     match netns {
         Netns::Own => Ok(false),
-        Netns::Pooled => {
+        Netns::Pooled | Netns::Join => {
             let lent = lent.ok_or_else(|| {
                 SpawnError::protocol("a pooled network namespace without its descriptor")
             })?;
+            // A shared namespace is owned by the user namespace of the command that made it:
+            // an unprivileged child enters that one first (its owner has every capability
+            // there), where it may enter the network namespace.
+            let owner = match netns {
+                Netns::Join => {
+                    let ((), owner): ((), Option<OwnedFd>) =
+                        read_json_with_fd(control).map_err(|error| {
+                            SpawnError::setup_io(
+                                Step::Network,
+                                &error,
+                                "the shared namespace's owner",
+                            )
+                        })?;
+                    owner
+                }
+                _ => None,
+            };
             // Never the host's own: a mix-up here would be the one way to real network.
             let ours = std::fs::metadata("/proc/self/ns/net").map_err(|error| {
                 SpawnError::setup_io(Step::Network, &error, "/proc/self/ns/net")
@@ -168,11 +185,17 @@ fn network_namespace(
                     "the pooled network namespace is this process's own",
                 ));
             }
+            if let Some(owner) = owner.filter(|_| !rustix::process::geteuid().is_root()) {
+                nix::sched::setns(&owner, CloneFlags::CLONE_NEWUSER).map_err(|errno| {
+                    SpawnError::unavailable("user_namespace", format!("setns: {errno}"))
+                })?;
+            }
             nix::sched::setns(&lent, CloneFlags::CLONE_NEWNET).map_err(|errno| {
                 SpawnError::unavailable("net_namespace", format!("setns: {errno}"))
             })?;
             Ok(true)
         }
+        Netns::Shared => Ok(false),
         Netns::Seed => {
             if unshare(CloneFlags::CLONE_NEWNET).is_err() {
                 return Ok(false);
@@ -271,6 +294,19 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     }
     if !has_netns {
         crate::egress::loopback_up()?;
+    }
+    if launch.netns == Netns::Shared {
+        // For the session's later commands: the namespace and the user namespace owning it.
+        for (path, report) in [
+            ("/proc/self/ns/net", Report::Netns),
+            ("/proc/self/ns/user", Report::Userns),
+        ] {
+            let ns = std::fs::File::open(path)
+                .map_err(|error| SpawnError::setup_io(Step::Network, &error, path))?;
+            write_json_with_fd(control, &report, ns.as_fd()).map_err(|error| {
+                SpawnError::setup_io(Step::Network, &error, "send the shared namespace")
+            })?;
+        }
     }
     if launch.egress {
         crate::egress::open(control)?;

@@ -104,6 +104,7 @@ pub use child::{
 pub use egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
+pub use netns::SharedNetwork;
 pub use profile::{
     CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, RunAs, Usage,
     WriteMode,

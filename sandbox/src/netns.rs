@@ -9,7 +9,7 @@
 //! closed (the kernel frees a namespace with its last descriptor).
 
 use std::os::fd::OwnedFd;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::protocol::Netns;
 
@@ -48,4 +48,37 @@ pub(crate) fn give_back(fd: OwnedFd) {
 /// Idle namespaces now (for tests).
 pub fn idle_count() -> usize {
     IDLE.lock().map(|idle| idle.len()).unwrap_or(0)
+}
+
+/// A background command's network namespace, shared with the later commands of its session
+/// ([`crate::Sandbox::with_network`]): a dev server it runs and the tests they run meet on
+/// one loopback. Cheap to clone; the namespace lives while a clone does (or a process is in
+/// it).
+#[derive(Clone, Debug)]
+pub struct SharedNetwork(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
+    netns: OwnedFd,
+    /// The user namespace owning it (a command made it inside its own).
+    userns: Option<OwnedFd>,
+}
+
+impl SharedNetwork {
+    pub(crate) fn new(netns: OwnedFd, userns: Option<OwnedFd>) -> Self {
+        SharedNetwork(Arc::new(Held { netns, userns }))
+    }
+
+    /// Copies of its descriptors for one launch: the namespace, and the user namespace that
+    /// owns it.
+    pub(crate) fn lend(&self) -> std::io::Result<(OwnedFd, Option<OwnedFd>)> {
+        let netns = self.0.netns.try_clone()?;
+        let userns = self.0.userns.as_ref().map(OwnedFd::try_clone).transpose()?;
+        Ok((netns, userns))
+    }
+
+    /// The namespace's inode (`net:[N]` in `/proc/PID/ns/net`), for the journal.
+    pub fn inode(&self) -> u64 {
+        rustix::fs::fstat(&self.0.netns).map_or(0, |stat| stat.st_ino)
+    }
 }

@@ -147,6 +147,14 @@ pub(crate) enum Netns {
     Seed,
     /// The namespace whose descriptor rides on the launch frame (`SCM_RIGHTS`).
     Pooled,
+    /// Like [`Netns::Own`], and sent back with the user namespace that owns it
+    /// ([`Report::Netns`], then [`Report::Userns`]) so later commands can join it: a
+    /// background command's namespace, shared with its session's later commands.
+    Shared,
+    /// A shared namespace, riding on the launch frame; the frame after it carries the user
+    /// namespace that owns it (joined first when aido is not root, since only there may an
+    /// unprivileged process enter the network namespace).
+    Join,
 }
 
 /// One denied path as the child must hide it.
@@ -173,8 +181,10 @@ pub(crate) enum Report {
     Failed { error: SpawnError },
     /// The command's tree is gone.
     Exited { exit: Exit, usage: Usage },
-    /// A [`Netns::Seed`] namespace rides on this frame (`SCM_RIGHTS`).
+    /// A [`Netns::Seed`] or [`Netns::Shared`] namespace rides on this frame (`SCM_RIGHTS`).
     Netns,
+    /// The user namespace owning a [`Netns::Shared`] namespace rides on this frame.
+    Userns,
     /// The child reaped init: no process of the sandbox is left but the child, which only
     /// tears its namespaces down and exits. Sent last, after any final report.
     Reaped,

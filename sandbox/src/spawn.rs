@@ -37,6 +37,8 @@ pub struct Sandbox {
     pub(crate) exe: PathBuf,
     pub(crate) home: Option<PathBuf>,
     pub(crate) globs: Arc<GlobIndex>,
+    /// The network namespace commands join instead of one of their own (not with egress).
+    pub(crate) network: Option<crate::netns::SharedNetwork>,
 }
 
 /// A command's standard output and error, each read up to its cap on a thread of its own.
@@ -118,7 +120,16 @@ impl Sandbox {
             exe: exe.into(),
             home: std::env::var_os("HOME").map(PathBuf::from),
             globs: Arc::default(),
+            network: None,
         }
+    }
+
+    /// Runs commands in `network` (a background command's, [`crate::Started::network`])
+    /// instead of a namespace of their own, so they reach its servers on its loopback. A
+    /// command with egress keeps a namespace of its own (its proxy is bound there).
+    pub fn with_network(mut self, network: Option<crate::netns::SharedNetwork>) -> Self {
+        self.network = network;
+        self
     }
 
     /// The home directory `~/` deny patterns refer to (by default the parent's `$HOME`).
@@ -243,14 +254,23 @@ impl Sandbox {
     ) -> Result<Outcome, SpawnError> {
         let outputs = Outputs::start(&mut child, request);
 
-        let (netns, lent) = if egress.is_none() {
-            crate::netns::lend()
-        } else {
-            (Netns::Own, None)
+        let mut owner = None;
+        let (netns, lent) = match (&egress, &self.network) {
+            (None, Some(network)) => {
+                let (netns, userns) = network.lend().map_err(|error| {
+                    SpawnError::setup_io(Step::Network, &error, "the shared namespace")
+                })?;
+                owner = userns;
+                (Netns::Join, Some(netns))
+            }
+            (None, None) => crate::netns::lend(),
+            (Some(_), _) => (Netns::Own, None),
         };
+        let netns_kind = netns;
         let mut talk = Talk {
             proxy: None,
             netns: lent,
+            owner,
             reaped: false,
         };
         let result = converse(
@@ -277,12 +297,14 @@ impl Sandbox {
         if talk.reaped {
             // Only the child is left, and it is on its way out.
             let netns = talk.netns.take();
+            let pooled = matches!(netns_kind, Netns::Pooled | Netns::Seed);
             let teardown = Teardown::begin();
             std::thread::spawn(move || {
                 let _ = child.kill();
                 let _ = child.wait();
                 drop(cgroup);
-                if let Some(netns) = netns {
+                // A shared namespace is the session's, never the pool's.
+                if let Some(netns) = netns.filter(|_| pooled) {
                     crate::netns::give_back(netns);
                 }
                 drop(teardown);
@@ -529,6 +551,8 @@ struct Talk {
     proxy: Option<crate::egress::Proxy>,
     /// The network namespace lent to the run or seeded by it.
     netns: Option<OwnedFd>,
+    /// The user namespace owning a shared namespace the run joins.
+    owner: Option<OwnedFd>,
     /// The child reported init reaped ([`Report::Reaped`]).
     reaped: bool,
 }
@@ -564,6 +588,14 @@ fn converse(
     result
 }
 
+/// The frame after a [`Netns::Join`] launch: the user namespace owning the shared one, if any.
+pub(crate) fn send_owner(control: &UnixStream, owner: Option<&OwnedFd>) -> std::io::Result<()> {
+    match owner {
+        Some(fd) => write_json_with_fd(control, &(), fd.as_fd()),
+        None => write_json(&mut &*control, &()),
+    }
+}
+
 fn converse_until_report(
     control: &mut UnixStream,
     child: &mut Child,
@@ -583,6 +615,8 @@ fn converse_until_report(
     };
     let launched = match (netns, &talk.netns) {
         (Netns::Pooled, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd()),
+        (Netns::Join, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd())
+            .and_then(|()| send_owner(control, talk.owner.as_ref())),
         _ => write_json(control, &launch),
     };
     let sent = launched
@@ -636,6 +670,8 @@ fn converse_until_report(
                     talk.netns = fd;
                 }
             }
+            // Only a background command shares its namespace.
+            Ok((Report::Userns, _)) => {}
             Ok((Report::Started { init_pid: pid }, _)) => init_pid = Some(pid),
             Ok((Report::Running, _)) => continue,
             Ok((Report::Exited { exit, usage }, _)) => return Ok((exit, usage)),

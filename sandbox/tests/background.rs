@@ -148,6 +148,7 @@ fn a_pty_is_the_commands_terminal() {
         "test -t 0 && test -t 1 && echo tty; stty size; read line; echo got $line",
         StartOptions {
             pty: Some((33, 111)),
+            ..StartOptions::default()
         },
     );
     started.control.write_stdin(b"hello\n").unwrap();
@@ -157,4 +158,84 @@ fn a_pty_is_the_commands_terminal() {
     assert!(text.contains("got hello"), "{text:?}");
     let end = ended.recv_timeout(Duration::from_secs(20)).unwrap();
     assert_eq!(end.exit, Exit::Code(0));
+}
+
+/// A background command's network namespace, shared: a server it runs is reached by a later
+/// command that joins the namespace, on its loopback; a command without it reaches nothing;
+/// a second background command joins the same one; once every holder is gone, a new command
+/// gets a namespace of its own again.
+#[test]
+fn a_shared_network_lets_later_commands_reach_a_background_server() {
+    let fixture = Fixture::new();
+    let server = "python3 -c 'import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, \
+                  socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", 8765)); s.listen(); print(\"ready\", \
+                  flush=True)\nwhile True:\n    c, _ = s.accept(); c.sendall(b\"hello\"); c.close()'";
+    let (started, _ended) = start(
+        &fixture,
+        server,
+        StartOptions {
+            share_network: true,
+            ..StartOptions::default()
+        },
+    );
+    let network = started.network.clone().expect("a shared namespace");
+    let Output::Pipes {
+        stdout: mut pipe, ..
+    } = started.output
+    else {
+        panic!("pipes")
+    };
+    let mut ready = [0u8; 6];
+    pipe.read_exact(&mut ready).unwrap();
+    assert_eq!(&ready, b"ready\n");
+    let client = "python3 -c 'import socket; print(socket.create_connection((\"127.0.0.1\", 8765), \
+                  timeout=5).recv(10).decode())' 2>&1; readlink /proc/self/ns/net";
+    let joined = fixture
+        .sandbox()
+        .with_network(Some(network.clone()))
+        .run(&fixture.profile(), &fixture.request(client))
+        .unwrap();
+    let out = stdout(&joined);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("hello"), "{out}");
+    assert_eq!(
+        lines.next().map(str::to_owned),
+        Some(format!("net:[{}]", network.inode())),
+        "{out}"
+    );
+    // Without the namespace, the same client reaches nothing.
+    let alone = fixture.sh(client);
+    assert!(
+        stdout(&alone).contains("ConnectionRefused"),
+        "{}",
+        stdout(&alone)
+    );
+    // A second background command of the session joins it too.
+    let (second, _second_ended) = {
+        let (sender, receiver) = mpsc::channel();
+        let mut request = fixture.request(client);
+        request.timeout_ms = 60_000;
+        let started = fixture
+            .sandbox()
+            .with_network(Some(network.clone()))
+            .start(
+                &fixture.profile(),
+                &request,
+                StartOptions {
+                    share_network: true,
+                    ..StartOptions::default()
+                },
+                Box::new(move |end| {
+                    let _ = sender.send(end.unwrap());
+                }),
+            )
+            .unwrap();
+        (started, receiver)
+    };
+    assert_eq!(
+        second.network.as_ref().map(|n| n.inode()),
+        Some(network.inode())
+    );
+    assert!(read_all(second.output).starts_with("hello\n"));
+    started.control.kill();
 }

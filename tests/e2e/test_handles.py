@@ -15,6 +15,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
+import anyio
 import pytest
 
 from helpers import err, ok, seq_of
@@ -206,4 +207,34 @@ async def test_a_handle_outlives_its_client_and_is_lost_with_its_aido(world):
     assert not (world.home / "lost.txt").exists()
     shown = "".join(world.run("replay", "show", x["id"], "--json").stdout for x in session_ids(world))
     assert '"handle_lost"' in shown and handle in shown, shown[-2000:]
+    played_back(world)
+
+
+async def test_a_dev_server_in_the_background_serves_the_sessions_later_commands(world):
+    """Issue 27, point 3: a session's background command and its later commands share one
+    network namespace (the command's own loopback, nothing else): a dev server started with
+    `background: true` answers the tests a later `run_command` runs against 127.0.0.1:PORT;
+    another session does not see it; once `stop_handle` ends it, the session's next command
+    has a namespace of its own again. The shared namespace is in the journaled results."""
+    (world.home / "site").mkdir()
+    (world.home / "site" / "index.html").write_text("<h1>dev server</h1>\n")
+    fetch = ("python3 -c 'import urllib.request as u; "
+             "print(u.urlopen(\"http://127.0.0.1:8123/index.html\", timeout=5).read().decode(), end=\"\")' 2>&1 | tail -1")
+    async with world.session() as s, world.session() as other:
+        started = await s.ok("run_command", {"shell": "exec python3 -m http.server 8123 --bind 127.0.0.1",
+                                             "cwd": "~/site", "background": True})
+        handle = started["handle"]
+        for _ in range(100):
+            out = await s.ok("run_command", {"shell": fetch})
+            if out["stdout"] == "<h1>dev server</h1>\n":
+                break
+            await anyio.sleep(0.1)
+        assert out["stdout"] == "<h1>dev server</h1>\n", out
+        assert out["network"]["session_namespace"].startswith("net:["), out
+        # Another session's command has its own loopback: nothing listens there.
+        alone = await other.ok("run_command", {"shell": fetch})
+        assert "Connection refused" in alone["stdout"] and "network" not in alone, alone
+        await s.ok("stop_handle", {"handle": handle})
+        after = await s.ok("run_command", {"shell": fetch})
+        assert "Connection refused" in after["stdout"] and "network" not in after, after
     played_back(world)

@@ -110,6 +110,10 @@ pub fn command_ran(record: &Value) -> Outcome {
         "usage": record["usage"],
         "file_changes_journaled": record["file_changes_journaled"] == json!(true),
     });
+    // The session's shared network namespace, when it ran in one (a background command's).
+    if record["network"].is_object() {
+        output["network"] = record["network"].clone();
+    }
     // Its connections through the egress proxy, admitted and refused, and their totals.
     if record["egress"].is_array() {
         output["egress"] = record["egress"].clone();

@@ -157,7 +157,7 @@ impl Actor for ProcessBody {
                             start_background(&args, &run, &session, &origin, &ticket).await
                         }
                         ProcessAction::RunCommand(run) => {
-                            run_command(&args, &run, &session, &ticket).await
+                            run_command(&args, &run, &session, &origin, &ticket).await
                         }
                         ProcessAction::CheckHandle(check) => args
                             .handles
@@ -238,6 +238,7 @@ async fn run_command(
     args: &ProcessBodyArgs,
     run: &RunCommand,
     session: &SessionContext,
+    origin: &Origin,
     ticket: &Ticket,
 ) -> Result<Ran, Failure> {
     // The walls were judged by the policy; the body checks the directory it will use again.
@@ -280,7 +281,13 @@ async fn run_command(
         ));
     }
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
-    let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+    // A running background command of the session shares its network: its servers are on
+    // this command's loopback too.
+    let network = args.handles.network_of(&origin.session);
+    let network_record = network.as_ref().map(network_of_record);
+    let sandbox = Sandbox::new(exe)
+        .with_globs(Arc::clone(&args.globs))
+        .with_network(network);
     let diff_budget = output_bytes_max(&args.policy);
     let dry_run = run.dry_run;
     let caps = change_caps(&args.policy);
@@ -332,6 +339,9 @@ async fn run_command(
         }
     };
     let mut record = record_of(&request, &profile, &outcome);
+    if let Some(network) = network_record {
+        record["network"] = network;
+    }
     let changes = match changes {
         Ok(Err(error)) => return Err(refused_whole(error, &record)),
         Ok(Ok(changes)) => Ok(changes),
@@ -507,12 +517,17 @@ async fn start_background(
             "the call was abandoned before it ran",
         ));
     }
+    // It joins the network of the session's running background commands, or makes one they
+    // and the session's later commands join.
     let options = StartOptions {
         pty: run.pty.then_some((24, 80)),
+        share_network: true,
     };
     let cell = Cell::new(if run.pty { 1 } else { 2 });
     let on_end = cell.on_end();
-    let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
+    let sandbox = Sandbox::new(exe)
+        .with_globs(Arc::clone(&args.globs))
+        .with_network(args.handles.network_of(&origin.session));
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
     let started = tokio::task::spawn_blocking(move || {
         sandbox.start(&profile_sent, &request_sent, options, on_end)
@@ -536,12 +551,15 @@ async fn start_background(
     record["handle"] = json!(id);
     record["background"] = json!(true);
     record["pty"] = json!(run.pty);
+    if let Some(network) = &started.network {
+        record["network"] = network_of_record(network);
+    }
     args.handles.insert(
         id,
         registry,
         info,
         record.clone(),
-        started.control,
+        (started.control, started.network),
         cell,
         layers,
     );
@@ -851,6 +869,12 @@ pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome)
         }
     }
     record
+}
+
+/// What the journal says of a command's network when it is its session's shared one: the
+/// namespace (`net:[inode]`, as `/proc/PID/ns/net` names it).
+fn network_of_record(network: &aido_sandbox::SharedNetwork) -> Value {
+    json!({"session_namespace": format!("net:[{}]", network.inode())})
 }
 
 /// What the journal keeps of a command before it runs: the command line, its working

@@ -321,6 +321,8 @@ pub(crate) struct Handle {
     /// The record its start was journaled with (the command, its profile).
     pub(crate) record: Value,
     registry: PathBuf,
+    /// Its network namespace, which its session's later commands join while it runs.
+    network: Option<aido_sandbox::SharedNetwork>,
 }
 
 impl Handle {
@@ -471,7 +473,7 @@ impl HandleTable {
         registry: PathBuf,
         info: Value,
         record: Value,
-        control: Arc<Control>,
+        (control, network): (Arc<Control>, Option<aido_sandbox::SharedNetwork>),
         cell: Arc<Cell>,
         layers: Layers,
     ) {
@@ -484,6 +486,7 @@ impl HandleTable {
             layers: Mutex::new(Some(layers)),
             record,
             registry,
+            network,
         });
         self.locked(|handles| {
             handles.insert(number, handle);
@@ -500,6 +503,21 @@ impl HandleTable {
                 handles.remove(number);
             }
         });
+    }
+
+    /// The network namespace the running background commands of `session` share, if any.
+    pub(crate) fn network_of(&self, session: &str) -> Option<aido_sandbox::SharedNetwork> {
+        self.locked(|handles| {
+            handles
+                .values()
+                .filter(|handle| handle.info["session"] == session)
+                .filter(|handle| {
+                    handle
+                        .cell
+                        .with(|state| state.end.is_none() && state.stopped.is_none())
+                })
+                .find_map(|handle| handle.network.clone())
+        })
     }
 
     /// The handle `id`, or why there is none.
