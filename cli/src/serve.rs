@@ -33,8 +33,12 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     let journal =
         aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-    let feed = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
-        .context("following the journal")?;
+    let feed = aido_serve::Feed::start(
+        journal.clone(),
+        Some(aido_serve::feed::audit_dir(home)),
+        aido_serve::feed::RingLimits::SERVE,
+    )
+    .context("following the journal")?;
     let telemetry_config = layered.config.telemetry.clone();
     let fleet = fleet_of(&layered.config.fleet);
     super::expect_commands(&layered.config);

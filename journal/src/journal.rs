@@ -199,6 +199,13 @@ fn is_lock_error(e: &sled::Error) -> bool {
     matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
+/// sled's page cache, in bytes of pages as stored on disk. sled holds several times this in
+/// memory (a page's keys and values are allocations of their own), and more until its LRU
+/// catches up (it takes accesses in blocks of 64 per shard, 256 shards). The blob index's
+/// random keys make most of what is cached: a 16 MiB cache let it hold some 60 MB. More cache
+/// buys little for an append-only journal whose readers mostly read what was just written.
+const PAGE_CACHE_BYTES_MAX: u64 = 4 << 20;
+
 fn open_trees(path: &Path) -> Result<Trees, OpenError> {
     let storage = |source: sled::Error| {
         if is_lock_error(&source) {
@@ -214,16 +221,13 @@ fn open_trees(path: &Path) -> Result<Trees, OpenError> {
     };
     let db = sled::Config::new()
         .path(path)
-        .cache_capacity(64 << 20)
+        .cache_capacity(PAGE_CACHE_BYTES_MAX)
         // The writer flushes every batch itself; the background flusher only adds work.
         .flush_every_ms(None)
         .open()
         .map_err(storage)?;
     let records = db.open_tree("records").map_err(storage)?;
-    let blobs = blobs::BlobStore {
-        blobs: db.open_tree("blobs").map_err(storage)?,
-        chunked: db.open_tree("chunked").map_err(storage)?,
-    };
+    let blobs = blobs::BlobStore::open(&db, path).map_err(storage)?;
     let sessions = db.open_tree("sessions").map_err(storage)?;
     Ok(Trees {
         db,
@@ -256,6 +260,10 @@ impl Journal {
         let restored = crate::tail::replay(path, &trees.records, &trees.sessions, &trees.blobs)
             .map_err(tail_err)?;
         if restored > 0 {
+            trees
+                .blobs
+                .sync()
+                .map_err(|e| tail_err(std::io::Error::other(e.to_string())))?;
             trees
                 .db
                 .flush()
@@ -619,7 +627,7 @@ impl Journal {
     /// Read the record stored under (session, seq): its bytes must match its hash, its format
     /// be one this aido reads, and its header name the key it is stored under.
     fn decode(&self, session: SessionId, seq: u64, value: &[u8]) -> Result<Record, ReadError> {
-        let checked = check_value(session, seq, value)?;
+        let checked = check_value(&self.inner.trees.blobs, session, seq, value)?;
         let fetch = |h: &str| self.blob(h);
         let value = internalize(checked.stored, seq, &fetch)?;
         let mut record: Record = serde_json::from_value(value).map_err(|e| ReadError::Corrupt {
@@ -761,13 +769,14 @@ impl Journal {
                     &prev,
                 ));
             }
-            let Checked { hash, stored } = match check_value(session, seq, &v) {
-                Ok(c) => c,
-                Err(ReadError::Corrupt { reason, .. }) => {
-                    return Ok(broken(seq, reason, checked, &prev));
-                }
-                Err(e) => return Ok(broken(seq, e.to_string(), checked, &prev)),
-            };
+            let Checked { hash, stored } =
+                match check_value(&self.inner.trees.blobs, session, seq, &v) {
+                    Ok(c) => c,
+                    Err(ReadError::Corrupt { reason, .. }) => {
+                        return Ok(broken(seq, reason, checked, &prev));
+                    }
+                    Err(e) => return Ok(broken(seq, e.to_string(), checked, &prev)),
+                };
             if stored["prev"].as_str() != Some(prev.as_str()) {
                 return Ok(broken(
                     seq,
@@ -857,9 +866,18 @@ pub(crate) struct Checked {
     pub(crate) stored: serde_json::Value,
 }
 
+/// A record whose stored value (its hash and its bytes) is larger than this keeps its bytes in
+/// the blob store, under its own hash, and the records tree holds the hash alone (32 bytes,
+/// which an inline value never is: the hash of no bytes is not the hash of an empty record).
+/// So no sled value is larger than this: sled keeps some 16,000 recent values and pages in
+/// memory whatever its cache says (see [`blobs`]), and their size is what bounds aido's memory.
+pub(crate) const RECORD_INLINE_BYTES_MAX: usize = 4096;
+
 /// Check a value stored under (session, seq), as every reader and the writer's head do: its
-/// bytes match its hash, its format is one this aido reads, and its header names its key.
+/// bytes (inline, or in `blobs` under its hash) match its hash, its format is one this aido
+/// reads, and its header names its key.
 pub(crate) fn check_value(
+    blobs: &blobs::BlobStore,
     session: SessionId,
     seq: u64,
     value: &[u8],
@@ -868,7 +886,15 @@ pub(crate) fn check_value(
     if value.len() < 32 {
         return Err(corrupt("shorter than its hash".into()));
     }
-    let (hash, bytes) = value.split_at(32);
+    let kept;
+    let (hash, bytes) = if value.len() == 32 {
+        kept = blobs
+            .get(&hex::encode(value))?
+            .ok_or_else(|| corrupt("its bytes are missing from the blob store".into()))?;
+        (value, &kept[..])
+    } else {
+        value.split_at(32)
+    };
     if blake3::hash(bytes).as_bytes() != hash {
         return Err(corrupt("its bytes do not match its hash".into()));
     }
@@ -956,11 +982,16 @@ mod tests {
         for n in 0..3 {
             j.append_blocking(s, n, ended(&content)).unwrap();
         }
+        // Three records, one blob: its bytes are stored once.
         assert_eq!(
-            j.inner.trees.blobs.blobs.len(),
+            j.inner.trees.blobs.index.len(),
             1,
             "three records, one blob"
         );
+        let log = std::fs::metadata(j.path().join(blobs::LOG_FILE))
+            .unwrap()
+            .len();
+        assert_eq!(log, content.len() as u64, "the log holds one copy");
         let record_bytes: usize = j
             .inner
             .trees
@@ -974,6 +1005,54 @@ mod tests {
         );
         let records = j.all_records(s).unwrap();
         assert!(records.iter().all(|r| r.event == ended(&content)));
+    }
+
+    /// A record larger than a chunk keeps its bytes in the blob store under its own hash and
+    /// reads back, verifies and chains as any; its bytes gone, it is damaged, not absent.
+    #[test]
+    fn a_large_record_keeps_its_bytes_in_the_blob_store() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([4; 16]);
+        let paths: Vec<String> = (0..300)
+            .map(|k| format!("~/d/{k}/{}", "p".repeat(90)))
+            .collect();
+        let action =
+            aido_actions::Action::from_tool_call("stat_files", serde_json::json!({"paths": paths}))
+                .unwrap();
+        let large = Event::ActionProposed {
+            action,
+            verdict: aido_actions::Verdict::Allow,
+            parent: None,
+        };
+        j.append_blocking(s, 1, ended("before")).unwrap();
+        let appended = j.append_blocking(s, 2, large.clone()).unwrap();
+        j.append_blocking(s, 3, ended("after")).unwrap();
+        let stored = j.inner.trees.records.get(key(s, 2)).unwrap().unwrap();
+        assert_eq!(
+            hex::encode(&stored),
+            appended.hash,
+            "the tree holds the hash alone"
+        );
+        let records = j.all_records(s).unwrap();
+        assert_eq!(records[1].event, large);
+        assert_eq!(records[1].hash, appended.hash);
+        assert_eq!(records[2].prev, appended.hash);
+        assert_eq!(j.verify(s).unwrap().broken, None);
+        for item in j.inner.trees.records.iter() {
+            assert!(item.unwrap().1.len() <= RECORD_INLINE_BYTES_MAX);
+        }
+        // Its bytes gone from the blob store: verify names it, a read is an error.
+        let name = hex::decode(&appended.hash).unwrap();
+        let index = &j.inner.trees.blobs.index;
+        assert!(
+            index.remove(name).unwrap().is_some(),
+            "kept in the blob store"
+        );
+        assert_eq!(j.verify(s).unwrap().broken.map(|b| b.seq), Some(2));
+        assert_eq!(
+            j.all_records(s).unwrap_err().code(),
+            "journal_record_corrupt"
+        );
     }
 
     #[test]
@@ -1088,7 +1167,7 @@ mod tests {
         j.append_written(s, 0, ended(&content), vec![blob])
             .await
             .unwrap();
-        assert_eq!(j.inner.trees.blobs.blobs.len(), 1);
+        assert_eq!(j.inner.trees.blobs.index.len(), 1);
         let stored = j.inner.trees.records.iter().next().unwrap().unwrap().1;
         let text = String::from_utf8_lossy(&stored);
         assert!(text.contains(&hash), "the record names the caller's blob");
