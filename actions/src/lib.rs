@@ -19,6 +19,8 @@ pub mod action;
 /// Artifact primitives: artifact_create, artifact_list, artifact_serve, artifact_save,
 /// artifact_stop, artifact_destroy.
 pub mod artifact;
+/// Change sets: what a command changed, path by path, before and after.
+pub mod changes;
 /// Side-effect classes and the MCP hints derived from them.
 pub mod class;
 /// Stable error codes, declared once per error enum (`coded!`).

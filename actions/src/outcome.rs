@@ -119,6 +119,13 @@ pub enum Effect {
         /// What was there before.
         #[serde(default)]
         before: Before,
+        /// The new file's modification time, nanoseconds since the epoch (a redo gives it
+        /// back); absent in records from before it was kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime_ns: Option<i64>,
+        /// The replaced file's modification time (an undo gives it back).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before_mtime_ns: Option<i64>,
     },
     /// A file or directory was moved.
     Moved {
@@ -191,6 +198,17 @@ pub enum Effect {
         /// The bits it had.
         before: u32,
     },
+    /// A change set (a command's file changes, an artifact save): every path it changed with
+    /// what it held before and after, in `parts` (blobs of JSON-lines entries, see
+    /// [`crate::changes`]), applied in order; undoing it puts every `before` back, newest first.
+    Changes {
+        /// The parts, by blake3 (hex), in order.
+        parts: Vec<String>,
+        /// Entries in all the parts.
+        entries: u64,
+        /// Bytes of new contents in all the parts.
+        bytes: u64,
+    },
 }
 
 /// A nondeterministic input an action saw.
@@ -258,6 +276,12 @@ pub enum Input {
         /// Directories the write created above the file (`create_parents`), outermost first.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         dirs: Vec<String>,
+        /// The new file's modification time, nanoseconds since the epoch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime_ns: Option<i64>,
+        /// The replaced file's modification time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before_mtime_ns: Option<i64>,
     },
     /// Where the trash put an item (`to`, with its `.trashinfo` file `info`) or where it found
     /// one to restore (`from`).

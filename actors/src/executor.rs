@@ -351,40 +351,26 @@ impl Executor<'_> {
         let Some(mut pending) = ran.pending else {
             return Ok(done);
         };
-        // The command's changes, every one admitted, made by the filesystem body as its own
-        // writes are made (before-images kept), all or nothing.
-        let mut applied = if pending.changes.is_empty() {
-            Executed::new(Outcome::from_output(json!({"applied": []})))
-        } else {
-            let (session, changes) = (self.ctx.clone(), std::mem::take(&mut pending.changes));
-            let intents = Some(Intents::of(
-                self.shared.journal.path(),
-                self.session,
-                self.proposal,
-            ));
-            self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
-                FsMsg::Apply {
-                    changes,
-                    session,
-                    intents,
-                    ticket,
-                    reply,
-                }
-            })
-            .await?
-        };
+        // The command's changes, every one admitted: staged whole into the journal, then made
+        // by the filesystem body (before-images kept), all or nothing.
+        let changes = std::mem::take(&mut pending.changes);
+        let applied = crate::change_sets::apply(
+            &self.shared,
+            self.session,
+            self.proposal,
+            self.ctx,
+            changes,
+            pending.file_bytes_max,
+        )
+        .await?;
         // The layer holding the changes' contents goes only now.
         drop(pending);
-        let answer = aido_walk::process::applied_answer(
-            applied.outcome.output["applied"].take(),
-            std::mem::take(&mut applied.outcome.effects),
-        );
+        let answer = aido_walk::process::applied_answer(applied.shown, applied.effects);
         aido_walk::process::changes_applied(&mut done.outcome, &answer);
         done.outcome.inputs.push(Input::Answer {
             from: aido_walk::process::APPLIED_BY.into(),
             value: answer,
         });
-        done.blobs.append(&mut applied.blobs);
         Ok(done)
     }
 

@@ -24,6 +24,9 @@ pub struct Faults {
     random_delay_max_ms: AtomicU64,
     /// Seeded: each message panics the body with this chance, per thousand.
     random_panic_per_mille: AtomicU64,
+    /// Each entry of a change set waits this long before it is applied (a window in which to
+    /// kill aido in the middle of an apply).
+    delay_apply_step_us: AtomicU64,
     /// Calls seen, the input of the seeded choices.
     calls: AtomicU64,
 }
@@ -40,6 +43,8 @@ pub struct Plan {
     /// Delay after every filesystem action's work, before its answer (a window in which to
     /// kill aido between a write and its outcome record).
     pub after_work_ms: u64,
+    /// Delay before each entry of a change set is applied, in microseconds.
+    pub apply_step_us: u64,
 }
 
 impl Plan {
@@ -56,6 +61,7 @@ impl Plan {
                 "delay_max_ms" => plan.delay_max_ms = value,
                 "panic_per_mille" => plan.panic_per_mille = value.min(1000),
                 "after_work_ms" => plan.after_work_ms = value,
+                "apply_step_us" => plan.apply_step_us = value,
                 other => return Err(format!("unknown fault {other:?}")),
             }
         }
@@ -102,6 +108,8 @@ impl Faults {
             .store(plan.panic_per_mille, Ordering::SeqCst);
         self.delay_after_work_ms
             .store(plan.after_work_ms, Ordering::SeqCst);
+        self.delay_apply_step_us
+            .store(plan.apply_step_us, Ordering::SeqCst);
         self.seed.store(plan.seed | 1, Ordering::SeqCst);
     }
 
@@ -113,6 +121,7 @@ impl Faults {
         self.delay_before_start(Duration::ZERO);
         self.delay_after_start(Duration::ZERO);
         self.delay_after_work_ms.store(0, Ordering::SeqCst);
+        self.delay_apply_step_us.store(0, Ordering::SeqCst);
     }
 
     /// The next seeded choice, if a plan is followed.
@@ -143,6 +152,14 @@ impl Faults {
         match self.delay_before_start_ms.load(Ordering::SeqCst) + random {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Wait before one entry of a change set is applied, if a test asked for it.
+    pub(crate) fn apply_step(&self) {
+        match self.delay_apply_step_us.load(Ordering::Relaxed) {
+            0 => {}
+            us => std::thread::sleep(Duration::from_micros(us)),
         }
     }
 

@@ -86,6 +86,8 @@
 pub mod artifact;
 /// The body table: supervision and restarts, generic over every body.
 pub mod bodies;
+/// A change set applied as part of an action: staged, marked, applied.
+mod change_sets;
 /// The clock and id facade.
 pub mod clock;
 /// Anthropic's computer-use tools over any screen that takes input (a machine's, the desktop).

@@ -376,8 +376,16 @@ impl Recovery {
                     })
                     .await?;
                 } else {
+                    let changes = marker
+                        .steps
+                        .iter()
+                        .any(|s| matches!(s, Step::Changes { checked: true, .. }));
                     let failure = RuntimeError::Interrupted {
-                        finished: "the restore it was running was finished when aido started again; its later steps never ran",
+                        finished: if changes {
+                            "aido stopped while this action's file changes were being applied; they were applied whole when aido started again and are recorded here, so a rewind undoes them"
+                        } else {
+                            "the restore it was running was finished when aido started again; its later steps never ran"
+                        },
                     };
                     append(Event::ActionFailed {
                         proposal: marker.proposal,

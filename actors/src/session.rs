@@ -53,7 +53,7 @@ impl RunError {
 pub struct Session {
     id: SessionId,
     actor: ActorRef<SessionMsg>,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     ctx: SessionContext,
 }
 

@@ -544,6 +544,95 @@ fn kill_9_between_a_write_and_its_outcome_is_journaled_at_the_next_start() {
     assert!(h.cmd(&["replay", "verify", &id]).status.success());
 }
 
+/// Issue 25, point 2: a `kill -9` in the middle of applying a command's change set (2,000
+/// files changed, 1,000 made) leaves a state the journal names: the change set was staged
+/// whole and marked before the first file landed, so the next start finishes the apply from
+/// the journal's blobs and journals it as interrupted with its effect; verify passes, and a
+/// rewind to before the command gives back exactly the tree it found.
+#[test]
+fn kill_9_during_a_commands_apply_is_finished_at_the_next_start() {
+    let h = home();
+    let ws = h.workspace("apply", "");
+    for i in 0..2000 {
+        std::fs::write(ws.join(format!("f{i:04}.txt")), format!("original {i}\n")).unwrap();
+    }
+    let original = tree(&ws);
+    // Each entry waits 1 ms before it is applied: a window of seconds to kill aido in.
+    let mut mcp = Mcp::start_with(&h, "crashy-apply", &[("AIDO_FAULTS", "apply_step_us=1000")]);
+    let script = "for i in $(seq 0 1999); do echo changed $i > f$(printf %04d $i).txt; done; \
+                  mkdir made; for i in $(seq 0 999); do echo new $i > made/n$i; done";
+    mcp.send(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"shell": script, "timeout_ms": 120000}}}),
+    );
+    let recovery = h.aido_home.join("journal/main.recovery");
+    let changed = |ws: &Path| {
+        (0..2000)
+            .filter(|i| {
+                std::fs::read_to_string(ws.join(format!("f{i:04}.txt")))
+                    .is_ok_and(|t| t.starts_with("changed"))
+            })
+            .count()
+    };
+    let begun = || {
+        std::fs::read_dir(&recovery)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
+            .unwrap_or(false)
+            && std::fs::read_to_string(ws.join("f0100.txt")).is_ok_and(|t| t.starts_with("changed"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !begun() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    mcp.child.kill().unwrap();
+    mcp.child.wait().unwrap();
+    let at_kill = changed(&ws);
+    eprintln!("killed the apply with {at_kill} of 2000 files changed");
+    assert!(
+        at_kill > 0 && at_kill < 2000,
+        "the kill landed in the middle of the apply ({at_kill} of 2000)"
+    );
+
+    start_again(&h);
+    assert_eq!(changed(&ws), 2000, "the apply was finished");
+    let made = std::fs::read_dir(ws.join("made")).unwrap().count();
+    assert_eq!(made, 1000, "the files it made are all there");
+    let id = session_of(&h, "crashy-apply");
+    let records = exported(&h, &id);
+    let proposal = records
+        .iter()
+        .find(|r| r["event"] == "action_proposed")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let outcome = records
+        .iter()
+        .find(|r| r["event"] == "action_failed" && r["proposal"] == proposal)
+        .expect("the cut command has an outcome");
+    assert_eq!(outcome["failure"]["code"], "interrupted", "{outcome}");
+    assert_eq!(outcome["effects"][0]["effect"], "changes", "{outcome}");
+    assert_eq!(outcome["effects"][0]["entries"], 3001, "{outcome}");
+    let verified = h.cmd(&["replay", "verify", &id]);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+    // A rewind to before the command gives back the tree it found.
+    let back = h.cmd(&["replay", "rewind", &id, "--before", &proposal.to_string()]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert_eq!(tree(&ws), original);
+    assert!(!ws.join("made").exists(), "the directory it made is gone");
+    assert!(h.cmd(&["replay", "verify", &id]).status.success());
+}
+
 /// Start `aido mcp` with no client (it recovers what a crash interrupted, then ends at EOF).
 fn start_again(h: &common::Home) {
     let next = Command::new(AIDO)

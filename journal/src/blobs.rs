@@ -1,23 +1,9 @@
-//! The blob store, and long strings leaving records for it. A string longer than
+//! Long strings leave records for the blob store. A string longer than
 //! `INLINE_STRING_BYTES_MAX` (1024 bytes) becomes `{"$blob": "<blake3 hex>"}`; object keys that
 //! start with `$` get one more `$` so that no value of the agent's can pass for a blob
 //! reference.
-//!
-//! Where blobs live: their bytes in an append-only file beside sled (`blobs.log`), or, for a
-//! stream (a large before-image), in a file of their own under `blobs/`; sled holds only the
-//! index (blake3 -> where, 17 bytes). Why not in sled: sled keeps every value it was given, and
-//! every page it read, in memory until its page cache's LRU pages it out, and that LRU takes
-//! its accesses in blocks of 64 per shard over 256 shards, so some 16,000 of them go by before
-//! anything leaves, whatever `cache_capacity` says. Content-addressed keys are random, so each
-//! blob read or written pulled in a page of other blobs: aido's memory grew with every call's
-//! blobs into gigabytes. Journals of earlier aidos keep blobs in the `blobs` (whole, or 1 MiB
-//! chunks) and `chunked` (chunk lists) trees; those are still read.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::io::Read;
 
 use serde_json::{Map, Value};
 
@@ -28,55 +14,28 @@ pub(crate) const INLINE_STRING_BYTES_MAX: usize = 1024;
 
 const BLOB_KEY: &str = "$blob";
 
-/// The blob log's file name, inside the journal's directory.
-pub(crate) const LOG_FILE: &str = "blobs.log";
-
-/// The directory of streamed blobs (one file each), inside the journal's directory.
-pub(crate) const STREAMS_DIR: &str = "blobs";
-
-/// The largest chunk a journal written by an earlier aido holds (its chunks were 1 MiB):
-/// what reading a legacy chunk list accepts.
-const LEGACY_CHUNK_BYTES_MAX: u64 = 1 << 20;
-
-/// Bytes read from a stream at a time by [`BlobStore::put_stream`].
-const STREAM_READ_BYTES: usize = 1 << 20;
-
-/// Index values: the bytes are in the log at an offset, or in a file of their own.
-const IN_LOG: u8 = b'L';
-const IN_FILE: u8 = b'F';
-
 /// The blake3 of some bytes, as 64 hex digits.
 pub(crate) fn hash_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 
-/// Contents by blake3. Cheap to clone; safe to use from any thread. A blob stored here is
-/// durable with the journal's next flush (which syncs the log before sled), and every durable
-/// append flushes, so a body stores what an effect names before the record that names it is
-/// acknowledged; a streamed blob is synced before [`BlobStore::put_stream`] returns.
+/// Journals of earlier aidos stored contents larger than this as chunks of this size, each
+/// under its own blake3, with the list of chunks under the whole contents' blake3 in the
+/// `chunked` tree; they are still read. Contents of that size are objects now.
+pub const BLOB_CHUNK_BYTES: usize = 1 << 20;
+
+/// Contents by blake3: the `blobs` tree (contents smaller than
+/// [`crate::objects::OBJECT_BYTES_MIN`]), the objects (larger ones), and the `chunked` tree
+/// (chunk lists of earlier aidos). Cheap to clone; safe to use from any thread. A blob stored
+/// here is durable with the journal's next flush, which every durable append makes (objects
+/// synced before sled), so a body stores what an effect names before the record that names it
+/// is acknowledged.
 #[derive(Clone, Debug)]
 pub struct BlobStore {
-    /// blake3 -> `L | offset | length` (big-endian u64s) in the log, or `F | length`, the file
-    /// `blobs/<hex>`.
-    pub(crate) index: sled::Tree,
-    /// Earlier aidos' blobs: whole, or 1 MiB chunks, by blake3.
     pub(crate) blobs: sled::Tree,
-    /// Earlier aidos' chunk lists: blake3 -> chunk hashes and size.
     pub(crate) chunked: sled::Tree,
-    log: Arc<Log>,
-}
-
-/// The blob log: an append-only file, written at the offset it tracks (so a write that failed
-/// half-way is overwritten by the next, never left in the middle).
-#[derive(Debug)]
-struct Log {
-    /// The journal's directory.
-    dir: PathBuf,
-    file: std::fs::File,
-    /// Where the next blob goes; held while a blob is written and indexed.
-    end: Mutex<u64>,
-    /// Names streams being written.
-    streams: AtomicU64,
+    /// Large contents, as files beside the journal.
+    pub(crate) objects: crate::objects::Objects,
 }
 
 /// A blob that is stored: its name and size.
@@ -94,216 +53,200 @@ fn storage(e: sled::Error) -> AppendError {
     }
 }
 
-fn io(what: &str, path: &Path, e: std::io::Error) -> AppendError {
-    AppendError::Storage {
-        message: format!("{what} {}: {e}", path.display()),
-    }
-}
-
 impl BlobStore {
-    /// The store of the journal in `dir` (whose sled database is `db`): its index and legacy
-    /// trees, and its log, made if missing (a log that cannot be opened is sled's I/O error).
-    pub(crate) fn open(db: &sled::Db, dir: &Path) -> sled::Result<Self> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(LOG_FILE))?;
-        let end = file.metadata()?.len();
-        Ok(Self {
-            index: db.open_tree("blob_index")?,
-            blobs: db.open_tree("blobs")?,
-            chunked: db.open_tree("chunked")?,
-            log: Arc::new(Log {
-                dir: dir.to_owned(),
-                file,
-                end: Mutex::new(end),
-                streams: AtomicU64::new(0),
-            }),
-        })
-    }
-
-    /// Make every blob stored so far durable now (the log synced, then the index flushed),
-    /// without waiting for the journal's next durable append.
+    /// Make every blob stored so far durable now (a sled flush), without waiting for the
+    /// journal's next durable append.
     pub fn flush(&self) -> Result<(), AppendError> {
-        self.sync()?;
-        self.index.flush().map_err(storage)?;
+        self.objects.sync()?;
+        self.blobs.flush().map_err(storage)?;
+        self.chunked.flush().map_err(storage)?;
         Ok(())
     }
 
-    /// Sync the log to its device: before sled is flushed, so no durable index entry ever
-    /// names bytes that are not.
-    pub(crate) fn sync(&self) -> Result<(), AppendError> {
-        self.log
-            .file
-            .sync_data()
-            .map_err(|e| io("syncing", &self.log.dir.join(LOG_FILE), e))
+    /// The object files (contents of [`crate::objects::OBJECT_BYTES_MIN`] or more).
+    pub fn objects(&self) -> &crate::objects::Objects {
+        &self.objects
     }
 
-    /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once): appended to
-    /// the log and indexed. Contents already stored are not written again.
+    /// Store the contents of `source`, read from its start, streamed (memory stays at one
+    /// buffer whatever the size) and named by their blake3: large ones as objects (holes
+    /// kept, reflinked where the file system can), small ones in sled. More than `max` bytes
+    /// is [`AppendError::BlobTooLarge`] and nothing is named.
+    pub fn put_file(&self, source: &std::fs::File, max: u64) -> Result<StoredBlob, AppendError> {
+        let size = source
+            .metadata()
+            .map_err(|e| AppendError::Storage {
+                message: format!("stat contents to keep: {e}"),
+            })?
+            .len();
+        if size > max {
+            return Err(AppendError::BlobTooLarge { bytes: size, max });
+        }
+        if size >= crate::objects::OBJECT_BYTES_MIN {
+            return self.objects.put_file(source, max);
+        }
+        let bytes = crate::objects::read_all(source, max).map_err(|e| AppendError::Storage {
+            message: format!("reading contents to keep: {e}"),
+        })?;
+        if bytes.len() as u64 > max {
+            return Err(AppendError::BlobTooLarge {
+                bytes: bytes.len() as u64,
+                max,
+            });
+        }
+        let hash = hash_hex(&bytes);
+        if bytes.len() as u64 >= crate::objects::OBJECT_BYTES_MIN {
+            // It grew while it was read.
+            self.objects.put_bytes(&hash, &bytes)?;
+        } else {
+            self.put(&hash, &bytes)?;
+        }
+        Ok(StoredBlob {
+            hash,
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    /// Every entry of a stored change set ([`aido_actions::Effect::Changes`]), part by part
+    /// (one part in memory at a time); `visit` returns false to stop. A missing or damaged
+    /// part is an error naming it.
+    pub fn visit_change_set(
+        &self,
+        parts: &[String],
+        mut visit: impl FnMut(&aido_actions::changes::Entry) -> bool,
+    ) -> Result<(), String> {
+        for part in parts {
+            let bytes = self
+                .get(part)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("change set part {part} is not in the blob store"))?;
+            if hash_hex(&bytes) != *part {
+                return Err(format!("change set part {part} does not hash to its name"));
+            }
+            for entry in aido_actions::changes::decode_part(&bytes)? {
+                if !visit(&entry) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when contents of this name are stored (in sled or as an object).
+    pub fn contains(&self, hash: &str) -> bool {
+        match decode_hash(hash) {
+            Some(key) => self.contains_key(&key).unwrap_or(false) || self.objects.contains(hash),
+            None => false,
+        }
+    }
+
+    /// Write the contents named `hash` into `target` from its start (an object's holes kept)
+    /// and size it; the bytes written, `None` when nothing of that name is stored.
+    pub fn copy_to(&self, hash: &str, target: &std::fs::File) -> Result<Option<u64>, ReadError> {
+        if let Some(bytes) = self.objects.copy_to(hash, target)? {
+            return Ok(Some(bytes));
+        }
+        let Some(bytes) = self.get(hash)? else {
+            return Ok(None);
+        };
+        let failed = |e: std::io::Error| ReadError::BlobCorrupt {
+            hash: hash.to_owned(),
+            reason: format!("writing it out: {e}"),
+        };
+        use std::os::unix::fs::FileExt;
+        target.set_len(0).map_err(failed)?;
+        target.write_all_at(&bytes, 0).map_err(failed)?;
+        target.set_len(bytes.len() as u64).map_err(failed)?;
+        Ok(Some(bytes.len() as u64))
+    }
+
+    /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once): in sled
+    /// when smaller than [`crate::objects::OBJECT_BYTES_MIN`], else as an object. Contents
+    /// already stored are not written again.
     pub fn put(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {
         debug_assert_eq!(hash, hash_hex(bytes), "a blob is stored under its own hash");
         let key = decode_hash(hash).ok_or_else(|| AppendError::Storage {
             message: format!("{hash} is not a blake3 hash"),
         })?;
-        // Held from the lookup to the index entry: one writer at a time, each blob once.
-        let mut end = self.log.end.lock().unwrap_or_else(|p| p.into_inner());
+        if bytes.len() as u64 >= crate::objects::OBJECT_BYTES_MIN {
+            // Pins, looks for and writes the object.
+            return self.objects.put_bytes(hash, bytes);
+        }
+        self.pins().pin(&key);
         if self.contains_key(&key).map_err(storage)? {
             return Ok(());
         }
-        let at = *end;
-        self.log
-            .file
-            .write_all_at(bytes, at)
-            .map_err(|e| io("appending to", &self.log.dir.join(LOG_FILE), e))?;
-        let mut place = Vec::with_capacity(17);
-        place.push(IN_LOG);
-        place.extend_from_slice(&at.to_be_bytes());
-        place.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
-        self.index.insert(key, place).map_err(storage)?;
-        *end = at + bytes.len() as u64;
+        self.blobs.insert(key, bytes).map_err(storage)?;
         Ok(())
     }
 
     /// Stream `reader` into the store, hashing as it goes: for contents too large to hold in
-    /// memory (a before-image of a big file). It goes to a file of its own (synced, with its
-    /// directory, before this returns), so the log is not held while it is read. At most `max`
-    /// bytes are read; more is an error ([`AppendError::BlobTooLarge`]) and nothing is stored.
+    /// memory (a before-image of a big file). It becomes an object whatever its size. At most
+    /// `max` bytes are read; more is an error ([`AppendError::BlobTooLarge`]) and nothing is
+    /// stored.
     pub fn put_stream(&self, reader: &mut dyn Read, max: u64) -> Result<StoredBlob, AppendError> {
-        let dir = self.log.dir.join(STREAMS_DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| io("making", &dir, e))?;
-        let n = self.log.streams.fetch_add(1, Ordering::Relaxed);
-        let partial = dir.join(format!(".stream-{}-{n}", std::process::id()));
-        let written = self.stream_into(&partial, reader, max);
-        let (hash, total) = match written {
-            Ok(done) => done,
-            Err(e) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(e);
-            }
-        };
-        let key = hash.as_bytes();
-        let _held = self.log.end.lock().unwrap_or_else(|p| p.into_inner());
-        if self.contains_key(key).map_err(storage)? {
-            let _ = std::fs::remove_file(&partial);
-        } else {
-            let name = dir.join(hash.to_hex().as_str());
-            std::fs::rename(&partial, &name).map_err(|e| io("naming", &name, e))?;
-            std::fs::File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io("syncing", &dir, e))?;
-            let mut place = Vec::with_capacity(9);
-            place.push(IN_FILE);
-            place.extend_from_slice(&total.to_be_bytes());
-            self.index.insert(key, place).map_err(storage)?;
-        }
-        Ok(StoredBlob {
-            hash: hash.to_hex().to_string(),
-            bytes: total,
-        })
+        self.objects.put_reader(reader, max)
     }
 
-    /// Copy `reader` into the new file `path`, synced: the contents' hash and size.
-    fn stream_into(
-        &self,
-        path: &Path,
-        reader: &mut dyn Read,
-        max: u64,
-    ) -> Result<(blake3::Hash, u64), AppendError> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| io("making", path, e))?;
-        let mut whole = blake3::Hasher::new();
-        let mut total = 0u64;
-        let mut buf = vec![0u8; STREAM_READ_BYTES];
-        loop {
-            let n = reader.read(&mut buf).map_err(|e| AppendError::Storage {
-                message: format!("reading contents to keep: {e}"),
-            })?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
-            if total > max {
-                return Err(AppendError::BlobTooLarge { bytes: total, max });
-            }
-            whole.update(&buf[..n]);
-            file.write_all(&buf[..n])
-                .map_err(|e| io("writing", path, e))?;
-        }
-        file.sync_all().map_err(|e| io("syncing", path, e))?;
-        Ok((whole.finalize(), total))
+    /// Make the objects stored so far durable (one `syncfs` when any was written): before
+    /// sled is flushed, so no durable record names contents that are not.
+    pub(crate) fn sync(&self) -> Result<(), AppendError> {
+        self.objects.sync()
     }
 
-    /// Whether the index names `key`. Blobs an earlier aido kept in the legacy trees are not
-    /// looked up (that would page their random leaves in): at worst one is stored again.
+    /// Store `bytes` as chunks of [`BLOB_CHUNK_BYTES`] and a chunk list, as aidos before
+    /// objects did: for the tests of reading and sweeping such journals.
+    #[cfg(test)]
+    pub(crate) fn put_chunked(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {
+        let key = decode_hash(hash).ok_or_else(|| AppendError::Storage {
+            message: format!("{hash} is not a blake3 hash"),
+        })?;
+        let mut list = Vec::with_capacity(bytes.len() / BLOB_CHUNK_BYTES * 32 + 40);
+        for chunk in bytes.chunks(BLOB_CHUNK_BYTES) {
+            let h = blake3::hash(chunk);
+            self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
+            list.extend_from_slice(h.as_bytes());
+        }
+        list.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        self.chunked.insert(key, list).map_err(storage)?;
+        Ok(())
+    }
+
+    /// What retention's sweep must leave (the objects' pins: one set for both).
+    pub(crate) fn pins(&self) -> &crate::pins::Pins {
+        self.objects.pins()
+    }
+
     fn contains_key(&self, key: &[u8]) -> sled::Result<bool> {
-        self.index.contains_key(key)
+        Ok(self.blobs.contains_key(key)? || self.chunked.contains_key(key)?)
     }
 
-    /// The bytes of a blob, whole, checked against its name. `None` when no blob of that name
-    /// is stored (a name that is not a blake3 hash names none); a blob that is stored but
-    /// damaged (its bytes gone or not matching its hash, a legacy chunk missing, the size
-    /// wrong) is [`ReadError::BlobCorrupt`], never `None`.
+    /// The bytes of a blob, whole (chunked ones are put together). `None` when no blob of
+    /// that name is stored (a name that is not a blake3 hash names none); a blob that is
+    /// stored but damaged (its chunk list unreadable, a chunk missing, the size wrong) is
+    /// [`ReadError::BlobCorrupt`], never `None`.
     pub fn get(&self, hash: &str) -> Result<Option<Vec<u8>>, ReadError> {
         let Some(key) = decode_hash(hash) else {
             return Ok(None);
         };
-        let damaged = |reason: String| ReadError::BlobCorrupt {
-            hash: hash.to_owned(),
-            reason,
-        };
-        let Some(place) = self.index.get(key)? else {
-            return self.get_legacy(hash, &key);
-        };
-        let number = |at: usize| -> Option<u64> {
-            Some(u64::from_be_bytes(place.get(at..at + 8)?.try_into().ok()?))
-        };
-        let bytes = match (place.first(), place.len()) {
-            (Some(&IN_LOG), 17) => {
-                let (Some(at), Some(len)) = (number(1), number(9)) else {
-                    return Err(damaged("its index entry is not one".into()));
-                };
-                let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-                self.log
-                    .file
-                    .read_exact_at(&mut bytes, at)
-                    .map_err(|e| damaged(format!("its {len} bytes at {at} in the log: {e}")))?;
-                bytes
-            }
-            (Some(&IN_FILE), 9) => {
-                let path = self.log.dir.join(STREAMS_DIR).join(hash);
-                let bytes = std::fs::read(&path)
-                    .map_err(|e| damaged(format!("reading {}: {e}", path.display())))?;
-                if Some(bytes.len() as u64) != number(1) {
-                    return Err(damaged(format!(
-                        "{} holds {} bytes, not {:?}",
-                        path.display(),
-                        bytes.len(),
-                        number(1)
-                    )));
-                }
-                bytes
-            }
-            _ => return Err(damaged("its index entry is not one".into())),
-        };
-        if blake3::hash(&bytes).as_bytes() != &key {
-            return Err(damaged("its bytes do not match its hash".into()));
-        }
-        Ok(Some(bytes))
-    }
-
-    /// A blob an earlier aido kept in sled: whole, or in chunks of at most 1 MiB.
-    fn get_legacy(&self, hash: &str, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         if let Some(v) = self.blobs.get(key)? {
             return Ok(Some(v.to_vec()));
         }
         let Some(list) = self.chunked.get(key)? else {
-            return Ok(None);
+            return match self.objects.open(hash)? {
+                Some(file) => {
+                    let mut out = Vec::new();
+                    let mut reader = &file;
+                    std::io::Read::read_to_end(&mut reader, &mut out).map_err(|e| {
+                        ReadError::BlobCorrupt {
+                            hash: hash.to_owned(),
+                            reason: format!("reading its object: {e}"),
+                        }
+                    })?;
+                    Ok(Some(out))
+                }
+                None => Ok(None),
+            };
         };
         let damaged = |reason: String| ReadError::BlobCorrupt {
             hash: hash.to_owned(),
@@ -313,8 +256,8 @@ impl BlobStore {
             split_list(&list).ok_or_else(|| damaged("its chunk list is not one".into()))?;
         let chunks = hashes.len() as u64 / 32;
         // A list of n chunks holds more than n - 1 and at most n chunks' worth of bytes.
-        if size > chunks * LEGACY_CHUNK_BYTES_MAX
-            || size <= (chunks.max(1) - 1) * LEGACY_CHUNK_BYTES_MAX
+        if size > chunks * BLOB_CHUNK_BYTES as u64
+            || size <= (chunks.max(1) - 1) * BLOB_CHUNK_BYTES as u64
         {
             return Err(damaged(format!("{chunks} chunks cannot hold {size} bytes")));
         }
@@ -457,108 +400,69 @@ mod tests {
     fn store() -> (tempfile::TempDir, BlobStore) {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
-        let store = BlobStore::open(&db, dir.path()).unwrap();
+        let store = BlobStore {
+            blobs: db.open_tree("blobs").unwrap(),
+            chunked: db.open_tree("chunked").unwrap(),
+            objects: crate::objects::Objects::new(dir.path().join("objects")),
+        };
         (dir, store)
     }
 
-    /// Contents of any size round-trip, whether put whole or streamed, name the same hash,
-    /// and are kept once; sled holds only the index.
+    /// Contents of any size round-trip, whether put whole or streamed, and name the same
+    /// hash; below `OBJECT_BYTES_MIN` they are a sled value, from it on an object, so no sled
+    /// value is larger than that.
     #[test]
-    fn blobs_of_any_size_round_trip_and_sled_holds_only_the_index() {
-        let (dir, s) = store();
-        for size in [0, 1, 4095, 4096, 70_000, 3 << 20] {
+    fn small_contents_are_sled_values_and_larger_ones_objects() {
+        let (_d, s) = store();
+        let min = crate::objects::OBJECT_BYTES_MIN as usize;
+        for size in [0, 1, min - 1, min, min + 1, 3 * BLOB_CHUNK_BYTES + 17] {
             let bytes: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
             let hash = hash_hex(&bytes);
             s.put(&hash, &bytes).unwrap();
             assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]), "{size}");
+            let key = decode_hash(&hash).unwrap();
+            assert_eq!(s.blobs.contains_key(key).unwrap(), size < min, "{size}");
+            assert_eq!(s.objects.contains(&hash), size >= min, "{size}");
             let streamed = s.put_stream(&mut &bytes[..], u64::MAX).unwrap();
             assert_eq!(streamed.hash, hash, "{size}");
             assert_eq!(streamed.bytes, size as u64);
+            assert!(s.objects.contains(&hash), "a stream is an object: {size}");
             assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]), "{size}");
         }
-        // Streamed first: a file of its own; put again: not written again.
-        let big: Vec<u8> = (0..(2 << 20)).map(|i| (i % 241) as u8).collect();
-        let streamed = s.put_stream(&mut &big[..], u64::MAX).unwrap();
-        assert!(dir.path().join(STREAMS_DIR).join(&streamed.hash).is_file());
-        let log = std::fs::metadata(dir.path().join(LOG_FILE)).unwrap().len();
-        s.put(&streamed.hash, &big).unwrap();
-        assert_eq!(
-            std::fs::metadata(dir.path().join(LOG_FILE)).unwrap().len(),
-            log
-        );
-        assert_eq!(s.get(&streamed.hash).unwrap().as_deref(), Some(&big[..]));
+        assert!(s.chunked.is_empty(), "nothing is chunked any more");
+        assert!(s.blobs.iter().all(|kv| kv.unwrap().1.len() < min));
+        let big = vec![7u8; 2 * BLOB_CHUNK_BYTES];
         let err = s.put_stream(&mut &big[..], 10).unwrap_err();
         assert_eq!(err.code(), "journal_blob_too_large");
-        // Nothing left half-streamed, nothing in sled but 17-byte index entries.
-        let names: Vec<_> = std::fs::read_dir(dir.path().join(STREAMS_DIR))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
-        assert!(s.blobs.is_empty() && s.chunked.is_empty());
-        for item in s.index.iter() {
-            assert!(item.unwrap().1.len() <= 17);
-        }
+        assert!(!s.contains(&hash_hex(&big)), "a refused stream names nothing");
     }
 
-    /// A blob whose bytes are gone or altered is damaged, not absent.
+    /// A chunked blob (an earlier aido's) reads back; with a chunk gone or a bad list it is
+    /// damaged, not absent.
     #[test]
-    fn a_damaged_blob_is_an_error_not_none() {
-        let (dir, s) = store();
-        let bytes = b"contents that will be altered on disk".repeat(100);
-        let hash = hash_hex(&bytes);
-        s.put(&hash, &bytes).unwrap();
-        let log = dir.path().join(LOG_FILE);
-        let mut altered = std::fs::read(&log).unwrap();
-        altered[7] ^= 1;
-        std::fs::write(&log, &altered).unwrap();
-        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
-        let streamed = s.put_stream(&mut &bytes[1..], u64::MAX).unwrap();
-        std::fs::remove_file(dir.path().join(STREAMS_DIR).join(&streamed.hash)).unwrap();
-        assert_eq!(
-            s.get(&streamed.hash).unwrap_err().code(),
-            "journal_blob_corrupt"
-        );
-        s.index
-            .insert(decode_hash(&hash).unwrap(), &b"L1234"[..])
-            .unwrap();
-        assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
-        assert_eq!(s.get(&hash_hex(b"never stored")).unwrap(), None);
-    }
-
-    /// A blob an earlier aido kept in sled (whole, or in 1 MiB chunks) still reads back, and a
-    /// damaged chunk list is an error.
-    #[test]
-    fn blobs_kept_in_legacy_trees_read_back() {
+    fn a_damaged_chunked_blob_is_an_error_not_none() {
         let (_d, s) = store();
-        let small = b"kept whole by an earlier aido".to_vec();
-        s.blobs
-            .insert(blake3::hash(&small).as_bytes(), &small[..])
-            .unwrap();
-        assert_eq!(s.get(&hash_hex(&small)).unwrap(), Some(small));
-        let bytes: Vec<u8> = (0..(1 << 20) + 300_000).map(|i| (i % 249) as u8).collect();
-        let mut list = Vec::new();
-        for chunk in bytes.chunks(1 << 20) {
-            let h = blake3::hash(chunk);
-            s.blobs.insert(h.as_bytes(), chunk).unwrap();
-            list.extend_from_slice(h.as_bytes());
-        }
-        list.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        let bytes: Vec<u8> = (0..2 * BLOB_CHUNK_BYTES + 5)
+            .map(|i| (i % 253) as u8)
+            .collect();
         let hash = hash_hex(&bytes);
-        let key = decode_hash(&hash).unwrap();
-        s.chunked.insert(key, list.clone()).unwrap();
+        s.put_chunked(&hash, &bytes).unwrap();
         assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]));
+        let key = decode_hash(&hash).unwrap();
+        let list = s.chunked.get(key).unwrap().unwrap();
         // The list's size says more than its chunks can hold.
-        let mut lying = list.clone();
+        let mut lying = list.to_vec();
         let at = lying.len() - 8;
-        lying[at..].copy_from_slice(&(10u64 << 20).to_be_bytes());
+        lying[at..].copy_from_slice(&(10 * BLOB_CHUNK_BYTES as u64).to_be_bytes());
         s.chunked.insert(key, lying).unwrap();
         assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
         s.chunked.insert(key, &list[..7]).unwrap();
         assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
         s.chunked.insert(key, list.clone()).unwrap();
+        assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]));
         s.blobs.remove(&list[32..64]).unwrap();
         assert_eq!(s.get(&hash).unwrap_err().code(), "journal_blob_corrupt");
+        assert_eq!(s.get(&hash_hex(b"never stored")).unwrap(), None);
     }
 
     #[test]

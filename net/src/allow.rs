@@ -339,6 +339,13 @@ mod tests {
             "http://[fd00:ec2::254]/",
             "http://[64:ff9b::a9fe:a9fe]/",
             "http://[2002:a9fe:a9fe::]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[::ffff:0:a9fe:a9fe]/",
+            "http://[64:ff9b:1::7f00:1]/",
+            "http://[64:ff9b:1:7f00:0:100::]/",
+            "http://[::127.0.0.1]/",
+            "http://[2001:0:53aa:64c::1]/",
+            "http://[2606:4700:1:2:0:5efe:a9fe:a9fe]/",
             "http://0.0.0.0/",
             "http://10.0.0.1/",
             "http://[fe80::1]/",
@@ -383,6 +390,9 @@ mod tests {
             "http://127.0.0.1/",
             "http://2130706433/",
             "http://[::ffff:a9fe:a9fe]/",
+            "http://[::ffff:0:a9fe:a9fe]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[2002:7f00:1::]/",
             "http://169.254.169.254/",
             "http://[fd00:ec2::254]/",
         ] {
@@ -401,6 +411,14 @@ mod tests {
             p.check_address("localhost", "::ffff:127.0.0.1".parse().unwrap())
                 .is_ok()
         );
+        // A block written as IPv4 opens the same address in every IPv6 form that is it.
+        for carried in ["::ffff:0:7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::"] {
+            assert!(
+                p.check_address("localhost", carried.parse().unwrap())
+                    .is_ok(),
+                "{carried}"
+            );
+        }
         let err = p
             .check_address("localhost", "::1".parse().unwrap())
             .unwrap_err();

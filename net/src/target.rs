@@ -10,6 +10,13 @@ use url::Url;
 
 use crate::error::NetError;
 
+/// The longest host name, in bytes of its ASCII (IDNA) form: 253, the most DNS can carry
+/// (RFC 1035). A longer one cannot resolve, so it is refused before anything looks it up.
+pub const DOMAIN_BYTES_MAX: usize = 253;
+/// The longest host as written, in bytes, before IDNA maps it (a name in Unicode takes more
+/// bytes than its ASCII form): what a parser is given at most, whatever a client sends.
+pub const HOST_TEXT_BYTES_MAX: usize = 1024;
+
 /// A host: a DNS name (lowercase, no trailing dot, IDNA-encoded) or an address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Host {
@@ -31,13 +38,25 @@ impl Host {
         if bare.is_empty() {
             return Err(invalid("the host is empty".into()));
         }
+        if bare.len() > HOST_TEXT_BYTES_MAX {
+            return Err(NetError::UrlInvalid {
+                url: shortened(bare),
+                why: format!(
+                    "a host of {} bytes (at most {HOST_TEXT_BYTES_MAX})",
+                    bare.len()
+                ),
+            });
+        }
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(Self::Ip(ip));
         }
         match url::Host::parse(bare).map_err(|e| invalid(e.to_string()))? {
             url::Host::Ipv4(v4) => Ok(Self::Ip(IpAddr::V4(v4))),
             url::Host::Ipv6(v6) => Ok(Self::Ip(IpAddr::V6(v6))),
-            url::Host::Domain(d) => Ok(Self::Domain(trim_dot(&d))),
+            url::Host::Domain(d) => domain(&d).map_err(|why| NetError::UrlInvalid {
+                url: shortened(bare),
+                why,
+            }),
         }
     }
 
@@ -69,6 +88,24 @@ impl fmt::Display for Host {
 
 fn trim_dot(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// A parsed name, refused past [`DOMAIN_BYTES_MAX`].
+fn domain(name: &str) -> Result<Host, String> {
+    let name = trim_dot(name);
+    if name.len() > DOMAIN_BYTES_MAX {
+        return Err(format!(
+            "a host name of {} bytes (DNS carries at most {DOMAIN_BYTES_MAX})",
+            name.len()
+        ));
+    }
+    Ok(Host::Domain(name))
+}
+
+/// The start of an overlong text, for a message that must stay short.
+fn shortened(text: &str) -> String {
+    let start: String = text.chars().take(64).collect();
+    format!("{start}…")
 }
 
 /// A name as allowlist entries hold it: lowercase, IDNA-encoded, no trailing dot.
@@ -113,7 +150,10 @@ impl Target {
             }
         };
         let host = match url.host() {
-            Some(url::Host::Domain(d)) => Host::Domain(trim_dot(d)),
+            Some(url::Host::Domain(d)) => domain(d).map_err(|why| NetError::UrlInvalid {
+                url: shortened(&crate::redact::url(url)),
+                why,
+            })?,
             Some(url::Host::Ipv4(v4)) => Host::Ip(IpAddr::V4(v4)),
             Some(url::Host::Ipv6(v6)) => Host::Ip(IpAddr::V6(v6)),
             None => {
@@ -163,6 +203,28 @@ mod tests {
         let (_, t) = Target::from_url("https://[::ffff:7f00:1]:8443/").unwrap();
         assert_eq!(t.host, Host::Ip("::ffff:127.0.0.1".parse().unwrap()));
         assert_eq!(t.port, 8443);
+    }
+
+    #[test]
+    fn overlong_hosts_are_refused_before_they_are_looked_up() {
+        let label = "a".repeat(63);
+        let longest = [label.as_str(); 4].join(".")[..DOMAIN_BYTES_MAX].to_owned();
+        assert!(matches!(Host::parse(&longest), Ok(Host::Domain(d)) if d == longest));
+        let table = [
+            format!("{longest}a"),
+            format!("{longest}.com"),
+            "a.".repeat(HOST_TEXT_BYTES_MAX),
+            "x".repeat(16 << 10),
+        ];
+        for host in &table {
+            let error = Host::parse(host).unwrap_err();
+            assert_eq!(error.code(), "net_url_invalid", "{}", host.len());
+            assert!(error.to_string().len() < 300, "{error}");
+            let error = Target::tcp(host, 443).unwrap_err();
+            assert_eq!(error.code(), "net_url_invalid");
+            let error = Target::from_url(&format!("http://{host}/")).unwrap_err();
+            assert_eq!(error.code(), "net_url_invalid");
+        }
     }
 
     #[test]

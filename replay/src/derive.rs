@@ -94,7 +94,9 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
         for effect in changes {
             out.steps += 1;
             match effect {
-                Effect::FileWritten { path, blob, before } => {
+                Effect::FileWritten {
+                    path, blob, before, ..
+                } => {
                     if let (Some(b), Some(Some(known))) = (before.kept(), state.get(path))
                         && b != known
                     {
@@ -174,12 +176,125 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
                     state = out.state_at(*seq);
                     rewrite(journal, &state, scratch)?;
                 }
+                Effect::Changes { parts, .. } => {
+                    out.steps -= 1;
+                    change_set(journal, r.seq, parts, &mut state, scratch, &mut out)?;
+                }
             }
         }
         out.states.push((r.seq, state.clone()));
     }
     let _ = snapshots;
     Ok(out)
+}
+
+/// Apply a change set's entries to the model and the scratch dir, checking every blob it names
+/// (new contents and before-images: a rewind needs both) and that the before it recorded is
+/// what the model held.
+fn change_set(
+    journal: &Journal,
+    seq: u64,
+    parts: &[String],
+    state: &mut State,
+    scratch: &Path,
+    out: &mut Derived,
+) -> std::io::Result<()> {
+    use aido_actions::changes::Node;
+    let store = journal.blob_store();
+    let mut failed: Option<std::io::Error> = None;
+    let mut findings = Vec::new();
+    let mut steps = 0u64;
+    let visited = store.visit_change_set(parts, |entry| {
+        steps += 1;
+        let finding = |kind, detail: String| Finding {
+            seq,
+            path: entry.path.clone(),
+            kind,
+            detail,
+        };
+        if let Node::File { blob, .. } = &entry.before {
+            if !store.contains(blob) {
+                findings.push(finding(
+                    "blob_missing",
+                    format!("{blob} (what it held before)"),
+                ));
+            }
+            if let Some(Some(known)) = state.get(&entry.path)
+                && known != blob
+            {
+                findings.push(finding(
+                    "changed_outside_aido",
+                    format!("the command found {blob}, the journal last left {known}"),
+                ));
+            }
+        }
+        let file = scratch_path(scratch, &entry.path);
+        let done = (|| -> std::io::Result<()> {
+            match &entry.after {
+                Node::File { blob, .. } => {
+                    if let Some(parent) = file.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    if file.is_dir() {
+                        std::fs::remove_dir_all(&file)?;
+                    }
+                    let target = std::fs::File::create(&file)?;
+                    match store.copy_to(blob, &target) {
+                        Ok(Some(_)) => {
+                            let again =
+                                aido_journal::objects::hash_file(&std::fs::File::open(&file)?)?.0;
+                            if &again != blob {
+                                findings.push(finding(
+                                    "blob_mismatch",
+                                    format!("{blob} holds {again}"),
+                                ));
+                            }
+                        }
+                        Ok(None) | Err(_) => findings.push(finding("blob_missing", blob.clone())),
+                    }
+                    state.insert(entry.path.clone(), Some(blob.clone()));
+                }
+                Node::Dir { .. } => {
+                    if file.is_file() || file.is_symlink() {
+                        std::fs::remove_file(&file)?;
+                    }
+                    std::fs::create_dir_all(&file)?;
+                }
+                Node::Link { .. } | Node::Absent => {
+                    match std::fs::symlink_metadata(&file) {
+                        Ok(meta) if meta.is_dir() => {
+                            let _ = std::fs::remove_dir(&file);
+                        }
+                        Ok(_) => std::fs::remove_file(&file)?,
+                        Err(_) => {}
+                    }
+                    state.insert(entry.path.clone(), None);
+                }
+            }
+            Ok(())
+        })();
+        match done {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    });
+    out.steps += steps;
+    out.findings.append(&mut findings);
+    if let Err(why) = visited {
+        out.findings.push(Finding {
+            seq,
+            path: String::new(),
+            kind: "blob_missing",
+            detail: why,
+        });
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Make the scratch dir hold exactly the model.

@@ -27,7 +27,12 @@ pub struct Changed {
 /// policy's walls and deny globs see each change a process-body action applied (recorded as
 /// its effects), and the first it refuses makes the action a denial, as
 /// `command_changes_refused` would have.
-pub fn what_if(records: &[Record], engine: &PolicyEngine, cwd: &std::path::Path) -> Vec<Changed> {
+pub fn what_if(
+    records: &[Record],
+    engine: &PolicyEngine,
+    cwd: &std::path::Path,
+    store: &aido_journal::BlobStore,
+) -> Vec<Changed> {
     let ctx = SessionContext::new(cwd.to_owned());
     // What each action changed, by its proposal's seq.
     let mut effects: HashMap<u64, &[Effect]> = HashMap::new();
@@ -57,7 +62,7 @@ pub fn what_if(records: &[Record], engine: &PolicyEngine, cwd: &std::path::Path)
                 let mut other = engine.evaluate(action, &ctx, &FsResolver);
                 if other == Verdict::Allow && action.body() == Body::Process {
                     let made = effects.get(&r.seq).copied().unwrap_or_default();
-                    if let Some(refused) = judge_changes(made, engine, &ctx) {
+                    if let Some(refused) = judge_changes(made, engine, &ctx, store) {
                         other = refused;
                     }
                 }
@@ -79,10 +84,62 @@ pub fn what_if(records: &[Record], engine: &PolicyEngine, cwd: &std::path::Path)
 
 /// The first of a command's applied changes `engine` refuses, as a denial naming the path
 /// (its leaf is `changes[PATH]`).
-fn judge_changes(made: &[Effect], engine: &PolicyEngine, ctx: &SessionContext) -> Option<Verdict> {
+fn judge_changes(
+    made: &[Effect],
+    engine: &PolicyEngine,
+    ctx: &SessionContext,
+    store: &aido_journal::BlobStore,
+) -> Option<Verdict> {
     let check = |path: &str, kind| engine.check_path(path, kind, ctx, &FsResolver).map(drop);
+    let deny = |path: &str, refusal: aido_policy::PathCheckError| Verdict::Deny {
+        gate: refusal.gate(),
+        code: refusal.code(),
+        reason: format!("the command's change to {path}: {refusal}"),
+        leaf: Some(format!("changes[{path}]")),
+    };
     for effect in made {
         let (path, judged) = match effect {
+            // A change set: every entry, part by part, as its own change.
+            Effect::Changes { parts, .. } => {
+                let mut refused = None;
+                let visited = store.visit_change_set(parts, |entry| {
+                    let judged = match &entry.after {
+                        aido_actions::changes::Node::Absent => {
+                            check(&entry.path, AccessKind::Delete)
+                        }
+                        aido_actions::changes::Node::Link { target } => {
+                            check(&entry.path, AccessKind::Write).and_then(|()| {
+                                engine.check_link_target(
+                                    std::path::Path::new(&entry.path),
+                                    target,
+                                    ctx,
+                                    &FsResolver,
+                                )
+                            })
+                        }
+                        _ => check(&entry.path, AccessKind::Write),
+                    };
+                    match judged {
+                        Ok(()) => true,
+                        Err(refusal) => {
+                            refused = Some(deny(&entry.path, refusal));
+                            false
+                        }
+                    }
+                });
+                if let Err(why) = visited {
+                    return Some(Verdict::Deny {
+                        gate: aido_actions::verdict::Gate::PathWalls,
+                        code: aido_actions::DenyCode::PathUnresolvable,
+                        reason: format!("the command's change set cannot be read: {why}"),
+                        leaf: Some("changes".into()),
+                    });
+                }
+                match refused {
+                    Some(verdict) => return Some(verdict),
+                    None => continue,
+                }
+            }
             Effect::FileWritten { path, .. }
             | Effect::DirCreated { path }
             | Effect::ModeChanged { path, .. } => (path, check(path, AccessKind::Write)),
@@ -100,12 +157,7 @@ fn judge_changes(made: &[Effect], engine: &PolicyEngine, ctx: &SessionContext) -
             }
         };
         if let Err(refusal) = judged {
-            return Some(Verdict::Deny {
-                gate: refusal.gate(),
-                code: refusal.code(),
-                reason: format!("the command's change to {path}: {refusal}"),
-                leaf: Some(format!("changes[{path}]")),
-            });
+            return Some(deny(path, refusal));
         }
     }
     None

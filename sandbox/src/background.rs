@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::cgroup::Cgroup;
 use crate::child::CHILD_ARG;
-use crate::egress::{EgressLog, EgressRecord, Proxy};
+use crate::egress::{EgressLog, EgressPolicy, EgressRecord, EgressTotals, Proxy};
 use crate::error::{SpawnError, Step};
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Profile, Request, Usage, WriteMode};
@@ -59,6 +59,8 @@ pub struct Ended {
     pub duration_ms: u64,
     /// Every connection it tried through the egress proxy (when the profile gives it one).
     pub egress: Vec<EgressRecord>,
+    /// Every connection to its egress proxy counted, recorded or not (`None` without one).
+    pub egress_totals: Option<EgressTotals>,
 }
 
 /// The ways to reach a running background command; cheap to share between threads.
@@ -79,6 +81,12 @@ impl Control {
             .as_ref()
             .map(EgressLog::records)
             .unwrap_or_default()
+    }
+
+    /// Every connection to its egress proxy counted so far, recorded or not (`None` without
+    /// one).
+    pub fn egress_totals(&self) -> Option<EgressTotals> {
+        self.egress.as_ref().map(EgressLog::totals)
     }
 
     /// The host pid of the sandbox's init (pid 1 of the command's namespace; the command is
@@ -194,7 +202,11 @@ impl Sandbox {
             WriteMode::Overlay { layers_dir } => Some(layers_dir.clone()),
         };
         if let Some(layers_dir) = &layers_dir {
-            crate::spawn::create_layers(layers_dir, resolved.plan.writable_roots.len())?;
+            crate::spawn::create_layers(
+                layers_dir,
+                resolved.plan.writable_roots.len(),
+                resolved.ids.as_ref().map(|ids| (ids.uid, ids.gid)),
+            )?;
         }
         let cgroup = profile
             .cgroup
@@ -241,7 +253,10 @@ impl Sandbox {
                 let _ = child.kill();
                 let _ = child.wait();
                 drop(placeholders);
-                let egress = proxy.map(Proxy::finish).unwrap_or_default();
+                let (egress, egress_totals) = match proxy.map(Proxy::finish) {
+                    Some((records, totals)) => (records, Some(totals)),
+                    None => (Vec::new(), None),
+                };
                 on_end(end.map(|(exit, mut usage)| {
                     usage.memory_peak_bytes = cgroup.as_deref().and_then(Cgroup::memory_peak_bytes);
                     Ended {
@@ -249,6 +264,7 @@ impl Sandbox {
                         usage,
                         duration_ms: begun.elapsed().as_millis() as u64,
                         egress,
+                        egress_totals,
                     }
                 }));
             })
@@ -271,7 +287,7 @@ impl Sandbox {
         resolved: &Resolved,
         request: &Request,
         options: StartOptions,
-        (cgroup, mut egress): (Option<Arc<Cgroup>>, Option<aido_net::NetPolicy>),
+        (cgroup, mut egress): (Option<Arc<Cgroup>>, Option<EgressPolicy>),
         killed: Arc<AtomicBool>,
     ) -> Result<Launched, SpawnError> {
         let launch_failed = |detail: String| SpawnError::LaunchFailed {
@@ -336,6 +352,7 @@ impl Sandbox {
             background: true,
             egress: egress.is_some(),
             netns: crate::protocol::Netns::Own,
+            ids: resolved.ids.clone(),
         };
         let sent = write_json(&mut writer, &launch)
             .and_then(|()| write_json(&mut writer, &resolved.plan))

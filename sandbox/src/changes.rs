@@ -17,25 +17,73 @@
 //!
 //! [`collect`] turns that into a sorted list of [`Change`]s on host paths, which the caller
 //! judges and either applies through its own journaled writes or only reports (a dry run).
-//! Nothing here touches the host tree.
+//! The layer is read through directory handles only: the layer directory is held open by its
+//! maker, and every directory below it is opened from its parent's handle without following a
+//! symlink, so nothing swapped into the layer's path can make aido read another tree. A file's
+//! contents are named by its directory's handle and its name ([`Upper`]). Nothing here touches
+//! the host tree.
 
-use std::ffi::OsString;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpawnError;
 
-/// Entries of the upper layers [`collect`] looks at before it refuses (the command wrote too
-/// many files for one journaled change).
-pub const CHANGED_ENTRIES_MAX: usize = 100_000;
+/// Entries of the upper layers [`collect`] looks at when no cap is given.
+pub const CHANGED_ENTRIES_MAX: usize = 250_000;
+
+/// The most one command's changes may hold, checked while they are read (before anything is
+/// applied).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChangeCaps {
+    /// Entries (files, directories, links, removals).
+    pub entries_max: u64,
+    /// Bytes of new contents.
+    pub bytes_max: u64,
+}
+
+impl Default for ChangeCaps {
+    fn default() -> Self {
+        Self {
+            entries_max: CHANGED_ENTRIES_MAX as u64,
+            bytes_max: 8 << 30,
+        }
+    }
+}
+
+/// A file of the upper layer: its directory, held, and its name there.
+#[derive(Clone, Debug)]
+pub struct Upper {
+    /// The upper directory that holds it.
+    pub dir: Arc<OwnedFd>,
+    /// Its name in it.
+    pub name: OsString,
+}
+
+impl Upper {
+    /// Open it for reading (never following a symlink).
+    pub fn open(&self) -> std::io::Result<std::fs::File> {
+        rustix::fs::openat(
+            self.dir.as_fd(),
+            self.name.as_os_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        )
+        .map(std::fs::File::from)
+        .map_err(std::io::Error::from)
+    }
+}
 
 /// One change a command made under a writable root.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum Change {
-    /// A regular file was created, or its contents or mode changed.
+    /// A regular file was created, or its contents, mode or time changed.
     File {
         /// The host path.
         path: PathBuf,
@@ -46,9 +94,11 @@ pub enum Change {
         mode: u32,
         /// Its size.
         bytes: u64,
+        /// Its modification time, nanoseconds since the epoch.
+        mtime_ns: i64,
         /// Where its new contents are (in the upper layer).
         #[serde(skip)]
-        contents: PathBuf,
+        contents: Option<Upper>,
     },
     /// A directory was created.
     Dir {
@@ -56,6 +106,8 @@ pub enum Change {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+        /// Its modification time as the command left it.
+        mtime_ns: i64,
     },
     /// An existing directory's permission bits changed (what it holds is listed on its own).
     DirMode {
@@ -81,12 +133,14 @@ pub enum Change {
         dir: bool,
     },
     /// Something that cannot be taken over as a journaled change: a device, fifo or socket,
-    /// a renamed directory, a metadata-only copy.
+    /// a renamed directory, a metadata-only copy, a name that is not UTF-8.
     Unsupported {
         /// The host path.
         path: PathBuf,
         /// What it is.
         what: String,
+        /// The refusal's code.
+        code: String,
     },
 }
 
@@ -104,25 +158,55 @@ impl Change {
     }
 }
 
-/// The changes in `layers_dir`'s upper layers, one per writable root (`roots[i]` is the host
-/// directory whose upper layer is `layers_dir/i/upper`), removals before creations at the same
-/// path, otherwise sorted by path.
-pub fn collect(layers_dir: &Path, roots: &[PathBuf]) -> Result<Vec<Change>, SpawnError> {
+/// The changes in the upper layers under the held layer directory `layers` (`roots[i]` is the
+/// host directory whose upper layer is `i/upper` in it), removals before creations at the
+/// same path, otherwise sorted by path. More than `caps` allows is
+/// [`SpawnError::ChangesTooLarge`], found while reading (nothing is kept past it).
+pub fn collect(
+    layers: &impl AsFd,
+    roots: &[PathBuf],
+    caps: ChangeCaps,
+) -> Result<Vec<Change>, SpawnError> {
     let mut walk = Collect {
         out: Vec::new(),
         seen: 0,
+        bytes: 0,
+        caps,
     };
     for (index, root) in roots.iter().enumerate() {
-        let upper = layers_dir.join(index.to_string()).join("upper");
-        if !upper.is_dir() {
+        let shown = format!("{}/upper", index);
+        let Some(index_dir) = open_dir(layers.as_fd(), OsStr::new(&index.to_string()), &shown)?
+        else {
             continue;
-        }
-        walk.directory(&upper, root, false)?;
+        };
+        let Some(upper) = open_dir(index_dir.as_fd(), OsStr::new("upper"), &shown)? else {
+            continue;
+        };
+        walk.directory(Arc::new(upper), Path::new(&shown), root, false, 0)?;
     }
     let mut out = walk.out;
     // A removal sorts before what replaced it at the same path.
     out.sort_by(|a, b| a.path().cmp(b.path()).then_with(|| rank(a).cmp(&rank(b))));
     Ok(out)
+}
+
+/// Open a directory of the layer from its parent's handle, never following a symlink; `None`
+/// when it is not there.
+fn open_dir(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &OsStr,
+    shown: &str,
+) -> Result<Option<OwnedFd>, SpawnError> {
+    match rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(layer_error(Path::new(shown), &e.into())),
+    }
 }
 
 fn rank(change: &Change) -> u8 {
@@ -132,36 +216,104 @@ fn rank(change: &Change) -> u8 {
     }
 }
 
+/// Most directories deep a layer is read.
+const DEPTH_MAX: usize = 512;
+
 struct Collect {
     out: Vec<Change>,
-    seen: usize,
+    seen: u64,
+    bytes: u64,
+    caps: ChangeCaps,
+}
+
+fn mtime_ns(stat: &rustix::fs::Stat) -> i64 {
+    stat.st_mtime * 1_000_000_000 + stat.st_mtime_nsec as i64
 }
 
 impl Collect {
-    /// The entries of the upper directory `upper`, which overlays the host directory `lower`.
-    /// `fresh`: everything here is new (below a created or opaque directory).
-    fn directory(&mut self, upper: &Path, lower: &Path, fresh: bool) -> Result<(), SpawnError> {
-        let mut names: Vec<OsString> = std::fs::read_dir(upper)
-            .map_err(|error| layer_error(upper, &error))?
-            .map(|entry| entry.map(|entry| entry.file_name()))
-            .collect::<Result<_, _>>()
-            .map_err(|error| layer_error(upper, &error))?;
-        names.sort();
-        for name in names {
-            self.seen += 1;
-            if self.seen > CHANGED_ENTRIES_MAX {
-                return Err(SpawnError::ChangesTooMany {
-                    max: CHANGED_ENTRIES_MAX,
-                });
-            }
-            self.entry(&upper.join(&name), &lower.join(&name), fresh)?;
+    fn count(&mut self, bytes: u64) -> Result<(), SpawnError> {
+        self.seen += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.seen > self.caps.entries_max {
+            return Err(SpawnError::ChangesTooLarge {
+                what: "entries".into(),
+                max: self.caps.entries_max,
+                key: "[processes] change_files_max".into(),
+            });
+        }
+        if self.bytes > self.caps.bytes_max {
+            return Err(SpawnError::ChangesTooLarge {
+                what: "bytes of new contents".into(),
+                max: self.caps.bytes_max,
+                key: "[processes] change_bytes_max".into(),
+            });
         }
         Ok(())
     }
 
-    fn entry(&mut self, upper: &Path, host: &Path, fresh: bool) -> Result<(), SpawnError> {
-        let meta = std::fs::symlink_metadata(upper).map_err(|error| layer_error(upper, &error))?;
-        let kind = meta.file_type();
+    /// The entries of the upper directory `upper` (shown as `shown`), which overlays the host
+    /// directory `lower`. `fresh`: everything here is new (below a created or opaque directory).
+    fn directory(
+        &mut self,
+        upper: Arc<OwnedFd>,
+        shown: &Path,
+        lower: &Path,
+        fresh: bool,
+        depth: usize,
+    ) -> Result<(), SpawnError> {
+        if depth > DEPTH_MAX {
+            return Err(layer_error(
+                shown,
+                &std::io::Error::other(format!("more than {DEPTH_MAX} directories deep")),
+            ));
+        }
+        let mut names: Vec<OsString> = Vec::new();
+        let mut dir =
+            rustix::fs::Dir::read_from(upper.as_fd()).map_err(|e| layer_error(shown, &e.into()))?;
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| layer_error(shown, &e.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            names.push(std::os::unix::ffi::OsStringExt::from_vec(name.to_vec()));
+        }
+        names.sort();
+        for name in names {
+            self.entry(
+                &upper,
+                &name,
+                &shown.join(&name),
+                &lower.join(&name),
+                fresh,
+                depth,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn entry(
+        &mut self,
+        upper: &Arc<OwnedFd>,
+        name: &OsStr,
+        shown: &Path,
+        host: &Path,
+        fresh: bool,
+        depth: usize,
+    ) -> Result<(), SpawnError> {
+        let stat = rustix::fs::statat(upper.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| layer_error(shown, &e.into()))?;
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        let mode = stat.st_mode & 0o7777;
+        self.count(if kind == FileType::RegularFile {
+            stat.st_size as u64
+        } else {
+            0
+        })?;
+        if host.to_str().is_none() {
+            self.unsupported(host, "a name that is not UTF-8", "path_not_utf8");
+            return Ok(());
+        }
         let before = if fresh {
             None
         } else {
@@ -176,109 +328,138 @@ impl Collect {
                 });
             }
         };
-        if kind.is_char_device() && meta.rdev() == 0 {
+        if kind == FileType::CharacterDevice && stat.st_rdev == 0 {
             removed(&mut self.out);
             return Ok(());
         }
-        if kind.is_dir() {
-            if xattr(upper, "overlay.redirect") {
-                self.unsupported(host, "a renamed directory (overlay redirect)");
-                return Ok(());
-            }
-            let opaque = xattr_is(upper, "overlay.opaque", b"y");
-            match before {
-                Some(_) if was_dir && !opaque => {
-                    let mode = meta.permissions().mode() & 0o7777;
-                    let before_mode = before
-                        .as_ref()
-                        .map_or(mode, |meta| meta.permissions().mode() & 0o7777);
-                    if mode != before_mode {
-                        self.out.push(Change::DirMode {
+        match kind {
+            FileType::Directory => {
+                let Some(fd) = open_dir(upper.as_fd(), name, &shown.display().to_string())? else {
+                    return Ok(());
+                };
+                if xattr(&fd, "overlay.redirect") {
+                    self.unsupported(
+                        host,
+                        "a renamed directory (overlay redirect)",
+                        "command_change_unsupported",
+                    );
+                    return Ok(());
+                }
+                let opaque = xattr_is(&fd, "overlay.opaque", b"y");
+                let fd = Arc::new(fd);
+                match before {
+                    Some(_) if was_dir && !opaque => {
+                        let before_mode = before
+                            .as_ref()
+                            .map_or(mode, |meta| meta.permissions().mode() & 0o7777);
+                        if mode != before_mode {
+                            self.out.push(Change::DirMode {
+                                path: host.to_owned(),
+                                mode,
+                                before: before_mode,
+                            });
+                        }
+                        self.directory(fd, shown, host, false, depth + 1)
+                    }
+                    _ => {
+                        removed(&mut self.out);
+                        self.out.push(Change::Dir {
                             path: host.to_owned(),
                             mode,
-                            before: before_mode,
+                            mtime_ns: mtime_ns(&stat),
                         });
+                        self.directory(fd, shown, host, true, depth + 1)
                     }
-                    self.directory(upper, host, false)
                 }
-                _ => {
+            }
+            FileType::RegularFile => {
+                let contents = Upper {
+                    dir: upper.clone(),
+                    name: name.to_owned(),
+                };
+                if metacopy(upper, name) {
+                    self.unsupported(
+                        host,
+                        "a metadata-only copy (overlay metacopy)",
+                        "command_change_unsupported",
+                    );
+                    return Ok(());
+                }
+                if let Some(old) = before.as_ref().filter(|old| old.is_file())
+                    && old.permissions().mode() & 0o7777 == mode
+                    && old.len() == stat.st_size as u64
+                    && old.mtime() == stat.st_mtime as i64
+                    && old.mtime_nsec() == stat.st_mtime_nsec as i64
+                    && same_contents(&contents, host, shown)?
+                {
+                    // Copied up (opened for writing) but left exactly as it was.
+                    return Ok(());
+                }
+                let replaced_file = before.as_ref().is_some_and(|old| old.is_file());
+                if !replaced_file {
                     removed(&mut self.out);
-                    self.out.push(Change::Dir {
-                        path: host.to_owned(),
-                        mode: meta.permissions().mode() & 0o7777,
-                    });
-                    self.directory(upper, host, true)
                 }
-            }
-        } else if kind.is_file() {
-            if xattr(upper, "overlay.metacopy") {
-                self.unsupported(host, "a metadata-only copy (overlay metacopy)");
-                return Ok(());
-            }
-            let mode = meta.permissions().mode() & 0o7777;
-            if let Some(old) = before.as_ref().filter(|old| old.is_file())
-                && old.permissions().mode() & 0o7777 == mode
-                && old.len() == meta.len()
-                && same_contents(upper, host)?
-            {
-                // Copied up (opened for writing, touched) but left as it was.
-                return Ok(());
-            }
-            let replaced_file = before.as_ref().is_some_and(|old| old.is_file());
-            if !replaced_file {
-                removed(&mut self.out);
-            }
-            self.out.push(Change::File {
-                path: host.to_owned(),
-                created: !replaced_file,
-                mode,
-                bytes: meta.len(),
-                contents: upper.to_owned(),
-            });
-            Ok(())
-        } else if kind.is_symlink() {
-            let target = std::fs::read_link(upper).map_err(|error| layer_error(upper, &error))?;
-            let same = before
-                .as_ref()
-                .is_some_and(|old| old.file_type().is_symlink())
-                && std::fs::read_link(host).is_ok_and(|old| old == target);
-            if !same {
-                removed(&mut self.out);
-                self.out.push(Change::Symlink {
+                self.out.push(Change::File {
                     path: host.to_owned(),
-                    target,
+                    created: !replaced_file,
+                    mode,
+                    bytes: stat.st_size as u64,
+                    mtime_ns: mtime_ns(&stat),
+                    contents: Some(contents),
                 });
+                Ok(())
             }
-            Ok(())
-        } else {
-            let what = if kind.is_fifo() {
-                "a fifo"
-            } else if kind.is_socket() {
-                "a socket"
-            } else {
-                "a device node"
-            };
-            self.unsupported(host, what);
-            Ok(())
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(upper.as_fd(), name, Vec::new())
+                    .map_err(|e| layer_error(shown, &e.into()))?;
+                let target = PathBuf::from(
+                    <OsString as std::os::unix::ffi::OsStringExt>::from_vec(target.into_bytes()),
+                );
+                let same = before
+                    .as_ref()
+                    .is_some_and(|old| old.file_type().is_symlink())
+                    && std::fs::read_link(host).is_ok_and(|old| old == target);
+                if !same {
+                    removed(&mut self.out);
+                    self.out.push(Change::Symlink {
+                        path: host.to_owned(),
+                        target,
+                    });
+                }
+                Ok(())
+            }
+            other => {
+                let what = match other {
+                    FileType::Fifo => "a fifo",
+                    FileType::Socket => "a socket",
+                    _ => "a device node",
+                };
+                self.unsupported(host, what, "command_change_unsupported");
+                Ok(())
+            }
         }
     }
 
-    fn unsupported(&mut self, host: &Path, what: &str) {
+    fn unsupported(&mut self, host: &Path, what: &str, code: &str) {
         self.out.push(Change::Unsupported {
             path: host.to_owned(),
             what: what.to_owned(),
+            code: code.to_owned(),
         });
     }
 }
 
-fn same_contents(a: &Path, b: &Path) -> Result<bool, SpawnError> {
+/// Whether the upper file and the host file hold the same bytes.
+fn same_contents(upper: &Upper, host: &Path, shown: &Path) -> Result<bool, SpawnError> {
     use std::io::Read;
-    let open = |path: &Path| std::fs::File::open(path).map_err(|error| layer_error(path, &error));
-    let (mut left, mut right) = (open(a)?, open(b)?);
+    let mut left = upper.open().map_err(|error| layer_error(shown, &error))?;
+    let Ok(mut right) = std::fs::File::open(host) else {
+        return Ok(false);
+    };
     let (mut x, mut y) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
     loop {
-        let n = read_full(&mut left, &mut x).map_err(|error| layer_error(a, &error))?;
-        let m = read_full(&mut right, &mut y).map_err(|error| layer_error(b, &error))?;
+        let n = read_full(&mut left, &mut x).map_err(|error| layer_error(shown, &error))?;
+        let m = read_full(&mut right, &mut y).unwrap_or(usize::MAX);
         if n != m || x[..n] != y[..m] {
             return Ok(false);
         }
@@ -299,23 +480,40 @@ fn same_contents(a: &Path, b: &Path) -> Result<bool, SpawnError> {
     }
 }
 
-/// Whether the overlay attribute `name` (`overlay.opaque`, ...) is set on `path`: under
-/// `user.` where overlayfs was mounted with `userxattr` (aido's sandbox, in its user
+/// Whether the overlay attribute `name` (`overlay.opaque`, ...) is set on the open `fd`:
+/// under `user.` where overlayfs was mounted with `userxattr` (aido's sandbox, in its user
 /// namespace), under `trusted.` where it was mounted by root (podman's `:O` volumes).
-fn xattr(path: &Path, name: &str) -> bool {
+fn xattr(fd: &impl AsFd, name: &str) -> bool {
     let mut buf = [0u8; 256];
     ["user.", "trusted."].iter().any(|space| {
-        rustix::fs::lgetxattr(path, format!("{space}{name}").as_str(), &mut buf[..]).is_ok()
+        rustix::fs::fgetxattr(fd, format!("{space}{name}").as_str(), &mut buf[..]).is_ok()
     })
 }
 
-fn xattr_is(path: &Path, name: &str, value: &[u8]) -> bool {
+fn xattr_is(fd: &impl AsFd, name: &str, value: &[u8]) -> bool {
     let mut buf = [0u8; 16];
     ["user.", "trusted."].iter().any(|space| {
         matches!(
-            rustix::fs::lgetxattr(path, format!("{space}{name}").as_str(), &mut buf[..]),
+            rustix::fs::fgetxattr(fd, format!("{space}{name}").as_str(), &mut buf[..]),
             Ok(n) if &buf[..n] == value
         )
+    })
+}
+
+/// A metadata-only copy (podman's layers may have them; aido's own `userxattr` mounts never
+/// do): the attribute on the file, read through its directory's handle.
+fn metacopy(dir: &Arc<OwnedFd>, name: &OsStr) -> bool {
+    let path = Path::new("/proc/self/fd")
+        .join(dir.as_raw_fd().to_string())
+        .join(name);
+    let mut buf = [0u8; 64];
+    ["user.", "trusted."].iter().any(|space| {
+        rustix::fs::lgetxattr(
+            &path,
+            format!("{space}overlay.metacopy").as_str(),
+            &mut buf[..],
+        )
+        .is_ok()
     })
 }
 
@@ -324,4 +522,35 @@ fn layer_error(path: &Path, error: &std::io::Error) -> SpawnError {
         path: path.display().to_string(),
         detail: error.to_string(),
     }
+}
+
+/// Open the layer directory a maker made (mode 0700, owned by this process's user) as a
+/// handle, refusing anything else: a directory another user made, or one others may enter,
+/// or a symlink in its place.
+pub fn open_layers(path: &Path) -> Result<OwnedFd, SpawnError> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| layer_error(path, &e.into()))?;
+    check_owned(&fd, path)?;
+    Ok(fd)
+}
+
+/// A directory held open must be this user's own, mode 0700 (no group or other bits).
+pub fn check_owned(fd: &impl AsFd, path: &Path) -> Result<(), SpawnError> {
+    let stat = rustix::fs::fstat(fd).map_err(|e| layer_error(path, &e.into()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if stat.st_uid != me || stat.st_mode & 0o077 != 0 {
+        return Err(SpawnError::LayersUnsafe {
+            path: path.display().to_string(),
+            detail: format!(
+                "owned by uid {} with mode {:04o}; aido needs its own, mode 0700",
+                stat.st_uid,
+                stat.st_mode & 0o7777
+            ),
+        });
+    }
+    Ok(())
 }

@@ -17,6 +17,11 @@ pub enum Step {
     Unshare,
     /// Writing `/proc/self/{setgroups,uid_map,gid_map}`.
     IdMap,
+    /// Preparing a command that runs as an unprivileged host user: its supplementary groups
+    /// dropped, the idmapping's user namespace, the idmapped walls, the layers' handles.
+    RunAs,
+    /// Attaching an idmapped wall (or a cover on the way to one).
+    MountWall,
     /// Starting the namespace's init (the sandbox's pid 1).
     SpawnInit,
     /// Making the inherited mount tree private.
@@ -125,12 +130,27 @@ pub enum SpawnError {
         /// The error.
         detail: String,
     },
-    /// An overlay run changed more entries than one journaled change may hold.
-    #[error("the command changed more than {max} entries")]
-    #[serde(rename = "sandbox_changes_too_many")]
-    ChangesTooMany {
-        /// [`crate::CHANGED_ENTRIES_MAX`].
-        max: usize,
+    /// An overlay run changed more than one command's change set may hold (the policy's
+    /// caps): nothing of it is applied.
+    #[error("the command changed more than {max} {what} ({key}); none of its changes were applied")]
+    #[serde(rename = "command_changes_too_large")]
+    ChangesTooLarge {
+        /// `entries` or `bytes of new contents`.
+        what: String,
+        /// The cap.
+        max: u64,
+        /// The setting that sets it.
+        key: String,
+    },
+    /// A layer directory aido did not make exclusively for itself (another owner, or others
+    /// may enter it): nothing is read from it or mounted from it.
+    #[error("the layer directory {path} is not aido's own: {detail}")]
+    #[serde(rename = "sandbox_layers_unsafe")]
+    LayersUnsafe {
+        /// The directory.
+        path: String,
+        /// What is wrong with it.
+        detail: String,
     },
     /// The sandbox child broke the protocol or died without reporting.
     #[error("sandbox child protocol failure: {detail}")]
@@ -151,7 +171,8 @@ impl SpawnError {
         "sandbox_launch_failed",
         "sandbox_protocol_failed",
         "sandbox_changes_unreadable",
-        "sandbox_changes_too_many",
+        "command_changes_too_large",
+        "sandbox_layers_unsafe",
     ];
 
     /// The stable code an agent sees. Pinned by `tests::code_table`.
@@ -164,7 +185,8 @@ impl SpawnError {
             SpawnError::LaunchFailed { .. } => "sandbox_launch_failed",
             SpawnError::ProtocolFailed { .. } => "sandbox_protocol_failed",
             SpawnError::ChangesUnreadable { .. } => "sandbox_changes_unreadable",
-            SpawnError::ChangesTooMany { .. } => "sandbox_changes_too_many",
+            SpawnError::ChangesTooLarge { .. } => "command_changes_too_large",
+            SpawnError::LayersUnsafe { .. } => "sandbox_layers_unsafe",
         }
     }
 
@@ -243,8 +265,19 @@ mod tests {
                 "sandbox_changes_unreadable",
             ),
             (
-                SpawnError::ChangesTooMany { max: 1 },
-                "sandbox_changes_too_many",
+                SpawnError::ChangesTooLarge {
+                    what: String::new(),
+                    max: 1,
+                    key: String::new(),
+                },
+                "command_changes_too_large",
+            ),
+            (
+                SpawnError::LayersUnsafe {
+                    path: String::new(),
+                    detail: String::new(),
+                },
+                "sandbox_layers_unsafe",
             ),
         ];
         for (error, code) in &table {

@@ -38,7 +38,7 @@
 //! | `/proc`, `/dev`, `/tmp` | fresh proc of the pid namespace; tmpfs `/dev` with six nodes; tmpfs `/tmp`, `/dev/shm` | `sandbox_setup_failed` |
 //! | capabilities, no-new-privs | bounding set, securebits, capset; `PR_SET_NO_NEW_PRIVS` | `sandbox_setup_failed` |
 //! | Landlock | read-only `/`, all rights on the roots, no TCP (ABI 4+), scoped signals and abstract sockets (ABI 6+) | `sandbox_unavailable` (`landlock_abi_vN`): a hard floor, never best effort |
-//! | seccomp | EPERM deny list (ptrace, mount, namespaces, bpf, io_uring, keyrings, `socket(AF_UNIX)` …), `clone3` → ENOSYS | `sandbox_unavailable` (`seccomp_filter`) |
+//! | seccomp | EPERM deny list (ptrace, mount, namespaces, bpf, io_uring, keyrings, `socket(AF_UNIX)` …), `clone3` → ENOSYS, every x32 call (`__X32_SYSCALL_BIT`) → EPERM, another architecture's calls (i386 `int 0x80`) kill the process | `sandbox_unavailable` (`seccomp_filter`) |
 //! | rlimits | nproc, as, fsize, nofile, cpu, core | `sandbox_setup_failed` (`rlimit`) |
 //! | cgroup | pids, memory, cpu per spawn: v2 subtree, or v1 on hybrid hosts | `sandbox_unavailable` (`cgroup_v2_pids`, …) when demanded |
 //! | environment, fds, session | cleared + allowlist; fds ≥ 3 close-on-exec; `setsid` | — |
@@ -94,15 +94,18 @@ mod spawn;
 mod unconfined;
 
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
-pub use changes::{CHANGED_ENTRIES_MAX, Change, collect as collect_changes};
+pub use changes::{
+    CHANGED_ENTRIES_MAX, Change, ChangeCaps, Upper, check_owned, collect as collect_changes,
+    open_layers,
+};
 pub use child::{
     BUILD_ID, BUILD_ID_ARG, CHILD_ARG, HELPER_NAME, child_main, host_exe, run_child_if_requested,
 };
-pub use egress::{EGRESS_PORT, EgressRecord, Network};
+pub use egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
 pub use profile::{
-    CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, Usage,
+    CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, RunAs, Usage,
     WriteMode,
 };
 pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby, settle};

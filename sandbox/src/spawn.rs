@@ -99,6 +99,7 @@ impl Outcome {
             cgroup: None,
             duration_ms: started.elapsed().as_millis() as u64,
             egress: Vec::new(),
+            egress_totals: None,
         }
     }
 }
@@ -216,7 +217,11 @@ impl Sandbox {
             &self.globs,
         )?;
         if let WriteMode::Overlay { layers_dir } = &resolved.plan.writes {
-            create_layers(layers_dir, resolved.plan.writable_roots.len())?;
+            create_layers(
+                layers_dir,
+                resolved.plan.writable_roots.len(),
+                resolved.ids.as_ref().map(|ids| (ids.uid, ids.gid)),
+            )?;
         }
         let placeholders = Placeholders::create(&resolved)?;
         Ok((resolved, placeholders))
@@ -234,7 +239,7 @@ impl Sandbox {
         resolved: &Resolved,
         request: &Request,
         cgroup: Option<Cgroup>,
-        egress: Option<aido_net::NetPolicy>,
+        egress: Option<crate::egress::EgressPolicy>,
     ) -> Result<Outcome, SpawnError> {
         let outputs = Outputs::start(&mut child, request);
 
@@ -257,11 +262,13 @@ impl Sandbox {
             netns,
             &mut talk,
         );
-        let egress = talk
-            .proxy
-            .take()
-            .map(crate::egress::Proxy::finish)
-            .unwrap_or_default();
+        let (egress, egress_totals) = match talk.proxy.take() {
+            Some(proxy) => {
+                let (records, totals) = proxy.finish();
+                (records, Some(totals))
+            }
+            None => (Vec::new(), None),
+        };
         let memory_peak_bytes = cgroup.as_ref().and_then(Cgroup::memory_peak_bytes);
         let hierarchy = cgroup.as_ref().map(|cgroup| match cgroup.hierarchy() {
             Hierarchy::V2 => "v2".to_string(),
@@ -297,6 +304,7 @@ impl Sandbox {
             usage,
             cgroup: hierarchy,
             egress,
+            egress_totals,
             ..Outcome::captured(exit, outputs, started)
         })
     }
@@ -493,14 +501,23 @@ pub fn discard_standby() {
     }
 }
 
-/// The upper and work directories of `roots` overlays under `layers_dir`.
-pub(crate) fn create_layers(layers_dir: &Path, roots: usize) -> Result<(), SpawnError> {
+/// The upper and work directories of `roots` overlays under `layers_dir`, owned by `owner`
+/// (the unprivileged user a command runs as, whose overlay writes there) when given.
+pub(crate) fn create_layers(
+    layers_dir: &Path,
+    roots: usize,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SpawnError> {
     for index in 0..roots {
-        for part in ["upper", "work"] {
+        for part in ["", "upper", "work"] {
             let directory = layers_dir.join(index.to_string()).join(part);
-            std::fs::create_dir_all(&directory).map_err(|error| {
+            let failed = |error: std::io::Error| {
                 SpawnError::setup_io(Step::MountWritable, &error, directory.display().to_string())
-            })?;
+            };
+            std::fs::create_dir_all(&directory).map_err(failed)?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::lchown(&directory, Some(uid), Some(gid)).map_err(failed)?;
+            }
         }
     }
     Ok(())
@@ -523,7 +540,7 @@ fn converse(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    egress: Option<aido_net::NetPolicy>,
+    egress: Option<crate::egress::EgressPolicy>,
     netns: Netns,
     talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {
@@ -552,7 +569,7 @@ fn converse_until_report(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    mut egress: Option<aido_net::NetPolicy>,
+    mut egress: Option<crate::egress::EgressPolicy>,
     netns: Netns,
     talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {
@@ -562,6 +579,7 @@ fn converse_until_report(
         background: false,
         egress: egress.is_some(),
         netns,
+        ids: resolved.ids.clone(),
     };
     let launched = match (netns, &talk.netns) {
         (Netns::Pooled, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd()),

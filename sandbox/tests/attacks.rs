@@ -256,6 +256,104 @@ os.kill(pid, 9)
     );
 }
 
+/// Hardening issue: the seccomp filter compared whole system call numbers, so on x86_64 the
+/// x32 numbering (`__X32_SYSCALL_BIT` set) matched no rule of the deny list. Every x32 call is
+/// refused with EPERM by a filter of its own; a kernel without x32 (this one, say) would answer
+/// ENOSYS, so EPERM shows the refusal is the sandbox's. The command's namespaces stay as they
+/// were, and the 64-bit numbering of the same calls is refused by the deny list as before.
+#[test]
+fn x32_system_calls_are_refused_so_the_deny_list_cannot_be_sidestepped() {
+    let fixture = Fixture::new();
+    let script = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X32 = 0x40000000
+def call(name, number, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    print(name, result, ctypes.get_errno())
+namespaces = [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt", "net")]
+call("unshare", 272, 0x10000000)                   # CLONE_NEWUSER, the 64-bit number
+call("x32-unshare-user", X32 | 272, 0x10000000)
+call("x32-unshare-mount", X32 | 272, 0x00020000)   # CLONE_NEWNS
+call("x32-ptrace", X32 | 521, 16, 1, 0, 0)          # x32's own ptrace: PTRACE_ATTACH to init
+call("x32-keyctl", X32 | 250, 0, 0)
+call("x32-bpf", X32 | 321, 0, 0, 0)
+call("x32-getpid", X32 | 39)
+call("getpid", 39)
+same = namespaces == [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt", "net")]
+print("namespaces", "same" if same else "CHANGED")
+"#;
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    let lines: Vec<&str> = out.lines().collect();
+    let refused = [
+        "unshare -1 1",
+        "x32-unshare-user -1 1",
+        "x32-unshare-mount -1 1",
+        "x32-ptrace -1 1",
+        "x32-keyctl -1 1",
+        "x32-bpf -1 1",
+        "x32-getpid -1 1",
+    ];
+    assert_eq!(&lines[..refused.len()], &refused, "{out}");
+    // The control: the same probe reaches the kernel for an allowed call.
+    let getpid = lines[refused.len()];
+    assert!(
+        getpid.starts_with("getpid ") && getpid.ends_with(" 0"),
+        "{out}"
+    );
+    assert!(!getpid.starts_with("getpid -1"), "{out}");
+    assert_eq!(lines[refused.len() + 1], "namespaces same", "{out}");
+    fixture.assert_untouched();
+}
+
+/// A neighbour of the x32 row: the i386 ABI (`int 0x80` from a 64-bit process, which this
+/// kernel's IA32 emulation serves) numbers system calls differently again. Every filter checks
+/// the architecture first and kills the process on another one's calls, so an i386
+/// `unshare(CLONE_NEWUSER)` ends the process with SIGSYS instead of running.
+#[test]
+fn i386_system_calls_kill_the_process() {
+    let fixture = Fixture::new();
+    let script = r#"
+import ctypes, mmap
+code = bytes([
+    0x53,                          # push rbx (callee-saved)
+    0xbb, 0x00, 0x00, 0x00, 0x10,  # mov ebx, CLONE_NEWUSER
+    0xb8, 0x36, 0x01, 0x00, 0x00,  # mov eax, 310 (i386 unshare)
+    0xcd, 0x80,                    # int 0x80
+    0x5b,                          # pop rbx
+    0xc3,                          # ret
+])
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+print("calling", flush=True)
+print("i386 unshare returned", call(), flush=True)
+"#;
+    let outcome = fixture.sh(&format!(
+        "readlink /proc/self/ns/user > before; python3 -c '{script}'; echo rc=$?;          readlink /proc/self/ns/user | cmp -s - before && echo namespace-same"
+    ));
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    // 128 + SIGSYS (31): killed by the filter, never returned.
+    assert_eq!(
+        out,
+        "calling\nrc=159\nnamespace-same\n",
+        "{}",
+        stderr(&outcome)
+    );
+    fixture.assert_untouched();
+}
+
 #[test]
 fn new_namespaces_and_mounts_are_refused() {
     let fixture = Fixture::new();
@@ -316,6 +414,243 @@ except OSError as e:
             "a connection reached the parent's listener"
         );
     }
+}
+
+/// A command that opens 2,000 connections to its proxy, each trickling a request head a byte
+/// at a time (one deadline per read would never fire), then makes one real request.
+const SLOW_FLOOD: &str = r#"
+import os, select, socket, sys, time, urllib.request
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+count, target = int(sys.argv[1]), sys.argv[2]
+sockets, poll = {}, select.poll()
+for _ in range(count):
+    s = socket.socket()
+    s.connect(("127.0.0.1", port))
+    try:
+        s.send(b"C")
+    except OSError:
+        pass
+    sockets[s.fileno()] = s
+    poll.register(s, select.POLLIN)
+print("OPENED", len(sockets), flush=True)
+head = b"ONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Slow: " + b"a" * 4000
+statuses, sent, deadline = {}, 0, time.time() + 60
+while sockets and time.time() < deadline:
+    for fd, _ in poll.poll(0):
+        s = sockets.pop(fd)
+        poll.unregister(fd)
+        try:
+            answer = s.recv(300)
+        except OSError:
+            answer = b""
+        status = answer.split(b" ")[1].decode() if answer.startswith(b"HTTP/1.1 ") else "reset"
+        statuses[status] = statuses.get(status, 0) + 1
+        s.close()
+    for s in list(sockets.values()):
+        try:
+            s.send(head[sent:sent + 1])
+        except OSError:
+            pass
+    sent += 1
+    time.sleep(0.25)
+print("OPEN", len(sockets), flush=True)
+print("STATUSES", " ".join("%s=%d" % kv for kv in sorted(statuses.items())), flush=True)
+print("GET", urllib.request.urlopen(target, timeout=10).read().decode(), flush=True)
+"#;
+
+/// Hardening issue: the egress proxy spent a host thread per connection, uncapped (2,700 slow
+/// connections from one command gave aido 2,715 threads, far past the command's `pids.max`),
+/// and its head timeout was per read, so a head trickled a byte at a time never ended. Now a
+/// flood costs the command: past its connection cap each connection is answered 503 and
+/// closed at once (`egress_connections_max`, counted in its totals), the ones under the cap
+/// are cut at the whole-head deadline (`egress_head_timeout`), and aido's threads stay within
+/// the egress runtime's fixed bound. Another command's request gets through during the flood,
+/// and the flooding command's own request after it; nothing else reaches the host.
+#[test]
+fn a_slow_connection_flood_costs_the_command_not_aidos_threads() {
+    use aido_sandbox::egress::{EGRESS_CONNECTIONS_MAX_DEFAULT, EGRESS_THREADS_MAX};
+    let fixture = Fixture::new();
+    let server = Server::start("served");
+    let port = server.port;
+    let network = aido_sandbox::Network::proxy(
+        vec![format!("localhost:{port}"), "example.com:443".into()],
+        vec!["127.0.0.1/32".into(), "::1/128".into()],
+    );
+    let mut profile = fixture.profile();
+    profile.network = network;
+    profile.rlimits.open_files_max = 4096;
+    let flood = 2000;
+    let target = format!("http://localhost:{port}/flooder");
+    let mut request = aido_sandbox::Request::new(
+        ["python3", "-c", SLOW_FLOOD, &flood.to_string(), &target],
+        &fixture.root,
+    );
+    request.timeout_ms = 120_000;
+    let (before, _) = threads();
+    let watch = ThreadWatch::start();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let started = fixture
+        .sandbox()
+        .start(
+            &profile,
+            &request,
+            aido_sandbox::StartOptions::default(),
+            Box::new(move |end| {
+                let _ = sender.send(end);
+            }),
+        )
+        .unwrap_or_else(|error| panic!("sandbox refused ({}): {error}", error.code()));
+    let aido_sandbox::Output::Pipes { stdout: out, .. } = started.output else {
+        panic!("pipes were asked for");
+    };
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
+    let opened = lines.next().unwrap().unwrap();
+    assert_eq!(opened, format!("OPENED {flood}"));
+    // The flood is on: the command holds its cap. Another command is judged as usual.
+    let mut other = fixture.profile();
+    other.network = profile.network.clone();
+    let fetch = format!(
+        "import urllib.request\nprint(urllib.request.urlopen('http://localhost:{port}/other', timeout=10).read().decode())"
+    );
+    let during = fixture
+        .sandbox()
+        .run(
+            &other,
+            &aido_sandbox::Request::new(["python3", "-c", fetch.as_str()], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&during, 0);
+    assert_eq!(stdout(&during), "served\n");
+    let ended = receiver
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the flooding command ended")
+        .unwrap();
+    let (most, most_egress) = watch.most();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    eprintln!(
+        "{flood} slow connections: at most {most} threads in this process ({before} before), \
+         {most_egress} of them the egress runtime's; the command saw {rest:?}; totals {:?}",
+        ended.egress_totals
+    );
+    assert_eq!(ended.exit, aido_sandbox::Exit::Code(0), "{rest:?}");
+    // aido's side: the egress threads are the runtime's fixed few, whatever the command did.
+    assert!(
+        most_egress <= EGRESS_THREADS_MAX,
+        "{most_egress} egress threads"
+    );
+    assert!(most <= before + EGRESS_THREADS_MAX + 16, "{most} threads");
+    // The command's side: every connection was closed by the proxy, then its own request went
+    // through.
+    assert_eq!(rest[0], "OPEN 0", "{rest:?}");
+    assert_eq!(rest[2], "GET served", "{rest:?}");
+    let totals = ended.egress_totals.clone().unwrap();
+    let refused = |code: &str| totals.refused.get(code).copied().unwrap_or(0);
+    let over_cap = refused("egress_connections_max");
+    let late = refused("egress_head_timeout");
+    assert_eq!(totals.connections, flood + 1, "{totals:?}");
+    assert_eq!(totals.admitted, 1, "{totals:?}");
+    assert_eq!(over_cap + late, flood, "{totals:?}");
+    assert!(over_cap >= flood / 2, "{totals:?}");
+    assert!(
+        late >= u64::from(EGRESS_CONNECTIONS_MAX_DEFAULT),
+        "{totals:?}"
+    );
+    // Every refusal was answered: a status or, when the command's bytes were still unread at
+    // the close, a reset.
+    let statuses: std::collections::BTreeMap<&str, u64> = rest[1]
+        .strip_prefix("STATUSES ")
+        .unwrap()
+        .split(' ')
+        .map(|pair| {
+            let (status, count) = pair.split_once('=').unwrap();
+            (status, count.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(statuses.values().sum::<u64>(), flood, "{statuses:?}");
+    assert!(
+        statuses
+            .keys()
+            .all(|status| ["503", "408", "reset"].contains(status)),
+        "{statuses:?}"
+    );
+    // One record per refusal code that named no target, the rest counted; the admitted one.
+    let codes: Vec<Option<&str>> = ended.egress.iter().map(|r| r.code.as_deref()).collect();
+    assert_eq!(codes.len(), 3, "{:?}", ended.egress);
+    for code in ["egress_connections_max", "egress_head_timeout"] {
+        assert_eq!(codes.iter().filter(|c| **c == Some(code)).count(), 1);
+    }
+    assert!(codes.contains(&None));
+    assert_eq!(totals.records_dropped, flood - 2);
+    // Nothing reached the host but the two real requests.
+    assert_eq!(server.accepted(), 2);
+    assert!(wait_until(Duration::from_secs(5), || {
+        aido_sandbox::egress::connections_open() == 0
+    }));
+}
+
+/// Hardening issue: `::ffff:0:7f00:1` (IPv4-translated, `::ffff:0:0:0/96`) was not
+/// classified, so a command behind a proxy that admits the public web (`*:*`) could name
+/// loopback, metadata or a private address in that form. Every IPv6 form that carries an IPv4
+/// address is now judged as that address, and the forms whose IPv4 address cannot be located
+/// are refused whole; the control (`127.0.0.1` named exactly by the allowlist) shows the same
+/// probe reaches the listener when the policy says so.
+#[test]
+fn ipv6_forms_that_carry_a_refused_ipv4_address_are_refused_by_the_proxy() {
+    let fixture = Fixture::new();
+    let server = Server::start("must not be reached");
+    let port = server.port;
+    let mut profile = fixture.profile();
+    profile.network =
+        aido_sandbox::Network::proxy(vec![format!("127.0.0.1:{port}"), "*:*".into()], Vec::new());
+    let carried = [
+        format!("[::ffff:0:7f00:1]:{port}"),
+        format!("[::ffff:0:127.0.0.1]:{port}"),
+        format!("[::ffff:7f00:1]:{port}"),
+        format!("[::127.0.0.1]:{port}"),
+        format!("[64:ff9b::7f00:1]:{port}"),
+        format!("[64:ff9b:1::7f00:1]:{port}"),
+        format!("[64:ff9b:1:7f00:0:100::]:{port}"),
+        format!("[2002:7f00:1::1]:{port}"),
+        format!("[2606:4700:1:2:0:5efe:7f00:1]:{port}"),
+        format!("[2001:0:53aa:64c::7f00:1]:{port}"),
+        "[::ffff:0:a9fe:a9fe]:80".to_string(),
+        "[::ffff:0:10.0.0.1]:80".to_string(),
+        "[64:ff9b::a9fe:a9fe]:80".to_string(),
+    ];
+    let mut targets = carried.to_vec();
+    targets.push(format!("127.0.0.1:{port}"));
+    let mut request = connects(20, 0, &targets);
+    request.cwd = fixture.root.clone();
+    let outcome = fixture.sandbox().run(&profile, &request).unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(
+        answers(&out),
+        [
+            ("200:-".to_string(), 1),
+            ("403:net_address_refused".to_string(), carried.len() as u64),
+        ]
+        .into(),
+        "{out}"
+    );
+    let refused: Vec<&str> = outcome
+        .egress
+        .iter()
+        .filter(|r| r.code.as_deref() == Some("net_address_refused"))
+        .map(|r| r.host.as_str())
+        .collect();
+    assert_eq!(refused.len(), carried.len(), "{:?}", outcome.egress);
+    assert!(
+        outcome
+            .egress
+            .iter()
+            .all(|r| r.code.is_some() || r.host == "127.0.0.1"),
+        "{:?}",
+        outcome.egress
+    );
+    // Only the control reached the host's listener.
+    assert!(wait_until(Duration::from_secs(5), || server.accepted() == 1));
+    assert_eq!(server.accepted(), 1);
 }
 
 /// As root, commands without network borrow an empty namespace from aido's pool instead of

@@ -8,56 +8,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{BufRead, BufReader};
 
 use aido_sandbox::{EgressRecord, Network, Outcome, Request};
-use common::{Fixture, assert_code, stdout};
-
-/// A one-line HTTP server on the host's loopback: answers every request with `body`, and
-/// counts the connections it accepted.
-struct Server {
-    port: u16,
-    accepted: Arc<AtomicUsize>,
-}
-
-impl Server {
-    fn start(body: &'static str) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let counter = accepted.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                counter.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut line = String::new();
-                    // The request head, through the blank line.
-                    while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                        if line == "\r\n" {
-                            break;
-                        }
-                        line.clear();
-                    }
-                    let mut stream = stream;
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                });
-            }
-        });
-        Server { port, accepted }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-}
+use common::{Fixture, Server, answers, assert_code, connects, stdout};
 
 fn run(fixture: &Fixture, network: Network, script: &str) -> Outcome {
     let mut profile = fixture.profile();
@@ -68,10 +22,10 @@ fn run(fixture: &Fixture, network: Network, script: &str) -> Outcome {
 }
 
 fn proxy(allow: &[String], ranges: &[&str]) -> Network {
-    Network::Proxy {
-        allow: allow.to_vec(),
-        allow_ranges: ranges.iter().map(|r| r.to_string()).collect(),
-    }
+    Network::proxy(
+        allow.to_vec(),
+        ranges.iter().map(|r| r.to_string()).collect(),
+    )
 }
 
 /// A plain GET through the proxy from the environment, and a CONNECT tunnel by hand, print
@@ -421,4 +375,329 @@ fn a_background_command_has_its_own_proxy_for_as_long_as_it_runs() {
         "the metadata address is refused: {:?}",
         ended.egress
     );
+}
+
+// ---- What a command's network costs aido: bounds and their neighbours ----------------------
+
+/// The process-wide cap (`connections_total_max`) binds across commands: while one command
+/// holds six connections, another gets two of the eight and is refused the rest with
+/// `egress_connections_total_max`; once the first ends, a third is served as usual.
+#[test]
+fn the_process_wide_connection_cap_binds_across_commands() {
+    use common::wait_until;
+    use std::time::Duration;
+    let fixture = Fixture::new();
+    let server = Server::start("after the cap");
+    let port = server.port;
+    let mut profile = fixture.profile();
+    profile.network = Network::Proxy {
+        allow: vec![format!("localhost:{port}"), "example.com:443".into()],
+        allow_ranges: vec!["127.0.0.1/32".into(), "::1/128".into()],
+        connections_max: 100,
+        connections_total_max: 8,
+    };
+    let partial = |count: usize| vec!["partial:example.com:443".to_string(); count];
+    let mut holder = connects(0, 0, &partial(6));
+    holder.cwd = fixture.root.clone();
+    holder.env.insert("HOLD".into(), "1".into());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let started = fixture
+        .sandbox()
+        .start(
+            &profile,
+            &holder,
+            aido_sandbox::StartOptions::default(),
+            Box::new(move |end| {
+                let _ = sender.send(end);
+            }),
+        )
+        .unwrap_or_else(|error| panic!("sandbox refused ({}): {error}", error.code()));
+    let aido_sandbox::Output::Pipes { stdout: out, .. } = started.output else {
+        panic!("pipes were asked for");
+    };
+    let mut lines = BufReader::new(out).lines();
+    assert!(lines.any(|line| line.unwrap() == "HELD"));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            aido_sandbox::egress::connections_open() == 6
+        }),
+        "{} open",
+        aido_sandbox::egress::connections_open()
+    );
+    let mut second = connects(10, 2, &partial(4));
+    second.cwd = fixture.root.clone();
+    let outcome = fixture.sandbox().run(&profile, &second).unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(
+        answers(&out),
+        [("503:egress_connections_total_max".to_string(), 2)].into(),
+        "{out}"
+    );
+    assert!(out.contains("UNANSWERED 2"), "{out}");
+    let totals = outcome.egress_totals.unwrap();
+    assert_eq!(totals.connections, 4, "{totals:?}");
+    assert_eq!(
+        totals.refused.get("egress_connections_total_max"),
+        Some(&2),
+        "{totals:?}"
+    );
+    started.control.write_stdin(b"go\n").unwrap();
+    let ended = receiver
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.exit, aido_sandbox::Exit::Code(0));
+    assert!(wait_until(Duration::from_secs(5), || {
+        aido_sandbox::egress::connections_open() == 0
+    }));
+    let after = run(
+        &fixture,
+        profile.network.clone(),
+        &client(&[format!("get=http://localhost:{port}/")]),
+    );
+    assert!(
+        stdout(&after).contains("after the cap"),
+        "{}",
+        stdout(&after)
+    );
+    assert_eq!(server.accepted(), 1, "nothing else reached the host");
+}
+
+/// A listening socket whose queue is full: a connect to it hangs (its SYNs are dropped) until
+/// the connecting side gives up, like an address behind a firewall that drops packets.
+fn black_hole() -> (u16, std::net::TcpStream, std::os::fd::OwnedFd) {
+    use rustix::net::{AddressFamily, SocketType, ipproto};
+    let socket =
+        rustix::net::socket(AddressFamily::INET, SocketType::STREAM, Some(ipproto::TCP)).unwrap();
+    let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    rustix::net::bind(&socket, &any).unwrap();
+    rustix::net::listen(&socket, 0).unwrap();
+    let bound = rustix::net::getsockname(&socket).unwrap();
+    let port = std::net::SocketAddr::try_from(bound).unwrap().port();
+    // With a backlog of 0 the queue holds one connection; this one fills it.
+    let filler = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    (port, filler, socket)
+}
+
+/// Many parallel CONNECTs to an address that never answers hang in connect: each is a task,
+/// not a thread (aido's egress threads stay within their bound), and each ends at the connect
+/// deadline with `504 egress_connect_timeout`; nothing reaches the address.
+#[test]
+fn connects_to_a_black_hole_cost_no_threads_and_end_at_their_deadline() {
+    use aido_sandbox::egress::EGRESS_THREADS_MAX;
+    let fixture = Fixture::new();
+    let (port, _filler, hole) = black_hole();
+    let target = format!("127.0.0.1:{port}");
+    let mut profile = fixture.profile();
+    // An entry naming the address exactly opens it (it is loopback).
+    profile.network = proxy(std::slice::from_ref(&target), &[]);
+    let mut request = connects(60, 0, &vec![target.clone(); 40]);
+    request.cwd = fixture.root.clone();
+    let watch = common::ThreadWatch::start();
+    let outcome = fixture.sandbox().run(&profile, &request).unwrap();
+    let (most, most_egress) = watch.most();
+    eprintln!("40 connects to a black hole: at most {most} threads, {most_egress} egress");
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(
+        answers(&out),
+        [("504:egress_connect_timeout".to_string(), 40)].into(),
+        "{out}"
+    );
+    assert!(most_egress <= EGRESS_THREADS_MAX, "{most_egress}");
+    assert_eq!(
+        codes(&outcome),
+        vec![Some("egress_connect_timeout".to_string()); 40]
+    );
+    assert!(outcome.egress.iter().all(|r| r.address.is_none()));
+    // Only the filler ever reached the queue.
+    rustix::net::accept(&hole).unwrap();
+    rustix::io::ioctl_fionbio(&hole, true).unwrap();
+    assert_eq!(
+        rustix::net::accept(&hole).unwrap_err(),
+        rustix::io::Errno::AGAIN
+    );
+}
+
+/// Set in the re-executed test that runs with a resolver that never answers.
+const SLOW_RESOLVER: &str = "AIDO_TEST_SLOW_RESOLVER";
+
+/// The proxy resolves names on the host with the C library's `getaddrinfo`, which blocks a
+/// thread for as long as the resolver takes (here: a name server that never answers, with a
+/// 30 s timeout). Each name gets one deadline (`504 egress_resolve_timeout`), a command has at
+/// most two lookups in flight and the process eight, so a command asking for 20 slow names
+/// holds at most two resolver threads; another command still gets lookups of its own, and a
+/// request to an address needs none. A host name DNS cannot carry is refused before any lookup.
+///
+/// The test re-executes itself in a mount and network namespace of its own (`unshare`), with a
+/// `resolv.conf` bound over the host's that names a silent server on its own loopback: the
+/// host's resolver configuration is never touched.
+#[test]
+fn name_resolution_by_the_proxy_is_bounded_whatever_the_resolver_does() {
+    if std::env::var_os(SLOW_RESOLVER).is_some() {
+        return slow_resolver_inner();
+    }
+    let hosts = std::fs::read_to_string("/etc/nsswitch.conf").unwrap_or_default();
+    let line = hosts
+        .lines()
+        .find(|line| line.starts_with("hosts:"))
+        .unwrap_or("hosts: files dns");
+    assert!(
+        line.contains(" dns") && !line.contains("resolve"),
+        "this test needs getaddrinfo to ask resolv.conf's name server ({line})"
+    );
+    let fixture = Fixture::new();
+    let conf = fixture.outside.join("resolv.conf");
+    std::fs::write(
+        &conf,
+        "nameserver 127.0.0.1\noptions timeout:30 attempts:1\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new("unshare")
+        .args([
+            "--mount",
+            "--net",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("ip link set lo up && mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"")
+        .arg(&conf)
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "name_resolution_by_the_proxy_is_bounded_whatever_the_resolver_does",
+            "--nocapture",
+        ])
+        .env(SLOW_RESOLVER, "1")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    eprintln!("{said}");
+    assert!(output.status.success(), "the inner test failed: {said}");
+    assert!(
+        said.contains("1 passed"),
+        "the inner test did not run: {said}"
+    );
+}
+
+/// A name server on 127.0.0.1:53 that never answers: the names it was asked, in order.
+fn silent_name_server() -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:53").unwrap();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    std::thread::spawn(move || {
+        let mut packet = [0u8; 512];
+        while let Ok((size, _)) = socket.recv_from(&mut packet) {
+            // The question's name: labels from byte 12, each its length then its bytes.
+            let mut labels = Vec::new();
+            let mut at = 12;
+            while at < size && packet[at] != 0 {
+                let length = packet[at] as usize;
+                let end = (at + 1 + length).min(size);
+                labels.push(String::from_utf8_lossy(&packet[at + 1..end]).into_owned());
+                at = end;
+            }
+            log.lock().unwrap().push(labels.join("."));
+        }
+    });
+    asked
+}
+
+fn slow_resolver_inner() {
+    use aido_sandbox::egress::{EGRESS_RESOLUTIONS_MAX, EGRESS_THREADS_MAX};
+    let asked = silent_name_server();
+    let fixture = Fixture::new();
+    let server = Server::start("no lookup needed");
+    // Five labels of 60 bytes: each a valid label, the name past the 253 bytes DNS carries.
+    let long_name = format!("{}slow.test", format!("{}.", "a".repeat(60)).repeat(5));
+    let mut profile = fixture.profile();
+    profile.network = proxy(
+        &[
+            "*.slow.test:443".to_string(),
+            format!("127.0.0.1:{}", server.port),
+        ],
+        &[],
+    );
+    let mut slow: Vec<String> = (0..20).map(|n| format!("n{n}.slow.test:443")).collect();
+    slow.push(format!("{long_name}:443"));
+    let mut request = connects(60, 0, &slow);
+    request.cwd = fixture.root.clone();
+    let watch = common::ThreadWatch::start();
+    let outcome = fixture.sandbox().run(&profile, &request).unwrap();
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    assert_eq!(
+        answers(&out),
+        [
+            ("400:egress_request_invalid".to_string(), 1),
+            ("504:egress_resolve_timeout".to_string(), 20),
+        ]
+        .into(),
+        "{out}"
+    );
+    let refused_long = outcome
+        .egress
+        .iter()
+        .find(|r| r.code.as_deref() == Some("egress_request_invalid"))
+        .unwrap();
+    assert!(
+        refused_long
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("DNS carries at most 253"),
+        "{refused_long:?}"
+    );
+    let first: Vec<String> = asked.lock().unwrap().clone();
+    let mut names: Vec<&String> = first.iter().collect();
+    names.sort();
+    names.dedup();
+    eprintln!("the name server was asked {first:?}");
+    assert!(
+        !names.is_empty() && names.len() <= EGRESS_RESOLUTIONS_MAX,
+        "one command had more than {EGRESS_RESOLUTIONS_MAX} lookups in flight: {names:?}"
+    );
+    assert!(names.iter().all(|name| name.ends_with(".slow.test")));
+    assert!(
+        !first.iter().any(|name| name.starts_with("aaaa")),
+        "{first:?}"
+    );
+    // Another command, while the first one's lookups still hang: its own lookup goes out,
+    // and a request to an address is served at once.
+    let mut other = connects(60, 0, &["other.slow.test:443".to_string()]);
+    other.cwd = fixture.root.clone();
+    let outcome = fixture.sandbox().run(&profile, &other).unwrap();
+    assert_eq!(
+        answers(&stdout(&outcome)),
+        [("504:egress_resolve_timeout".to_string(), 1)].into()
+    );
+    assert!(
+        asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|name| name == "other.slow.test"),
+        "the second command's lookup was starved"
+    );
+    let direct = run(
+        &fixture,
+        profile.network.clone(),
+        &client(&[format!("get=http://127.0.0.1:{}/", server.port)]),
+    );
+    assert!(
+        stdout(&direct).contains("no lookup needed"),
+        "{}",
+        stdout(&direct)
+    );
+    let (most, most_egress) = watch.most();
+    eprintln!("21 slow lookups: at most {most} threads, {most_egress} egress");
+    assert!(most_egress <= EGRESS_THREADS_MAX, "{most_egress}");
 }

@@ -122,6 +122,10 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
     }
     let layers = fixture.base.join("layers");
     std::fs::create_dir(&layers).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&layers, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
     let mut profile = fixture.profile();
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.clone(),
@@ -134,7 +138,13 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
          chmod 701 opened",
     );
     assert_code(&outcome, 0);
-    let changes = aido_sandbox::collect_changes(&layers, std::slice::from_ref(root)).unwrap();
+    let held = aido_sandbox::open_layers(&layers).unwrap();
+    let changes = aido_sandbox::collect_changes(
+        &held,
+        std::slice::from_ref(root),
+        aido_sandbox::ChangeCaps::default(),
+    )
+    .unwrap();
     let shown: Vec<String> = changes
         .iter()
         .map(|change| {
@@ -151,17 +161,24 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
                     bytes,
                     contents,
                     ..
-                } => format!(
-                    "file {rel} created={created} mode={mode:o} bytes={bytes} {:?}",
-                    read(contents)
-                ),
+                } => {
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(
+                        &mut contents.as_ref().unwrap().open().unwrap(),
+                        &mut text,
+                    )
+                    .unwrap();
+                    format!("file {rel} created={created} mode={mode:o} bytes={bytes} {text:?}")
+                }
                 Change::Dir { mode, .. } => format!("dir {rel} mode={mode:o}"),
                 Change::DirMode { mode, before, .. } => {
                     format!("dir mode {rel} {before:o} -> {mode:o}")
                 }
                 Change::Symlink { target, .. } => format!("link {rel} -> {}", target.display()),
                 Change::Removed { dir, .. } => format!("removed {rel} dir={dir}"),
-                Change::Unsupported { what, .. } => format!("unsupported {rel}: {what}"),
+                Change::Unsupported { what, code, .. } => {
+                    format!("unsupported {rel}: {what} ({code})")
+                }
             }
         })
         .collect();
@@ -183,10 +200,12 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
             format!("file made/sub/n.txt created=true mode={plain} bytes=2 \"n\\n\""),
             "removed old dir=true".to_string(),
             "dir mode opened 755 -> 701".to_string(),
-            "unsupported pipe: a fifo".to_string(),
+            "unsupported pipe: a fifo (command_change_unsupported)".to_string(),
             "removed remade dir=true".to_string(),
             format!("dir remade mode={}", shown_dir_mode(&shown)),
             format!("file remade/f created=true mode={plain} bytes=6 \"fresh\\n\""),
+            // Touched: the same bytes with a new time is a change (build tools read times).
+            format!("file same.txt created=false mode={plain} bytes=4 \"same\""),
             format!("file tool.sh created=false mode={exec} bytes=4 \"echo\""),
         ],
         "{shown:#?}"

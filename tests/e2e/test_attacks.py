@@ -7,10 +7,12 @@ sandbox's layers fails with `sandbox_unavailable`, which is aido's refusal there
 
 from __future__ import annotations
 
+import http.server
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
-from helpers import dump
+from helpers import dump, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -238,6 +240,244 @@ for fam, host, port in [(socket.AF_INET, "127.0.0.1", {port}), (socket.AF_INET6,
     with pytest.raises(BlockingIOError):
         listener.accept()
     listener.close()
+
+
+X32_SCRIPT = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X32 = 0x40000000
+before = [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt")]
+for name, number, args in [("x32-unshare", X32 | 272, [0x10000000]), ("x32-ptrace", X32 | 521, [16, 1, 0, 0]),
+                           ("x32-bpf", X32 | 321, [0, 0, 0]), ("unshare", 272, [0x10000000]), ("getpid", 39, [])]:
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    print(name, result, ctypes.get_errno())
+print("namespaces", "same" if before == [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt")] else "CHANGED")
+"""
+
+
+async def test_x32_system_calls_cannot_sidestep_the_deny_list(secrets, run):
+    """The seccomp deny list compared whole numbers, so the x32 numbering (__X32_SYSCALL_BIT)
+    matched none of its rules; every x32 call is now refused with EPERM (a kernel without x32
+    would say ENOSYS), and nothing changed: the command's namespaces are its own still."""
+    ran = await run(f"python3 -c '{X32_SCRIPT}'")
+    assert ran.code is None and ran.exit == 0, ran
+    lines = ran.out.splitlines()
+    assert lines[:4] == ["x32-unshare -1 1", "x32-ptrace -1 1", "x32-bpf -1 1", "unshare -1 1"], ran.out
+    assert lines[4].startswith("getpid ") and lines[4].endswith(" 0") and "-1" not in lines[4], ran.out
+    assert lines[5] == "namespaces same", ran.out
+
+
+def _listener() -> tuple[socket.socket, int]:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.setblocking(False)
+    return listener, listener.getsockname()[1]
+
+
+def _accepted(listener: socket.socket) -> int:
+    count = 0
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
+
+
+CONNECT_EACH = r"""
+import os, socket, sys
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+for target in sys.argv[1:]:
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    lines = s.recv(4096).decode().split("\r\n")
+    code = next((l.split(": ")[1] for l in lines if l.startswith("X-Aido-Code: ")), "-")
+    print(target, lines[0].split(" ")[1], code)
+    s.close()
+"""
+
+
+async def test_ipv6_forms_carrying_a_refused_ipv4_address_reach_nothing(world):
+    """A policy that opens the public web (`*:*`) still refuses loopback, metadata and private
+    addresses in every IPv6 form that carries one (the attacker's `::ffff:0:7f00:1` was judged
+    public); the listener sees only the control, `127.0.0.1` named exactly by the policy."""
+    listener, port = _listener()
+    carried = [
+        f"[::ffff:0:7f00:1]:{port}",
+        f"[::ffff:7f00:1]:{port}",
+        f"[64:ff9b::7f00:1]:{port}",
+        f"[64:ff9b:1::7f00:1]:{port}",
+        f"[2002:7f00:1::1]:{port}",
+        f"[2606:4700:1:2:0:5efe:7f00:1]:{port}",
+        "[::ffff:0:a9fe:a9fe]:80",
+        "[::ffff:0:10.0.0.1]:80",
+    ]
+    config = f'[processes]\negress = ["127.0.0.1:{port}", "*:*"]\n'
+    try:
+        async with world.session(config=config) as s:
+            out = await s.ok(
+                "run_command",
+                {"argv": ["python3", "-c", CONNECT_EACH, *carried, f"127.0.0.1:{port}"], "timeout_ms": 60_000},
+            )
+        assert out["exit_code"] == 0, out
+        lines = out["stdout"].splitlines()
+        assert lines == [f"{t} 403 net_address_refused" for t in carried] + [f"127.0.0.1:{port} 200 -"], out
+        codes = [e.get("code") for e in out["egress"]]
+        assert codes == ["net_address_refused"] * len(carried) + [None], out["egress"]
+        assert out["egress_totals"]["refused"] == {"net_address_refused": len(carried)}, out["egress_totals"]
+        assert _accepted(listener) == 1, "only the control reached the host"
+    finally:
+        listener.close()
+
+
+SLOW_FLOOD = r"""
+import os, select, socket, sys, time, urllib.request
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+count, target = int(sys.argv[1]), sys.argv[2]
+sockets, poll = {}, select.poll()
+for _ in range(count):
+    s = socket.socket()
+    s.connect(("127.0.0.1", port))
+    try:
+        s.send(b"C")
+    except OSError:
+        pass
+    sockets[s.fileno()] = s
+    poll.register(s, select.POLLIN)
+print("OPENED", len(sockets), flush=True)
+head = b"ONNECT example.com:443 HTTP/1.1\r\nX-Slow: " + b"a" * 4000
+statuses, sent, deadline = {}, 0, time.time() + 60
+while sockets and time.time() < deadline:
+    for fd, _ in poll.poll(0):
+        s = sockets.pop(fd)
+        poll.unregister(fd)
+        try:
+            answer = s.recv(300)
+        except OSError:
+            answer = b""
+        status = answer.split(b" ")[1].decode() if answer.startswith(b"HTTP/1.1 ") else "reset"
+        statuses[status] = statuses.get(status, 0) + 1
+        s.close()
+    for s in list(sockets.values()):
+        try:
+            s.send(head[sent:sent + 1])
+        except OSError:
+            pass
+    sent += 1
+    time.sleep(0.25)
+print("OPEN", len(sockets), flush=True)
+print("STATUSES", " ".join("%s=%d" % kv for kv in sorted(statuses.items())), flush=True)
+print("GET", urllib.request.urlopen(target, timeout=10).read().decode(), flush=True)
+"""
+
+
+def _aido_serving(world) -> int:
+    """The pid of the `aido mcp` serving this world (found by its AIDO_HOME)."""
+    want = f"AIDO_HOME={world.aido_home}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if len(argv) > 1 and argv[1] == b"mcp" and want in (entry / "environ").read_bytes().split(b"\0"):
+                return int(entry.name)
+        except OSError:
+            continue
+    raise AssertionError("no aido mcp process serves this world")
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
+async def test_a_slow_connection_flood_costs_the_command_not_aidos_threads(world):
+    """300 connections from one command, each trickling a request head a byte at a time, past
+    a cap of 16: the ones over the cap are answered 503 and closed at once, the rest cut at the
+    whole-head deadline (a per-read timeout never fires on a trickle), all counted in the
+    result's egress_totals; aido's own thread count stays within the egress runtime's bound
+    throughout (a thread per connection before), and the command's real request goes through
+    after the flood. Nothing reached example.com: no connection was admitted but that one."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            hits.append(self.path)
+            body = b"served after the flood"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    config = (
+        "[processes]\n"
+        f'egress = ["localhost:{port}", "example.com:443"]\n'
+        'egress_allow_ranges = ["127.0.0.1/32"]\n'
+        "egress_connections_max = 16\n"
+    )
+    flood = 300
+    try:
+        async with world.session(config=config) as s:
+            # A first command makes the sandbox's and the egress runtime's threads exist.
+            await s.ok("run_command", {"argv": ["true"]})
+            pid = _aido_serving(world)
+            before = _threads(pid)
+            most = [before]
+            done = threading.Event()
+
+            def sample() -> None:
+                while not done.is_set():
+                    try:
+                        most[0] = max(most[0], _threads(pid))
+                    except OSError:
+                        return
+                    time.sleep(0.02)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            call = await s.call(
+                "run_command",
+                {
+                    "argv": ["python3", "-c", SLOW_FLOOD, str(flood), f"http://localhost:{port}/after"],
+                    "timeout_ms": 90_000,
+                },
+            )
+            done.set()
+            sampler.join()
+            out = ok(call)
+            # aido still answers.
+            await s.ok("run_command", {"argv": ["true"]})
+        print(f"{flood} slow connections: aido had {before} threads before, at most {most[0]} during")
+        assert most[0] <= before + 10 + 8, (before, most[0])
+        assert out["exit_code"] == 0, out
+        lines = out["stdout"].splitlines()
+        assert lines[0] == f"OPENED {flood}" and lines[1] == "OPEN 0", out["stdout"]
+        assert lines[3] == "GET served after the flood", out["stdout"]
+        totals = out["egress_totals"]
+        over_cap = totals["refused"].get("egress_connections_max", 0)
+        late = totals["refused"].get("egress_head_timeout", 0)
+        assert totals["connections"] == flood + 1 and totals["admitted"] == 1, totals
+        assert over_cap + late == flood and over_cap >= flood // 2 and late >= 16, totals
+        codes = sorted(str(e.get("code")) for e in out["egress"])
+        assert codes == ["None", "egress_connections_max", "egress_head_timeout"], out["egress"]
+        assert hits == ["/after"], hits
+        # The journal keeps the totals; playback shows them as the live call did.
+        sessions = world.run_json("replay", "sessions", "--json")
+        shown = "".join(world.run("replay", "show", x["id"], "--json").stdout for x in sessions)
+        assert "egress_connections_max" in shown, shown[-2000:]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # ---- resources and the parent -----------------------------------------------------------------

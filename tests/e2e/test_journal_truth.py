@@ -105,3 +105,39 @@ async def test_a_snapshot_that_timed_out_never_appears_later(world):
         listed = {x["id"] for x in (await s.ok("list_snapshots", {}))["snapshots"]}
     assert listed == taken, f"listed {listed}, the agent was told {taken} ({len(failed)} timed out)"
     verified(world)
+
+
+async def test_verify_tree_holds_the_journal_against_the_workspace_and_names_what_it_does_not_account_for(world):
+    """Issue 25, point 1: `aido replay verify --tree` compares every path the session touched
+    (a command's change set with its bits and times, a write, a rewind) with the disk, and walks
+    the write roots for changes since the session began that the journal does not account for:
+    a change made outside aido is named, path by path."""
+    (world.home / "untouched").mkdir()
+    (world.home / "untouched" / "keep.txt").write_text("keep\n")
+    (world.home / "untouched" / "gone.txt").write_text("gone\n")
+    async with world.session() as s:
+        out = await s.ok("run_command", {"shell": "mkdir -p out/sub && echo x > out/sub/x.txt && "
+                                                  "ln -s sub out/link && chmod 700 out && touch -d @1000000000 out/sub/x.txt"})
+        assert out["exit_code"] == 0, out
+        await s.ok("write_file", {"path": "~/notes.txt", "content": "rewritten\n"})
+    [session] = world.run_json("replay", "sessions", "--json")
+    clean = world.run("replay", "verify", session["id"], "--tree", "--json")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    tree = __import__("json").loads(clean.stdout)["tree"]
+    assert tree["checked"] >= 5 and tree["findings"] == [], tree
+    # The file's time, to the nanosecond, is part of what the journal says.
+    assert (world.home / "out" / "sub" / "x.txt").stat().st_mtime_ns == 1000000000 * 10**9
+    # Changes made outside aido: a file a command made is edited, a new file appears, a file
+    # in a directory the session never touched is removed.
+    (world.home / "out" / "sub" / "x.txt").write_text("edited by hand\n")
+    (world.home / "stray.txt").write_text("not through aido\n")
+    (world.home / "untouched" / "gone.txt").unlink()
+    dirty = world.run("replay", "verify", session["id"], "--tree", "--json")
+    assert dirty.returncode == 1, dirty.stdout + dirty.stderr
+    found = {f["path"].removeprefix(str(world.home.resolve()) + "/"): f["kind"]
+             for f in __import__("json").loads(dirty.stdout)["tree"]["findings"]}
+    assert found == {
+        "out/sub/x.txt": "tree_mismatch",
+        "stray.txt": "unaccounted",
+        "untouched": "unaccounted",
+    }, found

@@ -15,15 +15,31 @@ pub const ANSWERED_BY: &str = "process";
 /// filesystem body, with what it applied and the effects it made.
 pub const APPLIED_BY: &str = "command_changes";
 
-/// The recorded answer of an apply: the changes as shown to the agent, and the effects.
-pub fn applied_answer(applied: Value, effects: Vec<aido_actions::Effect>) -> Value {
-    json!({"applied": applied, "effects": effects})
+/// The recorded answer of an apply: the changes as shown to the agent (`{"applied": [the
+/// first few], "total", "counts", "truncated"}`), and the effects.
+pub fn applied_answer(shown: Value, effects: Vec<aido_actions::Effect>) -> Value {
+    json!({"applied": shown, "effects": effects})
 }
 
-/// A command's result once its changes were applied: they are listed, and their effects are
-/// the action's (so rewind undoes them and verify re-derives them).
+/// A command's result once its changes were applied: they are listed (the first few by name,
+/// with the total and a count per kind), and their effects are the action's (so rewind undoes
+/// them and verify re-derives them).
 pub fn changes_applied(outcome: &mut Outcome, answer: &Value) {
-    outcome.output["changes"] = answer["applied"].clone();
+    match &answer["applied"] {
+        // Journals before change sets recorded the whole list.
+        Value::Array(list) => {
+            outcome.output["changes"] = Value::Array(list.clone());
+            outcome.output["changes_total"] = json!(list.len());
+        }
+        shown => {
+            outcome.output["changes"] = shown["applied"].clone();
+            outcome.output["changes_total"] = shown["total"].clone();
+            outcome.output["changes_counts"] = shown["counts"].clone();
+            if shown["truncated"] == json!(true) {
+                outcome.output["changes_truncated"] = json!(true);
+            }
+        }
+    }
     if let Ok(effects) =
         serde_json::from_value::<Vec<aido_actions::Effect>>(answer["effects"].clone())
     {
@@ -71,9 +87,12 @@ pub fn command_ran(record: &Value) -> Outcome {
         "usage": record["usage"],
         "file_changes_journaled": record["file_changes_journaled"] == json!(true),
     });
-    // Its connections through the egress proxy, admitted and refused.
+    // Its connections through the egress proxy, admitted and refused, and their totals.
     if record["egress"].is_array() {
         output["egress"] = record["egress"].clone();
+    }
+    if record["egress_totals"].is_object() {
+        output["egress_totals"] = record["egress_totals"].clone();
     }
     // Run without the sandbox, as the policy allowed, and why.
     if record["unconfined"].is_object() {
@@ -128,9 +147,12 @@ pub fn handle_stopped(record: &Value) -> Outcome {
     if !record["failed"].is_null() {
         output["failed"] = record["failed"].clone();
     }
-    // Every connection it tried through its egress proxy, when it had one.
+    // Every connection it tried through its egress proxy, when it had one, and their totals.
     if record["egress"].is_array() {
         output["egress"] = record["egress"].clone();
+    }
+    if record["egress_totals"].is_object() {
+        output["egress_totals"] = record["egress_totals"].clone();
     }
     Outcome::from_output(output)
 }

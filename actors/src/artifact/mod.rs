@@ -32,8 +32,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::fs::FsMsg;
-use crate::fs::apply::CommandChange;
-use crate::fs::intent::Intents;
+use crate::fs::changeset::{CommandChange, Contents};
 use crate::shared::Shared;
 
 /// The store's directory in AIDO_HOME.
@@ -149,7 +148,7 @@ pub(crate) async fn run(call: Call<'_>, action: ArtifactAction) -> Result<Execut
         ArtifactAction::ArtifactCreate(a) => create(&call, a, &mut blobs).await?,
         ArtifactAction::ArtifactList(_) => list(&call).await?,
         ArtifactAction::ArtifactServe(a) => serve(&call, a).await?,
-        ArtifactAction::ArtifactSave(a) => save(&call, a, &mut blobs).await?,
+        ArtifactAction::ArtifactSave(a) => save(&call, a).await?,
         ArtifactAction::ArtifactStop(a) => {
             let was_served = match call.shared.artifacts.server.lock().await.as_ref() {
                 Some(server) => server.stop(&a.id),
@@ -331,11 +330,7 @@ async fn serve(call: &Call<'_>, a: &ArtifactServe) -> Result<Value, Failure> {
     }))
 }
 
-async fn save(
-    call: &Call<'_>,
-    a: &ArtifactSave,
-    blobs: &mut Vec<(String, Vec<u8>)>,
-) -> Result<Value, Failure> {
+async fn save(call: &Call<'_>, a: &ArtifactSave) -> Result<Value, Failure> {
     let shared = call.shared;
     let to = shared
         .policy
@@ -356,6 +351,7 @@ async fn save(
     let mut changes = vec![CommandChange::Dir {
         path: to.clone(),
         mode: 0o755,
+        mtime_ns: None,
     }];
     let mut dirs = std::collections::BTreeSet::new();
     for entry in &manifest.files {
@@ -370,6 +366,7 @@ async fn save(
                 changes.push(CommandChange::Dir {
                     path: to.join(p),
                     mode: 0o755,
+                    mtime_ns: None,
                 });
             }
         }
@@ -378,31 +375,14 @@ async fn save(
         changes.push(CommandChange::File {
             path: to.join(&entry.name),
             mode: 0o644,
-            contents: files_dir.join(&entry.name),
+            mtime_ns: None,
+            contents: Contents::File(files_dir.join(&entry.name)),
         });
     }
-    let timeout = Duration::from_millis(shared.config_limits().action_timeout_ms);
-    let session = call.ctx.clone();
-    let intents = Some(Intents::of(
-        shared.journal.path(),
-        call.session,
-        call.proposal,
-    ));
-    let mut applied: Executed = crate::executor::ask(
-        shared,
-        shared.fs(),
-        "filesystem",
-        timeout,
-        |ticket, reply| FsMsg::Apply {
-            changes,
-            session,
-            intents,
-            ticket,
-            reply,
-        },
-    )
-    .await?;
-    blobs.append(&mut applied.blobs);
+    let max = shared.policy.config().processes.change_bytes_max;
+    let applied =
+        crate::change_sets::apply(shared, call.session, call.proposal, call.ctx, changes, max)
+            .await?;
     let files: Vec<Value> = manifest
         .files
         .iter()
@@ -415,7 +395,7 @@ async fn save(
         "id": a.id,
         "to": to.display().to_string(),
         "files": files,
-        "applied": applied.outcome.output["applied"].take(),
-        "effects": applied.outcome.effects,
+        "applied": applied.shown["applied"],
+        "effects": applied.effects,
     }))
 }

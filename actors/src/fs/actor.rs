@@ -116,18 +116,33 @@ pub enum FsMsg {
         /// The resolved path, the bytes, and whether the file holds more before them.
         reply: RpcReplyPort<Result<super::tools::Tail, Failure>>,
     },
-    /// Apply a command's file changes as effects (all or nothing).
-    Apply {
+    /// Stage a change set: every content and before-image into the journal's blob store,
+    /// the entries into parts, all durable; nothing in the workspace changes.
+    Stage {
         /// The changes, in the order the command's layer listed them.
-        changes: Vec<super::apply::CommandChange>,
+        changes: Vec<super::changeset::CommandChange>,
+        /// Most bytes one file may hold.
+        file_bytes_max: u64,
         /// The session it runs for.
         session: SessionContext,
-        /// Where its writes say what they are about to do (the proposal's intents).
-        intents: Option<super::intent::Intents>,
         /// Its deadline and state.
         ticket: Ticket,
-        /// The answer: effects and blobs, and the output listing what was applied.
-        reply: RpcReplyPort<Result<Executed, Failure>>,
+        /// The staged change set.
+        reply: RpcReplyPort<Result<super::changeset::Staged, Failure>>,
+    },
+    /// Apply a staged change set (all or nothing); the caller has written its recovery
+    /// marker.
+    Commit {
+        /// What [`FsMsg::Stage`] answered.
+        staged: Box<super::changeset::Staged>,
+        /// The session it runs for.
+        session: SessionContext,
+        /// Its deadline and state.
+        ticket: Ticket,
+        /// What was applied, as a result shows it, and the staged set back.
+        reply: RpcReplyPort<
+            Result<(super::changeset::Applied, Box<super::changeset::Staged>), Failure>,
+        >,
     },
     /// A call's work panicked: the body fails, and its supervisor restarts it.
     Crashed {
@@ -316,7 +331,13 @@ impl Actor for FsBody {
                             why: "the snapshot store's lock is poisoned".into(),
                         })
                     })?;
-                    snapshots.run(op, &core.walls, &session, &core.args.aido_home)
+                    snapshots.run(
+                        op,
+                        &core.walls,
+                        &session,
+                        &core.args.aido_home,
+                        &core.args.blobs,
+                    )
                 });
             }
             FsMsg::Evaluate {
@@ -345,18 +366,44 @@ impl Actor for FsBody {
                     super::tools::tail(&core.walls, &session, &path, window).map_err(Failure::from)
                 });
             }
-            FsMsg::Apply {
+            FsMsg::Stage {
                 changes,
+                file_bytes_max,
                 session,
-                intents,
                 ticket,
                 reply,
             } => {
                 state.spawn(myself, false, true, ticket, reply, move |core| {
-                    let never = CancellationToken::new();
-                    let mut cx = ctx(core, &session, &never);
-                    cx.keep.intents = intents.as_ref();
-                    super::apply::apply(&cx, &changes).map_err(Failure::from)
+                    let cx = super::changeset::Cx {
+                        walls: &core.walls,
+                        session: &session,
+                        store: &core.args.blobs,
+                        space: Some((
+                            &core.args.journal_dir,
+                            core.args.limits.journal_free_bytes_min,
+                        )),
+                        faults: Some(&core.args.faults),
+                    };
+                    super::changeset::stage(&cx, changes, file_bytes_max).map_err(Failure::from)
+                });
+            }
+            FsMsg::Commit {
+                staged,
+                session,
+                ticket,
+                reply,
+            } => {
+                state.spawn(myself, false, true, ticket, reply, move |core| {
+                    let cx = super::changeset::Cx {
+                        walls: &core.walls,
+                        session: &session,
+                        store: &core.args.blobs,
+                        space: None,
+                        faults: Some(&core.args.faults),
+                    };
+                    super::changeset::apply(&cx, &staged)
+                        .map(|applied| (applied, staged))
+                        .map_err(Failure::from)
                 });
             }
             FsMsg::Crashed { why } => return Err(why.into()),

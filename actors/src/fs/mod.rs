@@ -19,8 +19,8 @@
 
 /// The actor and its messages.
 pub mod actor;
-/// A command's file changes, applied as ordinary effects.
-pub mod apply;
+/// A command's file changes: staged into the journal whole, then applied.
+pub mod changeset;
 /// What a write is about to do, on disk before its rename.
 pub mod intent;
 /// The operations, one function per primitive.

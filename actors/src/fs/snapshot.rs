@@ -92,6 +92,7 @@ impl Snapshots {
         walls: &Walls,
         session: &SessionContext,
         aido_home: &Path,
+        store: &aido_journal::BlobStore,
     ) -> Result<Value, Failure> {
         match op {
             SnapshotOp::Create { id, created_ms } => {
@@ -122,7 +123,7 @@ impl Snapshots {
             SnapshotOp::Apply { steps, blobs } => {
                 let total = steps.len();
                 for step in steps {
-                    self.step(step, &blobs, walls, session, aido_home)?;
+                    self.step(step, &blobs, walls, session, aido_home, store)?;
                 }
                 Ok(json!({"applied": total}))
             }
@@ -136,6 +137,7 @@ impl Snapshots {
         walls: &Walls,
         session: &SessionContext,
         aido_home: &Path,
+        store: &aido_journal::BlobStore,
     ) -> Result<(), Failure> {
         // Every path is judged again: a rewind under a stricter policy must not write outside
         // today's walls.
@@ -148,9 +150,14 @@ impl Snapshots {
                     walls,
                     session,
                     aido_home,
+                    store,
                 )?;
             }
-            Step::Write { path, blob } => {
+            Step::Write {
+                path,
+                blob,
+                mtime_ns,
+            } => {
                 let target = check(&path, AccessKind::Write)?;
                 hook::call(Op::Write, &target.resolved);
                 let bytes = blobs.get(&blob).ok_or_else(|| {
@@ -159,6 +166,9 @@ impl Snapshots {
                 walls
                     .write_atomic(&target, session, &NewContents::new(bytes), true, None)
                     .map_err(Failure::from)?;
+                if let Some(mtime_ns) = mtime_ns {
+                    walls.set_mtime(&target, mtime_ns).map_err(Failure::from)?;
+                }
             }
             Step::Remove { path } => {
                 let target = check(&path, AccessKind::Delete)?;
@@ -222,6 +232,21 @@ impl Snapshots {
                 hook::call(Op::Write, &target.resolved);
                 walls
                     .set_mode(&target, session, mode)
+                    .map_err(Failure::from)?;
+            }
+            Step::Changes {
+                parts,
+                forward,
+                checked,
+            } => {
+                let cx = super::changeset::Cx {
+                    walls,
+                    session,
+                    store,
+                    space: None,
+                    faults: None,
+                };
+                super::changeset::run_parts(&cx, &parts, forward, checked)
                     .map_err(Failure::from)?;
             }
             Step::RemoveDir { path } => {

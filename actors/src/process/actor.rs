@@ -18,7 +18,7 @@ use super::dry::{self, Layers};
 use super::handles::{Cell, HandleTable};
 use super::profile::{profile_of, request_of};
 use crate::fs::Executed;
-use crate::fs::apply::CommandChange;
+use crate::fs::changeset::{CommandChange, Contents};
 use crate::ticket::Ticket;
 
 /// The process body actor. It takes each call, then runs the command on a blocking thread,
@@ -84,7 +84,18 @@ pub struct Ran {
 pub struct Pending {
     /// The changes, in the layer's order.
     pub changes: Vec<CommandChange>,
+    /// Most bytes one file of them may hold (the policy's `change_bytes_max`).
+    pub file_bytes_max: u64,
     _layers: Layers,
+}
+
+/// The caps of one command's change set, from the policy.
+pub(crate) fn change_caps(policy: &PolicyEngine) -> aido_sandbox::ChangeCaps {
+    let processes = &policy.config().processes;
+    aido_sandbox::ChangeCaps {
+        entries_max: processes.change_files_max,
+        bytes_max: processes.change_bytes_max,
+    }
 }
 
 impl Actor for ProcessBody {
@@ -229,15 +240,7 @@ async fn run_command(
     let mut profile = profile_of(&args.policy, &args.hidden);
     // Every command writes into a layer of its own, read back afterwards: a dry run returns
     // the changes and throws the layer away; otherwise they are applied as journaled effects.
-    let layers = Layers::new(&args.layers).map_err(|error| {
-        Failure::new(
-            "sandbox_setup_failed",
-            format!(
-                "the command's layer directory under {}: {error}",
-                args.layers.display()
-            ),
-        )
-    })?;
+    let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
     };
@@ -258,6 +261,7 @@ async fn run_command(
     let sandbox = Sandbox::new(exe).with_globs(Arc::clone(&args.globs));
     let diff_budget = output_bytes_max(&args.policy);
     let dry_run = run.dry_run;
+    let caps = change_caps(&args.policy);
     let unconfined = args.policy.config().processes.unconfined.clone();
     if unconfined == "always" {
         return run_unconfined(
@@ -276,9 +280,13 @@ async fn run_command(
             .iter()
             .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()))
             .collect();
-        let changes = aido_sandbox::collect_changes(&layers.dir, &roots)?;
+        // Changes past the caps refuse the lot; the command's own result goes with the refusal.
+        let changes = aido_sandbox::collect_changes(&*layers.fd, &roots, caps);
         if dry_run {
-            let shown = dry::render(&changes, diff_budget);
+            let shown = match changes {
+                Ok(changes) => dry::render(&changes, diff_budget),
+                Err(error) => return Err(error),
+            };
             drop(layers);
             return Ok::<_, aido_sandbox::SpawnError>((outcome, Err(shown), None));
         }
@@ -302,6 +310,11 @@ async fn run_command(
         }
     };
     let mut record = record_of(&request, &profile, &outcome);
+    let changes = match changes {
+        Ok(Err(error)) => return Err(refused_whole(error, &record)),
+        Ok(Ok(changes)) => Ok(changes),
+        Err(shown) => Err(shown),
+    };
     let changes = match (changes, layers) {
         (Ok(changes), Some(layers)) => {
             let pending = admit(args, session, changes, &record)?;
@@ -311,6 +324,7 @@ async fn run_command(
                 record,
                 Some(Pending {
                     changes: pending,
+                    file_bytes_max: caps.bytes_max,
                     _layers: layers,
                 }),
             ));
@@ -393,11 +407,13 @@ pub(super) fn take_over(
     roots: &[PathBuf],
     record: &Value,
 ) -> Result<Pending, Failure> {
-    let changes = aido_sandbox::collect_changes(&layers.dir, roots)
-        .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+    let caps = change_caps(&args.policy);
+    let changes = aido_sandbox::collect_changes(&*layers.fd, roots, caps)
+        .map_err(|error| refused_whole(error, record))?;
     let changes = admit(args, session, changes, record)?;
     Ok(Pending {
         changes,
+        file_bytes_max: caps.bytes_max,
         _layers: layers,
     })
 }
@@ -437,15 +453,7 @@ async fn start_background(
         .map_err(ProcessError::into_failure)?;
     // With `[processes] egress`, the command has its own egress proxy for as long as it runs.
     let mut profile = profile_of(&args.policy, &args.hidden);
-    let layers = Layers::new(&args.layers).map_err(|error| {
-        Failure::new(
-            "sandbox_setup_failed",
-            format!(
-                "the command's layer directory under {}: {error}",
-                args.layers.display()
-            ),
-        )
-    })?;
+    let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
     };
@@ -554,17 +562,20 @@ async fn stop_handle(
                 .collect()
         })
         .unwrap_or_default();
-    let dir = layers.dir.clone();
-    let changes = tokio::task::spawn_blocking(move || aido_sandbox::collect_changes(&dir, &roots))
-        .await
-        .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
-        .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+    let fd = layers.fd.clone();
+    let caps = change_caps(&args.policy);
+    let changes =
+        tokio::task::spawn_blocking(move || aido_sandbox::collect_changes(&*fd, &roots, caps))
+            .await
+            .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+            .map_err(|error| refused_whole(error, &record))?;
     let pending = admit(args, session, changes, &record)?;
     record["file_changes_journaled"] = json!(true);
     Ok(stopped(
         record,
         Some(Pending {
             changes: pending,
+            file_bytes_max: caps.bytes_max,
             _layers: layers,
         }),
     ))
@@ -603,7 +614,7 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
                 .file_type()
                 .map_err(|_| "sandbox_changes_unreadable")?;
             if out.len() >= REMOVED_TREE_ENTRIES_MAX {
-                return Err("sandbox_changes_too_many");
+                return Err("command_changes_too_large");
             }
             if kind.is_dir() {
                 visit(&path, out)?;
@@ -623,30 +634,32 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
     Ok(out)
 }
 
+/// A command's changes refused whole before any was judged or applied (past the policy's
+/// caps, or unreadable): the command's own result goes with the refusal, as with a refused
+/// path.
+fn refused_whole(error: aido_sandbox::SpawnError, record: &Value) -> Failure {
+    Failure::new(error.code(), error.to_string()).with_details(json!({
+        "error": serde_json::to_value(&error).unwrap_or_default(),
+        "command": command_ran(record).output,
+    }))
+}
+
 /// Judge every change a command made, as its own primitive would be judged: a path the walls
 /// or deny globs refuse (for a symbolic link, also one pointing into a denied path), a kind the
-/// journal cannot take over (a device, a fifo, one inside a removed directory), or a file too large to keep, refuses them all, and the call
-/// fails naming each, with the command's record in the details. Nothing is applied then.
+/// journal cannot take over (a device, a fifo, one inside a removed directory, a name that is
+/// not UTF-8) refuses them all, and the call fails naming each, with the command's record in
+/// the details. Nothing is applied then.
 fn admit(
     args: &ProcessBodyArgs,
     session: &SessionContext,
     changes: Vec<Change>,
     record: &Value,
 ) -> Result<Vec<CommandChange>, Failure> {
-    let blob_max = args.policy.config().limits.blob_bytes_max;
     let walls = |path: &std::path::Path, kind| {
         args.policy
             .check_path(&path.display().to_string(), kind, session, &FsResolver)
             .map(|_| ())
             .map_err(|refusal| refusal.code().code())
-    };
-    let too_large = |path: &std::path::Path, bytes| {
-        aido_walk::fs::FsError::TooLarge {
-            path: path.display().to_string(),
-            bytes,
-            max: blob_max,
-        }
-        .code()
     };
     let unsupported = |path: &std::path::Path, what: &str| {
         ProcessError::ChangeUnsupported {
@@ -658,34 +671,52 @@ fn admit(
     let mut admitted = Vec::new();
     let mut refused = Vec::new();
     let mut refuse = |path: &std::path::Path, change: &str, code: &str| {
-        refused.push(json!({"path": path, "change": change, "code": code}));
+        // Shown as text (a name that is not UTF-8 shows U+FFFD): serializing the path itself
+        // would fail on exactly the names refused for it.
+        refused.push(json!({"path": path.display().to_string(), "change": change, "code": code}));
     };
     for change in changes {
         match change {
             Change::File {
                 path,
                 mode,
-                bytes,
+                mtime_ns,
                 contents,
                 ..
-            } => match walls(&path, AccessKind::Write) {
-                Err(code) => refuse(&path, "changed", code),
-                Ok(()) if bytes > blob_max => {
-                    refuse(&path, "file_changed", too_large(&path, bytes));
-                }
-                Ok(()) => admitted.push(CommandChange::File {
+            } => match (walls(&path, AccessKind::Write), contents) {
+                (Err(code), _) => refuse(&path, "changed", code),
+                (Ok(()), Some(upper)) => admitted.push(CommandChange::File {
                     path,
                     mode,
-                    contents,
+                    mtime_ns: Some(mtime_ns),
+                    contents: Contents::Layer {
+                        dir: upper.dir,
+                        name: upper.name,
+                    },
+                }),
+                (Ok(()), None) => refuse(&path, "changed", "sandbox_changes_unreadable"),
+            },
+            Change::Dir {
+                path,
+                mode,
+                mtime_ns,
+            } => match walls(&path, AccessKind::Write) {
+                Err(code) => refuse(&path, "changed", code),
+                Ok(()) => admitted.push(CommandChange::Dir {
+                    path,
+                    mode,
+                    mtime_ns: Some(mtime_ns),
                 }),
             },
-            // A directory made, or one whose bits changed: the filesystem body tells which.
-            Change::Dir { path, mode } | Change::DirMode { path, mode, .. } => {
-                match walls(&path, AccessKind::Write) {
-                    Err(code) => refuse(&path, "changed", code),
-                    Ok(()) => admitted.push(CommandChange::Dir { path, mode }),
-                }
-            }
+            // A directory whose bits changed: the filesystem body keeps its time.
+            Change::DirMode { path, mode, .. } => match walls(&path, AccessKind::Write) {
+                Err(code) => refuse(&path, "changed", code),
+                Ok(()) => admitted.push(CommandChange::Dir {
+                    path,
+                    mode,
+                    mtime_ns: None,
+                }),
+            },
             Change::Removed { path, dir } => match walls(&path, AccessKind::Delete) {
                 Err(code) => refuse(&path, "changed", code),
                 Ok(()) if !dir => admitted.push(CommandChange::Removed { path }),
@@ -700,12 +731,9 @@ fn admit(
                                 (Ok(true), Ok(())) => {
                                     admitted.push(CommandChange::RemovedDir { path: entry });
                                 }
-                                (Ok(false), Ok(())) => match std::fs::symlink_metadata(&entry) {
-                                    Ok(meta) if meta.len() > blob_max => {
-                                        refuse(&entry, "removed", too_large(&entry, meta.len()));
-                                    }
-                                    _ => admitted.push(CommandChange::Removed { path: entry }),
-                                },
+                                (Ok(false), Ok(())) => {
+                                    admitted.push(CommandChange::Removed { path: entry });
+                                }
                             }
                         }
                     }
@@ -715,11 +743,7 @@ fn admit(
             Change::Symlink { path, target } => {
                 match (walls(&path, AccessKind::Write), target.to_str()) {
                     (Err(code), _) => refuse(&path, "link_created", code),
-                    (Ok(()), None) => refuse(
-                        &path,
-                        "link_created",
-                        unsupported(&path, "link whose target is not UTF-8"),
-                    ),
+                    (Ok(()), None) => refuse(&path, "link_created", "path_not_utf8"),
                     (Ok(()), Some(points_to)) => {
                         match args
                             .policy
@@ -734,29 +758,42 @@ fn admit(
                     }
                 }
             }
-            Change::Unsupported { path, what } => {
-                refuse(&path, "unsupported", unsupported(&path, &what));
+            Change::Unsupported { path, what, code } => {
+                let code = if code == "path_not_utf8" {
+                    "path_not_utf8"
+                } else {
+                    unsupported(&path, &what)
+                };
+                refuse(&path, "unsupported", code);
             }
         }
     }
     if refused.is_empty() {
         return Ok(admitted);
     }
-    let paths: Vec<&str> = refused
+    let paths: Vec<String> = refused
         .iter()
-        .filter_map(|r| r["path"].as_str())
+        .filter_map(|r| r["path"].as_str().map(str::to_owned))
         .take(5)
         .collect();
+    let count = refused.len();
+    // The details list at most a bounded number of refusals (a command that wrote 100,000
+    // denied files must not make a record of them all).
+    refused.truncate(REFUSED_SHOWN_MAX);
     Err(ProcessError::ChangesRefused {
-        count: refused.len(),
+        count,
         paths: paths.join(", "),
     }
     .into_failure()
     .with_details(json!({
         "refused": refused,
+        "refused_total": count,
         "command": command_ran(record).output,
     })))
 }
+
+/// Refusals a failure's details list by path.
+const REFUSED_SHOWN_MAX: usize = 200;
 
 /// What the journal keeps of a command: everything its result is rendered from. Values of
 /// secret-looking variables are kept as their blake3 only.
@@ -777,6 +814,9 @@ pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome)
     let mut ended = ended;
     if !outcome.egress.is_empty() {
         ended["egress"] = json!(outcome.egress);
+    }
+    if let Some(totals) = &outcome.egress_totals {
+        ended["egress_totals"] = json!(totals);
     }
     if let Value::Object(ended) = ended {
         for (key, value) in ended {
@@ -840,6 +880,7 @@ mod tests {
             cgroup: None,
             duration_ms: 1,
             egress: Vec::new(),
+            egress_totals: None,
         };
         let record = record_of(&request, &profile, &outcome);
         assert_eq!(record["env"]["MODE"], "fast");

@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 /// Largest file (each side) a dry run diffs; larger ones are described by size only.
 pub(crate) const DIFF_FILE_BYTES_MAX: u64 = 1 << 20;
 
-/// Where dry runs put their layers: `AIDO_HOME/layers`, unless that lies inside a write root
+/// Where commands put their layers: `AIDO_HOME/layers`, unless that lies inside a write root
 /// (overlayfs refuses an upper layer inside its lower one, and a command must never see its
-/// own layer), then a private directory in the temp dir.
+/// own layer), then a directory of this process's own in the temp dir, made with a name no one
+/// could have taken first (`mkdtemp`, mode 0700).
 pub(crate) fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf {
     let home = aido_home
         .canonicalize()
@@ -23,37 +24,93 @@ pub(crate) fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf 
     let inside = write_roots
         .iter()
         .any(|root| home.starts_with(root) || root.starts_with(&home));
-    if inside {
-        std::env::temp_dir().join(format!(
-            "aido-layers-{}",
-            rustix::process::getuid().as_raw()
-        ))
-    } else {
-        aido_home.join("layers")
+    if !inside {
+        return aido_home.join("layers");
     }
+    static PRIVATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PRIVATE
+        .get_or_init(|| {
+            match tempfile::Builder::new()
+                .prefix(&format!(
+                    "aido-layers-{}-",
+                    rustix::process::getuid().as_raw()
+                ))
+                .tempdir()
+            {
+                Ok(dir) => {
+                    let dir = dir.keep();
+                    // Whatever the umask or the crate's default, aido's alone.
+                    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+                    dir
+                }
+                // Layers::new refuses it with a code, naming it.
+                Err(_) => std::env::temp_dir().join("aido-layers-unavailable"),
+            }
+        })
+        .clone()
 }
 
-/// One dry run's layer directory, removed when dropped.
+/// One run's layer directory, made exclusively (mode 0700) in a base directory that must be
+/// aido's own (owned by this user, mode 0700), held open: its changes are read through that
+/// handle, never by its path again. Removed when dropped.
 pub(crate) struct Layers {
     pub(crate) dir: PathBuf,
+    pub(crate) fd: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 impl Layers {
+    /// The failure a call gets when no layer can be made under `base`: `sandbox_layers_unsafe`
+    /// for a base that is not aido's own, else `sandbox_setup_failed`.
+    pub(crate) fn failure(base: &Path, error: std::io::Error) -> aido_actions::Failure {
+        let code = match error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<aido_sandbox::SpawnError>())
+        {
+            Some(spawn) => spawn.code(),
+            None => "sandbox_setup_failed",
+        };
+        aido_actions::Failure::new(
+            code,
+            format!(
+                "the command's layer directory under {}: {error}",
+                base.display()
+            ),
+        )
+    }
+
     pub(crate) fn new(base: &Path) -> std::io::Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(base)?;
-        let dir = base.join(format!(
+        match std::fs::DirBuilder::new().mode(0o700).create(base) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        // The base must be aido's own: a directory another user made (in a shared temp dir)
+        // or one others may enter is refused, never used.
+        let held = aido_sandbox::open_layers(base).map_err(std::io::Error::other)?;
+        let name = format!(
             "{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        // A leftover of a killed aido with the same pid goes first.
+        );
+        let dir = base.join(&name);
+        // A leftover of a killed aido with the same pid goes first (the base is ours alone).
         remove(&dir);
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(Layers { dir })
+        rustix::fs::mkdirat(&held, name.as_str(), rustix::fs::Mode::from_raw_mode(0o700))?;
+        let fd = rustix::fs::openat(
+            &held,
+            name.as_str(),
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        aido_sandbox::check_owned(&fd, &dir).map_err(std::io::Error::other)?;
+        Ok(Layers {
+            dir,
+            fd: std::sync::Arc::new(fd),
+        })
     }
 }
 
@@ -88,10 +145,11 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
                 mode,
                 bytes,
                 contents,
+                ..
             } => {
                 let mut entry = json!({
                     "change": if *created { "file_created" } else { "file_changed" },
-                    "path": path,
+                    "path": path.display().to_string(),
                     "mode": format!("{mode:04o}"),
                     "bytes": bytes,
                 });
@@ -108,23 +166,23 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
                 }
                 entry
             }
-            Change::Dir { path, mode } => {
-                json!({"change": "dir_created", "path": path, "mode": format!("{mode:04o}")})
+            Change::Dir { path, mode, .. } => {
+                json!({"change": "dir_created", "path": path.display().to_string(), "mode": format!("{mode:04o}")})
             }
             Change::DirMode { path, mode, before } => json!({
                 "change": "mode_changed",
-                "path": path,
+                "path": path.display().to_string(),
                 "mode": format!("{mode:04o}"),
                 "before": format!("{before:04o}"),
             }),
             Change::Symlink { path, target } => {
-                json!({"change": "link_created", "path": path, "target": target})
+                json!({"change": "link_created", "path": path.display().to_string(), "target": target.display().to_string()})
             }
             Change::Removed { path, dir } => {
-                json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path})
+                json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path.display().to_string()})
             }
-            Change::Unsupported { path, what } => {
-                json!({"change": "unsupported", "path": path, "what": what})
+            Change::Unsupported { path, what, code } => {
+                json!({"change": "unsupported", "path": path.display().to_string(), "what": what, "refused": code})
             }
         })
         .collect();
@@ -133,20 +191,28 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
 
 /// A unified diff of the host file (empty when created) against the new contents, when both
 /// are text and small enough; `None` otherwise.
-fn diff(host: &Path, created: bool, contents: &Path) -> Option<String> {
-    let read = |path: &Path| -> Option<String> {
-        let meta = std::fs::metadata(path).ok()?;
+fn diff(host: &Path, created: bool, contents: &Option<aido_sandbox::Upper>) -> Option<String> {
+    let read = |file: std::fs::File| -> Option<String> {
+        use std::io::Read;
+        let meta = file.metadata().ok()?;
         if meta.len() > DIFF_FILE_BYTES_MAX {
             return None;
         }
-        let bytes = std::fs::read(path).ok()?;
+        let mut bytes = Vec::new();
+        file.take(DIFF_FILE_BYTES_MAX)
+            .read_to_end(&mut bytes)
+            .ok()?;
         if bytes.contains(&0) {
             return None;
         }
         String::from_utf8(bytes).ok()
     };
-    let new = read(contents)?;
-    let old = if created { String::new() } else { read(host)? };
+    let new = read(contents.as_ref()?.open().ok()?)?;
+    let old = if created {
+        String::new()
+    } else {
+        read(std::fs::File::open(host).ok()?)?
+    };
     let shown = host.display().to_string();
     let mut options = diffy::DiffOptions::new();
     options.set_original_filename(if created {

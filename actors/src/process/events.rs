@@ -906,6 +906,9 @@ impl Fired {
     }
 }
 
+/// Most paths of one firing's change set ignored afterwards.
+const FIRED_PATHS_MAX: usize = 10_000;
+
 /// Run the reaction for one change, as a child action of the watch_and_react call.
 async fn fire(
     runner: &Session,
@@ -953,6 +956,17 @@ async fn fire(
                     | Effect::LinkCreated { path, .. } => vec![path.clone()],
                     Effect::Moved { from, to } => vec![from.clone(), to.clone()],
                     Effect::SnapshotRestored { .. } | Effect::RewoundTo { .. } => Vec::new(),
+                    // A change set's paths are in its parts (at most a bounded number of them
+                    // are ignored for the firing: a reaction never loops on its own writes).
+                    Effect::Changes { parts, .. } => {
+                        let mut paths = Vec::new();
+                        let store = runner.shared.journal.blob_store();
+                        let _ = store.visit_change_set(parts, |entry| {
+                            paths.push(entry.path.clone());
+                            paths.len() < FIRED_PATHS_MAX
+                        });
+                        paths
+                    }
                 })
                 .collect(),
         },

@@ -331,14 +331,20 @@ impl Handle {
         out
     }
 
-    /// Adds `egress` (every attempt through its proxy so far) to `out`, when it has any and
-    /// `out` does not say them already (an ended command's come with its end).
+    /// Adds `egress` (every attempt through its proxy so far) and `egress_totals` to `out`,
+    /// when it has a proxy and `out` does not say them already (an ended command's come with
+    /// its end).
     fn with_egress(&self, out: &mut Value) {
         if out.get("egress").is_none() {
             let egress = self.control.egress();
             if !egress.is_empty() {
                 out["egress"] = json!(egress);
             }
+        }
+        if out.get("egress_totals").is_none()
+            && let Some(totals) = self.control.egress_totals()
+        {
+            out["egress_totals"] = json!(totals);
         }
     }
 }
@@ -364,6 +370,9 @@ fn state_of(state: &State) -> Value {
             out["duration_ms"] = json!(ended.duration_ms);
             if !ended.egress.is_empty() {
                 out["egress"] = json!(ended.egress);
+            }
+            if let Some(totals) = &ended.egress_totals {
+                out["egress_totals"] = json!(totals);
             }
         }
         Some(End::Failed(code, message)) => {

@@ -101,6 +101,33 @@ pub enum FsError {
         /// Why.
         reason: String,
     },
+    /// A path of a change set held neither what it held when the change set was staged nor
+    /// what it was to hold: something else changed it meanwhile.
+    #[error("{path} changed while the command's changes were being applied (it now holds {found})")]
+    CommandChangesConflict {
+        /// The path.
+        path: String,
+        /// What it holds.
+        found: String,
+    },
+    /// A name that is not UTF-8: the journal holds UTF-8 paths only, so a change set that
+    /// holds one is refused whole, before anything is applied.
+    #[error(
+        "{path} is not UTF-8; aido journals only UTF-8 paths, so this change set is refused whole"
+    )]
+    PathNotUtf8 {
+        /// The path, with the bytes that are not UTF-8 shown as U+FFFD.
+        path: String,
+    },
+    /// Something at a changed path a change set cannot keep or replace (a device, a fifo,
+    /// a socket).
+    #[error("{path} is {what}, which a change set cannot keep or replace")]
+    ChangeUnsupported {
+        /// The path.
+        path: String,
+        /// What it is.
+        what: String,
+    },
     /// Content in base64 that is not base64.
     #[error("content is not valid base64: {reason}")]
     BadBase64 {
@@ -236,6 +263,9 @@ aido_actions::coded!(FsError {
     PatchFailed => "patch_failed",
     PatchSetRolledBack => "patch_set_rolled_back",
     CommandChangesRolledBack => "command_changes_rolled_back",
+    CommandChangesConflict => "command_changes_conflict",
+    PathNotUtf8 => "path_not_utf8",
+    ChangeUnsupported => "command_change_unsupported",
     BadBase64 => "invalid_arguments",
     NotInTrash => "trash_item_not_found",
     RestoreTargetExists => "restore_target_exists",
