@@ -28,8 +28,8 @@
 //! assert!(journal.verify(session).unwrap().broken.is_none());
 //! ```
 
-/// The blob store (a log and an index beside sled) and the moving of long strings out of
-/// records.
+/// The blob store (small contents in sled, larger ones as objects) and the moving of long
+/// strings out of records.
 pub mod blobs;
 /// Where journals live under `AIDO_HOME`, and reading one a running aido holds.
 pub mod dir;

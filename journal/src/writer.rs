@@ -207,7 +207,7 @@ impl Writer {
         if all.is_empty() && self.dirty_since.is_none() {
             return;
         }
-        // The blob log first: no durable record or index entry may name bytes that are not.
+        // The objects first: no durable record may name contents that are not.
         let flushed = self
             .trees
             .blobs

@@ -414,7 +414,7 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-CALLS = int(os.environ.get("XCALLS", "2000"))
+CALLS = 2000
 ARGUMENT_BYTES = 128 * 1024
 # Generous: what stays resident is bounded (sled's page cache and the pages it has yet to page
 # out, none over 4 KiB; a few megabytes of sled's own bookkeeping), not a copy of each call.
@@ -443,8 +443,6 @@ def test_memory_is_flat_in_the_number_of_calls(raw, world):
         assert resp["result"]["isError"] is False, str(resp)[:500]
         if i in (500, CALLS):
             rss[i] = rss_bytes(raw.proc.pid)
-        if i % 250 == 0:
-            print("PROBE", i, rss_bytes(raw.proc.pid) // 1000000, flush=True)
     grown = rss[CALLS] - rss[500]
     print(f"aido mcp RSS: {rss[500] / 1e6:.1f} MB at call 500, {rss[CALLS] / 1e6:.1f} MB at call {CALLS}")
     assert grown < GROWTH_BYTES_MAX, f"RSS grew by {grown / 1e6:.1f} MB between call 500 and call {CALLS}"
