@@ -390,9 +390,9 @@ fn soak_section_with(
         "transport".to_owned(),
         "RSS at start (MB)".to_owned(),
         format!("after {} calls", thousands(warm)),
-        format!("{}", thousands(quarter)),
-        format!("{}", thousands(half)),
-        format!("{}", thousands(all)),
+        thousands(quarter).to_string(),
+        thousands(half).to_string(),
+        thousands(all).to_string(),
         "peak, VmHWM (MB)".to_owned(),
         "calls/s".to_owned(),
         "journal and audit on disk (MB)".to_owned(),
@@ -1553,6 +1553,7 @@ pub(crate) mod tests {
             desktop: crate::desktop::DesktopSection::Skipped("not asked for".into()),
             artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
             process: crate::process::ProcessSection::Skipped("not asked for".into()),
+            soak: crate::soak::SoakSection::Skipped("not asked for".into()),
         }
     }
 

@@ -434,7 +434,10 @@ mod tests {
         let big = vec![7u8; 2 * BLOB_CHUNK_BYTES];
         let err = s.put_stream(&mut &big[..], 10).unwrap_err();
         assert_eq!(err.code(), "journal_blob_too_large");
-        assert!(!s.contains(&hash_hex(&big)), "a refused stream names nothing");
+        assert!(
+            !s.contains(&hash_hex(&big)),
+            "a refused stream names nothing"
+        );
     }
 
     /// A chunked blob (an earlier aido's) reads back; with a chunk gone or a bad list it is

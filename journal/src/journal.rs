@@ -1204,7 +1204,10 @@ mod tests {
         // Three records, one blob (50 kB: an object): its bytes are stored once.
         let objects = j.inner.trees.blobs.objects().list().unwrap();
         assert_eq!(objects, vec![blobs::hash_hex(content.as_bytes())]);
-        assert!(j.inner.trees.blobs.blobs.is_empty(), "three records, one blob");
+        assert!(
+            j.inner.trees.blobs.blobs.is_empty(),
+            "three records, one blob"
+        );
         let record_bytes: usize = j
             .inner
             .trees

@@ -1245,7 +1245,11 @@ impl Flood {
             let mut n = 0usize;
             while !flag.load(Ordering::SeqCst) {
                 while conns.len() < held {
-                    let kind = if n % 2 == 0 { Slow::Head } else { Slow::Body };
+                    let kind = if n.is_multiple_of(2) {
+                        Slow::Head
+                    } else {
+                        Slow::Body
+                    };
                     n += 1;
                     if let Some(tcp) = kind.open(addr) {
                         conns.push(tcp);

@@ -824,7 +824,10 @@ fn a_large_record_kept_as_an_object_stays_with_its_record_and_goes_with_it() {
         old_hash = j.append_blocking(old, DAY, large("old")).unwrap().hash;
         j.append_blocking(old, DAY, ended()).unwrap();
         j.append_blocking(new, 900 * DAY, started()).unwrap();
-        new_hash = j.append_blocking(new, 900 * DAY, large("new")).unwrap().hash;
+        new_hash = j
+            .append_blocking(new, 900 * DAY, large("new"))
+            .unwrap()
+            .hash;
         j.append_blocking(new, 900 * DAY, ended()).unwrap();
         for hash in [&old_hash, &new_hash] {
             assert!(j.blob_store().objects().contains(hash), "kept as an object");
@@ -839,12 +842,18 @@ fn a_large_record_kept_as_an_object_stays_with_its_record_and_goes_with_it() {
             .join(&new_hash[2..]),
     );
     assert!(object > 0);
-    assert!(by[&new].alone_bytes >= object, "du counts the record's object");
+    assert!(
+        by[&new].alone_bytes >= object,
+        "du counts the record's object"
+    );
     assert_eq!(usage.kinds.unreferenced, 0, "no record's object is unnamed");
     let report = collect(&h.paths(), None, &options(before(100 * DAY)), &NoSnapshots).unwrap();
     assert_eq!(report.summary.sessions_removed, 1);
     let j = h.open();
-    assert!(!j.blob_store().objects().contains(&old_hash), "swept with it");
+    assert!(
+        !j.blob_store().objects().contains(&old_hash),
+        "swept with it"
+    );
     assert!(j.blob_store().objects().contains(&new_hash), "kept with it");
     assert_eq!(j.verify(new).unwrap().broken, None);
     assert_eq!(j.all_records(new).unwrap()[1].event, large("new"));
