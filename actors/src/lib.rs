@@ -87,6 +87,7 @@ pub mod artifact;
 /// The body table: supervision and restarts, generic over every body.
 pub mod bodies;
 /// A change set applied as part of an action: staged, marked, applied.
+#[cfg(any(feature = "prim-process", feature = "prim-artifact"))]
 mod change_sets;
 /// The clock and id facade.
 pub mod clock;

@@ -162,7 +162,9 @@ unconfined = "never"
 # The most one command's file changes may hold: entries (files, directories, links and
 # removals) and bytes of new contents. A command past either is refused whole
 # (command_changes_too_large), before anything reaches the workspace; so is one whose contents
-# would leave the journal's disk with less than [limits] journal_free_bytes_min free.
+# would leave the journal's disk with less than [limits] journal_free_bytes_min free. A command
+# may write a file as large as change_bytes_max (its RLIMIT_FSIZE); past that the write fails
+# inside the command (EFBIG, SIGXFSZ).
 change_files_max = 250000
 change_bytes_max = 8589934592
 # When aido runs as root, commands run as this unprivileged host user and group instead (never

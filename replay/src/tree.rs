@@ -4,10 +4,11 @@
 //! Two questions, both answered from the records alone and the disk as it is now:
 //!
 //! 1. **Does every path the journal touched hold what the journal says it holds?** The live
-//!    timeline's effects (a rewind's abandoned records skipped) give each touched path its
-//!    expected end state: absent, a file (its contents by blake3, and for a command's change
-//!    set its bits and modification time to the nanosecond), a directory, a link and its
-//!    target. Each is compared with the disk.
+//!    timeline's effects give each touched path its expected end state (a path only a
+//!    rewind's abandoned records touched should hold what it held before them): absent, a
+//!    file (its contents by blake3, and for a command's change set its bits and modification
+//!    time to the nanosecond), a directory, a link and its target. Each is compared with the
+//!    disk.
 //! 2. **Did anything else change?** The write roots are walked; every entry whose inode
 //!    changed (`ctime`, which no program can set back) since the session began and which the
 //!    journal does not account for is named: a change made outside aido, or one that landed
@@ -117,15 +118,46 @@ impl TreeReport {
     }
 }
 
-/// Every path the live timeline of `records` touched, with what it should hold now, and what
-/// each held before the session first touched it.
+/// Every path the session touched, with what it should hold now: the live timeline's effects
+/// give each path it touched its end state; a path only a rewind's abandoned records touched
+/// should hold what it held before the first of them touched it (the rewind gave it back), so
+/// it is compared with the disk too, and a rewind that left something behind is found.
 pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String, Expect>, String> {
     let gone = aido_journal::timeline::abandoned(records);
     let store = journal.blob_store();
-    let mut now: BTreeMap<String, Expect> = BTreeMap::new();
-    let mut first: BTreeMap<String, Expect> = BTreeMap::new();
-    let mut at_snapshot: BTreeMap<String, BTreeMap<String, Expect>> = BTreeMap::new();
-    for r in records.iter().filter(|r| !gone.contains_key(&r.seq)) {
+    let mut live = Derived::default();
+    let mut abandoned = Derived::default();
+    for r in records {
+        let into = if gone.contains_key(&r.seq) {
+            &mut abandoned
+        } else {
+            &mut live
+        };
+        into.record(&store, r)?;
+    }
+    let mut now = live.now;
+    for (path, was) in abandoned.first {
+        now.entry(path).or_insert(was);
+    }
+    Ok(now)
+}
+
+/// A derivation in progress: each touched path's state now, and before it was first touched.
+#[derive(Default)]
+struct Derived {
+    now: BTreeMap<String, Expect>,
+    first: BTreeMap<String, Expect>,
+    at_snapshot: BTreeMap<String, BTreeMap<String, Expect>>,
+}
+
+impl Derived {
+    /// Fold one record's effects in.
+    fn record(&mut self, store: &aido_journal::BlobStore, r: &Record) -> Result<(), String> {
+        let Derived {
+            now,
+            first,
+            at_snapshot,
+        } = self;
         if let Event::SnapshotTaken { snapshot, .. } = &r.event {
             at_snapshot.insert(snapshot.clone(), now.clone());
         }
@@ -152,29 +184,25 @@ pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String
                         mode: None,
                         mtime_ns: *mtime_ns,
                     };
-                    set(&mut now, &mut first, path, was, after);
+                    set(now, first, path, was, after);
                 }
                 Effect::FileRemoved { path, before, .. } => {
                     let was = before.kept().map_or(Expect::Present, Expect::file);
-                    set(&mut now, &mut first, path, was, Expect::Absent);
+                    set(now, first, path, was, Expect::Absent);
                 }
-                Effect::DirCreated { path } => set(
-                    &mut now,
-                    &mut first,
-                    path,
-                    Expect::Absent,
-                    Expect::Dir { mode: None },
-                ),
+                Effect::DirCreated { path } => {
+                    set(now, first, path, Expect::Absent, Expect::Dir { mode: None })
+                }
                 Effect::DirRemoved { path, mode } => set(
-                    &mut now,
-                    &mut first,
+                    now,
+                    first,
                     path,
                     Expect::Dir { mode: *mode },
                     Expect::Absent,
                 ),
                 Effect::LinkCreated { path, target } => set(
-                    &mut now,
-                    &mut first,
+                    now,
+                    first,
                     path,
                     Expect::Absent,
                     Expect::Link {
@@ -182,8 +210,8 @@ pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String
                     },
                 ),
                 Effect::LinkRemoved { path, target } => set(
-                    &mut now,
-                    &mut first,
+                    now,
+                    first,
                     path,
                     Expect::Link {
                         target: target.clone(),
@@ -200,12 +228,12 @@ pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String
                         Some(Expect::Dir { .. }) => Expect::Dir { mode: Some(*mode) },
                         _ => Expect::Present,
                     };
-                    set(&mut now, &mut first, path, Expect::Present, after);
+                    set(now, first, path, Expect::Present, after);
                 }
                 Effect::Moved { from, to } => {
                     let moved = now.get(from).cloned().unwrap_or(Expect::Present);
-                    set(&mut now, &mut first, from, Expect::Present, Expect::Absent);
-                    set(&mut now, &mut first, to, Expect::Absent, moved);
+                    set(now, first, from, Expect::Present, Expect::Absent);
+                    set(now, first, to, Expect::Absent, moved);
                 }
                 Effect::SnapshotRestored { snapshot, .. } => {
                     let saved = at_snapshot.get(snapshot).cloned().unwrap_or_default();
@@ -224,8 +252,8 @@ pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String
                 Effect::Changes { parts, .. } => {
                     store.visit_change_set(parts, |entry| {
                         set(
-                            &mut now,
-                            &mut first,
+                            now,
+                            first,
                             &entry.path,
                             Expect::of(&entry.before),
                             Expect::of(&entry.after),
@@ -235,8 +263,8 @@ pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String
                 }
             }
         }
+        Ok(())
     }
-    Ok(now)
 }
 
 fn set(

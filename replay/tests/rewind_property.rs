@@ -70,7 +70,7 @@ fn command(kind: u8, f: u8, c: u8) -> String {
         0 => format!("mkdir -p d{d} && printf 'cmd {c}\\n' > d{d}/f{n}.txt"),
         1 => format!(
             "chmod {} d{d}/f{n}.txt 2>/dev/null; true",
-            if c % 2 == 0 { "600" } else { "755" }
+            if c.is_multiple_of(2) { "600" } else { "755" }
         ),
         2 => format!("mkdir -p d{d} && ln -sfn f{n}.txt d{d}/l{n}"),
         3 => format!("rm -rf n{} d{d}", f % 3),

@@ -65,8 +65,11 @@ def via_exec(world, shell: str, timeout_ms: int = 20_000) -> Ran:
         timeout=120,
     )
     code = None
-    if proc.returncode == 125 and proc.stderr.startswith("aido: ["):
-        code = proc.stderr[len("aido: [") :].split("]", 1)[0]
+    # aido's own refusal is the first line of stderr that starts "aido: [code]"; when the
+    # command ran and only its changes were refused, the command's output comes before it.
+    refusal = next((l for l in proc.stderr.splitlines() if l.startswith("aido: [")), None)
+    if proc.returncode == 125 and refusal:
+        code = refusal[len("aido: [") :].split("]", 1)[0]
     return Ran(code, proc.returncode, proc.stdout + proc.stderr)
 
 

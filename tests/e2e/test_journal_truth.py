@@ -141,3 +141,31 @@ async def test_verify_tree_holds_the_journal_against_the_workspace_and_names_wha
         "stray.txt": "unaccounted",
         "untouched": "unaccounted",
     }, found
+
+
+async def test_verify_tree_after_a_rewind_checks_what_the_rewind_gave_back(world):
+    """`verify --tree` after a rewind: the paths only the abandoned command touched hold what
+    they held before it (checked, not skipped), the rewind's own changes are accounted for, so
+    a clean rewind verifies clean, and a file the rewind should have removed is named."""
+    (world.home / "kept.txt").write_text("before\n")
+    async with world.session() as s:
+        first = await s.call("run_command", {"shell": "mkdir -p gen/a && for i in 1 2 3; do echo $i > gen/a/$i; done && "
+                                                       "echo after > kept.txt && touch -d @1000000000 kept.txt"})
+        assert ok(first)["exit_code"] == 0, first
+        assert (world.home / "gen" / "a" / "3").exists()
+        await s.ok("rewind", {"before_seq": seq_of(first)})
+    assert not (world.home / "gen").exists()
+    assert (world.home / "kept.txt").read_text() == "before\n"
+    [session] = world.run_json("replay", "sessions", "--json")
+    clean = world.run("replay", "verify", session["id"], "--tree", "--json")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    tree = __import__("json").loads(clean.stdout)["tree"]
+    assert tree["findings"] == [] and tree["checked"] >= 5, tree
+    # Something the rewind should have taken away, back by hand: named as a mismatch.
+    (world.home / "gen" / "a").mkdir(parents=True)
+    (world.home / "gen" / "a" / "2").write_text("2\n")
+    dirty = world.run("replay", "verify", session["id"], "--tree", "--json")
+    assert dirty.returncode == 1, dirty.stdout + dirty.stderr
+    found = {f["path"].removeprefix(str(world.home.resolve()) + "/"): f["kind"]
+             for f in __import__("json").loads(dirty.stdout)["tree"]["findings"]}
+    assert found.get("gen/a/2") == "tree_mismatch" and found.get("gen") == "tree_mismatch", found

@@ -569,3 +569,24 @@ async def test_what_if_judges_a_commands_file_changes_under_the_other_policy(wor
     # Under the policy it ran with, nothing differs.
     same = world.run("replay", "what-if", session["id"], "--policy", str(world.write_config("")), "--json")
     assert same.returncode == 0 and json.loads(same.stdout) == [], same.stdout + same.stderr
+
+
+async def test_the_policys_change_set_caps_refuse_a_command_whole_and_bound_its_largest_file(world):
+    """Issue 25, point 3: `[processes] change_files_max` and `change_bytes_max` refuse a
+    command's change set whole with `command_changes_too_large`, before anything lands; the
+    same cap is the largest file a command may write (RLIMIT_FSIZE follows the policy)."""
+    config = "[processes]\nchange_files_max = 50\nchange_bytes_max = 1048576\n"
+    async with world.session(config=config) as s:
+        many = await s.call("run_command", {"shell": "mkdir many && for i in $(seq 100); do echo $i > many/$i; done"})
+        assert err(many)["code"] == "command_changes_too_large", many
+        assert not (world.home / "many").exists()
+        heavy = await s.call("run_command", {"shell": "for i in 1 2 3; do head -c 400000 /dev/urandom > heavy.$i; done"})
+        assert err(heavy)["code"] == "command_changes_too_large", heavy
+        assert not list(world.home.glob("heavy.*"))
+        # One file past the cap cannot even be written inside: the kernel stops it (SIGXFSZ).
+        big = await s.ok("run_command", {"shell": "head -c 2000000 /dev/zero > big; echo $?"})
+        assert big["stdout"].strip() == "153", big  # 128 + SIGXFSZ
+        assert (world.home / "big").stat().st_size == 1048576, big
+        # Within the caps, a command's changes land.
+        fine = await s.ok("run_command", {"shell": "mkdir few && for i in $(seq 10); do echo $i > few/$i; done"})
+        assert fine["exit_code"] == 0 and len(list((world.home / "few").iterdir())) == 10, fine

@@ -46,6 +46,8 @@ pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
     }
     profile.writes = WriteMode::Direct;
     let processes = &policy.config().processes;
+    // A file may be as large as a whole change set may be: the policy's cap, not a fixed one.
+    profile.rlimits.file_size_bytes_max = processes.change_bytes_max;
     profile.cgroup = cgroup_of(processes);
     if !processes.egress.is_empty() {
         profile.network = aido_sandbox::Network::Proxy {
