@@ -55,6 +55,8 @@ mod search;
 mod serve;
 /// Snapshot create and restore against `cp -a` and git.
 mod snapshots;
+/// Memory over many calls, on stdio and over HTTP.
+mod soak;
 /// The stdio comparison.
 mod stdio;
 /// Stopping the snapshot section cleanly on Ctrl-C.
@@ -133,6 +135,32 @@ enum Command {
         /// Where the peers are installed.
         #[arg(long, default_value = "bench/node_modules")]
         node_modules: PathBuf,
+        /// Write the section into the results file and render the report.
+        #[arg(long)]
+        write: bool,
+        /// The results file.
+        #[arg(long, default_value = report::RESULTS_FILE)]
+        results: PathBuf,
+        /// The report to write.
+        #[arg(long, default_value = "docs/BENCHMARKS.md")]
+        out: PathBuf,
+    },
+    /// Run only the soak section (memory over many mixed calls, on stdio and over HTTP) and
+    /// print its figures; with `--write`, also put its section into the results file
+    /// (replacing the one there, saying it was measured alone) and render the report.
+    Soak {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        /// Calls per transport.
+        #[arg(long, default_value_t = 20_000)]
+        calls: usize,
+        /// Bytes of a large call's argument (about).
+        #[arg(long, default_value_t = 1 << 20)]
+        large_bytes: usize,
+        /// One call in this many is large.
+        #[arg(long, default_value_t = 10)]
+        large_every: usize,
         /// Write the section into the results file and render the report.
         #[arg(long)]
         write: bool,
@@ -305,6 +333,18 @@ struct Args {
     /// Leave out the process benchmark.
     #[arg(long)]
     skip_process: bool,
+    /// Leave out the soak benchmark.
+    #[arg(long)]
+    skip_soak: bool,
+    /// Calls per transport in the soak benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    soak_calls: usize,
+    /// Bytes of a large soak call's argument (about).
+    #[arg(long, default_value_t = 1 << 20)]
+    soak_large_bytes: usize,
+    /// One soak call in this many is large.
+    #[arg(long, default_value_t = 10)]
+    soak_large_every: usize,
     /// Rounds of the script benchmark timed.
     #[arg(long, default_value_t = 10)]
     script_repeats: usize,
@@ -366,6 +406,23 @@ fn main() -> Result<()> {
         }) => {
             let into = write.then_some((results.as_path(), out.as_path()));
             return process_only(aido, node_modules, into);
+        }
+        Some(Command::Soak {
+            aido,
+            calls,
+            large_bytes,
+            large_every,
+            write,
+            results,
+            out,
+        }) => {
+            let options = soak::Options {
+                calls: (*calls).max(20),
+                large_bytes: *large_bytes,
+                large_every: (*large_every).max(1),
+            };
+            let into = write.then_some((results.as_path(), out.as_path()));
+            return soak_only(aido, options, into);
         }
         Some(Command::Telemetry { calls, rounds }) => {
             return telemetry::run((*calls).max(1), (*rounds).max(1));
@@ -548,6 +605,21 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the process section failed: {why}");
     }
 
+    let soak = if args.skip_soak {
+        soak::SoakSection::Skipped("`--skip-soak`".into())
+    } else {
+        eprintln!("aido-bench: soak: memory over many mixed calls, stdio and HTTP");
+        let options = soak::Options {
+            calls: args.soak_calls.max(20),
+            large_bytes: args.soak_large_bytes,
+            large_every: args.soak_large_every.max(1),
+        };
+        soak::run(&setup.aido, &temp, options).await
+    };
+    if let soak::SoakSection::Failed(why) = &soak {
+        eprintln!("aido-bench: the soak section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -569,6 +641,7 @@ async fn bench(args: Args) -> Result<()> {
         desktop,
         artifact,
         process,
+        soak,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -696,6 +769,44 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
     if let Some((results, out)) = into {
         merge_into(results, out, |machine| {
             report::process_alone(&section, &machine.commit, &machine.date)
+        })?;
+    }
+    Ok(())
+}
+
+/// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
+fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
+    let aido = std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let section = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(soak::run(&aido, &std::env::temp_dir(), options));
+    let run = match &section {
+        soak::SoakSection::Ran(run) => run,
+        soak::SoakSection::Skipped(why) => bail!("not run: {why}"),
+        soak::SoakSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let mb = |b: u64| b as f64 / 1e6;
+    for side in &run.sides {
+        let marks: Vec<String> = run
+            .marks()
+            .iter()
+            .map(|&n| format!("{n}: {:.1} MB", mb(side.at(n))))
+            .collect();
+        println!(
+            "{:<5} RSS {}; peak {:.1} MB; {:.0} calls/s; {:.1} MB on disk",
+            side.transport,
+            marks.join(", "),
+            mb(side.peak),
+            run.options.calls as f64 / side.took.as_secs_f64().max(1e-9),
+            mb(side.disk_bytes),
+        );
+    }
+    if let Some((results, out)) = into {
+        merge_into(results, out, |machine| {
+            report::soak_alone(&section, &machine.commit, &machine.date)
         })?;
     }
     Ok(())

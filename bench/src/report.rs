@@ -94,6 +94,8 @@ pub struct Report {
     pub artifact: crate::artifact::ArtifactSection,
     /// Confined commands beside bare spawns, srt and codex; a flood; changes per file.
     pub process: crate::process::ProcessSection,
+    /// Memory over many mixed calls, on stdio and over HTTP.
+    pub soak: crate::soak::SoakSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -200,6 +202,7 @@ const NOTES: &[(&str, &str)] = &[
     ("desktop", include_str!("report/notes/desktop.md")),
     ("artifact", include_str!("report/notes/artifact.md")),
     ("process", include_str!("report/notes/process.md")),
+    ("soak", include_str!("report/notes/soak.md")),
     ("conformance", include_str!("report/notes/conformance.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
@@ -267,6 +270,155 @@ pub fn process_alone(
         ],
     );
     (section, rows)
+}
+
+/// The soak section measured on its own (`aido-bench soak --write`), saying when.
+pub fn soak_alone(
+    soak: &crate::soak::SoakSection,
+    commit: &str,
+    date: &str,
+) -> (Section, Vec<Row>) {
+    let mut rows = Vec::new();
+    let section = soak_section_with(
+        soak,
+        &mut rows,
+        &[
+            ("alone_commit", commit.to_owned()),
+            ("alone_date", date.to_owned()),
+        ],
+    );
+    (section, rows)
+}
+
+/// The soak section: per transport, the largest resident memory after warm-up and its growth
+/// over the last three quarters of the calls, judged against the bound; a table of the marks.
+fn soak_section_with(
+    soak: &crate::soak::SoakSection,
+    rows: &mut Vec<Row>,
+    extra: &[(&str, String)],
+) -> Section {
+    use crate::soak::SoakSection;
+    const S: &str = "soak";
+    let ids = [
+        ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
+        ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
+    ];
+    let run = match soak {
+        SoakSection::Ran(run) => run,
+        SoakSection::Skipped(why) | SoakSection::Failed(why) => {
+            for (_, max, growth) in ids {
+                for id in [max, growth] {
+                    let outcome = match soak {
+                        SoakSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                        _ => Outcome::Failed(why.clone()),
+                    };
+                    rows.push(row(S, id, "see the soak section", outcome));
+                }
+            }
+            return section(S, extra, Vec::new());
+        }
+    };
+    let [warm, quarter, half, all] = run.marks();
+    let bytes = |b: u64| Value {
+        unit: Unit::Bytes,
+        median: b as f64,
+        ..Value::default()
+    };
+    let thousands = |n: usize| render::thousands(n as f64);
+    let server = |transport: &str| match transport {
+        "stdio" => "`aido mcp` on stdio",
+        _ => "`aido serve` over HTTP",
+    };
+    let mut cells = Vec::new();
+    for (transport, max_id, growth_id) in ids {
+        let Some(side) = run.sides.iter().find(|s| s.transport == transport) else {
+            for id in [max_id, growth_id] {
+                let outcome = Outcome::Failed(format!("no {transport} run"));
+                rows.push(row(S, id, "see the soak section", outcome));
+            }
+            continue;
+        };
+        let after: Vec<f64> = side
+            .samples
+            .iter()
+            .filter(|(n, _)| *n >= warm)
+            .map(|(_, rss)| *rss as f64)
+            .collect();
+        rows.push(row(
+            S,
+            max_id,
+            format!(
+                "{}: the largest resident memory (VmRSS) sampled from call {} to call {} of {} mixed calls",
+                server(transport),
+                thousands(warm),
+                thousands(all),
+                thousands(all)
+            ),
+            Outcome::Measured(Value {
+                max: Some(side.max_from(warm) as f64),
+                min: after.iter().copied().reduce(f64::min),
+                n: Some(after.len() as u64),
+                samples: after,
+                ..bytes(side.max_from(warm))
+            }),
+        ));
+        rows.push(row(
+            S,
+            growth_id,
+            format!(
+                "{}: resident memory at call {} less at call {}",
+                server(transport),
+                thousands(all),
+                thousands(quarter)
+            ),
+            Outcome::Measured(bytes(side.at(all).saturating_sub(side.at(quarter)))),
+        ));
+        let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+        cells.push(vec![
+            transport.to_owned(),
+            mb(side.at(0)),
+            mb(side.at(warm)),
+            mb(side.at(quarter)),
+            mb(side.at(half)),
+            mb(side.at(all)),
+            mb(side.peak),
+            format!("{:.0}", all as f64 / side.took.as_secs_f64().max(1e-9)),
+            format!("{:.0}", side.disk_bytes as f64 / 1e6),
+        ]);
+    }
+    let columns = [
+        "transport".to_owned(),
+        "RSS at start (MB)".to_owned(),
+        format!("after {} calls", thousands(warm)),
+        thousands(quarter).to_string(),
+        thousands(half).to_string(),
+        thousands(all).to_string(),
+        "peak, VmHWM (MB)".to_owned(),
+        "calls/s".to_owned(),
+        "journal and audit on disk (MB)".to_owned(),
+    ];
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let (bound, growth) = targets::soak_bounds();
+    section(
+        S,
+        &[
+            ("calls", thousands(all)),
+            ("every", run.options.large_every.to_string()),
+            (
+                "large_mib",
+                format!("{:.0}", run.options.large_bytes as f64 / (1 << 20) as f64),
+            ),
+            ("sample_every", crate::soak::SAMPLE_EVERY.to_string()),
+            ("warm", thousands(warm)),
+            ("quarter", thousands(quarter)),
+            ("bound_mb", format!("{:.0}", bound / 1e6)),
+            ("growth_mb", format!("{:.0}", growth / 1e6)),
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect::<Vec<_>>(),
+        vec![("soak", table(&columns, cells))],
+    )
 }
 
 /// Section `id` from its template.
@@ -1062,6 +1214,7 @@ impl Report {
         sections.push(desktop_section(&self.desktop, &mut rows));
         sections.push(artifact_section(&self.artifact, &mut rows));
         sections.push(process_section(&self.process, &mut rows));
+        sections.push(soak_section_with(&self.soak, &mut rows, &[]));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -1400,6 +1553,7 @@ pub(crate) mod tests {
             desktop: crate::desktop::DesktopSection::Skipped("not asked for".into()),
             artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
             process: crate::process::ProcessSection::Skipped("not asked for".into()),
+            soak: crate::soak::SoakSection::Skipped("not asked for".into()),
         }
     }
 

@@ -1063,8 +1063,12 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     retention::at_start(home, &layered.config.retention, &journal, "aido mcp");
     expect_commands(&layered.config);
     // The audit files: every record as one line of AIDO_HOME/audit/DAY.jsonl.
-    let audit = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
-        .context("following the journal for the audit files")?;
+    let audit = aido_serve::Feed::start(
+        journal.clone(),
+        Some(aido_serve::feed::audit_dir(home)),
+        aido_serve::feed::RingLimits::NONE,
+    )
+    .context("following the journal for the audit files")?;
     let telemetry_config = layered.config.telemetry.clone();
     let runtime = Runtime::start(RuntimeOptions {
         config: layered.config,

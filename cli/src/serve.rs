@@ -35,8 +35,12 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     // Before the runtime stores anything, so all it stores is pinned while retention runs.
     super::retention::at_start(home, &layered.config.retention, &journal, "aido serve");
-    let feed = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
-        .context("following the journal")?;
+    let feed = aido_serve::Feed::start(
+        journal.clone(),
+        Some(aido_serve::feed::audit_dir(home)),
+        aido_serve::feed::RingLimits::SERVE,
+    )
+    .context("following the journal")?;
     let telemetry_config = layered.config.telemetry.clone();
     let fleet = fleet_of(&layered.config.fleet);
     super::expect_commands(&layered.config);

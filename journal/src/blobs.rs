@@ -19,16 +19,17 @@ pub(crate) fn hash_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 
-/// Contents larger than this are stored as chunks of this size, each under its own blake3,
-/// with the list of chunks under the whole contents' blake3 in the `chunked` tree. So a blob
-/// of any size is kept without one sled value (or one buffer) holding it whole.
+/// Journals of earlier aidos stored contents larger than this as chunks of this size, each
+/// under its own blake3, with the list of chunks under the whole contents' blake3 in the
+/// `chunked` tree; they are still read. Contents of that size are objects now.
 pub const BLOB_CHUNK_BYTES: usize = 1 << 20;
 
-/// Contents by blake3: the `blobs` tree (one value each, up to [`BLOB_CHUNK_BYTES`]) and the
-/// `chunked` tree (the chunk list of larger ones). Cheap to clone; safe to use from any
-/// thread. A blob stored here is durable with the journal's next flush, which every durable
-/// append makes, so a body stores what an effect names before the record that names it is
-/// acknowledged.
+/// Contents by blake3: the `blobs` tree (contents smaller than
+/// [`crate::objects::OBJECT_BYTES_MIN`]), the objects (larger ones), and the `chunked` tree
+/// (chunk lists of earlier aidos). Cheap to clone; safe to use from any thread. A blob stored
+/// here is durable with the journal's next flush, which every durable append makes (objects
+/// synced before sled), so a body stores what an effect names before the record that names it
+/// is acknowledged.
 #[derive(Clone, Debug)]
 pub struct BlobStore {
     pub(crate) blobs: sled::Tree,
@@ -159,102 +160,56 @@ impl BlobStore {
         Ok(Some(bytes.len() as u64))
     }
 
-    /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once), chunked
-    /// when large. Contents already stored are not written again.
+    /// Store `bytes` under `hash` (their blake3, hex, computed by the caller once): in sled
+    /// when smaller than [`crate::objects::OBJECT_BYTES_MIN`], else as an object. Contents
+    /// already stored are not written again.
     pub fn put(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {
         debug_assert_eq!(hash, hash_hex(bytes), "a blob is stored under its own hash");
         let key = decode_hash(hash).ok_or_else(|| AppendError::Storage {
             message: format!("{hash} is not a blake3 hash"),
         })?;
+        if bytes.len() as u64 >= crate::objects::OBJECT_BYTES_MIN {
+            // Pins, looks for and writes the object.
+            return self.objects.put_bytes(hash, bytes);
+        }
         self.pins().pin(&key);
         if self.contains_key(&key).map_err(storage)? {
             return Ok(());
         }
-        if bytes.len() <= BLOB_CHUNK_BYTES {
-            self.blobs.insert(key, bytes).map_err(storage)?;
-            return Ok(());
-        }
-        if self.objects.contains(hash) {
-            return Ok(());
-        }
+        self.blobs.insert(key, bytes).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Stream `reader` into the store, hashing as it goes: for contents too large to hold in
+    /// memory (a before-image of a big file). It becomes an object whatever its size. At most
+    /// `max` bytes are read; more is an error ([`AppendError::BlobTooLarge`]) and nothing is
+    /// stored.
+    pub fn put_stream(&self, reader: &mut dyn Read, max: u64) -> Result<StoredBlob, AppendError> {
+        self.objects.put_reader(reader, max)
+    }
+
+    /// Make the objects stored so far durable (one `syncfs` when any was written): before
+    /// sled is flushed, so no durable record names contents that are not.
+    pub(crate) fn sync(&self) -> Result<(), AppendError> {
+        self.objects.sync()
+    }
+
+    /// Store `bytes` as chunks of [`BLOB_CHUNK_BYTES`] and a chunk list, as aidos before
+    /// objects did: for the tests of reading and sweeping such journals.
+    #[cfg(test)]
+    pub(crate) fn put_chunked(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {
+        let key = decode_hash(hash).ok_or_else(|| AppendError::Storage {
+            message: format!("{hash} is not a blake3 hash"),
+        })?;
         let mut list = Vec::with_capacity(bytes.len() / BLOB_CHUNK_BYTES * 32 + 40);
         for chunk in bytes.chunks(BLOB_CHUNK_BYTES) {
             let h = blake3::hash(chunk);
-            self.pins().pin(h.as_bytes());
-            if !self.blobs.contains_key(h.as_bytes()).map_err(storage)? {
-                self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
-            }
+            self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
             list.extend_from_slice(h.as_bytes());
         }
         list.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
         self.chunked.insert(key, list).map_err(storage)?;
         Ok(())
-    }
-
-    /// Stream `reader` into the store in chunks, hashing as it goes: for contents too large to
-    /// hold in memory (a before-image of a big file). At most `max` bytes are read; more is an
-    /// error ([`AppendError::BlobTooLarge`]) and nothing under the whole hash is stored.
-    pub fn put_stream(&self, reader: &mut dyn Read, max: u64) -> Result<StoredBlob, AppendError> {
-        let mut whole = blake3::Hasher::new();
-        let mut list = Vec::new();
-        let mut total = 0u64;
-        let mut buf = vec![0u8; BLOB_CHUNK_BYTES];
-        loop {
-            let mut filled = 0;
-            while filled < buf.len() {
-                let n = reader
-                    .read(&mut buf[filled..])
-                    .map_err(|e| AppendError::Storage {
-                        message: format!("reading contents to keep: {e}"),
-                    })?;
-                if n == 0 {
-                    break;
-                }
-                filled += n;
-            }
-            if filled == 0 {
-                break;
-            }
-            total += filled as u64;
-            if total > max {
-                return Err(AppendError::BlobTooLarge { bytes: total, max });
-            }
-            let chunk = &buf[..filled];
-            whole.update(chunk);
-            let h = blake3::hash(chunk);
-            self.pins().pin(h.as_bytes());
-            if !self.blobs.contains_key(h.as_bytes()).map_err(storage)? {
-                self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
-            }
-            list.extend_from_slice(h.as_bytes());
-            if filled < buf.len() {
-                break;
-            }
-        }
-        let hash = whole.finalize();
-        let key = hash.as_bytes();
-        self.pins().pin(key);
-        if !self.contains_key(key).map_err(storage)? {
-            if total == 0 {
-                self.blobs.insert(key, &[][..]).map_err(storage)?;
-            } else if list.len() == 32 {
-                // One chunk: the chunk is the blob. It was stored (or found) just above, so
-                // not finding it now is a storage failure, never an empty blob.
-                let bytes = self.blobs.get(&list[..]).map_err(storage)?.ok_or_else(|| {
-                    AppendError::Storage {
-                        message: format!("the chunk just kept for blob {} is gone", hash.to_hex()),
-                    }
-                })?;
-                self.blobs.insert(key, bytes).map_err(storage)?;
-            } else {
-                list.extend_from_slice(&total.to_be_bytes());
-                self.chunked.insert(key, list).map_err(storage)?;
-            }
-        }
-        Ok(StoredBlob {
-            hash: hash.to_hex().to_string(),
-            bytes: total,
-        })
     }
 
     /// What retention's sweep must leave (the objects' pins: one set for both).
@@ -453,33 +408,40 @@ mod tests {
         (dir, store)
     }
 
-    /// Contents of any size round-trip, whether put whole or streamed, and name the same hash.
+    /// Contents of any size round-trip, whether put whole or streamed, and name the same
+    /// hash; below `OBJECT_BYTES_MIN` they are a sled value, from it on an object, so no sled
+    /// value is larger than that.
     #[test]
-    fn blobs_of_any_size_are_kept_in_chunks() {
+    fn small_contents_are_sled_values_and_larger_ones_objects() {
         let (_d, s) = store();
-        for size in [
-            0,
-            1,
-            BLOB_CHUNK_BYTES - 1,
-            BLOB_CHUNK_BYTES,
-            BLOB_CHUNK_BYTES + 1,
-            3 * BLOB_CHUNK_BYTES + 17,
-        ] {
+        let min = crate::objects::OBJECT_BYTES_MIN as usize;
+        for size in [0, 1, min - 1, min, min + 1, 3 * BLOB_CHUNK_BYTES + 17] {
             let bytes: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
             let hash = hash_hex(&bytes);
             s.put(&hash, &bytes).unwrap();
             assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]), "{size}");
+            let key = decode_hash(&hash).unwrap();
+            assert_eq!(s.blobs.contains_key(key).unwrap(), size < min, "{size}");
+            assert_eq!(s.objects.contains(&hash), size >= min, "{size}");
             let streamed = s.put_stream(&mut &bytes[..], u64::MAX).unwrap();
             assert_eq!(streamed.hash, hash, "{size}");
             assert_eq!(streamed.bytes, size as u64);
+            assert!(s.objects.contains(&hash), "a stream is an object: {size}");
             assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]), "{size}");
         }
+        assert!(s.chunked.is_empty(), "nothing is chunked any more");
+        assert!(s.blobs.iter().all(|kv| kv.unwrap().1.len() < min));
         let big = vec![7u8; 2 * BLOB_CHUNK_BYTES];
         let err = s.put_stream(&mut &big[..], 10).unwrap_err();
         assert_eq!(err.code(), "journal_blob_too_large");
+        assert!(
+            !s.contains(&hash_hex(&big)),
+            "a refused stream names nothing"
+        );
     }
 
-    /// A chunked blob with a chunk gone or a bad list is damaged, not absent.
+    /// A chunked blob (an earlier aido's) reads back; with a chunk gone or a bad list it is
+    /// damaged, not absent.
     #[test]
     fn a_damaged_chunked_blob_is_an_error_not_none() {
         let (_d, s) = store();
@@ -487,7 +449,8 @@ mod tests {
             .map(|i| (i % 253) as u8)
             .collect();
         let hash = hash_hex(&bytes);
-        s.put(&hash, &bytes).unwrap();
+        s.put_chunked(&hash, &bytes).unwrap();
+        assert_eq!(s.get(&hash).unwrap().as_deref(), Some(&bytes[..]));
         let key = decode_hash(&hash).unwrap();
         let list = s.chunked.get(key).unwrap().unwrap();
         // The list's size says more than its chunks can hold.

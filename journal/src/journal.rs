@@ -235,12 +235,18 @@ fn is_lock_error(e: &sled::Error) -> bool {
     matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
+/// sled's page cache, in bytes of pages as stored on disk. sled holds several times this in
+/// memory (a page's keys and values are allocations of their own), and more until its LRU
+/// catches up (it takes accesses in blocks of 64 per shard, 256 shards). More cache buys little
+/// for an append-only journal whose readers mostly read what was just written.
+const PAGE_CACHE_BYTES_MAX: u64 = 4 << 20;
+
 /// How every journal's sled database is configured (retention's compaction makes a fresh one
 /// the same way, since sled refuses to reopen a database under other settings).
 pub(crate) fn sled_config(path: &Path) -> sled::Config {
     sled::Config::new()
         .path(path)
-        .cache_capacity(64 << 20)
+        .cache_capacity(PAGE_CACHE_BYTES_MAX)
         // The writer flushes every batch itself; the background flusher only adds work.
         .flush_every_ms(None)
 }
@@ -297,6 +303,10 @@ impl Journal {
         let restored = crate::tail::replay(path, &trees.records, &trees.sessions, &trees.blobs)
             .map_err(tail_err)?;
         if restored > 0 {
+            trees
+                .blobs
+                .sync()
+                .map_err(|e| tail_err(std::io::Error::other(e.to_string())))?;
             trees
                 .db
                 .flush()
@@ -682,7 +692,7 @@ impl Journal {
     /// Read the record stored under (session, seq): its bytes must match its hash, its format
     /// be one this aido reads, and its header name the key it is stored under.
     fn decode(&self, session: SessionId, seq: u64, value: &[u8]) -> Result<Record, ReadError> {
-        let checked = check_value(session, seq, value)?;
+        let checked = check_value(&self.inner.trees.blobs, session, seq, value)?;
         let fetch = |h: &str| self.blob(h);
         let value = internalize(checked.stored, seq, &fetch)?;
         let mut record: Record = serde_json::from_value(value).map_err(|e| ReadError::Corrupt {
@@ -849,13 +859,14 @@ impl Journal {
                     &prev,
                 ));
             }
-            let Checked { hash, stored } = match check_value(session, seq, &v) {
-                Ok(c) => c,
-                Err(ReadError::Corrupt { reason, .. }) => {
-                    return Ok(broken(seq, reason, checked, &prev));
-                }
-                Err(e) => return Ok(broken(seq, e.to_string(), checked, &prev)),
-            };
+            let Checked { hash, stored, .. } =
+                match check_value(&self.inner.trees.blobs, session, seq, &v) {
+                    Ok(c) => c,
+                    Err(ReadError::Corrupt { reason, .. }) => {
+                        return Ok(broken(seq, reason, checked, &prev));
+                    }
+                    Err(e) => return Ok(broken(seq, e.to_string(), checked, &prev)),
+                };
             if stored["prev"].as_str() != Some(prev.as_str()) {
                 let reason = match &base {
                     Some(cut) if seq == origin => format!(
@@ -967,7 +978,7 @@ impl Journal {
                 Ok(seq) => seq,
                 Err(e) => return Ok(Err((0, e.to_string()))),
             };
-            let checked = match check_value(session, seq, &v) {
+            let checked = match check_value(&self.inner.trees.blobs, session, seq, &v) {
                 Ok(c) => c,
                 Err(ReadError::Corrupt { reason, .. }) => return Ok(Err((seq, reason))),
                 Err(e) => return Ok(Err((seq, e.to_string()))),
@@ -1004,7 +1015,7 @@ impl Journal {
         else {
             return Ok(None);
         };
-        let actual = match check_value(session, cut.through_seq, &value) {
+        let actual = match check_value(&self.inner.trees.blobs, session, cut.through_seq, &value) {
             Ok(c) => hex::encode(c.hash),
             // Damage at or before the cut is on its way out; the cut names what it was.
             Err(_) => return Ok(None),
@@ -1063,11 +1074,25 @@ pub(crate) struct Checked {
     pub(crate) hash: [u8; 32],
     /// Its JSON, blobs still by reference.
     pub(crate) stored: serde_json::Value,
+    /// Its bytes are in the blob store under its hash (it is larger than
+    /// [`RECORD_INLINE_BYTES_MAX`]): what retention marks besides what the record names.
+    pub(crate) kept_as_blob: bool,
 }
 
+/// A record whose stored value (its hash and its bytes) is larger than this keeps its bytes in
+/// the blob store (an object, see [`crate::objects`]) under its own hash, and the records tree
+/// holds the hash alone (32 bytes, which an inline value never is: a record's JSON is never
+/// empty). So no sled value is much larger than this: sled keeps some 16,000 recent values in
+/// memory whatever its cache says, and their size is what bounds aido's memory. A record is
+/// that large when it holds many strings short enough to stay inline (a `stat_files` of a
+/// thousand paths).
+pub(crate) const RECORD_INLINE_BYTES_MAX: usize = crate::objects::OBJECT_BYTES_MIN as usize;
+
 /// Check a value stored under (session, seq), as every reader and the writer's head do: its
-/// bytes match its hash, its format is one this aido reads, and its header names its key.
+/// bytes (inline, or in `blobs` under its hash) match its hash, its format is one this aido
+/// reads, and its header names its key.
 pub(crate) fn check_value(
+    blobs: &blobs::BlobStore,
     session: SessionId,
     seq: u64,
     value: &[u8],
@@ -1076,7 +1101,15 @@ pub(crate) fn check_value(
     if value.len() < 32 {
         return Err(corrupt("shorter than its hash".into()));
     }
-    let (hash, bytes) = value.split_at(32);
+    let kept;
+    let (hash, bytes) = if value.len() == 32 {
+        kept = blobs
+            .get(&hex::encode(value))?
+            .ok_or_else(|| corrupt("its bytes are missing from the blob store".into()))?;
+        (value, &kept[..])
+    } else {
+        value.split_at(32)
+    };
     if blake3::hash(bytes).as_bytes() != hash {
         return Err(corrupt("its bytes do not match its hash".into()));
     }
@@ -1098,7 +1131,11 @@ pub(crate) fn check_value(
     }
     let mut own = [0u8; 32];
     own.copy_from_slice(hash);
-    Ok(Checked { hash: own, stored })
+    Ok(Checked {
+        hash: own,
+        stored,
+        kept_as_blob: value.len() == 32,
+    })
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -1164,9 +1201,11 @@ mod tests {
         for n in 0..3 {
             j.append_blocking(s, n, ended(&content)).unwrap();
         }
-        assert_eq!(
-            j.inner.trees.blobs.blobs.len(),
-            1,
+        // Three records, one blob (50 kB: an object): its bytes are stored once.
+        let objects = j.inner.trees.blobs.objects().list().unwrap();
+        assert_eq!(objects, vec![blobs::hash_hex(content.as_bytes())]);
+        assert!(
+            j.inner.trees.blobs.blobs.is_empty(),
             "three records, one blob"
         );
         let record_bytes: usize = j
@@ -1182,6 +1221,51 @@ mod tests {
         );
         let records = j.all_records(s).unwrap();
         assert!(records.iter().all(|r| r.event == ended(&content)));
+    }
+
+    /// A record larger than `RECORD_INLINE_BYTES_MAX` keeps its bytes in the blob store under its own hash and
+    /// reads back, verifies and chains as any; its bytes gone, it is damaged, not absent.
+    #[test]
+    fn a_large_record_keeps_its_bytes_in_the_blob_store() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([4; 16]);
+        let paths: Vec<String> = (0..300)
+            .map(|k| format!("~/d/{k}/{}", "p".repeat(90)))
+            .collect();
+        let action =
+            aido_actions::Action::from_tool_call("stat_files", serde_json::json!({"paths": paths}))
+                .unwrap();
+        let large = Event::ActionProposed {
+            action,
+            verdict: aido_actions::Verdict::Allow,
+            parent: None,
+        };
+        j.append_blocking(s, 1, ended("before")).unwrap();
+        let appended = j.append_blocking(s, 2, large.clone()).unwrap();
+        j.append_blocking(s, 3, ended("after")).unwrap();
+        let stored = j.inner.trees.records.get(key(s, 2)).unwrap().unwrap();
+        assert_eq!(
+            hex::encode(&stored),
+            appended.hash,
+            "the tree holds the hash alone"
+        );
+        let records = j.all_records(s).unwrap();
+        assert_eq!(records[1].event, large);
+        assert_eq!(records[1].hash, appended.hash);
+        assert_eq!(records[2].prev, appended.hash);
+        assert_eq!(j.verify(s).unwrap().broken, None);
+        for item in j.inner.trees.records.iter() {
+            assert!(item.unwrap().1.len() <= RECORD_INLINE_BYTES_MAX);
+        }
+        // Its bytes gone from the blob store: verify names it, a read is an error.
+        let objects = j.inner.trees.blobs.objects();
+        assert!(objects.contains(&appended.hash), "kept as an object");
+        assert!(objects.remove(&appended.hash).unwrap().is_some());
+        assert_eq!(j.verify(s).unwrap().broken.map(|b| b.seq), Some(2));
+        assert_eq!(
+            j.all_records(s).unwrap_err().code(),
+            "journal_record_corrupt"
+        );
     }
 
     #[test]

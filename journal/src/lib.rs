@@ -28,7 +28,8 @@
 //! assert!(journal.verify(session).unwrap().broken.is_none());
 //! ```
 
-/// The blob store (chunked for large contents) and the moving of long strings out of records.
+/// The blob store (small contents in sled, larger ones as objects) and the moving of long
+/// strings out of records.
 pub mod blobs;
 /// Where journals live under `AIDO_HOME`, and reading one a running aido holds.
 pub mod dir;
@@ -51,7 +52,7 @@ mod writer;
 
 mod journal;
 
-pub use blobs::{BLOB_CHUNK_BYTES, BlobStore, StoredBlob};
+pub use blobs::{BlobStore, StoredBlob};
 pub use error::{AppendError, OpenError, ReadError};
 pub use journal::{
     Appended, Broken, CommitMode, Cut, Journal, Limits, QUEUE_RECORDS_MAX, Queued, Sequenced,

@@ -1,8 +1,10 @@
 //! Large contents as files beside the journal: `<journal>.objects/<2 hex>/<62 hex>`, each named
 //! by the blake3 of its bytes, written whole before it is named and never changed after
-//! (mode 0444). sled holds small contents well and large ones badly (its page cache would hold
-//! them, and a read-only copy of a live journal would copy them), so a file's contents of
-//! [`OBJECT_BYTES_MIN`] or more live here instead.
+//! (mode 0444). sled holds small contents well and large ones badly (a read-only copy of a live
+//! journal would copy them, and it keeps every value it was given or read in memory until its
+//! page cache's LRU catches up, some 16,000 accesses later whatever `cache_capacity` says: a
+//! value of a megabyte per call grew `aido mcp` by a megabyte per call), so contents of
+//! [`OBJECT_BYTES_MIN`] or more live here instead, and the largest sled value is about that.
 //!
 //! Storing is streamed (memory stays at one buffer whatever the size) and keeps holes: the
 //! source is read range by range with `SEEK_DATA`/`SEEK_HOLE`, a hole is hashed as the zeros
@@ -24,8 +26,11 @@ use rustix::fs::{AtFlags, Mode, OFlags, SeekFrom};
 
 use crate::error::{AppendError, ReadError};
 
-/// Contents at least this large are kept as objects; smaller ones in sled.
-pub const OBJECT_BYTES_MIN: u64 = 64 << 10;
+/// Contents at least this large are kept as objects; smaller ones in sled. Small enough that
+/// the values sled holds in memory until its LRU catches up stay some tens of megabytes
+/// (measured by `aido-bench soak`, docs/BENCHMARKS.md); large enough that the strings which
+/// leave records (over 1 KiB) are mostly not a file each.
+pub const OBJECT_BYTES_MIN: u64 = 4 << 10;
 
 /// Bytes read or written per step when streaming an object.
 const STEP_BYTES: usize = 1 << 20;
@@ -161,6 +166,44 @@ impl Objects {
         temp.write_all(bytes)
             .map_err(|e| io("write an object", e))?;
         self.name(&temp, hash)
+    }
+
+    /// Store what `reader` gives (at most `max` bytes; more is
+    /// [`AppendError::BlobTooLarge`] and nothing is named), hashed as it is written: for
+    /// contents too large to hold in memory that are not a file of their own.
+    pub fn put_reader(
+        &self,
+        reader: &mut dyn Read,
+        max: u64,
+    ) -> Result<crate::StoredBlob, AppendError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| io("make the objects directory", e))?;
+        let mut temp = self.unnamed()?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; STEP_BYTES];
+        let mut total = 0u64;
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io("reading contents to keep", e)),
+            };
+            total += n as u64;
+            if total > max {
+                return Err(AppendError::BlobTooLarge { bytes: total, max });
+            }
+            hasher.update(&buf[..n]);
+            temp.write_all(&buf[..n])
+                .map_err(|e| io("write an object", e))?;
+        }
+        let hash = hasher.finalize();
+        self.pins.pin(hash.as_bytes());
+        let name = hash.to_hex().to_string();
+        self.name(&temp, &name)?;
+        Ok(crate::StoredBlob {
+            hash: name,
+            bytes: total,
+        })
     }
 
     /// An unnamed file in the objects directory, or a named temporary where `O_TMPFILE` is

@@ -6,7 +6,8 @@ use std::thread::JoinHandle;
 
 use crate::error::AppendError;
 use crate::journal::{
-    Appended, CommitMode, Limits, Trees, check_value, key, prev_of_genesis, seq_of,
+    Appended, CommitMode, Limits, RECORD_INLINE_BYTES_MAX, Trees, check_value, key,
+    prev_of_genesis, seq_of,
 };
 use crate::record::{FORMAT_VERSION, SessionId};
 
@@ -206,7 +207,14 @@ impl Writer {
         if all.is_empty() && self.dirty_since.is_none() {
             return;
         }
-        match self.trees.db.flush() {
+        // The objects first: no durable record may name contents that are not.
+        let flushed = self
+            .trees
+            .blobs
+            .sync()
+            .map_err(|e| e.to_string())
+            .and_then(|()| self.trees.db.flush().map_err(|e| e.to_string()));
+        match flushed {
             Ok(_) => {
                 self.dirty_since = None;
                 // Everything the tail holds is durable in sled now.
@@ -221,7 +229,7 @@ impl Writer {
                 all.into_iter()
                     .for_each(|(reply, result)| reply.send(result));
             }
-            Err(e) => self.fail(all, e.to_string()),
+            Err(e) => self.fail(all, e),
         }
     }
 
@@ -267,8 +275,8 @@ impl Writer {
                     reason,
                 };
                 let seq = seq_of(&k).map_err(|e| corrupt(0, e.to_string()))?;
-                let checked =
-                    check_value(session, seq, &v).map_err(|e| corrupt(seq, e.to_string()))?;
+                let checked = check_value(&self.trees.blobs, session, seq, &v)
+                    .map_err(|e| corrupt(seq, e.to_string()))?;
                 (seq, checked.hash)
             }
         };
@@ -389,9 +397,23 @@ impl Writer {
             // The event is a JSON object; splice its fields after the header's.
             bytes.extend_from_slice(event_json.get(1..).unwrap_or(b"}"));
             let hash = *blake3::hash(&bytes).as_bytes();
-            let mut value = Vec::with_capacity(32 + bytes.len());
-            value.extend_from_slice(&hash);
-            value.extend_from_slice(&bytes);
+            // A large record's bytes go to the blob store under its hash; the tree holds the
+            // hash alone (no sled value over a chunk: see `RECORD_INLINE_BYTES_MAX`).
+            let value = if 32 + bytes.len() > RECORD_INLINE_BYTES_MAX {
+                let name = hex::encode(hash);
+                if let Err(e) = self.trees.blobs.put(&name, &bytes) {
+                    blob_error = Some(e.to_string());
+                }
+                if self.tail.is_some() {
+                    frames.blob(&name, &bytes);
+                }
+                hash.to_vec()
+            } else {
+                let mut value = Vec::with_capacity(32 + bytes.len());
+                value.extend_from_slice(&hash);
+                value.extend_from_slice(&bytes);
+                value
+            };
             #[cfg(test)]
             if time_ms == SKEW_TIME_MS {
                 self.heads.insert(session, (seq + 1, prev));

@@ -73,6 +73,14 @@ fn acknowledged_records_survive_kill_9() {
                     .enumerate()
                     .all(|(i, r)| r.seq == i as u64 + 1)
             );
+            if let Some(r) = records.get(6) {
+                match &r.event {
+                    Event::ActionProposed { action, .. } => {
+                        assert_eq!(action.primitive(), "stat_files")
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
             if let Some(r) = records.get(4) {
                 match &r.event {
                     Event::SessionEnded { reason } => assert_eq!(

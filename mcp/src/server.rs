@@ -50,6 +50,16 @@ pub const HTTP_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_11_25,
 ];
 
+/// The revisions `aido mcp` speaks on stdio: every one with an `initialize` handshake, up to
+/// 2025-11-25. A client asking for a later one at `initialize` is offered 2025-11-25; a request
+/// before `initialize` is refused (`not_initialized`) naming these.
+pub const STDIO_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2024_11_05,
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+];
+
 /// Why an HTTP session ended, until shutdown says otherwise.
 pub const HTTP_SESSION_ENDED: &str =
     "the MCP session ended (the client's DELETE, or idle past session_idle)";
@@ -91,7 +101,7 @@ impl AidoServer {
             tools: Arc::new(crate::tools::tools()),
             // Until the client sets a level, only refusals and failures are sent.
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
-            versions: ProtocolVersion::KNOWN_VERSIONS,
+            versions: STDIO_PROTOCOL_VERSIONS,
             closer: None,
             grant: None,
             transport: "pipe",
@@ -698,6 +708,7 @@ pub async fn serve_stdio(
         crate::stdio::Stdout::open(),
         sessions.clone(),
         max,
+        STDIO_PROTOCOL_VERSIONS,
     );
     // The reader may sit in a blocking read of stdin; it has nothing left to do once the
     // session is over, however that came.

@@ -10,17 +10,27 @@
 //! request's own id; a rejected `tools/call` is journaled when there is a session. Lines that
 //! are well-formed messages go to rmcp already parsed, through a channel.
 //!
+//! Two rules rmcp does not keep are kept here, each answered with a coded error:
+//! - a request before `initialize` (other than `ping`) gets `not_initialized`, naming the
+//!   revisions this server offers; a notification or response before it is dropped (rmcp
+//!   would end the connection on it);
+//! - a request whose id is still being answered gets `request_id_in_flight` (rmcp would run
+//!   both and drop one answer). An id is in flight from the line that asked until its answer
+//!   is written, or until the client cancels it (rmcp then answers nothing).
+//!
 //! rmcp's responses and this module's error responses reach stdout through one writer, whole
 //! lines under one lock, so they never interleave.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
 use aido_actors::Session;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, InitializeRequestParams,
-    JsonRpcMessage, PaginatedRequestParams, ServerJsonRpcMessage,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    InitializeRequestParams, JsonRpcMessage, PaginatedRequestParams, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage,
 };
 // Logging is part of protocol 2025-11-25, which aido speaks; rmcp marks it deprecated for a
 // later revision (SEP-2577).
@@ -97,6 +107,32 @@ pub(crate) enum LineError {
     /// A request whose params do not fit its method.
     #[error("the params do not fit {method}: {reason}")]
     InvalidParams { method: String, reason: String },
+    /// A request other than `initialize` or `ping` before `initialize`.
+    #[error(
+        "{method} before initialize: send initialize first, with a protocolVersion this server offers ({})",
+        revisions(offered)
+    )]
+    NotInitialized {
+        method: String,
+        offered: &'static [ProtocolVersion],
+    },
+    /// A request whose id belongs to a request still being answered.
+    #[error(
+        "request id {id} is still being answered: give each request in flight an id of its own"
+    )]
+    IdInFlight { id: String },
+}
+
+/// The names of the revisions in `offered`, newest first.
+fn newest_first(offered: &[ProtocolVersion]) -> Vec<&str> {
+    let mut names: Vec<&str> = offered.iter().map(ProtocolVersion::as_str).collect();
+    names.sort_unstable_by(|a, b| b.cmp(a));
+    names
+}
+
+/// The revisions in `offered`, newest first, as a message names them.
+fn revisions(offered: &[ProtocolVersion]) -> String {
+    newest_first(offered).join(", ")
 }
 
 // The stable codes in the error's `data.code`.
@@ -112,6 +148,8 @@ aido_actions::coded!(LineError {
     IdInvalid => "id_invalid",
     NotMessage => "not_a_message",
     InvalidParams => "invalid_params",
+    NotInitialized => "not_initialized",
+    IdInFlight => "request_id_in_flight",
 });
 
 impl LineError {
@@ -128,7 +166,9 @@ impl LineError {
             | Self::NotJsonRpc
             | Self::MethodNotString
             | Self::IdInvalid
-            | Self::NotMessage => -32600,
+            | Self::NotMessage
+            | Self::NotInitialized { .. }
+            | Self::IdInFlight { .. } => -32600,
         }
     }
 
@@ -149,25 +189,34 @@ impl LineError {
                 data["line"] = json!(source.line());
                 data["column"] = json!(source.column());
             }
+            Self::NotInitialized { offered, .. } => {
+                data["supported"] = json!(newest_first(offered))
+            }
             Self::Batch
             | Self::NotObject
             | Self::NotJsonRpc
             | Self::MethodNotString
             | Self::IdInvalid
             | Self::NotMessage
-            | Self::InvalidParams { .. } => {}
+            | Self::InvalidParams { .. }
+            | Self::IdInFlight { .. } => {}
         }
         data
     }
 
-    /// The whole error response, newline included.
-    fn response(&self, id: Option<&Value>) -> Vec<u8> {
+    /// The whole error response, without a newline.
+    fn body(&self, id: Option<&Value>) -> Vec<u8> {
         let response = json!({
             "jsonrpc": "2.0",
             "id": id.cloned().unwrap_or(Value::Null),
             "error": {"code": self.rpc_code(), "message": self.to_string(), "data": self.data()},
         });
-        let mut line = response.to_string().into_bytes();
+        response.to_string().into_bytes()
+    }
+
+    /// The whole error response, newline included.
+    fn response(&self, id: Option<&Value>) -> Vec<u8> {
+        let mut line = self.body(id);
         line.push(b'\n');
         line
     }
@@ -284,22 +333,51 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
     }
 }
 
-/// Judge one HTTP request body as a line is judged: `None` for a message rmcp reads (or one
-/// JSON-RPC never answers), else the coded JSON-RPC error response to send instead (with the
-/// request's id when the scan recovered it). rmcp itself answers a body it cannot read with a
-/// bare 415; `aido serve` answers 400 with this.
-pub fn judge_body(body: &[u8], max: u64) -> Option<Vec<u8>> {
+/// What `aido serve` does with a POSTed body, judged as a line is judged.
+#[derive(Debug)]
+pub enum BodyVerdict {
+    /// A message rmcp reads (or one JSON-RPC never answers); `request` is the id and method
+    /// when it is a request.
+    Pass { request: Option<(Value, String)> },
+    /// Answer with this coded JSON-RPC error response instead (with the request's id when the
+    /// scan recovered it). rmcp itself answers a body it cannot read with a bare 415.
+    Reject(Vec<u8>),
+}
+
+/// Judge one HTTP request body as a line is judged.
+pub fn judge_body(body: &[u8], max: u64) -> BodyVerdict {
     let mut scan = Scan::default();
     scan.feed(body);
     scan.finish();
     match judge(body, &scan, max) {
-        Verdict::Forward(_) | Verdict::Skip(_) => None,
-        Verdict::Reject(error) => {
-            let mut response = error.response(scan.found().id.as_ref());
-            response.pop();
-            Some(response)
-        }
+        Verdict::Forward(message) => BodyVerdict::Pass {
+            request: match *message {
+                JsonRpcMessage::Request(request) => Some((
+                    request.id.into_json_value(),
+                    request.request.method().to_owned(),
+                )),
+                _ => None,
+            },
+        },
+        Verdict::Skip(_) => BodyVerdict::Pass { request: None },
+        Verdict::Reject(error) => BodyVerdict::Reject(error.body(scan.found().id.as_ref())),
     }
+}
+
+/// The coded JSON-RPC error for a request whose `id` is still being answered
+/// (`request_id_in_flight`), as a body.
+pub fn id_in_flight(id: &Value) -> Vec<u8> {
+    LineError::IdInFlight { id: id.to_string() }.body(Some(id))
+}
+
+/// The coded JSON-RPC error for `method` asked before `initialize` (`not_initialized`),
+/// naming the revisions `offered`, as a body.
+pub fn not_initialized(id: &Value, method: &str, offered: &'static [ProtocolVersion]) -> Vec<u8> {
+    LineError::NotInitialized {
+        method: method.to_owned(),
+        offered,
+    }
+    .body(Some(id))
 }
 
 /// stdin as the reader reads it. When stdin is a pipe (as it is under every MCP client), it is
@@ -413,10 +491,18 @@ async fn write_line<W: AsyncWrite + Unpin>(output: &Output<W>, line: &[u8]) -> s
     output.flush().await
 }
 
+/// The ids of the client's requests passed to rmcp and not yet answered.
+type InFlight = Arc<std::sync::Mutex<HashSet<RequestId>>>;
+
+fn in_flight(ids: &InFlight) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+    ids.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The transport rmcp serves over: messages the reader task passed, and stdout.
 pub(crate) struct StdioTransport<W> {
     incoming: mpsc::Receiver<ClientJsonRpcMessage>,
     output: Output<W>,
+    in_flight: InFlight,
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTransport<W> {
@@ -427,10 +513,21 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTran
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let output = self.output.clone();
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(response.id.clone()),
+            JsonRpcMessage::Error(error) => error.id.clone(),
+            JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
+        };
+        let in_flight = self.in_flight.clone();
         async move {
             let mut line = serde_json::to_vec(&item)?;
             line.push(b'\n');
-            write_line(&output, &line).await
+            let written = write_line(&output, &line).await;
+            // Answered (or never will be): the id is the client's again.
+            if let Some(id) = answered {
+                self::in_flight(&in_flight).remove(&id);
+            }
+            written
         }
     }
 
@@ -447,12 +544,13 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTran
 }
 
 /// Start reading `input` line by line in a task; the transport for rmcp and the task, to abort
-/// once the session is over.
+/// once the session is over. `offered` is what a request before `initialize` is told.
 pub(crate) fn start<R, W>(
     input: R,
     output: W,
     sessions: Arc<OnceCell<Session>>,
     max: u64,
+    offered: &'static [ProtocolVersion],
 ) -> (StdioTransport<W>, JoinHandle<()>)
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -460,11 +558,15 @@ where
 {
     let (sender, incoming) = mpsc::channel(INCOMING_MESSAGES_MAX);
     let output = Arc::new(Mutex::new(Some(output)));
+    let in_flight = InFlight::default();
     let reader = Reader {
         sender,
         output: output.clone(),
         sessions,
         max,
+        in_flight: in_flight.clone(),
+        offered,
+        initialized: false,
     };
     let task = tokio::spawn(async move {
         match reader.run(input).await {
@@ -472,7 +574,14 @@ where
             Err(e) => tracing::warn!(error = %e, "reading stdin failed"),
         }
     });
-    (StdioTransport { incoming, output }, task)
+    (
+        StdioTransport {
+            incoming,
+            output,
+            in_flight,
+        },
+        task,
+    )
 }
 
 /// Splits a byte stream into lines and scans them, holding at most `max` bytes of any one:
@@ -529,11 +638,15 @@ struct Reader<W> {
     output: Output<W>,
     sessions: Arc<OnceCell<Session>>,
     max: u64,
+    in_flight: InFlight,
+    offered: &'static [ProtocolVersion],
+    /// Whether an `initialize` request was passed on.
+    initialized: bool,
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
     /// Read lines until stdin ends or rmcp stops listening.
-    async fn run<R: AsyncRead + Unpin>(self, input: R) -> std::io::Result<()> {
+    async fn run<R: AsyncRead + Unpin>(mut self, input: R) -> std::io::Result<()> {
         let mut input = BufReader::with_capacity(READ_BUFFER_BYTES_MAX, input);
         let mut lines = Lines::new(self.max);
         loop {
@@ -556,10 +669,54 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
         }
     }
 
+    /// Whether a well-formed message may reach rmcp now: the lifecycle and in-flight rules.
+    fn admit(&mut self, message: ClientJsonRpcMessage) -> Verdict {
+        match &message {
+            JsonRpcMessage::Request(request) => {
+                let initialize = matches!(request.request, ClientRequest::InitializeRequest(_));
+                let ping = matches!(request.request, ClientRequest::PingRequest(_));
+                if !(self.initialized || initialize || ping) {
+                    return Verdict::Reject(LineError::NotInitialized {
+                        method: request.request.method().to_owned(),
+                        offered: self.offered,
+                    });
+                }
+                if !in_flight(&self.in_flight).insert(request.id.clone()) {
+                    return Verdict::Reject(LineError::IdInFlight {
+                        id: request.id.to_string(),
+                    });
+                }
+                self.initialized |= initialize;
+            }
+            JsonRpcMessage::Notification(_)
+            | JsonRpcMessage::Response(_)
+            | JsonRpcMessage::Error(_)
+                if !self.initialized =>
+            {
+                return Verdict::Skip("a notification or response before initialize");
+            }
+            JsonRpcMessage::Notification(notification) => {
+                // rmcp answers a cancelled request with nothing: its id is free again.
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    in_flight(&self.in_flight).remove(id);
+                }
+            }
+            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+        }
+        Verdict::Forward(Box::new(message))
+    }
+
     /// Pass one line on or answer it; false once rmcp is gone.
-    async fn handle(&self, line: &[u8], mut scan: Scan) -> bool {
+    async fn handle(&mut self, line: &[u8], mut scan: Scan) -> bool {
         scan.finish();
-        let error = match judge(line, &scan, self.max) {
+        let verdict = match judge(line, &scan, self.max) {
+            Verdict::Forward(message) => self.admit(*message),
+            other => other,
+        };
+        let error = match verdict {
             Verdict::Forward(message) => return self.sender.send(*message).await.is_ok(),
             Verdict::Skip(what) => {
                 tracing::debug!("skipped {what}");
@@ -751,10 +908,93 @@ mod tests {
                 "invalid_params",
                 -32602,
             ),
+            (
+                LineError::NotInitialized {
+                    method: "m".into(),
+                    offered: crate::server::STDIO_PROTOCOL_VERSIONS,
+                },
+                "not_initialized",
+                -32600,
+            ),
+            (
+                LineError::IdInFlight { id: "1".into() },
+                "request_id_in_flight",
+                -32600,
+            ),
         ];
+        let codes: Vec<&str> = table.iter().map(|(error, _, _)| error.code()).collect();
+        assert_eq!(codes, LineError::CODES, "the table lists every code");
         for (error, code, rpc) in table {
             assert_eq!((error.code(), error.rpc_code()), (code, rpc));
         }
+    }
+
+    /// Before `initialize` only `initialize` and `ping` reach rmcp (a notification or
+    /// response is dropped); a request whose id is in flight is refused until its answer is
+    /// written or the client cancels it.
+    #[tokio::test]
+    async fn the_lifecycle_and_in_flight_rules() {
+        let (out_write, _out_read) = tokio::io::duplex(1 << 16);
+        let (sender, mut incoming) = mpsc::channel(16);
+        let in_flight = InFlight::default();
+        let mut reader = Reader {
+            sender,
+            output: Arc::new(Mutex::new(Some(out_write))),
+            sessions: Arc::new(OnceCell::new()),
+            max: 1 << 20,
+            in_flight: in_flight.clone(),
+            offered: crate::server::STDIO_PROTOCOL_VERSIONS,
+            initialized: false,
+        };
+        let mut admit = |line: &str| {
+            let message = serde_json::from_str::<ClientJsonRpcMessage>(line).unwrap();
+            match reader.admit(message) {
+                Verdict::Forward(_) => "forward",
+                Verdict::Skip(_) => "skip",
+                Verdict::Reject(error) => error.code(),
+            }
+        };
+        let call = |id: u64| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{}}}}}}"#
+            )
+        };
+        let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        assert_eq!(admit(&call(1)), "not_initialized");
+        assert_eq!(
+            admit(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            "skip"
+        );
+        assert_eq!(admit(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#), "skip");
+        assert_eq!(
+            admit(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#),
+            "forward"
+        );
+        assert_eq!(admit(initialize), "forward");
+        assert_eq!(admit(&call(1)), "forward");
+        assert_eq!(admit(&call(1)), "request_id_in_flight");
+        assert_eq!(admit(&call(2)), "forward");
+        // Cancelled: rmcp answers nothing, and the id may be used again.
+        assert_eq!(
+            admit(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#
+            ),
+            "forward"
+        );
+        assert_eq!(admit(&call(2)), "forward");
+        // Answered: the transport frees the id once the answer is written.
+        let (_peer, output) = tokio::io::duplex(1 << 16);
+        let mut transport = StdioTransport {
+            incoming: mpsc::channel(1).1,
+            output: Arc::new(Mutex::new(Some(output))),
+            in_flight: in_flight.clone(),
+        };
+        let answer: ServerJsonRpcMessage =
+            serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap();
+        transport.send(answer).await.unwrap();
+        assert!(!self::in_flight(&in_flight).contains(&RequestId::Number(1)));
+        assert_eq!(admit(&call(1)), "forward");
+        incoming.close();
     }
 
     #[test]
@@ -815,7 +1055,13 @@ mod tests {
     async fn the_reader_answers_bad_lines_and_forwards_good_ones() {
         let (mut client_write, server_read) = tokio::io::duplex(1 << 16);
         let (out_write, mut out_read) = tokio::io::duplex(1 << 16);
-        let (mut transport, task) = start(server_read, out_write, Arc::new(OnceCell::new()), 1000);
+        let (mut transport, task) = start(
+            server_read,
+            out_write,
+            Arc::new(OnceCell::new()),
+            1000,
+            crate::server::STDIO_PROTOCOL_VERSIONS,
+        );
         let big = format!(
             r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"x":"{}"}},"id":9}}"#,
             "y".repeat(5000)

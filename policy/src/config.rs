@@ -324,7 +324,7 @@ argument_bytes_max = 8388608
 read_bytes_max = 8388608
 # Largest journal record after large strings move to blobs, in bytes.
 record_bytes_max = 1048576
-# Largest contents the journal keeps for one file or output, in bytes (stored in 1 MiB chunks).
+# Largest contents the journal keeps for one file or output, in bytes (kept on disk beside it).
 # A write whose new or previous contents are larger is refused before it runs.
 blob_bytes_max = 1099511627776
 # Free space the journal's file system must keep after storing a write's contents, in bytes.

@@ -10,15 +10,15 @@
 //! `GET /events` is the journal as server-sent events (`event: record`, `data:` the record
 //! with its hash). Without `?session=` it is every record this server's journal writes from
 //! now on, ids `EPOCH-N`; a client that reconnects with `Last-Event-ID` gets what it missed
-//! from the last [`RING`](crate::feed::RING) records, or an `event: gap` first when some are
-//! gone (or the server restarted). With `?session=ID` it is that session from its first
-//! record (or after `Last-Event-ID`, a seq), read from the journal, then live: resumable
-//! across restarts. A client that stops reading costs nothing: its stream falls behind the
-//! broadcast and, per session, catches up from the journal when it reads again.
+//! from the records the feed's ring holds ([`RingLimits`](crate::feed::RingLimits)), or an
+//! `event: gap` first when some are gone (or the server restarted). With `?session=ID` it is
+//! that session from its first record (or after `Last-Event-ID`, a seq), read from the
+//! journal, then live: resumable across restarts. A client that stops reading costs nothing:
+//! the broadcast carries only numbers, its stream falls behind them and reads what it missed
+//! from the ring (or, per session, from the journal) when it reads again.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use aido_actions::Action;
 use aido_actors::{Hooks, Ran, RunError, Session};
@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, broadcast, mpsc};
 
-use crate::feed::Entry;
+use crate::feed::{Entry, Notice};
 use crate::{HttpError, Principal, Shared};
 
 /// API sessions held at once; opening one more closes the oldest.
@@ -267,20 +267,25 @@ pub(crate) async fn get_events(
         .into_response()
 }
 
-/// Every record from now on (or after a resumed id).
+/// Every record from now on (or after a resumed id). Notices only say that something new
+/// is in the ring; the entries are read from it, so a stream that falls behind further than
+/// the ring reaches gets `event: gap` and goes on from the newest entry.
 async fn everything(
     shared: Shared,
     resume: Option<(String, u64)>,
-    mut live: broadcast::Receiver<Arc<Entry>>,
+    mut live: broadcast::Receiver<Notice>,
     tx: mpsc::Sender<Event>,
 ) {
     let feed = shared.feed.clone();
     let epoch = feed.epoch().to_owned();
     let id = |e: &Entry| format!("{epoch}-{}", e.n);
-    let mut sent = 0u64;
+    let gap = |message: &str| {
+        let data = json!({"code": "events_gap", "message": message});
+        Event::default().event("gap").data(data.to_string())
+    };
+    let mut sent = feed.last();
     if let Some((their_epoch, n)) = resume {
-        let backlog = (their_epoch == epoch).then(|| feed.since(n)).flatten();
-        match backlog {
+        match (their_epoch == epoch).then(|| feed.since(n)).flatten() {
             Some(entries) => {
                 sent = n;
                 for e in entries {
@@ -291,12 +296,8 @@ async fn everything(
                 }
             }
             None => {
-                let gap = json!({"code": "events_gap", "message": "records were written that this stream can no longer replay: read the sessions you follow with /events?session=ID"});
-                if tx
-                    .send(Event::default().event("gap").data(gap.to_string()))
-                    .await
-                    .is_err()
-                {
+                let message = "records were written that this stream can no longer replay: read the sessions you follow with /events?session=ID";
+                if tx.send(gap(message)).await.is_err() {
                     return;
                 }
             }
@@ -308,38 +309,29 @@ async fn everything(
             () = shared.cancel.cancelled() => return,
         };
         match next {
-            Ok(e) if e.n > sent => {
-                sent = e.n;
-                if tx.send(record_event(id(&e), &e.json)).await.is_err() {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                // Fell behind (a client that stopped reading): the ring has what it missed
-                // if it is not too far behind.
-                match feed.since(sent) {
-                    Some(entries) => {
-                        for e in entries {
-                            sent = e.n;
-                            if tx.send(record_event(id(&e), &e.json)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    None => {
-                        let gap = json!({"code": "events_gap", "message": "this stream fell too far behind"});
-                        if tx
-                            .send(Event::default().event("gap").data(gap.to_string()))
-                            .await
-                            .is_err()
-                        {
+            Ok(notice) if notice.n <= sent => {}
+            // A new entry, or notices missed (a client that stopped reading): what the ring
+            // holds after the last one sent.
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => match feed.since(sent) {
+                Some(entries) => {
+                    for e in entries {
+                        sent = e.n;
+                        if tx.send(record_event(id(&e), &e.json)).await.is_err() {
                             return;
                         }
-                        live = live.resubscribe();
                     }
                 }
-            }
+                None => {
+                    sent = feed.last();
+                    if tx
+                        .send(gap("this stream fell too far behind"))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            },
             Err(broadcast::error::RecvError::Closed) => return,
         }
     }
@@ -384,7 +376,7 @@ async fn one_session(
     shared: Shared,
     session: SessionId,
     after: u64,
-    mut live: broadcast::Receiver<Arc<Entry>>,
+    mut live: broadcast::Receiver<Notice>,
     tx: mpsc::Sender<Event>,
 ) {
     let Some(mut sent) = catch_up(&shared, session, after, &tx).await else {
@@ -396,19 +388,23 @@ async fn one_session(
             () = shared.cancel.cancelled() => return,
         };
         match next {
-            Ok(e) if e.session == session && e.seq > sent => {
-                if e.seq > sent + 1 {
-                    // Something between (inserted before this stream subscribed): from the
-                    // journal, in order.
+            Ok(notice) if notice.session == session && notice.seq > sent => {
+                // The next record, while the ring still holds it; else (something between
+                // was inserted before this stream subscribed, or the ring moved on) from the
+                // journal, in order.
+                let entry = (notice.seq == sent + 1)
+                    .then(|| shared.feed.entry(notice.n))
+                    .flatten();
+                let Some(entry) = entry else {
                     match catch_up(&shared, session, sent, &tx).await {
                         Some(s) => sent = s,
                         None => return,
                     }
                     continue;
-                }
-                sent = e.seq;
+                };
+                sent = entry.seq;
                 if tx
-                    .send(record_event(e.seq.to_string(), &e.json))
+                    .send(record_event(entry.seq.to_string(), &entry.json))
                     .await
                     .is_err()
                 {
@@ -417,7 +413,6 @@ async fn one_session(
             }
             Ok(_) => {}
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                live = live.resubscribe();
                 match catch_up(&shared, session, sent, &tx).await {
                     Some(s) => sent = s,
                     None => return,

@@ -6,8 +6,17 @@
 //!   agents work; each line carries `session`, `seq`, `hash` and `prev`, so the chain can be
 //!   re-verified from the files alone. Files are mode 0600, opened `O_APPEND` (several aido
 //!   processes on one AIDO_HOME append whole lines to the same day's file);
-//! - numbers it and hands it to `/events` listeners (a broadcast channel, and a ring of the
-//!   last [`RING`] entries for resuming).
+//! - numbers it, keeps it in a ring for `/events` listeners that resume or fall behind, and
+//!   tells the listeners its number (a [`Notice`] on a broadcast channel).
+//!
+//! Memory is bounded by the ring alone, whatever the records weigh and however slowly a
+//! listener reads: the ring holds at most [`RingLimits::entries_max`] entries and
+//! [`RingLimits::bytes_max`] bytes of JSON (the newest entry is always kept), and the
+//! broadcast carries only numbers, so a listener that stops reading pins no record. A stdio
+//! runtime, which has no listeners, keeps no ring at all ([`RingLimits::NONE`]). Before, the
+//! ring held the last 4,096 records' JSON whatever their size, in `aido mcp` too, and the
+//! broadcast channel up to 1,024 more for a listener that stopped reading: with calls of 1 MiB
+//! arguments, gigabytes.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -19,8 +28,31 @@ use std::time::Duration;
 use aido_journal::{Journal, SessionId};
 use tokio::sync::broadcast;
 
-/// Entries kept for `/events` clients that reconnect with `Last-Event-ID`.
-pub const RING: usize = 4096;
+/// How much of the journal the feed keeps in memory for `/events` listeners.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingLimits {
+    /// Entries kept at most.
+    pub entries_max: usize,
+    /// Bytes of record JSON kept at most (the newest entry is kept whatever its size).
+    pub bytes_max: usize,
+}
+
+impl RingLimits {
+    /// What `aido serve` keeps: the last 4,096 records, at most 32 MiB of them.
+    pub const SERVE: Self = Self {
+        entries_max: 4096,
+        bytes_max: 32 << 20,
+    };
+
+    /// Nothing: the audit files only (a stdio runtime has no `/events`).
+    pub const NONE: Self = Self {
+        entries_max: 0,
+        bytes_max: 0,
+    };
+}
+
+/// Notices a listener may fall behind by before it is told it lagged (then it reads the ring).
+const NOTICES_MAX: usize = 1024;
 
 /// One journal record as `/events` sends it.
 #[derive(Debug)]
@@ -35,10 +67,70 @@ pub struct Entry {
     pub json: String,
 }
 
+/// What listeners are told of each new record: where to find it, not the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// Its number in this feed ([`Feed::entry`] finds it while the ring holds it).
+    pub n: u64,
+    /// Its session.
+    pub session: SessionId,
+    /// Its seq in the session.
+    pub seq: u64,
+}
+
+/// The last entries, bounded by count and bytes.
+struct Ring {
+    limits: RingLimits,
+    entries: VecDeque<Arc<Entry>>,
+    bytes: usize,
+    /// The number the next entry gets (so an empty ring still knows what it missed).
+    next: u64,
+}
+
+impl Ring {
+    fn new(limits: RingLimits) -> Self {
+        Self {
+            limits,
+            entries: VecDeque::new(),
+            bytes: 0,
+            next: 1,
+        }
+    }
+
+    fn push(&mut self, entry: Arc<Entry>) {
+        assert_eq!(entry.n, self.next, "feed numbers are gap-free");
+        self.next = entry.n + 1;
+        if self.limits.entries_max == 0 {
+            return;
+        }
+        self.bytes += entry.json.len();
+        self.entries.push_back(entry);
+        while self.entries.len() > 1
+            && (self.entries.len() > self.limits.entries_max || self.bytes > self.limits.bytes_max)
+        {
+            if let Some(old) = self.entries.pop_front() {
+                self.bytes -= old.json.len();
+            }
+        }
+        assert!(self.entries.len() <= self.limits.entries_max.max(1));
+    }
+
+    /// The oldest number still held (or the next one, when none is).
+    fn first(&self) -> u64 {
+        self.entries.front().map_or(self.next, |e| e.n)
+    }
+
+    /// The entries held after number `n`, oldest first.
+    fn after(&self, n: u64) -> impl Iterator<Item = &Arc<Entry>> {
+        let skip = usize::try_from((n + 1).saturating_sub(self.first())).unwrap_or(usize::MAX);
+        self.entries.iter().skip(skip)
+    }
+}
+
 struct Inner {
     journal: Journal,
-    tx: broadcast::Sender<Arc<Entry>>,
-    ring: Mutex<VecDeque<Arc<Entry>>>,
+    tx: broadcast::Sender<Notice>,
+    ring: Mutex<Ring>,
     epoch: String,
     stop: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -100,9 +192,14 @@ pub fn audit_dir(home: &Path) -> PathBuf {
 }
 
 impl Feed {
-    /// Follow `journal`; with `audit`, append every record to the day files in that directory.
-    pub fn start(journal: Journal, audit: Option<PathBuf>) -> std::io::Result<Self> {
-        let (tx, _) = broadcast::channel(1024);
+    /// Follow `journal`; with `audit`, append every record to the day files in that directory;
+    /// keep what `ring` allows for `/events` listeners.
+    pub fn start(
+        journal: Journal,
+        audit: Option<PathBuf>,
+        ring: RingLimits,
+    ) -> std::io::Result<Self> {
+        let (tx, _) = broadcast::channel(NOTICES_MAX);
         let mut epoch = [0u8; 6];
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -112,7 +209,7 @@ impl Feed {
         let inner = Arc::new(Inner {
             journal: journal.clone(),
             tx,
-            ring: Mutex::new(VecDeque::with_capacity(RING)),
+            ring: Mutex::new(Ring::new(ring)),
             epoch: epoch.iter().map(|b| format!("{b:02x}")).collect(),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
@@ -143,19 +240,30 @@ impl Feed {
         &self.inner.epoch
     }
 
-    /// New entries from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Entry>> {
+    /// Notices of new entries from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Notice> {
         self.inner.tx.subscribe()
+    }
+
+    /// The number of the newest entry so far (0 before the first).
+    pub fn last(&self) -> u64 {
+        self.inner.ring.lock().map_or(0, |ring| ring.next - 1)
+    }
+
+    /// Entry `n`, while the ring holds it.
+    pub fn entry(&self, n: u64) -> Option<Arc<Entry>> {
+        let ring = self.inner.ring.lock().ok()?;
+        let index = n.checked_sub(ring.first())?;
+        ring.entries.get(usize::try_from(index).ok()?).cloned()
     }
 
     /// The entries after `n` still in the ring, or `None` when some are gone.
     pub fn since(&self, n: u64) -> Option<Vec<Arc<Entry>>> {
         let ring = self.inner.ring.lock().ok()?;
-        let first = ring.front().map_or(n + 1, |e| e.n);
-        if first > n + 1 {
+        if ring.first() > n + 1 {
             return None;
         }
-        Some(ring.iter().filter(|e| e.n > n).cloned().collect())
+        Some(ring.after(n).cloned().collect())
     }
 
     /// The entries after `n` still in the ring, at most `max` (the oldest of them), and
@@ -164,9 +272,17 @@ impl Feed {
         let Ok(ring) = self.inner.ring.lock() else {
             return (Vec::new(), false);
         };
-        let gap = ring.front().is_some_and(|e| e.n > n + 1);
-        let entries = ring.iter().filter(|e| e.n > n).take(max).cloned().collect();
+        let gap = ring.first() > n + 1;
+        let entries = ring.after(n).take(max).cloned().collect();
         (entries, gap)
+    }
+
+    /// The entries and bytes of JSON the ring holds.
+    pub fn held(&self) -> (usize, usize) {
+        self.inner
+            .ring
+            .lock()
+            .map_or((0, 0), |ring| (ring.entries.len(), ring.bytes))
     }
 
     /// Stop following once what was inserted so far is handled.
@@ -192,6 +308,7 @@ fn follow(inner: &Inner, mut subscriber: sled::Subscriber, mut audit: Option<&mu
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
+        // The event holds the inserted value; only its key is needed.
         let sled::Event::Insert { key, .. } = event else {
             continue;
         };
@@ -213,34 +330,75 @@ fn follow(inner: &Inner, mut subscriber: sled::Subscriber, mut audit: Option<&mu
                 continue;
             }
         };
-        let json = crate::record_json(&record).to_string();
+        let mut line = crate::record_json(&record).to_string();
+        let day = utc_day(record.time_ms);
+        drop(record);
         if let Some(audit) = audit.as_deref_mut() {
-            let mut line = json.clone().into_bytes();
-            line.push(b'\n');
-            if let Err(e) = audit.write(&utc_day(record.time_ms), &line) {
+            line.push('\n');
+            if let Err(e) = audit.write(&day, line.as_bytes()) {
                 tracing::error!(error = %e, dir = %audit.dir.display(), "cannot append to the audit file");
             }
+            line.pop();
         }
         n += 1;
-        let entry = Arc::new(Entry {
-            n,
-            session,
-            seq,
-            json,
-        });
+        let notice = Notice { n, session, seq };
         if let Ok(mut ring) = inner.ring.lock() {
-            if ring.len() == RING {
-                ring.pop_front();
-            }
-            ring.push_back(entry.clone());
+            let entry = Entry {
+                n,
+                session,
+                seq,
+                json: if ring.limits.entries_max == 0 {
+                    String::new()
+                } else {
+                    std::mem::take(&mut line)
+                },
+            };
+            ring.push(Arc::new(entry));
         }
         // No listener is not an error.
-        let _ = inner.tx.send(entry);
+        let _ = inner.tx.send(notice);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn entry(n: u64, bytes: usize) -> Arc<Entry> {
+        Arc::new(Entry {
+            n,
+            session: SessionId::from_bytes([1; 16]),
+            seq: n,
+            json: "x".repeat(bytes),
+        })
+    }
+
+    /// The ring holds at most its entries and its bytes (the newest entry always), and knows
+    /// what it no longer holds.
+    #[test]
+    fn the_ring_is_bounded_by_entries_and_bytes() {
+        let mut ring = Ring::new(RingLimits {
+            entries_max: 4,
+            bytes_max: 100,
+        });
+        for n in 1..=6 {
+            ring.push(entry(n, 10));
+        }
+        assert_eq!((ring.entries.len(), ring.bytes, ring.first()), (4, 40, 3));
+        ring.push(entry(7, 80));
+        assert_eq!((ring.entries.len(), ring.bytes, ring.first()), (3, 100, 5));
+        ring.push(entry(8, 500));
+        assert_eq!((ring.entries.len(), ring.bytes, ring.first()), (1, 500, 8));
+        let after: Vec<u64> = ring.after(7).map(|e| e.n).collect();
+        assert_eq!(after, [8]);
+        assert_eq!(ring.after(8).count(), 0);
+        assert_eq!(ring.after(2).count(), 1);
+        // Nothing kept: still numbered, so a listener knows it missed them.
+        let mut none = Ring::new(RingLimits::NONE);
+        none.push(entry(1, 10));
+        assert_eq!((none.entries.len(), none.bytes, none.first()), (0, 0, 2));
+    }
+
     #[test]
     fn utc_days() {
         assert_eq!(super::utc_day(0), "1970-01-01");

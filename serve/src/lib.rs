@@ -9,9 +9,12 @@
 //!   from `/mc/api/...` behind it; see [`mc`]);
 //! - `/.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata.
 //!
-//! Every request passes, in order: the Host allowlist and the Origin allowlist (403, against
-//! DNS rebinding and cross-site pages), the bearer token (401 with `WWW-Authenticate: Bearer
-//! resource_metadata=...`), a body-size cap (413). Every refusal is JSON with a stable `code`
+//! Every connection is held to the listener's places and deadlines ([`listener`]: a whole
+//! request within its deadline, a share per peer, slow clients give their places up first).
+//! Every request passes, in order: its connection's phases and its body's deadline
+//! ([`request`]: 408, or 400 for a body that cannot be read), the Host allowlist and the
+//! Origin allowlist (403, against DNS rebinding and cross-site pages), the bearer token (401
+//! with `WWW-Authenticate: Bearer resource_metadata=...`), a body-size cap (413). Every refusal is JSON with a stable `code`
 //! ([`HttpError`]); rmcp's own plain-text refusals (unknown session 404, bad headers 400, ...)
 //! are given codes on the way out. Shutdown is bounded: the streams are told to end, and
 //! connections still open after `drain` are dropped.
@@ -35,10 +38,13 @@ use tokio_util::task::TaskTracker;
 mod api;
 /// The journal followed as it is written: the audit files and the event feed.
 pub mod feed;
-/// The connection cap and the first-byte deadline.
+/// The connection places (a cap, a share per peer, slow clients give theirs up first) and
+/// the deadlines of a request's phases.
 pub mod listener;
 /// Mission Control: the page at `/mc/` and its JSON endpoints.
 pub mod mc;
+/// The outermost request layer: phases, the body's deadline, a body that cannot be read.
+mod request;
 /// The token file.
 pub mod token;
 
@@ -72,6 +78,12 @@ pub enum HttpError {
     /// The body is larger than the cap.
     #[error("the request body is larger than {max} bytes")]
     TooLarge { max: usize },
+    /// The request (head and body) did not arrive whole within the request deadline.
+    #[error("the request did not arrive whole within {ms} ms of its first byte")]
+    RequestTimeout { ms: u64 },
+    /// The body could not be read: malformed chunking, or the connection broke.
+    #[error("the request body could not be read: {0}")]
+    BodyInvalid(String),
     /// `MCP-Protocol-Version` names a revision this server does not serve.
     #[error("MCP-Protocol-Version {0:?} is not served")]
     ProtocolVersion(String),
@@ -119,10 +131,10 @@ pub enum HttpError {
 }
 
 // `events_gap` is the code of an `/events` gap event's data, not an HTTP error; `serve_busy`
-// is answered by the listener (listener.rs) before there is a request; the `mc_` codes are
-// Mission Control's refusals made in place (mc.rs).
+// and `serve_peer_busy` are answered by the listener (listener.rs) before there is a request;
+// the `mc_` codes are Mission Control's refusals made in place (mc.rs).
 aido_actions::coded!(HttpError {
-    @also ["events_gap", "serve_busy", "mc_read_failed", "mc_session_unknown", "mc_thumbnail_failed", "mc_discovery_invalid"]
+    @also ["events_gap", "serve_busy", "serve_peer_busy", "mc_read_failed", "mc_session_unknown", "mc_thumbnail_failed", "mc_discovery_invalid"]
     Unauthorized => "unauthorized",
     GrantTokenInvalid => "serve_grant_token_invalid",
     OperatorOnly => "serve_operator_only",
@@ -130,6 +142,8 @@ aido_actions::coded!(HttpError {
     HostNotAllowed => "host_not_allowed",
     OriginNotAllowed => "origin_not_allowed",
     TooLarge => "request_too_large",
+    RequestTimeout => "request_timeout",
+    BodyInvalid => "request_body_invalid",
     ProtocolVersion => "protocol_version_unsupported",
     SessionNotFound => "session_not_found",
     BadRequest => "bad_request",
@@ -154,7 +168,9 @@ impl HttpError {
             Self::OperatorOnly(_) | Self::SessionNotYours(_) => StatusCode::FORBIDDEN,
             Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::ProtocolVersion(_)
+            | Self::BodyInvalid(_)
             | Self::BadRequest(_)
             | Self::ActionInvalid(_)
             | Self::SessionIdInvalid(_)
@@ -177,6 +193,7 @@ impl IntoResponse for HttpError {
         let mut body = json!({"code": self.code(), "message": self.to_string()});
         match &self {
             Self::TooLarge { max } => body["max"] = json!(max),
+            Self::RequestTimeout { ms } => body["ms"] = json!(ms),
             Self::ProtocolVersion(_) => {
                 body["supported"] = json!(
                     aido_mcp::HTTP_PROTOCOL_VERSIONS
@@ -227,8 +244,8 @@ pub struct Options {
     pub keep_alive: Duration,
     /// What `/metrics` answers (the Prometheus text format); `None`: `/metrics` is not served.
     pub metrics: Option<Metrics>,
-    /// Connections open at once (one more gets 503 `serve_busy`), and how soon a new one must
-    /// send its first byte.
+    /// Connections held at once, in all and per peer, and the deadlines of a request's
+    /// phases (see [`listener`]).
     pub connections: listener::Limits,
     /// This runtime's `service.instance.id`, which Mission Control shows.
     pub instance: Option<String>,
@@ -262,10 +279,7 @@ impl Options {
             drain: Duration::from_secs(3),
             keep_alive: Duration::from_secs(15),
             metrics: None,
-            connections: listener::Limits {
-                connections_max: 1024,
-                first_byte: Duration::from_secs(10),
-            },
+            connections: listener::Limits::DEFAULT,
             instance: None,
             fleet: mc::Fleet::default(),
         }
@@ -309,6 +323,8 @@ pub(crate) struct Shared {
     pub(crate) fleet: Arc<mc::Fleet>,
     /// Which grant (or the operator: `None`) opened each MCP session.
     pub(crate) owners: Arc<std::sync::Mutex<Owners>>,
+    /// The MCP requests being answered (at most one per connection answering).
+    pub(crate) in_flight: InFlightIds,
 }
 
 /// Who a request was authenticated as.
@@ -491,6 +507,7 @@ pub async fn start(
         api: api_sessions.clone(),
         metrics: options.metrics.clone(),
         owners: Arc::new(std::sync::Mutex::new(Owners::default())),
+        in_flight: InFlightIds::default(),
         instance: options.instance.clone().map(Arc::new),
         fleet: Arc::new(options.fleet.clone()),
     };
@@ -540,9 +557,11 @@ pub async fn start(
             shared.clone(),
             host_and_origin,
         ))
+        .layer(middleware::from_fn(request::phases))
         .with_state(shared);
     let stop = cancel.clone();
     let listener = listener::Bounded::new(listener, options.connections);
+    let app = app.into_make_service_with_connect_info::<listener::Connection>();
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -788,7 +807,10 @@ async fn protocol_version(request: Request, next: Next) -> Response {
 
 /// A POSTed JSON body that is not a JSON-RPC message aido's server reads gets 400 and the
 /// same coded JSON-RPC error as on stdio (`parse_error`, `batch_not_supported`,
-/// `invalid_params`, ...), instead of rmcp's bare 415.
+/// `invalid_params`, ...), instead of rmcp's bare 415. A request whose id is still being
+/// answered in its session gets 400 `request_id_in_flight` (rmcp would run both and leave one
+/// stream without its answer): an id is in flight from its POST until its answer's stream
+/// ends, or the client drops it.
 async fn judge_message(State(shared): State<Shared>, request: Request, next: Next) -> Response {
     let is_json = request
         .headers()
@@ -808,16 +830,82 @@ async fn judge_message(State(shared): State<Shared>, request: Request, next: Nex
             .into_response();
         }
     };
-    if let Some(error) = aido_mcp::judge_body(&bytes, shared.body_bytes_max as u64) {
-        return (
-            StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, "application/json")],
-            error,
-        )
-            .into_response();
+    let asked = match aido_mcp::judge_body(&bytes, shared.body_bytes_max as u64) {
+        aido_mcp::BodyVerdict::Pass { request } => request,
+        aido_mcp::BodyVerdict::Reject(error) => return rpc_refusal(error),
+    };
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let in_flight = match (asked, session) {
+        (Some((id, _)), Some(session)) => {
+            match InFlight::enter(&shared.in_flight, session, id.to_string()) {
+                Some(guard) => Some(guard),
+                None => return rpc_refusal(aido_mcp::id_in_flight(&id)),
+            }
+        }
+        // Without a session only `initialize` (and `ping`) are served.
+        (Some((id, method)), None) if method != "initialize" && method != "ping" => {
+            return rpc_refusal(aido_mcp::not_initialized(
+                &id,
+                &method,
+                aido_mcp::HTTP_PROTOCOL_VERSIONS,
+            ));
+        }
+        _ => None,
+    };
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    match in_flight {
+        Some(guard) => request::hold_while_sent(response, guard),
+        None => response,
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+}
+
+/// 400 with a coded JSON-RPC error response as the body.
+fn rpc_refusal(error: Vec<u8>) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        error,
+    )
+        .into_response()
+}
+
+/// Requests being answered, by MCP session and JSON-RPC id (as JSON text).
+pub(crate) type InFlightIds = Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>;
+
+/// One request's id held in flight until dropped.
+struct InFlight {
+    ids: InFlightIds,
+    key: (String, String),
+}
+
+impl InFlight {
+    /// Hold `id` in `session`, or `None` if it is already held.
+    fn enter(ids: &InFlightIds, session: String, id: String) -> Option<Self> {
+        let key = (session, id);
+        let fresh = ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone());
+        fresh.then(|| Self {
+            ids: ids.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.key);
+    }
 }
 
 /// rmcp refuses in plain text; give those refusals aido's codes (the status is kept).
@@ -902,4 +990,117 @@ pub fn record_json(record: &aido_journal::Record) -> Value {
         map.insert("hash".into(), Value::String(record.hash.clone()));
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole table: each error's code and status, and the codes given outside it.
+    #[test]
+    fn http_error_codes_are_stable() {
+        let table = [
+            (HttpError::Unauthorized, "unauthorized", 401),
+            (
+                HttpError::GrantTokenInvalid(String::new()),
+                "serve_grant_token_invalid",
+                401,
+            ),
+            (
+                HttpError::OperatorOnly(String::new()),
+                "serve_operator_only",
+                403,
+            ),
+            (
+                HttpError::SessionNotYours(String::new()),
+                "serve_session_not_yours",
+                403,
+            ),
+            (
+                HttpError::HostNotAllowed(String::new()),
+                "host_not_allowed",
+                403,
+            ),
+            (
+                HttpError::OriginNotAllowed(String::new()),
+                "origin_not_allowed",
+                403,
+            ),
+            (HttpError::TooLarge { max: 1 }, "request_too_large", 413),
+            (HttpError::RequestTimeout { ms: 1 }, "request_timeout", 408),
+            (
+                HttpError::BodyInvalid(String::new()),
+                "request_body_invalid",
+                400,
+            ),
+            (
+                HttpError::ProtocolVersion(String::new()),
+                "protocol_version_unsupported",
+                400,
+            ),
+            (
+                HttpError::SessionNotFound(String::new()),
+                "session_not_found",
+                404,
+            ),
+            (HttpError::BadRequest(String::new()), "bad_request", 400),
+            (
+                HttpError::NotAcceptable(String::new()),
+                "not_acceptable",
+                406,
+            ),
+            (
+                HttpError::MethodNotAllowed(String::new()),
+                "method_not_allowed",
+                405,
+            ),
+            (
+                HttpError::UnsupportedMediaType(String::new()),
+                "unsupported_media_type",
+                415,
+            ),
+            (HttpError::NotFound(String::new()), "not_found", 404),
+            (
+                HttpError::ActionInvalid(String::new()),
+                "action_invalid",
+                400,
+            ),
+            (
+                HttpError::ApiSessionUnknown(String::new()),
+                "api_session_unknown",
+                404,
+            ),
+            (
+                HttpError::SessionIdInvalid(String::new()),
+                "session_id_invalid",
+                400,
+            ),
+            (
+                HttpError::LastEventIdInvalid(String::new()),
+                "last_event_id_invalid",
+                400,
+            ),
+            (HttpError::NotBuilt("x"), "mc_not_built", 404),
+            (HttpError::PeerUnknown(0), "mc_peer_unknown", 404),
+            (HttpError::PeerFailed(String::new()), "mc_peer_failed", 502),
+        ];
+        for (error, code, status) in &table {
+            assert_eq!((error.code(), error.status().as_u16()), (*code, *status));
+        }
+        let given_elsewhere = [
+            "events_gap",
+            listener::BUSY_CODE,
+            listener::PEER_BUSY_CODE,
+            "mc_read_failed",
+            "mc_session_unknown",
+            "mc_thumbnail_failed",
+            "mc_discovery_invalid",
+        ];
+        let all: Vec<&str> = table
+            .iter()
+            .map(|(_, code, _)| *code)
+            .chain(given_elsewhere)
+            .collect();
+        assert_eq!(HttpError::CODES, all.as_slice());
+    }
 }

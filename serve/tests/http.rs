@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +52,7 @@ fn world(tweak: impl FnOnce(&mut Options)) -> World {
     let feed = Feed::start(
         journal.clone(),
         Some(aido_serve::feed::audit_dir(&aido_home)),
+        aido_serve::feed::RingLimits::SERVE,
     )
     .unwrap();
     let (serving, feed) = rt.block_on(async {
@@ -1092,32 +1093,31 @@ fn many_concurrent_sessions_over_http_lose_and_reorder_nothing() {
     );
 }
 
-/// A flood of connections: past the cap, each new one is answered 503 `serve_busy` and
-/// closed; a socket that never speaks is closed after the first-byte deadline, and its place
-/// goes to a client that does.
+/// A flood of connections: past the cap of connections all answering (open event streams),
+/// each new one is answered 503 `serve_busy` and closed; a socket that never speaks is closed
+/// after the first-byte deadline, and clients that talk are served again.
 #[test]
 fn a_connection_flood_gets_503_serve_busy_and_silent_sockets_are_closed() {
     let w = world(|o| {
         o.connections = aido_serve::listener::Limits {
             connections_max: 8,
+            connections_per_peer_max: 16,
             first_byte: Duration::from_millis(700),
+            ..aido_serve::listener::Limits::DEFAULT
         };
     });
     let addr = w.serving.as_ref().unwrap().addr;
+    // Eight places answering: event streams, each on its own connection.
+    let streams: Vec<std::net::TcpStream> = (0..8).map(|_| open_events(addr)).collect();
+    // The ninth gets the coded refusal.
+    let answer = read_all(std::net::TcpStream::connect(addr).unwrap());
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"code\":\"serve_busy\""), "{answer}");
+    drop(streams);
+    // Silent sockets are closed after the deadline (a read sees the end).
     let silent: Vec<std::net::TcpStream> = (0..8)
         .map(|_| std::net::TcpStream::connect(addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(100));
-    // The ninth gets the coded refusal.
-    let mut extra = std::net::TcpStream::connect(addr).unwrap();
-    extra
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut answer = String::new();
-    extra.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.contains("\"code\":\"serve_busy\""), "{answer}");
-    // The silent ones are closed after the deadline (a read sees the end).
     for mut s in silent {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 16];
@@ -1134,4 +1134,423 @@ fn a_connection_flood_gets_503_serve_busy_and_silent_sockets_are_closed() {
         json!({"path": "x.txt", "content": "served again\n"}),
     );
     assert_eq!(listed["result"]["isError"], false, "{listed}");
+}
+
+/// `GET /events` with the token on a connection of its own, its answer's head read: a place
+/// that is answering for as long as the stream stays open.
+fn open_events(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    events_from(std::net::TcpStream::connect(addr).unwrap(), addr)
+}
+
+fn events_from(mut tcp: std::net::TcpStream, addr: std::net::SocketAddr) -> std::net::TcpStream {
+    write!(
+        tcp,
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    )
+    .unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(tcp.read(&mut byte).unwrap(), 1, "the stream's head");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    tcp
+}
+
+/// Everything a connection sends until it closes (or 10 s pass).
+fn read_all(mut tcp: std::net::TcpStream) -> String {
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Whether the server has closed `tcp` (a read sees the end or a reset, without waiting).
+fn closed(tcp: &mut std::net::TcpStream) -> bool {
+    tcp.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 512];
+    let closed = loop {
+        match tcp.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+            Err(_) => break true,
+        }
+    };
+    tcp.set_nonblocking(false).unwrap();
+    closed
+}
+
+/// A connection from `source` (any 127.0.0.0/8 address is this machine's loopback).
+fn connect_from(w: &World, source: [u8; 4]) -> std::net::TcpStream {
+    let addr = w.serving.as_ref().unwrap().addr;
+    w.rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(std::net::SocketAddr::from((source, 0)))
+            .unwrap();
+        let tcp = socket.connect(addr).await.unwrap().into_std().unwrap();
+        tcp.set_nonblocking(false).unwrap();
+        tcp
+    })
+}
+
+/// A slow client: a request head trickled a byte at a time, or a whole head and its body
+/// trickled (to `/actions`, with the token, so the body is read).
+#[derive(Clone, Copy)]
+enum Slow {
+    Head,
+    Body,
+}
+
+impl Slow {
+    fn open(self, addr: std::net::SocketAddr) -> Option<std::net::TcpStream> {
+        let mut tcp = std::net::TcpStream::connect(addr).ok()?;
+        let start = match self {
+            Self::Head => format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\nX-Slow: "),
+            Self::Body => format!(
+                "POST /actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"primitive\": \"read_file\", \"arguments\": {{\"path\": \""
+            ),
+        };
+        tcp.write_all(start.as_bytes()).ok()?;
+        Some(tcp)
+    }
+}
+
+/// The slow-client flood, on a thread: it keeps `held` slow connections open (half trickling
+/// a head, half a body), a byte to each every 50 ms (the attacker's pace), opening a new one
+/// whenever the server closes one, until told to stop. What it saw: connections opened, and
+/// closed by the server.
+struct Flood {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    opened: Arc<std::sync::atomic::AtomicUsize>,
+    thread: std::thread::JoinHandle<usize>,
+}
+
+impl Flood {
+    fn start(addr: std::net::SocketAddr, held: usize) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let (flag, count) = (stop.clone(), opened.clone());
+        let thread = std::thread::spawn(move || {
+            let mut conns: Vec<std::net::TcpStream> = Vec::new();
+            let mut closed_by_server = 0;
+            let mut n = 0usize;
+            while !flag.load(Ordering::SeqCst) {
+                while conns.len() < held {
+                    let kind = if n.is_multiple_of(2) {
+                        Slow::Head
+                    } else {
+                        Slow::Body
+                    };
+                    n += 1;
+                    if let Some(tcp) = kind.open(addr) {
+                        conns.push(tcp);
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                let before = conns.len();
+                conns.retain_mut(|c| !closed(c) && c.write_all(b"a").is_ok());
+                closed_by_server += before - conns.len();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            closed_by_server
+        });
+        Self {
+            stop,
+            opened,
+            thread,
+        }
+    }
+
+    fn opened(&self) -> usize {
+        self.opened.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stop; how many of its connections the server closed.
+    fn stop(self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
+}
+
+/// Slowloris: clients that trickle their request heads and bodies hold more connections than
+/// there are places, reconnecting as they are closed. A client that sends its requests whole
+/// is still served, call after call, and the slow ones are the ones closed.
+#[test]
+fn a_flood_of_slow_clients_never_takes_the_places_of_clients_that_finish_their_requests() {
+    let w = world(|o| {
+        o.connections = aido_serve::listener::Limits {
+            connections_max: 16,
+            connections_per_peer_max: 16,
+            ..aido_serve::listener::Limits::DEFAULT
+        };
+    });
+    let addr = w.serving.as_ref().unwrap().addr;
+    let flood = Flood::start(addr, 24);
+    // Every place taken by slow clients, and then some.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while flood.opened() < 32 {
+        assert!(Instant::now() < deadline, "the flood did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (session, version) = w.initialize("2025-11-25");
+    for i in 0..5 {
+        let wrote = w.call(
+            &session,
+            &version,
+            10 + i,
+            "write_file",
+            json!({"path": format!("served{i}.txt"), "content": "served\n"}),
+        );
+        assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    }
+    let api = w.action(&json!({"primitive": "read_file", "arguments": {"path": "served4.txt"}}));
+    assert_eq!(api.status, 200, "{}", api.body);
+    assert_eq!(api.json()["output"]["content"], "served\n", "{}", api.body);
+    let closed_by_server = flood.stop();
+    assert!(
+        closed_by_server >= 16,
+        "the slow clients gave their places up: {closed_by_server} closed"
+    );
+}
+
+/// A peer holds at most its share of the places: its own longest-waiting connection makes
+/// room for its next one, another peer's connections are left alone, and when all of its
+/// places are answering its next connection gets 503 `serve_peer_busy` while other peers are
+/// still served.
+#[test]
+fn a_single_peer_cannot_hold_more_than_its_share() {
+    let w = world(|o| {
+        o.connections = aido_serve::listener::Limits {
+            connections_max: 16,
+            connections_per_peer_max: 4,
+            ..aido_serve::listener::Limits::DEFAULT
+        };
+    });
+    let addr = w.serving.as_ref().unwrap().addr;
+    let (a, b) = ([127, 0, 0, 2], [127, 0, 0, 3]);
+    let mut others: Vec<_> = (0..4).map(|_| connect_from(&w, b)).collect();
+    for tcp in &mut others {
+        tcp.write_all(b"GET /mc/ HTTP/1.1\r\nHost: x").unwrap();
+    }
+    let mut own: Vec<_> = (0..10).map(|_| connect_from(&w, a)).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let open: Vec<usize> = (0..own.len()).filter(|&k| !closed(&mut own[k])).collect();
+        if open == [6, 7, 8, 9] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "peer A holds {open:?}, not its 4 newest"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        others.iter_mut().all(|tcp| !closed(tcp)),
+        "another peer's places are left alone"
+    );
+    drop(own);
+    // All of A's places answering: its next connection is refused with its own code.
+    let streams: Vec<_> = (0..4)
+        .map(|_| events_from(connect_from(&w, a), addr))
+        .collect();
+    let refused = read_all(connect_from(&w, a));
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        refused.contains("\"code\":\"serve_peer_busy\""),
+        "{refused}"
+    );
+    // Another peer is served meanwhile.
+    let mut tcp = connect_from(&w, [127, 0, 0, 4]);
+    write!(
+        tcp,
+        "GET /mc/app.css HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    assert!(read_all(tcp).starts_with("HTTP/1.1 200"));
+    drop(streams);
+}
+
+/// The whole request must arrive within the request deadline of its first byte: a head
+/// still trickling is cut off; a body still trickling is answered 408 `request_timeout`; a
+/// body with malformed chunking is answered 400 `request_body_invalid`, on `/mcp` as on
+/// `/actions`; the server goes on serving.
+#[test]
+fn a_request_that_does_not_arrive_whole_in_time_or_in_shape_is_refused() {
+    let w = world(|o| {
+        o.connections = aido_serve::listener::Limits {
+            request: Duration::from_millis(800),
+            ..aido_serve::listener::Limits::DEFAULT
+        };
+    });
+    let addr = w.serving.as_ref().unwrap().addr;
+    let trickle = |kind: Slow| {
+        let mut tcp = kind.open(addr).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The attacker's pace: a byte every 50 ms, until the server answers or closes.
+        loop {
+            assert!(Instant::now() < deadline, "still open after 10 s");
+            if closed(&mut tcp) || tcp.write_all(b"a").is_err() {
+                return String::new();
+            }
+            tcp.set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            let mut buf = [0u8; 4096];
+            match tcp.read(&mut buf) {
+                Ok(0) => return String::new(),
+                Ok(n) => {
+                    let mut answer = buf[..n].to_vec();
+                    let _ = tcp.read_to_end(&mut answer);
+                    return String::from_utf8_lossy(&answer).into_owned();
+                }
+                Err(_) => {}
+            }
+        }
+    };
+    assert_eq!(
+        trickle(Slow::Head),
+        "",
+        "a slow head is cut off without an answer"
+    );
+    let answer = trickle(Slow::Body);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+    let (session, version) = w.initialize("2025-11-25");
+    for (path, session) in [("/mcp", Some(&session)), ("/actions", None)] {
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+        );
+        if let Some(session) = session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: {version}\r\n"
+            ));
+        }
+        head.push_str("\r\n5\r\n{\"jso\r\nzz-not-a-size\r\n");
+        tcp.write_all(head.as_bytes()).unwrap();
+        let answer = read_all(tcp);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(
+            answer.contains("\"code\":\"request_body_invalid\""),
+            "{path}: {answer}"
+        );
+    }
+    let wrote = w.call(
+        &session,
+        &version,
+        2,
+        "write_file",
+        json!({"path": "after.txt", "content": "still serving"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+}
+
+/// Two requests with one id in one session: the second, sent while the first is still being
+/// answered, gets 400 and the coded JSON-RPC error `request_id_in_flight`; the first is
+/// answered whole; once it is, the id may be used again.
+#[test]
+fn a_request_whose_id_is_in_flight_is_refused_and_the_first_is_still_answered() {
+    let w = Arc::new(world(|_| {}));
+    let (session, version) = w.initialize("2025-11-25");
+    let steps: Vec<Value> = (0..400)
+        .map(|i| json!({"type": "write_file", "path": format!("slow/f{i:03}.txt"), "content": "x"}))
+        .collect();
+    let first = {
+        let (w, session, version) = (w.clone(), session.clone(), version.clone());
+        std::thread::spawn(move || {
+            w.post(
+                Some(&session),
+                Some(&version),
+                &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "pipeline", "arguments": {"steps": steps}}}),
+            )
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !w.home.join("project/slow/f001.txt").exists() {
+        assert!(Instant::now() < deadline, "the pipeline never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let second = w.post(
+        Some(&session),
+        Some(&version),
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": "slow/f000.txt"}}}),
+    );
+    assert_eq!(second.status, 400, "{}", second.body);
+    let refused = second.json();
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["code"], "request_id_in_flight",
+        "{refused}"
+    );
+    let first = first.join().unwrap();
+    assert_eq!(first.status, 200, "{}", first.body);
+    let answered = first.rpc();
+    assert_eq!(answered["id"], 7);
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    assert!(w.home.join("project/slow/f399.txt").exists());
+    // Answered: the id is free again.
+    let again = w.call(
+        &session,
+        &version,
+        7,
+        "read_file",
+        json!({"path": "slow/f000.txt"}),
+    );
+    assert_eq!(
+        again["result"]["structuredContent"]["content"], "x",
+        "{again}"
+    );
+}
+
+/// A call before `initialize` (no session) gets 400 and the coded JSON-RPC error
+/// `not_initialized`, saying to initialize and naming only the revisions served.
+#[test]
+fn a_call_before_initialize_is_refused_naming_the_served_revisions() {
+    let w = world(|_| {});
+    let r = w.post(
+        None,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": "x.txt"}}}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let refused = r.json();
+    assert_eq!(refused["id"], 3, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["code"], "not_initialized",
+        "{refused}"
+    );
+    assert_eq!(
+        refused["error"]["data"]["supported"],
+        json!(["2025-11-25", "2025-06-18", "2025-03-26"]),
+        "{refused}"
+    );
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("initialize"), "{message}");
+    assert!(
+        !message.contains("2026") && !message.contains("2024"),
+        "{message}"
+    );
+    // Then initialize is served as ever.
+    let (session, version) = w.initialize("2025-11-25");
+    let wrote = w.call(
+        &session,
+        &version,
+        4,
+        "write_file",
+        json!({"path": "x.txt", "content": "x"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
 }

@@ -352,3 +352,97 @@ def test_the_largest_line_aido_accepts_is_request_bytes_max(raw, world):
         assert_serving(raw, 3)
     finally:
         raw.close()
+
+
+# ---- the lifecycle and ids in flight (hardening) ------------------------------------------
+
+
+def test_a_call_before_initialize_gets_a_coded_answer_naming_the_offered_revisions(raw, world):
+    raw.send({"id": 1, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "~/notes.txt"}}})
+    resp = next_answer(raw)
+    assert resp["id"] == 1, resp
+    assert resp["error"]["code"] == -32600, resp
+    data = resp["error"]["data"]
+    assert data["code"] == "not_initialized", resp
+    assert data["supported"] == ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"], resp
+    message = resp["error"]["message"]
+    assert "send initialize first" in message, message
+    assert "2026" not in message and "_meta" not in message, message
+    # A notification before initialize is dropped, not fatal; ping is answered.
+    raw.send({"method": "notifications/initialized"})
+    assert raw.request("p", "ping") == {"jsonrpc": "2.0", "id": "p", "result": {}}
+    # Then the handshake and the call are served as ever.
+    assert raw.initialize()["result"]["protocolVersion"] == "2025-11-25"
+    assert_serving(raw, 2)
+
+
+def test_a_request_whose_id_is_in_flight_is_refused_and_the_first_is_still_answered(raw, world):
+    raw.initialize()
+    steps = [{"type": "write_file", "path": f"~/dup/f{i:03}.txt", "content": str(i)} for i in range(200)]
+    first = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "pipeline", "arguments": {"steps": steps}}}
+    second = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "~/notes.txt"}}}
+    # Both in one write: the second is read while the first is certainly still running.
+    raw.send_line(json.dumps(first).encode() + b"\n" + json.dumps(second).encode())
+    answers = [next_answer(raw, timeout=60), next_answer(raw, timeout=60)]
+    assert [a["id"] for a in answers] == [7, 7], answers
+    refused, answered = answers
+    assert refused["error"]["code"] == -32600, refused
+    assert refused["error"]["data"]["code"] == "request_id_in_flight", refused
+    assert answered["result"]["isError"] is False, answered
+    assert len(list((world.home / "dup").iterdir())) == 200
+    # Answered: the id may be used again.
+    resp = raw.request(7, "tools/call", {"name": "read_file", "arguments": {"path": "~/dup/f000.txt"}})
+    assert resp["result"]["structuredContent"]["content"] == "0", resp
+    assert_serving(raw, 8)
+    # The refused call is in the journal as a rejected call.
+    sessions = world.run_json("replay", "sessions", "--json")
+    sessions = sessions.get("sessions") if isinstance(sessions, dict) else sessions
+    proc = world.run("replay", "export", sessions[0]["id"], "--jsonl")
+    assert proc.returncode == 0, describe(proc)
+    records = [json.loads(l) for l in proc.stdout.splitlines()]
+    rejected = [(r["tool"], r["code"]) for r in records if r["event"] == "call_rejected"]
+    assert rejected == [("read_file", "request_id_in_flight")], rejected
+
+
+# ---- memory is flat in the number of calls (hardening) ------------------------------------
+
+
+def rss_bytes(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+CALLS = 2000
+ARGUMENT_BYTES = 128 * 1024
+# Generous: what stays resident is bounded (sled's page cache and the pages it has yet to page
+# out, none over 4 KiB; a few megabytes of sled's own bookkeeping), not a copy of each call.
+# Before the fix each call's records and blobs stayed in memory: ~0.5 MB a call at this size,
+# ~750 MB more by call 2,000.
+GROWTH_BYTES_MAX = 48 * 1024 * 1024
+
+
+@pytest.mark.timeout(600)
+def test_memory_is_flat_in_the_number_of_calls(raw, world):
+    """2,000 calls of 128 KiB (stat_files with 128 KiB of paths, which stay in the record; a
+    write_file of 128 KiB every tenth): resident memory between call 500 and call 2,000 grows
+    by less than GROWTH_BYTES_MAX. A memory bound, not a timing one."""
+    raw.initialize()
+    component = "d" * 200
+    rss = {}
+    for i in range(1, CALLS + 1):
+        if i % 10 == 0:
+            params = {"name": "write_file", "arguments": {"path": f"~/soak/w{i % 7}.txt", "content": f"{i:08}" * (ARGUMENT_BYTES // 8)}}
+        else:
+            count = ARGUMENT_BYTES // 1024
+            paths = [f"~/nope/{i}/{j}/{component}/{component}/{component}/{component}/{'e' * 170}" for j in range(count)]
+            params = {"name": "stat_files", "arguments": {"paths": paths}}
+        raw.send({"id": i, "method": "tools/call", "params": params})
+        resp = raw.response(i, timeout=60)
+        assert resp["result"]["isError"] is False, str(resp)[:500]
+        if i in (500, CALLS):
+            rss[i] = rss_bytes(raw.proc.pid)
+    grown = rss[CALLS] - rss[500]
+    print(f"aido mcp RSS: {rss[500] / 1e6:.1f} MB at call 500, {rss[CALLS] / 1e6:.1f} MB at call {CALLS}")
+    assert grown < GROWTH_BYTES_MAX, f"RSS grew by {grown / 1e6:.1f} MB between call 500 and call {CALLS}"

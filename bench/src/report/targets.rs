@@ -27,6 +27,18 @@ const REFERENCE_ACQUIRE: Option<&str> = Some("~200 ms");
 /// See [`REFERENCE_REVERT`].
 const REFERENCE_RSS: Option<&str> = Some("~256 MB");
 
+/// The soak's bound: resident memory after warm-up stays under this, in bytes.
+const SOAK_RSS_BYTES_MAX: f64 = 200e6;
+/// The soak's bound: resident memory grows by less than this over the last three quarters of
+/// the calls, in bytes.
+const SOAK_GROWTH_BYTES_MAX: f64 = 32e6;
+
+/// The soak's bounds (resident memory after warm-up, growth), in bytes, as the report states
+/// them.
+pub fn soak_bounds() -> (f64, f64) {
+    (SOAK_RSS_BYTES_MAX, SOAK_GROWTH_BYTES_MAX)
+}
+
 /// Milliseconds in the rows' unit (nanoseconds).
 const MS: f64 = 1e6;
 
@@ -94,6 +106,23 @@ pub const TARGETS: &[(&str, Spec)] = &[
     (
         "process_flood_memory",
         Spec::Below(Statistic::Median, 32e6, Unit::Bytes, None),
+    ),
+    // Hardening: memory is flat in the number of calls served, on stdio and over HTTP.
+    (
+        "soak_stdio_rss_max",
+        Spec::Below(Statistic::Max, SOAK_RSS_BYTES_MAX, Unit::Bytes, None),
+    ),
+    (
+        "soak_stdio_rss_growth",
+        Spec::Below(Statistic::Median, SOAK_GROWTH_BYTES_MAX, Unit::Bytes, None),
+    ),
+    (
+        "soak_http_rss_max",
+        Spec::Below(Statistic::Max, SOAK_RSS_BYTES_MAX, Unit::Bytes, None),
+    ),
+    (
+        "soak_http_rss_growth",
+        Spec::Below(Statistic::Median, SOAK_GROWTH_BYTES_MAX, Unit::Bytes, None),
     ),
     // Issue 12: every active server scenario of the MCP conformance suite passes.
     (

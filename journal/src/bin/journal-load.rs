@@ -12,6 +12,25 @@ use std::sync::Arc;
 
 use aido_journal::{CommitMode, Event, Journal, Limits, SessionId};
 
+/// A record of some 20 kB of short strings (they stay inline, so the record is large).
+fn large(n: u64) -> Event {
+    let paths: Vec<String> = (0..200)
+        .map(|k| format!("~/{n}/{k}/{}", "p".repeat(80)))
+        .collect();
+    match aido_actions::Action::from_tool_call("stat_files", serde_json::json!({ "paths": paths }))
+    {
+        Ok(action) => Event::ActionProposed {
+            action,
+            verdict: aido_actions::Verdict::Allow,
+            parent: None,
+        },
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(dir), Some(threads)) = (args.get(1), args.get(2).and_then(|t| t.parse::<u8>().ok()))
@@ -41,13 +60,19 @@ fn main() {
                 let mut n: u64 = 0;
                 loop {
                     n += 1;
-                    // Every fifth record carries a blob-sized string.
-                    let reason = if n.is_multiple_of(5) {
-                        format!("{n}:{}", "z".repeat(3000))
+                    // Every seventh record is larger than a chunk (its bytes go to the blob
+                    // store), every fifth carries a blob-sized string.
+                    let event = if n.is_multiple_of(7) {
+                        large(n)
+                    } else if n.is_multiple_of(5) {
+                        Event::SessionEnded {
+                            reason: format!("{n}:{}", "z".repeat(3000)),
+                        }
                     } else {
-                        format!("{n}")
+                        Event::SessionEnded {
+                            reason: format!("{n}"),
+                        }
                     };
-                    let event = Event::SessionEnded { reason };
                     let appended = if written && t % 2 == 1 {
                         journal.append_written_blocking(session, n, event)
                     } else {

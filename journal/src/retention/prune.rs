@@ -79,7 +79,7 @@ pub(crate) fn cut_session(
                 seq: through,
                 reason: "the record a cut ends at is not stored".into(),
             })?;
-        let checked = check_value(s.id, through, &value)?;
+        let checked = check_value(&journal.trees().blobs, s.id, through, &value)?;
         let earlier = s.cut.as_ref().map_or(0, |c| c.rewinds);
         let rewinds = s.rewinds.iter().filter(|seq| **seq <= through).count() as u32 + earlier;
         journal.append_blocking(

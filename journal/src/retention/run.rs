@@ -252,10 +252,14 @@ fn mark(
                 Some(Fate::Cut { through, .. }) if seq <= *through => continue,
                 _ => {}
             }
-            let Ok(checked) = check_value(session, seq, &v) else {
+            let Ok(checked) = check_value(&shard.journal.trees().blobs, session, seq, &v) else {
                 sweepable[index] = false;
                 continue;
             };
+            // A large record's own bytes are a blob under its hash.
+            if checked.kept_as_blob {
+                marks.add(checked.hash)?;
+            }
             references(
                 &checked.stored,
                 &mut |h| {

@@ -195,7 +195,7 @@ fn scan_session(
             s.first_seq = seq;
         }
         s.head_seq = seq;
-        let checked = match check_value(id, seq, &v) {
+        let checked = match check_value(&journal.trees().blobs, id, seq, &v) {
             Ok(c) => c,
             Err(e) => {
                 s.damaged.get_or_insert((seq, e.to_string()));

@@ -170,10 +170,11 @@ fn two_sessions_sharing_contents_prune_one_and_the_other_keeps_all_it_names() {
     let alone_a;
     {
         let j = h.open();
-        let shared_small = keep(&j, &contents("shared", 5000));
+        let shared_small = keep(&j, &contents("shared", 3500));
         let shared_chunked = hash_hex(&contents("chunked", 3 << 20));
+        // As an earlier aido stored it: chunks and a chunk list in sled.
         j.blob_store()
-            .put(&shared_chunked, &contents("chunked", 3 << 20))
+            .put_chunked(&shared_chunked, &contents("chunked", 3 << 20))
             .unwrap();
         let shared_object = keep(&j, &contents("object", 200 << 10));
         let a_small = keep(&j, &contents("a only", 3000));
@@ -510,10 +511,15 @@ fn compaction_gives_sled_space_back() {
     {
         let j = h.open();
         j.append_blocking(old, DAY, started()).unwrap();
+        // Ten sled blobs a record (objects are files, and give their space back themselves).
         for k in 0..400 {
-            let blob = keep(&j, &contents(&format!("old {k}"), 40_000));
-            j.append_blocking(old, DAY, completed(1, vec![written("/w/f", &blob, None)]))
-                .unwrap();
+            let effects = (0..10)
+                .map(|b| {
+                    let blob = keep(&j, &contents(&format!("old {k} {b}"), 3_000));
+                    written("/w/f", &blob, None)
+                })
+                .collect();
+            j.append_blocking(old, DAY, completed(1, effects)).unwrap();
         }
         j.append_blocking(old, DAY, ended()).unwrap();
         actions(&j, new, 3, 900 * DAY);
@@ -605,8 +611,8 @@ fn usage_adds_up_to_what_is_stored() {
     {
         let j = h.open();
         shared = keep(&j, &contents("shared", 150 << 10));
-        alone = keep(&j, &contents("alone", 5000));
-        orphan = keep(&j, &contents("orphan", 7000));
+        alone = keep(&j, &contents("alone", 3000));
+        orphan = keep(&j, &contents("orphan", 3500));
         j.append_blocking(a, DAY, started()).unwrap();
         j.append_blocking(
             a,
@@ -633,12 +639,12 @@ fn usage_adds_up_to_what_is_stored() {
             .join(&shared[..2])
             .join(&shared[2..]),
     );
-    assert_eq!(by[&a].alone_bytes, 32 + 5000 + 5);
+    assert_eq!(by[&a].alone_bytes, 32 + 3000 + 5);
     assert_eq!(by[&a].shared_bytes, object);
     assert_eq!(by[&b].shared_bytes, object);
     assert_eq!(by[&b].alone_bytes, 0);
     assert!(!by[&a].ended && by[&b].ended);
-    assert_eq!(usage.kinds.unreferenced, 32 + 7000 + 6);
+    assert_eq!(usage.kinds.unreferenced, 32 + 3500 + 6);
     let _ = orphan;
     let records: u64 = usage.sessions.iter().map(|s| s.record_bytes).sum();
     assert_eq!(records, usage.kinds.records);
@@ -789,4 +795,66 @@ fn contents_a_recovery_marker_names_survive_the_sweep() {
         assert!(readable(&j, hash), "{hash} a marker names survives");
     }
     assert!(!readable(&j, &orphan));
+}
+
+/// A record too large to stay in sled is an object under its own hash: retention keeps it
+/// while its record stays (its chain verifies after the sweep), takes it with its session, and
+/// `du` counts it as the session's own.
+#[test]
+fn a_large_record_kept_as_an_object_stays_with_its_record_and_goes_with_it() {
+    let h = Home::new();
+    let (old, new) = (sid(40), sid(41));
+    let large = |tag: &str| {
+        let paths: Vec<String> = (0..300)
+            .map(|k| format!("~/{tag}/{k}/{}", "p".repeat(90)))
+            .collect();
+        let action =
+            aido_actions::Action::from_tool_call("stat_files", serde_json::json!({"paths": paths}))
+                .unwrap();
+        Event::ActionProposed {
+            action,
+            verdict: aido_actions::Verdict::Allow,
+            parent: None,
+        }
+    };
+    let (old_hash, new_hash);
+    {
+        let j = h.open();
+        j.append_blocking(old, DAY, started()).unwrap();
+        old_hash = j.append_blocking(old, DAY, large("old")).unwrap().hash;
+        j.append_blocking(old, DAY, ended()).unwrap();
+        j.append_blocking(new, 900 * DAY, started()).unwrap();
+        new_hash = j
+            .append_blocking(new, 900 * DAY, large("new"))
+            .unwrap()
+            .hash;
+        j.append_blocking(new, 900 * DAY, ended()).unwrap();
+        for hash in [&old_hash, &new_hash] {
+            assert!(j.blob_store().objects().contains(hash), "kept as an object");
+        }
+    }
+    let usage = usage(&h.paths(), NOW, &NoSnapshots).unwrap();
+    let by: HashMap<_, _> = usage.sessions.iter().map(|s| (s.id, s)).collect();
+    let object = disk_bytes(
+        &h.home
+            .join("journal/main.objects")
+            .join(&new_hash[..2])
+            .join(&new_hash[2..]),
+    );
+    assert!(object > 0);
+    assert!(
+        by[&new].alone_bytes >= object,
+        "du counts the record's object"
+    );
+    assert_eq!(usage.kinds.unreferenced, 0, "no record's object is unnamed");
+    let report = collect(&h.paths(), None, &options(before(100 * DAY)), &NoSnapshots).unwrap();
+    assert_eq!(report.summary.sessions_removed, 1);
+    let j = h.open();
+    assert!(
+        !j.blob_store().objects().contains(&old_hash),
+        "swept with it"
+    );
+    assert!(j.blob_store().objects().contains(&new_hash), "kept with it");
+    assert_eq!(j.verify(new).unwrap().broken, None);
+    assert_eq!(j.all_records(new).unwrap()[1].event, large("new"));
 }

@@ -128,9 +128,13 @@ pub(crate) fn session_names(
         let Ok(seq) = crate::journal::seq_of(&k) else {
             continue;
         };
-        let Ok(checked) = check_value(s.id, seq, &v) else {
+        let Ok(checked) = check_value(&trees.blobs, s.id, seq, &v) else {
             continue;
         };
+        // A large record's own bytes are a blob under its hash.
+        if checked.kept_as_blob {
+            named.add(checked.hash)?;
+        }
         references(
             &checked.stored,
             &mut |h| {

@@ -1,0 +1,335 @@
+//! The soak: many mixed calls through one `aido mcp` on stdio and one `aido serve` over HTTP,
+//! some with arguments of about 1 MiB, the server's resident memory read from
+//! `/proc/PID/status` as it goes. What it shows is whether memory grows with the number of
+//! calls served: nothing may be kept per call beyond the journal on disk.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+/// How the soak runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Calls per transport.
+    pub calls: usize,
+    /// Bytes of a large call's argument (about).
+    pub large_bytes: usize,
+    /// Every this many calls, one is large.
+    pub large_every: usize,
+}
+
+/// RSS is read every this many calls (and at the marks).
+pub const SAMPLE_EVERY: usize = 250;
+
+/// How the section ran, or why it did not.
+pub enum SoakSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(SoakRun),
+}
+
+/// What the section measured.
+pub struct SoakRun {
+    /// How it ran.
+    pub options: Options,
+    /// stdio, then HTTP.
+    pub sides: Vec<Side>,
+}
+
+/// One transport's run.
+pub struct Side {
+    /// `stdio` or `HTTP`.
+    pub transport: &'static str,
+    /// (calls served, VmRSS bytes) every [`SAMPLE_EVERY`] calls, from the first.
+    pub samples: Vec<(usize, u64)>,
+    /// VmHWM at the end: the largest resident memory of the whole run.
+    pub peak: u64,
+    /// Wall time of all the calls.
+    pub took: Duration,
+    /// The journal and audit files on disk at the end.
+    pub disk_bytes: u64,
+}
+
+impl SoakRun {
+    /// The calls after which memory counts as warmed up (a twentieth of the run).
+    pub fn warm(&self) -> usize {
+        (self.options.calls / 20).max(1)
+    }
+
+    /// The marks the report names: warmed up, a quarter, half, all.
+    pub fn marks(&self) -> [usize; 4] {
+        let n = self.options.calls;
+        [self.warm(), n / 4, n / 2, n]
+    }
+}
+
+impl Side {
+    /// VmRSS at the sample taken at `calls` (the nearest one not before it).
+    pub fn at(&self, calls: usize) -> u64 {
+        self.samples
+            .iter()
+            .find(|(n, _)| *n >= calls)
+            .or(self.samples.last())
+            .map_or(0, |(_, rss)| *rss)
+    }
+
+    /// The largest VmRSS sampled from `calls` on.
+    pub fn max_from(&self, calls: usize) -> u64 {
+        self.samples
+            .iter()
+            .filter(|(n, _)| *n >= calls)
+            .map(|(_, rss)| *rss)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Runs the section in fresh directories under `temp`.
+pub async fn run(aido: &Path, temp: &Path, options: Options) -> SoakSection {
+    let mut sides = Vec::new();
+    for transport in [Transport::Stdio, Transport::Http] {
+        eprintln!(
+            "aido-bench: soak over {}: {} calls, one in {} of ~{} bytes",
+            transport.name(),
+            options.calls,
+            options.large_every,
+            options.large_bytes
+        );
+        match soak(aido, temp, transport, options).await {
+            Ok(side) => sides.push(side),
+            Err(e) => return SoakSection::Failed(format!("{}: {e:#}", transport.name())),
+        }
+    }
+    SoakSection::Ran(SoakRun { options, sides })
+}
+
+#[derive(Clone, Copy)]
+enum Transport {
+    Stdio,
+    Http,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::Http => "HTTP",
+        }
+    }
+}
+
+/// VmRSS and VmHWM of `pid`, in bytes.
+fn memory(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .with_context(|| format!("{name} of {pid}"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Bytes of the files under `dir`.
+fn disk(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The `n`th call (from 1): its tool and arguments. One in `large_every` is large, a
+/// `stat_files` of paths (kept inline in the record, so its records are large) and a
+/// `write_file` of new contents (kept as a blob) in turn; the others read, write, stat, describe and checksum small files.
+fn call(n: usize, options: &Options) -> (&'static str, Value) {
+    if n.is_multiple_of(options.large_every) {
+        if (n / options.large_every).is_multiple_of(2) {
+            // About 1,000 bytes each, in components a file system takes (at most 255). The
+            // answer names each path again, so the outcome's record is about twice the
+            // arguments: 400 paths a MiB keep it under `record_bytes_max` (1 MiB).
+            let part = "p".repeat(240);
+            let path = |k: usize| format!("nope/{n}/{k}/{part}/{part}/{part}/{part}");
+            let count = options.large_bytes / 2600;
+            let paths: Vec<String> = (0..count).map(path).collect();
+            return ("stat_files", json!({ "paths": paths }));
+        }
+        let content = format!("{n:012}").repeat(options.large_bytes / 12);
+        return (
+            "write_file",
+            json!({"path": format!("large/{}.txt", n % 5), "content": content}),
+        );
+    }
+    let file = format!("small/{}.txt", n % 10);
+    match n % 5 {
+        0 => (
+            "write_file",
+            json!({"path": file, "content": format!("{n}\n")}),
+        ),
+        1 => ("read_file", json!({"path": "fixture/a.txt"})),
+        2 => (
+            "stat_files",
+            json!({"paths": ["fixture/a.txt", "fixture/b.txt", "nope"]}),
+        ),
+        3 => ("file_info", json!({"path": "fixture/b.txt"})),
+        _ => ("checksum", json!({"path": "fixture/a.txt"})),
+    }
+}
+
+async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) -> Result<Side> {
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let home = work.path().join("home");
+    let aido_home = work.path().join("aido_home");
+    std::fs::create_dir_all(home.join("fixture"))?;
+    std::fs::create_dir_all(&aido_home)?;
+    std::fs::write(
+        home.join("fixture/a.txt"),
+        "a line of a small file\n".repeat(40),
+    )?;
+    std::fs::write(
+        home.join("fixture/b.txt"),
+        "another small file\n".repeat(10),
+    )?;
+    let command = |sub: &str| {
+        let mut c = tokio::process::Command::new(aido);
+        c.arg(sub)
+            .env_clear()
+            .env("HOME", &home)
+            .env("AIDO_HOME", &aido_home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&home)
+            .kill_on_drop(true);
+        c
+    };
+    let stderr = std::fs::File::create(work.path().join("aido.stderr"))?;
+    let (client, pid, child) = match transport {
+        Transport::Stdio => {
+            let (process, _) = TokioChildProcess::builder(command("mcp"))
+                .stderr(Stdio::from(stderr))
+                .spawn()
+                .context("spawning aido mcp")?;
+            let pid = process.id().context("aido mcp's pid")?;
+            let client = ().serve(process).await.context("the MCP handshake")?;
+            (client, pid, None)
+        }
+        Transport::Http => {
+            let mut serve = command("serve");
+            serve
+                .args(["--listen", "127.0.0.1:0"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::from(stderr));
+            let mut child = serve.spawn().context("spawning aido serve")?;
+            let pid = child.id().context("aido serve's pid")?;
+            let stdout = child.stdout.take().context("stdout")?;
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            let first = lines.next_line().await?.unwrap_or_default();
+            let second = lines.next_line().await?.unwrap_or_default();
+            let url = first
+                .strip_prefix("aido serve: MCP at ")
+                .with_context(|| format!("aido serve said {first:?}"))?
+                .trim()
+                .to_owned();
+            let token_file = second
+                .strip_prefix("aido serve: bearer token in ")
+                .with_context(|| format!("aido serve said {second:?}"))?
+                .trim()
+                .to_owned();
+            let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
+            let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+            let client =
+                ().serve(StreamableHttpClientTransport::from_config(config))
+                    .await
+                    .context("the MCP handshake over HTTP")?;
+            (client, pid, Some(child))
+        }
+    };
+    let started = Instant::now();
+    let mut samples = vec![(0, memory(pid)?.0)];
+    for n in 1..=options.calls {
+        let (tool, arguments) = call(n, &options);
+        let arguments: JsonObject = match arguments {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+        let result = client
+            .peer()
+            .call_tool(params)
+            .await
+            .with_context(|| format!("call {n} ({tool})"))?;
+        if result.is_error == Some(true) {
+            bail!("call {n} ({tool}) failed: {:?}", result.structured_content);
+        }
+        if n.is_multiple_of(SAMPLE_EVERY) || n == options.calls {
+            samples.push((n, memory(pid)?.0));
+        }
+    }
+    let took = started.elapsed();
+    let (_, peak) = memory(pid)?;
+    let _ = client.cancel().await;
+    if let Some(mut child) = child {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+    }
+    Ok(Side {
+        transport: transport.name(),
+        samples,
+        peak,
+        took,
+        disk_bytes: disk(&aido_home),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_call_in_large_every_is_large_and_the_marks_are_a_twentieth_quarter_half_and_all() {
+        let options = Options {
+            calls: 20_000,
+            large_bytes: 1 << 20,
+            large_every: 10,
+        };
+        let size = |n| serde_json::to_vec(&call(n, &options).1).unwrap().len();
+        assert!(size(10) > 1_000_000 && size(20) > 390_000, "{}", size(20));
+        assert_eq!(call(10, &options).0, "write_file");
+        assert_eq!(call(20, &options).0, "stat_files");
+        assert!((1..10).all(|n| size(n) < 1_000));
+        let run = SoakRun {
+            options,
+            sides: Vec::new(),
+        };
+        assert_eq!(run.marks(), [1_000, 5_000, 10_000, 20_000]);
+        let side = Side {
+            transport: "stdio",
+            samples: vec![(0, 1), (250, 5), (500, 3), (750, 4)],
+            peak: 9,
+            took: Duration::ZERO,
+            disk_bytes: 0,
+        };
+        assert_eq!((side.at(300), side.at(750), side.max_from(500)), (3, 4, 4));
+    }
+}
