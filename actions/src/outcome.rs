@@ -119,6 +119,13 @@ pub enum Effect {
         /// What was there before.
         #[serde(default)]
         before: Before,
+        /// The new file's modification time, nanoseconds since the epoch (a redo gives it
+        /// back); absent in records from before it was kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime_ns: Option<i64>,
+        /// The replaced file's modification time (an undo gives it back).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before_mtime_ns: Option<i64>,
     },
     /// A file or directory was moved.
     Moved {
@@ -269,6 +276,12 @@ pub enum Input {
         /// Directories the write created above the file (`create_parents`), outermost first.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         dirs: Vec<String>,
+        /// The new file's modification time, nanoseconds since the epoch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime_ns: Option<i64>,
+        /// The replaced file's modification time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before_mtime_ns: Option<i64>,
     },
     /// Where the trash put an item (`to`, with its `.trashinfo` file `info`) or where it found
     /// one to restore (`from`).

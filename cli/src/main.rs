@@ -17,6 +17,8 @@ mod control;
 mod desktop;
 /// `aido grant`.
 mod grant;
+/// `aido gc`, `aido du`, and the retention at start.
+mod retention;
 /// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
 mod serve;
 /// OpenTelemetry for `aido serve` and `aido mcp`.
@@ -116,6 +118,44 @@ enum Command {
     /// Capability grants: mint, list and revoke, as the operator.
     #[command(subcommand)]
     Grant(GrantCmd),
+    /// Remove old sessions and everything only they use (blobs, objects, workspace
+    /// snapshots, audit lines), by age, a byte budget or a session count; with no rule given,
+    /// the `[retention]` config's. A session a running aido holds, or one that has not ended
+    /// and was active within the day, is never touched; what goes is journaled.
+    Gc {
+        /// Remove what is older than this (30d, 12h, 90m, 45s): whole sessions, and the older
+        /// records of sessions that go on after it (a `pruned` record marks the cut).
+        #[arg(long, value_name = "AGE")]
+        older_than: Option<String>,
+        /// Remove what was recorded before this time (milliseconds since the epoch), as
+        /// --older-than does.
+        #[arg(long, value_name = "MS")]
+        before_ms: Option<u64>,
+        /// Remove the oldest sessions until the journal, its audit files and the sessions'
+        /// snapshots take at most this (10G, 512M).
+        #[arg(long, value_name = "SIZE")]
+        max_bytes: Option<String>,
+        /// Keep at most this many sessions, the newest.
+        #[arg(long, value_name = "N")]
+        keep_sessions: Option<u64>,
+        /// Show what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not compact the journal's database afterwards.
+        #[arg(long)]
+        no_compact: bool,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What takes the space in AIDO_HOME: per session (its records, the contents only it
+    /// names, those it shares, its snapshots) and per kind (records, blobs, objects,
+    /// snapshots, layers, audit files).
+    Du {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Answer a question an agent asked that its client could not show (it got
     /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
     /// text or number. `--list` shows the waiting questions.
@@ -421,41 +461,52 @@ fn aido_home(cli: &Cli) -> PathBuf {
         .unwrap_or_else(|| aido_actors::runtime::default_home().join(".aido"))
 }
 
+/// Refused paths `aido exec` prints, one per line, before saying how many more there were.
+const REFUSED_PRINTED_MAX: usize = 20;
+
 fn layered(cli: &Cli, home: &Path) -> Result<Layered> {
-    let mut texts = Vec::new();
+    let mut files = Vec::new();
     let default_file = home.join("config.toml");
     if default_file.exists() {
-        texts.push((
-            Source::File(default_file.display().to_string()),
-            std::fs::read_to_string(&default_file)?,
-        ));
+        files.push(default_file);
     }
-    if let Some(file) = &cli.config {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        texts.push((Source::File(file.display().to_string()), text));
-    }
-    let layers: Vec<(Source, &str)> = texts.iter().map(|(s, t)| (s.clone(), t.as_str())).collect();
-    Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+    files.extend(cli.config.iter().cloned());
+    load(&files)
 }
 
 /// The layers of [`layered`] with one more file on top (`aido exec --policy`).
 fn layered_over(cli: &Cli, home: &Path, file: &Path) -> Result<Layered> {
-    let mut texts = Vec::new();
+    let mut files = Vec::new();
     let default_file = home.join("config.toml");
     if default_file.exists() {
-        texts.push((
-            Source::File(default_file.display().to_string()),
-            std::fs::read_to_string(&default_file)?,
-        ));
+        files.push(default_file);
     }
-    for file in cli.config.iter().map(PathBuf::as_path).chain([file]) {
+    files.extend(cli.config.iter().cloned());
+    files.push(file.to_owned());
+    load(&files)
+}
+
+/// The defaults with `files` layered over them, in order. Every file loaded is then protected
+/// (`paths.protect`) from the actions and commands the config governs: a command that could
+/// rewrite the policy it runs under could make its next run unconfined.
+fn load(files: &[PathBuf]) -> Result<Layered> {
+    let mut texts = Vec::new();
+    for file in files {
         let text =
             std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         texts.push((Source::File(file.display().to_string()), text));
     }
     let layers: Vec<(Source, &str)> = texts.iter().map(|(s, t)| (s.clone(), t.as_str())).collect();
-    Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+    let mut layered =
+        Layered::from_layers(&layers).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    for file in files {
+        let file = file.canonicalize().unwrap_or_else(|_| file.clone());
+        let glob = globset::escape(&file.display().to_string());
+        if !layered.config.paths.protect.contains(&glob) {
+            layered.config.paths.protect.push(glob);
+        }
+    }
+    Ok(layered)
 }
 
 /// `aido exec`: one run_command in a session of its own, its output and exit passed through.
@@ -526,7 +577,38 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
             }
         }
         Err(e) => {
+            // The command ran but its changes were refused: what it printed, then each path
+            // with the code that refused it.
+            let details = e.failure.details.clone().unwrap_or_default();
+            let command = &details["command"];
+            for name in ["stdout", "stderr"] {
+                if let Some(text) = command[name].as_str() {
+                    let _ = if name == "stdout" {
+                        std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
+                    } else {
+                        std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes())
+                    };
+                }
+            }
             eprintln!("aido: [{}] {}", e.failure.code, e.failure.message);
+            if let Some(refused) = details["refused"].as_array() {
+                for r in refused.iter().take(REFUSED_PRINTED_MAX) {
+                    eprintln!(
+                        "aido:   {} [{}]",
+                        r["path"].as_str().unwrap_or_default(),
+                        r["code"].as_str().unwrap_or_default()
+                    );
+                }
+                let total = details["refused_total"]
+                    .as_u64()
+                    .unwrap_or(refused.len() as u64);
+                if total > REFUSED_PRINTED_MAX as u64 {
+                    eprintln!(
+                        "aido:   ... and {} more",
+                        total - REFUSED_PRINTED_MAX as u64
+                    );
+                }
+            }
             125
         }
     };
@@ -683,6 +765,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
+        Command::Gc {
+            older_than,
+            before_ms,
+            max_bytes,
+            keep_sessions,
+            dry_run,
+            no_compact,
+            json,
+        } => {
+            let layered = layered(&cli, &home)?;
+            let args = retention::GcArgs {
+                older_than: older_than.clone(),
+                before_ms: *before_ms,
+                max_bytes: max_bytes.clone(),
+                keep_sessions: *keep_sessions,
+                dry_run: *dry_run,
+                no_compact: *no_compact,
+                json: *json,
+            };
+            retention::gc(&home, &layered.config.retention, &args)
+        }
+        Command::Du { json } => retention::du(&home, *json),
         Command::Desktop(DesktopCmd::Doctor { display, json }) => {
             #[cfg(feature = "prim-desktop")]
             {
@@ -896,6 +1000,8 @@ async fn mcp(layered: Layered, home: &Path) -> Result<()> {
         aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     tracing::info!(journal = %journal.path().display(), "journal open");
+    // Before the runtime stores anything, so all it stores is pinned while retention runs.
+    retention::at_start(home, &layered.config.retention, &journal, "aido mcp");
     expect_commands(&layered.config);
     // The audit files: every record as one line of AIDO_HOME/audit/DAY.jsonl.
     let audit = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))

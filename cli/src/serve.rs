@@ -33,6 +33,8 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     let journal =
         aido_journal::dir::open_writer(&home.join("journal"), journal_limits, CommitMode::Group)
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    // Before the runtime stores anything, so all it stores is pinned while retention runs.
+    super::retention::at_start(home, &layered.config.retention, &journal, "aido serve");
     let feed = aido_serve::Feed::start(journal.clone(), Some(aido_serve::feed::audit_dir(home)))
         .context("following the journal")?;
     let telemetry_config = layered.config.telemetry.clone();

@@ -17,7 +17,9 @@
 //! with a seeded pause after each filesystem action's work (`after_work_ms`) so a kill can land
 //! between a write's rename and its outcome record. Not simulated yet (see issue 8's note): the
 //! trash after a session's first snapshot. A kill lands at a seeded delay after a call is sent,
-//! so where exactly it lands can vary from run to run.
+//! so where exactly it lands can vary from run to run. Commands are drawn too (files written
+//! and removed, a 40-file loop, `rm -r`, links, `touch -d`), killed now and then while they run
+//! or while their change sets are applied.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -152,6 +154,25 @@ fn derived(h: &Home, ws: &Path, before: &BTreeMap<String, Vec<u8>>) -> BTreeMap<
                     }
                     Effect::SnapshotRestored { taken_at, .. } => model = at(&states, taken_at),
                     Effect::RewoundTo { seq } => model = at(&states, seq),
+                    // A command's change set: each entry's `after`, in order.
+                    Effect::Changes { parts, .. } => {
+                        let store = journal.blob_store();
+                        store
+                            .visit_change_set(&parts, |entry| {
+                                match entry.after.blob() {
+                                    Some(blob) => {
+                                        let bytes =
+                                            store.get(blob).unwrap().expect("a new file's blob");
+                                        model.insert(entry.path.clone(), bytes);
+                                    }
+                                    None => {
+                                        model.remove(&entry.path);
+                                    }
+                                }
+                                true
+                            })
+                            .unwrap();
+                    }
                 }
             }
             states.push((r.seq, model.clone()));
@@ -371,9 +392,34 @@ impl Sim {
                     {"type": "write_file", "path": p, "content": "piped\n", "create_parents": true},
                     {"type": "write_file", "path": q, "content": "piped too\n", "create_parents": true}]}));
             }
-            85..=89 => {
+            85..=86 => {
                 let path = file(&mut self.rng);
                 self.call("read_file", json!({"path": path}));
+            }
+            // Commands: their change sets are journaled whole and applied; now and then aido
+            // is killed while one runs or while its changes are applied.
+            87..=89 => {
+                let (a, b) = (self.rng.below(4), self.rng.below(1000));
+                let script = match self.rng.below(5) {
+                    0 => format!("mkdir -p a b && printf 'cmd {b}\\n' > a/f{a}.txt"),
+                    1 => format!("rm -f a/f{a}.txt pre{a}.txt"),
+                    2 => format!(
+                        "mkdir -p c{} && for i in $(seq 40); do echo {b} $i > c{}/x$i; done",
+                        a % 2,
+                        a % 2
+                    ),
+                    3 => "rm -rf c0 c1 n0 b".to_owned(),
+                    _ => format!(
+                        "mkdir -p b && ln -sfn ../pre0.txt b/link{a} && touch -d @{} a/f0.txt 2>/dev/null; true",
+                        1_000_000_000 + b
+                    ),
+                };
+                let args = json!({"shell": script, "timeout_ms": 60000});
+                if self.rng.below(5) == 0 {
+                    self.call_and_kill("run_command", args);
+                } else {
+                    self.call("run_command", args);
+                }
             }
             90..=94 => {
                 let path = file(&mut self.rng);

@@ -166,6 +166,7 @@ impl BlobStore {
         let key = decode_hash(hash).ok_or_else(|| AppendError::Storage {
             message: format!("{hash} is not a blake3 hash"),
         })?;
+        self.pins().pin(&key);
         if self.contains_key(&key).map_err(storage)? {
             return Ok(());
         }
@@ -179,6 +180,7 @@ impl BlobStore {
         let mut list = Vec::with_capacity(bytes.len() / BLOB_CHUNK_BYTES * 32 + 40);
         for chunk in bytes.chunks(BLOB_CHUNK_BYTES) {
             let h = blake3::hash(chunk);
+            self.pins().pin(h.as_bytes());
             if !self.blobs.contains_key(h.as_bytes()).map_err(storage)? {
                 self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
             }
@@ -220,6 +222,7 @@ impl BlobStore {
             let chunk = &buf[..filled];
             whole.update(chunk);
             let h = blake3::hash(chunk);
+            self.pins().pin(h.as_bytes());
             if !self.blobs.contains_key(h.as_bytes()).map_err(storage)? {
                 self.blobs.insert(h.as_bytes(), chunk).map_err(storage)?;
             }
@@ -230,6 +233,7 @@ impl BlobStore {
         }
         let hash = whole.finalize();
         let key = hash.as_bytes();
+        self.pins().pin(key);
         if !self.contains_key(key).map_err(storage)? {
             if total == 0 {
                 self.blobs.insert(key, &[][..]).map_err(storage)?;
@@ -251,6 +255,11 @@ impl BlobStore {
             hash: hash.to_hex().to_string(),
             bytes: total,
         })
+    }
+
+    /// What retention's sweep must leave (the objects' pins: one set for both).
+    pub(crate) fn pins(&self) -> &crate::pins::Pins {
+        self.objects.pins()
     }
 
     fn contains_key(&self, key: &[u8]) -> sled::Result<bool> {

@@ -12,12 +12,46 @@ use crate::record::SessionId;
 /// Most journals (concurrent aido processes) one `AIDO_HOME` holds.
 pub const SHARDS_MAX: usize = 8;
 
-fn shard_path(dir: &Path, n: usize) -> PathBuf {
+/// The directory of shard `n` (1 is `main`).
+pub fn shard_path(dir: &Path, n: usize) -> PathBuf {
     if n == 1 {
         dir.join("main")
     } else {
         dir.join(format!("shard-{n}"))
     }
+}
+
+/// Every shard directory under `dir` that exists, in order (`main` first).
+pub fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, OpenError> {
+    let mut out = Vec::new();
+    for n in 1..=SHARDS_MAX {
+        let path = shard_path(dir, n);
+        let exists = path.try_exists().map_err(|source| OpenError::Unreadable {
+            path: path.display().to_string(),
+            source,
+        })?;
+        if exists {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// Where the recovery markers of the journal at `journal` live: beside it, in
+/// `<journal>.recovery` (`journal/main.recovery`), so another aido on the same `AIDO_HOME`
+/// never sees them.
+pub fn recovery_dir(journal: &Path) -> PathBuf {
+    let name = journal
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "journal".into());
+    journal.with_file_name(format!("{name}.recovery"))
+}
+
+/// Where the audit files of `home` are: `AIDO_HOME/audit/YYYY-MM-DD.jsonl`, one line per
+/// record (written by `aido serve`'s feed, read by retention).
+pub fn audit_dir(home: &Path) -> PathBuf {
+    home.join("audit")
 }
 
 /// Open the first journal under `dir` that no other process holds.
@@ -37,20 +71,12 @@ pub fn open_writer(dir: &Path, limits: Limits, mode: CommitMode) -> Result<Journ
 
 /// Every journal under `dir`, for reading (live ones are read from a copy).
 pub fn open_readers(dir: &Path) -> Result<Vec<Journal>, OpenError> {
-    let mut out = Vec::new();
-    for n in 1..=SHARDS_MAX {
-        let path = shard_path(dir, n);
-        // `exists` says "no" when it cannot tell; a shard we cannot look at is an error, not
-        // an absent one whose sessions silently go missing.
-        let exists = path.try_exists().map_err(|source| OpenError::Unreadable {
-            path: path.display().to_string(),
-            source,
-        })?;
-        if exists {
-            out.push(Journal::open_read_only(&path)?);
-        }
-    }
-    Ok(out)
+    // `exists` says "no" when it cannot tell; a shard we cannot look at is an error (from
+    // `shard_paths`), not an absent one whose sessions silently go missing.
+    shard_paths(dir)?
+        .iter()
+        .map(|path| Journal::open_read_only(path))
+        .collect()
 }
 
 /// All sessions in all journals, oldest first.

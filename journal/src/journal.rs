@@ -146,8 +146,44 @@ pub struct VerifyReport {
     pub records: u64,
     /// The hash of the last good record.
     pub head: String,
+    /// Where the chain starts when retention removed the session's older records: the last
+    /// record removed (the chain is checked from the one after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned_through: Option<u64>,
     /// The first break, if any.
     pub broken: Option<Broken>,
+}
+
+/// Where a session's chain starts after retention removed its older records, as its newest
+/// `pruned` record says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Cut {
+    /// The seq of the `pruned` record.
+    pub seq: u64,
+    /// The last record removed.
+    pub through_seq: u64,
+    /// Its hash: the `prev` of the first record kept.
+    pub hash: String,
+    /// Rewinds among the removed records.
+    pub rewinds: u32,
+}
+
+impl Cut {
+    /// The cut a stored record (blobs by reference) at `seq` makes, if it is a `pruned` one.
+    pub(crate) fn of(seq: u64, stored: &serde_json::Value) -> Option<Self> {
+        if stored["event"].as_str() != Some("pruned") {
+            return None;
+        }
+        Some(Self {
+            seq,
+            through_seq: stored["through_seq"].as_u64()?,
+            hash: stored["hash"].as_str()?.to_owned(),
+            rewinds: stored["rewinds"]
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0),
+        })
+    }
 }
 
 pub(crate) struct Trees {
@@ -199,6 +235,16 @@ fn is_lock_error(e: &sled::Error) -> bool {
     matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
+/// How every journal's sled database is configured (retention's compaction makes a fresh one
+/// the same way, since sled refuses to reopen a database under other settings).
+pub(crate) fn sled_config(path: &Path) -> sled::Config {
+    sled::Config::new()
+        .path(path)
+        .cache_capacity(64 << 20)
+        // The writer flushes every batch itself; the background flusher only adds work.
+        .flush_every_ms(None)
+}
+
 fn open_trees(path: &Path, objects: &Path) -> Result<Trees, OpenError> {
     let storage = |source: sled::Error| {
         if is_lock_error(&source) {
@@ -212,13 +258,7 @@ fn open_trees(path: &Path, objects: &Path) -> Result<Trees, OpenError> {
             }
         }
     };
-    let db = sled::Config::new()
-        .path(path)
-        .cache_capacity(64 << 20)
-        // The writer flushes every batch itself; the background flusher only adds work.
-        .flush_every_ms(None)
-        .open()
-        .map_err(storage)?;
+    let db = sled_config(path).open().map_err(storage)?;
     let records = db.open_tree("records").map_err(storage)?;
     let blobs = blobs::BlobStore {
         blobs: db.open_tree("blobs").map_err(storage)?,
@@ -329,6 +369,27 @@ impl Journal {
     /// The directory this journal lives in.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Its trees, for retention.
+    pub(crate) fn trees(&self) -> &Trees {
+        &self.inner.trees
+    }
+
+    /// True when this handle reads a copy of a journal a running aido holds.
+    pub fn is_copy(&self) -> bool {
+        self.inner._scratch.is_some()
+    }
+
+    /// True when this handle takes appends (it holds the journal's lock and its writer).
+    pub fn is_writer(&self) -> bool {
+        self.inner.sender.is_some()
+    }
+
+    /// Pin everything this journal stores from now on against retention's sweep, until the
+    /// guard drops (see [`crate::PinGuard`]). Take it before anything is stored.
+    pub fn pin_blobs(&self) -> crate::PinGuard {
+        self.inner.trees.blobs.pins().guard()
     }
 
     /// The limits it enforces.
@@ -740,21 +801,46 @@ impl Journal {
 
     /// Check a session's chain: seqs gap-free from 1, each record's bytes matching its hash,
     /// each `prev` naming the record before, each blob present and matching its hash.
+    ///
+    /// A session whose older records retention removed starts after a cut: its newest
+    /// `pruned` record names the last record removed and that record's hash, and the chain
+    /// is checked from the record after it, whose `prev` must be that hash. Records at or
+    /// before the cut that are still stored (a prune cut short by a crash) are not checked:
+    /// they are on their way out.
     pub fn verify(&self, session: SessionId) -> Result<VerifyReport, ReadError> {
-        let mut prev = hex::encode(GENESIS);
-        let mut expected = 1u64;
+        let base = match self.chain_start(session)? {
+            Ok(base) => base,
+            Err((seq, reason)) => {
+                return Ok(VerifyReport {
+                    records: 0,
+                    head: hex::encode(GENESIS),
+                    pruned_through: None,
+                    broken: Some(crate::Broken { seq, reason }),
+                });
+            }
+        };
+        let (mut expected, mut prev) = match &base {
+            Some(cut) => (cut.through_seq + 1, cut.hash.clone()),
+            None => (1u64, hex::encode(GENESIS)),
+        };
+        let origin = expected;
         let broken = |seq, reason: String, records, head: &str| VerifyReport {
             records,
             head: head.to_owned(),
+            pruned_through: base.as_ref().map(|c| c.through_seq),
             broken: Some(crate::Broken { seq, reason }),
         };
         for item in self.inner.trees.records.scan_prefix(session.as_bytes()) {
             let (k, v) = item?;
-            let checked = expected - 1;
+            let checked = expected - origin;
             let seq = match seq_of(&k) {
                 Ok(seq) => seq,
                 Err(e) => return Ok(broken(expected, e.to_string(), checked, &prev)),
             };
+            if seq < expected {
+                // Removed by a cut that a crash interrupted.
+                continue;
+            }
             if seq != expected {
                 return Ok(broken(
                     expected,
@@ -771,44 +857,164 @@ impl Journal {
                 Err(e) => return Ok(broken(seq, e.to_string(), checked, &prev)),
             };
             if stored["prev"].as_str() != Some(prev.as_str()) {
-                return Ok(broken(
-                    seq,
-                    "its prev hash does not name the record before".into(),
-                    checked,
-                    &prev,
-                ));
-            }
-            let mut refs = Vec::new();
-            blobs::references(&stored, &mut refs);
-            for r in refs {
-                let found = match self.blob(&r) {
-                    Ok(found) => found,
-                    Err(ReadError::BlobCorrupt { reason, .. }) => {
-                        return Ok(broken(seq, format!("blob {r}: {reason}"), checked, &prev));
-                    }
-                    Err(e) => return Err(e),
+                let reason = match &base {
+                    Some(cut) if seq == origin => format!(
+                        "its prev hash is not the hash the cut through seq {} recorded",
+                        cut.through_seq
+                    ),
+                    _ => "its prev hash does not name the record before".into(),
                 };
-                match found {
-                    Some(bytes) if blobs::hash_hex(&bytes) == r => {}
-                    Some(_) => {
-                        return Ok(broken(
-                            seq,
-                            format!("blob {r} does not match its hash"),
-                            checked,
-                            &prev,
-                        ));
-                    }
-                    None => return Ok(broken(seq, format!("blob {r} is missing"), checked, &prev)),
-                }
+                return Ok(broken(seq, reason, checked, &prev));
+            }
+            if let Some(reason) = self.cut_disagrees(session, seq, &stored)? {
+                return Ok(broken(seq, reason, checked, &prev));
+            }
+            if let Some(reason) = self.blob_damage(&stored)? {
+                return Ok(broken(seq, reason, checked, &prev));
             }
             prev = hex::encode(hash);
             expected += 1;
         }
+        if let (Some(cut), true) = (&base, expected == origin) {
+            // A cut that left nothing after it: the pruned record itself is after the cut,
+            // so this cannot be one retention made.
+            return Ok(broken(
+                origin,
+                format!(
+                    "the cut through seq {} leaves no record after it",
+                    cut.through_seq
+                ),
+                0,
+                &prev,
+            ));
+        }
         Ok(VerifyReport {
-            records: expected - 1,
+            records: expected - origin,
             head: prev,
+            pruned_through: base.map(|c| c.through_seq),
             broken: None,
         })
+    }
+
+    /// Where a session's chain starts: at genesis (`None`) when its first stored record is
+    /// seq 1, else after its newest cut. A record that does not check out on the way back to
+    /// the cut may be the cut itself: the chain is broken there (`Err`).
+    fn chain_start(
+        &self,
+        session: SessionId,
+    ) -> Result<Result<Option<Cut>, (u64, String)>, ReadError> {
+        let first = match self
+            .inner
+            .trees
+            .records
+            .scan_prefix(session.as_bytes())
+            .next()
+            .transpose()?
+        {
+            Some((k, _)) => seq_of(&k).ok(),
+            None => None,
+        };
+        match first {
+            Some(first) if first > 1 => self.cut_or_damage(session),
+            _ => Ok(Ok(None)),
+        }
+    }
+
+    /// Why the blobs a stored record references do not check out (one missing, damaged, or
+    /// not hashing to its name), if they do not.
+    fn blob_damage(&self, stored: &serde_json::Value) -> Result<Option<String>, ReadError> {
+        let mut refs = Vec::new();
+        blobs::references(stored, &mut refs);
+        for r in refs {
+            let found = match self.blob(&r) {
+                Ok(found) => found,
+                Err(ReadError::BlobCorrupt { reason, .. }) => {
+                    return Ok(Some(format!("blob {r}: {reason}")));
+                }
+                Err(e) => return Err(e),
+            };
+            match found {
+                Some(bytes) if blobs::hash_hex(&bytes) == r => {}
+                Some(_) => return Ok(Some(format!("blob {r} does not match its hash"))),
+                None => return Ok(Some(format!("blob {r} is missing"))),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The newest `pruned` record of a session: where its chain starts now. Searched from the
+    /// newest record back (a cut is recorded after every record it removes, so it is near the
+    /// head); a record that does not check out on the way stops the search (`None`).
+    pub fn newest_cut(&self, session: SessionId) -> Result<Option<Cut>, ReadError> {
+        Ok(self.cut_or_damage(session)?.unwrap_or(None))
+    }
+
+    /// The newest cut, or the first record (from the head back) that does not check out
+    /// before one is found: its seq and why.
+    fn cut_or_damage(
+        &self,
+        session: SessionId,
+    ) -> Result<Result<Option<Cut>, (u64, String)>, ReadError> {
+        for item in self
+            .inner
+            .trees
+            .records
+            .scan_prefix(session.as_bytes())
+            .rev()
+        {
+            let (k, v) = item?;
+            let seq = match seq_of(&k) {
+                Ok(seq) => seq,
+                Err(e) => return Ok(Err((0, e.to_string()))),
+            };
+            let checked = match check_value(session, seq, &v) {
+                Ok(c) => c,
+                Err(ReadError::Corrupt { reason, .. }) => return Ok(Err((seq, reason))),
+                Err(e) => return Ok(Err((seq, e.to_string()))),
+            };
+            if let Some(cut) = Cut::of(seq, &checked.stored) {
+                return Ok(Ok(Some(cut)));
+            }
+        }
+        Ok(Ok(None))
+    }
+
+    /// For a `pruned` record whose last removed record is still stored (the prune has not
+    /// removed it yet): whether the hash it recorded is not that record's.
+    fn cut_disagrees(
+        &self,
+        session: SessionId,
+        seq: u64,
+        stored: &serde_json::Value,
+    ) -> Result<Option<String>, ReadError> {
+        let Some(cut) = Cut::of(seq, stored) else {
+            return Ok(None);
+        };
+        if cut.through_seq >= seq {
+            return Ok(Some(format!(
+                "it cuts through seq {}, which is not before it",
+                cut.through_seq
+            )));
+        }
+        let Some(value) = self
+            .inner
+            .trees
+            .records
+            .get(key(session, cut.through_seq))?
+        else {
+            return Ok(None);
+        };
+        let actual = match check_value(session, cut.through_seq, &value) {
+            Ok(c) => hex::encode(c.hash),
+            // Damage at or before the cut is on its way out; the cut names what it was.
+            Err(_) => return Ok(None),
+        };
+        Ok((actual != cut.hash).then(|| {
+            format!(
+                "it says seq {} hashed to {}, but that record hashes to {actual}",
+                cut.through_seq, cut.hash
+            )
+        }))
     }
 
     /// Every record as the writer inserts it (readable from then on, durable at the batch's
@@ -1012,6 +1218,7 @@ mod tests {
             VerifyReport {
                 records: 3,
                 head: j.all_records(s).unwrap()[2].hash.clone(),
+                pruned_through: None,
                 broken: None
             }
         );
@@ -1362,6 +1569,40 @@ mod tests {
         assert_eq!(j.head_seq(s).unwrap_err().code(), "journal_key_corrupt");
         assert_eq!(j.all_records(s).unwrap_err().code(), "journal_key_corrupt");
         assert_eq!(j.verify(s).unwrap().broken.map(|b| b.seq), Some(2));
+    }
+
+    /// Records written by an aido of format 2 (before retention) read and verify as they
+    /// did; a format newer than this aido's is refused with its code.
+    #[test]
+    fn records_of_format_2_still_read_and_verify() {
+        let (_d, j) = open(Limits::default());
+        let s = SessionId::from_bytes([27; 16]);
+        for n in 1..=3 {
+            j.append_blocking(s, n, ended("two")).unwrap();
+        }
+        // Rewrite the chain as format 2 wrote it: same records, `"v":2`, each re-hashed and
+        // chained to the one before.
+        let tree = j.raw_records_tree();
+        let mut prev = hex::encode(GENESIS);
+        for seq in 1..=3 {
+            let k = key(s, seq);
+            let value = tree.get(k).unwrap().unwrap();
+            let text = String::from_utf8(value[32..].to_vec()).unwrap();
+            let mut stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+            stored["v"] = 2.into();
+            stored["prev"] = prev.clone().into();
+            let bytes = serde_json::to_vec(&stored).unwrap();
+            let hash = blake3::hash(&bytes);
+            let mut out = hash.as_bytes().to_vec();
+            out.extend_from_slice(&bytes);
+            tree.insert(k, out).unwrap();
+            prev = hash.to_hex().to_string();
+        }
+        let records = j.all_records(s).unwrap();
+        assert!(records.iter().all(|r| r.v == 2 && r.event == ended("two")));
+        let report = j.verify(s).unwrap();
+        assert_eq!((report.records, report.broken), (3, None));
+        assert_eq!(FORMAT_VERSION, 3);
     }
 
     /// Every journal error code, pinned.

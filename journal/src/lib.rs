@@ -36,8 +36,12 @@ pub mod dir;
 pub mod error;
 /// Large contents as files beside the journal (holes kept, reflinked where possible).
 pub mod objects;
+/// Contents a running aido stores while retention sweeps its journal.
+mod pins;
 /// Records, events and session ids.
 pub mod record;
+/// Removing old sessions and everything only they use; what takes the space.
+pub mod retention;
 /// What was written since the last flush, so kill -9 cannot lose it.
 mod tail;
 /// Which records are on the current timeline after rewinds.
@@ -50,8 +54,9 @@ mod journal;
 pub use blobs::{BLOB_CHUNK_BYTES, BlobStore, StoredBlob};
 pub use error::{AppendError, OpenError, ReadError};
 pub use journal::{
-    Appended, Broken, CommitMode, Journal, Limits, QUEUE_RECORDS_MAX, Queued, Sequenced,
+    Appended, Broken, CommitMode, Cut, Journal, Limits, QUEUE_RECORDS_MAX, Queued, Sequenced,
     SessionSummary, VerifyReport,
 };
-pub use record::{Event, FORMAT_VERSION, Record, SessionId};
+pub use pins::{PINS_MAX, PinGuard};
+pub use record::{Collected, Event, FORMAT_VERSION, Record, SessionId, Skipped};
 pub use writer::LAZY_FLUSH_MS;

@@ -36,6 +36,8 @@ pub struct Objects {
     dir: PathBuf,
     /// An object was written since the last [`Objects::sync`].
     dirty: Arc<AtomicBool>,
+    /// What retention's sweep must leave (shared with the blob store).
+    pins: crate::pins::Pins,
 }
 
 fn io(what: &str, e: impl std::fmt::Display) -> AppendError {
@@ -65,12 +67,17 @@ impl Objects {
         Self {
             dir,
             dirty: Arc::new(AtomicBool::new(false)),
+            pins: crate::pins::Pins::default(),
         }
     }
 
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub(crate) fn pins(&self) -> &crate::pins::Pins {
+        &self.pins
     }
 
     fn path(&self, hash: &str) -> Option<PathBuf> {
@@ -135,6 +142,7 @@ impl Objects {
         temp.set_len(streamed.bytes)
             .map_err(|e| io("size an object", e))?;
         let hash = streamed.hash.to_hex().to_string();
+        self.pins.pin(streamed.hash.as_bytes());
         self.name(&temp, &hash)?;
         Ok(crate::StoredBlob {
             hash,
@@ -144,6 +152,7 @@ impl Objects {
 
     /// Store `bytes` (already hashed by the caller) as an object.
     pub fn put_bytes(&self, hash: &str, bytes: &[u8]) -> Result<(), AppendError> {
+        self.pins.pin_hex(hash);
         if self.contains(hash) {
             return Ok(());
         }
@@ -271,18 +280,30 @@ impl Objects {
         Ok(out)
     }
 
-    /// Remove an object (retention); its bytes on disk, or 0 when there was none.
-    pub fn remove(&self, hash: &str) -> u64 {
-        let Some(path) = self.path(hash) else {
-            return 0;
-        };
-        let bytes = std::fs::symlink_metadata(&path)
+    /// Its bytes on disk (blocks allocated; a sparse object's holes cost nothing), `None`
+    /// when there is none of that name.
+    pub fn disk_bytes(&self, hash: &str) -> Option<u64> {
+        self.path(hash)
+            .and_then(|p| std::fs::symlink_metadata(p).ok())
             .map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)
-            .unwrap_or(0);
-        match std::fs::remove_file(&path) {
-            Ok(()) => bytes,
-            Err(_) => 0,
-        }
+    }
+
+    /// Remove an object (retention) unless it is pinned; its bytes on disk, `None` when
+    /// there was none or it is pinned.
+    pub fn remove(&self, hash: &str) -> Result<Option<u64>, std::io::Error> {
+        let (Some(path), Some(key)) = (self.path(hash), crate::pins::decode(hash)) else {
+            return Ok(None);
+        };
+        let bytes = self.disk_bytes(hash).unwrap_or(0);
+        let mut result = Ok(None);
+        self.pins.unless_pinned(&key, || {
+            result = match std::fs::remove_file(&path) {
+                Ok(()) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            };
+        });
+        result
     }
 }
 
@@ -456,7 +477,7 @@ mod tests {
             "journal_blob_too_large"
         );
         objects.sync().unwrap();
-        assert!(objects.remove(&stored.hash) < 1 << 20);
+        assert!(objects.remove(&stored.hash).unwrap().unwrap() < 1 << 20);
         assert!(!objects.contains(&stored.hash));
     }
 }

@@ -9,7 +9,12 @@ use serde::{Deserialize, Serialize};
 ///   the directories they created; `rewound` records name the record they cut after (`cut`),
 ///   since rewinding to an action keeps that action. Format 1 records are read as format 2
 ///   ([`upgrade`]).
-pub const FORMAT_VERSION: u16 = 2;
+/// - 3: retention can remove a session's older records: a `pruned` record names the last one
+///   removed and its hash, which the first record kept names as its `prev`; a `collected`
+///   record says what a retention run removed. Formats 1 and 2 are read as they were (they
+///   hold neither); an aido that reads only format 2 refuses format 3 records with
+///   `journal_format_unsupported` instead of misreading them.
+pub const FORMAT_VERSION: u16 = 3;
 
 /// Read a record of an older format as the current one. Format 1 left `before` out both for a
 /// file that did not exist and for contents it did not keep: a write whose recorded input says
@@ -256,6 +261,71 @@ pub enum Event {
         /// Why (client closed, shutdown).
         reason: String,
     },
+    /// Retention removed this session's records up to `through_seq` (`aido gc`, or the
+    /// default retention a runtime runs at start). The records after it chain on from
+    /// `hash`: the first record kept names it as its `prev`, and verify checks that. Rewinding
+    /// to a removed record is refused with `rewind_target_pruned`.
+    Pruned {
+        /// The last record removed.
+        through_seq: u64,
+        /// Its hash (hex): the `prev` of the first record kept.
+        hash: String,
+        /// Rewinds among the removed records, so the branches of later rewinds keep their
+        /// numbers.
+        #[serde(default, skip_serializing_if = "is_zero_u32")]
+        rewinds: u32,
+        /// Which rule removed them (`older_than`).
+        reason: String,
+    },
+    /// A retention run (`aido gc`, or the default retention at start) removed what this
+    /// lists. Journaled in a session of its own.
+    Collected {
+        /// What ran it: `aido gc`, or `aido mcp` / `aido serve` at start.
+        trigger: String,
+        /// What went.
+        summary: Collected,
+    },
+}
+
+/// What one retention run removed, as its `collected` record keeps it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collected {
+    /// Sessions removed whole.
+    pub sessions_removed: u64,
+    /// Sessions whose older records were removed (each now holds a `pruned` record).
+    pub sessions_cut: u64,
+    /// Records removed, whole sessions and cuts together.
+    pub records_removed: u64,
+    /// Blobs removed from sled (the `blobs` and `chunked` trees).
+    pub blobs_removed: u64,
+    /// Object files removed.
+    pub objects_removed: u64,
+    /// Workspace snapshots removed.
+    pub snapshots_removed: u64,
+    /// Lines removed from the audit files.
+    pub audit_lines_removed: u64,
+    /// Bytes on disk the run gave back (measured).
+    pub bytes_freed: u64,
+    /// The sessions removed whole, at most
+    /// [`COLLECTED_SESSIONS_LISTED_MAX`](crate::retention::COLLECTED_SESSIONS_LISTED_MAX) of
+    /// them (the count is `sessions_removed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<SessionId>,
+    /// What it left alone and why, by code (a shard a running aido holds, a live session).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+}
+
+/// Something a retention run left alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// What: a shard's directory, a session id, an audit file, a snapshot.
+    pub what: String,
+    /// The stable code saying why (`journal_locked`, `retention_session_live`, ...).
+    pub code: String,
+    /// Details for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
 }
 
 impl Event {
@@ -284,6 +354,8 @@ impl Event {
             Self::BodyFailed { .. } => "body_failed",
             Self::EventsDelivered { .. } => "events_delivered",
             Self::SessionEnded { .. } => "session_ended",
+            Self::Pruned { .. } => "pruned",
+            Self::Collected { .. } => "collected",
         }
     }
 }
@@ -313,5 +385,9 @@ pub struct Record {
 pub const GENESIS: [u8; 32] = [0; 32];
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }

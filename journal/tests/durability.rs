@@ -198,7 +198,14 @@ fn a_corrupt_head_refuses_its_session_and_nothing_else() {
             "journal_record_corrupt",
         ),
         (
-            |v| rehash(v, |t| t.replace("\"v\":2", "\"v\":99")),
+            |v| {
+                rehash(v, |t| {
+                    t.replace(
+                        &format!("\"v\":{}", aido_journal::FORMAT_VERSION),
+                        "\"v\":99",
+                    )
+                })
+            },
             "journal_format_unsupported",
         ),
     ];

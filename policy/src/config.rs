@@ -165,6 +165,12 @@ unconfined = "never"
 # would leave the journal's disk with less than [limits] journal_free_bytes_min free.
 change_files_max = 250000
 change_bytes_max = 8589934592
+# When aido runs as root, commands run as this unprivileged host user and group instead (never
+# uid 0): the walls ([paths] read and write) are idmapped so the files of their owner are the
+# command's own, and every other root-only file, key and socket of the host is out of its
+# reach by the kernel's own checks. Pick ids no host user or process has.
+sandbox_uid = 1879048192
+sandbox_gid = 1879048192
 
 [net]
 # Hosts http_request, fetch_url, port_check and dns_lookup may reach: "host:port", "host"
@@ -246,6 +252,29 @@ backend = "auto"
 # kill -9 of aido; a power loss can cost the last 20 ms of them). "every_record": every record
 # is flushed before anything goes on (a power loss costs nothing acknowledged; reads are slower).
 sync = "mutations"
+
+[retention]
+# What `aido gc` removes when it is given no rule, and what `aido mcp` and `aido serve` remove
+# in the background when they start (see at_start). A session goes whole, with the blobs,
+# objects, snapshots and audit lines only it uses, once its last record is older than
+# older_than_days; a session that began before then and goes on after loses its older records
+# (to an action boundary; a `pruned` record keeps the chain verifiable). Never a live session
+# (its journal held by a running aido, or not ended and active within the last day).
+# 0: no age rule.
+older_than_days = 30
+# The most bytes the journal, its audit files and the sessions' snapshots may take, together;
+# the oldest sessions go first until what they alone held brings it under. 0: no budget.
+max_bytes = 0
+# The most sessions kept, newest first (every session counts, retention's own included).
+# 0: no bound.
+keep_sessions = 0
+# Run the rules above in the background when aido mcp or aido serve starts, at most once a
+# day per AIDO_HOME; what it removes is journaled (a `collected` record).
+at_start = true
+# Compact a journal's database after removing from it (sled gives the space of removed keys
+# back only slowly): a copy swapped in under its lock. The journal of a running aido is not
+# compacted.
+compact = true
 
 [telemetry]
 # OpenTelemetry: a span per action, metrics, and every journal record as a log record, sent
@@ -345,6 +374,8 @@ pub struct Config {
     pub ollama: Ollama,
     /// When records are durable.
     pub journal: JournalConfig,
+    /// What `aido gc` and the retention at start remove.
+    pub retention: Retention,
     /// OpenTelemetry export.
     pub telemetry: Telemetry,
     /// The other runtimes Mission Control shows.
@@ -359,6 +390,34 @@ pub struct Config {
 pub struct JournalConfig {
     /// See [`Sync`].
     pub sync: Sync,
+}
+
+/// `[retention]`: what `aido gc` removes with no rule given, and what the runtimes remove at
+/// start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    /// Sessions (and older records of long ones) older than this many days go; 0: none.
+    pub older_than_days: u64,
+    /// The most bytes journal, audit files and snapshots may take; 0: no budget.
+    pub max_bytes: u64,
+    /// The most sessions kept; 0: no bound.
+    pub keep_sessions: u64,
+    /// Whether `aido mcp` and `aido serve` run these rules in the background at start.
+    pub at_start: bool,
+    /// Whether a journal's database is compacted after removing from it.
+    pub compact: bool,
+}
+
+impl Retention {
+    /// The largest `older_than_days` (about 2,700 years; its milliseconds fit in 64 bits with
+    /// room to spare).
+    pub const OLDER_THAN_DAYS_MAX: u64 = 1_000_000;
+
+    /// True when no rule is set (retention removes nothing).
+    pub fn is_off(&self) -> bool {
+        self.older_than_days == 0 && self.max_bytes == 0 && self.keep_sessions == 0
+    }
 }
 
 /// `[telemetry]`.
@@ -613,6 +672,12 @@ pub struct Processes {
     /// Most bytes of new contents one command's change set may hold.
     #[serde(default = "Processes::change_bytes_max_default")]
     pub change_bytes_max: u64,
+    /// The unprivileged host uid commands run as when aido is root.
+    #[serde(default = "Processes::sandbox_id_default")]
+    pub sandbox_uid: u32,
+    /// The unprivileged host gid commands run as when aido is root.
+    #[serde(default = "Processes::sandbox_id_default")]
+    pub sandbox_gid: u32,
 }
 
 impl Processes {
@@ -636,6 +701,9 @@ impl Processes {
     }
     fn change_bytes_max_default() -> u64 {
         8 << 30
+    }
+    fn sandbox_id_default() -> u32 {
+        1_879_048_192
     }
     fn egress_connections_max_default() -> u32 {
         64
@@ -943,6 +1011,16 @@ fn merge(
 
 impl Config {
     fn check(&self) -> Result<(), ConfigError> {
+        if self.retention.older_than_days > Retention::OLDER_THAN_DAYS_MAX {
+            return Err(ConfigError::Value {
+                key: "retention.older_than_days".into(),
+                reason: format!(
+                    "{} is more than {} days",
+                    self.retention.older_than_days,
+                    Retention::OLDER_THAN_DAYS_MAX
+                ),
+            });
+        }
         if !["auto", "btrfs_subvolume", "reflink", "copy"]
             .contains(&self.snapshots.backend.as_str())
         {
@@ -992,6 +1070,17 @@ impl Config {
                     self.processes.unconfined
                 ),
             });
+        }
+        for (key, id) in [
+            ("processes.sandbox_uid", self.processes.sandbox_uid),
+            ("processes.sandbox_gid", self.processes.sandbox_gid),
+        ] {
+            if id == 0 || id == u32::MAX {
+                return Err(ConfigError::Value {
+                    key: key.into(),
+                    reason: format!("{id} is not an unprivileged id (commands never run as root)"),
+                });
+            }
         }
         if !["required", "auto", "off"].contains(&self.processes.cgroup.as_str()) {
             return Err(ConfigError::Value {
@@ -1112,6 +1201,9 @@ mod tests {
         assert!(layered.config.paths.deny.contains(&"**/.ssh/**".to_owned()));
         assert!(!layered.config.desktop.enabled);
         assert_eq!(layered.sources["mode"], vec![Source::Defaults]);
+        let retention = &layered.config.retention;
+        assert_eq!(retention.older_than_days, 30);
+        assert!(retention.at_start && retention.compact && !retention.is_off());
     }
 
     #[test]
@@ -1170,6 +1262,8 @@ mod tests {
             ("mode = \"yolo\"", "config_shape"),
             ("[actions]\nalways_allow = [\"write_file\"]", "config_value"),
             ("[actions]\nconfirm = [\"nope\"]", "config_value"),
+            ("[retention]\nolder_than_days = 99999999", "config_value"),
+            ("[retention]\nolder_than = 3", "config_shape"),
         ];
         for (text, code) in cases {
             let err = Layered::from_layers(&[(f(), text)]).unwrap_err();

@@ -39,7 +39,7 @@ pub mod simulate;
 
 pub use config::{
     AppRule, Config, ConfigError, DesktopServer, DesktopSession, Layered, Limits, Llm, LlmProvider,
-    Mode, Net, Ollama, Source,
+    Mode, Net, Ollama, Retention, Source,
 };
 pub use engine::{
     Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,

@@ -94,7 +94,9 @@ pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io:
         for effect in changes {
             out.steps += 1;
             match effect {
-                Effect::FileWritten { path, blob, before } => {
+                Effect::FileWritten {
+                    path, blob, before, ..
+                } => {
                     if let (Some(b), Some(Some(known))) = (before.kept(), state.get(path))
                         && b != known
                     {

@@ -257,6 +257,24 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 ))
             }
             Event::SessionEnded { reason } => format!("session ended: {}", short(reason, 80)),
+            Event::Pruned {
+                through_seq,
+                reason,
+                ..
+            } => p.yellow(&format!(
+                "PRUNED by retention ({reason}): records up to seq {through_seq} removed; the chain goes on from the next one"
+            )),
+            Event::Collected { trigger, summary } => p.yellow(&format!(
+                "retention run by {trigger}: {} session(s) removed, {} cut, {} record(s), {} blob(s), {} object(s), {} snapshot(s), {} audit line(s); {} bytes freed",
+                summary.sessions_removed,
+                summary.sessions_cut,
+                summary.records_removed,
+                summary.blobs_removed,
+                summary.objects_removed,
+                summary.snapshots_removed,
+                summary.audit_lines_removed,
+                summary.bytes_freed
+            )),
         };
         out.push_str(&head);
         out.push_str(&line);
@@ -286,10 +304,16 @@ pub fn export_jsonl(records: &[Record], out: &mut dyn Write) -> std::io::Result<
 /// What `aido replay verify` prints.
 pub fn verify_text(session: &str, report: &VerifyReport) -> String {
     match &report.broken {
-        None => format!(
-            "session {session}: {} records, chain intact, head {}",
-            report.records, report.head
-        ),
+        None => match report.pruned_through {
+            None => format!(
+                "session {session}: {} records, chain intact, head {}",
+                report.records, report.head
+            ),
+            Some(through) => format!(
+                "session {session}: {} records after retention's cut through seq {through}, chain intact from the cut, head {}",
+                report.records, report.head
+            ),
+        },
         Some(b) => format!(
             "session {session}: BROKEN at seq {}: {} ({} records before it check out)",
             b.seq, b.reason, report.records

@@ -89,6 +89,10 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
             _ => None,
         })
         .collect();
+    let pruned_through = records.iter().rev().find_map(|r| match &r.event {
+        Event::Pruned { through_seq, .. } => Some(*through_seq),
+        _ => None,
+    });
     for (index, r) in records.iter().enumerate() {
         // Completions, and failures of actions that ran (a refusal, a declined confirmation
         // or an interrupted action read nothing and recorded no inputs: nothing to reproduce).
@@ -161,6 +165,18 @@ pub fn playback(journal: &Journal, records: &[Record]) -> Playback {
             Ok(same) if serde_json::to_vec(&same).ok() == serde_json::to_vec(&recorded).ok() => {
                 out.reproduced += 1;
             }
+            // Built from earlier records that retention has removed since: not a mismatch
+            // of the record, a result that can no longer be rebuilt.
+            Ok(_) if pruned_through.is_some() && reads_history(action) => {
+                out.not_reproducible.push(Unplayable {
+                    seq: r.seq,
+                    primitive: action.primitive(),
+                    reason: format!(
+                        "it was built from earlier records of the session, and retention removed those up to seq {}",
+                        pruned_through.unwrap_or_default()
+                    ),
+                });
+            }
             Ok(reproduced) | Err(reproduced) => out.mismatches.push(Mismatch {
                 seq: r.seq,
                 primitive: action.primitive(),
@@ -180,6 +196,18 @@ fn failed(failure: &Failure, effects: &[aido_actions::Effect]) -> Value {
 /// The part of a result playback compares: everything but the inputs it was built from.
 fn comparable(o: &Outcome) -> Value {
     serde_json::json!({"text": o.text, "output": o.output, "effects": o.effects, "images": o.images})
+}
+
+/// True when an action tree holds a primitive whose result is built from the session's
+/// earlier records (its history, its snapshots' records, a rewind's plan).
+fn reads_history(action: &Action) -> bool {
+    matches!(
+        action.primitive(),
+        "session_history" | "list_snapshots" | "restore_snapshot" | "rewind"
+    ) || action
+        .children()
+        .into_iter()
+        .any(|(_, child)| reads_history(child))
 }
 
 /// The first machine primitive in an action tree.
@@ -304,12 +332,14 @@ impl Player<'_> {
     /// The next recorded write, of `new`.
     fn written(&mut self, new: &[u8]) -> Result<Replaced, Missing> {
         Ok(
-            pull!(self, Input::Written { path, created, before, dirs } => Replaced {
+            pull!(self, Input::Written { path, created, before, dirs, mtime_ns, before_mtime_ns } => Replaced {
             path: path.clone(),
             created: *created,
             before: before.clone(),
             dirs: dirs.clone(),
             blob: fs_render::blob_name(new),
+            mtime_ns: *mtime_ns,
+            before_mtime_ns: *before_mtime_ns,
         }, "a write"),
         )
     }

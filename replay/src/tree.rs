@@ -131,13 +131,28 @@ pub fn expected(journal: &Journal, records: &[Record]) -> Result<BTreeMap<String
         }
         for effect in crate::derive::effects(r) {
             match effect {
-                Effect::FileWritten { path, blob, before } => {
+                Effect::FileWritten {
+                    path,
+                    blob,
+                    before,
+                    mtime_ns,
+                    before_mtime_ns,
+                } => {
                     let was = match before {
-                        Before::Kept(b) => Expect::file(b),
+                        Before::Kept(b) => Expect::File {
+                            blob: Some(b.clone()),
+                            mode: None,
+                            mtime_ns: *before_mtime_ns,
+                        },
                         Before::Absent => Expect::Absent,
                         Before::NotKept => Expect::Present,
                     };
-                    set(&mut now, &mut first, path, was, Expect::file(blob));
+                    let after = Expect::File {
+                        blob: Some(blob.clone()),
+                        mode: None,
+                        mtime_ns: *mtime_ns,
+                    };
+                    set(&mut now, &mut first, path, was, after);
                 }
                 Effect::FileRemoved { path, before, .. } => {
                     let was = before.kept().map_or(Expect::Present, Expect::file);

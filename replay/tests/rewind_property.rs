@@ -7,8 +7,17 @@
 //! results built from the world outside the journal (reads, stats, hashes of those files)
 //! are covered too; and a copy of a journal with one input or one output changed must be
 //! reported as a mismatch at that seq.
+//!
+//! Commands are drawn too (`run_command`: files created and changed, chmods, symlinks,
+//! `rm -r`, `mkdir`, a 30-file loop, a file large enough to be an object, `touch -d`, a
+//! directory renamed), and the model's tree holds every entry's modification time to the
+//! nanosecond: a rewind gives back contents, modes, links and times exactly. Commands run in
+//! the real sandbox, so this binary is its own sandbox child (`main` calls
+//! `aido_sandbox::run_child_if_requested` first, as aido's does) and has a small runner that
+//! answers `--list` and `--exact` as libtest does (`harness = false`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
+#![allow(clippy::print_stdout, clippy::print_stderr)] // the runner reports like libtest
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -50,6 +59,34 @@ enum Op {
     WriteDeep(u8, u8),
     /// Rewind undoing an earlier action too (`before_seq`).
     Undo(u8),
+    /// A command (kind, file, content): see [`command`].
+    Command(u8, u8, u8),
+}
+
+/// The shell line of a drawn command.
+fn command(kind: u8, f: u8, c: u8) -> String {
+    let (d, n) = (f % 2, f % 4);
+    match kind % 10 {
+        0 => format!("mkdir -p d{d} && printf 'cmd {c}\\n' > d{d}/f{n}.txt"),
+        1 => format!(
+            "chmod {} d{d}/f{n}.txt 2>/dev/null; true",
+            if c % 2 == 0 { "600" } else { "755" }
+        ),
+        2 => format!("mkdir -p d{d} && ln -sfn f{n}.txt d{d}/l{n}"),
+        3 => format!("rm -rf n{} d{d}", f % 3),
+        4 => format!("mkdir -p m{}/e{}", f % 3, c % 2),
+        5 => format!("mkdir -p many{d} && for i in $(seq 30); do echo {c} $i > many{d}/x$i; done"),
+        6 => format!(
+            "python3 -c \"open('big{d}.bin','wb').write(bytes([{c}])*{})\"",
+            70_000 + u32::from(c) * 1000
+        ),
+        7 => format!(
+            "touch -d @{} d{d}/f{n}.txt 2>/dev/null; true",
+            1_000_000_000 + u32::from(c)
+        ),
+        8 => format!("rm -f d{d}/f{n}.txt pre/p0.txt"),
+        _ => format!("mkdir -p d0 && mv d0 moved{} 2>/dev/null; true", c % 2),
+    }
 }
 
 /// Files in the workspace before the session starts: playback must reproduce results built
@@ -110,13 +147,15 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u8>(), any::<bool>()).prop_map(|(f, t)| Op::SafeChange(f, t)),
         2 => (0u8..6, 0u8..6).prop_map(|(f, c)| Op::WriteDeep(f, c)),
         1 => any::<u8>().prop_map(Op::Undo),
+        5 => (any::<u8>(), any::<u8>(), 0u8..6).prop_map(|(k, f, c)| Op::Command(k, f, c)),
     ]
 }
 
-/// Everything a user sees of the tree: every directory (empty ones too) and file, with its
-/// permission bits, and each file's contents.
+/// Everything a user sees of the tree: every directory (empty ones too), file and symbolic
+/// link, with its permission bits, each file's contents and modification time (to the
+/// nanosecond), and each link's target.
 fn tree(root: &Path) -> BTreeMap<String, String> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
@@ -128,14 +167,20 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
             if meta.is_dir() {
                 out.insert(rel, format!("<dir {mode:o}>"));
                 stack.push(p);
-            } else {
+            } else if meta.file_type().is_symlink() {
                 out.insert(
                     rel,
-                    format!(
-                        "{mode:o} {}",
-                        String::from_utf8_lossy(&std::fs::read(&p).unwrap())
-                    ),
+                    format!("-> {}", std::fs::read_link(&p).unwrap().display()),
                 );
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                let shown = if bytes.len() > 256 {
+                    format!("{} bytes {}", bytes.len(), blake3::hash(&bytes).to_hex())
+                } else {
+                    String::from_utf8_lossy(&bytes).into_owned()
+                };
+                let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+                out.insert(rel, format!("{mode:o} @{mtime} {shown}"));
             }
         }
     }
@@ -183,6 +228,8 @@ async fn run(ops: Vec<Op>, backend: &str) {
     let session = runtime.open_session(Some("proptest".into())).await.unwrap();
     let id = session.id();
     let head = || runtime.journal().head_seq(id).unwrap();
+    // Commands run and the changes they applied.
+    let mut commands = (0u64, 0u64);
     // The live timeline: each action and the tree after it.
     let mut states: Vec<Point> = vec![Point {
         proposal: 0,
@@ -292,6 +339,10 @@ async fn run(ops: Vec<Op>, backend: &str) {
                     )
                 }
             }
+            Op::Command(kind, f, c) => (
+                "run_command",
+                json!({"shell": command(*kind, *f, *c), "timeout_ms": 60000}),
+            ),
             Op::DryEdit(f) => (
                 "edit_file",
                 json!({"path": file(*f), "old_string": "line", "new_string": "LINE", "replace_all": true, "dry_run": true}),
@@ -299,6 +350,14 @@ async fn run(ops: Vec<Op>, backend: &str) {
         };
         let action = Action::from_tool_call(primitive, args.clone()).unwrap();
         let result = session.run(action, Hooks::default()).await;
+        if let Op::Command(..) = op {
+            // A command runs and its changes are applied, whatever its own exit.
+            let ran = result
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{args} failed: {:?}", e.failure));
+            commands.0 += 1;
+            commands.1 += ran.outcome.output["changes_total"].as_u64().unwrap_or(0);
+        }
         let proposal = match &result {
             Ok(ran) => ran.seq,
             Err(e) => e.seq.unwrap(),
@@ -390,24 +449,37 @@ async fn run(ops: Vec<Op>, backend: &str) {
             *kinds.entry(p).or_insert(0u32) += 1;
         }
     }
-    eprintln!("playback reproduced {completed} result(s) and {failed} failure(s): {kinds:?}");
+    eprintln!(
+        "playback reproduced {completed} result(s) and {failed} failure(s): {kinds:?}; {} command(s) applied {} change(s)",
+        commands.0, commands.1
+    );
     session.close("done").await;
     runtime.shutdown().await;
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 64, ..ProptestConfig::default() })]
-
-    #[test]
-    fn rewinding_to_any_seq_gives_back_the_recorded_tree(ops in prop::collection::vec(op(), 1..24)) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+fn rewinding_to_any_seq_gives_back_the_recorded_tree() {
+    let config = ProptestConfig {
+        cases: 24,
+        max_shrink_iters: 64,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&prop::collection::vec(op(), 1..24), |ops| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(run(ops, "copy"));
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
 
 /// The same on whatever backend the temp dir supports best (reflink or btrfs where the temp
 /// dir is on such a filesystem); prints which one it took.
-#[test]
 fn one_long_session_on_the_best_backend() {
     let ops: Vec<Op> = (0..80u8)
         .map(|i| match i % 20 {
@@ -431,6 +503,7 @@ fn one_long_session_on_the_best_backend() {
             18 => Op::Random,
             19 if i % 3 == 1 => Op::WriteDeep(i % 6, i % 5),
             19 if i % 3 == 2 => Op::Undo(i.wrapping_mul(13)),
+            19 => Op::Command(i / 3, i.wrapping_mul(7), i % 6),
             _ => Op::Rewind(i.wrapping_mul(37)),
         })
         .collect();
@@ -495,7 +568,6 @@ async fn copy(
 
 /// A journal altered after the fact: a changed output, or an input swapped for other bytes,
 /// is a mismatch at that record's seq; an untouched copy plays back clean.
-#[test]
 fn playback_reports_a_changed_input_or_output_at_its_seq() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -604,4 +676,60 @@ fn playback_reports_a_changed_input_or_output_at_its_seq() {
         assert_eq!(at, vec![read], "{:?}", played.mismatches);
         runtime.shutdown().await;
     });
+}
+
+type Test = fn();
+
+const TESTS: &[(&str, Test)] = &[
+    (
+        "rewinding_to_any_seq_gives_back_the_recorded_tree",
+        rewinding_to_any_seq_gives_back_the_recorded_tree,
+    ),
+    (
+        "one_long_session_on_the_best_backend",
+        one_long_session_on_the_best_backend,
+    ),
+    (
+        "playback_reports_a_changed_input_or_output_at_its_seq",
+        playback_reports_a_changed_input_or_output_at_its_seq,
+    ),
+];
+
+fn main() {
+    aido_sandbox::run_child_if_requested();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|arg| arg == "--list") {
+        if !args.iter().any(|arg| arg == "--ignored") {
+            for (name, _) in TESTS {
+                println!("{name}: test");
+            }
+        }
+        return;
+    }
+    let exact = args.iter().any(|arg| arg == "--exact");
+    let filters: Vec<&String> = args.iter().filter(|arg| !arg.starts_with("--")).collect();
+    let mut failed = 0;
+    for (name, test) in TESTS {
+        let chosen = filters.is_empty()
+            || filters.iter().any(|f| {
+                if exact {
+                    *name == f.as_str()
+                } else {
+                    name.contains(f.as_str())
+                }
+            });
+        if !chosen {
+            continue;
+        }
+        match std::panic::catch_unwind(test) {
+            Ok(()) => println!("test {name} ... ok"),
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        std::process::exit(101);
+    }
 }

@@ -202,7 +202,11 @@ impl Sandbox {
             WriteMode::Overlay { layers_dir } => Some(layers_dir.clone()),
         };
         if let Some(layers_dir) = &layers_dir {
-            crate::spawn::create_layers(layers_dir, resolved.plan.writable_roots.len())?;
+            crate::spawn::create_layers(
+                layers_dir,
+                resolved.plan.writable_roots.len(),
+                resolved.ids.as_ref().map(|ids| (ids.uid, ids.gid)),
+            )?;
         }
         let cgroup = profile
             .cgroup
@@ -348,6 +352,7 @@ impl Sandbox {
             background: true,
             egress: egress.is_some(),
             netns: crate::protocol::Netns::Own,
+            ids: resolved.ids.clone(),
         };
         let sent = write_json(&mut writer, &launch)
             .and_then(|()| write_json(&mut writer, &resolved.plan))

@@ -227,7 +227,7 @@ struct Collect {
 }
 
 fn mtime_ns(stat: &rustix::fs::Stat) -> i64 {
-    stat.st_mtime as i64 * 1_000_000_000 + stat.st_mtime_nsec as i64
+    stat.st_mtime * 1_000_000_000 + stat.st_mtime_nsec as i64
 }
 
 impl Collect {

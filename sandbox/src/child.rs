@@ -42,6 +42,9 @@ use crate::protocol::{
 pub const CHILD_ARG: &str = "__aido_sandbox";
 /// `argv[2]` of the second re-exec, which becomes init.
 const INIT_ARG: &str = "init";
+/// `argv[2]` of a short-lived helper that only holds a new user namespace whose maps the child
+/// writes: the idmapping of a command's walls.
+const USERNS_ARG: &str = "userns";
 /// `argv[1]` that makes a host of the child print [`BUILD_ID`] and exit.
 pub const BUILD_ID_ARG: &str = "__aido_sandbox_build_id";
 /// The version and a hash of this crate's sources: two executables with the same id run the
@@ -108,10 +111,10 @@ pub fn run_child_if_requested() {
     if first.as_deref() != Some(std::ffi::OsStr::new(CHILD_ARG)) {
         return;
     }
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(INIT_ARG)) {
-        init_main()
-    } else {
-        child_main()
+    match args.next() {
+        Some(arg) if arg == INIT_ARG => init_main(),
+        Some(arg) if arg == USERNS_ARG => userns_main(),
+        _ => child_main(),
     }
 }
 
@@ -203,8 +206,34 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     // host's capabilities: once in its own user namespace it could not.
     let has_netns = network_namespace(control, launch.netns, lent)?;
 
-    let uid = nix::unistd::getuid();
-    let gid = nix::unistd::getgid();
+    // A command that runs as an unprivileged host user: what needs the host's privileges is
+    // done now (the descriptors are inherited by init, which attaches them).
+    let prepared = match &launch.ids {
+        Some(ids) => Some(prepare_ids(ids)?),
+        None => None,
+    };
+    let (uid, gid) = match &launch.ids {
+        Some(ids) => {
+            // Become the unprivileged host user now, for good: the host's privileges were
+            // needed only for what `prepare_ids` did. (The change of user makes the process
+            // undumpable, which would leave its /proc files root's; it maps itself below.)
+            let (uid, gid) = (
+                nix::unistd::Uid::from_raw(ids.uid),
+                nix::unistd::Gid::from_raw(ids.gid),
+            );
+            nix::unistd::setresgid(gid, gid, gid)
+                .map_err(|errno| SpawnError::setup(Step::RunAs, errno, "setresgid"))?;
+            nix::unistd::setresuid(uid, uid, uid)
+                .map_err(|errno| SpawnError::setup(Step::RunAs, errno, "setresuid"))?;
+            nix::sys::prctl::set_dumpable(true)
+                .map_err(|errno| SpawnError::setup(Step::RunAs, errno, "PR_SET_DUMPABLE"))?;
+            (ids.uid, ids.gid)
+        }
+        None => (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        ),
+    };
     unshare(CloneFlags::CLONE_NEWUSER)
         .map_err(|errno| SpawnError::unavailable("user_namespace", format!("unshare: {errno}")))?;
     for (file, content) in [
@@ -214,6 +243,16 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     ] {
         std::fs::write(file, content)
             .map_err(|error| SpawnError::setup_io(Step::IdMap, &error, file))?;
+    }
+    // A change of user, and an unprivileged process entering a user namespace of its own,
+    // clear the parent-death signal: a background command must still die with aido.
+    if launch.background && launch.ids.is_some() {
+        let parent = nix::unistd::getppid();
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+            .map_err(|errno| SpawnError::setup(Step::SpawnInit, errno, "PR_SET_PDEATHSIG"))?;
+        if nix::unistd::getppid() != parent {
+            return Err(SpawnError::protocol("aido ended while the command started"));
+        }
     }
     for (flag, name) in [
         (CloneFlags::CLONE_NEWNS, "mount_namespace"),
@@ -236,15 +275,23 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     let theirs = control
         .try_clone()
         .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "dup the control socket"))?;
-    let mut init = Command::new("/proc/self/exe")
-        .arg(CHILD_ARG)
+    let mut init = Command::new("/proc/self/exe");
+    init.arg(CHILD_ARG)
         .arg(INIT_ARG)
         .env_clear()
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    if let Some((fds, _held)) = &prepared {
+        let text = serde_json::to_string(fds)
+            .map_err(|error| SpawnError::protocol(format!("descriptors for init: {error}")))?;
+        init.env(crate::protocol::FDS_ENV, text);
+    }
+    let mut init = init
         .spawn()
         .map_err(|error| SpawnError::setup_io(Step::SpawnInit, &error, "spawn init"))?;
+    // Init has its own copies of the walls and layers now.
+    drop(prepared);
     let _ = write_json(
         control,
         &Report::Started {
@@ -304,6 +351,150 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
             "init ended without a report ({status:?})"
         ))),
     }
+}
+
+/// For a command that runs as an unprivileged host user, while this process still has the
+/// host's privileges: no supplementary groups (root's would follow the command), a user
+/// namespace whose maps make the walls' owner the command's user, a detached idmapped mount
+/// of every wall, and handles of the overlay layers (init reaches them through these, since
+/// the unprivileged user may not pass through the directories above them). The descriptors
+/// are left inheritable for init; the numbers go to init in [`crate::protocol::FDS_ENV`].
+fn prepare_ids(
+    ids: &crate::protocol::Ids,
+) -> Result<(crate::protocol::Fds, Vec<OwnedFd>), SpawnError> {
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    nix::unistd::setgroups(&[])
+        .map_err(|errno| SpawnError::setup(Step::RunAs, errno, "setgroups"))?;
+    let userns = idmap_userns(ids.uid, ids.gid)?;
+    let mut fds = crate::protocol::Fds::default();
+    let mut held = Vec::new();
+    let inheritable = |fd: OwnedFd, held: &mut Vec<OwnedFd>| -> Result<i32, SpawnError> {
+        rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty()).map_err(|errno| {
+            SpawnError::setup_io(Step::RunAs, &errno.into(), "keep a descriptor for init")
+        })?;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        held.push(fd);
+        Ok(raw)
+    };
+    for wall in &ids.walls {
+        let shown = wall.path.display().to_string();
+        let attrs = |recursive| aido_sys::Attrs {
+            recursive,
+            read_only: !wall.writable,
+        };
+        // The wall and every mount below it; where a mount below cannot be idmapped (a file
+        // system without idmapping), the wall alone.
+        let recursive = open_tree(
+            rustix::fs::CWD,
+            &wall.path,
+            OpenTreeFlags::OPEN_TREE_CLONE
+                | OpenTreeFlags::AT_RECURSIVE
+                | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        )
+        .and_then(|tree| {
+            aido_sys::idmap_mount(tree.as_fd(), userns.as_fd(), attrs(true))
+                .map(|()| tree)
+                .map_err(|e| {
+                    rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::INVAL)
+                })
+        });
+        let tree = match recursive {
+            Ok(tree) => tree,
+            Err(_) => {
+                let tree = open_tree(
+                    rustix::fs::CWD,
+                    &wall.path,
+                    OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+                )
+                .map_err(|errno| SpawnError::setup_io(Step::RunAs, &errno.into(), &shown))?;
+                aido_sys::idmap_mount(tree.as_fd(), userns.as_fd(), attrs(false)).map_err(
+                    |error| {
+                        SpawnError::unavailable(
+                            "idmapped_mounts",
+                            format!("an idmapped mount of {shown}: {error}"),
+                        )
+                    },
+                )?;
+                tree
+            }
+        };
+        fds.walls.push(inheritable(tree, &mut held)?);
+    }
+    if let Some((layers, roots)) = &ids.layers {
+        for index in 0..*roots {
+            let path = layers.join(index.to_string());
+            let tree = open_tree(
+                rustix::fs::CWD,
+                &path,
+                OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+            )
+            .map_err(|errno| {
+                SpawnError::setup_io(Step::RunAs, &errno.into(), path.display().to_string())
+            })?;
+            fds.layers.push(inheritable(tree, &mut held)?);
+        }
+    }
+    Ok((fds, held))
+}
+
+/// A user namespace whose uid and gid maps make host `uid`/`gid` its root: made by a helper
+/// process (this one must keep the host's privileges to use it), held by descriptor, and the
+/// helper let go.
+fn idmap_userns(uid: u32, gid: u32) -> Result<std::fs::File, SpawnError> {
+    use std::io::Read;
+    let failed =
+        |error: std::io::Error, what: &str| SpawnError::setup_io(Step::RunAs, &error, what);
+    let mut helper = Command::new("/proc/self/exe")
+        .arg(CHILD_ARG)
+        .arg(USERNS_ARG)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| failed(error, "spawn the idmapping's helper"))?;
+    let result = (|| {
+        let mut ready = [0u8; 1];
+        helper
+            .stdout
+            .as_mut()
+            .ok_or_else(|| SpawnError::protocol("the idmapping's helper has no output"))?
+            .read_exact(&mut ready)
+            .map_err(|error| failed(error, "the idmapping's helper did not start"))?;
+        if ready[0] != b'u' {
+            return Err(SpawnError::unavailable(
+                "user_namespace",
+                "the idmapping's helper could not make a user namespace",
+            ));
+        }
+        let pid = helper.id();
+        for (file, content) in [
+            ("uid_map", format!("0 {uid} 1")),
+            ("setgroups", "deny".to_string()),
+            ("gid_map", format!("0 {gid} 1")),
+        ] {
+            let path = format!("/proc/{pid}/{file}");
+            std::fs::write(&path, content).map_err(|error| failed(error, &path))?;
+        }
+        std::fs::File::open(format!("/proc/{pid}/ns/user"))
+            .map_err(|error| failed(error, "the idmapping's user namespace"))
+    })();
+    drop(helper.stdin.take());
+    let _ = helper.kill();
+    let _ = helper.wait();
+    result
+}
+
+/// The idmapping's helper: a new user namespace, then wait until the child has its descriptor.
+fn userns_main() -> ! {
+    use std::io::Read;
+    let made = unshare(CloneFlags::CLONE_NEWUSER).is_ok();
+    let mut out = std::io::stdout();
+    let _ = out.write_all(if made { b"u" } else { b"x" });
+    let _ = out.flush();
+    let mut rest = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut rest);
+    std::process::exit(0)
 }
 
 /// Killing init kills every process of its pid namespace.
@@ -390,8 +581,13 @@ fn init_main() -> ! {
     let Ok((plan_bytes, stdin_bytes)) = received else {
         std::process::exit(122);
     };
+    // The child's descriptors for a command that runs as an unprivileged user (none else).
+    let fds: crate::protocol::Fds = std::env::var(crate::protocol::FDS_ENV)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
     let report = match serde_json::from_slice::<Plan>(&plan_bytes) {
-        Ok(plan) => match run_init(&plan, stdin_bytes, &mut control) {
+        Ok(plan) => match run_init(&plan, &fds, stdin_bytes, &mut control) {
             Ok(report) => report,
             Err(error) => Report::Failed { error },
         },
@@ -406,10 +602,14 @@ fn init_main() -> ! {
 
 fn run_init(
     plan: &Plan,
+    fds: &crate::protocol::Fds,
     stdin_bytes: Vec<u8>,
     control: &mut UnixStream,
 ) -> Result<Report, SpawnError> {
-    mounts::build(plan)?;
+    mounts::build(plan, fds)?;
+    // The child's descriptors (detached walls and layers) are attached now: none of them
+    // reaches the command.
+    close_fds::set_fds_cloexec(3, &[]);
     nix::unistd::sethostname(HOSTNAME)
         .map_err(|errno| SpawnError::setup(Step::Hostname, errno, HOSTNAME))?;
     nix::unistd::chdir(&plan.cwd)

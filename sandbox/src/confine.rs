@@ -243,9 +243,18 @@ const CLONE_NAMESPACE_FLAGS: u64 = (libc::CLONE_NEWNS
 /// the read-only tree leaves open: connecting needs only write permission on the socket inode,
 /// which a read-only mount does not remove and Landlock below ABI 9 does not check, and the
 /// sandbox's root owns what the host's root owns (`/run/docker.sock`, the D-Bus system bus).
-/// `socketpair(2)` stays allowed, so pipes between the command's own processes still work.
-/// Packet sockets and vsock reach past the network namespace.
+/// `socketpair(2)` stays allowed for stream and seqpacket pairs, so pipes between the
+/// command's own processes still work (asyncio's self-pipe, a subprocess's channels): such a
+/// pair is connected to itself for good, and `connect` or an address on `sendto`/`sendmsg`
+/// cannot point it elsewhere. A datagram pair is refused: a `SOCK_DGRAM` socket takes an
+/// address with every `sendto`, which would deliver to any host datagram socket by path.
+/// Abstract sockets live in a network namespace, which is the command's own. Packet sockets
+/// and vsock reach past the network namespace.
 const SOCKET_FAMILIES_DENIED: [i32; 3] = [libc::AF_UNIX, libc::AF_PACKET, libc::AF_VSOCK];
+
+/// The bits of `socket`'s and `socketpair`'s type argument that name the type (the rest are
+/// `SOCK_NONBLOCK` and `SOCK_CLOEXEC`).
+const SOCKET_TYPE_MASK: u64 = 0xf;
 
 /// Builds the filters. The deny list answers EPERM; `clone3`, whose flags live in memory a
 /// filter cannot read, answers ENOSYS so the C library falls back to `clone`, which is checked;
@@ -307,6 +316,27 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
             })
             .collect::<Result<_, _>>()
             .map_err(failed)?,
+    );
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![
+            SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::AF_UNIX as u64,
+            )
+            .and_then(|family| {
+                SeccompCondition::new(
+                    1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(SOCKET_TYPE_MASK),
+                    libc::SOCK_DGRAM as u64,
+                )
+                .and_then(|kind| SeccompRule::new(vec![family, kind]))
+            })
+            .map_err(failed)?,
+        ],
     );
     let deny = SeccompFilter::new(
         rules,

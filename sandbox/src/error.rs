@@ -17,6 +17,11 @@ pub enum Step {
     Unshare,
     /// Writing `/proc/self/{setgroups,uid_map,gid_map}`.
     IdMap,
+    /// Preparing a command that runs as an unprivileged host user: its supplementary groups
+    /// dropped, the idmapping's user namespace, the idmapped walls, the layers' handles.
+    RunAs,
+    /// Attaching an idmapped wall (or a cover on the way to one).
+    MountWall,
     /// Starting the namespace's init (the sandbox's pid 1).
     SpawnInit,
     /// Making the inherited mount tree private.

@@ -105,7 +105,7 @@ pub use egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
 pub use error::{SpawnError, Step};
 pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
 pub use profile::{
-    CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, Usage,
+    CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, RunAs, Usage,
     WriteMode,
 };
 pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby, settle};

@@ -13,7 +13,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use crate::error::{SpawnError, Step};
 use crate::plan::hidden_path;
 use crate::profile::WriteMode;
-use crate::protocol::{Hidden, Plan};
+use crate::protocol::{Fds, Hidden, Plan};
 
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
@@ -33,7 +33,7 @@ fn under(base: &str, path: &Path) -> PathBuf {
     Path::new(base).join(relative)
 }
 
-pub(crate) fn build(plan: &Plan) -> Result<(), SpawnError> {
+pub(crate) fn build(plan: &Plan, fds: &Fds) -> Result<(), SpawnError> {
     mount(
         none(),
         "/",
@@ -62,7 +62,8 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SpawnError> {
         none(),
     )
     .map_err(|errno| SpawnError::setup(Step::MountProc, errno, "/proc"))?;
-    writable(plan)?;
+    walls(plan, fds)?;
+    writable(plan, fds)?;
     pin_ancestors(&plan.hidden, &plan.writable_roots)?;
     hide(&plan.hidden)?;
     pivot()
@@ -241,12 +242,108 @@ fn ensure_mount_point(target: &Path, step: Step) -> Result<(), SpawnError> {
         .map_err(|error| SpawnError::setup_io(step, &error, target.display().to_string()))
 }
 
-fn writable(plan: &Plan) -> Result<(), SpawnError> {
+/// A command that runs as an unprivileged host user: the directories on the way to its walls
+/// it may not pass through are covered (an empty tmpfs holding only the way down), then each
+/// wall is attached from the child's detached idmapped mount, where the files of the walls'
+/// owner are the command's own.
+fn walls(plan: &Plan, fds: &Fds) -> Result<(), SpawnError> {
+    if plan.walls.is_empty() {
+        return Ok(());
+    }
+    if fds.walls.len() != plan.walls.len() {
+        return Err(SpawnError::protocol(format!(
+            "{} idmapped walls for {} in the plan",
+            fds.walls.len(),
+            plan.walls.len()
+        )));
+    }
+    let sealed = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    for cover in &plan.covers {
+        let target = under(NEW, cover);
+        tmpfs(&target, sealed, "mode=0755,size=64k", Step::MountWall)?;
+        for wall in plan
+            .walls
+            .iter()
+            .filter(|wall| wall.path.starts_with(cover))
+        {
+            let point = under(NEW, &wall.path);
+            std::fs::create_dir_all(&point).map_err(|error| {
+                SpawnError::setup_io(Step::MountWall, &error, point.display().to_string())
+            })?;
+        }
+        for root in plan
+            .writable_roots
+            .iter()
+            .filter(|root| root.starts_with(cover))
+        {
+            let point = under(NEW, root);
+            std::fs::create_dir_all(&point).map_err(|error| {
+                SpawnError::setup_io(Step::MountWall, &error, point.display().to_string())
+            })?;
+        }
+    }
+    for (wall, fd) in plan.walls.iter().zip(&fds.walls) {
+        let target = under(NEW, &wall.path);
+        ensure_mount_point(&target, Step::MountWall)?;
+        // The child left the detached mount open at this number; its magic link names it.
+        let tree = format!("{OLD}/proc/self/fd/{fd}");
+        rustix::mount::move_mount(
+            rustix::fs::CWD,
+            tree.as_str(),
+            rustix::fs::CWD,
+            &target,
+            rustix::mount::MoveMountFlags::MOVE_MOUNT_F_SYMLINKS,
+        )
+        .map_err(|errno| {
+            SpawnError::setup_io(
+                Step::MountWall,
+                &errno.into(),
+                wall.path.display().to_string(),
+            )
+        })?;
+    }
+    for cover in &plan.covers {
+        let target = under(NEW, cover);
+        mount(
+            none(),
+            &target,
+            none(),
+            MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | sealed,
+            Some("mode=0755,size=64k"),
+        )
+        .map_err(|errno| SpawnError::setup(Step::MountWall, errno, cover.display().to_string()))?;
+    }
+    Ok(())
+}
+
+/// Attach the child's detached mount of layer `index` in the scaffold (`/layers/INDEX`), so
+/// overlayfs, which takes its upper layer only from this mount namespace, can use it.
+fn attach_layer(index: usize, tree: i32) -> Result<PathBuf, SpawnError> {
+    let point = PathBuf::from(format!("/layers/{index}"));
+    std::fs::create_dir_all(&point).map_err(|error| {
+        SpawnError::setup_io(Step::MountWritable, &error, point.display().to_string())
+    })?;
+    let tree = format!("{OLD}/proc/self/fd/{tree}");
+    rustix::mount::move_mount(
+        rustix::fs::CWD,
+        tree.as_str(),
+        rustix::fs::CWD,
+        &point,
+        rustix::mount::MoveMountFlags::MOVE_MOUNT_F_SYMLINKS,
+    )
+    .map_err(|errno| SpawnError::setup_io(Step::MountWritable, &errno.into(), "attach a layer"))?;
+    Ok(point)
+}
+
+fn writable(plan: &Plan, fds: &Fds) -> Result<(), SpawnError> {
+    let idmapped = !plan.walls.is_empty();
     for (index, root) in plan.writable_roots.iter().enumerate() {
         let target = under(NEW, root);
         ensure_mount_point(&target, Step::MountWritable)?;
         let source = under(OLD, root);
         match &plan.writes {
+            // Idmapped: the wall attached at the target is the writable root already.
+            WriteMode::Direct if idmapped => continue,
             WriteMode::Direct => mount(
                 Some(&source),
                 &target,
@@ -256,11 +353,19 @@ fn writable(plan: &Plan) -> Result<(), SpawnError> {
             ),
             WriteMode::Overlay { layers_dir } => {
                 let layer = under(OLD, &layers_dir.join(index.to_string()));
+                // An unprivileged user cannot pass through the directories above the layer:
+                // it is named by the child's handles instead (the lower is the idmapped wall
+                // already attached at the target).
+                let (lower, layer) = match fds.layers.get(index) {
+                    Some(tree) if idmapped => (target.clone(), attach_layer(index, *tree)?),
+                    _ => (source.clone(), layer),
+                };
+                let (upper, work) = (layer.join("upper"), layer.join("work"));
                 let options = format!(
                     "lowerdir={},upperdir={},workdir={},userxattr",
-                    source.display(),
-                    layer.join("upper").display(),
-                    layer.join("work").display()
+                    lower.display(),
+                    upper.display(),
+                    work.display()
                 );
                 mount(
                     Some("overlay"),

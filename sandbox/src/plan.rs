@@ -38,6 +38,8 @@ const ENV_DEFAULTS: [(&str, &str); 5] = [
 pub(crate) struct Resolved {
     pub(crate) plan: Plan,
     pub(crate) placeholders: Vec<PathBuf>,
+    /// For a command that runs as an unprivileged host user: what the child prepares.
+    pub(crate) ids: Option<crate::protocol::Ids>,
 }
 
 pub(crate) fn resolve(
@@ -116,6 +118,31 @@ pub(crate) fn resolve(
     }
     placeholders.sort();
     placeholders.dedup();
+    let (walls, covers, ids) = match profile.run_as {
+        None => (Vec::new(), Vec::new(), None),
+        Some(run_as) => {
+            if run_as.uid == 0 || run_as.gid == 0 {
+                return Err(SpawnError::invalid(
+                    "run_as must name an unprivileged user and group (not 0)",
+                ));
+            }
+            let readable: Vec<PathBuf> = profile
+                .readable_roots
+                .iter()
+                .filter_map(|root| root.canonicalize().ok())
+                .filter(|root| root.is_dir())
+                .collect();
+            let walls = walls_of(&readable, &writable_roots, layers_dir.is_some());
+            let covers = covers_of(&walls, run_as);
+            let ids = crate::protocol::Ids {
+                uid: run_as.uid,
+                gid: run_as.gid,
+                walls: walls.clone(),
+                layers: layers_dir.clone().map(|dir| (dir, writable_roots.len())),
+            };
+            (walls, covers, Some(ids))
+        }
+    };
 
     let mut env: BTreeMap<String, String> = ENV_DEFAULTS
         .iter()
@@ -181,9 +208,80 @@ pub(crate) fn resolve(
                 crate::egress::Network::None => None,
                 crate::egress::Network::Proxy { .. } => Some(crate::egress::EGRESS_PORT),
             },
+            walls,
+            covers,
         },
         placeholders,
+        ids,
     })
+}
+
+/// The walls an unprivileged command sees as its own: the outermost of the readable and
+/// writable roots, read-only (a writable root's overlay writes above it), and with direct
+/// writes each writable root again, writable, on top.
+fn walls_of(
+    readable: &[PathBuf],
+    writable: &[PathBuf],
+    overlay: bool,
+) -> Vec<crate::protocol::Wall> {
+    let all: Vec<&PathBuf> = readable.iter().chain(writable.iter()).collect();
+    let mut outermost: Vec<PathBuf> = all
+        .iter()
+        .filter(|root| {
+            !all.iter()
+                .any(|other| other != *root && root.starts_with(other.as_path()))
+        })
+        .map(|root| (*root).clone())
+        .collect();
+    outermost.sort();
+    outermost.dedup();
+    let mut walls: Vec<crate::protocol::Wall> = outermost
+        .into_iter()
+        .map(|path| crate::protocol::Wall {
+            path,
+            writable: false,
+        })
+        .collect();
+    if !overlay {
+        walls.extend(writable.iter().map(|path| crate::protocol::Wall {
+            path: path.clone(),
+            writable: true,
+        }));
+    }
+    walls
+}
+
+/// The shallowest directory on the way to each wall that `run_as` cannot search (no execute
+/// bit it is granted as other, or as the owner or group it is not).
+fn covers_of(walls: &[crate::protocol::Wall], run_as: crate::RunAs) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut covers: Vec<PathBuf> = Vec::new();
+    for wall in walls {
+        // Under the private /tmp the way down is made afresh, by the command's own user.
+        if wall.path.starts_with("/tmp") {
+            continue;
+        }
+        let mut at = PathBuf::from("/");
+        for part in wall.path.components().skip(1) {
+            if at != wall.path && covers.iter().any(|cover| at.starts_with(cover)) {
+                break;
+            }
+            let searchable = std::fs::metadata(&at).is_ok_and(|meta| {
+                let mode = meta.mode();
+                mode & 0o001 != 0
+                    || (meta.uid() == run_as.uid && mode & 0o100 != 0)
+                    || (meta.gid() == run_as.gid && mode & 0o010 != 0)
+            });
+            if !searchable {
+                covers.push(at.clone());
+                break;
+            }
+            at.push(part);
+        }
+    }
+    covers.sort();
+    covers.dedup();
+    covers
 }
 
 pub(crate) fn hidden_path(hidden: &Hidden) -> &Path {

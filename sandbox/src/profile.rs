@@ -41,6 +41,28 @@ pub struct Profile {
     /// The command's network: none, or only aido's egress proxy (see [`crate::egress`]).
     #[serde(default)]
     pub network: crate::egress::Network,
+    /// Host directories the command may read besides what the host lets any user read (the
+    /// policy's read walls). With [`Profile::run_as`] these and the writable roots are the
+    /// only host files the command owns; without it, they change nothing.
+    #[serde(default)]
+    pub readable_roots: Vec<PathBuf>,
+    /// Run the command as this unprivileged host user instead of aido's own (aido as root):
+    /// the walls (readable and writable roots) are idmapped mounts in which the files of the
+    /// user who owns them appear as the command's own, and everything else of the host is
+    /// seen with its real owners, so files, keys and sockets only root may use are out of the
+    /// command's reach by the kernel's own checks.
+    #[serde(default)]
+    pub run_as: Option<RunAs>,
+}
+
+/// An unprivileged host user and group a command runs as (see [`Profile::run_as`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunAs {
+    /// The host uid (not 0).
+    pub uid: u32,
+    /// The host gid (not 0).
+    pub gid: u32,
 }
 
 /// How the writable roots are mounted.
@@ -119,6 +141,8 @@ impl Profile {
             tmp_bytes_max: 256 << 20,
             writes: WriteMode::Direct,
             network: crate::egress::Network::None,
+            readable_roots: Vec::new(),
+            run_as: None,
         }
     }
 

@@ -42,6 +42,15 @@ pub(crate) struct Plan {
     /// the command connect to. `None`: no network.
     #[serde(default)]
     pub(crate) egress_port: Option<u16>,
+    /// With an unprivileged host user: the walls init attaches (idmapped, from the child's
+    /// descriptors), in order.
+    #[serde(default)]
+    pub(crate) walls: Vec<Wall>,
+    /// Directories on the way to a wall the unprivileged user cannot pass through (no search
+    /// bit for others): each is covered by an empty read-only tmpfs that holds only the way to
+    /// the walls below it.
+    #[serde(default)]
+    pub(crate) covers: Vec<PathBuf>,
 }
 
 /// How a background command is wired.
@@ -66,7 +75,7 @@ impl Control {
 }
 
 /// What the sandbox child itself needs; the rest is for init.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Launch {
     pub(crate) timeout_ms: u64,
     /// A background command: the child dies with the parent thread that started it (aido),
@@ -79,7 +88,48 @@ pub(crate) struct Launch {
     /// Where the command's network namespace comes from.
     #[serde(default)]
     pub(crate) netns: Netns,
+    /// Run as an unprivileged host user, with the walls idmapped (see [`crate::RunAs`]).
+    #[serde(default)]
+    pub(crate) ids: Option<Ids>,
 }
+
+/// What the child prepares, while it still has the host's privileges, for a command that runs
+/// as an unprivileged host user: idmapped mounts of the walls and handles of the layers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Ids {
+    /// The host uid and gid the command's root maps to.
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    /// The walls to idmap, in the plan's order ([`Plan::walls`]).
+    pub(crate) walls: Vec<Wall>,
+    /// The overlay layers' directory and the number of writable roots (`i/upper`, `i/work`).
+    pub(crate) layers: Option<(PathBuf, usize)>,
+}
+
+/// One idmapped wall: a host directory the command sees as its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Wall {
+    /// The host directory (canonical).
+    pub(crate) path: PathBuf,
+    /// Mounted writable (a writable root written directly); otherwise read-only (a read wall,
+    /// or the lower layer of a writable root's overlay).
+    pub(crate) writable: bool,
+}
+
+/// The descriptors the child hands init for a command that runs as an unprivileged user, by
+/// number, in the environment variable [`FDS_ENV`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Fds {
+    /// A detached idmapped mount per [`Ids::walls`] entry.
+    pub(crate) walls: Vec<i32>,
+    /// A detached mount of each writable root's layer directory (`i`, holding `upper` and
+    /// `work`): attached in init's mount namespace, overlayfs may use it.
+    pub(crate) layers: Vec<i32>,
+}
+
+/// The environment variable that carries [`Fds`] from the child to init (never to the
+/// command: init builds the command's environment from the plan).
+pub(crate) const FDS_ENV: &str = "AIDO_SANDBOX_FDS";
 
 /// The network namespace of a command without network: its own, or one of aido's pool.
 ///

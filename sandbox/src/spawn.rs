@@ -217,7 +217,11 @@ impl Sandbox {
             &self.globs,
         )?;
         if let WriteMode::Overlay { layers_dir } = &resolved.plan.writes {
-            create_layers(layers_dir, resolved.plan.writable_roots.len())?;
+            create_layers(
+                layers_dir,
+                resolved.plan.writable_roots.len(),
+                resolved.ids.as_ref().map(|ids| (ids.uid, ids.gid)),
+            )?;
         }
         let placeholders = Placeholders::create(&resolved)?;
         Ok((resolved, placeholders))
@@ -497,14 +501,23 @@ pub fn discard_standby() {
     }
 }
 
-/// The upper and work directories of `roots` overlays under `layers_dir`.
-pub(crate) fn create_layers(layers_dir: &Path, roots: usize) -> Result<(), SpawnError> {
+/// The upper and work directories of `roots` overlays under `layers_dir`, owned by `owner`
+/// (the unprivileged user a command runs as, whose overlay writes there) when given.
+pub(crate) fn create_layers(
+    layers_dir: &Path,
+    roots: usize,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SpawnError> {
     for index in 0..roots {
-        for part in ["upper", "work"] {
+        for part in ["", "upper", "work"] {
             let directory = layers_dir.join(index.to_string()).join(part);
-            std::fs::create_dir_all(&directory).map_err(|error| {
+            let failed = |error: std::io::Error| {
                 SpawnError::setup_io(Step::MountWritable, &error, directory.display().to_string())
-            })?;
+            };
+            std::fs::create_dir_all(&directory).map_err(failed)?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::lchown(&directory, Some(uid), Some(gid)).map_err(failed)?;
+            }
         }
     }
     Ok(())
@@ -566,6 +579,7 @@ fn converse_until_report(
         background: false,
         egress: egress.is_some(),
         netns,
+        ids: resolved.ids.clone(),
     };
     let launched = match (netns, &talk.netns) {
         (Netns::Pooled, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd()),

@@ -96,7 +96,7 @@ impl Audit {
 
 /// Where the audit files of `home` are.
 pub fn audit_dir(home: &Path) -> PathBuf {
-    home.join("audit")
+    aido_journal::dir::audit_dir(home)
 }
 
 impl Feed {

@@ -396,6 +396,22 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
         Event::HandleLost { handle, .. } => {
             v["text"] = json!(format!("background command {handle} was lost"))
         }
+        Event::Pruned {
+            through_seq,
+            reason,
+            ..
+        } => {
+            v["text"] = json!(format!(
+                "retention removed the records up to #{through_seq} ({reason})"
+            ));
+            v["pruned_through"] = json!(through_seq);
+        }
+        Event::Collected { trigger, summary } => {
+            v["text"] = json!(format!(
+                "retention ({trigger}) removed {} session(s), cut {}, freed {} bytes",
+                summary.sessions_removed, summary.sessions_cut, summary.bytes_freed
+            ))
+        }
     }
     v
 }

@@ -16,6 +16,13 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend of this snake_case name (as `snapshot_taken` records name it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::BtrfsSubvolume, Self::Reflink, Self::Copy]
+            .into_iter()
+            .find(|b| b.name() == name)
+    }
+
     /// The snake_case name.
     pub fn name(self) -> &'static str {
         match self {

@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -300,6 +300,118 @@ impl Store {
             exclude,
             hook: None,
         })
+    }
+
+    /// The store a `snapshot_taken` record names: its `workspace` (as it was resolved when
+    /// the snapshot was taken) and the backend it was taken with. Nothing is probed or
+    /// created, so it works when the workspace is gone or would now get another backend;
+    /// for retention, which removes (and measures) snapshots whose records it removes.
+    pub fn recorded(workspace: &Path, aido_home: &Path, backend: Backend) -> Self {
+        let aido_home = aido_home
+            .canonicalize()
+            .unwrap_or_else(|_| aido_home.to_owned());
+        let name = workspace
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "root".into());
+        let key = blake3::hash(workspace.as_os_str().as_encoded_bytes()).to_hex()[..16].to_owned();
+        let dir = match backend {
+            Backend::Copy => aido_home.join("snapshots").join(key),
+            Backend::BtrfsSubvolume | Backend::Reflink => workspace
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .join(".aido-snapshots")
+                .join(&name),
+        };
+        let exclude = if aido_home.starts_with(workspace) {
+            vec![aido_home.clone()]
+        } else {
+            Vec::new()
+        };
+        Self {
+            workspace: workspace.to_owned(),
+            backend,
+            why: format!("{backend}: as recorded"),
+            dir,
+            objects: aido_home.join("snapshots").join("objects"),
+            exclude,
+            hook: None,
+        }
+    }
+
+    /// Bytes on disk each of `ids` holds alone, by id (ids with no snapshot are left out):
+    /// its metadata, and for the copy backend the objects no other snapshot of this
+    /// `AIDO_HOME` names, for reflink its copy, for a btrfs subvolume nothing more (its
+    /// extents are shared with the workspace until either changes; only `btrfs` could say
+    /// how many are its own).
+    pub fn usage(&self, ids: &[&str]) -> Result<HashMap<String, u64>, SnapshotError> {
+        use std::os::unix::fs::MetadataExt;
+        let blocks = |path: &Path| {
+            std::fs::symlink_metadata(path)
+                .map(|m| m.blocks() * 512)
+                .unwrap_or(0)
+        };
+        let mut out = HashMap::new();
+        let mut copies = Vec::new();
+        for id in ids {
+            let Ok(stored) = self.load(id) else {
+                continue;
+            };
+            let mut bytes = blocks(&self.meta_path(id));
+            match stored.snapshot.backend {
+                Backend::Reflink => bytes += tree_blocks(&self.data_path(id)),
+                Backend::BtrfsSubvolume => {}
+                Backend::Copy => copies.push((id.to_string(), stored)),
+            }
+            out.insert(id.to_string(), bytes);
+        }
+        if copies.is_empty() {
+            return Ok(out);
+        }
+        // How many snapshots of the whole AIDO_HOME name each object.
+        let mut named: HashMap<String, u32> = HashMap::new();
+        for stored in self.all_copy_snapshots()? {
+            for hash in copy_objects(&stored) {
+                *named.entry(hash).or_default() += 1;
+            }
+        }
+        for (id, stored) in copies {
+            let alone: u64 = copy_objects(&stored)
+                .filter(|h| named.get(h) == Some(&1))
+                .map(|h| blocks(&self.objects.join(h)))
+                .sum();
+            *out.entry(id).or_default() += alone;
+        }
+        Ok(out)
+    }
+
+    /// Every copy-backend snapshot's metadata in this AIDO_HOME (all workspaces share the
+    /// objects).
+    fn all_copy_snapshots(&self) -> Result<Vec<Stored>, SnapshotError> {
+        let mut out = Vec::new();
+        let Some(all) = self.objects.parent() else {
+            return Ok(out);
+        };
+        let Ok(workspaces) = std::fs::read_dir(all) else {
+            return Ok(out);
+        };
+        for ws in workspaces.flatten() {
+            if ws.path() == self.objects || !ws.path().is_dir() {
+                continue;
+            }
+            for meta in std::fs::read_dir(ws.path())
+                .map_err(|e| SnapshotError::io("list", &ws.path(), e))?
+                .flatten()
+            {
+                let Ok(bytes) = std::fs::read(meta.path()) else {
+                    continue;
+                };
+                if let Ok(stored) = serde_json::from_slice::<Stored>(&bytes) {
+                    out.push(stored);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Call `hook(step, rel)` between planning and acting on each entry of a walk, snapshot,
@@ -724,6 +836,37 @@ impl Store {
     }
 }
 
+/// The distinct objects a copy snapshot's manifest names.
+fn copy_objects(stored: &Stored) -> impl Iterator<Item = String> + '_ {
+    let mut seen = HashSet::new();
+    stored
+        .manifest
+        .iter()
+        .flat_map(|m| m.entries.values())
+        .filter_map(move |entry| match entry {
+            Entry::File { hash: Some(h), .. } if seen.insert(h.clone()) => Some(h.clone()),
+            _ => None,
+        })
+}
+
+/// Blocks a tree takes on disk (directories included, links not followed).
+fn tree_blocks(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut total = meta.blocks() * 512;
+    if meta.is_dir()
+        && let Ok(entries) = std::fs::read_dir(path)
+    {
+        total += entries
+            .flatten()
+            .map(|e| tree_blocks(&e.path()))
+            .sum::<u64>();
+    }
+    total
+}
+
 /// Read `file` to its end, hashing it (blake3) and writing what was read to `out` if given.
 fn read_hashing(
     file: &mut std::fs::File,
@@ -841,5 +984,37 @@ mod tests {
             assert_eq!(error.code(), *code, "{error}");
             assert!(seen.insert(*code), "{code} is used twice");
         }
+    }
+
+    /// A store opened from a `snapshot_taken` record's workspace and backend finds, measures
+    /// and deletes the snapshot the live store took; objects two snapshots share are counted
+    /// for neither, and survive the deletion of one.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_recorded_store_measures_and_deletes_what_the_live_one_took() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let home = dir.path().join("aido");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("shared"), vec![1u8; 100_000]).unwrap();
+        let live = Store::open_with(&ws, &home, Some(Backend::Copy)).unwrap();
+        live.create("one", 1).unwrap();
+        std::fs::write(ws.join("second"), vec![2u8; 50_000]).unwrap();
+        live.create("two", 2).unwrap();
+        let recorded = Store::recorded(live.workspace(), &home, Backend::Copy);
+        let usage = recorded.usage(&["one", "two", "three"]).unwrap();
+        assert_eq!(usage.len(), 2);
+        assert!(usage["one"] < 8192, "one holds only its metadata alone");
+        assert!(usage["two"] >= 50_000, "two alone holds the second file");
+        recorded.delete("two").unwrap();
+        assert_eq!(recorded.list().unwrap().len(), 1);
+        std::fs::write(ws.join("shared"), b"changed").unwrap();
+        live.restore("one").unwrap();
+        assert_eq!(
+            std::fs::read(ws.join("shared")).unwrap(),
+            vec![1u8; 100_000]
+        );
+        assert_eq!(Backend::from_name("reflink"), Some(Backend::Reflink));
+        assert_eq!(Backend::from_name("zfs"), None);
     }
 }

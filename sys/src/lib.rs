@@ -49,7 +49,11 @@ pub struct Attrs {
 /// namespace `userns` (its uid and gid maps say which host ids appear as which), `nosuid` and
 /// `nodev` always, read-only if asked. The caller needs `CAP_SYS_ADMIN` in the user namespace
 /// that owns the file system (the host's, for a host file system).
-pub fn idmap_mount(tree: BorrowedFd<'_>, userns: BorrowedFd<'_>, attrs: Attrs) -> std::io::Result<()> {
+pub fn idmap_mount(
+    tree: BorrowedFd<'_>,
+    userns: BorrowedFd<'_>,
+    attrs: Attrs,
+) -> std::io::Result<()> {
     let mut set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     if attrs.read_only {
         set |= MOUNT_ATTR_RDONLY;

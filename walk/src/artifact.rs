@@ -115,6 +115,8 @@ mod tests {
             path: "/w/out/index.html".into(),
             blob: "b".into(),
             before: Before::Absent,
+            mtime_ns: None,
+            before_mtime_ns: None,
         };
         let answer = json!({"id": "i", "to": "out", "files": [{"name": "index.html"}],
                             "effects": [effect]});

@@ -47,6 +47,17 @@ pub enum RewindError {
         /// The record of the restore.
         seq: u64,
     },
+    /// Retention removed the records up to `through` (`aido gc`): the state at the target is
+    /// no longer in the journal.
+    #[error(
+        "seq {seq} was removed by retention (the session's records up to seq {through} are gone); rewind to a later seq"
+    )]
+    TargetPruned {
+        /// The seq named.
+        seq: u64,
+        /// The last record removed.
+        through: u64,
+    },
 }
 
 aido_actions::coded!(RewindError {
@@ -56,6 +67,7 @@ aido_actions::coded!(RewindError {
     UndoOfRewind => "rewind_undo_of_rewind",
     NotKept => "rewind_not_kept",
     NeedsSnapshot => "rewind_needs_snapshot",
+    TargetPruned => "rewind_target_pruned",
 });
 
 impl RewindError {
@@ -66,6 +78,9 @@ impl RewindError {
             | Self::UndoOfRewind { seq }
             | Self::NeedsSnapshot { seq } => Some(serde_json::json!({"seq": seq})),
             Self::NotKept { seq, path } => Some(serde_json::json!({"seq": seq, "path": path})),
+            Self::TargetPruned { seq, through } => {
+                Some(serde_json::json!({"seq": seq, "pruned_through": through}))
+            }
             Self::TargetInvalid { .. } => None,
         }
     }

@@ -174,6 +174,8 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
             | Event::HandleLost { .. }
             | Event::EventsDelivered { .. }
             | Event::SessionEnded { .. }
+            | Event::Pruned { .. }
+            | Event::Collected { .. }
             | Event::SnapshotTaken { .. } => {}
         }
     }

@@ -27,6 +27,9 @@ pub enum Step {
         path: String,
         /// blake3 of the contents.
         blob: String,
+        /// The modification time it gets, when the journal kept it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime_ns: Option<i64>,
     },
     /// Remove `path` (file or directory) if it exists.
     Remove {
@@ -121,6 +124,19 @@ fn invalid_target(proposal: u64, why: &str) -> Failure {
     .into()
 }
 
+/// The newest cut retention made in these records: the last record it removed, and the
+/// rewinds among the removed ones.
+fn pruned(records: &[aido_journal::Record]) -> Option<(u64, u32)> {
+    records.iter().rev().find_map(|r| match &r.event {
+        Event::Pruned {
+            through_seq,
+            rewinds,
+            ..
+        } => Some((*through_seq, *rewinds)),
+        _ => None,
+    })
+}
+
 /// The last record a rewind keeps. Rewinding to an action's seq (the one its result carried)
 /// keeps the action, like `git reset` to a commit: the cut is its outcome record. Any other
 /// record is kept itself. `before_seq` undoes its action too: the cut is the record before it.
@@ -137,6 +153,15 @@ pub fn rewind_cut(
             proposal,
             &format!("{named} is not an earlier record of this session"),
         ));
+    }
+    if let Some((through, _)) = pruned(records)
+        && named <= through
+    {
+        return Err(RewindError::TargetPruned {
+            seq: named,
+            through,
+        }
+        .into());
     }
     let gone = aido_journal::timeline::abandoned(records);
     if gone.contains_key(&named) {
@@ -203,10 +228,12 @@ pub fn rewind_plan(
         })
         .filter(|(seq, _)| *seq > cut || outcomes.get(seq).is_some_and(|o| *o > cut))
         .collect();
+    // Rewinds retention removed still count, so branch numbers never repeat.
     let branch = records
         .iter()
         .filter(|r| matches!(r.event, Event::Rewound { .. }))
         .count() as u32
+        + pruned(records).map_or(0, |(_, rewinds)| rewinds)
         + 1;
     let snapshot = live.iter().rev().find_map(|r| match &r.event {
         Event::SnapshotTaken { snapshot, .. } if r.seq <= cut => Some((r.seq, snapshot.clone())),
@@ -265,9 +292,15 @@ pub fn rewind_plan(
 
 fn redo(effect: &Effect) -> Vec<Step> {
     match effect {
-        Effect::FileWritten { path, blob, .. } => vec![Step::Write {
+        Effect::FileWritten {
+            path,
+            blob,
+            mtime_ns,
+            ..
+        } => vec![Step::Write {
             path: path.clone(),
             blob: blob.clone(),
+            mtime_ns: *mtime_ns,
         }],
         Effect::Moved { from, to } => vec![Step::Move {
             from: from.clone(),
@@ -310,8 +343,21 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
         .into()
     };
     Ok(match effect {
-        Effect::FileWritten { path, before, .. }
-        | Effect::FileRemoved {
+        Effect::FileWritten {
+            path,
+            before,
+            before_mtime_ns,
+            ..
+        } => match before {
+            Before::Kept(b) => vec![Step::Write {
+                path: path.clone(),
+                blob: b.clone(),
+                mtime_ns: *before_mtime_ns,
+            }],
+            Before::Absent => vec![Step::Remove { path: path.clone() }],
+            Before::NotKept => return Err(not_kept(path)),
+        },
+        Effect::FileRemoved {
             path,
             before,
             mode: None,
@@ -319,6 +365,7 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
             Before::Kept(b) => vec![Step::Write {
                 path: path.clone(),
                 blob: b.clone(),
+                mtime_ns: None,
             }],
             Before::Absent => vec![Step::Remove { path: path.clone() }],
             Before::NotKept => return Err(not_kept(path)),
@@ -332,6 +379,7 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
                 Step::Write {
                     path: path.clone(),
                     blob: b.clone(),
+                    mtime_ns: None,
                 },
                 Step::Chmod {
                     path: path.clone(),
@@ -379,4 +427,68 @@ fn undo(effect: &Effect, seq: u64) -> Result<Vec<Step>, Failure> {
             return Err(RewindError::NeedsSnapshot { seq }.into());
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use aido_journal::{Record, SessionId};
+
+    fn record(seq: u64, event: Event) -> Record {
+        Record {
+            v: aido_journal::FORMAT_VERSION,
+            session: SessionId::from_bytes([1; 16]),
+            seq,
+            time_ms: seq,
+            prev: String::new(),
+            event,
+            hash: String::new(),
+        }
+    }
+
+    /// After retention cut a session through seq 5, a rewind to a removed record is refused
+    /// with its code; one to a kept action, or to just before the first kept one, is planned.
+    #[test]
+    fn a_rewind_to_a_pruned_record_is_refused() {
+        let action: aido_actions::Action =
+            serde_json::from_value(serde_json::json!({"type": "read_file", "path": "/w/a"}))
+                .unwrap();
+        let records = vec![
+            record(
+                6,
+                Event::ActionProposed {
+                    action,
+                    verdict: aido_actions::Verdict::Allow,
+                    parent: None,
+                },
+            ),
+            record(
+                7,
+                Event::ActionCompleted {
+                    proposal: 6,
+                    outcome: aido_actions::Outcome::default(),
+                    duration_ms: 1,
+                },
+            ),
+            record(
+                8,
+                Event::Pruned {
+                    through_seq: 5,
+                    hash: "0".repeat(64),
+                    rewinds: 2,
+                    reason: "older_than".into(),
+                },
+            ),
+        ];
+        let refused = rewind_cut(&records, RewindTarget::Keep(3), 9).unwrap_err();
+        assert_eq!(refused.code, "rewind_target_pruned");
+        let refused = rewind_cut(&records, RewindTarget::Undo(5), 9).unwrap_err();
+        assert_eq!(refused.code, "rewind_target_pruned");
+        assert_eq!(rewind_cut(&records, RewindTarget::Keep(6), 9).unwrap(), 7);
+        assert_eq!(rewind_cut(&records, RewindTarget::Undo(6), 9).unwrap(), 5);
+        let plan = rewind_plan(&records, 5, 9).unwrap();
+        assert_eq!(plan.branch, 3, "the pruned rewinds still count");
+    }
 }

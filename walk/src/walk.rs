@@ -436,6 +436,8 @@ mod tests {
                 path: what.clone(),
                 blob: "b".into(),
                 before: Before::Absent,
+                mtime_ns: None,
+                before_mtime_ns: None,
             });
             done.outcome.inputs.push(Input::Clock { unix_ms: 1 });
             Ok(done)

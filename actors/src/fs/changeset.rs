@@ -173,14 +173,14 @@ fn keep_failed(path: &str, e: impl std::fmt::Display) -> FsError {
     }
 }
 
-fn utf8<'p>(path: &'p Path) -> Result<&'p str, FsError> {
+fn utf8(path: &Path) -> Result<&str, FsError> {
     path.to_str().ok_or_else(|| FsError::PathNotUtf8 {
         path: path.display().to_string(),
     })
 }
 
 fn mtime_of(stat: &rustix::fs::Stat) -> i64 {
-    stat.st_mtime as i64 * 1_000_000_000 + stat.st_mtime_nsec as i64
+    stat.st_mtime * 1_000_000_000 + stat.st_mtime_nsec as i64
 }
 
 /// What is at a path now.

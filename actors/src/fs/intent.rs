@@ -47,11 +47,7 @@ pub struct Intents {
 
 /// The recovery markers of the journal at `journal` live beside it, in `<journal>.recovery`.
 pub(crate) fn recovery_dir(journal: &Path) -> PathBuf {
-    let name = journal
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "journal".into());
-    journal.with_file_name(format!("{name}.recovery"))
+    aido_journal::dir::recovery_dir(journal)
 }
 
 /// `w-<session>-<proposal>`: the folder of one proposal's intents.

@@ -160,6 +160,8 @@ impl Ctx<'_> {
         let blob = new.blob().to_owned();
         exec.blobs.push((blob.clone(), bytes.to_vec()));
         let replaced = Replaced {
+            mtime_ns: written.mtime_ns,
+            before_mtime_ns: written.before_mtime_ns,
             blob,
             path: target.shown(),
             created: written.created,

@@ -153,7 +153,11 @@ impl Snapshots {
                     store,
                 )?;
             }
-            Step::Write { path, blob } => {
+            Step::Write {
+                path,
+                blob,
+                mtime_ns,
+            } => {
                 let target = check(&path, AccessKind::Write)?;
                 hook::call(Op::Write, &target.resolved);
                 let bytes = blobs.get(&blob).ok_or_else(|| {
@@ -162,6 +166,9 @@ impl Snapshots {
                 walls
                     .write_atomic(&target, session, &NewContents::new(bytes), true, None)
                     .map_err(Failure::from)?;
+                if let Some(mtime_ns) = mtime_ns {
+                    walls.set_mtime(&target, mtime_ns).map_err(Failure::from)?;
+                }
             }
             Step::Remove { path } => {
                 let target = check(&path, AccessKind::Delete)?;

@@ -37,6 +37,10 @@ impl Target {
 /// What a write replaced.
 pub(crate) struct Written {
     pub(crate) created: bool,
+    /// The new file's modification time, nanoseconds since the epoch.
+    pub(crate) mtime_ns: Option<i64>,
+    /// The replaced file's modification time.
+    pub(crate) before_mtime_ns: Option<i64>,
     /// The previous contents, kept (when the write was asked to keep them).
     pub(crate) before: Option<Kept>,
     /// Directories the write created above the file, outermost first.
@@ -313,6 +317,29 @@ impl Walls {
         Ok(Some(before))
     }
 
+    /// Give the entry at `target` (a link is not followed) the modification time `mtime_ns`,
+    /// through its parent's handle.
+    pub(crate) fn set_mtime(&self, target: &Target, mtime_ns: i64) -> Result<(), FsError> {
+        let shown = target.shown();
+        let Some(parent) = self.parent(target, Missing::Absent, &mut Vec::new())? else {
+            return Err(FsError::NotFound { path: shown });
+        };
+        let at = rustix::fs::Timespec {
+            tv_sec: mtime_ns.div_euclid(1_000_000_000),
+            tv_nsec: mtime_ns.rem_euclid(1_000_000_000),
+        };
+        rustix::fs::utimensat(
+            &parent.dir,
+            parent.name.as_os_str(),
+            &rustix::fs::Timestamps {
+                last_access: at,
+                last_modification: at,
+            },
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| FsError::io("set the time of", &shown, e.into()))
+    }
+
     /// Metadata of the entry itself (a symlink is not followed); `None` when nothing is there.
     pub(crate) fn entry_metadata(
         &self,
@@ -412,6 +439,7 @@ impl Walls {
             let previous = existing.as_ref().map_or(0, |(_, m)| m.len());
             keep.admit(&shown, previous, bytes.len() as u64)?;
         }
+        let existing_mtime = existing.as_ref().map(|(_, meta)| mtime_ns(meta));
         let (before, permissions) = match existing {
             Some((mut file, meta)) => {
                 let before = match keep {
@@ -443,6 +471,7 @@ impl Walls {
             None => (None, None),
         };
         let created = permissions.is_none();
+        let before_mtime_ns = existing_mtime;
         // Missing parents are created one by one, so each one made is known (and journaled,
         // so a rewind removes it again).
         let mut missing = Vec::new();
@@ -473,6 +502,8 @@ impl Walls {
             && let Some(intents) = keep.intents
         {
             let planned = aido_walk::fs::render::Replaced {
+                mtime_ns: None,
+                before_mtime_ns: existing_mtime,
                 path: shown.clone(),
                 created,
                 before: before.as_ref().map(|k| k.hash.clone()),
@@ -526,8 +557,12 @@ impl Walls {
             }
             file.sync_all()
                 .map_err(|e| FsError::io("sync", &shown, e))?;
+            let written = file
+                .metadata()
+                .map_err(|e| FsError::io("stat", &shown, e))?;
             dir.rename(&temp, &dir, &target.rel)
-                .map_err(|e| FsError::io("rename", &shown, e))
+                .map_err(|e| FsError::io("rename", &shown, e))?;
+            Ok(mtime_ns(&written))
         })();
         if result.is_err() {
             let _ = dir.remove_file(&temp);
@@ -538,13 +573,21 @@ impl Walls {
                 }
             }
         }
-        result?;
+        let mtime_ns = result?;
         Ok(Written {
             created,
+            mtime_ns: Some(mtime_ns),
+            before_mtime_ns,
             before,
             dirs,
         })
     }
+}
+
+/// A file's modification time, nanoseconds since the epoch.
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
 }
 
 /// Say what a write is about to do, before it makes anything (see `super::intent`). Previous

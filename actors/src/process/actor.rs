@@ -240,15 +240,7 @@ async fn run_command(
     let mut profile = profile_of(&args.policy, &args.hidden);
     // Every command writes into a layer of its own, read back afterwards: a dry run returns
     // the changes and throws the layer away; otherwise they are applied as journaled effects.
-    let layers = Layers::new(&args.layers).map_err(|error| {
-        Failure::new(
-            "sandbox_setup_failed",
-            format!(
-                "the command's layer directory under {}: {error}",
-                args.layers.display()
-            ),
-        )
-    })?;
+    let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
     };
@@ -461,15 +453,7 @@ async fn start_background(
         .map_err(ProcessError::into_failure)?;
     // With `[processes] egress`, the command has its own egress proxy for as long as it runs.
     let mut profile = profile_of(&args.policy, &args.hidden);
-    let layers = Layers::new(&args.layers).map_err(|error| {
-        Failure::new(
-            "sandbox_setup_failed",
-            format!(
-                "the command's layer directory under {}: {error}",
-                args.layers.display()
-            ),
-        )
-    })?;
+    let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
     };
@@ -687,7 +671,9 @@ fn admit(
     let mut admitted = Vec::new();
     let mut refused = Vec::new();
     let mut refuse = |path: &std::path::Path, change: &str, code: &str| {
-        refused.push(json!({"path": path, "change": change, "code": code}));
+        // Shown as text (a name that is not UTF-8 shows U+FFFD): serializing the path itself
+        // would fail on exactly the names refused for it.
+        refused.push(json!({"path": path.display().to_string(), "change": change, "code": code}));
     };
     for change in changes {
         match change {

@@ -37,7 +37,12 @@ pub(crate) fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf 
                 ))
                 .tempdir()
             {
-                Ok(dir) => dir.keep(),
+                Ok(dir) => {
+                    let dir = dir.keep();
+                    // Whatever the umask or the crate's default, aido's alone.
+                    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+                    dir
+                }
                 // Layers::new refuses it with a code, naming it.
                 Err(_) => std::env::temp_dir().join("aido-layers-unavailable"),
             }
@@ -54,6 +59,25 @@ pub(crate) struct Layers {
 }
 
 impl Layers {
+    /// The failure a call gets when no layer can be made under `base`: `sandbox_layers_unsafe`
+    /// for a base that is not aido's own, else `sandbox_setup_failed`.
+    pub(crate) fn failure(base: &Path, error: std::io::Error) -> aido_actions::Failure {
+        let code = match error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<aido_sandbox::SpawnError>())
+        {
+            Some(spawn) => spawn.code(),
+            None => "sandbox_setup_failed",
+        };
+        aido_actions::Failure::new(
+            code,
+            format!(
+                "the command's layer directory under {}: {error}",
+                base.display()
+            ),
+        )
+    }
+
     pub(crate) fn new(base: &Path) -> std::io::Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         match std::fs::DirBuilder::new().mode(0o700).create(base) {
@@ -125,7 +149,7 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
             } => {
                 let mut entry = json!({
                     "change": if *created { "file_created" } else { "file_changed" },
-                    "path": path,
+                    "path": path.display().to_string(),
                     "mode": format!("{mode:04o}"),
                     "bytes": bytes,
                 });
@@ -143,22 +167,22 @@ pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
                 entry
             }
             Change::Dir { path, mode, .. } => {
-                json!({"change": "dir_created", "path": path, "mode": format!("{mode:04o}")})
+                json!({"change": "dir_created", "path": path.display().to_string(), "mode": format!("{mode:04o}")})
             }
             Change::DirMode { path, mode, before } => json!({
                 "change": "mode_changed",
-                "path": path,
+                "path": path.display().to_string(),
                 "mode": format!("{mode:04o}"),
                 "before": format!("{before:04o}"),
             }),
             Change::Symlink { path, target } => {
-                json!({"change": "link_created", "path": path, "target": target})
+                json!({"change": "link_created", "path": path.display().to_string(), "target": target.display().to_string()})
             }
             Change::Removed { path, dir } => {
-                json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path})
+                json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path.display().to_string()})
             }
             Change::Unsupported { path, what, code } => {
-                json!({"change": "unsupported", "path": path, "what": what, "refused": code})
+                json!({"change": "unsupported", "path": path.display().to_string(), "what": what, "refused": code})
             }
         })
         .collect();

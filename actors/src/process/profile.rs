@@ -17,6 +17,19 @@ pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
         .cloned()
         .collect();
     let mut profile = Profile::new(writable_roots);
+    profile.readable_roots = policy
+        .read_roots()
+        .filter(|root| root.is_dir())
+        .cloned()
+        .collect();
+    // aido as root: commands run as an unprivileged host user, their walls idmapped.
+    if rustix::process::geteuid().is_root() {
+        let processes = &policy.config().processes;
+        profile.run_as = Some(aido_sandbox::RunAs {
+            uid: processes.sandbox_uid,
+            gid: processes.sandbox_gid,
+        });
+    }
     for pattern in &policy.config().paths.deny {
         // `dir/**` hides the directory itself, which hides everything below it and costs one
         // mount instead of one per entry.

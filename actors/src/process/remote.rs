@@ -338,12 +338,7 @@ async fn taken_over(
 }
 
 fn layers_of(args: &ProcessBodyArgs) -> Result<Layers, Failure> {
-    Layers::new(&args.layers).map_err(|error| {
-        Failure::new(
-            "sandbox_setup_failed",
-            format!("a layer directory under {}: {error}", args.layers.display()),
-        )
-    })
+    Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))
 }
 
 /// The entries under `root` a container must not see: every one a deny glob matches (a

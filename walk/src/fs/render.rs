@@ -135,6 +135,10 @@ pub struct Replaced {
     pub dirs: Vec<String>,
     /// blake3 of the new contents ([`blob_name`]), worked out once per write.
     pub blob: String,
+    /// The new file's modification time, nanoseconds since the epoch, when known.
+    pub mtime_ns: Option<i64>,
+    /// The replaced file's modification time, when there was one.
+    pub before_mtime_ns: Option<i64>,
 }
 
 /// Contents about to be written, and their blob name, hashed at most once however many
@@ -169,6 +173,8 @@ impl Replaced {
             created: self.created,
             before: self.before.clone(),
             dirs: self.dirs.clone(),
+            mtime_ns: self.mtime_ns,
+            before_mtime_ns: self.before_mtime_ns,
         }
     }
 
@@ -183,6 +189,8 @@ impl Replaced {
             path: self.path.clone(),
             blob: self.blob.clone(),
             before: Before::of(self.created, self.before.as_deref()),
+            mtime_ns: self.mtime_ns,
+            before_mtime_ns: self.before_mtime_ns,
         });
         out
     }
