@@ -5,7 +5,8 @@
 //! sandbox's), once through `run_command` and once bare, in paired rounds that alternate which
 //! goes first, so drift on a shared machine hits both alike: creating a venv, installing pytest
 //! into one from a directory of wheels (no network), a no-op `cargo build` of a small crate
-//! already built (itoa and semver, `--offline`), and a shell loop writing 20,000 files. After
+//! already built (itoa and semver, `--offline`; its `aido mcp` has the toolchain's homes as
+//! read walls, since aido as root runs commands as an unprivileged user), and a shell loop writing 20,000 files. After
 //! each timed run through aido its changes are rewound (untimed), and after each bare run they
 //! are removed, so every round starts from the same tree. Around every timed run through aido
 //! the harness measures what the journal grew by (AIDO_HOME's allocated bytes) against what the
@@ -213,10 +214,16 @@ struct Bench {
 }
 
 impl Bench {
-    async fn start(aido: &Path, temp: &Path) -> Result<Self> {
+    /// A fresh `aido mcp`; `config` is its `$AIDO_HOME/config.toml` when given.
+    async fn start(aido: &Path, temp: &Path, config: Option<&str>) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("aido-bench-realwork-")
             .tempdir_in(temp)?;
+        if let Some(config) = config {
+            let aido_home = dir.path().join("aido_home");
+            std::fs::create_dir_all(&aido_home)?;
+            std::fs::write(aido_home.join("config.toml"), config)?;
+        }
         let (server, home) = Server::aido(aido, dir.path(), &["run_command"]).await?;
         let pid = newest_child("aido")?;
         let bare = dir.path().join("bare");
@@ -406,7 +413,7 @@ impl Growth {
 }
 
 async fn venv(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
-    let b = Bench::start(aido, temp).await?;
+    let b = Bench::start(aido, temp, None).await?;
     let rss_start = b.rss("VmRSS:")?;
     let shell = "python3 -m venv .venv";
     let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
@@ -454,40 +461,54 @@ fn sides(k: usize) -> [bool; 2] {
 }
 
 async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
-    let b = Bench::start(aido, temp).await?;
+    let b = Bench::start(aido, temp, None).await?;
     let rss_start = b.rss("VmRSS:")?;
     let shell = format!(
         ".venv/bin/pip install --disable-pip-version-check --no-index --find-links {} pytest",
         inputs.join("wheels").display()
     );
     // One venv each side, made untimed; each round installs into it and is then undone (a
-    // rewind of the install through aido, a fresh copy of the bare one).
+    // rewind of the install through aido; the bare one put back from a copy taken before the
+    // first round). The bare venv stays at the path it was made at: its scripts name that
+    // path's python, and a copy elsewhere would install into the original.
     let ws = b.home.join("wheels");
     std::fs::create_dir_all(&ws)?;
     b.run("python3 -m venv .venv", &ws, &[]).await?;
-    let template = b.bare.join("template");
-    std::fs::create_dir_all(&template)?;
+    let (elsewhere, pristine) = (b.bare.join("wheels"), b.bare.join("pristine"));
+    std::fs::create_dir_all(&elsewhere)?;
     bare(
         "python3 -m venv .venv",
-        &template,
+        &elsewhere,
         &b.bare.join("home"),
         &[],
     )
     .await?;
+    copy_tree(&elsewhere, &pristine).await?;
+    // Each timed run installs pytest into a venv that lacks it, on both sides.
+    let installed = |dir: &Path| dir.join(".venv/bin/pytest").exists();
     let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
     for k in 0..rounds {
         for side in sides(k) {
+            let dir = if side { &ws } else { &elsewhere };
+            if installed(dir) {
+                bail!("pytest is already in {} before the install", dir.display());
+            }
             if side {
                 let before = (b.journal()?, usage(&ws)?);
                 let (seq, took, _) = b.run(&shell, &ws, &[]).await?;
                 growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
                 ours.push(took);
+                if !installed(&ws) {
+                    bail!("the install through aido left no pytest");
+                }
                 b.rewind_before(seq).await?;
             } else {
-                let elsewhere = b.bare.join("wheels");
-                copy_tree(&template, &elsewhere).await?;
                 theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
+                if !installed(&elsewhere) {
+                    bail!("the bare install left no pytest");
+                }
                 std::fs::remove_dir_all(&elsewhere)?;
+                copy_tree(&pristine, &elsewhere).await?;
             }
         }
     }
@@ -551,10 +572,26 @@ fn cargo_env() -> Result<Vec<(&'static str, String)>> {
     Ok(env)
 }
 
+/// A config whose read walls add the toolchain's homes to `~`: aido as root runs commands as
+/// an unprivileged user (`[processes] sandbox_uid`), who may read only the walls and what any
+/// user may (a rustup toolchain under `/root` is neither).
+fn toolchain_walls(env: &[(&str, String)]) -> Result<String> {
+    let mut read = vec!["~".to_owned()];
+    read.extend(
+        env.iter()
+            .filter(|(k, _)| matches!(*k, "CARGO_HOME" | "RUSTUP_HOME"))
+            .map(|(_, v)| v.clone()),
+    );
+    Ok(format!(
+        "[paths]\nread = {}\n",
+        serde_json::to_string(&read)?
+    ))
+}
+
 async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
-    let b = Bench::start(aido, temp).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let env = cargo_env()?;
+    let b = Bench::start(aido, temp, Some(&toolchain_walls(&env)?)).await?;
+    let rss_start = b.rss("VmRSS:")?;
     let shell = "cargo build --offline --locked";
     let (crate_dir, elsewhere) = (b.home.join("crate"), b.bare.join("crate"));
     for to in [&crate_dir, &elsewhere] {
@@ -596,7 +633,7 @@ async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> R
 }
 
 async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
-    let b = Bench::start(aido, temp).await?;
+    let b = Bench::start(aido, temp, None).await?;
     let rss_start = b.rss("VmRSS:")?;
     let shell = format!("mkdir d && for i in $(seq {LOOP_FILES}); do echo $i > d/f$i; done");
     let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
@@ -639,7 +676,7 @@ async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> 
 }
 
 async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
-    let b = Bench::start(aido, temp).await?;
+    let b = Bench::start(aido, temp, None).await?;
     let ws = b.home.join("big");
     std::fs::create_dir_all(&ws)?;
     // One 2 GiB file first, for the record: what the command's exit says.

@@ -1,8 +1,9 @@
 """Real workloads through aido (issue "Commands of any size stay the truth", point 7).
 
 Each workload runs through `run_command` (the official MCP SDK) and through `aido exec`, with
-the default policy (cargo also gets PATH, CARGO_HOME and RUSTUP_HOME in its `env`: the
-sandbox's own PATH does not reach a rustup toolchain). Nothing reaches the network: the
+the default policy (cargo also gets PATH, CARGO_HOME and RUSTUP_HOME in its `env`, since the
+sandbox's own PATH does not reach a rustup toolchain, and those two homes as read walls, since
+aido as root runs commands as an unprivileged user who may not read /root). Nothing reaches the network: the
 wheels, the npm tarball and the crate's lock file are prepared once, before the tests, by
 tests/realwork/prepare (scripts/test runs it; the session fixture runs it when they are
 missing). Each test then
@@ -72,6 +73,15 @@ def realwork() -> Path:
             pytrace=False,
         )
     return where
+
+
+def toolchain_walls(world, env: dict[str, str]) -> None:
+    """Adds the toolchain's homes to the read walls (`$AIDO_HOME/config.toml`, which both
+    routes read): aido as root runs commands as an unprivileged user (`[processes]
+    sandbox_uid`), who may read only the walls and what any user may, and a rustup toolchain
+    under /root is neither."""
+    read = ["~", *(env[k] for k in ("CARGO_HOME", "RUSTUP_HOME") if k in env)]
+    (world.aido_home / "config.toml").write_text(f"[paths]\nread = {json.dumps(read)}\n")
 
 
 def cargo_env() -> dict[str, str]:
@@ -433,6 +443,7 @@ async def test_a_cargo_build_and_a_no_op_rebuild_that_compiles_nothing_then_a_re
     crate = ws / "crate"
     shutil.copytree(realwork / "crate", crate, ignore=shutil.ignore_patterns("target"))
     env = cargo_env()
+    toolchain_walls(world, env)
     build = "cargo build --offline --locked"
     elsewhere = bare_copy(world, ws)
     before = tree(world.home)
