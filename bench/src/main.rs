@@ -43,6 +43,8 @@ mod memory;
 mod metadata;
 /// Confined commands beside srt and codex, a flood, changes per file.
 mod process;
+/// Real work (a venv, wheels, a no-op cargo rebuild, 20,000 files, 2 GiB) beside bare.
+mod realwork;
 /// The results file and the report rendered from it.
 mod report;
 /// Rewind through a real runtime.
@@ -171,6 +173,27 @@ enum Command {
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
     },
+    /// Run only the real-work section (a venv, a wheel install, a no-op cargo rebuild and a
+    /// 20,000-file loop through run_command beside bare; journal bytes per byte changed; aido's
+    /// memory for a 2 GiB change set) and print its figures; with `--write`, also put its
+    /// section into the results file (replacing the one there, saying it was measured alone)
+    /// and render the report.
+    Realwork {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        #[command(flatten)]
+        realwork: RealworkArgs,
+        /// Write the section into the results file and render the report.
+        #[arg(long)]
+        write: bool,
+        /// The results file.
+        #[arg(long, default_value = report::RESULTS_FILE)]
+        results: PathBuf,
+        /// The report to write.
+        #[arg(long, default_value = "docs/BENCHMARKS.md")]
+        out: PathBuf,
+    },
     /// Run the MCP conformance suite (tests/conformance/run) and put its section into the
     /// results file (replacing the one there), then render the report.
     Conformance {
@@ -209,6 +232,30 @@ enum Command {
         #[arg(long, default_value_t = 6)]
         rounds: usize,
     },
+}
+
+/// How the real-work section runs.
+#[derive(clap::Args, Debug, Clone)]
+struct RealworkArgs {
+    /// The inputs tests/realwork/prepare made (wheels, the crate with its lock file).
+    #[arg(long, default_value = "tests/.realwork")]
+    realwork_dir: PathBuf,
+    /// Paired rounds (aido, bare) of the venv, wheel and loop workloads.
+    #[arg(long, default_value_t = 5)]
+    realwork_rounds: usize,
+    /// Paired rounds of the no-op cargo rebuild.
+    #[arg(long, default_value_t = 20)]
+    realwork_noop_rounds: usize,
+}
+
+impl RealworkArgs {
+    fn options(&self) -> realwork::Options {
+        realwork::Options {
+            inputs: self.realwork_dir.clone(),
+            rounds: self.realwork_rounds,
+            noop_rounds: self.realwork_noop_rounds,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -345,6 +392,11 @@ struct Args {
     /// One soak call in this many is large.
     #[arg(long, default_value_t = 10)]
     soak_large_every: usize,
+    /// Leave out the real-work benchmark.
+    #[arg(long)]
+    skip_realwork: bool,
+    #[command(flatten)]
+    realwork: RealworkArgs,
     /// Rounds of the script benchmark timed.
     #[arg(long, default_value_t = 10)]
     script_repeats: usize,
@@ -423,6 +475,16 @@ fn main() -> Result<()> {
             };
             let into = write.then_some((results.as_path(), out.as_path()));
             return soak_only(aido, options, into);
+        }
+        Some(Command::Realwork {
+            aido,
+            realwork,
+            write,
+            results,
+            out,
+        }) => {
+            let into = write.then_some((results.as_path(), out.as_path()));
+            return realwork_only(aido, &realwork.options(), into);
         }
         Some(Command::Telemetry { calls, rounds }) => {
             return telemetry::run((*calls).max(1), (*rounds).max(1));
@@ -620,6 +682,16 @@ async fn bench(args: Args) -> Result<()> {
         eprintln!("aido-bench: the soak section failed: {why}");
     }
 
+    let realwork = if args.skip_realwork {
+        realwork::RealworkSection::Skipped("`--skip-realwork`".into())
+    } else {
+        eprintln!("aido-bench: realwork: a venv, wheels, a no-op rebuild, 20,000 files, 2 GiB");
+        realwork::run(&setup.aido, &temp, &args.realwork.options()).await
+    };
+    if let realwork::RealworkSection::Failed(why) = &realwork {
+        eprintln!("aido-bench: the realwork section failed: {why}");
+    }
+
     let report = Report {
         machine,
         policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
@@ -642,6 +714,7 @@ async fn bench(args: Args) -> Result<()> {
         artifact,
         process,
         soak,
+        realwork,
     };
     let document = report.document();
     // Written before it is checked, so a run's numbers survive a bug in the builders.
@@ -807,6 +880,68 @@ fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) 
     if let Some((results, out)) = into {
         merge_into(results, out, |machine| {
             report::soak_alone(&section, &machine.commit, &machine.date)
+        })?;
+    }
+    Ok(())
+}
+
+/// `aido-bench realwork`: the real-work section alone, its figures printed.
+fn realwork_only(
+    aido: &Path,
+    options: &realwork::Options,
+    into: Option<(&Path, &Path)>,
+) -> Result<()> {
+    let aido = std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let section = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(realwork::run(&aido, &std::env::temp_dir(), options));
+    let run = match &section {
+        realwork::RealworkSection::Ran(run) => run,
+        realwork::RealworkSection::Skipped(why) => bail!("not run: {why}"),
+        realwork::RealworkSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    for w in &run.workloads {
+        println!(
+            "{:<11} aido {:>9.1} ms, bare {:>9.1} ms (medians of {}), ratio {:.2}x; journal {} for {} written{}; aido memory +{:.1} MB",
+            w.id,
+            ms(crate::snapshots::median(&w.aido)),
+            ms(crate::snapshots::median(&w.bare)),
+            w.aido.len(),
+            w.ratio(),
+            report::format_bytes(w.journal_bytes),
+            report::format_bytes(w.changed_bytes),
+            w.journal_per_byte()
+                .map_or_else(String::new, |p| format!(" ({p:.2} bytes per byte)")),
+            w.rss_growth as f64 / 1e6,
+        );
+        if w.id == "cargo_noop" {
+            println!(
+                "            margin over {}x bare: {:.1} ms (goal: under {} ms)",
+                realwork::NOOP_FACTOR,
+                w.margin_ns(realwork::NOOP_FACTOR) / 1e6,
+                realwork::NOOP_PLUS.as_millis()
+            );
+        }
+    }
+    let big = &run.big;
+    println!("one 2 GiB file: {}", big.one_file);
+    println!(
+        "2 GiB set   aido {:.1} ms, bare {:.1} ms; rewind {:.1} ms; aido RSS {:.1} MB -> peak {:.1} MB; journal {} allocated, {} apparent",
+        ms(big.aido),
+        ms(big.bare),
+        ms(big.rewind),
+        big.rss_before as f64 / 1e6,
+        big.rss_peak as f64 / 1e6,
+        report::format_bytes(big.journal_bytes),
+        report::format_bytes(big.journal_apparent_bytes),
+    );
+    if let Some((results, out)) = into {
+        merge_into(results, out, |machine| {
+            report::realwork_alone(&section, &machine.commit, &machine.date)
         })?;
     }
     Ok(())

@@ -288,7 +288,7 @@ fn child_pid(comm: &str) -> Result<u32> {
 }
 
 /// A `/proc/pid/status` field in bytes.
-fn status_bytes(pid: u32, field: &str) -> Result<u64> {
+pub(crate) fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kib: u64 = status
         .lines()

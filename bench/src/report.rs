@@ -15,6 +15,8 @@ use crate::machine::Machine;
 use crate::metadata::{BATCH, MetadataCost};
 use crate::stdio::{Measured, Outcome as StdioOutcome, Plan, StdioRun};
 
+/// The real-work section.
+mod realwork;
 /// The generic renderer, and the number formats.
 mod render;
 /// The results file's types.
@@ -96,6 +98,8 @@ pub struct Report {
     pub process: crate::process::ProcessSection,
     /// Memory over many mixed calls, on stdio and over HTTP.
     pub soak: crate::soak::SoakSection,
+    /// Real work through aido beside bare: venv, wheels, a no-op rebuild, 20,000 files, 2 GiB.
+    pub realwork: crate::realwork::RealworkSection,
 }
 
 /// A row of `section`, its target from the table, judged.
@@ -203,6 +207,7 @@ const NOTES: &[(&str, &str)] = &[
     ("artifact", include_str!("report/notes/artifact.md")),
     ("process", include_str!("report/notes/process.md")),
     ("soak", include_str!("report/notes/soak.md")),
+    ("realwork", include_str!("report/notes/realwork.md")),
     ("conformance", include_str!("report/notes/conformance.md")),
     ("reproduce", include_str!("report/notes/reproduce.md")),
 ];
@@ -281,6 +286,24 @@ pub fn soak_alone(
     let mut rows = Vec::new();
     let section = soak_section_with(
         soak,
+        &mut rows,
+        &[
+            ("alone_commit", commit.to_owned()),
+            ("alone_date", date.to_owned()),
+        ],
+    );
+    (section, rows)
+}
+
+/// The real-work section measured on its own (`aido-bench realwork --write`), saying when.
+pub fn realwork_alone(
+    realwork: &crate::realwork::RealworkSection,
+    commit: &str,
+    date: &str,
+) -> (Section, Vec<Row>) {
+    let mut rows = Vec::new();
+    let section = realwork::section_with(
+        realwork,
         &mut rows,
         &[
             ("alone_commit", commit.to_owned()),
@@ -1215,6 +1238,7 @@ impl Report {
         sections.push(artifact_section(&self.artifact, &mut rows));
         sections.push(process_section(&self.process, &mut rows));
         sections.push(soak_section_with(&self.soak, &mut rows, &[]));
+        sections.push(realwork::section_with(&self.realwork, &mut rows, &[]));
         sections.push(section("reproduce", &[], Vec::new()));
         Document {
             schema: SCHEMA,
@@ -1554,6 +1578,7 @@ pub(crate) mod tests {
             artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
             process: crate::process::ProcessSection::Skipped("not asked for".into()),
             soak: crate::soak::SoakSection::Skipped("not asked for".into()),
+            realwork: crate::realwork::RealworkSection::Skipped("not asked for".into()),
         }
     }
 
@@ -1643,6 +1668,25 @@ pub(crate) mod tests {
         // The sum needs both policy rows.
         assert!(!text.contains("| sum |"), "{text}");
         assert_eq!(text.matches("`aido replay verify` accepted").count(), 1);
+    }
+
+    #[test]
+    fn the_real_work_section_measured_alone_lands_before_the_closing_section() {
+        let mut doc = report().document();
+        doc.rows.retain(|r| r.section != "realwork");
+        doc.sections.retain(|s| s.id != "realwork");
+        let (section, rows) = realwork_alone(
+            &crate::realwork::RealworkSection::Ran(Box::new(realwork::tests::run())),
+            "abc1234",
+            "2026-12-06",
+        );
+        merge_section(&mut doc, section, rows).unwrap();
+        doc.check().unwrap();
+        let ids: Vec<&str> = doc.sections.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids[ids.len() - 2..], ["realwork", "reproduce"]);
+        let text = render::render(&doc);
+        assert!(text.contains("measured on its own by `aido-bench realwork --write`"));
+        assert!(text.contains("| `realwork_cargo_noop_margin` |"), "{text}");
     }
 
     #[test]

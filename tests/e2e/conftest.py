@@ -49,6 +49,27 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# Lines a test leaves for the end of the run (times through aido beside bare, peak memory):
+# printed by pytest_terminal_summary, so they show on a passing run too.
+_TRAIL: list[str] = []
+
+
+@pytest.fixture
+def trail(request: pytest.FixtureRequest) -> Any:
+    def say(line: str) -> None:
+        print(line)
+        _TRAIL.append(f"{request.node.name}: {line}")
+
+    return say
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _TRAIL:
+        terminalreporter.section("trail (printed, never asserted)")
+        for line in _TRAIL:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def aido_bin() -> Path:
     if not (AIDO_BIN.is_file() and os.access(AIDO_BIN, os.X_OK)):
@@ -69,6 +90,8 @@ class World:
     bin: Path
     logs: list[Path] = field(default_factory=list)
     _counter: itertools.count = field(default_factory=itertools.count)
+    # Added to every server's and CLI's environment (a test's TMPDIR, say).
+    env_extra: dict[str, str] = field(default_factory=dict)
 
     # ---- environment -------------------------------------------------------------------
     def env(self, **extra: str) -> dict[str, str]:
@@ -80,6 +103,7 @@ class World:
             "LANG": "C.UTF-8",
             "RUST_BACKTRACE": "1",
         }
+        env.update(self.env_extra)
         env.update(extra)
         return env
 
@@ -91,15 +115,16 @@ class World:
 
     # ---- the CLI -----------------------------------------------------------------------
     def run(
-        self, *args: str, config: str | None = None, timeout: float = 60
+        self, *args: str, config: str | None = None, timeout: float = 60, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """Run `aido ARGS [--config FILE]` and return what it did (never raises on exit code)."""
+        """Run `aido ARGS [--config FILE]` and return what it did (never raises on exit code);
+        `env` is added to its environment."""
         argv = [str(self.bin), *args]
         if config is not None:
             argv += ["--config", str(self.write_config(config))]
         return subprocess.run(
             argv,
-            env=self.env(),
+            env=self.env(**(env or {})),
             cwd=self.home,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -200,9 +225,8 @@ def describe(proc: subprocess.CompletedProcess[str]) -> str:
     )
 
 
-@pytest.fixture
-def world(tmp_path: Path, aido_bin: Path) -> Any:
-    root = tmp_path
+def make_world(root: Path, aido_bin: Path) -> World:
+    """A fresh world under `root` (see the module's docs)."""
     home, aido_home, outside = root / "home", root / "aido_home", root / "outside"
     for d in (home, aido_home, outside):
         d.mkdir()
@@ -214,11 +238,21 @@ def world(tmp_path: Path, aido_bin: Path) -> Any:
     # Escapes the tests try: a directory link and a file link from inside HOME to outside.
     (home / "link_out").symlink_to(outside, target_is_directory=True)
     (home / "secret_link").symlink_to(outside / "secret.txt")
-    w = World(root=root, home=home, aido_home=aido_home, outside=outside, bin=aido_bin)
-    yield w
-    # Shown by pytest only when the test failed ("Captured stdout teardown").
+    return World(root=root, home=home, aido_home=aido_home, outside=outside, bin=aido_bin)
+
+
+def show_logs(w: World) -> None:
+    """The servers' stderr, shown by pytest only when the test failed ("Captured stdout
+    teardown")."""
     for log in w.logs:
         if log.exists() and log.stat().st_size:
             text = log.read_text(errors="replace")
             tail = text[-6000:]
             sys.stdout.write(f"\n===== {log.name} (server stderr, last {len(tail)} chars) =====\n{tail}\n")
+
+
+@pytest.fixture
+def world(tmp_path: Path, aido_bin: Path) -> Any:
+    w = make_world(tmp_path, aido_bin)
+    yield w
+    show_logs(w)

@@ -232,6 +232,9 @@ fn verdict(v: Verdict) -> &'static str {
 
 /// A time in the largest unit that keeps it at or above 1, to three significant digits.
 pub fn format_ns(ns: f64) -> String {
+    // A difference can be negative (a margin under its limit): the sign, then the magnitude.
+    let sign = if ns < 0.0 { "-" } else { "" };
+    let ns = ns.abs();
     let (value, unit) = if ns < 1_000.0 {
         (ns, "ns")
     } else if ns < 1_000_000.0 {
@@ -241,7 +244,7 @@ pub fn format_ns(ns: f64) -> String {
     } else {
         (ns / 1_000_000_000.0, "s")
     };
-    format!("{} {unit}", three_digits(value))
+    format!("{sign}{} {unit}", three_digits(value))
 }
 
 /// [`format_ns`] of a duration.

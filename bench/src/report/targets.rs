@@ -124,6 +124,33 @@ pub const TARGETS: &[(&str, Spec)] = &[
         "soak_http_rss_growth",
         Spec::Below(Statistic::Median, SOAK_GROWTH_BYTES_MAX, Unit::Bytes, None),
     ),
+    // "Commands of any size stay the truth": real workloads at most 1.3x bare through
+    // run_command (the no-op rebuild 1.2x plus 20 ms, judged by its margin row), aido's memory
+    // growth for a 2 GiB change set under 64 MB.
+    (
+        "realwork_venv",
+        Spec::Below(Statistic::Ratio, 1.3, Unit::Ratio, None),
+    ),
+    (
+        "realwork_wheels",
+        Spec::Below(Statistic::Ratio, 1.3, Unit::Ratio, None),
+    ),
+    (
+        "realwork_cargo_noop",
+        Spec::None("judged by `realwork_cargo_noop_margin`: at most 1.2x bare plus 20 ms"),
+    ),
+    (
+        "realwork_cargo_noop_margin",
+        Spec::Below(Statistic::Median, 20.0 * MS, Unit::Ns, None),
+    ),
+    (
+        "realwork_loop",
+        Spec::Below(Statistic::Ratio, 1.3, Unit::Ratio, None),
+    ),
+    (
+        "realwork_big_file_memory",
+        Spec::Below(Statistic::Median, 64e6, Unit::Bytes, None),
+    ),
     // Issue 12: every active server scenario of the MCP conformance suite passes.
     (
         "conformance_failed",

@@ -1,0 +1,790 @@
+//! Real work: the commands a coding agent runs, through aido beside the same command run bare.
+//!
+//! Each workload gets a fresh `aido mcp` on stdio (the default policy; its own HOME and
+//! AIDO_HOME) and runs the same command, `/bin/sh -c` with the same environment (the
+//! sandbox's), once through `run_command` and once bare, in paired rounds that alternate which
+//! goes first, so drift on a shared machine hits both alike: creating a venv, installing pytest
+//! into one from a directory of wheels (no network), a no-op `cargo build` of a small crate
+//! already built (itoa and semver, `--offline`; its `aido mcp` has the toolchain's homes as
+//! read walls, since aido as root runs commands as an unprivileged user), and a shell loop writing 20,000 files. After
+//! each timed run through aido its changes are rewound (untimed), and after each bare run they
+//! are removed, so every round starts from the same tree. Around every timed run through aido
+//! the harness measures what the journal grew by (AIDO_HOME's allocated bytes) against what the
+//! workspace changed by (the bytes of the files the command wrote); last, in a fresh `aido mcp`,
+//! one command whose change set is 2 GiB (two 1 GiB files of different bytes: the sandbox caps
+//! a command's file size at 1 GiB, so one 2 GiB file is tried first and its outcome reported),
+//! with aido's resident memory before and its peak after.
+//!
+//! The inputs (wheels, the crate with its lock file) come from `tests/realwork/prepare`, the
+//! same directory the end-to-end tests use.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+use crate::stdio::Server;
+
+/// The sandbox's own PATH; the bare runs get the same.
+const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Files the loop writes.
+pub const LOOP_FILES: usize = 20_000;
+/// Bytes of the large change set.
+pub const BIG_BYTES: u64 = 2 << 30;
+/// The command that writes it: two 1 GiB files (each at the sandbox's file size limit).
+const BIG_SHELL: &str = "yes aido | head -c 1G > a && yes work | head -c 1G > b";
+/// One 2 GiB file, tried first.
+const ONE_FILE_SHELL: &str = "head -c 2G /dev/zero > big";
+/// The goal for the no-op rebuild: at most this many times bare's time ...
+pub const NOOP_FACTOR: f64 = 1.2;
+/// ... plus this.
+pub const NOOP_PLUS: Duration = Duration::from_millis(20);
+/// A bound on every command (run_command's own maximum).
+const TIMEOUT_MS: u64 = 600_000;
+
+/// How the section runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Prepared by `tests/realwork/prepare`: `wheels/`, `crate/`.
+    pub inputs: PathBuf,
+    /// Paired rounds of the venv, wheel and loop workloads.
+    pub rounds: usize,
+    /// Paired rounds of the no-op rebuild (it takes a fraction of a second).
+    pub noop_rounds: usize,
+}
+
+/// How the section ran, or why it did not.
+pub enum RealworkSection {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(Box<RealworkRun>),
+}
+
+/// One workload, through aido and bare.
+pub struct Workload {
+    /// Stable id part (`venv`, `wheels`, `cargo_noop`, `loop`).
+    pub id: &'static str,
+    /// What it is, for the report.
+    pub name: String,
+    /// The command, as run.
+    pub command: String,
+    /// Each timed run through `run_command`, in order.
+    pub aido: Vec<Duration>,
+    /// Each timed bare run, in order (pair k is `aido[k]`, `bare[k]`).
+    pub bare: Vec<Duration>,
+    /// AIDO_HOME's allocated bytes grown over the timed runs through aido, together.
+    pub journal_bytes: u64,
+    /// Bytes of the files the timed runs through aido created or changed, together.
+    pub changed_bytes: u64,
+    /// aido's peak resident memory (VmHWM) at the end, less its resident memory at the start.
+    pub rss_growth: u64,
+}
+
+impl Workload {
+    /// The median of the pair-by-pair ratios aido / bare.
+    pub fn ratio(&self) -> f64 {
+        median_f64(
+            self.aido
+                .iter()
+                .zip(&self.bare)
+                .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64().max(1e-9))
+                .collect(),
+        )
+    }
+
+    /// The median over the pairs of aido's time less `factor` times bare's, in nanoseconds
+    /// (negative when aido is within the factor).
+    pub fn margin_ns(&self, factor: f64) -> f64 {
+        median_f64(
+            self.aido
+                .iter()
+                .zip(&self.bare)
+                .map(|(a, b)| a.as_nanos() as f64 - factor * b.as_nanos() as f64)
+                .collect(),
+        )
+    }
+
+    /// Journal bytes per byte changed in the workspace, when anything changed.
+    pub fn journal_per_byte(&self) -> Option<f64> {
+        (self.changed_bytes > 0).then(|| self.journal_bytes as f64 / self.changed_bytes as f64)
+    }
+}
+
+/// The 2 GiB change set.
+pub struct BigFile {
+    /// What became of one command writing one 2 GiB file: its exit, or the error.
+    pub one_file: String,
+    /// The command through aido.
+    pub aido: Duration,
+    /// The same command bare.
+    pub bare: Duration,
+    /// aido's resident memory before the command (VmRSS), bytes.
+    pub rss_before: u64,
+    /// aido's peak resident memory after it (VmHWM), bytes.
+    pub rss_peak: u64,
+    /// AIDO_HOME's allocated bytes grown by the command.
+    pub journal_bytes: u64,
+    /// AIDO_HOME's apparent bytes grown by the command (a sparse blob is smaller allocated).
+    pub journal_apparent_bytes: u64,
+    /// The files' sizes.
+    pub changed_bytes: u64,
+    /// The rewind that took it back.
+    pub rewind: Duration,
+}
+
+/// What the section measured.
+pub struct RealworkRun {
+    /// Venv, wheels, no-op rebuild, loop.
+    pub workloads: Vec<Workload>,
+    /// The 2 GiB change set.
+    pub big: BigFile,
+    /// The wheels installed, by file name.
+    pub wheels: Vec<String>,
+}
+
+/// Runs the section.
+pub async fn run(aido: &Path, temp: &Path, options: &Options) -> RealworkSection {
+    let wheels = options.inputs.join("wheels");
+    if !wheels.is_dir() || !options.inputs.join("crate/Cargo.lock").is_file() {
+        return RealworkSection::Skipped(format!(
+            "the inputs are not prepared in {} (run tests/realwork/prepare)",
+            options.inputs.display()
+        ));
+    }
+    match measure(aido, temp, options).await {
+        Ok(run) => RealworkSection::Ran(Box::new(run)),
+        Err(e) => RealworkSection::Failed(format!("{e:#}")),
+    }
+}
+
+async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<RealworkRun> {
+    // Not under /tmp: the sandbox gives every command a private /tmp of its own.
+    let temp = if temp.starts_with("/tmp") {
+        Path::new("/var/tmp")
+    } else {
+        temp
+    };
+    let inputs = std::fs::canonicalize(&options.inputs)?;
+    let mut wheels: Vec<String> = std::fs::read_dir(inputs.join("wheels"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    wheels.sort();
+    let rounds = options.rounds.max(1);
+    let mut workloads = Vec::new();
+    eprintln!("aido-bench: real work: venv");
+    workloads.push(venv(aido, temp, rounds).await.context("venv")?);
+    eprintln!("aido-bench: real work: a wheel install");
+    workloads.push(
+        wheel_install(aido, temp, &inputs, rounds)
+            .await
+            .context("wheel install")?,
+    );
+    eprintln!("aido-bench: real work: a no-op cargo rebuild");
+    workloads.push(
+        cargo_noop(aido, temp, &inputs, options.noop_rounds.max(1))
+            .await
+            .context("no-op cargo rebuild")?,
+    );
+    eprintln!("aido-bench: real work: a loop writing {LOOP_FILES} files");
+    workloads.push(file_loop(aido, temp, rounds).await.context("file loop")?);
+    eprintln!("aido-bench: real work: one 2 GiB file");
+    let big = big_file(aido, temp).await.context("2 GiB file")?;
+    Ok(RealworkRun {
+        workloads,
+        big,
+        wheels,
+    })
+}
+
+/// One fresh `aido mcp` with its work dir (`home/`, `aido_home/`, `bare/`), its pid, and the
+/// temp dir that holds them all.
+struct Bench {
+    server: Server,
+    pid: u32,
+    home: PathBuf,
+    aido_home: PathBuf,
+    bare: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Bench {
+    /// A fresh `aido mcp`; `config` is its `$AIDO_HOME/config.toml` when given.
+    async fn start(aido: &Path, temp: &Path, config: Option<&str>) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("aido-bench-realwork-")
+            .tempdir_in(temp)?;
+        if let Some(config) = config {
+            let aido_home = dir.path().join("aido_home");
+            std::fs::create_dir_all(&aido_home)?;
+            std::fs::write(aido_home.join("config.toml"), config)?;
+        }
+        let (server, home) = Server::aido(aido, dir.path(), &["run_command"]).await?;
+        let pid = newest_child("aido")?;
+        let bare = dir.path().join("bare");
+        std::fs::create_dir_all(&bare)?;
+        // The sandbox and the journal warm up before anything is timed.
+        seq_call(&server, "run_command", json!({"argv": ["true"]})).await?;
+        Ok(Self {
+            server,
+            pid,
+            home,
+            aido_home: dir.path().join("aido_home"),
+            bare,
+            _dir: dir,
+        })
+    }
+
+    /// `shell` through run_command in `cwd`; its seq and time. A failure is an error.
+    async fn run(
+        &self,
+        shell: &str,
+        cwd: &Path,
+        env: &[(&str, String)],
+    ) -> Result<(u64, Duration, Value)> {
+        let mut args = json!({
+            "shell": shell,
+            "cwd": cwd.to_string_lossy(),
+            "timeout_ms": TIMEOUT_MS,
+        });
+        if !env.is_empty() {
+            args["env"] = env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        let start = Instant::now();
+        let (seq, out) = seq_call(&self.server, "run_command", args).await?;
+        let took = start.elapsed();
+        if out["exit_code"] != json!(0) {
+            bail!("`{shell}` through aido did not exit 0: {out}");
+        }
+        Ok((seq, took, out))
+    }
+
+    /// Undoes everything from `seq` on.
+    async fn rewind_before(&self, seq: u64) -> Result<Duration> {
+        let start = Instant::now();
+        seq_call(&self.server, "rewind", json!({"before_seq": seq})).await?;
+        Ok(start.elapsed())
+    }
+
+    fn journal(&self) -> Result<Usage> {
+        usage(&self.aido_home)
+    }
+
+    fn rss(&self, field: &str) -> Result<u64> {
+        crate::process::status_bytes(self.pid, field)
+    }
+}
+
+/// The pid of our newest live child process named `comm` (an earlier workload's server may
+/// still be a zombie).
+fn newest_child(comm: &str) -> Result<u32> {
+    let me = std::process::id();
+    let mut newest: Option<(u64, u32)> = None;
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ... starttime (the 22nd field)
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let name = head.split_once(" (").map_or("", |(_, n)| n);
+        let (Some(state), Some(ppid), Some(start)) = (
+            fields.first(),
+            fields.get(1).and_then(|p| p.parse::<u32>().ok()),
+            fields.get(19).and_then(|s| s.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        if name == comm && ppid == me && *state != "Z" && newest.is_none_or(|(s, _)| start > s) {
+            newest = Some((start, pid));
+        }
+    }
+    newest
+        .map(|(_, pid)| pid)
+        .with_context(|| format!("no live child process named {comm}"))
+}
+
+/// A tool call that must succeed; its seq and structured result.
+async fn seq_call(server: &Server, tool: &str, args: Value) -> Result<(u64, Value)> {
+    let arguments: JsonObject = match args {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    let result = server.call(tool, arguments).await?;
+    let out = result.structured_content.clone().unwrap_or(Value::Null);
+    if result.is_error == Some(true) {
+        bail!("{tool} failed: {out}");
+    }
+    let seq = result
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("aido/seq"))
+        .and_then(Value::as_u64)
+        .with_context(|| format!("{tool} result without aido/seq: {out}"))?;
+    Ok((seq, out))
+}
+
+/// `shell` bare: `/bin/sh -c` in `cwd` with the sandbox's environment (a fresh HOME) plus
+/// `env`; its time.
+async fn bare(shell: &str, cwd: &Path, home: &Path, env: &[(&str, String)]) -> Result<Duration> {
+    let _ = std::fs::remove_dir_all(home);
+    std::fs::create_dir_all(home)?;
+    let mut command = tokio::process::Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(shell)
+        .current_dir(cwd)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", SANDBOX_PATH)
+        .env("TERM", "dumb")
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let start = Instant::now();
+    let out = command.output().await.context("spawning /bin/sh")?;
+    let took = start.elapsed();
+    if !out.status.success() {
+        bail!(
+            "`{shell}` bare exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(took)
+}
+
+/// Bytes under a path: apparent (file sizes) and allocated (blocks).
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    apparent: u64,
+    allocated: u64,
+}
+
+fn usage(path: &Path) -> Result<Usage> {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = Usage::default();
+    let mut stack = vec![path.to_owned()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue; // gone meanwhile
+        };
+        total.allocated += meta.blocks() * 512;
+        if meta.is_file() {
+            total.apparent += meta.len();
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&p)?.flatten() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// What the timed runs through aido grew: the journal and the workspace.
+#[derive(Default)]
+struct Growth {
+    journal: u64,
+    changed: u64,
+}
+
+impl Growth {
+    fn add(&mut self, journal: (Usage, Usage), workspace: (Usage, Usage)) {
+        self.journal += journal.1.allocated.saturating_sub(journal.0.allocated);
+        self.changed += workspace.1.apparent.saturating_sub(workspace.0.apparent);
+    }
+}
+
+async fn venv(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
+    let b = Bench::start(aido, temp, None).await?;
+    let rss_start = b.rss("VmRSS:")?;
+    let shell = "python3 -m venv .venv";
+    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
+    for k in 0..rounds {
+        let (ws, elsewhere) = (
+            b.home.join(format!("venv{k}")),
+            b.bare.join(format!("venv{k}")),
+        );
+        std::fs::create_dir_all(&ws)?;
+        std::fs::create_dir_all(&elsewhere)?;
+        for side in sides(k) {
+            if side {
+                let before = (b.journal()?, usage(&ws)?);
+                let (seq, took, _) = b.run(shell, &ws, &[]).await?;
+                growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
+                ours.push(took);
+                b.rewind_before(seq).await?;
+            } else {
+                theirs.push(bare(shell, &elsewhere, &b.bare.join("home"), &[]).await?);
+                std::fs::remove_dir_all(elsewhere.join(".venv"))?;
+            }
+        }
+    }
+    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
+    b.server.stop().await?;
+    Ok(Workload {
+        id: "venv",
+        name: "create a venv (with pip)".into(),
+        command: shell.into(),
+        aido: ours,
+        bare: theirs,
+        journal_bytes: growth.journal,
+        changed_bytes: growth.changed,
+        rss_growth,
+    })
+}
+
+/// The order of round k's two sides: `true` is aido.
+fn sides(k: usize) -> [bool; 2] {
+    if k.is_multiple_of(2) {
+        [true, false]
+    } else {
+        [false, true]
+    }
+}
+
+async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
+    let b = Bench::start(aido, temp, None).await?;
+    let rss_start = b.rss("VmRSS:")?;
+    let shell = format!(
+        ".venv/bin/pip install --disable-pip-version-check --no-index --find-links {} pytest",
+        inputs.join("wheels").display()
+    );
+    // One venv each side, made untimed; each round installs into it and is then undone (a
+    // rewind of the install through aido; the bare one put back from a copy taken before the
+    // first round). The bare venv stays at the path it was made at: its scripts name that
+    // path's python, and a copy elsewhere would install into the original.
+    let ws = b.home.join("wheels");
+    std::fs::create_dir_all(&ws)?;
+    b.run("python3 -m venv .venv", &ws, &[]).await?;
+    let (elsewhere, pristine) = (b.bare.join("wheels"), b.bare.join("pristine"));
+    std::fs::create_dir_all(&elsewhere)?;
+    bare(
+        "python3 -m venv .venv",
+        &elsewhere,
+        &b.bare.join("home"),
+        &[],
+    )
+    .await?;
+    copy_tree(&elsewhere, &pristine).await?;
+    // Each timed run installs pytest into a venv that lacks it, on both sides.
+    let installed = |dir: &Path| dir.join(".venv/bin/pytest").exists();
+    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
+    for k in 0..rounds {
+        for side in sides(k) {
+            let dir = if side { &ws } else { &elsewhere };
+            if installed(dir) {
+                bail!("pytest is already in {} before the install", dir.display());
+            }
+            if side {
+                let before = (b.journal()?, usage(&ws)?);
+                let (seq, took, _) = b.run(&shell, &ws, &[]).await?;
+                growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
+                ours.push(took);
+                if !installed(&ws) {
+                    bail!("the install through aido left no pytest");
+                }
+                b.rewind_before(seq).await?;
+            } else {
+                theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
+                if !installed(&elsewhere) {
+                    bail!("the bare install left no pytest");
+                }
+                std::fs::remove_dir_all(&elsewhere)?;
+                copy_tree(&pristine, &elsewhere).await?;
+            }
+        }
+    }
+    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
+    b.server.stop().await?;
+    Ok(Workload {
+        id: "wheels",
+        name: "install pytest into the venv from a directory of wheels (no network)".into(),
+        command: ".venv/bin/pip install --disable-pip-version-check --no-index --find-links WHEELS pytest".into(),
+        aido: ours,
+        bare: theirs,
+        journal_bytes: growth.journal,
+        changed_bytes: growth.changed,
+        rss_growth,
+    })
+}
+
+async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let status = tokio::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .await?;
+    if !status.success() {
+        bail!("cp -a {} {} failed", from.display(), to.display());
+    }
+    Ok(())
+}
+
+/// What a command needs to find the Rust toolchain, as the e2e tests give it: the sandbox's
+/// PATH with cargo's directory first, CARGO_HOME and RUSTUP_HOME (read only).
+fn cargo_env() -> Result<Vec<(&'static str, String)>> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let cargo = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("cargo"))
+                .find(|c| c.is_file())
+        })
+        .context("cargo is not on PATH")?;
+    let dir = cargo.parent().unwrap_or(Path::new("/usr/bin"));
+    let var = |name: &str, default: PathBuf| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .unwrap_or(default)
+            .display()
+            .to_string()
+    };
+    let mut env = vec![
+        ("PATH", format!("{}:{SANDBOX_PATH}", dir.display())),
+        ("CARGO_HOME", var("CARGO_HOME", home.join(".cargo"))),
+        ("CARGO_TERM_COLOR", "never".to_owned()),
+    ];
+    let rustup = var("RUSTUP_HOME", home.join(".rustup"));
+    if Path::new(&rustup).is_dir() {
+        env.push(("RUSTUP_HOME", rustup));
+    }
+    Ok(env)
+}
+
+/// A config whose read walls add the toolchain's homes to `~`: aido as root runs commands as
+/// an unprivileged user (`[processes] sandbox_uid`), who may read only the walls and what any
+/// user may (a rustup toolchain under `/root` is neither).
+fn toolchain_walls(env: &[(&str, String)]) -> Result<String> {
+    let mut read = vec!["~".to_owned()];
+    read.extend(
+        env.iter()
+            .filter(|(k, _)| matches!(*k, "CARGO_HOME" | "RUSTUP_HOME"))
+            .map(|(_, v)| v.clone()),
+    );
+    Ok(format!(
+        "[paths]\nread = {}\n",
+        serde_json::to_string(&read)?
+    ))
+}
+
+async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
+    let env = cargo_env()?;
+    let b = Bench::start(aido, temp, Some(&toolchain_walls(&env)?)).await?;
+    let rss_start = b.rss("VmRSS:")?;
+    let shell = "cargo build --offline --locked";
+    let (crate_dir, elsewhere) = (b.home.join("crate"), b.bare.join("crate"));
+    for to in [&crate_dir, &elsewhere] {
+        copy_tree(&inputs.join("crate"), to).await?;
+        let _ = std::fs::remove_dir_all(to.join("target"));
+    }
+    // Built once each side, untimed.
+    b.run(shell, &crate_dir, &env).await?;
+    bare(shell, &elsewhere, &b.bare.join("home"), &env).await?;
+    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
+    for k in 0..rounds {
+        for side in sides(k) {
+            if side {
+                let before = (b.journal()?, usage(&crate_dir)?);
+                let (_, took, out) = b.run(shell, &crate_dir, &env).await?;
+                growth.add((before.0, b.journal()?), (before.1, usage(&crate_dir)?));
+                if out["stderr"].as_str().unwrap_or("").contains("Compiling") {
+                    bail!("the rebuild through aido compiled: {out}");
+                }
+                ours.push(took);
+            } else {
+                theirs.push(bare(shell, &elsewhere, &b.bare.join("home"), &env).await?);
+            }
+        }
+    }
+    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
+    b.server.stop().await?;
+    Ok(Workload {
+        id: "cargo_noop",
+        name: "a no-op `cargo build` of a crate already built (itoa, semver; nothing compiled)"
+            .into(),
+        command: shell.into(),
+        aido: ours,
+        bare: theirs,
+        journal_bytes: growth.journal,
+        changed_bytes: growth.changed,
+        rss_growth,
+    })
+}
+
+async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
+    let b = Bench::start(aido, temp, None).await?;
+    let rss_start = b.rss("VmRSS:")?;
+    let shell = format!("mkdir d && for i in $(seq {LOOP_FILES}); do echo $i > d/f$i; done");
+    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
+    for k in 0..rounds {
+        let (ws, elsewhere) = (
+            b.home.join(format!("loop{k}")),
+            b.bare.join(format!("loop{k}")),
+        );
+        std::fs::create_dir_all(&ws)?;
+        std::fs::create_dir_all(&elsewhere)?;
+        for side in sides(k) {
+            if side {
+                let before = (b.journal()?, usage(&ws)?);
+                let (seq, took, _) = b.run(&shell, &ws, &[]).await?;
+                growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
+                let made = std::fs::read_dir(ws.join("d"))?.count();
+                if made != LOOP_FILES {
+                    bail!("the loop through aido left {made} files, not {LOOP_FILES}");
+                }
+                ours.push(took);
+                b.rewind_before(seq).await?;
+            } else {
+                theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
+                std::fs::remove_dir_all(elsewhere.join("d"))?;
+            }
+        }
+    }
+    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
+    b.server.stop().await?;
+    Ok(Workload {
+        id: "loop",
+        name: format!("a shell loop writing {LOOP_FILES} small files"),
+        command: shell,
+        aido: ours,
+        bare: theirs,
+        journal_bytes: growth.journal,
+        changed_bytes: growth.changed,
+        rss_growth,
+    })
+}
+
+async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
+    let b = Bench::start(aido, temp, None).await?;
+    let ws = b.home.join("big");
+    std::fs::create_dir_all(&ws)?;
+    // One 2 GiB file first, for the record: what the command's exit says.
+    let one_file = match seq_call(
+        &b.server,
+        "run_command",
+        json!({"shell": ONE_FILE_SHELL, "cwd": ws.to_string_lossy(), "timeout_ms": TIMEOUT_MS}),
+    )
+    .await
+    {
+        Ok((seq, out)) => {
+            b.rewind_before(seq).await?;
+            format!(
+                "exit {}, stderr {:?}",
+                out["exit_code"],
+                out["stderr"].as_str().unwrap_or("").trim()
+            )
+        }
+        Err(e) => format!("refused: {e:#}"),
+    };
+    // Bare first: the page cache then holds no 2 GiB of ours while aido's memory is read.
+    let bare_time = bare(BIG_SHELL, &b.bare, &b.bare.join("home"), &[]).await?;
+    for name in ["a", "b"] {
+        std::fs::remove_file(b.bare.join(name))?;
+    }
+    let rss_before = b.rss("VmRSS:")?;
+    let journal_before = b.journal()?;
+    let (seq, took, _) = b.run(BIG_SHELL, &ws, &[]).await?;
+    let rss_peak = b.rss("VmHWM:")?;
+    let journal_after = b.journal()?;
+    let mut size = 0;
+    for name in ["a", "b"] {
+        size += std::fs::metadata(ws.join(name))?.len();
+    }
+    if size != BIG_BYTES {
+        bail!("the files through aido hold {size} bytes, not {BIG_BYTES}");
+    }
+    let rewind = b.rewind_before(seq).await?;
+    if ws.join("a").exists() || ws.join("b").exists() {
+        bail!("the rewind left the files");
+    }
+    b.server.stop().await?;
+    Ok(BigFile {
+        one_file,
+        aido: took,
+        bare: bare_time,
+        rss_before,
+        rss_peak,
+        journal_bytes: journal_after
+            .allocated
+            .saturating_sub(journal_before.allocated),
+        journal_apparent_bytes: journal_after
+            .apparent
+            .saturating_sub(journal_before.apparent),
+        changed_bytes: size,
+        rewind,
+    })
+}
+
+fn median_f64(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n => values[(n - 1) / 2],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|m| Duration::from_millis(*m)).collect()
+    }
+
+    #[test]
+    fn ratios_and_margins_are_taken_pair_by_pair() {
+        let w = Workload {
+            id: "x",
+            name: "x".into(),
+            command: "x".into(),
+            aido: ms(&[120, 260, 130]),
+            bare: ms(&[100, 200, 100]),
+            journal_bytes: 30,
+            changed_bytes: 10,
+            rss_growth: 0,
+        };
+        // Pair ratios 1.2, 1.3, 1.3: the median.
+        assert!((w.ratio() - 1.3).abs() < 1e-9);
+        // Margins over 1.2x: 0, 20 ms, 10 ms.
+        assert!((w.margin_ns(1.2) - 10e6).abs() < 1.0);
+        assert_eq!(w.journal_per_byte(), Some(3.0));
+    }
+
+    #[test]
+    fn rounds_alternate_which_side_goes_first() {
+        assert_eq!(sides(0), [true, false]);
+        assert_eq!(sides(1), [false, true]);
+    }
+
+    #[test]
+    fn usage_counts_files_and_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), vec![1u8; 5000]).unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/b"), b"xy").unwrap();
+        let u = usage(dir.path()).unwrap();
+        assert_eq!(u.apparent, 5002);
+        assert!(u.allocated >= 5002, "{u:?}");
+    }
+}

@@ -1,0 +1,306 @@
+//! The real-work section's rows and blocks: each workload through `run_command` beside the same
+//! command bare (paired rounds, the ratio pair by pair), the journal's bytes per byte changed,
+//! and aido's memory for a 2 GiB change set.
+
+use std::time::Duration;
+
+use super::schema::{Outcome, Peer, Row, Section, Unit, Value};
+use super::{beside, format_bytes, format_duration, once, row, samples, section, table};
+use crate::realwork::{BIG_BYTES, NOOP_FACTOR, NOOP_PLUS, RealworkRun, RealworkSection, Workload};
+
+const S: &str = "realwork";
+
+/// Row ids, in report order (the workloads', then the no-op's margin, then memory).
+const IDS: [&str; 7] = [
+    "realwork_venv",
+    "realwork_wheels",
+    "realwork_cargo_noop",
+    "realwork_cargo_noop_margin",
+    "realwork_loop",
+    "realwork_big_file",
+    "realwork_big_file_memory",
+];
+
+fn ratio_value(x: f64) -> Value {
+    Value {
+        unit: Unit::Ratio,
+        median: (x * 100.0).round() / 100.0,
+        ..Value::default()
+    }
+}
+
+fn bytes(b: u64) -> Value {
+    Value {
+        unit: Unit::Bytes,
+        median: b as f64,
+        ..Value::default()
+    }
+}
+
+/// A workload through aido beside bare, with the pair-by-pair ratio.
+fn workload_row(w: &Workload) -> Row {
+    let what = format!(
+        "real work: {} through `run_command` over MCP / the same command bare, wall time per run",
+        w.name
+    );
+    beside(
+        row(
+            S,
+            format!("realwork_{}", w.id),
+            what,
+            Outcome::Measured(samples(&w.aido)),
+        ),
+        Peer {
+            name: "bare".into(),
+            value: samples(&w.bare),
+        },
+        Some((w.ratio() * 100.0).round() / 100.0),
+    )
+}
+
+/// The section, its rows into `rows`; `extra` parameters for its notes.
+pub(super) fn section_with(
+    realwork: &RealworkSection,
+    rows: &mut Vec<Row>,
+    extra: &[(&str, String)],
+) -> Section {
+    let run = match realwork {
+        RealworkSection::Ran(run) => run,
+        RealworkSection::Skipped(why) | RealworkSection::Failed(why) => {
+            for id in IDS {
+                let outcome = match realwork {
+                    RealworkSection::Skipped(_) => Outcome::NotRun(why.clone()),
+                    _ => Outcome::Failed(why.clone()),
+                };
+                rows.push(row(S, id, "see the real-work section", outcome));
+            }
+            return section(S, extra, Vec::new());
+        }
+    };
+    for w in &run.workloads {
+        rows.push(workload_row(w));
+        if w.id == "cargo_noop" {
+            rows.push(row(
+                S,
+                "realwork_cargo_noop_margin",
+                format!(
+                    "real work: the no-op `cargo build` through aido less {NOOP_FACTOR} × bare, median over the pairs (the goal: at most {NOOP_FACTOR}× bare plus {})",
+                    format_duration(NOOP_PLUS)
+                ),
+                Outcome::Measured(Value {
+                    unit: Unit::Ns,
+                    median: w.margin_ns(NOOP_FACTOR),
+                    n: Some(w.aido.len() as u64),
+                    ..Value::default()
+                }),
+            ));
+        }
+    }
+    let big = &run.big;
+    rows.push(beside(
+        row(
+            S,
+            "realwork_big_file",
+            "real work: one command writing a 2 GiB change set (two 1 GiB files) through `run_command` / bare, wall time",
+            Outcome::Measured(once(big.aido)),
+        ),
+        Peer {
+            name: "bare".into(),
+            value: once(big.bare),
+        },
+        Some((big.aido.as_secs_f64() / big.bare.as_secs_f64().max(1e-9) * 100.0).round() / 100.0),
+    ));
+    rows.push(row(
+        S,
+        "realwork_big_file_memory",
+        "real work: aido's peak resident memory (VmHWM) after a command's 2 GiB change set (two 1 GiB files), less its resident memory before",
+        Outcome::Measured(bytes(big.rss_peak.saturating_sub(big.rss_before))),
+    ));
+    for (id, name, per_byte) in run
+        .workloads
+        .iter()
+        .filter_map(|w| w.journal_per_byte().map(|p| (w.id, w.name.as_str(), p)))
+        .chain(std::iter::once((
+            "big_file",
+            "a 2 GiB change set (two 1 GiB files)",
+            big.journal_bytes as f64 / big.changed_bytes.max(1) as f64,
+        )))
+    {
+        rows.push(row(
+            S,
+            format!("realwork_journal_per_byte_{id}"),
+            format!(
+                "real work: journal bytes per byte changed, {name} (AIDO_HOME's allocated growth / the bytes of the files written)"
+            ),
+            Outcome::Measured(ratio_value(per_byte)),
+        ));
+    }
+    section(S, &params(run, extra), vec![("workloads", details(run))])
+}
+
+fn params<'a>(run: &RealworkRun, extra: &'a [(&'a str, String)]) -> Vec<(&'a str, String)> {
+    let big = &run.big;
+    let rounds = |id: &str| {
+        run.workloads
+            .iter()
+            .find(|w| w.id == id)
+            .map_or(0, |w| w.aido.len())
+            .to_string()
+    };
+    let owned: Vec<(&'a str, String)> = vec![
+        ("rounds", rounds("venv")),
+        ("noop_rounds", rounds("cargo_noop")),
+        ("wheels", run.wheels.join(", ")),
+        ("big", format_bytes(BIG_BYTES)),
+        ("big_aido", format_duration(big.aido)),
+        ("big_bare", format_duration(big.bare)),
+        ("big_rewind", format_duration(big.rewind)),
+        (
+            "rss_before_mb",
+            format!("{:.1}", big.rss_before as f64 / 1e6),
+        ),
+        ("rss_peak_mb", format!("{:.1}", big.rss_peak as f64 / 1e6)),
+        ("big_journal", format_bytes(big.journal_bytes)),
+        (
+            "big_journal_apparent",
+            format_bytes(big.journal_apparent_bytes),
+        ),
+        ("one_file", big.one_file.clone()),
+    ];
+    owned.into_iter().chain(extra.iter().cloned()).collect()
+}
+
+fn details(run: &RealworkRun) -> super::schema::Table {
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    let cells = run
+        .workloads
+        .iter()
+        .map(|w| {
+            vec![
+                w.name.clone(),
+                format!("`{}`", w.command),
+                ms(crate::snapshots::median(&w.aido)),
+                ms(crate::snapshots::median(&w.bare)),
+                w.aido.len().to_string(),
+                format!("{:.2}", w.ratio()),
+                format_bytes(w.journal_bytes),
+                format_bytes(w.changed_bytes),
+                w.journal_per_byte()
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.2}")),
+                format!("{:.1}", w.rss_growth as f64 / 1e6),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "workload",
+            "command",
+            "aido ms (median)",
+            "bare ms (median)",
+            "pairs",
+            "ratio (median of pairs)",
+            "journal grew (allocated, all pairs)",
+            "files written (bytes, all pairs)",
+            "journal bytes per byte",
+            "aido memory growth MB",
+        ],
+        cells,
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::realwork::BigFile;
+    use crate::report::schema::Verdict;
+
+    fn ms(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|m| Duration::from_millis(*m)).collect()
+    }
+
+    fn workload(id: &'static str, aido: &[u64], bare: &[u64], changed: u64) -> Workload {
+        Workload {
+            id,
+            name: id.into(),
+            command: "true".into(),
+            aido: ms(aido),
+            bare: ms(bare),
+            journal_bytes: 3 * changed,
+            changed_bytes: changed,
+            rss_growth: 1_000_000,
+        }
+    }
+
+    pub(crate) fn run() -> RealworkRun {
+        RealworkRun {
+            workloads: vec![
+                // 1.2x: under the goal.
+                workload("venv", &[1200, 2400], &[1000, 2000], 10_000),
+                // 1.5x: over it.
+                workload("wheels", &[1500], &[1000], 4_000),
+                // 1.2x bare + 30 ms: over the margin.
+                workload("cargo_noop", &[90, 90, 90], &[50, 50, 50], 0),
+                workload("loop", &[1000], &[1000], 100),
+            ],
+            big: BigFile {
+                one_file: "exit null, stderr \"File size limit exceeded\"".into(),
+                aido: Duration::from_secs(4),
+                bare: Duration::from_secs(2),
+                rss_before: 80_000_000,
+                rss_peak: 90_000_000,
+                journal_bytes: 2 << 30,
+                journal_apparent_bytes: 2 << 30,
+                changed_bytes: 2 << 30,
+                rewind: Duration::from_millis(500),
+            },
+            wheels: vec!["pytest-9.2.0-py3-none-any.whl".into()],
+        }
+    }
+
+    #[test]
+    fn each_goal_is_judged_and_the_no_op_by_its_margin() {
+        let mut rows = Vec::new();
+        let section = section_with(&RealworkSection::Ran(Box::new(run())), &mut rows, &[]);
+        let verdict = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.result);
+        assert_eq!(verdict("realwork_venv"), Some(Verdict::Pass));
+        assert_eq!(verdict("realwork_wheels"), Some(Verdict::Fail));
+        assert_eq!(verdict("realwork_cargo_noop"), Some(Verdict::Informational));
+        assert_eq!(verdict("realwork_cargo_noop_margin"), Some(Verdict::Fail));
+        assert_eq!(verdict("realwork_loop"), Some(Verdict::Pass));
+        assert_eq!(verdict("realwork_big_file_memory"), Some(Verdict::Pass));
+        // A no-op writes nothing: no bytes-per-byte row for it.
+        assert_eq!(verdict("realwork_journal_per_byte_cargo_noop"), None);
+        let per_byte = rows
+            .iter()
+            .find(|r| r.id == "realwork_journal_per_byte_venv")
+            .unwrap();
+        assert!(matches!(&per_byte.outcome, Outcome::Measured(v) if v.median == 3.0));
+        let margin = rows
+            .iter()
+            .find(|r| r.id == "realwork_cargo_noop_margin")
+            .unwrap();
+        assert!(
+            matches!(&margin.outcome, Outcome::Measured(v) if (v.median - 30e6).abs() < 1.0),
+            "{margin:?}"
+        );
+        // Every id is named once, and the notes took every parameter.
+        for id in IDS {
+            assert_eq!(rows.iter().filter(|r| r.id == id).count(), 1, "{id}");
+        }
+        let text = format!("{section:?}");
+        assert!(text.contains("File size limit exceeded"), "{text}");
+        assert!(text.contains("pytest-9.2.0-py3-none-any.whl"), "{text}");
+    }
+
+    #[test]
+    fn a_section_that_did_not_run_says_why_in_every_row() {
+        let mut rows = Vec::new();
+        section_with(
+            &RealworkSection::Skipped("`--skip-realwork`".into()),
+            &mut rows,
+            &[],
+        );
+        assert_eq!(rows.len(), IDS.len());
+        assert!(rows.iter().all(|r| r.result == Verdict::NotRun));
+    }
+}
