@@ -1309,7 +1309,8 @@ async fn rewind(
 /// `verify --tree`: the session's touched paths against the disk, and the write roots (or
 /// `roots`) walked for changes since it began that its journal does not account for.
 fn tree_report(
-    journal: &aido_journal::Journal,
+    journals: &[aido_journal::Journal],
+    (journal, session): (&aido_journal::Journal, aido_journal::SessionId),
     records: &[aido_journal::Record],
     roots: &[PathBuf],
     home: &Path,
@@ -1321,6 +1322,35 @@ fn tree_report(
         .find(|r| matches!(r.event, aido_journal::Event::SessionStarted { .. }))
         .map(|r| r.time_ms)
         .unwrap_or(0);
+    // What the other sessions did since this one began is in the journal too.
+    let mut others = std::collections::BTreeSet::new();
+    for other in journals {
+        for summary in other
+            .sessions()
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?
+        {
+            if summary.id == session {
+                continue;
+            }
+            let all = other
+                .all_records(summary.id)
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            // A rewind since then gave back paths its session touched earlier: all of them.
+            let rewound = all
+                .iter()
+                .any(|r| r.time_ms >= since_ms && r.event.rewound_cut().is_some());
+            let since: Vec<aido_journal::Record> = all
+                .into_iter()
+                .filter(|r| rewound || r.time_ms >= since_ms)
+                .collect();
+            if since.iter().all(|r| r.time_ms < since_ms) {
+                continue;
+            }
+            let touched = aido_replay::tree::expected(other, &since)
+                .map_err(|why| anyhow::anyhow!("reading session {}: {why}", summary.id))?;
+            others.extend(touched.into_keys());
+        }
+    }
     let roots = if roots.is_empty() {
         let mut texts = Vec::new();
         let file = home.join("config.toml");
@@ -1345,7 +1375,9 @@ fn tree_report(
         home.to_owned(),
         trash,
     ];
-    Ok(aido_replay::tree::check(&expected, &roots, &skip, since_ms))
+    Ok(aido_replay::tree::check(
+        &expected, &others, &roots, &skip, since_ms,
+    ))
 }
 
 fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
@@ -1403,7 +1435,13 @@ fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
             let scratch = tempfile::tempdir()?;
             let derived = aido_replay::derive::derive(journal, &records, scratch.path())?;
             let tree = if *tree {
-                Some(tree_report(journal, &records, roots, home)?)
+                Some(tree_report(
+                    &journals,
+                    (journal, id),
+                    &records,
+                    roots,
+                    home,
+                )?)
             } else {
                 None
             };

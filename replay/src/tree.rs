@@ -279,9 +279,12 @@ fn set(
 }
 
 /// Compare the expected tree with the disk, then walk `roots` (skipping `skip`) for entries
-/// changed since `since_ms` that the journal does not account for.
+/// changed since `since_ms` that the journal does not account for: neither this session
+/// (`expected`) nor another session's records since then (`others`: the paths they touched,
+/// as [`expected`] finds them; a change another aido session made is in the journal too).
 pub fn check(
     expected: &BTreeMap<String, Expect>,
+    others: &BTreeSet<String>,
     roots: &[PathBuf],
     skip: &[PathBuf],
     since_ms: u64,
@@ -299,7 +302,7 @@ pub fn check(
     }
     // A directory holding a touched path changed with it.
     let mut accounted: HashSet<&Path> = HashSet::new();
-    for path in expected.keys() {
+    for path in expected.keys().chain(others.iter()) {
         let mut at = Path::new(path.as_str());
         accounted.insert(at);
         while let Some(parent) = at.parent() {

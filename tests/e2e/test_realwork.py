@@ -19,11 +19,9 @@ missing). Each test then
   environment, a copy of the same tree outside the walls) in the same test. The times are a
   trail, never asserted; they are also listed at the end of the pytest run.
 
-Two bugs in aido these tests found are marked `xfail(strict=True)` with the exception they
-raise, so any other failure still fails: `verify --tree` after a rewind names the rewound
-paths' directories as unaccounted (VERIFY_TREE_AFTER_REWIND), and the sandbox's fixed 1 GiB
-RLIMIT_FSIZE keeps a command from writing one 2 GiB file (FILE_SIZE_LIMIT). A 2 GiB change set
-of two 1 GiB files runs beside it, so aido's memory for 2 GiB is measured all the same.
+A 2 GiB change set runs both as one 2 GiB file and as two 1 GiB files (a command may write a
+file as large as `[processes] change_bytes_max`), so aido's memory for 2 GiB is measured both
+ways.
 """
 
 from __future__ import annotations
@@ -311,21 +309,6 @@ class TreeNotAccounted(AssertionError):
     gave back exactly the tree the workload found."""
 
 
-# The bug these tests found in `verify --tree` (replay/src/tree.rs): the walk of the write roots
-# counts a path as accounted for only when the *live* timeline touched it (or a path inside
-# it). A rewind abandons the command's records, so neither the paths the command changed nor
-# the ones the rewind put back are accounted for; their directories' ctime (and a restored
-# file's, such as npm's package.json) moved since the session began, so they are named
-# "unaccounted" although the journal holds both the change and its undoing and the tree is
-# exactly as it was. The tests assert the right outcome (exit 0) and fail on it until the walk
-# also counts the abandoned records' and the rewind's paths.
-VERIFY_TREE_AFTER_REWIND = pytest.mark.xfail(
-    strict=True,
-    raises=TreeNotAccounted,
-    reason="aido replay verify --tree after a rewind names the rewound paths' directories (and a "
-    "restored file) as unaccounted: its walk counts only the live timeline's paths "
-    "(replay/src/tree.rs check/expected skip abandoned records)",
-)
 
 
 @contextmanager
@@ -394,7 +377,6 @@ def bare_copy(world, ws: Path) -> Path:
 # ---- 1. a venv, wheels from a local directory, pytest -------------------------------------
 
 
-@VERIFY_TREE_AFTER_REWIND
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("route", ROUTES)
 async def test_a_venv_gets_pytest_from_local_wheels_and_runs_a_suite_then_a_rewind_takes_it_all_back(world, realwork, trail, route):
@@ -428,14 +410,13 @@ async def test_a_venv_gets_pytest_from_local_wheels_and_runs_a_suite_then_a_rewi
     trail(f"venv + {len(os.listdir(realwork / 'wheels'))} wheels + pytest ({files} files in the venv)"
           f"{'' if ran.peak_rss_kib is None else f', aido peak {ran.peak_rss_kib / 1024:.0f} MiB'}")
     say_times(trail, "venv + wheels + pytest", route, ran, plain)
-    # Last: a known bug in verify --tree after a rewind fails here (VERIFY_TREE_AFTER_REWIND).
+    # Last: verify --tree holds the rewound tree against the journal.
     verified(world)
 
 
 # ---- 2. cargo build, then a no-op rebuild -------------------------------------------------
 
 
-@VERIFY_TREE_AFTER_REWIND
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("route", ROUTES)
 async def test_a_cargo_build_and_a_no_op_rebuild_that_compiles_nothing_then_a_rewind(world, realwork, trail, route):
@@ -470,14 +451,13 @@ async def test_a_cargo_build_and_a_no_op_rebuild_that_compiles_nothing_then_a_re
     trail(f"cargo build: {len(built)} entries in target/ ({sum(v[2] for v in built.values() if v[0] == 'file') / 1e6:.1f} MB)")
     say_times(trail, "cargo build (first, 3 crates)", route, first, plain_first)
     say_times(trail, "cargo build (no-op rebuild)", route, second, plain_second)
-    # Last: a known bug in verify --tree after a rewind fails here (VERIFY_TREE_AFTER_REWIND).
+    # Last: verify --tree holds the rewound tree against the journal.
     verified(world)
 
 
 # ---- 3. npm install of a package with many files from a local tarball ----------------------
 
 
-@VERIFY_TREE_AFTER_REWIND
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("route", ROUTES)
 async def test_an_npm_install_from_a_local_tarball_then_a_rewind_gives_back_package_json(world, realwork, trail, route):
@@ -509,7 +489,7 @@ async def test_an_npm_install_from_a_local_tarball_then_a_rewind_gives_back_pack
     clean_bare(world)
     trail(f"npm install {tarball.name}: {files} files in node_modules")
     say_times(trail, "npm install (local tarball)", route, ran, plain)
-    # Last: a known bug in verify --tree after a rewind fails here (VERIFY_TREE_AFTER_REWIND).
+    # Last: verify --tree holds the rewound tree against the journal.
     verified(world)
 
 
@@ -518,7 +498,6 @@ async def test_an_npm_install_from_a_local_tarball_then_a_rewind_gives_back_pack
 FILES = 20_000
 
 
-@VERIFY_TREE_AFTER_REWIND
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("route", ROUTES)
 async def test_a_loop_writing_20000_files_then_a_rewind_leaves_none(world, trail, route):
@@ -541,7 +520,7 @@ async def test_a_loop_writing_20000_files_then_a_rewind_leaves_none(world, trail
     assert plain.exit_code == 0, plain.text()
     clean_bare(world)
     say_times(trail, f"shell loop writing {FILES:,} files", route, ran, plain)
-    # Last: a known bug in verify --tree after a rewind fails here (VERIFY_TREE_AFTER_REWIND).
+    # Last: verify --tree holds the rewound tree against the journal.
     verified(world)
 
 
@@ -591,25 +570,17 @@ class FileSizeLimit(AssertionError):
     """The command was killed by SIGXFSZ: it wrote past the sandbox's RLIMIT_FSIZE."""
 
 
-# The bug this test found: the sandbox caps every command's file size at 1 GiB
-# (RLIMIT_FSIZE, sandbox/src/profile.rs `Rlimits::default`, not set from the policy), while
-# `[processes] change_bytes_max` lets a change set hold files of up to 8 GiB: a command cannot
-# write one 2 GiB file at all (`head` dies of SIGXFSZ, exit 153, "File size limit exceeded").
-FILE_SIZE_LIMIT = pytest.mark.xfail(
-    strict=True,
-    raises=(FileSizeLimit, TreeNotAccounted),
-    reason="the sandbox's RLIMIT_FSIZE is a fixed 1 GiB (sandbox/src/profile.rs), so a command "
-    "cannot write a 2 GiB file; and verify --tree after a rewind (VERIFY_TREE_AFTER_REWIND)",
-)
+# A command may write a file as large as `[processes] change_bytes_max` (its RLIMIT_FSIZE):
+# past it `head` dies of SIGXFSZ (exit 153), which this test names as such.
 
 # (id, script, files it leaves with their sizes): one 2 GiB file, and the same 2 GiB change set
-# as two 1 GiB files (each at the sandbox's file size limit), of different bytes so no store
+# as two 1 GiB files, of different bytes so no store
 # can keep them as one.
 SHAPES = [
     pytest.param("one_2_gib_file", "head -c 2G /dev/zero > big && printf end >> big",
-                 {"big": BIG + 3}, marks=FILE_SIZE_LIMIT, id="one_2_gib_file"),
+                 {"big": BIG + 3}, id="one_2_gib_file"),
     pytest.param("two_1_gib_files", "yes aido | head -c 1G > a && yes work | head -c 1G > b",
-                 {"a": BIG // 2, "b": BIG // 2}, marks=VERIFY_TREE_AFTER_REWIND, id="two_1_gib_files"),
+                 {"a": BIG // 2, "b": BIG // 2}, id="two_1_gib_files"),
 ]
 
 
@@ -656,5 +627,5 @@ async def test_a_2_gib_change_set_is_journaled_and_rewound_with_aidos_memory_bou
           + ("" if start_kib is None else f" (its peak was {start_kib / 1024:.0f} MiB before the command)"))
     say_times(trail, shape.replace("_", " "), route, ran, plain)
     assert peak is not None and peak < RSS_BOUND_KIB, f"aido's peak RSS {peak / 1024:.0f} MiB for a 2 GiB change set"
-    # Last: a known bug in verify --tree after a rewind fails here (VERIFY_TREE_AFTER_REWIND).
+    # Last: verify --tree holds the rewound tree against the journal.
     verified(world)
