@@ -136,7 +136,11 @@ pub enum PathCheckError {
         given: String,
     },
     /// Under no root allowed for this kind of access.
-    #[error("{given} resolves to {resolved}, outside the allowed {} roots", walls_of(*.kind))]
+    #[error(
+        "{given} resolves to {resolved}, outside the allowed {} roots ([paths] {})",
+        walls_of(*.kind),
+        walls_of(*.kind)
+    )]
     OutsideWalls {
         /// The path as written.
         given: String,
@@ -146,7 +150,7 @@ pub enum PathCheckError {
         kind: AccessKind,
     },
     /// The path as written or as resolved matches a deny glob.
-    #[error("{given} ({candidate}) matches the deny pattern {pattern}")]
+    #[error("{given} ({candidate}) matches the deny pattern {pattern} ([paths] deny)")]
     DeniedByPattern {
         /// The path as written.
         given: String,
@@ -157,7 +161,10 @@ pub enum PathCheckError {
     },
     /// A write, creation or removal of a path (as written or resolved) that matches a
     /// `paths.protect` glob: readable, never written.
-    #[error("{given} ({candidate}) is protected by {pattern}: it may be read, never written")]
+    #[error(
+        "{given} ({candidate}) is protected by {pattern} ([paths] protect): it may be read, never \
+         written"
+    )]
     Protected {
         /// The path as written.
         given: String,
