@@ -232,18 +232,18 @@ mod tests {
             .map(String::from)
             .to_vec();
         let parent = vars(&[
-            ("PATH", "/home/u/.cargo/bin:/usr/bin"),
-            ("HOME", "/home/u"),
+            ("PATH", "/fake-home/.cargo/bin:/usr/bin"),
+            ("HOME", "/fake-home"),
             ("LC_ALL", "C.UTF-8"),
             ("LC_TIME", "en_GB.UTF-8"),
-            ("CARGO_HOME", "/home/u/.cargo"),
+            ("CARGO_HOME", "/fake-home/.cargo"),
             ("RUSTUP_TOOLCHAIN", "stable"),
             ("LCX", "no"),
             ("GITHUB_TOKEN", "ghp_x"),
             ("PATH_TOKEN", "x"),
             ("EDITOR", "vi"),
         ]);
-        let env = env_of(&inherit, parent, &BTreeMap::new(), Some("/home/u"));
+        let env = env_of(&inherit, parent, &BTreeMap::new(), Some("/fake-home"));
         let names: Vec<&str> = env.keys().map(String::as_str).collect();
         assert_eq!(
             names,
@@ -267,21 +267,21 @@ mod tests {
 
     #[test]
     fn home_is_expanded_where_a_shell_assignment_would() {
-        let home = "/home/u";
+        let home = "/fake-home";
         for (given, want) in [
-            ("~", "/home/u"),
-            ("~/.cargo", "/home/u/.cargo"),
+            ("~", "/fake-home"),
+            ("~/.cargo", "/fake-home/.cargo"),
             (
                 "~/bin:~/.local/bin:/usr/bin",
-                "/home/u/bin:/home/u/.local/bin:/usr/bin",
+                "/fake-home/bin:/fake-home/.local/bin:/usr/bin",
             ),
-            ("$HOME/.rustup", "/home/u/.rustup"),
-            ("${HOME}/go", "/home/u/go"),
-            ("x=$HOME", "x=/home/u"),
+            ("$HOME/.rustup", "/fake-home/.rustup"),
+            ("${HOME}/go", "/fake-home/go"),
+            ("x=$HOME", "x=/fake-home"),
             ("$HOMEDIR/x", "$HOMEDIR/x"),
             ("~other/x", "~other/x"),
             ("a~/b", "a~/b"),
-            ("$HOME:$HOME", "/home/u:/home/u"),
+            ("$HOME:$HOME", "/fake-home:/fake-home"),
         ] {
             assert_eq!(expand_home(given, home), want, "{given}");
         }
