@@ -5,7 +5,7 @@
 //! thread, init with the child), so a command never outlives aido.
 
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +20,7 @@ use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Profile, Request, Usage, WriteMode};
 use crate::protocol::{
     Control as Frame, Launch, Live, Netns, Report, read_json, read_json_with_fd, write_frame,
-    write_json, write_json_with_fd,
+    write_json,
 };
 use crate::spawn::{Placeholders, SETUP_GRACE_MS, Sandbox, kill_init};
 
@@ -358,15 +358,9 @@ impl Sandbox {
         let mut writer = control;
         // Without egress, a background command joins its session's namespace, or makes one
         // for its session's later commands; with egress it has its own (its proxy is there).
-        let joined = match (&egress, &self.network) {
-            (None, Some(network)) => match network.lend() {
-                Ok(fds) => Some(fds),
-                Err(error) => {
-                    let error = SpawnError::setup_io(Step::Network, &error, "the shared namespace");
-                    return Err(fail(&mut child, error));
-                }
-            },
-            _ => None,
+        let joined = match self.join(egress.is_some()) {
+            Ok(joined) => joined,
+            Err(error) => return Err(fail(&mut child, error)),
         };
         let netns = match (&joined, &egress, options.share_network) {
             (Some(_), _, _) => Netns::Join,
@@ -380,11 +374,11 @@ impl Sandbox {
             netns,
             ids: resolved.ids.clone(),
         };
-        let launched = match &joined {
-            Some((netns, owner)) => write_json_with_fd(&writer, &launch, netns.as_fd())
-                .and_then(|()| crate::spawn::send_owner(&writer, owner.as_ref())),
-            None => write_json(&mut writer, &launch),
+        let (lent, owner) = match &joined {
+            Some((netns, owner)) => (Some(netns), owner.as_ref()),
+            None => (None, None),
         };
+        let launched = crate::spawn::send_launch(&writer, &launch, lent, owner);
         let mut shared: (Option<OwnedFd>, Option<OwnedFd>) = (None, None);
         let sent = launched
             .and_then(|()| write_json(&mut writer, &resolved.plan))

@@ -132,6 +132,20 @@ impl Sandbox {
         self
     }
 
+    /// The descriptors of the shared namespace a command joins ([`Sandbox::with_network`]):
+    /// none for a command with egress, whose proxy is in a namespace of its own.
+    pub(crate) fn join(
+        &self,
+        egress: bool,
+    ) -> Result<Option<(OwnedFd, Option<OwnedFd>)>, SpawnError> {
+        match &self.network {
+            Some(network) if !egress => network.lend().map(Some).map_err(|error| {
+                SpawnError::setup_io(Step::Network, &error, "the shared namespace")
+            }),
+            _ => Ok(None),
+        }
+    }
+
     /// The home directory `~/` deny patterns refer to (by default the parent's `$HOME`).
     pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
         self.home = home;
@@ -254,19 +268,16 @@ impl Sandbox {
     ) -> Result<Outcome, SpawnError> {
         let outputs = Outputs::start(&mut child, request);
 
-        let mut owner = None;
-        let (netns, lent) = match (&egress, &self.network) {
-            (None, Some(network)) => {
-                let (netns, userns) = network.lend().map_err(|error| {
-                    SpawnError::setup_io(Step::Network, &error, "the shared namespace")
-                })?;
-                owner = userns;
-                (Netns::Join, Some(netns))
+        let (netns, lent, owner) = match (self.join(egress.is_some())?, &egress) {
+            (Some((netns, owner)), _) => (Netns::Join, Some(netns), owner),
+            (None, None) => {
+                let (netns, lent) = crate::netns::lend();
+                (netns, lent, None)
             }
-            (None, None) => crate::netns::lend(),
-            (Some(_), _) => (Netns::Own, None),
+            (None, Some(_)) => (Netns::Own, None, None),
         };
-        let netns_kind = netns;
+        // A shared namespace is the session's, never the pool's.
+        let pooled = matches!(netns, Netns::Pooled | Netns::Seed);
         let mut talk = Talk {
             proxy: None,
             netns: lent,
@@ -297,13 +308,11 @@ impl Sandbox {
         if talk.reaped {
             // Only the child is left, and it is on its way out.
             let netns = talk.netns.take();
-            let pooled = matches!(netns_kind, Netns::Pooled | Netns::Seed);
             let teardown = Teardown::begin();
             std::thread::spawn(move || {
                 let _ = child.kill();
                 let _ = child.wait();
                 drop(cgroup);
-                // A shared namespace is the session's, never the pool's.
                 if let Some(netns) = netns.filter(|_| pooled) {
                     crate::netns::give_back(netns);
                 }
@@ -588,11 +597,24 @@ fn converse(
     result
 }
 
-/// The frame after a [`Netns::Join`] launch: the user namespace owning the shared one, if any.
-pub(crate) fn send_owner(control: &UnixStream, owner: Option<&OwnedFd>) -> std::io::Result<()> {
-    match owner {
-        Some(fd) => write_json_with_fd(control, &(), fd.as_fd()),
-        None => write_json(&mut &*control, &()),
+/// Sends `launch` with the namespace it names riding on it: a pooled one, or a shared one
+/// with the user namespace owning it on the frame after (empty when there is none).
+pub(crate) fn send_launch(
+    control: &UnixStream,
+    launch: &Launch,
+    lent: Option<&OwnedFd>,
+    owner: Option<&OwnedFd>,
+) -> std::io::Result<()> {
+    match (launch.netns, lent) {
+        (Netns::Pooled, Some(fd)) => write_json_with_fd(control, launch, fd.as_fd()),
+        (Netns::Join, Some(fd)) => {
+            write_json_with_fd(control, launch, fd.as_fd())?;
+            match owner {
+                Some(owner) => write_json_with_fd(control, &(), owner.as_fd()),
+                None => write_json(&mut &*control, &()),
+            }
+        }
+        _ => write_json(&mut &*control, launch),
     }
 }
 
@@ -613,13 +635,7 @@ fn converse_until_report(
         netns,
         ids: resolved.ids.clone(),
     };
-    let launched = match (netns, &talk.netns) {
-        (Netns::Pooled, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd()),
-        (Netns::Join, Some(fd)) => write_json_with_fd(control, &launch, fd.as_fd())
-            .and_then(|()| send_owner(control, talk.owner.as_ref())),
-        _ => write_json(control, &launch),
-    };
-    let sent = launched
+    let sent = send_launch(control, &launch, talk.netns.as_ref(), talk.owner.as_ref())
         .and_then(|()| write_json(control, &resolved.plan))
         .and_then(|()| write_frame(control, &request.stdin));
     if let Err(error) = sent {
