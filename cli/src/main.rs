@@ -470,12 +470,19 @@ fn aido_home(cli: &Cli) -> PathBuf {
 const REFUSED_PRINTED_MAX: usize = 20;
 
 fn layered(cli: &Cli, home: &Path) -> Result<Layered> {
+    layered_with(cli, home, None)
+}
+
+/// The defaults, `$AIDO_HOME/config.toml`, `--config` and `extra`, in that order, with the
+/// project directory placed.
+fn layered_with(cli: &Cli, home: &Path, extra: Option<&Path>) -> Result<Layered> {
     let mut files = Vec::new();
     let default_file = home.join("config.toml");
     if default_file.exists() {
         files.push(default_file);
     }
     files.extend(cli.config.iter().cloned());
+    files.extend(extra.map(Path::to_owned));
     let mut layered = load(&files)?;
     place_workdir(&mut layered, cli.workdir.as_deref())?;
     Ok(layered)
@@ -507,42 +514,23 @@ fn place_workdir(layered: &mut Layered, given: Option<&Path>) -> Result<()> {
         .sources
         .get("workdir")
         .is_some_and(|sources| sources.iter().any(|s| *s != Source::Defaults));
-    let Ok(started) = std::env::current_dir().and_then(|d| d.canonicalize()) else {
-        return Ok(());
-    };
     if set_by_a_file {
         return Ok(());
     }
+    let Ok(started) = std::env::current_dir().and_then(|d| d.canonicalize()) else {
+        return Ok(());
+    };
     let home = aido_actors::runtime::default_home();
     let inside = layered.config.paths.write.iter().any(|root| {
-        let root = match root.strip_prefix('~') {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-                home.join(rest.trim_start_matches('/'))
-            }
-            _ => PathBuf::from(root),
-        };
-        root.canonicalize()
-            .is_ok_and(|root| started.starts_with(root))
+        aido_policy::expand_tilde(root, &home)
+            .and_then(|root| root.canonicalize().ok())
+            .is_some_and(|root| started.starts_with(root))
     });
     if inside {
         let how = format!("the directory aido was started in ({})", started.display());
         place(layered, &started, how);
     }
     Ok(())
-}
-
-/// The layers of [`layered`] with one more file on top (`aido exec --policy`).
-fn layered_over(cli: &Cli, home: &Path, file: &Path) -> Result<Layered> {
-    let mut files = Vec::new();
-    let default_file = home.join("config.toml");
-    if default_file.exists() {
-        files.push(default_file);
-    }
-    files.extend(cli.config.iter().cloned());
-    files.push(file.to_owned());
-    let mut layered = load(&files)?;
-    place_workdir(&mut layered, cli.workdir.as_deref())?;
-    Ok(layered)
 }
 
 /// The defaults with `files` layered over them, in order. Every file loaded is then protected
@@ -802,7 +790,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             command,
         } => {
             let layered_cli = match policy {
-                Some(file) => layered_over(&cli, &home, file)?,
+                Some(file) => layered_with(&cli, &home, Some(file))?,
                 None => layered(&cli, &home)?,
             };
             let runtime = tokio::runtime::Runtime::new()?;

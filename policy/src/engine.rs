@@ -941,7 +941,8 @@ fn compile_globs<'p>(
     Ok((set, globs))
 }
 
-fn expand_tilde<'a>(path: &'a str, home: &Path) -> Option<Cow<'a, Path>> {
+/// `path` with a leading `~` (alone or before `/`) as `home`; `None` for `~user`.
+pub fn expand_tilde<'a>(path: &'a str, home: &Path) -> Option<Cow<'a, Path>> {
     if path == "~" {
         Some(Cow::Owned(home.to_owned()))
     } else if let Some(rest) = path.strip_prefix("~/") {

@@ -42,7 +42,7 @@ pub use config::{
     Mode, Net, Ollama, Retention, Source,
 };
 pub use engine::{
-    Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext,
+    Admissions, Environment, PathCheck, PathCheckError, PolicyEngine, SessionContext, expand_tilde,
 };
 pub use resolve::{FsResolver, PathResolver, ResolveError};
 pub use simulate::{LeafProjection, Simulation};
