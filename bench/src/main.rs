@@ -491,11 +491,7 @@ fn main() -> Result<()> {
         }
         None => {}
     }
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(bench(cli.args))
+    block_on(bench(cli.args))?
 }
 
 async fn bench(args: Args) -> Result<()> {
@@ -737,13 +733,8 @@ async fn bench(args: Args) -> Result<()> {
 
 /// `aido-bench fetch`: the fetch section alone, its figures printed.
 fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
-    let aido = std::fs::canonicalize(aido)
-        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
-    let section = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(fetch::run(&aido, python, &std::env::temp_dir(), repeats));
+    let aido = built(aido)?;
+    let section = block_on(fetch::run(&aido, python, &std::env::temp_dir(), repeats))?;
     let run = match section {
         fetch::FetchSection::Ran(run) => run,
         fetch::FetchSection::Skipped(why) => bail!("not run: {why}"),
@@ -773,13 +764,8 @@ fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
 
 /// `aido-bench artifact`: the artifact section alone, its figures printed.
 fn artifact_only(aido: &Path) -> Result<()> {
-    let aido = std::fs::canonicalize(aido)
-        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
-    let section = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(artifact::run(&aido, &std::env::temp_dir()));
+    let aido = built(aido)?;
+    let section = block_on(artifact::run(&aido, &std::env::temp_dir()))?;
     let run = match section {
         artifact::ArtifactSection::Ran(run) => run,
         artifact::ArtifactSection::Skipped(why) => bail!("not run: {why}"),
@@ -802,16 +788,11 @@ fn artifact_only(aido: &Path) -> Result<()> {
 
 /// `aido-bench process`: the process section alone, its figures printed.
 fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) -> Result<()> {
-    let aido = std::fs::canonicalize(aido)
-        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
+    let aido = built(aido)?;
     let peers = process::Peers {
         node_modules: node_modules.to_owned(),
     };
-    let section = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(process::run(&aido, &std::env::temp_dir(), &peers));
+    let section = block_on(process::run(&aido, &std::env::temp_dir(), &peers))?;
     let run = match &section {
         process::ProcessSection::Ran(run) => run,
         process::ProcessSection::Skipped(why) => bail!("not run: {why}"),
@@ -849,13 +830,8 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
 
 /// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
 fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
-    let aido = std::fs::canonicalize(aido)
-        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
-    let section = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(soak::run(&aido, &std::env::temp_dir(), options));
+    let aido = built(aido)?;
+    let section = block_on(soak::run(&aido, &std::env::temp_dir(), options))?;
     let run = match &section {
         soak::SoakSection::Ran(run) => run,
         soak::SoakSection::Skipped(why) => bail!("not run: {why}"),
@@ -891,13 +867,8 @@ fn realwork_only(
     options: &realwork::Options,
     into: Option<(&Path, &Path)>,
 ) -> Result<()> {
-    let aido = std::fs::canonicalize(aido)
-        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
-    let section = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(realwork::run(&aido, &std::env::temp_dir(), options));
+    let aido = built(aido)?;
+    let section = block_on(realwork::run(&aido, &std::env::temp_dir(), options))?;
     let run = match &section {
         realwork::RealworkSection::Ran(run) => run,
         realwork::RealworkSection::Skipped(why) => bail!("not run: {why}"),
@@ -972,13 +943,8 @@ fn merge_into(
 
 /// `aido-bench script`: the script section alone, its figures printed.
 fn script_only(aido: &Path, repeats: usize) -> Result<()> {
-    let aido = std::fs::canonicalize(aido)
-        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))?;
-    let section = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?
-        .block_on(script::run(&aido, &std::env::temp_dir(), repeats));
+    let aido = built(aido)?;
+    let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
     let run = match section {
         script::ScriptSection::Ran(run) => run,
         script::ScriptSection::Skipped(why) => bail!("not run: {why}"),
@@ -1179,4 +1145,19 @@ fn peer_package(dir: &Path) -> Result<(PathBuf, String)> {
         bail!("{} has no name or version", file.display());
     };
     Ok((entry, format!("`{name}` {version}")))
+}
+
+/// The aido binary a section runs, resolved (it must be built first).
+fn built(aido: &Path) -> Result<PathBuf> {
+    std::fs::canonicalize(aido)
+        .with_context(|| format!("the aido binary {} (build it first)", aido.display()))
+}
+
+/// `future` run to its end on a runtime of its own (a section measured alone).
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(future))
 }
