@@ -268,6 +268,20 @@ impl Bench {
         Ok((seq, took, out))
     }
 
+    /// [`Bench::run`], adding what the journal and `cwd` grew by to `growth`.
+    async fn measured(
+        &self,
+        shell: &str,
+        cwd: &Path,
+        env: &[(&str, String)],
+        growth: &mut Growth,
+    ) -> Result<(u64, Duration, Value)> {
+        let before = (self.journal()?, usage(cwd)?);
+        let ran = self.run(shell, cwd, env).await?;
+        growth.add((before.0, self.journal()?), (before.1, usage(cwd)?));
+        Ok(ran)
+    }
+
     /// Undoes everything from `seq` on.
     async fn rewind_before(&self, seq: u64) -> Result<Duration> {
         let start = Instant::now();
@@ -426,9 +440,7 @@ async fn venv(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
         std::fs::create_dir_all(&elsewhere)?;
         for side in sides(k) {
             if side {
-                let before = (b.journal()?, usage(&ws)?);
-                let (seq, took, _) = b.run(shell, &ws, &[]).await?;
-                growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
+                let (seq, took, _) = b.measured(shell, &ws, &[], &mut growth).await?;
                 ours.push(took);
                 b.rewind_before(seq).await?;
             } else {
@@ -494,9 +506,7 @@ async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -
                 bail!("pytest is already in {} before the install", dir.display());
             }
             if side {
-                let before = (b.journal()?, usage(&ws)?);
-                let (seq, took, _) = b.run(&shell, &ws, &[]).await?;
-                growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
+                let (seq, took, _) = b.measured(&shell, &ws, &[], &mut growth).await?;
                 ours.push(took);
                 if !installed(&ws) {
                     bail!("the install through aido left no pytest");
@@ -605,9 +615,7 @@ async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> R
     for k in 0..rounds {
         for side in sides(k) {
             if side {
-                let before = (b.journal()?, usage(&crate_dir)?);
-                let (_, took, out) = b.run(shell, &crate_dir, &env).await?;
-                growth.add((before.0, b.journal()?), (before.1, usage(&crate_dir)?));
+                let (_, took, out) = b.measured(shell, &crate_dir, &env, &mut growth).await?;
                 if out["stderr"].as_str().unwrap_or("").contains("Compiling") {
                     bail!("the rebuild through aido compiled: {out}");
                 }
@@ -646,9 +654,7 @@ async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> 
         std::fs::create_dir_all(&elsewhere)?;
         for side in sides(k) {
             if side {
-                let before = (b.journal()?, usage(&ws)?);
-                let (seq, took, _) = b.run(&shell, &ws, &[]).await?;
-                growth.add((before.0, b.journal()?), (before.1, usage(&ws)?));
+                let (seq, took, _) = b.measured(&shell, &ws, &[], &mut growth).await?;
                 let made = std::fs::read_dir(ws.join("d"))?.count();
                 if made != LOOP_FILES {
                     bail!("the loop through aido left {made} files, not {LOOP_FILES}");
