@@ -1114,6 +1114,26 @@ fn a_connection_flood_gets_503_serve_busy_and_silent_sockets_are_closed() {
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("\"code\":\"serve_busy\""), "{answer}");
     drop(streams);
+    // The server notices the closed streams on its own time: wait until a place is free.
+    let freed = std::time::Instant::now();
+    loop {
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            tcp,
+            "GET /nowhere HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let answer = read_all(tcp);
+        if answer.starts_with("HTTP/1.1 404") {
+            break;
+        }
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(
+            freed.elapsed() < Duration::from_secs(10),
+            "closed streams still hold their places"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Silent sockets are closed after the deadline (a read sees the end).
     let silent: Vec<std::net::TcpStream> = (0..8)
         .map(|_| std::net::TcpStream::connect(addr).unwrap())
