@@ -11,8 +11,10 @@ use crate::access::{Access, Touches};
 /// Run one command confined, as the user's shell would but in aido's sandbox. Give `argv`, or
 /// `shell` (run as `/bin/sh -c SHELL`), not both. Defaults: 10 s timeout (at most 600 s; a
 /// background one 1 h, at most a day), 64 KiB of stdout and of stderr kept (the rest counted),
-/// no network (the policy's `[processes] egress` opens hosts through a proxy), a private
-/// `/tmp` for this command only, `cwd` and relative paths at the session's directory. The
+/// no network but a loopback shared with the session's background commands (the policy's
+/// `[processes] egress` opens hosts through a proxy), `/tmp` shared by the session's commands
+/// and removed when the session ends (not journaled; `private_tmp` gives a command its own),
+/// `cwd` and relative paths at the session's directory. The
 /// environment is the user's as the policy's `env_inherit` passes it (PATH, HOME, locale,
 /// toolchain homes; never a secret-looking name). The host is read-only but for the policy's
 /// write roots, the deny globs hidden. The command writes into a copy-on-write layer; when it
@@ -62,6 +64,10 @@ pub struct RunCommand {
     /// input, output and controlling terminal; its output and errors come as one stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pty: bool,
+    /// Give the command a `/tmp` of its own (an empty tmpfs, gone when it ends) instead of
+    /// the session's, which its commands share and which is removed when the session ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private_tmp: bool,
 }
 
 impl RunCommand {

@@ -107,6 +107,10 @@ impl Runtime {
             limits: aido_memory::Limits::default(),
         };
         #[cfg(feature = "prim-process")]
+        let layers = crate::process::layers_base(&options.env.aido_home, policy.write_roots());
+        #[cfg(feature = "prim-process")]
+        let tmps = Arc::new(crate::process::SessionTmps::new(&layers));
+        #[cfg(feature = "prim-process")]
         let process_args = ProcessBodyArgs {
             policy: policy.clone(),
             hidden: vec![
@@ -116,10 +120,11 @@ impl Runtime {
             globs: Arc::new(aido_sandbox::GlobIndex::persisted(
                 options.env.aido_home.join(crate::process::DENY_GLOBS_FILE),
             )),
-            layers: crate::process::layers_base(&options.env.aido_home, policy.write_roots()),
+            layers,
             handles: Arc::new(crate::process::HandleTable::new(
                 options.env.aido_home.join(HANDLES_DIR),
             )),
+            tmps: Arc::clone(&tmps),
         };
         #[cfg(feature = "prim-search")]
         let search_args = SearchBodyArgs {
@@ -171,6 +176,8 @@ impl Runtime {
             observer: std::sync::OnceLock::new(),
             #[cfg(feature = "prim-process")]
             events: Default::default(),
+            #[cfg(feature = "prim-process")]
+            tmps,
         });
         let (supervisor, handle) = Actor::spawn(
             None,

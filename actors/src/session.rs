@@ -471,6 +471,8 @@ impl Session {
             )
             .await;
         self.actor.stop(Some(reason.to_owned()));
+        #[cfg(feature = "prim-process")]
+        self.shared.tmps.end(&self.id.to_string());
     }
 }
 

@@ -59,6 +59,9 @@ pub(crate) struct Shared {
     /// session).
     #[cfg(feature = "prim-process")]
     pub(crate) events: crate::process::events::Subscriptions,
+    /// Each session's shared `/tmp` (the process body's too), let go when the session ends.
+    #[cfg(feature = "prim-process")]
+    pub(crate) tmps: Arc<crate::process::SessionTmps>,
 }
 
 impl Shared {

@@ -603,6 +603,7 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
         dry_run: false,
         background: false,
         pty: false,
+        private_tmp: false,
     });
     let result = session.run(action, aido_actors::Hooks::default()).await;
     // The command's output goes out as soon as it is known (its record is committed).

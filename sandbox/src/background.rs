@@ -367,18 +367,23 @@ impl Sandbox {
             (None, None, true) => Netns::Shared,
             _ => Netns::Own,
         };
+        let tmp = match self.tmp_for(resolved) {
+            Ok(tmp) => tmp,
+            Err(error) => return Err(fail(&mut child, error)),
+        };
         let launch = Launch {
             timeout_ms: request.timeout_ms,
             background: true,
             egress: egress.is_some(),
             netns,
             ids: resolved.ids.clone(),
+            tmp: tmp.is_some(),
         };
         let (lent, owner) = match &joined {
             Some((netns, owner)) => (Some(netns), owner.as_ref()),
             None => (None, None),
         };
-        let launched = crate::spawn::send_launch(&writer, &launch, lent, owner);
+        let launched = crate::spawn::send_launch(&writer, &launch, (lent, owner), tmp.as_ref());
         let mut shared: (Option<OwnedFd>, Option<OwnedFd>) = (None, None);
         let sent = launched
             .and_then(|()| write_json(&mut writer, &resolved.plan))

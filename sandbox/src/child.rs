@@ -230,11 +230,24 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     // A pooled or seeded network namespace is entered while this process still has the
     // host's capabilities: once in its own user namespace it could not.
     let has_netns = network_namespace(control, launch.netns, lent)?;
+    // The session's tmpfs, cloned below for init.
+    let tmp = if launch.tmp {
+        let ((), tmp): ((), Option<OwnedFd>) = read_json_with_fd(control)
+            .map_err(|error| SpawnError::setup_io(Step::MountTmp, &error, "the shared tmpfs"))?;
+        Some(tmp.ok_or_else(|| SpawnError::protocol("a shared tmpfs without its descriptor"))?)
+    } else {
+        None
+    };
 
     // A command that runs as an unprivileged host user: what needs the host's privileges is
     // done now (the descriptors are inherited by init, which attaches them).
     let prepared = match &launch.ids {
-        Some(ids) => Some(prepare_ids(ids)?),
+        Some(ids) => Some(prepare_ids(ids, tmp.as_ref())?),
+        None if tmp.is_some() => {
+            return Err(SpawnError::protocol(
+                "a shared tmpfs for a command without run_as",
+            ));
+        }
         None => None,
     };
     let (uid, gid) = match &launch.ids {
@@ -402,6 +415,7 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
 /// are left inheritable for init; the numbers go to init in [`crate::protocol::FDS_ENV`].
 fn prepare_ids(
     ids: &crate::protocol::Ids,
+    tmp: Option<&OwnedFd>,
 ) -> Result<(crate::protocol::Fds, Vec<OwnedFd>), SpawnError> {
     use rustix::mount::{OpenTreeFlags, open_tree};
     nix::unistd::setgroups(&[])
@@ -474,6 +488,31 @@ fn prepare_ids(
             })?;
             fds.layers.push(inheritable(tree, &mut held)?);
         }
+    }
+    if let Some(tmp) = tmp {
+        // A clone of the session's detached tmpfs, for init to attach.
+        let tree = open_tree(
+            tmp,
+            "",
+            OpenTreeFlags::OPEN_TREE_CLONE
+                | OpenTreeFlags::AT_EMPTY_PATH
+                | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        )
+        .map_err(|errno| {
+            SpawnError::setup_io(Step::MountTmp, &errno.into(), "clone the shared tmpfs")
+        })?;
+        fds.shared_tmp = Some(inheritable(tree, &mut held)?);
+    } else if let Some(dir) = &ids.shared_tmp {
+        let shown = dir.display().to_string();
+        let tree = open_tree(
+            rustix::fs::CWD,
+            dir,
+            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        )
+        .map_err(|errno| SpawnError::setup_io(Step::RunAs, &errno.into(), &shown))?;
+        aido_sys::seal_mount(tree.as_fd())
+            .map_err(|error| SpawnError::setup_io(Step::RunAs, &error, &shown))?;
+        fds.shared_tmp = Some(inheritable(tree, &mut held)?);
     }
     Ok((fds, held))
 }

@@ -90,6 +90,8 @@ mod profile;
 mod protocol;
 /// The parent side: spawn, output caps, timeout backstop.
 mod spawn;
+/// A session's shared `/tmp` tmpfs.
+mod tmp;
 /// The explicit escape hatch: a command run without the sandbox (`[processes] unconfined`).
 mod unconfined;
 
@@ -110,4 +112,5 @@ pub use profile::{
     WriteMode,
 };
 pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby, settle};
+pub use tmp::SharedTmp;
 pub use unconfined::run_unconfined;

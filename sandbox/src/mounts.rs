@@ -52,7 +52,10 @@ pub(crate) fn build(plan: &Plan, fds: &Fds) -> Result<(), SpawnError> {
     )
     .map_err(|errno| SpawnError::setup(Step::MountRoot, errno, "rbind /"))?;
     remount_readonly()?;
-    private_tmp(plan.tmp_bytes_max)?;
+    match (fds.shared_tmp, &plan.shared_tmp) {
+        (None, None) => private_tmp(plan.tmp_bytes_max)?,
+        (tree, dir) => shared_tmp(dir.as_deref(), tree)?,
+    }
     minimal_dev(plan.tmp_bytes_max)?;
     mount(
         Some("proc"),
@@ -180,6 +183,50 @@ fn private_tmp(tmp_bytes_max: u64) -> Result<(), SpawnError> {
         &format!("mode=1777,size={tmp_bytes_max}"),
         Step::MountTmp,
     )
+}
+
+/// The session's `/tmp`: the child's detached mount of it (its clone of the session's tmpfs,
+/// or of the directory, which a command that runs as an unprivileged host user may not reach
+/// by path), or a clone of the directory made here; `nosuid,nodev` either way.
+fn shared_tmp(dir: Option<&Path>, tree: Option<i32>) -> Result<(), SpawnError> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags, open_tree};
+    let shown = dir.map_or_else(
+        || "the session's tmpfs".to_owned(),
+        |dir| dir.display().to_string(),
+    );
+    let failed = |error: std::io::Error| SpawnError::setup_io(Step::MountTmp, &error, &shown);
+    let target = under(NEW, Path::new("/tmp"));
+    match tree {
+        Some(fd) => {
+            let tree = format!("{OLD}/proc/self/fd/{fd}");
+            rustix::mount::move_mount(
+                rustix::fs::CWD,
+                tree.as_str(),
+                rustix::fs::CWD,
+                &target,
+                MoveMountFlags::MOVE_MOUNT_F_SYMLINKS,
+            )
+            .map_err(|errno| failed(errno.into()))
+        }
+        None => {
+            let dir = dir.ok_or_else(|| SpawnError::protocol("a shared /tmp without a source"))?;
+            let tree = open_tree(
+                rustix::fs::CWD,
+                under(OLD, dir),
+                OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+            )
+            .map_err(|errno| failed(errno.into()))?;
+            aido_sys::seal_mount(std::os::fd::AsFd::as_fd(&tree)).map_err(failed)?;
+            rustix::mount::move_mount(
+                &tree,
+                "",
+                rustix::fs::CWD,
+                &target,
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )
+            .map_err(|errno| failed(errno.into()))
+        }
+    }
 }
 
 fn minimal_dev(tmp_bytes_max: u64) -> Result<(), SpawnError> {

@@ -118,6 +118,10 @@ pub(crate) fn resolve(
     }
     placeholders.sort();
     placeholders.dedup();
+    let shared_tmp = match &profile.shared_tmp {
+        None => None,
+        Some(dir) => Some(check_shared_tmp(dir, &writable_roots, profile.run_as)?),
+    };
     let (walls, covers, ids) = match profile.run_as {
         None => (Vec::new(), Vec::new(), None),
         Some(run_as) => {
@@ -139,6 +143,7 @@ pub(crate) fn resolve(
                 gid: run_as.gid,
                 walls: walls.clone(),
                 layers: layers_dir.clone().map(|dir| (dir, writable_roots.len())),
+                shared_tmp: shared_tmp.clone(),
             };
             (walls, covers, Some(ids))
         }
@@ -206,10 +211,49 @@ pub(crate) fn resolve(
             live: None,
             walls,
             covers,
+            shared_tmp,
         },
         placeholders,
         ids,
     })
+}
+
+/// A shared `/tmp` must be a directory (not a link) the command's user owns, where no
+/// writable root is: its files are the command's scratch, never a change to apply.
+fn check_shared_tmp(
+    dir: &Path,
+    writable_roots: &[PathBuf],
+    run_as: Option<crate::RunAs>,
+) -> Result<PathBuf, SpawnError> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = dir.display();
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|error| SpawnError::invalid(format!("the shared /tmp {shown}: {error}")))?;
+    if !meta.is_dir() {
+        return Err(SpawnError::invalid(format!(
+            "the shared /tmp {shown} is not a directory"
+        )));
+    }
+    let owner = run_as.map_or_else(|| rustix::process::geteuid().as_raw(), |run_as| run_as.uid);
+    if meta.uid() != owner {
+        return Err(SpawnError::invalid(format!(
+            "the shared /tmp {shown} is owned by uid {}, not the command's user {owner}",
+            meta.uid()
+        )));
+    }
+    let dir = dir
+        .canonicalize()
+        .map_err(|error| SpawnError::invalid(format!("the shared /tmp {shown}: {error}")))?;
+    if let Some(root) = writable_roots
+        .iter()
+        .find(|root| dir.starts_with(root) || root.starts_with(&dir))
+    {
+        return Err(SpawnError::invalid(format!(
+            "the shared /tmp {shown} overlaps the writable root {}",
+            root.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// The walls an unprivileged command sees as its own: the outermost of the readable and

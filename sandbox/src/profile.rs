@@ -34,8 +34,14 @@ pub struct Profile {
     /// without one the spawn fails with `sandbox_unavailable`. Note that `RLIMIT_NPROC` does
     /// not bind when aido runs as host root, so only this bounds a fork bomb there.
     pub cgroup: Option<CgroupLimits>,
-    /// Size of the private `/tmp`.
+    /// Size of the private `/tmp` (and `/dev/shm`).
     pub tmp_bytes_max: u64,
+    /// The command's `/tmp` is this host directory (a session's, shared by its commands)
+    /// instead of a private tmpfs: it must be an existing directory the command's user owns,
+    /// outside every writable root, and it is mounted `nosuid,nodev`. Nothing in it is
+    /// journaled; whoever made it removes it.
+    #[serde(default)]
+    pub shared_tmp: Option<PathBuf>,
     /// How writes to the writable roots reach the host.
     pub writes: WriteMode,
     /// The command's network: none, or only aido's egress proxy (see [`crate::egress`]).
@@ -143,6 +149,7 @@ impl Profile {
             network: crate::egress::Network::None,
             readable_roots: Vec::new(),
             run_as: None,
+            shared_tmp: None,
         }
     }
 

@@ -47,6 +47,10 @@ pub(crate) struct Plan {
     /// the walls below it.
     #[serde(default)]
     pub(crate) covers: Vec<PathBuf>,
+    /// The host directory mounted at `/tmp` (see [`crate::Profile::shared_tmp`]); else a
+    /// private tmpfs.
+    #[serde(default)]
+    pub(crate) shared_tmp: Option<PathBuf>,
 }
 
 /// How a background command is wired.
@@ -87,6 +91,9 @@ pub(crate) struct Launch {
     /// Run as an unprivileged host user, with the walls idmapped (see [`crate::RunAs`]).
     #[serde(default)]
     pub(crate) ids: Option<Ids>,
+    /// The session's tmpfs follows on a frame of its own (see [`crate::SharedTmp`]).
+    #[serde(default)]
+    pub(crate) tmp: bool,
 }
 
 /// What the child prepares, while it still has the host's privileges, for a command that runs
@@ -100,6 +107,9 @@ pub(crate) struct Ids {
     pub(crate) walls: Vec<Wall>,
     /// The overlay layers' directory and the number of writable roots (`i/upper`, `i/work`).
     pub(crate) layers: Option<(PathBuf, usize)>,
+    /// The shared `/tmp` (see [`Plan::shared_tmp`]), reached by the child for init.
+    #[serde(default)]
+    pub(crate) shared_tmp: Option<PathBuf>,
 }
 
 /// One idmapped wall: a host directory the command sees as its own.
@@ -121,6 +131,9 @@ pub(crate) struct Fds {
     /// A detached mount of each writable root's layer directory (`i`, holding `upper` and
     /// `work`): attached in init's mount namespace, overlayfs may use it.
     pub(crate) layers: Vec<i32>,
+    /// A detached `nosuid,nodev` mount of the shared `/tmp`.
+    #[serde(default)]
+    pub(crate) shared_tmp: Option<i32>,
 }
 
 /// The environment variable that carries [`Fds`] from the child to init (never to the

@@ -39,6 +39,8 @@ pub struct Sandbox {
     pub(crate) globs: Arc<GlobIndex>,
     /// The network namespace commands join instead of one of their own (not with egress).
     pub(crate) network: Option<crate::netns::SharedNetwork>,
+    /// The tmpfs commands get as `/tmp` instead of a private one (a session's).
+    pub(crate) tmp: Option<crate::tmp::SharedTmp>,
 }
 
 /// A command's standard output and error, each read up to its cap on a thread of its own.
@@ -121,6 +123,33 @@ impl Sandbox {
             home: std::env::var_os("HOME").map(PathBuf::from),
             globs: Arc::default(),
             network: None,
+            tmp: None,
+        }
+    }
+
+    /// Gives commands `tmp` as their `/tmp` instead of a private tmpfs (see
+    /// [`crate::SharedTmp`]). Only for commands that run as an unprivileged host user
+    /// ([`crate::Profile::run_as`]): the child clones it with the host's privileges.
+    pub fn with_tmp(mut self, tmp: Option<crate::tmp::SharedTmp>) -> Self {
+        self.tmp = tmp;
+        self
+    }
+
+    /// The shared tmpfs to send with the launch, refused for a command without `run_as`.
+    pub(crate) fn tmp_for(&self, resolved: &Resolved) -> Result<Option<OwnedFd>, SpawnError> {
+        match (&self.tmp, &resolved.ids) {
+            (None, _) => Ok(None),
+            (Some(tmp), Some(_)) if resolved.plan.shared_tmp.is_none() => {
+                tmp.fd().try_clone().map(Some).map_err(|error| {
+                    SpawnError::setup_io(Step::MountTmp, &error, "the shared tmpfs")
+                })
+            }
+            (Some(_), Some(_)) => Err(SpawnError::invalid(
+                "a shared tmpfs and a shared /tmp directory at once",
+            )),
+            (Some(_), None) => Err(SpawnError::invalid(
+                "a shared tmpfs needs run_as (the child clones it with the host's privileges)",
+            )),
         }
     }
 
@@ -282,6 +311,7 @@ impl Sandbox {
             proxy: None,
             netns: lent,
             owner,
+            tmp: self.tmp_for(resolved)?,
             reaped: false,
         };
         let result = converse(
@@ -562,6 +592,8 @@ struct Talk {
     netns: Option<OwnedFd>,
     /// The user namespace owning a shared namespace the run joins.
     owner: Option<OwnedFd>,
+    /// The session's tmpfs, sent with the launch.
+    tmp: Option<OwnedFd>,
     /// The child reported init reaped ([`Report::Reaped`]).
     reaped: bool,
 }
@@ -598,23 +630,31 @@ fn converse(
 }
 
 /// Sends `launch` with the namespace it names riding on it: a pooled one, or a shared one
-/// with the user namespace owning it on the frame after (empty when there is none).
+/// with the user namespace owning it on the frame after (empty when there is none); then,
+/// when `launch.tmp`, the session's tmpfs on a frame of its own.
 pub(crate) fn send_launch(
     control: &UnixStream,
     launch: &Launch,
-    lent: Option<&OwnedFd>,
-    owner: Option<&OwnedFd>,
+    (lent, owner): (Option<&OwnedFd>, Option<&OwnedFd>),
+    tmp: Option<&OwnedFd>,
 ) -> std::io::Result<()> {
     match (launch.netns, lent) {
-        (Netns::Pooled, Some(fd)) => write_json_with_fd(control, launch, fd.as_fd()),
+        (Netns::Pooled, Some(fd)) => write_json_with_fd(control, launch, fd.as_fd())?,
         (Netns::Join, Some(fd)) => {
             write_json_with_fd(control, launch, fd.as_fd())?;
             match owner {
-                Some(owner) => write_json_with_fd(control, &(), owner.as_fd()),
-                None => write_json(&mut &*control, &()),
+                Some(owner) => write_json_with_fd(control, &(), owner.as_fd())?,
+                None => write_json(&mut &*control, &())?,
             }
         }
-        _ => write_json(&mut &*control, launch),
+        _ => write_json(&mut &*control, launch)?,
+    }
+    match (launch.tmp, tmp) {
+        (true, Some(tmp)) => write_json_with_fd(control, &(), tmp.as_fd()),
+        (false, None) => Ok(()),
+        _ => Err(std::io::Error::other(
+            "a launch's tmpfs and its flag disagree",
+        )),
     }
 }
 
@@ -634,10 +674,16 @@ fn converse_until_report(
         egress: egress.is_some(),
         netns,
         ids: resolved.ids.clone(),
+        tmp: talk.tmp.is_some(),
     };
-    let sent = send_launch(control, &launch, talk.netns.as_ref(), talk.owner.as_ref())
-        .and_then(|()| write_json(control, &resolved.plan))
-        .and_then(|()| write_frame(control, &request.stdin));
+    let sent = send_launch(
+        control,
+        &launch,
+        (talk.netns.as_ref(), talk.owner.as_ref()),
+        talk.tmp.as_ref(),
+    )
+    .and_then(|()| write_json(control, &resolved.plan))
+    .and_then(|()| write_frame(control, &request.stdin));
     if let Err(error) = sent {
         // The child may have refused before init took the plan (and closed the socket on
         // a large stdin): its report says why, better than the broken pipe.

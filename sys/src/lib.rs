@@ -68,8 +68,25 @@ pub fn idmap_mount(
     if attrs.recursive {
         flags |= AT_RECURSIVE;
     }
+    setattr(tree, flags, &attr)
+}
+
+/// Make the detached mount `tree` (from `open_tree(OPEN_TREE_CLONE)`) `nosuid` and `nodev`,
+/// its other attributes kept (in a user namespace the atime ones inherited from the host are
+/// locked, so a classic remount that restated them could fail).
+pub fn seal_mount(tree: BorrowedFd<'_>) -> std::io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    setattr(tree, AT_EMPTY_PATH, &attr)
+}
+
+fn setattr(tree: BorrowedFd<'_>, flags: libc::c_uint, attr: &MountAttr) -> std::io::Result<()> {
     #[allow(unsafe_code)]
-    // SAFETY: mount_setattr reads `size_of::<MountAttr>()` bytes from `&attr`, a live
+    // SAFETY: mount_setattr reads `size_of::<MountAttr>()` bytes from `attr`, a live
     // `#[repr(C)]` value of exactly that layout (struct mount_attr, MOUNT_ATTR_SIZE_VER0), and
     // the empty C string; both outlive the call. The descriptors are borrowed, so they are
     // open for its duration. Nothing is written through any pointer.
@@ -79,7 +96,7 @@ pub fn idmap_mount(
             tree.as_raw_fd(),
             c"".as_ptr(),
             flags,
-            &attr as *const MountAttr,
+            attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
     };

@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from helpers import err, ok, seq_of
@@ -727,4 +728,47 @@ async def test_a_command_without_network_is_told_why_a_name_did_not_resolve(worl
         assert "[processes] egress" in out["hint"] and "no network" in out["hint"], out
         fine = await s.ok("run_command", {"argv": ["true"]})
         assert "hint" not in fine, fine
+    played_back(world)
+
+
+async def test_a_sessions_commands_share_a_tmp_that_goes_with_the_session(world):
+    """Issue 27, point 4: `/tmp` is one per session, shared by its commands and its background
+    commands, not by another session's; `private_tmp` (and a dry run) gets an empty one of its
+    own; the directory is gone when the session ends."""
+    layers = world.aido_home / "layers"
+    async with world.session() as s, world.session() as other:
+        await s.ok("run_command", {"shell": "echo built > /tmp/artifact"})
+        later = await s.ok("run_command", {"shell": "cat /tmp/artifact"})
+        assert later["stdout"] == "built\n", later
+        own = await s.ok("run_command", {"shell": "cat /tmp/artifact 2>/dev/null || echo none",
+                                         "private_tmp": True})
+        assert own["stdout"] == "none\n", own
+        dry = await s.ok("run_command", {"shell": "cat /tmp/artifact 2>/dev/null || echo none; echo x > /tmp/dry",
+                                         "dry_run": True})
+        assert dry["stdout"] == "none\n", dry
+        theirs = await other.ok("run_command", {"shell": "cat /tmp/artifact 2>/dev/null || echo none"})
+        assert theirs["stdout"] == "none\n", theirs
+        # A background command and a later command meet in it too.
+        handle = (await s.ok("run_command", {"shell": "echo served > /tmp/from-server; sleep 30",
+                                             "background": True}))["handle"]
+        seen = ""
+        for _ in range(50):
+            seen = (await s.ok("run_command", {"shell": "cat /tmp/from-server 2>/dev/null"}))["stdout"]
+            if seen:
+                break
+            await anyio.sleep(0.1)
+        assert seen == "served\n", seen
+        await s.ok("stop_handle", {"handle": handle})
+        kind = (await s.ok("run_command", {"shell": "stat -f -c %T /tmp"}))["stdout"].strip()
+        dirs = sorted(p.name for p in layers.iterdir() if p.name.startswith("tmp-")) if layers.exists() else []
+        if os.geteuid() == 0:
+            # aido as root: a tmpfs of its own size, in no mount table of the host.
+            print("aido as root: the session's /tmp is a detached tmpfs")
+            assert kind == "tmpfs" and dirs == [], (kind, dirs)
+            assert str(world.aido_home) not in Path("/proc/self/mountinfo").read_text()
+        else:
+            print("aido as a user: the session's /tmp is a directory in AIDO_HOME/layers")
+            assert len(dirs) == 2, dirs
+            assert not list(layers.glob("tmp-*/dry")), "a dry run's /tmp is its own"
+    assert not layers.exists() or not [p for p in layers.iterdir() if p.name.startswith("tmp-")]
     played_back(world)

@@ -180,6 +180,7 @@ fn judge_keys(
             dry_run: false,
             background: false,
             pty: false,
+            private_tmp: false,
         });
         match policy.evaluate(&command, session, &FsResolver) {
             Verdict::Allow => {}

@@ -39,6 +39,8 @@ pub struct ProcessBodyArgs {
     pub layers: PathBuf,
     /// The background commands, shared by every session (and kept across body restarts).
     pub handles: Arc<HandleTable>,
+    /// Each session's shared `/tmp`.
+    pub tmps: Arc<super::SessionTmps>,
 }
 
 /// Which call of which session a process primitive is: a background command's registry
@@ -229,6 +231,39 @@ fn user_env(
     )
 }
 
+/// Points the command's `/tmp` at `session`'s shared one unless it asked for its own: the
+/// directory through `profile`, the tmpfs through the sandbox (returned). The holder keeps
+/// it while the command runs.
+type Tmp = (
+    Option<Arc<super::tmp::SessionTmp>>,
+    Option<aido_sandbox::SharedTmp>,
+);
+
+fn session_tmp(
+    args: &ProcessBodyArgs,
+    run: &RunCommand,
+    session: &str,
+    profile: &mut Profile,
+) -> Result<Tmp, Failure> {
+    if run.private_tmp {
+        return Ok((None, None));
+    }
+    let tmp = args
+        .tmps
+        .of(session, profile.run_as, profile.tmp_bytes_max)
+        .map_err(|error| {
+        Failure::new(
+            "sandbox_setup_failed",
+            format!(
+                "the session's /tmp under {} (private_tmp gives the command one of its own): {error}",
+                args.layers.display()
+            ),
+        )
+        })?;
+    let tmpfs = tmp.apply(profile);
+    Ok((Some(tmp), tmpfs))
+}
+
 fn output_bytes_max(policy: &PolicyEngine) -> usize {
     let record = policy.config().limits.record_bytes_max as usize;
     RunCommand::OUTPUT_BYTES_MAX.min(record / 8)
@@ -280,6 +315,13 @@ async fn run_command(
             "the call was abandoned before it ran",
         ));
     }
+    // The session's /tmp, held while the command runs (a dry run's is its own: it leaves the
+    // host exactly as it was).
+    let (tmp, tmpfs) = if run.dry_run {
+        (None, None)
+    } else {
+        session_tmp(args, run, &origin.session, &mut profile)?
+    };
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
     // A running background command of the session shares its network: its servers are on
     // this command's loopback too.
@@ -287,7 +329,8 @@ async fn run_command(
     let network_record = network.as_ref().map(network_of_record);
     let sandbox = Sandbox::new(exe)
         .with_globs(Arc::clone(&args.globs))
-        .with_network(network);
+        .with_network(network)
+        .with_tmp(tmpfs);
     let diff_budget = output_bytes_max(&args.policy);
     let dry_run = run.dry_run;
     let caps = change_caps(&args.policy);
@@ -339,6 +382,7 @@ async fn run_command(
         }
     };
     let mut record = record_of(&request, &profile, &outcome);
+    record["tmp"] = json!(tmp_of_record(tmp.is_some()));
     if let Some(network) = network_record {
         record["network"] = network;
     }
@@ -524,10 +568,19 @@ async fn start_background(
         share_network: true,
     };
     let cell = Cell::new(if run.pty { 1 } else { 2 });
-    let on_end = cell.on_end();
+    // The session's /tmp stays while the command runs, even past the session's end.
+    let (tmp, tmpfs) = session_tmp(args, run, &origin.session, &mut profile)?;
+    let on_end = {
+        let on_end = cell.on_end();
+        Box::new(move |end| {
+            on_end(end);
+            drop(tmp);
+        }) as aido_sandbox::OnEnd
+    };
     let sandbox = Sandbox::new(exe)
         .with_globs(Arc::clone(&args.globs))
-        .with_network(args.handles.network_of(&origin.session));
+        .with_network(args.handles.network_of(&origin.session))
+        .with_tmp(tmpfs);
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
     let started = tokio::task::spawn_blocking(move || {
         sandbox.start(&profile_sent, &request_sent, options, on_end)
@@ -548,6 +601,7 @@ async fn start_background(
     };
     cell.read(started.output);
     let mut record = start_record(&request, &profile);
+    record["tmp"] = json!(tmp_of_record(!run.private_tmp));
     record["handle"] = json!(id);
     record["background"] = json!(true);
     record["pty"] = json!(run.pty);
@@ -839,6 +893,11 @@ fn admit(
 
 /// Refusals a failure's details list by path.
 const REFUSED_SHOWN_MAX: usize = 200;
+
+/// Which `/tmp` a command had, for the journal.
+fn tmp_of_record(shared: bool) -> &'static str {
+    if shared { "session" } else { "command" }
+}
 
 /// What the journal keeps of a command: everything its result is rendered from. Values of
 /// secret-looking variables are kept as their blake3 only.

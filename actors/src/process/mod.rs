@@ -34,6 +34,9 @@ mod redact;
 /// ssh_exec, run_in_sandbox and run_container_group (aido-remote).
 #[cfg(feature = "prim-process")]
 pub mod remote;
+/// A session's shared `/tmp`.
+#[cfg(feature = "prim-process")]
+mod tmp;
 
 #[cfg(feature = "prim-process")]
 pub use actor::{Origin, Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
@@ -44,6 +47,8 @@ pub use handles::{HandleTable, LostHandle, recover_lost};
 #[cfg(feature = "prim-process")]
 pub use profile::expect_commands;
 pub(crate) use redact::journaled;
+#[cfg(feature = "prim-process")]
+pub use tmp::SessionTmps;
 
 /// Where the deny globs' expansion is kept between processes (under `AIDO_HOME`, which no
 /// command sees), so `aido exec` and a restarted server check a large home by stamps instead
