@@ -46,6 +46,16 @@ impl SharedTmp {
             MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
         )
         .map_err(|errno| unavailable("fsmount", errno))?;
+        // Commands get clones of it: a kernel that cannot clone a detached mount (before
+        // Linux 6.15) says so here, not at every command.
+        rustix::mount::open_tree(
+            &mount,
+            "",
+            rustix::mount::OpenTreeFlags::OPEN_TREE_CLONE
+                | rustix::mount::OpenTreeFlags::AT_EMPTY_PATH
+                | rustix::mount::OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        )
+        .map_err(|errno| unavailable("a clone of a detached mount (Linux 6.15)", errno))?;
         Ok(SharedTmp(Arc::new(mount)))
     }
 

@@ -93,11 +93,18 @@ impl SessionTmps {
             if let Some(known) = live.get(session) {
                 return Ok(Arc::clone(known));
             }
-            let made = Arc::new(match owner {
-                Some(owner) => SessionTmp::Tmpfs(
-                    aido_sandbox::SharedTmp::tmpfs(bytes_max, owner)
-                        .map_err(std::io::Error::other)?,
-                ),
+            let tmpfs = owner.map(|owner| aido_sandbox::SharedTmp::tmpfs(bytes_max, owner));
+            let made = Arc::new(match tmpfs {
+                Some(Ok(tmpfs)) => SessionTmp::Tmpfs(tmpfs),
+                // A kernel that cannot: the directory, owned by the user commands run as.
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "a session's /tmp is a directory instead of a tmpfs");
+                    let dir = self.dir_of(session)?;
+                    if let Some(owner) = owner {
+                        std::os::unix::fs::lchown(&dir, Some(owner.uid), Some(owner.gid))?;
+                    }
+                    SessionTmp::Dir(dir)
+                }
                 None => SessionTmp::Dir(self.dir_of(session)?),
             });
             live.insert(session.to_owned(), Arc::clone(&made));
