@@ -55,6 +55,8 @@ pub struct Session {
     actor: ActorRef<SessionMsg>,
     pub(crate) shared: Arc<Shared>,
     ctx: SessionContext,
+    /// Where relative paths start now ([`Session::set_workdir`] moves it).
+    workdir: Arc<std::sync::RwLock<std::path::PathBuf>>,
 }
 
 /// How long a proposal may wait for the session actor (judging and one journal write).
@@ -71,6 +73,7 @@ impl Session {
             id,
             actor,
             shared,
+            workdir: Arc::new(std::sync::RwLock::new(ctx.cwd.clone())),
             ctx,
         }
     }
@@ -91,8 +94,59 @@ impl Session {
     }
 
     /// Where its relative paths start.
-    pub fn cwd(&self) -> &std::path::Path {
-        &self.ctx.cwd
+    pub fn cwd(&self) -> std::path::PathBuf {
+        match self.workdir.read() {
+            Ok(cwd) => cwd.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The context an action runs in: the session's, at its working directory now, with the
+    /// paths the chain admitted.
+    fn context(&self, admitted: Admissions) -> SessionContext {
+        let mut ctx = self.ctx.with_admitted(admitted);
+        ctx.cwd = self.cwd();
+        ctx
+    }
+
+    /// Make `dir` the directory relative paths and commands start in for the rest of the
+    /// session (the client's first MCP root), journaled as `workdir_changed` so what-if judges
+    /// the later actions from it. Only a directory inside a write root is taken, as for the
+    /// directory aido was started in: `None` says it was not (nothing changed).
+    pub async fn set_workdir(
+        &self,
+        dir: &std::path::Path,
+        source: &str,
+    ) -> Result<Option<std::path::PathBuf>, Failure> {
+        let Ok(dir) = dir.canonicalize() else {
+            return Ok(None);
+        };
+        let inside = dir.is_dir()
+            && self.shared.policy.write_roots().iter().any(|root| {
+                let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+                dir.starts_with(root)
+            });
+        if !inside {
+            return Ok(None);
+        }
+        if dir == self.cwd() {
+            return Ok(Some(dir));
+        }
+        self.journal(
+            Event::WorkdirChanged {
+                cwd: dir.display().to_string(),
+                source: source.to_owned(),
+            },
+            Vec::new(),
+        )
+        .await?;
+        // The actor judges later proposals from it; this handle runs them from it.
+        let _ = self.actor.cast(SessionMsg::Workdir(dir.clone()));
+        match self.workdir.write() {
+            Ok(mut cwd) => *cwd = dir.clone(),
+            Err(poisoned) => *poisoned.into_inner() = dir.clone(),
+        }
+        Ok(Some(dir))
     }
 
     /// Run one action through the whole path: judge and journal the proposal, ask a human if
@@ -282,7 +336,7 @@ impl Session {
         }
         let started = shared.clock.now_ms();
         // The body uses the paths the chain resolved instead of resolving them again.
-        let ctx = self.ctx.with_admitted(admitted);
+        let ctx = self.context(admitted);
         let mut executor = Executor {
             shared: shared.clone(),
             session: self.id,
@@ -357,7 +411,7 @@ impl Session {
         let started = shared.clock.now_ms();
         // The leaf goes through the one walk like every action (a read leaf is one step of
         // it), so playback finds what it recorded where it looks for it.
-        let ctx = self.ctx.with_admitted(admitted);
+        let ctx = self.context(admitted);
         let read = async {
             let mut executor = Executor {
                 shared: shared.clone(),
@@ -542,6 +596,8 @@ pub(crate) enum SessionMsg {
         reply: RpcReplyPort<Result<(Proposal, Verdict, Admissions), Failure>>,
     },
     Release,
+    /// Relative paths start here from now on.
+    Workdir(std::path::PathBuf),
 }
 
 impl Actor for SessionActor {
@@ -671,6 +727,7 @@ impl Actor for SessionActor {
                 }
             }
             SessionMsg::Release => state.in_flight = state.in_flight.saturating_sub(1),
+            SessionMsg::Workdir(cwd) => state.args.ctx.cwd = cwd,
         }
         Ok(())
     }

@@ -105,6 +105,14 @@ pub enum Event {
         /// Who resumed it.
         client: String,
     },
+    /// The directory relative paths resolve against changed for the rest of the session (the
+    /// client's first MCP root, say); what-if judges the later actions from it.
+    WorkdirChanged {
+        /// The new working directory (absolute).
+        cwd: String,
+        /// Why: `mcp_roots` for the client's roots.
+        source: String,
+    },
     /// An agent asked for an action and the policy judged it.
     ActionProposed {
         /// The action, as parsed.
@@ -346,6 +354,7 @@ impl Event {
             Self::ActionCompleted { .. } => "action_completed",
             Self::ActionFailed { .. } => "action_failed",
             Self::SessionResumed { .. } => "session_resumed",
+            Self::WorkdirChanged { .. } => "workdir_changed",
             Self::CallRejected { .. } => "call_rejected",
             Self::SnapshotTaken { .. } => "snapshot_taken",
             Self::Rewound { .. } => "rewound",

@@ -17,7 +17,7 @@ use rmcp::model::{
     LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion, ServerConfig, SetLevelRequestParams, Tool,
 };
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -37,8 +37,22 @@ pub struct AidoServer {
     grant: Option<Arc<str>>,
     /// The transport's name in telemetry (OpenTelemetry `network.transport`).
     transport: &'static str,
+    /// Set once the client's MCP roots were followed after `initialized` (or it has none):
+    /// a call waits for it (at most [`ROOTS_WAIT`]), so it runs where the client is.
+    roots_followed: Arc<tokio::sync::watch::Sender<bool>>,
     #[cfg(feature = "conformance")]
     fixture: crate::conformance::Fixture,
+}
+
+/// How long the client may take to list its roots, and a call to wait for that.
+const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The local path of a `file://` root URI.
+fn root_path(uri: &str) -> Option<std::path::PathBuf> {
+    url::Url::parse(uri)
+        .ok()
+        .filter(|url| url.scheme() == "file")
+        .and_then(|url| url.to_file_path().ok())
 }
 
 /// The revisions `aido serve` speaks: every one with an `initialize` handshake and an
@@ -105,6 +119,7 @@ impl AidoServer {
             closer: None,
             grant: None,
             transport: "pipe",
+            roots_followed: Arc::new(tokio::sync::watch::Sender::new(false)),
             #[cfg(feature = "conformance")]
             fixture: crate::conformance::Fixture::default(),
         }
@@ -161,6 +176,50 @@ impl AidoServer {
             })
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), Some(json!({"code": e.code()}))))
+    }
+
+    /// Whether the client declared MCP roots at `initialize`.
+    fn client_has_roots(peer: &Peer<RoleServer>) -> bool {
+        peer.peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some())
+    }
+
+    /// The client's first `file://` root becomes the session's working directory when it lies
+    /// inside a write root (as the directory aido was started in would); otherwise the client
+    /// is told why it was not taken. Journaled as `workdir_changed`.
+    async fn follow_roots(&self, peer: &Peer<RoleServer>) {
+        let Some(session) = self.session.get() else {
+            return;
+        };
+        let roots = match tokio::time::timeout(ROOTS_WAIT, peer.list_roots()).await {
+            Ok(Ok(listed)) => listed.roots,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the client's roots could not be listed");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("the client did not list its roots in time");
+                return;
+            }
+        };
+        let Some(root) = roots.iter().find_map(|root| root_path(&root.uri)) else {
+            return;
+        };
+        match session.set_workdir(&root, "mcp_roots").await {
+            Ok(Some(dir)) => tracing::info!(dir = %dir.display(), "working directory from the client's roots"),
+            Ok(None) => self.log(
+                peer,
+                LoggingLevel::Warning,
+                json!({
+                    "message": format!(
+                        "the client's root {} is not a directory inside a write root ([paths] write): relative paths stay at {}",
+                        root.display(),
+                        session.cwd().display()
+                    ),
+                }),
+            ),
+            Err(failure) => tracing::error!(code = %failure.code, "the working directory change could not be journaled"),
+        }
     }
 
     fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
@@ -492,6 +551,17 @@ impl ServerHandler for AidoServer {
         self.negotiate_initialize(&request)
     }
 
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if Self::client_has_roots(&context.peer) {
+            self.follow_roots(&context.peer).await;
+        }
+        self.roots_followed.send_replace(true);
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        self.follow_roots(&context.peer).await;
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -612,6 +682,10 @@ impl ServerHandler for AidoServer {
                 .map(Into::into);
         }
         let session = self.session(None, &context).await?;
+        if Self::client_has_roots(&context.peer) {
+            let mut followed = self.roots_followed.subscribe();
+            let _ = tokio::time::timeout(ROOTS_WAIT, followed.wait_for(|done| *done)).await;
+        }
         let limits = &self.runtime.policy().config().limits;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let size = serde_json::to_vec(&arguments).map_or(0, |b| b.len()) as u64;

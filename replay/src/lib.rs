@@ -187,6 +187,9 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 short(message, 80)
             )),
             Event::SessionResumed { client } => p.yellow(&format!("session resumed by {client}")),
+            Event::WorkdirChanged { cwd, source } => {
+                p.yellow(&format!("working directory now {cwd} (from {source})"))
+            }
             Event::SnapshotTaken {
                 snapshot,
                 backend,

@@ -33,7 +33,8 @@ pub fn what_if(
     cwd: &std::path::Path,
     store: &aido_journal::BlobStore,
 ) -> Vec<Changed> {
-    let ctx = SessionContext::new(cwd.to_owned());
+    // Relative paths resolve where the session was when each action was proposed.
+    let mut ctx = SessionContext::new(cwd.to_owned());
     // What each action changed, by its proposal's seq.
     let mut effects: HashMap<u64, &[Effect]> = HashMap::new();
     for r in records {
@@ -56,6 +57,10 @@ pub fn what_if(
     records
         .iter()
         .filter_map(|r| match &r.event {
+            Event::WorkdirChanged { cwd, .. } => {
+                ctx.cwd = std::path::PathBuf::from(cwd);
+                None
+            }
             Event::ActionProposed {
                 action, verdict, ..
             } => {

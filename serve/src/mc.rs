@@ -362,6 +362,10 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
             v["branch"] = json!(branch);
             v["method"] = json!(method);
         }
+        Event::WorkdirChanged { cwd, source } => {
+            v["cwd"] = json!(cwd);
+            v["text"] = json!(format!("working directory now {cwd} (from {source})"));
+        }
         Event::CallRejected {
             tool,
             code,

@@ -149,6 +149,7 @@ class World:
         elicitation_callback: Any = None,
         logging_callback: Any = None,
         message_handler: Any = None,
+        list_roots_callback: Any = None,
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
@@ -177,6 +178,8 @@ class World:
             kwargs["logging_callback"] = logging_callback
         if message_handler is not None:
             kwargs["message_handler"] = message_handler
+        if list_roots_callback is not None:
+            kwargs["list_roots_callback"] = list_roots_callback
         try:
             with open(log, "w") as errlog:
                 async with stdio_client(params, errlog=errlog) as (read, write):

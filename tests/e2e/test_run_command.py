@@ -772,3 +772,58 @@ async def test_a_sessions_commands_share_a_tmp_that_goes_with_the_session(world)
             assert not list(layers.glob("tmp-*/dry")), "a dry run's /tmp is its own"
     assert not layers.exists() or not [p for p in layers.iterdir() if p.name.startswith("tmp-")]
     played_back(world)
+
+
+@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
+async def test_the_clients_first_root_is_the_project_and_a_changed_list_is_followed(world):
+    """Issue 27, point 2: a client that declares MCP roots has its first `file://` root as the
+    session's working directory (inside a write root), journaled as `workdir_changed`;
+    `roots/list_changed` is followed; a root outside every write root is not taken and the
+    client is told why; what-if judges each action from where the session was."""
+    from mcp import types
+
+    first = world.home / "proj a"  # a space: the URI is percent-encoded
+    second = world.home / "proj-b"
+    for d in (first, second):
+        d.mkdir()
+    roots = [first]
+    warnings: list[str] = []
+
+    async def list_roots(_context):
+        return types.ListRootsResult(roots=[types.Root(uri=r.as_uri()) for r in roots])
+
+    async def logged(params):
+        warnings.append(json.dumps(params.data))
+
+    async with world.session(list_roots_callback=list_roots, logging_callback=logged) as s:
+        await s.ok("write_file", {"path": "a.txt", "content": "in a\n"})
+        where = await s.ok("run_command", {"argv": ["pwd"]})
+        assert where["stdout"] == f"{first.resolve()}\n", where
+        roots = [second]
+        await s.session.send_roots_list_changed()
+        for _ in range(50):
+            where = await s.ok("run_command", {"argv": ["pwd"]})
+            if where["stdout"] == f"{second.resolve()}\n":
+                break
+            await anyio.sleep(0.1)
+        assert where["stdout"] == f"{second.resolve()}\n", where
+        await s.ok("write_file", {"path": "b.txt", "content": "in b\n"})
+        roots = [world.outside]
+        await s.session.send_roots_list_changed()
+        for _ in range(50):
+            if warnings:
+                break
+            await anyio.sleep(0.1)
+        assert any("not a directory inside a write root" in w for w in warnings), warnings
+        still = await s.ok("run_command", {"argv": ["pwd"]})
+        assert still["stdout"] == f"{second.resolve()}\n", still
+    assert (first / "a.txt").read_text() == "in a\n" and (second / "b.txt").read_text() == "in b\n"
+    sid = session_ids(world)[0]["id"]
+    shown = world.run("replay", "show", sid)
+    assert f"working directory now {first.resolve()} (from mcp_roots)" in shown.stdout, shown.stdout
+    # Under a policy that may write only proj-b, what-if refuses a.txt (judged in proj a) and
+    # keeps b.txt (judged in proj-b).
+    other = world.write_config(f'[paths]\nwrite = ["{second}"]\n')
+    changed = world.run_json("replay", "what-if", sid, "--policy", str(other), "--json")
+    paths = json.dumps(changed)
+    assert "a.txt" in paths and "b.txt" not in paths, changed

@@ -167,6 +167,10 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
                 actions.push(json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": "rewind",
                                         "verdict": "none", "status": "rewound", "to_seq": to_seq, "branch": branch}));
             }
+            Event::WorkdirChanged { cwd, source } => {
+                actions.push(json!({"seq": r.seq, "time_ms": r.time_ms, "primitive": "workdir",
+                                        "verdict": "none", "status": "changed", "cwd": cwd, "source": source}));
+            }
             Event::SessionStarted { .. }
             | Event::SessionResumed { .. }
             | Event::BodyRestarted { .. }
