@@ -635,7 +635,27 @@ async def test_a_command_has_the_users_environment_and_toolchains_without_env(wo
     (repo / "a.txt").write_text("a\n")
     subprocess.run([*git, "add", "a.txt"], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    web = world.home / "web"
+    web.mkdir()
+    (web / "package.json").write_text(json.dumps({"name": "web", "version": "1.0.0",
+                                                  "scripts": {"test": "node test.js"}}))
+    (web / "test.js").write_text("require('assert').strictEqual(1 + 1, 2); console.log('node ok');\n")
+    gomod = world.home / "gomod"
+    gomod.mkdir()
+    (gomod / "go.mod").write_text("module example.com/gomod\n\ngo 1.19\n")
+    (gomod / "add.go").write_text("package gomod\n\nfunc Add(a, b int) int { return a + b }\n")
+    (gomod / "add_test.go").write_text('package gomod\n\nimport "testing"\n\n'
+                                       'func TestAdd(t *testing.T) { if Add(1, 1) != 2 { t.Fatal("no") } }\n')
+    go = shutil.which("go") or shutil.which("go", path="/usr/lib/go/bin")
     async with world.session(config=config, env=env) as s:
+        npm = await s.ok("run_command", {"shell": "npm test 2>&1", "cwd": "~/web", "timeout_ms": 120000})
+        assert npm["exit_code"] == 0 and "node ok" in npm["stdout"], npm
+        if go:
+            gone = await s.ok("run_command", {"shell": f"{go} test ./... 2>&1", "cwd": "~/gomod",
+                                              "timeout_ms": 300000})
+            assert gone["exit_code"] == 0 and "ok  \texample.com/gomod" in gone["stdout"], gone
+        else:
+            print("go is not installed (scripts/setup-debian installs golang-go): go test not run")
         shown = await s.ok("run_command", {"shell": "echo $HOME; echo $PATH; echo $LC_TIME; "
                                                     "echo token=${GITHUB_TOKEN:-none} unlisted=${UNLISTED_VAR:-none}"})
         assert shown["stdout"].splitlines() == [
