@@ -151,6 +151,53 @@ deny_codes! {
     ContainerImageNotAllowed = "container_image_not_allowed", RemoteAllowlist;
 }
 
+impl DenyCode {
+    /// The code's variant, from its stable string.
+    pub fn from_code(code: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|known| known.code() == code)
+    }
+
+    /// The configuration that decides this refusal, for the person or agent who wants it
+    /// otherwise: a config key (`[net] allow`), the session's grant, or `none:` and what
+    /// would have to change instead when no setting allows it.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Self::DesktopDisabled => "[desktop] enabled",
+            Self::VmDisabled => "[vm] enabled",
+            Self::ModeReadonly => "mode",
+            Self::ActionDisabled => "[actions] enabled",
+            Self::PathInvalid => {
+                "none: give an absolute path, ~/PATH, or one relative to the session's workdir"
+            }
+            Self::PathUnresolvable => "none: the path's links must resolve",
+            Self::PathOutsideWalls => "[paths] write (for writes) or [paths] read (for reads)",
+            Self::PathInAidoHome => {
+                "none: AIDO_HOME (the journal, the config) is never an action's"
+            }
+            Self::PathIsWallRoot => "none: a root of [paths] write is never removed itself",
+            Self::PathDeniedByPattern => "[paths] deny",
+            Self::PathProtected => "[paths] protect",
+            Self::CapabilityMissing
+            | Self::GrantPathOutside
+            | Self::GrantHostOutside
+            | Self::GrantExpired
+            | Self::GrantExhausted
+            | Self::GrantRevoked
+            | Self::GrantRateLimited => "the session's capability grant (aido grant mint)",
+            Self::MemoryDisabled => "[memory] enabled",
+            Self::HostProcessesHidden => "[processes] host_visible",
+            Self::PrimitiveNotBuilt => "none: a build of aido with the primitive's prim-* feature",
+            Self::NetDenied => "[net] allow",
+            Self::NetAddressRefused => "[net] allow_ranges",
+            Self::NetUrlInvalid => "none: give an http(s) URL or a host",
+            Self::NetSchemeRefused => "none: only http and https URLs are fetched",
+            Self::ArtifactsDisabled => "[artifacts] enabled",
+            Self::SshHostNotAllowed => "[[ssh.hosts]]",
+            Self::ContainerImageNotAllowed => "[containers] images",
+        }
+    }
+}
+
 impl std::fmt::Display for DenyCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.code())

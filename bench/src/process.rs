@@ -24,6 +24,11 @@ pub const SPAWNS: usize = 30;
 pub const SPAWN_ROUNDS: usize = 5;
 /// `run_command` round trips of `true` timed.
 pub const CALLS: usize = 200;
+/// Requests to the dev server timed, through aido and bare, alternately.
+pub const DEV_CALLS: usize = 30;
+/// The dev server's client: one page fetched from 127.0.0.1:PORT.
+const DEV_CLIENT: &str =
+    "import sys, urllib.request as u; u.urlopen('http://127.0.0.1:%s/' % sys.argv[1]).read()";
 /// Bytes the flood writes to standard output.
 pub const FLOOD_BYTES: u64 = 1 << 30;
 /// Files the larger change writes (the smaller writes one).
@@ -67,6 +72,11 @@ pub struct ProcessRun {
     pub flood_counted: u64,
     /// Commands writing one file, each round trip.
     pub one_file: Vec<Duration>,
+    /// The dev-server workflow: `run_command` of a client fetching a page from a background
+    /// `python3 -m http.server` of the session (its loopback), each round trip.
+    pub dev_server: Vec<Duration>,
+    /// The same client run bare against the same kind of server on the host.
+    pub dev_server_bare: Vec<Duration>,
     /// Commands writing [`FILES`] files, each round trip.
     pub many_files: Vec<Duration>,
 }
@@ -375,6 +385,7 @@ async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> 
     if made != FILES {
         bail!("the command wrote {made} files, not {FILES}");
     }
+    let (dev_server, dev_server_bare) = dev_round_trips(&ours, &home).await?;
     ours.stop().await?;
     Ok(ProcessRun {
         sides,
@@ -385,5 +396,91 @@ async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> 
         flood_counted,
         one_file,
         many_files,
+        dev_server,
+        dev_server_bare,
     })
+}
+
+/// A port free on the host's loopback now.
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The dev-server workflow timed: a background `python3 -m http.server` started through
+/// `run_command`, then [`DEV_CALLS`] `run_command`s of a client fetching a page from it on the
+/// session's loopback, each beside the same client run bare against a server on the host.
+async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let port = free_port()?;
+    let mut start = JsonObject::new();
+    start.insert(
+        "shell".into(),
+        json!(format!(
+            "exec python3 -m http.server {port} --bind 127.0.0.1"
+        )),
+    );
+    start.insert("background".into(), json!(true));
+    let started = ours.call("run_command", start).await?;
+    let handle = started
+        .structured_content
+        .as_ref()
+        .and_then(|out| out["handle"].as_str().map(str::to_owned))
+        .with_context(|| format!("no handle: {:?}", started.structured_content))?;
+    let client = |port: u16| json!({"argv": ["python3", "-c", DEV_CLIENT, port.to_string()]});
+    // Up once a fetch answers.
+    let up = Instant::now();
+    while call(ours, client(port)).await.is_err() {
+        if up.elapsed() > Duration::from_secs(30) {
+            bail!("the dev server did not answer on 127.0.0.1:{port} in 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bare_port = free_port()?;
+    let mut bare_server = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &bare_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .current_dir(home)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("python3 -m http.server on the host")?;
+    let bare = |port: u16| {
+        std::process::Command::new("python3")
+            .args(["-c", DEV_CLIENT, &port.to_string()])
+            .status()
+            .map(|status| status.success())
+            .unwrap_or(false)
+    };
+    let up = Instant::now();
+    while !bare(bare_port) {
+        if up.elapsed() > Duration::from_secs(30) {
+            let _ = bare_server.kill();
+            bail!("the bare dev server did not answer in 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (mut through, mut direct) = (Vec::new(), Vec::new());
+    for _ in 0..DEV_CALLS {
+        let at = Instant::now();
+        call(ours, client(port)).await?;
+        through.push(at.elapsed());
+        let at = Instant::now();
+        if !bare(bare_port) {
+            let _ = bare_server.kill();
+            bail!("the bare client failed");
+        }
+        direct.push(at.elapsed());
+    }
+    let _ = bare_server.kill();
+    let _ = bare_server.wait();
+    let mut stop = JsonObject::new();
+    stop.insert("handle".into(), json!(handle));
+    ours.call("stop_handle", stop).await?;
+    Ok((through, direct))
 }

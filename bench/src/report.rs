@@ -943,6 +943,7 @@ fn process_section_with(
         "process_run_command_true",
         "process_flood_memory",
         "process_changes_per_file",
+        "process_dev_server_round_trip",
     ];
     let run = match process {
         ProcessSection::Ran(run) => run,
@@ -1023,6 +1024,30 @@ fn process_section_with(
         ),
         Outcome::Measured(once(run.per_file())),
     ));
+    let dev_what = format!(
+        "the dev-server workflow: `run_command` of a Python client fetching a page from a background `python3 -m http.server` on the session's loopback / the same client run bare against one on the host, {} round trips each, alternately",
+        run.dev_server.len()
+    );
+    let dev = if run.dev_server.is_empty() || run.dev_server_bare.is_empty() {
+        row(
+            S,
+            ids[5],
+            dev_what,
+            Outcome::NotRun("this results file has no dev-server figures yet".into()),
+        )
+    } else {
+        let (ours, theirs) = (samples(&run.dev_server), samples(&run.dev_server_bare));
+        let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
+        beside(
+            row(S, ids[5], dev_what, Outcome::Measured(ours)),
+            Peer {
+                name: "bare".into(),
+                value: theirs,
+            },
+            ratio,
+        )
+    };
+    rows.push(dev);
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
     let cells = run
         .sides
@@ -1710,6 +1735,8 @@ pub(crate) mod tests {
             flood_counted: 1_000_000_000,
             one_file: vec![ms(10)],
             many_files: vec![ms(30)],
+            dev_server: vec![ms(40), ms(42)],
+            dev_server_bare: vec![ms(30), ms(31)],
         };
         let (section, rows) = process_alone(
             &crate::process::ProcessSection::Ran(Box::new(run)),

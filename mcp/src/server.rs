@@ -275,9 +275,17 @@ impl AidoServer {
             }
             Err(e) => {
                 let mut structured = json!({"code": e.failure.code, "message": e.failure.message});
+                // A refusal names the setting that decides it.
+                let setting = e
+                    .gate
+                    .and_then(|_| aido_actions::DenyCode::from_code(&e.failure.code))
+                    .map(aido_actions::DenyCode::setting);
                 if let Some(gate) = e.gate {
                     structured["gate"] = json!(gate);
                     structured["reason"] = json!(e.failure.message);
+                }
+                if let Some(setting) = setting {
+                    structured["setting"] = json!(setting);
                 }
                 // Refusals name their leaf directly; a composite that failed while running
                 // names it in its details. Either way the agent finds it at the top.
@@ -297,8 +305,10 @@ impl AidoServer {
                 }
                 let text = match e.gate {
                     Some(gate) => format!(
-                        "denied by {gate} [{}]: {}",
-                        e.failure.code, e.failure.message
+                        "denied by {gate} [{}]: {} (setting: {})",
+                        e.failure.code,
+                        e.failure.message,
+                        setting.unwrap_or("none")
                     ),
                     None => format!("[{}] {}", e.failure.code, e.failure.message),
                 };

@@ -1285,6 +1285,48 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// Every refusal names the setting that decides it: each key a code's
+    /// [`aido_actions::DenyCode::setting`] names is a key of the defaults, so an agent or a
+    /// person can change it; the rest say no setting allows it, or name the grant.
+    #[test]
+    fn every_refusal_names_a_setting_that_exists() {
+        let defaults: toml::Value = toml::from_str(DEFAULTS_TOML).unwrap();
+        for code in aido_actions::DenyCode::ALL {
+            let setting = code.setting();
+            if setting.starts_with("none: ") || setting.contains("capability grant") {
+                continue;
+            }
+            let mut named = 0;
+            let mut rest = setting;
+            while let Some(open) = rest.find('[') {
+                let spelled = rest[open..].trim_start_matches('[');
+                let close = spelled.find(']').unwrap();
+                let table = &spelled[..close];
+                let after = spelled[close..].trim_start_matches(']').trim_start();
+                let key = after
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or("");
+                let (table, key) = match table.split_once('.') {
+                    Some((table, key)) => (table, key),
+                    None => (table, key),
+                };
+                assert!(
+                    defaults[table].get(key).is_some(),
+                    "{code}: [{table}] {key} is not a setting"
+                );
+                named += 1;
+                rest = &spelled[close..];
+            }
+            if named == 0 {
+                assert!(
+                    defaults.get(setting).is_some(),
+                    "{code}: {setting} is not a setting"
+                );
+            }
+        }
+    }
+
     #[test]
     fn defaults_parse_and_say_where_they_came_from() {
         let layered = Layered::from_layers(&[]).unwrap();

@@ -99,6 +99,9 @@ fn answer(session: &Session, result: Result<Ran, RunError>) -> Value {
             });
             if let Some(gate) = e.gate {
                 v["gate"] = json!(gate);
+                if let Some(code) = aido_actions::DenyCode::from_code(&e.failure.code) {
+                    v["setting"] = json!(code.setting());
+                }
             }
             if let Some(leaf) = e.leaf {
                 v["leaf"] = json!(leaf);

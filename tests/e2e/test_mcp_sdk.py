@@ -233,6 +233,9 @@ async def test_reading_ssh_key_is_denied_with_gate_code_reason(world):
         sc = err(r, "path_denied_by_pattern")
         assert sc["gate"] == "deny_patterns"
         assert isinstance(sc.get("reason"), str) and sc["reason"]
+        # Every refusal names the setting that decides it, in the structure and the text.
+        assert sc["setting"] == "[paths] deny", sc
+        assert "(setting: [paths] deny)" in text_of(r), text_of(r)
         assert "not a real key" not in json.dumps(r.model_dump(mode="json")), "the key never leaves the server"
         assert text_of(r), "the error also has a text for the agent"
 
@@ -244,7 +247,7 @@ async def test_reading_ssh_key_is_denied_with_gate_code_reason(world):
         assert (world.home / ".ssh" / "id_rsa").exists()
 
         sc = await s.err("read_file", {"path": "/etc/passwd"}, "path_outside_walls")
-        assert sc["gate"] == "path_walls"
+        assert sc["gate"] == "path_walls" and "[paths] read" in sc["setting"], sc
         await s.err("read_file", {"path": "/etc/shadow"})
         # AIDO_HOME holds the journal: off limits whatever the walls say.
         await s.err("read_file", {"path": str(world.aido_home / "config.toml")}, "path_in_aido_home")

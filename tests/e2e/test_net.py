@@ -82,6 +82,7 @@ async def test_the_default_policy_refuses_the_local_server(world, site):
     async with world.session() as s:
         refused = err(await s.call("fetch_url", {"url": f"http://127.0.0.1:{port}/page"}), "net_denied")
         assert f"127.0.0.1:{port}" in refused["message"]
+        assert refused["gate"] == "net_allowlist" and refused["setting"] == "[net] allow", refused
 
 
 async def test_fetch_url_through_aido_pages_and_playback_reproduces_it(world, site):
