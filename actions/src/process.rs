@@ -68,6 +68,11 @@ pub struct RunCommand {
     /// the session's, which its commands share and which is removed when the session ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private_tmp: bool,
+    /// With `background`: ports its servers listen on (at 127.0.0.1 inside) to reach from the
+    /// host's 127.0.0.1 at the same port, for a person's browser, while it runs. Each must be
+    /// listed in the policy's `[processes] expose_ports` (none by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_ports: Vec<u16>,
 }
 
 impl RunCommand {

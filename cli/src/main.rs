@@ -604,6 +604,7 @@ async fn exec(layered: Layered, home: &Path, argv: &[String], timeout_ms: u64) -
         background: false,
         pty: false,
         private_tmp: false,
+        expose_ports: Vec::new(),
     });
     let result = session.run(action, aido_actors::Hooks::default()).await;
     // The command's output goes out as soon as it is known (its record is committed).

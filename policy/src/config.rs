@@ -143,6 +143,11 @@ egress_allow_ranges = []
 # egress_connections_total_max in the command's egress_totals.
 egress_connections_max = 64
 egress_connections_total_max = 256
+# Ports a background command's servers may be reached at from the host, for a person's
+# browser: run_command with background and expose_ports = [PORT] binds the host's
+# 127.0.0.1:PORT (never another address) to the command's own 127.0.0.1:PORT for as long as it
+# runs, journaled with its start. None by default (refused, coded expose_port_refused).
+expose_ports = []
 # Limits on a command's whole process tree, from a cgroup of its own (v2, or v1 on a hybrid
 # host): "required" (no cgroup: sandbox_unavailable, nothing runs), "auto" (required when aido
 # runs as root, where RLIMIT_NPROC does not bind, so only a cgroup bounds a fork bomb; used
@@ -666,6 +671,9 @@ pub struct Processes {
     /// proxies together.
     #[serde(default = "Processes::egress_connections_total_max_default")]
     pub egress_connections_total_max: u32,
+    /// Ports a background command may expose on the host's 127.0.0.1 (`expose_ports`).
+    #[serde(default)]
+    pub expose_ports: Vec<u16>,
     /// `required`, `auto` or `off`: whether a command's tree gets a cgroup with the limits
     /// below.
     #[serde(default = "Processes::cgroup_default")]

@@ -42,6 +42,8 @@ use crate::protocol::{
 pub const CHILD_ARG: &str = "__aido_sandbox";
 /// `argv[2]` of the second re-exec, which becomes init.
 const INIT_ARG: &str = "init";
+/// The second argument that makes the child a relay of an exposed port ([`crate::Exposed`]).
+pub(crate) const RELAY_ARG: &str = "relay";
 /// `argv[2]` of a short-lived helper that only holds a new user namespace whose maps the child
 /// writes: the idmapping of a command's walls.
 const USERNS_ARG: &str = "userns";
@@ -114,12 +116,13 @@ pub fn run_child_if_requested() {
     match args.next() {
         Some(arg) if arg == INIT_ARG => init_main(),
         Some(arg) if arg == USERNS_ARG => userns_main(),
+        Some(arg) if arg == RELAY_ARG => crate::expose::relay_main(),
         _ => child_main(),
     }
 }
 
 /// Our standard input (the control socket) as a socket we own.
-fn control_socket() -> Option<UnixStream> {
+pub(crate) fn control_socket() -> Option<UnixStream> {
     let fd: OwnedFd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
     Some(UnixStream::from(fd))
 }

@@ -76,6 +76,8 @@ mod confine;
 pub mod egress;
 /// Coded errors and setup steps.
 mod error;
+/// A background command's port exposed on the host's loopback.
+mod expose;
 /// Deny globs expanded once and then incrementally.
 mod globs;
 /// The mount tree init builds and pivots into.
@@ -105,6 +107,7 @@ pub use child::{
 };
 pub use egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
 pub use error::{SpawnError, Step};
+pub use expose::Exposed;
 pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
 pub use netns::SharedNetwork;
 pub use profile::{

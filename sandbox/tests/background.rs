@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -238,4 +238,78 @@ fn a_shared_network_lets_later_commands_reach_a_background_server() {
     );
     assert!(read_all(second.output).starts_with("hello\n"));
     started.control.kill();
+}
+
+/// A background server exposed on the host: the host's 127.0.0.1:PORT reaches it through the
+/// relay, many connections over time and a few at once; the host address is loopback only;
+/// once the exposure is dropped the host port is closed; a taken host port is refused.
+#[test]
+fn an_exposed_port_reaches_a_background_server_from_the_hosts_loopback() {
+    let fixture = Fixture::new();
+    // A port free on the host now, used inside the namespace and on the host alike.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!(
+        "python3 -c 'import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, \
+         socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", {port})); s.listen(); print(\"ready\", \
+         flush=True)\nwhile True:\n    c, _ = s.accept(); d = c.recv(100); c.sendall(b\"echo:\" + d); c.close()'"
+    );
+    let (started, _ended) = start(
+        &fixture,
+        &server,
+        StartOptions {
+            share_network: true,
+            ..StartOptions::default()
+        },
+    );
+    let network = started.network.clone().expect("a shared namespace");
+    let Output::Pipes {
+        stdout: mut pipe, ..
+    } = started.output
+    else {
+        panic!("pipes")
+    };
+    let mut ready = [0u8; 6];
+    pipe.read_exact(&mut ready).unwrap();
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_aido-sandbox"));
+    let exposed = aido_sandbox::Exposed::start(&exe, &network, port, 4).unwrap();
+    assert_eq!(exposed.host.to_string(), format!("127.0.0.1:{port}"));
+    let ask = |what: &str| -> String {
+        let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        tcp.write_all(what.as_bytes()).unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    for i in 0..20 {
+        assert_eq!(ask(&format!("hi{i}")), format!("echo:hi{i}"));
+    }
+    let together: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                tcp.write_all(format!("t{i}").as_bytes()).unwrap();
+                let mut answer = String::new();
+                tcp.read_to_string(&mut answer).unwrap();
+                answer
+            })
+        })
+        .collect();
+    for (i, one) in together.into_iter().enumerate() {
+        assert_eq!(one.join().unwrap(), format!("echo:t{i}"));
+    }
+    // Taken on the host: refused, naming the port.
+    let taken = aido_sandbox::Exposed::start(&exe, &network, port, 4).unwrap_err();
+    assert!(
+        taken.to_string().contains(&format!("expose port {port}")),
+        "{taken}"
+    );
+    drop(exposed);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    started.control.terminate().unwrap();
 }

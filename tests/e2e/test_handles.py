@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import anyio
@@ -237,4 +238,50 @@ async def test_a_dev_server_in_the_background_serves_the_sessions_later_commands
         await s.ok("stop_handle", {"handle": handle})
         after = await s.ok("run_command", {"shell": fetch})
         assert "Connection refused" in after["stdout"] and "network" not in after, after
+    played_back(world)
+
+
+async def test_a_dev_servers_port_is_exposed_on_the_hosts_loopback_only_when_the_policy_says(world):
+    """Issue 27, point 3 (second part): `expose_ports` on a background command binds the
+    host's 127.0.0.1:PORT to the command's own loopback while it runs, only for a port the
+    policy's `[processes] expose_ports` lists; the exposure is in the journaled start; a port
+    the policy does not list is refused whole (`expose_port_refused`, naming the setting) and
+    nothing starts; stopping the handle closes the host port."""
+    import socket
+    import urllib.request
+
+    (world.home / "site").mkdir()
+    (world.home / "site" / "index.html").write_text("<h1>seen from the host</h1>\n")
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    server = {"shell": f"exec python3 -m http.server {port} --bind 127.0.0.1", "cwd": "~/site",
+              "background": True, "expose_ports": [port]}
+    async with world.session() as s:
+        refused = await s.err("run_command", server, "expose_port_refused")
+        assert "[processes] expose_ports" in refused["message"], refused
+        assert (await s.ok("list_handles", {}))["handles"] == []
+    async with world.session(config=f"[processes]\nexpose_ports = [{port}]\n") as s:
+        alone = await s.err("run_command", {"argv": ["true"], "expose_ports": [port]}, "expose_port_refused")
+        assert "background" in alone["message"], alone
+        started = await s.ok("run_command", server)
+        assert started["exposed"] == [f"127.0.0.1:{port}"], started
+        page = ""
+        for _ in range(100):
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=5).read().decode()
+                break
+            except OSError:
+                await anyio.sleep(0.1)
+        assert page == "<h1>seen from the host</h1>\n", page
+        # Only the loopback: the host's other addresses have nothing on that port.
+        listening = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        local = [line.split()[1] for line in listening if line.split()[3] == "0A"]
+        assert f"0100007F:{port:04X}" in local and f"00000000:{port:04X}" not in local, local
+        await s.ok("stop_handle", {"handle": started["handle"]})
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=2)
+    shown = "".join(world.run("replay", "show", x["id"], "--json").stdout for x in session_ids(world))
+    assert f'"exposed":["127.0.0.1:{port}"]' in "".join(shown.split()), shown[-3000:]
     played_back(world)

@@ -140,14 +140,19 @@ pub fn command_ran(record: &Value) -> Outcome {
 
 /// A background command's start, from its record: its handle and what runs.
 pub fn handle_started(record: &Value) -> Outcome {
-    Outcome::from_output(json!({
+    let mut output = json!({
         "handle": record["handle"],
         "background": true,
         "argv": record["argv"],
         "cwd": record["cwd"],
         "pty": record["pty"] == json!(true),
         "timeout_ms": record["timeout_ms"],
-    }))
+    });
+    // Its servers reached from the host's loopback, as `http://127.0.0.1:PORT`.
+    if let Some(hosts) = record.get("exposed") {
+        output["exposed"] = hosts.clone();
+    }
+    Outcome::from_output(output)
 }
 
 /// check_handle, write_stdin and list_handles: the recorded answer is the result (the frames

@@ -181,6 +181,7 @@ fn judge_keys(
             background: false,
             pty: false,
             private_tmp: false,
+            expose_ports: Vec::new(),
         });
         match policy.evaluate(&command, session, &FsResolver) {
             Verdict::Allow => {}

@@ -276,6 +276,7 @@ async fn run_command(
     origin: &Origin,
     ticket: &Ticket,
 ) -> Result<Ran, Failure> {
+    check_expose(args, run)?;
     // The walls were judged by the policy; the body checks the directory it will use again.
     let cwd = args
         .policy
@@ -514,6 +515,7 @@ async fn start_background(
         }
         .into_failure());
     }
+    check_expose(args, run)?;
     let cwd = args
         .policy
         .check_path(&run.cwd_given(), AccessKind::Read, session, &FsResolver)
@@ -570,16 +572,24 @@ async fn start_background(
     let cell = Cell::new(if run.pty { 1 } else { 2 });
     // The session's /tmp stays while the command runs, even past the session's end.
     let (tmp, tmpfs) = session_tmp(args, run, &origin.session, &mut profile)?;
+    // Its exposed ports' relays end with it.
+    let exposed: Arc<std::sync::Mutex<Exposures>> = Arc::default();
     let on_end = {
         let on_end = cell.on_end();
+        let exposed = Arc::clone(&exposed);
         Box::new(move |end| {
             on_end(end);
             drop(tmp);
+            if let Ok(mut exposed) = exposed.lock() {
+                exposed.ended = true;
+                exposed.relays.clear();
+            }
         }) as aido_sandbox::OnEnd
     };
-    let sandbox = Sandbox::new(exe)
+    let joined = args.handles.network_of(&origin.session);
+    let sandbox = Sandbox::new(exe.clone())
         .with_globs(Arc::clone(&args.globs))
-        .with_network(args.handles.network_of(&origin.session))
+        .with_network(joined.clone())
         .with_tmp(tmpfs);
     let (profile_sent, request_sent) = (profile.clone(), request.clone());
     let started = tokio::task::spawn_blocking(move || {
@@ -599,8 +609,26 @@ async fn start_background(
             return Err(failure);
         }
     };
+    let network = started.network.clone().or(joined);
+    let relays = match expose(&exe, network, &run.expose_ports).await {
+        Ok(relays) => relays,
+        Err(failure) => {
+            started.control.kill();
+            let _ = std::fs::remove_file(&registry);
+            return Err(failure);
+        }
+    };
+    let hosts: Vec<String> = relays.iter().map(|relay| relay.host.to_string()).collect();
+    if let Ok(mut exposed) = exposed.lock()
+        && !exposed.ended
+    {
+        exposed.relays = relays;
+    }
     cell.read(started.output);
     let mut record = start_record(&request, &profile);
+    if !hosts.is_empty() {
+        record["exposed"] = json!(hosts);
+    }
     record["tmp"] = json!(tmp_of_record(!run.private_tmp));
     record["handle"] = json!(id);
     record["background"] = json!(true);
@@ -622,6 +650,75 @@ async fn start_background(
         record,
         None,
     ))
+}
+
+/// A background command's exposed ports: the relays, dropped when it ends.
+#[derive(Debug, Default)]
+struct Exposures {
+    ended: bool,
+    relays: Vec<aido_sandbox::Exposed>,
+}
+
+/// `expose_ports` asks only what the policy's `[processes] expose_ports` lists, for a
+/// background command on the session's shared loopback (one with egress has its own).
+fn check_expose(args: &ProcessBodyArgs, run: &RunCommand) -> Result<(), Failure> {
+    let processes = &args.policy.config().processes;
+    for &port in &run.expose_ports {
+        let why = if !run.background {
+            "expose_ports needs background: true (a server that keeps running)"
+        } else if !processes.expose_ports.contains(&port) {
+            "[processes] expose_ports does not list it (the default lists none)"
+        } else if !processes.egress.is_empty() {
+            "a command with [processes] egress has a network namespace of its own (its proxy's), not the session's shared loopback"
+        } else {
+            continue;
+        };
+        return Err(ProcessError::ExposeRefused {
+            port,
+            why: why.into(),
+        }
+        .into_failure());
+    }
+    Ok(())
+}
+
+/// Binds each port on the host's 127.0.0.1 and starts its relay into `network`.
+async fn expose(
+    exe: &std::path::Path,
+    network: Option<aido_sandbox::SharedNetwork>,
+    ports: &[u16],
+) -> Result<Vec<aido_sandbox::Exposed>, Failure> {
+    /// Connections one exposed port relays at once.
+    const CONNECTIONS_MAX: usize = 64;
+    if ports.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(network) = network else {
+        return Err(ProcessError::ExposeRefused {
+            port: ports[0],
+            why: "the command has no shared network namespace to expose".into(),
+        }
+        .into_failure());
+    };
+    let (exe, ports) = (exe.to_owned(), ports.to_vec());
+    tokio::task::spawn_blocking(move || {
+        ports
+            .iter()
+            .map(|&port| {
+                aido_sandbox::Exposed::start(&exe, &network, port, CONNECTIONS_MAX).map_err(
+                    |error| {
+                        ProcessError::ExposeRefused {
+                            port,
+                            why: error.to_string(),
+                        }
+                        .into_failure()
+                    },
+                )
+            })
+            .collect()
+    })
+    .await
+    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
 }
 
 /// `stop_handle`: the tree stopped (see [`HandleTable::stop`]), then its file changes judged

@@ -91,9 +91,18 @@ pub enum ProcessError {
         /// Why.
         why: String,
     },
+    /// A port a background command asked to expose on the host may not be, or could not be.
+    #[error("port {port} is not exposed on the host: {why}")]
+    ExposeRefused {
+        /// The port.
+        port: u16,
+        /// Why, naming the setting.
+        why: String,
+    },
 }
 
 aido_actions::coded!(ProcessError {
+    ExposeRefused => "expose_port_refused",
     InvalidCommand => "command_invalid",
     ChangesRefused => "command_changes_refused",
     ChangeUnsupported => "command_change_unsupported",
