@@ -26,6 +26,9 @@ pub const SPAWN_ROUNDS: usize = 5;
 pub const CALLS: usize = 200;
 /// Requests to the dev server timed, through aido and bare, alternately.
 pub const DEV_CALLS: usize = 30;
+/// The interpreter both sides of the dev-server round trip run (Debian's, the same file for
+/// both: a version manager's shim on the host's PATH would time itself, not the round trip).
+const PYTHON: &str = "/usr/bin/python3";
 /// The dev server's client: one page fetched from 127.0.0.1:PORT.
 const DEV_CLIENT: &str =
     "import sys, urllib.request as u; u.urlopen('http://127.0.0.1:%s/' % sys.argv[1]).read()";
@@ -427,7 +430,7 @@ async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, V
         .as_ref()
         .and_then(|out| out["handle"].as_str().map(str::to_owned))
         .with_context(|| format!("no handle: {:?}", started.structured_content))?;
-    let client = |port: u16| json!({"argv": ["python3", "-c", DEV_CLIENT, port.to_string()]});
+    let client = |port: u16| json!({"argv": [PYTHON, "-c", DEV_CLIENT, port.to_string()]});
     // Up once a fetch answers.
     let up = Instant::now();
     while call(ours, client(port)).await.is_err() {
@@ -437,7 +440,7 @@ async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, V
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let bare_port = free_port()?;
-    let mut bare_server = std::process::Command::new("python3")
+    let mut bare_server = std::process::Command::new(PYTHON)
         .args([
             "-m",
             "http.server",
@@ -451,7 +454,7 @@ async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, V
         .spawn()
         .context("python3 -m http.server on the host")?;
     let bare = |port: u16| {
-        std::process::Command::new("python3")
+        std::process::Command::new(PYTHON)
             .args(["-c", DEV_CLIENT, &port.to_string()])
             .status()
             .map(|status| status.success())
