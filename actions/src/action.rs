@@ -31,10 +31,12 @@ pub enum ParseError {
         name: String,
     },
     /// The arguments do not match the primitive's schema.
-    #[error("invalid arguments for {primitive}: {source}")]
+    #[error("invalid arguments for {primitive}{}: {source}", at(path))]
     InvalidArguments {
         /// The primitive.
         primitive: &'static str,
+        /// Where in the arguments (`steps[2].path`), empty at the top.
+        path: String,
         /// What serde found wrong.
         source: serde_json::Error,
     },
@@ -160,9 +162,13 @@ macro_rules! actions {
             /// Parse an MCP tool call. The tree's depth and size are bounded.
             pub fn from_tool_call(name: &str, arguments: serde_json::Value) -> Result<Action, ParseError> {
                 let action = match name {
-                    $($( $name => serde_json::from_value::<$ty>(arguments)
+                    $($( $name => serde_path_to_error::deserialize::<_, $ty>(arguments)
                         .map(Action::$variant)
-                        .map_err(|source| ParseError::InvalidArguments { primitive: $name, source })?, )*)*
+                        .map_err(|error| ParseError::InvalidArguments {
+                            primitive: $name,
+                            path: path_of(&error),
+                            source: error.into_inner(),
+                        })?, )*)*
                     _ => return Err(ParseError::UnknownPrimitive { name: name.to_owned() }),
                 };
                 action.check_bounds()?;
@@ -186,13 +192,91 @@ macro_rules! actions {
                 name: $name,
                 class: SideEffectClass::$class,
                 description: doc_text(&[$($doc),*]),
-                input_schema: serde_json::to_value(schemars::schema_for!($ty)).unwrap_or_default(),
+                input_schema: compact_steps(
+                    serde_json::to_value(schemars::schema_for!($ty)).unwrap_or_default(),
+                ),
             }, )*)* ]
         }
 
         /// Every primitive name, in table order.
         pub const PRIMITIVE_NAMES: &[&str] = &[ $($( $name ),*),* ];
     };
+}
+
+/// ` at PATH` for an error inside the arguments, nothing at their top.
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at {path}")
+    }
+}
+
+fn path_of(error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = error.path().to_string();
+    if path == "." { String::new() } else { path }
+}
+
+/// A composite's steps (`steps`, `action`, `then`, ...) in the tool list: one compact schema
+/// naming the tool and leaving its arguments to that tool's own schema, instead of every
+/// primitive's schema embedded again in each composite (which made the list 700 KB). Each
+/// step is still checked whole against its tool's schema when the call arrives, an error
+/// naming the step's path (`steps[2]`).
+fn compact_steps(mut schema: serde_json::Value) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let Some(defs) = schema.get_mut("$defs").and_then(Value::as_object_mut) else {
+        return schema;
+    };
+    if !defs.contains_key("Action") {
+        return schema;
+    }
+    defs.insert(
+        "Action".into(),
+        json!({
+            "type": "object",
+            "description": "One step: {\"type\": TOOL, ...that tool's own arguments}, e.g. {\"type\": \"write_file\", \"path\": \"a.txt\", \"content\": \"x\"}. Checked against the tool's schema when the call arrives; an error names the step's path.",
+            "required": ["type"],
+            "properties": {"type": {"type": "string", "enum": PRIMITIVE_NAMES}},
+            "additionalProperties": true,
+        }),
+    );
+    // Only the definitions still referenced stay.
+    fn refs(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, inner) in map {
+                    match (key.as_str(), inner) {
+                        ("$ref", Value::String(target)) => {
+                            if let Some(name) = target.strip_prefix("#/$defs/") {
+                                out.push(name.to_owned());
+                            }
+                        }
+                        ("$defs", _) => {}
+                        _ => refs(inner, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| refs(item, out)),
+            _ => {}
+        }
+    }
+    let mut wanted = Vec::new();
+    refs(&schema, &mut wanted);
+    let Some(defs) = schema.get("$defs").and_then(Value::as_object) else {
+        return schema;
+    };
+    let mut kept = std::collections::BTreeSet::new();
+    while let Some(name) = wanted.pop() {
+        if kept.insert(name.clone())
+            && let Some(def) = defs.get(&name)
+        {
+            refs(def, &mut wanted);
+        }
+    }
+    if let Some(defs) = schema.get_mut("$defs").and_then(Value::as_object_mut) {
+        defs.retain(|name, _| kept.contains(name));
+    }
+    schema
 }
 
 fn doc_text(lines: &[&str]) -> String {
@@ -617,6 +701,61 @@ fn join(path: &str, label: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The whole tool list an agent loads: the composites take their steps in one compact
+    /// schema (the tool's name; its arguments checked by that tool's own schema), not every
+    /// primitive's schema again, so all the schemas together stay within the budget.
+    #[test]
+    fn composites_name_their_steps_compactly_and_the_list_fits_the_budget() {
+        let specs = primitives();
+        let pipeline = specs.iter().find(|spec| spec.name == "pipeline").unwrap();
+        let defs = pipeline.input_schema["$defs"].as_object().unwrap();
+        assert_eq!(defs.keys().collect::<Vec<_>>(), ["Action"], "{defs:?}");
+        assert_eq!(defs["Action"]["required"], json!(["type"]));
+        assert_eq!(
+            defs["Action"]["properties"]["type"]["enum"]
+                .as_array()
+                .map(Vec::len),
+            Some(PRIMITIVE_NAMES.len())
+        );
+        // A composite's other definitions stay (its condition, say).
+        let branch = specs.iter().find(|spec| spec.name == "if").unwrap();
+        assert!(branch.input_schema["$defs"].as_object().unwrap().len() > 1);
+        let bytes: usize = specs
+            .iter()
+            .map(|spec| spec.input_schema.to_string().len() + spec.description.len())
+            .sum();
+        // 60,000 tokens at 4 bytes each, with room for the names and annotations.
+        assert!(bytes < 200_000, "{bytes} bytes of schemas and descriptions");
+        for spec in &specs {
+            assert!(
+                spec.description.len() < 1024,
+                "{}: {}",
+                spec.name,
+                spec.description
+            );
+        }
+    }
+
+    /// A step that does not fit its tool's schema is refused naming where it is.
+    #[test]
+    fn a_bad_step_is_refused_naming_its_path() {
+        let refused = Action::from_tool_call(
+            "pipeline",
+            json!({"steps": [
+                {"type": "read_file", "path": "a"},
+                {"type": "write_file", "path": "b"},
+            ]}),
+        )
+        .unwrap_err();
+        let message = refused.to_string();
+        assert!(message.contains("at steps[1]"), "{message}");
+        assert!(message.contains("content"), "{message}");
+        let unknown =
+            Action::from_tool_call("pipeline", json!({"steps": [{"type": "no_such_tool"}]}))
+                .unwrap_err();
+        assert!(unknown.to_string().contains("at steps[0]"), "{unknown}");
+    }
 
     /// The class of every primitive, pinned. A new primitive must be added here on purpose.
     #[test]

@@ -78,6 +78,29 @@ async def test_tools_list_has_every_tool_with_object_schemas_and_hints(world):
         assert tools["read_file"].annotations.destructive_hint is not True
 
 
+async def test_the_tool_list_fits_an_agents_budget_and_steps_are_checked_by_their_tools_schema(world):
+    """Issue 28, point 1: the whole list under 60,000 tokens (bytes / 4), every description
+    under 1 KB; a composite names its steps compactly, and a bad step is refused naming its
+    path while a good one runs."""
+    async with world.session() as s:
+        listed = await s.session.list_tools()
+        dumped = [t.model_dump(mode="json", exclude_none=True) for t in listed.tools]
+        size = len(json.dumps(dumped))
+        print(f"tools/list: {len(dumped)} tools, {size} bytes, ~{size // 4} tokens")
+        assert size // 4 < 60_000, size
+        assert all(len(t.description or "") < 1024 for t in listed.tools)
+        pipeline = next(t for t in listed.tools if t.name == "pipeline")
+        assert list(pipeline.input_schema["$defs"]) == ["Action"], pipeline.input_schema
+        bad = await s.call("pipeline", {"steps": [{"type": "read_file", "path": "~/notes.txt"},
+                                                  {"type": "write_file", "path": "~/x.txt"}]})
+        refused = err(bad, "invalid_arguments")
+        assert "at steps[1]" in refused["message"] and "content" in refused["message"], refused
+        good = await s.ok("pipeline", {"steps": [{"type": "write_file", "path": "~/x.txt", "content": "x\n"},
+                                                {"type": "read_file", "path": "~/x.txt"}]})
+        assert good, good
+    assert (world.home / "x.txt").read_text() == "x\n"
+
+
 # ---------------------------------------------------------------------------------------------
 # Files: round trips checked on disk
 # ---------------------------------------------------------------------------------------------
