@@ -224,6 +224,11 @@ fn path_of(error: &serde_path_to_error::Error<serde_json::Error>) -> String {
 /// naming the step's path (`steps[2]`).
 fn compact_steps(mut schema: serde_json::Value) -> serde_json::Value {
     use serde_json::{Value, json};
+    // What a client never needs: the dialect (MCP says 2020-12) and the Rust type's name.
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("$schema");
+        root.remove("title");
+    }
     let Some(defs) = schema.get_mut("$defs").and_then(Value::as_object_mut) else {
         return schema;
     };
@@ -234,9 +239,9 @@ fn compact_steps(mut schema: serde_json::Value) -> serde_json::Value {
         "Action".into(),
         json!({
             "type": "object",
-            "description": "One step: {\"type\": TOOL, ...that tool's own arguments}, e.g. {\"type\": \"write_file\", \"path\": \"a.txt\", \"content\": \"x\"}. Checked against the tool's schema when the call arrives; an error names the step's path.",
+            "description": "One step: {\"type\": TOOL, ...that tool's own arguments}, e.g. {\"type\": \"write_file\", \"path\": \"a.txt\", \"content\": \"x\"}. TOOL is any tool this server lists; the step is checked against its schema when the call arrives, an error naming the step's path.",
             "required": ["type"],
-            "properties": {"type": {"type": "string", "enum": PRIMITIVE_NAMES}},
+            "properties": {"type": {"type": "string"}},
             "additionalProperties": true,
         }),
     );
@@ -713,11 +718,10 @@ mod tests {
         assert_eq!(defs.keys().collect::<Vec<_>>(), ["Action"], "{defs:?}");
         assert_eq!(defs["Action"]["required"], json!(["type"]));
         assert_eq!(
-            defs["Action"]["properties"]["type"]["enum"]
-                .as_array()
-                .map(Vec::len),
-            Some(PRIMITIVE_NAMES.len())
+            defs["Action"]["properties"]["type"],
+            json!({"type": "string"})
         );
+        assert!(pipeline.input_schema.get("$schema").is_none());
         // A composite's other definitions stay (its condition, say).
         let branch = specs.iter().find(|spec| spec.name == "if").unwrap();
         assert!(branch.input_schema["$defs"].as_object().unwrap().len() > 1);

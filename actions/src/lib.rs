@@ -61,6 +61,8 @@ pub mod search;
 pub mod snapshot;
 /// The toolbelt: diff, render_template, read_logs.
 pub mod tools;
+/// Toolsets and profiles: which primitives a client is given.
+pub mod toolsets;
 /// The policy chain's answer, shared by the policy, the journal and every surface.
 pub mod verdict;
 /// Machine (QEMU) primitives.

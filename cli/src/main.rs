@@ -59,7 +59,18 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve one agent over MCP on stdin/stdout.
-    Mcp,
+    Mcp {
+        /// Give the client only these toolsets or profiles (comma-separated: `coding`,
+        /// `files,process,search`, `all`); over `[mcp] toolsets`.
+        #[arg(long, value_delimiter = ',')]
+        toolsets: Vec<String>,
+        /// Give the client these single tools too (comma-separated); over `[mcp] tools`.
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        /// Give the client only the tools that change nothing.
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Serve agents over MCP on streamable HTTP (`/mcp`), with `/actions` and `/events` for
     /// frontends, on one listener (127.0.0.1 by default) behind a bearer token kept in
     /// AIDO_HOME/serve/token. Prints the MCP URL and the token file's path; stops on SIGTERM
@@ -727,7 +738,7 @@ fn logging(cli: &Cli) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter("warn"));
-    let file = matches!(cli.command, Command::Mcp | Command::Serve { .. })
+    let file = matches!(cli.command, Command::Mcp { .. } | Command::Serve { .. })
         .then(|| aido_actors::logs::RotatingLog::open(&aido_home(cli)))
         .and_then(|opened| match opened {
             Ok(log) => Some(log),
@@ -751,8 +762,24 @@ fn logging(cli: &Cli) {
 fn run(cli: Cli) -> Result<ExitCode> {
     let home = aido_home(&cli);
     match &cli.command {
-        Command::Mcp => {
-            let layered = layered(&cli, &home)?;
+        Command::Mcp {
+            toolsets,
+            tools,
+            read_only,
+        } => {
+            let mut layered = layered(&cli, &home)?;
+            // The flags say for this run what `[mcp]` says in a config file.
+            let given = &mut layered.config.mcp;
+            if !toolsets.is_empty() {
+                given.toolsets = toolsets.clone();
+            }
+            if !tools.is_empty() {
+                given.tools = tools.clone();
+            }
+            given.read_only |= *read_only;
+            given
+                .primitives()
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
             let runtime = tokio::runtime::Runtime::new()?;
             let served = runtime.block_on(mcp(layered, &home));
             // The stdin reader may still be blocked in a read that will never return (the

@@ -37,6 +37,8 @@ pub struct AidoServer {
     grant: Option<Arc<str>>,
     /// The transport's name in telemetry (OpenTelemetry `network.transport`).
     transport: &'static str,
+    /// The primitives this server lists and accepts (`[mcp]`).
+    enabled: Arc<std::collections::BTreeSet<&'static str>>,
     /// Set once the client's MCP roots were followed after `initialized` (or it has none):
     /// a call waits for it (at most [`ROOTS_WAIT`]), so it runs where the client is.
     roots_followed: Arc<tokio::sync::watch::Sender<bool>>,
@@ -109,10 +111,22 @@ impl Drop for Closer {
 impl AidoServer {
     /// A server over a started runtime. The session opens at `initialize`.
     pub fn new(runtime: Arc<Runtime>) -> Self {
+        // Checked when the config was loaded; were it not, nothing is given (never all).
+        let enabled: std::collections::BTreeSet<&'static str> = runtime
+            .policy()
+            .config()
+            .mcp
+            .primitives()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut tools = crate::tools::tools();
+        tools.retain(|tool| enabled.contains(tool.name.as_ref()));
         Self {
             runtime,
             session: Arc::new(OnceCell::new()),
-            tools: Arc::new(crate::tools::tools()),
+            tools: Arc::new(tools),
+            enabled: Arc::new(enabled),
             // Until the client sets a level, only refusals and failures are sent.
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
             versions: STDIO_PROTOCOL_VERSIONS,
@@ -326,11 +340,22 @@ impl AidoServer {
 pub enum CallError {
     /// The arguments are larger than `argument_bytes_max`.
     ArgumentsTooLarge,
+    /// A tool (or a step of a composite) outside the toolsets this server gives its client.
+    ToolNotEnabled,
 }
 
 aido_actions::coded!(CallError {
     ArgumentsTooLarge => "arguments_too_large",
+    ToolNotEnabled => "tool_not_enabled",
 });
+
+/// Why `name` may not be called here, naming its toolset and the settings.
+fn not_enabled_message(name: &str, at: &str) -> String {
+    let set = aido_actions::toolsets::toolset_of(name).unwrap_or("none");
+    format!(
+        "{name}{at} is not among the tools this server gives its client (it is in the {set} toolset; [mcp] toolsets and tools, or aido mcp --toolsets / --tools, give it)"
+    )
+}
 
 /// Why an action that ran is still an `isError` result.
 #[derive(Debug)]
@@ -579,7 +604,10 @@ impl ServerHandler for AidoServer {
     ) -> Result<ListToolsResult, McpError> {
         #[allow(unused_mut)]
         let mut tools = self.tools.as_ref().clone();
-        tools.extend(crate::tools::defined(&self.runtime));
+        // Defined functions and primitives are calls of call_function and call_primitive.
+        if self.enabled.contains("call_function") || self.enabled.contains("call_primitive") {
+            tools.extend(crate::tools::defined(&self.runtime));
+        }
         // A session under a capability grant is shown only the primitives the grant allows
         // (calling another is still refused by the policy's capabilities gate).
         if let Some(scope) = self.session.get().and_then(Session::capabilities) {
@@ -708,6 +736,15 @@ impl ServerHandler for AidoServer {
             let seq = session.reject(&request.name, code, &message).await;
             return Ok(input_error(code, message, seq).into());
         }
+        // A tool outside the toolsets is refused by name, whatever its arguments.
+        if Action::class_of(&request.name).is_some()
+            && !self.enabled.contains(request.name.as_ref())
+        {
+            let code = CallError::ToolNotEnabled.code();
+            let message = not_enabled_message(&request.name, "");
+            let seq = session.reject(&request.name, code, &message).await;
+            return Ok(input_error(code, message, seq).into());
+        }
         // A defined function or custom primitive is a tool of its own name (never a
         // built-in's: define refuses those names).
         let defined = match &arguments {
@@ -736,6 +773,23 @@ impl ServerHandler for AidoServer {
                 return Ok(input_error(e.code(), e.to_string(), seq).into());
             }
         };
+        // Nor can a composite's step (or a defined function) reach one.
+        let outside = std::iter::once((String::new(), &action))
+            .chain(action.leaves())
+            .find(|(_, leaf)| !self.enabled.contains(leaf.primitive()))
+            .map(|(at, leaf)| {
+                let at = if at.is_empty() {
+                    at
+                } else {
+                    format!(" (at {at})")
+                };
+                not_enabled_message(leaf.primitive(), &at)
+            });
+        if let Some(message) = outside {
+            let code = CallError::ToolNotEnabled.code();
+            let seq = session.reject(&request.name, code, &message).await;
+            return Ok(input_error(code, message, seq).into());
+        }
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(Notify {
                 peer: context.peer.clone(),

@@ -322,6 +322,19 @@ peers = []
 # Empty: none.
 discovery = ""
 
+[mcp]
+# Which tools the MCP server lists and accepts: toolsets and profiles by name, and single
+# tools. Toolsets: files, process, search, safety, history, snapshots, memory, human, net,
+# llm, script, artifacts, events, remote, grants, vm, computer, desktop. Profiles: all, and
+# coding (24 tools, about 7,000 tokens: the files toolset but checksum and render_template,
+# process, search_code, pipeline, safe_change, simulate, session_history, rewind); a single
+# tool's name works too. read_only keeps only the tools
+# that change nothing. A tool left out is not listed, and a call of it is refused
+# (tool_not_enabled). `aido mcp --toolsets coding --tools recall --read-only` says the same.
+toolsets = ["all"]
+tools = []
+read_only = false
+
 [limits]
 # Largest tools/call arguments, in bytes.
 argument_bytes_max = 8388608
@@ -404,6 +417,77 @@ pub struct Config {
     pub fleet: Fleet,
     /// Named limits.
     pub limits: Limits,
+    /// Which tools the MCP server gives its client.
+    #[serde(default)]
+    pub mcp: McpTools,
+}
+
+/// `[mcp]`: which tools the MCP server lists and accepts (`aido mcp --toolsets`, `--tools`,
+/// `--read-only` say the same for one run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpTools {
+    /// Toolsets and profiles by name ([`aido_actions::toolsets`]); `all` is every tool.
+    #[serde(default = "McpTools::toolsets_default")]
+    pub toolsets: Vec<String>,
+    /// Single tools given besides the toolsets.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Only the tools that change nothing (read-only and meta classes).
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl McpTools {
+    fn toolsets_default() -> Vec<String> {
+        vec!["all".into()]
+    }
+
+    /// The primitives these settings give, in table order.
+    pub fn primitives(&self) -> Result<Vec<&'static str>, ConfigError> {
+        let mut given = std::collections::BTreeSet::new();
+        for name in &self.toolsets {
+            let members =
+                aido_actions::toolsets::members(name).ok_or_else(|| ConfigError::Value {
+                    key: "mcp.toolsets".into(),
+                    reason: format!(
+                        "{name:?} is not a toolset or profile; they are: {}",
+                        aido_actions::toolsets::names().join(", ")
+                    ),
+                })?;
+            given.extend(members);
+        }
+        for name in &self.tools {
+            let known = aido_actions::action::PRIMITIVE_NAMES
+                .iter()
+                .find(|known| *known == name)
+                .ok_or_else(|| ConfigError::Value {
+                    key: "mcp.tools".into(),
+                    reason: format!("{name:?} is not a tool"),
+                })?;
+            given.insert(*known);
+        }
+        Ok(aido_actions::action::PRIMITIVE_NAMES
+            .iter()
+            .copied()
+            .filter(|name| given.contains(name))
+            .filter(|name| {
+                !self.read_only
+                    || aido_actions::Action::class_of(name)
+                        .is_some_and(|class| class.read_only_hint())
+            })
+            .collect())
+    }
+}
+
+impl Default for McpTools {
+    fn default() -> Self {
+        Self {
+            toolsets: Self::toolsets_default(),
+            tools: Vec::new(),
+            read_only: false,
+        }
+    }
 }
 
 /// `[journal]`.
@@ -1099,6 +1183,7 @@ fn merge(
 
 impl Config {
     fn check(&self) -> Result<(), ConfigError> {
+        self.mcp.primitives()?;
         if self.retention.older_than_days > Retention::OLDER_THAN_DAYS_MAX {
             return Err(ConfigError::Value {
                 key: "retention.older_than_days".into(),

@@ -611,7 +611,7 @@ async fn host_and_origin(State(shared): State<Shared>, request: Request, next: N
         .or_else(|| request.uri().authority().map(|a| a.to_string()));
     match host {
         Some(h) if host_allowed(&h, &shared.hosts) => {}
-        other => return HttpError::HostNotAllowed(other.unwrap_or_default()).into_response(),
+        other => return closing(HttpError::HostNotAllowed(other.unwrap_or_default())),
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("").trim_end_matches('/');
@@ -620,10 +620,22 @@ async fn host_and_origin(State(shared): State<Shared>, request: Request, next: N
             .iter()
             .any(|o| o.eq_ignore_ascii_case(origin))
         {
-            return HttpError::OriginNotAllowed(origin.to_owned()).into_response();
+            return closing(HttpError::OriginNotAllowed(origin.to_owned()));
         }
     }
     next.run(request).await
+}
+
+/// A refusal sent before the request's body was read: the connection closes after it (the
+/// unread body would otherwise be taken for the next request, so hyper drops the connection
+/// anyway), and `Connection: close` says so, so a client does not send its next request on
+/// a connection that is going away.
+fn closing(error: HttpError) -> Response {
+    let mut response = error.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// 413 for a declared `Content-Length` over the cap; bodies without one are capped as they
@@ -648,10 +660,9 @@ async fn body_cap(State(shared): State<Shared>, request: Request, next: Next) ->
             )
             .await;
         }
-        response.headers_mut().insert(
-            header::CONNECTION,
-            axum::http::HeaderValue::from_static("close"),
-        );
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return response;
     }
     next.run(request).await

@@ -1004,3 +1004,41 @@ async def test_replay_verify_refuses_a_journal_altered_on_disk(world):
     proc = world.run("replay", "verify", sid)
     assert proc.returncode != 0, f"an altered journal must not verify (changed {touched}):\n{describe(proc)}"
     assert "intact" not in proc.stdout, describe(proc)
+
+
+async def test_toolsets_give_a_client_part_of_the_list_and_refuse_the_rest_by_name(world):
+    """Issue 28, point 2 (stdio): `--toolsets coding` lists a small set under 8,000 tokens;
+    a tool outside it is refused `tool_not_enabled` when called by name, and so is a
+    composite's step naming one; `--tools` adds one, `--read-only` keeps only tools that
+    change nothing; `[mcp]` in a config says the same; an unknown toolset stops aido."""
+    async with world.session(extra_args=("--toolsets", "coding")) as s:
+        listed = (await s.session.list_tools()).tools
+        names = {t.name for t in listed}
+        size = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed]))
+        print(f"coding: {len(names)} tools, {size} bytes, ~{size // 4} tokens")
+        assert len(names) <= 35 and size // 4 < 8000, (len(names), size)
+        assert {"read_file", "edit_file", "run_command", "search_code", "rewind"} <= names, names
+        assert "remember" not in names and "vm_start" not in names
+        refused = await s.err("remember", {"text": "v"}, "tool_not_enabled")
+        assert "memory toolset" in refused["message"], refused
+        step = await s.err("pipeline", {"steps": [{"type": "write_file", "path": "~/p.txt", "content": "x"},
+                                                  {"type": "remember", "text": "v"}]},
+                           "tool_not_enabled")
+        assert "at steps[1]" in step["message"], step
+        assert not (world.home / "p.txt").exists(), "nothing of a refused pipeline ran"
+        await s.ok("write_file", {"path": "~/ok.txt", "content": "ok\n"})
+    async with world.session(extra_args=("--toolsets", "files", "--tools", "recall", "--read-only")) as s:
+        names = {t.name for t in (await s.session.list_tools()).tools}
+        assert "read_file" in names and "recall" in names, names
+        assert "write_file" not in names and "run_command" not in names, names
+        await s.err("write_file", {"path": "~/no.txt", "content": "x"}, "tool_not_enabled")
+    async with world.session(config='[mcp]\ntoolsets = ["search"]\n') as s:
+        names = {t.name for t in (await s.session.list_tools()).tools}
+        assert names == {"search_code", "search_and_read"}, names
+    assert not (world.home / "no.txt").exists()
+    bad = world.run("mcp", "--toolsets", "nope")
+    assert bad.returncode != 0 and "config_value" in bad.stderr and "coding" in bad.stderr, bad.stderr
+    # The refusals are journaled as rejected calls.
+    sessions = world.run_json("replay", "sessions", "--json")
+    shown = "".join(world.run("replay", "show", x["id"], "--json").stdout for x in sessions)
+    assert shown.count('"tool_not_enabled"') >= 3, shown[-2000:]
