@@ -17,6 +17,8 @@ mod control;
 mod desktop;
 /// `aido grant`.
 mod grant;
+/// `aido init CLIENT` and the Claude Code hook.
+mod init;
 /// `aido gc`, `aido du`, and the retention at start.
 mod retention;
 /// `aido serve`: MCP over streamable HTTP, `/actions`, `/events`.
@@ -134,6 +136,28 @@ enum Command {
     /// Capability grants: mint, list and revoke, as the operator.
     #[command(subcommand)]
     Grant(GrantCmd),
+    /// Put aido under an agent you already use: write its config in this project (the aido
+    /// MCP server with a toolset profile; for Claude Code also a hook that runs its own Bash
+    /// commands through aido, confined, journaled and rewindable).
+    Init {
+        /// claude-code, codex, cursor or vscode.
+        client: init::Client,
+        /// The toolsets or profile the client is given.
+        #[arg(long, default_value = "coding")]
+        toolsets: String,
+        /// The project (default: the current directory).
+        #[arg(long)]
+        project: Option<PathBuf>,
+    },
+    /// The hook `aido init claude-code` installs: one PreToolUse event on stdin, the answer on
+    /// stdout (a Bash command rewritten to run through `aido exec`).
+    Hook {
+        /// The client whose hook this is (claude-code).
+        client: HookClient,
+        /// Keep Claude Code's own prompt for each command instead of allowing it.
+        #[arg(long)]
+        ask: bool,
+    },
     /// Remove old sessions and everything only they use (blobs, objects, workspace
     /// snapshots, audit lines), by age, a byte budget or a session count; with no rule given,
     /// the `[retention]` config's. A session a running aido holds, or one that has not ended
@@ -759,9 +783,60 @@ fn logging(cli: &Cli) {
         .init();
 }
 
+/// The clients with a hook.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum HookClient {
+    /// Claude Code's PreToolUse hook.
+    ClaudeCode,
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let home = aido_home(&cli);
     match &cli.command {
+        Command::Init {
+            client,
+            toolsets,
+            project,
+        } => {
+            let project = match project {
+                Some(project) => project.clone(),
+                None => std::env::current_dir().context("the current directory")?,
+            };
+            let aido = std::env::current_exe().context("aido's own path")?;
+            let codex_home = std::env::var_os("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
+                .context("neither CODEX_HOME nor HOME is set")?;
+            // The toolsets must exist before a client is told to ask for them.
+            aido_policy::config::McpTools {
+                toolsets: toolsets.split(',').map(str::to_owned).collect(),
+                ..Default::default()
+            }
+            .primitives()
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            for file in init::init(*client, &project, &aido, toolsets, &codex_home)? {
+                println!("wrote {}", file.display());
+            }
+            if *client == init::Client::Codex {
+                println!(
+                    "Codex has no hook that can send its own shell tool through aido: its commands run outside aido unless it uses aido's run_command."
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Hook {
+            client: HookClient::ClaudeCode,
+            ask,
+        } => {
+            let mut input = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+                .context("reading the hook's input")?;
+            let aido = std::env::current_exe().context("aido's own path")?;
+            if let Some(answer) = init::hook(&input, &aido, *ask)? {
+                println!("{answer}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Mcp {
             toolsets,
             tools,

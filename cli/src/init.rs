@@ -1,0 +1,271 @@
+//! `aido init CLIENT` puts aido under the agent a person already uses, and `aido hook
+//! claude-code` is the Claude Code hook it installs.
+//!
+//! `init` writes the client's own project config (merged into what is there, nothing else
+//! touched): the aido MCP server entry with the `coding` toolset profile, and for Claude Code a
+//! `PreToolUse` hook on its native `Bash` tool. The hook rewrites each command (the hook
+//! contract's `updatedInput`) into `aido exec --timeout-ms T -- /bin/sh -c COMMAND`, so what
+//! the agent runs with its own shell tool is judged, confined and journaled by aido, and
+//! `aido replay rewind` undoes its file changes. Codex has no hook that can reroute its shell
+//! tool: only its MCP server entry is written (`$CODEX_HOME/config.toml`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+/// The clients `aido init` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Client {
+    /// Claude Code: `.mcp.json` and a Bash hook in `.claude/settings.json`.
+    ClaudeCode,
+    /// Codex: `[mcp_servers.aido]` in `$CODEX_HOME/config.toml` (default `~/.codex`).
+    Codex,
+    /// Cursor: `.cursor/mcp.json`.
+    Cursor,
+    /// VS Code: `.vscode/mcp.json`.
+    Vscode,
+}
+
+/// What the server entry runs.
+struct Entry {
+    command: String,
+    args: Vec<String>,
+    env: serde_json::Map<String, Value>,
+}
+
+fn entry(aido: &Path, toolsets: &str) -> Entry {
+    let mut env = serde_json::Map::new();
+    if let Some(home) = std::env::var_os("AIDO_HOME") {
+        env.insert("AIDO_HOME".into(), json!(home.to_string_lossy()));
+    }
+    Entry {
+        command: aido.display().to_string(),
+        args: vec!["mcp".into(), "--toolsets".into(), toolsets.into()],
+        env,
+    }
+}
+
+/// A JSON file's object, or an empty one when the file is not there.
+fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(serde_json::Map::new()),
+        Ok(text) => match serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?
+        {
+            Value::Object(map) => Ok(map),
+            _ => bail!("{} is not a JSON object", path.display()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::Map::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+fn write_object(path: &Path, map: serde_json::Map<String, Value>) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&Value::Object(map))? + "\n";
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The object at `key` in `map`, made when missing; an error when it is something else.
+fn object_at<'a>(
+    map: &'a mut serde_json::Map<String, Value>,
+    key: &str,
+    file: &Path,
+) -> Result<&'a mut serde_json::Map<String, Value>> {
+    map.entry(key)
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .with_context(|| format!("{}: `{key}` is not an object", file.display()))
+}
+
+/// Writes `client`'s config for `project`; returns the files written.
+pub(crate) fn init(
+    client: Client,
+    project: &Path,
+    aido: &Path,
+    toolsets: &str,
+    codex_home: &Path,
+) -> Result<Vec<PathBuf>> {
+    let server = entry(aido, toolsets);
+    let mut written = Vec::new();
+    match client {
+        Client::ClaudeCode | Client::Cursor => {
+            let file = match client {
+                Client::ClaudeCode => project.join(".mcp.json"),
+                _ => project.join(".cursor").join("mcp.json"),
+            };
+            let mut config = read_object(&file)?;
+            object_at(&mut config, "mcpServers", &file)?.insert(
+                "aido".into(),
+                json!({"command": server.command, "args": server.args, "env": server.env}),
+            );
+            write_object(&file, config)?;
+            written.push(file);
+            if client == Client::ClaudeCode {
+                written.push(claude_hook(project, aido)?);
+            }
+        }
+        Client::Vscode => {
+            let file = project.join(".vscode").join("mcp.json");
+            let mut config = read_object(&file)?;
+            object_at(&mut config, "servers", &file)?.insert(
+                "aido".into(),
+                json!({"type": "stdio", "command": server.command, "args": server.args, "env": server.env}),
+            );
+            write_object(&file, config)?;
+            written.push(file);
+        }
+        Client::Codex => {
+            let file = codex_home.join("config.toml");
+            let text = match std::fs::read_to_string(&file) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+            };
+            let mut doc: toml_edit::DocumentMut = text
+                .parse()
+                .with_context(|| format!("{} is not TOML", file.display()))?;
+            let mut table = toml_edit::Table::new();
+            table.insert("command", toml_edit::value(server.command.clone()));
+            let mut args = toml_edit::Array::new();
+            for arg in &server.args {
+                args.push(arg.as_str());
+            }
+            table.insert("args", toml_edit::value(args));
+            if !server.env.is_empty() {
+                let mut env = toml_edit::InlineTable::new();
+                for (name, value) in &server.env {
+                    env.insert(name, value.as_str().unwrap_or_default().into());
+                }
+                table.insert("env", toml_edit::value(env));
+            }
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert_with(|| {
+                    let mut servers = toml_edit::Table::new();
+                    servers.set_implicit(true);
+                    toml_edit::Item::Table(servers)
+                })
+                .as_table_mut()
+                .with_context(|| format!("{}: mcp_servers is not a table", file.display()))?;
+            servers.insert("aido", toml_edit::Item::Table(table));
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&file, doc.to_string())
+                .with_context(|| format!("writing {}", file.display()))?;
+            written.push(file);
+        }
+    }
+    Ok(written)
+}
+
+/// The hook command `init` installs.
+fn hook_command(aido: &Path) -> String {
+    format!(
+        "{} hook claude-code",
+        shell_quote(&aido.display().to_string())
+    )
+}
+
+/// Adds the Bash hook to `.claude/settings.json` (once).
+fn claude_hook(project: &Path, aido: &Path) -> Result<PathBuf> {
+    let file = project.join(".claude").join("settings.json");
+    let mut settings = read_object(&file)?;
+    let hooks = object_at(&mut settings, "hooks", &file)?;
+    let pre = hooks
+        .entry("PreToolUse")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .with_context(|| format!("{}: hooks.PreToolUse is not a list", file.display()))?;
+    let command = hook_command(aido);
+    let present = pre.iter().any(|matcher| {
+        matcher["hooks"]
+            .as_array()
+            .is_some_and(|hooks| hooks.iter().any(|hook| hook["command"] == json!(command)))
+    });
+    if !present {
+        pre.push(json!({
+            "matcher": "Bash",
+            "hooks": [{"type": "command", "command": command}],
+        }));
+    }
+    write_object(&file, settings)?;
+    Ok(file)
+}
+
+/// `'text'` for /bin/sh, with every `'` written `'\''`.
+pub(crate) fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// `aido hook claude-code`: reads one `PreToolUse` event on stdin and answers on stdout. A
+/// `Bash` call is rewritten to run through `aido exec` (allowed without Claude Code's own
+/// prompt unless `ask`: aido's policy confines and journals it; Claude Code's deny and ask
+/// rules still apply); any other tool is left to Claude Code (no output).
+pub(crate) fn hook(input: &str, aido: &Path, ask: bool) -> Result<Option<Value>> {
+    let event: Value = serde_json::from_str(input).context("the hook's input is not JSON")?;
+    if event["tool_name"] != json!("Bash") {
+        return Ok(None);
+    }
+    let Some(command) = event["tool_input"]["command"].as_str() else {
+        bail!("a Bash call without tool_input.command");
+    };
+    // Already aido's: leave it (a re-run of a rewritten command).
+    let prefix = format!("{} exec ", shell_quote(&aido.display().to_string()));
+    if command.starts_with(&prefix) {
+        return Ok(None);
+    }
+    let timeout_ms = event["tool_input"]["timeout"].as_u64().unwrap_or(120_000);
+    let mut updated = event["tool_input"].clone();
+    updated["command"] = json!(format!(
+        "{prefix}--timeout-ms {timeout_ms} -- /bin/sh -c {}",
+        shell_quote(command)
+    ));
+    Ok(Some(json!({
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": if ask { "ask" } else { "allow" },
+            "permissionDecisionReason": "runs through aido: judged by its policy, confined, journaled; `aido replay rewind` undoes its file changes",
+            "updatedInput": updated,
+        }
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bash_call_is_rewritten_to_run_through_aido_exec_and_other_tools_are_left_alone() {
+        let aido = Path::new("/opt/ai do/aido");
+        let payload = json!({
+            "session_id": "abc", "cwd": "/p", "hook_event_name": "PreToolUse",
+            "permission_mode": "default", "tool_name": "Bash", "tool_use_id": "toolu_1",
+            "tool_input": {"command": "echo 'hi' > a.txt", "description": "write", "timeout": 5000},
+        });
+        let out = hook(&payload.to_string(), aido, false).unwrap().unwrap();
+        let output = &out["hookSpecificOutput"];
+        assert_eq!(output["hookEventName"], "PreToolUse");
+        assert_eq!(output["permissionDecision"], "allow");
+        assert_eq!(output["updatedInput"]["description"], "write");
+        assert_eq!(
+            output["updatedInput"]["command"],
+            "'/opt/ai do/aido' exec --timeout-ms 5000 -- /bin/sh -c 'echo '\\''hi'\\'' > a.txt'"
+        );
+        // Rewritten once only; other tools pass.
+        let again = json!({"tool_name": "Bash", "tool_input": {"command": output["updatedInput"]["command"]}});
+        assert!(hook(&again.to_string(), aido, false).unwrap().is_none());
+        let read = json!({"tool_name": "Read", "tool_input": {"file_path": "/p/a"}});
+        assert!(hook(&read.to_string(), aido, false).unwrap().is_none());
+        assert_eq!(
+            hook(&payload.to_string(), aido, true).unwrap().unwrap()["hookSpecificOutput"]["permissionDecision"],
+            "ask"
+        );
+        assert!(hook("not json", aido, false).is_err());
+    }
+}

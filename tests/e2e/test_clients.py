@@ -1,0 +1,88 @@
+"""Putting aido under the agents people use (issue 28, point 4): `aido init CLIENT` writes the
+client's own config, merged into what is there; Claude Code's native Bash tool goes through
+aido by the PreToolUse hook `init` installs (the hook contract's `updatedInput`), checked here
+with a recorded hook payload and the rewritten command run as Claude Code runs it (`/bin/sh
+-c`): the command is confined, journaled, and `aido replay rewind` undoes it. (The real Claude
+Code CLI needs an account to run a session, so it is not run here.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+
+from test_run_command import session_ids
+
+
+def test_init_writes_each_clients_config_and_keeps_what_was_there(world):
+    project = world.home / "proj"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text(json.dumps({"model": "opus", "hooks": {"Stop": []}}))
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "other"}}}))
+    codex_home = world.root / "codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text('# mine\nmodel = "o4"\n\n[mcp_servers.other]\ncommand = "x"\n')
+    env = {"CODEX_HOME": str(codex_home)}
+    for client in ("claude-code", "codex", "cursor", "vscode"):
+        proc = world.run("init", client, "--project", str(project), env=env)
+        assert proc.returncode == 0, proc.stderr
+    # Twice is the same as once.
+    assert world.run("init", "claude-code", "--project", str(project)).returncode == 0
+    mcp = json.loads((project / ".mcp.json").read_text())
+    assert mcp["mcpServers"]["other"] == {"command": "other"}
+    aido = mcp["mcpServers"]["aido"]
+    assert aido["command"] == str(world.bin.resolve()) and aido["args"] == ["mcp", "--toolsets", "coding"], aido
+    assert aido["env"] == {"AIDO_HOME": str(world.aido_home)}, aido
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings["model"] == "opus" and settings["hooks"]["Stop"] == []
+    [bash] = settings["hooks"]["PreToolUse"]
+    assert bash["matcher"] == "Bash" and bash["hooks"][0]["command"].endswith(" hook claude-code"), bash
+    codex = tomllib.loads((codex_home / "config.toml").read_text())
+    assert (codex_home / "config.toml").read_text().startswith("# mine\n")
+    assert codex["model"] == "o4" and codex["mcp_servers"]["other"] == {"command": "x"}
+    assert codex["mcp_servers"]["aido"]["args"] == ["mcp", "--toolsets", "coding"], codex
+    cursor = json.loads((project / ".cursor" / "mcp.json").read_text())
+    assert cursor["mcpServers"]["aido"]["command"] == aido["command"]
+    vscode = json.loads((project / ".vscode" / "mcp.json").read_text())
+    assert vscode["servers"]["aido"]["type"] == "stdio", vscode
+    bad = world.run("init", "claude-code", "--project", str(project), "--toolsets", "nope")
+    assert bad.returncode != 0 and "config_value" in bad.stderr, bad.stderr
+
+
+def test_claude_codes_bash_goes_through_aido_and_a_rewind_undoes_it(world):
+    project = world.home / "claude-project"
+    project.mkdir()
+    assert world.run("init", "claude-code", "--project", str(project)).returncode == 0
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    hook = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    # A PreToolUse event as Claude Code sends it for its Bash tool.
+    payload = {
+        "session_id": "0b6c6d1e", "transcript_path": "/tmp/t.jsonl", "cwd": str(project),
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_use_id": "toolu_01", "tool_input": {"command": "mkdir -p out && echo 'made by claude' > out/note.txt && cat ~/.ssh/id_rsa; echo done",
+                                                   "description": "write a note", "timeout": 60000},
+    }
+    answered = subprocess.run(["/bin/sh", "-c", hook], input=json.dumps(payload), capture_output=True,
+                              text=True, cwd=project, env=world.env(), timeout=30)
+    assert answered.returncode == 0, answered.stderr
+    output = json.loads(answered.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "PreToolUse" and output["permissionDecision"] == "allow", output
+    command = output["updatedInput"]["command"]
+    assert " exec --timeout-ms 60000 -- /bin/sh -c " in command, command
+    # Another tool is left to Claude Code: no answer.
+    read = dict(payload, tool_name="Read", tool_input={"file_path": str(project / "x")})
+    quiet = subprocess.run(["/bin/sh", "-c", hook], input=json.dumps(read), capture_output=True, text=True,
+                           env=world.env(), timeout=30)
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet
+    # Claude Code runs the rewritten command with its shell, in the project.
+    ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, cwd=project,
+                         env=world.env(), timeout=120)
+    assert ran.returncode == 0 and "done" in ran.stdout, ran.stderr
+    assert "not a real key" not in ran.stdout, "the sandbox hides the key as always"
+    assert (project / "out" / "note.txt").read_text() == "made by claude\n"
+    [session] = [s for s in session_ids(world) if s.get("client") == "aido exec"] or session_ids(world)[-1:]
+    records = json.loads(world.run("replay", "show", session["id"], "--json").stdout)
+    [proposal] = [r["seq"] for r in records if r["event"] == "action_proposed"]
+    undone = world.run("replay", "rewind", session["id"], "--before", str(proposal))
+    assert undone.returncode == 0, undone.stderr
+    assert not (project / "out").exists(), "the rewind took the command's files back"
