@@ -25,6 +25,8 @@ mod retention;
 mod serve;
 /// OpenTelemetry for `aido serve` and `aido mcp`.
 mod telemetry;
+/// `aido undo`.
+mod undo;
 /// `aido vm` commands, spoken to a running aido's control channel.
 mod vm_client;
 
@@ -148,6 +150,16 @@ enum Command {
         /// The project (default: the current directory).
         #[arg(long)]
         project: Option<PathBuf>,
+    },
+    /// Take back the last N actions that changed something in this project (its sessions,
+    /// `aido exec` ones included), after showing what will be undone.
+    Undo {
+        /// How many actions.
+        #[arg(default_value_t = 1)]
+        count: usize,
+        /// Undo without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// The hook `aido init claude-code` installs: one PreToolUse event on stdin, the answer on
     /// stdout (a Bash command rewritten to run through `aido exec`).
@@ -821,6 +833,86 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!(
                     "Codex has no hook that can send its own shell tool through aido: its commands run outside aido unless it uses aido's run_command."
                 );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Undo { count, yes } => {
+            let layered = layered(&cli, &home)?;
+            let here = std::env::current_dir().context("the current directory")?;
+            let here = here.canonicalize().unwrap_or(here);
+            let journals = readers(&home)?;
+            let sessions = aido_journal::dir::sessions(&journals)
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            // Newest first: sessions started here or below, their changing actions newest
+            // first, until `count`.
+            let mut chosen: Vec<undo::Undoable> = Vec::new();
+            for summary in sessions.iter().rev() {
+                if chosen.len() >= *count {
+                    break;
+                }
+                if !Path::new(&summary.cwd).starts_with(&here) {
+                    continue;
+                }
+                let id = summary.id.to_string();
+                let (journal, sid) = aido_journal::dir::find(&journals, &id)
+                    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+                let records = journal
+                    .all_records(sid)
+                    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+                let mut found = undo::undoable(&id, &here, &records);
+                while chosen.len() < *count {
+                    match found.pop() {
+                        Some(one) => chosen.push(one),
+                        None => break,
+                    }
+                }
+            }
+            drop(journals);
+            if chosen.is_empty() {
+                println!(
+                    "nothing to undo: no action changed anything in {}",
+                    here.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("will undo (newest first):");
+            for one in &chosen {
+                println!("  {}", one.line);
+            }
+            if !*yes {
+                if !std::io::stdin().is_terminal() {
+                    eprintln!("aido: not a terminal: pass --yes to undo these");
+                    return Ok(ExitCode::from(1));
+                }
+                eprint!("undo these? [y/N] ");
+                let mut answer = String::new();
+                std::io::stdin().read_line(&mut answer)?;
+                if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                    println!("nothing undone");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            // One rewind per session, before its oldest chosen action, newest session first.
+            let mut order: Vec<(String, u64)> = Vec::new();
+            for one in &chosen {
+                match order
+                    .iter_mut()
+                    .find(|(session, _)| *session == one.session)
+                {
+                    Some((_, seq)) => *seq = (*seq).min(one.seq),
+                    None => order.push((one.session.clone(), one.seq)),
+                }
+            }
+            let runtime = tokio::runtime::Runtime::new()?;
+            for (session, seq) in order {
+                let target = aido_actions::snapshot::Rewind {
+                    to_seq: None,
+                    before_seq: Some(seq),
+                };
+                let code = runtime.block_on(rewind(layered.clone(), &home, &session, target))?;
+                if code != ExitCode::SUCCESS {
+                    return Ok(code);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -86,3 +86,30 @@ def test_claude_codes_bash_goes_through_aido_and_a_rewind_undoes_it(world):
     undone = world.run("replay", "rewind", session["id"], "--before", str(proposal))
     assert undone.returncode == 0, undone.stderr
     assert not (project / "out").exists(), "the rewind took the command's files back"
+
+
+def test_undo_shows_what_it_will_take_back_then_takes_back_the_newest_first(world):
+    """`aido undo [N]` for the person at the terminal: the last N actions that changed
+    something in this project, across its sessions (here `aido exec` ones, as the Claude
+    Code hook makes), listed first; without a terminal it asks for --yes."""
+    project = world.home / "undo-project"
+    project.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(world.bin), *args], capture_output=True, text=True, cwd=project,
+                              env=world.env(), stdin=subprocess.DEVNULL, timeout=120)
+
+    assert run("exec", "--", "/bin/sh", "-c", "echo a > a.txt").returncode == 0
+    assert run("exec", "--", "/bin/sh", "-c", "echo b > b.txt; mkdir d; echo c > d/c.txt").returncode == 0
+    asked = run("undo")
+    assert asked.returncode == 1 and "--yes" in asked.stderr, asked
+    assert "b.txt" in asked.stdout and "a.txt" not in asked.stdout, asked.stdout
+    assert (project / "b.txt").exists(), "nothing is undone without an answer"
+    done = run("undo", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert not (project / "b.txt").exists() and not (project / "d").exists()
+    assert (project / "a.txt").read_text() == "a\n"
+    again = run("undo", "--yes")
+    assert again.returncode == 0 and "a.txt" in again.stdout, again
+    assert not (project / "a.txt").exists()
+    assert "nothing to undo" in run("undo", "--yes").stdout

@@ -1,0 +1,118 @@
+//! `aido undo [N]`: the person at the terminal takes back the last N actions that changed
+//! something in this project (the newest sessions started here or below, `aido exec` ones
+//! included, so a Claude Code hook's commands too), seeing first what will be undone.
+
+use std::path::Path;
+
+use aido_journal::{Event, Record};
+use serde_json::Value;
+
+/// One action that changed something, as the preview shows it.
+pub(crate) struct Undoable {
+    pub(crate) session: String,
+    pub(crate) seq: u64,
+    pub(crate) line: String,
+}
+
+/// The paths an action's effects touched, as journaled.
+fn paths(effects: &[aido_actions::Effect]) -> Vec<String> {
+    let mut out = Vec::new();
+    for effect in effects {
+        let value = serde_json::to_value(effect).unwrap_or(Value::Null);
+        for key in ["path", "to", "from"] {
+            if let Some(path) = value.get(key).and_then(Value::as_str) {
+                out.push(path.to_owned());
+                break;
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A session's actions that changed something and were not already rewound, oldest first.
+pub(crate) fn undoable(session: &str, cwd: &Path, records: &[Record]) -> Vec<Undoable> {
+    let gone = aido_journal::timeline::abandoned(records);
+    let mut out = Vec::new();
+    for record in records {
+        let (proposal, effects) = match &record.event {
+            Event::ActionCompleted {
+                proposal, outcome, ..
+            } => (*proposal, &outcome.effects),
+            Event::ActionFailed {
+                proposal, effects, ..
+            } => (*proposal, effects),
+            _ => continue,
+        };
+        if effects.is_empty() || gone.contains_key(&proposal) {
+            continue;
+        }
+        let action = records
+            .iter()
+            .find(|r| r.seq == proposal)
+            .and_then(|r| match &r.event {
+                Event::ActionProposed { action, .. } => Some(action),
+                _ => None,
+            });
+        // A rewind's own effects are the undoing: it is not taken back in turn.
+        if action.is_some_and(|action| action.primitive() == "rewind") {
+            continue;
+        }
+        let what = action.map_or_else(|| "an action".into(), describe);
+        let touched = paths(effects);
+        let shown: Vec<String> = touched
+            .iter()
+            .take(5)
+            .map(|p| {
+                Path::new(p)
+                    .strip_prefix(cwd)
+                    .map(|rel| rel.display().to_string())
+                    .unwrap_or_else(|_| p.clone())
+            })
+            .collect();
+        let more = touched.len().saturating_sub(shown.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        out.push(Undoable {
+            session: session.to_owned(),
+            seq: proposal,
+            line: format!(
+                "{} #{proposal} {what}: {}{more}",
+                &session[..8.min(session.len())],
+                shown.join(", ")
+            ),
+        });
+    }
+    out
+}
+
+fn describe(action: &aido_actions::Action) -> String {
+    let value = serde_json::to_value(action).unwrap_or(Value::Null);
+    let primitive = action.primitive();
+    let detail = match primitive {
+        "run_command" => value
+            .get("shell")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                value.get("argv").and_then(Value::as_array).map(|argv| {
+                    argv.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+            }),
+        _ => value.get("path").and_then(Value::as_str).map(str::to_owned),
+    };
+    match detail {
+        Some(detail) => {
+            let detail: String = detail.chars().take(80).collect();
+            format!("{primitive} `{detail}`")
+        }
+        None => primitive.to_owned(),
+    }
+}
