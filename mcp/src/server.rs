@@ -39,6 +39,9 @@ pub struct AidoServer {
     transport: &'static str,
     /// The primitives this server lists and accepts (`[mcp]`).
     enabled: Arc<std::collections::BTreeSet<&'static str>>,
+    /// Over HTTP, an endpoint `/mcp/x/TOOLSETS` narrows them for its session (at `initialize`;
+    /// never wider than `enabled`).
+    narrowed: Arc<std::sync::OnceLock<std::collections::BTreeSet<&'static str>>>,
     /// Set once the client's MCP roots were followed after `initialized` (or it has none):
     /// a call waits for it (at most [`ROOTS_WAIT`]), so it runs where the client is.
     roots_followed: Arc<tokio::sync::watch::Sender<bool>>,
@@ -127,6 +130,7 @@ impl AidoServer {
             session: Arc::new(OnceCell::new()),
             tools: Arc::new(tools),
             enabled: Arc::new(enabled),
+            narrowed: Arc::default(),
             // Until the client sets a level, only refusals and failures are sent.
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
             versions: STDIO_PROTOCOL_VERSIONS,
@@ -190,6 +194,15 @@ impl AidoServer {
             })
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), Some(json!({"code": e.code()}))))
+    }
+
+    /// Whether this session may list and call `primitive`.
+    fn gives(&self, primitive: &str) -> bool {
+        self.enabled.contains(primitive)
+            && self
+                .narrowed
+                .get()
+                .is_none_or(|narrowed| narrowed.contains(primitive))
     }
 
     /// Whether the client declared MCP roots at `initialize`.
@@ -348,6 +361,21 @@ aido_actions::coded!(CallError {
     ArgumentsTooLarge => "arguments_too_large",
     ToolNotEnabled => "tool_not_enabled",
 });
+
+/// The primitives of a comma-separated list of toolsets, profiles and tools.
+fn aido_policy_names(list: &str) -> Result<Vec<&'static str>, String> {
+    let mut out = Vec::new();
+    for name in list.split(',').filter(|name| !name.is_empty()) {
+        let members = aido_actions::toolsets::members(name).ok_or_else(|| {
+            format!(
+                "{name:?} is not a toolset or profile; they are: {}",
+                aido_actions::toolsets::names().join(", ")
+            )
+        })?;
+        out.extend(members);
+    }
+    Ok(out)
+}
 
 /// Why `name` may not be called here, naming its toolset and the settings.
 fn not_enabled_message(name: &str, at: &str) -> String {
@@ -578,6 +606,25 @@ impl ServerHandler for AidoServer {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        // `/mcp/x/coding` (nested under `/mcp`, so `/x/coding` here) gives this session those
+        // toolsets, within the server's own.
+        let path = context
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| parts.uri.path().to_owned());
+        if let Some(wanted) = path.as_deref().and_then(|path| path.strip_prefix("/x/")) {
+            let asked = aido_policy_names(wanted).map_err(|message| {
+                McpError::invalid_params(
+                    message,
+                    Some(json!({"code": CallError::ToolNotEnabled.code()})),
+                )
+            })?;
+            let narrowed = asked
+                .into_iter()
+                .filter(|name| self.enabled.contains(name))
+                .collect();
+            let _ = self.narrowed.set(narrowed);
+        }
         let client = format!(
             "{} {}",
             request.client_info.name, request.client_info.version
@@ -605,8 +652,11 @@ impl ServerHandler for AidoServer {
         #[allow(unused_mut)]
         let mut tools = self.tools.as_ref().clone();
         // Defined functions and primitives are calls of call_function and call_primitive.
-        if self.enabled.contains("call_function") || self.enabled.contains("call_primitive") {
+        if self.gives("call_function") || self.gives("call_primitive") {
             tools.extend(crate::tools::defined(&self.runtime));
+        }
+        if self.narrowed.get().is_some() {
+            tools.retain(|tool| Action::class_of(&tool.name).is_none() || self.gives(&tool.name));
         }
         // A session under a capability grant is shown only the primitives the grant allows
         // (calling another is still refused by the policy's capabilities gate).
@@ -737,9 +787,7 @@ impl ServerHandler for AidoServer {
             return Ok(input_error(code, message, seq).into());
         }
         // A tool outside the toolsets is refused by name, whatever its arguments.
-        if Action::class_of(&request.name).is_some()
-            && !self.enabled.contains(request.name.as_ref())
-        {
+        if Action::class_of(&request.name).is_some() && !self.gives(&request.name) {
             let code = CallError::ToolNotEnabled.code();
             let message = not_enabled_message(&request.name, "");
             let seq = session.reject(&request.name, code, &message).await;
@@ -776,7 +824,7 @@ impl ServerHandler for AidoServer {
         // Nor can a composite's step (or a defined function) reach one.
         let outside = std::iter::once((String::new(), &action))
             .chain(action.leaves())
-            .find(|(_, leaf)| !self.enabled.contains(leaf.primitive()))
+            .find(|(_, leaf)| !self.gives(leaf.primitive()))
             .map(|(at, leaf)| {
                 let at = if at.is_empty() {
                     at

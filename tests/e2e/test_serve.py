@@ -246,3 +246,27 @@ async def test_aido_mcp_on_stdio_writes_the_audit_file_as_it_goes(world: World) 
             assert after["prev"] == before["hash"]
     # The session's end is there too, once it closed.
     assert any(l["event"] == "session_ended" for l in lines)
+
+
+async def test_an_endpoint_per_profile_narrows_the_tools_within_the_servers_own(world: World) -> None:
+    """Issue 28, point 2 (HTTP): `/mcp/x/TOOLSETS` gives its sessions those toolsets, never
+    more than the server's own `[mcp]`; a tool outside them is not listed and is refused
+    `tool_not_enabled`; an unknown toolset is refused at `initialize`."""
+    with serve(world) as served:
+        coding = Served(served.proc, served.url + "/x/coding", served.token_file)
+        async with sdk(coding) as session:
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert "run_command" in names and "remember" not in names and len(names) <= 35, names
+            refused = await session.call_tool("remember", {"text": "x"})
+            assert refused.is_error and refused.structured_content["code"] == "tool_not_enabled", refused
+        async with sdk(served) as session:
+            assert "remember" in {t.name for t in (await session.list_tools()).tools}
+        with httpx2.Client(timeout=10) as http:
+            r = http.post(served.url + "/x/nope", json=init_body(), headers=served.headers(**MCP_HEADERS))
+            assert "not a toolset" in r.text, r.text
+    config = world.write_config('[mcp]\ntoolsets = ["files"]\n')
+    with serve(world, "--config", str(config)) as served:
+        coding = Served(served.proc, served.url + "/x/coding,memory", served.token_file)
+        async with sdk(coding) as session:
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert "read_file" in names and "run_command" not in names and "remember" not in names, names
