@@ -87,6 +87,21 @@ def test_inspector_lists_tools(npx, world):
     assert tools["move_to_trash"]["annotations"]["destructiveHint"] is True
 
 
+def test_inspector_sees_the_lists_within_their_token_budgets(npx, world):
+    """Issue 28, points 1 and 7: the whole list under 60,000 tokens and the coding profile
+    (from `[mcp]` in AIDO_HOME's config) under 8,000, as the inspector receives them."""
+    sizes = {}
+    for profile in ("all", "coding"):
+        (world.aido_home / "config.toml").write_text(f'[mcp]\ntoolsets = ["{profile}"]\n')
+        rc, out, proc = inspect(npx, world, "--method", "tools/list")
+        assert rc == 0, proc.stderr
+        tools = out["result"]["tools"]
+        sizes[profile] = (len(tools), len(json.dumps(tools)) // 4)
+    print("tools and tokens per profile (inspector):", sizes)
+    assert sizes["all"][1] < 60_000 and sizes["coding"][1] < 8_000, sizes
+    assert sizes["coding"][0] <= 35 < sizes["all"][0], sizes
+
+
 def test_inspector_write_then_read(npx, world):
     # key=value arguments (plain strings, so no coercion surprises).
     rc, out, proc = inspect(
