@@ -197,17 +197,7 @@ fn shared_tmp(dir: Option<&Path>, tree: Option<i32>) -> Result<(), SpawnError> {
     let failed = |error: std::io::Error| SpawnError::setup_io(Step::MountTmp, &error, &shown);
     let target = under(NEW, Path::new("/tmp"));
     match tree {
-        Some(fd) => {
-            let tree = format!("{OLD}/proc/self/fd/{fd}");
-            rustix::mount::move_mount(
-                rustix::fs::CWD,
-                tree.as_str(),
-                rustix::fs::CWD,
-                &target,
-                MoveMountFlags::MOVE_MOUNT_F_SYMLINKS,
-            )
-            .map_err(|errno| failed(errno.into()))
-        }
+        Some(fd) => attach(fd, &target).map_err(failed),
         None => {
             let dir = dir.ok_or_else(|| SpawnError::protocol("a shared /tmp without a source"))?;
             let tree = open_tree(
@@ -332,21 +322,8 @@ fn walls(plan: &Plan, fds: &Fds) -> Result<(), SpawnError> {
     for (wall, fd) in plan.walls.iter().zip(&fds.walls) {
         let target = under(NEW, &wall.path);
         ensure_mount_point(&target, Step::MountWall)?;
-        // The child left the detached mount open at this number; its magic link names it.
-        let tree = format!("{OLD}/proc/self/fd/{fd}");
-        rustix::mount::move_mount(
-            rustix::fs::CWD,
-            tree.as_str(),
-            rustix::fs::CWD,
-            &target,
-            rustix::mount::MoveMountFlags::MOVE_MOUNT_F_SYMLINKS,
-        )
-        .map_err(|errno| {
-            SpawnError::setup_io(
-                Step::MountWall,
-                &errno.into(),
-                wall.path.display().to_string(),
-            )
+        attach(*fd, &target).map_err(|error| {
+            SpawnError::setup_io(Step::MountWall, &error, wall.path.display().to_string())
         })?;
     }
     for cover in &plan.covers {
@@ -370,16 +347,23 @@ fn attach_layer(index: usize, tree: i32) -> Result<PathBuf, SpawnError> {
     std::fs::create_dir_all(&point).map_err(|error| {
         SpawnError::setup_io(Step::MountWritable, &error, point.display().to_string())
     })?;
-    let tree = format!("{OLD}/proc/self/fd/{tree}");
+    attach(tree, &point)
+        .map_err(|error| SpawnError::setup_io(Step::MountWritable, &error, "attach a layer"))?;
+    Ok(point)
+}
+
+/// Attaches at `target` the detached mount the child left open at descriptor `fd` (its magic
+/// link under the old root's `/proc/self/fd` names it).
+fn attach(fd: i32, target: &Path) -> std::io::Result<()> {
+    let tree = format!("{OLD}/proc/self/fd/{fd}");
     rustix::mount::move_mount(
         rustix::fs::CWD,
         tree.as_str(),
         rustix::fs::CWD,
-        &point,
+        target,
         rustix::mount::MoveMountFlags::MOVE_MOUNT_F_SYMLINKS,
     )
-    .map_err(|errno| SpawnError::setup_io(Step::MountWritable, &errno.into(), "attach a layer"))?;
-    Ok(point)
+    .map_err(std::io::Error::from)
 }
 
 fn writable(plan: &Plan, fds: &Fds) -> Result<(), SpawnError> {

@@ -35,6 +35,38 @@ fn start(
     (started, receiver)
 }
 
+/// A background server in a shared namespace, started and past its `ready` line.
+fn serve_shared(
+    fixture: &Fixture,
+    server: &str,
+) -> (
+    std::sync::Arc<aido_sandbox::Control>,
+    aido_sandbox::SharedNetwork,
+    mpsc::Receiver<Ended>,
+) {
+    let (started, ended) = start(
+        fixture,
+        server,
+        StartOptions {
+            share_network: true,
+            ..StartOptions::default()
+        },
+    );
+    let network = started.network.clone().expect("a shared namespace");
+    let Output::Pipes {
+        stdout: mut pipe, ..
+    } = started.output
+    else {
+        panic!("pipes")
+    };
+    let mut ready = [0u8; 6];
+    pipe.read_exact(&mut ready).unwrap();
+    assert_eq!(&ready, b"ready\n");
+    // It writes nothing more: its pipe may close now.
+    drop(pipe);
+    (started.control, network, ended)
+}
+
 fn read_all(output: Output) -> String {
     let mut text = Vec::new();
     match output {
@@ -170,24 +202,7 @@ fn a_shared_network_lets_later_commands_reach_a_background_server() {
     let server = "python3 -c 'import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, \
                   socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", 8765)); s.listen(); print(\"ready\", \
                   flush=True)\nwhile True:\n    c, _ = s.accept(); c.sendall(b\"hello\"); c.close()'";
-    let (started, _ended) = start(
-        &fixture,
-        server,
-        StartOptions {
-            share_network: true,
-            ..StartOptions::default()
-        },
-    );
-    let network = started.network.clone().expect("a shared namespace");
-    let Output::Pipes {
-        stdout: mut pipe, ..
-    } = started.output
-    else {
-        panic!("pipes")
-    };
-    let mut ready = [0u8; 6];
-    pipe.read_exact(&mut ready).unwrap();
-    assert_eq!(&ready, b"ready\n");
+    let (started, network, _ended) = serve_shared(&fixture, server);
     let client = "python3 -c 'import socket; print(socket.create_connection((\"127.0.0.1\", 8765), \
                   timeout=5).recv(10).decode())' 2>&1; readlink /proc/self/ns/net";
     let joined = fixture
@@ -237,7 +252,7 @@ fn a_shared_network_lets_later_commands_reach_a_background_server() {
         Some(network.inode())
     );
     assert!(read_all(second.output).starts_with("hello\n"));
-    started.control.kill();
+    started.kill();
 }
 
 /// A background server exposed on the host: the host's 127.0.0.1:PORT reaches it through the
@@ -257,23 +272,7 @@ fn an_exposed_port_reaches_a_background_server_from_the_hosts_loopback() {
          socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", {port})); s.listen(); print(\"ready\", \
          flush=True)\nwhile True:\n    c, _ = s.accept(); d = c.recv(100); c.sendall(b\"echo:\" + d); c.close()'"
     );
-    let (started, _ended) = start(
-        &fixture,
-        &server,
-        StartOptions {
-            share_network: true,
-            ..StartOptions::default()
-        },
-    );
-    let network = started.network.clone().expect("a shared namespace");
-    let Output::Pipes {
-        stdout: mut pipe, ..
-    } = started.output
-    else {
-        panic!("pipes")
-    };
-    let mut ready = [0u8; 6];
-    pipe.read_exact(&mut ready).unwrap();
+    let (started, network, _ended) = serve_shared(&fixture, &server);
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_aido-sandbox"));
     let exposed = aido_sandbox::Exposed::start(&exe, &network, port, 4).unwrap();
     assert_eq!(exposed.host.to_string(), format!("127.0.0.1:{port}"));
@@ -311,5 +310,5 @@ fn an_exposed_port_reaches_a_background_server_from_the_hosts_loopback() {
     );
     drop(exposed);
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
-    started.control.terminate().unwrap();
+    started.terminate().unwrap();
 }
