@@ -147,6 +147,30 @@ enum Command {
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
     },
+    /// Run only the serve section (read_file over HTTP beside stdio, sessions held, telemetry's
+    /// price) and print its figures; with `--write`, also put its section into the results
+    /// file (replacing the one there, saying it was measured alone) and render the report.
+    Serve {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        /// read_file calls per side per round.
+        #[arg(long, default_value_t = 300)]
+        calls: usize,
+        /// MCP sessions opened and held at once (each with its standing SSE stream; one
+        /// address may hold 256 connections).
+        #[arg(long, default_value_t = 250)]
+        hold: usize,
+        /// Write the section into the results file and render the report.
+        #[arg(long)]
+        write: bool,
+        /// The results file.
+        #[arg(long, default_value = report::RESULTS_FILE)]
+        results: PathBuf,
+        /// The report to write.
+        #[arg(long, default_value = "docs/BENCHMARKS.md")]
+        out: PathBuf,
+    },
     /// Run only the soak section (memory over many mixed calls, on stdio and over HTTP) and
     /// print its figures; with `--write`, also put its section into the results file
     /// (replacing the one there, saying it was measured alone) and render the report.
@@ -458,6 +482,17 @@ fn main() -> Result<()> {
         }) => {
             let into = write.then_some((results.as_path(), out.as_path()));
             return process_only(aido, node_modules, into);
+        }
+        Some(Command::Serve {
+            aido,
+            calls,
+            hold,
+            write,
+            results,
+            out,
+        }) => {
+            let into = write.then_some((results.as_path(), out.as_path()));
+            return serve_only(aido, *calls, *hold, into);
         }
         Some(Command::Soak {
             aido,
@@ -829,6 +864,31 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
 }
 
 /// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
+/// `aido-bench serve`: the serve section alone, its figures printed.
+fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path)>) -> Result<()> {
+    let aido = built(aido)?;
+    let section = block_on(serve::run(&aido, &std::env::temp_dir(), calls, 4, hold))?;
+    let run = match &section {
+        serve::ServeSection::Ran(run) => run,
+        serve::ServeSection::Skipped(why) => bail!("not run: {why}"),
+        serve::ServeSection::Failed(why) => bail!("failed: {why}"),
+    };
+    let grown = run.rss_held.saturating_sub(run.rss_before);
+    println!(
+        "{} sessions held: {:.0} kB each; read_file p50 over HTTP {:.0} µs, over stdio {:.0} µs",
+        run.held,
+        grown as f64 / 1024.0 / run.held.max(1) as f64,
+        crate::stdio::percentile(&run.http, 50.0).as_secs_f64() * 1e6,
+        crate::stdio::percentile(&run.stdio, 50.0).as_secs_f64() * 1e6,
+    );
+    if let Some((results, out)) = into {
+        merge_into(results, out, |machine| {
+            report::serve_alone(&section, &machine.commit, &machine.date)
+        })?;
+    }
+    Ok(())
+}
+
 fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(soak::run(&aido, &std::env::temp_dir(), options))?;

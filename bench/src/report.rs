@@ -728,6 +728,33 @@ fn script_section(script: &crate::script::ScriptSection, rows: &mut Vec<Row>) ->
 /// The serve section: read_file over HTTP beside stdio (p50 and p99, round trips per second),
 /// MCP sessions held with the server's memory, and telemetry's price per action.
 fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Section {
+    serve_section_with(serve, rows, &[])
+}
+
+/// The serve section measured on its own (`aido-bench serve --write`), saying when.
+pub fn serve_alone(
+    serve: &crate::serve::ServeSection,
+    commit: &str,
+    date: &str,
+) -> (Section, Vec<Row>) {
+    let mut rows = Vec::new();
+    let section = serve_section_with(
+        serve,
+        &mut rows,
+        &[
+            ("alone_commit", commit.to_owned()),
+            ("alone_date", date.to_owned()),
+        ],
+    );
+    (section, rows)
+}
+
+/// [`serve_section`] with `extra` parameters for its notes.
+fn serve_section_with(
+    serve: &crate::serve::ServeSection,
+    rows: &mut Vec<Row>,
+    extra: &[(&str, String)],
+) -> Section {
     use crate::serve::ServeSection;
     const S: &str = "serve";
     let ids = [
@@ -747,7 +774,7 @@ fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Sec
                 };
                 rows.push(row(S, id, "see the serve section", outcome));
             }
-            return section(S, &[], Vec::new());
+            return section(S, extra, Vec::new());
         }
     };
     let http = samples(&run.http);
@@ -868,7 +895,10 @@ fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Sec
             ),
             ("telemetry_calls", tel_calls),
             ("dropped", dropped),
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect::<Vec<_>>(),
         Vec::new(),
     )
 }
