@@ -264,6 +264,23 @@ pub fn members(name: &str) -> Option<Vec<&'static str>> {
     )
 }
 
+/// The primitives of every name in `names` ([`members`]), or why one is unknown (the names
+/// that are known listed).
+pub fn resolve<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<std::collections::BTreeSet<&'static str>, String> {
+    let mut out = std::collections::BTreeSet::new();
+    for name in names {
+        out.extend(members(name).ok_or_else(|| {
+            format!(
+                "{name:?} is not a toolset or profile; they are: {}",
+                self::names().join(", ")
+            )
+        })?);
+    }
+    Ok(out)
+}
+
 /// Every name `members` knows, for an error that lists them.
 pub fn names() -> Vec<&'static str> {
     std::iter::once("all")

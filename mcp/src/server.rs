@@ -123,8 +123,11 @@ impl AidoServer {
             .unwrap_or_default()
             .into_iter()
             .collect();
-        let mut tools = crate::tools::tools();
-        tools.retain(|tool| enabled.contains(tool.name.as_ref()));
+        let tools = crate::tools::tools()
+            .iter()
+            .filter(|tool| enabled.contains(tool.name.as_ref()))
+            .cloned()
+            .collect();
         Self {
             runtime,
             session: Arc::new(OnceCell::new()),
@@ -362,19 +365,12 @@ aido_actions::coded!(CallError {
     ToolNotEnabled => "tool_not_enabled",
 });
 
-/// The primitives of a comma-separated list of toolsets, profiles and tools.
-fn aido_policy_names(list: &str) -> Result<Vec<&'static str>, String> {
-    let mut out = Vec::new();
-    for name in list.split(',').filter(|name| !name.is_empty()) {
-        let members = aido_actions::toolsets::members(name).ok_or_else(|| {
-            format!(
-                "{name:?} is not a toolset or profile; they are: {}",
-                aido_actions::toolsets::names().join(", ")
-            )
-        })?;
-        out.extend(members);
-    }
-    Ok(out)
+/// The refusal of a call of `tool` that names (or steps into) a tool outside the server's
+/// toolsets, journaled as a rejected call.
+async fn not_enabled(session: &Session, tool: &str, message: String) -> CallToolResponse {
+    let code = CallError::ToolNotEnabled.code();
+    let seq = session.reject(tool, code, &message).await;
+    input_error(code, message, seq).into()
 }
 
 /// Why `name` may not be called here, naming its toolset and the settings.
@@ -613,7 +609,8 @@ impl ServerHandler for AidoServer {
             .get::<http::request::Parts>()
             .map(|parts| parts.uri.path().to_owned());
         if let Some(wanted) = path.as_deref().and_then(|path| path.strip_prefix("/x/")) {
-            let asked = aido_policy_names(wanted).map_err(|message| {
+            let names = wanted.split(',').filter(|name| !name.is_empty());
+            let asked = aido_actions::toolsets::resolve(names).map_err(|message| {
                 McpError::invalid_params(
                     message,
                     Some(json!({"code": CallError::ToolNotEnabled.code()})),
@@ -788,10 +785,8 @@ impl ServerHandler for AidoServer {
         }
         // A tool outside the toolsets is refused by name, whatever its arguments.
         if Action::class_of(&request.name).is_some() && !self.gives(&request.name) {
-            let code = CallError::ToolNotEnabled.code();
             let message = not_enabled_message(&request.name, "");
-            let seq = session.reject(&request.name, code, &message).await;
-            return Ok(input_error(code, message, seq).into());
+            return Ok(not_enabled(session, &request.name, message).await);
         }
         // A defined function or custom primitive is a tool of its own name (never a
         // built-in's: define refuses those names).
@@ -834,9 +829,7 @@ impl ServerHandler for AidoServer {
                 not_enabled_message(leaf.primitive(), &at)
             });
         if let Some(message) = outside {
-            let code = CallError::ToolNotEnabled.code();
-            let seq = session.reject(&request.name, code, &message).await;
-            return Ok(input_error(code, message, seq).into());
+            return Ok(not_enabled(session, &request.name, message).await);
         }
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(Notify {

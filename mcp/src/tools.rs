@@ -5,13 +5,10 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 
 /// One MCP tool per primitive this build holds (see `aido_actors::families`), with hints
 /// derived from its class.
-pub fn tools() -> Vec<Tool> {
-    all().to_vec()
-}
-
-/// Every built tool, made once per process: a session's list shares their schemas (`Arc`)
-/// instead of building 150 KB of them again for each of `aido serve`'s sessions.
-fn all() -> &'static [Tool] {
+///
+/// Made once per process: a session's list shares their schemas (`Arc`) instead of building
+/// 150 KB of them again for each of `aido serve`'s sessions.
+pub fn tools() -> &'static [Tool] {
     static ALL: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
     ALL.get_or_init(build)
 }

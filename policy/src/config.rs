@@ -445,18 +445,11 @@ impl McpTools {
 
     /// The primitives these settings give, in table order.
     pub fn primitives(&self) -> Result<Vec<&'static str>, ConfigError> {
-        let mut given = std::collections::BTreeSet::new();
-        for name in &self.toolsets {
-            let members =
-                aido_actions::toolsets::members(name).ok_or_else(|| ConfigError::Value {
-                    key: "mcp.toolsets".into(),
-                    reason: format!(
-                        "{name:?} is not a toolset or profile; they are: {}",
-                        aido_actions::toolsets::names().join(", ")
-                    ),
-                })?;
-            given.extend(members);
-        }
+        let mut given = aido_actions::toolsets::resolve(self.toolsets.iter().map(String::as_str))
+            .map_err(|reason| ConfigError::Value {
+            key: "mcp.toolsets".into(),
+            reason,
+        })?;
         for name in &self.tools {
             let known = aido_actions::action::PRIMITIVE_NAMES
                 .iter()
