@@ -121,11 +121,14 @@ impl Session {
         let Ok(dir) = dir.canonicalize() else {
             return Ok(None);
         };
+        // The policy's write roots are real paths already.
         let inside = dir.is_dir()
-            && self.shared.policy.write_roots().iter().any(|root| {
-                let root = root.canonicalize().unwrap_or_else(|_| root.clone());
-                dir.starts_with(root)
-            });
+            && self
+                .shared
+                .policy
+                .write_roots()
+                .iter()
+                .any(|root| dir.starts_with(root));
         if !inside {
             return Ok(None);
         }

@@ -572,6 +572,7 @@ async fn start_background(
     let cell = Cell::new(if run.pty { 1 } else { 2 });
     // The session's /tmp stays while the command runs, even past the session's end.
     let (tmp, tmpfs) = session_tmp(args, run, &origin.session, &mut profile)?;
+    let shared_tmp = tmp.is_some();
     // Its exposed ports' relays end with it.
     let exposed: Arc<std::sync::Mutex<Exposures>> = Arc::default();
     let on_end = {
@@ -629,7 +630,7 @@ async fn start_background(
     if !hosts.is_empty() {
         record["exposed"] = json!(hosts);
     }
-    record["tmp"] = json!(tmp_of_record(!run.private_tmp));
+    record["tmp"] = json!(tmp_of_record(shared_tmp));
     record["handle"] = json!(id);
     record["background"] = json!(true);
     record["pty"] = json!(run.pty);
