@@ -53,23 +53,32 @@ fn sweep(parent: &Path) {
         Ok(mut swept) if !swept.iter().any(|done| done == parent) => swept.push(parent.to_owned()),
         _ => return,
     }
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix("aido-sandbox-"))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir(entry.path());
-        }
+    for left in leftovers_of_gone_processes(parent, "aido-sandbox-") {
+        let _ = std::fs::remove_dir(left);
     }
+}
+
+/// The entries of `parent` named `PREFIX`, a pid, `-` and anything, whose process is gone
+/// (never this process's): what an aido process that was killed left behind.
+pub fn leftovers_of_gone_processes(parent: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.strip_prefix(prefix))
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok())
+                .is_some_and(|pid| {
+                    pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+                })
+        })
+        .map(|entry| entry.path())
+        .collect()
 }
 
 fn unique_name() -> String {

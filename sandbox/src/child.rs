@@ -506,15 +506,9 @@ fn prepare_ids(
         })?;
         fds.shared_tmp = Some(inheritable(tree, &mut held)?);
     } else if let Some(dir) = &ids.shared_tmp {
-        let shown = dir.display().to_string();
-        let tree = open_tree(
-            rustix::fs::CWD,
-            dir,
-            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
-        )
-        .map_err(|errno| SpawnError::setup_io(Step::RunAs, &errno.into(), &shown))?;
-        aido_sys::seal_mount(tree.as_fd())
-            .map_err(|error| SpawnError::setup_io(Step::RunAs, &error, &shown))?;
+        let tree = crate::mounts::sealed_clone(dir).map_err(|error| {
+            SpawnError::setup_io(Step::RunAs, &error, dir.display().to_string())
+        })?;
         fds.shared_tmp = Some(inheritable(tree, &mut held)?);
     }
     Ok((fds, held))

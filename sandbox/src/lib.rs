@@ -98,6 +98,7 @@ mod tmp;
 mod unconfined;
 
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
+pub use cgroup::leftovers_of_gone_processes;
 pub use changes::{
     CHANGED_ENTRIES_MAX, Change, ChangeCaps, Upper, check_owned, collect as collect_changes,
     open_layers,

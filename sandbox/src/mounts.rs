@@ -189,7 +189,7 @@ fn private_tmp(tmp_bytes_max: u64) -> Result<(), SpawnError> {
 /// or of the directory, which a command that runs as an unprivileged host user may not reach
 /// by path), or a clone of the directory made here; `nosuid,nodev` either way.
 fn shared_tmp(dir: Option<&Path>, tree: Option<i32>) -> Result<(), SpawnError> {
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags, open_tree};
+    use rustix::mount::MoveMountFlags;
     let shown = dir.map_or_else(
         || "the session's tmpfs".to_owned(),
         |dir| dir.display().to_string(),
@@ -200,13 +200,7 @@ fn shared_tmp(dir: Option<&Path>, tree: Option<i32>) -> Result<(), SpawnError> {
         Some(fd) => attach(fd, &target).map_err(failed),
         None => {
             let dir = dir.ok_or_else(|| SpawnError::protocol("a shared /tmp without a source"))?;
-            let tree = open_tree(
-                rustix::fs::CWD,
-                under(OLD, dir),
-                OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
-            )
-            .map_err(|errno| failed(errno.into()))?;
-            aido_sys::seal_mount(std::os::fd::AsFd::as_fd(&tree)).map_err(failed)?;
+            let tree = sealed_clone(&under(OLD, dir)).map_err(failed)?;
             rustix::mount::move_mount(
                 &tree,
                 "",
@@ -350,6 +344,18 @@ fn attach_layer(index: usize, tree: i32) -> Result<PathBuf, SpawnError> {
     attach(tree, &point)
         .map_err(|error| SpawnError::setup_io(Step::MountWritable, &error, "attach a layer"))?;
     Ok(point)
+}
+
+/// A detached clone of the mount at `dir`, `nosuid,nodev`, its other attributes kept.
+pub(crate) fn sealed_clone(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    let tree = open_tree(
+        rustix::fs::CWD,
+        dir,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+    )?;
+    aido_sys::seal_mount(std::os::fd::AsFd::as_fd(&tree))?;
+    Ok(tree)
 }
 
 /// Attaches at `target` the detached mount the child left open at descriptor `fd` (its magic

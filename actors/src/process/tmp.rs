@@ -145,22 +145,8 @@ impl SessionTmps {
 
 /// Removes the session directories of aido processes that no longer run.
 fn sweep(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix(PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
+    for left in aido_sandbox::leftovers_of_gone_processes(base, PREFIX) {
+        let _ = std::fs::remove_dir_all(left);
     }
 }
 
