@@ -137,15 +137,8 @@ enum Command {
         /// Where the peers are installed.
         #[arg(long, default_value = "bench/node_modules")]
         node_modules: PathBuf,
-        /// Write the section into the results file and render the report.
-        #[arg(long)]
-        write: bool,
-        /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
-        results: PathBuf,
-        /// The report to write.
-        #[arg(long, default_value = "docs/BENCHMARKS.md")]
-        out: PathBuf,
+        #[command(flatten)]
+        write: WriteTo,
     },
     /// Run only the serve section (read_file over HTTP beside stdio, sessions held, telemetry's
     /// price) and print its figures; with `--write`, also put its section into the results
@@ -161,15 +154,8 @@ enum Command {
         /// address may hold 256 connections).
         #[arg(long, default_value_t = 250)]
         hold: usize,
-        /// Write the section into the results file and render the report.
-        #[arg(long)]
-        write: bool,
-        /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
-        results: PathBuf,
-        /// The report to write.
-        #[arg(long, default_value = "docs/BENCHMARKS.md")]
-        out: PathBuf,
+        #[command(flatten)]
+        write: WriteTo,
     },
     /// Run only the soak section (memory over many mixed calls, on stdio and over HTTP) and
     /// print its figures; with `--write`, also put its section into the results file
@@ -187,15 +173,8 @@ enum Command {
         /// One call in this many is large.
         #[arg(long, default_value_t = 10)]
         large_every: usize,
-        /// Write the section into the results file and render the report.
-        #[arg(long)]
-        write: bool,
-        /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
-        results: PathBuf,
-        /// The report to write.
-        #[arg(long, default_value = "docs/BENCHMARKS.md")]
-        out: PathBuf,
+        #[command(flatten)]
+        write: WriteTo,
     },
     /// Run only the real-work section (a venv, a wheel install, a no-op cargo rebuild and a
     /// 20,000-file loop through run_command beside bare; journal bytes per byte changed; aido's
@@ -208,15 +187,8 @@ enum Command {
         aido: PathBuf,
         #[command(flatten)]
         realwork: RealworkArgs,
-        /// Write the section into the results file and render the report.
-        #[arg(long)]
-        write: bool,
-        /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
-        results: PathBuf,
-        /// The report to write.
-        #[arg(long, default_value = "docs/BENCHMARKS.md")]
-        out: PathBuf,
+        #[command(flatten)]
+        write: WriteTo,
     },
     /// Run the MCP conformance suite (tests/conformance/run) and put its section into the
     /// results file (replacing the one there), then render the report.
@@ -256,6 +228,29 @@ enum Command {
         #[arg(long, default_value_t = 6)]
         rounds: usize,
     },
+}
+
+/// `--write`: a section measured on its own goes into the results file (replacing the one
+/// there, saying it was measured alone) and the report is rendered again.
+#[derive(clap::Args, Debug)]
+struct WriteTo {
+    /// Write the section into the results file and render the report.
+    #[arg(long)]
+    write: bool,
+    /// The results file.
+    #[arg(long, default_value = report::RESULTS_FILE)]
+    results: PathBuf,
+    /// The report to write.
+    #[arg(long, default_value = "docs/BENCHMARKS.md")]
+    out: PathBuf,
+}
+
+impl WriteTo {
+    /// The results file and the report, when `--write` was given.
+    fn files(&self) -> Option<(&Path, &Path)> {
+        self.write
+            .then_some((self.results.as_path(), self.out.as_path()))
+    }
 }
 
 /// How the real-work section runs.
@@ -477,10 +472,8 @@ fn main() -> Result<()> {
             aido,
             node_modules,
             write,
-            results,
-            out,
         }) => {
-            let into = write.then_some((results.as_path(), out.as_path()));
+            let into = write.files();
             return process_only(aido, node_modules, into);
         }
         Some(Command::Serve {
@@ -488,10 +481,8 @@ fn main() -> Result<()> {
             calls,
             hold,
             write,
-            results,
-            out,
         }) => {
-            let into = write.then_some((results.as_path(), out.as_path()));
+            let into = write.files();
             return serve_only(aido, *calls, *hold, into);
         }
         Some(Command::Soak {
@@ -500,25 +491,21 @@ fn main() -> Result<()> {
             large_bytes,
             large_every,
             write,
-            results,
-            out,
         }) => {
             let options = soak::Options {
                 calls: (*calls).max(20),
                 large_bytes: *large_bytes,
                 large_every: (*large_every).max(1),
             };
-            let into = write.then_some((results.as_path(), out.as_path()));
+            let into = write.files();
             return soak_only(aido, options, into);
         }
         Some(Command::Realwork {
             aido,
             realwork,
             write,
-            results,
-            out,
         }) => {
-            let into = write.then_some((results.as_path(), out.as_path()));
+            let into = write.files();
             return realwork_only(aido, &realwork.options(), into);
         }
         Some(Command::Telemetry { calls, rounds }) => {
@@ -857,7 +844,12 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
     );
     if let Some((results, out)) = into {
         merge_into(results, out, |machine| {
-            report::process_alone(&section, &machine.commit, &machine.date)
+            report::alone(
+                &section,
+                report::process_section_with,
+                &machine.commit,
+                &machine.date,
+            )
         })?;
     }
     Ok(())
@@ -883,7 +875,12 @@ fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path
     );
     if let Some((results, out)) = into {
         merge_into(results, out, |machine| {
-            report::serve_alone(&section, &machine.commit, &machine.date)
+            report::alone(
+                &section,
+                report::serve_section_with,
+                &machine.commit,
+                &machine.date,
+            )
         })?;
     }
     Ok(())
@@ -915,7 +912,12 @@ fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) 
     }
     if let Some((results, out)) = into {
         merge_into(results, out, |machine| {
-            report::soak_alone(&section, &machine.commit, &machine.date)
+            report::alone(
+                &section,
+                report::soak_section_with,
+                &machine.commit,
+                &machine.date,
+            )
         })?;
     }
     Ok(())
@@ -972,7 +974,12 @@ fn realwork_only(
     );
     if let Some((results, out)) = into {
         merge_into(results, out, |machine| {
-            report::realwork_alone(&section, &machine.commit, &machine.date)
+            report::alone(
+                &section,
+                report::realwork::section_with,
+                &machine.commit,
+                &machine.date,
+            )
         })?;
     }
     Ok(())

@@ -16,7 +16,7 @@ use crate::metadata::{BATCH, MetadataCost};
 use crate::stdio::{Measured, Outcome as StdioOutcome, Plan, StdioRun};
 
 /// The real-work section.
-mod realwork;
+pub(crate) mod realwork;
 /// The generic renderer, and the number formats.
 mod render;
 /// The results file's types.
@@ -259,51 +259,15 @@ pub fn merge_section(
     Ok(())
 }
 
-/// The process section measured on its own (`aido-bench process --write`), saying when.
-pub fn process_alone(
-    process: &crate::process::ProcessSection,
-    commit: &str,
-    date: &str,
-) -> (Section, Vec<Row>) {
-    let mut rows = Vec::new();
-    let section = process_section_with(
-        process,
-        &mut rows,
-        &[
-            ("alone_commit", commit.to_owned()),
-            ("alone_date", date.to_owned()),
-        ],
-    );
-    (section, rows)
-}
+/// A section's builder, with extra parameters for its notes.
+pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, String)]) -> Section;
 
-/// The soak section measured on its own (`aido-bench soak --write`), saying when.
-pub fn soak_alone(
-    soak: &crate::soak::SoakSection,
-    commit: &str,
-    date: &str,
-) -> (Section, Vec<Row>) {
+/// A section measured on its own (`aido-bench NAME --write`), saying when (its notes have
+/// the sentence with `{alone_commit}` and `{alone_date}`).
+pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> (Section, Vec<Row>) {
     let mut rows = Vec::new();
-    let section = soak_section_with(
-        soak,
-        &mut rows,
-        &[
-            ("alone_commit", commit.to_owned()),
-            ("alone_date", date.to_owned()),
-        ],
-    );
-    (section, rows)
-}
-
-/// The real-work section measured on its own (`aido-bench realwork --write`), saying when.
-pub fn realwork_alone(
-    realwork: &crate::realwork::RealworkSection,
-    commit: &str,
-    date: &str,
-) -> (Section, Vec<Row>) {
-    let mut rows = Vec::new();
-    let section = realwork::section_with(
-        realwork,
+    let section = build(
+        section,
         &mut rows,
         &[
             ("alone_commit", commit.to_owned()),
@@ -315,7 +279,7 @@ pub fn realwork_alone(
 
 /// The soak section: per transport, the largest resident memory after warm-up and its growth
 /// over the last three quarters of the calls, judged against the bound; a table of the marks.
-fn soak_section_with(
+pub(crate) fn soak_section_with(
     soak: &crate::soak::SoakSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -731,26 +695,8 @@ fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Sec
     serve_section_with(serve, rows, &[])
 }
 
-/// The serve section measured on its own (`aido-bench serve --write`), saying when.
-pub fn serve_alone(
-    serve: &crate::serve::ServeSection,
-    commit: &str,
-    date: &str,
-) -> (Section, Vec<Row>) {
-    let mut rows = Vec::new();
-    let section = serve_section_with(
-        serve,
-        &mut rows,
-        &[
-            ("alone_commit", commit.to_owned()),
-            ("alone_date", date.to_owned()),
-        ],
-    );
-    (section, rows)
-}
-
 /// [`serve_section`] with `extra` parameters for its notes.
-fn serve_section_with(
+pub(crate) fn serve_section_with(
     serve: &crate::serve::ServeSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -960,7 +906,7 @@ fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>
 }
 
 /// [`process_section`] with `extra` parameters for its notes.
-fn process_section_with(
+pub(crate) fn process_section_with(
     process: &crate::process::ProcessSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -1730,8 +1676,9 @@ pub(crate) mod tests {
         let mut doc = report().document();
         doc.rows.retain(|r| r.section != "realwork");
         doc.sections.retain(|s| s.id != "realwork");
-        let (section, rows) = realwork_alone(
+        let (section, rows) = alone(
             &crate::realwork::RealworkSection::Ran(Box::new(realwork::tests::run())),
+            realwork::section_with,
             "abc1234",
             "2026-12-06",
         );
@@ -1768,8 +1715,9 @@ pub(crate) mod tests {
             dev_server: vec![ms(40), ms(42)],
             dev_server_bare: vec![ms(30), ms(31)],
         };
-        let (section, rows) = process_alone(
+        let (section, rows) = alone(
             &crate::process::ProcessSection::Ran(Box::new(run)),
+            process_section_with,
             "abc1234",
             "2026-12-02",
         );

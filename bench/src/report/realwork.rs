@@ -59,7 +59,7 @@ fn workload_row(w: &Workload) -> Row {
 }
 
 /// The section, its rows into `rows`; `extra` parameters for its notes.
-pub(super) fn section_with(
+pub(crate) fn section_with(
     realwork: &RealworkSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
