@@ -840,34 +840,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let layered = layered(&cli, &home)?;
             let here = std::env::current_dir().context("the current directory")?;
             let here = here.canonicalize().unwrap_or(here);
-            let journals = readers(&home)?;
-            let sessions = aido_journal::dir::sessions(&journals)
+            let chosen = undo::last_changes(&readers(&home)?, &here, *count)
                 .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-            // Newest first: sessions started here or below, their changing actions newest
-            // first, until `count`.
-            let mut chosen: Vec<undo::Undoable> = Vec::new();
-            for summary in sessions.iter().rev() {
-                if chosen.len() >= *count {
-                    break;
-                }
-                if !Path::new(&summary.cwd).starts_with(&here) {
-                    continue;
-                }
-                let id = summary.id.to_string();
-                let (journal, sid) = aido_journal::dir::find(&journals, &id)
-                    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-                let records = journal
-                    .all_records(sid)
-                    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-                let mut found = undo::undoable(&id, &here, &records);
-                while chosen.len() < *count {
-                    match found.pop() {
-                        Some(one) => chosen.push(one),
-                        None => break,
-                    }
-                }
-            }
-            drop(journals);
             if chosen.is_empty() {
                 println!(
                     "nothing to undo: no action changed anything in {}",
@@ -892,19 +866,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     return Ok(ExitCode::SUCCESS);
                 }
             }
-            // One rewind per session, before its oldest chosen action, newest session first.
-            let mut order: Vec<(String, u64)> = Vec::new();
-            for one in &chosen {
-                match order
-                    .iter_mut()
-                    .find(|(session, _)| *session == one.session)
-                {
-                    Some((_, seq)) => *seq = (*seq).min(one.seq),
-                    None => order.push((one.session.clone(), one.seq)),
-                }
-            }
             let runtime = tokio::runtime::Runtime::new()?;
-            for (session, seq) in order {
+            for (session, seq) in undo::rewinds(&chosen) {
                 let target = aido_actions::snapshot::Rewind {
                     to_seq: None,
                     before_seq: Some(seq),

@@ -14,6 +14,45 @@ pub(crate) struct Undoable {
     pub(crate) line: String,
 }
 
+/// The last `count` actions that changed something in sessions started in `here` or below,
+/// newest first.
+pub(crate) fn last_changes(
+    journals: &[aido_journal::Journal],
+    here: &Path,
+    count: usize,
+) -> Result<Vec<Undoable>, aido_journal::ReadError> {
+    let mut chosen = Vec::new();
+    for summary in aido_journal::dir::sessions(journals)?.iter().rev() {
+        if chosen.len() >= count {
+            break;
+        }
+        if !Path::new(&summary.cwd).starts_with(here) {
+            continue;
+        }
+        let id = summary.id.to_string();
+        let (journal, sid) = aido_journal::dir::find(journals, &id)?;
+        let found = undoable(&id, here, &journal.all_records(sid)?);
+        let wanted = count - chosen.len();
+        chosen.extend(found.into_iter().rev().take(wanted));
+    }
+    Ok(chosen)
+}
+
+/// One rewind per session, before its oldest chosen action, newest session first.
+pub(crate) fn rewinds(chosen: &[Undoable]) -> Vec<(String, u64)> {
+    let mut order: Vec<(String, u64)> = Vec::new();
+    for one in chosen {
+        match order
+            .iter_mut()
+            .find(|(session, _)| *session == one.session)
+        {
+            Some((_, seq)) => *seq = (*seq).min(one.seq),
+            None => order.push((one.session.clone(), one.seq)),
+        }
+    }
+    order
+}
+
 /// The paths an action's effects touched, as journaled.
 fn paths(effects: &[aido_actions::Effect]) -> Vec<String> {
     let mut out = Vec::new();
@@ -32,7 +71,7 @@ fn paths(effects: &[aido_actions::Effect]) -> Vec<String> {
 }
 
 /// A session's actions that changed something and were not already rewound, oldest first.
-pub(crate) fn undoable(session: &str, cwd: &Path, records: &[Record]) -> Vec<Undoable> {
+fn undoable(session: &str, cwd: &Path, records: &[Record]) -> Vec<Undoable> {
     let gone = aido_journal::timeline::abandoned(records);
     let mut out = Vec::new();
     for record in records {
