@@ -6,7 +6,7 @@
 #![cfg(feature = "prim-process")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::path::PathBuf;

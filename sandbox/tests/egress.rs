@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 
@@ -569,7 +569,7 @@ fn name_resolution_by_the_proxy_is_bounded_whatever_the_resolver_does() {
         .arg(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "name_resolution_by_the_proxy_is_bounded_whatever_the_resolver_does",
+            "egress::name_resolution_by_the_proxy_is_bounded_whatever_the_resolver_does",
             "--nocapture",
         ])
         .env(SLOW_RESOLVER, "1")

@@ -2,7 +2,7 @@
 //! which what one command leaves there the next one sees.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 

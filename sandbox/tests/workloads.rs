@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-mod common;
+use crate::common;
 
 use aido_sandbox::{Request, WriteMode};
 use common::*;
