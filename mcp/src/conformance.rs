@@ -14,14 +14,16 @@ use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    AudioContent, CallToolRequestParams, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, CreateMessageRequestParams, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorData as McpError, GetPromptRequestParams,
-    GetPromptResult, ImageContent, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResult,
-    Reference, Resource, ResourceContents, ResourceTemplate, Role, SamplingMessage,
-    ServerCapabilities, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    AudioContent, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    ErrorData as McpError, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    ImageContent, InputRequest, InputRequests, InputRequiredResult, InputResponses,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, Prompt, PromptArgument,
+    PromptMessage, ReadResourceRequestParams, ReadResourceResult, Reference, RequestStateCodec,
+    Resource, ResourceContents, ResourceTemplate, Role, SamplingMessage, ServerCapabilities,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
@@ -98,6 +100,71 @@ fn tool_table() -> Vec<(&'static str, &'static str, Value)> {
             none(),
         ),
         (
+            "test_input_required_result_elicitation",
+            "fixture: asks a name (input_required)",
+            none(),
+        ),
+        (
+            "test_input_required_result_sampling",
+            "fixture: asks the client's model (input_required)",
+            none(),
+        ),
+        (
+            "test_input_required_result_list_roots",
+            "fixture: asks the client's roots (input_required)",
+            none(),
+        ),
+        (
+            "test_input_required_result_request_state",
+            "fixture: a confirmation and a sealed state",
+            none(),
+        ),
+        (
+            "test_input_required_result_multiple_inputs",
+            "fixture: three inputs at once",
+            none(),
+        ),
+        (
+            "test_input_required_result_multi_round",
+            "fixture: two rounds",
+            none(),
+        ),
+        (
+            "test_input_required_result_tampered_state",
+            "fixture: a sealed state, refused when altered",
+            none(),
+        ),
+        (
+            "test_input_required_result_capabilities",
+            "fixture: asks only what the client declared",
+            none(),
+        ),
+        (
+            "test_streaming_elicitation",
+            "fixture: asks through input_required, never a request",
+            none(),
+        ),
+        (
+            "test_missing_capability",
+            "fixture: needs the sampling capability",
+            none(),
+        ),
+        (
+            "test_trigger_tool_change",
+            "fixture: tells listen streams the tool list changed",
+            none(),
+        ),
+        (
+            "test_trigger_prompt_change",
+            "fixture: tells listen streams the prompt list changed",
+            none(),
+        ),
+        (
+            "test_logging_tool",
+            "fixture: logs only at the request's logLevel",
+            none(),
+        ),
+        (
             "json_schema_2020_12_tool",
             "fixture: a JSON Schema 2020-12 input schema",
             json!({
@@ -156,6 +223,18 @@ fn form(schema: Value) -> Result<ElicitationSchema, McpError> {
 
 impl Fixture {
     pub(crate) async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        listeners: &crate::listen::Listeners,
+    ) -> Result<CallToolResponse, McpError> {
+        if let Some(response) = modern_call(&request, &context, listeners)? {
+            return Ok(response);
+        }
+        self.call_legacy(request, context).await.map(Into::into)
+    }
+
+    async fn call_legacy(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -393,13 +472,34 @@ impl Fixture {
                 None,
             ),
             Prompt::new("test_prompt_with_image", Some("fixture: an image"), None),
+            Prompt::new(
+                "test_input_required_result_prompt",
+                Some("fixture: asks for context first (2026-07-28)"),
+                None,
+            ),
         ])
     }
 
     pub(crate) fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-    ) -> Result<GetPromptResult, McpError> {
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name == "test_input_required_result_prompt" {
+            let context = answered(request.input_responses.as_ref(), "user_context")
+                .and_then(|content| content["context"].as_str().map(str::to_owned));
+            return Ok(match context {
+                Some(context) => GetPromptResult::new(vec![PromptMessage::new_text(
+                    Role::User,
+                    format!("Prompt with context: {context}"),
+                )])
+                .into(),
+                None => InputRequiredResult::from_input_requests(requests(&[(
+                    "user_context",
+                    elicit("What context should the prompt use?", "context", "string"),
+                )]))
+                .into(),
+            });
+        }
         let args = request.arguments.unwrap_or_default();
         let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let messages = match request.name.as_str() {
@@ -441,7 +541,7 @@ impl Fixture {
                 ));
             }
         };
-        Ok(GetPromptResult::new(messages))
+        Ok(GetPromptResult::new(messages).into())
     }
 
     pub(crate) fn complete(
@@ -456,4 +556,234 @@ impl Fixture {
         let info = CompletionInfo::new(values).map_err(|e| McpError::internal_error(e, None))?;
         Ok(CompleteResult::new(info))
     }
+}
+
+/// The key the fixtures seal their states under: drawn once per process from the OS, never a
+/// fixed secret (the fixtures are in no release).
+fn codec() -> &'static RequestStateCodec {
+    static CODEC: std::sync::OnceLock<RequestStateCodec> = std::sync::OnceLock::new();
+    CODEC.get_or_init(|| {
+        let mut key = [0u8; 32];
+        aido_actors::Clock::random(&aido_actors::SystemClock::default(), &mut key);
+        RequestStateCodec::new_unchecked(key.to_vec())
+    })
+}
+
+/// An `elicitation/create` input request for one required field.
+fn elicit(message: &str, field: &str, kind: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {field: {"type": kind}}, "required": [field]},
+    }})
+}
+
+/// A `sampling/createMessage` input request.
+fn sample(text: &str, max_tokens: u32) -> Value {
+    json!({"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "maxTokens": max_tokens,
+    }})
+}
+
+/// A `roots/list` input request.
+fn roots() -> Value {
+    json!({"method": "roots/list", "params": {}})
+}
+
+fn requests(entries: &[(&str, Value)]) -> InputRequests {
+    entries
+        .iter()
+        .filter_map(|(key, request)| {
+            serde_json::from_value::<InputRequest>(request.clone())
+                .ok()
+                .map(|request| ((*key).to_owned(), request))
+        })
+        .collect()
+}
+
+/// The content of an accepted elicitation answer under `key`.
+fn answered(responses: Option<&InputResponses>, key: &str) -> Option<Value> {
+    let response = responses?.get(key)?;
+    (response.get("action")?.as_str()? == "accept")
+        .then(|| response.get("content").cloned().unwrap_or(Value::Null))
+}
+
+/// Whether `responses` answers `key` at all (any result object).
+fn has(responses: Option<&InputResponses>, key: &str) -> bool {
+    responses
+        .and_then(|r| r.get(key))
+        .is_some_and(Value::is_object)
+}
+
+fn sealed(marker: &str) -> String {
+    codec().seal(marker.as_bytes())
+}
+
+fn opened(state: Option<&String>) -> Result<String, McpError> {
+    let state = state.ok_or_else(|| McpError::invalid_params("requestState is missing", None))?;
+    codec()
+        .open(state)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .map_err(|e| McpError::invalid_params(format!("requestState rejected: {e}"), None))
+}
+
+fn asked(entries: &[(&str, Value)], state: Option<String>) -> CallToolResponse {
+    InputRequiredResult::new(Some(requests(entries)), state).into()
+}
+
+fn done(t: impl Into<String>) -> CallToolResponse {
+    text(t).into()
+}
+
+/// The 2026-07-28 fixtures (`input_required`, capabilities per request, listen streams);
+/// `None` for the others.
+fn modern_call(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    listeners: &crate::listen::Listeners,
+) -> Result<Option<CallToolResponse>, McpError> {
+    let responses = request.input_responses.as_ref();
+    let state = request.request_state.as_ref();
+    let name_request = || elicit("What is your name?", "name", "string");
+    let confirm = || elicit("Please confirm", "ok", "boolean");
+    Ok(Some(match request.name.as_ref() {
+        "test_input_required_result_elicitation" | "test_streaming_elicitation" => {
+            match answered(responses, "user_name") {
+                Some(content) => done(format!(
+                    "Hello, {}!",
+                    content["name"].as_str().unwrap_or("stranger")
+                )),
+                None => asked(&[("user_name", name_request())], None),
+            }
+        }
+        "test_input_required_result_sampling" => {
+            match responses.and_then(|r| r.get("capital_question")) {
+                Some(answer) => done(format!(
+                    "LLM response: {}",
+                    answer["content"]["text"].as_str().unwrap_or("")
+                )),
+                None => asked(
+                    &[(
+                        "capital_question",
+                        sample("What is the capital of France?", 100),
+                    )],
+                    None,
+                ),
+            }
+        }
+        "test_input_required_result_list_roots" => {
+            match responses.and_then(|r| r.get("client_roots")) {
+                Some(answer) => done(format!("Roots: {}", answer["roots"])),
+                None => asked(&[("client_roots", roots())], None),
+            }
+        }
+        "test_input_required_result_request_state"
+        | "test_input_required_result_tampered_state" => {
+            if has(responses, "confirm") {
+                done(format!("state-ok: {}", opened(state)?))
+            } else {
+                asked(&[("confirm", confirm())], Some(sealed("confirm-round")))
+            }
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let keys = ["user_name", "greeting", "client_roots"];
+            if keys.iter().all(|key| has(responses, key)) {
+                opened(state)?;
+                done("Every input answered; the call is complete.")
+            } else {
+                asked(
+                    &[
+                        ("user_name", name_request()),
+                        ("greeting", sample("Generate a greeting", 50)),
+                        ("client_roots", roots()),
+                    ],
+                    Some(sealed("multiple")),
+                )
+            }
+        }
+        "test_input_required_result_multi_round" => {
+            let round = state.map(|_| opened(state)).transpose()?;
+            match (
+                round.as_deref(),
+                answered(responses, "step1"),
+                answered(responses, "step2"),
+            ) {
+                (Some("round-2"), _, Some(content)) => done(format!(
+                    "Both rounds answered: favorite color {}",
+                    content["color"].as_str().unwrap_or("")
+                )),
+                (Some("round-1"), Some(_), _) | (Some("round-2"), _, None) => asked(
+                    &[(
+                        "step2",
+                        elicit("Step 2: What is your favorite color?", "color", "string"),
+                    )],
+                    Some(sealed("round-2")),
+                ),
+                _ => asked(
+                    &[(
+                        "step1",
+                        elicit("Step 1: What is your name?", "name", "string"),
+                    )],
+                    Some(sealed("round-1")),
+                ),
+            }
+        }
+        "test_input_required_result_capabilities" => {
+            let caps = context.client_capabilities().unwrap_or_default();
+            if responses.is_some_and(|r| !r.is_empty()) {
+                return Ok(Some(done("Declared-capability input answered.")));
+            }
+            let mut entries = Vec::new();
+            if caps.sampling.is_some() {
+                entries.push((
+                    "capital_question",
+                    sample("What is the capital of France?", 100),
+                ));
+            }
+            if caps.elicitation.is_some() {
+                entries.push(("user_name", name_request()));
+            }
+            if caps.roots.is_some() {
+                entries.push(("client_roots", roots()));
+            }
+            if entries.is_empty() {
+                done("The client declared nothing to ask through.")
+            } else {
+                asked(&entries, None)
+            }
+        }
+        "test_missing_capability" => {
+            let caps = context.client_capabilities().unwrap_or_default();
+            if caps.sampling.is_none() {
+                return Err(McpError::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_sampling().build(),
+                ));
+            }
+            done("This tool ran with the sampling capability the round needs.")
+        }
+        "test_trigger_tool_change" => {
+            listeners.tools_changed();
+            done("Listen streams were told the tool list changed.")
+        }
+        "test_trigger_prompt_change" => {
+            listeners.prompts_changed();
+            done("Listen streams were told the prompt list changed.")
+        }
+        "test_logging_tool" => {
+            if let Some(level) = context.meta.log_level() {
+                let peer = context.peer.clone();
+                let param = LoggingMessageNotificationParam::new(
+                    level,
+                    json!("logged at the request's level"),
+                )
+                .with_logger("conformance");
+                tokio::spawn(async move {
+                    let _ = peer.notify_logging_message(param).await;
+                });
+            }
+            done("Logged only if the request asked.")
+        }
+        _ => return Ok(None),
+    }))
 }

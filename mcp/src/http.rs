@@ -2,9 +2,18 @@
 //! (one aido session) per MCP session, the Host and Origin allowlists set explicitly (rmcp
 //! checks no Origin unless told), sessions that expire after `session_idle` (then 404, and a
 //! client that initializes again gets a new session), and request bodies capped.
+//!
+//! A 2026-07-28 request has no session: rmcp serves each with a server of its own. Its aido
+//! session, the questions waiting for its client and its listen streams live in a place shared
+//! by every request of the same bearer (the operator, or one capability grant) on the same
+//! endpoint ([`Stateless`]), so a client's calls are one session in the journal, a question
+//! asked in one request is answered in the next, and a subscription made by one call reaches
+//! the listen stream another holds. A place idle for `session_idle` (no request, no question
+//! waiting, no stream open) is closed, its end journaled as an MCP session's is.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use aido_actors::Runtime;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -13,6 +22,84 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::AidoServer;
+use crate::server::Place;
+
+/// Places of 2026-07-28 requests held at once; past it the longest idle one is closed first.
+pub(crate) const STATELESS_PLACES_MAX: usize = 256;
+
+/// Who a 2026-07-28 request's place is for: its grant's token (none for the operator) and the
+/// endpoint (`/`, or `/x/TOOLSETS`).
+type PlaceKey = (Option<Arc<str>>, String);
+
+/// The places of 2026-07-28 requests, by bearer and endpoint.
+pub(crate) struct Stateless {
+    places: Mutex<HashMap<PlaceKey, (Arc<Place>, Instant)>>,
+    idle: Duration,
+}
+
+impl Stateless {
+    /// The place of `bearer` on `endpoint`, made on first use.
+    pub(crate) fn place(
+        &self,
+        runtime: &Runtime,
+        bearer: Option<Arc<str>>,
+        endpoint: String,
+    ) -> Arc<Place> {
+        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let entry = places
+            .entry((bearer, endpoint))
+            .or_insert_with(|| (Arc::new(Place::new(runtime)), now));
+        entry.1 = now;
+        let place = entry.0.clone();
+        assert!(
+            places.len() <= STATELESS_PLACES_MAX + 1,
+            "places are swept before they pass their bound"
+        );
+        place
+    }
+
+    /// Take the places idle past `idle` (all of them when `all`), and the longest idle ones
+    /// past [`STATELESS_PLACES_MAX`].
+    fn take_idle(&self, all: bool) -> Vec<Arc<Place>> {
+        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut gone = Vec::new();
+        places.retain(|_, (place, used)| {
+            // Held elsewhere: a request is being answered in it.
+            let busy = Arc::strong_count(place) > 1 || !place.idle();
+            let keep = !all && (busy || now.duration_since(*used) < self.idle);
+            if !keep {
+                gone.push(place.clone());
+            }
+            keep
+        });
+        while places.len() > STATELESS_PLACES_MAX {
+            let oldest = places
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(key, _)| key.clone());
+            match oldest.and_then(|key| places.remove(&key)) {
+                Some((place, _)) => gone.push(place),
+                None => break,
+            }
+        }
+        gone
+    }
+}
+
+/// Close the aido sessions of `places`, journaling `reason`.
+async fn close(places: Vec<Arc<Place>>, reason: &Mutex<String>) {
+    let reason = reason
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_else(|_| crate::server::HTTP_SESSION_ENDED.to_owned());
+    for place in places {
+        if let Some(session) = place.session.get() {
+            session.close(&reason).await;
+        }
+    }
+}
 
 /// The capability grant token a request was authenticated with, put in the request's
 /// extensions by the server in front (`aido serve`): the MCP session that request opens runs
@@ -40,7 +127,7 @@ pub struct McpHttp {
     pub tracker: TaskTracker,
     /// What a session's end record says ([`crate::server::HTTP_SESSION_ENDED`] until the
     /// server sets the reason it is stopping).
-    pub end_reason: Arc<std::sync::Mutex<String>>,
+    pub end_reason: Arc<Mutex<String>>,
 }
 
 /// The tower service to mount at `/mcp`.
@@ -59,15 +146,93 @@ pub fn service(
     sessions.session_config.keep_alive = Some(options.session_idle);
     let tracker = options.tracker.clone();
     let reason = options.end_reason.clone();
+    let stateless = Arc::new(Stateless {
+        places: Mutex::default(),
+        idle: options.session_idle,
+    });
+    // Sweeps idle places while the server runs; at shutdown closes every place left. It is a
+    // task of the tracker, which the server waits for before it stops the runtime.
+    let (sweeper, cancel, end) = (stateless.clone(), options.cancel.clone(), reason.clone());
+    let every =
+        (options.session_idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(every) => close(sweeper.take_idle(false), &end).await,
+            }
+        }
+        close(sweeper.take_idle(true), &end).await;
+    });
     StreamableHttpService::new(
         move || {
             Ok(AidoServer::for_http(
                 runtime.clone(),
                 tracker.clone(),
                 reason.clone(),
+                stateless.clone(),
             ))
         },
         Arc::new(sessions),
         config,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place() -> Arc<Place> {
+        Arc::new(Place {
+            session: Arc::default(),
+            pending: crate::mrtr::Pending::new([1; crate::mrtr::KEY_BYTES]),
+            listeners: Arc::default(),
+        })
+    }
+
+    /// A place idle past `session_idle` is taken (its session then closed), one a request
+    /// still holds is kept, every one goes at shutdown, and past the bound the longest idle go.
+    #[test]
+    fn idle_places_are_swept_and_held_ones_kept() {
+        let stateless = Stateless {
+            places: Mutex::default(),
+            idle: Duration::ZERO,
+        };
+        let held = place();
+        {
+            let mut places = stateless.places.lock().unwrap();
+            places.insert((None, "/".into()), (place(), Instant::now()));
+            places.insert(
+                (Some(Arc::from("grant")), "/".into()),
+                (held.clone(), Instant::now()),
+            );
+        }
+        assert_eq!(stateless.take_idle(false).len(), 1);
+        assert_eq!(
+            stateless.places.lock().unwrap().len(),
+            1,
+            "the held place stays"
+        );
+        assert_eq!(stateless.take_idle(true).len(), 1, "shutdown takes it too");
+        let stateless = Stateless {
+            places: Mutex::default(),
+            idle: Duration::from_secs(3600),
+        };
+        let kept: Vec<Arc<Place>> = (0..STATELESS_PLACES_MAX + 3).map(|_| place()).collect();
+        {
+            let mut places = stateless.places.lock().unwrap();
+            let start = Instant::now();
+            for (i, place) in kept.iter().enumerate() {
+                let used = start + Duration::from_millis(i as u64);
+                places.insert((None, format!("/x/{i}")), (place.clone(), used));
+            }
+        }
+        // Every place is held here (by `kept`), yet the bound holds: the oldest three go.
+        let gone = stateless.take_idle(false);
+        assert_eq!(gone.len(), 3);
+        assert!(
+            gone.iter()
+                .all(|g| kept[..3].iter().any(|k| Arc::ptr_eq(g, k)))
+        );
+    }
 }

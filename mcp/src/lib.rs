@@ -7,7 +7,13 @@
 //! policy, journal, body, journal. A refusal or failure is an `isError` result whose
 //! `structuredContent` carries the stable `code` (and for refusals the `gate` and `reason`),
 //! so the model can read it and correct itself. Confirmations are asked through MCP
-//! elicitation; long actions send progress notifications; cancellation reaches the executor.
+//! elicitation (in 2026-07-28, `input_required` and the request's retry); long actions send
+//! progress notifications; cancellation reaches the executor.
+//!
+//! Revisions: up to 2025-11-25 after an `initialize` handshake, one aido session per
+//! connection; 2026-07-28 stateless, every request carrying its `_meta`, `server/discover`
+//! answered, lists carrying deliberate cache hints ([`server::LIST_TTL_MS_FIXED`]), and
+//! subscription batches reaching `subscriptions/listen` streams ([`listen`]).
 //!
 //! Over stdio every request gets exactly one answer: aido reads the lines itself, bounded by
 //! `request_bytes_max`, and answers what rmcp would drop (not JSON, not UTF-8, nested too deep,
@@ -21,6 +27,10 @@
 pub(crate) mod conformance;
 /// The server mounted on streamable HTTP, for `aido serve`.
 pub mod http;
+/// `subscriptions/listen` (2026-07-28): subscription batches and list changes for listeners.
+pub mod listen;
+/// `input_required` (2026-07-28): asking a person through the request's retry.
+pub(crate) mod mrtr;
 /// The bounded streaming scan that recovers a line's id, method and tool.
 pub(crate) mod scan;
 /// The server: a `ServerHandler` over one aido session per connection.
@@ -40,6 +50,7 @@ pub fn codes() -> Vec<&'static str> {
         .iter()
         .chain(server::ResultError::CODES)
         .chain(stdio::LineError::CODES)
+        .chain(mrtr::RoundError::CODES)
         .copied()
         .collect()
 }

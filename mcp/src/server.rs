@@ -22,11 +22,63 @@ use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
+/// Where a connection's calls run: its aido session (opened on first use), the calls waiting
+/// for their client's `inputResponses` (2026-07-28), and its `subscriptions/listen` streams.
+/// A stdio connection and a legacy HTTP session each have one; over HTTP, 2026-07-28 requests
+/// (which carry no session id) share one per bearer and endpoint ([`crate::http::Stateless`]).
+pub(crate) struct Place {
+    pub(crate) session: Arc<OnceCell<Session>>,
+    pub(crate) pending: crate::mrtr::Pending,
+    pub(crate) listeners: Arc<crate::listen::Listeners>,
+}
+
+impl Place {
+    /// An empty place; its rounds are sealed under a key from the runtime's random facade.
+    pub(crate) fn new(runtime: &Runtime) -> Self {
+        let mut key = [0u8; crate::mrtr::KEY_BYTES];
+        runtime.clock().random(&mut key);
+        Self {
+            session: Arc::new(OnceCell::new()),
+            pending: crate::mrtr::Pending::new(key),
+            listeners: Arc::default(),
+        }
+    }
+
+    /// Whether nothing waits here: no round for its client and no listen stream.
+    pub(crate) fn idle(&self) -> bool {
+        self.pending.is_empty() && self.listeners.is_empty()
+    }
+}
+
+/// The first revision without an `initialize` handshake or sessions.
+pub const STATELESS_FROM: &str = "2026-07-28";
+
+/// Whether the request is of revision 2026-07-28 or later (stateless, `_meta` per request).
+pub(crate) fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= STATELESS_FROM)
+}
+
+/// How long a client may keep a tool list that nothing in this process can change (no defined
+/// functions or custom primitives are given): an hour. The list is built once per process and
+/// fixed per endpoint; only a restart with another config changes it, and a restarted stdio
+/// server is a new connection whose client lists again.
+pub const LIST_TTL_MS_FIXED: u64 = 3_600_000;
+
+/// How long a client may keep a tool list that defined functions can change: a minute. A
+/// client holding a `subscriptions/listen` stream hears of a change at once
+/// (`tools_list_changed`); one that does not sees a new function within a minute, and can call
+/// it by name before (a call of a defined function never depends on the list).
+pub const LIST_TTL_MS_DEFINED: u64 = 60_000;
+
 /// The aido MCP server for one connection.
 #[derive(Clone)]
 pub struct AidoServer {
     runtime: Arc<Runtime>,
-    session: Arc<OnceCell<Session>>,
+    place: Arc<Place>,
+    /// Over HTTP: the places of 2026-07-28 requests, by bearer and endpoint.
+    stateless: Option<Arc<crate::http::Stateless>>,
     tools: Arc<Vec<Tool>>,
     level: Arc<Mutex<LoggingLevel>>,
     /// The protocol revisions this transport serves.
@@ -60,23 +112,28 @@ fn root_path(uri: &str) -> Option<std::path::PathBuf> {
         .and_then(|url| url.to_file_path().ok())
 }
 
-/// The revisions `aido serve` speaks: every one with an `initialize` handshake and an
-/// `Mcp-Session-Id`, up to 2025-11-25. 2026-07-28 drops both (SEP-2567/2575), and an aido
-/// session is opened at `initialize`, so it is refused.
+/// The revisions `aido serve` speaks: 2025-03-26 to 2025-11-25 with an `initialize` handshake
+/// and an `Mcp-Session-Id` (one aido session per MCP session), and 2026-07-28, which has
+/// neither (SEP-2567/2575): its requests carry `_meta` and share an aido session per bearer and
+/// endpoint. A client asking for 2026-07-28 at `initialize` is offered 2025-11-25.
 pub const HTTP_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
 ];
 
-/// The revisions `aido mcp` speaks on stdio: every one with an `initialize` handshake, up to
-/// 2025-11-25. A client asking for a later one at `initialize` is offered 2025-11-25; a request
-/// before `initialize` is refused (`not_initialized`) naming these.
+/// The revisions `aido mcp` speaks on stdio: 2024-11-05 to 2025-11-25 after an `initialize`
+/// handshake, and 2026-07-28 when the first request is `server/discover` or carries its
+/// `_meta` (rmcp picks the era from it). A client asking for 2026-07-28 at `initialize` is
+/// offered 2025-11-25; any other request before either is refused (`not_initialized`) naming
+/// these.
 pub const STDIO_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2024_11_05,
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
 ];
 
 /// Why an HTTP session ended, until shutdown says otherwise.
@@ -129,8 +186,9 @@ impl AidoServer {
             .cloned()
             .collect();
         Self {
+            place: Arc::new(Place::new(&runtime)),
+            stateless: None,
             runtime,
-            session: Arc::new(OnceCell::new()),
             tools: Arc::new(tools),
             enabled: Arc::new(enabled),
             narrowed: Arc::default(),
@@ -155,16 +213,18 @@ impl AidoServer {
     /// A server for one MCP session over streamable HTTP: it serves
     /// [`HTTP_PROTOCOL_VERSIONS`] and journals the end of its aido session on `tracker`.
     /// `reason` is what the session's last record will say; the server changes it at shutdown.
-    pub fn for_http(
+    pub(crate) fn for_http(
         runtime: Arc<Runtime>,
         tracker: tokio_util::task::TaskTracker,
         reason: Arc<Mutex<String>>,
+        stateless: Arc<crate::http::Stateless>,
     ) -> Self {
         let mut server = Self::new(runtime);
         server.versions = HTTP_PROTOCOL_VERSIONS;
         server.transport = "tcp";
+        server.stateless = Some(stateless);
         server.closer = Some(Arc::new(Closer {
-            session: server.session.clone(),
+            session: server.place.session.clone(),
             reason,
             _alive: tracker.token(),
             tracker,
@@ -172,22 +232,50 @@ impl AidoServer {
         server
     }
 
-    /// The session, opened on first use if the client skipped straight to a call.
-    /// Over HTTP the grant is the one the request was authenticated with
+    /// The grant the request runs under: over HTTP the one it was authenticated with
     /// ([`crate::http::GrantBearer`]); over stdio, the one the process was started with.
+    fn bearer(&self, context: &RequestContext<RoleServer>) -> Option<Arc<str>> {
+        let bearer = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::http::GrantBearer>())
+            .map(|g| g.0.clone());
+        self.grant.clone().or(bearer)
+    }
+
+    /// Where the request runs: the connection's own place, or over HTTP for a 2026-07-28
+    /// request, the place of its bearer and endpoint.
+    fn place(&self, context: &RequestContext<RoleServer>) -> Arc<Place> {
+        match &self.stateless {
+            Some(stateless) if modern(context) => {
+                let endpoint = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .map(|parts| parts.uri.path().to_owned())
+                    .unwrap_or_default();
+                stateless.place(&self.runtime, self.bearer(context), endpoint)
+            }
+            _ => self.place.clone(),
+        }
+    }
+
+    /// The session, opened on first use if the client skipped straight to a call (as a
+    /// 2026-07-28 client always does: the client named is the request's `clientInfo`).
     async fn session(
         &self,
         client: Option<String>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<&Session, McpError> {
-        self.session
+    ) -> Result<Session, McpError> {
+        let client = client.or_else(|| {
+            context
+                .meta
+                .client_info()
+                .map(|info| format!("{} {}", info.name, info.version))
+        });
+        self.place(context)
+            .session
             .get_or_try_init(|| async {
-                let bearer = context
-                    .extensions
-                    .get::<http::request::Parts>()
-                    .and_then(|parts| parts.extensions.get::<crate::http::GrantBearer>())
-                    .map(|g| g.0.clone());
-                match self.grant.clone().or(bearer) {
+                match self.bearer(context) {
                     Some(token) => {
                         let token = token.to_string();
                         self.runtime.open_session_granted(client, token).await
@@ -196,6 +284,7 @@ impl AidoServer {
                 }
             })
             .await
+            .cloned()
             .map_err(|e| McpError::internal_error(e.to_string(), Some(json!({"code": e.code()}))))
     }
 
@@ -208,6 +297,64 @@ impl AidoServer {
                 .is_none_or(|narrowed| narrowed.contains(primitive))
     }
 
+    /// Over HTTP, the toolsets `/mcp/x/TOOLSETS` (nested under `/mcp`, so `/x/...` here) gives
+    /// within the server's own; `None` elsewhere. An unknown toolset is refused.
+    fn endpoint_toolsets(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<std::collections::BTreeSet<&'static str>>, McpError> {
+        let path = context
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| parts.uri.path().to_owned());
+        let Some(wanted) = path.as_deref().and_then(|path| path.strip_prefix("/x/")) else {
+            return Ok(None);
+        };
+        let names = wanted.split(',').filter(|name| !name.is_empty());
+        let asked = aido_actions::toolsets::resolve(names).map_err(|message| {
+            McpError::invalid_params(
+                message,
+                Some(json!({"code": CallError::ToolNotEnabled.code()})),
+            )
+        })?;
+        Ok(Some(
+            asked
+                .into_iter()
+                .filter(|name| self.enabled.contains(name))
+                .collect(),
+        ))
+    }
+
+    /// A 2026-07-28 request carries its endpoint with it: this server (made for the one
+    /// request) is narrowed to it. Legacy sessions were narrowed at `initialize`.
+    fn narrow_stateless(&self, context: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        if modern(context)
+            && self.narrowed.get().is_none()
+            && let Some(narrowed) = self.endpoint_toolsets(context)?
+        {
+            let _ = self.narrowed.set(narrowed);
+        }
+        Ok(())
+    }
+
+    /// The cache hints of a list for a 2026-07-28 request (none for older revisions, whose
+    /// lists stay as they were): see [`LIST_TTL_MS_FIXED`] and [`LIST_TTL_MS_DEFINED`]. The
+    /// scope is private when the list can vary by who asks: over HTTP (a grant narrows it)
+    /// and under a grant on stdio; public otherwise (a stdio server's list is its config's).
+    fn cache_hints(&self, defined: bool) -> (u64, rmcp::model::CacheScope) {
+        let ttl = if defined {
+            LIST_TTL_MS_DEFINED
+        } else {
+            LIST_TTL_MS_FIXED
+        };
+        let scope = if self.stateless.is_some() || self.grant.is_some() {
+            rmcp::model::CacheScope::Private
+        } else {
+            rmcp::model::CacheScope::Public
+        };
+        (ttl, scope)
+    }
+
     /// Whether the client declared MCP roots at `initialize`.
     fn client_has_roots(peer: &Peer<RoleServer>) -> bool {
         peer.peer_info()
@@ -218,7 +365,7 @@ impl AidoServer {
     /// inside a write root (as the directory aido was started in would); otherwise the client
     /// is told why it was not taken. Journaled as `workdir_changed`.
     async fn follow_roots(&self, peer: &Peer<RoleServer>) {
-        let Some(session) = self.session.get() else {
+        let Some(session) = self.place.session.get() else {
             return;
         };
         let roots = match tokio::time::timeout(ROOTS_WAIT, peer.list_roots()).await {
@@ -261,11 +408,7 @@ impl AidoServer {
         if severity(level) < severity(wanted) {
             return;
         }
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            let param = LoggingMessageNotificationParam::new(level, data).with_logger("aido");
-            let _ = peer.notify_logging_message(param).await;
-        });
+        send_log(peer, level, data);
     }
 
     /// The session's result as MCP content.
@@ -398,6 +541,15 @@ fn seq_meta(seq: Option<u64>) -> MetaObject {
         meta.0.insert("aido/seq".into(), json!(seq));
     }
     meta
+}
+
+/// Send one `notifications/message` (logger `aido`) without waiting for it.
+fn send_log(peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
+    let peer = peer.clone();
+    tokio::spawn(async move {
+        let param = LoggingMessageNotificationParam::new(level, data).with_logger("aido");
+        let _ = peer.notify_logging_message(param).await;
+    });
 }
 
 fn severity(level: LoggingLevel) -> u8 {
@@ -576,6 +728,10 @@ impl ServerHandler for AidoServer {
             // Defined functions and custom primitives come and go as tools.
             .enable_tool_list_changed()
             .enable_logging()
+            // One resource, a place's subscription batches, for `subscriptions/listen`
+            // (2026-07-28; `initialize` does not show it).
+            .enable_resources()
+            .enable_resources_subscribe()
             .build();
         #[cfg(feature = "conformance")]
         let capabilities = crate::conformance::capabilities();
@@ -602,24 +758,8 @@ impl ServerHandler for AidoServer {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
-        // `/mcp/x/coding` (nested under `/mcp`, so `/x/coding` here) gives this session those
-        // toolsets, within the server's own.
-        let path = context
-            .extensions
-            .get::<http::request::Parts>()
-            .map(|parts| parts.uri.path().to_owned());
-        if let Some(wanted) = path.as_deref().and_then(|path| path.strip_prefix("/x/")) {
-            let names = wanted.split(',').filter(|name| !name.is_empty());
-            let asked = aido_actions::toolsets::resolve(names).map_err(|message| {
-                McpError::invalid_params(
-                    message,
-                    Some(json!({"code": CallError::ToolNotEnabled.code()})),
-                )
-            })?;
-            let narrowed = asked
-                .into_iter()
-                .filter(|name| self.enabled.contains(name))
-                .collect();
+        // `/mcp/x/coding` gives this session those toolsets, within the server's own.
+        if let Some(narrowed) = self.endpoint_toolsets(&context)? {
             let _ = self.narrowed.set(narrowed);
         }
         let client = format!(
@@ -627,7 +767,16 @@ impl ServerHandler for AidoServer {
             request.client_info.name, request.client_info.version
         );
         self.session(Some(client), &context).await?;
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request)?;
+        // The events resource is read through 2026-07-28's `subscriptions/listen` only: a
+        // client of an older revision is shown the capabilities it always was.
+        #[cfg(not(feature = "conformance"))]
+        let result = {
+            let mut result = result;
+            result.capabilities.resources = None;
+            result
+        };
+        Ok(result)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -644,20 +793,28 @@ impl ServerHandler for AidoServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.narrow_stateless(&context)?;
         #[allow(unused_mut)]
         let mut tools = self.tools.as_ref().clone();
         // Defined functions and primitives are calls of call_function and call_primitive.
-        if self.gives("call_function") || self.gives("call_primitive") {
+        let defined = self.gives("call_function") || self.gives("call_primitive");
+        if defined {
             tools.extend(crate::tools::defined(&self.runtime));
         }
         if self.narrowed.get().is_some() {
             tools.retain(|tool| Action::class_of(&tool.name).is_none() || self.gives(&tool.name));
         }
         // A session under a capability grant is shown only the primitives the grant allows
-        // (calling another is still refused by the policy's capabilities gate).
-        if let Some(scope) = self.session.get().and_then(Session::capabilities) {
+        // (calling another is still refused by the policy's capabilities gate). A 2026-07-28
+        // request opens its place's session to know the grant's scope.
+        let session = if modern(&context) {
+            Some(self.session(None, &context).await?)
+        } else {
+            self.place.session.get().cloned()
+        };
+        if let Some(scope) = session.as_ref().and_then(Session::capabilities) {
             tools.retain(|tool| match Action::class_of(&tool.name) {
                 Some(class) => scope.allows_primitive(&tool.name, class),
                 None => true,
@@ -665,7 +822,42 @@ impl ServerHandler for AidoServer {
         }
         #[cfg(feature = "conformance")]
         tools.extend(crate::conformance::tools());
-        Ok(ListToolsResult::with_all_items(tools))
+        let listed = ListToolsResult::with_all_items(tools);
+        if !modern(&context) {
+            return Ok(listed);
+        }
+        let (ttl, scope) = self.cache_hints(defined);
+        Ok(listed.with_ttl_ms(ttl).with_cache_scope(scope))
+    }
+
+    #[cfg(not(feature = "conformance"))]
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let events = rmcp::model::Resource::new(crate::listen::EVENTS_URI, "events")
+            .with_description(
+                "this session's subscription batches (subscribe, watch_and_react), newest last; \
+                 subscriptions/listen with this URI hears of each",
+            )
+            .with_mime_type("application/json");
+        let listed = rmcp::model::ListResourcesResult::with_all_items(vec![events]);
+        let (ttl, scope) = self.cache_hints(false);
+        Ok(if modern(&context) {
+            listed.with_ttl_ms(ttl).with_cache_scope(scope)
+        } else {
+            listed
+        })
+    }
+
+    #[cfg(not(feature = "conformance"))]
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        self.read_events(request, &context).map(Into::into)
     }
 
     #[cfg(feature = "conformance")]
@@ -730,7 +922,7 @@ impl ServerHandler for AidoServer {
         request: rmcp::model::GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        self.fixture.get_prompt(request).map(Into::into)
+        self.fixture.get_prompt(request)
     }
 
     #[cfg(feature = "conformance")]
@@ -760,11 +952,23 @@ impl ServerHandler for AidoServer {
     ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "conformance")]
         if crate::conformance::is_fixture_tool(&request.name) {
-            return self
-                .fixture
-                .call_tool(request, context)
-                .await
-                .map(Into::into);
+            let listeners = self.place(&context).listeners.clone();
+            return self.fixture.call_tool(request, context, &listeners).await;
+        }
+        self.narrow_stateless(&context)?;
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if modern(&context)
+            && let Some(state) = &request.request_state
+        {
+            // A retry with the client's answer: the action that asked goes on.
+            let bound =
+                crate::mrtr::bound(self.bearer(&context).as_deref(), &request.name, &arguments);
+            let place = self.place(&context);
+            let outcome = place
+                .pending
+                .resume(state, request.input_responses.as_ref(), &bound)
+                .await?;
+            return Ok(outcome.into());
         }
         let session = self.session(None, &context).await?;
         if Self::client_has_roots(&context.peer) {
@@ -772,7 +976,6 @@ impl ServerHandler for AidoServer {
             let _ = tokio::time::timeout(ROOTS_WAIT, followed.wait_for(|done| *done)).await;
         }
         let limits = &self.runtime.policy().config().limits;
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
         let size = serde_json::to_vec(&arguments).map_or(0, |b| b.len()) as u64;
         if size > limits.argument_bytes_max {
             let message = format!(
@@ -786,7 +989,7 @@ impl ServerHandler for AidoServer {
         // A tool outside the toolsets is refused by name, whatever its arguments.
         if Action::class_of(&request.name).is_some() && !self.gives(&request.name) {
             let message = not_enabled_message(&request.name, "");
-            return Ok(not_enabled(session, &request.name, message).await);
+            return Ok(not_enabled(&session, &request.name, message).await);
         }
         // A defined function or custom primitive is a tool of its own name (never a
         // built-in's: define refuses those names).
@@ -798,7 +1001,7 @@ impl ServerHandler for AidoServer {
         };
         let parsed = match defined {
             Some(action) => Ok(action),
-            None => Action::from_tool_call(&request.name, arguments),
+            None => Action::from_tool_call(&request.name, arguments.clone()),
         };
         let action = match parsed {
             Ok(a) => a,
@@ -829,7 +1032,7 @@ impl ServerHandler for AidoServer {
                 not_enabled_message(leaf.primitive(), &at)
             });
         if let Some(message) = outside {
-            return Ok(not_enabled(session, &request.name, message).await);
+            return Ok(not_enabled(&session, &request.name, message).await);
         }
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(Notify {
@@ -847,8 +1050,98 @@ impl ServerHandler for AidoServer {
             transport: Some(self.transport),
             notifier: Some(Arc::new(Events(context.peer.clone()))),
         };
+        if modern(&context) {
+            let bound =
+                crate::mrtr::bound(self.bearer(&context).as_deref(), &request.name, &arguments);
+            return self
+                .run_modern(session, action, hooks, &context, &bound)
+                .await;
+        }
         let primitive = action.primitive();
         let result = session.run(action, hooks).await;
+        let reply = Reply::Legacy(context.peer.clone());
+        Ok(self.finish(primitive, result, &reply).into())
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        // What it says (the revisions, the capabilities, the instructions) cannot change while
+        // the process runs, and is the same for every bearer.
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        )
+        .with_ttl_ms(LIST_TTL_MS_FIXED)
+        .with_cache_scope(rmcp::model::CacheScope::Public))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let mut accepted = rmcp::model::SubscriptionFilter::default();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        #[cfg(feature = "conformance")]
+        {
+            accepted.prompts_list_changed = requested.prompts_list_changed;
+            accepted.resources_list_changed = requested.resources_list_changed;
+        }
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| {
+                    *uri == crate::listen::EVENTS_URI
+                        || cfg!(feature = "conformance") && uri.starts_with("test://")
+                })
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let place = self.place(context.request_context());
+        let id = context.sink().id().clone();
+        if !place.listeners.add(context.sink().clone()) {
+            return Err(McpError::invalid_request(
+                format!(
+                    "{} listen streams are open here already",
+                    crate::listen::STREAMS_MAX
+                ),
+                None,
+            ));
+        }
+        // The stream stays until the client cancels it or the server stops.
+        context.cancelled().await;
+        place.listeners.remove(&id);
+        Ok(())
+    }
+}
+
+/// Where a call's aftermath (its log line, a changed tool list) goes.
+enum Reply {
+    /// The legacy session's peer: `notifications/message` at the level the client set, and
+    /// `tools/list_changed`.
+    Legacy(Peer<RoleServer>),
+    /// A 2026-07-28 request: log lines only when it asked (`_meta` logLevel), list changes to
+    /// the place's listen streams.
+    Modern {
+        peer: Peer<RoleServer>,
+        level: Option<LoggingLevel>,
+        listeners: Arc<crate::listen::Listeners>,
+    },
+}
+
+impl AidoServer {
+    /// A call's result as MCP content, after its log line and, when a defined function came
+    /// or went, the tool list's change.
+    fn finish(
+        &self,
+        primitive: &'static str,
+        result: Result<Ran, RunError>,
+        reply: &Reply,
+    ) -> CallToolResult {
         let (level, data) = match &result {
             Ok(ran) => (
                 LoggingLevel::Info,
@@ -859,18 +1152,133 @@ impl ServerHandler for AidoServer {
                 json!({"seq": e.seq, "primitive": primitive, "status": if e.gate.is_some() { "denied" } else { "failed" }, "code": e.failure.code}),
             ),
         };
-        self.log(&context.peer, level, data);
-        if result.is_ok() && crate::tools::changes_tools(primitive) {
-            // The tool list changed: clients that listen list it again (the static
-            // call_function and call_primitive stay for those that do not).
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                if let Err(e) = peer.notify_tool_list_changed().await {
-                    tracing::warn!(error = %e, "cannot send tools/list_changed");
+        let changed = result.is_ok() && crate::tools::changes_tools(primitive);
+        match reply {
+            Reply::Legacy(peer) => {
+                self.log(peer, level, data);
+                if changed {
+                    // The tool list changed: clients that listen list it again (the static
+                    // call_function and call_primitive stay for those that do not).
+                    let peer = peer.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = peer.notify_tool_list_changed().await {
+                            tracing::warn!(error = %e, "cannot send tools/list_changed");
+                        }
+                    });
                 }
-            });
+            }
+            Reply::Modern {
+                peer,
+                level: wanted,
+                listeners,
+            } => {
+                if wanted.is_some_and(|wanted| severity(level) >= severity(wanted)) {
+                    send_log(peer, level, data);
+                }
+                if changed {
+                    listeners.tools_changed();
+                }
+            }
         }
-        Ok(Self::to_result(result).into())
+        Self::to_result(result)
+    }
+
+    /// Run a 2026-07-28 call in a task of its own, whose questions come back as
+    /// `input_required` (see [`crate::mrtr`]); its subscription batches go to the place's
+    /// listen streams.
+    async fn run_modern(
+        &self,
+        session: Session,
+        action: Action,
+        mut hooks: Hooks,
+        context: &RequestContext<RoleServer>,
+        bound: &[u8],
+    ) -> Result<CallToolResponse, McpError> {
+        let place = self.place(context);
+        let (steps_tx, steps) = tokio::sync::mpsc::channel(4);
+        let can_ask = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        let asker = Arc::new(crate::mrtr::RoundAsker {
+            steps: steps_tx.clone(),
+            can_ask,
+        });
+        hooks.confirmer = Some(asker.clone());
+        hooks.asker = Some(asker);
+        hooks.notifier = Some(Arc::new(crate::listen::ToListeners(
+            place.listeners.clone(),
+        )));
+        // The action outlives this request when it asks: only the wait for its first step
+        // ends with the request (then the action is cancelled too).
+        let cancel = tokio_util::sync::CancellationToken::new();
+        hooks.cancel = cancel.clone();
+        let reply = Reply::Modern {
+            peer: context.peer.clone(),
+            level: context.meta.log_level(),
+            listeners: place.listeners.clone(),
+        };
+        let server = self.clone();
+        let primitive = action.primitive();
+        tokio::spawn(async move {
+            let result = session.run(action, hooks).await;
+            let result = server.finish(primitive, result, &reply);
+            // The request waiting on it may be gone (its client will find the round gone).
+            let _ = steps_tx
+                .send(crate::mrtr::Step::Done(Box::new(result)))
+                .await;
+        });
+        tokio::select! {
+            outcome = place.pending.next(steps, bound) => Ok(outcome?.into()),
+            () = context.ct.cancelled() => {
+                cancel.cancel();
+                Err(McpError::internal_error("the request was cancelled", None))
+            }
+        }
+    }
+}
+
+impl AidoServer {
+    /// `resources/read` of [`crate::listen::EVENTS_URI`]: the batches the place kept. They
+    /// change with every batch, so a 2026-07-28 client is told never to reuse the answer.
+    #[cfg_attr(feature = "conformance", allow(dead_code))]
+    fn read_events(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResult, McpError> {
+        if request.uri != crate::listen::EVENTS_URI {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no resource {}; aido serves {}",
+                    request.uri,
+                    crate::listen::EVENTS_URI
+                ),
+                Some(json!({"uri": request.uri})),
+            ));
+        }
+        let kept = self.place(context).listeners.kept();
+        let contents = rmcp::model::ResourceContents::TextResourceContents {
+            uri: request.uri,
+            mime_type: Some("application/json".into()),
+            text: kept.to_string(),
+            meta: None,
+        };
+        let read = rmcp::model::ReadResourceResult::new(vec![contents]);
+        Ok(if modern(context) {
+            read.with_ttl_ms(0)
+                .with_cache_scope(rmcp::model::CacheScope::Private)
+        } else {
+            read
+        })
+    }
+}
+
+impl From<crate::mrtr::Outcome> for CallToolResponse {
+    fn from(outcome: crate::mrtr::Outcome) -> Self {
+        match outcome {
+            crate::mrtr::Outcome::Done(result) => (*result).into(),
+            crate::mrtr::Outcome::Asked(required) => required.into(),
+        }
     }
 }
 
@@ -881,7 +1289,7 @@ pub async fn serve_stdio(
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let max = crate::stdio::request_bytes_max(runtime.policy().config().limits.argument_bytes_max);
     let server = AidoServer::new(runtime).with_grant(grant);
-    let sessions = server.session.clone();
+    let sessions = server.place.session.clone();
     let (transport, reader) = crate::stdio::start(
         crate::stdio::Stdin::open(),
         crate::stdio::Stdout::open(),

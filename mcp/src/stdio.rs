@@ -28,7 +28,7 @@ use std::sync::Arc;
 use aido_actors::Session;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta,
     InitializeRequestParams, JsonRpcMessage, PaginatedRequestParams, ProtocolVersion, RequestId,
     ServerJsonRpcMessage,
 };
@@ -107,7 +107,9 @@ pub(crate) enum LineError {
     /// A request whose params do not fit its method.
     #[error("the params do not fit {method}: {reason}")]
     InvalidParams { method: String, reason: String },
-    /// A request other than `initialize` or `ping` before `initialize`.
+    /// A request other than `initialize` or `ping` before `initialize`, and without a
+    /// revision in its `_meta` (which would make it a 2026-07-28 request, served without one).
+    /// It is told the revisions `initialize` negotiates.
     #[error(
         "{method} before initialize: send initialize first, with a protocolVersion this server offers ({})",
         revisions(offered)
@@ -121,11 +123,20 @@ pub(crate) enum LineError {
         "request id {id} is still being answered: give each request in flight an id of its own"
     )]
     IdInFlight { id: String },
+    /// A method 2026-07-28 removed, asked in that revision (404 over HTTP).
+    #[error(
+        "{method} does not exist in revision 2026-07-28 (it has no handshake and no logging/setLevel)"
+    )]
+    MethodRemoved { method: String },
 }
 
-/// The names of the revisions in `offered`, newest first.
+/// The names of the revisions in `offered` that `initialize` negotiates, newest first.
 fn newest_first(offered: &[ProtocolVersion]) -> Vec<&str> {
-    let mut names: Vec<&str> = offered.iter().map(ProtocolVersion::as_str).collect();
+    let mut names: Vec<&str> = offered
+        .iter()
+        .filter(|revision| revision.has_initialize())
+        .map(ProtocolVersion::as_str)
+        .collect();
     names.sort_unstable_by(|a, b| b.cmp(a));
     names
 }
@@ -150,6 +161,7 @@ aido_actions::coded!(LineError {
     InvalidParams => "invalid_params",
     NotInitialized => "not_initialized",
     IdInFlight => "request_id_in_flight",
+    MethodRemoved => "method_removed",
 });
 
 impl LineError {
@@ -158,6 +170,7 @@ impl LineError {
     /// request rather than a parse error.
     fn rpc_code(&self) -> i32 {
         match self {
+            Self::MethodRemoved { .. } => -32601,
             Self::NotUtf8 { .. } | Self::TooDeep { .. } | Self::NotJson { .. } => -32700,
             Self::InvalidParams { .. } => -32602,
             Self::TooLarge { .. }
@@ -199,7 +212,8 @@ impl LineError {
             | Self::IdInvalid
             | Self::NotMessage
             | Self::InvalidParams { .. }
-            | Self::IdInFlight { .. } => {}
+            | Self::IdInFlight { .. }
+            | Self::MethodRemoved { .. } => {}
         }
         data
     }
@@ -223,13 +237,27 @@ impl LineError {
 }
 
 /// The methods aido's server answers; rmcp answers any other with "method not found".
-const SERVED_METHODS: [&str; 5] = [
+const SERVED_METHODS: [&str; 9] = [
     "initialize",
     "ping",
     "tools/list",
     "tools/call",
     "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+    "resources/list",
+    "resources/read",
 ];
+
+/// The methods 2026-07-28 removed, which aido serves older revisions.
+const REMOVED_IN_2026: [&str; 3] = ["initialize", "ping", "logging/setLevel"];
+
+/// Whether `method` is one 2026-07-28 removed, asked in that revision (or a later one):
+/// it is answered "method not found" (404 over HTTP), not as a misfit.
+fn removed_in(method: &str, revision: Option<&str>) -> bool {
+    REMOVED_IN_2026.contains(&method)
+        && revision.is_some_and(|revision| revision >= crate::server::STATELESS_FROM)
+}
 
 /// Why `params` do not fit a served method, in serde's words.
 #[allow(deprecated)]
@@ -292,6 +320,12 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
             ClientRequest::CustomRequest(custom)
                 if SERVED_METHODS.contains(&custom.method.as_str()) =>
             {
+                let revision = request.request.get_meta().protocol_version();
+                if removed_in(&custom.method, revision.as_ref().map(|r| r.as_str())) {
+                    return Verdict::Reject(LineError::MethodRemoved {
+                        method: custom.method.clone(),
+                    });
+                }
                 return Verdict::Reject(LineError::InvalidParams {
                     method: custom.method.clone(),
                     reason: params_misfit(&custom.method, custom.params.clone()),
@@ -320,6 +354,16 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
         return Verdict::Reject(LineError::IdInvalid);
     }
     match (object.get("method"), id) {
+        (Some(Value::String(method)), Some(_))
+            if removed_in(
+                method,
+                object["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str(),
+            ) =>
+        {
+            Verdict::Reject(LineError::MethodRemoved {
+                method: method.clone(),
+            })
+        }
         (Some(Value::String(method)), Some(_)) => Verdict::Reject(LineError::InvalidParams {
             method: method.clone(),
             reason: typed.to_string(),
@@ -333,15 +377,27 @@ pub(crate) fn judge(line: &[u8], scan: &Scan, max: u64) -> Verdict {
     }
 }
 
+/// Whether `request` belongs to revision 2026-07-28 or later on its own: `server/discover`,
+/// or a request whose `_meta` names its protocol revision.
+pub(crate) fn carries_revision(request: &ClientRequest) -> bool {
+    matches!(request, ClientRequest::DiscoverRequest(_))
+        || request.get_meta().protocol_version().is_some()
+}
+
 /// What `aido serve` does with a POSTed body, judged as a line is judged.
 #[derive(Debug)]
 pub enum BodyVerdict {
     /// A message rmcp reads (or one JSON-RPC never answers); `request` is the id and method
-    /// when it is a request.
-    Pass { request: Option<(Value, String)> },
+    /// when it is a request; `stateless` when it is a 2026-07-28 request, which belongs to no
+    /// session ([`carries_revision`]).
+    Pass {
+        request: Option<(Value, String)>,
+        stateless: bool,
+    },
     /// Answer with this coded JSON-RPC error response instead (with the request's id when the
-    /// scan recovered it). rmcp itself answers a body it cannot read with a bare 415.
-    Reject(Vec<u8>),
+    /// scan recovered it), with this HTTP status (400; 404 for a method the request's revision
+    /// removed). rmcp itself answers a body it cannot read with a bare 415.
+    Reject { body: Vec<u8>, status: u16 },
 }
 
 /// Judge one HTTP request body as a line is judged.
@@ -350,17 +406,31 @@ pub fn judge_body(body: &[u8], max: u64) -> BodyVerdict {
     scan.feed(body);
     scan.finish();
     match judge(body, &scan, max) {
-        Verdict::Forward(message) => BodyVerdict::Pass {
-            request: match *message {
-                JsonRpcMessage::Request(request) => Some((
+        Verdict::Forward(message) => match *message {
+            JsonRpcMessage::Request(request) => BodyVerdict::Pass {
+                stateless: carries_revision(&request.request),
+                request: Some((
                     request.id.into_json_value(),
                     request.request.method().to_owned(),
                 )),
-                _ => None,
+            },
+            _ => BodyVerdict::Pass {
+                request: None,
+                stateless: false,
             },
         },
-        Verdict::Skip(_) => BodyVerdict::Pass { request: None },
-        Verdict::Reject(error) => BodyVerdict::Reject(error.body(scan.found().id.as_ref())),
+        Verdict::Skip(_) => BodyVerdict::Pass {
+            request: None,
+            stateless: false,
+        },
+        Verdict::Reject(error) => BodyVerdict::Reject {
+            status: if matches!(error, LineError::MethodRemoved { .. }) {
+                404
+            } else {
+                400
+            },
+            body: error.body(scan.found().id.as_ref()),
+        },
     }
 }
 
@@ -675,7 +745,10 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
             JsonRpcMessage::Request(request) => {
                 let initialize = matches!(request.request, ClientRequest::InitializeRequest(_));
                 let ping = matches!(request.request, ClientRequest::PingRequest(_));
-                if !(self.initialized || initialize || ping) {
+                // 2026-07-28 has no handshake: `server/discover`, or a request naming its
+                // revision in `_meta` (rmcp checks the rest of it), opens the connection.
+                let stateless = carries_revision(&request.request);
+                if !(self.initialized || initialize || ping || stateless) {
                     return Verdict::Reject(LineError::NotInitialized {
                         method: request.request.method().to_owned(),
                         offered: self.offered,
@@ -686,7 +759,8 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Reader<W> {
                         id: request.id.to_string(),
                     });
                 }
-                self.initialized |= initialize;
+                self.initialized |= initialize
+                    || stateless && !matches!(request.request, ClientRequest::DiscoverRequest(_));
             }
             JsonRpcMessage::Notification(_)
             | JsonRpcMessage::Response(_)
@@ -921,6 +995,13 @@ mod tests {
                 "request_id_in_flight",
                 -32600,
             ),
+            (
+                LineError::MethodRemoved {
+                    method: "ping".into(),
+                },
+                "method_removed",
+                -32601,
+            ),
         ];
         let codes: Vec<&str> = table.iter().map(|(error, _, _)| error.code()).collect();
         assert_eq!(codes, LineError::CODES, "the table lists every code");
@@ -995,6 +1076,57 @@ mod tests {
         assert!(!self::in_flight(&in_flight).contains(&RequestId::Number(1)));
         assert_eq!(admit(&call(1)), "forward");
         incoming.close();
+    }
+
+    /// 2026-07-28 has no handshake: `server/discover` is answered before anything (and opens
+    /// nothing), a request naming the revision in `_meta` opens the connection, and a method
+    /// the revision removed is `method_removed` whatever its params.
+    #[tokio::test]
+    async fn a_2026_07_28_request_needs_no_initialize() {
+        let (out_write, _out_read) = tokio::io::duplex(1 << 16);
+        let (sender, mut incoming) = mpsc::channel(16);
+        let mut reader = Reader {
+            sender,
+            output: Arc::new(Mutex::new(Some(out_write))),
+            sessions: Arc::new(OnceCell::new()),
+            max: 1 << 20,
+            in_flight: InFlight::default(),
+            offered: crate::server::STDIO_PROTOCOL_VERSIONS,
+            initialized: false,
+        };
+        let mut admit = |line: &str| {
+            let message = serde_json::from_str::<ClientJsonRpcMessage>(line).unwrap();
+            match reader.admit(message) {
+                Verdict::Forward(_) => "forward",
+                Verdict::Skip(_) => "skip",
+                Verdict::Reject(error) => error.code(),
+            }
+        };
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        let discover =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#);
+        let list = |id: u64, meta: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{{meta}}}}}"#)
+        };
+        assert_eq!(admit(&discover), "forward");
+        // Discovery opens nothing: a request without the revision is still refused.
+        assert_eq!(admit(&list(2, r#""_meta":{}"#)), "not_initialized");
+        assert_eq!(admit(&list(3, meta)), "forward");
+        assert_eq!(
+            admit(&list(4, r#""_meta":{}"#)),
+            "forward",
+            "rmcp checks the rest"
+        );
+        incoming.close();
+        for (method, expected) in [
+            ("initialize", "method_removed"),
+            ("logging/setLevel", "method_removed"),
+            ("tools/call", "invalid_params"),
+        ] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":5,"method":"{method}","params":{{{meta}}}}}"#);
+            assert_eq!(code(line.as_bytes()), expected, "{method}");
+        }
     }
 
     #[test]

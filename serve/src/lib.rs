@@ -802,18 +802,33 @@ async fn resource_metadata(State(shared): State<Shared>) -> Response {
 }
 
 /// 400 for an `MCP-Protocol-Version` this server does not serve (rmcp would accept any
-/// revision it knows, 2026-07-28 included).
+/// revision it knows). A POSTed JSON body is judged in [`judge_message`], which reads it: a
+/// 2026-07-28 request names its revision in `_meta` too, and rmcp answers an unserved one
+/// there with the revision's own error (-32022, the served revisions in `data.supported`).
 async fn protocol_version(request: Request, next: Next) -> Response {
-    if let Some(v) = request.headers().get("mcp-protocol-version") {
-        let v = v.to_str().unwrap_or("");
-        if !aido_mcp::HTTP_PROTOCOL_VERSIONS
-            .iter()
-            .any(|s| s.as_str() == v)
-        {
-            return HttpError::ProtocolVersion(v.to_owned()).into_response();
-        }
+    let judged_later = request.method() == axum::http::Method::POST && is_json(&request);
+    if !judged_later && let Some(refusal) = unserved_revision(request.headers()) {
+        return refusal;
     }
     next.run(request).await
+}
+
+/// The refusal of a request whose `MCP-Protocol-Version` this server does not serve.
+fn unserved_revision(headers: &axum::http::HeaderMap) -> Option<Response> {
+    let v = headers.get("mcp-protocol-version")?;
+    let v = v.to_str().unwrap_or("");
+    let served = aido_mcp::HTTP_PROTOCOL_VERSIONS
+        .iter()
+        .any(|s| s.as_str() == v);
+    (!served).then(|| HttpError::ProtocolVersion(v.to_owned()).into_response())
+}
+
+fn is_json(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
 }
 
 /// A POSTed JSON body that is not a JSON-RPC message aido's server reads gets 400 and the
@@ -823,12 +838,7 @@ async fn protocol_version(request: Request, next: Next) -> Response {
 /// stream without its answer): an id is in flight from its POST until its answer's stream
 /// ends, or the client drops it.
 async fn judge_message(State(shared): State<Shared>, request: Request, next: Next) -> Response {
-    let is_json = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if request.method() != axum::http::Method::POST || !is_json {
+    if request.method() != axum::http::Method::POST || !is_json(&request) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -841,10 +851,24 @@ async fn judge_message(State(shared): State<Shared>, request: Request, next: Nex
             .into_response();
         }
     };
-    let asked = match aido_mcp::judge_body(&bytes, shared.body_bytes_max as u64) {
-        aido_mcp::BodyVerdict::Pass { request } => request,
-        aido_mcp::BodyVerdict::Reject(error) => return rpc_refusal(error),
+    let (asked, stateless) = match aido_mcp::judge_body(&bytes, shared.body_bytes_max as u64) {
+        aido_mcp::BodyVerdict::Pass { request, stateless } => (request, stateless),
+        aido_mcp::BodyVerdict::Reject { body, status } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return rpc_refusal_with(status, body);
+        }
     };
+    // A 2026-07-28 request has no session: rmcp serves it on its own (and checks its `_meta`
+    // and headers); the header alone says so for a request whose `_meta` is missing.
+    let stateless = stateless
+        || parts
+            .headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= aido_mcp::server::STATELESS_FROM);
+    if !stateless && let Some(refusal) = unserved_revision(&parts.headers) {
+        return refusal;
+    }
     let session = parts
         .headers
         .get("mcp-session-id")
@@ -857,8 +881,9 @@ async fn judge_message(State(shared): State<Shared>, request: Request, next: Nex
                 None => return rpc_refusal(aido_mcp::id_in_flight(&id)),
             }
         }
-        // Without a session only `initialize` (and `ping`) are served.
-        (Some((id, method)), None) if method != "initialize" && method != "ping" => {
+        // Without a session only `initialize` (and `ping`) are served, and 2026-07-28
+        // requests, which belong to none.
+        (Some((id, method)), None) if method != "initialize" && method != "ping" && !stateless => {
             return rpc_refusal(aido_mcp::not_initialized(
                 &id,
                 &method,
@@ -878,12 +903,12 @@ async fn judge_message(State(shared): State<Shared>, request: Request, next: Nex
 
 /// 400 with a coded JSON-RPC error response as the body.
 fn rpc_refusal(error: Vec<u8>) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        [(header::CONTENT_TYPE, "application/json")],
-        error,
-    )
-        .into_response()
+    rpc_refusal_with(StatusCode::BAD_REQUEST, error)
+}
+
+/// `status` with a coded JSON-RPC error response as the body.
+fn rpc_refusal_with(status: StatusCode, error: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], error).into_response()
 }
 
 /// Requests being answered, by MCP session and JSON-RPC id (as JSON text).

@@ -332,7 +332,7 @@ fn read_and_write_over_mcp_http_are_journaled_actions() {
 }
 
 #[test]
-fn every_served_revision_negotiates_and_2026_07_28_is_refused() {
+fn every_served_revision_negotiates_and_2026_07_28_has_no_handshake() {
     let w = world(|_| {});
     for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
         let (session, negotiated) = w.initialize(version);
@@ -351,7 +351,7 @@ fn every_served_revision_negotiates_and_2026_07_28_is_refused() {
     assert_eq!(offered, "2025-11-25");
     // A request stamped with a revision aido does not serve: 400, coded.
     let (session, _) = w.initialize("2025-11-25");
-    for bad in ["2026-07-28", "2024-11-05", "1999-01-01"] {
+    for bad in ["2024-11-05", "1999-01-01"] {
         let r = w.post(
             Some(&session),
             Some(bad),
@@ -1573,4 +1573,89 @@ fn a_call_before_initialize_is_refused_naming_the_served_revisions() {
         json!({"path": "x.txt", "content": "x"}),
     );
     assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+}
+
+/// The `_meta` a 2026-07-28 request carries in place of a session.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "http-test", "version": "1"},
+    })
+}
+
+/// 2026-07-28: a request carrying its `_meta` is served without a session; `server/discover`
+/// names the revisions; the tool list is the same on every request and carries aido's cache
+/// hints (a minute, as defined functions can change it; private, as a grant narrows it); the
+/// requests of one token are one aido session; a method the revision removed is 404.
+#[test]
+fn a_2026_07_28_request_is_served_without_a_session() {
+    let w = world(|_| {});
+    // The revision's standard headers: Mcp-Method always, Mcp-Name for a tool call.
+    let request = |id: u64, method: &str, params: Value| {
+        let mut params = params;
+        params["_meta"] = modern_meta();
+        let mut req = w
+            .agent
+            .post(w.mcp())
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(name) = params["name"].as_str() {
+            req = req.header("mcp-name", name);
+        }
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        reply(req.send(message.to_string()))
+    };
+    let found = request(1, "server/discover", json!({}));
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(found.session.is_none(), "no session id in 2026-07-28");
+    let found = found.rpc()["result"].clone();
+    assert_eq!(
+        found["supportedVersions"],
+        json!(["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]),
+        "{found}"
+    );
+    assert_eq!(
+        (&found["ttlMs"], &found["cacheScope"]),
+        (&json!(3_600_000), &json!("public"))
+    );
+    let listed = request(2, "tools/list", json!({}));
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let listed = listed.rpc()["result"].clone();
+    assert_eq!(listed["resultType"], "complete", "{listed}");
+    assert_eq!(
+        (&listed["ttlMs"], &listed["cacheScope"]),
+        (
+            &json!(aido_mcp::server::LIST_TTL_MS_DEFINED),
+            &json!("private")
+        )
+    );
+    let again = request(3, "tools/list", json!({})).rpc()["result"].clone();
+    assert_eq!(again["tools"], listed["tools"], "the list never varies");
+    let wrote = request(
+        4,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "modern.txt", "content": "x"}}),
+    );
+    assert_eq!(wrote.status, 200, "{}", wrote.body);
+    assert_eq!(wrote.rpc()["result"]["isError"], false, "{}", wrote.body);
+    let history = request(
+        5,
+        "tools/call",
+        json!({"name": "session_history", "arguments": {}}),
+    );
+    let history = history.rpc()["result"]["structuredContent"].to_string();
+    assert!(
+        history.contains("write_file"),
+        "one session across requests: {history}"
+    );
+    for removed in ["initialize", "logging/setLevel"] {
+        let r = request(6, removed, json!({}));
+        assert_eq!(r.status, 404, "{removed}: {}", r.body);
+        assert_eq!(r.json()["error"]["code"], -32601, "{}", r.body);
+        assert_eq!(r.json()["error"]["data"]["code"], "method_removed");
+    }
 }
