@@ -297,296 +297,296 @@ fn doc_text(lines: &[&str]) -> String {
 actions! {
     /// The filesystem body: the agent's files, opened under checked roots.
     Filesystem => FsAction {
-        /// Read a text file, or a window of its lines. Class: read_only.
+        /// Read a text file, or a window of its lines.
         ReadFile(fs::ReadFile) = "read_file", ReadOnly;
-        /// Read several text files; each succeeds or fails on its own. Class: read_only.
+        /// Read several text files; each succeeds or fails on its own.
         ReadFiles(fs::ReadFiles) = "read_files", ReadOnly;
-        /// Create or replace a file atomically; the old contents stay in the journal. Class: fs_write.
+        /// Create or replace a file atomically; the old contents stay in the journal.
         WriteFile(fs::WriteFile) = "write_file", FsWrite;
-        /// Replace an exact string in a file, or preview the change with dry_run. Class: fs_write.
+        /// Replace an exact string in a file, or preview the change with dry_run.
         EditFile(fs::EditFile) = "edit_file", FsWrite;
-        /// Apply a unified diff to one file. Class: fs_write.
+        /// Apply a unified diff to one file.
         ApplyPatch(fs::ApplyPatch) = "apply_patch", FsWrite;
-        /// Apply unified diffs to several files, all or nothing. Class: fs_write.
+        /// Apply unified diffs to several files, all or nothing.
         PatchSet(fs::PatchSet) = "patch_set", FsWrite;
-        /// Existence, kind, size, mode and mtime of several paths. Class: read_only.
+        /// Existence, kind, size, mode and mtime of several paths.
         StatFiles(fs::StatFiles) = "stat_files", ReadOnly;
-        /// Size, lines, text or binary, media type and blake3 of a file. Class: read_only.
+        /// Size, lines, text or binary, media type and blake3 of a file.
         FileInfo(fs::FileInfo) = "file_info", ReadOnly;
-        /// Hash a file with blake3 or sha256. Class: read_only.
+        /// Hash a file with blake3 or sha256.
         Checksum(fs::Checksum) = "checksum", ReadOnly;
-        /// Move a file or directory to the freedesktop trash, restorable. Class: destructive.
+        /// Move a file or directory to the freedesktop trash, restorable.
         MoveToTrash(fs::MoveToTrash) = "move_to_trash", Destructive;
-        /// Bring a trashed item back to its original path. Class: fs_write.
+        /// Bring a trashed item back to its original path.
         RestoreFromTrash(fs::RestoreFromTrash) = "restore_from_trash", FsWrite;
-        /// Check that a file parses as JSON, TOML or UTF-8. Class: read_only.
+        /// Check that a file parses as JSON, TOML or UTF-8.
         Validate(safety::Validate) = "validate", ReadOnly;
-        /// Compare two files, or a file with a text, as a unified diff within a line budget. Class: read_only.
+        /// Compare two files, or a file with a text, as a unified diff within a line budget.
         Diff(tools::Diff) = "diff", ReadOnly;
-        /// Render a MiniJinja template sandboxed: includes only inside the walls, bounded fuel and output. Class: read_only.
+        /// Render a MiniJinja template sandboxed: includes only inside the walls, bounded fuel and output.
         RenderTemplate(tools::RenderTemplate) = "render_template", ReadOnly;
     }
     /// The VM body: contained QEMU machines.
     Machine => VmAction {
-        /// Boot a contained machine (QEMU) for the agent. Class: process_spawn.
+        /// Boot a contained machine (QEMU) for the agent.
         VmStart(vm::VmStart) = "vm_start", ProcessSpawn;
-        /// Shut a machine down. Class: destructive.
+        /// Shut a machine down.
         VmShutdown(vm::VmShutdown) = "vm_shutdown", Destructive;
-        /// The running machines. Class: meta.
+        /// The running machines.
         VmList(vm::VmList) = "vm_list", Meta;
-        /// A machine's accelerator, boot time and screen. Class: read_only.
+        /// A machine's accelerator, boot time and screen.
         VmInfo(vm::VmInfo) = "vm_info", ReadOnly;
-        /// A PNG of the machine's screen, and its text. Class: read_only.
+        /// A PNG of the machine's screen, and its text.
         VmScreenshot(vm::VmScreenshot) = "vm_screenshot", ReadOnly;
-        /// Type text on the machine. Class: desktop.
+        /// Type text on the machine.
         VmType(vm::VmType) = "vm_type", Desktop;
-        /// Press a key or chord on the machine. Class: desktop.
+        /// Press a key or chord on the machine.
         VmKey(vm::VmKey) = "vm_key", Desktop;
-        /// Click a point of the machine's screen. Class: desktop.
+        /// Click a point of the machine's screen.
         VmClick(vm::VmClick) = "vm_click", Desktop;
-        /// Find text on the machine's screen, with boxes. Class: read_only.
+        /// Find text on the machine's screen, with boxes.
         VmFindText(vm::VmFindText) = "vm_find_text", ReadOnly;
-        /// Wait until text appears on the machine's screen. Class: read_only.
+        /// Wait until text appears on the machine's screen.
         VmWaitForText(vm::VmWaitForText) = "vm_wait_for_text", ReadOnly;
-        /// Find text on the machine's screen and click it. Class: desktop.
+        /// Find text on the machine's screen and click it.
         VmClickText(vm::VmClickText) = "vm_click_text", Desktop;
-        /// Save a machine's disk and memory. Class: read_only (the machine runs on unchanged).
+        /// Save a machine's disk and memory. The machine runs on unchanged.
         VmSnapshotCreate(vm::VmSnapshotCreate) = "vm_snapshot_create", ReadOnly;
-        /// Return a machine to a saved snapshot. Class: destructive.
+        /// Return a machine to a saved snapshot.
         VmSnapshotRestore(vm::VmSnapshotRestore) = "vm_snapshot_restore", Destructive;
-        /// A machine's snapshots. Class: read_only.
+        /// A machine's snapshots.
         VmSnapshotList(vm::VmTarget) = "vm_snapshot_list", ReadOnly;
-        /// Delete a machine snapshot. Class: destructive.
+        /// Delete a machine snapshot.
         VmSnapshotDelete(vm::VmSnapshotDelete) = "vm_snapshot_delete", Destructive;
-        /// Pull a machine's plug. Class: destructive.
+        /// Pull a machine's plug.
         VmForceOff(vm::VmTarget) = "vm_force_off", Destructive;
-        /// Reset a machine and wait until it is up. Class: destructive.
+        /// Reset a machine and wait until it is up.
         VmReboot(vm::VmTarget) = "vm_reboot", Destructive;
-        /// Move the pointer. Class: desktop.
+        /// Move the pointer.
         VmMove(vm::VmPoint) = "vm_move", Desktop;
-        /// Triple-click (select a line). Class: desktop.
+        /// Triple-click (select a line).
         VmTripleClick(vm::VmPoint) = "vm_triple_click", Desktop;
-        /// Drag with the left button held. Class: desktop.
+        /// Drag with the left button held.
         VmDrag(vm::VmDrag) = "vm_drag", Desktop;
-        /// Scroll the wheel at a point. Class: desktop.
+        /// Scroll the wheel at a point.
         VmScroll(vm::VmScroll) = "vm_scroll", Desktop;
-        /// Where the pointer is. Class: read_only.
+        /// Where the pointer is.
         VmCursorPosition(vm::VmTarget) = "vm_cursor_position", ReadOnly;
-        /// Wait a while. Class: read_only.
+        /// Wait a while.
         VmWait(vm::VmWait) = "vm_wait", ReadOnly;
-        /// Clone a running machine into a new one. Class: process_spawn.
+        /// Clone a running machine into a new one.
         VmClone(vm::VmClone) = "vm_clone", ProcessSpawn;
-        /// Destroy a machine made by vm_clone. Class: destructive.
+        /// Destroy a machine made by vm_clone.
         VmDestroyClone(vm::VmTarget) = "vm_destroy_clone", Destructive;
-        /// Take a warm clone from the pool. Class: process_spawn.
+        /// Take a warm clone from the pool.
         VmPoolAcquire(vm::VmPoolAcquire) = "vm_pool_acquire", ProcessSpawn;
-        /// Give a pooled clone back (it is destroyed; the pool warms a new one). Class: destructive.
+        /// Give a pooled clone back (it is destroyed; the pool warms a new one).
         VmPoolRelease(vm::VmTarget) = "vm_pool_release", Destructive;
-        /// The warm pool's state. Class: meta.
+        /// The warm pool's state.
         VmPoolStatus(vm::VmPoolStatus) = "vm_pool_status", Meta;
-        /// Stop the pool's warm clones. Class: destructive.
+        /// Stop the pool's warm clones.
         VmPoolShutdown(vm::VmPoolStatus) = "vm_pool_shutdown", Destructive;
-        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine; a screenshot follows each action. Class: desktop.
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on a machine; a screenshot follows each action.
         Computer(vm::Computer) = "computer", Desktop;
-        /// Anthropic's computer_toolset_20260801 on a machine: a turn's member calls run in order, stopping at the first failure. Class: desktop.
+        /// Anthropic's computer_toolset_20260801 on a machine: a turn's member calls run in order, stopping at the first failure.
         ComputerToolset(vm::ComputerToolset) = "computer_toolset", Desktop;
     }
     /// The process body: commands confined in aido's sandbox.
     Process => ProcessAction {
-        /// Run a command confined in aido's sandbox (argv or an explicit shell string). Class: process_spawn.
+        /// Run a command confined in aido's sandbox (argv or an explicit shell string).
         RunCommand(process::RunCommand) = "run_command", ProcessSpawn;
-        /// Read a background command's output frames from a cursor, waiting a bounded while for new ones. Class: read_only.
+        /// Read a background command's output frames from a cursor, waiting a bounded while for new ones.
         CheckHandle(process::CheckHandle) = "check_handle", ReadOnly;
-        /// Write text to a background command's standard input or terminal, optionally closing it. Class: process_spawn.
+        /// Write text to a background command's standard input or terminal, optionally closing it.
         WriteStdin(process::WriteStdin) = "write_stdin", ProcessSpawn;
-        /// Stop a background command's whole tree (TERM, then KILL after a grace) and apply its file changes as journaled effects. Class: process_spawn.
+        /// Stop a background command's whole tree (TERM, then KILL after a grace) and apply its file changes as journaled effects.
         StopHandle(process::StopHandle) = "stop_handle", ProcessSpawn;
-        /// The background commands of this aido, and those lost with an earlier aido process. Class: read_only.
+        /// The background commands of this aido, and those lost with an earlier aido process.
         ListHandles(process::ListHandles) = "list_handles", ReadOnly;
-        /// Run a command on a host named in [[ssh.hosts]] over SSH: the pinned host key or nothing, the policy's key, never ~/.ssh; the exit status passes through. Class: network.
+        /// Run a command on a host named in [[ssh.hosts]] over SSH: the pinned host key or nothing, the policy's key, never ~/.ssh; the exit status passes through.
         SshExec(remote::SshExec) = "ssh_exec", Network;
-        /// Run a command in an allowed OCI image through podman: no network, read-only root, no capabilities, no-new-privileges, pids and memory limits, the workspace mounted as the walls allow; always removed. Class: process_spawn.
+        /// Run a command in an allowed OCI image through podman: no network, read-only root, no capabilities, no-new-privileges, pids and memory limits, the workspace mounted as the walls allow; always removed.
         RunInSandbox(remote::RunInSandbox) = "run_in_sandbox", ProcessSpawn;
-        /// Run several containers at once in one podman pod that has only its own loopback; one result per container; the pod is always removed. Class: process_spawn.
+        /// Run several containers at once in one podman pod that has only its own loopback; one result per container; the pod is always removed.
         RunContainerGroup(remote::RunContainerGroup) = "run_container_group", ProcessSpawn;
-        /// The processes aido started (pid, argv, state, start time), and with host the host's own from /proc when the policy allows (fields as it says, environments never). Class: read_only.
+        /// The processes aido started (pid, argv, state, start time), and with host the host's own from /proc when the policy allows (fields as it says, environments never).
         ListProcesses(events::ListProcesses) = "list_processes", ReadOnly;
-        /// Subscribe to file changes under the walls (paths, globs, kinds): coalesced batches come to this client as notifications/message (logger aido/events), each journaled; denied paths never. Class: read_only.
+        /// Subscribe to file changes under the walls (paths, globs, kinds): coalesced batches come to this client as notifications/message (logger aido/events), each journaled; denied paths never.
         Subscribe(events::Subscribe) = "subscribe", ReadOnly;
-        /// End a subscription or a reaction. Class: read_only.
+        /// End a subscription or a reaction.
         Unsubscribe(events::Unsubscribe) = "unsubscribe", ReadOnly;
-        /// This session's subscriptions and reactions with their counts. Class: read_only.
+        /// This session's subscriptions and reactions with their counts.
         ListSubscriptions(events::ListSubscriptions) = "list_subscriptions", ReadOnly;
-        /// Run a primitive on each matching file change: every firing a child action judged and journaled like any call, rate-limited, bounded in count and time, never fed its own changes. Class: composite.
+        /// Run a primitive on each matching file change: every firing a child action judged and journaled like any call, rate-limited, bounded in count and time, never fed its own changes.
         WatchAndReact(events::WatchAndReact) = "watch_and_react", Composite;
     }
     /// The runtime itself: the policy's answers, the journal, snapshots, rewinds, recorded randomness.
     Runtime => RuntimeAction {
-        /// Judge and project an action tree without running it. Class: meta.
+        /// Judge and project an action tree without running it.
         Simulate(safety::Simulate) = "simulate", Meta;
-        /// The policy's verdict on an action, without running it. Class: meta.
+        /// The policy's verdict on an action, without running it.
         PolicyCheck(safety::PolicyCheck) = "policy_check", Meta;
-        /// This session's recent actions from the journal. Class: meta.
+        /// This session's recent actions from the journal.
         SessionHistory(meta::SessionHistory) = "session_history", Meta;
-        /// Snapshot the workspace, tied to this seq. Class: read_only (the workspace is untouched).
+        /// Snapshot the workspace, tied to this seq. The workspace is untouched.
         CreateSnapshot(snapshot::CreateSnapshot) = "create_snapshot", ReadOnly;
-        /// Make the workspace equal to a snapshot. Class: destructive.
+        /// Make the workspace equal to a snapshot.
         RestoreSnapshot(snapshot::RestoreSnapshot) = "restore_snapshot", Destructive;
-        /// The workspace's snapshots. Class: meta.
+        /// The workspace's snapshots.
         ListSnapshots(snapshot::ListSnapshots) = "list_snapshots", Meta;
-        /// Delete a snapshot. Class: destructive.
+        /// Delete a snapshot.
         DeleteSnapshot(snapshot::DeleteSnapshot) = "delete_snapshot", Destructive;
-        /// Rewind files and session to any earlier seq; the later records become a branch. Class: destructive.
+        /// Rewind files and session to any earlier seq; the later records become a branch.
         Rewind(snapshot::Rewind) = "rewind", Destructive;
-        /// Random bytes, recorded for replay. Class: read_only.
+        /// Random bytes, recorded for replay.
         RandomBytes(snapshot::RandomBytes) = "random_bytes", ReadOnly;
-        /// Read aido's own log, this session's activity, or a file the policy allows: tail, since, grep, caps, secrets redacted. Class: read_only.
+        /// Read aido's own log, this session's activity, or a file the policy allows: tail, since, grep, caps, secrets redacted.
         ReadLogs(tools::ReadLogs) = "read_logs", ReadOnly;
-        /// Mint a capability grant narrower than this session's own (primitives, paths, hosts; expiry, uses, rate); the token is shown once and never journaled. Class: meta.
+        /// Mint a capability grant narrower than this session's own (primitives, paths, hosts; expiry, uses, rate); the token is shown once and never journaled.
         GrantMint(meta::GrantMint) = "grant_mint", Meta;
-        /// Revoke a grant this session minted (or one narrowed from it), and every grant narrowed from it. Class: meta.
+        /// Revoke a grant this session minted (or one narrowed from it), and every grant narrowed from it.
         GrantRevoke(meta::GrantRevoke) = "grant_revoke", Meta;
-        /// The grants this session minted and those narrowed from them, with their uses (never their tokens). Class: meta.
+        /// The grants this session minted and those narrowed from them, with their uses (never their tokens).
         GrantList(meta::GrantList) = "grant_list", Meta;
     }
     /// The memory body: what agents learned, in AIDO_HOME/memory.sqlite, shared by every
     /// session and process of this AIDO_HOME.
     Memory => MemoryAction {
-        /// Remember a text (scope global, project or session; tags; expiry), with where it came from. Class: fs_write (undone by forget, not by rewind).
+        /// Remember a text (scope global, project or session; tags; expiry), with where it came from. Undone by forget, not by rewind.
         Remember(memory::Remember) = "remember", FsWrite;
-        /// Recall the memories best matching a query (bm25), within a limit and a character budget. Class: read_only.
+        /// Recall the memories best matching a query (bm25), within a limit and a character budget.
         Recall(memory::Recall) = "recall", ReadOnly;
-        /// Forget a memory by id, or every memory a filter matches. Class: destructive.
+        /// Forget a memory by id, or every memory a filter matches.
         Forget(memory::Forget) = "forget", Destructive;
-        /// List memories newest first, a page at a time. Class: read_only.
+        /// List memories newest first, a page at a time.
         ListMemory(memory::ListMemory) = "list_memory", ReadOnly;
     }
     /// The search body: code search over the walls on aido-search, each file judged before it is opened.
     Search => SearchAction {
-        /// Search files for several regexes at once (.gitignore-aware, modes files_with_matches / content / count, context, limit, byte budget). Class: read_only.
+        /// Search files for several regexes at once (.gitignore-aware, modes files_with_matches / content / count, context, limit, byte budget).
         SearchCode(search::SearchCode) = "search_code", ReadOnly;
-        /// Each hit's enclosing definition and up to N call sites with theirs, within a character budget. Class: read_only.
+        /// Each hit's enclosing definition and up to N call sites with theirs, within a character budget.
         SearchAndRead(search::SearchAndRead) = "search_and_read", ReadOnly;
     }
     /// The net body: HTTP and TCP to allowlisted hosts, every resolved address and redirect
     /// hop judged, responses recorded for playback.
     Net => NetAction {
-        /// Send an HTTP request to an allowlisted host (method, headers, body, timeout, size cap, redirects judged hop by hop); secrets redacted in the journal. Class: network.
+        /// Send an HTTP request to an allowlisted host (method, headers, body, timeout, size cap, redirects judged hop by hop); secrets redacted in the journal.
         HttpRequest(net::HttpRequest) = "http_request", Network;
-        /// Fetch a page as markdown or text, a window at a time (offset, length); redirects judged hop by hop. Class: network.
+        /// Fetch a page as markdown or text, a window at a time (offset, length); redirects judged hop by hop.
         FetchUrl(net::FetchUrl) = "fetch_url", Network;
-        /// Whether a TCP port of an allowlisted host accepts connections (rate limited). Class: network.
+        /// Whether a TCP port of an allowlisted host accepts connections (rate limited).
         PortCheck(net::PortCheck) = "port_check", Network;
-        /// The addresses an allowlisted name resolves to, each with the refused range it is in. Class: network.
+        /// The addresses an allowlisted name resolves to, each with the refused range it is in.
         DnsLookup(net::DnsLookup) = "dns_lookup", Network;
-        /// Call the configured model ([llm]: OpenAI-compatible chat completions or Anthropic messages) with a conversation; the key comes from aido's config or environment and is never journaled. Class: network.
+        /// Call the configured model ([llm]: OpenAI-compatible chat completions or Anthropic messages) with a conversation; the key comes from aido's config or environment and is never journaled.
         LlmCall(net::LlmCall) = "llm_call", Network;
-        /// Chat with a model on the configured Ollama server (/api/chat), streamed and assembled. Class: network.
+        /// Chat with a model on the configured Ollama server (/api/chat), streamed and assembled.
         OllamaChat(net::OllamaChat) = "ollama_chat", Network;
-        /// Call Ollama's /api/chat, /api/generate, /api/tags or /api/show on the configured server. Class: network.
+        /// Call Ollama's /api/chat, /api/generate, /api/tags or /api/show on the configured server.
         OllamaApi(net::OllamaApi) = "ollama_api", Network;
     }
     /// The desktop body: a host display (an owned headless session by default), behind
     /// desktop.enabled and the app rules. Nothing it does can be rewound.
     Desktop => DesktopAction {
-        /// A PNG of the screen with deny-listed windows blacked out. Class: read_only.
+        /// A PNG of the screen with deny-listed windows blacked out.
         Screenshot(desktop::Screenshot) = "screenshot", ReadOnly;
-        /// Click a point of the screen. Class: desktop.
+        /// Click a point of the screen.
         Click(desktop::Click) = "click", Desktop;
-        /// Double-click a point of the screen. Class: desktop.
+        /// Double-click a point of the screen.
         DoubleClick(desktop::Click) = "double_click", Desktop;
-        /// Move the pointer to a point. Class: desktop.
+        /// Move the pointer to a point.
         MoveMouse(desktop::Point) = "move_mouse", Desktop;
-        /// Scroll the wheel at a point. Class: desktop.
+        /// Scroll the wheel at a point.
         ScrollMouse(desktop::ScrollAt) = "scroll", Desktop;
-        /// Type Unicode text into the focused window; into a terminal it is judged as a command. Class: desktop.
+        /// Type Unicode text into the focused window; into a terminal it is judged as a command.
         TypeText(desktop::TypeText) = "type_text", Desktop;
-        /// Press a key or chord (`Return`, `ctrl+c`); VT-switch and compositor-exit chords are refused. Class: desktop.
+        /// Press a key or chord (`Return`, `ctrl+c`); VT-switch and compositor-exit chords are refused.
         PressKey(desktop::PressKey) = "press_key", Desktop;
-        /// Hold keys in order and release them in reverse. Class: desktop.
+        /// Hold keys in order and release them in reverse.
         PressKeyCombination(desktop::PressKeyCombination) = "press_key_combination", Desktop;
-        /// Give a window the focus. Class: desktop.
+        /// Give a window the focus.
         FocusWindow(desktop::FocusWindow) = "focus_window", Desktop;
-        /// The top-level windows: id, class, title, pid, rect, focus. Class: read_only.
+        /// The top-level windows: id, class, title, pid, rect, focus.
         GetWindowTree(desktop::NoArgs) = "get_window_tree", ReadOnly;
-        /// The window with the input focus. Class: read_only.
+        /// The window with the input focus.
         GetFocusedWindow(desktop::NoArgs) = "get_focused_window", ReadOnly;
-        /// The clipboard's text (size-capped). Class: read_only.
+        /// The clipboard's text (size-capped).
         GetClipboard(desktop::NoArgs) = "get_clipboard", ReadOnly;
-        /// Put text on the clipboard (size-capped). Class: desktop.
+        /// Put text on the clipboard (size-capped).
         SetClipboard(desktop::SetClipboard) = "set_clipboard", Desktop;
-        /// Show a desktop notification as app "aido". Class: desktop.
+        /// Show a desktop notification as app "aido".
         SendNotification(desktop::SendNotification) = "send_notification", Desktop;
-        /// Find text on the screen by OCR (deny-listed windows blacked out first): every match with its box and center. Class: read_only.
+        /// Find text on the screen by OCR (deny-listed windows blacked out first): every match with its box and center.
         FindText(desktop::FindText) = "find_text", ReadOnly;
-        /// Wait (bounded) until text is on the screen by OCR, then say where. Class: read_only.
+        /// Wait (bounded) until text is on the screen by OCR, then say where.
         WaitForText(desktop::WaitForText) = "wait_for_text", ReadOnly;
-        /// Find text on the screen by OCR and click its center (judged like click). Class: desktop.
+        /// Find text on the screen by OCR and click its center (judged like click).
         ClickText(desktop::ClickText) = "click_text", Desktop;
-        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on the host desktop, behind the desktop gates; a screenshot follows each action. Class: desktop.
+        /// Anthropic's computer-use tool (computer_20250124 / computer_20251124) on the host desktop, behind the desktop gates; a screenshot follows each action.
         DesktopComputer(computer::Computer) = "desktop_computer", Desktop;
-        /// Anthropic's computer_toolset_20260801 on the host desktop: a turn's member calls run in order, stopping at the first failure. Class: desktop.
+        /// Anthropic's computer_toolset_20260801 on the host desktop: a turn's member calls run in order, stopping at the first failure.
         DesktopComputerToolset(computer::ComputerToolset) = "desktop_computer_toolset", Desktop;
     }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
     Human => HumanAction {
-        /// Ask a person a question and wait (bounded) for a free-text answer; without a client that can ask, needs_human with an id for `aido answer`. Never ask for secrets. Class: read_only.
+        /// Ask a person a question and wait (bounded) for a free-text answer; without a client that can ask, needs_human with an id for `aido answer`. Never ask for secrets.
         AskHuman(human::AskHuman) = "ask_human", ReadOnly;
-        /// Ask a person to confirm: approved only on an explicit yes (no, decline, cancel and timeout are all no, with the reason). Class: read_only.
+        /// Ask a person to confirm: approved only on an explicit yes (no, decline, cancel and timeout are all no, with the reason).
         Confirm(human::Confirm) = "confirm", ReadOnly;
-        /// Ask a person to pick one of 2 to 10 choices (or several, with multiple). Class: read_only.
+        /// Ask a person to pick one of 2 to 10 choices (or several, with multiple).
         AskMultipleChoice(human::AskMultipleChoice) = "ask_multiple_choice", ReadOnly;
-        /// Collect the answer a person gave with `aido answer` to a question that came back needs_human, waiting up to wait_ms. Class: read_only.
+        /// Collect the answer a person gave with `aido answer` to a question that came back needs_human, waiting up to wait_ms.
         CheckAnswer(human::CheckAnswer) = "check_answer", ReadOnly;
     }
     /// Composite functions: Rhai scripts defined at run time (AIDO_HOME/scripts), each host
     /// call a child action judged and journaled on its own.
     Script => ScriptAction {
-        /// Define or replace a function: a Rhai script that reads `args` and calls primitives with `call(name, #{...})`, each call judged and journaled as a child action; it becomes an MCP tool of its own. Class: fs_write.
+        /// Define or replace a function: a Rhai script that reads `args` and calls primitives with `call(name, #{...})`, each call judged and journaled as a child action; it becomes an MCP tool of its own.
         DefineFunction(script::DefineFunction) = "define_function", FsWrite;
-        /// Run a defined function with an object of arguments, within the script limits and the call's deadline. Class: composite.
+        /// Run a defined function with an object of arguments, within the script limits and the call's deadline.
         CallFunction(script::CallDefinition) = "call_function", Composite;
-        /// The defined functions: name, description, hash. Class: read_only.
+        /// The defined functions: name, description, hash.
         ListFunctions(script::ListDefinitions) = "list_functions", ReadOnly;
-        /// Delete a defined function (and its MCP tool). Class: destructive.
+        /// Delete a defined function (and its MCP tool).
         DeleteFunction(script::DefinitionName) = "delete_function", Destructive;
-        /// Define or replace a custom primitive: a named tool with an argument schema, built from existing primitives by a Rhai script. Class: fs_write.
+        /// Define or replace a custom primitive: a named tool with an argument schema, built from existing primitives by a Rhai script.
         DefinePrimitive(script::DefinePrimitive) = "define_primitive", FsWrite;
-        /// Run a custom primitive; its arguments are checked against its schema first. Class: composite.
+        /// Run a custom primitive; its arguments are checked against its schema first.
         CallPrimitive(script::CallDefinition) = "call_primitive", Composite;
-        /// The custom primitives: name, description, schema, hash. Class: read_only.
+        /// The custom primitives: name, description, schema, hash.
         ListCustomPrimitives(script::ListDefinitions) = "list_custom_primitives", ReadOnly;
-        /// Delete a custom primitive (and its MCP tool). Class: destructive.
+        /// Delete a custom primitive (and its MCP tool).
         DeletePrimitive(script::DefinitionName) = "delete_primitive", Destructive;
     }
     /// The artifact body: pages and small web apps the agent made, in AIDO_HOME/artifacts,
     /// served on 127.0.0.1 under unguessable ids behind a sandboxing CSP.
     Artifact => ArtifactAction {
-        /// Make an artifact (an HTML page, a canvas, a small web app) from inline files or files the walls allow; answers its id and content hashes. Class: fs_write (kept in AIDO_HOME; undone by artifact_destroy, not by rewind).
+        /// Make an artifact (an HTML page, a canvas, a small web app) from inline files or files the walls allow; answers its id and content hashes. Kept in AIDO_HOME; undone by artifact_destroy, not by rewind.
         ArtifactCreate(artifact::ArtifactCreate) = "artifact_create", FsWrite;
-        /// The artifacts of this AIDO_HOME: id, title, files, size, and until when each is served here. Class: read_only.
+        /// The artifacts of this AIDO_HOME: id, title, files, size, and until when each is served here.
         ArtifactList(artifact::ArtifactList) = "artifact_list", ReadOnly;
-        /// Serve an artifact on 127.0.0.1 under /a/<id>/ for a lifetime (sandboxing CSP, no network from the page unless connect names origins [net] allows); answers the URL. Class: network.
+        /// Serve an artifact on 127.0.0.1 under /a/<id>/ for a lifetime (sandboxing CSP, no network from the page unless connect names origins [net] allows); answers the URL.
         ArtifactServe(artifact::ArtifactServe) = "artifact_serve", Network;
-        /// Copy an artifact's files into a directory the walls allow, as journaled file writes (a rewind undoes them). Class: fs_write.
+        /// Copy an artifact's files into a directory the walls allow, as journaled file writes (a rewind undoes them).
         ArtifactSave(artifact::ArtifactSave) = "artifact_save", FsWrite;
-        /// Stop serving an artifact (it is kept). Class: network.
+        /// Stop serving an artifact (it is kept).
         ArtifactStop(artifact::ArtifactTarget) = "artifact_stop", Network;
-        /// Stop serving an artifact and delete it. Class: destructive.
+        /// Stop serving an artifact and delete it.
         ArtifactDestroy(artifact::ArtifactTarget) = "artifact_destroy", Destructive;
     }
     /// Composites (and assert's condition): walked by the executor, their leaves routed on.
     Tree => TreeAction {
-        /// Run steps in order, judged whole before the first runs. Class: composite.
+        /// Run steps in order, judged whole before the first runs.
         Pipeline(safety::Pipeline) = "pipeline", Composite;
-        /// Run an action and fall back to another if it fails. Class: composite.
+        /// Run an action and fall back to another if it fails.
         Try(safety::Try) = "try", Composite;
-        /// Run one of two actions depending on a condition. Class: composite.
+        /// Run one of two actions depending on a condition.
         If(safety::If) = "if", Composite;
-        /// Fail unless a condition holds. Class: read_only.
+        /// Fail unless a condition holds.
         Assert(safety::Assert) = "assert", ReadOnly;
-        /// Snapshot, change, validate, and restore on any failure. Class: composite.
+        /// Snapshot, change, validate, and restore on any failure.
         SafeChange(safety::SafeChange) = "safe_change", Composite;
     }
 }

@@ -4,7 +4,7 @@
 //! the table cannot miss a code `code()` gives (like axum's `define_rejection!`). Variants
 //! whose code comes from their fields (a denial carrying the policy's code) or from a guard
 //! are written as `@delegate` arms, and the codes they can give are listed with `@also`. The
-//! README's list of codes is checked against the union of every crate's `CODES` by a test.
+//! reference's list of codes (docs/REFERENCE.md) is checked against the union of every crate's `CODES` by a test.
 
 /// Declare an error enum's codes: `code()` and `CODES` from one table.
 ///

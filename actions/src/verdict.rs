@@ -440,14 +440,14 @@ mod tests {
         assert!(serde_json::from_value::<Verdict>(unknown).is_err());
     }
 
-    /// README.md's list of error codes names every denial code.
+    /// docs/REFERENCE.md's list of error codes names every denial code.
     #[test]
-    fn the_readme_lists_every_deny_code() {
-        let readme = include_str!("../../README.md");
+    fn the_reference_lists_every_deny_code() {
+        let reference = include_str!("../../docs/REFERENCE.md");
         for code in DenyCode::ALL {
             assert!(
-                readme.contains(&format!("`{code}`")),
-                "README.md lacks `{code}`"
+                reference.contains(&format!("`{code}`")),
+                "docs/REFERENCE.md lacks `{code}`"
             );
         }
     }

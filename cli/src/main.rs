@@ -25,6 +25,8 @@ mod retention;
 mod serve;
 /// OpenTelemetry for `aido serve` and `aido mcp`.
 mod telemetry;
+/// `aido tools`: what a client is given and what it costs; the tool reference.
+mod tools;
 /// `aido undo`.
 mod undo;
 /// `aido vm` commands, spoken to a running aido's control channel.
@@ -74,6 +76,25 @@ enum Command {
         /// Give the client only the tools that change nothing.
         #[arg(long)]
         read_only: bool,
+    },
+    /// The tools a client is given (the same choice as `aido mcp`'s flags and `[mcp]`), with
+    /// the bytes and tokens the list costs its context.
+    Tools {
+        /// These toolsets or profiles (comma-separated); over `[mcp] toolsets`.
+        #[arg(long, value_delimiter = ',')]
+        toolsets: Vec<String>,
+        /// These single tools too (comma-separated); over `[mcp] tools`.
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        /// Only the tools that change nothing.
+        #[arg(long)]
+        read_only: bool,
+        /// The `tools/list` result itself, as a client receives it.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// The tool reference of this build (docs/TOOLS.md), whatever the choice.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Serve agents over MCP on streamable HTTP (`/mcp`), with `/actions` and `/events` for
     /// frontends, on one listener (127.0.0.1 by default) behind a bearer token kept in
@@ -160,6 +181,29 @@ enum Command {
         /// Undo without asking.
         #[arg(long)]
         yes: bool,
+    },
+    /// Rewind a session of this project (the newest started here or below, or `--session`) to
+    /// a seq, after showing what will be undone: files, machines and the journal head together.
+    Rewind {
+        /// Session id or a unique prefix (default: the newest session started here or below).
+        #[arg(long)]
+        session: Option<String>,
+        /// Keep the action (or record) at this seq and undo everything after it.
+        #[arg(
+            long = "to",
+            required_unless_present = "before",
+            conflicts_with = "before"
+        )]
+        to: Option<u64>,
+        /// Undo the action proposed at this seq, and everything after it.
+        #[arg(long = "before")]
+        before: Option<u64>,
+        /// Rewind without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Only show what would be undone.
+        #[arg(long, conflicts_with = "yes")]
+        dry_run: bool,
     },
     /// The hook `aido init claude-code` installs: one PreToolUse event on stdin, the answer on
     /// stdout (a Bash command rewritten to run through `aido exec`).
@@ -730,6 +774,26 @@ fn exit_committed(code: u8) -> ! {
 
 /// A command is expected soon (`aido exec`, a runtime that serves agents): its sandbox child
 /// starts now, so the first command does not wait for it.
+/// `[mcp]` with the flags of this run over it (the flags say for one run what `[mcp]` says in
+/// a config file), and the primitives it gives a client.
+fn given_tools(
+    given: &mut aido_policy::config::McpTools,
+    toolsets: &[String],
+    tools: &[String],
+    read_only: bool,
+) -> Result<Vec<&'static str>> {
+    if !toolsets.is_empty() {
+        given.toolsets = toolsets.to_vec();
+    }
+    if !tools.is_empty() {
+        given.tools = tools.to_vec();
+    }
+    given.read_only |= read_only;
+    given
+        .primitives()
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+}
+
 fn expect_commands(config: &aido_policy::Config) {
     #[cfg(feature = "prim-process")]
     aido_actors::process::expect_commands(config);
@@ -853,18 +917,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for one in &chosen {
                 println!("  {}", one.line);
             }
-            if !*yes {
-                if !std::io::stdin().is_terminal() {
-                    eprintln!("aido: not a terminal: pass --yes to undo these");
-                    return Ok(ExitCode::from(1));
-                }
-                eprint!("undo these? [y/N] ");
-                let mut answer = String::new();
-                std::io::stdin().read_line(&mut answer)?;
-                if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                    println!("nothing undone");
-                    return Ok(ExitCode::SUCCESS);
-                }
+            if !*yes && !confirmed("undo these?")? {
+                return Ok(ExitCode::from(1));
             }
             let runtime = tokio::runtime::Runtime::new()?;
             for (session, seq) in undo::rewinds(&chosen) {
@@ -879,6 +933,43 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Rewind {
+            session,
+            to,
+            before,
+            yes,
+            dry_run,
+        } => {
+            let layered = layered(&cli, &home)?;
+            let session = match session {
+                Some(session) => session.clone(),
+                None => {
+                    let here = std::env::current_dir().context("the current directory")?;
+                    let here = here.canonicalize().unwrap_or(here);
+                    undo::newest_session_in(&readers(&home)?, &here)
+                        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "[session_not_found] no session was started in {} or below; name one with --session (aido replay sessions)",
+                                here.display()
+                            )
+                        })?
+                }
+            };
+            let target = aido_actions::snapshot::Rewind {
+                to_seq: *to,
+                before_seq: *before,
+            };
+            show_rewind(&home, &session, &target)?;
+            if *dry_run {
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !*yes && !confirmed("rewind?")? {
+                return Ok(ExitCode::from(1));
+            }
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(rewind(layered, &home, &session, target))
+        }
         Command::Hook {
             client: HookClient::ClaudeCode,
             ask,
@@ -892,24 +983,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Tools {
+            toolsets,
+            tools,
+            read_only,
+            json,
+            markdown,
+        } => {
+            if *markdown {
+                print!("{}", tools::markdown());
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut layered = layered(&cli, &home)?;
+            let given = given_tools(&mut layered.config.mcp, toolsets, tools, *read_only)?;
+            let listed = tools::given(&given);
+            if *json {
+                println!("{}", serde_json::json!({ "tools": listed }));
+            } else {
+                print!("{}", tools::table(&listed));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Mcp {
             toolsets,
             tools,
             read_only,
         } => {
             let mut layered = layered(&cli, &home)?;
-            // The flags say for this run what `[mcp]` says in a config file.
-            let given = &mut layered.config.mcp;
-            if !toolsets.is_empty() {
-                given.toolsets = toolsets.clone();
-            }
-            if !tools.is_empty() {
-                given.tools = tools.clone();
-            }
-            given.read_only |= *read_only;
-            given
-                .primitives()
-                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            given_tools(&mut layered.config.mcp, toolsets, tools, *read_only)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let served = runtime.block_on(mcp(layered, &home));
             // The stdin reader may still be blocked in a read that will never return (the
@@ -968,6 +1069,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 to_seq: *to,
                 before_seq: *before,
             };
+            show_rewind(&home, session, &target)?;
             runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
@@ -1389,6 +1491,37 @@ fn parse_size(text: &str) -> Result<u64> {
         other => bail!("unknown size unit {other:?} (use K, M, G or T)"),
     };
     Ok(n * mult)
+}
+
+/// Prints what rewinding `session` to `target` undoes, before it is done.
+fn show_rewind(home: &Path, session: &str, target: &aido_actions::snapshot::Rewind) -> Result<()> {
+    let (actions, changed) = undo::preview(&readers(home)?, session, target)
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    println!(
+        "will undo {actions} action(s) of session {}; {} of them changed something (newest first):",
+        &session[..8.min(session.len())],
+        changed.len()
+    );
+    for one in &changed {
+        println!("  {}", one.line);
+    }
+    Ok(())
+}
+
+/// Asks the person at the terminal; without a terminal, says to pass `--yes` and declines.
+fn confirmed(question: &str) -> Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        eprintln!("aido: not a terminal: pass --yes to go ahead");
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    let yes = matches!(answer.trim(), "y" | "Y" | "yes");
+    if !yes {
+        println!("nothing undone");
+    }
+    Ok(yes)
 }
 
 async fn rewind(

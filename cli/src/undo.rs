@@ -1,6 +1,7 @@
 //! `aido undo [N]`: the person at the terminal takes back the last N actions that changed
 //! something in this project (the newest sessions started here or below, `aido exec` ones
-//! included, so a Claude Code hook's commands too), seeing first what will be undone.
+//! included, so a Claude Code hook's commands too), seeing first what will be undone; and the
+//! preview `aido rewind` and `aido replay rewind` show before they rewind a session.
 
 use std::path::Path;
 
@@ -36,6 +37,55 @@ pub(crate) fn last_changes(
         chosen.extend(found.into_iter().rev().take(wanted));
     }
     Ok(chosen)
+}
+
+/// The newest session started in `here` or below: the one `aido rewind` takes by default.
+pub(crate) fn newest_session_in(
+    journals: &[aido_journal::Journal],
+    here: &Path,
+) -> Result<Option<String>, aido_journal::ReadError> {
+    Ok(aido_journal::dir::sessions(journals)?
+        .iter()
+        .rev()
+        .find(|summary| Path::new(&summary.cwd).starts_with(here))
+        .map(|summary| summary.id.to_string()))
+}
+
+/// What a rewind of `session` to `target` undoes: every action proposed after the kept seq
+/// (how many), and of them those that changed something, newest first.
+pub(crate) fn preview(
+    journals: &[aido_journal::Journal],
+    session: &str,
+    target: &aido_actions::snapshot::Rewind,
+) -> Result<(usize, Vec<Undoable>), aido_journal::ReadError> {
+    let (journal, sid) = aido_journal::dir::find(journals, session)?;
+    let records = journal.all_records(sid)?;
+    let id = sid.to_string();
+    let cwd = records
+        .iter()
+        .find_map(|record| match &record.event {
+            Event::SessionStarted { cwd, .. } => Some(cwd.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    // The first seq that goes: after the kept one, or the named proposal itself.
+    let first = match target.target() {
+        Some(aido_actions::snapshot::RewindTarget::Keep(seq)) => seq + 1,
+        Some(aido_actions::snapshot::RewindTarget::Undo(seq)) => seq,
+        None => u64::MAX,
+    };
+    let gone = aido_journal::timeline::abandoned(&records);
+    let actions = records
+        .iter()
+        .filter(|record| record.seq >= first && !gone.contains_key(&record.seq))
+        .filter(|record| matches!(record.event, Event::ActionProposed { .. }))
+        .count();
+    let changed = undoable(&id, Path::new(&cwd), &records)
+        .into_iter()
+        .filter(|one| one.seq >= first)
+        .rev()
+        .collect();
+    Ok((actions, changed))
 }
 
 /// One rewind per session, before its oldest chosen action, newest session first.

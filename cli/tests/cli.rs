@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,8 @@
 //! One code table: every stable code any part of aido can give, collected from the error
 //! enums' `CODES` (each written by `aido_actions::coded!` from the same table as its
-//! `code()`, or pinned beside it), and the README's list checked against it both ways: a
-//! code the README does not list, or a code it lists that nothing gives, fails here.
+//! `code()`, or pinned beside it), and the reference's list (docs/REFERENCE.md) checked
+//! against it both ways: a code the reference does not list, or a code it lists that nothing
+//! gives, fails here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -62,14 +63,15 @@ fn every_code() -> BTreeSet<&'static str> {
     all
 }
 
-/// The backticked codes of the README's "Error codes" section.
-fn readme_codes() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("the README");
-    let section = readme
+/// The backticked codes of the reference's "Error codes" section.
+fn reference_codes() -> BTreeSet<String> {
+    let reference =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/REFERENCE.md"))
+            .expect("docs/REFERENCE.md");
+    let section = reference
         .split("\n## Error codes")
         .nth(1)
-        .expect("the README has an Error codes section");
+        .expect("docs/REFERENCE.md has an Error codes section");
     let section = section.split("\n## ").next().unwrap_or(section);
     section
         .split('`')
@@ -85,9 +87,9 @@ fn readme_codes() -> BTreeSet<String> {
 }
 
 #[test]
-fn the_readme_lists_exactly_the_codes_aido_gives() {
+fn the_reference_lists_exactly_the_codes_aido_gives() {
     let codes = every_code();
-    let listed = readme_codes();
+    let listed = reference_codes();
     let unlisted: Vec<_> = codes.iter().filter(|c| !listed.contains(**c)).collect();
     let stale: Vec<_> = listed
         .iter()
@@ -95,7 +97,7 @@ fn the_readme_lists_exactly_the_codes_aido_gives() {
         .collect();
     assert!(
         unlisted.is_empty() && stale.is_empty(),
-        "README's Error codes section: missing {unlisted:?}; lists codes nothing gives: {stale:?}"
+        "docs/REFERENCE.md's Error codes section: missing {unlisted:?}; lists codes nothing gives: {stale:?}"
     );
 }
 

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

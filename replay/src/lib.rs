@@ -62,6 +62,18 @@ fn clock(time_ms: u64) -> String {
     )
 }
 
+/// The file changes `effects` stand for: a change set counts each of its entries (a command's
+/// 1,700 files are 1,700 changes, not one), every other effect one.
+fn changes_in(effects: &[aido_actions::Effect]) -> u64 {
+    effects
+        .iter()
+        .map(|effect| match effect {
+            aido_actions::Effect::Changes { entries, .. } => *entries,
+            _ => 1,
+        })
+        .sum()
+}
+
 fn short(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', "⏎");
     if one_line.chars().count() <= max {
@@ -149,10 +161,9 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 outcome,
                 duration_ms,
             } => {
-                let effects = if outcome.effects.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {} change(s)", outcome.effects.len())
+                let effects = match changes_in(&outcome.effects) {
+                    0 => String::new(),
+                    n => format!(", {n} change(s)"),
                 };
                 format!(
                     "  #{proposal} {} in {duration_ms} ms{effects}: {}",
@@ -166,10 +177,9 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 effects,
                 ..
             } => {
-                let kept = if effects.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({} change(s) kept)", effects.len())
+                let kept = match changes_in(effects) {
+                    0 => String::new(),
+                    n => format!(" ({n} change(s) kept)"),
                 };
                 format!(
                     "  #{proposal} {} [{}]{kept}: {}",
@@ -321,5 +331,26 @@ pub fn verify_text(session: &str, report: &VerifyReport) -> String {
             "session {session}: BROKEN at seq {}: {} ({} records before it check out)",
             b.seq, b.reason, report.records
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_set_counts_each_of_its_entries() {
+        let effects = vec![
+            aido_actions::Effect::DirCreated {
+                path: "/w/d".into(),
+            },
+            aido_actions::Effect::Changes {
+                parts: vec!["ab".into()],
+                entries: 1674,
+                bytes: 10,
+            },
+        ];
+        assert_eq!(changes_in(&effects), 1675);
+        assert_eq!(changes_in(&[]), 0);
     }
 }

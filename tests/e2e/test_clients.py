@@ -11,6 +11,8 @@ import json
 import subprocess
 import tomllib
 
+import pytest
+from helpers import seq_of
 from test_run_command import session_ids
 
 
@@ -85,6 +87,7 @@ def test_claude_codes_bash_goes_through_aido_and_a_rewind_undoes_it(world):
     [proposal] = [r["seq"] for r in records if r["event"] == "action_proposed"]
     undone = world.run("replay", "rewind", session["id"], "--before", str(proposal))
     assert undone.returncode == 0, undone.stderr
+    assert "will undo 1 action(s)" in undone.stdout and "out/note.txt" in undone.stdout, undone.stdout
     assert not (project / "out").exists(), "the rewind took the command's files back"
 
 
@@ -113,3 +116,37 @@ def test_undo_shows_what_it_will_take_back_then_takes_back_the_newest_first(worl
     assert again.returncode == 0 and "a.txt" in again.stdout, again
     assert not (project / "a.txt").exists()
     assert "nothing to undo" in run("undo", "--yes").stdout
+
+
+@pytest.mark.anyio
+async def test_rewind_shows_what_it_will_undo_then_rewinds_this_projects_newest_session(world):
+    """`aido rewind --to SEQ` for the person at the terminal: the newest session started in
+    this project, what a rewind to SEQ undoes listed first (`--dry-run` only lists), and
+    without a terminal it asks for --yes."""
+    project = world.home / "rewind-project"
+    project.mkdir()
+    async with world.session(cwd=project) as aido:
+        kept = seq_of(await aido.call("write_file", {"path": "a.txt", "content": "a\n"}))
+        await aido.ok("write_file", {"path": "b.txt", "content": "b\n"})
+        await aido.ok("run_command", {"shell": "mkdir d && echo c > d/c.txt"})
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(world.bin), *args], capture_output=True, text=True, cwd=project,
+                              env=world.env(), stdin=subprocess.DEVNULL, timeout=120)
+
+    shown = run("rewind", "--to", str(kept), "--dry-run")
+    assert shown.returncode == 0, shown
+    assert "will undo 2 action(s)" in shown.stdout, shown.stdout
+    assert "b.txt" in shown.stdout and "d/c.txt" in shown.stdout and "a.txt" not in shown.stdout, shown.stdout
+    asked = run("rewind", "--to", str(kept))
+    assert asked.returncode == 1 and "--yes" in asked.stderr, asked
+    assert (project / "b.txt").exists() and (project / "d" / "c.txt").exists(), "nothing is undone without an answer"
+    done = run("rewind", "--to", str(kept), "--yes")
+    assert done.returncode == 0, done
+    assert not (project / "b.txt").exists() and not (project / "d").exists()
+    assert (project / "a.txt").read_text() == "a\n"
+    nowhere = world.root / "no-sessions-here"
+    nowhere.mkdir()
+    elsewhere = subprocess.run([str(world.bin), "rewind", "--to", "1", "--yes"], capture_output=True, text=True,
+                               cwd=nowhere, env=world.env(), stdin=subprocess.DEVNULL, timeout=120)
+    assert elsewhere.returncode != 0 and "session_not_found" in elsewhere.stderr, elsewhere
