@@ -75,13 +75,13 @@ pub fn section(run: &ConformanceRun, commit: &str, date: &str) -> (Section, Vec<
         crate::report::row(
             S,
             "conformance_passed",
-            "active server scenarios of `@modelcontextprotocol/conformance` passed against `aido serve` (streamable HTTP)",
+            "required server scenarios of `@modelcontextprotocol/conformance` passed against `aido serve` (streamable HTTP), 2025-11-25 and 2026-07-28 together",
             count(run.passed),
         ),
         crate::report::row(
             S,
             "conformance_failed",
-            "active server scenarios failed",
+            "required server scenarios failed",
             count(run.failed),
         ),
     ];
@@ -102,10 +102,11 @@ mod tests {
     #[test]
     fn the_summary_line_is_read() {
         let run = super::parse(
-            "x\nconformance (@modelcontextprotocol/conformance 0.1.16, --suite active): Total: 40 passed, 0 failed\n",
+            "conformance (@modelcontextprotocol/conformance 0.2.0-alpha.12, --requirements 2026-07-28): Total: 37 passed, 0 failed\n\
+             conformance (@modelcontextprotocol/conformance 0.2.0-alpha.12, --requirements 2025-11-25,2026-07-28): Total: 67 passed, 1 failed\n",
         )
         .unwrap();
-        assert_eq!((run.passed, run.failed), (40, 0));
+        assert_eq!((run.passed, run.failed), (67, 1));
         assert!(super::parse("Total: 1 passed").is_err());
     }
 }

@@ -150,9 +150,9 @@ enum Command {
         /// read_file calls per side per round.
         #[arg(long, default_value_t = 300)]
         calls: usize,
-        /// MCP sessions opened and held at once (each with its standing SSE stream; one
-        /// address may hold 256 connections).
-        #[arg(long, default_value_t = 250)]
+        /// MCP sessions opened and held at once (each with its standing SSE stream), 100 from
+        /// each loopback address 127.0.1.N (one address may hold 256 connections).
+        #[arg(long, default_value_t = 1000)]
         hold: usize,
         #[command(flatten)]
         write: WriteTo,
@@ -426,7 +426,7 @@ struct Args {
     #[arg(long, default_value_t = 300)]
     serve_calls: usize,
     /// MCP sessions the serve benchmark opens and holds at once.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 1000)]
     serve_hold: usize,
     /// The Python with mcp-server-fetch installed (bench/run makes it).
     #[arg(long, default_value = "bench/.venv-fetch/bin/python")]

@@ -72,6 +72,25 @@ async fn connect(url: &str, token: &str) -> Result<Client> {
         .context("the MCP handshake over HTTP")
 }
 
+/// Sessions one source address opens: the server holds at most 256 connections per peer
+/// address, and each held session has its standing stream and a pooled connection.
+const SESSIONS_PER_ADDRESS: usize = 100;
+
+/// Like [`connect`], its connections made from `from` (another loopback address: the server
+/// counts its per-peer cap by address, so a thousand sessions come from ten addresses, as
+/// they would from ten machines).
+async fn connect_from(url: &str, token: &str, from: std::net::IpAddr) -> Result<Client> {
+    let http = reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .context("an HTTP client bound to a loopback address")?;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = StreamableHttpClientTransport::with_client(http, config);
+    ().serve(transport)
+        .await
+        .with_context(|| format!("the MCP handshake over HTTP from {from}"))
+}
+
 async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
     let mut arguments = JsonObject::new();
     arguments.insert("path".into(), Value::String(path.to_owned()));
@@ -192,8 +211,9 @@ async fn measure(
     // Sessions held at once: each an initialized MCP session with its client.
     let rss_before = rss(pid)?;
     let mut held = Vec::with_capacity(hold);
-    for _ in 0..hold {
-        held.push(connect(&url, &token).await?);
+    for i in 0..hold {
+        let from = std::net::Ipv4Addr::new(127, 0, 1, (1 + i / SESSIONS_PER_ADDRESS) as u8);
+        held.push(connect_from(&url, &token, from.into()).await?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_held = rss(pid)?;
