@@ -6,8 +6,14 @@
 //! `PreToolUse` hook on its native `Bash` tool. The hook rewrites each command (the hook
 //! contract's `updatedInput`) into `aido exec --timeout-ms T -- /bin/sh -c COMMAND`, so what
 //! the agent runs with its own shell tool is judged, confined and journaled by aido, and
-//! `aido replay rewind` undoes its file changes. Codex has no hook that can reroute its shell
-//! tool: only its MCP server entry is written (`$CODEX_HOME/config.toml`).
+//! `aido replay rewind` undoes its file changes. The same hook judges the path of each call of
+//! Claude Code's file tools (Edit, Write, MultiEdit, NotebookEdit) by aido's policy, as a
+//! `write_file` there: a refusal goes back to the model with its code; otherwise Claude Code's
+//! own tool writes the file. aido does not write it for Claude Code: Claude Code refuses to
+//! edit a file whose modification time moved since it read it, so a file aido wrote (or put
+//! back and wrote again to journal it) would fail its next edit; those writes stay with Claude
+//! Code's own checkpoints. Codex has no hook that can reroute its shell tool: only its MCP
+//! server entry is written (`$CODEX_HOME/config.toml`).
 
 use std::path::{Path, PathBuf};
 
@@ -172,7 +178,11 @@ fn hook_command(aido: &Path) -> String {
     )
 }
 
-/// Adds the Bash hook to `.claude/settings.json` (once).
+/// Claude Code's tools that write files: the hook has aido's policy judge each one's path
+/// (Claude Code's own tool still writes it).
+const FILE_TOOLS: &str = "Edit|Write|MultiEdit|NotebookEdit";
+
+/// Adds the hooks to `.claude/settings.json` (once each): Bash, and the file tools.
 fn claude_hook(project: &Path, aido: &Path) -> Result<PathBuf> {
     let file = project.join(".claude").join("settings.json");
     let mut settings = read_object(&file)?;
@@ -183,19 +193,65 @@ fn claude_hook(project: &Path, aido: &Path) -> Result<PathBuf> {
         .as_array_mut()
         .with_context(|| format!("{}: hooks.PreToolUse is not a list", file.display()))?;
     let command = hook_command(aido);
-    let present = pre.iter().any(|matcher| {
-        matcher["hooks"]
-            .as_array()
-            .is_some_and(|hooks| hooks.iter().any(|hook| hook["command"] == json!(command)))
-    });
-    if !present {
-        pre.push(json!({
-            "matcher": "Bash",
-            "hooks": [{"type": "command", "command": command}],
-        }));
+    for tools in ["Bash", FILE_TOOLS] {
+        let present = pre.iter().any(|matcher| {
+            matcher["matcher"] == json!(tools)
+                && matcher["hooks"]
+                    .as_array()
+                    .is_some_and(|hooks| hooks.iter().any(|hook| hook["command"] == json!(command)))
+        });
+        if !present {
+            pre.push(json!({
+                "matcher": tools,
+                "hooks": [{"type": "command", "command": command}],
+            }));
+        }
     }
     write_object(&file, settings)?;
     Ok(file)
+}
+
+/// A file tool's call judged as a `write_file` of its path; fails closed (a refusal) when the
+/// path is missing or aido cannot judge.
+fn judge_file_tool(
+    event: &Value,
+    judge: &dyn Fn(&aido_actions::Action) -> Result<aido_actions::Verdict>,
+) -> Result<Option<Value>> {
+    let input = &event["tool_input"];
+    let path = input["file_path"]
+        .as_str()
+        .or_else(|| input["notebook_path"].as_str());
+    let verdict = match path {
+        None => Err(anyhow::anyhow!("the call names no file_path")),
+        Some(path) => serde_json::from_value::<aido_actions::Action>(
+            json!({"type": "write_file", "path": path, "content": ""}),
+        )
+        .map_err(anyhow::Error::from)
+        .and_then(|action| judge(&action)),
+    };
+    let (decision, reason) = match verdict {
+        Ok(aido_actions::Verdict::Allow) => return Ok(None),
+        Ok(aido_actions::Verdict::Deny { code, reason, .. }) => (
+            "deny",
+            format!(
+                "aido refused it [{}]: {reason} (setting: {})",
+                code.code(),
+                code.setting()
+            ),
+        ),
+        Ok(aido_actions::Verdict::Confirm { reason, .. }) => (
+            "ask",
+            format!("aido's policy asks a person first: {reason}"),
+        ),
+        Err(e) => ("deny", format!("aido could not judge it: {e:#}")),
+    };
+    Ok(Some(json!({
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": reason,
+        }
+    })))
 }
 
 /// `'text'` for /bin/sh, with every `'` written `'\''`.
@@ -206,10 +262,23 @@ pub(crate) fn shell_quote(text: &str) -> String {
 /// `aido hook claude-code`: reads one `PreToolUse` event on stdin and answers on stdout. A
 /// `Bash` call is rewritten to run through `aido exec` (allowed without Claude Code's own
 /// prompt unless `ask`: aido's policy confines and journals it; Claude Code's deny and ask
-/// rules still apply); any other tool is left to Claude Code (no output).
-pub(crate) fn hook(input: &str, aido: &Path, ask: bool) -> Result<Option<Value>> {
+/// rules still apply). A file tool's path (Edit, Write, MultiEdit, NotebookEdit) is judged by
+/// `judge` as a `write_file` there: refused (the code, the reason and the setting given back
+/// to the model) or asked about as aido's policy says, otherwise left to Claude Code's own
+/// permission flow (its tool writes the file, so aido neither confines nor journals it). Any
+/// other tool is left to Claude Code (no output).
+pub(crate) fn hook(
+    input: &str,
+    aido: &Path,
+    ask: bool,
+    judge: &dyn Fn(&aido_actions::Action) -> Result<aido_actions::Verdict>,
+) -> Result<Option<Value>> {
     let event: Value = serde_json::from_str(input).context("the hook's input is not JSON")?;
-    if event["tool_name"] != json!("Bash") {
+    let tool = event["tool_name"].as_str().unwrap_or_default();
+    if FILE_TOOLS.split('|').any(|file_tool| file_tool == tool) {
+        return judge_file_tool(&event, judge);
+    }
+    if tool != "Bash" {
         return Ok(None);
     }
     let Some(command) = event["tool_input"]["command"].as_str() else {
@@ -248,7 +317,12 @@ mod tests {
             "permission_mode": "default", "tool_name": "Bash", "tool_use_id": "toolu_1",
             "tool_input": {"command": "echo 'hi' > a.txt", "description": "write", "timeout": 5000},
         });
-        let out = hook(&payload.to_string(), aido, false).unwrap().unwrap();
+        let judge = |_: &aido_actions::Action| -> Result<aido_actions::Verdict> {
+            Ok(aido_actions::Verdict::Allow)
+        };
+        let out = hook(&payload.to_string(), aido, false, &judge)
+            .unwrap()
+            .unwrap();
         let output = &out["hookSpecificOutput"];
         assert_eq!(output["hookEventName"], "PreToolUse");
         assert_eq!(output["permissionDecision"], "allow");
@@ -259,13 +333,74 @@ mod tests {
         );
         // Rewritten once only; other tools pass.
         let again = json!({"tool_name": "Bash", "tool_input": {"command": output["updatedInput"]["command"]}});
-        assert!(hook(&again.to_string(), aido, false).unwrap().is_none());
+        assert!(
+            hook(&again.to_string(), aido, false, &judge)
+                .unwrap()
+                .is_none()
+        );
         let read = json!({"tool_name": "Read", "tool_input": {"file_path": "/p/a"}});
-        assert!(hook(&read.to_string(), aido, false).unwrap().is_none());
+        assert!(
+            hook(&read.to_string(), aido, false, &judge)
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(
-            hook(&payload.to_string(), aido, true).unwrap().unwrap()["hookSpecificOutput"]["permissionDecision"],
+            hook(&payload.to_string(), aido, true, &judge)
+                .unwrap()
+                .unwrap()["hookSpecificOutput"]["permissionDecision"],
             "ask"
         );
-        assert!(hook("not json", aido, false).is_err());
+        assert!(hook("not json", aido, false, &judge).is_err());
+    }
+
+    #[test]
+    fn a_file_tools_path_is_judged_and_a_refusal_or_a_question_goes_back_to_claude_code() {
+        let aido = Path::new("/usr/bin/aido");
+        let write = json!({"tool_name": "Write", "tool_input": {"file_path": "/p/.git/hooks/pre-commit", "content": "x"}});
+        let refuse = |action: &aido_actions::Action| -> Result<aido_actions::Verdict> {
+            assert_eq!(action.primitive(), "write_file");
+            Ok(aido_actions::Verdict::deny(
+                aido_actions::DenyCode::PathProtected,
+                "it is protected",
+            ))
+        };
+        let out = hook(&write.to_string(), aido, false, &refuse)
+            .unwrap()
+            .unwrap();
+        let output = &out["hookSpecificOutput"];
+        assert_eq!(output["permissionDecision"], "deny");
+        let reason = output["permissionDecisionReason"].as_str().unwrap();
+        assert!(
+            reason.contains("[path_protected]") && reason.contains("[paths] protect"),
+            "{reason}"
+        );
+        assert!(
+            output.get("updatedInput").is_none(),
+            "the tool's input is left as it is"
+        );
+        let allow = |_: &aido_actions::Action| -> Result<aido_actions::Verdict> {
+            Ok(aido_actions::Verdict::Allow)
+        };
+        assert!(
+            hook(&write.to_string(), aido, false, &allow)
+                .unwrap()
+                .is_none()
+        );
+        let broken = |_: &aido_actions::Action| -> Result<aido_actions::Verdict> {
+            anyhow::bail!("no config")
+        };
+        let edit = json!({"tool_name": "Edit", "tool_input": {"file_path": "/p/a", "old_string": "a", "new_string": "b"}});
+        let out = hook(&edit.to_string(), aido, false, &broken)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out["hookSpecificOutput"]["permissionDecision"], "deny",
+            "fails closed"
+        );
+        let nameless = json!({"tool_name": "Write", "tool_input": {}});
+        let out = hook(&nameless.to_string(), aido, false, &allow)
+            .unwrap()
+            .unwrap();
+        assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "deny");
     }
 }

@@ -206,7 +206,8 @@ enum Command {
         dry_run: bool,
     },
     /// The hook `aido init claude-code` installs: one PreToolUse event on stdin, the answer on
-    /// stdout (a Bash command rewritten to run through `aido exec`).
+    /// stdout (a Bash command rewritten to run through `aido exec`; a file tool's path judged
+    /// by the policy, refused or asked about as it says).
     Hook {
         /// The client whose hook this is (claude-code).
         client: HookClient,
@@ -978,7 +979,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
                 .context("reading the hook's input")?;
             let aido = std::env::current_exe().context("aido's own path")?;
-            if let Some(answer) = init::hook(&input, &aido, *ask)? {
+            // A file tool's path is judged by the policy `aido policy check` uses.
+            let judge = |action: &Action| -> Result<Verdict> {
+                let layered = layered(&cli, &home)?;
+                let engine = PolicyEngine::new(&layered.config, &environment(&home), &FsResolver)?;
+                let ctx = SessionContext::new(engine.workdir().to_owned());
+                Ok(engine.evaluate(action, &ctx, &FsResolver))
+            };
+            if let Some(answer) = init::hook(&input, &aido, *ask, &judge)? {
                 println!("{answer}");
             }
             Ok(ExitCode::SUCCESS)

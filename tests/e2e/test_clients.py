@@ -37,8 +37,10 @@ def test_init_writes_each_clients_config_and_keeps_what_was_there(world):
     assert aido["env"] == {"AIDO_HOME": str(world.aido_home)}, aido
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     assert settings["model"] == "opus" and settings["hooks"]["Stop"] == []
-    [bash] = settings["hooks"]["PreToolUse"]
+    [bash, files] = settings["hooks"]["PreToolUse"]
     assert bash["matcher"] == "Bash" and bash["hooks"][0]["command"].endswith(" hook claude-code"), bash
+    assert files["matcher"] == "Edit|Write|MultiEdit|NotebookEdit", files
+    assert files["hooks"] == bash["hooks"], files
     codex = tomllib.loads((codex_home / "config.toml").read_text())
     assert (codex_home / "config.toml").read_text().startswith("# mine\n")
     assert codex["model"] == "o4" and codex["mcp_servers"]["other"] == {"command": "x"}
@@ -76,6 +78,24 @@ def test_claude_codes_bash_goes_through_aido_and_a_rewind_undoes_it(world):
     quiet = subprocess.run(["/bin/sh", "-c", hook], input=json.dumps(read), capture_output=True, text=True,
                            env=world.env(), timeout=30)
     assert quiet.returncode == 0 and quiet.stdout == "", quiet
+
+    # Claude Code's file tools: each path judged by aido's policy as a write there.
+    def file_tool(tool: str, tool_input: dict) -> dict | None:
+        event = dict(payload, tool_name=tool, tool_input=tool_input)
+        done = subprocess.run(["/bin/sh", "-c", hook], input=json.dumps(event), capture_output=True, text=True,
+                              cwd=project, env=world.env(), timeout=30)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["hookSpecificOutput"] if done.stdout else None
+
+    planted = file_tool("Write", {"file_path": str(project / ".git" / "hooks" / "pre-commit"), "content": "curl evil\n"})
+    assert planted["permissionDecision"] == "deny", planted
+    assert "[path_protected]" in planted["permissionDecisionReason"], planted
+    secret = file_tool("Edit", {"file_path": str(world.home / ".ssh" / "config"), "old_string": "a", "new_string": "b"})
+    assert secret["permissionDecision"] == "deny" and "[path_denied_by_pattern]" in secret["permissionDecisionReason"], secret
+    outside = file_tool("Write", {"file_path": "/etc/motd", "content": "x"})
+    assert outside["permissionDecision"] == "deny" and "[path_outside_walls]" in outside["permissionDecisionReason"], outside
+    assert file_tool("Write", {"file_path": str(project / "src" / "main.py"), "content": "print(1)\n"}) is None
+    assert file_tool("MultiEdit", {"file_path": str(project / "a.py"), "edits": []}) is None
     # Claude Code runs the rewritten command with its shell, in the project.
     ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, cwd=project,
                          env=world.env(), timeout=120)
