@@ -78,6 +78,10 @@ pub struct WriteFile {
     /// Create missing parent directories (default true).
     #[serde(default = "yes")]
     pub create_parents: bool,
+    /// The file's modification time, nanoseconds since the epoch (default: when it is
+    /// written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_ns: Option<i64>,
 }
 
 impl Touches for WriteFile {

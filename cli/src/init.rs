@@ -8,11 +8,9 @@
 //! the agent runs with its own shell tool is judged, confined and journaled by aido, and
 //! `aido replay rewind` undoes its file changes. The same hook judges the path of each call of
 //! Claude Code's file tools (Edit, Write, MultiEdit, NotebookEdit) by aido's policy, as a
-//! `write_file` there: a refusal goes back to the model with its code; otherwise Claude Code's
-//! own tool writes the file. aido does not write it for Claude Code: Claude Code refuses to
-//! edit a file whose modification time moved since it read it, so a file aido wrote (or put
-//! back and wrote again to journal it) would fail its next edit; those writes stay with Claude
-//! Code's own checkpoints. Codex has no hook that can reroute its shell tool: only its MCP
+//! `write_file` there (a refusal goes back to the model with its code), keeps what the file
+//! held, and after the tool wrote makes the write again through aido, journaled (see
+//! `crate::adopt`). Codex has no hook that can reroute its shell tool: only its MCP
 //! server entry is written (`$CODEX_HOME/config.toml`).
 
 use std::path::{Path, PathBuf};
@@ -178,8 +176,8 @@ fn hook_command(aido: &Path) -> String {
     )
 }
 
-/// Claude Code's tools that write files: the hook has aido's policy judge each one's path
-/// (Claude Code's own tool still writes it).
+/// Claude Code's tools that write files: the hook has aido's policy judge each one's path, and
+/// journals what its write did (see `crate::adopt`).
 const FILE_TOOLS: &str = "Edit|Write|MultiEdit|NotebookEdit";
 
 /// Adds the hooks to `.claude/settings.json` (once each): Bash, and the file tools.
@@ -193,44 +191,93 @@ fn claude_hook(project: &Path, aido: &Path) -> Result<PathBuf> {
         .as_array_mut()
         .with_context(|| format!("{}: hooks.PreToolUse is not a list", file.display()))?;
     let command = hook_command(aido);
-    for tools in ["Bash", FILE_TOOLS] {
-        let present = pre.iter().any(|matcher| {
-            matcher["matcher"] == json!(tools)
-                && matcher["hooks"]
-                    .as_array()
-                    .is_some_and(|hooks| hooks.iter().any(|hook| hook["command"] == json!(command)))
-        });
-        if !present {
-            pre.push(json!({
-                "matcher": tools,
-                "hooks": [{"type": "command", "command": command}],
-            }));
-        }
-    }
+    add_hook(pre, "Bash", &command);
+    add_hook(pre, FILE_TOOLS, &command);
+    let post = hooks
+        .entry("PostToolUse")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .with_context(|| format!("{}: hooks.PostToolUse is not a list", file.display()))?;
+    add_hook(post, FILE_TOOLS, &command);
     write_object(&file, settings)?;
     Ok(file)
 }
 
-/// A file tool's call judged as a `write_file` of its path; fails closed (a refusal) when the
-/// path is missing or aido cannot judge.
-fn judge_file_tool(
-    event: &Value,
-    judge: &dyn Fn(&aido_actions::Action) -> Result<aido_actions::Verdict>,
-) -> Result<Option<Value>> {
-    let input = &event["tool_input"];
-    let path = input["file_path"]
+/// Adds `{matcher: tools, hooks: [command]}` to a hook event's list, once.
+fn add_hook(list: &mut Vec<Value>, tools: &str, command: &str) {
+    let present = list.iter().any(|matcher| {
+        matcher["matcher"] == json!(tools)
+            && matcher["hooks"]
+                .as_array()
+                .is_some_and(|hooks| hooks.iter().any(|hook| hook["command"] == json!(command)))
+    });
+    if !present {
+        list.push(json!({
+            "matcher": tools,
+            "hooks": [{"type": "command", "command": command}],
+        }));
+    }
+}
+
+/// What the hook needs of aido: the policy's verdict, and the file tools' writes kept and
+/// journaled (see `crate::adopt`).
+pub(crate) trait Host {
+    /// The policy's verdict on `action`.
+    fn judge(&self, action: &aido_actions::Action) -> Result<aido_actions::Verdict>;
+    /// Keep what `path` holds before call `tool_use_id` writes it.
+    fn keep(&self, tool_use_id: &str, path: &Path) -> Result<()>;
+    /// Make call `tool_use_id`'s write again through aido, journaled; `Some(why)` when it was
+    /// refused or could not be journaled (the file is then as it was before the call).
+    fn journal(&self, tool_use_id: &str) -> Result<Option<String>>;
+}
+
+/// What names one tool call in both its events: Claude Code's `tool_use_id`, or (from a
+/// Claude Code that sends none) a digest of the session and the file.
+fn call_id(event: &Value) -> String {
+    if let Some(id) = event["tool_use_id"].as_str().filter(|id| !id.is_empty()) {
+        return id.to_owned();
+    }
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    event["session_id"]
         .as_str()
-        .or_else(|| input["notebook_path"].as_str());
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    file_of(event).unwrap_or_default().hash(&mut hasher);
+    format!("call-{:016x}", hasher.finish())
+}
+
+/// The file a file tool's call names.
+fn file_of(event: &Value) -> Option<&str> {
+    let input = &event["tool_input"];
+    input["file_path"]
+        .as_str()
+        .or_else(|| input["notebook_path"].as_str())
+}
+
+/// A file tool's call judged as a `write_file` of its path, and what the file holds kept for
+/// the journal; fails closed (a refusal) when the path is missing, aido cannot judge, or
+/// cannot keep the file.
+fn judge_file_tool(event: &Value, host: &dyn Host) -> Result<Option<Value>> {
+    let path = file_of(event);
     let verdict = match path {
         None => Err(anyhow::anyhow!("the call names no file_path")),
         Some(path) => serde_json::from_value::<aido_actions::Action>(
             json!({"type": "write_file", "path": path, "content": ""}),
         )
         .map_err(anyhow::Error::from)
-        .and_then(|action| judge(&action)),
+        .and_then(|action| host.judge(&action)),
     };
     let (decision, reason) = match verdict {
-        Ok(aido_actions::Verdict::Allow) => return Ok(None),
+        Ok(aido_actions::Verdict::Allow) => {
+            match host.keep(&call_id(event), Path::new(path.unwrap_or_default())) {
+                Ok(()) => return Ok(None),
+                Err(e) => (
+                    "deny",
+                    format!("aido could not keep the file's contents for its journal: {e:#}"),
+                ),
+            }
+        }
         Ok(aido_actions::Verdict::Deny { code, reason, .. }) => (
             "deny",
             format!(
@@ -254,6 +301,25 @@ fn judge_file_tool(
     })))
 }
 
+/// After a file tool wrote: the write made again through aido and journaled; when aido refused
+/// it or could not journal it, the file is as it was and the model is told why.
+fn journal_file_tool(event: &Value, host: &dyn Host) -> Result<Option<Value>> {
+    let why = match host.journal(&call_id(event)) {
+        Ok(None) => return Ok(None),
+        Ok(Some(why)) => why,
+        Err(e) => format!("aido could not journal it: {e:#}"),
+    };
+    let reason = format!(
+        "{why}; the file was put back as it was before this {} call",
+        event["tool_name"].as_str().unwrap_or("file tool")
+    );
+    Ok(Some(json!({
+        "decision": "block",
+        "reason": reason,
+        "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": reason},
+    })))
+}
+
 /// `'text'` for /bin/sh, with every `'` written `'\''`.
 pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
@@ -267,16 +333,17 @@ pub(crate) fn shell_quote(text: &str) -> String {
 /// to the model) or asked about as aido's policy says, otherwise left to Claude Code's own
 /// permission flow (its tool writes the file, so aido neither confines nor journals it). Any
 /// other tool is left to Claude Code (no output).
-pub(crate) fn hook(
-    input: &str,
-    aido: &Path,
-    ask: bool,
-    judge: &dyn Fn(&aido_actions::Action) -> Result<aido_actions::Verdict>,
-) -> Result<Option<Value>> {
+pub(crate) fn hook(input: &str, aido: &Path, ask: bool, host: &dyn Host) -> Result<Option<Value>> {
     let event: Value = serde_json::from_str(input).context("the hook's input is not JSON")?;
     let tool = event["tool_name"].as_str().unwrap_or_default();
     if FILE_TOOLS.split('|').any(|file_tool| file_tool == tool) {
-        return judge_file_tool(&event, judge);
+        return match event["hook_event_name"].as_str() {
+            Some("PostToolUse") => journal_file_tool(&event, host),
+            _ => judge_file_tool(&event, host),
+        };
+    }
+    if event["hook_event_name"] == json!("PostToolUse") {
+        return Ok(None);
     }
     if tool != "Bash" {
         return Ok(None);
@@ -317,9 +384,7 @@ mod tests {
             "permission_mode": "default", "tool_name": "Bash", "tool_use_id": "toolu_1",
             "tool_input": {"command": "echo 'hi' > a.txt", "description": "write", "timeout": 5000},
         });
-        let judge = |_: &aido_actions::Action| -> Result<aido_actions::Verdict> {
-            Ok(aido_actions::Verdict::Allow)
-        };
+        let judge = Judged(Ok(aido_actions::Verdict::Allow));
         let out = hook(&payload.to_string(), aido, false, &judge)
             .unwrap()
             .unwrap();
@@ -353,17 +418,31 @@ mod tests {
         assert!(hook("not json", aido, false, &judge).is_err());
     }
 
+    /// A host whose policy answers `.0`; it keeps nothing and journals every call but the one
+    /// named `refused`.
+    struct Judged(std::result::Result<aido_actions::Verdict, &'static str>);
+
+    impl Host for Judged {
+        fn judge(&self, action: &aido_actions::Action) -> Result<aido_actions::Verdict> {
+            assert_eq!(action.primitive(), "write_file");
+            self.0.clone().map_err(|e| anyhow::anyhow!(e))
+        }
+        fn keep(&self, _: &str, _: &Path) -> Result<()> {
+            Ok(())
+        }
+        fn journal(&self, id: &str) -> Result<Option<String>> {
+            Ok((id == "refused").then(|| "aido refused it [path_protected]: no".to_owned()))
+        }
+    }
+
     #[test]
     fn a_file_tools_path_is_judged_and_a_refusal_or_a_question_goes_back_to_claude_code() {
         let aido = Path::new("/usr/bin/aido");
-        let write = json!({"tool_name": "Write", "tool_input": {"file_path": "/p/.git/hooks/pre-commit", "content": "x"}});
-        let refuse = |action: &aido_actions::Action| -> Result<aido_actions::Verdict> {
-            assert_eq!(action.primitive(), "write_file");
-            Ok(aido_actions::Verdict::deny(
-                aido_actions::DenyCode::PathProtected,
-                "it is protected",
-            ))
-        };
+        let write = json!({"tool_name": "Write", "tool_use_id": "t1", "tool_input": {"file_path": "/p/.git/hooks/pre-commit", "content": "x"}});
+        let refuse = Judged(Ok(aido_actions::Verdict::deny(
+            aido_actions::DenyCode::PathProtected,
+            "it is protected",
+        )));
         let out = hook(&write.to_string(), aido, false, &refuse)
             .unwrap()
             .unwrap();
@@ -378,17 +457,13 @@ mod tests {
             output.get("updatedInput").is_none(),
             "the tool's input is left as it is"
         );
-        let allow = |_: &aido_actions::Action| -> Result<aido_actions::Verdict> {
-            Ok(aido_actions::Verdict::Allow)
-        };
+        let allow = Judged(Ok(aido_actions::Verdict::Allow));
         assert!(
             hook(&write.to_string(), aido, false, &allow)
                 .unwrap()
                 .is_none()
         );
-        let broken = |_: &aido_actions::Action| -> Result<aido_actions::Verdict> {
-            anyhow::bail!("no config")
-        };
+        let broken = Judged(Err("no config"));
         let edit = json!({"tool_name": "Edit", "tool_input": {"file_path": "/p/a", "old_string": "a", "new_string": "b"}});
         let out = hook(&edit.to_string(), aido, false, &broken)
             .unwrap()
@@ -402,5 +477,27 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "deny");
+        // After the tool ran: journaled (no answer), or put back and the model told why.
+        let post = json!({"hook_event_name": "PostToolUse", "tool_name": "Write", "tool_use_id": "t1", "tool_input": {"file_path": "/p/a"}});
+        assert!(
+            hook(&post.to_string(), aido, false, &allow)
+                .unwrap()
+                .is_none()
+        );
+        let refused = json!({"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_use_id": "refused", "tool_input": {"file_path": "/p/a"}});
+        let out = hook(&refused.to_string(), aido, false, &allow)
+            .unwrap()
+            .unwrap();
+        assert_eq!(out["decision"], "block");
+        assert!(
+            out["reason"].as_str().unwrap().contains("put back"),
+            "{out}"
+        );
+        let bash_post = json!({"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}});
+        assert!(
+            hook(&bash_post.to_string(), aido, false, &allow)
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 /// `aido answer`: answering the questions no client could show.
 #[cfg(feature = "prim-human")]
+mod adopt;
 mod answer;
 /// The live view and the control channel `aido vm` uses.
 #[cfg(feature = "prim-vm")]
@@ -37,6 +38,7 @@ use aido_actors::{Runtime, RuntimeOptions, SystemClock};
 use aido_journal::{CommitMode, Journal};
 use aido_policy::{Environment, FsResolver, Layered, PolicyEngine, SessionContext, Source};
 use anyhow::{Context, Result, bail};
+use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -979,14 +981,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
                 .context("reading the hook's input")?;
             let aido = std::env::current_exe().context("aido's own path")?;
-            // A file tool's path is judged by the policy `aido policy check` uses.
-            let judge = |action: &Action| -> Result<Verdict> {
-                let layered = layered(&cli, &home)?;
-                let engine = PolicyEngine::new(&layered.config, &environment(&home), &FsResolver)?;
-                let ctx = SessionContext::new(engine.workdir().to_owned());
-                Ok(engine.evaluate(action, &ctx, &FsResolver))
+            let host = HookHost {
+                cli: &cli,
+                home: &home,
             };
-            if let Some(answer) = init::hook(&input, &aido, *ask, &judge)? {
+            if let Some(answer) = init::hook(&input, &aido, *ask, &host)? {
                 println!("{answer}");
             }
             Ok(ExitCode::SUCCESS)
@@ -1499,6 +1498,66 @@ fn parse_size(text: &str) -> Result<u64> {
         other => bail!("unknown size unit {other:?} (use K, M, G or T)"),
     };
     Ok(n * mult)
+}
+
+/// What `aido hook claude-code` asks of aido: the policy that `aido policy check` uses, and
+/// the file tools' writes kept and journaled in a session of their own (as `aido exec` does
+/// for a command).
+struct HookHost<'a> {
+    cli: &'a Cli,
+    home: &'a Path,
+}
+
+impl init::Host for HookHost<'_> {
+    fn judge(&self, action: &Action) -> Result<Verdict> {
+        let layered = layered(self.cli, self.home)?;
+        let engine = PolicyEngine::new(&layered.config, &environment(self.home), &FsResolver)?;
+        let ctx = SessionContext::new(engine.workdir().to_owned());
+        Ok(engine.evaluate(action, &ctx, &FsResolver))
+    }
+
+    fn keep(&self, tool_use_id: &str, path: &Path) -> Result<()> {
+        adopt::keep(self.home, tool_use_id, path).map(|_| ())
+    }
+
+    fn journal(&self, tool_use_id: &str) -> Result<Option<String>> {
+        let Some(before) = adopt::take(self.home, tool_use_id)? else {
+            return Ok(None);
+        };
+        let Some((after, mtime_ns)) = adopt::after(&before.path)? else {
+            return Ok(None);
+        };
+        let unchanged = before.file.as_ref().is_some_and(|kept| {
+            base64::engine::general_purpose::STANDARD
+                .decode(&kept.contents)
+                .is_ok_and(|bytes| bytes == after)
+        });
+        if unchanged {
+            return Ok(None);
+        }
+        adopt::put_back(&before)?;
+        let action = adopt::write_action(&before.path, &after, mtime_ns)?;
+        let layered = layered(self.cli, self.home)?;
+        let home = self.home;
+        let runtime = tokio::runtime::Runtime::new()?;
+        runtime.block_on(async move {
+            let aido = open_runtime(layered, home).await?;
+            let session = aido
+                .open_session(Some("claude-code hook".into()))
+                .await
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+            let result = session.run(action, aido_actors::Hooks::default()).await;
+            session.close("claude-code hook finished").await;
+            aido.shutdown().await;
+            Ok(match result {
+                Ok(_) => None,
+                Err(e) => Some(format!(
+                    "aido refused it [{}]: {}",
+                    e.failure.code, e.failure.message
+                )),
+            })
+        })
+    }
 }
 
 /// Prints what rewinding `session` to `target` undoes, before it is done.

@@ -262,16 +262,31 @@ pub async fn exec(target: &SshTarget, request: &SshRequest) -> Result<RemoteOutc
         Ok(Ok(_)) => {}
     }
     let opened = async {
-        let channel = handle.channel_open_session().await?;
+        let mut channel = handle.channel_open_session().await?;
         channel.exec(true, request.command.as_bytes()).await?;
+        // Stdin and its end only once the server says the command started: OpenSSH drops
+        // channel data and EOF that arrive before the command has its stdin, and a command
+        // reading stdin (`cat`) then waits for an EOF that never comes.
+        let mut early = Vec::new();
+        loop {
+            match channel.wait().await {
+                Some(ChannelMsg::Success) => break,
+                Some(ChannelMsg::Failure) => {
+                    return Ok(Err("the server refused to run the command".to_owned()));
+                }
+                Some(other) => early.push(other),
+                None => return Ok(Err("the channel closed before the command ran".to_owned())),
+            }
+        }
         if !request.stdin.is_empty() {
             channel.data(&request.stdin[..]).await?;
         }
         channel.eof().await?;
-        Ok::<_, russh::Error>(channel)
+        Ok::<_, russh::Error>(Ok((channel, early)))
     };
-    let mut channel = match timeout_at(deadline, opened).await {
-        Ok(Ok(channel)) => channel,
+    let (mut channel, early) = match timeout_at(deadline, opened).await {
+        Ok(Ok(Ok(opened))) => opened,
+        Ok(Ok(Err(refused))) => return Err(session_failed(refused)),
         Ok(Err(error)) => return Err(session_failed(error.to_string())),
         Err(_) => {
             let capture = Capture::new(started, 0, 0);
@@ -281,8 +296,13 @@ pub async fn exec(target: &SshTarget, request: &SshRequest) -> Result<RemoteOutc
     };
     let mut capture = Capture::new(started, request.stdout_bytes_max, request.stderr_bytes_max);
     let mut exit = Exit::Unknown;
+    let mut early = early.into_iter();
     loop {
-        match timeout_at(deadline, channel.wait()).await {
+        let next = match early.next() {
+            Some(message) => Ok(Some(message)),
+            None => timeout_at(deadline, channel.wait()).await,
+        };
+        match next {
             Err(_) => {
                 let _ = channel.signal(russh::Sig::KILL).await;
                 let _ = channel.close().await;

@@ -41,6 +41,8 @@ def test_init_writes_each_clients_config_and_keeps_what_was_there(world):
     assert bash["matcher"] == "Bash" and bash["hooks"][0]["command"].endswith(" hook claude-code"), bash
     assert files["matcher"] == "Edit|Write|MultiEdit|NotebookEdit", files
     assert files["hooks"] == bash["hooks"], files
+    [post] = settings["hooks"]["PostToolUse"]
+    assert post["matcher"] == files["matcher"] and post["hooks"] == bash["hooks"], post
     codex = tomllib.loads((codex_home / "config.toml").read_text())
     assert (codex_home / "config.toml").read_text().startswith("# mine\n")
     assert codex["model"] == "o4" and codex["mcp_servers"]["other"] == {"command": "x"}
@@ -170,3 +172,59 @@ async def test_rewind_shows_what_it_will_undo_then_rewinds_this_projects_newest_
     elsewhere = subprocess.run([str(world.bin), "rewind", "--to", "1", "--yes"], capture_output=True, text=True,
                                cwd=nowhere, env=world.env(), stdin=subprocess.DEVNULL, timeout=120)
     assert elsewhere.returncode != 0 and "session_not_found" in elsewhere.stderr, elsewhere
+
+
+def test_claude_codes_edit_and_write_are_journaled_with_their_times_and_undone(world):
+    """Claude Code's own Write and Edit write the file; the hook keeps what was there at
+    PreToolUse and at PostToolUse makes the write again through aido (judged, journaled, with
+    the modification time Claude Code's write gave it, which Claude Code checks before its next
+    edit), so `aido undo` takes it back."""
+    project = world.home / "claude-files"
+    project.mkdir()
+    (project / "a.py").write_text("a = 1\n")
+    assert world.run("init", "claude-code", "--project", str(project)).returncode == 0
+    hook = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+
+    def event(name: str, tool: str, use: str, tool_input: dict) -> dict | None:
+        payload = {"session_id": "5e55", "transcript_path": "/tmp/t.jsonl", "cwd": str(project),
+                   "permission_mode": "default", "hook_event_name": name, "tool_name": tool,
+                   "tool_use_id": use, "tool_input": tool_input}
+        if name == "PostToolUse":
+            payload["tool_response"] = {"success": True}
+        done = subprocess.run(["/bin/sh", "-c", hook], input=json.dumps(payload), capture_output=True, text=True,
+                              cwd=project, env=world.env(), timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout) if done.stdout else None
+
+    # Write of a new file in a new directory, as Claude Code makes it.
+    new = project / "src" / "new.py"
+    written = {"file_path": str(new), "content": "print(1)\n"}
+    assert event("PreToolUse", "Write", "toolu_w", written) is None
+    new.parent.mkdir()
+    new.write_text("print(1)\n")
+    claude_time = new.stat().st_mtime_ns
+    assert event("PostToolUse", "Write", "toolu_w", written) is None
+    assert new.read_text() == "print(1)\n" and new.stat().st_mtime_ns == claude_time, "the time Claude Code saw stays"
+    # Edit of an existing file.
+    edited = {"file_path": str(project / "a.py"), "old_string": "a = 1", "new_string": "a = 2"}
+    assert event("PreToolUse", "Edit", "toolu_e", edited) is None
+    (project / "a.py").write_text("a = 2\n")
+    claude_time = (project / "a.py").stat().st_mtime_ns
+    assert event("PostToolUse", "Edit", "toolu_e", edited) is None
+    assert (project / "a.py").read_text() == "a = 2\n" and (project / "a.py").stat().st_mtime_ns == claude_time
+
+    sessions = [s for s in session_ids(world) if s.get("client") == "claude-code hook"]
+    assert len(sessions) == 2, sessions
+    records = json.loads(world.run("replay", "show", sessions[-1]["id"], "--json").stdout)
+    [proposed] = [r for r in records if r["event"] == "action_proposed"]
+    assert proposed["action"]["type"] == "write_file" and proposed["action"]["path"] == str(project / "a.py"), proposed
+    assert world.run("replay", "verify", sessions[-1]["id"]).returncode == 0
+    played = world.run("replay", "playback", sessions[-1]["id"])
+    assert played.returncode == 0, played.stdout + played.stderr
+
+    undone = subprocess.run([str(world.bin), "undo", "2", "--yes"], capture_output=True, text=True, cwd=project,
+                            env=world.env(), stdin=subprocess.DEVNULL, timeout=120)
+    assert undone.returncode == 0, undone
+    assert (project / "a.py").read_text() == "a = 1\n"
+    assert not new.exists() and not new.parent.exists(), "the write and the directory it made are undone"
+    assert not list((world.aido_home / "hooks" / "claude-code").iterdir()), "nothing is left kept"

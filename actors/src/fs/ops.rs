@@ -143,7 +143,19 @@ impl Ctx<'_> {
         create_parents: bool,
         exec: &mut Executed,
     ) -> Result<Replaced, FsError> {
-        let new = NewContents::new(bytes);
+        self.write_timed(target, bytes, create_parents, None, exec)
+    }
+
+    /// [`Self::write`], the file given `mtime_ns` (nanoseconds since the epoch) when set.
+    pub(super) fn write_timed(
+        &self,
+        target: &Target,
+        bytes: &[u8],
+        create_parents: bool,
+        mtime_ns: Option<i64>,
+        exec: &mut Executed,
+    ) -> Result<Replaced, FsError> {
+        let new = NewContents::new(bytes).with_mtime(mtime_ns);
         let written = self.walls.write_atomic(
             target,
             self.session,
@@ -279,7 +291,7 @@ pub(crate) fn write_file(cx: &Ctx, a: &WriteFile) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
     let bytes = render::write_file_bytes(a)?;
     let mut exec = Executed::default();
-    let replaced = cx.write(&target, &bytes, a.create_parents, &mut exec)?;
+    let replaced = cx.write_timed(&target, &bytes, a.create_parents, a.mtime_ns, &mut exec)?;
     Ok(finish(exec, render::write_file(&bytes, &replaced)))
 }
 

@@ -555,6 +555,12 @@ impl Walls {
                 file.set_permissions(p)
                     .map_err(|e| FsError::io("chmod", &shown, e))?;
             }
+            if let Some(mtime_ns) = new.mtime_ns {
+                let time = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_nanos(u64::try_from(mtime_ns).unwrap_or(0));
+                file.set_modified(time)
+                    .map_err(|e| FsError::io("set the time of", &shown, e))?;
+            }
             file.sync_all()
                 .map_err(|e| FsError::io("sync", &shown, e))?;
             let written = file

@@ -147,6 +147,9 @@ pub struct Replaced {
 pub struct NewContents<'a> {
     /// The bytes.
     pub bytes: &'a [u8],
+    /// The modification time to give the file (nanoseconds since the epoch); `None`: when it
+    /// is written.
+    pub mtime_ns: Option<i64>,
     blob: std::cell::OnceCell<String>,
 }
 
@@ -155,8 +158,15 @@ impl<'a> NewContents<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
         NewContents {
             bytes,
+            mtime_ns: None,
             blob: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The same, the file given this modification time.
+    pub fn with_mtime(mut self, mtime_ns: Option<i64>) -> Self {
+        self.mtime_ns = mtime_ns;
+        self
     }
 
     /// Their blob name (blake3, hex), hashed on first use.
