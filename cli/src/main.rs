@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// Claude Code's file tools' writes, kept and journaled by `aido hook claude-code`.
+mod adopt;
 /// `aido answer`: answering the questions no client could show.
 #[cfg(feature = "prim-human")]
-mod adopt;
 mod answer;
 /// The live view and the control channel `aido vm` uses.
 #[cfg(feature = "prim-vm")]
