@@ -382,9 +382,13 @@ def bare_copy(world, ws: Path) -> Path:
 async def test_a_venv_gets_pytest_from_local_wheels_and_runs_a_suite_then_a_rewind_takes_it_all_back(world, realwork, trail, route):
     ws = workspace(world)
     shutil.copy(realwork / "test_tiny.py", ws / "test_tiny.py")
+    # The wheels where the command sees them wherever the repo is: a checkout under /tmp is
+    # hidden by the session's own /tmp.
+    wheels = world.home / "wheels"
+    shutil.copytree(realwork / "wheels", wheels, dirs_exist_ok=True)
     script = (
         "set -e; python3 -m venv .venv; "
-        f".venv/bin/pip install --disable-pip-version-check --no-index --find-links {realwork / 'wheels'} pytest; "
+        f".venv/bin/pip install --disable-pip-version-check --no-index --find-links {wheels} pytest; "
         ".venv/bin/python -m pytest -q test_tiny.py"
     )
     elsewhere = bare_copy(world, ws)
