@@ -65,6 +65,30 @@ struct Cli {
     command: Command,
 }
 
+/// Where a rewind goes: `aido rewind` and `aido replay rewind` alike.
+#[derive(clap::Args)]
+struct RewindTo {
+    /// Keep the action (or record) at this seq and undo everything after it.
+    #[arg(
+        long = "to",
+        required_unless_present = "before",
+        conflicts_with = "before"
+    )]
+    to: Option<u64>,
+    /// Undo the action proposed at this seq, and everything after it.
+    #[arg(long = "before")]
+    before: Option<u64>,
+}
+
+impl RewindTo {
+    fn action(&self) -> aido_actions::snapshot::Rewind {
+        aido_actions::snapshot::Rewind {
+            to_seq: self.to,
+            before_seq: self.before,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve one agent over MCP on stdin/stdout.
@@ -191,16 +215,8 @@ enum Command {
         /// Session id or a unique prefix (default: the newest session started here or below).
         #[arg(long)]
         session: Option<String>,
-        /// Keep the action (or record) at this seq and undo everything after it.
-        #[arg(
-            long = "to",
-            required_unless_present = "before",
-            conflicts_with = "before"
-        )]
-        to: Option<u64>,
-        /// Undo the action proposed at this seq, and everything after it.
-        #[arg(long = "before")]
-        before: Option<u64>,
+        #[command(flatten)]
+        target: RewindTo,
         /// Rewind without asking.
         #[arg(long)]
         yes: bool,
@@ -515,16 +531,8 @@ enum Replay {
     Rewind {
         /// Session id or a unique prefix.
         session: String,
-        /// Keep the action (or record) at this seq.
-        #[arg(
-            long = "to",
-            required_unless_present = "before",
-            conflicts_with = "before"
-        )]
-        to: Option<u64>,
-        /// Undo the action proposed at this seq, and everything after it.
-        #[arg(long = "before")]
-        before: Option<u64>,
+        #[command(flatten)]
+        target: RewindTo,
     },
     /// Write a session's records.
     Export {
@@ -939,8 +947,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Rewind {
             session,
-            to,
-            before,
+            target,
             yes,
             dry_run,
         } => {
@@ -960,10 +967,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         })?
                 }
             };
-            let target = aido_actions::snapshot::Rewind {
-                to_seq: *to,
-                before_seq: *before,
-            };
+            let target = target.action();
             show_rewind(&home, &session, &target)?;
             if *dry_run {
                 return Ok(ExitCode::SUCCESS);
@@ -1066,17 +1070,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.shutdown_timeout(std::time::Duration::from_millis(500));
             code
         }
-        Command::Replay(Replay::Rewind {
-            session,
-            to,
-            before,
-        }) => {
+        Command::Replay(Replay::Rewind { session, target }) => {
             let layered = layered(&cli, &home)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let target = aido_actions::snapshot::Rewind {
-                to_seq: *to,
-                before_seq: *before,
-            };
+            let target = target.action();
             show_rewind(&home, session, &target)?;
             runtime.block_on(rewind(layered, &home, session, target))
         }

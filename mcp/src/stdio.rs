@@ -1010,6 +1010,33 @@ mod tests {
         }
     }
 
+    /// A reader of stdio lines as `serve` makes one, writing to `out`.
+    fn test_reader(
+        sender: mpsc::Sender<ClientJsonRpcMessage>,
+        out: tokio::io::DuplexStream,
+        in_flight: InFlight,
+    ) -> Reader<tokio::io::DuplexStream> {
+        Reader {
+            sender,
+            output: Arc::new(Mutex::new(Some(out))),
+            sessions: Arc::new(OnceCell::new()),
+            max: 1 << 20,
+            in_flight,
+            offered: crate::server::STDIO_PROTOCOL_VERSIONS,
+            initialized: false,
+        }
+    }
+
+    /// What the reader does with one line: `forward`, `skip`, or the refusal's code.
+    fn admitted(reader: &mut Reader<tokio::io::DuplexStream>, line: &str) -> &'static str {
+        let message = serde_json::from_str::<ClientJsonRpcMessage>(line).unwrap();
+        match reader.admit(message) {
+            Verdict::Forward(_) => "forward",
+            Verdict::Skip(_) => "skip",
+            Verdict::Reject(error) => error.code(),
+        }
+    }
+
     /// Before `initialize` only `initialize` and `ping` reach rmcp (a notification or
     /// response is dropped); a request whose id is in flight is refused until its answer is
     /// written or the client cancels it.
@@ -1018,23 +1045,8 @@ mod tests {
         let (out_write, _out_read) = tokio::io::duplex(1 << 16);
         let (sender, mut incoming) = mpsc::channel(16);
         let in_flight = InFlight::default();
-        let mut reader = Reader {
-            sender,
-            output: Arc::new(Mutex::new(Some(out_write))),
-            sessions: Arc::new(OnceCell::new()),
-            max: 1 << 20,
-            in_flight: in_flight.clone(),
-            offered: crate::server::STDIO_PROTOCOL_VERSIONS,
-            initialized: false,
-        };
-        let mut admit = |line: &str| {
-            let message = serde_json::from_str::<ClientJsonRpcMessage>(line).unwrap();
-            match reader.admit(message) {
-                Verdict::Forward(_) => "forward",
-                Verdict::Skip(_) => "skip",
-                Verdict::Reject(error) => error.code(),
-            }
-        };
+        let mut reader = test_reader(sender, out_write, in_flight.clone());
+        let mut admit = |line: &str| admitted(&mut reader, line);
         let call = |id: u64| {
             format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{}}}}}}"#
@@ -1085,23 +1097,8 @@ mod tests {
     async fn a_2026_07_28_request_needs_no_initialize() {
         let (out_write, _out_read) = tokio::io::duplex(1 << 16);
         let (sender, mut incoming) = mpsc::channel(16);
-        let mut reader = Reader {
-            sender,
-            output: Arc::new(Mutex::new(Some(out_write))),
-            sessions: Arc::new(OnceCell::new()),
-            max: 1 << 20,
-            in_flight: InFlight::default(),
-            offered: crate::server::STDIO_PROTOCOL_VERSIONS,
-            initialized: false,
-        };
-        let mut admit = |line: &str| {
-            let message = serde_json::from_str::<ClientJsonRpcMessage>(line).unwrap();
-            match reader.admit(message) {
-                Verdict::Forward(_) => "forward",
-                Verdict::Skip(_) => "skip",
-                Verdict::Reject(error) => error.code(),
-            }
-        };
+        let mut reader = test_reader(sender, out_write, InFlight::default());
+        let mut admit = |line: &str| admitted(&mut reader, line);
         let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
         let discover =
             format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#);
