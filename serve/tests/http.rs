@@ -1659,3 +1659,62 @@ fn a_2026_07_28_request_is_served_without_a_session() {
         assert_eq!(r.json()["error"]["data"]["code"], "method_removed");
     }
 }
+
+/// Each bearer and endpoint of 2026-07-28 requests has a place; more new ones than the bound
+/// between two sweeps are served all the same (the sweeper is woken and closes the oldest).
+#[test]
+fn many_2026_07_28_endpoints_at_once_are_all_served() {
+    let w = world(|_| {});
+    let sets = [
+        "files",
+        "process",
+        "search",
+        "safety",
+        "history",
+        "snapshots",
+        "memory",
+        "human",
+        "net",
+        "llm",
+        "script",
+        "artifacts",
+        "events",
+        "remote",
+        "grants",
+        "vm",
+        "computer",
+        "desktop",
+    ];
+    let mut id = 0;
+    for a in sets {
+        for b in sets.iter().filter(|b| **b != a) {
+            id += 1;
+            let mut params = json!({});
+            params["_meta"] = modern_meta();
+            let message =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+            let listed = reply(
+                w.agent
+                    .post(&format!("{}/x/{a},{b}", w.mcp()))
+                    .header("authorization", format!("Bearer {TOKEN}"))
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", "2026-07-28")
+                    .header("mcp-method", "tools/list")
+                    .send(message.to_string()),
+            );
+            assert_eq!(
+                listed.status, 200,
+                "endpoint {id} ({a},{b}): {}",
+                listed.body
+            );
+            assert_eq!(
+                listed.rpc()["result"]["resultType"],
+                "complete",
+                "{}",
+                listed.body
+            );
+        }
+    }
+    assert!(id > 256, "{id} endpoints, past the bound of 256 places");
+}
