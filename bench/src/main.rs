@@ -842,21 +842,10 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
         run.flood_rss_peak as f64 / 1e6,
         ms(run.per_file()),
     );
-    if let Some((results, out)) = into {
-        merge_into(results, out, |machine| {
-            report::alone(
-                &section,
-                report::process_section_with,
-                &machine.commit,
-                &machine.date,
-            )
-        })?;
-    }
-    Ok(())
+    write_alone(into, &section, report::process_section_with)
 }
 
-/// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
-/// `aido-bench serve`: the serve section alone, its figures printed.
+/// `aido-bench serve`: the serve section alone, its figures printed (and written with `into`).
 fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(serve::run(&aido, &std::env::temp_dir(), calls, 4, hold))?;
@@ -873,19 +862,10 @@ fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path
         crate::stdio::percentile(&run.http, 50.0).as_secs_f64() * 1e6,
         crate::stdio::percentile(&run.stdio, 50.0).as_secs_f64() * 1e6,
     );
-    if let Some((results, out)) = into {
-        merge_into(results, out, |machine| {
-            report::alone(
-                &section,
-                report::serve_section_with,
-                &machine.commit,
-                &machine.date,
-            )
-        })?;
-    }
-    Ok(())
+    write_alone(into, &section, report::serve_section_with)
 }
 
+/// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
 fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(soak::run(&aido, &std::env::temp_dir(), options))?;
@@ -910,17 +890,7 @@ fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) 
             mb(side.disk_bytes),
         );
     }
-    if let Some((results, out)) = into {
-        merge_into(results, out, |machine| {
-            report::alone(
-                &section,
-                report::soak_section_with,
-                &machine.commit,
-                &machine.date,
-            )
-        })?;
-    }
-    Ok(())
+    write_alone(into, &section, report::soak_section_with)
 }
 
 /// `aido-bench realwork`: the real-work section alone, its figures printed.
@@ -972,17 +942,22 @@ fn realwork_only(
         report::format_bytes(big.journal_bytes),
         report::format_bytes(big.journal_apparent_bytes),
     );
-    if let Some((results, out)) = into {
-        merge_into(results, out, |machine| {
-            report::alone(
-                &section,
-                report::realwork::section_with,
-                &machine.commit,
-                &machine.date,
-            )
-        })?;
+    write_alone(into, &section, report::realwork::section_with)
+}
+
+/// With `into` (the results file and the report), [`merge_into`] the section measured on its
+/// own.
+fn write_alone<S>(
+    into: Option<(&Path, &Path)>,
+    section: &S,
+    build: report::Build<S>,
+) -> Result<()> {
+    match into {
+        Some((results, out)) => merge_into(results, out, |machine| {
+            report::alone(section, build, &machine.commit, &machine.date)
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Puts one section, measured on its own, into the results file (replacing the one there)

@@ -39,6 +39,10 @@ pub(crate) struct Kept {
     pub(crate) mtime_ns: i64,
 }
 
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+}
+
 /// Where the hook keeps `tool_use_id`'s before-image.
 pub(crate) fn stash_path(home: &Path, tool_use_id: &str) -> Result<PathBuf> {
     anyhow::ensure!(
@@ -68,7 +72,7 @@ pub(crate) fn keep(home: &Path, tool_use_id: &str, path: &Path) -> Result<Option
             Some(Kept {
                 contents: base64::engine::general_purpose::STANDARD.encode(bytes),
                 mode: meta.permissions().mode() & 0o7777,
-                mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+                mtime_ns: mtime_ns(&meta),
             })
         }
         // A link, a directory: the tool's write fails or follows it; aido judged the path.
@@ -139,10 +143,7 @@ pub(crate) fn after(path: &Path) -> Result<Option<(Vec<u8>, i64)>> {
         Ok(meta) if meta.is_file() => {
             let bytes =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            Ok(Some((
-                bytes,
-                meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            )))
+            Ok(Some((bytes, mtime_ns(&meta))))
         }
         Ok(_) => anyhow::bail!("{} is no longer a file", path.display()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -163,14 +164,15 @@ pub(crate) fn put_back(before: &Before) -> Result<()> {
                 path.file_name().unwrap_or_default().to_string_lossy(),
                 std::process::id()
             ));
-            std::fs::write(&temp, &bytes).with_context(|| format!("writing {}", temp.display()))?;
-            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(kept.mode))?;
-            let time = std::time::UNIX_EPOCH
-                + std::time::Duration::from_nanos(u64::try_from(kept.mtime_ns).unwrap_or(0));
-            std::fs::File::options()
-                .write(true)
-                .open(&temp)?
-                .set_modified(time)?;
+            let mut file = std::fs::File::create(&temp)
+                .with_context(|| format!("writing {}", temp.display()))?;
+            std::io::Write::write_all(&mut file, &bytes)?;
+            file.set_permissions(std::fs::Permissions::from_mode(kept.mode))?;
+            file.set_modified(
+                std::time::UNIX_EPOCH
+                    + std::time::Duration::from_nanos(u64::try_from(kept.mtime_ns).unwrap_or(0)),
+            )?;
+            drop(file);
             std::fs::rename(&temp, path)
                 .with_context(|| format!("putting back {}", path.display()))?;
         }

@@ -65,6 +65,38 @@ struct Cli {
     command: Command,
 }
 
+/// Which tools a client is given, for one run: `aido mcp` and `aido tools` alike; they say
+/// what `[mcp]` says in a config file, over it.
+#[derive(clap::Args)]
+struct ToolChoice {
+    /// Only these toolsets or profiles (comma-separated: `coding`, `files,process,search`,
+    /// `all`); over `[mcp] toolsets`.
+    #[arg(long, value_delimiter = ',')]
+    toolsets: Vec<String>,
+    /// These single tools too (comma-separated); over `[mcp] tools`.
+    #[arg(long, value_delimiter = ',')]
+    tools: Vec<String>,
+    /// Only the tools that change nothing.
+    #[arg(long)]
+    read_only: bool,
+}
+
+impl ToolChoice {
+    /// `[mcp]` with this choice over it, and the primitives it gives a client.
+    fn apply(&self, given: &mut aido_policy::config::McpTools) -> Result<Vec<&'static str>> {
+        if !self.toolsets.is_empty() {
+            given.toolsets = self.toolsets.clone();
+        }
+        if !self.tools.is_empty() {
+            given.tools = self.tools.clone();
+        }
+        given.read_only |= self.read_only;
+        given
+            .primitives()
+            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
+    }
+}
+
 /// Where a rewind goes: `aido rewind` and `aido replay rewind` alike.
 #[derive(clap::Args)]
 struct RewindTo {
@@ -93,29 +125,14 @@ impl RewindTo {
 enum Command {
     /// Serve one agent over MCP on stdin/stdout.
     Mcp {
-        /// Give the client only these toolsets or profiles (comma-separated: `coding`,
-        /// `files,process,search`, `all`); over `[mcp] toolsets`.
-        #[arg(long, value_delimiter = ',')]
-        toolsets: Vec<String>,
-        /// Give the client these single tools too (comma-separated); over `[mcp] tools`.
-        #[arg(long, value_delimiter = ',')]
-        tools: Vec<String>,
-        /// Give the client only the tools that change nothing.
-        #[arg(long)]
-        read_only: bool,
+        #[command(flatten)]
+        choice: ToolChoice,
     },
     /// The tools a client is given (the same choice as `aido mcp`'s flags and `[mcp]`), with
     /// the bytes and tokens the list costs its context.
     Tools {
-        /// These toolsets or profiles (comma-separated); over `[mcp] toolsets`.
-        #[arg(long, value_delimiter = ',')]
-        toolsets: Vec<String>,
-        /// These single tools too (comma-separated); over `[mcp] tools`.
-        #[arg(long, value_delimiter = ',')]
-        tools: Vec<String>,
-        /// Only the tools that change nothing.
-        #[arg(long)]
-        read_only: bool,
+        #[command(flatten)]
+        choice: ToolChoice,
         /// The `tools/list` result itself, as a client receives it.
         #[arg(long, conflicts_with = "markdown")]
         json: bool,
@@ -786,26 +803,6 @@ fn exit_committed(code: u8) -> ! {
 
 /// A command is expected soon (`aido exec`, a runtime that serves agents): its sandbox child
 /// starts now, so the first command does not wait for it.
-/// `[mcp]` with the flags of this run over it (the flags say for one run what `[mcp]` says in
-/// a config file), and the primitives it gives a client.
-fn given_tools(
-    given: &mut aido_policy::config::McpTools,
-    toolsets: &[String],
-    tools: &[String],
-    read_only: bool,
-) -> Result<Vec<&'static str>> {
-    if !toolsets.is_empty() {
-        given.toolsets = toolsets.to_vec();
-    }
-    if !tools.is_empty() {
-        given.tools = tools.to_vec();
-    }
-    given.read_only |= read_only;
-    given
-        .primitives()
-        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
-}
-
 fn expect_commands(config: &aido_policy::Config) {
     #[cfg(feature = "prim-process")]
     aido_actors::process::expect_commands(config);
@@ -952,12 +949,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
         } => {
             let layered = layered(&cli, &home)?;
+            let journals = readers(&home)?;
             let session = match session {
                 Some(session) => session.clone(),
                 None => {
                     let here = std::env::current_dir().context("the current directory")?;
                     let here = here.canonicalize().unwrap_or(here);
-                    undo::newest_session_in(&readers(&home)?, &here)
+                    undo::newest_session_in(&journals, &here)
                         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?
                         .ok_or_else(|| {
                             anyhow::anyhow!(
@@ -968,7 +966,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             let target = target.action();
-            show_rewind(&home, &session, &target)?;
+            show_rewind(&journals, &session, &target)?;
+            drop(journals);
             if *dry_run {
                 return Ok(ExitCode::SUCCESS);
             }
@@ -996,9 +995,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools {
-            toolsets,
-            tools,
-            read_only,
+            choice,
             json,
             markdown,
         } => {
@@ -1007,7 +1004,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let mut layered = layered(&cli, &home)?;
-            let given = given_tools(&mut layered.config.mcp, toolsets, tools, *read_only)?;
+            let given = choice.apply(&mut layered.config.mcp)?;
             let listed = tools::given(&given);
             if *json {
                 println!("{}", serde_json::json!({ "tools": listed }));
@@ -1016,13 +1013,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Mcp {
-            toolsets,
-            tools,
-            read_only,
-        } => {
+        Command::Mcp { choice } => {
             let mut layered = layered(&cli, &home)?;
-            given_tools(&mut layered.config.mcp, toolsets, tools, *read_only)?;
+            choice.apply(&mut layered.config.mcp)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let served = runtime.block_on(mcp(layered, &home));
             // The stdin reader may still be blocked in a read that will never return (the
@@ -1074,7 +1067,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let layered = layered(&cli, &home)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let target = target.action();
-            show_rewind(&home, session, &target)?;
+            show_rewind(&readers(&home)?, session, &target)?;
             runtime.block_on(rewind(layered, &home, session, target))
         }
         Command::Replay(r) => replay(r, &home),
@@ -1559,8 +1552,12 @@ impl init::Host for HookHost<'_> {
 }
 
 /// Prints what rewinding `session` to `target` undoes, before it is done.
-fn show_rewind(home: &Path, session: &str, target: &aido_actions::snapshot::Rewind) -> Result<()> {
-    let (actions, changed) = undo::preview(&readers(home)?, session, target)
+fn show_rewind(
+    journals: &[Journal],
+    session: &str,
+    target: &aido_actions::snapshot::Rewind,
+) -> Result<()> {
+    let (actions, changed) = undo::preview(journals, session, target)
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     println!(
         "will undo {actions} action(s) of session {}; {} of them changed something (newest first):",
