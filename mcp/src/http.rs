@@ -223,6 +223,7 @@ mod tests {
         let stateless = Stateless {
             places: Mutex::default(),
             idle: Duration::from_secs(3600),
+            over: tokio::sync::Notify::new(),
         };
         let kept: Vec<Arc<Place>> = (0..STATELESS_PLACES_MAX + 3).map(|_| place()).collect();
         {
