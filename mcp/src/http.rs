@@ -169,10 +169,12 @@ pub fn service(
         }
         close(sweeper.take_idle(true), &end).await;
     });
+    let given = crate::server::Given::of(&runtime);
     StreamableHttpService::new(
         move || {
             Ok(AidoServer::for_http(
                 runtime.clone(),
+                &given,
                 tracker.clone(),
                 reason.clone(),
                 stateless.clone(),

@@ -65,7 +65,10 @@ impl Listeners {
 
     /// Whether a stream is open.
     pub(crate) fn is_empty(&self) -> bool {
-        self.sinks.lock().map_or(true, |s| s.is_empty())
+        self.sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     fn sinks(&self) -> Vec<SubscriptionSink> {

@@ -168,9 +168,15 @@ impl Drop for Closer {
     }
 }
 
-impl AidoServer {
-    /// A server over a started runtime. The session opens at `initialize`.
-    pub fn new(runtime: Arc<Runtime>) -> Self {
+/// The tools the runtime's `[mcp]` gives a client, and their names: made once by a surface
+/// that makes a server per session or per request (`aido serve`), not again for each.
+pub(crate) struct Given {
+    tools: Arc<Vec<Tool>>,
+    enabled: Arc<std::collections::BTreeSet<&'static str>>,
+}
+
+impl Given {
+    pub(crate) fn of(runtime: &Runtime) -> Self {
         // Checked when the config was loaded; were it not, nothing is given (never all).
         let enabled: std::collections::BTreeSet<&'static str> = runtime
             .policy()
@@ -186,11 +192,26 @@ impl AidoServer {
             .cloned()
             .collect();
         Self {
+            tools: Arc::new(tools),
+            enabled: Arc::new(enabled),
+        }
+    }
+}
+
+impl AidoServer {
+    /// A server over a started runtime. The session opens at `initialize`.
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        let given = Given::of(&runtime);
+        Self::with_given(runtime, &given)
+    }
+
+    fn with_given(runtime: Arc<Runtime>, given: &Given) -> Self {
+        Self {
             place: Arc::new(Place::new(&runtime)),
             stateless: None,
             runtime,
-            tools: Arc::new(tools),
-            enabled: Arc::new(enabled),
+            tools: given.tools.clone(),
+            enabled: given.enabled.clone(),
             narrowed: Arc::default(),
             // Until the client sets a level, only refusals and failures are sent.
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
@@ -215,11 +236,12 @@ impl AidoServer {
     /// `reason` is what the session's last record will say; the server changes it at shutdown.
     pub(crate) fn for_http(
         runtime: Arc<Runtime>,
+        given: &Given,
         tracker: tokio_util::task::TaskTracker,
         reason: Arc<Mutex<String>>,
         stateless: Arc<crate::http::Stateless>,
     ) -> Self {
-        let mut server = Self::new(runtime);
+        let mut server = Self::with_given(runtime, given);
         server.versions = HTTP_PROTOCOL_VERSIONS;
         server.transport = "tcp";
         server.stateless = Some(stateless);

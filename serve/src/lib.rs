@@ -647,10 +647,9 @@ async fn body_cap(State(shared): State<Shared>, request: Request, next: Next) ->
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if let Some(n) = declared.filter(|n| *n > shared.body_bytes_max as u64) {
-        let mut response = HttpError::TooLarge {
+        let response = closing(HttpError::TooLarge {
             max: shared.body_bytes_max,
-        }
-        .into_response();
+        });
         // Read (and drop) what the client is still sending, within bounds, so it reads this
         // answer instead of a reset; the connection is closed after it either way.
         if n <= DRAIN_BYTES_MAX {
@@ -660,9 +659,6 @@ async fn body_cap(State(shared): State<Shared>, request: Request, next: Next) ->
             )
             .await;
         }
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return response;
     }
     next.run(request).await
