@@ -969,7 +969,7 @@ impl ServerHandler for AidoServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "conformance")]
@@ -978,17 +978,18 @@ impl ServerHandler for AidoServer {
             return self.fixture.call_tool(request, context, &listeners).await;
         }
         self.narrow_stateless(&context)?;
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        if modern(&context)
-            && let Some(state) = &request.request_state
-        {
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        // 2026-07-28: what a question's requestState is bound to (the grant, the tool, the
+        // arguments), made once, before the arguments go to the action.
+        let bound = modern(&context).then(|| {
+            crate::mrtr::bound(self.bearer(&context).as_deref(), &request.name, &arguments)
+        });
+        if let (Some(bound), Some(state)) = (&bound, &request.request_state) {
             // A retry with the client's answer: the action that asked goes on.
-            let bound =
-                crate::mrtr::bound(self.bearer(&context).as_deref(), &request.name, &arguments);
             let place = self.place(&context);
             let outcome = place
                 .pending
-                .resume(state, request.input_responses.as_ref(), &bound)
+                .resume(state, request.input_responses.as_ref(), bound)
                 .await?;
             return Ok(outcome.into());
         }
@@ -1023,7 +1024,7 @@ impl ServerHandler for AidoServer {
         };
         let parsed = match defined {
             Some(action) => Ok(action),
-            None => Action::from_tool_call(&request.name, arguments.clone()),
+            None => Action::from_tool_call(&request.name, arguments),
         };
         let action = match parsed {
             Ok(a) => a,
@@ -1072,9 +1073,7 @@ impl ServerHandler for AidoServer {
             transport: Some(self.transport),
             notifier: Some(Arc::new(Events(context.peer.clone()))),
         };
-        if modern(&context) {
-            let bound =
-                crate::mrtr::bound(self.bearer(&context).as_deref(), &request.name, &arguments);
+        if let Some(bound) = bound {
             return self
                 .run_modern(session, action, hooks, &context, &bound)
                 .await;
