@@ -38,9 +38,6 @@ use tokio::sync::{mpsc, oneshot};
 /// The key of aido's one input request in `inputRequests` and `inputResponses`.
 pub(crate) const QUESTION_KEY: &str = "aido_question";
 
-/// How long a policy confirmation (a `confirm` verdict) waits for its answer.
-pub(crate) const CONFIRMATION_WAIT: Duration = Duration::from_secs(600);
-
 /// The bytes of the key a place's round states are sealed under.
 pub(crate) const KEY_BYTES: usize = 32;
 
@@ -261,6 +258,9 @@ fn elicited(response: &Value) -> Option<Elicited> {
 pub(crate) struct RoundAsker {
     pub(crate) steps: mpsc::Sender<Step>,
     pub(crate) can_ask: bool,
+    /// How long a policy confirmation (a `confirm` verdict) waits for its answer: the
+    /// config's `confirm_timeout_ms`, as the session's own bound on it.
+    pub(crate) confirm_wait: Duration,
 }
 
 impl RoundAsker {
@@ -325,7 +325,7 @@ impl Confirmer for RoundAsker {
             "properties": {"approve": {"type": "boolean"}},
             "required": ["approve"],
         });
-        let asked = self.put(prompt, schema, CONFIRMATION_WAIT);
+        let asked = self.put(prompt, schema, self.confirm_wait);
         Box::pin(async move {
             match asked.await {
                 Elicited::Accepted(content) if content["approve"] == json!(true) => {
@@ -359,6 +359,7 @@ mod tests {
         let asker = RoundAsker {
             steps: steps.clone(),
             can_ask: true,
+            confirm_wait: Duration::from_secs(600),
         };
         tokio::spawn(async move {
             let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}});

@@ -1223,6 +1223,9 @@ impl AidoServer {
         let asker = Arc::new(crate::mrtr::RoundAsker {
             steps: steps_tx.clone(),
             can_ask,
+            confirm_wait: std::time::Duration::from_millis(
+                self.runtime.policy().config().limits.confirm_timeout_ms,
+            ),
         });
         hooks.confirmer = Some(asker.clone());
         hooks.asker = Some(asker);
