@@ -148,6 +148,12 @@ egress_connections_total_max = 256
 # 127.0.0.1:PORT (never another address) to the command's own 127.0.0.1:PORT for as long as it
 # runs, journaled with its start. None by default (refused, coded expose_port_refused).
 expose_ports = []
+# Host Unix sockets (absolute paths or ~/...) a command may connect to: an ssh or gpg agent, a
+# database's socket, a container engine's. Every other host socket is refused (the connect
+# fails with EACCES, and the command's stderr gets a line coded unix_socket_denied); the
+# command's own sockets (bound by it or by its session's servers) always work. Datagram Unix
+# sockets are never made. The command's user must still be allowed to write the socket.
+unix_sockets = []
 # Limits on a command's whole process tree, from a cgroup of its own (v2, or v1 on a hybrid
 # host): "required" (no cgroup: sandbox_unavailable, nothing runs), "auto" (required when aido
 # runs as root, where RLIMIT_NPROC does not bind, so only a cgroup bounds a fork bomb; used
@@ -751,6 +757,9 @@ pub struct Processes {
     /// Ports a background command may expose on the host's 127.0.0.1 (`expose_ports`).
     #[serde(default)]
     pub expose_ports: Vec<u16>,
+    /// Host Unix sockets commands may connect to (`unix_sockets`).
+    #[serde(default)]
+    pub unix_sockets: Vec<String>,
     /// `required`, `auto` or `off`: whether a command's tree gets a cgroup with the limits
     /// below.
     #[serde(default = "Processes::cgroup_default")]

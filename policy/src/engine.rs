@@ -221,6 +221,8 @@ pub struct PolicyEngine {
     workdir: PathBuf,
     read_roots: Vec<PathBuf>,
     write_roots: Vec<PathBuf>,
+    /// `[processes] unix_sockets`, resolved.
+    unix_sockets: Vec<PathBuf>,
     /// The roots a read may use (read and write roots), deepest first.
     read_walls: Vec<PathBuf>,
     /// The write roots, deepest first.
@@ -282,6 +284,12 @@ impl PolicyEngine {
             .map(|s| expand_root("paths.write", s))
             .collect::<Result<_, _>>()?;
         let workdir = expand_root("workdir", &config.workdir)?;
+        let unix_sockets: Vec<PathBuf> = config
+            .processes
+            .unix_sockets
+            .iter()
+            .map(|s| expand_root("processes.unix_sockets", s))
+            .collect::<Result<_, _>>()?;
         // aido's own snapshot storage beside a workspace is never the agent's to touch.
         let builtin = [
             "**/.aido-snapshots/**".to_owned(),
@@ -337,6 +345,7 @@ impl PolicyEngine {
             workdir,
             read_roots,
             write_roots,
+            unix_sockets,
             read_walls,
             write_walls,
             deny,
@@ -396,6 +405,11 @@ impl PolicyEngine {
     /// The resolved read roots (write roots are readable too).
     pub fn read_roots(&self) -> impl Iterator<Item = &PathBuf> {
         self.read_roots.iter().chain(self.write_roots.iter())
+    }
+
+    /// The host Unix sockets commands may connect to (`[processes] unix_sockets`, resolved).
+    pub fn unix_sockets(&self) -> &[PathBuf] {
+        &self.unix_sockets
     }
 
     /// The network allowlist, for the net body to judge resolved addresses and redirects.

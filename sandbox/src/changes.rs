@@ -132,7 +132,7 @@ pub enum Change {
         /// It was a directory (removed with everything in it).
         dir: bool,
     },
-    /// Something that cannot be taken over as a journaled change: a device, fifo or socket,
+    /// Something that cannot be taken over as a journaled change: a device or fifo,
     /// a renamed directory, a metadata-only copy, a name that is not UTF-8.
     Unsupported {
         /// The host path.
@@ -428,10 +428,16 @@ impl Collect {
                 }
                 Ok(())
             }
+            FileType::Socket => {
+                // A socket the command bound and left: it listened only while its process
+                // lived, so there is nothing to take over. What it replaced is removed, as it
+                // was in the layer; the socket itself is not made on the host.
+                removed(&mut self.out);
+                Ok(())
+            }
             other => {
                 let what = match other {
                     FileType::Fifo => "a fifo",
-                    FileType::Socket => "a socket",
                     _ => "a device node",
                 };
                 self.unsupported(host, what, "command_change_unsupported");

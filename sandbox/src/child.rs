@@ -650,6 +650,33 @@ fn relay(mut frames: UnixStream, mut stdin: Option<std::process::ChildStdin>, fi
     }
 }
 
+/// What `aido_sys::notify::listener_on_exec` sent: the listener, or `None` when the command's
+/// side had none.
+fn receive_listener(socket: &UnixStream) -> std::io::Result<Option<OwnedFd>> {
+    use std::mem::MaybeUninit;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = rustix::net::RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let received = rustix::net::recvmsg(
+        socket,
+        &mut [std::io::IoSliceMut::new(&mut byte)],
+        &mut ancillary,
+        rustix::net::RecvFlags::DONTWAIT | rustix::net::RecvFlags::CMSG_CLOEXEC,
+    )?;
+    if received.bytes != 1 {
+        return Err(std::io::Error::other("no listener frame"));
+    }
+    let listener = ancillary.drain().find_map(|message| match message {
+        rustix::net::RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+        _ => None,
+    });
+    Ok(if byte[0] == aido_sys::notify::LISTENER_SENT {
+        listener
+    } else {
+        None
+    })
+}
+
 fn init_main() -> ! {
     // If the supervising child dies, so does init, and with it the namespace. (Were the
     // child killed in the microseconds before this line, the parent's backstop kills init by
@@ -730,6 +757,11 @@ fn run_init(
     confine::no_new_privs()?;
     confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
     confine::seccomp(&plan.seccomp)?;
+    // The command's connects come to init (see `connect`): its filter goes on between fork
+    // and exec, and its listener comes back over this pair.
+    let (listener_ours, listener_theirs) = UnixStream::pair()
+        .map_err(|error| SpawnError::setup_io(Step::Seccomp, &error, "a socket pair"))?;
+    let connect_filter = crate::connect::program();
 
     let program = plan.argv[0].clone();
     let mut command = Command::new(resolve_program(&program, plan)?);
@@ -752,11 +784,48 @@ fn run_init(
         };
         command.stdin(Stdio::from(dup(fd)?));
     }
-    let mut child = command.spawn().map_err(|error| SpawnError::ExecFailed {
-        program: program.clone(),
-        errno: error.raw_os_error().unwrap_or(0),
-        path: env_path(&plan.env),
-    })?;
+    {
+        use std::os::fd::AsRawFd;
+        aido_sys::notify::listener_on_exec(
+            &mut command,
+            connect_filter,
+            listener_theirs.as_raw_fd(),
+        );
+    }
+    let spawned = command.spawn();
+    drop(listener_theirs);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            // The filter could not be installed: the kernel lacks the listener, not the program.
+            if let Ok(None) = receive_listener(&listener_ours) {
+                return Err(SpawnError::unavailable(
+                    "seccomp_user_notification",
+                    error.to_string(),
+                ));
+            }
+            return Err(SpawnError::ExecFailed {
+                program: program.clone(),
+                errno: error.raw_os_error().unwrap_or(0),
+                path: env_path(&plan.env),
+            });
+        }
+    };
+    let listener = match receive_listener(&listener_ours) {
+        Ok(Some(listener)) => listener,
+        _ => {
+            let _ = child.kill();
+            return Err(SpawnError::unavailable(
+                "seccomp_user_notification",
+                "the command's connect filter sent no listener",
+            ));
+        }
+    };
+    let judge = crate::connect::Judge::new(&plan.unix_sockets);
+    std::thread::Builder::new()
+        .name("aido-connects".into())
+        .spawn(move || judge.serve(listener))
+        .map_err(|error| SpawnError::setup_io(Step::Seccomp, &error, "the connect judge"))?;
     let _ = write_json(control, &Report::Running);
     let command_pid = Pid::from_raw(child.id() as i32);
     drop(terminal);

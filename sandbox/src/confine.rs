@@ -171,7 +171,6 @@ fn denied_syscalls() -> Vec<(i64, &'static str)> {
         (libc::SYS_ptrace, "ptrace"),
         (libc::SYS_process_vm_readv, "process_vm_readv"),
         (libc::SYS_process_vm_writev, "process_vm_writev"),
-        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
         (libc::SYS_mount, "mount"),
         (libc::SYS_umount2, "umount2"),
         (libc::SYS_pivot_root, "pivot_root"),
@@ -228,18 +227,19 @@ const CLONE_NAMESPACE_FLAGS: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWNET) as u64
     | 0x80; // CLONE_NEWTIME
 
-/// Socket families `socket(2)` refuses. `AF_UNIX` because a pathname socket is the one door
-/// the read-only tree leaves open: connecting needs only write permission on the socket inode,
-/// which a read-only mount does not remove and Landlock below ABI 9 does not check, and the
-/// sandbox's root owns what the host's root owns (`/run/docker.sock`, the D-Bus system bus).
-/// `socketpair(2)` stays allowed for stream and seqpacket pairs, so pipes between the
-/// command's own processes still work (asyncio's self-pipe, a subprocess's channels): such a
-/// pair is connected to itself for good, and `connect` or an address on `sendto`/`sendmsg`
-/// cannot point it elsewhere. A datagram pair is refused: a `SOCK_DGRAM` socket takes an
-/// address with every `sendto`, which would deliver to any host datagram socket by path.
-/// Abstract sockets live in a network namespace, which is the command's own. Packet sockets
-/// and vsock reach past the network namespace.
-const SOCKET_FAMILIES_DENIED: [i32; 3] = [libc::AF_UNIX, libc::AF_PACKET, libc::AF_VSOCK];
+/// Socket families `socket(2)` refuses: packet sockets and vsock reach past the network
+/// namespace. Unix sockets are made (stream and seqpacket: see [`UNIX_TYPES_ALLOWED`]), and
+/// every `connect` is judged by init ([`crate::connect`]): a pathname socket is the one door
+/// the read-only tree leaves open (connecting needs only write permission on the socket inode,
+/// which a read-only mount does not remove and Landlock below ABI 9 does not check).
+const SOCKET_FAMILIES_DENIED: [i32; 2] = [libc::AF_PACKET, libc::AF_VSOCK];
+
+/// The Unix socket types `socket(2)` and `socketpair(2)` make. A datagram socket (and
+/// `SOCK_RAW`, which the kernel makes a datagram one) takes an address with every `sendto`
+/// and `sendmsg`, which no filter can read, so it could deliver to any host datagram socket by
+/// path; a stream or seqpacket socket reaches another only by `connect`, which init judges,
+/// and ignores or refuses an address on a send.
+const UNIX_TYPES_ALLOWED: [i32; 2] = [libc::SOCK_STREAM, libc::SOCK_SEQPACKET];
 
 /// The bits of `socket`'s and `socketpair`'s type argument that name the type (the rest are
 /// `SOCK_NONBLOCK` and `SOCK_CLOEXEC`).
@@ -295,38 +295,39 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
             .collect::<Result<_, _>>()
             .map_err(failed)?,
     );
-    rules.insert(
-        libc::SYS_socket,
-        SOCKET_FAMILIES_DENIED
-            .into_iter()
-            .map(|family| {
-                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
-                    .and_then(|condition| SeccompRule::new(vec![condition]))
-            })
-            .collect::<Result<_, _>>()
-            .map_err(failed)?,
-    );
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![
-            SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                libc::AF_UNIX as u64,
-            )
-            .and_then(|family| {
-                SeccompCondition::new(
+    // A Unix socket of any type but stream and seqpacket, from socket and socketpair: a rule
+    // per other value of the type's bits (a filter cannot say "masked, not equal").
+    let unix_other_types = || {
+        (0..=SOCKET_TYPE_MASK)
+            .filter(|kind| !UNIX_TYPES_ALLOWED.contains(&(*kind as i32)))
+            .map(|kind| {
+                let family = SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::AF_UNIX as u64,
+                )?;
+                let kind = SeccompCondition::new(
                     1,
                     SeccompCmpArgLen::Dword,
                     SeccompCmpOp::MaskedEq(SOCKET_TYPE_MASK),
-                    libc::SOCK_DGRAM as u64,
-                )
-                .and_then(|kind| SeccompRule::new(vec![family, kind]))
+                    kind,
+                )?;
+                SeccompRule::new(vec![family, kind])
             })
-            .map_err(failed)?,
-        ],
-    );
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let mut socket_rules = SOCKET_FAMILIES_DENIED
+        .into_iter()
+        .map(|family| {
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    socket_rules.extend(unix_other_types().map_err(failed)?);
+    rules.insert(libc::SYS_socket, socket_rules);
+    rules.insert(libc::SYS_socketpair, unix_other_types().map_err(failed)?);
     let deny = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

@@ -212,6 +212,7 @@ pub(crate) fn resolve(
             walls,
             covers,
             shared_tmp,
+            unix_sockets: profile.unix_sockets.clone(),
         },
         placeholders,
         ids,

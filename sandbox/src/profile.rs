@@ -59,6 +59,13 @@ pub struct Profile {
     /// command's reach by the kernel's own checks.
     #[serde(default)]
     pub run_as: Option<RunAs>,
+    /// Host Unix sockets (pathname, stream or seqpacket) the command may connect to. Every
+    /// other host socket is refused (`EACCES`, and a line on the command's standard error
+    /// coded `unix_socket_denied`); the command's own sockets (bound in its network namespace)
+    /// are always reachable. Datagram Unix sockets are never made. The command's user must
+    /// still be allowed to write the socket (its mode and group).
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 /// An unprivileged host user and group a command runs as (see [`Profile::run_as`]).
@@ -150,6 +157,7 @@ impl Profile {
             readable_roots: Vec::new(),
             run_as: None,
             shared_tmp: None,
+            unix_sockets: Vec::new(),
         }
     }
 

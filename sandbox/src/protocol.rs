@@ -51,6 +51,10 @@ pub(crate) struct Plan {
     /// private tmpfs.
     #[serde(default)]
     pub(crate) shared_tmp: Option<PathBuf>,
+    /// The host's Unix sockets the command may connect to (see
+    /// [`crate::Profile::unix_sockets`]).
+    #[serde(default)]
+    pub(crate) unix_sockets: Vec<PathBuf>,
 }
 
 /// How a background command is wired.

@@ -1097,40 +1097,186 @@ fn kernel_tunables_and_proc_are_read_only() {
     );
 }
 
+/// The probe for the Unix socket tests: each attempt prints what came of it.
+const UNIX_PROBE: &str = r#"
+import os, socket, sys, threading
+host = sys.argv[1]
+def attempt(what, f):
+    try:
+        print(what, f())
+    except OSError as e:
+        print(what, "refused", e.errno)
+def connect(path, kind=socket.SOCK_STREAM):
+    s = socket.socket(socket.AF_UNIX, kind)
+    s.connect(path)
+    s.sendall(b"hello")
+    return "CONNECTED"
+def own(path):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    def serve():
+        c, _ = server.accept()
+        c.sendall(c.recv(5).upper())
+    t = threading.Thread(target=serve); t.start()
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(path)
+    client.sendall(b"hello")
+    got = client.recv(5).decode()
+    t.join()
+    return got
+attempt("host", lambda: connect(host))
+attempt("host seqpacket", lambda: connect(host, socket.SOCK_SEQPACKET))
+attempt("dgram", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+attempt("raw", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_RAW))
+attempt("dgram pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+for made in ("link.sock", "rel.sock"):  # the root is written directly: left by a run before
+    if os.path.lexists(made):
+        os.remove(made)
+os.symlink(host, "link.sock")
+attempt("link", lambda: connect("link.sock"))
+os.chdir(os.path.dirname(host))
+attempt("relative", lambda: connect(os.path.basename(host)))
+attempt("own tmp", lambda: own("/tmp/own.sock"))
+os.chdir(sys.argv[2])
+attempt("own relative", lambda: own("rel.sock"))
+attempt("own abstract", lambda: own("\0aido-own"))
+a, b = socket.socketpair()
+a.send(b"pair")
+print("pair", b.recv(4).decode())
+"#;
+
+/// A host socket the command may write (mode 0777 in a directory it may search), listening,
+/// and what a command made of it.
+fn unix_probe(
+    profile: &aido_sandbox::Profile,
+    fixture: &Fixture,
+    path: &std::path::Path,
+) -> aido_sandbox::Outcome {
+    fixture
+        .sandbox()
+        .run(
+            profile,
+            &aido_sandbox::Request::new(
+                [
+                    "python3",
+                    "-c",
+                    UNIX_PROBE,
+                    path.to_str().unwrap(),
+                    fixture.root.to_str().unwrap(),
+                ],
+                &fixture.root,
+            ),
+        )
+        .unwrap()
+}
+
 #[test]
-fn host_unix_sockets_cannot_be_reached_but_socketpair_works() {
+fn host_unix_sockets_are_refused_unless_named_and_the_commands_own_work() {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
     let fixture = Fixture::new();
     let path = fixture.outside.join("host.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let script = format!(
-        r#"
-import socket
-try:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect("{}")
-    print("CONNECTED")
-except OSError as e:
-    print("refused", e.errno)
-a, b = socket.socketpair()
-a.send(b"pair")
-print(b.recv(4).decode())
-"#,
-        path.display()
-    );
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script.as_str()], &fixture.root),
-        )
-        .unwrap();
+    let outcome = unix_probe(&fixture.profile(), &fixture, &path);
     assert_code(&outcome, 0);
-    assert_eq!(stdout(&outcome), "refused 1\npair\n");
+    let eacces = libc::EACCES;
+    let eperm = libc::EPERM;
+    assert_eq!(
+        stdout(&outcome),
+        format!(
+            "host refused {eacces}\nhost seqpacket refused {eacces}\ndgram refused {eperm}\n\
+             raw refused {eperm}\ndgram pair refused {eperm}\nlink refused {eacces}\n\
+             relative refused {eacces}\nown tmp HELLO\nown relative HELLO\nown abstract HELLO\n\
+             pair pair\n"
+        ),
+        "{}",
+        stderr(&outcome)
+    );
     assert_eq!(
         listener.accept().map(|_| ()).unwrap_err().kind(),
         std::io::ErrorKind::WouldBlock,
         "a connection reached the host socket"
+    );
+    let said = stderr(&outcome);
+    assert!(
+        said.contains(&format!("{} refused", path.display()))
+            && said.contains("[processes] unix_sockets")
+            && said.contains("unix_socket_denied"),
+        "the refusal names the socket and the setting: {said}"
+    );
+
+    // Named by the policy: the same connect reaches it (and nothing else changes).
+    let mut profile = fixture.profile();
+    profile.unix_sockets = vec![path.clone()];
+    let outcome = unix_probe(&profile, &fixture, &path);
+    assert_code(&outcome, 0);
+    let out = stdout(&outcome);
+    for line in [
+        "host CONNECTED",
+        "link CONNECTED",
+        "relative CONNECTED",
+        "dgram refused",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    let mut reached = 0;
+    while let Ok((mut stream, _)) = listener.accept() {
+        let mut said = String::new();
+        stream.set_nonblocking(false).unwrap();
+        stream.read_to_string(&mut said).unwrap();
+        if said == "hello" {
+            reached += 1;
+        }
+    }
+    assert_eq!(
+        reached, 3,
+        "each stream connect reached the named socket once"
+    );
+}
+
+/// The command cannot take its connects away from init: a seccomp filter of its own with a
+/// listener (which would get them first and could let them through) is refused, and so is
+/// `pidfd_getfd` (init's tool); a plain filter of its own is still allowed.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_command_cannot_take_a_listener_of_its_own_or_another_process_descriptors() {
+    let fixture = Fixture::new();
+    let script = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class F(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+class P(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(F))]
+allow = (F * 1)(F(0x06, 0, 0, 0x7FFF0000))
+program = P(1, allow)
+def call(*args):
+    r = libc.syscall(*args)
+    return r if r >= 0 else -ctypes.get_errno()
+print("listener", call(317, 1, 8, ctypes.byref(program)))
+pidfd = call(434, os.getpid(), 0)
+print("pidfd_getfd", call(438, pidfd, 1, 0))
+print("plain filter", call(317, 1, 0, ctypes.byref(program)))
+"#;
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    assert_eq!(
+        stdout(&outcome),
+        format!(
+            "listener -{eperm}\npidfd_getfd -{eperm}\nplain filter 0\n",
+            eperm = libc::EPERM
+        ),
+        "{}",
+        stderr(&outcome)
     );
 }
 

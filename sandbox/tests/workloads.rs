@@ -135,7 +135,8 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
         "set -e; touch same.txt; echo new > edit.txt; rm gone.txt; chmod +x tool.sh; \
          rm -r old; rm -r remade; mkdir remade; echo fresh > remade/f; \
          mkdir -p made/sub; echo n > made/sub/n.txt; ln -s edit.txt link; mkfifo pipe; \
-         chmod 701 opened",
+         chmod 701 opened; \
+         python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"left.sock\")'",
     );
     assert_code(&outcome, 0);
     let held = aido_sandbox::open_layers(&layers).unwrap();
@@ -201,6 +202,8 @@ fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouch
             "removed old dir=true".to_string(),
             "dir mode opened 755 -> 701".to_string(),
             "unsupported pipe: a fifo (command_change_unsupported)".to_string(),
+            // The socket the command bound and left (left.sock) is no change: it listened
+            // only while the command lived.
             "removed remade dir=true".to_string(),
             format!("dir remade mode={}", shown_dir_mode(&shown)),
             format!("file remade/f created=true mode={plain} bytes=6 \"fresh\\n\""),

@@ -1,5 +1,5 @@
 //! The few Linux system calls aido needs that neither rustix nor nix wraps yet, each behind a
-//! safe function. Today that is `mount_setattr(2)` (Linux 5.12), which the sandbox uses to
+//! safe function: seccomp user notifications ([`notify`]), and `mount_setattr(2)` (Linux 5.12), which the sandbox uses to
 //! make an *idmapped* mount: a view of a host directory in which files owned by one user
 //! appear owned by another, so a confined command running as an unprivileged host user can
 //! own the walls it works in while every other root-owned file stays out of its reach.
@@ -11,6 +11,8 @@
 //! aido_sys::idmap_mount(tree.as_fd(), userns.as_fd(), aido_sys::Attrs { recursive: true, read_only: true })?;
 //! # Ok(()) }
 //! ```
+
+pub mod notify;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 

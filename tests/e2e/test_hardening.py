@@ -6,6 +6,7 @@ as root here, so the command runs as the unprivileged sandbox user with its wall
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import socket
 import stat
@@ -88,9 +89,10 @@ async def test_root_only_files_and_keys_are_out_of_reach_by_the_kernels_checks(w
 
 
 async def test_no_host_unix_socket_is_reachable_of_any_type(world, run, host_dir):
-    """A world-writable stream socket and datagram socket on the host: socket(AF_UNIX) is
-    refused, a datagram socketpair is refused (its sendto could address any path), and a
-    stream pair cannot be pointed elsewhere. The host sockets receive nothing."""
+    """A world-writable stream socket and datagram socket on the host, named by no policy: the
+    connect is refused (EACCES, and the command told which socket and which setting), a
+    datagram socket or socketpair is not made (its sendto could address any path), and a
+    stream or seqpacket pair cannot be pointed elsewhere. The host sockets receive nothing."""
     host_dir.chmod(0o755)
     stream_path = host_dir / "stream.sock"
     dgram_path = host_dir / "dgram.sock"
@@ -134,6 +136,11 @@ async def test_no_host_unix_socket_is_reachable_of_any_type(world, run, host_dir
         assert "REACHED" not in ran.out, ran.out
         for what in ("stream", "dgram", "dgram pair", "stream pair", "seqpacket pair"):
             assert f"{what} refused" in ran.out, ran.out
+        assert f"stream refused {errno.EACCES}" in ran.out, ran.out
+        assert f"dgram refused {errno.EPERM}" in ran.out, "a datagram Unix socket is not made"
+        # The refusal teaches: which socket, which setting.
+        assert f"{stream_path} refused" in ran.out and "[processes] unix_sockets" in ran.out, ran.out
+        assert "unix_socket_denied" in ran.out, ran.out
         assert "own pair b'ok'" in ran.out, "pipes between the command's own processes still work"
         with pytest.raises(socket.timeout):
             listener.accept()
@@ -142,6 +149,105 @@ async def test_no_host_unix_socket_is_reachable_of_any_type(world, run, host_dir
     finally:
         listener.close()
         dgram.close()
+
+
+OWN_AND_NAMED = r"""
+import os, socket, sys, threading
+named = sys.argv[1]
+def attempt(what, f):
+    try:
+        print(what, f())
+    except OSError as e:
+        print(what, "refused", e.errno)
+def to_named():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(named)
+    s.sendall(b"hello from the sandbox")
+    return "sent"
+def own(path):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    def serve():
+        c, _ = server.accept()
+        c.sendall(c.recv(5).upper())
+    t = threading.Thread(target=serve); t.start()
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(path)
+    c.sendall(b"hello")
+    got = c.recv(5).decode()
+    t.join()
+    return got
+attempt("named", to_named)
+attempt("own workspace", lambda: own("own.sock"))
+attempt("own tmp", lambda: own("/tmp/own.sock"))
+attempt("session server", lambda: (lambda s: (s.connect("/tmp/server.sock"), s.recv(6).decode())[1])(socket.socket(socket.AF_UNIX)))
+"""
+
+SERVER = r"""
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+s.bind("/tmp/server.sock")
+s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+c.sendall(b"served")
+c.close()
+"""
+
+
+async def test_a_socket_the_policy_names_is_reached_and_the_commands_own_always_are(world, host_dir):
+    """`[processes] unix_sockets` names a host socket (an agent's): the command reaches it
+    through the sandbox's judge, as its unprivileged user. Its own sockets work wherever it
+    binds them (the workspace's layer, its /tmp) and so does a server of its session running in
+    the background; the socket file it left in the workspace is not applied. A session whose
+    policy names nothing is refused the same socket."""
+    host_dir.chmod(0o755)
+    named = host_dir / "agent.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(named))
+    listener.listen(4)
+    listener.settimeout(5)
+    named.chmod(0o777)
+    script = host_dir / "probe.py"
+    script.write_text(OWN_AND_NAMED)
+    script.chmod(0o644)
+    server = host_dir / "server.py"
+    server.write_text(SERVER)
+    server.chmod(0o644)
+    config = f'[processes]\nunix_sockets = ["{named}"]\n'
+    try:
+        async with world.session(config=config) as s:
+            started = await s.ok("run_command", {"argv": ["python3", str(server)], "background": True})
+            for _ in range(50):
+                seen = await s.ok("check_handle", {"handle": started["handle"], "wait_ms": 200})
+                if "listening" in "".join(f.get("text", "") for f in seen["frames"]):
+                    break
+            out = await s.ok("run_command", {"argv": ["python3", str(script), str(named)], "timeout_ms": 30_000})
+            await s.ok("stop_handle", {"handle": started["handle"]})
+        assert out["exit_code"] == 0, out
+        lines = out["stdout"].splitlines()
+        assert lines == [
+            "named sent",
+            "own workspace HELLO",
+            "own tmp HELLO",
+            "session server served",
+        ], out
+        conn, _ = listener.accept()
+        conn.settimeout(5)
+        assert conn.recv(64) == b"hello from the sandbox"
+        conn.close()
+        assert not (world.home / "own.sock").exists(), "a socket file left in the layer is not applied"
+
+        async with world.session() as s:
+            out = await s.ok("run_command", {"argv": ["python3", str(script), str(named)], "timeout_ms": 30_000})
+        assert out["stdout"].splitlines()[0] == f"named refused {errno.EACCES}", out
+        assert "unix_socket_denied" in out["stderr"], out
+        with pytest.raises(socket.timeout):
+            listener.settimeout(0.5)
+            listener.accept()
+    finally:
+        listener.close()
 
 
 # ---- privilege-carrying metadata ------------------------------------------------------------

@@ -46,6 +46,7 @@ pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
         }
     }
     profile.writes = WriteMode::Direct;
+    profile.unix_sockets = policy.unix_sockets().to_vec();
     let processes = &policy.config().processes;
     // A file may be as large as a whole change set may be: the policy's cap, not a fixed one.
     profile.rlimits.file_size_bytes_max = processes.change_bytes_max;
