@@ -1237,6 +1237,56 @@ fn host_unix_sockets_are_refused_unless_named_and_the_commands_own_work() {
     );
 }
 
+/// The neighbours of the Unix socket class: of every socket family and type, a command makes
+/// only Unix stream and seqpacket sockets (whose connects init judges), IPv4 and IPv6 stream
+/// and datagram sockets (its own network namespace, out only through the egress proxy) and
+/// netlink (its own namespace too): no packet, vsock, XDP, Bluetooth or raw sockets.
+#[test]
+fn a_command_makes_sockets_only_of_the_families_its_namespace_holds() {
+    let fixture = Fixture::new();
+    let script = r#"
+import socket
+made = []
+for family in range(1, 46):
+    for kind in (1, 2, 3, 4, 5, 10):
+        try:
+            socket.socket(family, kind).close()
+            made.append(f"{family}/{kind}")
+        except OSError:
+            pass
+print(" ".join(made))
+"#;
+    let outcome = fixture
+        .sandbox()
+        .run(
+            &fixture.profile(),
+            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
+        )
+        .unwrap();
+    assert_code(&outcome, 0);
+    let (unix, inet, inet6, netlink) = (
+        libc::AF_UNIX,
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+    );
+    let (stream, dgram, raw, seqpacket) = (
+        libc::SOCK_STREAM,
+        libc::SOCK_DGRAM,
+        libc::SOCK_RAW,
+        libc::SOCK_SEQPACKET,
+    );
+    assert_eq!(
+        stdout(&outcome).trim(),
+        format!(
+            "{unix}/{stream} {unix}/{seqpacket} {inet}/{stream} {inet}/{dgram} \
+             {inet6}/{stream} {inet6}/{dgram} {netlink}/{dgram} {netlink}/{raw}"
+        ),
+        "{}",
+        stderr(&outcome)
+    );
+}
+
 /// The command cannot take its connects away from init: a seccomp filter of its own with a
 /// listener (which would get them first and could let them through) is refused, and so is
 /// `pidfd_getfd` (init's tool); a plain filter of its own is still allowed.
