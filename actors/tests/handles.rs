@@ -45,6 +45,18 @@ const TESTS: &[(&str, Test)] = &[
         || Box::pin(other_session()),
     ),
     ("bad_calls_get_coded_errors", || Box::pin(coded_errors())),
+    (
+        "a_directory_a_command_made_whole_moves_in_as_staged_and_is_rewound",
+        || Box::pin(whole_directory_moves_in()),
+    ),
+    (
+        "a_directory_a_command_made_whole_never_replaces_what_appeared_at_its_path",
+        || Box::pin(whole_directory_never_replaces()),
+    ),
+    (
+        "a_new_directory_holding_what_is_not_staged_is_applied_entry_by_entry",
+        || Box::pin(whole_directory_with_a_socket()),
+    ),
 ];
 
 fn main() {
@@ -514,5 +526,152 @@ async fn coded_errors() {
         "command_invalid"
     );
     a.assert_played_back();
+    a.runtime.shutdown().await;
+}
+
+/// The paths the filesystem body reached with a write during the test (its check hook: one
+/// call per entry applied on its own, one for a directory moved in whole).
+fn writes_seen() -> (
+    aido_actors::fs::hook::Guard,
+    std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>,
+) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let guard = aido_actors::fs::hook::add(move |op, path| {
+        if op == aido_actors::fs::hook::Op::Write {
+            into.lock().unwrap().push(path.to_owned());
+        }
+    });
+    (guard, seen)
+}
+
+/// Issue 25: a directory a command made, with everything in it, lands with one rename, each
+/// entry as the entry-by-entry apply would leave it (set-id bits stripped, times kept, a link
+/// as written), journaled entry by entry, and a rewind takes it all back.
+async fn whole_directory_moves_in() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let a = aido().await;
+    let (_guard, seen) = writes_seen();
+    let (seq, ran) = Aido::run_in(
+        &a.session,
+        "run_command",
+        json!({"shell": "mkdir -p made/sub/deeper && for i in $(seq 50); do echo $i > made/f$i; done; \
+                         echo deep > made/sub/deeper/d.txt; cp /bin/true made/tool; chmod 4755 made/tool; \
+                         ln -s f1 made/link; touch -d '2001-02-03 04:05:06.123456789' made/sub/old.txt; \
+                         chmod 2750 made/sub"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ran["exit_code"], 0, "{ran}");
+    let made = a.root.join("made");
+    let written: Vec<PathBuf> = seen.lock().unwrap().clone();
+    assert_eq!(
+        written,
+        vec![made.clone()],
+        "one write: the directory, moved in whole"
+    );
+    assert_eq!(std::fs::read_dir(&made).unwrap().count(), 50 + 3);
+    assert_eq!(std::fs::read_to_string(made.join("f7")).unwrap(), "7\n");
+    assert_eq!(
+        std::fs::read_to_string(made.join("sub/deeper/d.txt")).unwrap(),
+        "deep\n"
+    );
+    assert_eq!(
+        std::fs::read_link(made.join("link")).unwrap(),
+        PathBuf::from("f1")
+    );
+    let tool = std::fs::metadata(made.join("tool")).unwrap();
+    assert_eq!(
+        tool.permissions().mode() & 0o7777,
+        0o755,
+        "set-id bits stripped"
+    );
+    let sub = std::fs::metadata(made.join("sub")).unwrap();
+    assert_eq!(
+        sub.permissions().mode() & 0o7777,
+        0o750,
+        "set-id bits stripped"
+    );
+    let old = std::fs::metadata(made.join("sub/old.txt")).unwrap();
+    assert_eq!((old.mtime(), old.mtime_nsec()), (981_173_106, 123_456_789));
+    let owner = std::fs::metadata(&a.root).unwrap();
+    for path in [&made, &made.join("f1"), &made.join("sub/deeper/d.txt")] {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (owner.uid(), owner.gid()),
+            "{path:?}"
+        );
+    }
+    // Journaled entry by entry: the result counts every one.
+    assert_eq!(ran["changes_total"], 50 + 3 + 3 + 1, "{ran}");
+    a.assert_played_back();
+    a.ok("rewind", json!({"before_seq": seq})).await;
+    assert!(!made.exists(), "the rewind takes it all back");
+    a.runtime.shutdown().await;
+}
+
+/// A directory appears at the path of one a command made (a host process, between the
+/// staging and the apply): the whole move refuses to replace it (a plain rename would replace
+/// an empty one), the entry-by-entry apply that follows finds the conflict, and what appeared
+/// is kept as it was.
+async fn whole_directory_never_replaces() {
+    use std::os::unix::fs::PermissionsExt;
+    let a = aido().await;
+    let made = a.root.join("made");
+    let planted = made.clone();
+    let _guard = aido_actors::fs::hook::add(move |op, path| {
+        if op == aido_actors::fs::hook::Op::Write && path == planted && !planted.exists() {
+            std::fs::create_dir(&planted).unwrap();
+            std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+    });
+    let refused = a
+        .err(
+            "run_command",
+            json!({"shell": "mkdir made && echo 1 > made/a && echo 2 > made/b"}),
+        )
+        .await;
+    assert_eq!(refused, "command_changes_rolled_back");
+    let kept = std::fs::metadata(&made).unwrap();
+    assert_eq!(
+        kept.permissions().mode() & 0o7777,
+        0o700,
+        "what appeared is kept"
+    );
+    assert_eq!(
+        std::fs::read_dir(&made).unwrap().count(),
+        0,
+        "and nothing landed in it"
+    );
+    a.runtime.shutdown().await;
+}
+
+/// A new directory whose layer copy holds something that is no change (a socket the command
+/// bound and left) is not moved whole (the socket would ride along): its entries are applied
+/// one by one, and the socket never lands.
+async fn whole_directory_with_a_socket() {
+    let a = aido().await;
+    let (_guard, seen) = writes_seen();
+    let ran = a
+        .ok(
+            "run_command",
+            json!({"shell": "mkdir made && echo 1 > made/a && echo 2 > made/b && \
+                              python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"made/s.sock\")'"}),
+        )
+        .await;
+    assert_eq!(ran["exit_code"], 0, "{ran}");
+    let made = a.root.join("made");
+    let mut names: Vec<String> = std::fs::read_dir(&made)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    let written = seen.lock().unwrap().clone();
+    assert!(
+        written.contains(&made.join("a")) && written.contains(&made.join("b")),
+        "applied entry by entry: {written:?}"
+    );
     a.runtime.shutdown().await;
 }

@@ -13,7 +13,7 @@
 //! | a directory marked `user.overlay.opaque` | the lower one was removed and made again |
 //! | a character device 0:0 (a whiteout) | the lower entry was removed |
 //! | a symlink | created or replaced |
-//! | `user.overlay.redirect` / `metacopy` | a renamed directory / a metadata-only copy: not taken |
+//! | `user.overlay.redirect` | a renamed directory: not taken (metacopy never happens: `userxattr` turns it off) |
 //!
 //! [`collect`] turns that into a sorted list of [`Change`]s on host paths, which the caller
 //! judges and either applies through its own journaled writes or only reports (a dry run).
@@ -24,7 +24,7 @@
 //! the host tree.
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -108,6 +108,9 @@ pub enum Change {
         mode: u32,
         /// Its modification time as the command left it.
         mtime_ns: i64,
+        /// Where it is in the upper layer (with everything it holds, all new).
+        #[serde(skip)]
+        upper: Option<Upper>,
     },
     /// An existing directory's permission bits changed (what it holds is listed on its own).
     DirMode {
@@ -367,6 +370,10 @@ impl Collect {
                             path: host.to_owned(),
                             mode,
                             mtime_ns: mtime_ns(&stat),
+                            upper: Some(Upper {
+                                dir: upper.clone(),
+                                name: name.to_owned(),
+                            }),
                         });
                         self.directory(fd, shown, host, true, depth + 1)
                     }
@@ -377,14 +384,10 @@ impl Collect {
                     dir: upper.clone(),
                     name: name.to_owned(),
                 };
-                if metacopy(upper, name) {
-                    self.unsupported(
-                        host,
-                        "a metadata-only copy (overlay metacopy)",
-                        "command_change_unsupported",
-                    );
-                    return Ok(());
-                }
+                // No metadata-only copy to fear: the sandbox mounts its overlay with
+                // `userxattr`, which turns metacopy off (the kernel refuses the two together and
+                // ignores a `user.overlay.metacopy` a command sets on its own file), so an upper
+                // file always holds its own data.
                 if let Some(old) = before.as_ref().filter(|old| old.is_file())
                     && old.permissions().mode() & 0o7777 == mode
                     && old.len() == stat.st_size as u64
@@ -503,23 +506,6 @@ fn xattr_is(fd: &impl AsFd, name: &str, value: &[u8]) -> bool {
             rustix::fs::fgetxattr(fd, format!("{space}{name}").as_str(), &mut buf[..]),
             Ok(n) if &buf[..n] == value
         )
-    })
-}
-
-/// A metadata-only copy (podman's layers may have them; aido's own `userxattr` mounts never
-/// do): the attribute on the file, read through its directory's handle.
-fn metacopy(dir: &Arc<OwnedFd>, name: &OsStr) -> bool {
-    let path = Path::new("/proc/self/fd")
-        .join(dir.as_raw_fd().to_string())
-        .join(name);
-    let mut buf = [0u8; 64];
-    ["user.", "trusted."].iter().any(|space| {
-        rustix::fs::lgetxattr(
-            &path,
-            format!("{space}overlay.metacopy").as_str(),
-            &mut buf[..],
-        )
-        .is_ok()
     })
 }
 

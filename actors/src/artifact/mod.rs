@@ -352,6 +352,7 @@ async fn save(call: &Call<'_>, a: &ArtifactSave) -> Result<Value, Failure> {
         path: to.clone(),
         mode: 0o755,
         mtime_ns: None,
+        layer: None,
     }];
     let mut dirs = std::collections::BTreeSet::new();
     for entry in &manifest.files {
@@ -367,6 +368,7 @@ async fn save(call: &Call<'_>, a: &ArtifactSave) -> Result<Value, Failure> {
                     path: to.join(p),
                     mode: 0o755,
                     mtime_ns: None,
+                    layer: None,
                 });
             }
         }

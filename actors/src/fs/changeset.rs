@@ -83,6 +83,9 @@ pub enum CommandChange {
         mode: u32,
         /// Its modification time as the command left it, when it made it.
         mtime_ns: Option<i64>,
+        /// A directory the command made: where it is in the layer (`dir`, `name`), to move in
+        /// whole when everything it holds is new.
+        layer: Option<Contents>,
     },
     /// A file or link was removed.
     Removed {
@@ -121,6 +124,10 @@ struct Plan {
     source: Option<(Arc<OwnedFd>, OsString, u64)>,
     /// The set-id bits stripped from its mode.
     stripped: u32,
+    /// The path as the walls admitted it at staging, used again by the live apply (which
+    /// opens its parent from the wall's handle, refusing links, and confirms the change
+    /// landed there): one judgement per path, not two.
+    target: Option<Target>,
 }
 
 /// A change set whose every content is in the blob store (durable), ready to apply.
@@ -391,10 +398,16 @@ pub(crate) fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<St
                     Plan {
                         source,
                         stripped: mode & 0o7000,
+                        target: None,
                     },
                 )
             }
-            CommandChange::Dir { mode, mtime_ns, .. } => {
+            CommandChange::Dir {
+                mode,
+                mtime_ns,
+                layer,
+                ..
+            } => {
                 let mtime_ns = match &before {
                     // An existing directory keeps its time: only its bits change.
                     Node::Dir { .. } => None,
@@ -406,8 +419,9 @@ pub(crate) fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<St
                         mtime_ns,
                     },
                     Plan {
-                        source: None,
+                        source: layer_dir(layer.as_ref()),
                         stripped: mode & 0o6000,
+                        target: None,
                     },
                 )
             }
@@ -416,6 +430,7 @@ pub(crate) fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<St
                 Plan {
                     source: None,
                     stripped: 0,
+                    target: None,
                 },
             ),
             CommandChange::Removed { .. } | CommandChange::RemovedDir { .. } => (
@@ -423,6 +438,7 @@ pub(crate) fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<St
                 Plan {
                     source: None,
                     stripped: 0,
+                    target: None,
                 },
             ),
         };
@@ -439,7 +455,10 @@ pub(crate) fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<St
             before,
             after,
         });
-        plans.push(plan);
+        plans.push(Plan {
+            target: Some(target),
+            ..plan
+        });
     }
     let mut parts = Vec::new();
     for chunk in entries.chunks(PART_ENTRIES_MAX) {
@@ -623,6 +642,291 @@ fn new_file(
     Ok((node, source))
 }
 
+/// A directory the command made, in its layer: its upper directory, name and inode.
+fn layer_dir(layer: Option<&Contents>) -> Option<(Arc<OwnedFd>, OsString, u64)> {
+    let Some(Contents::Layer { dir, name }) = layer else {
+        return None;
+    };
+    let stat = rustix::fs::statat(dir.as_fd(), name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    (FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
+        .then(|| (dir.clone(), name.clone(), stat.st_ino))
+}
+
+/// How many entries from `index` on make one directory the command made whole: the
+/// directory (nothing at its path before, its layer copy known) and every entry below it,
+/// each new and each movable from the layer (a file with one name, its time as staged; a
+/// directory; a link). `None` when that is not so, or it holds nothing.
+fn whole_dir(staged: &Staged, index: usize) -> Option<usize> {
+    let (top, plan) = (&staged.entries[index], &staged.plans[index]);
+    if !matches!(top.after, Node::Dir { .. }) || !top.before.is_absent() || plan.source.is_none() {
+        return None;
+    }
+    let under = Path::new(&top.path);
+    let mut count = 1;
+    for (entry, plan) in staged.entries[index + 1..]
+        .iter()
+        .zip(&staged.plans[index + 1..])
+    {
+        if !Path::new(&entry.path).starts_with(under) {
+            break;
+        }
+        let movable = match entry.after {
+            Node::File { .. } | Node::Dir { .. } => plan.source.is_some(),
+            Node::Link { .. } => true,
+            Node::Absent => false,
+        };
+        if !entry.before.is_absent() || !movable {
+            return None;
+        }
+        count += 1;
+    }
+    (count > 1).then_some(count)
+}
+
+/// Move a directory the command made whole ([`whole_dir`]: `count` entries from `index`) in
+/// with one rename: first, in the layer, every entry below it gets what the entry-by-entry
+/// apply would give it (attributes stripped, the owner, the bits, set-id stripped) and the
+/// layer is checked to hold exactly the staged entries (no other name, each of its staged
+/// kind and inode), then the directory is renamed to its path, which must be empty
+/// (`RENAME_NOREPLACE`), and confirmed where the check said. `Ok(None)`: it cannot be moved
+/// so (the layer on another file system, something at the path): apply entry by entry.
+fn move_dir_in(
+    cx: &Cx,
+    parents: &mut Parents,
+    staged: &Staged,
+    index: usize,
+    count: usize,
+) -> Result<Option<PathBuf>, FsError> {
+    let (top, plan) = (&staged.entries[index], &staged.plans[index]);
+    let shown = top.path.as_str();
+    let Some((layer, from, ino)) = plan.source.as_ref() else {
+        return Ok(None);
+    };
+    if let Some(faults) = cx.faults {
+        faults.apply_step();
+    }
+    let target = match &plan.target {
+        Some(target) if target.kind == AccessKind::Write => target.clone(),
+        _ => cx.walls.check(shown, AccessKind::Write, cx.session)?,
+    };
+    super::walls::hook::call(super::walls::hook::Op::Write, &target.resolved);
+    let Some(dir) = parents.get(cx.walls, &target)? else {
+        return Ok(None);
+    };
+    let name = name_of(&target)?;
+    let Ok(moved) = rustix::fs::openat(
+        layer.as_fd(),
+        from.as_os_str(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return Ok(None);
+    };
+    let stat = rustix::fs::fstat(&moved).map_err(|e| io("stat", shown, e))?;
+    let here = rustix::fs::fstat(&*dir).map_err(|e| io("stat the parent of", shown, e))?;
+    if stat.st_ino != *ino || stat.st_dev != here.st_dev {
+        return Ok(None);
+    }
+    let root = rustix::process::geteuid().is_root();
+    let owner = (here.st_uid, here.st_gid);
+    let entries = &staged.entries[index..index + count];
+    let plans = &staged.plans[index..index + count];
+    // Each staged directory's layer handle, by path, and how many entries it must hold.
+    let mut dirs: HashMap<&str, (OwnedFd, usize)> = HashMap::new();
+    dirs.insert(shown, (moved, 0));
+    for (entry, plan) in entries.iter().zip(plans).skip(1) {
+        let path = Path::new(&entry.path);
+        let (Some(parent), Some(leaf)) = (path.parent().and_then(Path::to_str), path.file_name())
+        else {
+            return Ok(None);
+        };
+        let Some((parent_fd, held)) = dirs.get_mut(parent) else {
+            return Ok(None);
+        };
+        *held += 1;
+        let parent_fd = parent_fd.as_fd();
+        let ready = match (&entry.after, plan.source.as_ref()) {
+            (Node::File { mode, .. }, Some((_, _, ino))) => {
+                let file = rustix::fs::openat(
+                    parent_fd,
+                    leaf,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                    Mode::empty(),
+                )
+                .map_err(|e| io("open the layer's copy of", &entry.path, e))?;
+                let stat = rustix::fs::fstat(&file).map_err(|e| io("stat", &entry.path, e))?;
+                if stat.st_ino != *ino
+                    || stat.st_nlink != 1
+                    || FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+                {
+                    return Ok(None);
+                }
+                prepare(&file, owner, root, mode & 0o777, &entry.path)?;
+                None
+            }
+            (Node::Dir { mode, .. }, Some((_, _, ino))) => {
+                let sub = rustix::fs::openat(
+                    parent_fd,
+                    leaf,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| io("open the layer's copy of", &entry.path, e))?;
+                let stat = rustix::fs::fstat(&sub).map_err(|e| io("stat", &entry.path, e))?;
+                if stat.st_ino != *ino {
+                    return Ok(None);
+                }
+                prepare(&sub, owner, root, *mode, &entry.path)?;
+                Some(sub)
+            }
+            (Node::Link { target }, _) => {
+                let written = rustix::fs::readlinkat(parent_fd, leaf, Vec::new())
+                    .map_err(|e| io("readlink", &entry.path, e))?;
+                if written.as_bytes() != target.as_bytes() {
+                    return Ok(None);
+                }
+                if root {
+                    rustix::fs::chownat(
+                        parent_fd,
+                        leaf,
+                        Some(uid(owner.0)),
+                        Some(gid(owner.1)),
+                        AtFlags::SYMLINK_NOFOLLOW,
+                    )
+                    .map_err(|e| io("chown", &entry.path, e))?;
+                }
+                None
+            }
+            _ => return Ok(None),
+        };
+        if let Some(sub) = ready {
+            dirs.insert(entry.path.as_str(), (sub, 0));
+        }
+    }
+    // The layer holds exactly the staged entries: nothing else may ride along.
+    for (fd, held) in dirs.values() {
+        let names = names_in(fd).map_err(|e| io("read the layer's copy of", shown, e))?;
+        if names != *held {
+            return Ok(None);
+        }
+    }
+    let Some((moved, _)) = dirs.remove(shown) else {
+        return Ok(None);
+    };
+    let Node::Dir { mode, .. } = &top.after else {
+        return Ok(None);
+    };
+    prepare(&moved, owner, root, *mode, shown)?;
+    match rustix::fs::renameat_with(
+        layer.as_fd(),
+        from.as_os_str(),
+        &*dir,
+        name,
+        rustix::fs::RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::EXIST | rustix::io::Errno::XDEV | rustix::io::Errno::INVAL) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(io("rename", shown, e)),
+    }
+    // What landed must be the directory that was staged, where the check said.
+    let landed = rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| io("stat", shown, e))?;
+    let confirmed = if landed.st_ino != *ino || landed.st_dev != stat.st_dev {
+        Err(FsError::ChangedDuringCheck {
+            path: shown.to_owned(),
+            now: "another directory than the one staged".into(),
+        })
+    } else {
+        parents.confirm(&dir, &target)
+    };
+    if let Err(e) = confirmed {
+        // Taken out again through the handle it landed under.
+        remove_tree(&dir, name);
+        return Err(e);
+    }
+    Ok(Some(target.root))
+}
+
+/// What the entry-by-entry apply gives a file or directory it makes: no extended attribute,
+/// the owner (aido as root), the bits.
+fn prepare(
+    fd: &OwnedFd,
+    owner: (u32, u32),
+    root: bool,
+    mode: u32,
+    shown: &str,
+) -> Result<(), FsError> {
+    strip_xattrs(fd, shown)?;
+    if root {
+        rustix::fs::fchown(fd, Some(uid(owner.0)), Some(gid(owner.1)))
+            .map_err(|e| io("chown", shown, e))?;
+    }
+    rustix::fs::fchmod(fd, Mode::from_raw_mode(mode)).map_err(|e| io("chmod", shown, e))
+}
+
+/// How many entries a directory holds (besides `.` and `..`).
+fn names_in(fd: &OwnedFd) -> rustix::io::Result<usize> {
+    let read = rustix::fs::openat(
+        fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut dir = rustix::fs::Dir::read_from(&read)?;
+    let mut names = 0;
+    while let Some(entry) = dir.read() {
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names += 1;
+        }
+    }
+    Ok(names)
+}
+
+/// Remove `name` under `dir` and everything below it, through handles, following no link.
+/// Best effort (a failed apply's clean-up).
+fn remove_tree(dir: &Dir, name: &OsStr) {
+    fn empty(fd: &OwnedFd) {
+        let Ok(mut listing) = rustix::fs::Dir::read_from(fd) else {
+            return;
+        };
+        let mut names = Vec::new();
+        while let Some(Ok(entry)) = listing.read() {
+            let name = entry.file_name().to_bytes().to_vec();
+            if name != b"." && name != b".." {
+                names.push((name, entry.file_type() == FileType::Directory));
+            }
+        }
+        for (name, is_dir) in names {
+            let name = &*<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&name);
+            if is_dir {
+                if let Ok(sub) = rustix::fs::openat(
+                    fd,
+                    name,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ) {
+                    empty(&sub);
+                }
+                let _ = rustix::fs::unlinkat(fd, name, AtFlags::REMOVEDIR);
+            } else {
+                let _ = rustix::fs::unlinkat(fd, name, AtFlags::empty());
+            }
+        }
+    }
+    if let Ok(top) = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        empty(&top);
+    }
+    let _ = rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR);
+}
+
 /// The result of an apply: what the agent is shown.
 pub struct Applied {
     /// The first [`SHOWN_ENTRIES_MAX`] entries as changes, the counts of all.
@@ -635,13 +939,35 @@ pub(crate) fn apply(cx: &Cx, staged: &Staged) -> Result<Applied, FsError> {
     let mut parents = Parents::new();
     let mut done = 0usize;
     let mut roots = Vec::new();
-    for (entry, plan) in staged.entries.iter().zip(&staged.plans) {
+    while done < staged.entries.len() {
+        let (entry, plan) = (&staged.entries[done], &staged.plans[done]);
+        // A directory the command made whole moves in with one rename.
+        if let Some(count) = whole_dir(staged, done) {
+            match move_dir_in(cx, &mut parents, staged, done, count) {
+                Ok(Some(root)) => {
+                    if !roots.contains(&root) {
+                        roots.push(root);
+                    }
+                    done += count;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    put_back(cx, &staged.entries[..done]);
+                    return Err(FsError::CommandChangesRolledBack {
+                        path: entry.path.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
         match set(
             cx,
             &mut parents,
             entry,
             Direction::Live,
             plan.source.as_ref(),
+            plan.target.as_ref(),
         ) {
             Ok(root) => {
                 if !roots.contains(&root) {
@@ -675,7 +1001,7 @@ fn put_back(cx: &Cx, entries: &[Entry]) {
             before: entry.after.clone(),
             after: entry.before.clone(),
         };
-        if let Err(e) = set(cx, &mut parents, &back, Direction::Force, None) {
+        if let Err(e) = set(cx, &mut parents, &back, Direction::Force, None, None) {
             tracing::error!(path = %entry.path, error = %e, "cannot put back a change after a failed apply");
         }
     }
@@ -700,12 +1026,16 @@ fn set(
     entry: &Entry,
     direction: Direction,
     source: Option<&(Arc<OwnedFd>, OsString, u64)>,
+    checked: Option<&Target>,
 ) -> Result<PathBuf, FsError> {
     let shown = entry.path.as_str();
     if let Some(faults) = cx.faults {
         faults.apply_step();
     }
-    let target = cx.walls.check(shown, kind_of(&entry.after), cx.session)?;
+    let target = match checked {
+        Some(target) if target.kind == kind_of(&entry.after) => target.clone(),
+        _ => cx.walls.check(shown, kind_of(&entry.after), cx.session)?,
+    };
     super::walls::hook::call(super::walls::hook::Op::Write, &target.resolved);
     let Some(dir) = parents.get(cx.walls, &target)? else {
         if entry.after.is_absent() {
@@ -1209,7 +1539,7 @@ pub(crate) fn run_parts(
             } else {
                 Direction::Force
             };
-            match set(cx, &mut parents, &entry, direction, None) {
+            match set(cx, &mut parents, &entry, direction, None, None) {
                 Ok(root) => {
                     if !roots.contains(&root) {
                         roots.push(root);

@@ -897,12 +897,17 @@ fn admit(
                 path,
                 mode,
                 mtime_ns,
+                upper,
             } => match walls(&path, AccessKind::Write) {
                 Err(code) => refuse(&path, "changed", code),
                 Ok(()) => admitted.push(CommandChange::Dir {
                     path,
                     mode,
                     mtime_ns: Some(mtime_ns),
+                    layer: upper.map(|upper| Contents::Layer {
+                        dir: upper.dir,
+                        name: upper.name,
+                    }),
                 }),
             },
             // A directory whose bits changed: the filesystem body keeps its time.
@@ -912,6 +917,7 @@ fn admit(
                     path,
                     mode,
                     mtime_ns: None,
+                    layer: None,
                 }),
             },
             Change::Removed { path, dir } => match walls(&path, AccessKind::Delete) {
