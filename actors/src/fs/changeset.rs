@@ -900,7 +900,7 @@ fn remove_tree(dir: &Dir, name: &OsStr) {
             }
         }
         for (name, is_dir) in names {
-            let name = &*<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&name);
+            let name = <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&name);
             if is_dir {
                 if let Ok(sub) = rustix::fs::openat(
                     fd,
