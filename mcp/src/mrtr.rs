@@ -195,18 +195,32 @@ impl Pending {
                 }
                 .to_mcp()
             })?;
-        let waiting = self
-            .locked()
-            .remove(&round)
-            .ok_or_else(|| RoundError::StateUnknown.to_mcp())?;
-        let Some(answer) = responses
+        let answer = responses
             .and_then(|r| r.get(QUESTION_KEY))
-            .and_then(elicited)
-        else {
-            // Asked again, under the state the client already holds.
-            let required = input_required(&waiting.question, state.to_owned());
-            self.locked().insert(round, waiting);
-            return Ok(Outcome::Asked(required));
+            .and_then(elicited);
+        // One look at the rounds: a retry without an answer leaves the round where it is (a
+        // retry with the answer at the same moment must still find it), one with the answer
+        // takes it, once.
+        let (waiting, answer) = {
+            let mut rounds = self.locked();
+            match answer {
+                None => {
+                    let waiting = rounds
+                        .get(&round)
+                        .ok_or_else(|| RoundError::StateUnknown.to_mcp())?;
+                    // Asked again, under the state the client already holds.
+                    return Ok(Outcome::Asked(input_required(
+                        &waiting.question,
+                        state.to_owned(),
+                    )));
+                }
+                Some(answer) => (
+                    rounds
+                        .remove(&round)
+                        .ok_or_else(|| RoundError::StateUnknown.to_mcp())?,
+                    answer,
+                ),
+            }
         };
         // The asker may have given up (its question timed out): the action then goes on
         // without this answer, and its result is what the client gets.
