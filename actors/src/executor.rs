@@ -354,11 +354,14 @@ impl Executor<'_> {
         // The command's changes, every one admitted: staged whole into the journal, then made
         // by the filesystem body (before-images kept), all or nothing.
         let changes = std::mem::take(&mut pending.changes);
+        let ctx = self
+            .ctx
+            .with_admitted(std::mem::take(&mut pending.admitted));
         let applied = crate::change_sets::apply(
             &self.shared,
             self.session,
             self.proposal,
-            self.ctx,
+            &ctx,
             changes,
             pending.file_bytes_max,
         )

@@ -67,12 +67,29 @@ impl SessionContext {
         if admitted.cwd != self.cwd {
             return None;
         }
-        admitted
-            .checks
-            .iter()
-            .find(|check| check.kind == kind && check.given == given)
+        // A command's change set admits thousands of paths at once: those are found by an
+        // index, made on the first look; a leaf's few by a scan.
+        if admitted.checks.len() <= ADMISSIONS_SCANNED_MAX {
+            return admitted
+                .checks
+                .iter()
+                .find(|check| check.kind == kind && check.given == given);
+        }
+        let index = admitted.index.get_or_init(|| {
+            let mut index = std::collections::HashMap::with_capacity(admitted.checks.len());
+            for (at, check) in admitted.checks.iter().enumerate() {
+                index.entry((check.given.clone(), check.kind)).or_insert(at);
+            }
+            index
+        });
+        index
+            .get(&(given.to_owned(), kind))
+            .and_then(|&at| admitted.checks.get(at))
     }
 }
+
+/// Most admissions looked up by a scan rather than an index.
+const ADMISSIONS_SCANNED_MAX: usize = 32;
 
 /// The paths one evaluation admitted (every path of every leaf, resolved): resolved once by
 /// the chain and used again by the body, which opens each under its root's handle and judges
@@ -83,6 +100,19 @@ pub struct Admissions {
     pub cwd: PathBuf,
     /// The admitted paths, in the order the chain judged them.
     pub checks: Vec<PathCheck>,
+    /// `checks` by path and kind (the first of each), made on the first look at many.
+    pub index: std::sync::OnceLock<std::collections::HashMap<(String, AccessKind), usize>>,
+}
+
+impl Admissions {
+    /// What was admitted from `cwd`.
+    pub fn new(cwd: PathBuf, checks: Vec<PathCheck>) -> Self {
+        Self {
+            cwd,
+            checks,
+            index: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// A path that passed the walls and the deny globs.
@@ -436,13 +466,13 @@ impl PolicyEngine {
     ) -> (Verdict, Admissions) {
         let mut checks = Some(Vec::new());
         let verdict = self.judge(action, ctx, resolver, "", &mut checks);
-        let admissions = Admissions {
-            cwd: ctx.cwd.clone(),
-            checks: match verdict {
+        let admissions = Admissions::new(
+            ctx.cwd.clone(),
+            match verdict {
                 Verdict::Deny { .. } => Vec::new(),
                 _ => checks.unwrap_or_default(),
             },
-        };
+        );
         (verdict, admissions)
     }
 
@@ -971,6 +1001,47 @@ pub fn expand_tilde<'a>(path: &'a str, home: &Path) -> Option<Cow<'a, Path>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A change set's thousands of admissions are found by path and kind (the index), as a
+    /// leaf's few are (the scan): the same answers, the first of a path's checks, nothing for
+    /// another kind or another working directory.
+    #[test]
+    fn admissions_are_found_by_path_and_kind_however_many() {
+        let check = |given: &str, kind, root: &str| PathCheck {
+            given: given.to_owned(),
+            lexical: PathBuf::from(given),
+            resolved: PathBuf::from(given),
+            root: PathBuf::from(root),
+            kind,
+        };
+        for many in [3usize, 5_000] {
+            let mut checks: Vec<PathCheck> = (0..many)
+                .map(|i| check(&format!("/w/f{i}"), AccessKind::Write, "/w"))
+                .collect();
+            checks.push(check("/w/f1", AccessKind::Write, "/second"));
+            checks.push(check("/w/gone", AccessKind::Delete, "/w"));
+            let ctx = SessionContext::new(PathBuf::from("/w"))
+                .with_admitted(Admissions::new(PathBuf::from("/w"), checks));
+            let found = ctx.admitted("/w/f1", AccessKind::Write).unwrap();
+            assert_eq!(
+                found.root,
+                PathBuf::from("/w"),
+                "the first of a path's checks"
+            );
+            assert!(
+                ctx.admitted(&format!("/w/f{}", many - 1), AccessKind::Write)
+                    .is_some()
+            );
+            assert!(ctx.admitted("/w/f1", AccessKind::Delete).is_none());
+            assert!(ctx.admitted("/w/gone", AccessKind::Delete).is_some());
+            assert!(ctx.admitted("/w/nope", AccessKind::Write).is_none());
+            let elsewhere = SessionContext {
+                cwd: PathBuf::from("/other"),
+                ..ctx.clone()
+            };
+            assert!(elsewhere.admitted("/w/f1", AccessKind::Write).is_none());
+        }
+    }
     use crate::config::{Layered, Source};
     use crate::resolve::FsResolver;
     use serde_json::json;

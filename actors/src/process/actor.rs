@@ -86,6 +86,9 @@ pub struct Ran {
 pub struct Pending {
     /// The changes, in the layer's order.
     pub changes: Vec<CommandChange>,
+    /// Each of their paths as the policy admitted it, so the filesystem body judges none
+    /// again.
+    pub admitted: aido_policy::Admissions,
     /// Most bytes one file of them may hold (the policy's `change_bytes_max`).
     pub file_bytes_max: u64,
     _layers: Layers,
@@ -394,13 +397,14 @@ async fn run_command(
     };
     let changes = match (changes, layers) {
         (Ok(changes), Some(layers)) => {
-            let pending = admit(args, session, changes, &record)?;
+            let (pending, admitted) = admit(args, session, changes, &record)?;
             record["file_changes_journaled"] = json!(true);
             return Ok(recorded(
                 Executed::new(command_ran(&record)),
                 record,
                 Some(Pending {
                     changes: pending,
+                    admitted,
                     file_bytes_max: caps.bytes_max,
                     _layers: layers,
                 }),
@@ -487,9 +491,10 @@ pub(super) fn take_over(
     let caps = change_caps(&args.policy);
     let changes = aido_sandbox::collect_changes(&*layers.fd, roots, caps)
         .map_err(|error| refused_whole(error, record))?;
-    let changes = admit(args, session, changes, record)?;
+    let (changes, admitted) = admit(args, session, changes, record)?;
     Ok(Pending {
         changes,
+        admitted,
         file_bytes_max: caps.bytes_max,
         _layers: layers,
     })
@@ -766,12 +771,13 @@ async fn stop_handle(
             .await
             .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
             .map_err(|error| refused_whole(error, &record))?;
-    let pending = admit(args, session, changes, &record)?;
+    let (pending, admitted) = admit(args, session, changes, &record)?;
     record["file_changes_journaled"] = json!(true);
     Ok(stopped(
         record,
         Some(Pending {
             changes: pending,
+            admitted,
             file_bytes_max: caps.bytes_max,
             _layers: layers,
         }),
@@ -851,11 +857,14 @@ fn admit(
     session: &SessionContext,
     changes: Vec<Change>,
     record: &Value,
-) -> Result<Vec<CommandChange>, Failure> {
+) -> Result<(Vec<CommandChange>, aido_policy::Admissions), Failure> {
+    // Each path admitted here is handed on, so the filesystem body's staging does not judge
+    // it again.
+    let checks = std::cell::RefCell::new(Vec::new());
     let walls = |path: &std::path::Path, kind| {
         args.policy
             .check_path(&path.display().to_string(), kind, session, &FsResolver)
-            .map(|_| ())
+            .map(|check| checks.borrow_mut().push(check))
             .map_err(|refusal| refusal.code().code())
     };
     let unsupported = |path: &std::path::Path, what: &str| {
@@ -972,7 +981,8 @@ fn admit(
         }
     }
     if refused.is_empty() {
-        return Ok(admitted);
+        let admissions = aido_policy::Admissions::new(session.cwd.clone(), checks.into_inner());
+        return Ok((admitted, admissions));
     }
     let paths: Vec<String> = refused
         .iter()
