@@ -152,7 +152,7 @@ fn crashed(shared: &Shared, body: &'static str) -> Failure {
         .last_crash
         .lock()
         .ok()
-        .and_then(|l| l.clone())
+        .and_then(|last| last.get(body).cloned())
         .unwrap_or_else(|| "it stopped".into());
     RuntimeError::BodyCrashed { body, why }.into()
 }

@@ -12,6 +12,8 @@ pub struct Faults {
     panic_next: AtomicBool,
     /// The filesystem body panics inside its next piece of blocking work.
     panic_in_work_next: AtomicBool,
+    /// The process body's next call panics in its task.
+    panic_in_process_next: AtomicBool,
     /// Every filesystem call waits this long before the body takes it (a slow or busy body).
     delay_before_start_ms: AtomicU64,
     /// Every filesystem call the body took waits this long before it finishes.
@@ -88,6 +90,11 @@ impl Faults {
         self.panic_in_work_next.store(true, Ordering::SeqCst);
     }
 
+    /// Make the process body's next call panic in its task (the body itself goes on).
+    pub fn panic_in_process_next(&self) {
+        self.panic_in_process_next.store(true, Ordering::SeqCst);
+    }
+
     /// Delay every filesystem call before the body takes it.
     pub fn delay_before_start(&self, delay: Duration) {
         self.delay_before_start_ms
@@ -118,6 +125,7 @@ impl Faults {
         self.seed.store(0, Ordering::SeqCst);
         self.panic_next.store(false, Ordering::SeqCst);
         self.panic_in_work_next.store(false, Ordering::SeqCst);
+        self.panic_in_process_next.store(false, Ordering::SeqCst);
         self.delay_before_start(Duration::ZERO);
         self.delay_after_start(Duration::ZERO);
         self.delay_after_work_ms.store(0, Ordering::SeqCst);
@@ -142,6 +150,10 @@ impl Faults {
 
     pub(crate) fn take_panic_in_work(&self) -> bool {
         self.panic_in_work_next.swap(false, Ordering::SeqCst)
+    }
+
+    pub(crate) fn take_panic_in_process(&self) -> bool {
+        self.panic_in_process_next.swap(false, Ordering::SeqCst)
     }
 
     pub(crate) fn before_start(&self) -> Option<Duration> {

@@ -125,6 +125,7 @@ impl Runtime {
                 options.env.aido_home.join(HANDLES_DIR),
             )),
             tmps: Arc::clone(&tmps),
+            faults: faults.clone(),
         };
         #[cfg(feature = "prim-search")]
         let search_args = SearchBodyArgs {
@@ -164,7 +165,7 @@ impl Runtime {
             },
             runtime_session,
             runtime_session_started: tokio::sync::Mutex::new(false),
-            last_crash: Mutex::new(None),
+            last_crash: Mutex::new(std::collections::HashMap::new()),
             faults,
             questions: options.env.aido_home.join(QUESTIONS_FILE),
             grants: crate::grants::Grants::new(
@@ -482,7 +483,7 @@ impl RuntimeState {
         let name = body.name();
         tracing::error!(%reason, body = name, "a body crashed");
         if let Ok(mut last) = self.shared.last_crash.lock() {
-            *last = Some(reason.clone());
+            last.insert(name, reason.clone());
         }
         match body.restart(supervisor).await {
             Restarted::Again => {

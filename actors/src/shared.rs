@@ -38,8 +38,8 @@ pub(crate) struct Shared {
     pub(crate) runtime_session: SessionId,
     /// Whether the runtime's session has its start record yet.
     pub(crate) runtime_session_started: tokio::sync::Mutex<bool>,
-    /// The last body crash, for the error the in-flight call gets.
-    pub(crate) last_crash: Mutex<Option<String>>,
+    /// Each body's last crash, for the error its in-flight calls get.
+    pub(crate) last_crash: Mutex<std::collections::HashMap<&'static str, String>>,
     /// Fault injection.
     pub(crate) faults: Arc<Faults>,
     /// The question store's file (AIDO_HOME/questions.sqlite).

@@ -57,6 +57,10 @@ const TESTS: &[(&str, Test)] = &[
         "a_new_directory_holding_what_is_not_staged_is_applied_entry_by_entry",
         || Box::pin(whole_directory_with_a_socket()),
     ),
+    (
+        "a_process_call_that_panics_fails_with_its_own_panic_and_the_body_goes_on",
+        || Box::pin(process_panic_is_its_own()),
+    ),
 ];
 
 fn main() {
@@ -673,5 +677,34 @@ async fn whole_directory_with_a_socket() {
         written.contains(&made.join("a")) && written.contains(&made.join("b")),
         "applied entry by entry: {written:?}"
     );
+    a.runtime.shutdown().await;
+}
+
+/// Issue 29 (point 2's drift): a process call whose task panics fails as `body_crashed` with
+/// its own panic — not with the last crash of another body (the filesystem's, here, just
+/// before) — and the process body answers the next call.
+async fn process_panic_is_its_own() {
+    let a = aido().await;
+    a.runtime.faults().panic_next();
+    let crashed = Aido::run_in(&a.session, "read_file", json!({"path": "nothing.txt"})).await;
+    assert_eq!(crashed.err().as_deref(), Some("body_crashed"));
+    a.runtime.faults().panic_in_process_next();
+    let action = Action::from_tool_call("run_command", json!({"argv": ["true"]})).unwrap();
+    let failure = match a.session.run(action, Hooks::default()).await {
+        Ok(ran) => panic!("the call succeeded: {}", ran.outcome.output),
+        Err(e) => e.failure,
+    };
+    assert_eq!(failure.code, "body_crashed", "{failure:?}");
+    assert!(
+        failure
+            .message
+            .contains("injected fault: a process call panics")
+            && !failure.message.contains("filesystem body panics"),
+        "{failure:?}"
+    );
+    let after = a
+        .ok("run_command", json!({"argv": ["echo", "after"]}))
+        .await;
+    assert_eq!(after["stdout"], "after\n", "{after}");
     a.runtime.shutdown().await;
 }

@@ -41,6 +41,8 @@ pub struct ProcessBodyArgs {
     pub handles: Arc<HandleTable>,
     /// Each session's shared `/tmp`.
     pub tmps: Arc<super::SessionTmps>,
+    /// Fault injection (tests).
+    pub faults: Arc<crate::faults::Faults>,
 }
 
 /// Which call of which session a process primitive is: a background command's registry
@@ -157,61 +159,76 @@ impl Actor for ProcessBody {
                 }
                 let args = state.clone();
                 tokio::spawn(async move {
-                    let answer = match *action {
-                        ProcessAction::RunCommand(run) if run.background => {
-                            start_background(&args, &run, &session, &origin, &ticket).await
+                    let work = tokio::spawn(async move {
+                        if args.faults.take_panic_in_process() {
+                            panic!("injected fault: a process call panics");
                         }
-                        ProcessAction::RunCommand(run) => {
-                            run_command(&args, &run, &session, &origin, &ticket).await
+                        process_call(&args, *action, &session, &origin, &ticket).await
+                    });
+                    // A call that panics is that call's failure, with its own panic: the body
+                    // and its other calls go on.
+                    let answer = work.await.unwrap_or_else(|error| {
+                        let why = match error.try_into_panic() {
+                            Ok(payload) => crate::fs::actor::panic_text(payload.as_ref()),
+                            Err(error) => error.to_string(),
+                        };
+                        Err(crate::error::RuntimeError::BodyCrashed {
+                            body: "process",
+                            why,
                         }
-                        ProcessAction::CheckHandle(check) => args
-                            .handles
-                            .check(&check, ticket.deadline(), output_bytes_max(&args.policy))
-                            .await
-                            .map(answered),
-                        ProcessAction::WriteStdin(write) => {
-                            args.handles.write(&write).await.map(answered)
-                        }
-                        ProcessAction::StopHandle(stop) => {
-                            stop_handle(&args, &stop, &session).await
-                        }
-                        ProcessAction::ListHandles(_) => Ok(answered(args.handles.list())),
-                        ProcessAction::SshExec(ssh) => {
-                            let cap = output_bytes_max(&args.policy);
-                            super::remote::ssh_exec(&args, &ssh, &ticket, cap).await
-                        }
-                        ProcessAction::RunInSandbox(container) => {
-                            let cap = output_bytes_max(&args.policy);
-                            super::remote::run_in_sandbox(&args, &container, &session, &ticket, cap)
-                                .await
-                        }
-                        ProcessAction::RunContainerGroup(group) => {
-                            let cap = output_bytes_max(&args.policy);
-                            super::remote::run_container_group(
-                                &args, &group, &session, &ticket, cap,
-                            )
-                            .await
-                        }
-                        ProcessAction::ListProcesses(list) => {
-                            super::listing::list(&args, &list).map(answered)
-                        }
-                        // The executor runs these itself (they need the session and the
-                        // surface's notifier); none is ever sent here.
-                        ProcessAction::Subscribe(_)
-                        | ProcessAction::Unsubscribe(_)
-                        | ProcessAction::ListSubscriptions(_)
-                        | ProcessAction::WatchAndReact(_) => {
-                            Err(crate::error::RuntimeError::Internal {
-                                why: "a subscription primitive reached the process body".into(),
-                            }
-                            .into())
-                        }
-                    };
+                        .into())
+                    });
                     let _ = reply.send(answer);
                 });
                 Ok(())
             }
         }
+    }
+}
+
+/// One call of the process body, on its own task.
+async fn process_call(
+    args: &ProcessBodyArgs,
+    action: ProcessAction,
+    session: &SessionContext,
+    origin: &Origin,
+    ticket: &Ticket,
+) -> Result<Ran, Failure> {
+    match action {
+        ProcessAction::RunCommand(run) if run.background => {
+            start_background(args, &run, session, origin, ticket).await
+        }
+        ProcessAction::RunCommand(run) => run_command(args, &run, session, origin, ticket).await,
+        ProcessAction::CheckHandle(check) => args
+            .handles
+            .check(&check, ticket.deadline(), output_bytes_max(&args.policy))
+            .await
+            .map(answered),
+        ProcessAction::WriteStdin(write) => args.handles.write(&write).await.map(answered),
+        ProcessAction::StopHandle(stop) => stop_handle(args, &stop, session).await,
+        ProcessAction::ListHandles(_) => Ok(answered(args.handles.list())),
+        ProcessAction::SshExec(ssh) => {
+            let cap = output_bytes_max(&args.policy);
+            super::remote::ssh_exec(args, &ssh, ticket, cap).await
+        }
+        ProcessAction::RunInSandbox(container) => {
+            let cap = output_bytes_max(&args.policy);
+            super::remote::run_in_sandbox(args, &container, session, ticket, cap).await
+        }
+        ProcessAction::RunContainerGroup(group) => {
+            let cap = output_bytes_max(&args.policy);
+            super::remote::run_container_group(args, &group, session, ticket, cap).await
+        }
+        ProcessAction::ListProcesses(list) => super::listing::list(args, &list).map(answered),
+        // The executor runs these itself (they need the session and the
+        // surface's notifier); none is ever sent here.
+        ProcessAction::Subscribe(_)
+        | ProcessAction::Unsubscribe(_)
+        | ProcessAction::ListSubscriptions(_)
+        | ProcessAction::WatchAndReact(_) => Err(crate::error::RuntimeError::Internal {
+            why: "a subscription primitive reached the process body".into(),
+        }
+        .into()),
     }
 }
 
