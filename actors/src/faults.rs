@@ -152,6 +152,7 @@ impl Faults {
         self.panic_in_work_next.swap(false, Ordering::SeqCst)
     }
 
+    #[cfg_attr(not(feature = "prim-process"), allow(dead_code))]
     pub(crate) fn take_panic_in_process(&self) -> bool {
         self.panic_in_process_next.swap(false, Ordering::SeqCst)
     }
