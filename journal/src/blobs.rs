@@ -85,9 +85,10 @@ impl BlobStore {
         if size >= crate::objects::OBJECT_BYTES_MIN {
             return self.objects.put_file(source, max);
         }
-        let bytes = crate::objects::read_all(source, max).map_err(|e| AppendError::Storage {
-            message: format!("reading contents to keep: {e}"),
-        })?;
+        let bytes =
+            crate::objects::read_all(source, max, size).map_err(|e| AppendError::Storage {
+                message: format!("reading contents to keep: {e}"),
+            })?;
         if bytes.len() as u64 > max {
             return Err(AppendError::BlobTooLarge {
                 bytes: bytes.len() as u64,

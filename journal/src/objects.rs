@@ -469,8 +469,11 @@ pub fn hash_file(source: &File) -> std::io::Result<(String, u64)> {
 }
 
 /// Read a whole small file (for contents kept in sled).
-pub(crate) fn read_all(source: &File, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut out = Vec::new();
+/// All of `source`, at most `max + 1` bytes (one past says it is too large). `size` is what
+/// its stat said: room for it and the end is made at once, so a small file is one read and
+/// the end, not a probe first.
+pub(crate) fn read_all(source: &File, max: u64, size: u64) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(size.min(max).saturating_add(1) as usize);
     source.take(max + 1).read_to_end(&mut out)?;
     Ok(out)
 }
