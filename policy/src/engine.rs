@@ -76,15 +76,18 @@ impl SessionContext {
                 .find(|check| check.kind == kind && check.given == given);
         }
         let index = admitted.index.get_or_init(|| {
-            let mut index = std::collections::HashMap::with_capacity(admitted.checks.len());
+            let mut index: std::collections::HashMap<String, Vec<usize>> =
+                std::collections::HashMap::with_capacity(admitted.checks.len());
             for (at, check) in admitted.checks.iter().enumerate() {
-                index.entry((check.given.clone(), check.kind)).or_insert(at);
+                index.entry(check.given.clone()).or_default().push(at);
             }
             index
         });
         index
-            .get(&(given.to_owned(), kind))
-            .and_then(|&at| admitted.checks.get(at))
+            .get(given)?
+            .iter()
+            .filter_map(|&at| admitted.checks.get(at))
+            .find(|check| check.kind == kind)
     }
 }
 
@@ -100,8 +103,8 @@ pub struct Admissions {
     pub cwd: PathBuf,
     /// The admitted paths, in the order the chain judged them.
     pub checks: Vec<PathCheck>,
-    /// `checks` by path and kind (the first of each), made on the first look at many.
-    pub index: std::sync::OnceLock<std::collections::HashMap<(String, AccessKind), usize>>,
+    /// Where each path's checks are in `checks`, in order, made on the first look at many.
+    pub index: std::sync::OnceLock<std::collections::HashMap<String, Vec<usize>>>,
 }
 
 impl Admissions {
@@ -301,25 +304,13 @@ impl PolicyEngine {
             }
             Ok(real(&p))
         };
-        let read_roots: Vec<PathBuf> = config
-            .paths
-            .read
-            .iter()
-            .map(|s| expand_root("paths.read", s))
-            .collect::<Result<_, _>>()?;
-        let write_roots: Vec<PathBuf> = config
-            .paths
-            .write
-            .iter()
-            .map(|s| expand_root("paths.write", s))
-            .collect::<Result<_, _>>()?;
+        let expand_all = |key: &str, list: &[String]| -> Result<Vec<PathBuf>, ConfigError> {
+            list.iter().map(|s| expand_root(key, s)).collect()
+        };
+        let read_roots = expand_all("paths.read", &config.paths.read)?;
+        let write_roots = expand_all("paths.write", &config.paths.write)?;
         let workdir = expand_root("workdir", &config.workdir)?;
-        let unix_sockets: Vec<PathBuf> = config
-            .processes
-            .unix_sockets
-            .iter()
-            .map(|s| expand_root("processes.unix_sockets", s))
-            .collect::<Result<_, _>>()?;
+        let unix_sockets = expand_all("processes.unix_sockets", &config.processes.unix_sockets)?;
         // aido's own snapshot storage beside a workspace is never the agent's to touch.
         let builtin = [
             "**/.aido-snapshots/**".to_owned(),

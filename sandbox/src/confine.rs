@@ -362,9 +362,14 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
-/// `AUDIT_ARCH_X86_64` (`EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`).
+/// The audit architecture of this build (`seccomp_data.arch`): `EM_* | __AUDIT_ARCH_64BIT |
+/// __AUDIT_ARCH_LE`.
 #[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+pub(crate) const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+#[cfg(target_arch = "aarch64")]
+pub(crate) const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+#[cfg(target_arch = "riscv64")]
+pub(crate) const AUDIT_ARCH: u32 = 243 | 0x8000_0000 | 0x4000_0000;
 
 /// Refuses every x32 system call with EPERM. seccompiler checks the architecture, which x32
 /// shares with x86_64, and compares whole numbers, so `unshare | __X32_SYSCALL_BIT` matches
@@ -374,35 +379,51 @@ const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
 /// than the ENOSYS of a kernel without x32, so a refusal shows it was this filter's.
 #[cfg(target_arch = "x86_64")]
 fn x32_program() -> BpfProgram {
-    const SECCOMP_DATA_NR_OFFSET: u32 = 0;
-    const SECCOMP_DATA_ARCH_OFFSET: u32 = 4;
-    let load = |offset: u32| seccompiler::sock_filter {
-        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-        jt: 0,
-        jf: 0,
-        k: offset,
-    };
-    let jump = |op: u32, k: u32, jt: u8, jf: u8| seccompiler::sock_filter {
-        code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
-        jt,
-        jf,
-        k,
-    };
-    let answer = |k: u32| seccompiler::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    vec![
-        load(SECCOMP_DATA_ARCH_OFFSET),
-        jump(libc::BPF_JEQ, AUDIT_ARCH_X86_64, 1, 0),
+    use bpf::{answer, jump, load};
+    [
+        load(bpf::DATA_ARCH),
+        jump(libc::BPF_JEQ, AUDIT_ARCH, 1, 0),
         answer(libc::SECCOMP_RET_KILL_PROCESS),
-        load(SECCOMP_DATA_NR_OFFSET),
+        load(bpf::DATA_NR),
         jump(libc::BPF_JSET, X32_SYSCALL_BIT, 0, 1),
         answer(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
         answer(libc::SECCOMP_RET_ALLOW),
     ]
+    .into_iter()
+    .map(|(code, jt, jf, k)| seccompiler::sock_filter { code, jt, jf, k })
+    .collect()
+}
+
+/// The instructions of the filters written by hand (classic BPF over `seccomp_data`).
+pub(crate) mod bpf {
+    use super::Instruction;
+
+    /// `offsetof(struct seccomp_data, nr)`.
+    pub(crate) const DATA_NR: u32 = 0;
+    /// `offsetof(struct seccomp_data, arch)`.
+    pub(crate) const DATA_ARCH: u32 = 4;
+    /// `offsetof(struct seccomp_data, args[1])`, its low word (little-endian).
+    pub(crate) const DATA_ARG1_LOW: u32 = 24;
+
+    /// Load the word at `offset` of `seccomp_data`.
+    pub(crate) fn load(offset: u32) -> Instruction {
+        (
+            (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            0,
+            0,
+            offset,
+        )
+    }
+
+    /// Compare the loaded word with `k` by `op`; skip `jt` or `jf` instructions.
+    pub(crate) fn jump(op: u32, k: u32, jt: u8, jf: u8) -> Instruction {
+        ((libc::BPF_JMP | op | libc::BPF_K) as u16, jt, jf, k)
+    }
+
+    /// Return `k`.
+    pub(crate) fn answer(k: u32) -> Instruction {
+        ((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, k)
+    }
 }
 
 /// One BPF instruction as it travels in the plan: `(code, jt, jf, k)`.

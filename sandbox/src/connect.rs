@@ -31,19 +31,6 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
-/// The audit architecture of this build (`seccomp_data.arch`).
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
-#[cfg(target_arch = "riscv64")]
-const AUDIT_ARCH: u32 = 0xC000_00F3;
-
-/// `offsetof(struct seccomp_data, nr)`, `arch`, and the low word of `args[1]`.
-const DATA_NR: u32 = 0;
-const DATA_ARCH: u32 = 4;
-const DATA_ARG1_LOW: u32 = 24;
-
 /// The largest address `connect` takes (`sizeof(struct sockaddr_storage)`).
 const ADDRESS_BYTES_MAX: usize = 128;
 
@@ -59,28 +46,11 @@ const TCP_LISTEN: u32 = 10;
 /// command's connects before init and could let them through. Another architecture's calls are
 /// allowed here: init's filters kill them.
 pub(crate) fn program() -> Vec<libc::sock_filter> {
-    let load = |k: u32| libc::sock_filter {
-        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jump = |op: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
-        code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
-        jt,
-        jf,
-        k,
-    };
-    let answer = |k: u32| libc::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
+    use crate::confine::bpf::{DATA_ARCH, DATA_ARG1_LOW, DATA_NR, answer, jump, load};
     let refuse = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-    vec![
+    [
         /* 0 */ load(DATA_ARCH),
-        /* 1 */ jump(libc::BPF_JEQ, AUDIT_ARCH, 0, 9),
+        /* 1 */ jump(libc::BPF_JEQ, crate::confine::AUDIT_ARCH, 0, 9),
         /* 2 */ load(DATA_NR),
         /* 3 */ jump(libc::BPF_JEQ, libc::SYS_connect as u32, 0, 1),
         /* 4 */ answer(libc::SECCOMP_RET_USER_NOTIF),
@@ -98,6 +68,9 @@ pub(crate) fn program() -> Vec<libc::sock_filter> {
         /* 10 */ answer(refuse),
         /* 11 */ answer(libc::SECCOMP_RET_ALLOW),
     ]
+    .into_iter()
+    .map(|(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+    .collect()
 }
 
 /// What init judges connects by.

@@ -236,13 +236,7 @@ r = libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 
 print("vm_readv", r, ctypes.get_errno())
 os.kill(pid, 9)
 "#;
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
-        )
-        .unwrap();
+    let outcome = fixture.python(&fixture.profile(), script, &[]);
     assert_code(&outcome, 0);
     assert_eq!(
         stdout(&outcome),
@@ -285,13 +279,7 @@ call("getpid", 39)
 same = namespaces == [os.readlink("/proc/self/ns/" + n) for n in ("user", "mnt", "net")]
 print("namespaces", "same" if same else "CHANGED")
 "#;
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
-        )
-        .unwrap();
+    let outcome = fixture.python(&fixture.profile(), script, &[]);
     assert_code(&outcome, 0);
     let out = stdout(&outcome);
     let lines: Vec<&str> = out.lines().collect();
@@ -388,13 +376,7 @@ for family, host in [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]:
     client = socket.create_connection((host, port), timeout=5)
     print(client.recv(100).decode())
 "#;
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
-        )
-        .unwrap();
+    let outcome = fixture.python(&fixture.profile(), script, &[]);
     assert_code(&outcome, 0);
     assert_eq!(
         stdout(&outcome),
@@ -433,13 +415,7 @@ except OSError as e:
         v4.local_addr().unwrap().port(),
         v6.local_addr().unwrap().port()
     );
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script.as_str()], &fixture.root),
-        )
-        .unwrap();
+    let outcome = fixture.python(&fixture.profile(), script.as_str(), &[]);
     assert_code(&outcome, 0);
     let out = stdout(&outcome);
     assert!(!out.contains("CONNECTED") && !out.contains("SENT"), "{out}");
@@ -1146,29 +1122,14 @@ a.send(b"pair")
 print("pair", b.recv(4).decode())
 "#;
 
-/// A host socket the command may write (mode 0777 in a directory it may search), listening,
-/// and what a command made of it.
+/// What the Unix socket probe made of the host socket at `path`, under `profile`.
 fn unix_probe(
     profile: &aido_sandbox::Profile,
     fixture: &Fixture,
     path: &std::path::Path,
 ) -> aido_sandbox::Outcome {
-    fixture
-        .sandbox()
-        .run(
-            profile,
-            &aido_sandbox::Request::new(
-                [
-                    "python3",
-                    "-c",
-                    UNIX_PROBE,
-                    path.to_str().unwrap(),
-                    fixture.root.to_str().unwrap(),
-                ],
-                &fixture.root,
-            ),
-        )
-        .unwrap()
+    let root = fixture.root.to_str().unwrap();
+    fixture.python(profile, UNIX_PROBE, &[path.to_str().unwrap(), root])
 }
 
 #[test]
@@ -1256,13 +1217,7 @@ for family in range(1, 46):
             pass
 print(" ".join(made))
 "#;
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
-        )
-        .unwrap();
+    let outcome = fixture.python(&fixture.profile(), script, &[]);
     assert_code(&outcome, 0);
     let (unix, inet, inet6, netlink) = (
         libc::AF_UNIX,
@@ -1311,13 +1266,7 @@ pidfd = call(434, os.getpid(), 0)
 print("pidfd_getfd", call(438, pidfd, 1, 0))
 print("plain filter", call(317, 1, 0, ctypes.byref(program)))
 "#;
-    let outcome = fixture
-        .sandbox()
-        .run(
-            &fixture.profile(),
-            &aido_sandbox::Request::new(["python3", "-c", script], &fixture.root),
-        )
-        .unwrap();
+    let outcome = fixture.python(&fixture.profile(), script, &[]);
     assert_code(&outcome, 0);
     assert_eq!(
         stdout(&outcome),

@@ -73,44 +73,35 @@ pub fn listener_on_exec(command: &mut Command, program: Vec<libc::sock_filter>, 
     }
 }
 
-/// One byte on `socket`, with `fd` riding on it when given. No allocation.
+/// One byte on `socket`, with `fd` riding on it when given (`SCM_RIGHTS`, in a buffer on the
+/// stack: no allocation).
 fn send_byte(socket: RawFd, byte: u8, fd: Option<RawFd>) -> io::Result<()> {
-    #[repr(C)]
-    union Control {
-        header: libc::cmsghdr,
-        bytes: [u8; 64],
-    }
-    let mut data = [byte];
-    let mut iov = libc::iovec {
-        iov_base: data.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = Control { bytes: [0; 64] };
+    use std::mem::MaybeUninit;
     #[allow(unsafe_code)]
-    // SAFETY: an all-zero msghdr is valid; the pointers set below point at live locals, and
-    // the control buffer is large enough and aligned for one cmsghdr with one descriptor
-    // (CMSG_SPACE(4) is 24 bytes on every 64-bit target).
-    let sent = unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        if let Some(fd) = fd {
-            let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-            message.msg_control = (&raw mut control).cast();
-            message.msg_controllen = space as _;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
-        }
-        libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL)
+    // SAFETY: both descriptors are open for the call (the caller's, and the listener it just
+    // got), and only borrowed for it.
+    let (socket, fd) = unsafe {
+        (
+            BorrowedFd::borrow_raw(socket),
+            fd.map(|fd| BorrowedFd::borrow_raw(fd)),
+        )
     };
-    if sent == 1 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
+    let fds: &[BorrowedFd<'_>] = match &fd {
+        Some(fd) => std::slice::from_ref(fd),
+        None => &[],
+    };
+    if !fds.is_empty() && !ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("no room for the descriptor"));
     }
+    rustix::net::sendmsg(
+        socket,
+        &[io::IoSlice::new(&[byte])],
+        &mut ancillary,
+        rustix::net::SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
 }
 
 /// A system call waiting for the supervisor.

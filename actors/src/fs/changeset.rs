@@ -843,7 +843,10 @@ fn move_dir_in(
     };
     if let Err(e) = confirmed {
         // Taken out again through the handle it landed under.
-        remove_tree(&dir, name);
+        let mut budget = walls::TREE_ENTRIES_MAX;
+        if let Err(left) = walls::remove_tree(&dir, name, Path::new(shown), 0, &mut budget) {
+            tracing::error!(path = shown, error = %left, "cannot take back a directory moved in");
+        }
         return Err(e);
     }
     Ok(Some(target.root))
@@ -868,13 +871,7 @@ fn prepare(
 
 /// How many entries a directory holds (besides `.` and `..`).
 fn names_in(fd: &OwnedFd) -> rustix::io::Result<usize> {
-    let read = rustix::fs::openat(
-        fd,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut dir = rustix::fs::Dir::read_from(&read)?;
+    let mut dir = rustix::fs::Dir::read_from(fd)?;
     let mut names = 0;
     while let Some(entry) = dir.read() {
         let name = entry?.file_name().to_bytes().to_vec();
@@ -883,48 +880,6 @@ fn names_in(fd: &OwnedFd) -> rustix::io::Result<usize> {
         }
     }
     Ok(names)
-}
-
-/// Remove `name` under `dir` and everything below it, through handles, following no link.
-/// Best effort (a failed apply's clean-up).
-fn remove_tree(dir: &Dir, name: &OsStr) {
-    fn empty(fd: &OwnedFd) {
-        let Ok(mut listing) = rustix::fs::Dir::read_from(fd) else {
-            return;
-        };
-        let mut names = Vec::new();
-        while let Some(Ok(entry)) = listing.read() {
-            let name = entry.file_name().to_bytes().to_vec();
-            if name != b"." && name != b".." {
-                names.push((name, entry.file_type() == FileType::Directory));
-            }
-        }
-        for (name, is_dir) in names {
-            let name = <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&name);
-            if is_dir {
-                if let Ok(sub) = rustix::fs::openat(
-                    fd,
-                    name,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                ) {
-                    empty(&sub);
-                }
-                let _ = rustix::fs::unlinkat(fd, name, AtFlags::REMOVEDIR);
-            } else {
-                let _ = rustix::fs::unlinkat(fd, name, AtFlags::empty());
-            }
-        }
-    }
-    if let Ok(top) = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        empty(&top);
-    }
-    let _ = rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR);
 }
 
 /// The result of an apply: what the agent is shown.

@@ -94,6 +94,15 @@ impl Fixture {
         request
     }
 
+    /// `python3 -c script ARGS...` in the root under `profile`.
+    pub fn python(&self, profile: &Profile, script: &str, args: &[&str]) -> Outcome {
+        let mut argv = vec!["python3", "-c", script];
+        argv.extend_from_slice(args);
+        self.sandbox()
+            .run(profile, &Request::new(argv, &self.root))
+            .unwrap()
+    }
+
     pub fn try_sh(&self, profile: &Profile, script: &str) -> Result<Outcome, SpawnError> {
         self.sandbox().run(profile, &self.request(script))
     }
