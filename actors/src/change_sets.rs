@@ -5,15 +5,12 @@
 //! point leaves a state the journal names: before the marker, nothing happened; after it, the
 //! next start finishes the apply from the journal's blobs and journals it.
 
-use std::time::Duration;
-
 use aido_actions::{Effect, Failure};
 use aido_journal::SessionId;
 use aido_policy::SessionContext;
 use aido_walk::Step;
 use serde_json::{Value, json};
 
-use crate::executor::ask;
 use crate::fs::FsMsg;
 use crate::fs::changeset::CommandChange;
 use crate::recovery::Recovery;
@@ -44,22 +41,18 @@ pub(crate) async fn apply(
     if changes.is_empty() {
         return Ok(nothing());
     }
-    let timeout = Duration::from_millis(shared.config_limits().action_timeout_ms);
+    let timeout = shared.action_timeout();
     let session_ctx = ctx.clone();
-    let staged = ask(
-        shared,
-        shared.fs(),
-        "filesystem",
-        timeout,
-        |ticket, reply| FsMsg::Stage {
+    let staged = shared
+        .bodies
+        .fs
+        .ask(timeout, |reply| FsMsg::Stage {
             changes,
             file_bytes_max,
             session: session_ctx,
-            ticket,
             reply,
-        },
-    )
-    .await?;
+        })
+        .await?;
     if staged.is_empty() {
         return Ok(nothing());
     }
@@ -77,19 +70,15 @@ pub(crate) async fn apply(
         vec![effect.clone()],
     )?;
     let session_ctx = ctx.clone();
-    let committed = ask(
-        shared,
-        shared.fs(),
-        "filesystem",
-        timeout,
-        |ticket, reply| FsMsg::Commit {
+    let committed = shared
+        .bodies
+        .fs
+        .ask(timeout, |reply| FsMsg::Commit {
             staged: Box::new(staged),
             session: session_ctx,
-            ticket,
             reply,
-        },
-    )
-    .await;
+        })
+        .await;
     match committed {
         Ok((applied, _staged)) => {
             marker.finish();

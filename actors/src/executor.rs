@@ -5,7 +5,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
@@ -37,9 +36,9 @@ use crate::render;
 #[cfg(feature = "prim-search")]
 use crate::search::SearchMsg;
 use crate::shared::Shared;
-use crate::ticket::Ticket;
 #[cfg(feature = "prim-vm")]
 use crate::vm::VmMsg;
+use aido_call::{Body, Reply, Slot};
 
 pub(crate) struct Executor<'a> {
     pub(crate) shared: Arc<Shared>,
@@ -147,60 +146,6 @@ impl World for Executor<'_> {
     }
 }
 
-fn crashed(shared: &Shared, body: &'static str) -> Failure {
-    let why = shared
-        .last_crash
-        .lock()
-        .ok()
-        .and_then(|last| last.get(body).cloned())
-        .unwrap_or_else(|| "it stopped".into());
-    RuntimeError::BodyCrashed { body, why }.into()
-}
-
-/// How long a caller waits, past its deadline, for a body that committed to a call (it is
-/// changing the world, so its answer is what the journal must record) before it reports the
-/// body stuck.
-const BODY_STUCK_MS: u64 = 600_000;
-
-/// Ask a body and wait: at most `timeout` for it to take the call (a call it has not taken by
-/// then never runs), and for a call it committed to (it is changing the world), until it
-/// answers, bounded by [`BODY_STUCK_MS`]. A crashed or stuck body is a coded failure for the
-/// call in flight, never a hang.
-pub(crate) async fn ask<M: ractor::Message, T: Send + 'static>(
-    shared: &Shared,
-    body: Result<ractor::ActorRef<M>, RuntimeError>,
-    name: &'static str,
-    timeout: Duration,
-    msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<T, Failure>>) -> M,
-) -> Result<T, Failure> {
-    let body = body.map_err(|e| match e {
-        RuntimeError::BodyCrashed { .. } => crashed(shared, name),
-        other => other.into(),
-    })?;
-    let ticket = Ticket::new(std::time::Instant::now() + timeout);
-    let (tx, mut rx) = ractor::concurrency::oneshot();
-    body.cast(msg(ticket.clone(), tx.into()))
-        .map_err(|_| crashed(shared, name))?;
-    match tokio::time::timeout(timeout, &mut rx).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err(crashed(shared, name)),
-        Err(_) if ticket.abandon() => Err(RuntimeError::BodyTimeout {
-            body: name,
-            timeout_ms: timeout.as_millis() as u64,
-        }
-        .into()),
-        Err(_) => match tokio::time::timeout(Duration::from_millis(BODY_STUCK_MS), rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(crashed(shared, name)),
-            Err(_) => Err(RuntimeError::BodyStuck {
-                body: name,
-                waited_ms: timeout.as_millis() as u64 + BODY_STUCK_MS,
-            }
-            .into()),
-        },
-    }
-}
-
 impl Executor<'_> {
     /// A primitive of the runtime itself (the policy's answers, the journal, snapshots,
     /// rewinds, recorded randomness).
@@ -268,21 +213,14 @@ impl Executor<'_> {
         }
     }
 
-    fn timeout(&self) -> Option<Duration> {
-        Some(Duration::from_millis(
-            self.shared.config_limits().action_timeout_ms,
-        ))
-    }
-
-    /// Ask a body and wait (see [`ask`]).
-    async fn ask<M: ractor::Message, T: Send + 'static>(
+    /// Ask a body and wait, at most the action timeout for it to take the call (see
+    /// [`Slot::ask`]).
+    async fn ask<B: Body, T: Send + 'static>(
         &self,
-        body: Result<ractor::ActorRef<M>, RuntimeError>,
-        name: &'static str,
-        msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<T, Failure>>) -> M,
+        body: &Slot<B>,
+        msg: impl FnOnce(Reply<T>) -> B::Msg,
     ) -> Result<T, Failure> {
-        let timeout = self.timeout().unwrap_or(Duration::from_secs(120));
-        ask(&self.shared, body, name, timeout, msg).await
+        body.ask(self.shared.action_timeout(), msg).await
     }
 
     async fn body(&self, action: FsAction) -> Result<Executed, Failure> {
@@ -292,12 +230,11 @@ impl Executor<'_> {
             .class()
             .mutates()
             .then(|| Intents::of(self.shared.journal.path(), self.session, self.proposal));
-        self.ask(self.shared.fs(), "filesystem", |ticket, reply| FsMsg::Run {
+        self.ask(&self.shared.bodies.fs, |reply| FsMsg::Run {
             action: Box::new(action),
             session,
             cancel,
             intents,
-            ticket,
             reply,
         })
         .await
@@ -337,14 +274,11 @@ impl Executor<'_> {
             now_ms: self.shared.clock.now_ms(),
         };
         let ran: crate::process::Ran = self
-            .ask(self.shared.process(), "process", |ticket, reply| {
-                ProcessMsg::Run {
-                    action: Box::new(action),
-                    session,
-                    origin,
-                    ticket,
-                    reply,
-                }
+            .ask(&self.shared.bodies.process, |reply| ProcessMsg::Run {
+                action: Box::new(action),
+                session,
+                origin,
+                reply,
             })
             .await?;
         let mut done = ran.executed;
@@ -408,14 +342,11 @@ impl Executor<'_> {
         };
         let asked = action.clone();
         let answer = self
-            .ask(self.shared.memory(), "memory", |ticket, reply| {
-                MemoryMsg::Run {
-                    action: Box::new(asked),
-                    call,
-                    now_ms,
-                    ticket,
-                    reply,
-                }
+            .ask(&self.shared.bodies.memory, |reply| MemoryMsg::Run {
+                action: Box::new(asked),
+                call,
+                now_ms,
+                reply,
             })
             .await?;
         let mut done = Executed::new(aido_walk::memory::render(&action, &answer));
@@ -436,13 +367,10 @@ impl Executor<'_> {
         let session = self.ctx.clone();
         let asked = action.clone();
         let answer = self
-            .ask(self.shared.search(), "search", |ticket, reply| {
-                SearchMsg::Run {
-                    action: Box::new(asked),
-                    session,
-                    ticket,
-                    reply,
-                }
+            .ask(&self.shared.bodies.search, |reply| SearchMsg::Run {
+                action: Box::new(asked),
+                session,
+                reply,
             })
             .await?;
         Ok(recorded(
@@ -458,9 +386,8 @@ impl Executor<'_> {
     async fn net(&self, action: NetAction) -> Result<Executed, Failure> {
         let asked = action.clone();
         let answer = self
-            .ask(self.shared.net(), "net", |ticket, reply| NetMsg::Run {
+            .ask(&self.shared.bodies.net, |reply| NetMsg::Run {
                 action: Box::new(asked),
-                ticket,
                 reply,
             })
             .await?;
@@ -479,13 +406,10 @@ impl Executor<'_> {
         let session = self.ctx.clone();
         let asked = action.clone();
         let answer = self
-            .ask(self.shared.desktop(), "desktop", |ticket, reply| {
-                DesktopMsg::Run {
-                    action: Box::new(asked),
-                    session,
-                    ticket,
-                    reply,
-                }
+            .ask(&self.shared.bodies.desktop, |reply| DesktopMsg::Run {
+                action: Box::new(asked),
+                session,
+                reply,
             })
             .await?;
         Ok(recorded(
@@ -497,9 +421,8 @@ impl Executor<'_> {
 
     #[cfg(feature = "prim-vm")]
     async fn vm(&self, action: VmAction) -> Result<Executed, Failure> {
-        self.ask(self.shared.vm(), "VM", |ticket, reply| VmMsg::Run {
+        self.ask(&self.shared.bodies.vm, |reply| VmMsg::Run {
             action: Box::new(action),
-            ticket,
             reply,
         })
         .await
@@ -509,9 +432,9 @@ impl Executor<'_> {
     #[cfg(feature = "prim-vm")]
     async fn vm_all(
         &self,
-        msg: impl FnOnce(Ticket, ractor::RpcReplyPort<Result<Vec<String>, Failure>>) -> VmMsg,
+        msg: impl FnOnce(Reply<Vec<String>>) -> VmMsg,
     ) -> Result<Vec<String>, Failure> {
-        self.ask(self.shared.vm(), "VM", msg).await
+        self.ask(&self.shared.bodies.vm, msg).await
     }
 
     /// The machines snapshotted with workspace snapshot `id` in this session. A journal that
@@ -533,13 +456,10 @@ impl Executor<'_> {
     /// A failure is recorded like a leaf's.
     async fn evaluate(&self, condition: &Condition) -> Result<(bool, Executed), Failure> {
         let session = self.ctx.clone();
-        self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
-            FsMsg::Evaluate {
-                condition: condition.clone(),
-                session,
-                ticket,
-                reply,
-            }
+        self.ask(&self.shared.bodies.fs, |reply| FsMsg::Evaluate {
+            condition: condition.clone(),
+            session,
+            reply,
         })
         .await
     }
@@ -563,13 +483,10 @@ impl Executor<'_> {
 impl Executor<'_> {
     async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
         let session = self.ctx.clone();
-        self.ask(self.shared.fs(), "filesystem", |ticket, reply| {
-            FsMsg::Snapshot {
-                op,
-                session,
-                ticket,
-                reply,
-            }
+        self.ask(&self.shared.bodies.fs, |reply| FsMsg::Snapshot {
+            op,
+            session,
+            reply,
         })
         .await
     }
@@ -783,9 +700,8 @@ impl Executor<'_> {
     /// Snapshot every running machine under workspace snapshot `id`; their names.
     #[cfg(feature = "prim-vm")]
     async fn snapshot_machines(&self, id: &str) -> Result<Vec<String>, Failure> {
-        self.vm_all(|ticket, reply| VmMsg::SnapshotAll {
+        self.vm_all(|reply| VmMsg::SnapshotAll {
             id: id.to_owned(),
-            ticket,
             reply,
         })
         .await
@@ -798,10 +714,9 @@ impl Executor<'_> {
         if machines.is_empty() {
             return Ok(Vec::new());
         }
-        self.vm_all(|ticket, reply| VmMsg::RestoreAll {
+        self.vm_all(|reply| VmMsg::RestoreAll {
             id: id.to_owned(),
             machines,
-            ticket,
             reply,
         })
         .await

@@ -103,8 +103,8 @@ pub mod error;
 mod executor;
 /// Which primitive families (cargo features `prim-*`) this build holds.
 pub mod families;
-/// Fault injection for tests and the seeded simulation.
-pub mod faults;
+/// Fault injection for tests and the seeded simulation (`aido-call`'s).
+pub use aido_call::faults;
 /// The filesystem body.
 pub mod fs;
 /// Capability grants: the store, a use per action of a granted session, the grant primitives.
@@ -142,8 +142,8 @@ pub mod search;
 pub mod session;
 /// The state every actor of a runtime shares (the bottom layer).
 mod shared;
-/// A deadline that travels with a body call.
-pub mod ticket;
+/// A deadline that travels with a body call (`aido-call`'s).
+pub use aido_call::ticket;
 /// The VM body: contained QEMU machines.
 #[cfg(feature = "prim-vm")]
 pub mod vm;

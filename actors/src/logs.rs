@@ -175,20 +175,17 @@ impl Executor<'_> {
             LogSource::File => {
                 let path = a.path.clone().unwrap_or_default();
                 let session = self.ctx.clone();
-                let tail = crate::executor::ask(
-                    &self.shared,
-                    self.shared.fs(),
-                    "filesystem",
-                    std::time::Duration::from_millis(self.shared.config_limits().action_timeout_ms),
-                    |ticket, reply| FsMsg::Tail {
+                let tail = self
+                    .shared
+                    .bodies
+                    .fs
+                    .ask(self.shared.action_timeout(), |reply| FsMsg::Tail {
                         path,
                         window,
                         session,
-                        ticket,
                         reply,
-                    },
-                )
-                .await?;
+                    })
+                    .await?;
                 let text = redact::redact(&String::from_utf8_lossy(&tail.bytes));
                 lines_read(&mut done, &tail.path, &text, tail.more_before);
                 (tail.path, text, tail.more_before)

@@ -18,7 +18,6 @@ use aido_actions::{Action, Effect, Failure};
 use aido_journal::{Event, SessionId};
 use aido_policy::SessionContext;
 use base64::Engine;
-use ractor::rpc::CallResult;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -26,6 +25,9 @@ use crate::error::RuntimeError;
 use crate::fs::intent::{self, Intents};
 use crate::fs::{FsMsg, SnapshotOp, Step};
 use crate::shared::Shared;
+
+/// How long recovery waits for the filesystem body to finish an interrupted apply.
+const RECOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
 #[derive(Serialize, Deserialize)]
 struct Marker {
@@ -293,31 +295,21 @@ impl Recovery {
             return Ok(());
         }
         let blobs = fetch_blobs(&shared.journal, &marker.steps)?;
-        let fs = shared.fs()?;
         let ctx = SessionContext::new(shared.policy.workdir().to_owned());
         let op = SnapshotOp::Apply {
             steps: marker.steps.clone(),
             blobs,
         };
-        let result = match fs
-            .call(
-                |reply| FsMsg::Snapshot {
-                    op,
-                    session: ctx,
-                    ticket: crate::ticket::Ticket::unbounded(),
-                    reply,
-                },
-                None,
-            )
-            .await
-        {
-            Ok(CallResult::Success(r)) => r,
-            _ => Err(RuntimeError::BodyCrashed {
-                body: "filesystem",
-                why: "it stopped during recovery".into(),
-            }
-            .into()),
-        };
+        // Recovery waits as long as the work takes: nothing else runs before it is done.
+        let result = shared
+            .bodies
+            .fs
+            .ask(RECOVERY_WAIT, |reply| FsMsg::Snapshot {
+                op,
+                session: ctx,
+                reply,
+            })
+            .await;
         let append = |event| async {
             shared
                 .journal

@@ -1,29 +1,31 @@
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aido_journal::{Event, Journal, SessionId};
 use aido_policy::{Config, Environment, FsResolver, PolicyEngine, SessionContext};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use crate::bodies::{Bodies, Restarted, Slot, Supervised};
+use aido_call::{Restarted, Slot, Supervised};
+
+use crate::bodies::Bodies;
 use crate::clock::Clock;
 #[cfg(feature = "prim-desktop")]
-use crate::desktop::{DesktopBody, DesktopBodyArgs};
+use crate::desktop::DesktopBodyArgs;
 use crate::error::StartError;
 use crate::faults::Faults;
-use crate::fs::{FsBody, FsBodyArgs};
+use crate::fs::FsBodyArgs;
 #[cfg(feature = "prim-memory")]
-use crate::memory::{MemoryBody, MemoryBodyArgs};
+use crate::memory::MemoryBodyArgs;
 #[cfg(feature = "prim-net")]
-use crate::net::{NetBody, NetBodyArgs};
+use crate::net::NetBodyArgs;
 #[cfg(feature = "prim-process")]
-use crate::process::{ProcessBody, ProcessBodyArgs};
+use crate::process::ProcessBodyArgs;
 #[cfg(feature = "prim-search")]
-use crate::search::{SearchBody, SearchBodyArgs};
+use crate::search::SearchBodyArgs;
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
 #[cfg(feature = "prim-vm")]
-use crate::vm::{VmBody, VmBodyArgs, VmMsg};
+use crate::vm::{VmBodyArgs, VmMsg};
 
 /// What a runtime is built from.
 pub struct RuntimeOptions {
@@ -71,6 +73,10 @@ pub const QUESTIONS_FILE: &str = "questions.sqlite";
 
 /// The version recorded in every session's first record.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How long a look at a body for a person (a machine's screen, its names) may wait.
+#[cfg(feature = "prim-vm")]
+const LOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runtime {
     /// Compile the policy, start the supervisor and the filesystem body.
@@ -149,23 +155,22 @@ impl Runtime {
             policy,
             clock: options.clock.clone(),
             bodies: Bodies {
-                fs: Slot::new("filesystem", FsBody, fs_args),
+                fs: Slot::new(fs_args, Some(faults.clone())),
                 #[cfg(feature = "prim-vm")]
-                vm: Slot::new("vm", VmBody, vm_args),
+                vm: Slot::new(vm_args, None),
                 #[cfg(feature = "prim-memory")]
-                memory: Slot::new("memory", MemoryBody, memory_args),
+                memory: Slot::new(memory_args, None),
                 #[cfg(feature = "prim-process")]
-                process: Slot::new("process", ProcessBody, process_args),
+                process: Slot::new(process_args, None),
                 #[cfg(feature = "prim-search")]
-                search: Slot::new("search", SearchBody, search_args),
+                search: Slot::new(search_args, None),
                 #[cfg(feature = "prim-net")]
-                net: Slot::new("net", NetBody, net_args),
+                net: Slot::new(net_args, None),
                 #[cfg(feature = "prim-desktop")]
-                desktop: Slot::new("desktop", DesktopBody, desktop_args),
+                desktop: Slot::new(desktop_args, None),
             },
             runtime_session,
             runtime_session_started: tokio::sync::Mutex::new(false),
-            last_crash: Mutex::new(std::collections::HashMap::new()),
             faults,
             questions: options.env.aido_home.join(QUESTIONS_FILE),
             grants: crate::grants::Grants::new(
@@ -329,58 +334,37 @@ impl Runtime {
         &self,
         vm: &str,
     ) -> Result<crate::vm::actor::Peeked, aido_actions::Failure> {
-        let body = self.shared.vm().map_err(aido_actions::Failure::from)?;
-        match body
-            .call(
-                |reply| VmMsg::Peek {
-                    vm: vm.to_owned(),
-                    reply,
-                },
-                Some(std::time::Duration::from_secs(10)),
-            )
+        self.shared
+            .bodies
+            .vm
+            .ask(LOOK_TIMEOUT, |reply| VmMsg::Peek {
+                vm: vm.to_owned(),
+                reply,
+            })
             .await
-        {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            _ => Err(aido_actions::Failure::new(
-                "body_timeout",
-                "the VM body did not answer",
-            )),
-        }
     }
 
     /// The running machines' names.
     #[cfg(feature = "prim-vm")]
     pub async fn vm_names(&self) -> Vec<String> {
-        let Ok(body) = self.shared.vm() else {
-            return Vec::new();
-        };
-        match body
-            .call(
-                |reply| VmMsg::Names { reply },
-                Some(std::time::Duration::from_secs(10)),
-            )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(names)) => names,
-            _ => Vec::new(),
-        }
+        let names = self
+            .shared
+            .bodies
+            .vm
+            .ask(LOOK_TIMEOUT, |reply| VmMsg::Names { reply });
+        names.await.unwrap_or_default()
     }
 
     /// What the VM body's warm pool holds, for a person watching (`None` before its first
     /// use); not journaled.
     #[cfg(feature = "prim-vm")]
     pub async fn vm_pool_status(&self) -> Option<aido_vm::PoolStatus> {
-        let body = self.shared.vm().ok()?;
-        match body
-            .call(
-                |reply| VmMsg::PoolStatus { reply },
-                Some(std::time::Duration::from_secs(10)),
-            )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(status)) => status,
-            _ => None,
-        }
+        let status = self
+            .shared
+            .bodies
+            .vm
+            .ask(LOOK_TIMEOUT, |reply| VmMsg::PoolStatus { reply });
+        status.await.ok().flatten()
     }
 
     /// The question store's file (`AIDO_HOME/questions.sqlite`), where questions no client
@@ -482,10 +466,7 @@ impl RuntimeState {
     async fn body_failed(&mut self, body: &dyn Supervised, supervisor: ActorCell, reason: String) {
         let name = body.name();
         tracing::error!(%reason, body = name, "a body crashed");
-        if let Ok(mut last) = self.shared.last_crash.lock() {
-            last.insert(name, reason.clone());
-        }
-        match body.restart(supervisor).await {
+        match body.restart(supervisor, &reason).await {
             Restarted::Again => {
                 self.journal(Event::BodyRestarted {
                     body: name.into(),

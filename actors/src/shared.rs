@@ -1,30 +1,15 @@
 //! The state every actor of one runtime shares: the journal, the policy, the clock and the
 //! body table. The bottom of the crate: everything may use it, it uses none of the actors.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use aido_journal::{Journal, SessionId};
 use aido_policy::PolicyEngine;
-use ractor::ActorRef;
 
 use crate::bodies::Bodies;
 use crate::clock::Clock;
-#[cfg(feature = "prim-desktop")]
-use crate::desktop::DesktopMsg;
-use crate::error::RuntimeError;
 use crate::faults::Faults;
-use crate::fs::FsMsg;
-#[cfg(feature = "prim-memory")]
-use crate::memory::MemoryMsg;
-#[cfg(feature = "prim-net")]
-use crate::net::NetMsg;
 use crate::observe::Observer;
-#[cfg(feature = "prim-process")]
-use crate::process::ProcessMsg;
-#[cfg(feature = "prim-search")]
-use crate::search::SearchMsg;
-#[cfg(feature = "prim-vm")]
-use crate::vm::VmMsg;
 
 /// State every actor of one runtime shares.
 pub(crate) struct Shared {
@@ -38,8 +23,6 @@ pub(crate) struct Shared {
     pub(crate) runtime_session: SessionId,
     /// Whether the runtime's session has its start record yet.
     pub(crate) runtime_session_started: tokio::sync::Mutex<bool>,
-    /// Each body's last crash, for the error its in-flight calls get.
-    pub(crate) last_crash: Mutex<std::collections::HashMap<&'static str, String>>,
     /// Fault injection.
     pub(crate) faults: Arc<Faults>,
     /// The question store's file (AIDO_HOME/questions.sqlite).
@@ -91,37 +74,8 @@ impl Shared {
         &self.policy.config().limits
     }
 
-    pub(crate) fn fs(&self) -> Result<ActorRef<FsMsg>, RuntimeError> {
-        self.bodies.fs.get()
-    }
-
-    #[cfg(feature = "prim-vm")]
-    pub(crate) fn vm(&self) -> Result<ActorRef<VmMsg>, RuntimeError> {
-        self.bodies.vm.get()
-    }
-
-    #[cfg(feature = "prim-memory")]
-    pub(crate) fn memory(&self) -> Result<ActorRef<MemoryMsg>, RuntimeError> {
-        self.bodies.memory.get()
-    }
-
-    #[cfg(feature = "prim-process")]
-    pub(crate) fn process(&self) -> Result<ActorRef<ProcessMsg>, RuntimeError> {
-        self.bodies.process.get()
-    }
-
-    #[cfg(feature = "prim-search")]
-    pub(crate) fn search(&self) -> Result<ActorRef<SearchMsg>, RuntimeError> {
-        self.bodies.search.get()
-    }
-
-    #[cfg(feature = "prim-net")]
-    pub(crate) fn net(&self) -> Result<ActorRef<NetMsg>, RuntimeError> {
-        self.bodies.net.get()
-    }
-
-    #[cfg(feature = "prim-desktop")]
-    pub(crate) fn desktop(&self) -> Result<ActorRef<DesktopMsg>, RuntimeError> {
-        self.bodies.desktop.get()
+    /// How long a body call may wait to be taken (`action_timeout_ms`).
+    pub(crate) fn action_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.config_limits().action_timeout_ms)
     }
 }

@@ -18,7 +18,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aido_actions::artifact::{ArtifactCreate, ArtifactSave, ArtifactServe};
 use aido_actions::fs::Encoding;
@@ -235,22 +234,19 @@ async fn create(
 
 /// Read a file the walls allow, whole, through the filesystem body; over `cap` is refused.
 async fn read_in(call: &Call<'_>, from: &str, cap: u64) -> Result<Vec<u8>, Failure> {
-    let timeout = Duration::from_millis(call.shared.config_limits().action_timeout_ms);
+    let timeout = call.shared.action_timeout();
     let (path, session) = (from.to_owned(), call.ctx.clone());
-    let tail: crate::fs::tools::Tail = crate::executor::ask(
-        call.shared,
-        call.shared.fs(),
-        "filesystem",
-        timeout,
-        |ticket, reply| FsMsg::Tail {
+    let tail: crate::fs::tools::Tail = call
+        .shared
+        .bodies
+        .fs
+        .ask(timeout, |reply| FsMsg::Tail {
             path,
             window: cap.saturating_add(1),
             session,
-            ticket,
             reply,
-        },
-    )
-    .await?;
+        })
+        .await?;
     if tail.more_before || tail.bytes.len() as u64 > cap {
         return Err(ArtifactBodyError::Store(ArtifactError::TooLarge {
             what: "a file",

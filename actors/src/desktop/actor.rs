@@ -6,6 +6,7 @@ use aido_actions::computer::ScrollDirection;
 use aido_actions::desktop::{MouseButton, Scroll};
 use aido_actions::process::RunCommand;
 use aido_actions::{Action, DesktopAction, Failure, Verdict};
+use aido_call::{Body, Calls, Reply};
 use aido_desktop::gate::{AppRule, Rules};
 use aido_desktop::session::{Server, SessionOptions};
 use aido_desktop::{
@@ -13,16 +14,9 @@ use aido_desktop::{
 };
 use aido_policy::{DesktopSession, FsResolver, PolicyEngine, SessionContext};
 use base64::Engine as _;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use super::DesktopBodyError;
-use crate::error::RuntimeError;
-use crate::ticket::Ticket;
-
-/// The desktop body actor.
-#[derive(Clone, Copy, Debug)]
-pub struct DesktopBody;
 
 /// What it is built from; kept by the supervisor to build a fresh body after a crash.
 #[derive(Clone)]
@@ -33,8 +27,9 @@ pub struct DesktopBodyArgs {
     pub runtime_parent: std::path::PathBuf,
 }
 
-/// Its state: the desktop, once opened (taken out while a call works on it).
-pub struct DesktopState {
+/// The desktop body: the desktop, once opened (taken out while a call works on it). A serial
+/// body: one call at a time, its work off the async workers.
+pub struct DesktopBody {
     args: DesktopBodyArgs,
     desktop: Option<Desktop>,
 }
@@ -47,10 +42,8 @@ pub enum DesktopMsg {
         action: Box<DesktopAction>,
         /// The caller's session (terminal input is judged in it).
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The body's answer (what the journal records and the result renders).
-        reply: RpcReplyPort<Result<Value, Failure>>,
+        reply: Reply<Value>,
     },
 }
 
@@ -60,14 +53,6 @@ fn coded(e: DesktopError) -> Failure {
 
 fn body_failure(e: DesktopBodyError) -> Failure {
     Failure::new(e.code(), e.to_string())
-}
-
-fn not_taken() -> Failure {
-    RuntimeError::BodyTimeout {
-        body: "desktop",
-        timeout_ms: 0,
-    }
-    .into()
 }
 
 fn rules(config: &aido_policy::Config) -> Result<Rules, DesktopError> {
@@ -518,58 +503,41 @@ fn run(
     Ok(answer)
 }
 
-impl Actor for DesktopBody {
+impl Body for DesktopBody {
+    const NAME: &'static str = "desktop";
+    type Args = DesktopBodyArgs;
     type Msg = DesktopMsg;
-    type State = DesktopState;
-    type Arguments = DesktopBodyArgs;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<DesktopMsg>,
-        args: DesktopBodyArgs,
-    ) -> Result<DesktopState, ActorProcessingErr> {
-        Ok(DesktopState {
+    async fn build(args: DesktopBodyArgs) -> Result<Self, String> {
+        Ok(Self {
             args,
             desktop: None,
         })
     }
 
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<DesktopMsg>,
-        state: &mut DesktopState,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn stop(&mut self) {
         // Release whatever is held and stop the owned session, off the async threads.
-        if let Some(mut desktop) = state.desktop.take() {
+        if let Some(mut desktop) = self.desktop.take() {
             let _ = tokio::task::spawn_blocking(move || {
                 desktop.release_all();
                 drop(desktop);
             })
             .await;
         }
-        Ok(())
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<DesktopMsg>,
-        msg: DesktopMsg,
-        state: &mut DesktopState,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn handle(&mut self, msg: DesktopMsg, _calls: &Calls) {
         let DesktopMsg::Run {
             action,
             session,
-            ticket,
             reply,
         } = msg;
-        // A call whose deadline passed while it waited never runs; input commits first, so
-        // its caller waits for the answer.
-        if !ticket.start() || (action.class().mutates() && !ticket.commit()) {
-            let _ = reply.send(Err(not_taken()));
-            return Ok(());
-        }
-        let desktop = state.desktop.take();
-        let args = state.args.clone();
+        // Input commits first, so its caller waits for the answer.
+        let Some(reply) = reply.take(action.class().mutates()) else {
+            return;
+        };
+        let desktop = self.desktop.take();
+        let args = self.args.clone();
         let tokio = tokio::runtime::Handle::current();
         let joined = tokio::task::spawn_blocking(move || {
             let mut desktop = match desktop {
@@ -595,17 +563,13 @@ impl Actor for DesktopBody {
                     }
                     (_, answer) => answer,
                 };
-                state.desktop = Some(desktop);
-                let _ = reply.send(answer);
+                self.desktop = Some(desktop);
+                reply.send(answer);
             }
-            Ok((None, answer)) => {
-                let _ = reply.send(answer);
-            }
-            // The reply is dropped (the caller sees body_crashed) and the actor fails, so the
-            // supervisor restarts it; the desktop was dropped with the task (keys released).
-            Err(e) => return Err(format!("the desktop body's work failed: {e}").into()),
+            Ok((None, answer)) => reply.send(answer),
+            // The desktop was dropped with the task (keys released); the body is restarted.
+            Err(e) => reply.crash(e),
         }
-        Ok(())
     }
 }
 

@@ -2,8 +2,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use aido_actions::{Condition, Failure, FsAction};
+use aido_call::{Body, Calls, Reply, Turn};
 use aido_policy::{Limits, PolicyEngine, SessionContext};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
 use aido_walk::Executed;
@@ -13,20 +13,19 @@ use super::walls::Walls;
 use crate::clock::Clock;
 use crate::error::RuntimeError;
 use crate::faults::Faults;
-use crate::ticket::Ticket;
 
-/// The filesystem body actor. Stateless between messages apart from cached root handles and
-/// the snapshot store, so a restart loses nothing.
+/// The filesystem body. Stateless between messages apart from cached root handles and the
+/// snapshot store, so a restart loses nothing.
 ///
-/// Its work is blocking file I/O, so it never runs on the async workers: each call becomes a
-/// task that takes the body's gate (shared for actions and conditions, exclusive for snapshot
-/// operations, which must see and leave the workspace whole), checks its [`Ticket`] (a call
-/// whose deadline passed while it waited never runs), and runs on the blocking pool. One slow
+/// Its work is blocking file I/O, so it never runs on the async workers: each call goes to
+/// the blocking pool through [`Calls::blocking`] after its turn at the body's gate (shared for
+/// actions and conditions, exclusive for snapshot operations, which must see and leave the
+/// workspace whole); a call whose deadline passed while it waited never runs. One slow
 /// snapshot therefore holds back other calls on this workspace, never the runtime's workers or
-/// other sessions' non-filesystem work. A panic in the work fails the actor, so the supervisor
-/// restarts it and the call in flight gets `body_crashed`.
-#[derive(Clone, Copy, Debug)]
-pub struct FsBody;
+/// other sessions' non-filesystem work.
+pub struct FsBody {
+    core: Arc<Core>,
+}
 
 /// What the body is built from; kept by the supervisor to build a fresh body after a crash.
 #[derive(Clone)]
@@ -56,13 +55,6 @@ pub(crate) struct Core {
     snapshots: Mutex<super::snapshot::Snapshots>,
 }
 
-/// The body's state.
-pub struct FsState {
-    core: Arc<Core>,
-    /// Shared for actions and conditions, exclusive for snapshot operations.
-    gate: Arc<tokio::sync::RwLock<()>>,
-}
-
 /// Messages to the filesystem body.
 pub enum FsMsg {
     /// Run one filesystem leaf.
@@ -75,10 +67,8 @@ pub enum FsMsg {
         cancel: CancellationToken,
         /// Where its writes say what they are about to do (the proposal's intents).
         intents: Option<super::intent::Intents>,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The answer.
-        reply: RpcReplyPort<Result<Executed, Failure>>,
+        reply: Reply<Executed>,
     },
     /// A snapshot operation on the workspace.
     Snapshot {
@@ -86,10 +76,8 @@ pub enum FsMsg {
         op: super::snapshot::SnapshotOp,
         /// The session it runs for.
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The answer.
-        reply: RpcReplyPort<Result<serde_json::Value, Failure>>,
+        reply: Reply<serde_json::Value>,
     },
     /// Answer a condition.
     Evaluate {
@@ -97,10 +85,8 @@ pub enum FsMsg {
         condition: Condition,
         /// The session it runs for.
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The answer, with what the condition's leaves saw (as inputs and blobs).
-        reply: RpcReplyPort<Result<(bool, Executed), Failure>>,
+        reply: Reply<(bool, Executed)>,
     },
     /// Read the end of a file the walls allow (read_logs): at most `window` bytes, from a
     /// line start.
@@ -111,10 +97,8 @@ pub enum FsMsg {
         window: u64,
         /// The session it runs for.
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The resolved path, the bytes, and whether the file holds more before them.
-        reply: RpcReplyPort<Result<super::tools::Tail, Failure>>,
+        reply: Reply<super::tools::Tail>,
     },
     /// Stage a change set: every content and before-image into the journal's blob store,
     /// the entries into parts, all durable; nothing in the workspace changes.
@@ -125,10 +109,8 @@ pub enum FsMsg {
         file_bytes_max: u64,
         /// The session it runs for.
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The staged change set.
-        reply: RpcReplyPort<Result<super::changeset::Staged, Failure>>,
+        reply: Reply<super::changeset::Staged>,
     },
     /// Apply a staged change set (all or nothing); the caller has written its recovery
     /// marker.
@@ -137,179 +119,42 @@ pub enum FsMsg {
         staged: Box<super::changeset::Staged>,
         /// The session it runs for.
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// What was applied, as a result shows it, and the staged set back.
-        reply: RpcReplyPort<
-            Result<(super::changeset::Applied, Box<super::changeset::Staged>), Failure>,
-        >,
-    },
-    /// A call's work panicked: the body fails, and its supervisor restarts it.
-    Crashed {
-        /// The panic's message.
-        why: String,
+        reply: Reply<(super::changeset::Applied, Box<super::changeset::Staged>)>,
     },
 }
 
-/// The failure of a call whose deadline passed before the body took it.
-fn not_taken() -> Failure {
-    RuntimeError::BodyTimeout {
-        body: "filesystem",
-        timeout_ms: 0,
-    }
-    .into()
-}
-
-pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
-}
-
-impl FsState {
-    /// Run `work` on the blocking pool, behind the gate, if its ticket is still valid when its
-    /// turn comes; `commits` says whether it changes the world (then it commits its ticket
-    /// before it starts, so the caller waits for it past its deadline).
-    ///
-    /// When the gate is free and no fault delays the call, the work goes to the blocking pool
-    /// at once and answers from there; otherwise a task waits for the gate first.
-    fn spawn<T: Send + 'static>(
-        &self,
-        myself: ActorRef<FsMsg>,
-        exclusive: bool,
-        commits: bool,
-        ticket: Ticket,
-        reply: RpcReplyPort<Result<T, Failure>>,
-        work: impl FnOnce(&Core) -> Result<T, Failure> + Send + 'static,
-    ) {
-        let (core, gate) = (self.core.clone(), self.gate.clone());
-        let delay = core.args.faults.before_start();
-        let free = match (delay, exclusive) {
-            (Some(_), _) => None,
-            (None, true) => gate.clone().try_write_owned().ok().map(Turn::Exclusive),
-            (None, false) => gate.clone().try_read_owned().ok().map(Turn::Shared),
-        };
-        if let Some(turn) = free
-            && core.args.faults.after_start().is_none()
-        {
-            tokio::task::spawn_blocking(move || {
-                let _turn = turn;
-                if !ticket.start() || (commits && !ticket.commit()) {
-                    let _ = reply.send(Err(not_taken()));
-                    return;
-                }
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    if core.args.faults.take_panic_in_work() {
-                        panic!("injected fault: the filesystem body panics in its work");
-                    }
-                    work(&core)
-                }));
-                match ran {
-                    Ok(result) => {
-                        let _ = reply.send(result);
-                    }
-                    Err(payload) => {
-                        // The reply is dropped: the caller sees the crash.
-                        drop(reply);
-                        let _ = myself.cast(FsMsg::Crashed {
-                            why: panic_text(payload.as_ref()),
-                        });
-                    }
-                }
-            });
-            return;
-        }
-        tokio::spawn(async move {
-            let _turn = if exclusive {
-                Turn::Exclusive(gate.write_owned().await)
-            } else {
-                Turn::Shared(gate.read_owned().await)
-            };
-            if let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
-            }
-            if !ticket.start() || (commits && !ticket.commit()) {
-                let _ = reply.send(Err(not_taken()));
-                return;
-            }
-            if let Some(delay) = core.args.faults.after_start() {
-                tokio::time::sleep(delay).await;
-            }
-            let joined = tokio::task::spawn_blocking(move || {
-                if core.args.faults.take_panic_in_work() {
-                    panic!("injected fault: the filesystem body panics in its work");
-                }
-                work(&core)
-            })
-            .await;
-            match joined {
-                Ok(result) => {
-                    let _ = reply.send(result);
-                }
-                Err(e) => {
-                    let why = match e.try_into_panic() {
-                        Ok(payload) => panic_text(payload.as_ref()),
-                        Err(e) => e.to_string(),
-                    };
-                    // The reply is dropped: the caller sees the crash.
-                    drop(reply);
-                    let _ = myself.cast(FsMsg::Crashed { why });
-                }
-            }
-        });
-    }
-}
-
-/// A call's turn at the gate, held until its work is done.
-enum Turn {
-    Shared(#[allow(dead_code)] tokio::sync::OwnedRwLockReadGuard<()>),
-    Exclusive(#[allow(dead_code)] tokio::sync::OwnedRwLockWriteGuard<()>),
-}
-
-impl Actor for FsBody {
+impl Body for FsBody {
+    const NAME: &'static str = "filesystem";
+    type Args = FsBodyArgs;
     type Msg = FsMsg;
-    type State = FsState;
-    type Arguments = FsBodyArgs;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        args: FsBodyArgs,
-    ) -> Result<FsState, ActorProcessingErr> {
+    async fn build(args: FsBodyArgs) -> Result<Self, String> {
         let walls = Walls::new(args.policy.clone());
-        Ok(FsState {
+        Ok(FsBody {
             core: Arc::new(Core {
                 args,
                 walls,
                 snapshots: Mutex::new(super::snapshot::Snapshots::new()),
             }),
-            gate: Arc::new(tokio::sync::RwLock::new(())),
         })
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        msg: FsMsg,
-        state: &mut FsState,
-    ) -> Result<(), ActorProcessingErr> {
-        if state.core.args.faults.take_panic() {
-            panic!("injected fault: the filesystem body panics on this message");
-        }
+    /// Every call runs on the blocking pool: actions and conditions beside each other,
+    /// snapshot operations alone (they must see and leave the workspace whole).
+    async fn handle(&mut self, msg: FsMsg, calls: &Calls) {
+        let core = self.core.clone();
         match msg {
             FsMsg::Run {
                 action,
                 session,
                 cancel,
                 intents,
-                ticket,
                 reply,
             } => {
                 let commits = action.class().mutates();
-                state.spawn(myself, false, commits, ticket, reply, move |core| {
-                    let mut cx = ctx(core, &session, &cancel);
+                calls.blocking(reply, Turn::Shared, commits, move |_| {
+                    let mut cx = ctx(&core, &session, &cancel);
                     cx.keep.intents = intents.as_ref();
                     let result = run(&cx, &action).map_err(Failure::from);
                     if let Some(delay) = core.args.faults.after_work() {
@@ -318,14 +163,10 @@ impl Actor for FsBody {
                     result
                 });
             }
-            FsMsg::Snapshot {
-                op,
-                session,
-                ticket,
-                reply,
-            } => {
+            FsMsg::Snapshot { op, session, reply } => {
                 let reads = matches!(op, super::snapshot::SnapshotOp::List);
-                state.spawn(myself, !reads, !reads, ticket, reply, move |core| {
+                let turn = if reads { Turn::Shared } else { Turn::Exclusive };
+                calls.blocking(reply, turn, !reads, move |_| {
                     let mut snapshots = core.snapshots.lock().map_err(|_| {
                         Failure::from(RuntimeError::Internal {
                             why: "the snapshot store's lock is poisoned".into(),
@@ -343,12 +184,11 @@ impl Actor for FsBody {
             FsMsg::Evaluate {
                 condition,
                 session,
-                ticket,
                 reply,
             } => {
-                state.spawn(myself, false, false, ticket, reply, move |core| {
+                calls.blocking(reply, Turn::Shared, false, move |_| {
                     let never = CancellationToken::new();
-                    let cx = ctx(core, &session, &never);
+                    let cx = ctx(&core, &session, &never);
                     let mut seen = Executed::default();
                     ops::evaluate(&cx, &condition, &mut seen)
                         .map(|holds| (holds, seen))
@@ -359,10 +199,9 @@ impl Actor for FsBody {
                 path,
                 window,
                 session,
-                ticket,
                 reply,
             } => {
-                state.spawn(myself, false, false, ticket, reply, move |core| {
+                calls.blocking(reply, Turn::Shared, false, move |_| {
                     super::tools::tail(&core.walls, &session, &path, window).map_err(Failure::from)
                 });
             }
@@ -370,10 +209,9 @@ impl Actor for FsBody {
                 changes,
                 file_bytes_max,
                 session,
-                ticket,
                 reply,
             } => {
-                state.spawn(myself, false, true, ticket, reply, move |core| {
+                calls.blocking(reply, Turn::Shared, true, move |_| {
                     let cx = super::changeset::Cx {
                         walls: &core.walls,
                         session: &session,
@@ -390,10 +228,9 @@ impl Actor for FsBody {
             FsMsg::Commit {
                 staged,
                 session,
-                ticket,
                 reply,
             } => {
-                state.spawn(myself, false, true, ticket, reply, move |core| {
+                calls.blocking(reply, Turn::Shared, true, move |_| {
                     let cx = super::changeset::Cx {
                         walls: &core.walls,
                         session: &session,
@@ -406,9 +243,7 @@ impl Actor for FsBody {
                         .map_err(Failure::from)
                 });
             }
-            FsMsg::Crashed { why } => return Err(why.into()),
         }
-        Ok(())
     }
 }
 

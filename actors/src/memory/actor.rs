@@ -2,19 +2,14 @@ use std::path::PathBuf;
 
 use aido_actions::memory::{self as args, ScopeKind};
 use aido_actions::{Failure, MemoryAction};
+use aido_call::{Body, Calls, Reply};
 use aido_memory::{
     Expiry, ForgetFilter, ForgetRequest, ListRequest, MemoryId, MemoryStore, Provenance,
     RecallRequest, RememberRequest, Scope, Terms,
 };
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use crate::error::RuntimeError;
-use crate::ticket::Ticket;
-
-/// The memory body actor.
-#[derive(Clone, Copy, Debug)]
-pub struct MemoryBody;
 
 /// What it is built from; kept by the supervisor to build a fresh body after a crash.
 #[derive(Clone, Debug)]
@@ -25,8 +20,9 @@ pub struct MemoryBodyArgs {
     pub limits: aido_memory::Limits,
 }
 
-/// Its state: the store, once opened (taken out while a call works on it).
-pub struct MemoryState {
+/// The memory body: the store, once opened (taken out while a call works on it). A serial
+/// body: one call at a time, its work off the async workers.
+pub struct MemoryBody {
     args: MemoryBodyArgs,
     store: Option<MemoryStore>,
 }
@@ -53,20 +49,9 @@ pub enum MemoryMsg {
         call: MemoryCall,
         /// The runtime's clock, read (and recorded) by the caller.
         now_ms: u64,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The store's answer, as JSON (what the journal records and the result renders).
-        reply: RpcReplyPort<Result<Value, Failure>>,
+        reply: Reply<Value>,
     },
-}
-
-/// The failure of a call whose deadline passed before the body took it.
-fn not_taken() -> Failure {
-    RuntimeError::BodyTimeout {
-        body: "memory",
-        timeout_ms: 0,
-    }
-    .into()
 }
 
 /// A coded error of the store as the agent sees it.
@@ -215,64 +200,46 @@ fn open(args: &MemoryBodyArgs) -> Result<MemoryStore, Failure> {
     MemoryStore::open(&args.path, args.limits.clone()).map_err(|e| coded(e.code(), e.to_string()))
 }
 
-impl Actor for MemoryBody {
+impl Body for MemoryBody {
+    const NAME: &'static str = "memory";
+    type Args = MemoryBodyArgs;
     type Msg = MemoryMsg;
-    type State = MemoryState;
-    type Arguments = MemoryBodyArgs;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<MemoryMsg>,
-        args: MemoryBodyArgs,
-    ) -> Result<MemoryState, ActorProcessingErr> {
-        Ok(MemoryState { args, store: None })
+    async fn build(args: MemoryBodyArgs) -> Result<Self, String> {
+        Ok(Self { args, store: None })
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<MemoryMsg>,
-        msg: MemoryMsg,
-        state: &mut MemoryState,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            MemoryMsg::Run {
-                action,
-                call,
-                now_ms,
-                ticket,
-                reply,
-            } => {
-                // A call whose deadline passed while it waited never runs; remember and
-                // forget commit first, so their caller waits for the answer.
-                if !ticket.start() || (action.class().mutates() && !ticket.commit()) {
-                    let _ = reply.send(Err(not_taken()));
-                    return Ok(());
-                }
-                let store = state.store.take();
-                let args = state.args.clone();
-                let joined = tokio::task::spawn_blocking(move || {
-                    let mut store = match store {
-                        Some(store) => store,
-                        None => match open(&args) {
-                            Ok(store) => store,
-                            Err(failure) => return (None, Err(failure)),
-                        },
-                    };
-                    let answer = run(&mut store, &action, &call, now_ms);
-                    (Some(store), answer)
-                })
-                .await;
-                match joined {
-                    Ok((store, answer)) => {
-                        state.store = store;
-                        let _ = reply.send(answer);
-                    }
-                    // The reply is dropped (the caller sees body_crashed) and the actor
-                    // fails, so the supervisor restarts it.
-                    Err(e) => return Err(format!("the memory body's work failed: {e}").into()),
-                }
+    async fn handle(&mut self, msg: MemoryMsg, _calls: &Calls) {
+        let MemoryMsg::Run {
+            action,
+            call,
+            now_ms,
+            reply,
+        } = msg;
+        // Remember and forget commit first, so their caller waits for the answer.
+        let Some(reply) = reply.take(action.class().mutates()) else {
+            return;
+        };
+        let store = self.store.take();
+        let args = self.args.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut store = match store {
+                Some(store) => store,
+                None => match open(&args) {
+                    Ok(store) => store,
+                    Err(failure) => return (None, Err(failure)),
+                },
+            };
+            let answer = run(&mut store, &action, &call, now_ms);
+            (Some(store), answer)
+        })
+        .await;
+        match joined {
+            Ok((store, answer)) => {
+                self.store = store;
+                reply.send(answer);
             }
+            Err(e) => reply.crash(e),
         }
-        Ok(())
     }
 }

@@ -3,17 +3,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aido_actions::NetAction;
 use aido_actions::net::{DnsLookup, FetchUrl, HttpRequest, Method, OllamaEndpoint, PortCheck};
-use aido_actions::{Failure, NetAction};
+use aido_call::{Body, Calls, Reply, Turn};
 use aido_net::{Host, NetPolicy, Target, classify};
 use aido_policy::PolicyEngine;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use super::NetBodyError;
 use super::http::{Client, Request, resolve};
 use super::llm::{self, LLM_TIMEOUT_MS_DEFAULT};
-use crate::ticket::Ticket;
 
 /// An exchange's time when the call names none.
 pub const TIMEOUT_MS_DEFAULT: u64 = 30_000;
@@ -24,11 +23,6 @@ pub const REDIRECTS_DEFAULT: u32 = 5;
 /// A port check's time when the call names none.
 pub const PORT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
 
-/// The net body actor. It takes each call, then works in a task of its own, so one slow
-/// server does not hold up the next call.
-#[derive(Clone, Copy, Debug)]
-pub struct NetBody;
-
 /// What it is built from.
 #[derive(Clone)]
 pub struct NetBodyArgs {
@@ -36,8 +30,9 @@ pub struct NetBodyArgs {
     pub policy: Arc<PolicyEngine>,
 }
 
-/// Its state: the client and the port checks of the last minute.
-pub struct NetState {
+/// The net body: the client and the port checks of the last minute. Each call works in a
+/// task of its own, so one slow server does not hold up the next call.
+pub struct NetBody {
     policy: Arc<PolicyEngine>,
     client: Client,
     port_checks: Arc<Mutex<VecDeque<Instant>>>,
@@ -49,60 +44,37 @@ pub enum NetMsg {
     Run {
         /// The action.
         action: Box<NetAction>,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The exchange as the journal records it (the result is rendered from it).
-        reply: RpcReplyPort<Result<Value, Failure>>,
+        reply: Reply<Value>,
     },
 }
 
-impl Actor for NetBody {
+impl Body for NetBody {
+    const NAME: &'static str = "net";
+    type Args = NetBodyArgs;
     type Msg = NetMsg;
-    type State = NetState;
-    type Arguments = NetBodyArgs;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        args: NetBodyArgs,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(NetState {
+    async fn build(args: NetBodyArgs) -> Result<Self, String> {
+        Ok(Self {
             policy: args.policy,
             client: Client::new(),
             port_checks: Arc::default(),
         })
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        msg: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn handle(&mut self, msg: NetMsg, calls: &Calls) {
         match msg {
-            NetMsg::Run {
-                action,
-                ticket,
-                reply,
-            } => {
-                if !ticket.start() {
-                    return Ok(());
-                }
-                let (policy, client) = (state.policy.clone(), state.client.clone());
-                let port_checks = state.port_checks.clone();
-                tokio::spawn(async move {
-                    // A request may change the world on the other side: once it is sent the
-                    // caller waits for its answer, so the body commits before sending.
-                    if !ticket.commit() {
-                        return;
-                    }
+            NetMsg::Run { action, reply } => {
+                let (policy, client) = (self.policy.clone(), self.client.clone());
+                let port_checks = self.port_checks.clone();
+                // A request may change the world on the other side: once it is sent the
+                // caller waits for its answer, so the body commits before sending.
+                calls.task(reply, Turn::Shared, true, move |ticket| async move {
                     let left = ticket.deadline().saturating_duration_since(Instant::now());
-                    let answer = run(&policy, &client, &port_checks, *action, left)
+                    run(&policy, &client, &port_checks, *action, left)
                         .await
-                        .map_err(NetBodyError::into_failure);
-                    let _ = reply.send(answer);
+                        .map_err(NetBodyError::into_failure)
                 });
-                Ok(())
             }
         }
     }

@@ -3,6 +3,7 @@ use std::sync::Arc;
 
 use aido_actions::process::{RunCommand, StopHandle};
 use aido_actions::{AccessKind, Failure, Input, ProcessAction};
+use aido_call::{Body, Calls, Reply, Turn};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
 use aido_sandbox::{
     Change, GlobIndex, Outcome, Profile, Request, Sandbox, StartOptions, WriteMode,
@@ -10,7 +11,6 @@ use aido_sandbox::{
 use aido_walk::process::{
     ANSWERED_BY, command_ran, handle_answered, handle_started, handle_stopped, is_secret_name,
 };
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use super::ProcessError;
@@ -21,10 +21,11 @@ use crate::fs::Executed;
 use crate::fs::changeset::{CommandChange, Contents};
 use crate::ticket::Ticket;
 
-/// The process body actor. It takes each call, then runs the command on a blocking thread,
+/// The process body. Each call runs on a task of its own (the command on a blocking thread),
 /// so one long command does not hold up the next.
-#[derive(Clone, Copy, Debug)]
-pub struct ProcessBody;
+pub struct ProcessBody {
+    args: ProcessBodyArgs,
+}
 
 /// What it is built from.
 #[derive(Clone)]
@@ -67,10 +68,8 @@ pub enum ProcessMsg {
         session: SessionContext,
         /// Which call it is.
         origin: Origin,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The answer.
-        reply: RpcReplyPort<Result<Ran, Failure>>,
+        reply: Reply<Ran>,
     },
 }
 
@@ -105,16 +104,15 @@ pub(crate) fn change_caps(policy: &PolicyEngine) -> aido_sandbox::ChangeCaps {
     }
 }
 
-impl Actor for ProcessBody {
+impl Body for ProcessBody {
+    const NAME: &'static str = "process";
+    type Args = ProcessBodyArgs;
     type Msg = ProcessMsg;
-    type State = ProcessBodyArgs;
-    type Arguments = ProcessBodyArgs;
+    /// Its calls share nothing a panic can leave half-done (the handle table outlives the
+    /// body anyway): a call that panics is that call's failure, and the body goes on.
+    const RESTART_AFTER_PANIC: bool = false;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        args: ProcessBodyArgs,
-    ) -> Result<Self::State, ActorProcessingErr> {
+    async fn build(args: ProcessBodyArgs) -> Result<Self, String> {
         // The first walk of a large write root (a home) happens now, not in the first command;
         // choosing the child's host (which starts the helper once to read its build) too,
         // off the runtime's start. On a thread of its own, not tokio's blocking pool: a runtime
@@ -136,51 +134,25 @@ impl Actor for ProcessBody {
                 tracing::info!(host = %exe.display(), why, "the sandbox child's executable");
             }
         });
-        Ok(args)
+        Ok(Self { args })
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        msg: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn handle(&mut self, msg: ProcessMsg, calls: &Calls) {
         match msg {
             ProcessMsg::Run {
                 action,
                 session,
                 origin,
-                ticket,
                 reply,
             } => {
-                // A call whose deadline passed before it was taken never runs.
-                if !ticket.start() {
-                    return Ok(());
-                }
-                let args = state.clone();
-                tokio::spawn(async move {
-                    let work = tokio::spawn(async move {
-                        if args.faults.take_panic_in_process() {
-                            panic!("injected fault: a process call panics");
-                        }
-                        process_call(&args, *action, &session, &origin, &ticket).await
-                    });
-                    // A call that panics is that call's failure, with its own panic: the body
-                    // and its other calls go on.
-                    let answer = work.await.unwrap_or_else(|error| {
-                        let why = match error.try_into_panic() {
-                            Ok(payload) => crate::fs::actor::panic_text(payload.as_ref()),
-                            Err(error) => error.to_string(),
-                        };
-                        Err(crate::error::RuntimeError::BodyCrashed {
-                            body: "process",
-                            why,
-                        }
-                        .into())
-                    });
-                    let _ = reply.send(answer);
+                let args = self.args.clone();
+                // A command commits when it is about to start (a check never does).
+                calls.task(reply, Turn::Shared, false, move |ticket| async move {
+                    if args.faults.take_panic_in_process() {
+                        panic!("injected fault: a process call panics");
+                    }
+                    process_call(&args, *action, &session, &origin, &ticket).await
                 });
-                Ok(())
             }
         }
     }

@@ -4,18 +4,18 @@ use std::time::{Duration, Instant};
 
 use aido_actions::search::{SearchAndRead, SearchCase, SearchCode, SearchMode, SearchScope};
 use aido_actions::{AccessKind, Failure, SearchAction};
+use aido_call::{Body, Calls, Reply, Turn};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
 use aido_search::{Case, Limits, OutputMode, ReadRequest, Scope, SearchRequest};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
 use super::SearchBodyError;
 use super::judge::Walls;
-use crate::ticket::Ticket;
 
-/// The search body actor. It takes each call, then searches on the blocking pool.
-#[derive(Clone, Copy, Debug)]
-pub struct SearchBody;
+/// The search body. It takes each call, then searches on the blocking pool.
+pub struct SearchBody {
+    args: SearchBodyArgs,
+}
 
 /// What it is built from.
 #[derive(Clone)]
@@ -34,60 +34,34 @@ pub enum SearchMsg {
         action: Box<SearchAction>,
         /// The session's context (its working directory).
         session: SessionContext,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// What the search found, as JSON (what the journal records and the result renders).
-        reply: RpcReplyPort<Result<Value, Failure>>,
+        reply: Reply<Value>,
     },
 }
 
-impl Actor for SearchBody {
+impl Body for SearchBody {
+    const NAME: &'static str = "search";
+    type Args = SearchBodyArgs;
     type Msg = SearchMsg;
-    type State = SearchBodyArgs;
-    type Arguments = SearchBodyArgs;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        args: SearchBodyArgs,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(args)
+    async fn build(args: SearchBodyArgs) -> Result<Self, String> {
+        Ok(Self { args })
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        msg: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn handle(&mut self, msg: SearchMsg, calls: &Calls) {
         match msg {
             SearchMsg::Run {
                 action,
                 session,
-                ticket,
                 reply,
             } => {
-                // A call whose deadline passed before it was taken never runs. A search changes
-                // nothing, so it never commits: a caller that gives up discards its answer.
-                if !ticket.start() {
-                    return Ok(());
-                }
-                let (policy, aido_home) = (state.policy.clone(), state.aido_home.clone());
-                let deadline = search_deadline(ticket.deadline(), Instant::now());
-                tokio::spawn(async move {
-                    let answer = tokio::task::spawn_blocking(move || {
-                        run(&policy, &aido_home, &action, &session, deadline)
-                    })
-                    .await
-                    .unwrap_or_else(|error| {
-                        Err(SearchBodyError::Crashed {
-                            why: error.to_string(),
-                        }
-                        .into_failure())
-                    });
-                    let _ = reply.send(answer);
+                // A search changes nothing, so it never commits: a caller that gives up
+                // discards its answer.
+                let (policy, aido_home) = (self.args.policy.clone(), self.args.aido_home.clone());
+                calls.blocking(reply, Turn::Shared, false, move |ticket| {
+                    let deadline = search_deadline(ticket.deadline(), Instant::now());
+                    run(&policy, &aido_home, &action, &session, deadline)
                 });
-                Ok(())
             }
         }
     }

@@ -26,12 +26,6 @@ pub use actor::{SearchBody, SearchBodyArgs, SearchMsg};
 /// `pattern_invalid`, `pattern_too_large`, `glob_invalid`, ...).
 #[derive(Debug, thiserror::Error)]
 pub enum SearchBodyError {
-    /// The search's blocking work panicked or was cancelled.
-    #[error("the search stopped before it answered: {why}")]
-    Crashed {
-        /// Why.
-        why: String,
-    },
     /// The search's answer could not be turned into JSON.
     #[error("the search's answer is not JSON: {why}")]
     Unencodable {
@@ -41,6 +35,5 @@ pub enum SearchBodyError {
 }
 
 aido_actions::coded!(SearchBodyError {
-    Crashed => "search_crashed",
     Unencodable => "search_answer_unencodable",
 });

@@ -2,18 +2,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use aido_actions::{Failure, Image, Outcome, VmAction};
+use aido_call::{Body, Calls, Reply};
 use aido_vm::{Machine, MachineSpec, VmError};
 use base64::Engine;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
 use super::VmBodyError;
 use crate::fs::Executed;
-use crate::ticket::Ticket;
-
-/// The VM body actor.
-#[derive(Clone, Copy, Debug)]
-pub struct VmBody;
 
 /// What it is built from.
 #[derive(Clone)]
@@ -28,8 +23,8 @@ pub struct VmBodyArgs {
     pub computer: aido_policy::config::Computer,
 }
 
-/// Its state: the running machines by name.
-pub struct VmState {
+/// The VM body: the running machines by name. A serial body: one call at a time, in order.
+pub struct VmBody {
     args: VmBodyArgs,
     machines: BTreeMap<String, Machine>,
     /// How each machine came to be: started, cloned or pooled.
@@ -52,10 +47,8 @@ pub enum VmMsg {
     Run {
         /// The action.
         action: Box<VmAction>,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The answer.
-        reply: RpcReplyPort<Result<Executed, Failure>>,
+        reply: Reply<Executed>,
     },
     /// A look at a machine for a person (the live view): its screen and pointer. Not an
     /// action of the agent's, so not journaled; it changes nothing.
@@ -63,37 +56,33 @@ pub enum VmMsg {
         /// The machine.
         vm: String,
         /// PNG bytes and the pointer position.
-        reply: RpcReplyPort<Result<Peeked, Failure>>,
+        reply: Reply<Peeked>,
     },
     /// The names of the running machines.
     Names {
         /// The names.
-        reply: RpcReplyPort<Vec<String>>,
+        reply: Reply<Vec<String>>,
     },
     /// What the warm pool holds (`None` before it is first used). Not journaled.
     PoolStatus {
         /// The status.
-        reply: RpcReplyPort<Option<aido_vm::PoolStatus>>,
+        reply: Reply<Option<aido_vm::PoolStatus>>,
     },
     /// Snapshot every running machine under `id` (for a workspace snapshot).
     SnapshotAll {
         /// The snapshot id.
         id: String,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The machines snapshotted.
-        reply: RpcReplyPort<Result<Vec<String>, Failure>>,
+        reply: Reply<Vec<String>>,
     },
     /// Restore `machines` (those still running) to snapshot `id`.
     RestoreAll {
         /// The snapshot id.
         id: String,
-        /// Its deadline and state.
-        ticket: Ticket,
         /// The machines it holds.
         machines: Vec<String>,
         /// The machines restored.
-        reply: RpcReplyPort<Result<Vec<String>, Failure>>,
+        reply: Reply<Vec<String>>,
     },
 }
 
@@ -101,15 +90,6 @@ pub enum VmMsg {
 const WAIT_FOR_TEXT_MS_MAX: u64 = 120_000;
 /// Default vm_wait_for_text wait.
 const WAIT_FOR_TEXT_MS_DEFAULT: u64 = 10_000;
-
-/// The failure of a call whose deadline passed before the body took it.
-fn not_taken() -> Failure {
-    crate::error::RuntimeError::BodyTimeout {
-        body: "VM",
-        timeout_ms: 0,
-    }
-    .into()
-}
 
 fn failure(e: VmError) -> Failure {
     Failure::new(e.code(), e.to_string())
@@ -134,7 +114,7 @@ fn out(output: serde_json::Value) -> Executed {
     Executed::new(Outcome::from_output(output))
 }
 
-impl VmState {
+impl VmBody {
     fn machine(&self, name: &str) -> Result<&Machine, Failure> {
         self.machines.get(name).ok_or_else(|| {
             Failure::from(VmBodyError::NotFound {
@@ -625,17 +605,13 @@ impl VmState {
     }
 }
 
-impl Actor for VmBody {
+impl Body for VmBody {
+    const NAME: &'static str = "vm";
+    type Args = VmBodyArgs;
     type Msg = VmMsg;
-    type State = VmState;
-    type Arguments = VmBodyArgs;
 
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<VmMsg>,
-        args: VmBodyArgs,
-    ) -> Result<VmState, ActorProcessingErr> {
-        Ok(VmState {
+    async fn build(args: VmBodyArgs) -> Result<Self, String> {
+        Ok(Self {
             args,
             machines: BTreeMap::new(),
             origin: BTreeMap::new(),
@@ -645,29 +621,21 @@ impl Actor for VmBody {
         })
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<VmMsg>,
-        msg: VmMsg,
-        state: &mut VmState,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn handle(&mut self, msg: VmMsg, _calls: &Calls) {
         match msg {
-            VmMsg::Run {
-                action,
-                ticket,
-                reply,
-            } => {
-                // A call whose deadline passed while it waited never runs; one that can
-                // change a machine commits first, so its caller waits for the answer.
-                if !ticket.start() || (action.class().mutates() && !ticket.commit()) {
-                    let _ = reply.send(Err(not_taken()));
-                    return Ok(());
+            VmMsg::Run { action, reply } => {
+                // One that can change a machine commits first, so its caller waits for the
+                // answer.
+                if let Some(reply) = reply.take(action.class().mutates()) {
+                    let result = self.run(&action).await;
+                    reply.send(result);
                 }
-                let result = state.run(&action).await;
-                let _ = reply.send(result);
             }
             VmMsg::Peek { vm, reply } => {
-                let peeked = match state.machine(&vm) {
+                let Some(reply) = reply.take(false) else {
+                    return;
+                };
+                let peeked = match self.machine(&vm) {
                     Ok(m) => m
                         .screenshot_png()
                         .await
@@ -675,22 +643,25 @@ impl Actor for VmBody {
                         .map_err(failure),
                     Err(f) => Err(f),
                 };
-                let _ = reply.send(peeked);
+                reply.send(peeked);
             }
             VmMsg::Names { reply } => {
-                let _ = reply.send(state.machines.keys().cloned().collect());
+                if let Some(reply) = reply.take(false) {
+                    reply.send(Ok(self.machines.keys().cloned().collect()));
+                }
             }
             VmMsg::PoolStatus { reply } => {
-                let _ = reply.send(state.pool.as_ref().map(|p| p.status()));
-            }
-            VmMsg::SnapshotAll { id, ticket, reply } => {
-                if !ticket.start() || !ticket.commit() {
-                    let _ = reply.send(Err(not_taken()));
-                    return Ok(());
+                if let Some(reply) = reply.take(false) {
+                    reply.send(Ok(self.pool.as_ref().map(|p| p.status())));
                 }
+            }
+            VmMsg::SnapshotAll { id, reply } => {
+                let Some(reply) = reply.take(true) else {
+                    return;
+                };
                 let mut done = Vec::new();
                 let mut result = Ok(());
-                for (name, machine) in &state.machines {
+                for (name, machine) in &self.machines {
                     match machine.snapshot_save(&id).await {
                         Ok(()) => done.push(name.clone()),
                         Err(e) => {
@@ -699,23 +670,21 @@ impl Actor for VmBody {
                         }
                     }
                 }
-                let _ = reply.send(result.map(|_| done));
+                reply.send(result.map(|_| done));
             }
             VmMsg::RestoreAll {
                 id,
                 machines,
-                ticket,
                 reply,
             } => {
-                if !ticket.start() || !ticket.commit() {
-                    let _ = reply.send(Err(not_taken()));
-                    return Ok(());
-                }
+                let Some(reply) = reply.take(true) else {
+                    return;
+                };
                 let mut done = Vec::new();
                 let mut result = Ok(());
                 for name in machines {
                     // A machine stopped since has nothing to go back to.
-                    let Some(machine) = state.machines.get(&name) else {
+                    let Some(machine) = self.machines.get(&name) else {
                         continue;
                     };
                     match machine.snapshot_load(&id).await {
@@ -726,21 +695,15 @@ impl Actor for VmBody {
                         }
                     }
                 }
-                let _ = reply.send(result.map(|_| done));
+                reply.send(result.map(|_| done));
             }
         }
-        Ok(())
     }
 
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<VmMsg>,
-        state: &mut VmState,
-    ) -> Result<(), ActorProcessingErr> {
-        for (_, machine) in std::mem::take(&mut state.machines) {
+    async fn stop(&mut self) {
+        for (_, machine) in std::mem::take(&mut self.machines) {
             machine.shutdown().await;
         }
-        Ok(())
     }
 }
 

@@ -31,7 +31,7 @@ struct Inner {
 
 impl Ticket {
     /// A call that must be taken by `deadline`.
-    pub(crate) fn new(deadline: Instant) -> Self {
+    pub fn new(deadline: Instant) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state: AtomicU8::new(QUEUED),
@@ -41,7 +41,7 @@ impl Ticket {
     }
 
     /// A call with no deadline that nobody abandons (recovery at start-up).
-    pub(crate) fn unbounded() -> Self {
+    pub fn unbounded() -> Self {
         Self::new(Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600))
     }
 
@@ -52,14 +52,13 @@ impl Ticket {
     }
 
     /// When the caller gives up on a call the body has not committed.
-    #[cfg(any(feature = "prim-search", feature = "prim-process"))]
-    pub(crate) fn deadline(&self) -> Instant {
+    pub fn deadline(&self) -> Instant {
         self.inner.deadline
     }
 
     /// The body takes the call. False when the deadline passed or the caller gave up: then
     /// the body must not touch anything and its answer is not awaited.
-    pub(crate) fn start(&self) -> bool {
+    pub fn start(&self) -> bool {
         if Instant::now() >= self.inner.deadline {
             // Too late to start: make sure the caller sees it as abandoned too.
             let _ = self.swap(QUEUED, ABANDONED);
@@ -70,7 +69,7 @@ impl Ticket {
 
     /// Before the body's first change to the world. False when the caller gave up (nothing
     /// has changed, and nothing may).
-    pub(crate) fn commit(&self) -> bool {
+    pub fn commit(&self) -> bool {
         match self.swap(RUNNING, COMMITTED) {
             Ok(_) => true,
             Err(now) => {
@@ -82,7 +81,7 @@ impl Ticket {
 
     /// The caller's deadline passed. True when the body has not committed: it will change
     /// nothing now. False when it has: the caller must wait for its answer.
-    pub(crate) fn abandon(&self) -> bool {
+    pub fn abandon(&self) -> bool {
         loop {
             match self.inner.state.load(Ordering::Acquire) {
                 COMMITTED => return false,

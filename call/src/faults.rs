@@ -140,7 +140,8 @@ impl Faults {
         }
     }
 
-    pub(crate) fn take_panic(&self) -> bool {
+    /// Whether the body panics on this message (once when asked, or by the seeded plan's chance).
+    pub fn take_panic(&self) -> bool {
         if self.panic_next.swap(false, Ordering::SeqCst) {
             return true;
         }
@@ -148,16 +149,18 @@ impl Faults {
         chance > 0 && self.roll().is_some_and(|r| r % 1000 < chance)
     }
 
-    pub(crate) fn take_panic_in_work(&self) -> bool {
+    /// Whether this piece of blocking work panics (once, when asked).
+    pub fn take_panic_in_work(&self) -> bool {
         self.panic_in_work_next.swap(false, Ordering::SeqCst)
     }
 
-    #[cfg_attr(not(feature = "prim-process"), allow(dead_code))]
-    pub(crate) fn take_panic_in_process(&self) -> bool {
+    /// Whether this process call panics in its task (once, when asked).
+    pub fn take_panic_in_process(&self) -> bool {
         self.panic_in_process_next.swap(false, Ordering::SeqCst)
     }
 
-    pub(crate) fn before_start(&self) -> Option<Duration> {
+    /// How long a call waits before the body takes it, if at all.
+    pub fn before_start(&self) -> Option<Duration> {
         let random = match self.random_delay_max_ms.load(Ordering::SeqCst) {
             0 => 0,
             max => self.roll().map_or(0, |r| r % (max + 1)),
@@ -169,21 +172,23 @@ impl Faults {
     }
 
     /// Wait before one entry of a change set is applied, if a test asked for it.
-    pub(crate) fn apply_step(&self) {
+    pub fn apply_step(&self) {
         match self.delay_apply_step_us.load(Ordering::Relaxed) {
             0 => {}
             us => std::thread::sleep(Duration::from_micros(us)),
         }
     }
 
-    pub(crate) fn after_work(&self) -> Option<Duration> {
+    /// How long an action waits after its work, before its answer, if at all.
+    pub fn after_work(&self) -> Option<Duration> {
         match self.delay_after_work_ms.load(Ordering::SeqCst) {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
         }
     }
 
-    pub(crate) fn after_start(&self) -> Option<Duration> {
+    /// How long a call the body took waits before it finishes, if at all.
+    pub fn after_start(&self) -> Option<Duration> {
         match self.delay_after_start_ms.load(Ordering::SeqCst) {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
