@@ -117,12 +117,13 @@ pub mod hooks;
 pub mod human;
 /// aido's own rotating log, and read_logs.
 pub mod logs;
-/// The memory body: the shared SQLite memory store in AIDO_HOME.
+/// The memory body: the shared SQLite memory store in AIDO_HOME (`aido-body-memory`).
 #[cfg(feature = "prim-memory")]
-pub mod memory;
-/// The net body: http_request, fetch_url, port_check, dns_lookup, every address judged.
+pub use aido_body_memory as memory;
+/// The net body: http_request, fetch_url, port_check, dns_lookup, every address judged
+/// (`aido-body-net`).
 #[cfg(feature = "prim-net")]
-pub mod net;
+pub use aido_body_net as net;
 /// What the runtime tells an observer (telemetry) about each action and journal write.
 pub mod observe;
 /// The process body: commands confined by aido-sandbox.
@@ -135,9 +136,9 @@ pub mod runtime;
 /// child actions; definitions in AIDO_HOME/scripts.
 #[cfg(feature = "prim-script")]
 pub mod script;
-/// The search body: search_code and search_and_read over the walls.
+/// The search body: search_code and search_and_read over the walls (`aido-body-search`).
 #[cfg(feature = "prim-search")]
-pub mod search;
+pub use aido_body_search as search;
 /// Session actors and the handle surfaces use.
 pub mod session;
 /// The state every actor of a runtime shares (the bottom layer).

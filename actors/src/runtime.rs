@@ -110,7 +110,7 @@ impl Runtime {
         #[cfg(feature = "prim-memory")]
         let memory_args = MemoryBodyArgs {
             path: options.env.aido_home.join(MEMORY_FILE),
-            limits: aido_memory::Limits::default(),
+            limits: Default::default(),
         };
         #[cfg(feature = "prim-process")]
         let layers = crate::process::layers_base(&options.env.aido_home, policy.write_roots());

@@ -9,7 +9,7 @@ use aido_memory::{
 };
 use serde_json::{Value, json};
 
-use crate::error::RuntimeError;
+use aido_walk::error::RuntimeError;
 
 /// What it is built from; kept by the supervisor to build a fresh body after a crash.
 #[derive(Clone, Debug)]
