@@ -89,14 +89,11 @@ pub mod bodies;
 /// A change set applied as part of an action: staged, marked, applied.
 #[cfg(any(feature = "prim-process", feature = "prim-artifact"))]
 mod change_sets;
-/// The clock and id facade.
-pub mod clock;
-/// Anthropic's computer-use tools over any screen that takes input (a machine's, the desktop).
-#[cfg(any(feature = "prim-vm", feature = "prim-desktop"))]
-mod computer;
 /// The desktop body: a host display through aido-desktop.
 #[cfg(feature = "prim-desktop")]
-pub mod desktop;
+pub use aido_body_desktop as desktop;
+/// The clock and id facade (`aido-call`'s).
+pub use aido_call::clock;
 /// Errors of the runtime itself (not of actions).
 pub mod error;
 /// Walking action trees: composites, meta primitives, progress and cancellation.
@@ -143,11 +140,11 @@ pub use aido_body_search as search;
 pub mod session;
 /// The state every actor of a runtime shares (the bottom layer).
 mod shared;
-/// A deadline that travels with a body call (`aido-call`'s).
-pub use aido_call::ticket;
 /// The VM body: contained QEMU machines.
 #[cfg(feature = "prim-vm")]
-pub mod vm;
+pub use aido_body_vm as vm;
+/// A deadline that travels with a body call (`aido-call`'s).
+pub use aido_call::ticket;
 
 pub use aido_grants::TOKEN_PREFIX as GRANT_TOKEN_PREFIX;
 pub use aido_walk::computer::ComputerError;

@@ -358,7 +358,7 @@ impl Runtime {
     /// What the VM body's warm pool holds, for a person watching (`None` before its first
     /// use); not journaled.
     #[cfg(feature = "prim-vm")]
-    pub async fn vm_pool_status(&self) -> Option<aido_vm::PoolStatus> {
+    pub async fn vm_pool_status(&self) -> Option<crate::vm::PoolStatus> {
         let status = self
             .shared
             .bodies

@@ -29,6 +29,8 @@
 
 /// The generic body actor, the [`Body`] trait and the ways a body runs a call.
 mod body;
+/// The clock and id facade (tests and replay pin it).
+pub mod clock;
 /// Fault injection for tests and the seeded simulation.
 pub mod faults;
 /// The answer of one call: its ticket, its port, and what a body that dies owes it.

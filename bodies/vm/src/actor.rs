@@ -8,13 +8,13 @@ use base64::Engine;
 use serde_json::json;
 
 use super::VmBodyError;
-use crate::fs::Executed;
+use aido_walk::Executed;
 
 /// What it is built from.
 #[derive(Clone)]
 pub struct VmBodyArgs {
     /// Time and randomness (clone identities are seeded from it).
-    pub clock: std::sync::Arc<dyn crate::clock::Clock>,
+    pub clock: std::sync::Arc<dyn aido_call::clock::Clock>,
     /// Where `aido vm image build` leaves guest images (`AIDO_HOME/vm/images`).
     pub images: PathBuf,
     /// `[vm]` from the config.
@@ -500,10 +500,10 @@ impl VmBody {
                 if c.vm == "default" && !self.machines.contains_key("default") {
                     self.start("default", None, None, false).await?;
                 }
-                let sizing = crate::computer::Sizing::of(&self.args.computer);
+                let sizing = aido_computer::Sizing::of(&self.args.computer);
                 let mut screen = super::computer::MachineScreen(self.machine(&c.vm)?);
                 let mut answer =
-                    crate::computer::legacy(&mut screen, c.action, &c.input, sizing).await?;
+                    aido_computer::legacy(&mut screen, c.action, &c.input, sizing).await?;
                 answer["vm"] = json!(c.vm);
                 Ok(computed(
                     aido_walk::computer::render_legacy(c.action, &c.input, &answer),
@@ -514,13 +514,13 @@ impl VmBody {
                 if batch.vm == "default" && !self.machines.contains_key("default") {
                     self.start("default", None, None, false).await?;
                 }
-                let sizing = crate::computer::Sizing::of(&self.args.computer);
+                let sizing = aido_computer::Sizing::of(&self.args.computer);
                 let call = aido_actions::computer::ComputerToolset {
                     version: batch.version,
                     actions: batch.actions.clone(),
                 };
                 let mut screen = super::computer::MachineScreen(self.machine(&batch.vm)?);
-                let mut answer = crate::computer::toolset(&mut screen, &call, sizing).await?;
+                let mut answer = aido_computer::toolset(&mut screen, &call, sizing).await?;
                 answer["vm"] = json!(batch.vm);
                 Ok(computed(
                     aido_walk::computer::render_toolset(&call, &answer),

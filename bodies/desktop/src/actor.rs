@@ -208,7 +208,7 @@ impl DesktopScreen<'_> {
     }
 }
 
-impl crate::computer::Screen for DesktopScreen<'_> {
+impl aido_computer::Screen for DesktopScreen<'_> {
     fn backend(&self) -> &'static str {
         self.desktop.backend_name()
     }
@@ -229,10 +229,10 @@ impl crate::computer::Screen for DesktopScreen<'_> {
     async fn pointer(
         &mut self,
         at: Option<[u32; 2]>,
-        gesture: crate::computer::Gesture,
+        gesture: aido_computer::Gesture,
         held: Option<&str>,
     ) -> Result<Value, Failure> {
-        use crate::computer::{Button as B, Gesture as G};
+        use aido_computer::{Button as B, Gesture as G};
         let button = |b| match b {
             B::Left => Button::Left,
             B::Middle => Button::Middle,
@@ -311,7 +311,7 @@ fn read_screen(desktop: &mut Desktop, text: &str) -> Result<(Vec<Value>, Value),
     Ok((ocr_find(&shot.png, text)?, seen))
 }
 
-#[cfg(feature = "prim-vm")]
+#[cfg(feature = "ocr")]
 fn ocr_find(png: &[u8], text: &str) -> Result<Vec<Value>, Failure> {
     // One tesseract worker for every desktop body of the process, started on first use.
     static OCR: std::sync::Mutex<Option<aido_vm::ocr::Ocr>> = std::sync::Mutex::new(None);
@@ -339,7 +339,7 @@ fn ocr_find(png: &[u8], text: &str) -> Result<Vec<Value>, Failure> {
         .collect())
 }
 
-#[cfg(not(feature = "prim-vm"))]
+#[cfg(not(feature = "ocr"))]
 fn ocr_find(_png: &[u8], _text: &str) -> Result<Vec<Value>, Failure> {
     Err(body_failure(DesktopBodyError::OcrUnavailable {
         why: "this aido is built without the prim-vm family, which brings tesseract".into(),
@@ -476,13 +476,13 @@ fn run(
             v
         }
         DesktopAction::DesktopComputer(c) => {
-            let sizing = crate::computer::Sizing::of(&policy.config().computer);
+            let sizing = aido_computer::Sizing::of(&policy.config().computer);
             let mut screen = DesktopScreen {
                 desktop,
                 policy,
                 session,
             };
-            tokio.block_on(crate::computer::legacy(
+            tokio.block_on(aido_computer::legacy(
                 &mut screen,
                 c.action,
                 &c.input,
@@ -490,13 +490,13 @@ fn run(
             ))?
         }
         DesktopAction::DesktopComputerToolset(batch) => {
-            let sizing = crate::computer::Sizing::of(&policy.config().computer);
+            let sizing = aido_computer::Sizing::of(&policy.config().computer);
             let mut screen = DesktopScreen {
                 desktop,
                 policy,
                 session,
             };
-            tokio.block_on(crate::computer::toolset(&mut screen, batch, sizing))?
+            tokio.block_on(aido_computer::toolset(&mut screen, batch, sizing))?
         }
     };
     answer["backend"] = json!(backend);

@@ -29,7 +29,7 @@ const MEMBER_SETTLE_MS: u64 = 50;
 
 /// A pointer button.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Button {
+pub enum Button {
     /// Left.
     Left,
     /// Middle.
@@ -40,7 +40,7 @@ pub(crate) enum Button {
 
 /// Pointer input at one point (real pixels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Gesture {
+pub enum Gesture {
     /// Only move there.
     Move,
     /// Click `count` times.
@@ -71,7 +71,11 @@ pub(crate) enum Gesture {
 /// A screen that takes input. Each input method returns what the backend adds to the
 /// journal about it (the desktop: the window it went to), or a coded failure; none returns
 /// `Ok` for input that was not delivered.
-pub(crate) trait Screen {
+#[expect(
+    async_fn_in_trait,
+    reason = "implemented and called by aido's own bodies, whose futures are Send"
+)]
+pub trait Screen {
     /// The backend (`x11`, `qemu`).
     fn backend(&self) -> &'static str;
     /// The real screen's size, in pixels.
@@ -100,7 +104,7 @@ pub(crate) trait Screen {
 
 /// How screenshots are sized, from `[computer]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Sizing {
+pub struct Sizing {
     /// The configured screenshot size, if any.
     pub target: Option<[u32; 2]>,
     /// The image limits.
@@ -109,7 +113,7 @@ pub(crate) struct Sizing {
 
 impl Sizing {
     /// From the config.
-    pub(crate) fn of(config: &aido_policy::config::Computer) -> Self {
+    pub fn of(config: &aido_policy::config::Computer) -> Self {
         Self {
             target: Some([config.width, config.height]).filter(|[w, h]| *w > 0 && *h > 0),
             budget: Budget {
@@ -150,7 +154,7 @@ fn header(screen: &impl Screen, scale: &Scale, version: &str) -> Value {
 }
 
 /// Run one legacy `computer` call; a failure fails the call.
-pub(crate) async fn legacy<S: Screen>(
+pub async fn legacy<S: Screen>(
     screen: &mut S,
     action: ComputerAction,
     input: &ComputerInput,
@@ -166,7 +170,7 @@ pub(crate) async fn legacy<S: Screen>(
 
 /// Run a toolset batch in order, stopping at the first member that fails (its failure is
 /// recorded; the rest are not run). Only a batch that is malformed as a whole fails the call.
-pub(crate) async fn toolset<S: Screen>(
+pub async fn toolset<S: Screen>(
     screen: &mut S,
     batch: &ComputerToolset,
     sizing: Sizing,

@@ -1,4 +1,4 @@
-//! A machine as a screen for Anthropic's computer-use tools (`crate::computer`): its
+//! A machine as a screen for Anthropic's computer-use tools (`aido_computer`): its
 //! usb-tablet and keyboard take the input, QEMU's screendump is the screen. The adapter
 //! itself (scaling, the after-action screenshot, the toolset batch) is shared with the
 //! desktop body.
@@ -10,7 +10,7 @@ use aido_actions::computer::ScrollDirection;
 use aido_vm::{Machine, VmError};
 use serde_json::Value;
 
-use crate::computer::{Button, Gesture, Screen};
+use aido_computer::{Button, Gesture, Screen};
 
 fn failure(e: VmError) -> Failure {
     Failure::new(e.code(), e.to_string())

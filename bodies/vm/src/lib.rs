@@ -86,3 +86,6 @@ impl From<VmBodyError> for aido_actions::Failure {
         aido_actions::Failure::new(e.code(), e.to_string())
     }
 }
+
+/// What the warm pool holds (aido-vm's), as the runtime reports it.
+pub use aido_vm::PoolStatus;
