@@ -4,7 +4,6 @@
 //! carried up by the walk, so a composite's record (completed or failed) lists all of them.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
@@ -13,18 +12,18 @@ use aido_actions::{
     Input, MemoryAction, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction,
     SearchAction, VmAction,
 };
-use aido_journal::{Event, SessionId};
-use aido_policy::{FsResolver, SessionContext};
+use aido_journal::Event;
+use aido_policy::FsResolver;
 use aido_walk::walk::Answer;
 use aido_walk::{Executed, Failed, World, rewind_cut, rewind_plan};
 use serde_json::json;
 
+use crate::call::Call;
 #[cfg(feature = "prim-desktop")]
 use crate::desktop::DesktopMsg;
 use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
-use crate::hooks::Hooks;
 #[cfg(feature = "prim-memory")]
 use crate::memory::{MemoryCall, MemoryMsg};
 #[cfg(feature = "prim-net")]
@@ -35,25 +34,11 @@ use crate::recovery::{Recovery, RewindMark, fetch_blobs};
 use crate::render;
 #[cfg(feature = "prim-search")]
 use crate::search::SearchMsg;
-use crate::shared::Shared;
 #[cfg(feature = "prim-vm")]
 use crate::vm::VmMsg;
 use aido_call::{Body, Reply, Slot};
 
-pub(crate) struct Executor<'a> {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) session: SessionId,
-    /// The seq of the proposal being run.
-    pub(crate) proposal: u64,
-    pub(crate) ctx: &'a SessionContext,
-    pub(crate) hooks: &'a Hooks,
-    /// The session this action runs in, for the child actions a script's host calls are
-    /// (`None` where nothing can have children: a filesystem read run beside its proposal).
-    #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
-    pub(crate) runner: Option<&'a crate::session::Session>,
-}
-
-impl Executor<'_> {
+impl Call<'_> {
     /// Walk `action` through the live bodies.
     pub(crate) async fn exec(&mut self, action: &Action) -> Result<Executed, Failed> {
         match aido_walk::walk(self, action, String::new()).await {
@@ -64,7 +49,7 @@ impl Executor<'_> {
 }
 
 /// The live world: bodies change files and machines, and every leaf records what it read.
-impl World for Executor<'_> {
+impl World for Call<'_> {
     /// The live world always answers (a failure is an answer).
     type Stop = Infallible;
 
@@ -98,39 +83,39 @@ impl World for Executor<'_> {
     }
 
     async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::process(self, action).await)
+        Ok(Call::process(self, action).await)
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::runtime(self, action).await)
+        Ok(Call::runtime(self, action).await)
     }
 
     async fn human(&mut self, action: HumanAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::human(self, action).await)
+        Ok(Call::human(self, action).await)
     }
 
     async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::memory(self, action).await)
+        Ok(Call::memory(self, action).await)
     }
 
     async fn search(&mut self, action: SearchAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::search(self, action).await)
+        Ok(Call::search(self, action).await)
     }
 
     async fn net(&mut self, action: NetAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::net(self, action).await)
+        Ok(Call::net(self, action).await)
     }
 
     async fn desktop(&mut self, action: DesktopAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::desktop(self, action).await)
+        Ok(Call::desktop(self, action).await)
     }
 
     async fn script(&mut self, action: ScriptAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::script(self, action).await)
+        Ok(Call::script(self, action).await)
     }
 
     async fn artifact(&mut self, action: ArtifactAction) -> Answer<Executed, Infallible> {
-        Ok(Executor::artifact(self, action).await)
+        Ok(Call::artifact(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -138,15 +123,15 @@ impl World for Executor<'_> {
     }
 
     async fn take_snapshot(&mut self, label: &str) -> Answer<(Executed, String), Infallible> {
-        Ok(Executor::take_snapshot(self, Some(label)).await)
+        Ok(Call::take_snapshot(self, Some(label)).await)
     }
 
     async fn restore_snapshot(&mut self, snapshot: &str) -> Answer<Executed, Infallible> {
-        Ok(Executor::restore_snapshot(self, snapshot).await)
+        Ok(Call::restore_snapshot(self, snapshot).await)
     }
 }
 
-impl Executor<'_> {
+impl Call<'_> {
     /// A primitive of the runtime itself (the policy's answers, the journal, snapshots,
     /// rewinds, recorded randomness).
     async fn runtime(&self, action: RuntimeAction) -> Result<Executed, Failure> {
@@ -253,7 +238,7 @@ impl Executor<'_> {
         };
         let answer = match &action {
             ProcessAction::Subscribe(s) => Some(events.subscribe(s)?),
-            ProcessAction::WatchAndReact(w) => Some(events.watch(w, self.runner)?),
+            ProcessAction::WatchAndReact(w) => Some(events.watch(w, self.children)?),
             ProcessAction::Unsubscribe(u) => {
                 Some(self.shared.events.remove(self.session, &u.subscription)?)
             }
@@ -480,7 +465,7 @@ impl Executor<'_> {
     }
 }
 
-impl Executor<'_> {
+impl Call<'_> {
     async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
         let session = self.ctx.clone();
         self.ask(&self.shared.bodies.fs, |reply| FsMsg::Snapshot {
@@ -725,7 +710,7 @@ impl Executor<'_> {
 
 /// The twins of the body calls for the families this build lacks. The policy refuses their
 /// actions first (`primitive_not_built`); these answer the same if anything reaches them.
-impl Executor<'_> {
+impl Call<'_> {
     #[cfg(not(feature = "prim-artifact"))]
     async fn artifact(&self, _action: ArtifactAction) -> Result<Executed, Failure> {
         Err(crate::families::not_built(aido_actions::Body::Artifact))

@@ -86,6 +86,8 @@
 pub mod artifact;
 /// The body table: supervision and restarts, generic over every body.
 pub mod bodies;
+/// One call's context, and the way it starts child actions.
+mod call;
 /// A change set applied as part of an action: staged, marked, applied.
 #[cfg(any(feature = "prim-process", feature = "prim-artifact"))]
 mod change_sets;

@@ -18,8 +18,8 @@ use aido_walk::tools::logs::{self, Read as Window};
 use aido_walk::tools::redact;
 use serde_json::json;
 
+use crate::call::Call;
 use crate::error::RuntimeError;
-use crate::executor::Executor;
 use crate::fs::FsMsg;
 
 /// The folder of aido's log in AIDO_HOME.
@@ -122,7 +122,7 @@ fn read_own_log(aido_home: &Path, window: u64) -> std::io::Result<(Vec<u8>, bool
     Ok((crate::fs::tools::from_line_start(out, cut), more))
 }
 
-impl Executor<'_> {
+impl Call<'_> {
     /// read_logs: the filters are checked before anything is read; what is read is redacted,
     /// then recorded, then rendered.
     pub(crate) async fn read_logs(&self, a: &ReadLogs) -> Result<Executed, Failure> {

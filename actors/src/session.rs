@@ -1,50 +1,44 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aido_actions::verdict::Gate;
-use aido_actions::{Action, Body, Failure, Input, Outcome, SideEffectClass, Verdict};
+use aido_actions::{Action, Body, Failure, Input, SideEffectClass, Verdict};
 use aido_journal::{Appended, Event, Queued, SessionId};
 use aido_policy::{Admissions, FsResolver, SessionContext};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde::Serialize;
 
+use crate::call::{Call, Children};
 use crate::error::RuntimeError;
-use crate::executor::Executor;
 use crate::hooks::{ConfirmAnswer, Hooks};
 use crate::observe::{ActionReport, CommitReport, Judged};
 use crate::shared::Shared;
 
-/// A finished action.
-#[derive(Clone, Debug, Serialize)]
-pub struct Ran {
-    /// The seq of its proposal record.
-    pub seq: u64,
-    /// What it returned.
-    pub outcome: Outcome,
-}
+pub use crate::call::{Ran, RunError};
 
-/// An action that was refused or failed.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunError {
-    /// The seq of its proposal record, when it got that far.
-    pub seq: Option<u64>,
-    /// The code, message and details.
-    pub failure: Failure,
-    /// For refusals: the gate that refused.
-    pub gate: Option<Gate>,
-    /// For refusals of composites: the leaf.
-    pub leaf: Option<String>,
-}
+/// A session starts the child actions of its calls (a script's host calls, a watch's
+/// reactions) as its own actions, each with its parent's seq.
+impl Children for Session {
+    fn run_child(
+        &self,
+        action: Action,
+        hooks: Hooks,
+        parent: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Ran, RunError>> + Send + '_>>
+    {
+        Box::pin(self.run_under(action, hooks, Some(parent)))
+    }
 
-impl RunError {
-    fn plain(seq: Option<u64>, failure: Failure) -> Self {
-        Self {
-            seq,
-            failure,
-            gate: None,
-            leaf: None,
-        }
+    fn reject<'a>(
+        &'a self,
+        tool: &'a str,
+        code: &'a str,
+        message: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send + 'a>> {
+        Box::pin(Session::reject(self, tool, code, message))
+    }
+
+    fn owned(&self) -> Arc<dyn Children> {
+        Arc::new(self.clone())
     }
 }
 
@@ -340,13 +334,13 @@ impl Session {
         let started = shared.clock.now_ms();
         // The body uses the paths the chain resolved instead of resolving them again.
         let ctx = self.context(admitted);
-        let mut executor = Executor {
+        let mut executor = Call {
             shared: shared.clone(),
             session: self.id,
             proposal: seq,
             ctx: &ctx,
             hooks: &hooks,
-            runner: Some(self),
+            children: Some(self),
         };
         let result = executor.exec(&action).await;
         // The outcome of an action that changed nothing is answered once it is written to the
@@ -416,13 +410,13 @@ impl Session {
         // it), so playback finds what it recorded where it looks for it.
         let ctx = self.context(admitted);
         let read = async {
-            let mut executor = Executor {
+            let mut executor = Call {
                 shared: shared.clone(),
                 session: self.id,
                 proposal: 0,
                 ctx: &ctx,
                 hooks: &hooks,
-                runner: None,
+                children: None,
             };
             executor.exec(&action).await
         };

@@ -15,7 +15,7 @@
 //! client is told, so replay shows exactly what the agent was told.
 //!
 //! A reaction runs, for each changed path, the reaction's primitive with the path put into
-//! its arguments, as a child action of the watch_and_react call (`Session::run_under`):
+//! its arguments, as a child action of the watch_and_react call (`Children::run_child`):
 //! judged by the whole policy chain, journaled with `parent`, run, its outcome journaled. A
 //! token bucket bounds the firings a minute: a change over the rate is journaled with
 //! `refused: watch_rate_limited` and not run. Loops are cut three ways: the paths a firing
@@ -44,8 +44,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::EventsError;
+use crate::call::Children;
 use crate::hooks::{Hooks, Notifier};
-use crate::session::Session;
 use crate::shared::Shared;
 
 /// Most subscriptions (and reactions) one session holds.
@@ -618,12 +618,12 @@ impl Origin<'_> {
     pub(crate) fn watch(
         &self,
         w: &WatchAndReact,
-        runner: Option<&Session>,
+        runner: Option<&dyn Children>,
     ) -> Result<Value, Failure> {
         let invalid = |why: String| Failure::from(EventsError::Invalid { why });
         let notifier = self.notifier()?;
         let runner = runner
-            .cloned()
+            .map(Children::owned)
             .ok_or_else(|| invalid("this call has no session to run reactions in".into()))?;
         let per_minute = w.per_minute.unwrap_or(WatchAndReact::PER_MINUTE_DEFAULT);
         let firings_max = w.firings_max.unwrap_or(WatchAndReact::FIRINGS_DEFAULT);
@@ -756,8 +756,16 @@ impl Origin<'_> {
                     }
                     fired += 1;
                     let relative = watched.relative(Path::new(&change.path));
-                    let fired_as =
-                        fire(&runner, &reaction, &change, &relative, &hooks, proposal).await;
+                    let fired_as = fire(
+                        runner.as_ref(),
+                        &shared,
+                        &reaction,
+                        &change,
+                        &relative,
+                        &hooks,
+                        proposal,
+                    )
+                    .await;
                     match &fired_as {
                         Fired::Ran { effects, .. } => {
                             task_stats.fired.fetch_add(1, Ordering::Relaxed);
@@ -911,7 +919,8 @@ const FIRED_PATHS_MAX: usize = 10_000;
 
 /// Run the reaction for one change, as a child action of the watch_and_react call.
 async fn fire(
-    runner: &Session,
+    runner: &dyn Children,
+    shared: &Shared,
     reaction: &Reaction,
     change: &Change,
     relative: &str,
@@ -935,10 +944,7 @@ async fn fire(
         }
     };
     let primitive = action.primitive();
-    match runner
-        .run_under(action, hooks.clone(), Some(proposal))
-        .await
-    {
+    match runner.run_child(action, hooks.clone(), proposal).await {
         Ok(ran) => Fired::Ran {
             seq: ran.seq,
             primitive,
@@ -960,7 +966,7 @@ async fn fire(
                     // are ignored for the firing: a reaction never loops on its own writes).
                     Effect::Changes { parts, .. } => {
                         let mut paths = Vec::new();
-                        let store = runner.shared.journal.blob_store();
+                        let store = shared.journal.blob_store();
                         let _ = store.visit_change_set(parts, |entry| {
                             paths.push(entry.path.clone());
                             paths.len() < FIRED_PATHS_MAX

@@ -29,7 +29,7 @@ pub use engine::Limits;
 pub use error::ScriptError;
 pub use store::{Definition, Store};
 
-use crate::executor::Executor;
+use crate::call::Call;
 use crate::hooks::Hooks;
 
 /// Whether `name` may name a definition: `^[a-z][a-z0-9_]{0,40}$`.
@@ -160,7 +160,7 @@ pub fn check_args(name: &str, schema: &Object, args: &Object) -> Result<(), Scri
     Ok(())
 }
 
-impl Executor<'_> {
+impl Call<'_> {
     /// Run a script primitive. The answer is recorded; the result is rendered from it.
     pub(crate) async fn script(&self, action: ScriptAction) -> Result<Executed, Failure> {
         let store = Store::new(&self.shared.scripts);
@@ -271,7 +271,7 @@ impl Executor<'_> {
         if let Some(schema) = &def.input_schema {
             check_args(&def.name, schema, &call.args)?;
         }
-        let Some(runner) = self.runner else {
+        let Some(runner) = self.children else {
             return Err(ScriptError::Runtime {
                 why: "this call has no session to run host calls in".into(),
             }
@@ -300,7 +300,7 @@ impl Executor<'_> {
                 Some(asked) = calls.recv() => {
                     let primitive = asked.action.primitive();
                     let answer = match runner
-                        .run_under(asked.action, hooks.clone(), Some(self.proposal))
+                        .run_child(asked.action, hooks.clone(), self.proposal)
                         .await
                     {
                         Ok(ran) => {
