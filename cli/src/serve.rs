@@ -96,7 +96,20 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
         writeln!(out, "aido serve: Mission Control at {}/mc/", serving.base)?;
         out.flush()?;
     }
+    // Where it listens, for `aido watch` on this host (a port 0 listener's port is known only
+    // now); taken away again at shutdown when it still says this server.
+    let url_file = home.join(aido_watch::discover::URL_FILE);
+    let written = url_file
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&url_file, format!("{}\n", serving.base)));
+    if let Err(e) = written {
+        tracing::warn!(file = %url_file.display(), error = %e, "aido watch will not find this server by itself");
+    }
     let signal = shutdown_signal().await;
+    if std::fs::read_to_string(&url_file).is_ok_and(|text| text.trim() == serving.base) {
+        let _ = std::fs::remove_file(&url_file);
+    }
     serving.shutdown(&format!("aido received {signal}")).await;
     feed.stop();
     drop(feed);

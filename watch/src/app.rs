@@ -713,6 +713,8 @@ impl App {
                     Err(e) => self.fail(format!("rewind: {e}")),
                 }
                 if via == self.via && self.open_session() == Some(session.as_str()) {
+                    // The rewind's own rows are the newest: show them.
+                    self.stick = true;
                     self.pending.timeline = true;
                     return vec![Request::Timeline {
                         via,

@@ -490,7 +490,15 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     }
 }
 
-fn preview_lines(preview: Option<&Result<Preview, String>>) -> Vec<Line<'static>> {
+/// `path` relative to `cwd` when it lies below it.
+fn relative<'a>(path: &'a str, cwd: &str) -> &'a str {
+    match path.strip_prefix(cwd) {
+        Some(rest) if !cwd.is_empty() && rest.starts_with('/') => &rest[1..],
+        _ => path,
+    }
+}
+
+fn preview_lines(preview: Option<&Result<Preview, String>>, cwd: &str) -> Vec<Line<'static>> {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     match preview {
         None => vec![Line::from("reading what it would undo…")],
@@ -517,7 +525,7 @@ fn preview_lines(preview: Option<&Result<Preview, String>>) -> Vec<Line<'static>
                 bold,
             ));
             for path in p.paths.iter().take(4) {
-                out.push(Line::from(format!("  {path}")));
+                out.push(Line::from(format!("  {}", relative(path, cwd))));
             }
             if p.paths.len() > 4 {
                 out.push(Line::from(format!("  and {} more", p.paths.len() - 4)));
@@ -534,15 +542,21 @@ fn draw_rewind(
     target: Target,
     preview: Option<&Result<Preview, String>>,
 ) {
-    let area = centered(frame.area(), 74, 14);
-    frame.render_widget(Clear, area);
     let mut lines = vec![Line::from(format!("rewind: {}", target.words()))];
-    lines.extend(preview_lines(preview));
+    let cwd = app
+        .sessions
+        .iter()
+        .find(|s| Some(s.id.as_str()) == app.open_session())
+        .map_or("", |s| s.cwd.as_str());
+    lines.extend(preview_lines(preview, cwd));
     lines.push(Line::from(""));
     lines.push(Line::styled(
         "y rewind   k keep/undo this step   any other key: cancel",
         Style::default().add_modifier(Modifier::BOLD),
     ));
+    // Two more rows than the lines, for the borders, and room for a wrapped line or two.
+    let area = centered(frame.area(), 74, lines.len() as u16 + 4);
+    frame.render_widget(Clear, area);
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg(Color::Magenta).add_modifier(Modifier::BOLD))
@@ -632,6 +646,7 @@ mod tests {
             result: Ok(vec![SessionInfo {
                 id: SESSION.into(),
                 client: Some("claude".into()),
+                cwd: "/home/me".into(),
                 records: 9,
                 ..SessionInfo::default()
             }]),
@@ -921,7 +936,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("#2 write_file, #5 run_command"), "{text}");
-        assert!(text.contains("/home/me/notes.txt"), "{text}");
+        assert!(
+            text.contains("│  notes.txt "),
+            "relative to the session's directory: {text}"
+        );
         let asked = app.key(key(KeyCode::Char('y')));
         assert_eq!(
             asked,
