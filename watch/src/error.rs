@@ -30,6 +30,15 @@ pub enum WatchError {
 }
 
 impl WatchError {
+    /// Every code, in the order of the variants.
+    pub const CODES: &'static [&'static str] = &[
+        "watch_token_unreadable",
+        "watch_unreachable",
+        "watch_refused",
+        "watch_answer_invalid",
+        "watch_terminal",
+    ];
+
     /// The stable code of this failure; a runtime's refusal keeps the runtime's own code in
     /// the message.
     pub fn code(&self) -> &'static str {
@@ -86,5 +95,7 @@ mod tests {
         for (error, code) in &table {
             assert_eq!(error.code(), *code);
         }
+        let codes: Vec<&str> = table.iter().map(|(_, code)| *code).collect();
+        assert_eq!(WatchError::CODES, codes.as_slice());
     }
 }
