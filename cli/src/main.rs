@@ -304,7 +304,7 @@ enum Command {
     /// a approve / d deny a confirmation (a answer / d decline other questions) · t type an
     /// answer (a choice by number or text) · r rewind to the selected step: a preview, then
     /// y to go ahead, k to keep the step instead of undoing it · < > another runtime of the
-    /// fleet · ? help · q or Esc quit.
+    /// fleet · ? help · Esc leaves a box · q quit (Ctrl-C too).
     ///
     /// Examples: `aido watch` (this host's runtime); `aido watch --session 3f9a` (open that
     /// session first); `aido watch --url http://10.0.0.5:7411 --token-file ~/peer-token`

@@ -231,6 +231,39 @@ async def test_watch_draws_without_colour_under_no_color_and_explains_a_missing_
     assert "[watch_unreachable]" in proc.stderr, proc.stderr
 
 
+async def test_watch_pages_a_long_session_from_its_newest_records(world: World) -> None:
+    import httpx2
+
+    with serve(world) as served:
+        actions = 400
+        async with httpx2.AsyncClient(timeout=30, headers=served.headers()) as http:
+            first = (await http.post(f"{served.base}/actions", json={
+                "primitive": "read_file", "arguments": {"path": "notes.txt"}})).json()
+            session = first["session"]
+            for _ in range(actions - 1):
+                done = (await http.post(f"{served.base}/actions", json={
+                    "primitive": "read_file", "arguments": {"path": "notes.txt"}, "session": session})).json()
+                assert done["ok"], done
+        records = done["seq"] + 1
+        tui = Terminal(world, [str(world.bin), "watch", "--session", session[:12]], world.env(), "long")
+        try:
+            # The newest page only: the start of the session is not held yet.
+            screen = await tui.shows(f"{records} records · live ↑ older")
+            assert "started by" not in screen, screen
+            assert f"{done['seq']} read_file" in screen, screen
+            # Up past the top reads the page before, until the first record is reached.
+            tui.keys("Home")
+            deadline = time.monotonic() + 30
+            while "started by" not in tui.screen() and time.monotonic() < deadline:
+                tui.keys("Up", "Home")
+                await anyio.sleep(0.1)
+            screen = await tui.shows("started by aido serve /actions")
+            assert "↑ older" not in screen, screen
+            assert re.search(r">\s+1 ── started by", screen), screen
+        finally:
+            tui.close()
+
+
 async def act(served: Any) -> dict[str, Any]:
     import httpx2
 

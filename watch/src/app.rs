@@ -111,8 +111,9 @@ pub enum Focus {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
     Browse,
-    /// An answer to the selected question being typed.
+    /// An answer to the question `id` being typed (kept by id: the list may change meanwhile).
     Typing {
+        id: String,
         text: String,
     },
     /// A step in full.
@@ -331,7 +332,7 @@ impl App {
             return Vec::new();
         }
         match self.mode.clone() {
-            Mode::Typing { text } => self.typing(key, text),
+            Mode::Typing { id, text } => self.typing(key, id, text),
             Mode::Detail { seq, scroll } => self.detail_key(key, seq, scroll),
             Mode::Rewind { target, .. } => self.rewind_key(key, target),
             Mode::Help => {
@@ -344,7 +345,7 @@ impl App {
 
     fn browse(&mut self, key: KeyEvent) -> Vec<Request> {
         match key.code {
-            KeyCode::Char('q') | KeyCode::Esc => {
+            KeyCode::Char('q') => {
                 self.quit = true;
                 Vec::new()
             }
@@ -373,10 +374,8 @@ impl App {
             KeyCode::Char('>') => self.switch(1),
             KeyCode::Char('a') => self.approve(true),
             KeyCode::Char('d') => self.approve(false),
-            KeyCode::Char('t') if !self.questions.is_empty() => {
-                self.mode = Mode::Typing {
-                    text: String::new(),
-                };
+            KeyCode::Char('t') => {
+                self.start_typing();
                 Vec::new()
             }
             KeyCode::Char('r') => self.rewind_ask(),
@@ -473,12 +472,7 @@ impl App {
                 }]
             }
             Focus::Questions => {
-                if self.questions.is_empty() {
-                    return Vec::new();
-                }
-                self.mode = Mode::Typing {
-                    text: String::new(),
-                };
+                self.start_typing();
                 Vec::new()
             }
         }
@@ -494,9 +488,7 @@ impl App {
         let content = match (q.question.kind.as_str(), yes) {
             ("confirm", _) => json!({"approve": yes}),
             (_, true) => {
-                self.mode = Mode::Typing {
-                    text: String::new(),
-                };
+                self.start_typing();
                 return Vec::new();
             }
             (_, false) => json!({"decline": true}),
@@ -508,7 +500,20 @@ impl App {
         }]
     }
 
-    fn typing(&mut self, key: KeyEvent, mut text: String) -> Vec<Request> {
+    /// Start typing an answer to the selected question.
+    fn start_typing(&mut self) {
+        match self.questions.get(self.question) {
+            Some(q) => {
+                self.mode = Mode::Typing {
+                    id: q.id.clone(),
+                    text: String::new(),
+                }
+            }
+            None => self.say("no question is waiting"),
+        }
+    }
+
+    fn typing(&mut self, key: KeyEvent, id: String, mut text: String) -> Vec<Request> {
         match key.code {
             KeyCode::Esc => {
                 self.mode = Mode::Browse;
@@ -516,14 +521,16 @@ impl App {
             }
             KeyCode::Enter => {
                 self.mode = Mode::Browse;
-                let Some(q) = self.questions.get(self.question) else {
-                    self.fail("the question is no longer waiting");
+                let Some(q) = self.questions.iter().find(|q| q.id == id) else {
+                    self.fail(format!(
+                        "{id} is no longer waiting (answered elsewhere, or it timed out)"
+                    ));
                     return Vec::new();
                 };
                 return match typed_answer(q, &text) {
                     Ok(content) => vec![Request::Answer {
                         via: self.via,
-                        id: q.id.clone(),
+                        id,
                         content,
                     }],
                     Err(why) => {
@@ -538,7 +545,7 @@ impl App {
             KeyCode::Char(c) if text.chars().count() < TYPED_CHARS_MAX => text.push(c),
             _ => {}
         }
-        self.mode = Mode::Typing { text };
+        self.mode = Mode::Typing { id, text };
         Vec::new()
     }
 
@@ -594,7 +601,20 @@ impl App {
             self.mode = Mode::Browse;
             return Vec::new();
         };
+        let previewed = matches!(
+            &self.mode,
+            Mode::Rewind {
+                preview: Some(Ok(_)),
+                ..
+            }
+        );
         match key.code {
+            // Only what was shown is done: no rewind before its preview was read whole.
+            KeyCode::Char('y') if !previewed => {
+                self.mode = Mode::Browse;
+                self.fail("nothing rewound: the rewind had no preview");
+                Vec::new()
+            }
             KeyCode::Char('y') => {
                 self.mode = Mode::Browse;
                 self.say(format!("rewinding: {}…", target.words()));

@@ -354,7 +354,7 @@ fn draw_questions(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         lines.extend(question_lines(q, i == app.question));
     }
     let hint = match (&app.mode, app.questions.get(app.question)) {
-        (Mode::Typing { text }, _) => format!("answer> {text}█  (Enter send, Esc cancel)"),
+        (Mode::Typing { text, .. }, _) => format!("answer> {text}█  (Enter send, Esc cancel)"),
         (_, Some(q)) if q.question.kind == "confirm" => "a approve  d deny  t type".into(),
         (_, Some(q)) if q.question.kind == "choice" => {
             let choices: Vec<String> = q
@@ -582,7 +582,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("t", "type an answer (a choice by number or text)"),
     ("r", "rewind to the selected step (preview, then y)"),
     ("< >", "previous / next runtime of the fleet"),
-    ("q Esc", "quit (Ctrl-C too)"),
+    ("q", "quit (Ctrl-C too); Esc leaves a box"),
 ];
 
 fn draw_help(frame: &mut Frame) {
@@ -966,6 +966,63 @@ mod tests {
                 session: SESSION.into(),
                 ask: Ask::Newest
             }]
+        );
+    }
+
+    #[test]
+    fn y_before_the_preview_was_read_rewinds_nothing() {
+        let mut app = watching(true);
+        app.key(key(KeyCode::Char('r')));
+        assert!(app.key(key(KeyCode::Char('y'))).is_empty());
+        let (text, _) = screen(&mut app);
+        assert!(
+            text.contains("nothing rewound: the rewind had no preview"),
+            "{text}"
+        );
+        // A preview the runtime refused cannot be confirmed either.
+        let asked = app.key(key(KeyCode::Char('r')));
+        let Request::Preview { target, .. } = asked[0].clone() else {
+            panic!("{asked:?}");
+        };
+        app.apply(Loaded::Preview {
+            target,
+            result: Err("[watch_refused] [rewind_target_abandoned] #5 was abandoned".into()),
+        });
+        let (text, _) = screen(&mut app);
+        assert!(
+            text.contains("cannot rewind: [watch_refused] [rewind_target_abandoned]"),
+            "{text}"
+        );
+        assert!(app.key(key(KeyCode::Char('y'))).is_empty());
+    }
+
+    #[test]
+    fn a_typed_answer_goes_to_the_question_it_was_typed_for() {
+        let mut app = watching(true);
+        asked_to_confirm(&mut app);
+        app.key(key(KeyCode::Char('t')));
+        app.key(key(KeyCode::Char('y')));
+        // Meanwhile it was answered elsewhere and another came.
+        app.apply(Loaded::Questions {
+            via: Via::Own,
+            result: Ok(vec![QuestionInfo {
+                id: "q-other".into(),
+                question: QuestionText {
+                    kind: "confirm".into(),
+                    question: "Delete everything?".into(),
+                    ..QuestionText::default()
+                },
+                ..QuestionInfo::default()
+            }]),
+        });
+        assert!(
+            app.key(key(KeyCode::Enter)).is_empty(),
+            "not sent to another question"
+        );
+        let (text, _) = screen(&mut app);
+        assert!(
+            text.contains("q-00000000000000aa is no longer waiting"),
+            "{text}"
         );
     }
 
