@@ -669,16 +669,7 @@ impl App {
             Loaded::Questions { via, result } if via == self.via => {
                 self.pending.questions = false;
                 match result {
-                    Ok(questions) => {
-                        let selected = self.questions.get(self.question).map(|q| q.id.clone());
-                        self.questions = questions;
-                        self.question = selected
-                            .and_then(|id| self.questions.iter().position(|q| q.id == id))
-                            .unwrap_or(0);
-                        if self.questions.is_empty() && self.focus == Focus::Questions {
-                            self.focus = Focus::Timeline;
-                        }
-                    }
+                    Ok(questions) => self.questions_read(questions),
                     Err(e) => self.fail(e),
                 }
                 Vec::new()
@@ -727,29 +718,48 @@ impl App {
                 via,
                 session,
                 result,
-            } => {
-                match result {
-                    Ok(text) => self.say(text),
-                    Err(e) => self.fail(format!("rewind: {e}")),
-                }
-                if via == self.via && self.open_session() == Some(session.as_str()) {
-                    // The rewind's own rows are the newest: show them.
-                    self.stick = true;
-                    self.pending.timeline = true;
-                    return vec![Request::Timeline {
-                        via,
-                        session,
-                        ask: Ask::Newest,
-                    }];
-                }
-                Vec::new()
-            }
+            } => self.rewound(via, session, result),
             // An answer for a runtime no longer shown.
             Loaded::Sessions { .. }
             | Loaded::Questions { .. }
             | Loaded::Timeline { .. }
             | Loaded::Step { .. } => Vec::new(),
         }
+    }
+
+    fn questions_read(&mut self, questions: Vec<QuestionInfo>) {
+        let selected = self.questions.get(self.question).map(|q| q.id.clone());
+        self.questions = questions;
+        self.question = selected
+            .and_then(|id| self.questions.iter().position(|q| q.id == id))
+            .unwrap_or(0);
+        if self.questions.is_empty() && self.focus == Focus::Questions {
+            self.focus = Focus::Timeline;
+        }
+    }
+
+    fn rewound(
+        &mut self,
+        via: Via,
+        session: String,
+        result: Result<String, String>,
+    ) -> Vec<Request> {
+        match result {
+            Ok(text) => self.say(text),
+            Err(e) => self.fail(format!("rewind: {e}")),
+        }
+        if via != self.via || self.open_session() != Some(session.as_str()) {
+            return Vec::new();
+        }
+        // The rewind's own rows are the newest: show them; what it abandoned is marked on the
+        // rows before it, so the newest page is read again whole.
+        self.stick = true;
+        self.pending.timeline = true;
+        vec![Request::Timeline {
+            via,
+            session,
+            ask: Ask::Newest,
+        }]
     }
 
     fn sessions_read(&mut self, sessions: Vec<SessionInfo>) -> Vec<Request> {

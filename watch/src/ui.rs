@@ -1098,6 +1098,32 @@ mod tests {
     }
 
     #[test]
+    fn every_box_draws_on_a_tiny_terminal_without_panicking() {
+        let mut app = watching(true);
+        asked_to_confirm(&mut app);
+        let modes = [
+            Mode::Browse,
+            Mode::Help,
+            Mode::Typing {
+                id: "q-00000000000000aa".into(),
+                text: "yes".into(),
+            },
+            Mode::Detail { seq: 2, scroll: 0 },
+            Mode::Rewind {
+                target: Target { seq: 2, keep: true },
+                preview: None,
+            },
+        ];
+        for (width, height) in [(1, 1), (20, 6), (40, 12), (200, 60)] {
+            for mode in &modes {
+                app.mode = mode.clone();
+                let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+                terminal.draw(|f| draw(f, &mut app)).unwrap();
+            }
+        }
+    }
+
+    #[test]
     fn the_help_lists_every_key() {
         let mut app = watching(true);
         app.key(key(KeyCode::Char('?')));
