@@ -525,6 +525,13 @@ impl Session {
         #[cfg(feature = "prim-process")]
         self.shared.tmps.end(&self.id.to_string());
     }
+
+    /// Stop this handle's actor without ending the session: for a person who resumed a
+    /// session another surface still holds (a rewind asked of `aido serve`), whose own handle,
+    /// subscriptions and temporary files go on. Journals nothing.
+    pub fn leave(&self, reason: &str) {
+        self.actor.stop(Some(reason.to_owned()));
+    }
 }
 
 /// Whether the records of `action` are acknowledged once written to the journal's tail rather

@@ -33,6 +33,8 @@ mod tools;
 mod undo;
 /// `aido vm` commands, spoken to a running aido's control channel.
 mod vm_client;
+/// `aido watch`: the operator's terminal.
+mod watch;
 
 use aido_actions::{Action, Verdict};
 use aido_actors::{Runtime, RuntimeOptions, SystemClock};
@@ -288,6 +290,38 @@ enum Command {
         /// JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Watch a runtime's agents live in the terminal: its sessions, a session's timeline as it
+    /// happens, each step in full with its diff; answer the questions waiting for you, and
+    /// rewind a session to a chosen step after seeing what will be undone.
+    ///
+    /// It reads `aido serve`'s Mission Control API with the operator's token, so start
+    /// `aido serve` first (it writes where it listens to AIDO_HOME/serve/url, which this
+    /// reads). Works over SSH in 80x24; no colour when NO_COLOR is set.
+    ///
+    /// Keys: ↑↓ (j k) PgUp PgDn Home End move (up past the top reads older records; End
+    /// follows the live tail) · Tab next pane · Enter open a session, or a step in full ·
+    /// a approve / d deny a confirmation (a answer / d decline other questions) · t type an
+    /// answer (a choice by number or text) · r rewind to the selected step: a preview, then
+    /// y to go ahead, k to keep the step instead of undoing it · < > another runtime of the
+    /// fleet · ? help · Esc leaves a box · q quit (Ctrl-C too).
+    ///
+    /// Examples: `aido watch` (this host's runtime); `aido watch --session 3f9a` (open that
+    /// session first); `aido watch --url http://10.0.0.5:7411 --token-file ~/peer-token`
+    /// (another host's; its token copied from its AIDO_HOME/serve/token).
+    #[command(verbatim_doc_comment)]
+    Watch {
+        /// The `aido serve` to watch (http://HOST:PORT). Default: where this AIDO_HOME's
+        /// `aido serve` listens (AIDO_HOME/serve/url), else http://127.0.0.1:7411.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// The file holding its bearer token. Default: AIDO_HOME/serve/token.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Open this session first (an id or a unique prefix). Default: the newest one an
+        /// agent drives.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
     },
     /// Answer a question an agent asked that its client could not show (it got
     /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
@@ -1107,6 +1141,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )
             }
         }
+        Command::Watch {
+            url,
+            token_file,
+            session,
+        } => watch::watch(&home, url.clone(), token_file.clone(), session.clone()),
         Command::Answer {
             id,
             answer,

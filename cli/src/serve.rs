@@ -81,6 +81,17 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
     let serving = aido_serve::start(runtime.clone(), feed.clone(), options)
         .await
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    // Where it listens, for `aido watch` on this host (a port 0 listener's port is known only
+    // now), written before the lines that say it is serving; taken away again at shutdown when
+    // it still names this server.
+    let url_file = home.join(aido_watch::discover::URL_FILE);
+    let written = url_file
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&url_file, format!("{}\n", serving.base)));
+    if let Err(e) = written {
+        tracing::warn!(file = %url_file.display(), error = %e, "aido watch will not find this server by itself");
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "aido serve: MCP at {}", serving.mcp_url())?;
@@ -97,6 +108,9 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
         out.flush()?;
     }
     let signal = shutdown_signal().await;
+    if std::fs::read_to_string(&url_file).is_ok_and(|text| text.trim() == serving.base) {
+        let _ = std::fs::remove_file(&url_file);
+    }
     serving.shutdown(&format!("aido received {signal}")).await;
     feed.stop();
     drop(feed);

@@ -56,6 +56,7 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_artifacts::ArtifactError::CODES,
         aido_actors::artifact::ArtifactBodyError::CODES,
         aido_telemetry::StartError::CODES,
+        aido_watch::WatchError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));

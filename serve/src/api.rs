@@ -85,7 +85,8 @@ struct ActionBody {
     session: Option<String>,
 }
 
-fn answer(session: &Session, result: Result<Ran, RunError>) -> Value {
+/// What an action's run answers, as `/actions` gives it.
+pub(crate) fn answer(session: &Session, result: Result<Ran, RunError>) -> Value {
     let id = session.id().to_string();
     match result {
         Ok(ran) => json!({

@@ -45,6 +45,8 @@ pub mod listener;
 pub mod mc;
 /// The outermost request layer: phases, the body's deadline, a body that cannot be read.
 mod request;
+/// A person's rewind of a session: its preview and the rewind, under `/mc/api/sessions/ID`.
+pub mod rewind;
 /// The token file.
 pub mod token;
 
@@ -132,9 +134,9 @@ pub enum HttpError {
 
 // `events_gap` is the code of an `/events` gap event's data, not an HTTP error; `serve_busy`
 // and `serve_peer_busy` are answered by the listener (listener.rs) before there is a request;
-// the `mc_` codes are Mission Control's refusals made in place (mc.rs).
+// the `mc_` codes are Mission Control's refusals made in place (mc.rs, rewind.rs).
 aido_actions::coded!(HttpError {
-    @also ["events_gap", "serve_busy", "serve_peer_busy", "mc_read_failed", "mc_session_unknown", "mc_thumbnail_failed", "mc_discovery_invalid"]
+    @also ["events_gap", "serve_busy", "serve_peer_busy", "mc_read_failed", "mc_session_unknown", "mc_thumbnail_failed", "mc_discovery_invalid", "mc_record_unknown", "mc_rewind_invalid"]
     Unauthorized => "unauthorized",
     GrantTokenInvalid => "serve_grant_token_invalid",
     OperatorOnly => "serve_operator_only",
@@ -1127,6 +1129,8 @@ mod tests {
             "mc_session_unknown",
             "mc_thumbnail_failed",
             "mc_discovery_invalid",
+            "mc_record_unknown",
+            "mc_rewind_invalid",
         ];
         let all: Vec<&str> = table
             .iter()

@@ -8,9 +8,15 @@
 //! never in a cookie or a URL a server logs). The live tail reads `/events`.
 //!
 //! - `GET /mc/api/runtime`: this runtime (its `service.instance.id`, version, counts);
-//! - `GET /mc/api/sessions`, `GET /mc/api/sessions/ID`: the sessions of this runtime's
-//!   journal and one session's timeline (primitive, verdict, duration, seq and hash, rewinds
-//!   and the branches they abandoned), read from the journal;
+//! - `GET /mc/api/sessions`, `GET /mc/api/sessions/ID[?before=SEQ|after=SEQ][&limit=N]`: the
+//!   sessions of this runtime's journal and one session's timeline (primitive, verdict,
+//!   duration, seq and hash, the paths a change touched, rewinds and the branches they
+//!   abandoned), read from the journal a page at a time: the newest records, those before a
+//!   seq (paging back) or after one (the live tail);
+//! - `GET /mc/api/sessions/ID/records/SEQ`: one step in full (its outcome, and the contents
+//!   before and after of each file it wrote or removed, for a diff);
+//! - `GET|POST /mc/api/sessions/ID/rewind`: what a rewind would undo, and the rewind (see
+//!   [`crate::rewind`]);
 //! - `GET /mc/api/questions`, `POST /mc/api/questions/ID`: the questions waiting for a
 //!   person, and a person's answer, through the same path as `aido answer`
 //!   ([`aido_actors::human::answer_stored`]);
@@ -94,6 +100,11 @@ pub(crate) fn api() -> Router<Shared> {
         .route("/mc/api/runtime", get(runtime))
         .route("/mc/api/sessions", get(sessions))
         .route("/mc/api/sessions/{id}", get(timeline))
+        .route("/mc/api/sessions/{id}/records/{seq}", get(step))
+        .route(
+            "/mc/api/sessions/{id}/rewind",
+            get(crate::rewind::preview).post(crate::rewind::run),
+        )
         .route("/mc/api/questions", get(questions))
         .route(
             "/mc/api/questions/{id}",
@@ -132,7 +143,7 @@ fn asset(body: &'static str, kind: &'static str) -> Response {
 }
 
 /// A coded JSON refusal with any status.
-fn coded(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+pub(crate) fn coded(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
         axum::Json(json!({"code": code, "message": message.into()})),
@@ -142,9 +153,9 @@ fn coded(status: StatusCode, code: &str, message: impl Into<String>) -> Response
 
 /// A refusal made where a `Response` is too large to carry (the blocking pool's results).
 pub(crate) struct Refusal {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
 }
 
 impl IntoResponse for Refusal {
@@ -153,7 +164,7 @@ impl IntoResponse for Refusal {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> Refusal {
+pub(crate) fn internal(e: impl std::fmt::Display) -> Refusal {
     Refusal {
         status: StatusCode::INTERNAL_SERVER_ERROR,
         code: "mc_read_failed",
@@ -162,7 +173,7 @@ fn internal(e: impl std::fmt::Display) -> Refusal {
 }
 
 /// Run blocking `f` (journal and SQLite reads) on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
 ) -> Result<T, Refusal> {
     tokio::task::spawn_blocking(f).await.map_err(internal)?
@@ -244,6 +255,29 @@ fn short(text: &str, max: usize) -> String {
     }
 }
 
+/// Most paths a timeline row lists of what an action changed.
+pub const ROW_PATHS_MAX: usize = 20;
+
+/// The paths a change set touched (each once, in order), at most [`ROW_PATHS_MAX`].
+fn touched(effects: &[aido_actions::Effect]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for effect in effects {
+        let value = serde_json::to_value(effect).unwrap_or(Value::Null);
+        let path = ["path", "to"]
+            .iter()
+            .find_map(|key| value.get(*key).and_then(Value::as_str));
+        if let Some(path) = path
+            && !out.iter().any(|p| p == path)
+        {
+            out.push(path.to_owned());
+            if out.len() == ROW_PATHS_MAX {
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// One record as a timeline row.
 fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
     use aido_actions::Verdict;
@@ -292,15 +326,19 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
             v["duration_ms"] = json!(duration_ms);
             v["text"] = json!(short(&outcome.text, 160));
             v["changes"] = json!(outcome.effects.len());
+            v["paths"] = json!(touched(&outcome.effects));
         }
         Event::ActionFailed {
             proposal,
             failure,
             duration_ms,
+            effects,
             ..
         } => {
             v["proposal"] = json!(proposal);
             v["status"] = json!("failed");
+            v["changes"] = json!(effects.len());
+            v["paths"] = json!(touched(effects));
             v["duration_ms"] = json!(duration_ms);
             v["code"] = json!(failure.code);
             v["text"] = json!(short(&failure.message, 160));
@@ -457,26 +495,173 @@ fn timeline_of(records: &[aido_journal::Record], total: u64) -> Value {
     })
 }
 
-async fn timeline(State(shared): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
-    let Some(session) = aido_journal::SessionId::parse(&id) else {
-        return HttpError::SessionIdInvalid(id).into_response();
+/// Which records a timeline shows: the newest (no bound), those before a seq (paging back)
+/// or those after one (the live tail); at most `limit` (and [`TIMELINE_RECORDS_MAX`]).
+#[derive(Deserialize)]
+struct Page {
+    before: Option<u64>,
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// A session id, or the refusal.
+pub(crate) fn session_of(id: &str) -> Result<aido_journal::SessionId, HttpError> {
+    aido_journal::SessionId::parse(id).ok_or_else(|| HttpError::SessionIdInvalid(id.to_owned()))
+}
+
+/// The head seq of a session the journal holds; `mc_session_unknown` when it holds none.
+pub(crate) fn head_of(
+    journal: &aido_journal::Journal,
+    session: aido_journal::SessionId,
+) -> Result<u64, Refusal> {
+    let head = journal.head_seq(session).map_err(internal)?;
+    if head == 0 {
+        return Err(Refusal {
+            status: StatusCode::NOT_FOUND,
+            code: "mc_session_unknown",
+            message: format!("no session {session} in this runtime's journal"),
+        });
+    }
+    Ok(head)
+}
+
+async fn timeline(
+    State(shared): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    Query(page): Query<Page>,
+) -> Response {
+    let session = match session_of(&id) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
     };
     let journal = shared.feed.journal().clone();
     let read = blocking(move || {
-        let total = journal.head_seq(session).map_err(internal)?;
-        if total == 0 {
-            return Err(Refusal {
-                status: StatusCode::NOT_FOUND,
-                code: "mc_session_unknown",
-                message: format!("no session {session} in this runtime's journal"),
-            });
+        let total = head_of(&journal, session)?;
+        let limit = page
+            .limit
+            .unwrap_or(TIMELINE_RECORDS_MAX)
+            .clamp(1, TIMELINE_RECORDS_MAX);
+        let records = match (page.before, page.after) {
+            (_, Some(after)) => {
+                journal.records(session, after.saturating_add(1), page.before, limit, false)
+            }
+            (Some(before), None) => journal.records(session, 1, Some(before), limit, true),
+            (None, None) => journal.records(session, 1, None, limit, true),
         }
-        let records = journal
-            .records(session, 1, None, TIMELINE_RECORDS_MAX, true)
-            .map_err(internal)?;
+        .map_err(internal)?;
         let mut v = timeline_of(&records, total);
         v["session"] = json!(session.to_string());
         Ok(v)
+    })
+    .await;
+    match read {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// Largest file contents a step's detail gives (before or after), in bytes; larger ones are
+/// named, not given.
+pub const DETAIL_CONTENT_BYTES_MAX: usize = 256 * 1024;
+/// Most records after a proposal read to find its outcome.
+pub const DETAIL_OUTCOME_SCAN_MAX: usize = 4096;
+
+/// One file an action changed, with what it held before and after when the journal kept both
+/// as text: what a diff is made of.
+fn file_change(journal: &aido_journal::Journal, effect: &aido_actions::Effect) -> Option<Value> {
+    use aido_actions::Effect;
+    let text = |hash: Option<&str>| -> Value {
+        let Some(hash) = hash else {
+            return Value::Null;
+        };
+        match journal.blob(hash) {
+            Ok(Some(bytes)) if bytes.len() > DETAIL_CONTENT_BYTES_MAX => {
+                json!({"omitted": "too_large", "bytes": bytes.len()})
+            }
+            Ok(Some(bytes)) => match String::from_utf8(bytes) {
+                Ok(text) => json!(text),
+                Err(e) => json!({"omitted": "binary", "bytes": e.as_bytes().len()}),
+            },
+            Ok(None) | Err(_) => json!({"omitted": "not_kept"}),
+        }
+    };
+    let (path, before, after) = match effect {
+        Effect::FileWritten {
+            path, blob, before, ..
+        } => (path, before, Some(blob.as_str())),
+        Effect::FileRemoved { path, before, .. } => (path, before, None),
+        _ => return None,
+    };
+    let before_text = match before {
+        aido_actions::Before::Absent => json!(""),
+        aido_actions::Before::Kept(hash) => text(Some(hash)),
+        aido_actions::Before::NotKept => json!({"omitted": "not_kept"}),
+    };
+    let after_text = match after {
+        Some(hash) => text(Some(hash)),
+        None => json!(""),
+    };
+    Some(json!({
+        "path": path,
+        "effect": serde_json::to_value(effect).ok().and_then(|v| v.get("effect").cloned()),
+        "created": matches!(before, aido_actions::Before::Absent),
+        "before": before_text,
+        "after": after_text,
+    }))
+}
+
+/// One step of a timeline in full: the record at `seq` (with the action's whole arguments),
+/// its outcome when `seq` is a proposal, and each file it wrote or removed with its contents
+/// before and after (when the journal kept them as text, at most
+/// [`DETAIL_CONTENT_BYTES_MAX`] each).
+async fn step(
+    State(shared): State<Shared>,
+    UrlPath((id, seq)): UrlPath<(String, u64)>,
+) -> Response {
+    let session = match session_of(&id) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let journal = shared.feed.journal().clone();
+    let read = blocking(move || {
+        head_of(&journal, session)?;
+        let record = journal
+            .records(session, seq, Some(seq.saturating_add(1)), 1, false)
+            .map_err(internal)?
+            .pop()
+            .ok_or_else(|| Refusal {
+                status: StatusCode::NOT_FOUND,
+                code: "mc_record_unknown",
+                message: format!("session {session} has no record {seq}"),
+            })?;
+        let outcome = match &record.event {
+            aido_journal::Event::ActionProposed { .. } => journal
+                .records(session, seq + 1, None, DETAIL_OUTCOME_SCAN_MAX, false)
+                .map_err(internal)?
+                .into_iter()
+                .find(|r| match &r.event {
+                    aido_journal::Event::ActionCompleted { proposal, .. }
+                    | aido_journal::Event::ActionFailed { proposal, .. } => *proposal == seq,
+                    _ => false,
+                }),
+            _ => None,
+        };
+        let effects = match outcome.as_ref().map(|o| &o.event) {
+            Some(aido_journal::Event::ActionCompleted { outcome, .. }) => outcome.effects.clone(),
+            Some(aido_journal::Event::ActionFailed { effects, .. }) => effects.clone(),
+            _ => Vec::new(),
+        };
+        let files: Vec<Value> = effects
+            .iter()
+            .filter_map(|e| file_change(&journal, e))
+            .take(ROW_PATHS_MAX)
+            .collect();
+        Ok(json!({
+            "session": session.to_string(),
+            "record": crate::record_json(&record),
+            "outcome": outcome.as_ref().map(crate::record_json),
+            "files": files,
+        }))
     })
     .await;
     match read {
@@ -839,7 +1024,8 @@ fn passable(method: &Method, rest: &str) -> bool {
     let get = *method == Method::GET;
     match parts.as_slice() {
         ["runtime"] | ["sessions"] | ["questions"] | ["vms"] | ["recent"] => get,
-        ["sessions", _] => get,
+        ["sessions", _] | ["sessions", _, "records", _] => get,
+        ["sessions", _, "rewind"] => true,
         ["vms", _, "screen.png"] => get,
         ["questions", _] => *method == Method::POST,
         _ => false,
@@ -906,6 +1092,10 @@ mod tests {
         assert!(passable(&Method::GET, "sessions/abc"));
         assert!(passable(&Method::GET, "vms/box/screen.png"));
         assert!(passable(&Method::POST, "questions/q-1"));
+        assert!(passable(&Method::GET, "sessions/abc/records/4"));
+        assert!(passable(&Method::GET, "sessions/abc/rewind"));
+        assert!(passable(&Method::POST, "sessions/abc/rewind"));
+        assert!(!passable(&Method::POST, "sessions/abc/records/4"));
         assert!(!passable(&Method::GET, "questions/q-1"));
         assert!(!passable(&Method::POST, "sessions"));
         assert!(!passable(&Method::GET, "fleet"));

@@ -1720,3 +1720,212 @@ fn many_2026_07_28_endpoints_at_once_are_all_served() {
     }
     assert!(id > 256, "{id} endpoints, past the bound of 256 places");
 }
+
+impl World {
+    /// GET a Mission Control endpoint with the token.
+    fn mc_get(&self, path: &str) -> Reply {
+        reply(
+            self.agent
+                .get(format!("{}/mc/api/{path}", self.base))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .call(),
+        )
+    }
+
+    /// POST JSON to a Mission Control endpoint with the token.
+    fn mc_post(&self, path: &str, body: &Value) -> Reply {
+        reply(
+            self.agent
+                .post(format!("{}/mc/api/{path}", self.base))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("content-type", "application/json")
+                .send(body.to_string()),
+        )
+    }
+}
+
+#[test]
+fn a_timeline_is_read_a_page_at_a_time_and_a_step_in_full_carries_its_diff() {
+    let w = world(|_| {});
+    let write = |content: &str, session: Option<&str>| {
+        let mut body = json!({"primitive": "write_file",
+            "arguments": {"path": "paged.txt", "content": content}});
+        if let Some(s) = session {
+            body["session"] = json!(s);
+        }
+        let done = w.action(&body).json();
+        assert_eq!(done["ok"], true, "{done}");
+        done
+    };
+    let first = write("one\n", None);
+    let session = first["session"].as_str().unwrap().to_owned();
+    let second = write("two\n", Some(&session));
+    let head = w.mc_get(&format!("sessions/{session}")).json()["records"]
+        .as_u64()
+        .unwrap();
+    // The newest two records, then the page before them, then nothing after the head.
+    let newest = w.mc_get(&format!("sessions/{session}?limit=2")).json();
+    assert_eq!(newest["records"], head);
+    assert_eq!(newest["shown_from"], head - 1, "{newest}");
+    let before = w
+        .mc_get(&format!("sessions/{session}?before={}&limit=2", head - 1))
+        .json();
+    assert_eq!(before["shown_from"], head - 3, "{before}");
+    let last: Vec<u64> = before["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert!(last.iter().all(|s| *s < head - 1), "{before}");
+    let after = w.mc_get(&format!("sessions/{session}?after={head}")).json();
+    assert_eq!(after["rows"], json!([]), "{after}");
+    let tail = w
+        .mc_get(&format!("sessions/{session}?after={}", head - 2))
+        .json();
+    // The last action and its outcome: one row.
+    assert_eq!(tail["rows"].as_array().unwrap().len(), 1, "{tail}");
+    assert_eq!(tail["rows"][0]["done"]["seq"], head, "{tail}");
+    // A write's row names the file it changed; its step in full has both contents.
+    let whole = w.mc_get(&format!("sessions/{session}")).json();
+    let row = whole["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["seq"] == second["seq"])
+        .unwrap()
+        .clone();
+    let file = w.home.join("project/paged.txt").display().to_string();
+    assert_eq!(row["done"]["paths"], json!([file]), "{row}");
+    let seq = second["seq"].as_u64().unwrap();
+    let step = w
+        .mc_get(&format!("sessions/{session}/records/{seq}"))
+        .json();
+    assert_eq!(step["record"]["action"]["content"], "two\n", "{step}");
+    assert_eq!(step["outcome"]["event"], "action_completed", "{step}");
+    assert_eq!(step["files"][0]["path"], file, "{step}");
+    assert_eq!(step["files"][0]["before"], "one\n", "{step}");
+    assert_eq!(step["files"][0]["after"], "two\n", "{step}");
+    let first_step = w
+        .mc_get(&format!("sessions/{session}/records/{}", first["seq"]))
+        .json();
+    assert_eq!(first_step["files"][0]["created"], true, "{first_step}");
+    let none = w.mc_get(&format!("sessions/{session}/records/9999"));
+    assert_eq!(
+        (none.status, none.json()["code"].clone()),
+        (404, json!("mc_record_unknown"))
+    );
+    let stranger = w.mc_get("sessions/00000000000000000000000000000000/records/1");
+    assert_eq!(stranger.json()["code"], "mc_session_unknown");
+}
+
+#[test]
+fn a_person_previews_and_rewinds_a_live_session_and_its_agent_goes_on() {
+    let w = world(|_| {});
+    let file = w.home.join("project/kept.txt");
+    let first = w
+        .action(&json!({"primitive": "write_file",
+            "arguments": {"path": "kept.txt", "content": "kept\n"}}))
+        .json();
+    let session = first["session"].as_str().unwrap().to_owned();
+    let second = w
+        .action(&json!({"primitive": "write_file", "session": session,
+            "arguments": {"path": "kept.txt", "content": "undone\n"}}))
+        .json();
+    let made = w
+        .action(&json!({"primitive": "write_file", "session": session,
+            "arguments": {"path": "new.txt", "content": "gone\n"}}))
+        .json();
+    assert_eq!(made["ok"], true, "{made}");
+    let seq = second["seq"].as_u64().unwrap();
+    // The preview: what would be undone, and nothing is changed by looking.
+    let preview = w
+        .mc_get(&format!("sessions/{session}/rewind?before_seq={seq}"))
+        .json();
+    let undone: Vec<Value> = preview["undone"].as_array().unwrap().clone();
+    assert_eq!(
+        undone,
+        [
+            json!({"seq": seq, "primitive": "write_file"}),
+            json!({"seq": made["seq"], "primitive": "write_file"})
+        ],
+        "{preview}"
+    );
+    let paths = preview["paths"].as_array().unwrap();
+    assert!(
+        paths.contains(&json!(file.display().to_string())),
+        "{preview}"
+    );
+    assert!(
+        paths.contains(&json!(w.home.join("project/new.txt").display().to_string())),
+        "{preview}"
+    );
+    assert_eq!(preview["method"], "undo");
+    assert_eq!(preview["branch"], 1);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "undone\n");
+    // Targets that are no target are coded.
+    let none = w.mc_get(&format!("sessions/{session}/rewind"));
+    assert_eq!(
+        (none.status, none.json()["code"].clone()),
+        (400, json!("mc_rewind_invalid"))
+    );
+    let far = w.mc_get(&format!("sessions/{session}/rewind?to_seq=9999"));
+    assert_eq!(
+        (far.status, far.json()["code"].clone()),
+        (409, json!("rewind_target_invalid"))
+    );
+    let bad = w.mc_post(&format!("sessions/{session}/rewind"), &json!({"seq": 2}));
+    assert_eq!(
+        (bad.status, bad.json()["code"].clone()),
+        (400, json!("mc_rewind_invalid"))
+    );
+    let unauthorized = reply(
+        w.agent
+            .post(format!("{}/mc/api/sessions/{session}/rewind", w.base))
+            .send(json!({"before_seq": seq}).to_string()),
+    );
+    assert_eq!(unauthorized.status, 401);
+    // The rewind: the tree is back, journaled with who asked, as a branch.
+    let done = w
+        .mc_post(
+            &format!("sessions/{session}/rewind"),
+            &json!({"before_seq": seq, "by": "aido watch (user test)"}),
+        )
+        .json();
+    assert_eq!(done["ok"], true, "{done}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept\n");
+    assert!(!w.home.join("project/new.txt").exists());
+    let timeline = w.mc_get(&format!("sessions/{session}")).json();
+    let rows = timeline["rows"].as_array().unwrap();
+    assert_eq!(timeline["branches"], 1, "{timeline}");
+    assert!(
+        rows.iter().any(|r| r["kind"] == "session_resumed"
+            && r["text"]
+                .as_str()
+                .unwrap()
+                .contains("aido watch (user test)")),
+        "{timeline}"
+    );
+    assert!(rows.iter().any(|r| r["kind"] == "rewound"), "{timeline}");
+    assert!(
+        rows.iter()
+            .any(|r| r["seq"] == seq && r["abandoned_by_branch"] == 1),
+        "{timeline}"
+    );
+    // The session was not ended: its agent goes on in it.
+    let on = w
+        .action(&json!({"primitive": "read_file", "session": session,
+            "arguments": {"path": "kept.txt"}}))
+        .json();
+    assert_eq!(on["ok"], true, "{on}");
+    assert_eq!(on["output"]["content"], "kept\n");
+    let sessions = w.mc_get("sessions").json();
+    let listed = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == session)
+        .unwrap()
+        .clone();
+    assert_eq!(listed["ended"], Value::Null, "{listed}");
+}
