@@ -53,10 +53,18 @@ impl RunError {
     }
 }
 
+#[cfg_attr(
+    not(any(feature = "prim-script", feature = "prim-process")),
+    allow(dead_code)
+)]
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How a call starts child actions: each judged by the policy chain, proposed and journaled
 /// with its parent's seq, and run like anything the agent does (the session implements it).
+#[cfg_attr(
+    not(any(feature = "prim-script", feature = "prim-process")),
+    allow(dead_code)
+)]
 pub(crate) trait Children: Send + Sync {
     /// Run `action` as a child of proposal `parent`.
     fn run_child(
@@ -91,5 +99,9 @@ pub(crate) struct Call<'a> {
     pub(crate) hooks: &'a Hooks,
     /// The session, for the child actions a script's host calls and a watch's reactions are
     /// (`None` where nothing can have children: a filesystem read run beside its proposal).
+    #[cfg_attr(
+        not(any(feature = "prim-script", feature = "prim-process")),
+        allow(dead_code)
+    )]
     pub(crate) children: Option<&'a dyn Children>,
 }

@@ -299,13 +299,7 @@ impl Call<'_> {
     /// Run an artifact primitive (see [`crate::artifact`]).
     #[cfg(feature = "prim-artifact")]
     async fn artifact(&self, action: ArtifactAction) -> Result<Executed, Failure> {
-        let call = crate::artifact::Call {
-            shared: &self.shared,
-            ctx: self.ctx,
-            session: self.session,
-            proposal: self.proposal,
-        };
-        crate::artifact::run(call, action).await
+        crate::artifact::run(self, action).await
     }
 
     /// Ask a human.

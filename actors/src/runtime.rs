@@ -52,27 +52,7 @@ pub const MEMORY_FILE: &str = "memory.sqlite";
 /// The background commands' registry in AIDO_HOME (one file per live handle, and the lost).
 #[cfg(feature = "prim-process")]
 const HANDLES_DIR: &str = "handles";
-/// A defined function or custom primitive as an MCP tool list shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DefinedTool {
-    /// Its name (the tool's).
-    pub name: String,
-    /// Function or custom primitive.
-    pub kind: aido_actions::script::DefinitionKind,
-    /// What it does.
-    pub description: String,
-    /// Its arguments' schema (a function's takes any object).
-    pub input_schema: aido_actions::script::Object,
-}
-
-/// The definitions store's directory in AIDO_HOME (composite functions and custom primitives).
-pub const SCRIPTS_DIR: &str = "scripts";
-
-/// The question store's file in AIDO_HOME (shared by every aido process of that home).
-pub const QUESTIONS_FILE: &str = "questions.sqlite";
-
-/// The version recorded in every session's first record.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use crate::shared::{DefinedTool, QUESTIONS_FILE, SCRIPTS_DIR, VERSION};
 
 /// How long a look at a body for a person (a machine's screen, its names) may wait.
 #[cfg(feature = "prim-vm")]

@@ -11,6 +11,28 @@ use crate::clock::Clock;
 use crate::faults::Faults;
 use crate::observe::Observer;
 
+/// A defined function or custom primitive as an MCP tool list shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefinedTool {
+    /// Its name (the tool's).
+    pub name: String,
+    /// Function or custom primitive.
+    pub kind: aido_actions::script::DefinitionKind,
+    /// What it does.
+    pub description: String,
+    /// Its arguments' schema (a function's takes any object).
+    pub input_schema: aido_actions::script::Object,
+}
+
+/// The definitions store's directory in AIDO_HOME (composite functions and custom primitives).
+pub const SCRIPTS_DIR: &str = "scripts";
+
+/// The question store's file in AIDO_HOME (shared by every aido process of that home).
+pub const QUESTIONS_FILE: &str = "questions.sqlite";
+
+/// The version recorded in every session's first record.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// State every actor of one runtime shares.
 pub(crate) struct Shared {
     pub(crate) journal: Journal,
@@ -29,19 +51,19 @@ pub(crate) struct Shared {
     #[cfg_attr(not(feature = "prim-human"), allow(dead_code))]
     pub(crate) questions: std::path::PathBuf,
     /// The capability grants (AIDO_HOME/grants.sqlite).
-    pub(crate) grants: crate::grants::Grants,
+    pub(crate) grants: crate::grants::store::Grants,
     /// The definitions store's directory (AIDO_HOME/scripts).
     #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
     pub(crate) scripts: std::path::PathBuf,
     /// The artifact store's place and the listener that serves artifacts (AIDO_HOME/artifacts).
     #[cfg(feature = "prim-artifact")]
-    pub(crate) artifacts: crate::artifact::Artifacts,
+    pub(crate) artifacts: crate::artifact::place::Artifacts,
     /// Who is told about each action and journal write (telemetry), once one is set.
     pub(crate) observer: OnceLock<Arc<dyn Observer>>,
     /// File-change subscriptions and reactions, by id (in memory: they end with their
     /// session).
     #[cfg(feature = "prim-process")]
-    pub(crate) events: crate::process::events::Subscriptions,
+    pub(crate) events: crate::process::subscriptions::Subscriptions,
     /// Each session's shared `/tmp` (the process body's too), let go when the session ends.
     #[cfg(feature = "prim-process")]
     pub(crate) tmps: Arc<crate::process::SessionTmps>,
@@ -57,7 +79,7 @@ impl Shared {
             let start = aido_journal::Event::SessionStarted {
                 client: Some("aido-runtime".into()),
                 cwd: self.policy.workdir().display().to_string(),
-                runtime: format!("aido {}", crate::runtime::VERSION),
+                runtime: format!("aido {}", VERSION),
                 grant: None,
             };
             match self.journal.append(session, now, start).await {

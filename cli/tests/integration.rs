@@ -8,6 +8,7 @@ mod cli;
 mod codes;
 mod common;
 mod docs;
+mod layers;
 mod process;
 mod retention;
 mod rewind;

@@ -542,6 +542,10 @@ pub async fn start(
             axum::routing::get(metrics).fallback(method_not_allowed),
         )
         .merge(mc::api())
+        .route(
+            "/mc/api/sessions/{id}/rewind",
+            axum::routing::get(rewind::preview).post(rewind::run),
+        )
         .merge(mcp_routes)
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
         .merge(mc::assets())

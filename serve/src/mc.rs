@@ -16,7 +16,7 @@
 //! - `GET /mc/api/sessions/ID/records/SEQ`: one step in full (its outcome, and the contents
 //!   before and after of each file it wrote or removed, for a diff);
 //! - `GET|POST /mc/api/sessions/ID/rewind`: what a rewind would undo, and the rewind (see
-//!   [`crate::rewind`]);
+//!   the `rewind` module, which builds on this one);
 //! - `GET /mc/api/questions`, `POST /mc/api/questions/ID`: the questions waiting for a
 //!   person, and a person's answer, through the same path as `aido answer`
 //!   ([`aido_actors::human::answer_stored`]);
@@ -101,10 +101,6 @@ pub(crate) fn api() -> Router<Shared> {
         .route("/mc/api/sessions", get(sessions))
         .route("/mc/api/sessions/{id}", get(timeline))
         .route("/mc/api/sessions/{id}/records/{seq}", get(step))
-        .route(
-            "/mc/api/sessions/{id}/rewind",
-            get(crate::rewind::preview).post(crate::rewind::run),
-        )
         .route("/mc/api/questions", get(questions))
         .route(
             "/mc/api/questions/{id}",

@@ -16,26 +16,28 @@
 //!   (`FsMsg::Apply`: each path judged again, written atomically with what it replaced kept,
 //!   all or nothing), so a rewind undoes a save like any write.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use aido_actions::artifact::{ArtifactCreate, ArtifactSave, ArtifactServe};
 use aido_actions::fs::Encoding;
 use aido_actions::{AccessKind, ArtifactAction, Failure, Input};
 use aido_artifacts::{ArtifactError, Limits, Manifest, Server, Store};
-use aido_journal::SessionId;
-use aido_policy::{FsResolver, SessionContext};
+use aido_policy::FsResolver;
 use aido_walk::Executed;
 use aido_walk::artifact::{ANSWER_FROM, render};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::call::Call;
 use crate::fs::FsMsg;
 use crate::fs::changeset::{CommandChange, Contents};
 use crate::shared::Shared;
 
-/// The store's directory in AIDO_HOME.
-pub const ARTIFACTS_DIR: &str = "artifacts";
+pub use place::ARTIFACTS_DIR;
+pub(crate) use place::Artifacts;
+
+/// The store's place and listener the shared state holds.
+pub(crate) mod place;
 
 /// Longest title, in bytes.
 const TITLE_BYTES_MAX: usize = 200;
@@ -89,29 +91,6 @@ impl From<ArtifactBodyError> for Failure {
     }
 }
 
-/// The runtime's artifacts: the store's place and the listener, once started.
-pub(crate) struct Artifacts {
-    dir: PathBuf,
-    server: tokio::sync::Mutex<Option<Server>>,
-}
-
-impl Artifacts {
-    pub(crate) fn new(aido_home: &std::path::Path) -> Self {
-        Self {
-            dir: aido_home.join(ARTIFACTS_DIR),
-            server: tokio::sync::Mutex::new(None),
-        }
-    }
-}
-
-/// Where a call runs: the runtime, the session and the proposal.
-pub(crate) struct Call<'a> {
-    pub(crate) shared: &'a Arc<Shared>,
-    pub(crate) ctx: &'a SessionContext,
-    pub(crate) session: SessionId,
-    pub(crate) proposal: u64,
-}
-
 fn limits(shared: &Shared) -> Limits {
     let c = &shared.policy.config().artifacts;
     Limits {
@@ -141,20 +120,20 @@ async fn store<T: Send + 'static>(
 }
 
 /// Run an artifact primitive.
-pub(crate) async fn run(call: Call<'_>, action: ArtifactAction) -> Result<Executed, Failure> {
+pub(crate) async fn run(call: &Call<'_>, action: ArtifactAction) -> Result<Executed, Failure> {
     let mut blobs = Vec::new();
     let answer = match &action {
-        ArtifactAction::ArtifactCreate(a) => create(&call, a, &mut blobs).await?,
-        ArtifactAction::ArtifactList(_) => list(&call).await?,
-        ArtifactAction::ArtifactServe(a) => serve(&call, a).await?,
-        ArtifactAction::ArtifactSave(a) => save(&call, a).await?,
+        ArtifactAction::ArtifactCreate(a) => create(call, a, &mut blobs).await?,
+        ArtifactAction::ArtifactList(_) => list(call).await?,
+        ArtifactAction::ArtifactServe(a) => serve(call, a).await?,
+        ArtifactAction::ArtifactSave(a) => save(call, a).await?,
         ArtifactAction::ArtifactStop(a) => {
             let was_served = match call.shared.artifacts.server.lock().await.as_ref() {
                 Some(server) => server.stop(&a.id),
                 None => false,
             };
             let id = a.id.clone();
-            store(call.shared, move |s| s.get(&id)).await?;
+            store(&call.shared, move |s| s.get(&id)).await?;
             json!({"id": a.id, "was_served": was_served})
         }
         ArtifactAction::ArtifactDestroy(a) => {
@@ -163,7 +142,7 @@ pub(crate) async fn run(call: Call<'_>, action: ArtifactAction) -> Result<Execut
                 None => false,
             };
             let id = a.id.clone();
-            let gone = store(call.shared, move |s| s.destroy(&id)).await?;
+            let gone = store(&call.shared, move |s| s.destroy(&id)).await?;
             json!({"id": a.id, "was_served": was_served, "files": gone.files.len(),
                    "bytes": gone.bytes})
         }
@@ -182,7 +161,7 @@ async fn create(
     a: &ArtifactCreate,
     blobs: &mut Vec<(String, Vec<u8>)>,
 ) -> Result<Value, Failure> {
-    let shared = call.shared;
+    let shared = &call.shared;
     let title = a.title.clone().unwrap_or_default();
     if title.len() > TITLE_BYTES_MAX {
         return Err(ArtifactBodyError::ContentInvalid {
@@ -260,7 +239,7 @@ async fn read_in(call: &Call<'_>, from: &str, cap: u64) -> Result<Vec<u8>, Failu
 
 /// Each artifact, with its URL and lifetime when this runtime serves it.
 async fn list(call: &Call<'_>) -> Result<Value, Failure> {
-    let all = store(call.shared, |s| s.list()).await?;
+    let all = store(&call.shared, |s| s.list()).await?;
     let server = call.shared.artifacts.server.lock().await;
     let listed: Vec<Value> = all
         .into_iter()
@@ -279,7 +258,7 @@ async fn list(call: &Call<'_>) -> Result<Value, Failure> {
 }
 
 async fn serve(call: &Call<'_>, a: &ArtifactServe) -> Result<Value, Failure> {
-    let shared = call.shared;
+    let shared = &call.shared;
     let config = &shared.policy.config().artifacts;
     let ttl_ms = a.ttl_ms.unwrap_or(config.ttl_ms_default);
     if ttl_ms == 0 || ttl_ms > config.ttl_ms_max {
@@ -327,7 +306,7 @@ async fn serve(call: &Call<'_>, a: &ArtifactServe) -> Result<Value, Failure> {
 }
 
 async fn save(call: &Call<'_>, a: &ArtifactSave) -> Result<Value, Failure> {
-    let shared = call.shared;
+    let shared = &call.shared;
     let to = shared
         .policy
         .check_path(&a.to, AccessKind::Write, call.ctx, &FsResolver)

@@ -27,7 +27,7 @@ use crate::shared::Shared;
 pub use aido_walk::human::{HumanError, Kind, Question};
 pub use store::{Questions, Stored, question_id};
 
-pub use crate::runtime::QUESTIONS_FILE;
+pub use crate::shared::QUESTIONS_FILE;
 
 /// How often a waiting call looks at the store for an answer.
 const POLL_MS: u64 = 200;

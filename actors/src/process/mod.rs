@@ -11,9 +11,12 @@
 //! journaled besides is the command, its profile and everything it answered (see
 //! [`aido_walk::process`]), which is what playback renders the result from.
 
-/// The actor and its messages.
+/// The work of each call: commands, background handles, the change set a command left.
 #[cfg(feature = "prim-process")]
 pub mod actor;
+/// The body: its messages, and each call on a task of its own.
+#[cfg(feature = "prim-process")]
+mod body;
 /// Dry runs: a copy-on-write layer, read back as a list of changes.
 #[cfg(feature = "prim-process")]
 mod dry;
@@ -34,12 +37,17 @@ mod redact;
 /// ssh_exec, run_in_sandbox and run_container_group (aido-remote).
 #[cfg(feature = "prim-process")]
 pub mod remote;
+/// The table of file-change subscriptions the shared state holds.
+#[cfg(feature = "prim-process")]
+pub(crate) mod subscriptions;
 /// A session's shared `/tmp`.
 #[cfg(feature = "prim-process")]
 mod tmp;
 
 #[cfg(feature = "prim-process")]
-pub use actor::{Origin, Pending, ProcessBody, ProcessBodyArgs, ProcessMsg, Ran};
+pub use actor::{Origin, Pending, ProcessBodyArgs, Ran};
+#[cfg(feature = "prim-process")]
+pub use body::{ProcessBody, ProcessMsg};
 #[cfg(feature = "prim-process")]
 pub(crate) use dry::layers_base;
 #[cfg(feature = "prim-process")]

@@ -354,7 +354,7 @@ fn deleted(def: Definition) -> Value {
 }
 
 /// The definitions an MCP tool list shows.
-pub fn tools(dir: &std::path::Path) -> Vec<crate::runtime::DefinedTool> {
+pub fn tools(dir: &std::path::Path) -> Vec<crate::shared::DefinedTool> {
     let defs = match Store::new(dir).all() {
         Ok(d) => d,
         Err(e) => {
@@ -363,7 +363,7 @@ pub fn tools(dir: &std::path::Path) -> Vec<crate::runtime::DefinedTool> {
         }
     };
     defs.into_iter()
-        .map(|d| crate::runtime::DefinedTool {
+        .map(|d| crate::shared::DefinedTool {
             input_schema: d.input_schema.clone().unwrap_or_else(|| {
                 let mut o = Object::new();
                 o.insert("type".into(), json!("object"));

@@ -3,61 +3,28 @@
 //! grant_list. A mint's token reaches the agent once: the journal (its answer and its
 //! outcome) holds the grant without it.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aido_actions::meta::{GrantList, GrantMint, GrantRevoke};
 use aido_actions::{AccessKind, Action, Failure, Input, Outcome, RuntimeAction};
-use aido_grants::{GrantError, GrantStore, NewGrant, Rate};
+use aido_grants::{GrantError, NewGrant, Rate};
 use aido_policy::SessionContext;
 use aido_policy::grant::GrantScope;
 use aido_walk::{Executed, render};
 use serde_json::{Value, json};
 
 use crate::shared::Shared;
+pub(crate) use store::Grants;
+use store::failure;
+
+/// The store the shared state holds.
+pub(crate) mod store;
 
 /// The grants file under `AIDO_HOME`.
 pub const GRANTS_FILE: &str = "grants.sqlite";
 
 /// What the journal holds instead of a minted token.
 pub const TOKEN_WITHHELD: &str = "[shown once to the agent that minted it; never journaled]";
-
-/// The store, opened on first use (a runtime that never sees a grant never creates the file).
-pub(crate) struct Grants {
-    path: PathBuf,
-    store: Mutex<Option<Arc<GrantStore>>>,
-}
-
-fn failure(e: &GrantError) -> Failure {
-    Failure::new(e.code(), e.to_string())
-}
-
-impl Grants {
-    pub(crate) fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            store: Mutex::new(None),
-        }
-    }
-
-    /// The store, opening it if needed.
-    pub(crate) fn store(&self) -> Result<Arc<GrantStore>, Failure> {
-        self.open().map_err(|e| failure(&e))
-    }
-
-    fn open(&self) -> Result<Arc<GrantStore>, GrantError> {
-        let mut slot = self
-            .store
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(store) = slot.as_ref() {
-            return Ok(store.clone());
-        }
-        let store = Arc::new(GrantStore::open(&self.path)?);
-        *slot = Some(store.clone());
-        Ok(store)
-    }
-}
 
 /// Run blocking store work off the async threads.
 async fn blocking<T: Send + 'static>(
