@@ -142,6 +142,10 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Every stable error code this aido can give, one per line with the error that gives it
+    /// (`CODE<TAB>module::Enum`), from the code tables each coded error registers, and the
+    /// policy's denials. docs/REFERENCE.md's list is checked against it.
+    Codes,
     /// Serve agents over MCP on streamable HTTP (`/mcp`), with `/actions` and `/events` for
     /// frontends, on one listener (127.0.0.1 by default) behind a bearer token kept in
     /// AIDO_HOME/serve/token. Prints the MCP URL and the token file's path; stops on SIGTERM
@@ -1044,6 +1048,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::json!({ "tools": listed }));
             } else {
                 print!("{}", tools::table(&listed));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Codes => {
+            let mut lines: std::collections::BTreeSet<(String, &str)> =
+                aido_actions::codes::tables()
+                    .flat_map(|t| t.codes.iter().map(|c| ((*c).to_owned(), t.name)))
+                    .collect();
+            lines.extend(
+                aido_actions::DenyCode::ALL
+                    .iter()
+                    .map(|c| (c.code().to_owned(), "aido_actions::verdict::DenyCode")),
+            );
+            for (code, from) in lines {
+                println!("{code}\t{from}");
             }
             Ok(ExitCode::SUCCESS)
         }
