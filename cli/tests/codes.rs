@@ -57,6 +57,8 @@ fn every_code() -> BTreeSet<&'static str> {
         aido_actors::artifact::ArtifactBodyError::CODES,
         aido_telemetry::StartError::CODES,
         aido_watch::WatchError::CODES,
+        aido_agent::AgentError::CODES,
+        aido_agent::error::ReplyError::CODES,
     ];
     let mut all: BTreeSet<&'static str> = groups.into_iter().flatten().copied().collect();
     all.extend(aido_actions::DenyCode::ALL.iter().map(|c| c.code()));
