@@ -67,7 +67,9 @@ mod tests {
         // Whatever makes it too large (here a workdir, with `all` the composites' schemas).
         let deep = format!("/{}", "d".repeat(SYSTEM_BYTES_MAX));
         assert_eq!(
-            system(&["read_file"], Path::new(&deep)).err().map(|e| e.code()),
+            system(&["read_file"], Path::new(&deep))
+                .err()
+                .map(|e| e.code()),
             Some("agent_prompt_too_large")
         );
     }
