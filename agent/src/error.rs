@@ -72,6 +72,15 @@ pub enum AgentError {
         /// What was wrong.
         why: String,
     },
+    /// The `aido serve` the loop runs in (`--serve`) could not be reached, or refused the
+    /// request.
+    #[error("aido serve at {url}: {why}")]
+    ServeFailed {
+        /// Where it was asked.
+        url: String,
+        /// What went wrong (a refusal's own code in brackets).
+        why: String,
+    },
     /// Every step of `--steps` was taken and the model has not answered.
     #[error("the step budget is spent: {steps} steps and no answer yet (--steps)")]
     StepsSpent {
@@ -103,13 +112,15 @@ aido_actions::coded!(AgentError {
     PromptTooLarge => "agent_prompt_too_large",
     ModelFailed => "agent_model_failed",
     ModelAnswerInvalid => "agent_model_answer_invalid",
+    ServeFailed => "agent_serve_failed",
     StepsSpent => "agent_steps_spent",
     TokensSpent => "agent_tokens_spent",
 });
 
 impl AgentError {
     /// The process's exit code for this stop: 2 for bad input (as every aido command), 3
-    /// when the step budget is spent, 4 the token budget, 5 when the model failed.
+    /// when the step budget is spent, 4 the token budget, 5 when the model failed, 6 when
+    /// the `aido serve` it runs in failed.
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::LlmNotConfigured { .. }
@@ -120,6 +131,7 @@ impl AgentError {
             Self::StepsSpent { .. } => 3,
             Self::TokensSpent { .. } => 4,
             Self::ModelFailed { .. } | Self::ModelAnswerInvalid { .. } => 5,
+            Self::ServeFailed { .. } => 6,
         }
     }
 }
@@ -190,6 +202,14 @@ mod tests {
                 },
                 "agent_model_answer_invalid",
                 5,
+            ),
+            (
+                AgentError::ServeFailed {
+                    url: "u".into(),
+                    why: "w".into(),
+                },
+                "agent_serve_failed",
+                6,
             ),
             (AgentError::StepsSpent { steps: 3 }, "agent_steps_spent", 3),
             (

@@ -28,10 +28,11 @@
 //!     model: None,
 //!     reply_tokens_max: llm.max_tokens_default,
 //!     argument_bytes_max: 8 << 20,
+//!     cwd: session.cwd(),
 //! };
 //! aido_agent::check_llm(llm, options.model.as_deref())?;
-//! let hooks = aido_actors::Hooks::default();
-//! let finished = aido_agent::run(session, &options, &hooks, &mut |event| println!("{event:?}")).await?;
+//! let runner = aido_agent::InProcess { session: session.clone(), hooks: Default::default() };
+//! let finished = aido_agent::run(&runner, &options, &mut |event| println!("{event:?}")).await?;
 //! println!("{} in {} steps", finished.answer, finished.steps);
 //! # Ok(())
 //! # }
@@ -48,9 +49,12 @@ pub mod error;
 pub mod prompt;
 /// Reading a model's reply: a tool call, an answer, or neither.
 pub mod reply;
+/// Where the loop's actions run: a session in this process, or one the cli reaches.
+pub mod runner;
 /// The loop: turns, tool calls, and what the terminal is told.
 pub mod turn;
 
 pub use budget::Budget;
 pub use error::AgentError;
+pub use runner::{InProcess, Runner};
 pub use turn::{Called, Event, Finished, Options, check_goal, check_llm, run};

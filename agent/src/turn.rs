@@ -3,14 +3,16 @@
 //! an MCP `tools/call` is, and refused the same way when it lies outside the toolsets). What
 //! every step does is told to an event sink as it happens, for the terminal.
 
+use std::path::PathBuf;
+
 use aido_actions::Action;
-use aido_actors::{Hooks, Session};
 use aido_mcp::server::CallError;
 use serde_json::{Value, json};
 
 use crate::budget::{Budget, Tokens, tokens_of};
 use crate::error::ReplyError;
 use crate::reply::{self, Reply};
+use crate::runner::{Refusal, Runner};
 use crate::{AgentError, prompt};
 
 /// The largest goal, in bytes.
@@ -39,6 +41,8 @@ pub struct Options {
     pub reply_tokens_max: u32,
     /// The largest arguments of one tool call (`[limits] argument_bytes_max`).
     pub argument_bytes_max: u64,
+    /// Where relative paths start, as the model is told.
+    pub cwd: PathBuf,
 }
 
 /// How a run ended with an answer.
@@ -119,6 +123,8 @@ impl Called {
 /// What the loop tells the terminal, as it happens.
 #[derive(Debug)]
 pub enum Event<'a> {
+    /// The session the loop runs in (said once, as soon as it is known).
+    Session { id: &'a str },
     /// The model answered step `step` (its llm_call at `seq`).
     Model {
         step: u32,
@@ -172,26 +178,34 @@ pub fn check_goal(goal: &str) -> Result<(), AgentError> {
     Ok(())
 }
 
-/// Run the loop on `session` until the model answers or a budget is spent; `on` hears each
-/// step as it happens.
+/// Run the loop in `runner`'s session until the model answers or a budget is spent; `on`
+/// hears each step as it happens.
 ///
 /// # Cancel safety
 /// Dropping the future stops the loop between actions; an action already started still
-/// finishes and is journaled (see [`Session::run`]).
+/// finishes and is journaled (see `aido_actors::Session::run`).
 pub async fn run(
-    session: &Session,
+    runner: &dyn Runner,
     options: &Options,
-    hooks: &Hooks,
     on: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<Finished, AgentError> {
     check_goal(&options.goal)?;
     let goal = options.goal.trim();
-    let system = prompt::system(&options.tools, &session.cwd())?;
+    let system = prompt::system(&options.tools, &options.cwd)?;
+    let mut said = false;
+    let mut say_session = |on: &mut (dyn FnMut(Event<'_>) + Send)| {
+        if !said && let Some(id) = runner.session() {
+            said = true;
+            on(Event::Session { id: &id });
+        }
+    };
+    say_session(on);
     let mut budget = options.budget.clone();
     let mut messages = vec![json!({"role": "user", "content": format!("Goal: {goal}")})];
     for step in 1..=budget.steps_max() {
-        let (seq, text, tokens) =
-            ask(session, options, hooks, &system, &messages, &budget, step).await?;
+        let asked = ask(runner, options, &system, &messages, &budget, step).await;
+        say_session(on);
+        let (seq, text, tokens) = asked?;
         budget.spend(tokens);
         on(Event::Model {
             step,
@@ -238,7 +252,7 @@ pub async fn run(
                     tool: &tool,
                     arguments: &arguments,
                 });
-                let called = call(session, options, hooks, &tool, arguments).await;
+                let called = call(runner, options, &tool, arguments).await?;
                 on(Event::Result {
                     step,
                     tool: &tool,
@@ -257,9 +271,8 @@ pub async fn run(
 /// One turn of the model: an llm_call action with the conversation so far. Its seq, the
 /// reply's text and what it cost.
 async fn ask(
-    session: &Session,
+    runner: &dyn Runner,
     options: &Options,
-    hooks: &Hooks,
     system: &str,
     messages: &[Value],
     budget: &Budget,
@@ -279,54 +292,49 @@ async fn ask(
         code: code.to_owned(),
         message,
     };
-    let action = Action::from_tool_call("llm_call", arguments)
+    let action = Action::from_tool_call("llm_call", arguments.clone())
         .map_err(|e| failed(None, e.code(), e.to_string()))?;
-    let ran = session
-        .run(action, hooks.clone())
-        .await
-        .map_err(|e| failed(e.seq, &e.failure.code, e.failure.message))?;
-    let output = &ran.outcome.output;
-    if let Some(why) = output["error"].as_str() {
+    let done = runner
+        .run(action, "llm_call", &arguments)
+        .await?
+        .map_err(|e| failed(e.seq, &e.code, e.message))?;
+    if let Some(why) = done.output["error"].as_str() {
         return Err(AgentError::ModelAnswerInvalid {
             step,
-            seq: ran.seq,
+            seq: done.seq,
             why: why.to_owned(),
         });
     }
-    let text = output["text"].as_str().unwrap_or_default().to_owned();
-    let tokens = tokens_of(output, sent + text.len());
-    Ok((ran.seq, text, tokens))
+    let text = done.output["text"].as_str().unwrap_or_default().to_owned();
+    let tokens = tokens_of(&done.output, sent + text.len());
+    Ok((done.seq, text, tokens))
 }
 
 /// Run one tool call the model asked for, as an MCP `tools/call` would be: bounded, limited
-/// to the tools given, parsed, then judged, journaled and run by the session.
+/// to the tools given, parsed, then judged, journaled and run in the runner's session. Only
+/// the runner's own failure is an error.
 async fn call(
-    session: &Session,
+    runner: &dyn Runner,
     options: &Options,
-    hooks: &Hooks,
     tool: &str,
     arguments: Value,
-) -> Called {
+) -> Result<Called, AgentError> {
     let size = serde_json::to_vec(&arguments).map_or(0, |b| b.len()) as u64;
     if size > options.argument_bytes_max {
         let message = format!(
             "the arguments are {size} bytes; the limit is {} (argument_bytes_max)",
             options.argument_bytes_max
         );
-        return reject(session, tool, CallError::ArgumentsTooLarge.code(), message).await;
+        let code = CallError::ArgumentsTooLarge.code();
+        return Ok(reject(runner, tool, code, message).await);
     }
     if Action::class_of(tool).is_some() && !options.tools.contains(&tool) {
-        return reject(
-            session,
-            tool,
-            CallError::ToolNotEnabled.code(),
-            not_given(tool, ""),
-        )
-        .await;
+        let code = CallError::ToolNotEnabled.code();
+        return Ok(reject(runner, tool, code, not_given(tool, "")).await);
     }
-    let action = match Action::from_tool_call(tool, arguments) {
+    let action = match Action::from_tool_call(tool, arguments.clone()) {
         Ok(action) => action,
-        Err(e) => return reject(session, tool, e.code(), e.to_string()).await,
+        Err(e) => return Ok(reject(runner, tool, e.code(), e.to_string()).await),
     };
     // Nor can a composite's step reach a tool outside the toolsets.
     let outside = action
@@ -335,37 +343,42 @@ async fn call(
         .find(|(_, leaf)| !options.tools.contains(&leaf.primitive()))
         .map(|(at, leaf)| not_given(leaf.primitive(), &format!(" (at {at})")));
     if let Some(message) = outside {
-        return reject(session, tool, CallError::ToolNotEnabled.code(), message).await;
+        let code = CallError::ToolNotEnabled.code();
+        return Ok(reject(runner, tool, code, message).await);
     }
-    match session.run(action, hooks.clone()).await {
-        Ok(ran) => {
-            let text = if ran.outcome.text.is_empty() {
-                ran.outcome.output.to_string()
+    Ok(match runner.run(action, tool, &arguments).await? {
+        Ok(done) => {
+            let text = if done.text.is_empty() {
+                done.output.to_string()
             } else {
-                ran.outcome.text
+                done.text
             };
             Called::Ran {
-                seq: ran.seq,
+                seq: done.seq,
                 text: bounded(&text, RESULT_BYTES_MAX),
             }
         }
-        Err(e) => Called::Refused {
-            seq: e.seq,
-            code: e.failure.code,
-            gate: e.gate.map(|gate| gate.to_string()),
-            message: e.failure.message,
-            details: e
-                .failure
-                .details
-                .filter(|_| e.gate.is_none())
+        Err(Refusal {
+            seq,
+            code,
+            message,
+            gate,
+            details,
+        }) => Called::Refused {
+            seq,
+            code,
+            details: details
+                .filter(|_| gate.is_none())
                 .map(|d| bounded(&d.to_string(), DETAILS_BYTES_MAX)),
+            gate,
+            message,
         },
-    }
+    })
 }
 
 /// A call that never became an action, journaled as rejected.
-async fn reject(session: &Session, tool: &str, code: &str, message: String) -> Called {
-    let seq = session.reject(tool, code, &message).await;
+async fn reject(runner: &dyn Runner, tool: &str, code: &str, message: String) -> Called {
+    let seq = runner.reject(tool, code, &message).await;
     Called::Refused {
         seq,
         code: code.to_owned(),

@@ -1,18 +1,30 @@
-//! `aido agent "GOAL"`: aido-agent's loop on a session of an in-process runtime, streamed to
-//! the terminal as plain lines.
+//! `aido agent "GOAL"`: aido-agent's loop on a session of an in-process runtime (or, with
+//! `--serve`, of a running `aido serve`, through `/actions`), streamed to the terminal as
+//! plain lines.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
 
-use aido_agent::{AgentError, Budget, Called, Event, Options};
+use aido_actions::Action;
+use aido_agent::runner::{Answer, Boxed, Done, Refusal, Runner};
+use aido_agent::{AgentError, Budget, Called, Event, InProcess, Options};
 use aido_policy::Layered;
 use anyhow::Result;
+use serde_json::{Value, json};
 
 /// The most of a call's arguments or result shown on one line, in chars.
 const SHOWN_CHARS_MAX: usize = 160;
 /// The exit code of a run stopped by SIGINT or SIGTERM.
 const EXIT_INTERRUPTED: u8 = 130;
+
+/// The longest one action may take through `aido serve`'s `/actions` (a model call, a long
+/// command), in seconds.
+const SERVE_CALL_TIMEOUT_SECS: u64 = 1_800;
+/// The largest answer read from `/actions`, in bytes.
+const SERVE_ANSWER_BYTES_MAX: u64 = 64 << 20;
 
 /// What `aido agent` was asked.
 pub struct AgentArgs {
@@ -22,22 +34,31 @@ pub struct AgentArgs {
     pub steps: u32,
     pub tokens: u64,
     pub model: Option<String>,
+    /// Run in this `aido serve` instead of in this process.
+    pub serve: Option<aido_watch::Endpoint>,
 }
 
 /// Check the input, then run the loop; a coded error on stderr and its exit code when it
 /// stops without an answer.
-pub fn agent(layered: Layered, home: &Path, args: AgentArgs) -> Result<ExitCode> {
-    let options = match options(&layered, args) {
+pub fn agent(layered: Layered, home: &Path, mut args: AgentArgs) -> Result<ExitCode> {
+    let serve = args.serve.take();
+    let options = match options(&layered, args, serve.is_none()) {
         Ok(options) => options,
         Err(e) => return Ok(stopped(&e)),
     };
     let runtime = tokio::runtime::Runtime::new()?;
-    let code = runtime.block_on(run(layered, home, options));
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    let code = match serve {
+        None => runtime.block_on(run(layered, home, options)),
+        Some(endpoint) => match Served::new(&endpoint) {
+            Ok(served) => Ok(runtime.block_on(run_served(served, options))),
+            Err(e) => Ok(stopped(&e)),
+        },
+    };
+    runtime.shutdown_timeout(Duration::from_millis(500));
     code
 }
 
-fn options(layered: &Layered, args: AgentArgs) -> Result<Options, AgentError> {
+fn options(layered: &Layered, args: AgentArgs, local_llm: bool) -> Result<Options, AgentError> {
     let config = &layered.config;
     let tools = aido_policy::config::McpTools {
         toolsets: args.toolsets,
@@ -52,7 +73,10 @@ fn options(layered: &Layered, args: AgentArgs) -> Result<Options, AgentError> {
         },
     })?;
     aido_agent::check_goal(&args.goal)?;
-    aido_agent::check_llm(&config.llm, args.model.as_deref())?;
+    // Through `aido serve`, the model is the serve's `[llm]`: it says so itself.
+    if local_llm {
+        aido_agent::check_llm(&config.llm, args.model.as_deref())?;
+    }
     Ok(Options {
         goal: args.goal,
         tools,
@@ -60,10 +84,11 @@ fn options(layered: &Layered, args: AgentArgs) -> Result<Options, AgentError> {
         model: args.model,
         reply_tokens_max: config.llm.max_tokens_default,
         argument_bytes_max: config.limits.argument_bytes_max,
+        cwd: PathBuf::from(&config.workdir),
     })
 }
 
-async fn run(layered: Layered, home: &Path, options: Options) -> Result<ExitCode> {
+async fn run(layered: Layered, home: &Path, mut options: Options) -> Result<ExitCode> {
     if options.tools.contains(&"run_command") {
         crate::expect_commands(&layered.config);
     }
@@ -72,18 +97,36 @@ async fn run(layered: Layered, home: &Path, options: Options) -> Result<ExitCode
         .open_session(Some("aido agent".into()))
         .await
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-    let mut terminal = Terminal::new();
-    terminal.session(&session.id().to_string(), &options);
-    let hooks = aido_actors::Hooks::default();
+    options.cwd = session.cwd();
+    let runner = InProcess {
+        session: session.clone(),
+        hooks: aido_actors::Hooks::default(),
+    };
+    let (code, reason) = looped(&runner, &options).await;
+    session.close(&reason).await;
+    runtime.shutdown().await;
+    crate::exit_committed(code)
+}
+
+/// The loop through `aido serve`: its session is one of the serve's `/actions` sessions, which
+/// stays open there (the serve ends it when it stops).
+async fn run_served(served: Served, options: Options) -> ExitCode {
+    let (code, _) = looped(&served, &options).await;
+    ExitCode::from(code)
+}
+
+/// Run the loop, streamed; its exit code and the reason the session ends with.
+async fn looped(runner: &dyn Runner, options: &Options) -> (u8, String) {
+    let mut terminal = Terminal::new(options);
     let ran = {
         let mut on = |event: Event<'_>| terminal.event(&event);
-        let looped = aido_agent::run(&session, &options, &hooks, &mut on);
+        let looped = aido_agent::run(runner, options, &mut on);
         tokio::select! {
             ran = looped => Some(ran),
             () = interrupted() => None,
         }
     };
-    let (code, reason) = match ran {
+    match ran {
         Some(Ok(finished)) => {
             terminal.finished(&finished);
             (0, "aido agent: the model answered".to_owned())
@@ -96,10 +139,113 @@ async fn run(layered: Layered, home: &Path, options: Options) -> Result<ExitCode
             eprintln!("aido: interrupted; the session ends here");
             (EXIT_INTERRUPTED, "aido agent: interrupted".to_owned())
         }
-    };
-    session.close(&reason).await;
-    runtime.shutdown().await;
-    crate::exit_committed(code)
+    }
+}
+
+/// A session of a running `aido serve`, reached through `/actions` with the operator's token:
+/// the serve's runtime judges, journals and runs each action, so `aido watch` and Mission
+/// Control follow the session live. A call that never became an action (outside the toolset)
+/// is refused here and not journaled: `/actions` journals only what it is sent.
+struct Served {
+    url: String,
+    bearer: String,
+    agent: ureq::Agent,
+    session: Mutex<Option<String>>,
+}
+
+impl Served {
+    fn new(endpoint: &aido_watch::Endpoint) -> Result<Self, AgentError> {
+        let url = endpoint.url.trim_end_matches('/').to_owned();
+        let token =
+            std::fs::read_to_string(&endpoint.token_file).map_err(|e| AgentError::ServeFailed {
+                url: url.clone(),
+                why: format!(
+                    "its token file {}: {e} (aido serve writes it; pass --token-file)",
+                    endpoint.token_file.display()
+                ),
+            })?;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(SERVE_CALL_TIMEOUT_SECS)))
+            .build()
+            .into();
+        Ok(Self {
+            url,
+            bearer: format!("Bearer {}", token.trim()),
+            agent,
+            session: Mutex::new(None),
+        })
+    }
+
+    /// POST one action; the answer's JSON.
+    fn post(&self, body: &Value) -> Result<Value, AgentError> {
+        let url = format!("{}/actions", self.url);
+        let failed = |why: String| AgentError::ServeFailed {
+            url: url.clone(),
+            why,
+        };
+        let mut response = self
+            .agent
+            .post(&url)
+            .header("Authorization", &self.bearer)
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| failed(format!("did not answer: {e} (is aido serve running?)")))?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(SERVE_ANSWER_BYTES_MAX)
+            .read_to_vec()
+            .map_err(|e| failed(e.to_string()))?;
+        let answer: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| failed(format!("HTTP {status}, not JSON: {e}")))?;
+        if status >= 400 {
+            let code = answer["code"].as_str().unwrap_or("unknown");
+            let message = answer["message"].as_str().unwrap_or_default();
+            return Err(failed(format!("HTTP {status} [{code}] {message}")));
+        }
+        Ok(answer)
+    }
+}
+
+impl Runner for Served {
+    fn session(&self) -> Option<String> {
+        self.session.lock().ok().and_then(|s| s.clone())
+    }
+
+    fn run<'a>(&'a self, _: Action, tool: &'a str, arguments: &'a Value) -> Boxed<'a, Answer> {
+        Box::pin(async move {
+            let mut body = json!({"primitive": tool, "arguments": arguments});
+            if let Some(id) = self.session() {
+                body["session"] = json!(id);
+            }
+            // ureq blocks: off the runtime's threads.
+            let answer = tokio::task::block_in_place(|| self.post(&body))?;
+            if let (Some(id), Ok(mut session)) = (answer["session"].as_str(), self.session.lock()) {
+                *session = Some(id.to_owned());
+            }
+            let seq = answer["seq"].as_u64();
+            if answer["ok"] == true {
+                return Ok(Ok(Done {
+                    seq: seq.unwrap_or(0),
+                    text: answer["text"].as_str().unwrap_or_default().to_owned(),
+                    output: answer["output"].clone(),
+                }));
+            }
+            Ok(Err(Refusal {
+                seq,
+                code: answer["code"].as_str().unwrap_or("unknown").to_owned(),
+                message: answer["message"].as_str().unwrap_or_default().to_owned(),
+                gate: answer["gate"].as_str().map(str::to_owned),
+                details: answer.get("details").cloned(),
+            }))
+        })
+    }
+
+    fn reject<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> Boxed<'a, Option<u64>> {
+        Box::pin(async { None })
+    }
 }
 
 /// SIGINT or SIGTERM.
@@ -131,6 +277,10 @@ fn stopped_code(e: &AgentError) -> u8 {
 /// Plain lines on stdout, coloured only on a terminal and when `NO_COLOR` is not set.
 struct Terminal {
     colour: bool,
+    /// Said with the session's line.
+    tools: usize,
+    steps: u32,
+    tokens: u64,
 }
 
 /// ANSI SGR parameters.
@@ -143,9 +293,12 @@ const YELLOW: &str = "33";
 const BOLD: &str = "1";
 
 impl Terminal {
-    fn new() -> Self {
+    fn new(options: &Options) -> Self {
         Self {
             colour: std::io::stdout().is_terminal() && aido_watch::colour_wanted(),
+            tools: options.tools.len(),
+            steps: options.budget.steps_max(),
+            tokens: options.budget.tokens_max(),
         }
     }
 
@@ -163,13 +316,11 @@ impl Terminal {
         let _ = out.flush();
     }
 
-    fn session(&self, id: &str, options: &Options) {
+    fn session(&self, id: &str) {
         let short: String = id.chars().take(8).collect();
         self.print(&format!(
             "session {id} ({} tools, at most {} steps and {} tokens)",
-            options.tools.len(),
-            options.budget.steps_max(),
-            options.budget.tokens_max()
+            self.tools, self.steps, self.tokens
         ));
         self.print(&self.paint(
             DIM,
@@ -184,6 +335,7 @@ impl Terminal {
 
     fn event(&mut self, event: &Event<'_>) {
         match event {
+            Event::Session { id } => self.session(id),
             Event::Model {
                 step,
                 seq,

@@ -331,9 +331,10 @@ enum Command {
     /// endpoint, OpenAI, vLLM, llama.cpp, Ollama's /v1; or "anthropic") is given the tools of
     /// --toolset and works toward the goal one tool call at a time.
     ///
-    /// It is a thin client of the runtime: it opens one session (its id is printed first, so
-    /// `aido watch --session ID` and `aido replay show ID` follow it) and everything runs
-    /// through it. Each turn of the model is an llm_call action of that session (its URL
+    /// It is a thin client of the runtime: it opens one session on a runtime in this process
+    /// (its id is printed first: `aido replay show ID` reads it) and everything runs through
+    /// it; with --serve the session is one of the running `aido serve`'s instead, so `aido
+    /// watch --session ID` and Mission Control follow it live. Each turn of the model is an llm_call action of that session (its URL
     /// judged by [net] allow, the conversation journaled, the key never), so the whole loop is
     /// in the journal and `aido replay playback` reproduces it. Each tool call the model makes
     /// is an ordinary action: judged by the policy, journaled, rewindable; a refused or failed
@@ -348,9 +349,9 @@ enum Command {
     ///
     /// Exit codes: 0 the model answered; 3 the step budget is spent (agent_steps_spent); 4
     /// the token budget (agent_tokens_spent); 5 the model call failed (agent_model_failed:
-    /// unreachable, an error status, its URL refused by [net] allow); 2 bad input
-    /// (llm_not_configured, agent_toolset_unknown, agent_budget_invalid, ...); 130
-    /// interrupted.
+    /// unreachable, an error status, its URL refused by [net] allow); 6 the `aido serve` of
+    /// --serve failed (agent_serve_failed); 2 bad input (llm_not_configured,
+    /// agent_toolset_unknown, agent_budget_invalid, ...); 130 interrupted.
     ///
     /// Example: aido agent --toolset files,search --steps 10 "Which files mention TODO?"
     #[command(verbatim_doc_comment)]
@@ -379,6 +380,18 @@ enum Command {
         /// The model, over [llm] model.
         #[arg(long)]
         model: Option<String>,
+        /// Run the session in the running `aido serve` of this AIDO_HOME (through its
+        /// /actions route, with the operator's token) instead of in this process, so `aido
+        /// watch` and Mission Control follow it live; the model is then the serve's [llm].
+        #[arg(long)]
+        serve: bool,
+        /// With --serve: another `aido serve` (http://HOST:PORT). Default: where this
+        /// AIDO_HOME's listens (AIDO_HOME/serve/url).
+        #[arg(long, value_name = "URL", requires = "serve")]
+        url: Option<String>,
+        /// With --serve: the file holding its bearer token. Default: AIDO_HOME/serve/token.
+        #[arg(long, value_name = "FILE", requires = "serve")]
+        token_file: Option<PathBuf>,
     },
     /// Answer a question an agent asked that its client could not show (it got
     /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
@@ -1205,8 +1218,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             steps,
             tokens,
             model,
+            serve,
+            url,
+            token_file,
         } => {
             let layered = layered(&cli, &home)?;
+            let serve = serve.then(|| {
+                let mut endpoint = aido_watch::discover::this_host(&home);
+                if let Some(url) = url {
+                    endpoint.url = url.trim_end_matches('/').to_owned();
+                }
+                if let Some(file) = token_file {
+                    endpoint.token_file = file.clone();
+                }
+                endpoint
+            });
             let args = agent::AgentArgs {
                 goal: goal.clone(),
                 toolsets: toolsets.clone(),
@@ -1214,6 +1240,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 steps: *steps,
                 tokens: *tokens,
                 model: model.clone(),
+                serve,
             };
             agent::agent(layered, &home, args)
         }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
@@ -23,6 +24,8 @@ import pytest
 
 from conftest import describe
 from test_llm import MODEL, SERVER_DIR, model_port as real_model_port  # noqa: F401
+from test_serve import serve
+from test_watch import Terminal
 
 # The goal spells the call out: a 135M model copies it more often than not, and the loop's
 # mechanics are the same whether it does on the first turn or a later one.
@@ -176,3 +179,31 @@ def test_an_unreachable_endpoint_and_no_llm_are_coded(world, model):
     assert bare.returncode == 2 and "[llm_not_configured]" in bare.stderr, describe(bare)
     unknown = world.run("agent", "--toolset", "files,nope", "hello", config=config(port, name))
     assert unknown.returncode == 2 and "[agent_toolset_unknown]" in unknown.stderr, describe(unknown)
+
+
+@pytest.mark.anyio
+async def test_with_serve_the_session_runs_in_aido_serve_and_aido_watch_follows_it(world, model):
+    port, name = model
+    conf = str(world.write_config(config(port, name)))
+    with serve(world, "--config", conf) as served:
+        proc = world.run(
+            "agent", "--serve", "--toolset", "read_file", "--steps", "2", GOAL,
+            "--config", conf, env={"NO_COLOR": "1"}, timeout=300,
+        )
+        assert proc.returncode == 3 and "[agent_steps_spent]" in proc.stderr, describe(proc)
+        session = proc.stdout.splitlines()[0].split()[1]
+        # The session is the serve's own (an /actions session), so Mission Control lists it...
+        request = urllib.request.Request(f"{served.base}/mc/api/sessions", headers=served.headers())
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            listed = {s["id"]: s for s in json.load(answer)["sessions"]}
+        assert session in listed, (session, listed)
+        assert listed[session]["records"] >= 5, listed[session]
+        # ...and aido watch shows its steps.
+        tui = Terminal(world, [str(world.bin), "watch", "--session", session[:8]], {**world.env(), "NO_COLOR": "1"}, "agent")
+        try:
+            await tui.shows("llm_call", timeout=20)
+        finally:
+            tui.close()
+    # Nothing there: a coded failure of its own.
+    gone = world.run("agent", "--serve", "--url", "http://127.0.0.1:1", "hello", "--config", conf)
+    assert gone.returncode == 6 and "[agent_serve_failed]" in gone.stderr, describe(gone)
