@@ -330,7 +330,8 @@ impl Terminal {
 
     fn step(&self, step: u32, tag: &str, sgr: &str, text: &str) {
         let tag = self.paint(sgr, &format!("{tag:<7}"));
-        self.print(&format!("step {step:>3} {tag} {text}"));
+        let line = format!("step {step:>3} {tag} {text}");
+        self.print(line.trim_end());
     }
 
     fn event(&mut self, event: &Event<'_>) {
