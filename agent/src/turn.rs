@@ -214,51 +214,16 @@ pub async fn run(
             spent: budget.tokens_spent(),
             max: budget.tokens_max(),
         });
-        let reply = reply::read(&text);
         messages.push(json!({"role": "assistant", "content": bounded(&text, REPLY_BYTES_MAX)}));
-        let result = match reply {
-            Reply::Answer { plan, text } => {
-                if !plan.is_empty() {
-                    on(Event::Plan { step, text: &plan });
-                }
-                on(Event::Answer { step, text: &text });
+        let result = match act(runner, options, &budget, step, &text, on).await? {
+            Acted::Told(result) => result,
+            Acted::Answered(answer) => {
                 return Ok(Finished {
-                    answer: text,
+                    answer,
                     steps: step,
                     tokens: budget.tokens_spent(),
                     estimated: budget.estimated(),
                 });
-            }
-            Reply::Unparsed => {
-                on(Event::Unparsed { step, reply: &text });
-                budget.tokens_allowed(step)?;
-                format!(
-                    "[{}] Your reply was not one JSON object with \"tool\" or \"answer\". Reply with exactly one JSON object, as the system prompt says.",
-                    ReplyError::Unparsed.code()
-                )
-            }
-            Reply::Call {
-                plan,
-                tool,
-                arguments,
-            } => {
-                if !plan.is_empty() {
-                    on(Event::Plan { step, text: &plan });
-                }
-                // The budget is spent: the call it asked for is not run.
-                budget.tokens_allowed(step)?;
-                on(Event::Call {
-                    step,
-                    tool: &tool,
-                    arguments: &arguments,
-                });
-                let called = call(runner, options, &tool, arguments).await?;
-                on(Event::Result {
-                    step,
-                    tool: &tool,
-                    called: &called,
-                });
-                called.for_model(&tool)
             }
         };
         messages.push(json!({"role": "user", "content": result}));
@@ -266,6 +231,65 @@ pub async fn run(
     Err(AgentError::StepsSpent {
         steps: budget.steps_max(),
     })
+}
+
+/// What a reply came to.
+enum Acted {
+    /// The model's next message: a call's result, or why its reply was not read.
+    Told(String),
+    /// The model's final report.
+    Answered(String),
+}
+
+/// Do what the reply `text` of step `step` asks, within the budget.
+async fn act(
+    runner: &dyn Runner,
+    options: &Options,
+    budget: &Budget,
+    step: u32,
+    text: &str,
+    on: &mut (dyn FnMut(Event<'_>) + Send),
+) -> Result<Acted, AgentError> {
+    match reply::read(text) {
+        Reply::Answer { plan, text } => {
+            if !plan.is_empty() {
+                on(Event::Plan { step, text: &plan });
+            }
+            on(Event::Answer { step, text: &text });
+            Ok(Acted::Answered(text))
+        }
+        Reply::Unparsed => {
+            on(Event::Unparsed { step, reply: text });
+            budget.tokens_allowed(step)?;
+            Ok(Acted::Told(format!(
+                "[{}] Your reply was not one JSON object with \"tool\" or \"answer\". Reply with exactly one JSON object, as the system prompt says.",
+                ReplyError::Unparsed.code()
+            )))
+        }
+        Reply::Call {
+            plan,
+            tool,
+            arguments,
+        } => {
+            if !plan.is_empty() {
+                on(Event::Plan { step, text: &plan });
+            }
+            // The budget is spent: the call it asked for is not run.
+            budget.tokens_allowed(step)?;
+            on(Event::Call {
+                step,
+                tool: &tool,
+                arguments: &arguments,
+            });
+            let called = call(runner, options, &tool, arguments).await?;
+            on(Event::Result {
+                step,
+                tool: &tool,
+                called: &called,
+            });
+            Ok(Acted::Told(called.for_model(&tool)))
+        }
+    }
 }
 
 /// One turn of the model: an llm_call action with the conversation so far. Its seq, the
