@@ -46,6 +46,7 @@ fn every_crate_s_coded_enums_are_registered() {
         "aido_serve::token::TokenError",
         "aido_telemetry::StartError",
         "aido_watch::error::WatchError",
+        "aido_agent::error::AgentError",
     ] {
         assert!(names.contains(name), "{name} is not registered: {names:?}");
     }

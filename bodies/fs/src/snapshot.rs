@@ -67,7 +67,6 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-
     fn store(&mut self, walls: &Walls, aido_home: &Path) -> Result<&Store, Failure> {
         if self.store.is_none() {
             let policy = &walls.policy;
