@@ -1131,8 +1131,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .iter()
                     .map(|c| (c.code().to_owned(), "aido_actions::verdict::DenyCode")),
             );
+            // A reader that stops early (`aido codes | head`) ends the listing, not a panic.
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
             for (code, from) in lines {
-                println!("{code}\t{from}");
+                if writeln!(out, "{code}\t{from}").is_err() {
+                    break;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
