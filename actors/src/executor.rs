@@ -229,7 +229,7 @@ impl Call<'_> {
     #[cfg(feature = "prim-process")]
     async fn process(&self, action: ProcessAction) -> Result<Executed, Failure> {
         // Subscriptions need the session and the surface's notifier: they run here.
-        let events = crate::process::events::Origin {
+        let events = crate::events::Origin {
             shared: &self.shared,
             session: self.session,
             proposal: self.proposal,

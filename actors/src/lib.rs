@@ -125,10 +125,16 @@ pub use aido_body_memory as memory;
 pub use aido_body_net as net;
 /// What the runtime tells an observer (telemetry) about each action and journal write.
 pub mod observe;
-/// The process body: commands confined by aido-sandbox.
-pub mod process;
+/// The process body: commands confined by aido-sandbox (`aido-body-process`).
+#[cfg(feature = "prim-process")]
+pub use aido_body_process as process;
+/// Subscriptions and reactions: file changes under the walls, delivered and reacted to.
+#[cfg(feature = "prim-process")]
+mod events;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
+/// Secret environment values kept out of the journaled proposal.
+mod redact;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
 /// The script body: composite functions and custom primitives (Rhai), their host calls

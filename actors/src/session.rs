@@ -667,7 +667,7 @@ impl Actor for SessionActor {
                     && action.body() == Body::Filesystem
                     && action.class() != SideEffectClass::Composite;
                 let event = Event::ActionProposed {
-                    action: crate::process::journaled(*action),
+                    action: crate::redact::journaled(*action),
                     verdict: verdict.clone(),
                     parent,
                 };

@@ -63,7 +63,7 @@ pub(crate) struct Shared {
     /// File-change subscriptions and reactions, by id (in memory: they end with their
     /// session).
     #[cfg(feature = "prim-process")]
-    pub(crate) events: crate::process::subscriptions::Subscriptions,
+    pub(crate) events: crate::events::subscriptions::Subscriptions,
     /// Each session's shared `/tmp` (the process body's too), let go when the session ends.
     #[cfg(feature = "prim-process")]
     pub(crate) tmps: Arc<crate::process::SessionTmps>,

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::actor::{Pending, ProcessBodyArgs, Ran, take_over};
 use super::dry::Layers;
-use crate::fs::Executed;
-use crate::ticket::Ticket;
+use aido_body_fs::Executed;
+use aido_call::ticket::Ticket;
 
 /// Why a remote or container call was refused before it ran.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +111,7 @@ fn merge(into: &mut Value, from: Value) {
 }
 
 /// `ssh_exec`: the host as the policy names it, the command, its output and exit.
-pub(crate) async fn ssh_exec(
+pub async fn ssh_exec(
     args: &ProcessBodyArgs,
     ssh: &SshExec,
     ticket: &Ticket,
@@ -400,7 +400,7 @@ fn ended(record: &mut Value, outcome: &ContainerOutcome, podman: &Podman) {
 }
 
 /// `run_in_sandbox`.
-pub(crate) async fn run_in_sandbox(
+pub async fn run_in_sandbox(
     args: &ProcessBodyArgs,
     container: &Container,
     session: &SessionContext,
@@ -433,7 +433,7 @@ pub(crate) async fn run_in_sandbox(
 }
 
 /// `run_container_group`.
-pub(crate) async fn run_container_group(
+pub async fn run_container_group(
     args: &ProcessBodyArgs,
     group: &RunContainerGroup,
     session: &SessionContext,

@@ -13,7 +13,7 @@ use super::actor::{
     stop_handle,
 };
 use super::profile::profile_of;
-use crate::ticket::Ticket;
+use aido_call::ticket::Ticket;
 
 /// The process body. Each call runs on a task of its own (the command on a blocking thread),
 /// so one long command does not hold up the next.
@@ -129,7 +129,7 @@ async fn process_call(
         ProcessAction::Subscribe(_)
         | ProcessAction::Unsubscribe(_)
         | ProcessAction::ListSubscriptions(_)
-        | ProcessAction::WatchAndReact(_) => Err(crate::error::RuntimeError::Internal {
+        | ProcessAction::WatchAndReact(_) => Err(aido_walk::error::RuntimeError::Internal {
             why: "a subscription primitive reached the process body".into(),
         }
         .into()),

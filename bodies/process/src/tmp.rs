@@ -23,7 +23,7 @@ pub struct SessionTmps {
 
 /// One session's `/tmp`; freed when the last holder (the session, a background command still
 /// running) lets go.
-pub(crate) enum SessionTmp {
+pub enum SessionTmp {
     Tmpfs(aido_sandbox::SharedTmp),
     Dir(PathBuf),
 }
@@ -31,10 +31,7 @@ pub(crate) enum SessionTmp {
 impl SessionTmp {
     /// Points a command at it: the directory through its profile, the tmpfs through the
     /// sandbox (returned for [`aido_sandbox::Sandbox::with_tmp`]).
-    pub(crate) fn apply(
-        &self,
-        profile: &mut aido_sandbox::Profile,
-    ) -> Option<aido_sandbox::SharedTmp> {
+    pub fn apply(&self, profile: &mut aido_sandbox::Profile) -> Option<aido_sandbox::SharedTmp> {
         match self {
             SessionTmp::Tmpfs(tmp) => Some(tmp.clone()),
             SessionTmp::Dir(dir) => {
@@ -81,7 +78,7 @@ impl SessionTmps {
     /// `session`'s `/tmp`, made on first use: with `owner` (aido as root runs commands as that
     /// user) a tmpfs of `bytes_max` it owns, else a directory (mode 1777) in the base, which
     /// must be aido's own, as for layers.
-    pub(crate) fn of(
+    pub fn of(
         &self,
         session: &str,
         owner: Option<aido_sandbox::RunAs>,
@@ -137,7 +134,7 @@ impl SessionTmps {
     }
 
     /// `session` ended: its directory goes once no background command of it holds it.
-    pub(crate) fn end(&self, session: &str) {
+    pub fn end(&self, session: &str) {
         let ended = self.locked(|live| live.remove(session));
         drop(ended);
     }

@@ -11,13 +11,13 @@ use aido_sandbox::Change;
 use serde_json::{Value, json};
 
 /// Largest file (each side) a dry run diffs; larger ones are described by size only.
-pub(crate) const DIFF_FILE_BYTES_MAX: u64 = 1 << 20;
+pub const DIFF_FILE_BYTES_MAX: u64 = 1 << 20;
 
 /// Where commands put their layers: `AIDO_HOME/layers`, unless that lies inside a write root
 /// (overlayfs refuses an upper layer inside its lower one, and a command must never see its
 /// own layer), then a directory of this process's own in the temp dir, made with a name no one
 /// could have taken first (`mkdtemp`, mode 0700).
-pub(crate) fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf {
+pub fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf {
     let home = aido_home
         .canonicalize()
         .unwrap_or_else(|_| aido_home.to_owned());
@@ -53,15 +53,15 @@ pub(crate) fn layers_base(aido_home: &Path, write_roots: &[PathBuf]) -> PathBuf 
 /// One run's layer directory, made exclusively (mode 0700) in a base directory that must be
 /// aido's own (owned by this user, mode 0700), held open: its changes are read through that
 /// handle, never by its path again. Removed when dropped.
-pub(crate) struct Layers {
-    pub(crate) dir: PathBuf,
-    pub(crate) fd: std::sync::Arc<std::os::fd::OwnedFd>,
+pub struct Layers {
+    pub dir: PathBuf,
+    pub fd: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 impl Layers {
     /// The failure a call gets when no layer can be made under `base`: `sandbox_layers_unsafe`
     /// for a base that is not aido's own, else `sandbox_setup_failed`.
-    pub(crate) fn failure(base: &Path, error: std::io::Error) -> aido_actions::Failure {
+    pub fn failure(base: &Path, error: std::io::Error) -> aido_actions::Failure {
         let code = match error
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<aido_sandbox::SpawnError>())
@@ -78,7 +78,7 @@ impl Layers {
         )
     }
 
-    pub(crate) fn new(base: &Path) -> std::io::Result<Self> {
+    pub fn new(base: &Path) -> std::io::Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         match std::fs::DirBuilder::new().mode(0o700).create(base) {
             Ok(()) => {}
@@ -121,7 +121,7 @@ impl Drop for Layers {
 }
 
 /// Overlay leaves `work/work` without permissions; make every directory removable first.
-pub(crate) fn remove(dir: &Path) {
+pub fn remove(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for index in entries.flatten() {
             let work = index.path().join("work/work");
@@ -133,7 +133,7 @@ pub(crate) fn remove(dir: &Path) {
 
 /// The changes as the result shows them: each with its kind and path, files with their mode,
 /// size and a unified diff when both sides are text (within `budget` bytes of diff in all).
-pub(crate) fn render(changes: &[Change], budget: usize) -> Value {
+pub fn render(changes: &[Change], budget: usize) -> Value {
     let mut left = budget;
     let mut truncated = false;
     let list: Vec<Value> = changes

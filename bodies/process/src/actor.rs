@@ -16,9 +16,9 @@ use super::ProcessError;
 use super::dry::{self, Layers};
 use super::handles::{Cell, HandleTable};
 use super::profile::{profile_of, request_of};
-use crate::fs::Executed;
-use crate::fs::changeset::{CommandChange, Contents};
-use crate::ticket::Ticket;
+use aido_body_fs::Executed;
+use aido_body_fs::changeset::{CommandChange, Contents};
+use aido_call::ticket::Ticket;
 
 /// What it is built from.
 #[derive(Clone)]
@@ -36,7 +36,7 @@ pub struct ProcessBodyArgs {
     /// Each session's shared `/tmp`.
     pub tmps: Arc<super::SessionTmps>,
     /// Fault injection (tests).
-    pub faults: Arc<crate::faults::Faults>,
+    pub faults: Arc<aido_call::faults::Faults>,
 }
 
 /// Which call of which session a process primitive is: a background command's registry
@@ -74,7 +74,7 @@ pub struct Pending {
 }
 
 /// The caps of one command's change set, from the policy.
-pub(crate) fn change_caps(policy: &PolicyEngine) -> aido_sandbox::ChangeCaps {
+pub fn change_caps(policy: &PolicyEngine) -> aido_sandbox::ChangeCaps {
     let processes = &policy.config().processes;
     aido_sandbox::ChangeCaps {
         entries_max: processes.change_files_max,
@@ -881,7 +881,7 @@ fn tmp_of_record(shared: bool) -> &'static str {
 
 /// What the journal keeps of a command: everything its result is rendered from. Values of
 /// secret-looking variables are kept as their blake3 only.
-pub(crate) fn record_of(request: &Request, profile: &Profile, outcome: &Outcome) -> Value {
+pub fn record_of(request: &Request, profile: &Profile, outcome: &Outcome) -> Value {
     let mut record = start_record(request, profile);
     let ended = json!({
         "exit": outcome.exit,
@@ -919,7 +919,7 @@ fn network_of_record(network: &aido_sandbox::SharedNetwork) -> Value {
 /// What the journal keeps of a command before it runs: the command line, its working
 /// directory, its environment (secret-looking values as their blake3), its input's size, its
 /// timeout and its profile.
-pub(crate) fn start_record(request: &Request, profile: &Profile) -> Value {
+pub fn start_record(request: &Request, profile: &Profile) -> Value {
     let env: serde_json::Map<String, Value> = request
         .env
         .iter()
@@ -943,7 +943,7 @@ pub(crate) fn start_record(request: &Request, profile: &Profile) -> Value {
 }
 
 impl ProcessError {
-    pub(crate) fn into_failure(self) -> Failure {
+    pub fn into_failure(self) -> Failure {
         Failure::new(self.code(), self.to_string())
     }
 }

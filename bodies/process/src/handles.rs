@@ -29,17 +29,17 @@ use super::HandleError;
 use super::dry::Layers;
 
 /// Most background commands alive at once (running or ended but not yet stopped).
-pub(crate) const HANDLES_MAX: usize = 16;
+pub const HANDLES_MAX: usize = 16;
 /// Most stopped handles kept for reading their last output.
-pub(crate) const STOPPED_KEPT_MAX: usize = 16;
+pub const STOPPED_KEPT_MAX: usize = 16;
 /// Output a handle keeps, in bytes; older frames are dropped and counted.
-pub(crate) const HANDLE_BUFFER_BYTES_MAX: usize = 1 << 20;
+pub const HANDLE_BUFFER_BYTES_MAX: usize = 1 << 20;
 /// Largest frame (one read of a stream).
-pub(crate) const FRAME_BYTES_MAX: usize = 16 << 10;
+pub const FRAME_BYTES_MAX: usize = 16 << 10;
 /// How long stop_handle waits for a killed tree to be gone.
-pub(crate) const STOP_KILL_WAIT_MS: u64 = 10_000;
+pub const STOP_KILL_WAIT_MS: u64 = 10_000;
 /// How long write_stdin may block on a command that does not read its input.
-pub(crate) const WRITE_STDIN_TIMEOUT_MS: u64 = 5_000;
+pub const WRITE_STDIN_TIMEOUT_MS: u64 = 5_000;
 /// Lost-handle files kept (the newest).
 const LOST_KEPT_MAX: usize = 64;
 /// Most entries of a lost handle's layer counted before it is removed.
@@ -47,7 +47,7 @@ const LOST_ENTRIES_COUNTED_MAX: u64 = 100_000;
 
 /// Which stream a frame is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stream {
+pub enum Stream {
     Stdout,
     Stderr,
     /// A pty: output and errors together.
@@ -74,7 +74,7 @@ impl Stream {
 
 /// One read of an output stream.
 #[derive(Debug)]
-pub(crate) struct Frame {
+pub struct Frame {
     seq: u64,
     stream: Stream,
     /// Since the handle started.
@@ -84,7 +84,7 @@ pub(crate) struct Frame {
 
 /// The frames a handle keeps: at most `bytes_max` bytes, the oldest dropped first.
 #[derive(Debug)]
-pub(crate) struct Ring {
+pub struct Ring {
     frames: VecDeque<Frame>,
     bytes: usize,
     bytes_max: usize,
@@ -96,19 +96,19 @@ pub(crate) struct Ring {
 
 /// What one read of the ring returns.
 #[derive(Debug, PartialEq)]
-pub(crate) struct Window {
+pub struct Window {
     /// The frames, as shown.
-    pub(crate) frames: Vec<Value>,
+    pub frames: Vec<Value>,
     /// The cursor of the next call.
-    pub(crate) next_cursor: u64,
+    pub next_cursor: u64,
     /// Frames from the cursor that were dropped before this read.
-    pub(crate) missed: u64,
+    pub missed: u64,
     /// Frames kept after `next_cursor` (the byte budget ran out).
-    pub(crate) more: bool,
+    pub more: bool,
 }
 
 impl Ring {
-    pub(crate) fn new(bytes_max: usize) -> Self {
+    pub fn new(bytes_max: usize) -> Self {
         Ring {
             frames: VecDeque::new(),
             bytes: 0,
@@ -120,7 +120,7 @@ impl Ring {
         }
     }
 
-    pub(crate) fn push(&mut self, stream: Stream, t_ms: u64, bytes: Vec<u8>) {
+    pub fn push(&mut self, stream: Stream, t_ms: u64, bytes: Vec<u8>) {
         self.totals[stream.index()] += bytes.len() as u64;
         while self.bytes + bytes.len() > self.bytes_max {
             let Some(old) = self.frames.pop_front() else {
@@ -142,7 +142,7 @@ impl Ring {
     }
 
     /// Frames from `cursor` on within `bytes_max` (always at least one when there is one).
-    pub(crate) fn read(&self, cursor: u64, bytes_max: usize) -> Window {
+    pub fn read(&self, cursor: u64, bytes_max: usize) -> Window {
         let oldest = self.frames.front().map_or(self.next_seq, |frame| frame.seq);
         let start = cursor.max(oldest);
         let mut frames = Vec::new();
@@ -206,14 +206,14 @@ struct State {
 
 /// The part of a handle the output readers and the end callback update.
 #[derive(Debug)]
-pub(crate) struct Cell {
+pub struct Cell {
     state: Mutex<State>,
     changed: tokio::sync::Notify,
     started: Instant,
 }
 
 impl Cell {
-    pub(crate) fn new(readers: u8) -> Arc<Self> {
+    pub fn new(readers: u8) -> Arc<Self> {
         Arc::new(Cell {
             state: Mutex::new(State {
                 ring: Ring::new(HANDLE_BUFFER_BYTES_MAX),
@@ -236,7 +236,7 @@ impl Cell {
     }
 
     /// The end callback for [`aido_sandbox::Sandbox::start`].
-    pub(crate) fn on_end(self: &Arc<Self>) -> aido_sandbox::OnEnd {
+    pub fn on_end(self: &Arc<Self>) -> aido_sandbox::OnEnd {
         let cell = Arc::clone(self);
         Box::new(move |end: Result<Ended, SpawnError>| {
             cell.with(|state| {
@@ -250,7 +250,7 @@ impl Cell {
     }
 
     /// Reads `output` to its ends on threads of their own.
-    pub(crate) fn read(self: &Arc<Self>, output: Output) {
+    pub fn read(self: &Arc<Self>, output: Output) {
         let streams: Vec<(Stream, Box<dyn Read + Send>)> = match output {
             Output::Pipes { stdout, stderr } => vec![
                 (Stream::Stdout, Box::new(stdout)),
@@ -310,16 +310,16 @@ impl Cell {
 }
 
 /// One background command.
-pub(crate) struct Handle {
-    pub(crate) id: String,
+pub struct Handle {
+    pub id: String,
     /// What started it: argv, cwd, pty, the session and proposal.
-    pub(crate) info: Value,
+    pub info: Value,
     control: Arc<Control>,
     cell: Arc<Cell>,
     /// Its overlay layer, taken by stop_handle.
     layers: Mutex<Option<Layers>>,
     /// The record its start was journaled with (the command, its profile).
-    pub(crate) record: Value,
+    pub record: Value,
     registry: PathBuf,
     /// Its network namespace, which its session's later commands join while it runs.
     network: Option<aido_sandbox::SharedNetwork>,
@@ -418,7 +418,7 @@ impl HandleTable {
 
     /// Claims a new id with its registry file (written before anything is spawned, so a
     /// crash in between still leaves a record), refusing past [`HANDLES_MAX`] alive.
-    pub(crate) fn reserve(&self, info: &Value) -> Result<(String, PathBuf), Failure> {
+    pub fn reserve(&self, info: &Value) -> Result<(String, PathBuf), Failure> {
         let alive = self.locked(|handles| {
             handles
                 .values()
@@ -467,7 +467,7 @@ impl HandleTable {
 
     /// Adds a started handle.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn insert(
+    pub fn insert(
         &self,
         id: String,
         registry: PathBuf,
@@ -506,7 +506,7 @@ impl HandleTable {
     }
 
     /// The network namespace the running background commands of `session` share, if any.
-    pub(crate) fn network_of(&self, session: &str) -> Option<aido_sandbox::SharedNetwork> {
+    pub fn network_of(&self, session: &str) -> Option<aido_sandbox::SharedNetwork> {
         self.locked(|handles| {
             handles
                 .values()
@@ -521,7 +521,7 @@ impl HandleTable {
     }
 
     /// The handle `id`, or why there is none.
-    pub(crate) fn get(&self, id: &str) -> Result<Arc<Handle>, Failure> {
+    pub fn get(&self, id: &str) -> Result<Arc<Handle>, Failure> {
         let found = handle_number(id).and_then(|number| self.locked(|h| h.get(&number).cloned()));
         if let Some(handle) = found {
             return Ok(handle);
@@ -540,7 +540,7 @@ impl HandleTable {
     /// check_handle: frames from the cursor, long-polling until `deadline` at the latest.
     /// `budget` bounds the bytes returned below [`CheckHandle::BYTES_MAX`] (a share of the
     /// journal's record bound: the frames are in the recorded input and in the result).
-    pub(crate) async fn check(
+    pub async fn check(
         &self,
         check: &CheckHandle,
         deadline: Instant,
@@ -584,7 +584,7 @@ impl HandleTable {
     }
 
     /// write_stdin.
-    pub(crate) async fn write(&self, write: &WriteStdin) -> Result<Value, Failure> {
+    pub async fn write(&self, write: &WriteStdin) -> Result<Value, Failure> {
         let handle = self.get(&write.handle)?;
         if write.text.len() > WriteStdin::TEXT_BYTES_MAX {
             return Err(super::ProcessError::InvalidCommand {
@@ -633,7 +633,7 @@ impl HandleTable {
     /// stop_handle's first half: TERM, KILL after `grace_ms`, until the tree is gone; then the
     /// handle is marked stopped and its registry file removed. Returns the handle, how it was
     /// stopped, its final state and its layer (none when an earlier stop took it).
-    pub(crate) async fn stop(
+    pub async fn stop(
         &self,
         id: &str,
         grace_ms: u64,
@@ -676,7 +676,7 @@ impl HandleTable {
 
     /// list_processes: each handle's command with its host pids (the sandbox's init and, while
     /// it runs, the command: init's first child), argv, state and start time.
-    pub(crate) fn processes(&self) -> Vec<Value> {
+    pub fn processes(&self) -> Vec<Value> {
         self.locked(|handles| {
             handles
                 .values()
@@ -703,7 +703,7 @@ impl HandleTable {
     }
 
     /// list_handles: this process's handles and the lost ones on record.
-    pub(crate) fn list(&self) -> Value {
+    pub fn list(&self) -> Value {
         let handles: Vec<Value> = self.locked(|handles| {
             handles
                 .values()

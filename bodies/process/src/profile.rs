@@ -10,7 +10,7 @@ use super::ProcessError;
 /// The confinement every command gets under `policy`: the write walls are the only writable
 /// roots (those that exist), the policy's deny globs and the default secret paths are hidden,
 /// and so is aido's journal. Nothing of aido's environment passes but the sandbox's defaults.
-pub(crate) fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
+pub fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
     let writable_roots: Vec<PathBuf> = policy
         .write_roots()
         .iter()
@@ -109,7 +109,7 @@ fn cgroup_of(processes: &aido_policy::config::Processes) -> Option<CgroupLimits>
 /// `parent` (aido's own environment: the client's, or the shell of `aido exec`) whose names
 /// match one of the policy's `[processes] env_inherit` globs and do not look secret, then the
 /// call's own `given`, where `~` and `$HOME` mean `home`.
-pub(crate) fn env_of(
+pub fn env_of(
     inherit: &[String],
     parent: impl IntoIterator<Item = (String, String)>,
     given: &BTreeMap<String, String>,
@@ -176,7 +176,7 @@ fn expand_home(value: &str, home: &str) -> String {
     out
 }
 
-pub(crate) fn request_of(
+pub fn request_of(
     run: &RunCommand,
     cwd: &Path,
     output_bytes_max: usize,

@@ -43,13 +43,20 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::EventsError;
-use super::subscriptions::{
-    BATCH_CHANGES_MAX, Entry, OWN_CHANGES_SETTLE_MS, QUEUE_EVENTS_MAX, SUBSCRIPTIONS_MAX, Stats,
-};
 use crate::call::Children;
 use crate::hooks::{Hooks, Notifier};
 use crate::shared::Shared;
+use subscriptions::{
+    BATCH_CHANGES_MAX, Entry, OWN_CHANGES_SETTLE_MS, QUEUE_EVENTS_MAX, SUBSCRIPTIONS_MAX, Stats,
+};
+
+/// The table of file-change subscriptions the shared state holds.
+pub(crate) mod subscriptions;
+
+pub use error::EventsError;
+
+/// Why a subscription call failed.
+pub(crate) mod error;
 
 /// What a subscription watches, checked and resolved.
 struct Watched {

@@ -7,63 +7,38 @@
 //! Every command writes into a copy-on-write layer of the write roots
 //! ([`aido_sandbox::WriteMode::Overlay`]). A dry run returns what it changed; otherwise the
 //! changes are judged here ([`actor::Ran`]) and applied by the filesystem body as journaled
-//! effects with before-images (`crate::fs::apply`), so a rewind undoes a command. What is
+//! effects with before-images (`aido_body_fs::changeset::apply`), so a rewind undoes a command. What is
 //! journaled besides is the command, its profile and everything it answered (see
 //! [`aido_walk::process`]), which is what playback renders the result from.
 
 /// The work of each call: commands, background handles, the change set a command left.
-#[cfg(feature = "prim-process")]
 pub mod actor;
 /// The body: its messages, and each call on a task of its own.
-#[cfg(feature = "prim-process")]
 mod body;
 /// Dry runs: a copy-on-write layer, read back as a list of changes.
-#[cfg(feature = "prim-process")]
 mod dry;
-/// Subscriptions and reactions: file changes under the walls, delivered and reacted to.
-#[cfg(feature = "prim-process")]
-pub(crate) mod events;
 /// Background commands: the handle table, output rings, lost handles.
-#[cfg(feature = "prim-process")]
 pub mod handles;
 /// list_processes: the commands aido started and, when the policy allows, the host's.
-#[cfg(feature = "prim-process")]
 mod listing;
 /// Building the sandbox's profile and request from the policy and the action.
-#[cfg(feature = "prim-process")]
 mod profile;
-/// Secret environment values kept out of the journaled proposal.
-mod redact;
 /// ssh_exec, run_in_sandbox and run_container_group (aido-remote).
-#[cfg(feature = "prim-process")]
 pub mod remote;
-/// The table of file-change subscriptions the shared state holds.
-#[cfg(feature = "prim-process")]
-pub(crate) mod subscriptions;
 /// A session's shared `/tmp`.
-#[cfg(feature = "prim-process")]
 mod tmp;
 
-#[cfg(feature = "prim-process")]
 pub use actor::{Origin, Pending, ProcessBodyArgs, Ran};
-#[cfg(feature = "prim-process")]
 pub use body::{ProcessBody, ProcessMsg};
-#[cfg(feature = "prim-process")]
-pub(crate) use dry::layers_base;
-#[cfg(feature = "prim-process")]
+pub use dry::layers_base;
 pub use handles::{HandleTable, LostHandle, recover_lost};
-#[cfg(feature = "prim-process")]
 pub use profile::expect_commands;
-pub(crate) use redact::journaled;
-#[cfg(feature = "prim-process")]
 pub use tmp::SessionTmps;
 
 /// Where the deny globs' expansion is kept between processes (under `AIDO_HOME`, which no
 /// command sees), so `aido exec` and a restarted server check a large home by stamps instead
 /// of reading it all again.
-#[cfg(feature = "prim-process")]
-pub(crate) const DENY_GLOBS_FILE: &str = "cache/deny-globs";
-#[cfg(feature = "prim-process")]
+pub const DENY_GLOBS_FILE: &str = "cache/deny-globs";
 pub use remote::RemoteError;
 
 /// Why the process body refused a call before the sandbox saw it.
@@ -107,6 +82,12 @@ pub enum ProcessError {
         /// Why, naming the setting.
         why: String,
     },
+    /// /proc could not be read for the host's processes.
+    #[error("the host's processes could not be read: {why}")]
+    ProcUnreadable {
+        /// Why.
+        why: String,
+    },
 }
 
 aido_actions::coded!(ProcessError {
@@ -115,6 +96,7 @@ aido_actions::coded!(ProcessError {
     ChangesRefused => "command_changes_refused",
     ChangeUnsupported => "command_change_unsupported",
     ExecutableMissing => "sandbox_executable_missing",
+    ProcUnreadable => "processes_unreadable",
 });
 
 /// Why a call about a background command's handle failed.
@@ -182,8 +164,7 @@ aido_actions::coded!(HandleError {
 });
 
 impl HandleError {
-    #[cfg_attr(not(feature = "prim-process"), allow(dead_code))]
-    pub(crate) fn into_failure(self) -> aido_actions::Failure {
+    pub fn into_failure(self) -> aido_actions::Failure {
         let details = match &self {
             HandleError::Unknown { handle }
             | HandleError::Lost { handle }
@@ -199,67 +180,3 @@ impl HandleError {
         }
     }
 }
-
-/// Why a subscription, a reaction or list_processes was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum EventsError {
-    /// Paths, globs, kinds or bounds out of range.
-    #[error("{why}")]
-    Invalid {
-        /// Why.
-        why: String,
-    },
-    /// The surface this call came over cannot send notifications.
-    #[error(
-        "this client connection cannot receive notifications, so a subscription could deliver nothing"
-    )]
-    Undeliverable,
-    /// As many subscriptions as allowed are alive in this session.
-    #[error("this session holds {max} subscriptions; unsubscribe one first")]
-    TooMany {
-        /// The bound.
-        max: usize,
-    },
-    /// No subscription of this session has this id (they end with their session, and after
-    /// a restart none are left).
-    #[error("this session has no subscription {subscription:?}")]
-    Unknown {
-        /// The id asked for.
-        subscription: String,
-    },
-    /// The watcher could not be started (inotify missing, its watch limit reached).
-    #[error("the file watcher could not be started: {why}")]
-    WatchFailed {
-        /// Why.
-        why: String,
-    },
-    /// A reaction that is not a primitive call that parses, or one that watches itself.
-    #[error("the reaction is not valid: {why}")]
-    ReactionInvalid {
-        /// Why.
-        why: String,
-    },
-    /// A change came over the reaction's rate: it was journaled and not run.
-    #[error("over {per_minute} firings a minute")]
-    RateLimited {
-        /// The rate.
-        per_minute: u32,
-    },
-    /// /proc could not be read for the host's processes.
-    #[error("the host's processes could not be read: {why}")]
-    ProcUnreadable {
-        /// Why.
-        why: String,
-    },
-}
-
-aido_actions::coded!(EventsError {
-    Invalid => "events_invalid",
-    Undeliverable => "events_undeliverable",
-    TooMany => "subscriptions_too_many",
-    Unknown => "subscription_unknown",
-    WatchFailed => "watch_failed",
-    ReactionInvalid => "reaction_invalid",
-    RateLimited => "watch_rate_limited",
-    ProcUnreadable => "processes_unreadable",
-});

@@ -8,11 +8,11 @@ use aido_actions::Failure;
 use aido_actions::events::ListProcesses;
 use serde_json::{Value, json};
 
-use super::EventsError;
+use super::ProcessError;
 use super::actor::ProcessBodyArgs;
 
 /// The answer of list_processes.
-pub(crate) fn list(args: &ProcessBodyArgs, list: &ListProcesses) -> Result<Value, Failure> {
+pub fn list(args: &ProcessBodyArgs, list: &ListProcesses) -> Result<Value, Failure> {
     let mut out = json!({
         "aido_pid": std::process::id(),
         "started": args.handles.processes(),
@@ -42,7 +42,7 @@ pub(crate) fn list(args: &ProcessBodyArgs, list: &ListProcesses) -> Result<Value
 /// left out.
 fn host(fields: &[String], limit: usize) -> Result<(Vec<Value>, bool), Failure> {
     let entries = std::fs::read_dir("/proc")
-        .map_err(|e| Failure::from(EventsError::ProcUnreadable { why: e.to_string() }))?;
+        .map_err(|e| Failure::from(ProcessError::ProcUnreadable { why: e.to_string() }))?;
     let mut pids: Vec<u32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())

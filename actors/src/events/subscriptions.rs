@@ -9,7 +9,7 @@ use aido_journal::SessionId;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::EventsError;
+use super::error::EventsError;
 
 /// Most subscriptions (and reactions) one session holds.
 pub(crate) const SUBSCRIPTIONS_MAX: usize = 16;
