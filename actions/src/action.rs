@@ -763,6 +763,7 @@ mod tests {
 
     /// The class of every primitive, pinned. A new primitive must be added here on purpose.
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn classify_table() {
         let table: &[(&str, SideEffectClass)] = &[
             ("read_file", SideEffectClass::ReadOnly),

@@ -282,6 +282,7 @@ mod tests {
     /// Every denial code, its string and its gate, pinned: renaming a code, reusing one, or
     /// adding a variant without listing it here fails.
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn deny_code_table() {
         let table: &[(DenyCode, &str, Gate)] = &[
             (DenyCode::DesktopDisabled, "desktop_disabled", Gate::Bodies),

@@ -284,6 +284,7 @@ impl Recovery {
         Ok(())
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn finish_one(shared: &Arc<Shared>, marker: &Marker) -> Result<(), Failure> {
         let coded = <Failure as From<aido_journal::ReadError>>::from;
         let records = shared.journal.all_records(marker.session).map_err(coded)?;

@@ -60,6 +60,7 @@ const LOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runtime {
     /// Compile the policy, start the supervisor and the filesystem body.
+    #[allow(clippy::too_many_lines)]
     pub async fn start(options: RuntimeOptions) -> Result<Self, StartError> {
         // A family this build lacks is refused by the policy, so simulate says so too.
         let policy = Arc::new(

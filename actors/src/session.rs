@@ -213,6 +213,7 @@ impl Session {
         result
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn run_inner(
         &self,
         action: Action,

@@ -182,6 +182,7 @@ fn count(lines: &[String], prefix: &str) -> usize {
 
 /// Every toolset member, on the desktop, with its real outcome.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn every_toolset_member_lands_where_the_agent_pointed() {
     if !lane_ready() {
         return;

@@ -139,6 +139,7 @@ async fn desktop_primitives_are_off_unless_enabled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn an_agent_drives_the_owned_desktop_and_playback_reproduces_it() {
     if !lane_ready() {
         return;

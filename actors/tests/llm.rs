@@ -129,6 +129,7 @@ fn user(text: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn a_real_local_model_through_every_model_primitive_and_playback() {
     let (server, port) = match model_server().await {
         Ok(found) => found,

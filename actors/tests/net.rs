@@ -198,6 +198,7 @@ async fn the_default_policy_refuses_a_local_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn fetch_and_request_a_local_server_and_playback_reproduces_them() {
     let addr = server().await;
     let port = addr.port();

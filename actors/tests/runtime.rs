@@ -98,6 +98,7 @@ impl World {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn file_primitives_change_real_files_and_journal_every_step() {
     let w = world("").await;
     let out = w

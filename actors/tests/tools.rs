@@ -304,6 +304,7 @@ async fn an_include_outside_the_walls_or_denied_is_refused_and_not_read() {
 }
 
 #[tokio::test]
+#[allow(clippy::too_many_lines)]
 async fn read_logs_of_a_file_activity_and_aidos_log_redacted_filtered_and_played_back() {
     let (_dir, base) = base();
     let a = aido(&base).await;

@@ -183,6 +183,7 @@ impl Store {
     /// Make artifact `id` from `files` (name, contents). `entry` defaults to `index.html`
     /// when it has one, else to its first `.html` file, else to its first file. Checked
     /// whole before anything is written: names, duplicates, the entry and every cap.
+    #[allow(clippy::too_many_lines)]
     pub fn create(
         &self,
         id: &str,

@@ -86,6 +86,7 @@ pub fn run() -> DesktopSection {
     DesktopSection::Ran(lanes)
 }
 
+#[allow(clippy::too_many_lines)]
 fn lane(server: Server, need: &[&str], terminal: Vec<String>) -> Result<Lane, String> {
     let missing: Vec<&str> = need.iter().copied().filter(|p| !installed(p)).collect();
     if !missing.is_empty() {

@@ -516,6 +516,7 @@ fn main() -> Result<()> {
     block_on(bench(cli.args))?
 }
 
+#[allow(clippy::too_many_lines)]
 async fn bench(args: Args) -> Result<()> {
     let aido = std::fs::canonicalize(&args.aido)
         .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;

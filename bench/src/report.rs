@@ -279,6 +279,7 @@ pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> (Sect
 
 /// The soak section: per transport, the largest resident memory after warm-up and its growth
 /// over the last three quarters of the calls, judged against the bound; a table of the marks.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn soak_section_with(
     soak: &crate::soak::SoakSection,
     rows: &mut Vec<Row>,
@@ -696,6 +697,7 @@ fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Sec
 }
 
 /// [`serve_section`] with `extra` parameters for its notes.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn serve_section_with(
     serve: &crate::serve::ServeSection,
     rows: &mut Vec<Row>,
@@ -906,6 +908,7 @@ fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>
 }
 
 /// [`process_section`] with `extra` parameters for its notes.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn process_section_with(
     process: &crate::process::ProcessSection,
     rows: &mut Vec<Row>,
@@ -1082,6 +1085,7 @@ pub(crate) fn process_section_with(
 
 /// The desktop section: per backend, a screenshot beside grim / import, and a keypress to
 /// pixels beside wtype / xdotool.
+#[allow(clippy::too_many_lines)]
 fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>) -> Section {
     use crate::desktop::{DesktopSection, KEYS, SHOTS};
     const S: &str = "desktop";

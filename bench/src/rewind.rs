@@ -265,6 +265,7 @@ async fn session(options: &Options, backend: Backend, dirs: &Dirs, k: usize) -> 
 }
 
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_lines)]
 async fn drive(
     options: &Options,
     backend: Backend,

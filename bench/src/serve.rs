@@ -122,6 +122,7 @@ fn rss(pid: u32) -> Result<u64> {
     Ok(kb * 1024)
 }
 
+#[allow(clippy::too_many_lines)]
 async fn measure(
     aido: &Path,
     temp: &Path,

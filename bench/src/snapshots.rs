@@ -167,6 +167,7 @@ pub fn median(values: &[Duration]) -> Duration {
 
 /// Runs the section in a fresh temp dir under `temp`; everything it makes is removed (and
 /// unmounted) on the way out, whatever the way.
+#[allow(clippy::too_many_lines)]
 pub fn run(temp: &Path, options: &Options) -> Result<Results> {
     let root = tempfile::Builder::new()
         .prefix("aido-bench-snapshots-")

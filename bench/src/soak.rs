@@ -195,6 +195,7 @@ fn call(n: usize, options: &Options) -> (&'static str, Value) {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) -> Result<Side> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let home = work.path().join("home");

@@ -428,6 +428,7 @@ pub fn run_blocking(temp: &Path, options: &Options) -> Result<Results> {
 }
 
 /// Builds the guests in a temp dir under `temp`, measures, stops every QEMU.
+#[allow(clippy::too_many_lines)]
 pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
     let started = Instant::now();
     let root = tempfile::Builder::new()

@@ -983,6 +983,7 @@ enum HookClient {
     ClaudeCode,
 }
 
+#[allow(clippy::too_many_lines)]
 fn run(cli: Cli) -> Result<ExitCode> {
     let home = aido_home(&cli);
     match &cli.command {
@@ -1460,6 +1461,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 async fn mcp(layered: Layered, home: &Path) -> Result<()> {
     std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
     let limits = &layered.config.limits;
@@ -1888,6 +1890,7 @@ fn tree_report(
     ))
 }
 
+#[allow(clippy::too_many_lines)]
 fn replay(command: &Replay, home: &Path) -> Result<ExitCode> {
     let journals = readers(home)?;
     let coded = |e: aido_journal::ReadError| anyhow::anyhow!("[{}] {e}", e.code());

@@ -36,6 +36,7 @@ fn seq(v: &Value) -> u64 {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn an_agent_rewinds_and_a_person_can_follow_verify_and_replay_it() {
     let h = home();
     let ws = h.workspace("project", "");

@@ -297,6 +297,7 @@ impl Sim {
         self.kill();
     }
 
+    #[allow(clippy::too_many_lines)]
     fn step(&mut self) {
         let file = |rng: &mut Rng| match rng.below(8) {
             0..=3 => format!("a/f{}.txt", rng.below(4)),

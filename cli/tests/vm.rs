@@ -11,6 +11,7 @@ use common::{Mcp, home, session_of, stdout};
 use serde_json::json;
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn an_agent_drives_a_machine_over_mcp() {
     let h = home();
     let built = h.cmd(&["vm", "image", "build"]);
@@ -253,6 +254,7 @@ fn png_size_of(image: &serde_json::Value) -> (u32, u32) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_computer_use_agent_works_unchanged() {
     let h = home();
     assert!(h.cmd(&["vm", "image", "build"]).status.success());

@@ -111,6 +111,7 @@ impl X11 {
         Ok(x)
     }
 
+    #[allow(clippy::too_many_lines)]
     fn connect_any(display: &str) -> Result<Self, DesktopError> {
         let (conn, screen_num) =
             x11rb::connect(Some(display)).map_err(|e| DesktopError::ConnectFailed {
@@ -881,6 +882,7 @@ impl Owner {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 fn serve(
     conn: RustConnection,
     window: u32,

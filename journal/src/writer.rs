@@ -313,6 +313,7 @@ impl Writer {
         Ok(())
     }
 
+    #[allow(clippy::too_many_lines)]
     fn commit(&mut self, batch: Vec<Command>) {
         if let Some(why) = &self.poisoned {
             for command in batch {

@@ -179,6 +179,7 @@ fn verify_names_the_first_altered_record() {
 /// session and seq (never a silent seq 1 or a chain from garbage), nothing is written, reads
 /// fail with a coded error, verify names the seq, and other sessions append on.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_corrupt_head_refuses_its_session_and_nothing_else() {
     type Damage = fn(&mut Vec<u8>);
     fn rehash(value: &mut Vec<u8>, edit: impl Fn(String) -> String) {

@@ -967,6 +967,7 @@ impl ServerHandler for AidoServer {
         Ok(())
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn call_tool(
         &self,
         mut request: CallToolRequestParams,

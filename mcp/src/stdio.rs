@@ -839,6 +839,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn every_line_has_a_verdict() {
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n)).into_bytes();
         let big = format!(r#"{{"id":1,"x":"{}"}}"#, "x".repeat(1 << 20)).into_bytes();

@@ -159,6 +159,7 @@ fn parse(stdout: &str) -> Report {
     report
 }
 
+#[allow(clippy::too_many_lines)]
 fn test() {
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("memory.sqlite");

@@ -1184,6 +1184,7 @@ fn merge(
 }
 
 impl Config {
+    #[allow(clippy::too_many_lines)]
     fn check(&self) -> Result<(), ConfigError> {
         self.mcp.primitives()?;
         if self.retention.older_than_days > Retention::OLDER_THAN_DAYS_MAX {

@@ -169,6 +169,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn the_gate_judges_host_port_and_address_literals() {
         let engine =
             engine_of("[net]\nallow = [\"localhost:*\", \"127.0.0.1:8080\", \"*.example.com\"]\n");

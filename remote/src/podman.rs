@@ -484,6 +484,7 @@ pub async fn run_group(
 
 /// One attached `podman run`: output captured within caps, killed at the timeout, then its
 /// OOM flag read. The caller removes it.
+#[allow(clippy::too_many_lines)]
 async fn run_one(
     podman: &Podman,
     spec: &ContainerSpec,

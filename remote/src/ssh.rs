@@ -192,6 +192,7 @@ impl client::Handler for Pinned {
 ///
 /// Dropping the future drops the connection, which ends the remote command (sshd hangs it
 /// up); what it printed so far is lost.
+#[allow(clippy::too_many_lines)]
 pub async fn exec(target: &SshTarget, request: &SshRequest) -> Result<RemoteOutcome, SshError> {
     let expected = pin_fingerprint(&target.host, &target.host_key)?;
     let key = russh::keys::load_secret_key(&target.key_file, None).map_err(|e| {

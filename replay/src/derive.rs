@@ -79,6 +79,7 @@ pub fn effects(record: &Record) -> &[Effect] {
 }
 
 /// Re-derive `records` (one session, all of it) into `scratch`.
+#[allow(clippy::too_many_lines)]
 pub fn derive(journal: &Journal, records: &[Record], scratch: &Path) -> std::io::Result<Derived> {
     let mut out = Derived::default();
     let mut state = State::new();

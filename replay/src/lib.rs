@@ -84,6 +84,7 @@ fn short(text: &str, max: usize) -> String {
 }
 
 /// A session as lines a person can read: one line per record.
+#[allow(clippy::too_many_lines)]
 pub fn timeline(records: &[Record], colour: bool) -> String {
     let p = Paint(colour);
     let mut out = String::new();

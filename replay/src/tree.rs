@@ -152,6 +152,7 @@ struct Derived {
 
 impl Derived {
     /// Fold one record's effects in.
+    #[allow(clippy::too_many_lines)]
     fn record(&mut self, store: &aido_journal::BlobStore, r: &Record) -> Result<(), String> {
         let Derived {
             now,

@@ -195,6 +195,7 @@ struct Point {
     tree: BTreeMap<String, String>,
 }
 
+#[allow(clippy::too_many_lines)]
 async fn run(ops: Vec<Op>, backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().canonicalize().unwrap();
@@ -568,6 +569,7 @@ async fn copy(
 
 /// A journal altered after the fact: a changed output, or an input swapped for other bytes,
 /// is a mismatch at that record's seq; an untouched copy plays back clean.
+#[allow(clippy::too_many_lines)]
 fn playback_reports_a_changed_input_or_output_at_its_seq() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

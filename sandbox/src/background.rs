@@ -291,6 +291,7 @@ impl Sandbox {
         })
     }
 
+    #[allow(clippy::too_many_lines)]
     fn launch_background(
         &self,
         resolved: &Resolved,

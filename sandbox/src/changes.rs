@@ -295,6 +295,7 @@ impl Collect {
         Ok(())
     }
 
+    #[allow(clippy::too_many_lines)]
     fn entry(
         &mut self,
         upper: &Arc<OwnedFd>,

@@ -217,6 +217,7 @@ fn network_namespace(
 }
 
 /// Returns the final report only when init could not send its own.
+#[allow(clippy::too_many_lines)]
 fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
     let (launch, lent): (Launch, Option<OwnedFd>) = read_json_with_fd(control)
         .map_err(|error| SpawnError::setup_io(Step::ReadRequest, &error, "launch"))?;
@@ -713,6 +714,7 @@ fn init_main() -> ! {
     std::process::exit(if written { 0 } else { 123 })
 }
 
+#[allow(clippy::too_many_lines)]
 fn run_init(
     plan: &Plan,
     fds: &crate::protocol::Fds,

@@ -250,6 +250,7 @@ const SOCKET_TYPE_MASK: u64 = 0xf;
 /// on x86_64 every x32 system call answers EPERM ([`x32_program`]). Each filter kills the
 /// process on another architecture's calls (seccompiler's check of `seccomp_data.arch`), so
 /// the i386 ABI (`int 0x80`) cannot sidestep the deny list either.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
     let failed = |error: seccompiler::BackendError| SpawnError::SetupFailed {
         step: Step::Seccomp,

@@ -283,6 +283,7 @@ impl GlobIndex {
     /// Globs sharing a literal prefix (`$HOME` for `$HOME/**/.ssh` and `$HOME/**/.env`,
     /// once expanded) share one walk. Directories in `hidden` are hidden whole by the caller,
     /// so they are not walked (aido's own home, busy with the journal, inside a user's home).
+    #[allow(clippy::too_many_lines)]
     pub(crate) fn expand(
         &self,
         patterns: &[PathBuf],

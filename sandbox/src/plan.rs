@@ -42,6 +42,7 @@ pub(crate) struct Resolved {
     pub(crate) ids: Option<crate::protocol::Ids>,
 }
 
+#[allow(clippy::too_many_lines)]
 pub(crate) fn resolve(
     profile: &Profile,
     request: &Request,

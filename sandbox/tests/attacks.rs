@@ -480,6 +480,7 @@ print("GET", urllib.request.urlopen(target, timeout=10).read().decode(), flush=T
 /// the egress runtime's fixed bound. Another command's request gets through during the flood,
 /// and the flooding command's own request after it; nothing else reaches the host.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_slow_connection_flood_costs_the_command_not_aidos_threads() {
     use aido_sandbox::egress::{EGRESS_CONNECTIONS_MAX_DEFAULT, EGRESS_THREADS_MAX};
     let fixture = Fixture::new();

@@ -102,6 +102,7 @@ fn overlay_mode_collects_changes_in_the_upper_layer_and_leaves_the_host_alone() 
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn the_changes_of_an_overlay_run_are_read_back_as_a_list_and_the_host_is_untouched() {
     use aido_sandbox::Change;
     let fixture = Fixture::new();

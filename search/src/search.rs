@@ -42,6 +42,7 @@ pub fn search_code(
 /// The result is deterministic for a given tree unless it says `Truncation::Timeout`: the
 /// walk keeps the first `files_max` paths in order and a limit cuts the first hits in
 /// (path, line) order, whatever order the threads searched the files in.
+#[allow(clippy::too_many_lines)]
 pub fn search_code_until(
     request: &SearchRequest,
     limits: &Limits,

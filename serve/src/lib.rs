@@ -438,6 +438,7 @@ impl Serving {
 }
 
 /// Bind and serve until [`Serving::shutdown`].
+#[allow(clippy::too_many_lines)]
 pub async fn start(
     runtime: Arc<Runtime>,
     feed: Feed,
@@ -1036,6 +1037,7 @@ mod tests {
 
     /// The whole table: each error's code and status, and the codes given outside it.
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn http_error_codes_are_stable() {
         let table = [
             (HttpError::Unauthorized, "unauthorized", 401),

@@ -275,6 +275,7 @@ fn touched(effects: &[aido_actions::Effect]) -> Vec<String> {
 }
 
 /// One record as a timeline row.
+#[allow(clippy::too_many_lines)]
 fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
     use aido_actions::Verdict;
     use aido_journal::Event;

@@ -955,6 +955,7 @@ fn a_client_that_never_reads_its_streams_does_not_stop_the_others() {
 /// its session, in the order it was answered, nothing lost or reordered, and every session's
 /// hash chain verifies.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn many_concurrent_sessions_over_http_lose_and_reorder_nothing() {
     const SESSIONS: usize = 16;
     const CALLS: usize = 24;
@@ -1820,6 +1821,7 @@ fn a_timeline_is_read_a_page_at_a_time_and_a_step_in_full_carries_its_diff() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_person_previews_and_rewinds_a_live_session_and_its_agent_goes_on() {
     let w = world(|_| {});
     let file = w.home.join("project/kept.txt");

@@ -268,6 +268,7 @@ fn place(parent: &Dir, temp: &str, name: &str, shown: &Path) -> Result<(), Snaps
 /// the plan saw as a directory and that is now a symlink is removed (the link itself) or
 /// replaced by a directory, never followed; a directory moved away while the restore wrote
 /// into it gives [`SnapshotError::Swapped`], and running the restore again finishes it.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn apply(
     root: &Path,
     target: &Manifest,

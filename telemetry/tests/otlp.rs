@@ -91,6 +91,7 @@ fn action(primitive: &str, arguments: serde_json::Value) -> Action {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn spans_logs_and_metrics_reach_a_real_otlp_receiver() {
     let mut collector = FakeCollectorServer::start().await.unwrap();
     let w = world().await;

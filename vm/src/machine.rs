@@ -170,6 +170,7 @@ impl Machine {
         Self::launch(spec, Some(state)).await
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn launch(spec: &MachineSpec, incoming: Option<&Path>) -> Result<Self, VmError> {
         if let Some(uri) = &spec.host {
             if incoming.is_some() {

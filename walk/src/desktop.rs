@@ -36,6 +36,7 @@ fn terminal(answer: &Value) -> &'static str {
 }
 
 /// The result of a desktop primitive whose body answered `answer`.
+#[allow(clippy::too_many_lines)]
 pub fn render(action: &DesktopAction, answer: &Value) -> Outcome {
     let backend = answer["backend"].as_str().unwrap_or("unknown");
     let target = window(&answer["focused"]);

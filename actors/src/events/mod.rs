@@ -475,6 +475,7 @@ impl Origin<'_> {
     }
 
     /// watch_and_react: start watching; each change fires the reaction as a child action.
+    #[allow(clippy::too_many_lines)]
     pub(crate) fn watch(
         &self,
         w: &WatchAndReact,

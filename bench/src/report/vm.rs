@@ -45,6 +45,7 @@ fn screen_id(screen: Screen) -> &'static str {
 }
 
 /// The VM section, its rows pushed onto `rows`.
+#[allow(clippy::too_many_lines)]
 pub(super) fn section(section: &VmSection, rows: &mut Vec<Row>) -> Section {
     let r = match section {
         VmSection::Ran(r) => r,

@@ -349,6 +349,7 @@ fn ocr_find(_png: &[u8], _text: &str) -> Result<Vec<Value>, Failure> {
 /// Run one primitive on the desktop (blocking, on a thread of the blocking pool: `tokio`
 /// runs the computer-use tools' adapter, whose desktop never waits on the runtime);
 /// notifications are sent by the caller.
+#[allow(clippy::too_many_lines)]
 fn run(
     desktop: &mut Desktop,
     action: &DesktopAction,

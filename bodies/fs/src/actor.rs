@@ -142,6 +142,7 @@ impl Body for FsBody {
 
     /// Every call runs on the blocking pool: actions and conditions beside each other,
     /// snapshot operations alone (they must see and leave the workspace whole).
+    #[allow(clippy::too_many_lines)]
     async fn handle(&mut self, msg: FsMsg, calls: &Calls) {
         let core = self.core.clone();
         match msg {

@@ -358,6 +358,7 @@ fn kind_of(node: &Node) -> AccessKind {
 
 /// Stage `changes` (see the module docs): every content in the blob store, the entries in
 /// parts, all durable. `max` bounds one file's contents. Nothing in the workspace changes.
+#[allow(clippy::too_many_lines)]
 pub fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<Staged, FsError> {
     if let Some((journal, free_min)) = cx.space {
         room(journal, free_min, &changes)?;
@@ -690,6 +691,7 @@ fn whole_dir(staged: &Staged, index: usize) -> Option<usize> {
 /// kind and inode), then the directory is renamed to its path, which must be empty
 /// (`RENAME_NOREPLACE`), and confirmed where the check said. `Ok(None)`: it cannot be moved
 /// so (the layer on another file system, something at the path): apply entry by entry.
+#[allow(clippy::too_many_lines)]
 fn move_dir_in(
     cx: &Cx,
     parents: &mut Parents,

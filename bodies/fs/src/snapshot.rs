@@ -127,6 +127,7 @@ impl Snapshots {
         }
     }
 
+    #[allow(clippy::too_many_lines)]
     fn step(
         &mut self,
         step: Step,

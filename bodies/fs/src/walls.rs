@@ -402,6 +402,7 @@ impl Walls {
     /// in memory, large ones streamed into the blob store), and a write whose contents cannot
     /// be kept is refused before anything changes; `create_parents` creates the missing
     /// directories above the file and reports them.
+    #[allow(clippy::too_many_lines)]
     pub fn write_atomic(
         &self,
         target: &Target,

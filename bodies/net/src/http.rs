@@ -160,6 +160,7 @@ impl Client {
 
     /// Send `request`, following redirects hop by hop (each judged like the first), and
     /// return the exchange as the journal records it.
+    #[allow(clippy::too_many_lines)]
     pub(crate) async fn exchange(
         &self,
         policy: &NetPolicy,

@@ -139,6 +139,7 @@ pub(super) fn output_bytes_max(policy: &PolicyEngine) -> usize {
     RunCommand::OUTPUT_BYTES_MAX.min(record / 8)
 }
 
+#[allow(clippy::too_many_lines)]
 pub(super) async fn run_command(
     args: &ProcessBodyArgs,
     run: &RunCommand,
@@ -372,6 +373,7 @@ pub(super) fn answered(value: Value) -> Ran {
 
 /// `run_command` with `background`: set up exactly as a finished command is (the walls, the
 /// profile, an overlay layer of the write roots), started, and answered with its handle.
+#[allow(clippy::too_many_lines)]
 pub(super) async fn start_background(
     args: &ProcessBodyArgs,
     run: &RunCommand,
@@ -718,6 +720,7 @@ fn refused_whole(error: aido_sandbox::SpawnError, record: &Value) -> Failure {
 /// journal cannot take over (a device, a fifo, one inside a removed directory, a name that is
 /// not UTF-8) refuses them all, and the call fails naming each, with the command's record in
 /// the details. Nothing is applied then.
+#[allow(clippy::too_many_lines)]
 fn admit(
     args: &ProcessBodyArgs,
     session: &SessionContext,

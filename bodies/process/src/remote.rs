@@ -173,6 +173,7 @@ pub async fn ssh_exec(
 /// matches hidden. A `read_write` workspace is mounted over the copy-on-write `layer` (made
 /// here): the container's writes land there, and the workspace it returns (the third value)
 /// is the host directory they are taken over into.
+#[allow(clippy::too_many_lines)]
 fn container_of(
     args: &ProcessBodyArgs,
     container: &Container,

@@ -275,6 +275,7 @@ impl VmBody {
         }
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn run(&mut self, action: &VmAction) -> Result<Executed, Failure> {
         match action {
             VmAction::VmStart(a) => self

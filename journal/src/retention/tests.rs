@@ -164,6 +164,7 @@ fn readable(j: &Journal, hash: &str) -> bool {
 /// the older leaves every content the other names readable and its chain whole, takes what
 /// only the older named, and the bytes on disk shrink.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn two_sessions_sharing_contents_prune_one_and_the_other_keeps_all_it_names() {
     let h = Home::new();
     let (a, b) = (sid(1), sid(2));
