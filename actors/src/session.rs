@@ -279,13 +279,18 @@ impl Session {
                     action.primitive(),
                     serde_json::to_string_pretty(&action).unwrap_or_default()
                 );
-                let answer = match &hooks.confirmer {
-                    None => ConfirmAnswer::Unavailable,
-                    Some(c) => {
-                        let wait = Duration::from_millis(shared.config_limits().confirm_timeout_ms);
-                        tokio::time::timeout(wait, c.confirm(prompt))
-                            .await
-                            .unwrap_or(ConfirmAnswer::TimedOut)
+                // One question every surface sees; the client's form races the others.
+                let confirmed =
+                    crate::human::confirm(shared, &hooks, &self.id.to_string(), seq, prompt).await;
+                let (answer, question, by, broke) = match confirmed {
+                    Ok(c) => (c.answer, Some(c.question), c.by, None),
+                    Err(failure) => {
+                        let answer = if failure.code == RuntimeError::Cancelled.code() {
+                            ConfirmAnswer::Cancelled
+                        } else {
+                            ConfirmAnswer::Unavailable
+                        };
+                        (answer, None, None, Some(failure))
                     }
                 };
                 let approved = answer == ConfirmAnswer::Approved;
@@ -293,20 +298,27 @@ impl Session {
                     proposal: seq,
                     approved,
                     answer: answer.name().into(),
+                    question,
+                    by,
                 };
                 self.journal(event, Vec::new())
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
                 if !approved {
-                    let refused = match answer {
-                        ConfirmAnswer::Unavailable => RuntimeError::ConfirmUnavailable { reason },
-                        _ => RuntimeError::ConfirmDeclined {
+                    let failure = match (broke, answer) {
+                        // The question could not be put (the store failed) or the agent
+                        // cancelled: that failure, as it is.
+                        (Some(failure), _) => failure,
+                        (None, ConfirmAnswer::Unavailable) => {
+                            RuntimeError::ConfirmUnavailable { reason }.into()
+                        }
+                        (None, _) => RuntimeError::ConfirmDeclined {
                             reason,
                             answer: answer.name(),
-                        },
-                    };
-                    let failure = Failure::from(refused)
-                        .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
+                        }
+                        .into(),
+                    }
+                    .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
                     let event = Event::ActionFailed {
                         proposal: seq,
                         failure: failure.clone(),

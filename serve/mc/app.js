@@ -120,6 +120,7 @@ function select(key) {
 async function answer(id, body, box) {
   const note = box.querySelector(".result");
   try {
+    body = { ...body, who: "mission_control" };
     const r = await call(`${base()}questions/${encodeURIComponent(id)}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },

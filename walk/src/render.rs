@@ -151,10 +151,16 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
                 }
             }
             Event::ConfirmAnswered {
-                proposal, answer, ..
+                proposal,
+                answer,
+                by,
+                ..
             } => {
                 if let Some(e) = actions.iter_mut().find(|e| e["seq"] == *proposal) {
                     e["confirmation"] = json!(answer);
+                    if let Some(by) = by {
+                        e["confirmed_by"] = json!(by);
+                    }
                 }
             }
             Event::CallRejected { tool, code, .. } => {
