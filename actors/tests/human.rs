@@ -604,11 +604,11 @@ async fn a_confirmation_denied_from_the_store_writes_nothing_and_one_nobody_answ
 fn last_question(a: &Aido) -> String {
     a.events()
         .into_iter()
-        .filter_map(|e| match e {
+        .rev()
+        .find_map(|e| match e {
             Event::ConfirmAnswered { question, .. } => question,
             _ => None,
         })
-        .last()
         .expect("a confirmation")
 }
 
