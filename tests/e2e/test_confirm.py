@@ -193,3 +193,52 @@ async def test_mission_control_answers_over_http_and_the_journal_names_it(world:
     by = [c["by"] for c in confirmations(world)]
     assert [b["surface"] for b in by] == ["mission_control", "watch"], by
     assert "127.0.0.1" in by[0]["person"] and by[1]["person"].startswith("bob"), by
+
+
+async def test_a_2026_client_retrying_after_another_surface_answered_gets_the_result_once(world: World) -> None:
+    from test_mcp_2026 import Transport
+
+    config = world.write_config(CONFIRM + "[limits]\nconfirm_timeout_ms = 30000\n")
+    profile = ("confirm", ("--config", str(config)), "")
+
+    async def unused(context: Any, params: Any) -> types.ElicitResult:
+        raise AssertionError("the round is answered by hand")
+
+    async with Transport(world, "stdio").modern(profile, elicitation_callback=unused) as client:
+        args = {"path": "~/rounds.txt", "content": "r"}
+        first = await client.session.call_tool("write_file", args, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        [key] = list(first.input_requests or {})
+        assert "write_file" in first.input_requests[key].params.message
+        # While the client shows its form, the person answers in a terminal.
+        question = await waiting_question(world)
+        proc = await anyio.to_thread.run_sync(lambda: world.run("answer", question["id"], "yes", env={"USER": "dave"}))
+        assert proc.returncode == 0, describe(proc)
+        with anyio.fail_after(10):
+            while not (world.home / "rounds.txt").exists():
+                await anyio.sleep(0.05)
+        # Another call asks meanwhile (its round is kept beside the first, not swept).
+        other = {"path": "~/other.txt", "content": "o"}
+        second = await client.session.call_tool("write_file", other, allow_input_required=True)
+        assert isinstance(second, types.InputRequiredResult), second
+        # The client's late "no" is ignored; its retry collects the write's result.
+        late = {key: types.ElicitResult(action="decline")}
+        done = await client.session.call_tool(
+            "write_file", args, input_responses=late, request_state=first.request_state, allow_input_required=True
+        )
+        assert ok(done)["created"] is True, done
+        # The second is answered in the client first: its "no" holds, and the store refuses more.
+        no = {key: types.ElicitResult(action="accept", content={"approve": False})}
+        refused = await client.session.call_tool(
+            "write_file", other, input_responses=no, request_state=second.request_state, allow_input_required=True
+        )
+        err(refused, "confirm_declined")
+    assert (world.home / "rounds.txt").read_text() == "r"
+    assert not (world.home / "other.txt").exists()
+    answered, declined = confirmations(world)
+    assert answered["approved"] is True and answered["by"] == {"surface": "cli", "person": "dave"}, answered
+    assert declined["approved"] is False and declined["by"] == {"surface": "elicitation"}, declined
+    too_late = world.run("answer", declined["question"], "yes")
+    assert too_late.returncode == 2 and "question_already_answered" in too_late.stderr, describe(too_late)
+    completed = [r for r in records(world) if r.get("event") == "action_completed"]
+    assert len(completed) == 1, completed
