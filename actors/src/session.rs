@@ -15,6 +15,52 @@ use crate::shared::Shared;
 
 pub use crate::call::{Ran, RunError};
 
+/// What a confirmation came to: the answer, the stored question's id, and who answered.
+type Confirmation = (
+    ConfirmAnswer,
+    Option<String>,
+    Option<aido_actions::human::Answerer>,
+);
+
+/// Ask a person whether the action at `proposal` may run: one stored question every surface
+/// sees (Mission Control, `aido watch`, `aido answer`), raced against the client's form.
+#[cfg(feature = "prim-human")]
+async fn confirm(
+    shared: &Shared,
+    hooks: &Hooks,
+    session: &str,
+    proposal: u64,
+    prompt: String,
+) -> Result<Confirmation, Failure> {
+    let c = crate::human::confirm(shared, hooks, session, proposal, prompt).await?;
+    Ok((c.answer, Some(c.question), c.by))
+}
+
+/// Ask through the client's form alone: a build without questions has no store for the other
+/// surfaces to answer.
+#[cfg(not(feature = "prim-human"))]
+async fn confirm(
+    shared: &Shared,
+    hooks: &Hooks,
+    _session: &str,
+    _proposal: u64,
+    prompt: String,
+) -> Result<Confirmation, Failure> {
+    let Some(confirmer) = &hooks.confirmer else {
+        return Ok((ConfirmAnswer::Unavailable, None, None));
+    };
+    let wait = Duration::from_millis(shared.config_limits().confirm_timeout_ms);
+    let answer = tokio::time::timeout(wait, confirmer.confirm(prompt))
+        .await
+        .unwrap_or(ConfirmAnswer::TimedOut);
+    let by = matches!(
+        answer,
+        ConfirmAnswer::Approved | ConfirmAnswer::Declined | ConfirmAnswer::Cancelled
+    )
+    .then(|| aido_actions::human::Answerer::new(aido_actions::human::Surface::Elicitation, None));
+    Ok((answer, None, by))
+}
+
 /// A session starts the child actions of its calls (a script's host calls, a watch's
 /// reactions) as its own actions, each with its parent's seq.
 impl Children for Session {
@@ -279,11 +325,9 @@ impl Session {
                     action.primitive(),
                     serde_json::to_string_pretty(&action).unwrap_or_default()
                 );
-                // One question every surface sees; the client's form races the others.
-                let confirmed =
-                    crate::human::confirm(shared, &hooks, &self.id.to_string(), seq, prompt).await;
+                let confirmed = confirm(shared, &hooks, &self.id.to_string(), seq, prompt).await;
                 let (answer, question, by, broke) = match confirmed {
-                    Ok(c) => (c.answer, Some(c.question), c.by, None),
+                    Ok((answer, question, by)) => (answer, question, by, None),
                     Err(failure) => {
                         let answer = if failure.code == RuntimeError::Cancelled.code() {
                             ConfirmAnswer::Cancelled

@@ -39,10 +39,7 @@ fn world_with(config: &str, tweak: impl FnOnce(&mut Options)) -> World {
     let home = base_dir.join("home");
     std::fs::create_dir_all(home.join("project")).unwrap();
     let aido_home = base_dir.join("aido");
-    let text = format!(
-        "workdir = \"{}\"\n{config}",
-        home.join("project").display()
-    );
+    let text = format!("workdir = \"{}\"\n{config}", home.join("project").display());
     let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
         .unwrap()
         .config;
@@ -2018,13 +2015,17 @@ fn a_confirmation_answered_over_http_names_who_answered_once() {
         .find(|r| r["kind"] == "confirm_answered")
         .unwrap_or_else(|| panic!("{timeline}"));
     assert!(
-        confirmed["text"].as_str().unwrap().starts_with("watch (bob"),
+        confirmed["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("watch (bob"),
         "{confirmed}"
     );
     assert_eq!(confirmed["by"]["surface"], "watch");
     let seq = done["seq"].as_u64().unwrap();
-    let step = w.mc_get(&format!("sessions/{session}/records/{seq}")).json();
+    let step = w
+        .mc_get(&format!("sessions/{session}/records/{seq}"))
+        .json();
     assert_eq!(step["confirmation"]["by"]["surface"], "watch", "{step}");
     assert_eq!(step["confirmation"]["approved"], true);
 }
-
