@@ -165,3 +165,17 @@ fn user() -> String {
 pub fn by() -> String {
     format!("aido watch (user {})", user())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer names its surface and the user, so the runtime journals who answered.
+    #[test]
+    fn an_answer_says_it_comes_from_watch() {
+        let body = answered(serde_json::json!({"approve": true}));
+        assert_eq!(body["approve"], true);
+        assert_eq!(body["who"], "watch");
+        assert!(body["by"].is_string(), "{body}");
+    }
+}
