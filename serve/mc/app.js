@@ -272,6 +272,7 @@ async function refreshTimeline() {
   const rows = v.rows.map((r) => {
     const done = r.done || {};
     const what = r.primitive ? [el("strong", {}, r.primitive), " ", el("span", { class: "mono count" }, r.arguments || "")] : [r.text || r.kind];
+    if (r.answered_by) what.push(" ", el("span", { class: "count", "data-testid": "answered-by" }, `answered by ${r.answered_by}`));
     const result = r.done ? el("td", { class: done.status, title: done.text || "" }, done.status, done.code ? ` ${done.code}` : "") : el("td", { class: r.code ? "failed" : "" }, r.code || "");
     return el("tr", {
       class: `${r.abandoned_by_branch ? "abandoned" : ""} ${r.kind === "rewound" ? "rewound" : ""}`,

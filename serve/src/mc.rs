@@ -459,8 +459,9 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
     v
 }
 
-/// A session's timeline: one row per action (its outcome folded in as `done`), and a row for
-/// every other record (rewinds among them); rows a rewind abandoned say by which branch.
+/// A session's timeline: one row per action (its outcome folded in as `done`, who answered its
+/// confirmation as `answered_by`), and a row for every other record (rewinds and
+/// confirmations among them); rows a rewind abandoned say by which branch.
 fn timeline_of(records: &[aido_journal::Record], total: u64) -> Value {
     let gone = aido_journal::timeline::abandoned(records);
     let mut rows: Vec<Value> = Vec::new();
@@ -485,6 +486,15 @@ fn timeline_of(records: &[aido_journal::Record], total: u64) -> Value {
         }
         if matches!(r.event, aido_journal::Event::ActionProposed { .. }) {
             at.insert(r.seq, rows.len());
+        }
+        // A confirmation keeps its own row, and its action's row says who answered.
+        if let aido_journal::Event::ConfirmAnswered { proposal, by, .. } = &r.event
+            && let Some(i) = at.get(proposal).copied()
+        {
+            rows[i]["answered_by"] = json!(
+                by.as_ref()
+                    .map_or_else(|| "nobody".to_owned(), |b| b.words())
+            );
         }
         rows.push(v);
     }

@@ -2022,6 +2022,17 @@ fn a_confirmation_answered_over_http_names_who_answered_once() {
         "{confirmed}"
     );
     assert_eq!(confirmed["by"]["surface"], "watch");
+    let action = rows
+        .iter()
+        .find(|r| r["kind"] == "action_proposed" && r["primitive"] == "write_file")
+        .unwrap();
+    assert!(
+        action["answered_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("watch (bob"),
+        "{action}"
+    );
     let seq = done["seq"].as_u64().unwrap();
     let step = w
         .mc_get(&format!("sessions/{session}/records/{seq}"))
