@@ -23,8 +23,9 @@ pub mod artifact;
 pub mod changes;
 /// Side-effect classes and the MCP hints derived from them.
 pub mod class;
-/// Stable error codes, declared once per error enum (`coded!`).
-pub mod codes;
+/// Stable error codes, declared once per error enum (`coded!`): `aido-codes`.
+pub use aido_codes as codes;
+pub use aido_codes::{Coded, coded};
 /// Anthropic's computer-use tools (the legacy `computer` tool and the 2026 toolset), shared by
 /// every screen.
 pub mod computer;

@@ -341,32 +341,4 @@ pub struct Meta {
     pub modified_ms: Option<u64>,
 }
 
-/// Why an action did not succeed: a stable code, a sentence for people, optional details.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct Failure {
-    /// Stable, snake_case, never reused (see each crate's code table).
-    pub code: String,
-    /// What happened, for people.
-    pub message: String,
-    /// Structured context (paths, sizes, limits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
-}
-
-impl Failure {
-    /// A failure without details.
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.to_owned(),
-            message: message.into(),
-            details: None,
-        }
-    }
-
-    /// Attach structured details.
-    pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = Some(details);
-        self
-    }
-}
+pub use aido_codes::Failure;

@@ -449,7 +449,7 @@ impl Call<'_> {
             .shared
             .journal
             .records(self.session, 1, h.before_seq, window, true)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+            .map_err(Failure::from)?;
         // The records read are the newest `window` up to the last one seen: that seq is all
         // playback needs to read the same ones.
         let head = records.last().map_or(0, |r| r.seq);
@@ -477,14 +477,14 @@ impl Call<'_> {
             .append(self.session, now, event)
             .await
             .map(|a| a.seq)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))
+            .map_err(Failure::from)
     }
 
     fn records(&self) -> Result<Vec<aido_journal::Record>, Failure> {
         self.shared
             .journal
             .all_records(self.session)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))
+            .map_err(Failure::from)
     }
 
     /// Take a snapshot and journal it; returns the result (with the inputs it was built from)

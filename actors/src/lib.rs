@@ -102,10 +102,10 @@ pub mod error;
 mod executor;
 /// Which primitive families (cargo features `prim-*`) this build holds.
 pub mod families;
+/// The filesystem body (`aido-body-fs`).
+pub use aido_body_fs as fs;
 /// Fault injection for tests and the seeded simulation (`aido-call`'s).
 pub use aido_call::faults;
-/// The filesystem body.
-pub mod fs;
 /// Capability grants: the store, a use per action of a granted session, the grant primitives.
 pub mod grants;
 /// What a surface lends a call: asking a human, progress, cancellation.

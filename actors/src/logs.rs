@@ -141,7 +141,7 @@ impl Call<'_> {
                     .shared
                     .journal
                     .all_records(session)
-                    .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+                    .map_err(Failure::from)?;
                 let all = logs::activity(&records);
                 let bytes = crate::fs::tools::from_line_start(
                     tail_of(all.as_bytes(), window),
@@ -163,7 +163,12 @@ impl Call<'_> {
                         .await
                         .map_err(|e| internal(e.to_string()))?
                         .map_err(|e| {
-                            Failure::new("io_error", format!("reading aido's log: {e}"))
+                            let path = log_path(self.shared.policy.aido_home());
+                            Failure::from(crate::fs::FsError::io(
+                                "read aido's log",
+                                &path.display().to_string(),
+                                e,
+                            ))
                         })?;
                 let label = log_path(self.shared.policy.aido_home())
                     .display()

@@ -185,7 +185,7 @@ impl Recovery {
         let Some((session, proposal, intents)) = intent::read(dir) else {
             return Ok(false);
         };
-        let coded = |e: aido_journal::ReadError| Failure::new(e.code(), e.to_string());
+        let coded = <Failure as From<aido_journal::ReadError>>::from;
         let records = shared.journal.all_records(session).map_err(coded)?;
         let answered = answered(&records, proposal);
         let proposed = records
@@ -242,7 +242,7 @@ impl Recovery {
                 blobs,
             )
             .await
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+            .map_err(Failure::from)?;
         tracing::warn!(%session, proposal, happened, "journaled the writes of an interrupted action");
         Ok(true)
     }
@@ -260,10 +260,7 @@ impl Recovery {
         else {
             return Ok(());
         };
-        let records = shared
-            .journal
-            .all_records(session)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        let records = shared.journal.all_records(session).map_err(Failure::from)?;
         let done = answered(&records, proposal);
         if done {
             return Ok(());
@@ -283,12 +280,12 @@ impl Recovery {
             .journal
             .append(session, shared.clock.now_ms(), event)
             .await
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+            .map_err(Failure::from)?;
         Ok(())
     }
 
     async fn finish_one(shared: &Arc<Shared>, marker: &Marker) -> Result<(), Failure> {
-        let coded = |e: aido_journal::ReadError| Failure::new(e.code(), e.to_string());
+        let coded = <Failure as From<aido_journal::ReadError>>::from;
         let records = shared.journal.all_records(marker.session).map_err(coded)?;
         let done = answered(&records, marker.proposal);
         if done {
@@ -315,7 +312,7 @@ impl Recovery {
                 .journal
                 .append(marker.session, shared.clock.now_ms(), event)
                 .await
-                .map_err(|e| Failure::new(e.code(), e.to_string()))
+                .map_err(Failure::from)
         };
         // The restore or rewind was the action itself, or one step of a composite.
         let leaf = records.iter().any(|r| {
@@ -421,7 +418,7 @@ pub(crate) fn fetch_blobs(
         {
             let bytes = journal
                 .blob(blob)
-                .map_err(|e| Failure::new(e.code(), e.to_string()))?
+                .map_err(Failure::from)?
                 .ok_or_else(|| RuntimeError::BlobMissing { blob: blob.clone() })?;
             blobs.insert(blob.clone(), bytes);
         }

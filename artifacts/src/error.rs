@@ -62,30 +62,6 @@ pub enum ArtifactError {
 }
 
 impl ArtifactError {
-    /// The stable snake_case code of this error.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::NotFound { .. } => "artifact_not_found",
-            Self::NameInvalid { .. } => "artifact_name_invalid",
-            Self::TooLarge { .. } => "artifact_too_large",
-            Self::EntryMissing { .. } => "artifact_entry_missing",
-            Self::Corrupt { .. } => "artifact_corrupt",
-            Self::Io { .. } => "artifact_store_failed",
-            Self::ListenFailed { .. } => "artifact_listen_failed",
-        }
-    }
-
-    /// Every code [`Self::code`] gives.
-    pub const CODES: &'static [&'static str] = &[
-        "artifact_not_found",
-        "artifact_name_invalid",
-        "artifact_too_large",
-        "artifact_entry_missing",
-        "artifact_corrupt",
-        "artifact_store_failed",
-        "artifact_listen_failed",
-    ];
-
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_owned(),
@@ -93,6 +69,16 @@ impl ArtifactError {
         }
     }
 }
+
+aido_codes::coded!(ArtifactError {
+    NotFound => "artifact_not_found",
+    NameInvalid => "artifact_name_invalid",
+    TooLarge => "artifact_too_large",
+    EntryMissing => "artifact_entry_missing",
+    Corrupt => "artifact_corrupt",
+    Io => "artifact_store_failed",
+    ListenFailed => "artifact_listen_failed",
+});
 
 #[cfg(test)]
 mod tests {

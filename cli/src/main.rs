@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 /// Claude Code's file tools' writes, kept and journaled by `aido hook claude-code`.
 mod adopt;
+/// `aido agent`: the goal handed to a small agent loop, streamed to the terminal.
+mod agent;
 /// `aido answer`: answering the questions no client could show.
 #[cfg(feature = "prim-human")]
 mod answer;
@@ -142,6 +144,10 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Every stable error code this aido can give, one per line with the error that gives it
+    /// (`CODE<TAB>module::Enum`), from the code tables each coded error registers, and the
+    /// policy's denials. docs/REFERENCE.md's list is checked against it.
+    Codes,
     /// Serve agents over MCP on streamable HTTP (`/mcp`), with `/actions` and `/events` for
     /// frontends, on one listener (127.0.0.1 by default) behind a bearer token kept in
     /// AIDO_HOME/serve/token. Prints the MCP URL and the token file's path; stops on SIGTERM
@@ -322,6 +328,74 @@ enum Command {
         /// agent drives.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+    /// Hand a goal to a small agent loop inside aido, for an operator with no agent client.
+    ///
+    /// The model of the config's [llm] section (provider "openai": any OpenAI-compatible
+    /// endpoint, OpenAI, vLLM, llama.cpp, Ollama's /v1; or "anthropic") is given the tools of
+    /// --toolset and works toward the goal one tool call at a time.
+    ///
+    /// It is a thin client of the runtime: it opens one session on a runtime in this process
+    /// (its id is printed first: `aido replay show ID` reads it) and everything runs through
+    /// it; with --serve the session is one of the running `aido serve`'s instead, so `aido
+    /// watch --session ID` and Mission Control follow it live. Each turn of the model is an llm_call action of that session (its URL
+    /// judged by [net] allow, the conversation journaled, the key never), so the whole loop is
+    /// in the journal and `aido replay playback` reproduces it. Each tool call the model makes
+    /// is an ordinary action: judged by the policy, journaled, rewindable; a refused or failed
+    /// call goes back to the model as its result with its code, and the loop goes on. Since
+    /// llm_call carries text, the tools (name, description and the JSON Schema of the
+    /// arguments, as `aido tools --json` gives them) are in the system prompt, and the model
+    /// answers each turn with one JSON object: {"tool": NAME, "arguments": {...}} or
+    /// {"answer": TEXT}.
+    ///
+    /// The plan and each call stream to stdout as plain lines (no colour when NO_COLOR is set
+    /// or stdout is not a terminal); the answer comes last.
+    ///
+    /// Exit codes: 0 the model answered; 3 the step budget is spent (agent_steps_spent); 4
+    /// the token budget (agent_tokens_spent); 5 the model call failed (agent_model_failed:
+    /// unreachable, an error status, its URL refused by [net] allow); 6 the `aido serve` of
+    /// --serve failed (agent_serve_failed); 2 bad input (llm_not_configured,
+    /// agent_toolset_unknown, agent_budget_invalid, ...); 130 interrupted.
+    ///
+    /// Example: aido agent --toolset files,search --steps 10 "Which files mention TODO?"
+    #[command(verbatim_doc_comment)]
+    Agent {
+        /// The goal, in words.
+        goal: String,
+        /// The toolsets, profiles or single tools the model is given (comma-separated; as
+        /// `aido tools --toolsets` lists them).
+        #[arg(
+            long = "toolset",
+            visible_alias = "toolsets",
+            value_delimiter = ',',
+            default_value = "coding"
+        )]
+        toolsets: Vec<String>,
+        /// Only the tools that change nothing.
+        #[arg(long)]
+        read_only: bool,
+        /// The most turns of the model (each makes at most one tool call; at most 120).
+        #[arg(long, default_value_t = 20)]
+        steps: u32,
+        /// The most tokens the model's calls may use, prompt and completion together, as the
+        /// endpoint reports them.
+        #[arg(long, default_value_t = 200_000)]
+        tokens: u64,
+        /// The model, over [llm] model.
+        #[arg(long)]
+        model: Option<String>,
+        /// Run the session in the running `aido serve` of this AIDO_HOME (through its
+        /// /actions route, with the operator's token) instead of in this process, so `aido
+        /// watch` and Mission Control follow it live; the model is then the serve's [llm].
+        #[arg(long)]
+        serve: bool,
+        /// With --serve: another `aido serve` (http://HOST:PORT). Default: where this
+        /// AIDO_HOME's listens (AIDO_HOME/serve/url).
+        #[arg(long, value_name = "URL", requires = "serve")]
+        url: Option<String>,
+        /// With --serve: the file holding its bearer token. Default: AIDO_HOME/serve/token.
+        #[arg(long, value_name = "FILE", requires = "serve")]
+        token_file: Option<PathBuf>,
     },
     /// Answer a question an agent asked that its client could not show (it got
     /// `needs_human` with this id): free text, `yes`/`no` for a confirmation, or choices by
@@ -1047,6 +1121,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Codes => {
+            let mut lines: std::collections::BTreeSet<(String, &str)> =
+                aido_actions::codes::tables()
+                    .flat_map(|t| t.codes.iter().map(|c| ((*c).to_owned(), t.name)))
+                    .collect();
+            lines.extend(
+                aido_actions::DenyCode::ALL
+                    .iter()
+                    .map(|c| (c.code().to_owned(), "aido_actions::verdict::DenyCode")),
+            );
+            // A reader that stops early (`aido codes | head`) ends the listing, not a panic.
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            for (code, from) in lines {
+                if writeln!(out, "{code}\t{from}").is_err() {
+                    break;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Mcp { choice } => {
             let mut layered = layered(&cli, &home)?;
             choice.apply(&mut layered.config.mcp)?;
@@ -1140,6 +1234,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "[primitive_not_built] this aido was built without the prim-desktop cargo feature"
                 )
             }
+        }
+        Command::Agent {
+            goal,
+            toolsets,
+            read_only,
+            steps,
+            tokens,
+            model,
+            serve,
+            url,
+            token_file,
+        } => {
+            let layered = layered(&cli, &home)?;
+            let serve = serve.then(|| {
+                let mut endpoint = aido_watch::discover::this_host(&home);
+                if let Some(url) = url {
+                    endpoint.url = url.trim_end_matches('/').to_owned();
+                }
+                if let Some(file) = token_file {
+                    endpoint.token_file = file.clone();
+                }
+                endpoint
+            });
+            let args = agent::AgentArgs {
+                goal: goal.clone(),
+                toolsets: toolsets.clone(),
+                read_only: *read_only,
+                steps: *steps,
+                tokens: *tokens,
+                model: model.clone(),
+                serve,
+            };
+            agent::agent(layered, &home, args)
         }
         Command::Watch {
             url,

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
+mod agent;
 mod cli;
 mod codes;
 mod common;

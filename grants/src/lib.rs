@@ -69,21 +69,6 @@ pub enum GrantError {
 }
 
 impl GrantError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Invalid { .. } => "grant_invalid",
-            Self::NotNarrower { .. } => "grant_not_narrower",
-            Self::TokenInvalid => "grant_token_invalid",
-            Self::Unknown { .. } => "grant_unknown",
-            Self::Expired { .. } => "grant_expired",
-            Self::Exhausted { .. } => "grant_exhausted",
-            Self::Revoked { .. } => "grant_revoked",
-            Self::RateLimited { .. } => "grant_rate_limited",
-            Self::Store { .. } => "grant_store_failed",
-        }
-    }
-
     /// The denial a refused use becomes in the policy chain; `None` for other errors.
     pub fn deny_code(&self) -> Option<DenyCode> {
         Some(match self {
@@ -96,18 +81,17 @@ impl GrantError {
     }
 }
 
-/// Every code [`GrantError`] can carry, for the code table.
-pub const CODES: &[&str] = &[
-    "grant_invalid",
-    "grant_not_narrower",
-    "grant_token_invalid",
-    "grant_unknown",
-    "grant_expired",
-    "grant_exhausted",
-    "grant_revoked",
-    "grant_rate_limited",
-    "grant_store_failed",
-];
+aido_actions::coded!(GrantError {
+    Invalid => "grant_invalid",
+    NotNarrower => "grant_not_narrower",
+    TokenInvalid => "grant_token_invalid",
+    Unknown => "grant_unknown",
+    Expired => "grant_expired",
+    Exhausted => "grant_exhausted",
+    Revoked => "grant_revoked",
+    RateLimited => "grant_rate_limited",
+    Store => "grant_store_failed",
+});
 
 /// At most `count` uses in any window of `per_s` seconds (fixed windows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

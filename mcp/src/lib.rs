@@ -42,15 +42,3 @@ pub mod tools;
 
 pub use server::{AidoServer, HTTP_PROTOCOL_VERSIONS, STDIO_PROTOCOL_VERSIONS, serve_stdio};
 pub use stdio::{BodyVerdict, id_in_flight, judge_body, not_initialized, request_bytes_max};
-
-/// Every code the MCP surface itself gives: a tools/call that never became an action, and a
-/// stdio line that is not a request aido can read.
-pub fn codes() -> Vec<&'static str> {
-    server::CallError::CODES
-        .iter()
-        .chain(server::ResultError::CODES)
-        .chain(stdio::LineError::CODES)
-        .chain(mrtr::RoundError::CODES)
-        .copied()
-        .collect()
-}

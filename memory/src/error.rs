@@ -6,7 +6,8 @@
 
 use std::path::PathBuf;
 
-/// Declares `code()` and the `CODES` table of an error enum from one list, so the table an
+/// Declares `code()` and the `CODES` table of an error enum from one list (through
+/// `aido_codes::coded!`, which registers the table), so the table an
 /// agent sees and the codes the enum returns cannot drift apart. `@wrap` names variants that
 /// hold another coded error and give its code.
 macro_rules! coded {
@@ -14,18 +15,10 @@ macro_rules! coded {
         $( @wrap [ $( $wrapped:ident ),* $(,)? ] )?
         $( $variant:ident => $code:literal ),* $(,)?
     }) => {
-        impl $ty {
-            /// The stable snake_case code of this error.
-            pub fn code(&self) -> &'static str {
-                match self {
-                    $( $( Self::$wrapped(inner) => inner.code(), )* )?
-                    $( Self::$variant { .. } => $code, )*
-                }
-            }
-
-            /// The codes this enum's own variants give (wrapped errors list theirs).
-            pub const CODES: &'static [&'static str] = &[ $( $code, )* ];
-        }
+        aido_codes::coded!($ty {
+            @delegate { $( $( Self::$wrapped(inner) => inner.code(), )* )? }
+            $( $variant => $code, )*
+        });
     };
 }
 

@@ -69,27 +69,15 @@ impl NetError {
             other => other.to_string(),
         }
     }
-
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::UrlInvalid { .. } => "net_url_invalid",
-            Self::SchemeRefused { .. } => "net_scheme_refused",
-            Self::HostDenied { .. } => "net_denied",
-            Self::AddressRefused { .. } => "net_address_refused",
-            Self::AllowInvalid { .. } => "net_allow_invalid",
-        }
-    }
-
-    /// Every code [`Self::code`] gives.
-    pub const CODES: &'static [&'static str] = &[
-        "net_url_invalid",
-        "net_scheme_refused",
-        "net_denied",
-        "net_address_refused",
-        "net_allow_invalid",
-    ];
 }
+
+aido_codes::coded!(NetError {
+    UrlInvalid => "net_url_invalid",
+    SchemeRefused => "net_scheme_refused",
+    HostDenied => "net_denied",
+    AddressRefused => "net_address_refused",
+    AllowInvalid => "net_allow_invalid",
+});
 
 #[cfg(test)]
 mod tests {

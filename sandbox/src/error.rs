@@ -165,34 +165,6 @@ pub enum SpawnError {
 }
 
 impl SpawnError {
-    /// Every code [`Self::code`] gives (checked against it by `tests::code_table`).
-    pub const CODES: &'static [&'static str] = &[
-        "sandbox_unavailable",
-        "sandbox_setup_failed",
-        "sandbox_request_invalid",
-        "sandbox_exec_failed",
-        "sandbox_launch_failed",
-        "sandbox_protocol_failed",
-        "sandbox_changes_unreadable",
-        "command_changes_too_large",
-        "sandbox_layers_unsafe",
-    ];
-
-    /// The stable code an agent sees. Pinned by `tests::code_table`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            SpawnError::SandboxUnavailable { .. } => "sandbox_unavailable",
-            SpawnError::SetupFailed { .. } => "sandbox_setup_failed",
-            SpawnError::RequestInvalid { .. } => "sandbox_request_invalid",
-            SpawnError::ExecFailed { .. } => "sandbox_exec_failed",
-            SpawnError::LaunchFailed { .. } => "sandbox_launch_failed",
-            SpawnError::ProtocolFailed { .. } => "sandbox_protocol_failed",
-            SpawnError::ChangesUnreadable { .. } => "sandbox_changes_unreadable",
-            SpawnError::ChangesTooLarge { .. } => "command_changes_too_large",
-            SpawnError::LayersUnsafe { .. } => "sandbox_layers_unsafe",
-        }
-    }
-
     pub(crate) fn setup(step: Step, errno: nix::errno::Errno, detail: impl Into<String>) -> Self {
         SpawnError::SetupFailed {
             step,
@@ -222,12 +194,31 @@ impl SpawnError {
         }
     }
 
-    pub(crate) fn protocol(detail: impl Into<String>) -> Self {
+    /// The protocol between aido and the sandbox's child failed (or its task did).
+    pub fn protocol(detail: impl Into<String>) -> Self {
         SpawnError::ProtocolFailed {
             detail: detail.into(),
         }
     }
 }
+
+/// A refusal carries the whole error, as the journal and the agent read it.
+fn details(error: &SpawnError) -> Option<serde_json::Value> {
+    serde_json::to_value(error).ok()
+}
+
+aido_codes::coded!(SpawnError {
+    @details details;
+    SandboxUnavailable => "sandbox_unavailable",
+    SetupFailed => "sandbox_setup_failed",
+    RequestInvalid => "sandbox_request_invalid",
+    ExecFailed => "sandbox_exec_failed",
+    LaunchFailed => "sandbox_launch_failed",
+    ProtocolFailed => "sandbox_protocol_failed",
+    ChangesUnreadable => "sandbox_changes_unreadable",
+    ChangesTooLarge => "command_changes_too_large",
+    LayersUnsafe => "sandbox_layers_unsafe",
+});
 
 /// What a failed exec says: what was run, why it failed, and what to change.
 fn exec_failed(program: &str, errno: i32, path: &str) -> String {

@@ -46,37 +46,18 @@ pub enum SearchError {
     RootDenied { root: PathBuf },
 }
 
-impl SearchError {
-    /// Every code [`Self::code`] gives (checked against it by `tests::code_table_is_pinned`).
-    pub const CODES: &'static [&'static str] = &[
-        "patterns_empty",
-        "patterns_too_many",
-        "pattern_too_long",
-        "pattern_invalid",
-        "pattern_too_large",
-        "glob_invalid",
-        "type_unknown",
-        "context_too_large",
-        "root_unreadable",
-        "root_denied",
-    ];
-
-    /// The stable snake_case code an agent matches on; codes are never reused.
-    pub fn code(&self) -> &'static str {
-        match self {
-            SearchError::PatternsEmpty => "patterns_empty",
-            SearchError::PatternsTooMany { .. } => "patterns_too_many",
-            SearchError::PatternTooLong { .. } => "pattern_too_long",
-            SearchError::PatternInvalid { .. } => "pattern_invalid",
-            SearchError::PatternTooLarge { .. } => "pattern_too_large",
-            SearchError::GlobInvalid { .. } => "glob_invalid",
-            SearchError::TypeUnknown { .. } => "type_unknown",
-            SearchError::ContextTooLarge { .. } => "context_too_large",
-            SearchError::RootUnreadable { .. } => "root_unreadable",
-            SearchError::RootDenied { .. } => "root_denied",
-        }
-    }
-}
+aido_codes::coded!(SearchError {
+    PatternsEmpty => "patterns_empty",
+    PatternsTooMany => "patterns_too_many",
+    PatternTooLong => "pattern_too_long",
+    PatternInvalid => "pattern_invalid",
+    PatternTooLarge => "pattern_too_large",
+    GlobInvalid => "glob_invalid",
+    TypeUnknown => "type_unknown",
+    ContextTooLarge => "context_too_large",
+    RootUnreadable => "root_unreadable",
+    RootDenied => "root_denied",
+});
 
 /// Why `search_and_read` refused a request; search errors keep their own codes.
 #[derive(Debug, thiserror::Error)]
@@ -89,19 +70,13 @@ pub enum ReadError {
     CallersTooMany { count: usize, max: usize },
 }
 
-impl ReadError {
-    /// The codes [`Self::code`] gives besides [`SearchError::CODES`].
-    pub const CODES: &'static [&'static str] = &["budget_too_large", "callers_too_many"];
-
-    /// The stable snake_case code an agent matches on; a search error keeps its code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ReadError::Search(error) => error.code(),
-            ReadError::BudgetTooLarge { .. } => "budget_too_large",
-            ReadError::CallersTooMany { .. } => "callers_too_many",
-        }
+aido_codes::coded!(ReadError {
+    @delegate {
+        ReadError::Search(error) => error.code(),
     }
-}
+    BudgetTooLarge => "budget_too_large",
+    CallersTooMany => "callers_too_many",
+});
 
 /// How an error names the pattern at fault, with its verb (one pattern, or all of them).
 fn which_patterns(index: Option<usize>, one: &str, all: &str) -> String {

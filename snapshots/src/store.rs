@@ -99,43 +99,6 @@ pub enum SnapshotError {
 }
 
 impl SnapshotError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Io { source, .. } if source.raw_os_error() == Some(28) => "disk_full",
-            Self::Io { .. } => "snapshot_io_failed",
-            Self::NotFound { .. } => "snapshot_not_found",
-            Self::Exists { .. } => "snapshot_exists",
-            Self::InvalidId { .. } => "snapshot_id_invalid",
-            Self::UnsupportedName { .. } => "snapshot_name_unsupported",
-            Self::TooManyEntries { .. } => "snapshot_too_large",
-            Self::NotADirectory { .. } => "workspace_not_a_directory",
-            Self::Command { .. } => "snapshot_command_failed",
-            Self::Damaged { .. } => "snapshot_damaged",
-            Self::Swapped { .. } => "workspace_entry_swapped",
-            Self::EntryInvalid { .. } => "snapshot_entry_invalid",
-            Self::TooDeep { .. } => "snapshot_too_deep",
-        }
-    }
-
-    /// Every code this error can give (beside `code()`; this crate depends on no aido
-    /// crate, so it cannot use `aido_actions::coded!`; the unit test pins both).
-    pub const CODES: &'static [&'static str] = &[
-        "disk_full",
-        "snapshot_io_failed",
-        "snapshot_not_found",
-        "snapshot_exists",
-        "snapshot_id_invalid",
-        "snapshot_name_unsupported",
-        "snapshot_too_large",
-        "workspace_not_a_directory",
-        "snapshot_command_failed",
-        "snapshot_damaged",
-        "workspace_entry_swapped",
-        "snapshot_entry_invalid",
-        "snapshot_too_deep",
-    ];
-
     pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             op,
@@ -144,6 +107,25 @@ impl SnapshotError {
         }
     }
 }
+
+aido_codes::coded!(SnapshotError {
+    @delegate {
+        Self::Io { source, .. } if source.raw_os_error() == Some(28) => "disk_full",
+    }
+    @also ["disk_full"]
+    Io => "snapshot_io_failed",
+    NotFound => "snapshot_not_found",
+    Exists => "snapshot_exists",
+    InvalidId => "snapshot_id_invalid",
+    UnsupportedName => "snapshot_name_unsupported",
+    TooManyEntries => "snapshot_too_large",
+    NotADirectory => "workspace_not_a_directory",
+    Command => "snapshot_command_failed",
+    Damaged => "snapshot_damaged",
+    Swapped => "workspace_entry_swapped",
+    EntryInvalid => "snapshot_entry_invalid",
+    TooDeep => "snapshot_too_deep",
+});
 
 /// A snapshot as listed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -91,41 +91,6 @@ pub enum VmError {
 }
 
 impl VmError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Missing { .. } => "vm_qemu_missing",
-            Self::Spawn { .. } => "vm_spawn_failed",
-            Self::Exited { .. } => "vm_exited",
-            Self::BootTimeout { .. } => "vm_boot_timeout",
-            Self::Qmp { .. } => "vm_qmp_failed",
-            Self::TextTimeout { .. } => "vm_text_timeout",
-            Self::UnknownKey { .. } => "vm_unknown_key",
-            Self::Ocr { .. } => "vm_ocr_failed",
-            Self::Io { .. } => "vm_io_failed",
-            Self::Libvirt { .. } => "vm_libvirt_failed",
-            Self::Unsupported { .. } => "vm_unsupported_on_host",
-            Self::Helper { .. } => "vm_helper_failed",
-        }
-    }
-
-    /// Every code this error can give (beside `code()`; this crate depends on no aido
-    /// crate, so it cannot use `aido_actions::coded!`; the unit test pins both).
-    pub const CODES: &'static [&'static str] = &[
-        "vm_qemu_missing",
-        "vm_spawn_failed",
-        "vm_exited",
-        "vm_boot_timeout",
-        "vm_qmp_failed",
-        "vm_text_timeout",
-        "vm_unknown_key",
-        "vm_ocr_failed",
-        "vm_io_failed",
-        "vm_libvirt_failed",
-        "vm_unsupported_on_host",
-        "vm_helper_failed",
-    ];
-
     pub fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
         Self::Io {
             op,
@@ -134,3 +99,18 @@ impl VmError {
         }
     }
 }
+
+aido_codes::coded!(VmError {
+    Missing => "vm_qemu_missing",
+    Spawn => "vm_spawn_failed",
+    Exited => "vm_exited",
+    BootTimeout => "vm_boot_timeout",
+    Qmp => "vm_qmp_failed",
+    TextTimeout => "vm_text_timeout",
+    UnknownKey => "vm_unknown_key",
+    Ocr => "vm_ocr_failed",
+    Io => "vm_io_failed",
+    Libvirt => "vm_libvirt_failed",
+    Unsupported => "vm_unsupported_on_host",
+    Helper => "vm_helper_failed",
+});

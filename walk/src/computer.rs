@@ -108,12 +108,6 @@ aido_actions::coded!(ComputerError {
     ImageFailed => "computer_image_failed",
 });
 
-impl From<ComputerError> for aido_actions::Failure {
-    fn from(e: ComputerError) -> Self {
-        aido_actions::Failure::new(e.code(), e.to_string())
-    }
-}
-
 /// Who a machine's computer-use answers come from (`Input::Answer { from }`); the desktop
 /// body's come from `desktop`.
 pub const ANSWER_FROM: &str = "computer";

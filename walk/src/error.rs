@@ -61,6 +61,7 @@ pub enum RewindError {
 }
 
 aido_actions::coded!(RewindError {
+    @details RewindError::details;
     TargetInvalid => "rewind_target_invalid",
     TargetAbandoned => "rewind_target_abandoned",
     TargetRunning => "rewind_target_running",
@@ -82,16 +83,6 @@ impl RewindError {
                 Some(serde_json::json!({"seq": seq, "pruned_through": through}))
             }
             Self::TargetInvalid { .. } => None,
-        }
-    }
-}
-
-impl From<RewindError> for aido_actions::Failure {
-    fn from(e: RewindError) -> Self {
-        let failure = aido_actions::Failure::new(e.code(), e.to_string());
-        match e.details() {
-            Some(d) => failure.with_details(d),
-            None => failure,
         }
     }
 }
@@ -245,9 +236,3 @@ aido_actions::coded!(RuntimeError {
     AssertionFailed => "assertion_failed",
     SessionFull => "journal_session_full",
 });
-
-impl From<RuntimeError> for aido_actions::Failure {
-    fn from(e: RuntimeError) -> Self {
-        aido_actions::Failure::new(e.code(), e.to_string())
-    }
-}

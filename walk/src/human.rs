@@ -113,6 +113,7 @@ pub enum HumanError {
 }
 
 aido_actions::coded!(HumanError {
+    @details details;
     SecretRequested => "human_secret_requested",
     QuestionInvalid => "human_question_invalid",
     TimeoutTooLong => "human_timeout_too_long",
@@ -127,28 +128,20 @@ aido_actions::coded!(HumanError {
     StoreFailed => "question_store_failed",
 });
 
-impl From<HumanError> for Failure {
-    fn from(e: HumanError) -> Self {
-        let details = match &e {
-            HumanError::NeedsHuman { id } => Some(json!({
-                "id": id,
-                "answer_with": format!("aido answer {id} ..."),
-                "then": "check_answer",
-            })),
-            HumanError::SecretRequested { field, word } => {
-                Some(json!({"field": field, "word": word}))
-            }
-            HumanError::TimedOut { timeout_ms } => Some(json!({"timeout_ms": timeout_ms})),
-            HumanError::QuestionNotFound { id }
-            | HumanError::AlreadyAnswered { id }
-            | HumanError::QuestionClosed { id } => Some(json!({"id": id})),
-            _ => None,
-        };
-        let failure = Failure::new(e.code(), e.to_string());
-        match details {
-            Some(d) => failure.with_details(d),
-            None => failure,
-        }
+/// What a failure of a question carries beside its message.
+fn details(e: &HumanError) -> Option<serde_json::Value> {
+    match e {
+        HumanError::NeedsHuman { id } => Some(json!({
+            "id": id,
+            "answer_with": format!("aido answer {id} ..."),
+            "then": "check_answer",
+        })),
+        HumanError::SecretRequested { field, word } => Some(json!({"field": field, "word": word})),
+        HumanError::TimedOut { timeout_ms } => Some(json!({"timeout_ms": timeout_ms})),
+        HumanError::QuestionNotFound { id }
+        | HumanError::AlreadyAnswered { id }
+        | HumanError::QuestionClosed { id } => Some(json!({"id": id})),
+        _ => None,
     }
 }
 

@@ -29,28 +29,13 @@ pub enum WatchError {
     Terminal(#[from] std::io::Error),
 }
 
-impl WatchError {
-    /// Every code, in the order of the variants.
-    pub const CODES: &'static [&'static str] = &[
-        "watch_token_unreadable",
-        "watch_unreachable",
-        "watch_refused",
-        "watch_answer_invalid",
-        "watch_terminal",
-    ];
-
-    /// The stable code of this failure; a runtime's refusal keeps the runtime's own code in
-    /// the message.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::TokenUnreadable { .. } => "watch_token_unreadable",
-            Self::Unreachable { .. } => "watch_unreachable",
-            Self::Refused { .. } => "watch_refused",
-            Self::AnswerInvalid { .. } => "watch_answer_invalid",
-            Self::Terminal(_) => "watch_terminal",
-        }
-    }
-}
+aido_codes::coded!(WatchError {
+    TokenUnreadable => "watch_token_unreadable",
+    Unreachable => "watch_unreachable",
+    Refused => "watch_refused",
+    AnswerInvalid => "watch_answer_invalid",
+    Terminal => "watch_terminal",
+});
 
 #[cfg(test)]
 mod tests {

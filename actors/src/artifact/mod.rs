@@ -85,12 +85,6 @@ aido_actions::coded!(ArtifactBodyError {
     TtlInvalid => "artifact_ttl_invalid",
 });
 
-impl From<ArtifactBodyError> for Failure {
-    fn from(e: ArtifactBodyError) -> Self {
-        Failure::new(e.code(), e.to_string())
-    }
-}
-
 fn limits(shared: &Shared) -> Limits {
     let c = &shared.policy.config().artifacts;
     Limits {
@@ -289,7 +283,10 @@ async fn serve(call: &Call<'_>, a: &ArtifactServe) -> Result<Value, Failure> {
         *server = Some(started);
     }
     let Some(server) = server.as_ref() else {
-        return Err(Failure::new("internal", "the artifact server is gone"));
+        return Err(crate::error::RuntimeError::Internal {
+            why: "the artifact server is gone".into(),
+        }
+        .into());
     };
     let until_ms = shared.clock.now_ms().saturating_add(ttl_ms);
     let entry = manifest.entry.clone();

@@ -236,7 +236,7 @@ pub(super) async fn run_command(
         Ok((outcome, Ok(changes), Some(layers)))
     })
     .await
-    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?;
+    .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?;
     let (outcome, changes, layers) = match ran {
         Ok(ran) => ran,
         // Nothing ran (a missing layer is refused before the command starts); the policy
@@ -248,8 +248,7 @@ pub(super) async fn run_command(
             return run_unconfined(args, &request, &why, dry_run).await;
         }
         Err(error) => {
-            return Err(Failure::new(error.code(), error.to_string())
-                .with_details(serde_json::to_value(&error).unwrap_or_default()));
+            return Err(Failure::from(error));
         }
     };
     let mut record = record_of(&request, &profile, &outcome);
@@ -334,8 +333,8 @@ async fn run_unconfined(
     let sent = request.clone();
     let outcome = tokio::task::spawn_blocking(move || aido_sandbox::run_unconfined(&sent))
         .await
-        .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
-        .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+        .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
+        .map_err(Failure::from)?;
     let mut profile = profile_of(&args.policy, &args.hidden);
     profile.writes = WriteMode::Direct;
     let mut record = record_of(request, &profile, &outcome);
@@ -469,13 +468,12 @@ pub(super) async fn start_background(
         sandbox.start(&profile_sent, &request_sent, options, on_end)
     })
     .await
-    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()));
+    .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())));
     let started = match started {
         Ok(Ok(started)) => started,
         Ok(Err(error)) => {
             let _ = std::fs::remove_file(&registry);
-            return Err(Failure::new(error.code(), error.to_string())
-                .with_details(serde_json::to_value(&error).unwrap_or_default()));
+            return Err(Failure::from(error));
         }
         Err(failure) => {
             let _ = std::fs::remove_file(&registry);
@@ -591,7 +589,7 @@ async fn expose(
             .collect()
     })
     .await
-    .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+    .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
 }
 
 /// `stop_handle`: the tree stopped (see [`HandleTable::stop`]), then its file changes judged
@@ -636,7 +634,7 @@ pub(super) async fn stop_handle(
     let changes =
         tokio::task::spawn_blocking(move || aido_sandbox::collect_changes(&*fd, &roots, caps))
             .await
-            .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+            .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
             .map_err(|error| refused_whole(error, &record))?;
     let (pending, admitted) = admit(args, session, changes, &record)?;
     record["file_changes_journaled"] = json!(true);
@@ -708,10 +706,11 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
 /// caps, or unreadable): the command's own result goes with the refusal, as with a refused
 /// path.
 fn refused_whole(error: aido_sandbox::SpawnError, record: &Value) -> Failure {
-    Failure::new(error.code(), error.to_string()).with_details(json!({
+    let details = json!({
         "error": serde_json::to_value(&error).unwrap_or_default(),
         "command": command_ran(record).output,
-    }))
+    });
+    Failure::from(error).with_details(details)
 }
 
 /// Judge every change a command made, as its own primitive would be judged: a path the walls

@@ -263,9 +263,3 @@ aido_actions::coded!(EventsError {
     RateLimited => "watch_rate_limited",
     ProcUnreadable => "processes_unreadable",
 });
-
-impl From<EventsError> for aido_actions::Failure {
-    fn from(e: EventsError) -> Self {
-        aido_actions::Failure::new(e.code(), e.to_string())
-    }
-}

@@ -144,12 +144,12 @@ pub(crate) async fn ssh_exec(
         host_key: host.host_key.clone(),
         key_file: PathBuf::from(&host.key_file),
     };
-    let pinned = aido_remote::ssh::pin_fingerprint(host.called(), &host.host_key)
-        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+    let pinned =
+        aido_remote::ssh::pin_fingerprint(host.called(), &host.host_key).map_err(Failure::from)?;
     committed(ticket)?;
     let outcome = aido_remote::ssh::exec(&target, &request)
         .await
-        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        .map_err(Failure::from)?;
     let mut record = json!({
         "host": host.called(),
         "address": host.host,
@@ -333,7 +333,7 @@ async fn taken_over(
     let (args, session, shown) = (args.clone(), session.clone(), record.clone());
     tokio::task::spawn_blocking(move || take_over(&args, &session, layers, &roots, &shown))
         .await
-        .map_err(|error| Failure::new("sandbox_protocol_failed", error.to_string()))?
+        .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
         .map(Some)
 }
 
@@ -391,7 +391,7 @@ async fn podman_of(args: &ProcessBodyArgs) -> Result<Podman, Failure> {
     let config = &args.policy.config().containers;
     Podman::locate(&config.podman, &config.runtime)
         .await
-        .map_err(|e| Failure::new(e.code(), e.to_string()))
+        .map_err(Failure::from)
 }
 
 fn ended(record: &mut Value, outcome: &ContainerOutcome, podman: &Podman) {
@@ -423,7 +423,7 @@ pub(crate) async fn run_in_sandbox(
     committed(ticket)?;
     let outcome = aido_remote::podman::run(&podman, &spec)
         .await
-        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        .map_err(Failure::from)?;
     ended(&mut record, &outcome, &podman);
     let roots = vec![written.unwrap_or_default()];
     let pending = taken_over(args, session, layers, roots, &mut record).await?;
@@ -470,7 +470,7 @@ pub(crate) async fn run_container_group(
     committed(ticket)?;
     let outcomes = aido_remote::podman::run_group(&podman, &specs)
         .await
-        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        .map_err(Failure::from)?;
     for (record, outcome) in records.iter_mut().zip(&outcomes) {
         ended(record, outcome, &podman);
     }

@@ -1,7 +1,5 @@
 //! Why a script primitive failed. Every variant has a stable code.
 
-use aido_actions::Failure;
-
 /// A composite function could not be defined, found or run. Nothing a failed definition
 /// names was stored; a failed call's host calls that ran are journaled as its children.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +158,7 @@ pub enum ScriptError {
 }
 
 aido_actions::coded!(ScriptError {
+    @details details;
     NameInvalid => "script_name_invalid",
     NameReserved => "script_name_reserved",
     NameTaken => "script_name_taken",
@@ -184,20 +183,18 @@ aido_actions::coded!(ScriptError {
     StoreCorrupt => "script_store_corrupt",
 });
 
-impl From<ScriptError> for Failure {
-    fn from(e: ScriptError) -> Self {
-        let failure = Failure::new(e.code(), e.to_string());
-        match &e {
-            ScriptError::HostCallFailed {
-                index,
-                primitive,
-                seq,
-                code,
-                ..
-            } => failure.with_details(serde_json::json!({
-                "host_call": index, "primitive": primitive, "seq": seq, "child_code": code,
-            })),
-            _ => failure,
-        }
+/// What a failed host call carries beside its message.
+fn details(e: &ScriptError) -> Option<serde_json::Value> {
+    match e {
+        ScriptError::HostCallFailed {
+            index,
+            primitive,
+            seq,
+            code,
+            ..
+        } => Some(serde_json::json!({
+            "host_call": index, "primitive": primitive, "seq": seq, "child_code": code,
+        })),
+        _ => None,
     }
 }

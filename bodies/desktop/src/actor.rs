@@ -48,11 +48,11 @@ pub enum DesktopMsg {
 }
 
 fn coded(e: DesktopError) -> Failure {
-    Failure::new(e.code(), e.to_string())
+    Failure::from(e)
 }
 
 fn body_failure(e: DesktopBodyError) -> Failure {
-    Failure::new(e.code(), e.to_string())
+    Failure::from(e)
 }
 
 fn rules(config: &aido_policy::Config) -> Result<Rules, DesktopError> {

@@ -118,13 +118,13 @@ fn run(
         SearchAction::SearchCode(search) => {
             let request = code_request(search, scope_of(&root, &scope));
             let found = aido_search::search_code_until(&request, &limits, &walls, deadline)
-                .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+                .map_err(Failure::from)?;
             to_json(&found)?
         }
         SearchAction::SearchAndRead(read) => {
             let request = read_request(read, scope_of(&root, &scope));
-            let found = aido_search::search_and_read(&request, &limits, &walls)
-                .map_err(|error| Failure::new(error.code(), error.to_string()))?;
+            let found =
+                aido_search::search_and_read(&request, &limits, &walls).map_err(Failure::from)?;
             to_json(&found)?
         }
     };

@@ -92,7 +92,7 @@ const WAIT_FOR_TEXT_MS_MAX: u64 = 120_000;
 const WAIT_FOR_TEXT_MS_DEFAULT: u64 = 10_000;
 
 fn failure(e: VmError) -> Failure {
-    Failure::new(e.code(), e.to_string())
+    Failure::from(e)
 }
 
 /// `qmp` for a machine aido runs itself, else the libvirt host's URI.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use aido_computer::{Button, Gesture, Screen};
 
 fn failure(e: VmError) -> Failure {
-    Failure::new(e.code(), e.to_string())
+    Failure::from(e)
 }
 
 /// A machine the computer-use tools drive.

@@ -81,11 +81,5 @@ aido_actions::coded!(VmBodyError {
     InvalidArguments => "invalid_arguments",
 });
 
-impl From<VmBodyError> for aido_actions::Failure {
-    fn from(e: VmBodyError) -> Self {
-        aido_actions::Failure::new(e.code(), e.to_string())
-    }
-}
-
 /// What the warm pool holds (aido-vm's), as the runtime reports it.
 pub use aido_vm::PoolStatus;

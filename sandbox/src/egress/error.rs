@@ -78,37 +78,6 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::RequestInvalid { .. } => "egress_request_invalid",
-            Self::HeadTimeout => "egress_head_timeout",
-            Self::HeadBytesMax => "egress_head_bytes_max",
-            Self::ConnectionsMax { .. } => "egress_connections_max",
-            Self::ConnectionsTotalMax { .. } => "egress_connections_total_max",
-            Self::Net(error) => error.code(),
-            Self::ResolveFailed { .. } => "egress_resolve_failed",
-            Self::ResolveTimeout { .. } => "egress_resolve_timeout",
-            Self::ConnectFailed { .. } => "egress_connect_failed",
-            Self::ConnectTimeout { .. } => "egress_connect_timeout",
-            Self::CommandEnded => "egress_command_ended",
-        }
-    }
-
-    /// Every code [`Self::code`] gives but the allowlist's ([`NetError::CODES`]).
-    pub const CODES: &'static [&'static str] = &[
-        "egress_request_invalid",
-        "egress_head_timeout",
-        "egress_head_bytes_max",
-        "egress_connections_max",
-        "egress_connections_total_max",
-        "egress_resolve_failed",
-        "egress_resolve_timeout",
-        "egress_connect_failed",
-        "egress_connect_timeout",
-        "egress_command_ended",
-    ];
-
     /// The status line of the answer.
     pub(crate) fn status(&self) -> &'static str {
         match self {
@@ -136,6 +105,22 @@ impl ProxyError {
         )
     }
 }
+
+aido_codes::coded!(ProxyError {
+    @delegate {
+        Self::Net(error) => error.code(),
+    }
+    RequestInvalid => "egress_request_invalid",
+    HeadTimeout => "egress_head_timeout",
+    HeadBytesMax => "egress_head_bytes_max",
+    ConnectionsMax => "egress_connections_max",
+    ConnectionsTotalMax => "egress_connections_total_max",
+    ResolveFailed => "egress_resolve_failed",
+    ResolveTimeout => "egress_resolve_timeout",
+    ConnectFailed => "egress_connect_failed",
+    ConnectTimeout => "egress_connect_timeout",
+    CommandEnded => "egress_command_ended",
+});
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,3 @@
-use aido_actions::Failure;
 use aido_actions::verdict::Gate;
 
 /// Why a filesystem action failed. Every variant has a stable code.
@@ -245,6 +244,7 @@ pub enum FsError {
 }
 
 aido_actions::coded!(FsError {
+    @details FsError::details;
     // A denial by the body's own check carries the policy's code (listed by the policy).
     @delegate {
         Self::Denied { code, .. } => code,
@@ -308,6 +308,7 @@ impl FsError {
             Self::Invalid { line, column, .. } => {
                 Some(serde_json::json!({"line": line, "column": column}))
             }
+            Self::Tool(tool) => tool.details(),
             _ => None,
         }
     }
@@ -315,18 +316,4 @@ impl FsError {
 
 const fn libc_enospc() -> i32 {
     28
-}
-
-impl From<FsError> for Failure {
-    fn from(e: FsError) -> Self {
-        if let FsError::Tool(tool) = e {
-            return tool.into();
-        }
-        let details = e.details();
-        let failure = Failure::new(e.code(), e.to_string());
-        match details {
-            Some(d) => failure.with_details(d),
-            None => failure,
-        }
-    }
 }

@@ -1,4 +1,3 @@
-use aido_actions::Failure;
 use serde_json::json;
 
 /// Why `diff`, `render_template` or `read_logs` failed. Every variant has a stable code.
@@ -96,6 +95,7 @@ pub enum ToolError {
 }
 
 aido_actions::coded!(ToolError {
+    @details ToolError::details;
     InvalidArguments => "tool_arguments_invalid",
     DiffTooLarge => "diff_too_large",
     TemplateSyntax => "template_syntax_error",
@@ -118,7 +118,7 @@ impl ToolError {
         }
     }
 
-    fn details(&self) -> Option<serde_json::Value> {
+    pub(crate) fn details(&self) -> Option<serde_json::Value> {
         Some(match self {
             Self::InvalidArguments { primitive, .. } => json!({"primitive": primitive}),
             Self::DiffTooLarge { side, lines, max } => {
@@ -135,16 +135,5 @@ impl ToolError {
             Self::TemplateNotFound { name } => json!({"include": name}),
             Self::GrepInvalid { .. } | Self::SinceInvalid { .. } => return None,
         })
-    }
-}
-
-impl From<ToolError> for Failure {
-    fn from(e: ToolError) -> Self {
-        let details = e.details();
-        let failure = Failure::new(e.code(), e.to_string());
-        match details {
-            Some(d) => failure.with_details(d),
-            None => failure,
-        }
     }
 }

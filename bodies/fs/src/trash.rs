@@ -12,7 +12,7 @@ use super::error::FsError;
 use super::walls;
 
 /// The home trash directory.
-pub(crate) fn home_trash(home: &Path) -> PathBuf {
+pub fn home_trash(home: &Path) -> PathBuf {
     match std::env::var_os("XDG_DATA_HOME") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d).join("Trash"),
         _ => home.join(".local/share/Trash"),
@@ -23,7 +23,7 @@ pub(crate) fn home_trash(home: &Path) -> PathBuf {
 const NAME_TRIES_MAX: u32 = 10_000;
 
 /// Percent-encode a path as the spec asks (RFC 2396 escaping, `/` kept).
-pub(crate) fn encode_path(path: &Path) -> String {
+pub fn encode_path(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut out = String::new();
     for &b in path.as_os_str().as_bytes() {
@@ -37,7 +37,7 @@ pub(crate) fn encode_path(path: &Path) -> String {
 }
 
 /// Undo [`encode_path`].
-pub(crate) fn decode_path(text: &str) -> PathBuf {
+pub fn decode_path(text: &str) -> PathBuf {
     use std::os::unix::ffi::OsStringExt;
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -60,7 +60,7 @@ pub(crate) fn decode_path(text: &str) -> PathBuf {
 }
 
 /// `YYYY-MM-DDThh:mm:ss` (UTC) for a Unix time in milliseconds.
-pub(crate) fn deletion_date(unix_ms: u64) -> String {
+pub fn deletion_date(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     // Civil-from-days (Howard Hinnant's algorithm).
@@ -89,25 +89,25 @@ const INFO_BYTES_MAX: u64 = 64 * 1024;
 
 /// The home trash, open: handles on its `files` and `info` directories, each opened from the
 /// trash directory without following a symlink, and every change made through them.
-pub(crate) struct Trash {
+pub struct Trash {
     path: PathBuf,
     files: Dir,
     info: Dir,
 }
 
 /// A place in the trash: the item's name in `files` (its info file is `NAME.trashinfo`).
-pub(crate) struct Slot {
-    pub(crate) name: String,
+pub struct Slot {
+    pub name: String,
     /// `files/NAME`, for messages and the journal.
-    pub(crate) files: PathBuf,
+    pub files: PathBuf,
     /// `info/NAME.trashinfo`, likewise.
-    pub(crate) info: PathBuf,
+    pub info: PathBuf,
 }
 
 impl Trash {
     /// Open the trash at `path`. With `create`, the trash and its two directories are made
     /// when missing; without, a missing trash is `Ok(None)`.
-    pub(crate) fn open(path: &Path, create: bool) -> Result<Option<Self>, FsError> {
+    pub fn open(path: &Path, create: bool) -> Result<Option<Self>, FsError> {
         let shown = path.display().to_string();
         let fail = |e: std::io::Error| FsError::Trash {
             path: shown.clone(),
@@ -148,7 +148,7 @@ impl Trash {
     }
 
     /// The `files` directory, where items are moved to and from.
-    pub(crate) fn files(&self) -> &Dir {
+    pub fn files(&self) -> &Dir {
         &self.files
     }
 
@@ -162,7 +162,7 @@ impl Trash {
 
     /// Reserve `files/NAME` + `info/NAME.trashinfo` for `original`, by creating the info file
     /// exclusively.
-    pub(crate) fn reserve(&self, original: &Path, unix_ms: u64) -> Result<Slot, FsError> {
+    pub fn reserve(&self, original: &Path, unix_ms: u64) -> Result<Slot, FsError> {
         let shown = original.display().to_string();
         let fail = |reason: String| FsError::Trash {
             path: shown.clone(),
@@ -206,7 +206,7 @@ impl Trash {
     }
 
     /// Remove a slot's info file (the item left the trash, or never went in).
-    pub(crate) fn forget(&self, slot: &Slot) {
+    pub fn forget(&self, slot: &Slot) {
         let _ = rustix::fs::unlinkat(
             &self.info,
             format!("{}.trashinfo", slot.name).as_str(),
@@ -215,7 +215,7 @@ impl Trash {
     }
 
     /// The newest trashed item whose original path is `original`.
-    pub(crate) fn find(&self, original: &Path) -> Result<Option<Slot>, FsError> {
+    pub fn find(&self, original: &Path) -> Result<Option<Slot>, FsError> {
         let shown = original.display().to_string();
         let entries = self.info.entries().map_err(|e| FsError::Trash {
             path: shown.clone(),

@@ -28,7 +28,7 @@ mod ops;
 /// Snapshots, restores and rewind steps.
 pub mod snapshot;
 /// diff and render_template: reads judged by the walls, results from `aido_walk::tools`.
-pub(crate) mod tools;
+pub mod tools;
 /// The freedesktop.org trash.
 mod trash;
 /// Opening and changing files under checked roots, by handle (and the hidden check hook).

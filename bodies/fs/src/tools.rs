@@ -23,7 +23,7 @@ use super::walls::Walls;
 /// Who answers, in the recorded input, what a template's loader found.
 const TEMPLATES_FROM: &str = aido_walk::tools::template::LOADS_FROM;
 
-pub(crate) fn diff(cx: &Ctx, a: &Diff) -> Result<Executed, FsError> {
+pub fn diff(cx: &Ctx, a: &Diff) -> Result<Executed, FsError> {
     diff::check(a)?;
     // Both paths are judged before either is opened.
     let first = cx.check(&a.path, AccessKind::Read)?;
@@ -60,7 +60,7 @@ struct Loaded {
     found: Option<(String, Vec<u8>)>,
 }
 
-pub(crate) fn render_template(cx: &Ctx, a: &RenderTemplate) -> Result<Executed, FsError> {
+pub fn render_template(cx: &Ctx, a: &RenderTemplate) -> Result<Executed, FsError> {
     template::check(a)?;
     let mut exec = Executed::default();
     let (name, source, base) = match (&a.path, &a.template) {
@@ -170,7 +170,7 @@ pub struct Tail {
 
 /// Read at most `window` bytes from the end of `path` (judged by the walls and deny globs
 /// before it is opened), starting at a line: a partial first line is dropped.
-pub(crate) fn tail(
+pub fn tail(
     walls: &Walls,
     session: &SessionContext,
     path: &str,
@@ -199,7 +199,7 @@ pub(crate) fn tail(
 }
 
 /// Drop a partial first line (the window began inside it).
-pub(crate) fn from_line_start(mut bytes: Vec<u8>, cut: bool) -> Vec<u8> {
+pub fn from_line_start(mut bytes: Vec<u8>, cut: bool) -> Vec<u8> {
     if cut {
         let first = bytes
             .iter()

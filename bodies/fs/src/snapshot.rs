@@ -47,7 +47,7 @@ pub enum SnapshotOp {
 }
 
 fn failure(e: SnapshotError) -> Failure {
-    Failure::new(e.code(), e.to_string())
+    Failure::from(e)
 }
 
 fn backend(name: &str) -> Option<Backend> {
@@ -61,15 +61,12 @@ fn backend(name: &str) -> Option<Backend> {
 
 /// The body's snapshot side: the store is opened on first use (probing the backend writes a
 /// file beside the workspace, which a session that never snapshots should not pay for).
-pub(crate) struct Snapshots {
+#[derive(Default)]
+pub struct Snapshots {
     store: Option<Store>,
 }
 
 impl Snapshots {
-    pub(crate) fn new() -> Self {
-        Self { store: None }
-    }
-
     fn store(&mut self, walls: &Walls, aido_home: &Path) -> Result<&Store, Failure> {
         if self.store.is_none() {
             let policy = &walls.policy;
@@ -80,13 +77,13 @@ impl Snapshots {
             self.store = Some(store);
         }
         self.store.as_ref().ok_or_else(|| {
-            Failure::from(crate::error::RuntimeError::Internal {
+            Failure::from(aido_walk::error::RuntimeError::Internal {
                 why: "the snapshot store did not open".into(),
             })
         })
     }
 
-    pub(crate) fn run(
+    pub fn run(
         &mut self,
         op: SnapshotOp,
         walls: &Walls,
@@ -161,7 +158,9 @@ impl Snapshots {
                 let target = check(&path, AccessKind::Write)?;
                 hook::call(Op::Write, &target.resolved);
                 let bytes = blobs.get(&blob).ok_or_else(|| {
-                    Failure::from(crate::error::RuntimeError::BlobMissing { blob: blob.clone() })
+                    Failure::from(aido_walk::error::RuntimeError::BlobMissing {
+                        blob: blob.clone(),
+                    })
                 })?;
                 walls
                     .write_atomic(&target, session, &NewContents::new(bytes), true, None)

@@ -20,21 +20,21 @@ use super::render::{self, FileFacts, NewContents, Replaced, Seen};
 use super::trash;
 use super::walls::hook::{self, Op};
 use super::walls::{self, Keep, Missing, Replace, Target, Walls};
-use crate::clock::Clock;
+use aido_call::clock::Clock;
 use aido_walk::Executed;
 
 /// Bytes read per step when streaming (hashing, counting lines).
 const STREAM_CHUNK_BYTES: usize = 64 * 1024;
 
-pub(crate) struct Ctx<'a> {
-    pub(crate) walls: &'a Walls,
+pub struct Ctx<'a> {
+    pub walls: &'a Walls,
     /// How writes keep what they replace.
-    pub(crate) keep: Keep<'a>,
-    pub(crate) session: &'a SessionContext,
-    pub(crate) limits: &'a Limits,
-    pub(crate) cancel: &'a CancellationToken,
-    pub(crate) clock: &'a dyn Clock,
-    pub(crate) trash: &'a Path,
+    pub keep: Keep<'a>,
+    pub session: &'a SessionContext,
+    pub limits: &'a Limits,
+    pub cancel: &'a CancellationToken,
+    pub clock: &'a dyn Clock,
+    pub trash: &'a Path,
 }
 
 /// Record that the body read `bytes` from `path`: the input names them, the blob store keeps
@@ -197,7 +197,7 @@ pub(super) fn finish(mut exec: Executed, outcome: aido_actions::Outcome) -> Exec
     exec
 }
 
-pub(crate) fn read_file(cx: &Ctx, a: &ReadFile) -> Result<Executed, FsError> {
+pub fn read_file(cx: &Ctx, a: &ReadFile) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
     let shown = target.shown();
     let mut exec = Executed::default();
@@ -253,7 +253,7 @@ pub(crate) fn read_file(cx: &Ctx, a: &ReadFile) -> Result<Executed, FsError> {
     Ok(finish(exec, outcome))
 }
 
-pub(crate) fn read_files(cx: &Ctx, a: &ReadFiles) -> Result<Executed, FsError> {
+pub fn read_files(cx: &Ctx, a: &ReadFiles) -> Result<Executed, FsError> {
     let mut exec = Executed::default();
     let mut entries = Vec::new();
     let mut budget = cx.limits.read_bytes_max;
@@ -287,7 +287,7 @@ pub(crate) fn read_files(cx: &Ctx, a: &ReadFiles) -> Result<Executed, FsError> {
     Ok(finish(exec, outcome))
 }
 
-pub(crate) fn write_file(cx: &Ctx, a: &WriteFile) -> Result<Executed, FsError> {
+pub fn write_file(cx: &Ctx, a: &WriteFile) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
     let bytes = render::write_file_bytes(a)?;
     let mut exec = Executed::default();
@@ -312,7 +312,7 @@ fn write_change(
     Ok(finish(exec, outcome))
 }
 
-pub(crate) fn edit_file(cx: &Ctx, a: &EditFile) -> Result<Executed, FsError> {
+pub fn edit_file(cx: &Ctx, a: &EditFile) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
     if a.old_string.is_empty() {
         return Err(FsError::EditEmpty);
@@ -323,7 +323,7 @@ pub(crate) fn edit_file(cx: &Ctx, a: &EditFile) -> Result<Executed, FsError> {
     write_change(cx, &target, change, a.dry_run, exec)
 }
 
-pub(crate) fn apply_patch(cx: &Ctx, a: &ApplyPatch) -> Result<Executed, FsError> {
+pub fn apply_patch(cx: &Ctx, a: &ApplyPatch) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
     let mut exec = Executed::default();
     let old = cx.read(&target, &mut exec)?;
@@ -331,7 +331,7 @@ pub(crate) fn apply_patch(cx: &Ctx, a: &ApplyPatch) -> Result<Executed, FsError>
     write_change(cx, &target, change, a.dry_run, exec)
 }
 
-pub(crate) fn patch_set(cx: &Ctx, a: &PatchSet) -> Result<Executed, FsError> {
+pub fn patch_set(cx: &Ctx, a: &PatchSet) -> Result<Executed, FsError> {
     // Check and apply everything in memory first: nothing is written if any patch fails. Each
     // patch's file is read (and recorded) even when an earlier patch changed it, so playback
     // sees one read per patch.
@@ -373,7 +373,7 @@ pub(crate) fn patch_set(cx: &Ctx, a: &PatchSet) -> Result<Executed, FsError> {
     Ok(finish(exec, outcome))
 }
 
-pub(crate) fn stat_files(cx: &Ctx, a: &StatFiles) -> Result<Executed, FsError> {
+pub fn stat_files(cx: &Ctx, a: &StatFiles) -> Result<Executed, FsError> {
     let mut exec = Executed::default();
     let mut seen = Vec::new();
     for path in &a.paths {
@@ -384,7 +384,7 @@ pub(crate) fn stat_files(cx: &Ctx, a: &StatFiles) -> Result<Executed, FsError> {
     Ok(finish(exec, render::stat_files(&seen)))
 }
 
-pub(crate) fn checksum(cx: &Ctx, a: &Checksum) -> Result<Executed, FsError> {
+pub fn checksum(cx: &Ctx, a: &Checksum) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
     let mut exec = Executed::default();
     let facts = cx.facts(&target, a.algorithm == HashAlgorithm::Sha256, &mut exec)?;
@@ -392,14 +392,14 @@ pub(crate) fn checksum(cx: &Ctx, a: &Checksum) -> Result<Executed, FsError> {
     Ok(finish(exec, outcome))
 }
 
-pub(crate) fn file_info(cx: &Ctx, a: &FileInfo) -> Result<Executed, FsError> {
+pub fn file_info(cx: &Ctx, a: &FileInfo) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
     let mut exec = Executed::default();
     let facts = cx.facts(&target, false, &mut exec)?;
     Ok(finish(exec, render::file_info(&target.shown(), &facts)))
 }
 
-pub(crate) fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsError> {
+pub fn move_to_trash(cx: &Ctx, a: &MoveToTrash) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Delete)?;
     let shown = target.shown();
     // The entry itself: a link goes as a link.
@@ -545,7 +545,7 @@ fn top(path: &Path, depth: usize) -> &Path {
     path.ancestors().nth(depth).unwrap_or(path)
 }
 
-pub(crate) fn restore_from_trash(cx: &Ctx, a: &RestoreFromTrash) -> Result<Executed, FsError> {
+pub fn restore_from_trash(cx: &Ctx, a: &RestoreFromTrash) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Write)?;
     let shown = target.shown();
     if cx.walls.metadata(&target)?.is_some() || target.resolved.symlink_metadata().is_ok() {
@@ -608,7 +608,7 @@ pub(crate) fn restore_from_trash(cx: &Ctx, a: &RestoreFromTrash) -> Result<Execu
     Ok(finish(exec, render::restore_from_trash(&shown, &from)))
 }
 
-pub(crate) fn validate(cx: &Ctx, a: &Validate) -> Result<Executed, FsError> {
+pub fn validate(cx: &Ctx, a: &Validate) -> Result<Executed, FsError> {
     let target = cx.check(&a.path, AccessKind::Read)?;
     let mut exec = Executed::default();
     let bytes = cx.read(&target, &mut exec)?;
@@ -618,7 +618,7 @@ pub(crate) fn validate(cx: &Ctx, a: &Validate) -> Result<Executed, FsError> {
 
 /// Answer a condition; every path in it is checked as a read, and what each leaf saw is
 /// recorded in `exec`.
-pub(crate) fn evaluate(cx: &Ctx, c: &Condition, exec: &mut Executed) -> Result<bool, FsError> {
+pub fn evaluate(cx: &Ctx, c: &Condition, exec: &mut Executed) -> Result<bool, FsError> {
     render::evaluate(c, 0, &mut |leaf| {
         let seen = match leaf {
             Condition::FileExists { path } => {

@@ -24,19 +24,19 @@ use super::error::FsError;
 
 /// One write about to happen.
 #[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct Intent {
+pub struct Intent {
     /// The file, resolved and absolute.
-    pub(crate) resolved: PathBuf,
+    pub resolved: PathBuf,
     /// The temporary file the new contents go to first (removed if a crash left it).
-    pub(crate) temp: PathBuf,
+    pub temp: PathBuf,
     /// blake3 of the new contents.
-    pub(crate) blob: String,
+    pub blob: String,
     /// Their length.
-    pub(crate) bytes: u64,
+    pub bytes: u64,
     /// The effects the write records (the directories it made, then the file).
-    pub(crate) effects: Vec<Effect>,
+    pub effects: Vec<Effect>,
     /// The previous contents, base64, when they travel with the record.
-    pub(crate) before: Option<String>,
+    pub before: Option<String>,
 }
 
 /// Where the writes of one proposal leave their intents.
@@ -46,7 +46,7 @@ pub struct Intents {
 }
 
 /// The recovery markers of the journal at `journal` live beside it, in `<journal>.recovery`.
-pub(crate) fn recovery_dir(journal: &Path) -> PathBuf {
+pub fn recovery_dir(journal: &Path) -> PathBuf {
     aido_journal::dir::recovery_dir(journal)
 }
 
@@ -64,7 +64,7 @@ impl Intents {
     }
 
     /// Put an intent on disk (one file, renamed into place whole).
-    pub(crate) fn record(&self, intent: &Intent) -> Result<(), FsError> {
+    pub fn record(&self, intent: &Intent) -> Result<(), FsError> {
         let failed = |e: std::io::Error| FsError::KeepFailed {
             path: intent.resolved.display().to_string(),
             reason: format!(
@@ -82,7 +82,7 @@ impl Intents {
     }
 
     /// Remove them: the proposal's outcome is journaled.
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         match std::fs::remove_dir_all(&self.dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -95,7 +95,7 @@ impl Intents {
 
 /// A folder of intents found at start: its session and proposal, and its intents in the
 /// order they were written. `None` for anything else.
-pub(crate) fn read(dir: &Path) -> Option<(SessionId, u64, Vec<Intent>)> {
+pub fn read(dir: &Path) -> Option<(SessionId, u64, Vec<Intent>)> {
     let name = dir.file_name()?.to_str()?.strip_prefix(PREFIX)?;
     let (session, proposal) = name.rsplit_once('-')?;
     let (session, proposal) = (SessionId::parse(session)?, proposal.parse().ok()?);
@@ -123,6 +123,6 @@ pub(crate) fn read(dir: &Path) -> Option<(SessionId, u64, Vec<Intent>)> {
 }
 
 /// Remove a folder of intents found at start.
-pub(crate) fn remove(dir: &Path) {
+pub fn remove(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -158,15 +158,15 @@ impl Staged {
 }
 
 /// What the apply needs from the body.
-pub(crate) struct Cx<'a> {
-    pub(crate) walls: &'a Walls,
-    pub(crate) session: &'a SessionContext,
-    pub(crate) store: &'a BlobStore,
+pub struct Cx<'a> {
+    pub walls: &'a Walls,
+    pub session: &'a SessionContext,
+    pub store: &'a BlobStore,
     /// The journal's directory and the free bytes its disk must keep (`journal_free_bytes_min`):
     /// a change set whose contents would take more is refused before anything is stored.
-    pub(crate) space: Option<(&'a Path, u64)>,
+    pub space: Option<(&'a Path, u64)>,
     /// Fault injection (a window between entries, for crash tests).
-    pub(crate) faults: Option<&'a crate::faults::Faults>,
+    pub faults: Option<&'a aido_call::faults::Faults>,
 }
 
 fn io(op: &'static str, path: &str, e: impl Into<std::io::Error>) -> FsError {
@@ -358,7 +358,7 @@ fn kind_of(node: &Node) -> AccessKind {
 
 /// Stage `changes` (see the module docs): every content in the blob store, the entries in
 /// parts, all durable. `max` bounds one file's contents. Nothing in the workspace changes.
-pub(crate) fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<Staged, FsError> {
+pub fn stage(cx: &Cx, changes: Vec<CommandChange>, max: u64) -> Result<Staged, FsError> {
     if let Some((journal, free_min)) = cx.space {
         room(journal, free_min, &changes)?;
     }
@@ -890,7 +890,7 @@ pub struct Applied {
 
 /// Apply a staged change set (see the module docs); on failure every path applied so far is
 /// put back and the error names the path that stopped it.
-pub(crate) fn apply(cx: &Cx, staged: &Staged) -> Result<Applied, FsError> {
+pub fn apply(cx: &Cx, staged: &Staged) -> Result<Applied, FsError> {
     let mut parents = Parents::new();
     let mut done = 0usize;
     let mut roots = Vec::new();
@@ -1450,12 +1450,7 @@ fn shown_entry(entry: &Entry, stripped: u32) -> Value {
 /// by part, contents from the blob store: for rewinds, redos and recovery. With `recover`, a
 /// path that holds neither side stops it (and what was applied is put back); otherwise
 /// whatever is there is replaced. The entries it went through.
-pub(crate) fn run_parts(
-    cx: &Cx,
-    parts: &[String],
-    forward: bool,
-    recover: bool,
-) -> Result<u64, FsError> {
+pub fn run_parts(cx: &Cx, parts: &[String], forward: bool, recover: bool) -> Result<u64, FsError> {
     let mut parents = Parents::new();
     let mut count = 0u64;
     let mut timed = Vec::new();

@@ -10,9 +10,9 @@ use aido_walk::Executed;
 
 use super::ops::{self, Ctx};
 use super::walls::Walls;
-use crate::clock::Clock;
-use crate::error::RuntimeError;
-use crate::faults::Faults;
+use aido_call::clock::Clock;
+use aido_call::faults::Faults;
+use aido_walk::error::RuntimeError;
 
 /// The filesystem body. Stateless between messages apart from cached root handles and the
 /// snapshot store, so a restart loses nothing.
@@ -49,7 +49,7 @@ pub struct FsBodyArgs {
 }
 
 /// What the work of every call shares.
-pub(crate) struct Core {
+pub struct Core {
     args: FsBodyArgs,
     walls: Walls,
     snapshots: Mutex<super::snapshot::Snapshots>,
@@ -135,7 +135,7 @@ impl Body for FsBody {
             core: Arc::new(Core {
                 args,
                 walls,
-                snapshots: Mutex::new(super::snapshot::Snapshots::new()),
+                snapshots: Mutex::new(super::snapshot::Snapshots::default()),
             }),
         })
     }

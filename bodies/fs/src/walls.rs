@@ -17,56 +17,56 @@ use aido_walk::fs::render::NewContents;
 
 /// A path that passed the walls, with the root it lives under.
 #[derive(Clone, Debug)]
-pub(crate) struct Target {
+pub struct Target {
     /// Resolved, absolute.
-    pub(crate) resolved: PathBuf,
+    pub resolved: PathBuf,
     /// The wall root that admitted it.
-    pub(crate) root: PathBuf,
+    pub root: PathBuf,
     /// `resolved` relative to `root` (`.` for the root itself).
-    pub(crate) rel: PathBuf,
+    pub rel: PathBuf,
     /// How it is touched.
-    pub(crate) kind: AccessKind,
+    pub kind: AccessKind,
 }
 
 impl Target {
-    pub(crate) fn shown(&self) -> String {
+    pub fn shown(&self) -> String {
         self.resolved.display().to_string()
     }
 }
 
 /// What a write replaced.
-pub(crate) struct Written {
-    pub(crate) created: bool,
+pub struct Written {
+    pub created: bool,
     /// The new file's modification time, nanoseconds since the epoch.
-    pub(crate) mtime_ns: Option<i64>,
+    pub mtime_ns: Option<i64>,
     /// The replaced file's modification time.
-    pub(crate) before_mtime_ns: Option<i64>,
+    pub before_mtime_ns: Option<i64>,
     /// The previous contents, kept (when the write was asked to keep them).
-    pub(crate) before: Option<Kept>,
+    pub before: Option<Kept>,
     /// Directories the write created above the file, outermost first.
-    pub(crate) dirs: Vec<PathBuf>,
+    pub dirs: Vec<PathBuf>,
 }
 
 /// Previous contents a write kept: their blake3, and their bytes when they are small enough
 /// to travel with the record (larger ones were streamed into the journal's blob store).
-pub(crate) struct Kept {
-    pub(crate) hash: String,
-    pub(crate) bytes: Option<Vec<u8>>,
+pub struct Kept {
+    pub hash: String,
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// How a write keeps what it replaces: every previous contents are kept, of any size, or the
 /// write is refused before it changes anything.
-pub(crate) struct Keep<'a> {
+pub struct Keep<'a> {
     /// Where large previous contents are streamed.
-    pub(crate) store: &'a aido_journal::BlobStore,
+    pub store: &'a aido_journal::BlobStore,
     /// `blob_bytes_max`: larger contents (new or previous) refuse the write.
-    pub(crate) max: u64,
+    pub max: u64,
     /// The journal's directory, whose file system must keep `free_min` bytes free.
-    pub(crate) journal_dir: &'a Path,
+    pub journal_dir: &'a Path,
     /// `journal_free_bytes_min`.
-    pub(crate) free_min: u64,
+    pub free_min: u64,
     /// Where the write says what it is about to do, before its rename (journaled actions).
-    pub(crate) intents: Option<&'a super::intent::Intents>,
+    pub intents: Option<&'a super::intent::Intents>,
 }
 
 /// Previous contents up to this size are read into memory and travel with the record; larger
@@ -116,14 +116,14 @@ fn opening(op: &'static str, target: &Target, e: std::io::Error) -> FsError {
 }
 
 /// Directory handles for the wall roots, and the checks around every open.
-pub(crate) struct Walls {
-    pub(crate) policy: Arc<PolicyEngine>,
+pub struct Walls {
+    pub policy: Arc<PolicyEngine>,
     dirs: Mutex<HashMap<PathBuf, Arc<Dir>>>,
     counter: std::sync::atomic::AtomicU64,
 }
 
 impl Walls {
-    pub(crate) fn new(policy: Arc<PolicyEngine>) -> Self {
+    pub fn new(policy: Arc<PolicyEngine>) -> Self {
         Self {
             policy,
             dirs: Mutex::new(HashMap::new()),
@@ -132,7 +132,7 @@ impl Walls {
     }
 
     /// Judge a path as the policy does and find its root.
-    pub(crate) fn check(
+    pub fn check(
         &self,
         given: &str,
         kind: AccessKind,
@@ -170,7 +170,7 @@ impl Walls {
     }
 
     /// The directory handle of a wall root, opened once.
-    pub(crate) fn root_dir(&self, root: &Path) -> Result<Arc<Dir>, FsError> {
+    pub fn root_dir(&self, root: &Path) -> Result<Arc<Dir>, FsError> {
         let shown = root.display().to_string();
         let mut dirs = self.dirs.lock().map_err(|_| FsError::Io {
             op: "lock",
@@ -189,14 +189,14 @@ impl Walls {
     }
 
     /// Drop cached root handles (after a restore swapped a directory).
-    pub(crate) fn forget_dirs(&self) {
+    pub fn forget_dirs(&self) {
         if let Ok(mut dirs) = self.dirs.lock() {
             dirs.clear();
         }
     }
 
     /// After an open: ask the kernel what the descriptor is, and judge that path too.
-    pub(crate) fn confirm_fd(
+    pub fn confirm_fd(
         &self,
         file: &std::fs::File,
         target: &Target,
@@ -223,7 +223,7 @@ impl Walls {
     }
 
     /// Open an existing regular file for reading.
-    pub(crate) fn open_read(
+    pub fn open_read(
         &self,
         target: &Target,
         ctx: &SessionContext,
@@ -248,7 +248,7 @@ impl Walls {
     /// Make a symbolic link at `target` (checked as the entry itself) pointing at `points_to`,
     /// its parent directories made as needed. A link already there goes first (it is what a
     /// rewind puts back); anything else there is left, and the call fails.
-    pub(crate) fn make_link(&self, target: &Target, points_to: &str) -> Result<(), FsError> {
+    pub fn make_link(&self, target: &Target, points_to: &str) -> Result<(), FsError> {
         let shown = target.shown();
         let parent = self
             .parent(target, Missing::Create, &mut Vec::new())?
@@ -278,7 +278,7 @@ impl Walls {
     /// Set the permission bits (`0o7777` at most) of the file or directory at `target`,
     /// through a descriptor checked like every open; the bits it had, or `None` when nothing
     /// is there.
-    pub(crate) fn set_mode(
+    pub fn set_mode(
         &self,
         target: &Target,
         ctx: &SessionContext,
@@ -319,7 +319,7 @@ impl Walls {
 
     /// Give the entry at `target` (a link is not followed) the modification time `mtime_ns`,
     /// through its parent's handle.
-    pub(crate) fn set_mtime(&self, target: &Target, mtime_ns: i64) -> Result<(), FsError> {
+    pub fn set_mtime(&self, target: &Target, mtime_ns: i64) -> Result<(), FsError> {
         let shown = target.shown();
         let Some(parent) = self.parent(target, Missing::Absent, &mut Vec::new())? else {
             return Err(FsError::NotFound { path: shown });
@@ -341,7 +341,7 @@ impl Walls {
     }
 
     /// Metadata of the entry itself (a symlink is not followed); `None` when nothing is there.
-    pub(crate) fn entry_metadata(
+    pub fn entry_metadata(
         &self,
         target: &Target,
     ) -> Result<Option<cap_std::fs::Metadata>, FsError> {
@@ -354,10 +354,7 @@ impl Walls {
     }
 
     /// Metadata following symlinks inside the root; `None` when the path does not exist.
-    pub(crate) fn metadata(
-        &self,
-        target: &Target,
-    ) -> Result<Option<cap_std::fs::Metadata>, FsError> {
+    pub fn metadata(&self, target: &Target) -> Result<Option<cap_std::fs::Metadata>, FsError> {
         let dir = self.root_dir(&target.root)?;
         match dir.metadata(&target.rel) {
             Ok(m) => Ok(Some(m)),
@@ -367,7 +364,7 @@ impl Walls {
     }
 
     /// Read a whole file, at most `max` bytes (larger files are refused).
-    pub(crate) fn read_all(
+    pub fn read_all(
         &self,
         target: &Target,
         ctx: &SessionContext,
@@ -405,7 +402,7 @@ impl Walls {
     /// in memory, large ones streamed into the blob store), and a write whose contents cannot
     /// be kept is refused before anything changes; `create_parents` creates the missing
     /// directories above the file and reports them.
-    pub(crate) fn write_atomic(
+    pub fn write_atomic(
         &self,
         target: &Target,
         ctx: &SessionContext,
@@ -684,7 +681,7 @@ pub mod hook {
     }
 
     /// Run every hook (outside the lock, so a hook may take its time).
-    pub(crate) fn call(op: Op, path: &Path) {
+    pub fn call(op: Op, path: &Path) {
         if ACTIVE.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -700,10 +697,10 @@ pub mod hook {
 
 /// Most entries (files, links and directories, each once) one removal, copy or check of a
 /// tree goes through.
-pub(crate) const TREE_ENTRIES_MAX: usize = 200_000;
+pub const TREE_ENTRIES_MAX: usize = 200_000;
 
 /// Most directories deep one removal, copy or check of a tree goes.
-pub(crate) const TREE_DEPTH_MAX: usize = 256;
+pub const TREE_DEPTH_MAX: usize = 256;
 
 fn errno(e: rustix::io::Errno) -> std::io::Error {
     std::io::Error::from(e)
@@ -711,7 +708,7 @@ fn errno(e: rustix::io::Errno) -> std::io::Error {
 
 /// True for what an `O_NOFOLLOW | O_DIRECTORY` open gives when the name is a symlink
 /// (`ELOOP`) or not a directory (`ENOTDIR`).
-pub(crate) fn is_swapped(e: &std::io::Error) -> bool {
+pub fn is_swapped(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(code) if code == rustix::io::Errno::LOOP.raw_os_error()
@@ -720,7 +717,7 @@ pub(crate) fn is_swapped(e: &std::io::Error) -> bool {
 }
 
 /// Open the directory `name` in `parent`, refusing a symlink (one component, never followed).
-pub(crate) fn open_dir(parent: &Dir, name: &OsStr) -> std::io::Result<Dir> {
+pub fn open_dir(parent: &Dir, name: &OsStr) -> std::io::Result<Dir> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     rustix::fs::openat(parent, name, flags, Mode::empty())
         .map(|fd| Dir::from_std_file(std::fs::File::from(fd)))
@@ -745,7 +742,7 @@ fn ensure_dir(parent: &Dir, name: &OsStr) -> std::io::Result<(Dir, bool)> {
 }
 
 /// What the kernel says an open directory is (`None` without /proc).
-pub(crate) fn real_path(dir: &Dir) -> Option<PathBuf> {
+pub fn real_path(dir: &Dir) -> Option<PathBuf> {
     use std::os::fd::AsFd;
     let fd = dir.as_fd().as_raw_fd();
     std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
@@ -755,14 +752,14 @@ pub(crate) fn real_path(dir: &Dir) -> Option<PathBuf> {
 /// handle without following symlinks, and the path's last component: every change is made
 /// relative to it (`unlinkat`, `renameat`, `mkdirat`), so nothing swapped in after the check
 /// can lead it out of the root.
-pub(crate) struct Parent {
-    pub(crate) dir: Dir,
-    pub(crate) name: OsString,
+pub struct Parent {
+    pub dir: Dir,
+    pub name: OsString,
 }
 
 /// Whether [`Walls::parent`] makes missing directories.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Missing {
+pub enum Missing {
     /// A missing directory means there is nothing there (`None`).
     Absent,
     /// Missing directories are made, one by one.
@@ -774,7 +771,7 @@ impl Walls {
     /// symlink or not a directory, or a directory that was moved out from under the walk, is
     /// [`FsError::ChangedDuringCheck`]. With [`Missing::Absent`], `None` when a directory on
     /// the way does not exist; with [`Missing::Create`], those are made and pushed to `made`.
-    pub(crate) fn parent(
+    pub fn parent(
         &self,
         target: &Target,
         missing: Missing,
@@ -842,7 +839,7 @@ impl Walls {
 
     /// Remove a checked path if it exists: a file or symlink is unlinked itself, a directory
     /// with everything under it ([`remove_tree`]), all relative to the root's handle.
-    pub(crate) fn remove(&self, target: &Target) -> Result<(), FsError> {
+    pub fn remove(&self, target: &Target) -> Result<(), FsError> {
         let Some(parent) = self.parent(target, Missing::Absent, &mut Vec::new())? else {
             return Ok(());
         };
@@ -852,7 +849,7 @@ impl Walls {
 
     /// Make a checked directory and the missing ones above it, one component at a time
     /// relative to the root's handle (what `create_dir_all` does, without following links).
-    pub(crate) fn make_dirs(&self, target: &Target) -> Result<(), FsError> {
+    pub fn make_dirs(&self, target: &Target) -> Result<(), FsError> {
         if target.rel == Path::new(".") {
             return Ok(());
         }
@@ -921,7 +918,7 @@ fn names(dir: &Dir, shown: &Path, budget: usize) -> Result<Vec<OsString>, FsErro
 /// is opened no-follow from its parent and emptied through that handle, and a symlink met
 /// anywhere (even one swapped in for a directory mid-way) is unlinked itself. Every entry
 /// counts against `budget`; missing is not an error. `shown` is the path for messages.
-pub(crate) fn remove_tree(
+pub fn remove_tree(
     parent: &Dir,
     name: &OsStr,
     shown: &Path,
@@ -1045,7 +1042,7 @@ fn copy_tree(
 
 /// Whether a move may replace what is at its destination.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Replace {
+pub enum Replace {
     /// Like `rename(2)`: a file there is replaced.
     Yes,
     /// The destination must not exist (`RENAME_NOREPLACE`).
@@ -1086,7 +1083,7 @@ static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// across filesystems, a copy through the handles under a temporary name, renamed into place,
 /// and then a removal of the source through its handle (a copy that fails is removed again
 /// and the source stays). `shown` names the source in messages.
-pub(crate) fn move_entry(
+pub fn move_entry(
     source: &Dir,
     name: &OsStr,
     target: &Dir,
