@@ -86,3 +86,113 @@ impl Touches for AskMultipleChoice {
 impl Touches for CheckAnswer {
     fn touches(&self, _out: &mut Vec<Access>) {}
 }
+
+/// The surface a person answered a question through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Surface {
+    /// The agent's MCP client, through elicitation (or a 2026-07-28 `input_required` round).
+    Elicitation,
+    /// Mission Control's web page (`POST /mc/api/questions/ID` with `who: mission_control`).
+    MissionControl,
+    /// `aido watch` (the same endpoint, `who: watch`).
+    Watch,
+    /// `aido answer` on the command line.
+    Cli,
+}
+
+impl Surface {
+    /// Every surface, in the order they are documented.
+    pub const ALL: [Surface; 4] = [
+        Surface::Elicitation,
+        Surface::MissionControl,
+        Surface::Watch,
+        Surface::Cli,
+    ];
+
+    /// Its name, as the journal and the answer API spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::MissionControl => "mission_control",
+            Self::Watch => "watch",
+            Self::Cli => "cli",
+        }
+    }
+
+    /// The surface named `name`, as [`Surface::name`] spells it.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// Longest [`Answerer::person`] kept, in characters.
+pub const PERSON_CHARS_MAX: usize = 120;
+
+/// Who answered a question: the surface, and the person where the surface knows one (the
+/// `$USER` of `aido answer`, the user `aido watch` runs as and the address the operator's token
+/// came from). Journaled with the answer; never trusted for anything but showing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Answerer {
+    /// The surface the answer came through.
+    pub surface: Surface,
+    /// The person, in the surface's words (control characters dropped, at most
+    /// [`PERSON_CHARS_MAX`] characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
+}
+
+impl Answerer {
+    /// `surface`, answered for `person` (kept printable and bounded; empty is nobody).
+    pub fn new(surface: Surface, person: Option<&str>) -> Self {
+        let person = person
+            .map(|p| {
+                p.chars()
+                    .filter(|c| !c.is_control())
+                    .take(PERSON_CHARS_MAX)
+                    .collect::<String>()
+                    .trim()
+                    .to_owned()
+            })
+            .filter(|p| !p.is_empty());
+        Self { surface, person }
+    }
+
+    /// How it is said: `watch (alice)`, or the surface alone.
+    pub fn words(&self) -> String {
+        match &self.person {
+            Some(p) => format!("{} ({p})", self.surface.name()),
+            None => self.surface.name().to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_surface_is_named_as_the_journal_spells_it() {
+        for s in Surface::ALL {
+            assert_eq!(Surface::named(s.name()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+        assert_eq!(Surface::named("agent"), None);
+    }
+
+    #[test]
+    fn a_person_is_kept_printable_and_bounded() {
+        let a = Answerer::new(Surface::Cli, Some("ali\u{1b}[31mce\n"));
+        assert_eq!(a.person.as_deref(), Some("ali[31mce"));
+        let long = "x".repeat(PERSON_CHARS_MAX * 2);
+        let a = Answerer::new(Surface::Watch, Some(&long));
+        assert_eq!(a.person.unwrap().chars().count(), PERSON_CHARS_MAX);
+        assert_eq!(Answerer::new(Surface::Cli, Some("  ")).person, None);
+        assert_eq!(
+            Answerer::new(Surface::Watch, Some("bob")).words(),
+            "watch (bob)"
+        );
+    }
+}

@@ -36,7 +36,8 @@ impl ConfirmAnswer {
 
 /// Asks a human to approve an action (MCP elicitation, in the MCP server).
 pub trait Confirmer: Send + Sync {
-    /// Ask; `prompt` says what would run and why the policy asks.
+    /// Ask; `prompt` says what would run and why the policy asks. The future is dropped
+    /// when another surface answers first: the surface then withdraws its question.
     fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>>;
 }
 
@@ -86,10 +87,12 @@ pub trait Notifier: Send + Sync {
 /// What a surface lends a call.
 #[derive(Clone, Default)]
 pub struct Hooks {
-    /// How to ask a human; `None` means nobody can be asked.
+    /// How to ask a human to confirm in the client; `None`: the confirmation waits for the
+    /// other surfaces alone (Mission Control, `aido watch`, `aido answer`), which always see
+    /// it, and the first answer from any of them (or from this) wins.
     pub confirmer: Option<Arc<dyn Confirmer>>,
-    /// How to ask a person a question (the ask primitives); `None` means questions wait for
-    /// `aido answer`.
+    /// How to ask a person a question (the ask primitives) in the client; `None` means
+    /// questions wait in the store for the other surfaces.
     pub asker: Option<Arc<dyn Asker>>,
     /// Where progress goes.
     pub progress: Option<Arc<dyn Progress>>,

@@ -15,6 +15,52 @@ use crate::shared::Shared;
 
 pub use crate::call::{Ran, RunError};
 
+/// What a confirmation came to: the answer, the stored question's id, and who answered.
+type Confirmation = (
+    ConfirmAnswer,
+    Option<String>,
+    Option<aido_actions::human::Answerer>,
+);
+
+/// Ask a person whether the action at `proposal` may run: one stored question every surface
+/// sees (Mission Control, `aido watch`, `aido answer`), raced against the client's form.
+#[cfg(feature = "prim-human")]
+async fn confirm(
+    shared: &Shared,
+    hooks: &Hooks,
+    session: &str,
+    proposal: u64,
+    prompt: String,
+) -> Result<Confirmation, Failure> {
+    let c = crate::human::confirm(shared, hooks, session, proposal, prompt).await?;
+    Ok((c.answer, Some(c.question), c.by))
+}
+
+/// Ask through the client's form alone: a build without questions has no store for the other
+/// surfaces to answer.
+#[cfg(not(feature = "prim-human"))]
+async fn confirm(
+    shared: &Shared,
+    hooks: &Hooks,
+    _session: &str,
+    _proposal: u64,
+    prompt: String,
+) -> Result<Confirmation, Failure> {
+    let Some(confirmer) = &hooks.confirmer else {
+        return Ok((ConfirmAnswer::Unavailable, None, None));
+    };
+    let wait = Duration::from_millis(shared.config_limits().confirm_timeout_ms);
+    let answer = tokio::time::timeout(wait, confirmer.confirm(prompt))
+        .await
+        .unwrap_or(ConfirmAnswer::TimedOut);
+    let by = matches!(
+        answer,
+        ConfirmAnswer::Approved | ConfirmAnswer::Declined | ConfirmAnswer::Cancelled
+    )
+    .then(|| aido_actions::human::Answerer::new(aido_actions::human::Surface::Elicitation, None));
+    Ok((answer, None, by))
+}
+
 /// A session starts the child actions of its calls (a script's host calls, a watch's
 /// reactions) as its own actions, each with its parent's seq.
 impl Children for Session {
@@ -280,13 +326,16 @@ impl Session {
                     action.primitive(),
                     serde_json::to_string_pretty(&action).unwrap_or_default()
                 );
-                let answer = match &hooks.confirmer {
-                    None => ConfirmAnswer::Unavailable,
-                    Some(c) => {
-                        let wait = Duration::from_millis(shared.config_limits().confirm_timeout_ms);
-                        tokio::time::timeout(wait, c.confirm(prompt))
-                            .await
-                            .unwrap_or(ConfirmAnswer::TimedOut)
+                let confirmed = confirm(shared, &hooks, &self.id.to_string(), seq, prompt).await;
+                let (answer, question, by, broke) = match confirmed {
+                    Ok((answer, question, by)) => (answer, question, by, None),
+                    Err(failure) => {
+                        let answer = if failure.code == RuntimeError::Cancelled.code() {
+                            ConfirmAnswer::Cancelled
+                        } else {
+                            ConfirmAnswer::Unavailable
+                        };
+                        (answer, None, None, Some(failure))
                     }
                 };
                 let approved = answer == ConfirmAnswer::Approved;
@@ -294,20 +343,27 @@ impl Session {
                     proposal: seq,
                     approved,
                     answer: answer.name().into(),
+                    question,
+                    by,
                 };
                 self.journal(event, Vec::new())
                     .await
                     .map_err(|f| RunError::plain(Some(seq), f))?;
                 if !approved {
-                    let refused = match answer {
-                        ConfirmAnswer::Unavailable => RuntimeError::ConfirmUnavailable { reason },
-                        _ => RuntimeError::ConfirmDeclined {
+                    let failure = match (broke, answer) {
+                        // The question could not be put (the store failed) or the agent
+                        // cancelled: that failure, as it is.
+                        (Some(failure), _) => failure,
+                        (None, ConfirmAnswer::Unavailable) => {
+                            RuntimeError::ConfirmUnavailable { reason }.into()
+                        }
+                        (None, _) => RuntimeError::ConfirmDeclined {
                             reason,
                             answer: answer.name(),
-                        },
-                    };
-                    let failure = Failure::from(refused)
-                        .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
+                        }
+                        .into(),
+                    }
+                    .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
                     let event = Event::ActionFailed {
                         proposal: seq,
                         failure: failure.clone(),

@@ -538,7 +538,7 @@ impl Confirmer for Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_mode_asks_a_human_and_journals_the_answer() {
-    let w = world("mode = \"confirm\"").await;
+    let w = world("mode = \"confirm\"\n[limits]\nconfirm_timeout_ms = 500").await;
     let asked = Arc::new(AtomicU64::new(0));
     let hooks = |a| Hooks {
         confirmer: Some(Arc::new(Answer(a, asked.clone()))),
@@ -558,12 +558,15 @@ async fn confirm_mode_asks_a_human_and_journals_the_answer() {
         .unwrap_err();
     assert_eq!(err.failure.code, "confirm_declined");
     assert!(!w.p("no.txt").exists());
+    // A client that cannot ask: the question waits in the store for another surface, and
+    // nobody answers it within confirm_timeout_ms.
     let err = w
         .session
         .run(write("nobody.txt"), Hooks::default())
         .await
         .unwrap_err();
-    assert_eq!(err.failure.code, "confirm_unavailable");
+    assert_eq!(err.failure.code, "confirm_declined");
+    assert!(!w.p("nobody.txt").exists());
     assert_eq!(asked.load(Ordering::SeqCst), 2);
     // Reads are not asked about.
     w.session
@@ -590,7 +593,7 @@ async fn confirm_mode_asks_a_human_and_journals_the_answer() {
         vec![
             (true, "accepted".into()),
             (false, "declined".into()),
-            (false, "unavailable".into())
+            (false, "timeout".into())
         ]
     );
 }

@@ -1,13 +1,15 @@
 //! `aido answer`: a person answers, out of band, a question an agent's client could not show
 //! (it came back `needs_human` with an id). This is the only way to answer a stored question:
 //! no MCP tool does it, so an agent can never answer itself (and its commands run in a sandbox
-//! that hides AIDO_HOME, where the store lives).
+//! that hides AIDO_HOME, where the store lives). The answer names who gave it (`cli` and
+//! `$USER`) in the journal; the first answer from any surface wins, and a later one is refused
+//! `question_already_answered` (or `question_closed` once the asking call stopped waiting).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use aido_actors::Clock;
-use aido_actors::human::{HumanError, Kind, QUESTIONS_FILE, Questions, Stored};
+use aido_actors::human::{Answerer, HumanError, Kind, QUESTIONS_FILE, Questions, Stored, Surface};
 use anyhow::Result;
 use serde_json::{Value, json};
 
@@ -44,9 +46,19 @@ pub fn answer(home: &Path, id: &str, words: &[String], decline: bool) -> Result<
     } else {
         Some(content(&stored, words).map_err(coded)?)
     };
-    let done =
-        aido_actors::human::answer_stored(&home.join(QUESTIONS_FILE), id, content.as_ref(), now_ms)
-            .map_err(coded)?;
+    // Who answers, for the journal: the command line, and the user it runs as.
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok();
+    let by = Answerer::new(Surface::Cli, user.as_deref());
+    let done = aido_actors::human::answer_stored(
+        &home.join(QUESTIONS_FILE),
+        id,
+        content.as_ref(),
+        now_ms,
+        &by,
+    )
+    .map_err(coded)?;
     match &done.answer {
         Some(a) => println!("answered {id}: {a}"),
         None => println!("declined {id}"),

@@ -132,6 +132,13 @@ pub enum Event {
         approved: bool,
         /// accepted, declined, cancelled, timeout or unavailable.
         answer: String,
+        /// The id of the question every surface was shown (`q-` and 16 hex digits), if it
+        /// was stored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<String>,
+        /// Who answered: the surface and the person; `None` when nobody did (a timeout).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<aido_actions::human::Answerer>,
     },
     /// The action proposed at `proposal` finished.
     ActionCompleted {

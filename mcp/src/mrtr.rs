@@ -141,7 +141,10 @@ impl Pending {
                 let round = self.next.fetch_add(1, Ordering::Relaxed);
                 let mut rounds = self.locked();
                 let now = Instant::now();
-                rounds.retain(|_, r| r.deadline > now && !r.answer.is_closed());
+                // A round whose asker stopped waiting (another surface answered the question
+                // first) is kept until its deadline: the client's retry still collects the
+                // action's result from it, and its late answer goes nowhere.
+                rounds.retain(|_, r| r.deadline > now);
                 if rounds.len() >= ROUNDS_MAX {
                     // Dropping `answer` tells the asker nobody can be asked.
                     return Err(RoundError::TooMany { max: ROUNDS_MAX }.to_mcp());
@@ -222,8 +225,9 @@ impl Pending {
                 ),
             }
         };
-        // The asker may have given up (its question timed out): the action then goes on
-        // without this answer, and its result is what the client gets.
+        // The asker may have given up (its question timed out, or another surface answered
+        // it first: Mission Control, `aido watch`, `aido answer`): the action then goes on
+        // without this answer, which is ignored, and its result is what the client gets.
         let _ = waiting.answer.send(answer);
         Box::pin(self.next(waiting.steps, bound)).await
     }

@@ -597,6 +597,48 @@ fn input_error(code: &str, message: String, seq: Option<u64>) -> CallToolResult 
 /// Asks the human through MCP elicitation (form mode, one boolean).
 struct Elicit(Peer<RoleServer>);
 
+/// Ask `params` as a form elicitation, waiting at most `timeout` (rmcp then withdraws it).
+///
+/// # Cancel safety
+/// Dropped before the answer (another surface answered the question first), the request is
+/// withdrawn: the client is sent `notifications/cancelled`, and an answer it sends anyway finds
+/// nobody waiting and is ignored.
+async fn elicit_form(
+    peer: &Peer<RoleServer>,
+    params: ElicitRequestParams,
+    timeout: Option<std::time::Duration>,
+) -> Result<rmcp::model::ElicitResult, rmcp::ServiceError> {
+    let request =
+        rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
+    let mut options = rmcp::service::PeerRequestOptions::no_options();
+    options.timeout = timeout;
+    let handle = peer.send_request_with_option(request, options).await?;
+    let mut withdraw = Withdraw(Some((peer.clone(), handle.id.clone())));
+    let answered = handle.await_response().await;
+    // Answered, timed out (rmcp withdrew it) or failed: nothing is left to withdraw.
+    withdraw.0 = None;
+    match answered? {
+        rmcp::model::ClientResult::ElicitResult(result) => Ok(result),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Withdraws an elicitation request still waiting when it is dropped.
+struct Withdraw(Option<(Peer<RoleServer>, rmcp::model::RequestId)>);
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let reason = "the question was answered elsewhere, or is no longer waited for";
+            let param = rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.into()));
+            let _ = peer.notify_cancelled(param).await;
+        });
+    }
+}
+
 impl Confirmer for Elicit {
     fn confirm(&self, prompt: String) -> Pin<Box<dyn Future<Output = ConfirmAnswer> + Send>> {
         let peer = self.0.clone();
@@ -619,7 +661,7 @@ impl Confirmer for Elicit {
                 message: prompt,
                 requested_schema: schema,
             };
-            match peer.create_elicitation(params).await {
+            match elicit_form(&peer, params, None).await {
                 Ok(result) => match result.action {
                     ElicitationAction::Accept => {
                         let approve = result
@@ -680,10 +722,7 @@ impl Asker for Elicit {
                 message,
                 requested_schema,
             };
-            match peer
-                .create_elicitation_with_timeout(params, Some(timeout))
-                .await
-            {
+            match elicit_form(&peer, params, Some(timeout)).await {
                 Ok(result) => match result.action {
                     ElicitationAction::Accept => {
                         Elicited::Accepted(result.content.unwrap_or(Value::Null))

@@ -149,13 +149,18 @@ pub fn timeline(records: &[Record], colour: bool) -> String {
                 proposal,
                 approved,
                 answer,
+                by,
+                ..
             } => {
                 let said = if *approved {
                     p.green(answer)
                 } else {
                     p.red(answer)
                 };
-                format!("  human answered #{proposal}: {said}")
+                match by {
+                    Some(by) => format!("  human answered #{proposal}: {said} by {}", by.words()),
+                    None => format!("  human answered #{proposal}: {said}"),
+                }
             }
             Event::ActionCompleted {
                 proposal,

@@ -120,6 +120,7 @@ function select(key) {
 async function answer(id, body, box) {
   const note = box.querySelector(".result");
   try {
+    body = { ...body, who: "mission_control" };
     const r = await call(`${base()}questions/${encodeURIComponent(id)}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
@@ -271,6 +272,7 @@ async function refreshTimeline() {
   const rows = v.rows.map((r) => {
     const done = r.done || {};
     const what = r.primitive ? [el("strong", {}, r.primitive), " ", el("span", { class: "mono count" }, r.arguments || "")] : [r.text || r.kind];
+    if (r.answered_by) what.push(" ", el("span", { class: "count", "data-testid": "answered-by" }, `answered by ${r.answered_by}`));
     const result = r.done ? el("td", { class: done.status, title: done.text || "" }, done.status, done.code ? ` ${done.code}` : "") : el("td", { class: r.code ? "failed" : "" }, r.code || "");
     return el("tr", {
       class: `${r.abandoned_by_branch ? "abandoned" : ""} ${r.kind === "rewound" ? "rewound" : ""}`,

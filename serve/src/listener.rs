@@ -151,6 +151,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The address the connection came from.
+    pub fn peer(&self) -> IpAddr {
+        self.peer
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -366,12 +366,17 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
             proposal,
             approved,
             answer,
+            question,
+            by,
         } => {
             v["proposal"] = json!(proposal);
-            v["text"] = json!(format!(
-                "a person answered {answer} ({})",
-                if *approved { "approved" } else { "refused" }
-            ));
+            let verdict = if *approved { "approved" } else { "refused" };
+            v["text"] = json!(match by {
+                Some(by) => format!("{} answered {answer} ({verdict})", by.words()),
+                None => format!("nobody answered: {answer} ({verdict})"),
+            });
+            v["question"] = json!(question);
+            v["by"] = json!(by);
         }
         Event::Rewound {
             to_seq,
@@ -455,8 +460,9 @@ fn row(r: &aido_journal::Record, branch: Option<u32>) -> Value {
     v
 }
 
-/// A session's timeline: one row per action (its outcome folded in as `done`), and a row for
-/// every other record (rewinds among them); rows a rewind abandoned say by which branch.
+/// A session's timeline: one row per action (its outcome folded in as `done`, who answered its
+/// confirmation as `answered_by`), and a row for every other record (rewinds and
+/// confirmations among them); rows a rewind abandoned say by which branch.
 fn timeline_of(records: &[aido_journal::Record], total: u64) -> Value {
     let gone = aido_journal::timeline::abandoned(records);
     let mut rows: Vec<Value> = Vec::new();
@@ -481,6 +487,15 @@ fn timeline_of(records: &[aido_journal::Record], total: u64) -> Value {
         }
         if matches!(r.event, aido_journal::Event::ActionProposed { .. }) {
             at.insert(r.seq, rows.len());
+        }
+        // A confirmation keeps its own row, and its action's row says who answered.
+        if let aido_journal::Event::ConfirmAnswered { proposal, by, .. } = &r.event
+            && let Some(i) = at.get(proposal).copied()
+        {
+            rows[i]["answered_by"] = json!(
+                by.as_ref()
+                    .map_or_else(|| "nobody".to_owned(), |b| b.words())
+            );
         }
         rows.push(v);
     }
@@ -608,7 +623,8 @@ fn file_change(journal: &aido_journal::Journal, effect: &aido_actions::Effect) -
 }
 
 /// One step of a timeline in full: the record at `seq` (with the action's whole arguments),
-/// its outcome when `seq` is a proposal, and each file it wrote or removed with its contents
+/// its outcome when `seq` is a proposal (and the `confirm_answered` record naming who
+/// approved or refused it, when a person was asked), and each file it wrote or removed with its contents
 /// before and after (when the journal kept them as text, at most
 /// [`DETAIL_CONTENT_BYTES_MAX`] each).
 async fn step(
@@ -631,17 +647,27 @@ async fn step(
                 code: "mc_record_unknown",
                 message: format!("session {session} has no record {seq}"),
             })?;
-        let outcome = match &record.event {
-            aido_journal::Event::ActionProposed { .. } => journal
-                .records(session, seq + 1, None, DETAIL_OUTCOME_SCAN_MAX, false)
-                .map_err(internal)?
-                .into_iter()
-                .find(|r| match &r.event {
+        // The outcome, and the answer of a person who was asked to confirm it (it comes
+        // between the proposal and the outcome).
+        let (outcome, confirmation) = match &record.event {
+            aido_journal::Event::ActionProposed { .. } => {
+                let later = journal
+                    .records(session, seq + 1, None, DETAIL_OUTCOME_SCAN_MAX, false)
+                    .map_err(internal)?;
+                let confirmation = later
+                    .iter()
+                    .find(|r| {
+                        matches!(&r.event, aido_journal::Event::ConfirmAnswered { proposal, .. } if *proposal == seq)
+                    })
+                    .cloned();
+                let outcome = later.into_iter().find(|r| match &r.event {
                     aido_journal::Event::ActionCompleted { proposal, .. }
                     | aido_journal::Event::ActionFailed { proposal, .. } => *proposal == seq,
                     _ => false,
-                }),
-            _ => None,
+                });
+                (outcome, confirmation)
+            }
+            _ => (None, None),
         };
         let effects = match outcome.as_ref().map(|o| &o.event) {
             Some(aido_journal::Event::ActionCompleted { outcome, .. }) => outcome.effects.clone(),
@@ -657,6 +683,7 @@ async fn step(
             "session": session.to_string(),
             "record": crate::record_json(&record),
             "outcome": outcome.as_ref().map(crate::record_json),
+            "confirmation": confirmation.as_ref().map(crate::record_json),
             "files": files,
         }))
     })
@@ -701,7 +728,7 @@ fn human(e: aido_actors::human::HumanError) -> Refusal {
     use aido_actors::human::HumanError as H;
     let status = match &e {
         H::QuestionNotFound { .. } => StatusCode::NOT_FOUND,
-        H::AlreadyAnswered { .. } => StatusCode::CONFLICT,
+        H::AlreadyAnswered { .. } | H::QuestionClosed { .. } => StatusCode::CONFLICT,
         H::AnswerInvalid { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
@@ -721,33 +748,68 @@ async fn questions(State(shared): State<Shared>) -> Response {
 
 /// A person's answer: the form content the question's elicitation would take (`{"answer":
 /// TEXT}`, `{"approve": true|false}`, `{"choice": C}` or `{"choices": [..]}`), or
-/// `{"decline": true}`.
+/// `{"decline": true}`; with `who`, the surface answering (`mission_control`, the default, or
+/// `watch`), and `by`, the person in the surface's words. The journal names the surface and
+/// the person: `by`, and the token and address the request came with. The first answer from
+/// any surface wins; a later one is 409 `question_already_answered` (or `question_closed`).
 #[cfg(feature = "prim-human")]
 async fn answer_question(
     State(shared): State<Shared>,
     UrlPath(id): UrlPath<String>,
+    extensions: axum::http::Extensions,
     body: axum::body::Bytes,
 ) -> Response {
-    let content: Value = match serde_json::from_slice(&body) {
+    use aido_actors::human::{Answerer, HumanError, Surface};
+    let mut content: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
-            return human(aido_actors::human::HumanError::AnswerInvalid {
-                why: "the answer is a JSON object: {\"answer\"}, {\"approve\"}, {\"choice\"}, {\"choices\"} or {\"decline\": true}".into(),
+            return human(HumanError::AnswerInvalid {
+                why: "the answer is a JSON object: {\"answer\"}, {\"approve\"}, {\"choice\"}, {\"choices\"} or {\"decline\": true}, with \"who\": \"mission_control\" or \"watch\"".into(),
             })
             .into_response();
         }
     };
+    let (who, by) = match content.as_object_mut() {
+        Some(fields) => (fields.remove("who"), fields.remove("by")),
+        None => (None, None),
+    };
+    let surface = match who.as_ref().map(|w| w.as_str().and_then(Surface::named)) {
+        None => Surface::MissionControl,
+        Some(Some(s @ (Surface::MissionControl | Surface::Watch))) => s,
+        Some(_) => {
+            return human(HumanError::AnswerInvalid {
+                why: format!(
+                    "who is {}: an answer over HTTP comes from \"mission_control\" or \"watch\"",
+                    who.unwrap_or_default()
+                ),
+            })
+            .into_response();
+        }
+    };
+    let token = match shared.auth {
+        crate::Auth::Token(_) => "the operator's token",
+        crate::Auth::Off => "no token",
+    };
+    let from = extensions
+        .get::<axum::extract::ConnectInfo<crate::listener::Connection>>()
+        .map(|c| format!(" from {}", c.0.0.peer()))
+        .unwrap_or_default();
+    let person = match by.as_ref().and_then(Value::as_str) {
+        Some(by) => format!("{by}, with {token}{from}"),
+        None => format!("with {token}{from}"),
+    };
+    let by = Answerer::new(surface, Some(&person));
     let decline = content["decline"] == Value::Bool(true);
     let path = shared.runtime.questions_file().to_owned();
     let now_ms = shared.runtime.clock().now_ms();
     let done = blocking(move || {
-        aido_actors::human::answer_stored(&path, &id, (!decline).then_some(&content), now_ms)
+        aido_actors::human::answer_stored(&path, &id, (!decline).then_some(&content), now_ms, &by)
             .map_err(human)
     })
     .await;
     match done {
         Ok(stored) => {
-            tracing::info!(id = %stored.id, state = %stored.state, "a question was answered from Mission Control");
+            tracing::info!(id = %stored.id, state = %stored.state, by = ?stored.by, "a question was answered over HTTP");
             axum::Json(json!({"ok": true, "question": stored})).into_response()
         }
         Err(r) => r.into_response(),

@@ -29,12 +29,17 @@ struct World {
 }
 
 fn world(tweak: impl FnOnce(&mut Options)) -> World {
+    world_with("", tweak)
+}
+
+/// A world whose config has `config` after its workdir.
+fn world_with(config: &str, tweak: impl FnOnce(&mut Options)) -> World {
     let dir = tempfile::tempdir().unwrap();
     let base_dir = dir.path().canonicalize().unwrap();
     let home = base_dir.join("home");
     std::fs::create_dir_all(home.join("project")).unwrap();
     let aido_home = base_dir.join("aido");
-    let text = format!("workdir = \"{}\"\n", home.join("project").display());
+    let text = format!("workdir = \"{}\"\n{config}", home.join("project").display());
     let config = Layered::from_layers(&[(Source::File("test".into()), &text)])
         .unwrap()
         .config;
@@ -1930,4 +1935,110 @@ fn a_person_previews_and_rewinds_a_live_session_and_its_agent_goes_on() {
         .unwrap()
         .clone();
     assert_eq!(listed["ended"], Value::Null, "{listed}");
+}
+
+/// Confirm mode over HTTP: an `/actions` write waits for a person; `aido watch` answers it
+/// through Mission Control's endpoint (`who: watch`), the write runs, a second answer is 409
+/// `question_already_answered`, a surface HTTP cannot be is refused, and the timeline and the
+/// step name who answered.
+#[cfg(feature = "prim-human")]
+#[test]
+fn a_confirmation_answered_over_http_names_who_answered_once() {
+    let w = world_with(
+        "mode = \"confirm\"\n[limits]\nconfirm_timeout_ms = 20000\n",
+        |_| {},
+    );
+    let writing = {
+        let (agent, base) = (w.agent.clone(), w.base.clone());
+        std::thread::spawn(move || {
+            reply(
+                agent
+                    .post(format!("{base}/actions"))
+                    .header("authorization", format!("Bearer {TOKEN}"))
+                    .header("content-type", "application/json")
+                    .send(
+                        json!({"primitive": "write_file",
+                            "arguments": {"path": "asked.txt", "content": "yes"}})
+                        .to_string(),
+                    ),
+            )
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let question = loop {
+        let listed = w.mc_get("questions").json();
+        if let Some(q) = listed["questions"].as_array().and_then(|q| q.first()) {
+            break q.clone();
+        }
+        assert!(Instant::now() < deadline, "no question waits: {listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(question["question"]["kind"], "confirm", "{question}");
+    let id = question["id"].as_str().unwrap().to_owned();
+    assert!(!w.home.join("project/asked.txt").exists());
+    // Only the HTTP surfaces answer over HTTP.
+    let posing = w.mc_post(
+        &format!("questions/{id}"),
+        &json!({"approve": true, "who": "elicitation"}),
+    );
+    assert_eq!(
+        (posing.status, posing.json()["code"].clone()),
+        (400, json!("human_answer_invalid"))
+    );
+    let answered = w.mc_post(
+        &format!("questions/{id}"),
+        &json!({"approve": true, "who": "watch", "by": "bob"}),
+    );
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let by = answered.json()["question"]["by"].clone();
+    assert_eq!(by["surface"], "watch", "{by}");
+    let person = by["person"].as_str().unwrap();
+    assert!(
+        person.starts_with("bob") && person.contains("127.0.0.1"),
+        "{person}"
+    );
+    let done = writing.join().unwrap().json();
+    assert_eq!(done["ok"], true, "{done}");
+    assert_eq!(
+        std::fs::read_to_string(w.home.join("project/asked.txt")).unwrap(),
+        "yes"
+    );
+    // The page's answer comes second: refused, whoever sends it.
+    let second = w.mc_post(&format!("questions/{id}"), &json!({"approve": false}));
+    assert_eq!(
+        (second.status, second.json()["code"].clone()),
+        (409, json!("question_already_answered"))
+    );
+    let session = done["session"].as_str().unwrap();
+    let timeline = w.mc_get(&format!("sessions/{session}")).json();
+    let rows = timeline["rows"].as_array().unwrap();
+    let confirmed = rows
+        .iter()
+        .find(|r| r["kind"] == "confirm_answered")
+        .unwrap_or_else(|| panic!("{timeline}"));
+    assert!(
+        confirmed["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("watch (bob"),
+        "{confirmed}"
+    );
+    assert_eq!(confirmed["by"]["surface"], "watch");
+    let action = rows
+        .iter()
+        .find(|r| r["kind"] == "action_proposed" && r["primitive"] == "write_file")
+        .unwrap();
+    assert!(
+        action["answered_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("watch (bob"),
+        "{action}"
+    );
+    let seq = done["seq"].as_u64().unwrap();
+    let step = w
+        .mc_get(&format!("sessions/{session}/records/{seq}"))
+        .json();
+    assert_eq!(step["confirmation"]["by"]["surface"], "watch", "{step}");
+    assert_eq!(step["confirmation"]["approved"], true);
 }

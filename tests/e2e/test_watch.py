@@ -4,6 +4,8 @@ with capture-pane, against `aido serve` that the official MCP Python SDK client 
 - an action the agent makes shows in the TUI's timeline within a second;
 - a confirmation the agent waits on is approved with `a` in the TUI, and the waiting call
   returns approved (answered through the same store `aido answer` writes);
+- in `mode = "confirm"` a write the agent makes waits; `a` in the TUI lets it run, once, and
+  the journal and the TUI's timeline name `watch` and the user as who answered;
 - a rewind chosen in the TUI (the step selected, `r`, its preview, `y`) puts the tree back,
   and the agent's session goes on;
 - `q` quits and gives the terminal back; NO_COLOR draws without colour.
@@ -15,6 +17,7 @@ $AIDO_WATCH_SCREENS (docs/watch makes docs/watch.md's) or the test's directory.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -274,3 +277,42 @@ async def act(served: Any) -> dict[str, Any]:
             headers=served.headers(),
         )
         return r.json()
+
+
+async def test_a_confirm_mode_write_waits_for_the_tui_and_is_journaled_as_watch(world: World) -> None:
+    config = world.write_config('mode = "confirm"\n[limits]\nconfirm_timeout_ms = 60000\n')
+    target = world.home / "held.txt"
+    with serve(world, "--config", str(config)) as served:
+        async with sdk(served) as session:
+            tui = Terminal(world, [str(world.bin), "watch"], world.env(USER="carol"), "confirm")
+            try:
+                asked: dict[str, Any] = {}
+
+                async def write() -> None:
+                    asked["result"] = await session.call_tool("write_file", {"path": "held.txt", "content": "held\n"})
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(write)
+                    await tui.shows("confirm: aido asks before running write_file")
+                    await tui.shows("a approve  d deny")
+                    assert not target.exists() and "result" not in asked, "the write waits"
+                    tui.keys("a")
+                    with anyio.fail_after(10):
+                        while "result" not in asked:
+                            await anyio.sleep(0.02)
+                ok(asked["result"])
+                assert target.read_text() == "held\n"
+                await tui.until(lambda s: "waiting for you" not in s, 5, "the question gone")
+                # The timeline names who answered.
+                await tui.shows("watch (carol")
+            finally:
+                tui.close()
+    records = []
+    for s in world.run_json("replay", "sessions", "--json"):
+        proc = world.run("replay", "export", s["id"], "--jsonl")
+        records += [json.loads(line) for line in proc.stdout.splitlines()]
+    [answered] = [r for r in records if r.get("event") == "confirm_answered"]
+    assert answered["approved"] is True, answered
+    assert answered["by"]["surface"] == "watch", answered
+    assert answered["by"]["person"].startswith("carol, with the operator's token from 127.0.0.1"), answered
+

@@ -97,6 +97,13 @@ pub enum HumanError {
         /// The id.
         id: String,
     },
+    /// The question was closed without an answer: the call that asked stopped waiting (its
+    /// timeout passed, or the agent cancelled it), so no answer can reach it any more.
+    #[error("question {id} was closed: the call that asked it no longer waits for an answer")]
+    QuestionClosed {
+        /// The id.
+        id: String,
+    },
     /// The question store could not be read or written.
     #[error("the question store failed: {why}")]
     StoreFailed {
@@ -117,6 +124,7 @@ aido_actions::coded!(HumanError {
     AnswerInvalid => "human_answer_invalid",
     QuestionNotFound => "question_not_found",
     AlreadyAnswered => "question_already_answered",
+    QuestionClosed => "question_closed",
     StoreFailed => "question_store_failed",
 });
 
@@ -130,9 +138,9 @@ fn details(e: &HumanError) -> Option<serde_json::Value> {
         })),
         HumanError::SecretRequested { field, word } => Some(json!({"field": field, "word": word})),
         HumanError::TimedOut { timeout_ms } => Some(json!({"timeout_ms": timeout_ms})),
-        HumanError::QuestionNotFound { id } | HumanError::AlreadyAnswered { id } => {
-            Some(json!({"id": id}))
-        }
+        HumanError::QuestionNotFound { id }
+        | HumanError::AlreadyAnswered { id }
+        | HumanError::QuestionClosed { id } => Some(json!({"id": id})),
         _ => None,
     }
 }
@@ -495,6 +503,17 @@ pub fn render(question: &Question, answer: &Value) -> Result<Outcome, Failure> {
                 .map(|p| p.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             (format!("the person chose: {}", names.join(", ")), out)
+        }
+        ("closed", Kind::Confirm) => (
+            "no: the question was closed unanswered".to_owned(),
+            no(
+                "closed",
+                Some(HumanError::QuestionClosed { id: String::new() }.code()),
+            ),
+        ),
+        ("closed", _) => {
+            let id = answer["id"].as_str().unwrap_or_default().to_owned();
+            return Err(HumanError::QuestionClosed { id }.into());
         }
         ("decline", _) => return Err(HumanError::Declined.into()),
         ("cancel", _) => return Err(HumanError::Cancelled.into()),

@@ -151,10 +151,16 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
                 }
             }
             Event::ConfirmAnswered {
-                proposal, answer, ..
+                proposal,
+                answer,
+                by,
+                ..
             } => {
                 if let Some(e) = actions.iter_mut().find(|e| e["seq"] == *proposal) {
                     e["confirmation"] = json!(answer);
+                    if let Some(by) = by {
+                        e["confirmed_by"] = json!(by);
+                    }
                 }
             }
             Event::CallRejected { tool, code, .. } => {
@@ -191,7 +197,16 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
     }
     let skip = actions.len().saturating_sub(limit);
     let actions: Vec<_> = actions.into_iter().skip(skip).collect();
-    let text = actions
+    Outcome {
+        text: history_text(&actions),
+        output: json!({"session": session, "actions": actions}),
+        ..Outcome::default()
+    }
+}
+
+/// session_history's text: a line per action.
+fn history_text(actions: &[serde_json::Value]) -> String {
+    actions
         .iter()
         .map(|a| {
             format!(
@@ -203,12 +218,7 @@ pub fn session_history(session: SessionId, records: &[Record], limit: usize) -> 
             )
         })
         .collect::<Vec<_>>()
-        .join("\n");
-    Outcome {
-        text,
-        output: json!({"session": session, "actions": actions}),
-        ..Outcome::default()
-    }
+        .join("\n")
 }
 
 /// The seq of workspace snapshot `id`'s snapshot_taken record.

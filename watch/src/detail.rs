@@ -72,7 +72,9 @@ pub fn of_step(step: &Value) -> Detail {
     };
     let kind = record["event"].as_str().unwrap_or("?");
     match kind {
-        "action_proposed" => action(&mut d, record, &step["outcome"]),
+        "action_proposed" => {
+            action(&mut d, record, &step["confirmation"], &step["outcome"]);
+        }
         _ => {
             d.say(Tone::Heading, format!("#{} {kind}", d.seq));
             if let Value::Object(fields) = record {
@@ -95,7 +97,16 @@ pub fn of_step(step: &Value) -> Detail {
     d
 }
 
-fn action(d: &mut Detail, record: &Value, outcome: &Value) {
+/// Who answered, as the journal names them (`{"surface", "person"}`): `watch (alice)`.
+fn answerer(by: &Value) -> Option<String> {
+    let surface = by["surface"].as_str()?;
+    Some(match by["person"].as_str() {
+        Some(person) => format!("{surface} ({person})"),
+        None => surface.to_owned(),
+    })
+}
+
+fn action(d: &mut Detail, record: &Value, confirmation: &Value, outcome: &Value) {
     let action = &record["action"];
     let primitive = action["type"].as_str().unwrap_or("?");
     let verdict = &record["verdict"];
@@ -109,6 +120,24 @@ fn action(d: &mut Detail, record: &Value, outcome: &Value) {
     if let Value::Object(fields) = action {
         for (key, value) in fields.iter().filter(|(k, _)| k.as_str() != "type") {
             d.say(Tone::Plain, format!("  {key}: {}", one_line(value)));
+        }
+    }
+    if confirmation["event"] == "confirm_answered" {
+        let answer = confirmation["answer"].as_str().unwrap_or("?");
+        let tone = if confirmation["approved"] == Value::Bool(true) {
+            Tone::Heading
+        } else {
+            Tone::Bad
+        };
+        let who = answerer(&confirmation["by"]).unwrap_or_else(|| "nobody".into());
+        d.say(tone, format!("confirmation: {answer}, answered by {who}"));
+    }
+    // A question the action asked (ask_human, confirm, ...) names who answered it.
+    if let Some(inputs) = outcome["outcome"]["inputs"].as_array() {
+        for input in inputs.iter().filter(|i| i["input"] == "answer") {
+            if let Some(who) = answerer(&input["value"]["by"]) {
+                d.say(Tone::Plain, format!("  answered by {who}"));
+            }
         }
     }
     match outcome["event"].as_str() {
@@ -254,5 +283,38 @@ mod tests {
                 .iter()
                 .any(|l| l.text.contains("no diff: the contents are binary"))
         );
+    }
+
+    #[test]
+    fn a_confirmed_step_names_who_answered() {
+        let step = json!({
+            "record": {"seq": 3, "event": "action_proposed",
+                "action": {"type": "write_file", "path": "a.txt", "content": "x"},
+                "verdict": {"verdict": "confirm", "gate": "mode", "reason": "mode is confirm"}},
+            "confirmation": {"seq": 4, "event": "confirm_answered", "proposal": 3,
+                "approved": true, "answer": "accepted",
+                "by": {"surface": "watch", "person": "alice"}},
+            "outcome": {"seq": 5, "event": "action_completed", "duration_ms": 1,
+                "outcome": {"text": "wrote 1 byte"}},
+        });
+        let d = of_step(&step);
+        assert!(
+            d.lines
+                .iter()
+                .any(|l| l.text == "confirmation: accepted, answered by watch (alice)"),
+            "{:?}",
+            d.lines
+        );
+        // A question the action asked names who answered it.
+        let step = json!({
+            "record": {"seq": 1, "event": "action_proposed",
+                "action": {"type": "ask_human", "question": "Which?"},
+                "verdict": {"verdict": "allow"}},
+            "outcome": {"seq": 2, "event": "action_completed", "duration_ms": 1,
+                "outcome": {"text": "main", "inputs": [{"input": "answer", "from": "human",
+                    "value": {"via": "aido answer", "action": "accept", "by": {"surface": "cli"}}}]}},
+        });
+        let d = of_step(&step);
+        assert!(d.lines.iter().any(|l| l.text == "  answered by cli"));
     }
 }

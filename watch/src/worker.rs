@@ -90,7 +90,7 @@ pub fn answer(client: &Client, request: Request) -> Loaded {
         },
         Request::Answer { via, id, content } => Loaded::Answered {
             result: client
-                .post(via, &format!("questions/{id}"), &content)
+                .post(via, &format!("questions/{id}"), &answered(content))
                 .map(|v| {
                     let q = &v["question"];
                     match &q["answer"] {
@@ -143,10 +143,39 @@ fn rewind(client: &Client, via: Via, session: &str, body: Value) -> Result<Strin
     }
 }
 
+/// An answer's body: the form content, with who answers (the surface `watch`, and the user it
+/// runs as), which the runtime journals with the answer.
+pub fn answered(content: Value) -> Value {
+    let mut body = content;
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert("who".into(), Value::from("watch"));
+        fields.insert("by".into(), Value::from(user()));
+    }
+    body
+}
+
+/// The user `aido watch` runs as.
+fn user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// Who rewinds, for the journal: `aido watch` and the user it runs as.
 pub fn by() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "?".into());
-    format!("aido watch (user {user})")
+    format!("aido watch (user {})", user())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer names its surface and the user, so the runtime journals who answered.
+    #[test]
+    fn an_answer_says_it_comes_from_watch() {
+        let body = answered(serde_json::json!({"approve": true}));
+        assert_eq!(body["approve"], true);
+        assert_eq!(body["who"], "watch");
+        assert!(body["by"].is_string(), "{body}");
+    }
 }

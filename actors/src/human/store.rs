@@ -7,11 +7,15 @@
 //! SQLite showed the way: WAL mode lets readers and one writer from several processes work at
 //! once, `busy_timeout` waits out a writer, and a commit is fsynced (`synchronous = FULL`).
 //! Answering is one `UPDATE ... WHERE state = 'pending'`, so of two people answering at once
-//! exactly one wins and the other is told `question_already_answered`.
+//! exactly one wins and the other is told `question_already_answered`. The asking call takes an
+//! elicitation's answer the same way, and closes the question the same way when it stops
+//! waiting (`closed`: a later answer is told `question_closed`), so whichever surface answers
+//! first is the only answer the call ever sees. Each answer keeps who gave it (`answered_by`).
 
 use std::path::Path;
 use std::time::Duration;
 
+use aido_actions::human::Answerer;
 use aido_walk::human::{HumanError, Question};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
@@ -40,7 +44,8 @@ pub struct Stored {
     pub question: Question,
     /// When it was stored (the asking runtime's clock).
     pub asked_ms: u64,
-    /// `pending`, `accept` (answered) or `decline`.
+    /// `pending`, `accept` (answered), `decline`, or `closed` (the asking call stopped waiting,
+    /// or its person dismissed the client's form).
     pub state: String,
     /// The checked answer (`{"text"}`, `{"approved"}` or `{"choices"}`), once accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,6 +53,9 @@ pub struct Stored {
     /// When it was answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answered_ms: Option<u64>,
+    /// Who answered it (the surface and the person), once answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<Answerer>,
 }
 
 impl Stored {
@@ -61,6 +69,9 @@ impl Stored {
         });
         if let Some(a) = &self.answer {
             v["answer"] = a.clone();
+        }
+        if let Some(by) = &self.by {
+            v["by"] = serde_json::json!(by);
         }
         v
     }
@@ -95,20 +106,10 @@ impl Questions {
         connection
             .execute_batch(
                 "PRAGMA synchronous = FULL;
-                 PRAGMA trusted_schema = OFF;
-                 CREATE TABLE IF NOT EXISTS questions (
-                     id TEXT PRIMARY KEY,
-                     session TEXT NOT NULL,
-                     seq INTEGER NOT NULL,
-                     question TEXT NOT NULL,
-                     asked_ms INTEGER NOT NULL,
-                     state TEXT NOT NULL CHECK (state IN ('pending', 'accept', 'decline')),
-                     answer TEXT,
-                     answered_ms INTEGER
-                 ) STRICT;
-                 CREATE INDEX IF NOT EXISTS questions_pending ON questions (state, asked_ms);",
+                 PRAGMA trusted_schema = OFF;",
             )
             .map_err(failed)?;
+        migrate(&connection)?;
         Ok(Self { connection })
     }
 
@@ -155,7 +156,8 @@ impl Questions {
     pub fn get(&self, id: &str) -> Result<Option<Stored>, HumanError> {
         self.connection
             .query_row(
-                "SELECT id, session, seq, question, asked_ms, state, answer, answered_ms
+                "SELECT id, session, seq, question, asked_ms, state, answer, answered_ms,
+                        answered_by
                  FROM questions WHERE id = ?1",
                 params![id],
                 row,
@@ -170,7 +172,8 @@ impl Questions {
         let mut statement = self
             .connection
             .prepare(
-                "SELECT id, session, seq, question, asked_ms, state, answer, answered_ms
+                "SELECT id, session, seq, question, asked_ms, state, answer, answered_ms,
+                        answered_by
                  FROM questions WHERE state = 'pending' ORDER BY asked_ms, id LIMIT ?1",
             )
             .map_err(failed)?;
@@ -181,30 +184,71 @@ impl Questions {
             .collect::<Result<Vec<_>, _>>()
     }
 
-    /// Answer a pending question: `Some(checked answer)` accepts it, `None` declines it.
+    /// Answer a pending question for `by`: `Some(checked answer)` accepts it, `None` declines
+    /// it. One conditional `UPDATE`: a question answered (or closed) already is refused
+    /// `question_already_answered` (`question_closed`), whoever answered first.
     pub fn answer(
         &self,
         id: &str,
         answer: Option<&Value>,
         now_ms: u64,
+        by: &Answerer,
     ) -> Result<Stored, HumanError> {
         let (state, text) = match answer {
             Some(a) => ("accept", Some(serde_json::to_string(a).map_err(failed)?)),
             None => ("decline", None),
         };
+        self.settle(id, state, text, now_ms, Some(by))
+    }
+
+    /// Close a pending question nobody may answer any more (the asking call stopped waiting;
+    /// `by`: the person dismissed the client's form). `Ok(None)`: closed now; `Ok(Some(it))`:
+    /// it was answered (or closed) first, and this is what became of it.
+    pub fn close(
+        &self,
+        id: &str,
+        now_ms: u64,
+        by: Option<&Answerer>,
+    ) -> Result<Option<Stored>, HumanError> {
+        match self.settle(id, "closed", None, now_ms, by) {
+            Ok(_) => Ok(None),
+            Err(HumanError::AlreadyAnswered { .. } | HumanError::QuestionClosed { .. }) => self
+                .get(id)?
+                .map(Some)
+                .ok_or_else(|| HumanError::QuestionNotFound { id: id.to_owned() }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Move a pending question to `state`: the one conditional `UPDATE` every answer, and
+    /// every close, goes through.
+    fn settle(
+        &self,
+        id: &str,
+        state: &str,
+        text: Option<String>,
+        now_ms: u64,
+        by: Option<&Answerer>,
+    ) -> Result<Stored, HumanError> {
+        let by = by.map(serde_json::to_string).transpose().map_err(failed)?;
         let changed = self
             .connection
             .execute(
-                "UPDATE questions SET state = ?2, answer = ?3, answered_ms = ?4
+                "UPDATE questions SET state = ?2, answer = ?3, answered_ms = ?4, answered_by = ?5
                  WHERE id = ?1 AND state = 'pending'",
-                params![id, state, text, now_ms as i64],
+                params![id, state, text, now_ms as i64, by],
             )
             .map_err(failed)?;
         let stored = self
             .get(id)?
             .ok_or_else(|| HumanError::QuestionNotFound { id: id.to_owned() })?;
         if changed == 0 {
-            return Err(HumanError::AlreadyAnswered { id: id.to_owned() });
+            let id = id.to_owned();
+            return Err(if stored.state == "closed" {
+                HumanError::QuestionClosed { id }
+            } else {
+                HumanError::AlreadyAnswered { id }
+            });
         }
         Ok(stored)
     }
@@ -225,11 +269,91 @@ pub fn question_id(session: &str, seq: u64, question: &Question) -> String {
     format!("q-{}", &hasher.finalize().to_hex()[..16])
 }
 
+/// The store's schema version (`PRAGMA user_version`): 1 added `answered_by` and the `closed`
+/// state.
+const SCHEMA_VERSION: i64 = 1;
+
+/// The table as [`SCHEMA_VERSION`] has it.
+const TABLE: &str = "CREATE TABLE IF NOT EXISTS questions (
+        id TEXT PRIMARY KEY,
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        question TEXT NOT NULL,
+        asked_ms INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'accept', 'decline', 'closed')),
+        answer TEXT,
+        answered_ms INTEGER,
+        answered_by TEXT
+    ) STRICT;
+    CREATE INDEX IF NOT EXISTS questions_pending ON questions (state, asked_ms);";
+
+/// Bring the file to [`SCHEMA_VERSION`], in one `BEGIN IMMEDIATE` transaction so two processes
+/// opening an old file at once migrate it once: a new file gets the table; a version-0 file
+/// (no `answered_by`, a `CHECK` without `closed`, which SQLite cannot alter) has its rows
+/// copied into the new table, the questions still waiting kept waiting.
+fn migrate(connection: &Connection) -> Result<(), HumanError> {
+    let version = |c: &Connection| -> Result<i64, HumanError> {
+        c.pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(failed)
+    };
+    if version(connection)? >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    connection
+        .execute_batch("BEGIN IMMEDIATE")
+        .map_err(failed)?;
+    let migrated = (|| -> Result<(), HumanError> {
+        // Another process may have migrated it while this one waited for the lock.
+        if version(connection)? >= SCHEMA_VERSION {
+            return Ok(());
+        }
+        let old: bool = connection
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'questions'",
+                [],
+                |row| row.get::<_, i64>(0),
+            )
+            .map_err(failed)?
+            > 0;
+        if old {
+            connection
+                .execute_batch(
+                    "ALTER TABLE questions RENAME TO questions_v0;
+                     DROP INDEX IF EXISTS questions_pending;",
+                )
+                .map_err(failed)?;
+        }
+        connection.execute_batch(TABLE).map_err(failed)?;
+        if old {
+            connection
+                .execute_batch(
+                    "INSERT INTO questions
+                         (id, session, seq, question, asked_ms, state, answer, answered_ms)
+                     SELECT id, session, seq, question, asked_ms, state, answer, answered_ms
+                     FROM questions_v0;
+                     DROP TABLE questions_v0;",
+                )
+                .map_err(failed)?;
+        }
+        connection
+            .pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(failed)
+    })();
+    let end = if migrated.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    let ended = connection.execute_batch(end).map_err(failed);
+    migrated.and(ended)
+}
+
 type Row = Result<Stored, HumanError>;
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     let question: String = r.get(3)?;
     let answer: Option<String> = r.get(6)?;
+    let by: Option<String> = r.get(8)?;
     let build = || -> Row {
         Ok(Stored {
             id: r.get(0).map_err(failed)?,
@@ -246,6 +370,10 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
                 .get::<_, Option<i64>>(7)
                 .map_err(failed)?
                 .map(|m| m as u64),
+            by: by
+                .map(|b| serde_json::from_str::<Answerer>(&b))
+                .transpose()
+                .map_err(failed)?,
         })
     };
     Ok(build())
@@ -256,6 +384,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use aido_actions::human::Surface;
     use aido_walk::human::Kind;
 
     #[test]
@@ -275,21 +404,95 @@ mod tests {
         // Another process (here: another connection) answers it.
         let answerer = Questions::open(&path).unwrap();
         let a = serde_json::json!({"text": "main"});
-        let stored = answerer.answer(&id, Some(&a), 20).unwrap();
+        let cli = Answerer::new(Surface::Cli, Some("alice"));
+        let stored = answerer.answer(&id, Some(&a), 20, &cli).unwrap();
         assert_eq!(stored.state, "accept");
+        assert_eq!(stored.by.as_ref(), Some(&cli));
+        let watch = Answerer::new(Surface::Watch, None);
         assert_eq!(
-            answerer.answer(&id, None, 21).unwrap_err().code(),
+            answerer.answer(&id, None, 21, &watch).unwrap_err().code(),
             "question_already_answered"
         );
         assert_eq!(
-            answerer.answer("q-nope", None, 21).unwrap_err().code(),
+            answerer
+                .answer("q-nope", None, 21, &watch)
+                .unwrap_err()
+                .code(),
             "question_not_found"
         );
+        // Closing it now changes nothing: the answer given first is what it is.
+        let first = answerer.close(&id, 22, None).unwrap().unwrap();
+        assert_eq!(first.by, Some(cli.clone()));
         let seen = asker.get(&id).unwrap().unwrap();
         assert_eq!(seen.answer, Some(a));
         assert_eq!(seen.asked_ms, 10);
         assert_eq!(seen.recorded()["via"], "aido answer");
+        assert_eq!(seen.recorded()["by"]["surface"], "cli");
+        assert_eq!(seen.recorded()["by"]["person"], "alice");
         assert!(asker.pending().unwrap().is_empty());
+    }
+
+    /// A question the asking call closed takes no answer: the late one is refused with its
+    /// own code.
+    #[test]
+    fn a_closed_question_refuses_a_late_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Questions::open(&dir.path().join("questions.sqlite")).unwrap();
+        let q = Question {
+            kind: Kind::Confirm,
+            question: "Write x.txt?".into(),
+        };
+        store.ask("q-1", "s", 1, &q, 10).unwrap();
+        assert_eq!(store.close("q-1", 20, None).unwrap(), None);
+        let late = Answerer::new(Surface::MissionControl, None);
+        let refused = store
+            .answer(
+                "q-1",
+                Some(&serde_json::json!({"approved": true})),
+                30,
+                &late,
+            )
+            .unwrap_err();
+        assert_eq!(refused.code(), "question_closed");
+        assert_eq!(store.get("q-1").unwrap().unwrap().state, "closed");
+        assert!(store.pending().unwrap().is_empty());
+    }
+
+    /// A store written before answers named who gave them opens, migrated once: its waiting
+    /// questions still wait, its answers are kept, and a new answer names who gave it.
+    #[test]
+    fn a_version_0_store_is_migrated_keeping_its_questions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("questions.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE questions (
+                     id TEXT PRIMARY KEY, session TEXT NOT NULL, seq INTEGER NOT NULL,
+                     question TEXT NOT NULL, asked_ms INTEGER NOT NULL,
+                     state TEXT NOT NULL CHECK (state IN ('pending', 'accept', 'decline')),
+                     answer TEXT, answered_ms INTEGER
+                 ) STRICT;
+                 CREATE INDEX questions_pending ON questions (state, asked_ms);
+                 INSERT INTO questions VALUES
+                     ('q-old', 's', 1, '{\"kind\":\"text\",\"question\":\"a\"}', 5, 'pending', NULL, NULL),
+                     ('q-done', 's', 2, '{\"kind\":\"text\",\"question\":\"b\"}', 5, 'decline', NULL, 6);",
+            )
+            .unwrap();
+        }
+        let (one, two) = (
+            Questions::open(&path).unwrap(),
+            Questions::open(&path).unwrap(),
+        );
+        assert_eq!(one.pending().unwrap().len(), 1);
+        assert_eq!(two.get("q-done").unwrap().unwrap().state, "decline");
+        let by = Answerer::new(Surface::Watch, Some("bob"));
+        let a = serde_json::json!({"text": "x"});
+        assert_eq!(two.answer("q-old", Some(&a), 9, &by).unwrap().by, Some(by));
+        assert_eq!(
+            one.close("q-done", 9, None).unwrap().unwrap().state,
+            "decline"
+        );
     }
 
     /// Old questions go when new ones come: answered ones after 7 days, unanswered ones after
@@ -305,8 +508,9 @@ mod tests {
         let day = 24 * 3600 * 1000;
         let (answered, waiting, young) = ("q-answered", "q-waiting", "q-young");
         store.ask(answered, "s", 1, &q("a"), day).unwrap();
+        let by = Answerer::new(Surface::Cli, None);
         store
-            .answer(answered, Some(&serde_json::json!({"text": "x"})), day)
+            .answer(answered, Some(&serde_json::json!({"text": "x"})), day, &by)
             .unwrap();
         store.ask(waiting, "s", 2, &q("b"), day).unwrap();
         store.ask(young, "s", 3, &q("c"), 20 * day).unwrap();

@@ -323,8 +323,17 @@ pub fn activity(records: &[Record]) -> String {
                 failure.code
             ),
             Event::ConfirmAnswered {
-                proposal, answer, ..
-            } => format!("confirm_answered proposal={proposal} answer={answer}"),
+                proposal,
+                answer,
+                by,
+                ..
+            } => match by {
+                Some(by) => format!(
+                    "confirm_answered proposal={proposal} answer={answer} by={}",
+                    by.surface.name()
+                ),
+                None => format!("confirm_answered proposal={proposal} answer={answer}"),
+            },
             Event::CallRejected { tool, code, .. } => {
                 let tool: String = tool.chars().take(64).collect();
                 format!("rejected tool={tool:?} code={code}")
