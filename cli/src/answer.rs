@@ -49,7 +49,12 @@ pub fn answer(home: &Path, id: &str, words: &[String], decline: bool) -> Result<
     // Who answers, for the journal: the command line, and the user it runs as.
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .ok();
+        .ok()
+        .or_else(|| {
+            use std::os::unix::fs::MetadataExt as _;
+            let uid = std::fs::metadata("/proc/self").ok()?.uid();
+            Some(format!("uid {uid}"))
+        });
     let by = Answerer::new(Surface::Cli, user.as_deref());
     let done = aido_actors::human::answer_stored(
         &home.join(QUESTIONS_FILE),

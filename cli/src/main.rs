@@ -1793,8 +1793,14 @@ async fn rewind(
     .await
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     let who = format!(
-        "aido replay rewind (uid {})",
-        std::env::var("USER").unwrap_or_else(|_| "?".into())
+        "aido replay rewind (user {})",
+        std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| {
+                use std::os::unix::fs::MetadataExt as _;
+                std::fs::metadata("/proc/self")
+                    .map_or_else(|_| "?".into(), |m| format!("uid {}", m.uid()))
+            })
     );
     let resumed = runtime
         .resume_session(id, who)

@@ -158,7 +158,13 @@ pub fn answered(content: Value) -> Value {
 fn user() -> String {
     std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "?".into())
+        .unwrap_or_else(|_| uid())
+}
+
+/// The uid this process runs as (`uid N`), when the environment names no user.
+fn uid() -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").map_or_else(|_| "?".into(), |m| format!("uid {}", m.uid()))
 }
 
 /// Who rewinds, for the journal: `aido watch` and the user it runs as.
