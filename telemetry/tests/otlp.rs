@@ -132,9 +132,19 @@ async fn spans_logs_and_metrics_reach_a_real_otlp_receiver() {
 
     // Prometheus: rendered from the same instruments, once the report thread took both.
     let render = telemetry.prometheus().unwrap();
+    // Every instrument is reported on its own: wait until each one asserted below has its
+    // first value (the denial's counter can come a report after the action's).
     let text = wait_until(Duration::from_secs(5), || {
         let text = render();
-        text.contains("aido_verdict=\"deny\"").then_some(text)
+        [
+            "aido_verdict=\"deny\"",
+            "aido_actions_total{",
+            "aido_policy_denials_total{",
+            "aido_journal_commit_duration_seconds_bucket",
+        ]
+        .iter()
+        .all(|want| text.contains(want))
+        .then_some(text)
     })
     .await
     .unwrap_or_else(|| render());
