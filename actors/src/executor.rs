@@ -192,9 +192,7 @@ impl Call<'_> {
             RuntimeAction::ReadLogs(r) => self.read_logs(r).await,
             RuntimeAction::GrantMint(_)
             | RuntimeAction::GrantRevoke(_)
-            | RuntimeAction::GrantList(_) => {
-                crate::grants::run(&self.shared, self.session.to_string(), self.ctx, &action).await
-            }
+            | RuntimeAction::GrantList(_) => crate::grants::run(self, &action).await,
         }
     }
 
@@ -229,16 +227,9 @@ impl Call<'_> {
     #[cfg(feature = "prim-process")]
     async fn process(&self, action: ProcessAction) -> Result<Executed, Failure> {
         // Subscriptions need the session and the surface's notifier: they run here.
-        let events = crate::events::Origin {
-            shared: &self.shared,
-            session: self.session,
-            proposal: self.proposal,
-            ctx: self.ctx,
-            hooks: self.hooks,
-        };
         let answer = match &action {
-            ProcessAction::Subscribe(s) => Some(events.subscribe(s)?),
-            ProcessAction::WatchAndReact(w) => Some(events.watch(w, self.children)?),
+            ProcessAction::Subscribe(s) => Some(crate::events::subscribe(self, s)?),
+            ProcessAction::WatchAndReact(w) => Some(crate::events::watch(self, w)?),
             ProcessAction::Unsubscribe(u) => {
                 Some(self.shared.events.remove(self.session, &u.subscription)?)
             }

@@ -43,7 +43,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::Children;
+use crate::call::{Call, Children};
 use crate::hooks::{Hooks, Notifier};
 use crate::shared::Shared;
 use subscriptions::{
@@ -347,312 +347,297 @@ async fn journal(
         .map(|a| a.seq)
 }
 
-/// What a subscription needs from the call that made it.
-pub(crate) struct Origin<'a> {
-    pub(crate) shared: &'a Arc<Shared>,
-    pub(crate) session: SessionId,
-    pub(crate) proposal: u64,
-    pub(crate) ctx: &'a SessionContext,
-    pub(crate) hooks: &'a Hooks,
+fn notifier(call: &Call<'_>) -> Result<Arc<dyn Notifier>, Failure> {
+    call.hooks
+        .notifier
+        .clone()
+        .ok_or_else(|| EventsError::Undeliverable.into())
 }
 
-impl Origin<'_> {
-    fn notifier(&self) -> Result<Arc<dyn Notifier>, Failure> {
-        self.hooks
-            .notifier
-            .clone()
-            .ok_or_else(|| EventsError::Undeliverable.into())
-    }
-
-    fn admit_one(&self) -> Result<String, Failure> {
-        let subs = &self.shared.events;
-        let held = subs.locked(|t| t.values().filter(|e| e.session == self.session).count());
-        if held >= SUBSCRIPTIONS_MAX {
-            return Err(EventsError::TooMany {
-                max: SUBSCRIPTIONS_MAX,
-            }
-            .into());
+fn admit_one(call: &Call<'_>) -> Result<String, Failure> {
+    let subs = &call.shared.events;
+    let held = subs.locked(|t| t.values().filter(|e| e.session == call.session).count());
+    if held >= SUBSCRIPTIONS_MAX {
+        return Err(EventsError::TooMany {
+            max: SUBSCRIPTIONS_MAX,
         }
-        Ok(format!(
-            "s{}",
-            subs.next.fetch_add(1, Ordering::Relaxed) + 1
-        ))
+        .into());
     }
+    Ok(format!(
+        "s{}",
+        subs.next.fetch_add(1, Ordering::Relaxed) + 1
+    ))
+}
 
-    fn register(
-        &self,
-        id: &str,
-        info: Value,
-        stats: Arc<Stats>,
-        watcher: notify::RecommendedWatcher,
-        stop: CancellationToken,
-        task: tokio::task::JoinHandle<()>,
-    ) {
-        let entry = Entry {
-            session: self.session,
-            info,
-            stats,
-            _watcher: watcher,
-            stop,
-            task: Some(task),
-        };
-        self.shared
-            .events
-            .locked(|t| t.insert(id.to_owned(), entry));
+fn register(
+    call: &Call<'_>,
+    id: &str,
+    info: Value,
+    stats: Arc<Stats>,
+    watcher: notify::RecommendedWatcher,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+) {
+    let entry = Entry {
+        session: call.session,
+        info,
+        stats,
+        _watcher: watcher,
+        stop,
+        task: Some(task),
+    };
+    call.shared
+        .events
+        .locked(|t| t.insert(id.to_owned(), entry));
+}
+
+/// subscribe: start watching; the answer names the subscription.
+pub(crate) fn subscribe(call: &Call<'_>, s: &Subscribe) -> Result<Value, Failure> {
+    let notifier = notifier(call)?;
+    let watched = Watched::of(
+        &call.shared,
+        call.ctx,
+        &s.paths,
+        &s.globs,
+        &s.kinds,
+        s.debounce_ms,
+    )?;
+    let id = admit_one(call)?;
+    let stats = Arc::new(Stats::default());
+    let lagged = Arc::new(AtomicU64::new(0));
+    let (tx, mut rx) = mpsc::channel(QUEUE_EVENTS_MAX);
+    let watcher = watched.watch(tx, lagged.clone())?;
+    let mut info = watched.info();
+    info["subscription"] = json!(id);
+    info["primitive"] = json!("subscribe");
+    info["proposal"] = json!(call.proposal);
+    let stop = CancellationToken::new();
+    let (shared, ctx, session, proposal) = (
+        call.shared.clone(),
+        call.ctx.clone(),
+        call.session,
+        call.proposal,
+    );
+    let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        while let Some(raw) = gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await {
+            let mut changes = admitted(&shared, &ctx, &watched, raw);
+            let mut dropped = lagged.swap(0, Ordering::Relaxed);
+            if changes.len() > BATCH_CHANGES_MAX {
+                dropped += (changes.len() - BATCH_CHANGES_MAX) as u64;
+                changes.truncate(BATCH_CHANGES_MAX);
+            }
+            if changes.is_empty() && dropped == 0 {
+                continue;
+            }
+            task_stats.lagged.fetch_add(dropped, Ordering::Relaxed);
+            task_stats.batches.fetch_add(1, Ordering::Relaxed);
+            task_stats
+                .delivered
+                .fetch_add(changes.len() as u64, Ordering::Relaxed);
+            let event = Event::EventsDelivered {
+                subscription: task_id.clone(),
+                proposal,
+                changes: changes.clone(),
+                lagged: dropped,
+                refused: None,
+            };
+            // Journaled first: the agent is told only what the journal holds.
+            let seq = match journal(&shared, session, event).await {
+                Ok(seq) => seq,
+                Err(e) => {
+                    tracing::warn!(
+                        code = e.code(),
+                        "cannot journal a subscription's events; it ends"
+                    );
+                    task_stats.end("its events could not be journaled");
+                    break;
+                }
+            };
+            notifier.notify(json!({
+                "subscription": task_id, "proposal": proposal, "seq": seq,
+                "changes": changes, "lagged": dropped,
+            }));
+        }
+    });
+    register(call, &id, info.clone(), stats, watcher, stop, task);
+    Ok(info)
+}
+
+/// watch_and_react: start watching; each change fires the reaction as a child action.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn watch(call: &Call<'_>, w: &WatchAndReact) -> Result<Value, Failure> {
+    let invalid = |why: String| Failure::from(EventsError::Invalid { why });
+    let notifier = notifier(call)?;
+    let runner = call
+        .children
+        .map(Children::owned)
+        .ok_or_else(|| invalid("this call has no session to run reactions in".into()))?;
+    let per_minute = w.per_minute.unwrap_or(WatchAndReact::PER_MINUTE_DEFAULT);
+    let firings_max = w.firings_max.unwrap_or(WatchAndReact::FIRINGS_DEFAULT);
+    let expires_ms = w.expires_ms.unwrap_or(WatchAndReact::EXPIRES_MS_DEFAULT);
+    if per_minute == 0 || per_minute > WatchAndReact::PER_MINUTE_MAX {
+        return Err(invalid(format!(
+            "per_minute must be 1 to {}",
+            WatchAndReact::PER_MINUTE_MAX
+        )));
     }
-
-    /// subscribe: start watching; the answer names the subscription.
-    pub(crate) fn subscribe(&self, s: &Subscribe) -> Result<Value, Failure> {
-        let notifier = self.notifier()?;
-        let watched = Watched::of(
-            self.shared,
-            self.ctx,
-            &s.paths,
-            &s.globs,
-            &s.kinds,
-            s.debounce_ms,
-        )?;
-        let id = self.admit_one()?;
-        let stats = Arc::new(Stats::default());
-        let lagged = Arc::new(AtomicU64::new(0));
-        let (tx, mut rx) = mpsc::channel(QUEUE_EVENTS_MAX);
-        let watcher = watched.watch(tx, lagged.clone())?;
-        let mut info = watched.info();
-        info["subscription"] = json!(id);
-        info["primitive"] = json!("subscribe");
-        info["proposal"] = json!(self.proposal);
-        let stop = CancellationToken::new();
-        let (shared, ctx, session, proposal) = (
-            self.shared.clone(),
-            self.ctx.clone(),
-            self.session,
-            self.proposal,
-        );
-        let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
-        let task = tokio::spawn(async move {
-            while let Some(raw) = gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await {
-                let mut changes = admitted(&shared, &ctx, &watched, raw);
-                let mut dropped = lagged.swap(0, Ordering::Relaxed);
-                if changes.len() > BATCH_CHANGES_MAX {
-                    dropped += (changes.len() - BATCH_CHANGES_MAX) as u64;
-                    changes.truncate(BATCH_CHANGES_MAX);
+    if firings_max == 0 || firings_max > WatchAndReact::FIRINGS_MAX {
+        return Err(invalid(format!(
+            "firings_max must be 1 to {}",
+            WatchAndReact::FIRINGS_MAX
+        )));
+    }
+    if expires_ms == 0 || expires_ms > WatchAndReact::EXPIRES_MS_MAX {
+        return Err(invalid(format!(
+            "expires_ms must be 1 to {}",
+            WatchAndReact::EXPIRES_MS_MAX
+        )));
+    }
+    // The reaction must be a primitive that parses with a path in it, and not one that
+    // watches (a reaction that subscribes would multiply itself).
+    check_reaction(&w.reaction)?;
+    let watched = Watched::of(
+        &call.shared,
+        call.ctx,
+        &w.paths,
+        &w.globs,
+        &w.kinds,
+        w.debounce_ms,
+    )?;
+    let id = admit_one(call)?;
+    let stats = Arc::new(Stats::default());
+    let lagged = Arc::new(AtomicU64::new(0));
+    let (tx, mut rx) = mpsc::channel(QUEUE_EVENTS_MAX);
+    let watcher = watched.watch(tx, lagged.clone())?;
+    let now_ms = call.shared.clock.now_ms();
+    let mut info = watched.info();
+    info["subscription"] = json!(id);
+    info["primitive"] = json!("watch_and_react");
+    info["proposal"] = json!(call.proposal);
+    info["reaction"] = json!(w.reaction);
+    info["per_minute"] = json!(per_minute);
+    info["firings_max"] = json!(firings_max);
+    info["expires_unix_ms"] = json!(now_ms.saturating_add(expires_ms));
+    let stop = CancellationToken::new();
+    let (shared, ctx, session, proposal) = (
+        call.shared.clone(),
+        call.ctx.clone(),
+        call.session,
+        call.proposal,
+    );
+    // A firing may ask a human (confirm mode) the way the call could; it has no progress
+    // and its own cancel: the subscription's.
+    let hooks = Hooks {
+        progress: None,
+        cancel: stop.child_token(),
+        trace_parent: None,
+        ..call.hooks.clone()
+    };
+    let reaction = w.reaction.clone();
+    let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
+    let expires_at = now_ms.saturating_add(expires_ms);
+    let task = tokio::spawn(async move {
+        let mut bucket = Bucket::new(per_minute, shared.clock.now_ms());
+        let mut own: HashMap<String, Instant> = HashMap::new();
+        let mut fired = 0u32;
+        'batches: while let Some(raw) =
+            gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await
+        {
+            let now = Instant::now();
+            own.retain(|_, until| *until > now);
+            let mut changes = admitted(&shared, &ctx, &watched, raw);
+            let before = changes.len();
+            changes.retain(|c| !own.contains_key(&c.path));
+            task_stats
+                .suppressed
+                .fetch_add((before - changes.len()) as u64, Ordering::Relaxed);
+            let mut dropped = lagged.swap(0, Ordering::Relaxed);
+            if changes.len() > BATCH_CHANGES_MAX {
+                dropped += (changes.len() - BATCH_CHANGES_MAX) as u64;
+                changes.truncate(BATCH_CHANGES_MAX);
+            }
+            task_stats.lagged.fetch_add(dropped, Ordering::Relaxed);
+            for change in changes {
+                if shared.clock.now_ms() >= expires_at {
+                    task_stats.end("expired");
+                    break 'batches;
                 }
-                if changes.is_empty() && dropped == 0 {
-                    continue;
+                if fired >= firings_max {
+                    task_stats.end("firings_max reached");
+                    break 'batches;
                 }
-                task_stats.lagged.fetch_add(dropped, Ordering::Relaxed);
-                task_stats.batches.fetch_add(1, Ordering::Relaxed);
-                task_stats
-                    .delivered
-                    .fetch_add(changes.len() as u64, Ordering::Relaxed);
+                // The session may have ended while the last firing ran.
+                if task_stop.is_cancelled() {
+                    break 'batches;
+                }
+                let refused = (!bucket.take(shared.clock.now_ms()))
+                    .then(|| EventsError::RateLimited { per_minute }.code().to_owned());
                 let event = Event::EventsDelivered {
                     subscription: task_id.clone(),
                     proposal,
-                    changes: changes.clone(),
-                    lagged: dropped,
-                    refused: None,
+                    changes: vec![change.clone()],
+                    lagged: std::mem::take(&mut dropped),
+                    refused: refused.clone(),
                 };
-                // Journaled first: the agent is told only what the journal holds.
                 let seq = match journal(&shared, session, event).await {
                     Ok(seq) => seq,
                     Err(e) => {
                         tracing::warn!(
                             code = e.code(),
-                            "cannot journal a subscription's events; it ends"
+                            "cannot journal a reaction's event; it ends"
                         );
                         task_stats.end("its events could not be journaled");
-                        break;
+                        break 'batches;
                     }
                 };
-                notifier.notify(json!({
-                    "subscription": task_id, "proposal": proposal, "seq": seq,
-                    "changes": changes, "lagged": dropped,
-                }));
-            }
-        });
-        self.register(&id, info.clone(), stats, watcher, stop, task);
-        Ok(info)
-    }
-
-    /// watch_and_react: start watching; each change fires the reaction as a child action.
-    #[allow(clippy::too_many_lines)]
-    pub(crate) fn watch(
-        &self,
-        w: &WatchAndReact,
-        runner: Option<&dyn Children>,
-    ) -> Result<Value, Failure> {
-        let invalid = |why: String| Failure::from(EventsError::Invalid { why });
-        let notifier = self.notifier()?;
-        let runner = runner
-            .map(Children::owned)
-            .ok_or_else(|| invalid("this call has no session to run reactions in".into()))?;
-        let per_minute = w.per_minute.unwrap_or(WatchAndReact::PER_MINUTE_DEFAULT);
-        let firings_max = w.firings_max.unwrap_or(WatchAndReact::FIRINGS_DEFAULT);
-        let expires_ms = w.expires_ms.unwrap_or(WatchAndReact::EXPIRES_MS_DEFAULT);
-        if per_minute == 0 || per_minute > WatchAndReact::PER_MINUTE_MAX {
-            return Err(invalid(format!(
-                "per_minute must be 1 to {}",
-                WatchAndReact::PER_MINUTE_MAX
-            )));
-        }
-        if firings_max == 0 || firings_max > WatchAndReact::FIRINGS_MAX {
-            return Err(invalid(format!(
-                "firings_max must be 1 to {}",
-                WatchAndReact::FIRINGS_MAX
-            )));
-        }
-        if expires_ms == 0 || expires_ms > WatchAndReact::EXPIRES_MS_MAX {
-            return Err(invalid(format!(
-                "expires_ms must be 1 to {}",
-                WatchAndReact::EXPIRES_MS_MAX
-            )));
-        }
-        // The reaction must be a primitive that parses with a path in it, and not one that
-        // watches (a reaction that subscribes would multiply itself).
-        check_reaction(&w.reaction)?;
-        let watched = Watched::of(
-            self.shared,
-            self.ctx,
-            &w.paths,
-            &w.globs,
-            &w.kinds,
-            w.debounce_ms,
-        )?;
-        let id = self.admit_one()?;
-        let stats = Arc::new(Stats::default());
-        let lagged = Arc::new(AtomicU64::new(0));
-        let (tx, mut rx) = mpsc::channel(QUEUE_EVENTS_MAX);
-        let watcher = watched.watch(tx, lagged.clone())?;
-        let now_ms = self.shared.clock.now_ms();
-        let mut info = watched.info();
-        info["subscription"] = json!(id);
-        info["primitive"] = json!("watch_and_react");
-        info["proposal"] = json!(self.proposal);
-        info["reaction"] = json!(w.reaction);
-        info["per_minute"] = json!(per_minute);
-        info["firings_max"] = json!(firings_max);
-        info["expires_unix_ms"] = json!(now_ms.saturating_add(expires_ms));
-        let stop = CancellationToken::new();
-        let (shared, ctx, session, proposal) = (
-            self.shared.clone(),
-            self.ctx.clone(),
-            self.session,
-            self.proposal,
-        );
-        // A firing may ask a human (confirm mode) the way the call could; it has no progress
-        // and its own cancel: the subscription's.
-        let hooks = Hooks {
-            progress: None,
-            cancel: stop.child_token(),
-            trace_parent: None,
-            ..self.hooks.clone()
-        };
-        let reaction = w.reaction.clone();
-        let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
-        let expires_at = now_ms.saturating_add(expires_ms);
-        let task = tokio::spawn(async move {
-            let mut bucket = Bucket::new(per_minute, shared.clock.now_ms());
-            let mut own: HashMap<String, Instant> = HashMap::new();
-            let mut fired = 0u32;
-            'batches: while let Some(raw) =
-                gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await
-            {
-                let now = Instant::now();
-                own.retain(|_, until| *until > now);
-                let mut changes = admitted(&shared, &ctx, &watched, raw);
-                let before = changes.len();
-                changes.retain(|c| !own.contains_key(&c.path));
-                task_stats
-                    .suppressed
-                    .fetch_add((before - changes.len()) as u64, Ordering::Relaxed);
-                let mut dropped = lagged.swap(0, Ordering::Relaxed);
-                if changes.len() > BATCH_CHANGES_MAX {
-                    dropped += (changes.len() - BATCH_CHANGES_MAX) as u64;
-                    changes.truncate(BATCH_CHANGES_MAX);
-                }
-                task_stats.lagged.fetch_add(dropped, Ordering::Relaxed);
-                for change in changes {
-                    if shared.clock.now_ms() >= expires_at {
-                        task_stats.end("expired");
-                        break 'batches;
-                    }
-                    if fired >= firings_max {
-                        task_stats.end("firings_max reached");
-                        break 'batches;
-                    }
-                    // The session may have ended while the last firing ran.
-                    if task_stop.is_cancelled() {
-                        break 'batches;
-                    }
-                    let refused = (!bucket.take(shared.clock.now_ms()))
-                        .then(|| EventsError::RateLimited { per_minute }.code().to_owned());
-                    let event = Event::EventsDelivered {
-                        subscription: task_id.clone(),
-                        proposal,
-                        changes: vec![change.clone()],
-                        lagged: std::mem::take(&mut dropped),
-                        refused: refused.clone(),
-                    };
-                    let seq = match journal(&shared, session, event).await {
-                        Ok(seq) => seq,
-                        Err(e) => {
-                            tracing::warn!(
-                                code = e.code(),
-                                "cannot journal a reaction's event; it ends"
-                            );
-                            task_stats.end("its events could not be journaled");
-                            break 'batches;
-                        }
-                    };
-                    task_stats.batches.fetch_add(1, Ordering::Relaxed);
-                    task_stats.delivered.fetch_add(1, Ordering::Relaxed);
-                    if let Some(code) = refused {
-                        task_stats.rate_limited.fetch_add(1, Ordering::Relaxed);
-                        notifier.notify(json!({
-                            "subscription": task_id, "proposal": proposal, "seq": seq,
-                            "changes": [change], "refused": code,
-                            "message": format!("over {per_minute} firings a minute: not run"),
-                        }));
-                        continue;
-                    }
-                    fired += 1;
-                    let relative = watched.relative(Path::new(&change.path));
-                    let fired_as = fire(
-                        runner.as_ref(),
-                        &shared,
-                        &reaction,
-                        &change,
-                        &relative,
-                        &hooks,
-                        proposal,
-                    )
-                    .await;
-                    match &fired_as {
-                        Fired::Ran { effects, .. } => {
-                            task_stats.fired.fetch_add(1, Ordering::Relaxed);
-                            let until =
-                                Instant::now() + Duration::from_millis(OWN_CHANGES_SETTLE_MS);
-                            for path in effects {
-                                own.insert(path.clone(), until);
-                            }
-                        }
-                        Fired::Refused { denied: true, .. } => {
-                            task_stats.denied.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Fired::Refused { .. } => {
-                            task_stats.failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                task_stats.batches.fetch_add(1, Ordering::Relaxed);
+                task_stats.delivered.fetch_add(1, Ordering::Relaxed);
+                if let Some(code) = refused {
+                    task_stats.rate_limited.fetch_add(1, Ordering::Relaxed);
                     notifier.notify(json!({
                         "subscription": task_id, "proposal": proposal, "seq": seq,
-                        "changes": [change], "fired": fired_as.json(),
+                        "changes": [change], "refused": code,
+                        "message": format!("over {per_minute} firings a minute: not run"),
                     }));
+                    continue;
                 }
+                fired += 1;
+                let relative = watched.relative(Path::new(&change.path));
+                let fired_as = fire(
+                    runner.as_ref(),
+                    &shared,
+                    &reaction,
+                    &change,
+                    &relative,
+                    &hooks,
+                    proposal,
+                )
+                .await;
+                match &fired_as {
+                    Fired::Ran { effects, .. } => {
+                        task_stats.fired.fetch_add(1, Ordering::Relaxed);
+                        let until = Instant::now() + Duration::from_millis(OWN_CHANGES_SETTLE_MS);
+                        for path in effects {
+                            own.insert(path.clone(), until);
+                        }
+                    }
+                    Fired::Refused { denied: true, .. } => {
+                        task_stats.denied.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Fired::Refused { .. } => {
+                        task_stats.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                notifier.notify(json!({
+                    "subscription": task_id, "proposal": proposal, "seq": seq,
+                    "changes": [change], "fired": fired_as.json(),
+                }));
             }
-        });
-        self.register(&id, info.clone(), stats, watcher, stop, task);
-        Ok(info)
-    }
+        }
+    });
+    register(call, &id, info.clone(), stats, watcher, stop, task);
+    Ok(info)
 }
 
 /// A token bucket of `per_minute` firings, refilled continuously. Credit is kept in

@@ -13,6 +13,7 @@ use aido_policy::grant::GrantScope;
 use aido_walk::{Executed, render};
 use serde_json::{Value, json};
 
+use crate::call::Call;
 use crate::shared::Shared;
 pub(crate) use store::Grants;
 use store::failure;
@@ -124,12 +125,8 @@ fn grant_json(g: &aido_grants::Grant) -> Value {
 }
 
 /// The grant primitives.
-pub(crate) async fn run(
-    shared: &Arc<Shared>,
-    session: String,
-    ctx: &SessionContext,
-    action: &RuntimeAction,
-) -> Result<Executed, Failure> {
+pub(crate) async fn run(call: &Call<'_>, action: &RuntimeAction) -> Result<Executed, Failure> {
+    let (shared, ctx, session) = (&call.shared, call.ctx, call.session.to_string());
     let store = shared.grants.store()?;
     let own = ctx.grant_id.clone();
     let now = shared.clock.now_ms();
