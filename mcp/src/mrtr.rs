@@ -418,9 +418,11 @@ mod tests {
         let other = super::bound(None, "ask_human", &json!({"question": "other?"}));
         let refused = pending.resume(&first, None, &other).await;
         assert_eq!(code(refused.err().unwrap()), "request_state_invalid");
-        let mut altered = first.clone();
-        altered.pop();
-        altered.push('A');
+        // One character of the sealed part changed (never to itself).
+        let mut altered: Vec<char> = first.chars().collect();
+        let middle = altered.len() / 2;
+        altered[middle] = if altered[middle] == 'A' { 'B' } else { 'A' };
+        let altered: String = altered.into_iter().collect();
         let refused = pending.resume(&altered, None, &bound).await;
         assert_eq!(code(refused.err().unwrap()), "request_state_invalid");
         // The answer: the asker gets it, and the call's result follows.
