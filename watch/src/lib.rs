@@ -16,7 +16,7 @@
 //!
 //! ```no_run
 //! let options = aido_watch::Options {
-//!     endpoint: aido_watch::discover::this_host(std::path::Path::new("/home/me/.aido")),
+//!     endpoint: aido_watch::discover::this_host(&std::env::home_dir().unwrap_or_default().join(".aido")),
 //!     session: None,
 //!     colour: aido_watch::colour_wanted(),
 //! };

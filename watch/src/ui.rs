@@ -646,7 +646,7 @@ mod tests {
             result: Ok(vec![SessionInfo {
                 id: SESSION.into(),
                 client: Some("claude".into()),
-                cwd: "/home/me".into(),
+                cwd: "project".into(),
                 records: 9,
                 ..SessionInfo::default()
             }]),
@@ -661,7 +661,7 @@ mod tests {
             "the newest session an agent drives opens by itself"
         );
         let mut write = outcome(3, 2);
-        write.paths = vec!["/home/me/notes.txt".into()];
+        write.paths = vec!["notes.txt".into()];
         let mut denied = action(4, "read_file");
         denied.verdict = Some("deny".into());
         denied.why = Some("path_outside_walls by walls: /etc/shadow is outside".into());
@@ -921,7 +921,7 @@ mod tests {
                         primitive: "run_command".into(),
                     },
                 ],
-                paths: vec!["/home/me/notes.txt".into()],
+                paths: vec!["notes.txt".into()],
                 method: "undo".into(),
                 branch: 1,
             }),
@@ -1076,7 +1076,7 @@ mod tests {
                 "action": {"type": "write_file", "path": "notes.txt", "content": "hi\n"},
                 "verdict": {"verdict": "allow"}},
             "outcome": {"seq": 3, "event": "action_completed", "duration_ms": 3, "outcome": {"text": "wrote"}},
-            "files": [{"path": "/home/me/notes.txt", "effect": "file_written",
+            "files": [{"path": "notes.txt", "effect": "file_written",
                 "before": "hello\n", "after": "hi\n"}],
         });
         app.apply(Loaded::Step {
