@@ -213,17 +213,12 @@ impl Body for FsBody {
                 reply,
             } => {
                 calls.blocking(reply, Turn::Shared, true, move |_| {
-                    let cx = super::changeset::Cx {
-                        walls: &core.walls,
-                        session: &session,
-                        store: &core.args.blobs,
-                        space: Some((
-                            &core.args.journal_dir,
-                            core.args.limits.journal_free_bytes_min,
-                        )),
-                        faults: Some(&core.args.faults),
-                    };
-                    super::changeset::stage(&cx, changes, file_bytes_max).map_err(Failure::from)
+                    super::changeset::stage(
+                        &change_cx(&core, &session, true),
+                        changes,
+                        file_bytes_max,
+                    )
+                    .map_err(Failure::from)
                 });
             }
             FsMsg::Commit {
@@ -232,19 +227,30 @@ impl Body for FsBody {
                 reply,
             } => {
                 calls.blocking(reply, Turn::Shared, true, move |_| {
-                    let cx = super::changeset::Cx {
-                        walls: &core.walls,
-                        session: &session,
-                        store: &core.args.blobs,
-                        space: None,
-                        faults: Some(&core.args.faults),
-                    };
-                    super::changeset::apply(&cx, &staged)
+                    super::changeset::apply(&change_cx(&core, &session, false), &staged)
                         .map(|applied| (applied, staged))
                         .map_err(Failure::from)
                 });
             }
         }
+    }
+}
+
+/// A change set's context; `staging` keeps `journal_free_bytes_min` free on the journal's disk.
+fn change_cx<'a>(
+    core: &'a Core,
+    session: &'a SessionContext,
+    staging: bool,
+) -> super::changeset::Cx<'a> {
+    super::changeset::Cx {
+        walls: &core.walls,
+        session,
+        store: &core.args.blobs,
+        space: staging.then_some((
+            core.args.journal_dir.as_path(),
+            core.args.limits.journal_free_bytes_min,
+        )),
+        faults: Some(&core.args.faults),
     }
 }
 
