@@ -38,7 +38,19 @@ use crate::search::SearchMsg;
 use crate::vm::VmMsg;
 use aido_call::{Body, Reply, Slot};
 
-impl Call<'_> {
+/// The live world over one call: a type of the runtime's own, so the walk's [`World`] (and
+/// the runtime's primitives) can be implemented for the [`Call`] it wraps.
+pub(crate) struct Live<'a>(pub(crate) Call<'a>);
+
+impl<'a> std::ops::Deref for Live<'a> {
+    type Target = Call<'a>;
+
+    fn deref(&self) -> &Call<'a> {
+        &self.0
+    }
+}
+
+impl Live<'_> {
     /// Walk `action` through the live bodies.
     pub(crate) async fn exec(&mut self, action: &Action) -> Result<Executed, Failed> {
         match aido_walk::walk(self, action, String::new()).await {
@@ -49,7 +61,7 @@ impl Call<'_> {
 }
 
 /// The live world: bodies change files and machines, and every leaf records what it read.
-impl World for Call<'_> {
+impl World for Live<'_> {
     /// The live world always answers (a failure is an answer).
     type Stop = Infallible;
 
@@ -83,39 +95,39 @@ impl World for Call<'_> {
     }
 
     async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Infallible> {
-        Ok(Call::process(self, action).await)
+        Ok(Live::process(self, action).await)
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {
-        Ok(Call::runtime(self, action).await)
+        Ok(Live::runtime(self, action).await)
     }
 
     async fn human(&mut self, action: HumanAction) -> Answer<Executed, Infallible> {
-        Ok(Call::human(self, action).await)
+        Ok(Live::human(self, action).await)
     }
 
     async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
-        Ok(Call::memory(self, action).await)
+        Ok(Live::memory(self, action).await)
     }
 
     async fn search(&mut self, action: SearchAction) -> Answer<Executed, Infallible> {
-        Ok(Call::search(self, action).await)
+        Ok(Live::search(self, action).await)
     }
 
     async fn net(&mut self, action: NetAction) -> Answer<Executed, Infallible> {
-        Ok(Call::net(self, action).await)
+        Ok(Live::net(self, action).await)
     }
 
     async fn desktop(&mut self, action: DesktopAction) -> Answer<Executed, Infallible> {
-        Ok(Call::desktop(self, action).await)
+        Ok(Live::desktop(self, action).await)
     }
 
     async fn script(&mut self, action: ScriptAction) -> Answer<Executed, Infallible> {
-        Ok(Call::script(self, action).await)
+        Ok(Live::script(self, action).await)
     }
 
     async fn artifact(&mut self, action: ArtifactAction) -> Answer<Executed, Infallible> {
-        Ok(Call::artifact(self, action).await)
+        Ok(Live::artifact(self, action).await)
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -123,15 +135,15 @@ impl World for Call<'_> {
     }
 
     async fn take_snapshot(&mut self, label: &str) -> Answer<(Executed, String), Infallible> {
-        Ok(Call::take_snapshot(self, Some(label)).await)
+        Ok(Live::take_snapshot(self, Some(label)).await)
     }
 
     async fn restore_snapshot(&mut self, snapshot: &str) -> Answer<Executed, Infallible> {
-        Ok(Call::restore_snapshot(self, snapshot).await)
+        Ok(Live::restore_snapshot(self, snapshot).await)
     }
 }
 
-impl Call<'_> {
+impl Live<'_> {
     /// A primitive of the runtime itself (the policy's answers, the journal, snapshots,
     /// rewinds, recorded randomness).
     async fn runtime(&self, action: RuntimeAction) -> Result<Executed, Failure> {
@@ -189,7 +201,7 @@ impl Call<'_> {
                 })?;
                 self.rewind(target).await
             }
-            RuntimeAction::ReadLogs(r) => self.read_logs(r).await,
+            RuntimeAction::ReadLogs(r) => crate::logs::read_logs(self, r).await,
             RuntimeAction::GrantMint(_)
             | RuntimeAction::GrantRevoke(_)
             | RuntimeAction::GrantList(_) => crate::grants::run(self, &action).await,
@@ -293,11 +305,16 @@ impl Call<'_> {
         crate::artifact::run(self, action).await
     }
 
+    /// Run a script primitive (see [`crate::script`]).
+    #[cfg(feature = "prim-script")]
+    async fn script(&self, action: ScriptAction) -> Result<Executed, Failure> {
+        crate::script::run(self, action).await
+    }
+
     /// Ask a human.
     #[cfg(feature = "prim-human")]
     async fn human(&self, action: HumanAction) -> Result<Executed, Failure> {
-        let session = self.session.to_string();
-        crate::human::run(&self.shared, self.hooks, session, self.proposal, action).await
+        crate::human::run(self, action).await
     }
 
     /// Ask the memory body. The clock it is given and its answer are the result's inputs;
@@ -450,7 +467,7 @@ impl Call<'_> {
     }
 }
 
-impl Call<'_> {
+impl Live<'_> {
     async fn snapshot_op(&self, op: SnapshotOp) -> Result<serde_json::Value, Failure> {
         let session = self.ctx.clone();
         self.ask(&self.shared.bodies.fs, |reply| FsMsg::Snapshot {
@@ -695,7 +712,7 @@ impl Call<'_> {
 
 /// The twins of the body calls for the families this build lacks. The policy refuses their
 /// actions first (`primitive_not_built`); these answer the same if anything reaches them.
-impl Call<'_> {
+impl Live<'_> {
     #[cfg(not(feature = "prim-artifact"))]
     async fn artifact(&self, _action: ArtifactAction) -> Result<Executed, Failure> {
         Err(crate::families::not_built(aido_actions::Body::Artifact))

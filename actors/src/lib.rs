@@ -84,10 +84,10 @@
 /// 127.0.0.1 behind a sandboxing CSP.
 #[cfg(feature = "prim-artifact")]
 pub mod artifact;
-/// The body table: supervision and restarts, generic over every body.
-pub mod bodies;
-/// One call's context, and the way it starts child actions.
-mod call;
+/// The body table: supervision and restarts, generic over every body (`aido-context`'s).
+pub use aido_context::bodies;
+/// One call's context, and the way it starts child actions (`aido-context`'s).
+pub(crate) use aido_context::call;
 /// A change set applied as part of an action: staged, marked, applied.
 #[cfg(any(feature = "prim-process", feature = "prim-artifact"))]
 mod change_sets;
@@ -96,8 +96,8 @@ mod change_sets;
 pub use aido_body_desktop as desktop;
 /// The clock and id facade (`aido-call`'s).
 pub use aido_call::clock;
-/// Errors of the runtime itself (not of actions).
-pub mod error;
+/// Errors of the runtime itself (not of actions) (`aido-context`'s).
+pub use aido_context::error;
 /// Walking action trees: composites, meta primitives, progress and cancellation.
 mod executor;
 /// Which primitive families (cargo features `prim-*`) this build holds.
@@ -108,12 +108,12 @@ pub use aido_body_fs as fs;
 pub use aido_call::faults;
 /// Capability grants: the store, a use per action of a granted session, the grant primitives.
 pub mod grants;
-/// What a surface lends a call: asking a human, progress, cancellation.
-pub mod hooks;
+/// What a surface lends a call: asking a human, progress, cancellation (`aido-context`'s).
+pub use aido_context::hooks;
 /// Asking a human: through the surface's form, or stored for `aido answer`
-/// (AIDO_HOME/questions.sqlite, shared by every process).
+/// (AIDO_HOME/questions.sqlite, shared by every process) (`aido-human`).
 #[cfg(feature = "prim-human")]
-pub mod human;
+pub use aido_human as human;
 /// aido's own rotating log, and read_logs.
 pub mod logs;
 /// The memory body: the shared SQLite memory store in AIDO_HOME (`aido-body-memory`).
@@ -123,36 +123,38 @@ pub use aido_body_memory as memory;
 /// (`aido-body-net`).
 #[cfg(feature = "prim-net")]
 pub use aido_body_net as net;
-/// What the runtime tells an observer (telemetry) about each action and journal write.
-pub mod observe;
 /// The process body: commands confined by aido-sandbox (`aido-body-process`).
 #[cfg(feature = "prim-process")]
 pub use aido_body_process as process;
-/// Subscriptions and reactions: file changes under the walls, delivered and reacted to.
+/// What the runtime tells an observer (telemetry) about each action and journal write
+/// (`aido-context`'s).
+pub use aido_context::observe;
+/// Subscriptions and reactions: file changes under the walls, delivered and reacted to
+/// (`aido-events`).
 #[cfg(feature = "prim-process")]
-mod events;
+use aido_events as events;
 /// Finishing restores and rewinds a crash interrupted.
 mod recovery;
 /// Secret environment values kept out of the journaled proposal.
 mod redact;
 /// The runtime handle and its supervising actor.
 pub mod runtime;
-/// The script body: composite functions and custom primitives (Rhai), their host calls
-/// child actions; definitions in AIDO_HOME/scripts.
-#[cfg(feature = "prim-script")]
-pub mod script;
 /// The search body: search_code and search_and_read over the walls (`aido-body-search`).
 #[cfg(feature = "prim-search")]
 pub use aido_body_search as search;
+/// The script body: composite functions and custom primitives (Rhai), their host calls
+/// child actions; definitions in AIDO_HOME/scripts (`aido-script`).
+#[cfg(feature = "prim-script")]
+pub use aido_script as script;
 /// Session actors and the handle surfaces use.
 pub mod session;
-/// The state every actor of a runtime shares (the bottom layer).
-mod shared;
 /// The VM body: contained QEMU machines.
 #[cfg(feature = "prim-vm")]
 pub use aido_body_vm as vm;
 /// A deadline that travels with a body call (`aido-call`'s).
 pub use aido_call::ticket;
+/// The state every actor of a runtime shares (`aido-context`'s).
+pub(crate) use aido_context::shared;
 
 pub use aido_grants::TOKEN_PREFIX as GRANT_TOKEN_PREFIX;
 pub use aido_walk::computer::ComputerError;

@@ -122,89 +122,86 @@ fn read_own_log(aido_home: &Path, window: u64) -> std::io::Result<(Vec<u8>, bool
     Ok((crate::fs::tools::from_line_start(out, cut), more))
 }
 
-impl Call<'_> {
-    /// read_logs: the filters are checked before anything is read; what is read is redacted,
-    /// then recorded, then rendered.
-    pub(crate) async fn read_logs(&self, a: &ReadLogs) -> Result<Executed, Failure> {
-        logs::check(a).map_err(Failure::from)?;
-        let window = a.scan();
-        let mut done = Executed::default();
-        let (label, text, more_before) = match a.source {
-            LogSource::Activity => {
-                // `check` made sure a given id parses.
-                let session = a
-                    .session
-                    .as_deref()
-                    .and_then(aido_journal::SessionId::parse)
-                    .unwrap_or(self.session);
-                let records = self
-                    .shared
-                    .journal
-                    .all_records(session)
-                    .map_err(Failure::from)?;
-                let all = logs::activity(&records);
-                let bytes = crate::fs::tools::from_line_start(
-                    tail_of(all.as_bytes(), window),
-                    all.len() as u64 > window,
-                );
-                let text = redact::redact(&String::from_utf8_lossy(&bytes));
-                let label = format!("journal:{session}");
-                let more = all.len() as u64 > window;
-                done.outcome.inputs.push(Input::Answer {
-                    from: logs::ACTIVITY_FROM.into(),
-                    value: json!({"label": label, "text": text, "more_before": more}),
-                });
-                (label, text, more)
-            }
-            LogSource::Aido => {
-                let home = self.shared.policy.aido_home().to_owned();
-                let (bytes, more) =
-                    tokio::task::spawn_blocking(move || read_own_log(&home, window))
-                        .await
-                        .map_err(|e| internal(e.to_string()))?
-                        .map_err(|e| {
-                            let path = log_path(self.shared.policy.aido_home());
-                            Failure::from(crate::fs::FsError::io(
-                                "read aido's log",
-                                &path.display().to_string(),
-                                e,
-                            ))
-                        })?;
-                let label = log_path(self.shared.policy.aido_home())
-                    .display()
-                    .to_string();
-                let text = redact::redact(&String::from_utf8_lossy(&bytes));
-                lines_read(&mut done, &label, &text, more);
-                (label, text, more)
-            }
-            LogSource::File => {
-                let path = a.path.clone().unwrap_or_default();
-                let session = self.ctx.clone();
-                let tail = self
-                    .shared
-                    .bodies
-                    .fs
-                    .ask(self.shared.action_timeout(), |reply| FsMsg::Tail {
-                        path,
-                        window,
-                        session,
-                        reply,
-                    })
-                    .await?;
-                let text = redact::redact(&String::from_utf8_lossy(&tail.bytes));
-                lines_read(&mut done, &tail.path, &text, tail.more_before);
-                (tail.path, text, tail.more_before)
-            }
-        };
-        let read = Window {
-            label: &label,
-            text: &text,
-            more_before,
-            redacted: redact::count(&text),
-        };
-        let outcome = logs::render(a, &read).map_err(Failure::from)?;
-        Ok(aido_walk::walk::outcome(done, |_| outcome))
-    }
+/// read_logs: the filters are checked before anything is read; what is read is redacted,
+/// then recorded, then rendered.
+pub(crate) async fn read_logs(call: &Call<'_>, a: &ReadLogs) -> Result<Executed, Failure> {
+    logs::check(a).map_err(Failure::from)?;
+    let window = a.scan();
+    let mut done = Executed::default();
+    let (label, text, more_before) = match a.source {
+        LogSource::Activity => {
+            // `check` made sure a given id parses.
+            let session = a
+                .session
+                .as_deref()
+                .and_then(aido_journal::SessionId::parse)
+                .unwrap_or(call.session);
+            let records = call
+                .shared
+                .journal
+                .all_records(session)
+                .map_err(Failure::from)?;
+            let all = logs::activity(&records);
+            let bytes = crate::fs::tools::from_line_start(
+                tail_of(all.as_bytes(), window),
+                all.len() as u64 > window,
+            );
+            let text = redact::redact(&String::from_utf8_lossy(&bytes));
+            let label = format!("journal:{session}");
+            let more = all.len() as u64 > window;
+            done.outcome.inputs.push(Input::Answer {
+                from: logs::ACTIVITY_FROM.into(),
+                value: json!({"label": label, "text": text, "more_before": more}),
+            });
+            (label, text, more)
+        }
+        LogSource::Aido => {
+            let home = call.shared.policy.aido_home().to_owned();
+            let (bytes, more) = tokio::task::spawn_blocking(move || read_own_log(&home, window))
+                .await
+                .map_err(|e| internal(e.to_string()))?
+                .map_err(|e| {
+                    let path = log_path(call.shared.policy.aido_home());
+                    Failure::from(crate::fs::FsError::io(
+                        "read aido's log",
+                        &path.display().to_string(),
+                        e,
+                    ))
+                })?;
+            let label = log_path(call.shared.policy.aido_home())
+                .display()
+                .to_string();
+            let text = redact::redact(&String::from_utf8_lossy(&bytes));
+            lines_read(&mut done, &label, &text, more);
+            (label, text, more)
+        }
+        LogSource::File => {
+            let path = a.path.clone().unwrap_or_default();
+            let session = call.ctx.clone();
+            let tail = call
+                .shared
+                .bodies
+                .fs
+                .ask(call.shared.action_timeout(), |reply| FsMsg::Tail {
+                    path,
+                    window,
+                    session,
+                    reply,
+                })
+                .await?;
+            let text = redact::redact(&String::from_utf8_lossy(&tail.bytes));
+            lines_read(&mut done, &tail.path, &text, tail.more_before);
+            (tail.path, text, tail.more_before)
+        }
+    };
+    let read = Window {
+        label: &label,
+        text: &text,
+        more_before,
+        redacted: redact::count(&text),
+    };
+    let outcome = logs::render(a, &read).map_err(Failure::from)?;
+    Ok(aido_walk::walk::outcome(done, |_| outcome))
 }
 
 /// Record a redacted window of a file: the text goes to the blob store.

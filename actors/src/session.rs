@@ -9,6 +9,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::call::{Call, Children};
 use crate::error::RuntimeError;
+use crate::executor::Live;
 use crate::hooks::{ConfirmAnswer, Hooks};
 use crate::observe::{ActionReport, CommitReport, Judged};
 use crate::shared::Shared;
@@ -391,14 +392,14 @@ impl Session {
         let started = shared.clock.now_ms();
         // The body uses the paths the chain resolved instead of resolving them again.
         let ctx = self.context(admitted);
-        let mut executor = Call {
+        let mut executor = Live(Call {
             shared: shared.clone(),
             session: self.id,
             proposal: seq,
             ctx: &ctx,
             hooks: &hooks,
             children: Some(self),
-        };
+        });
         let result = executor.exec(&action).await;
         // The outcome of an action that changed nothing is answered once it is written to the
         // journal's tail (it survives kill -9), unless every record is to be flushed.
@@ -467,14 +468,14 @@ impl Session {
         // it), so playback finds what it recorded where it looks for it.
         let ctx = self.context(admitted);
         let read = async {
-            let mut executor = Call {
+            let mut executor = Live(Call {
                 shared: shared.clone(),
                 session: self.id,
                 proposal: 0,
                 ctx: &ctx,
                 hooks: &hooks,
                 children: None,
-            };
+            });
             executor.exec(&action).await
         };
         let (sequenced, result) = tokio::join!(queued.sequenced(), read);

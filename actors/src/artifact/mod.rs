@@ -37,7 +37,7 @@ pub use place::ARTIFACTS_DIR;
 pub(crate) use place::Artifacts;
 
 /// The store's place and listener the shared state holds.
-pub(crate) mod place;
+pub(crate) use aido_context::artifact::place;
 
 /// Longest title, in bytes.
 const TITLE_BYTES_MAX: usize = 200;

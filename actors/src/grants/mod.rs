@@ -19,7 +19,7 @@ pub(crate) use store::Grants;
 use store::failure;
 
 /// The store the shared state holds.
-pub(crate) mod store;
+pub(crate) use aido_context::grants::store;
 
 /// The grants file under `AIDO_HOME`.
 pub const GRANTS_FILE: &str = "grants.sqlite";

@@ -23,32 +23,32 @@ use crate::search::SearchBody;
 use crate::vm::VmBody;
 
 /// The table of bodies.
-pub(crate) struct Bodies {
+pub struct Bodies {
     /// The filesystem body.
-    pub(crate) fs: Slot<FsBody>,
+    pub fs: Slot<FsBody>,
     /// The VM body.
     #[cfg(feature = "prim-vm")]
-    pub(crate) vm: Slot<VmBody>,
+    pub vm: Slot<VmBody>,
     /// The memory body.
     #[cfg(feature = "prim-memory")]
-    pub(crate) memory: Slot<MemoryBody>,
+    pub memory: Slot<MemoryBody>,
     /// The process body.
     #[cfg(feature = "prim-process")]
-    pub(crate) process: Slot<ProcessBody>,
+    pub process: Slot<ProcessBody>,
     /// The search body.
     #[cfg(feature = "prim-search")]
-    pub(crate) search: Slot<SearchBody>,
+    pub search: Slot<SearchBody>,
     /// The net body.
     #[cfg(feature = "prim-net")]
-    pub(crate) net: Slot<NetBody>,
+    pub net: Slot<NetBody>,
     /// The desktop body.
     #[cfg(feature = "prim-desktop")]
-    pub(crate) desktop: Slot<DesktopBody>,
+    pub desktop: Slot<DesktopBody>,
 }
 
 impl Bodies {
     /// Every body, for supervision.
-    pub(crate) fn all(&self) -> Vec<&dyn Supervised> {
+    pub fn all(&self) -> Vec<&dyn Supervised> {
         vec![
             &self.fs,
             #[cfg(feature = "prim-vm")]
@@ -67,7 +67,7 @@ impl Bodies {
     }
 
     /// The body whose actor is `id`.
-    pub(crate) fn find(&self, id: ActorId) -> Option<&dyn Supervised> {
+    pub fn find(&self, id: ActorId) -> Option<&dyn Supervised> {
         self.all().into_iter().find(|b| b.is(id))
     }
 }

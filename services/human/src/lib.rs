@@ -33,33 +33,29 @@ use aido_walk::Executed;
 use aido_walk::human::{ANSWER_FROM, render, timeout_ms};
 use serde_json::{Value, json};
 
-use crate::error::RuntimeError;
-use crate::hooks::{Asker, ConfirmAnswer, Elicited, Hooks};
-use crate::shared::Shared;
+use aido_context::call::Call;
+use aido_context::error::RuntimeError;
+use aido_context::hooks::{Asker, ConfirmAnswer, Elicited, Hooks};
+use aido_context::shared::Shared;
 
 pub use aido_actions::human::{Answerer, Surface};
 pub use aido_walk::human::{HumanError, Kind, Question};
 pub use store::{Questions, Stored, question_id};
 
-pub use crate::shared::QUESTIONS_FILE;
+pub use aido_context::shared::QUESTIONS_FILE;
 
 /// How often a waiting call looks at the store for an answer.
 const POLL_MS: u64 = 200;
 
 /// Run a human primitive for `session`'s action at `proposal`.
-pub(crate) async fn run(
-    shared: &Shared,
-    hooks: &Hooks,
-    session: String,
-    proposal: u64,
-    action: HumanAction,
-) -> Result<Executed, Failure> {
+pub async fn run(call: &Call<'_>, action: HumanAction) -> Result<Executed, Failure> {
+    let (shared, hooks) = (call.shared.as_ref(), call.hooks);
     let max_ms = shared.config_limits().confirm_timeout_ms;
     let (question, answer) = match Question::of(&action) {
         Some(checked) => {
             let (question, asked) = checked?;
             let timeout = timeout_ms(asked, max_ms)?;
-            let id = put(shared, &session, proposal, &question).await?;
+            let id = put(shared, &call.session.to_string(), call.proposal, &question).await?;
             let elicitation = hooks
                 .asker
                 .clone()
@@ -108,13 +104,13 @@ pub(crate) async fn run(
 const CONFIRM_PROMPT_CHARS_MAX: usize = aido_walk::human::QUESTION_CHARS_MAX;
 
 /// How a policy confirmation (a `confirm` verdict) ended.
-pub(crate) struct Confirmed {
+pub struct Confirmed {
     /// What it came to.
-    pub(crate) answer: ConfirmAnswer,
+    pub answer: ConfirmAnswer,
     /// The stored question every surface was shown.
-    pub(crate) question: String,
+    pub question: String,
     /// Who answered; `None` when nobody did.
-    pub(crate) by: Option<Answerer>,
+    pub by: Option<Answerer>,
 }
 
 /// Ask a person whether the action at `session`'s `proposal` may run (the policy's mode is
@@ -122,7 +118,7 @@ pub(crate) struct Confirmed {
 /// `aido answer`), raced against the client's elicitation when it can show one; the first
 /// answer wins, the question is then closed, and the others are refused. Bounded by `[limits]
 /// confirm_timeout_ms`.
-pub(crate) async fn confirm(
+pub async fn confirm(
     shared: &Shared,
     hooks: &Hooks,
     session: &str,
@@ -194,7 +190,7 @@ async fn put(
 }
 
 /// What the client's form came back with, as [`race`] takes it.
-pub(crate) enum Heard {
+pub enum Heard {
     /// A checked answer (`Some`), or a decline (`None`).
     Answer(Option<Value>),
     /// The person dismissed the form.
@@ -205,10 +201,10 @@ pub(crate) enum Heard {
 
 /// The client's form, running: its answer, or why it cannot be taken (an answer that does
 /// not fit the question).
-pub(crate) type Elicitation = Pin<Box<dyn Future<Output = Result<Heard, Failure>> + Send>>;
+pub type Elicitation = Pin<Box<dyn Future<Output = Result<Heard, Failure>> + Send>>;
 
 /// How a [`race`] ended.
-pub(crate) enum Settled {
+pub enum Settled {
     /// Accepted or declined, by whoever answered first (`stored.by`).
     Answered(Stored),
     /// The person dismissed the client's form; the question is closed.

@@ -29,8 +29,8 @@ pub use engine::Limits;
 pub use error::ScriptError;
 pub use store::{Definition, Store};
 
-use crate::call::Call;
-use crate::hooks::Hooks;
+use aido_context::call::Call;
+use aido_context::hooks::Hooks;
 
 /// Whether `name` may name a definition: `^[a-z][a-z0-9_]{0,40}$`.
 pub fn name_ok(name: &str) -> bool {
@@ -160,181 +160,181 @@ pub fn check_args(name: &str, schema: &Object, args: &Object) -> Result<(), Scri
     Ok(())
 }
 
-impl Call<'_> {
-    /// Run a script primitive. The answer is recorded; the result is rendered from it.
-    pub(crate) async fn script(&self, action: ScriptAction) -> Result<Executed, Failure> {
-        let store = Store::new(&self.shared.scripts);
-        let answer = match &action {
-            ScriptAction::DefineFunction(d) => {
-                self.define(
-                    &store,
-                    DefinitionKind::Function,
-                    &d.name,
-                    &d.description,
-                    None,
-                    &d.source,
-                )
-                .await?
-            }
-            ScriptAction::DefinePrimitive(d) => {
-                check_schema(&d.input_schema)?;
-                self.define(
-                    &store,
-                    DefinitionKind::Primitive,
-                    &d.name,
-                    &d.description,
-                    Some(d.input_schema.clone()),
-                    &d.source,
-                )
-                .await?
-            }
-            ScriptAction::CallFunction(c) => self.call(&store, DefinitionKind::Function, c).await?,
-            ScriptAction::CallPrimitive(c) => {
-                self.call(&store, DefinitionKind::Primitive, c).await?
-            }
-            ScriptAction::ListFunctions(l) => list(&store, DefinitionKind::Function, l.source)?,
-            ScriptAction::ListCustomPrimitives(l) => {
-                list(&store, DefinitionKind::Primitive, l.source)?
-            }
-            ScriptAction::DeleteFunction(d) => {
-                deleted(store.delete(&d.name, DefinitionKind::Function)?)
-            }
-            ScriptAction::DeletePrimitive(d) => {
-                deleted(store.delete(&d.name, DefinitionKind::Primitive)?)
-            }
-        };
-        let mut done = Executed::new(aido_walk::script::render(&action, &answer));
-        done.outcome.inputs.push(Input::Answer {
-            from: aido_walk::script::ANSWER_FROM.into(),
-            value: answer,
-        });
-        Ok(done)
-    }
-
-    async fn define(
-        &self,
-        store: &Store,
-        kind: DefinitionKind,
-        name: &str,
-        description: &str,
-        input_schema: Option<Object>,
-        source: &str,
-    ) -> Result<Value, ScriptError> {
-        check_name(name)?;
-        check_size(
-            "description",
-            description,
-            aido_actions::script::DESCRIPTION_BYTES_MAX,
-        )?;
-        check_size("source", source, aido_actions::script::SOURCE_BYTES_MAX)?;
-        let compiled = source.to_owned();
-        tokio::task::spawn_blocking(move || engine::compile(&compiled, &Limits::default()))
-            .await
-            .map_err(|e| ScriptError::Runtime { why: e.to_string() })??;
-        let def = Definition {
-            v: 1,
-            name: name.to_owned(),
-            kind,
-            description: description.to_owned(),
-            input_schema,
-            source: source.to_owned(),
-            hash: Definition::hash_of(source),
-            session: self.session.to_string(),
-            proposal: self.proposal,
-        };
-        let replaced = store.put(&def)?;
-        Ok(json!({
-            "name": def.name, "kind": kind.name(), "hash": def.hash, "replaced": replaced,
-            "engine": "rhai 1.27",
-        }))
-    }
-
-    /// Run a definition: the script on a blocking thread, each host call a child action run
-    /// here through the session.
-    async fn call(
-        &self,
-        store: &Store,
-        kind: DefinitionKind,
-        call: &CallDefinition,
-    ) -> Result<Value, Failure> {
-        let not_found = || ScriptError::NotFound {
-            name: call.name.clone(),
-            kind: kind.name(),
-        };
-        if !name_ok(&call.name) {
-            return Err(not_found().into());
+/// Run a script primitive. The answer is recorded; the result is rendered from it.
+pub async fn run(call: &Call<'_>, action: ScriptAction) -> Result<Executed, Failure> {
+    let store = Store::new(&call.shared.scripts);
+    let answer = match &action {
+        ScriptAction::DefineFunction(d) => {
+            define(
+                call,
+                &store,
+                DefinitionKind::Function,
+                &d.name,
+                &d.description,
+                None,
+                &d.source,
+            )
+            .await?
         }
-        let def = store
-            .get(&call.name)?
-            .filter(|d| d.kind == kind)
-            .ok_or_else(not_found)?;
-        if let Some(schema) = &def.input_schema {
-            check_args(&def.name, schema, &call.args)?;
+        ScriptAction::DefinePrimitive(d) => {
+            check_schema(&d.input_schema)?;
+            define(
+                call,
+                &store,
+                DefinitionKind::Primitive,
+                &d.name,
+                &d.description,
+                Some(d.input_schema.clone()),
+                &d.source,
+            )
+            .await?
         }
-        let Some(runner) = self.children else {
-            return Err(ScriptError::Runtime {
-                why: "this call has no session to run host calls in".into(),
+        ScriptAction::CallFunction(c) => {
+            call_definition(call, &store, DefinitionKind::Function, c).await?
+        }
+        ScriptAction::CallPrimitive(c) => {
+            call_definition(call, &store, DefinitionKind::Primitive, c).await?
+        }
+        ScriptAction::ListFunctions(l) => list(&store, DefinitionKind::Function, l.source)?,
+        ScriptAction::ListCustomPrimitives(l) => list(&store, DefinitionKind::Primitive, l.source)?,
+        ScriptAction::DeleteFunction(d) => {
+            deleted(store.delete(&d.name, DefinitionKind::Function)?)
+        }
+        ScriptAction::DeletePrimitive(d) => {
+            deleted(store.delete(&d.name, DefinitionKind::Primitive)?)
+        }
+    };
+    let mut done = Executed::new(aido_walk::script::render(&action, &answer));
+    done.outcome.inputs.push(Input::Answer {
+        from: aido_walk::script::ANSWER_FROM.into(),
+        value: answer,
+    });
+    Ok(done)
+}
+
+async fn define(
+    call: &Call<'_>,
+    store: &Store,
+    kind: DefinitionKind,
+    name: &str,
+    description: &str,
+    input_schema: Option<Object>,
+    source: &str,
+) -> Result<Value, ScriptError> {
+    check_name(name)?;
+    check_size(
+        "description",
+        description,
+        aido_actions::script::DESCRIPTION_BYTES_MAX,
+    )?;
+    check_size("source", source, aido_actions::script::SOURCE_BYTES_MAX)?;
+    let compiled = source.to_owned();
+    tokio::task::spawn_blocking(move || engine::compile(&compiled, &Limits::default()))
+        .await
+        .map_err(|e| ScriptError::Runtime { why: e.to_string() })??;
+    let def = Definition {
+        v: 1,
+        name: name.to_owned(),
+        kind,
+        description: description.to_owned(),
+        input_schema,
+        source: source.to_owned(),
+        hash: Definition::hash_of(source),
+        session: call.session.to_string(),
+        proposal: call.proposal,
+    };
+    let replaced = store.put(&def)?;
+    Ok(json!({
+        "name": def.name, "kind": kind.name(), "hash": def.hash, "replaced": replaced,
+        "engine": "rhai 1.27",
+    }))
+}
+
+/// Run a definition: the script on a blocking thread, each host call a child action run
+/// here through the session.
+async fn call_definition(
+    at: &Call<'_>,
+    store: &Store,
+    kind: DefinitionKind,
+    call: &CallDefinition,
+) -> Result<Value, Failure> {
+    let not_found = || ScriptError::NotFound {
+        name: call.name.clone(),
+        kind: kind.name(),
+    };
+    if !name_ok(&call.name) {
+        return Err(not_found().into());
+    }
+    let def = store
+        .get(&call.name)?
+        .filter(|d| d.kind == kind)
+        .ok_or_else(not_found)?;
+    if let Some(schema) = &def.input_schema {
+        check_args(&def.name, schema, &call.args)?;
+    }
+    let Some(runner) = at.children else {
+        return Err(ScriptError::Runtime {
+            why: "this call has no session to run host calls in".into(),
+        }
+        .into());
+    };
+    let timeout_ms = at.shared.config_limits().action_timeout_ms;
+    let stop = engine::Stop {
+        deadline: Instant::now() + Duration::from_millis(timeout_ms),
+        timeout_ms,
+        cancel: at.hooks.cancel.clone(),
+    };
+    let (host, mut calls) = tokio::sync::mpsc::unbounded_channel::<engine::HostCall>();
+    let (source, args) = (def.source.clone(), call.args.clone());
+    let mut job = tokio::task::spawn_blocking(move || {
+        engine::run(&source, &args, &Limits::default(), &stop, host)
+    });
+    // A child gets the agent's ways to ask a human and its cancel, not the progress token
+    // (the progress is the script's).
+    let hooks = Hooks {
+        progress: None,
+        ..at.hooks.clone()
+    };
+    let mut children = Vec::new();
+    let ran = loop {
+        tokio::select! {
+            Some(asked) = calls.recv() => {
+                let primitive = asked.action.primitive();
+                let answer = match runner
+                    .run_child(asked.action, hooks.clone(), at.proposal)
+                    .await
+                {
+                    Ok(ran) => {
+                        children.push(aido_walk::script::child(Some(ran.seq), primitive, None));
+                        Ok((ran.seq, ran.outcome.output))
+                    }
+                    Err(e) => {
+                        children.push(aido_walk::script::child(e.seq, primitive, Some(&e.failure.code)));
+                        Err(engine::ChildFailed {
+                            seq: e.seq,
+                            code: e.failure.code,
+                            message: e.failure.message,
+                        })
+                    }
+                };
+                // The script may have stopped waiting (its deadline): nothing to tell it.
+                let _ = asked.reply.send(answer);
             }
-            .into());
-        };
-        let timeout_ms = self.shared.config_limits().action_timeout_ms;
-        let stop = engine::Stop {
-            deadline: Instant::now() + Duration::from_millis(timeout_ms),
-            timeout_ms,
-            cancel: self.hooks.cancel.clone(),
-        };
-        let (host, mut calls) = tokio::sync::mpsc::unbounded_channel::<engine::HostCall>();
-        let (source, args) = (def.source.clone(), call.args.clone());
-        let mut job = tokio::task::spawn_blocking(move || {
-            engine::run(&source, &args, &Limits::default(), &stop, host)
-        });
-        // A child gets the agent's ways to ask a human and its cancel, not the progress token
-        // (the progress is the script's).
-        let hooks = Hooks {
-            progress: None,
-            ..self.hooks.clone()
-        };
-        let mut children = Vec::new();
-        let ran = loop {
-            tokio::select! {
-                Some(asked) = calls.recv() => {
-                    let primitive = asked.action.primitive();
-                    let answer = match runner
-                        .run_child(asked.action, hooks.clone(), self.proposal)
-                        .await
-                    {
-                        Ok(ran) => {
-                            children.push(aido_walk::script::child(Some(ran.seq), primitive, None));
-                            Ok((ran.seq, ran.outcome.output))
-                        }
-                        Err(e) => {
-                            children.push(aido_walk::script::child(e.seq, primitive, Some(&e.failure.code)));
-                            Err(engine::ChildFailed {
-                                seq: e.seq,
-                                code: e.failure.code,
-                                message: e.failure.message,
-                            })
-                        }
-                    };
-                    // The script may have stopped waiting (its deadline): nothing to tell it.
-                    let _ = asked.reply.send(answer);
-                }
-                joined = &mut job => break joined,
-            }
-        };
-        let ran = ran.map_err(|e| ScriptError::Runtime { why: e.to_string() })?;
-        match ran {
-            Ok(ran) => Ok(json!({
-                "name": def.name, "kind": kind.name(), "hash": def.hash,
-                "result": ran.result, "calls": children, "log": ran.log,
-            })),
-            Err(e) => {
-                let failure = Failure::from(e);
-                let mut details = failure.details.clone().unwrap_or_else(|| json!({}));
-                details["calls"] = json!(children);
-                details["hash"] = json!(def.hash);
-                Err(failure.with_details(details))
-            }
+            joined = &mut job => break joined,
+        }
+    };
+    let ran = ran.map_err(|e| ScriptError::Runtime { why: e.to_string() })?;
+    match ran {
+        Ok(ran) => Ok(json!({
+            "name": def.name, "kind": kind.name(), "hash": def.hash,
+            "result": ran.result, "calls": children, "log": ran.log,
+        })),
+        Err(e) => {
+            let failure = Failure::from(e);
+            let mut details = failure.details.clone().unwrap_or_else(|| json!({}));
+            details["calls"] = json!(children);
+            details["hash"] = json!(def.hash);
+            Err(failure.with_details(details))
         }
     }
 }
@@ -354,7 +354,7 @@ fn deleted(def: Definition) -> Value {
 }
 
 /// The definitions an MCP tool list shows.
-pub fn tools(dir: &std::path::Path) -> Vec<crate::shared::DefinedTool> {
+pub fn tools(dir: &std::path::Path) -> Vec<aido_context::shared::DefinedTool> {
     let defs = match Store::new(dir).all() {
         Ok(d) => d,
         Err(e) => {
@@ -363,7 +363,7 @@ pub fn tools(dir: &std::path::Path) -> Vec<crate::shared::DefinedTool> {
         }
     };
     defs.into_iter()
-        .map(|d| crate::shared::DefinedTool {
+        .map(|d| aido_context::shared::DefinedTool {
             input_schema: d.input_schema.clone().unwrap_or_else(|| {
                 let mut o = Object::new();
                 o.insert("type".into(), json!("object"));

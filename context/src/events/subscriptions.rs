@@ -12,34 +12,34 @@ use tokio_util::sync::CancellationToken;
 use super::error::EventsError;
 
 /// Most subscriptions (and reactions) one session holds.
-pub(crate) const SUBSCRIPTIONS_MAX: usize = 16;
+pub const SUBSCRIPTIONS_MAX: usize = 16;
 /// Changes queued between notify's thread and a subscription's task; more are dropped and
 /// counted as `lagged`.
-pub(crate) const QUEUE_EVENTS_MAX: usize = 4096;
+pub const QUEUE_EVENTS_MAX: usize = 4096;
 /// Most changed paths one batch delivers; the rest are counted as `lagged`.
-pub(crate) const BATCH_CHANGES_MAX: usize = 256;
+pub const BATCH_CHANGES_MAX: usize = 256;
 /// How long a session's end waits for its subscriptions' tasks (a batch being journaled, a
 /// reaction firing) before it is journaled itself.
 const END_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long after a firing ends changes of the paths it changed are not fed back to it.
-pub(crate) const OWN_CHANGES_SETTLE_MS: u64 = 1_000;
+pub const OWN_CHANGES_SETTLE_MS: u64 = 1_000;
 
 /// What a subscription counted, shown by list_subscriptions and unsubscribe.
 #[derive(Default)]
-pub(crate) struct Stats {
-    pub(crate) batches: AtomicU64,
-    pub(crate) delivered: AtomicU64,
-    pub(crate) lagged: AtomicU64,
-    pub(crate) fired: AtomicU64,
-    pub(crate) denied: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) rate_limited: AtomicU64,
-    pub(crate) suppressed: AtomicU64,
-    pub(crate) ended: Mutex<Option<&'static str>>,
+pub struct Stats {
+    pub batches: AtomicU64,
+    pub delivered: AtomicU64,
+    pub lagged: AtomicU64,
+    pub fired: AtomicU64,
+    pub denied: AtomicU64,
+    pub failed: AtomicU64,
+    pub rate_limited: AtomicU64,
+    pub suppressed: AtomicU64,
+    pub ended: Mutex<Option<&'static str>>,
 }
 
 impl Stats {
-    pub(crate) fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let ended = self.ended.lock().map(|e| *e).unwrap_or(None);
         json!({
@@ -55,7 +55,7 @@ impl Stats {
         })
     }
 
-    pub(crate) fn end(&self, why: &'static str) {
+    pub fn end(&self, why: &'static str) {
         if let Ok(mut ended) = self.ended.lock() {
             ended.get_or_insert(why);
         }
@@ -63,15 +63,15 @@ impl Stats {
 }
 
 /// One live subscription. Dropping it stops its watcher and its task.
-pub(crate) struct Entry {
-    pub(crate) session: SessionId,
+pub struct Entry {
+    pub session: SessionId,
     /// What list_subscriptions shows of how it was made.
-    pub(crate) info: Value,
-    pub(crate) stats: Arc<Stats>,
-    pub(crate) _watcher: notify::RecommendedWatcher,
-    pub(crate) stop: CancellationToken,
+    pub info: Value,
+    pub stats: Arc<Stats>,
+    pub _watcher: notify::RecommendedWatcher,
+    pub stop: CancellationToken,
     /// The task that journals and delivers its batches.
-    pub(crate) task: Option<tokio::task::JoinHandle<()>>,
+    pub task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Entry {
@@ -82,13 +82,13 @@ impl Drop for Entry {
 
 /// Every subscription of this runtime, by id.
 #[derive(Default)]
-pub(crate) struct Subscriptions {
-    pub(crate) next: AtomicU64,
-    pub(crate) table: Mutex<BTreeMap<String, Entry>>,
+pub struct Subscriptions {
+    pub next: AtomicU64,
+    pub table: Mutex<BTreeMap<String, Entry>>,
 }
 
 impl Subscriptions {
-    pub(crate) fn locked<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Entry>) -> T) -> T {
+    pub fn locked<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Entry>) -> T) -> T {
         let mut table = match self.table.lock() {
             Ok(t) => t,
             Err(poisoned) => poisoned.into_inner(),
@@ -99,7 +99,7 @@ impl Subscriptions {
     /// End every subscription of `session` (it closed).
     /// Ends `session`'s subscriptions and waits (a bounded while) for their tasks, so no batch
     /// is journaled after the session's end.
-    pub(crate) async fn end_session(&self, session: SessionId) {
+    pub async fn end_session(&self, session: SessionId) {
         let mut ended: Vec<Entry> = self.locked(|table| {
             let ids: Vec<String> = table
                 .iter()
@@ -123,7 +123,7 @@ impl Subscriptions {
     }
 
     /// unsubscribe: end one of `session`'s subscriptions.
-    pub(crate) fn remove(&self, session: SessionId, id: &str) -> Result<Value, EventsError> {
+    pub fn remove(&self, session: SessionId, id: &str) -> Result<Value, EventsError> {
         let entry = self.locked(|table| match table.get(id) {
             Some(e) if e.session == session => table.remove(id),
             _ => None,
@@ -139,7 +139,7 @@ impl Subscriptions {
     }
 
     /// list_subscriptions: `session`'s subscriptions with their counts.
-    pub(crate) fn list(&self, session: SessionId) -> Value {
+    pub fn list(&self, session: SessionId) -> Value {
         let listed: Vec<Value> = self.locked(|table| {
             table
                 .values()

@@ -3,9 +3,8 @@
 //! every body call take a [`Call`]; a service is a plain function of it.
 //!
 //! A call can start child actions (a script's host calls, a reaction to a file change) only
-//! through [`Children`], which the session implements: the services below the session never
-//! name it, so the crate's modules stay layered (`shared` <- `call` <- services <-
-//! `executor` <- `session` <- `runtime`).
+//! through [`Children`], which the session (in `aido-actors`) implements: the services, in
+//! crates below the runtime, never name it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -43,7 +42,7 @@ pub struct RunError {
 }
 
 impl RunError {
-    pub(crate) fn plain(seq: Option<u64>, failure: Failure) -> Self {
+    pub fn plain(seq: Option<u64>, failure: Failure) -> Self {
         Self {
             seq,
             failure,
@@ -53,19 +52,12 @@ impl RunError {
     }
 }
 
-#[cfg_attr(
-    not(any(feature = "prim-script", feature = "prim-process")),
-    allow(dead_code)
-)]
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed future a [`Children`] method answers with.
+pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How a call starts child actions: each judged by the policy chain, proposed and journaled
 /// with its parent's seq, and run like anything the agent does (the session implements it).
-#[cfg_attr(
-    not(any(feature = "prim-script", feature = "prim-process")),
-    allow(dead_code)
-)]
-pub(crate) trait Children: Send + Sync {
+pub trait Children: Send + Sync {
     /// Run `action` as a child of proposal `parent`.
     fn run_child(
         &self,
@@ -86,22 +78,18 @@ pub(crate) trait Children: Send + Sync {
 
 /// One call: the session and proposal it runs for, the session's context, what the surface
 /// lends it, the runtime's shared state, and a way to start child actions.
-pub(crate) struct Call<'a> {
+pub struct Call<'a> {
     /// The runtime's shared state.
-    pub(crate) shared: Arc<Shared>,
+    pub shared: Arc<Shared>,
     /// The session.
-    pub(crate) session: SessionId,
+    pub session: SessionId,
     /// The seq of the proposal being run.
-    pub(crate) proposal: u64,
+    pub proposal: u64,
     /// The session's context (working directory, grant, admissions).
-    pub(crate) ctx: &'a SessionContext,
+    pub ctx: &'a SessionContext,
     /// What the surface lends the call: asking a human, progress, cancellation.
-    pub(crate) hooks: &'a Hooks,
+    pub hooks: &'a Hooks,
     /// The session, for the child actions a script's host calls and a watch's reactions are
     /// (`None` where nothing can have children: a filesystem read run beside its proposal).
-    #[cfg_attr(
-        not(any(feature = "prim-script", feature = "prim-process")),
-        allow(dead_code)
-    )]
-    pub(crate) children: Option<&'a dyn Children>,
+    pub children: Option<&'a dyn Children>,
 }

@@ -23,7 +23,7 @@ pub enum ConfirmAnswer {
 }
 
 impl ConfirmAnswer {
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Self::Approved => "accepted",
             Self::Declined => "declined",

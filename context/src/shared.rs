@@ -1,5 +1,6 @@
 //! The state every actor of one runtime shares: the journal, the policy, the clock and the
-//! body table. The bottom of the crate: everything may use it, it uses none of the actors.
+//! body table. It points only down: at the journal, the policy, the bodies and the stores'
+//! own types.
 
 use std::sync::{Arc, OnceLock};
 
@@ -34,44 +35,42 @@ pub const QUESTIONS_FILE: &str = "questions.sqlite";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// State every actor of one runtime shares.
-pub(crate) struct Shared {
-    pub(crate) journal: Journal,
-    pub(crate) policy: Arc<PolicyEngine>,
-    pub(crate) clock: Arc<dyn Clock>,
+pub struct Shared {
+    pub journal: Journal,
+    pub policy: Arc<PolicyEngine>,
+    pub clock: Arc<dyn Clock>,
     /// The body table: each body's actor (replaced by the supervisor after a crash) and its
     /// restart history.
-    pub(crate) bodies: Bodies,
+    pub bodies: Bodies,
     /// The runtime's own journal session (body restarts are recorded there).
-    pub(crate) runtime_session: SessionId,
+    pub runtime_session: SessionId,
     /// Whether the runtime's session has its start record yet.
-    pub(crate) runtime_session_started: tokio::sync::Mutex<bool>,
+    pub runtime_session_started: tokio::sync::Mutex<bool>,
     /// Fault injection.
-    pub(crate) faults: Arc<Faults>,
+    pub faults: Arc<Faults>,
     /// The question store's file (AIDO_HOME/questions.sqlite).
-    #[cfg_attr(not(feature = "prim-human"), allow(dead_code))]
-    pub(crate) questions: std::path::PathBuf,
+    pub questions: std::path::PathBuf,
     /// The capability grants (AIDO_HOME/grants.sqlite).
-    pub(crate) grants: crate::grants::store::Grants,
+    pub grants: crate::grants::store::Grants,
     /// The definitions store's directory (AIDO_HOME/scripts).
-    #[cfg_attr(not(feature = "prim-script"), allow(dead_code))]
-    pub(crate) scripts: std::path::PathBuf,
+    pub scripts: std::path::PathBuf,
     /// The artifact store's place and the listener that serves artifacts (AIDO_HOME/artifacts).
     #[cfg(feature = "prim-artifact")]
-    pub(crate) artifacts: crate::artifact::place::Artifacts,
+    pub artifacts: crate::artifact::place::Artifacts,
     /// Who is told about each action and journal write (telemetry), once one is set.
-    pub(crate) observer: OnceLock<Arc<dyn Observer>>,
+    pub observer: OnceLock<Arc<dyn Observer>>,
     /// File-change subscriptions and reactions, by id (in memory: they end with their
     /// session).
     #[cfg(feature = "prim-process")]
-    pub(crate) events: crate::events::subscriptions::Subscriptions,
+    pub events: crate::events::subscriptions::Subscriptions,
     /// Each session's shared `/tmp` (the process body's too), let go when the session ends.
     #[cfg(feature = "prim-process")]
-    pub(crate) tmps: Arc<crate::process::SessionTmps>,
+    pub tmps: Arc<crate::process::SessionTmps>,
 }
 
 impl Shared {
     /// Journal an event of the runtime's own session, starting it on its first record.
-    pub(crate) async fn journal_runtime(&self, event: aido_journal::Event) {
+    pub async fn journal_runtime(&self, event: aido_journal::Event) {
         let now = self.clock.now_ms();
         let session = self.runtime_session;
         let mut started = self.runtime_session_started.lock().await;
@@ -92,12 +91,12 @@ impl Shared {
         }
     }
 
-    pub(crate) fn config_limits(&self) -> &aido_policy::Limits {
+    pub fn config_limits(&self) -> &aido_policy::Limits {
         &self.policy.config().limits
     }
 
     /// How long a body call may wait to be taken (`action_timeout_ms`).
-    pub(crate) fn action_timeout(&self) -> std::time::Duration {
+    pub fn action_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.config_limits().action_timeout_ms)
     }
 }

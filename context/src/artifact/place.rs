@@ -8,13 +8,13 @@ use aido_artifacts::Server;
 pub const ARTIFACTS_DIR: &str = "artifacts";
 
 /// The runtime's artifacts: the store's place and the listener, once started.
-pub(crate) struct Artifacts {
-    pub(crate) dir: PathBuf,
-    pub(crate) server: tokio::sync::Mutex<Option<Server>>,
+pub struct Artifacts {
+    pub dir: PathBuf,
+    pub server: tokio::sync::Mutex<Option<Server>>,
 }
 
 impl Artifacts {
-    pub(crate) fn new(aido_home: &std::path::Path) -> Self {
+    pub fn new(aido_home: &std::path::Path) -> Self {
         Self {
             dir: aido_home.join(ARTIFACTS_DIR),
             server: tokio::sync::Mutex::new(None),

@@ -7,13 +7,13 @@ use aido_actions::Failure;
 use aido_grants::{GrantError, GrantStore};
 
 /// The store, opened on first use (a runtime that never sees a grant never creates the file).
-pub(crate) struct Grants {
+pub struct Grants {
     path: PathBuf,
     store: Mutex<Option<Arc<GrantStore>>>,
 }
 
 impl Grants {
-    pub(crate) fn new(path: PathBuf) -> Self {
+    pub fn new(path: PathBuf) -> Self {
         Self {
             path,
             store: Mutex::new(None),
@@ -21,12 +21,12 @@ impl Grants {
     }
 
     /// The store, opening it if needed.
-    pub(crate) fn store(&self) -> Result<Arc<GrantStore>, Failure> {
+    pub fn store(&self) -> Result<Arc<GrantStore>, Failure> {
         self.open().map_err(|e| failure(&e))
     }
 
     /// The store, opening it if needed, with the store's own error.
-    pub(crate) fn open(&self) -> Result<Arc<GrantStore>, GrantError> {
+    pub fn open(&self) -> Result<Arc<GrantStore>, GrantError> {
         let mut slot = self
             .store
             .lock()
@@ -40,6 +40,6 @@ impl Grants {
     }
 }
 
-pub(crate) fn failure(e: &GrantError) -> Failure {
+pub fn failure(e: &GrantError) -> Failure {
     Failure::new(e.code(), e.to_string())
 }

@@ -43,20 +43,20 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{Call, Children};
-use crate::hooks::{Hooks, Notifier};
-use crate::shared::Shared;
+use aido_context::call::{Call, Children};
+use aido_context::hooks::{Hooks, Notifier};
+use aido_context::shared::Shared;
 use subscriptions::{
     BATCH_CHANGES_MAX, Entry, OWN_CHANGES_SETTLE_MS, QUEUE_EVENTS_MAX, SUBSCRIPTIONS_MAX, Stats,
 };
 
 /// The table of file-change subscriptions the shared state holds.
-pub(crate) mod subscriptions;
+pub use aido_context::events::subscriptions;
 
 pub use error::EventsError;
 
 /// Why a subscription call failed.
-pub(crate) mod error;
+pub use aido_context::events::error;
 
 /// What a subscription watches, checked and resolved.
 struct Watched {
@@ -392,7 +392,7 @@ fn register(
 }
 
 /// subscribe: start watching; the answer names the subscription.
-pub(crate) fn subscribe(call: &Call<'_>, s: &Subscribe) -> Result<Value, Failure> {
+pub fn subscribe(call: &Call<'_>, s: &Subscribe) -> Result<Value, Failure> {
     let notifier = notifier(call)?;
     let watched = Watched::of(
         &call.shared,
@@ -466,7 +466,7 @@ pub(crate) fn subscribe(call: &Call<'_>, s: &Subscribe) -> Result<Value, Failure
 
 /// watch_and_react: start watching; each change fires the reaction as a child action.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn watch(call: &Call<'_>, w: &WatchAndReact) -> Result<Value, Failure> {
+pub fn watch(call: &Call<'_>, w: &WatchAndReact) -> Result<Value, Failure> {
     let invalid = |why: String| Failure::from(EventsError::Invalid { why });
     let notifier = notifier(call)?;
     let runner = call
