@@ -38,6 +38,22 @@ use crate::search::SearchMsg;
 use crate::vm::VmMsg;
 use aido_call::{Body, Reply, Slot};
 
+/// A family's leaf: its body's call when this build holds the family (the cargo feature
+/// `$feature`), else `primitive_not_built`. The policy's `bodies` gate refuses an unbuilt
+/// family's action first; this answers the same if anything reaches here.
+macro_rules! family {
+    ($feature:literal, $body:ident, $action:ident, $run:expr) => {{
+        #[cfg(feature = $feature)]
+        let answer = $run;
+        #[cfg(not(feature = $feature))]
+        let answer = {
+            let _ = $action;
+            Err(crate::families::not_built(aido_actions::Body::$body))
+        };
+        answer
+    }};
+}
+
 /// The live world over one call: a type of the runtime's own, so the walk's [`World`] (and
 /// the runtime's primitives) can be implemented for the [`Call`] it wraps.
 pub(crate) struct Live<'a>(pub(crate) Call<'a>);
@@ -91,11 +107,16 @@ impl World for Live<'_> {
     }
 
     async fn machine(&mut self, action: VmAction) -> Answer<Executed, Infallible> {
-        Ok(self.vm(action).await)
+        Ok(family!("prim-vm", Machine, action, self.vm(action).await))
     }
 
     async fn process(&mut self, action: ProcessAction) -> Answer<Executed, Infallible> {
-        Ok(Live::process(self, action).await)
+        Ok(family!(
+            "prim-process",
+            Process,
+            action,
+            Live::process(self, action).await
+        ))
     }
 
     async fn runtime(&mut self, action: RuntimeAction) -> Answer<Executed, Infallible> {
@@ -103,31 +124,66 @@ impl World for Live<'_> {
     }
 
     async fn human(&mut self, action: HumanAction) -> Answer<Executed, Infallible> {
-        Ok(Live::human(self, action).await)
+        Ok(family!(
+            "prim-human",
+            Human,
+            action,
+            Live::human(self, action).await
+        ))
     }
 
     async fn memory(&mut self, action: MemoryAction) -> Answer<Executed, Infallible> {
-        Ok(Live::memory(self, action).await)
+        Ok(family!(
+            "prim-memory",
+            Memory,
+            action,
+            Live::memory(self, action).await
+        ))
     }
 
     async fn search(&mut self, action: SearchAction) -> Answer<Executed, Infallible> {
-        Ok(Live::search(self, action).await)
+        Ok(family!(
+            "prim-search",
+            Search,
+            action,
+            Live::search(self, action).await
+        ))
     }
 
     async fn net(&mut self, action: NetAction) -> Answer<Executed, Infallible> {
-        Ok(Live::net(self, action).await)
+        Ok(family!(
+            "prim-net",
+            Net,
+            action,
+            Live::net(self, action).await
+        ))
     }
 
     async fn desktop(&mut self, action: DesktopAction) -> Answer<Executed, Infallible> {
-        Ok(Live::desktop(self, action).await)
+        Ok(family!(
+            "prim-desktop",
+            Desktop,
+            action,
+            Live::desktop(self, action).await
+        ))
     }
 
     async fn script(&mut self, action: ScriptAction) -> Answer<Executed, Infallible> {
-        Ok(Live::script(self, action).await)
+        Ok(family!(
+            "prim-script",
+            Script,
+            action,
+            Live::script(self, action).await
+        ))
     }
 
     async fn artifact(&mut self, action: ArtifactAction) -> Answer<Executed, Infallible> {
-        Ok(Live::artifact(self, action).await)
+        Ok(family!(
+            "prim-artifact",
+            Artifact,
+            action,
+            Live::artifact(self, action).await
+        ))
     }
 
     async fn condition(&mut self, condition: &Condition) -> Answer<(bool, Executed), Infallible> {
@@ -710,54 +766,8 @@ impl Live<'_> {
     }
 }
 
-/// The twins of the body calls for the families this build lacks. The policy refuses their
-/// actions first (`primitive_not_built`); these answer the same if anything reaches them.
+/// What the runtime does without the VM family: there are no machines to snapshot.
 impl Live<'_> {
-    #[cfg(not(feature = "prim-artifact"))]
-    async fn artifact(&self, _action: ArtifactAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Artifact))
-    }
-
-    #[cfg(not(feature = "prim-script"))]
-    async fn script(&self, _action: ScriptAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Script))
-    }
-
-    #[cfg(not(feature = "prim-desktop"))]
-    async fn desktop(&self, _action: DesktopAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Desktop))
-    }
-
-    #[cfg(not(feature = "prim-net"))]
-    async fn net(&self, _action: NetAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Net))
-    }
-
-    #[cfg(not(feature = "prim-process"))]
-    async fn process(&self, _action: ProcessAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Process))
-    }
-
-    #[cfg(not(feature = "prim-human"))]
-    async fn human(&self, _action: HumanAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Human))
-    }
-
-    #[cfg(not(feature = "prim-memory"))]
-    async fn memory(&self, _action: MemoryAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Memory))
-    }
-
-    #[cfg(not(feature = "prim-search"))]
-    async fn search(&self, _action: SearchAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Search))
-    }
-
-    #[cfg(not(feature = "prim-vm"))]
-    async fn vm(&self, _action: VmAction) -> Result<Executed, Failure> {
-        Err(crate::families::not_built(aido_actions::Body::Machine))
-    }
-
     /// No machines run in a build without them.
     #[cfg(not(feature = "prim-vm"))]
     async fn snapshot_machines(&self, _id: &str) -> Result<Vec<String>, Failure> {

@@ -5,27 +5,16 @@ use aido_journal::{Event, Journal, SessionId};
 use aido_policy::{Config, Environment, FsResolver, PolicyEngine, SessionContext};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use aido_call::{Restarted, Slot, Supervised};
+use aido_call::{Restarted, Supervised};
 
 use crate::bodies::Bodies;
 use crate::clock::Clock;
-#[cfg(feature = "prim-desktop")]
-use crate::desktop::DesktopBodyArgs;
 use crate::error::StartError;
 use crate::faults::Faults;
-use crate::fs::FsBodyArgs;
-#[cfg(feature = "prim-memory")]
-use crate::memory::MemoryBodyArgs;
-#[cfg(feature = "prim-net")]
-use crate::net::NetBodyArgs;
-#[cfg(feature = "prim-process")]
-use crate::process::ProcessBodyArgs;
-#[cfg(feature = "prim-search")]
-use crate::search::SearchBodyArgs;
 use crate::session::{Session, SessionActor, SessionArgs};
 use crate::shared::Shared;
 #[cfg(feature = "prim-vm")]
-use crate::vm::{VmBodyArgs, VmMsg};
+use crate::vm::VmMsg;
 
 /// What a runtime is built from.
 pub struct RuntimeOptions {
@@ -46,12 +35,7 @@ pub struct Runtime {
     handle: tokio::task::JoinHandle<()>,
 }
 
-/// The memory store's file in AIDO_HOME (shared by every aido process of that home).
-pub const MEMORY_FILE: &str = "memory.sqlite";
-
-/// The background commands' registry in AIDO_HOME (one file per live handle, and the lost).
-#[cfg(feature = "prim-process")]
-const HANDLES_DIR: &str = "handles";
+pub use crate::bodies::MEMORY_FILE;
 pub use crate::shared::{DefinedTool, QUESTIONS_FILE, SCRIPTS_DIR, VERSION};
 
 /// How long a look at a body for a person (a machine's screen, its names) may wait.
@@ -60,7 +44,6 @@ const LOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runtime {
     /// Compile the policy, start the supervisor and the filesystem body.
-    #[allow(clippy::too_many_lines)]
     pub async fn start(options: RuntimeOptions) -> Result<Self, StartError> {
         // A family this build lacks is refused by the policy, so simulate says so too.
         let policy = Arc::new(
@@ -71,85 +54,19 @@ impl Runtime {
         // itself (a body restart), so quiet runs do not add a session per start.
         let runtime_session = options.clock.session_id();
         let faults = Arc::new(Faults::default());
-        let fs_args = FsBodyArgs {
-            policy: policy.clone(),
-            limits: options.config.limits.clone(),
-            clock: options.clock.clone(),
-            trash: crate::fs::actor::home_trash(&options.env.home),
-            faults: faults.clone(),
-            aido_home: options.env.aido_home.clone(),
-            blobs: options.journal.blob_store(),
-            journal_dir: options.journal.path().to_owned(),
-        };
-        #[cfg(feature = "prim-vm")]
-        let vm_args = VmBodyArgs {
-            clock: options.clock.clone(),
-            images: options.env.aido_home.join("vm").join("images"),
-            limits: options.config.vm.clone(),
-            computer: options.config.computer.clone(),
-        };
-        #[cfg(feature = "prim-memory")]
-        let memory_args = MemoryBodyArgs {
-            path: options.env.aido_home.join(MEMORY_FILE),
-            limits: Default::default(),
-        };
-        #[cfg(feature = "prim-process")]
-        let layers = crate::process::layers_base(&options.env.aido_home, policy.write_roots());
-        #[cfg(feature = "prim-process")]
-        let tmps = Arc::new(crate::process::SessionTmps::new(&layers));
-        #[cfg(feature = "prim-process")]
-        let process_args = ProcessBodyArgs {
-            policy: policy.clone(),
-            hidden: vec![
-                options.env.aido_home.clone(),
-                options.journal.path().to_owned(),
-            ],
-            globs: Arc::new(aido_sandbox::GlobIndex::persisted(
-                options.env.aido_home.join(crate::process::DENY_GLOBS_FILE),
-            )),
-            layers,
-            handles: Arc::new(crate::process::HandleTable::new(
-                options.env.aido_home.join(HANDLES_DIR),
-            )),
-            tmps: Arc::clone(&tmps),
-            faults: faults.clone(),
-        };
-        #[cfg(feature = "prim-search")]
-        let search_args = SearchBodyArgs {
-            policy: policy.clone(),
-            aido_home: std::fs::canonicalize(&options.env.aido_home)
-                .unwrap_or_else(|_| options.env.aido_home.clone()),
-        };
-        #[cfg(feature = "prim-net")]
-        let net_args = NetBodyArgs {
-            policy: policy.clone(),
-        };
-        #[cfg(feature = "prim-desktop")]
-        let desktop_args = DesktopBodyArgs {
-            policy: policy.clone(),
-            // The bus socket lives in the runtime dir, and a unix socket path has at most 107
-            // bytes: the system's temp dir keeps it short wherever AIDO_HOME is.
-            runtime_parent: std::env::temp_dir(),
-        };
+        let built = Bodies::build(&crate::bodies::From {
+            config: &options.config,
+            env: &options.env,
+            journal: &options.journal,
+            policy: &policy,
+            clock: &options.clock,
+            faults: &faults,
+        });
         let shared = Arc::new(Shared {
             journal: options.journal,
             policy,
             clock: options.clock.clone(),
-            bodies: Bodies {
-                fs: Slot::new(fs_args, Some(faults.clone())),
-                #[cfg(feature = "prim-vm")]
-                vm: Slot::new(vm_args, None),
-                #[cfg(feature = "prim-memory")]
-                memory: Slot::new(memory_args, None),
-                #[cfg(feature = "prim-process")]
-                process: Slot::new(process_args, None),
-                #[cfg(feature = "prim-search")]
-                search: Slot::new(search_args, None),
-                #[cfg(feature = "prim-net")]
-                net: Slot::new(net_args, None),
-                #[cfg(feature = "prim-desktop")]
-                desktop: Slot::new(desktop_args, None),
-            },
+            bodies: built.bodies,
             runtime_session,
             runtime_session_started: tokio::sync::Mutex::new(false),
             faults,
@@ -164,7 +81,7 @@ impl Runtime {
             #[cfg(feature = "prim-process")]
             events: Default::default(),
             #[cfg(feature = "prim-process")]
-            tmps,
+            tmps: built.tmps,
         });
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -182,7 +99,7 @@ impl Runtime {
         // as lost (its file changes were never applied).
         #[cfg(feature = "prim-process")]
         for lost in crate::process::recover_lost(
-            &options.env.aido_home.join(HANDLES_DIR),
+            &options.env.aido_home.join(crate::bodies::HANDLES_DIR),
             shared.clock.now_ms(),
         ) {
             tracing::warn!(handle = %lost.handle, "a background command was lost with its aido process");

@@ -8,19 +8,57 @@ pub use aido_call::{RESTART_WINDOW_MS, RESTARTS_MAX};
 use aido_call::{Slot, Supervised};
 use ractor::ActorId;
 
+use std::sync::Arc;
+
+use aido_journal::Journal;
+use aido_policy::{Config, Environment, PolicyEngine};
+
+use crate::clock::Clock;
 #[cfg(feature = "prim-desktop")]
-use crate::desktop::DesktopBody;
-use crate::fs::FsBody;
+use crate::desktop::{DesktopBody, DesktopBodyArgs};
+use crate::faults::Faults;
+use crate::fs::{FsBody, FsBodyArgs};
 #[cfg(feature = "prim-memory")]
-use crate::memory::MemoryBody;
+use crate::memory::{MemoryBody, MemoryBodyArgs};
 #[cfg(feature = "prim-net")]
-use crate::net::NetBody;
+use crate::net::{NetBody, NetBodyArgs};
 #[cfg(feature = "prim-process")]
-use crate::process::ProcessBody;
+use crate::process::{ProcessBody, ProcessBodyArgs, SessionTmps};
 #[cfg(feature = "prim-search")]
-use crate::search::SearchBody;
+use crate::search::{SearchBody, SearchBodyArgs};
 #[cfg(feature = "prim-vm")]
-use crate::vm::VmBody;
+use crate::vm::{VmBody, VmBodyArgs};
+
+/// The memory store's file in AIDO_HOME (shared by every aido process of that home).
+pub const MEMORY_FILE: &str = "memory.sqlite";
+
+/// The background commands' registry in AIDO_HOME (one file per live handle, and the lost).
+pub const HANDLES_DIR: &str = "handles";
+
+/// What the body table is built from: the runtime's options and what it made of them.
+pub struct From<'a> {
+    /// The effective config.
+    pub config: &'a Config,
+    /// Home and AIDO_HOME.
+    pub env: &'a Environment,
+    /// The journal (its blob store and place).
+    pub journal: &'a Journal,
+    /// The compiled policy.
+    pub policy: &'a Arc<PolicyEngine>,
+    /// Time and ids.
+    pub clock: &'a Arc<dyn Clock>,
+    /// Fault injection.
+    pub faults: &'a Arc<Faults>,
+}
+
+/// A body table, and what the runtime keeps beside it.
+pub struct Built {
+    /// The table.
+    pub bodies: Bodies,
+    /// Each session's shared `/tmp` (the process body's).
+    #[cfg(feature = "prim-process")]
+    pub tmps: Arc<SessionTmps>,
+}
 
 /// The table of bodies.
 pub struct Bodies {
@@ -47,6 +85,79 @@ pub struct Bodies {
 }
 
 impl Bodies {
+    /// One slot per body this build holds, each with its arguments (the bodies start when
+    /// the supervisor starts them).
+    pub fn build(from: &From<'_>) -> Built {
+        let (policy, aido_home) = (from.policy, &from.env.aido_home);
+        let fs = FsBodyArgs {
+            policy: policy.clone(),
+            limits: from.config.limits.clone(),
+            clock: from.clock.clone(),
+            trash: crate::fs::actor::home_trash(&from.env.home),
+            faults: from.faults.clone(),
+            aido_home: aido_home.clone(),
+            blobs: from.journal.blob_store(),
+            journal_dir: from.journal.path().to_owned(),
+        };
+        #[cfg(feature = "prim-process")]
+        let (process, tmps) = process_args(from);
+        let bodies = Bodies {
+            fs: Slot::new(fs, Some(from.faults.clone())),
+            #[cfg(feature = "prim-vm")]
+            vm: Slot::new(
+                VmBodyArgs {
+                    clock: from.clock.clone(),
+                    images: aido_home.join("vm").join("images"),
+                    limits: from.config.vm.clone(),
+                    computer: from.config.computer.clone(),
+                },
+                None,
+            ),
+            #[cfg(feature = "prim-memory")]
+            memory: Slot::new(
+                MemoryBodyArgs {
+                    path: aido_home.join(MEMORY_FILE),
+                    limits: Default::default(),
+                },
+                None,
+            ),
+            #[cfg(feature = "prim-process")]
+            process: Slot::new(process, None),
+            #[cfg(feature = "prim-search")]
+            search: Slot::new(
+                SearchBodyArgs {
+                    policy: policy.clone(),
+                    aido_home: std::fs::canonicalize(aido_home)
+                        .unwrap_or_else(|_| aido_home.clone()),
+                },
+                None,
+            ),
+            #[cfg(feature = "prim-net")]
+            net: Slot::new(
+                NetBodyArgs {
+                    policy: policy.clone(),
+                },
+                None,
+            ),
+            #[cfg(feature = "prim-desktop")]
+            desktop: Slot::new(
+                DesktopBodyArgs {
+                    policy: policy.clone(),
+                    // The bus socket lives in the runtime dir, and a unix socket path has at
+                    // most 107 bytes: the system's temp dir keeps it short wherever
+                    // AIDO_HOME is.
+                    runtime_parent: std::env::temp_dir(),
+                },
+                None,
+            ),
+        };
+        Built {
+            bodies,
+            #[cfg(feature = "prim-process")]
+            tmps,
+        }
+    }
+
     /// Every body, for supervision.
     pub fn all(&self) -> Vec<&dyn Supervised> {
         vec![
@@ -70,4 +181,27 @@ impl Bodies {
     pub fn find(&self, id: ActorId) -> Option<&dyn Supervised> {
         self.all().into_iter().find(|b| b.is(id))
     }
+}
+
+/// The process body's arguments: its layers, deny-glob index, handle table and the sessions'
+/// shared `/tmp`s (which the runtime keeps too, to let each go with its session).
+#[cfg(feature = "prim-process")]
+fn process_args(from: &From<'_>) -> (ProcessBodyArgs, Arc<SessionTmps>) {
+    let aido_home = &from.env.aido_home;
+    let layers = crate::process::layers_base(aido_home, from.policy.write_roots());
+    let tmps = Arc::new(SessionTmps::new(&layers));
+    let args = ProcessBodyArgs {
+        policy: from.policy.clone(),
+        hidden: vec![aido_home.clone(), from.journal.path().to_owned()],
+        globs: Arc::new(aido_sandbox::GlobIndex::persisted(
+            aido_home.join(crate::process::DENY_GLOBS_FILE),
+        )),
+        layers,
+        handles: Arc::new(crate::process::HandleTable::new(
+            aido_home.join(HANDLES_DIR),
+        )),
+        tmps: Arc::clone(&tmps),
+        faults: from.faults.clone(),
+    };
+    (args, tmps)
 }
