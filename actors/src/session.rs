@@ -299,6 +299,13 @@ impl Session {
         };
         let seq = match proposal {
             Proposal::Sequenced(seq) => seq,
+            Proposal::Durable(written) => {
+                let seq = written.seq;
+                if let Err(e) = written.durable().await {
+                    return Err(RunError::plain(None, Failure::from(e)));
+                }
+                seq
+            }
             Proposal::Queued(queued) => {
                 return self.read_leaf(action, queued, hooks, admitted, seen).await;
             }
@@ -480,7 +487,7 @@ impl Session {
         };
         let (sequenced, result) = tokio::join!(queued.sequenced(), read);
         let seq = sequenced
-            .map_err(|e| RunError::plain(None, Failure::new(e.code(), e.to_string())))?
+            .map_err(|e| RunError::plain(None, Failure::from(e)))?
             .seq;
         let duration_ms = shared.clock.now_ms().saturating_sub(started);
         match result {
@@ -548,7 +555,7 @@ impl Session {
                 durable: !written,
             });
         }
-        appended.map_err(|e| Failure::new(e.code(), e.to_string()))
+        appended.map_err(Failure::from)
     }
 
     /// Journal a tool call that could not be parsed into an action.
@@ -643,8 +650,13 @@ pub(crate) struct SessionState {
 
 /// A proposal the session actor journaled (or queued).
 pub(crate) enum Proposal {
-    /// Written (durable when the action can change the world), with its seq.
+    /// Written, with its seq: an allowed action that changes nothing, whose outcome's durable
+    /// acknowledgement covers its proposal.
     Sequenced(u64),
+    /// Written, with its seq, and being flushed: the caller waits for it to be durable before
+    /// the action runs (write ahead), outside the session actor, so the session's next
+    /// proposal is judged and written meanwhile and joins the same group commit.
+    Durable(aido_journal::Sequenced),
     /// Queued to the writer: an allowed filesystem leaf that changes nothing, which may run
     /// while the writer writes its proposal.
     Queued(Queued),
@@ -698,7 +710,10 @@ impl Actor for SessionActor {
                 // for every action already in flight. Refuse it whole rather than run it and
                 // lose its outcome.
                 let records_max = shared.journal.limits().records_per_session_max;
-                let head = shared.journal.head_seq(state.args.id).unwrap_or(u64::MAX);
+                let head = shared
+                    .journal
+                    .written_head(state.args.id)
+                    .unwrap_or(u64::MAX);
                 let needed = 1 + 2 * (u64::from(state.in_flight) + 1);
                 if head.saturating_add(needed) > records_max {
                     let _ = reply.send(Err(RuntimeError::SessionFull {
@@ -736,23 +751,21 @@ impl Actor for SessionActor {
                         .append_queued(id, now, event)
                         .await
                         .map(Proposal::Queued)
-                } else if read_only {
-                    journal
-                        .append_sequenced(id, now, event)
-                        .await
-                        .map(|s| Proposal::Sequenced(s.seq))
                 } else {
-                    journal
-                        .append(id, now, event)
-                        .await
-                        .map(|a| Proposal::Sequenced(a.seq))
+                    journal.append_sequenced(id, now, event).await.map(|s| {
+                        if read_only {
+                            Proposal::Sequenced(s.seq)
+                        } else {
+                            Proposal::Durable(s)
+                        }
+                    })
                 };
                 let answer = match appended {
                     Ok(proposal) => {
                         state.in_flight += 1;
                         Ok((proposal, verdict, admitted))
                     }
-                    Err(e) => Err(Failure::new(e.code(), e.to_string())),
+                    Err(e) => Err(Failure::from(e)),
                 };
                 if let Err(ractor::MessagingErr::SendErr(Ok((proposal, _, _)))) = reply.send(answer)
                 {
@@ -762,6 +775,7 @@ impl Actor for SessionActor {
                     state.in_flight = state.in_flight.saturating_sub(1);
                     let seq = match proposal {
                         Proposal::Sequenced(seq) => Ok(seq),
+                        Proposal::Durable(written) => Ok(written.seq),
                         Proposal::Queued(queued) => queued.sequenced().await.map(|s| s.seq),
                     };
                     let outcome = match seq {

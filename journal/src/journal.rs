@@ -751,6 +751,31 @@ impl Journal {
         self.records(session, 1, None, usize::MAX, false)
     }
 
+    /// The seq of a session's last record as this handle's writer last wrote it, without a
+    /// scan of the tree: what admission control asks once per proposal. A session this
+    /// writer has not written yet (or a read-only handle) is looked up as [`Self::head_seq`]
+    /// does.
+    pub fn written_head(&self, session: SessionId) -> Result<u64, ReadError> {
+        let published = self
+            .inner
+            .state
+            .heads
+            .lock()
+            .ok()
+            .and_then(|heads| heads.get(&session).copied());
+        match published {
+            Some(seq) => Ok(seq),
+            None => self.head_seq(session),
+        }
+    }
+
+    /// Forget a session's published head (its records were removed whole).
+    pub(crate) fn forget_head(&self, session: SessionId) {
+        if let Ok(mut heads) = self.inner.state.heads.lock() {
+            heads.remove(&session);
+        }
+    }
+
     /// The seq of a session's last record (0 when it has none).
     pub fn head_seq(&self, session: SessionId) -> Result<u64, ReadError> {
         match self
@@ -1354,6 +1379,39 @@ mod tests {
         k.append(s, 0, ended("2")).await.unwrap();
         let refused = k.append_sequenced(s, 0, ended("3")).await.unwrap_err();
         assert_eq!(refused.code(), "journal_session_full");
+    }
+
+    /// The head a proposal's admission reads comes from the writer, and is the tree's: for a
+    /// session this handle wrote, one it has not (written by an earlier handle), and one with
+    /// no record.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_written_head_is_the_stored_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, other, none) = (
+            SessionId::from_bytes([21; 16]),
+            SessionId::from_bytes([22; 16]),
+            SessionId::from_bytes([23; 16]),
+        );
+        {
+            let j = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+            for n in 0..3 {
+                j.append(other, 0, ended(&n.to_string())).await.unwrap();
+            }
+        }
+        let j = Journal::open(dir.path(), Limits::default(), CommitMode::Group).unwrap();
+        assert_eq!(
+            j.written_head(other).unwrap(),
+            3,
+            "a session of an earlier handle"
+        );
+        assert_eq!(j.written_head(none).unwrap(), 0, "a session with no record");
+        for n in 1..=5u64 {
+            j.append(s, 0, ended(&n.to_string())).await.unwrap();
+            assert_eq!(j.written_head(s).unwrap(), n);
+            assert_eq!(j.written_head(s).unwrap(), j.head_seq(s).unwrap());
+        }
+        j.append(other, 0, ended("4")).await.unwrap();
+        assert_eq!(j.written_head(other).unwrap(), 4);
     }
 
     /// A queued record takes its place in the order it was queued: a record appended after

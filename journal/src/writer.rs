@@ -19,6 +19,9 @@ pub(crate) struct WriterState {
     pub(crate) gone: AtomicBool,
     /// The most records the writer found waiting in its queue.
     pub(crate) queue_records_peak: AtomicUsize,
+    /// Each session's last written seq, as the writer knows it (published after each batch is
+    /// in the tree), so a caller asking a session's head pays a map read, not a tree scan.
+    pub(crate) heads: std::sync::Mutex<HashMap<SessionId, u64>>,
 }
 
 /// Test hook: a record of this time makes the writer panic when it takes it.
@@ -470,6 +473,9 @@ impl Writer {
         });
         match written {
             Ok(()) => {
+                if let Ok(mut published) = self.state.heads.lock() {
+                    published.extend(staged.iter().map(|(session, (seq, _))| (*session, *seq)));
+                }
                 self.heads.extend(staged);
                 if !frames.is_empty() && self.dirty_since.is_none() {
                     self.dirty_since = Some(std::time::Instant::now());

@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use crate::call::Call;
 use crate::shared::Shared;
 pub(crate) use store::Grants;
-use store::failure;
 
 /// The store the shared state holds.
 pub(crate) use aido_context::grants::store;
@@ -117,7 +116,7 @@ pub(crate) fn journaled(action: &Action, outcome: &Outcome) -> Option<Outcome> {
 }
 
 fn invalid(why: impl Into<String>) -> Failure {
-    failure(&GrantError::Invalid { why: why.into() })
+    Failure::from(GrantError::Invalid { why: why.into() })
 }
 
 fn grant_json(g: &aido_grants::Grant) -> Value {
@@ -137,7 +136,7 @@ pub(crate) async fn run(call: &Call<'_>, action: &RuntimeAction) -> Result<Execu
             shared.clock.random(&mut random);
             let minted = blocking(move || store.mint(own.as_deref(), &session, new, now, &random))
                 .await
-                .map_err(|e| failure(&e))?;
+                .map_err(Failure::from)?;
             let shown = json!({
                 "grant": grant_json(&minted.grant),
                 "token": minted.token,
@@ -162,7 +161,7 @@ pub(crate) async fn run(call: &Call<'_>, action: &RuntimeAction) -> Result<Execu
                 store.revoke(&id, now)
             })
             .await
-            .map_err(|e| failure(&e))?;
+            .map_err(Failure::from)?;
             let answer = json!({"revoked": revoked});
             (answer.clone(), answer)
         }
@@ -188,7 +187,7 @@ pub(crate) async fn run(call: &Call<'_>, action: &RuntimeAction) -> Result<Execu
                 }
             })
             .await
-            .map_err(|e| failure(&e))?;
+            .map_err(Failure::from)?;
             let answer = json!({"grants": listed.iter().map(grant_json).collect::<Vec<_>>()});
             (answer.clone(), answer)
         }

@@ -22,7 +22,7 @@ impl Grants {
 
     /// The store, opening it if needed.
     pub fn store(&self) -> Result<Arc<GrantStore>, Failure> {
-        self.open().map_err(|e| failure(&e))
+        self.open().map_err(Failure::from)
     }
 
     /// The store, opening it if needed, with the store's own error.
@@ -38,8 +38,4 @@ impl Grants {
         *slot = Some(store.clone());
         Ok(store)
     }
-}
-
-pub fn failure(e: &GrantError) -> Failure {
-    Failure::new(e.code(), e.to_string())
 }

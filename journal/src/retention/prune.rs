@@ -47,6 +47,7 @@ fn remove_range(
 /// Remove a session whole: its records, then its metadata. Returns the records removed.
 pub(crate) fn remove_session(journal: &Journal, s: &Scanned) -> Result<u64, RetentionError> {
     let removed = remove_range(journal, s.id, 0, u64::MAX)?;
+    journal.forget_head(s.id);
     journal
         .trees()
         .sessions
