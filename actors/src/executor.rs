@@ -277,10 +277,10 @@ impl Live<'_> {
     async fn body(&self, action: FsAction) -> Result<Executed, Failure> {
         let (session, cancel) = (self.ctx.clone(), self.hooks.cancel.clone());
         // A write says what it is about to do before it renames (see `fs::intent`).
-        let intents = action
-            .class()
-            .mutates()
-            .then(|| Intents::of(self.shared.journal.path(), self.session, self.proposal));
+        let intents = action.class().mutates().then(|| {
+            self.shared.marked(self.session, self.proposal);
+            Intents::of(self.shared.journal.path(), self.session, self.proposal)
+        });
         self.ask(&self.shared.bodies.fs, |reply| FsMsg::Run {
             action: Box::new(action),
             session,

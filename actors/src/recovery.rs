@@ -85,6 +85,7 @@ impl Recovery {
             pid: std::process::id(),
         };
         let path = marker_path(shared, session, proposal);
+        shared.marked(session, proposal);
         let write = || -> std::io::Result<()> {
             use std::io::Write;
             std::fs::create_dir_all(dir(shared))?;
@@ -108,6 +109,9 @@ impl Recovery {
     /// Remove the marker of (session, proposal), if any: its outcome is in the journal,
     /// completed or failed.
     pub(crate) fn clear(shared: &Shared, session: SessionId, proposal: u64) {
+        if !shared.take_mark(session, proposal) {
+            return;
+        }
         Intents::of(shared.journal.path(), session, proposal).clear();
         let path = marker_path(shared, session, proposal);
         match std::fs::remove_file(&path) {

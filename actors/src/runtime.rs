@@ -77,6 +77,7 @@ impl Runtime {
             scripts: options.env.aido_home.join(SCRIPTS_DIR),
             #[cfg(feature = "prim-artifact")]
             artifacts: crate::artifact::Artifacts::new(&options.env.aido_home),
+            marks: Default::default(),
             observer: std::sync::OnceLock::new(),
             #[cfg(feature = "prim-process")]
             events: Default::default(),

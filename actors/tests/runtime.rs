@@ -883,6 +883,39 @@ async fn snapshots_restore_and_safe_change_undo_a_failed_change() {
     );
 }
 
+/// What a mutating action leaves on disk for recovery (a write's intents, a restore's or a
+/// rewind's marker) is gone once its outcome is journaled, and a read leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intents_and_markers_are_cleared_once_their_outcome_is_journaled() {
+    let w = world("").await;
+    let recovery = aido_journal::dir::recovery_dir(w.runtime.journal().path());
+    let left = || -> Vec<String> {
+        std::fs::read_dir(&recovery)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    w.ok("write_file", json!({"path": "a.txt", "content": "1"}))
+        .await;
+    assert_eq!(left(), Vec::<String>::new(), "after a write");
+    let snap = w.ok("create_snapshot", json!({"label": "s"})).await;
+    let after_snapshot = seq_of_last(&w).await;
+    w.ok("write_file", json!({"path": "a.txt", "content": "2"}))
+        .await;
+    w.ok("restore_snapshot", json!({"snapshot": snap["snapshot"]}))
+        .await;
+    assert_eq!(left(), Vec::<String>::new(), "after a restore");
+    w.ok("read_file", json!({"path": "a.txt"})).await;
+    w.ok("write_file", json!({"path": "b.txt", "content": "3"}))
+        .await;
+    w.ok("rewind", json!({"to_seq": after_snapshot})).await;
+    assert!(!w.p("b.txt").exists());
+    assert_eq!(left(), Vec::<String>::new(), "after a read and a rewind");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_bytes_are_recorded_as_inputs() {
     let w = world("").await;

@@ -57,6 +57,10 @@ pub struct Shared {
     /// The artifact store's place and the listener that serves artifacts (AIDO_HOME/artifacts).
     #[cfg(feature = "prim-artifact")]
     pub artifacts: crate::artifact::place::Artifacts,
+    /// The (session, proposal)s that may have left write intents or a recovery marker on disk
+    /// (a mutating leaf ran, or a marker was written): only these are cleared when their
+    /// outcome is journaled, so an action that wrote neither costs no file system call.
+    pub marks: std::sync::Mutex<std::collections::HashSet<(SessionId, u64)>>,
     /// Who is told about each action and journal write (telemetry), once one is set.
     pub observer: OnceLock<Arc<dyn Observer>>,
     /// File-change subscriptions and reactions, by id (in memory: they end with their
@@ -93,6 +97,22 @@ impl Shared {
 
     pub fn config_limits(&self) -> &aido_policy::Limits {
         &self.policy.config().limits
+    }
+
+    /// Note that (session, proposal) may leave intents or a marker to clear.
+    pub fn marked(&self, session: SessionId, proposal: u64) {
+        self.marks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((session, proposal));
+    }
+
+    /// Whether (session, proposal) may have left intents or a marker; forgets it.
+    pub fn take_mark(&self, session: SessionId, proposal: u64) -> bool {
+        self.marks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(session, proposal))
     }
 
     /// How long a body call may wait to be taken (`action_timeout_ms`).
