@@ -685,29 +685,11 @@ fn a_person_watches_and_drives_the_agents_machine() {
     assert!(!show.contains("vm_screenshot"), "looking is not an action");
 }
 
-/// The libvirt host the libvirt tests use (`AIDO_TEST_LIBVIRT_URI`, default `qemu:///system`,
-/// started by .ci/run); `None`, said aloud, where none answers outside CI.
-fn libvirt_host() -> Option<String> {
-    let uri = std::env::var("AIDO_TEST_LIBVIRT_URI").unwrap_or_else(|_| "qemu:///system".into());
-    let answered = std::process::Command::new("virsh")
-        .args(["-c", &uri, "uri"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    match (answered, std::env::var_os("CI").is_some()) {
-        (true, _) => Some(uri),
-        (false, false) => {
-            eprintln!(
-                "SKIPPED: no libvirt host at {uri} (start one with `virtlogd -d; libvirtd -d`)"
-            );
-            None
-        }
-        (false, true) => panic!("CI must have a libvirt host at {uri}"),
-    }
-}
-
 #[test]
 fn the_same_body_runs_on_a_libvirt_host() {
-    let Some(uri) = libvirt_host() else { return };
+    let Some(uri) = aido_testkit::libvirt::host() else {
+        return;
+    };
     let h = home();
     assert!(h.cmd(&["vm", "image", "build"]).status.success());
     let ws = h.workspace("project", &format!("[vm]\nlibvirt_uri = \"{uri}\"\n"));

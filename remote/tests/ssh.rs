@@ -1,101 +1,24 @@
 //! ssh_exec's runner against a real sshd the test starts on 127.0.0.1: a throwaway config on a
 //! free port with its own host key and an authorized key made by ssh-keygen. Without
-//! /usr/sbin/sshd the test says what was missing and, under CI=true, fails.
+//! /usr/sbin/sshd the test says what was missing and, under CI, fails (`aido_testkit::lacking`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use aido_remote::Exit;
 use aido_remote::ssh::{SshRequest, SshTarget, exec};
+use aido_testkit::ssh::LoopbackSsh;
 
-struct Sshd {
-    dir: tempfile::TempDir,
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Sshd {
-    fn start() -> Result<Self, String> {
-        let sshd = Path::new("/usr/sbin/sshd");
-        if !sshd.exists() {
-            return Err("no /usr/sbin/sshd (apt-get install openssh-server)".into());
-        }
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let d = dir.path();
-        for key in ["hostkey", "client", "other"] {
-            let made = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", key, "-f"])
-                .arg(d.join(key))
-                .status()
-                .map_err(|e| e.to_string())?;
-            if !made.success() {
-                return Err("ssh-keygen failed".into());
-            }
-        }
-        std::fs::copy(d.join("client.pub"), d.join("authorized_keys"))
-            .map_err(|e| e.to_string())?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        std::fs::create_dir_all("/run/sshd").map_err(|e| e.to_string())?;
-        // UsePAM yes: without PAM, sshd refuses every login to an account whose shadow
-        // password starts with "!" (a locked root, common on fresh machines), keys or not.
-        std::fs::write(
-            d.join("sshd_config"),
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\n\
-                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM yes\nStrictModes no\n",
-                hk = d.join("hostkey").display(),
-                ak = d.join("authorized_keys").display()
-            ),
-        )
-        .map_err(|e| e.to_string())?;
-        let child = Command::new(sshd)
-            .arg("-D")
-            .arg("-f")
-            .arg(d.join("sshd_config"))
-            .arg("-E")
-            .arg(d.join("sshd.log"))
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let sshd = Sshd { dir, child, port };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(sshd);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Err("sshd did not listen".into())
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn target(&self) -> SshTarget {
-        SshTarget {
-            host: "127.0.0.1".into(),
-            port: self.port,
-            user: whoami(),
-            host_key: std::fs::read_to_string(self.file("hostkey.pub")).unwrap(),
-            key_file: self.file("client"),
-        }
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // A failed test shows why sshd refused (e.g. a locked account, a PAM module).
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default();
-            eprintln!("sshd.log:\n{log}");
-        }
+/// The sshd with the target ssh_exec is given: its host key pinned, the authorized key, and
+/// `other` (a key of neither) made beside them.
+fn pinned(sshd: &LoopbackSsh) -> SshTarget {
+    SshTarget {
+        host: "127.0.0.1".into(),
+        port: sshd.port,
+        user: whoami(),
+        host_key: std::fs::read_to_string(sshd.file("hostkey.pub")).unwrap(),
+        key_file: sshd.file("client"),
     }
 }
 
@@ -104,21 +27,14 @@ fn whoami() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-fn sshd_or_say() -> Option<Sshd> {
-    match Sshd::start() {
-        Ok(sshd) => Some(sshd),
-        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("NOT RUN: no sshd on loopback: {e}");
-            None
-        }
-        Err(e) => panic!("CI must be able to run sshd on loopback: {e}"),
-    }
+fn sshd_or_say() -> Option<LoopbackSsh> {
+    aido_testkit::lacking("sshd on loopback", LoopbackSsh::start(&["other"]))
 }
 
 #[tokio::test]
 async fn a_command_runs_on_a_pinned_host_and_its_status_passes_through() {
     let Some(sshd) = sshd_or_say() else { return };
-    let target = sshd.target();
+    let target = pinned(&sshd);
     let mut request = SshRequest::new("cat; echo out; echo err >&2; exit 7");
     request.stdin = b"in-".to_vec();
     let outcome = exec(&target, &request).await.unwrap();
@@ -156,7 +72,7 @@ async fn a_command_runs_on_a_pinned_host_and_its_status_passes_through() {
 #[tokio::test]
 async fn a_host_whose_key_is_not_the_pinned_one_is_refused_before_authenticating() {
     let Some(sshd) = sshd_or_say() else { return };
-    let mut target = sshd.target();
+    let mut target = pinned(&sshd);
     target.host_key = std::fs::read_to_string(sshd.file("other.pub")).unwrap();
     let err = exec(&target, &SshRequest::new("touch pwned"))
         .await
@@ -173,19 +89,19 @@ async fn a_host_whose_key_is_not_the_pinned_one_is_refused_before_authenticating
     assert!(!log.contains("Accepted publickey"), "{log}");
 
     // A key the server does not authorize is refused, coded.
-    let mut stranger = sshd.target();
+    let mut stranger = pinned(&sshd);
     stranger.key_file = sshd.file("other");
     let err = exec(&stranger, &SshRequest::new("true")).await.unwrap_err();
     assert_eq!(err.code(), "ssh_auth_refused");
 
     // A key file that cannot be read.
-    let mut missing = sshd.target();
+    let mut missing = pinned(&sshd);
     missing.key_file = sshd.file("nope");
     let err = exec(&missing, &SshRequest::new("true")).await.unwrap_err();
     assert_eq!(err.code(), "ssh_key_unreadable");
 
     // Nobody listening.
-    let mut closed = sshd.target();
+    let mut closed = pinned(&sshd);
     closed.port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -21,13 +21,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use aido_actions::Action;
-use aido_actors::clock::FixedClock;
-use aido_actors::{Hooks, Runtime, RuntimeOptions};
+use aido_actors::Hooks;
 use aido_journal::{CommitMode, Journal, Limits};
-use aido_policy::{Environment, Layered, Source};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -206,26 +203,8 @@ async fn run(ops: Vec<Op>, backend: &str) {
         "workdir = \"{}\"\n[snapshots]\nbackend = \"{backend}\"\n",
         ws.display()
     );
-    let config = Layered::from_layers(&[(Source::File("t".into()), &text)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
-        &aido_home.join("journal"),
-        Limits::default(),
-        CommitMode::Group,
-    )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home: home.clone(),
-            aido_home: aido_home.clone(),
-        },
-        journal,
-        clock: Arc::new(FixedClock::default()),
-    })
-    .await
-    .unwrap();
+    let runtime =
+        aido_testkit::runtime::start(&text, &home, &aido_home, &aido_home.join("journal")).await;
     let session = runtime.open_session(Some("proptest".into())).await.unwrap();
     let id = session.id();
     let head = || runtime.journal().head_seq(id).unwrap();
@@ -583,26 +562,8 @@ fn playback_reports_a_changed_input_or_output_at_its_seq() {
         std::fs::create_dir_all(&ws).unwrap();
         seed(&ws);
         let text = format!("workdir = \"{}\"\n", ws.display());
-        let config = Layered::from_layers(&[(Source::File("t".into()), &text)])
-            .unwrap()
-            .config;
-        let journal = Journal::open(
-            &aido_home.join("journal"),
-            Limits::default(),
-            CommitMode::Group,
-        )
-        .unwrap();
-        let runtime = Runtime::start(RuntimeOptions {
-            config,
-            env: Environment {
-                home,
-                aido_home: aido_home.clone(),
-            },
-            journal,
-            clock: Arc::new(FixedClock::default()),
-        })
-        .await
-        .unwrap();
+        let journal = aido_home.join("journal");
+        let runtime = aido_testkit::runtime::start(&text, &home, &aido_home, &journal).await;
         let session = runtime.open_session(Some("tamper".into())).await.unwrap();
         let id = session.id();
         let mut seqs = BTreeMap::new();

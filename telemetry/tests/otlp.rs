@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aido_actions::Action;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, SystemClock};
-use aido_journal::{CommitMode, Journal, Limits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, SystemClock};
+use aido_journal::Journal;
 use aido_telemetry::settings::Otlp;
 use aido_telemetry::{Protocol, Settings, Telemetry};
 use fake_opentelemetry_collector::FakeCollectorServer;
@@ -31,26 +30,15 @@ async fn world() -> World {
     let (home, aido_home) = (dir.path().join("home"), dir.path().join("aido"));
     std::fs::create_dir_all(&home).unwrap();
     let toml = format!("workdir = \"{}\"\n", home.display());
-    let config = Layered::from_layers(&[(Source::File("test".into()), &toml)])
-        .unwrap()
-        .config;
-    let journal = Journal::open(
+    let runtime = aido_testkit::runtime::start_with(
+        &toml,
+        &home,
+        &aido_home,
         &aido_home.join("journal"),
-        Limits::default(),
-        CommitMode::Group,
+        Arc::new(SystemClock::default()),
     )
-    .unwrap();
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home: home.clone(),
-            aido_home,
-        },
-        journal: journal.clone(),
-        clock: Arc::new(SystemClock::default()),
-    })
-    .await
-    .unwrap();
+    .await;
+    let journal = runtime.journal().clone();
     World {
         _dir: dir,
         home,

@@ -13,37 +13,7 @@ use common::guest;
 
 use aido_vm::{Machine, MachineSpec};
 
-/// `virsh -c URI ARGS`: what it printed, or why it failed.
-fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new("virsh")
-        .arg("-c")
-        .arg(uri)
-        .args(args)
-        .output()
-        .map_err(|e| format!("virsh: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
-}
-
-fn host() -> Option<String> {
-    let uri = std::env::var("AIDO_TEST_LIBVIRT_URI").unwrap_or_else(|_| "qemu:///system".into());
-    match virsh(&uri, &["uri"]) {
-        Ok(_) => {
-            eprintln!("libvirt host: {uri}");
-            Some(uri)
-        }
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!(
-                "SKIPPED: no libvirt host at {uri} ({e}); start one with `virtlogd -d; libvirtd -d`"
-            );
-            None
-        }
-        Err(e) => panic!("CI must have a libvirt host at {uri}: {e}"),
-    }
-}
+use aido_testkit::libvirt::{host, virsh};
 
 fn domains(uri: &str) -> Vec<String> {
     virsh(uri, &["list", "--all", "--name"])
@@ -67,13 +37,9 @@ async fn a_machine_on_a_libvirt_host_boots_types_reads_snapshots_and_goes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_on_a_remote_libvirt_host_over_ssh() {
     let Some(_) = host() else { return };
-    let ssh = match common::LoopbackSsh::start() {
-        Ok(s) => s,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: no sshd on loopback: {e}");
-            return;
-        }
-        Err(e) => panic!("CI must be able to run sshd on loopback: {e}"),
+    let Some(ssh) = aido_testkit::lacking("sshd on loopback", common::LoopbackSsh::start(&[]))
+    else {
+        return;
     };
     let uri = ssh.libvirt_uri();
     eprintln!("remote libvirt host: {uri}");
