@@ -288,7 +288,6 @@ impl Recovery {
         Ok(())
     }
 
-    #[allow(clippy::too_many_lines)]
     async fn finish_one(shared: &Arc<Shared>, marker: &Marker) -> Result<(), Failure> {
         let coded = <Failure as From<aido_journal::ReadError>>::from;
         let records = shared.journal.all_records(marker.session).map_err(coded)?;
@@ -333,82 +332,97 @@ impl Recovery {
         if result.is_ok() {
             leftovers(marker);
         }
-        match result {
+        let events = match result {
             Ok(applied) => {
-                if let Some(mark) = &marker.rewind {
-                    let rewound = records.iter().any(|r| matches!(&r.event, Event::Rewound { proposal, .. } if *proposal == marker.proposal));
-                    if !rewound {
-                        let method = if mark.snapshot.is_some() {
-                            "snapshot"
-                        } else {
-                            "undo"
-                        };
-                        append(Event::Rewound {
-                            to_seq: mark.to_seq,
-                            cut: Some(mark.cut),
-                            undo_target: mark.undo_target,
-                            proposal: marker.proposal,
-                            branch: mark.branch,
-                            method: method.into(),
-                            snapshot: mark.snapshot.clone(),
-                            recovered: true,
-                        })
-                        .await?;
-                    }
-                }
-                if leaf {
-                    let mut outcome = crate::render::recovered(marker.steps.len(), &applied);
-                    outcome.effects = marker.effects.clone();
-                    outcome.inputs.push(aido_actions::Input::Answer {
-                        from: "recovery".into(),
-                        value: json!({"steps": marker.steps.len(), "applied": applied}),
-                    });
-                    append(Event::ActionCompleted {
-                        proposal: marker.proposal,
-                        outcome,
-                        duration_ms: 0,
-                    })
-                    .await?;
-                } else {
-                    let changes = marker
-                        .steps
-                        .iter()
-                        .any(|s| matches!(s, Step::Changes { checked: true, .. }));
-                    let failure = RuntimeError::Interrupted {
-                        finished: if changes {
-                            "aido stopped while this action's file changes were being applied; they were applied whole when aido started again and are recorded here, so a rewind undoes them"
-                        } else {
-                            "the restore it was running was finished when aido started again; its later steps never ran"
-                        },
-                    };
-                    append(Event::ActionFailed {
-                        proposal: marker.proposal,
-                        failure: failure.into(),
-                        effects: marker.effects.clone(),
-                        inputs: Vec::new(),
-                        duration_ms: 0,
-                    })
-                    .await?;
-                }
                 tracing::warn!(session = %marker.session, proposal = marker.proposal, "finished an interrupted restore or rewind");
+                finished(marker, &records, &applied, leaf)
             }
             Err(failure) => {
                 let failure: Failure = RuntimeError::RecoveryFailed {
                     why: format!("[{}] {}", failure.code, failure.message),
                 }
                 .into();
-                append(Event::ActionFailed {
+                vec![Event::ActionFailed {
                     proposal: marker.proposal,
                     failure,
                     effects: Vec::new(),
                     inputs: Vec::new(),
                     duration_ms: 0,
-                })
-                .await?;
+                }]
             }
+        };
+        for event in events {
+            append(event).await?;
         }
         Ok(())
     }
+}
+
+/// What a finished restore or rewind journals: its `rewound` record when it was a rewind (and
+/// none is journaled yet), then its outcome: completed when it was the action itself (`leaf`),
+/// else `interrupted`, as one step of a composite whose later steps never ran.
+fn finished(
+    marker: &Marker,
+    records: &[aido_journal::Record],
+    applied: &serde_json::Value,
+    leaf: bool,
+) -> Vec<Event> {
+    let mut events = Vec::new();
+    if let Some(mark) = &marker.rewind {
+        let rewound = records.iter().any(
+            |r| matches!(&r.event, Event::Rewound { proposal, .. } if *proposal == marker.proposal),
+        );
+        if !rewound {
+            let method = if mark.snapshot.is_some() {
+                "snapshot"
+            } else {
+                "undo"
+            };
+            events.push(Event::Rewound {
+                to_seq: mark.to_seq,
+                cut: Some(mark.cut),
+                undo_target: mark.undo_target,
+                proposal: marker.proposal,
+                branch: mark.branch,
+                method: method.into(),
+                snapshot: mark.snapshot.clone(),
+                recovered: true,
+            });
+        }
+    }
+    if leaf {
+        let mut outcome = crate::render::recovered(marker.steps.len(), applied);
+        outcome.effects = marker.effects.clone();
+        outcome.inputs.push(aido_actions::Input::Answer {
+            from: "recovery".into(),
+            value: json!({"steps": marker.steps.len(), "applied": applied}),
+        });
+        events.push(Event::ActionCompleted {
+            proposal: marker.proposal,
+            outcome,
+            duration_ms: 0,
+        });
+        return events;
+    }
+    let changes = marker
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Changes { checked: true, .. }));
+    let failure = RuntimeError::Interrupted {
+        finished: if changes {
+            "aido stopped while this action's file changes were being applied; they were applied whole when aido started again and are recorded here, so a rewind undoes them"
+        } else {
+            "the restore it was running was finished when aido started again; its later steps never ran"
+        },
+    };
+    events.push(Event::ActionFailed {
+        proposal: marker.proposal,
+        failure: failure.into(),
+        effects: marker.effects.clone(),
+        inputs: Vec::new(),
+        duration_ms: 0,
+    });
+    events
 }
 
 /// The bytes of every blob the steps write.

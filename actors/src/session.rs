@@ -260,7 +260,6 @@ impl Session {
         result
     }
 
-    #[allow(clippy::too_many_lines)]
     async fn run_inner(
         &self,
         action: Action,
@@ -268,28 +267,7 @@ impl Session {
         parent: Option<u64>,
         seen: &mut Seen,
     ) -> Result<Ran, RunError> {
-        let shared = &self.shared;
-        let proposed = self
-            .actor
-            .call(
-                |reply| SessionMsg::Propose {
-                    action: Box::new(action.clone()),
-                    parent,
-                    reply,
-                },
-                Some(Duration::from_millis(PROPOSE_TIMEOUT_MS)),
-            )
-            .await;
-        let (proposal, verdict, admitted) = match proposed {
-            Ok(CallResult::Success(Ok(p))) => p,
-            Ok(CallResult::Success(Err(f))) => return Err(RunError::plain(None, f)),
-            Ok(CallResult::Timeout) => {
-                return Err(RunError::plain(None, RuntimeError::SessionBusy.into()));
-            }
-            Ok(CallResult::SenderError) | Err(_) => {
-                return Err(RunError::plain(None, RuntimeError::SessionClosed.into()));
-            }
-        };
+        let (proposal, verdict, admitted) = self.propose(&action, parent).await?;
         // From here on the session counts this action in flight until the guard drops.
         let _slot = Release(self.actor.clone());
         seen.judged = match &verdict {
@@ -329,73 +307,140 @@ impl Session {
                 });
             }
             Verdict::Confirm { gate, reason, leaf } => {
-                let prompt = format!(
-                    "aido asks before running {}: {reason}.\n{}",
-                    action.primitive(),
-                    serde_json::to_string_pretty(&action).unwrap_or_default()
-                );
-                let confirmed = confirm(shared, &hooks, &self.id.to_string(), seq, prompt).await;
-                let (answer, question, by, broke) = match confirmed {
-                    Ok((answer, question, by)) => (answer, question, by, None),
-                    Err(failure) => {
-                        let answer = if failure.code == RuntimeError::Cancelled.code() {
-                            ConfirmAnswer::Cancelled
-                        } else {
-                            ConfirmAnswer::Unavailable
-                        };
-                        (answer, None, None, Some(failure))
-                    }
+                let asked = Asked {
+                    seq,
+                    gate,
+                    reason,
+                    leaf,
                 };
-                let approved = answer == ConfirmAnswer::Approved;
-                let event = Event::ConfirmAnswered {
-                    proposal: seq,
-                    approved,
-                    answer: answer.name().into(),
-                    question,
-                    by,
-                };
-                self.journal(event, Vec::new())
-                    .await
-                    .map_err(|f| RunError::plain(Some(seq), f))?;
-                if !approved {
-                    let failure = match (broke, answer) {
-                        // The question could not be put (the store failed) or the agent
-                        // cancelled: that failure, as it is.
-                        (Some(failure), _) => failure,
-                        (None, ConfirmAnswer::Unavailable) => {
-                            RuntimeError::ConfirmUnavailable { reason }.into()
-                        }
-                        (None, _) => RuntimeError::ConfirmDeclined {
-                            reason,
-                            answer: answer.name(),
-                        }
-                        .into(),
-                    }
-                    .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
-                    let event = Event::ActionFailed {
-                        proposal: seq,
-                        failure: failure.clone(),
-                        effects: Vec::new(),
-                        inputs: Vec::new(),
-                        duration_ms: 0,
-                    };
-                    seen.hash = self
-                        .journal_outcome(event, Vec::new(), false)
-                        .await
-                        .map_err(|f| RunError::plain(Some(seq), f))?
-                        .hash
-                        .into();
-                    return Err(RunError {
-                        seq: Some(seq),
-                        failure,
-                        gate: Some(gate),
-                        leaf,
-                    });
-                }
-                seen.judged = Judged::Confirmed { approved };
-                inputs.push(Input::HumanAnswer { approved });
+                inputs.push(self.ask_to_run(&action, &hooks, asked, seen).await?);
             }
         }
+        self.execute(action, hooks, seq, admitted, inputs, seen)
+            .await
+    }
+
+    /// Ask the session actor to judge `action` and journal its proposal.
+    async fn propose(
+        &self,
+        action: &Action,
+        parent: Option<u64>,
+    ) -> Result<(Proposal, Verdict, Admissions), RunError> {
+        let proposed = self
+            .actor
+            .call(
+                |reply| SessionMsg::Propose {
+                    action: Box::new(action.clone()),
+                    parent,
+                    reply,
+                },
+                Some(Duration::from_millis(PROPOSE_TIMEOUT_MS)),
+            )
+            .await;
+        match proposed {
+            Ok(CallResult::Success(Ok(p))) => Ok(p),
+            Ok(CallResult::Success(Err(f))) => Err(RunError::plain(None, f)),
+            Ok(CallResult::Timeout) => Err(RunError::plain(None, RuntimeError::SessionBusy.into())),
+            Ok(CallResult::SenderError) | Err(_) => {
+                Err(RunError::plain(None, RuntimeError::SessionClosed.into()))
+            }
+        }
+    }
+
+    /// A `confirm` verdict: ask a person, journal the answer, and either go on (the answer is
+    /// the action's first input) or journal the refusal as the action's outcome.
+    async fn ask_to_run(
+        &self,
+        action: &Action,
+        hooks: &Hooks,
+        asked: Asked,
+        seen: &mut Seen,
+    ) -> Result<Input, RunError> {
+        let Asked {
+            seq,
+            gate,
+            reason,
+            leaf,
+        } = asked;
+        let prompt = format!(
+            "aido asks before running {}: {reason}.\n{}",
+            action.primitive(),
+            serde_json::to_string_pretty(action).unwrap_or_default()
+        );
+        let confirmed = confirm(&self.shared, hooks, &self.id.to_string(), seq, prompt).await;
+        let (answer, question, by, broke) = match confirmed {
+            Ok((answer, question, by)) => (answer, question, by, None),
+            Err(failure) => {
+                let answer = if failure.code == RuntimeError::Cancelled.code() {
+                    ConfirmAnswer::Cancelled
+                } else {
+                    ConfirmAnswer::Unavailable
+                };
+                (answer, None, None, Some(failure))
+            }
+        };
+        let approved = answer == ConfirmAnswer::Approved;
+        let event = Event::ConfirmAnswered {
+            proposal: seq,
+            approved,
+            answer: answer.name().into(),
+            question,
+            by,
+        };
+        self.journal(event, Vec::new())
+            .await
+            .map_err(|f| RunError::plain(Some(seq), f))?;
+        if approved {
+            seen.judged = Judged::Confirmed { approved };
+            return Ok(Input::HumanAnswer { approved });
+        }
+        let failure = match (broke, answer) {
+            // The question could not be put (the store failed) or the agent cancelled: that
+            // failure, as it is.
+            (Some(failure), _) => failure,
+            (None, ConfirmAnswer::Unavailable) => {
+                RuntimeError::ConfirmUnavailable { reason }.into()
+            }
+            (None, _) => RuntimeError::ConfirmDeclined {
+                reason,
+                answer: answer.name(),
+            }
+            .into(),
+        }
+        .with_details(serde_json::json!({"gate": gate, "leaf": leaf}));
+        let event = Event::ActionFailed {
+            proposal: seq,
+            failure: failure.clone(),
+            effects: Vec::new(),
+            inputs: Vec::new(),
+            duration_ms: 0,
+        };
+        seen.hash = self
+            .journal_outcome(event, Vec::new(), false)
+            .await
+            .map_err(|f| RunError::plain(Some(seq), f))?
+            .hash
+            .into();
+        Err(RunError {
+            seq: Some(seq),
+            failure,
+            gate: Some(gate),
+            leaf,
+        })
+    }
+
+    /// Run an admitted action through the live world and journal its outcome, completed or
+    /// failed, with `inputs` (a person's answer) before what it recorded.
+    async fn execute(
+        &self,
+        action: Action,
+        hooks: Hooks,
+        seq: u64,
+        admitted: Admissions,
+        mut inputs: Vec<Input>,
+        seen: &mut Seen,
+    ) -> Result<Ran, RunError> {
+        let shared = &self.shared;
         let started = shared.clock.now_ms();
         // The body uses the paths the chain resolved instead of resolving them again.
         let ctx = self.context(admitted);
@@ -607,6 +652,14 @@ fn written_only(shared: &Shared, action: &Action) -> bool {
             .leaves()
             .iter()
             .all(|(_, leaf)| !leaf.class().mutates())
+}
+
+/// A `confirm` verdict on a proposal: what to ask a person about.
+struct Asked {
+    seq: u64,
+    gate: aido_actions::verdict::Gate,
+    reason: String,
+    leaf: Option<String>,
 }
 
 /// What a run learnt on the way, for its [`ActionReport`].

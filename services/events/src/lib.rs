@@ -465,7 +465,6 @@ pub fn subscribe(call: &Call<'_>, s: &Subscribe) -> Result<Value, Failure> {
 }
 
 /// watch_and_react: start watching; each change fires the reaction as a child action.
-#[allow(clippy::too_many_lines)]
 pub fn watch(call: &Call<'_>, w: &WatchAndReact) -> Result<Value, Failure> {
     let invalid = |why: String| Failure::from(EventsError::Invalid { why });
     let notifier = notifier(call)?;
@@ -473,6 +472,66 @@ pub fn watch(call: &Call<'_>, w: &WatchAndReact) -> Result<Value, Failure> {
         .children
         .map(Children::owned)
         .ok_or_else(|| invalid("this call has no session to run reactions in".into()))?;
+    let (per_minute, firings_max, expires_ms) = bounds(w)?;
+    // The reaction must be a primitive that parses with a path in it, and not one that
+    // watches (a reaction that subscribes would multiply itself).
+    check_reaction(&w.reaction)?;
+    let watched = Watched::of(
+        &call.shared,
+        call.ctx,
+        &w.paths,
+        &w.globs,
+        &w.kinds,
+        w.debounce_ms,
+    )?;
+    let id = admit_one(call)?;
+    let stats = Arc::new(Stats::default());
+    let lagged = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = mpsc::channel(QUEUE_EVENTS_MAX);
+    let watcher = watched.watch(tx, lagged.clone())?;
+    let now_ms = call.shared.clock.now_ms();
+    let mut info = watched.info();
+    info["subscription"] = json!(id);
+    info["primitive"] = json!("watch_and_react");
+    info["proposal"] = json!(call.proposal);
+    info["reaction"] = json!(w.reaction);
+    info["per_minute"] = json!(per_minute);
+    info["firings_max"] = json!(firings_max);
+    info["expires_unix_ms"] = json!(now_ms.saturating_add(expires_ms));
+    let stop = CancellationToken::new();
+    let reactor = Reactor {
+        shared: call.shared.clone(),
+        ctx: call.ctx.clone(),
+        session: call.session,
+        proposal: call.proposal,
+        runner,
+        notifier,
+        // A firing may ask a human (confirm mode) the way the call could; it has no progress
+        // and its own cancel: the subscription's.
+        hooks: Hooks {
+            progress: None,
+            cancel: stop.child_token(),
+            trace_parent: None,
+            ..call.hooks.clone()
+        },
+        reaction: w.reaction.clone(),
+        watched,
+        id: id.clone(),
+        stats: stats.clone(),
+        stop: stop.clone(),
+        lagged,
+        per_minute,
+        firings_max,
+        expires_at: now_ms.saturating_add(expires_ms),
+    };
+    let task = tokio::spawn(reactor.run(rx));
+    register(call, &id, info.clone(), stats, watcher, stop, task);
+    Ok(info)
+}
+
+/// A watch's bounds, each checked: firings a minute, firings in all, and its lifetime in ms.
+fn bounds(w: &WatchAndReact) -> Result<(u32, u32, u64), Failure> {
+    let invalid = |why: String| Failure::from(EventsError::Invalid { why });
     let per_minute = w.per_minute.unwrap_or(WatchAndReact::PER_MINUTE_DEFAULT);
     let firings_max = w.firings_max.unwrap_or(WatchAndReact::FIRINGS_DEFAULT);
     let expires_ms = w.expires_ms.unwrap_or(WatchAndReact::EXPIRES_MS_DEFAULT);
@@ -494,150 +553,152 @@ pub fn watch(call: &Call<'_>, w: &WatchAndReact) -> Result<Value, Failure> {
             WatchAndReact::EXPIRES_MS_MAX
         )));
     }
-    // The reaction must be a primitive that parses with a path in it, and not one that
-    // watches (a reaction that subscribes would multiply itself).
-    check_reaction(&w.reaction)?;
-    let watched = Watched::of(
-        &call.shared,
-        call.ctx,
-        &w.paths,
-        &w.globs,
-        &w.kinds,
-        w.debounce_ms,
-    )?;
-    let id = admit_one(call)?;
-    let stats = Arc::new(Stats::default());
-    let lagged = Arc::new(AtomicU64::new(0));
-    let (tx, mut rx) = mpsc::channel(QUEUE_EVENTS_MAX);
-    let watcher = watched.watch(tx, lagged.clone())?;
-    let now_ms = call.shared.clock.now_ms();
-    let mut info = watched.info();
-    info["subscription"] = json!(id);
-    info["primitive"] = json!("watch_and_react");
-    info["proposal"] = json!(call.proposal);
-    info["reaction"] = json!(w.reaction);
-    info["per_minute"] = json!(per_minute);
-    info["firings_max"] = json!(firings_max);
-    info["expires_unix_ms"] = json!(now_ms.saturating_add(expires_ms));
-    let stop = CancellationToken::new();
-    let (shared, ctx, session, proposal) = (
-        call.shared.clone(),
-        call.ctx.clone(),
-        call.session,
-        call.proposal,
-    );
-    // A firing may ask a human (confirm mode) the way the call could; it has no progress
-    // and its own cancel: the subscription's.
-    let hooks = Hooks {
-        progress: None,
-        cancel: stop.child_token(),
-        trace_parent: None,
-        ..call.hooks.clone()
-    };
-    let reaction = w.reaction.clone();
-    let (task_id, task_stats, task_stop) = (id.clone(), stats.clone(), stop.clone());
-    let expires_at = now_ms.saturating_add(expires_ms);
-    let task = tokio::spawn(async move {
-        let mut bucket = Bucket::new(per_minute, shared.clock.now_ms());
-        let mut own: HashMap<String, Instant> = HashMap::new();
-        let mut fired = 0u32;
-        'batches: while let Some(raw) =
-            gather(&mut rx, watched.debounce_ms, &task_stop, &lagged).await
+    Ok((per_minute, firings_max, expires_ms))
+}
+
+/// A watch_and_react's task: it gathers the watcher's changes into batches, journals each
+/// change, and fires the reaction for it within the rate and the bounds.
+struct Reactor {
+    shared: Arc<Shared>,
+    ctx: SessionContext,
+    session: SessionId,
+    proposal: u64,
+    runner: Arc<dyn Children>,
+    notifier: Arc<dyn Notifier>,
+    hooks: Hooks,
+    reaction: Reaction,
+    watched: Watched,
+    id: String,
+    stats: Arc<Stats>,
+    stop: CancellationToken,
+    lagged: Arc<AtomicU64>,
+    per_minute: u32,
+    firings_max: u32,
+    expires_at: u64,
+}
+
+/// What a reactor keeps between changes.
+struct Firings {
+    bucket: Bucket,
+    /// Paths the reaction itself changed, not fed back to it until then.
+    own: HashMap<String, Instant>,
+    fired: u32,
+}
+
+impl Reactor {
+    async fn run(self, mut rx: mpsc::Receiver<(PathBuf, ChangeKind)>) {
+        let mut firings = Firings {
+            bucket: Bucket::new(self.per_minute, self.shared.clock.now_ms()),
+            own: HashMap::new(),
+            fired: 0,
+        };
+        while let Some(raw) =
+            gather(&mut rx, self.watched.debounce_ms, &self.stop, &self.lagged).await
         {
             let now = Instant::now();
-            own.retain(|_, until| *until > now);
-            let mut changes = admitted(&shared, &ctx, &watched, raw);
+            firings.own.retain(|_, until| *until > now);
+            let mut changes = admitted(&self.shared, &self.ctx, &self.watched, raw);
             let before = changes.len();
-            changes.retain(|c| !own.contains_key(&c.path));
-            task_stats
+            changes.retain(|c| !firings.own.contains_key(&c.path));
+            self.stats
                 .suppressed
                 .fetch_add((before - changes.len()) as u64, Ordering::Relaxed);
-            let mut dropped = lagged.swap(0, Ordering::Relaxed);
+            let mut dropped = self.lagged.swap(0, Ordering::Relaxed);
             if changes.len() > BATCH_CHANGES_MAX {
                 dropped += (changes.len() - BATCH_CHANGES_MAX) as u64;
                 changes.truncate(BATCH_CHANGES_MAX);
             }
-            task_stats.lagged.fetch_add(dropped, Ordering::Relaxed);
+            self.stats.lagged.fetch_add(dropped, Ordering::Relaxed);
             for change in changes {
-                if shared.clock.now_ms() >= expires_at {
-                    task_stats.end("expired");
-                    break 'batches;
+                let dropped = std::mem::take(&mut dropped);
+                if !self.react(change, dropped, &mut firings).await {
+                    return;
                 }
-                if fired >= firings_max {
-                    task_stats.end("firings_max reached");
-                    break 'batches;
-                }
-                // The session may have ended while the last firing ran.
-                if task_stop.is_cancelled() {
-                    break 'batches;
-                }
-                let refused = (!bucket.take(shared.clock.now_ms()))
-                    .then(|| EventsError::RateLimited { per_minute }.code().to_owned());
-                let event = Event::EventsDelivered {
-                    subscription: task_id.clone(),
-                    proposal,
-                    changes: vec![change.clone()],
-                    lagged: std::mem::take(&mut dropped),
-                    refused: refused.clone(),
-                };
-                let seq = match journal(&shared, session, event).await {
-                    Ok(seq) => seq,
-                    Err(e) => {
-                        tracing::warn!(
-                            code = e.code(),
-                            "cannot journal a reaction's event; it ends"
-                        );
-                        task_stats.end("its events could not be journaled");
-                        break 'batches;
-                    }
-                };
-                task_stats.batches.fetch_add(1, Ordering::Relaxed);
-                task_stats.delivered.fetch_add(1, Ordering::Relaxed);
-                if let Some(code) = refused {
-                    task_stats.rate_limited.fetch_add(1, Ordering::Relaxed);
-                    notifier.notify(json!({
-                        "subscription": task_id, "proposal": proposal, "seq": seq,
-                        "changes": [change], "refused": code,
-                        "message": format!("over {per_minute} firings a minute: not run"),
-                    }));
-                    continue;
-                }
-                fired += 1;
-                let relative = watched.relative(Path::new(&change.path));
-                let fired_as = fire(
-                    runner.as_ref(),
-                    &shared,
-                    &reaction,
-                    &change,
-                    &relative,
-                    &hooks,
-                    proposal,
-                )
-                .await;
-                match &fired_as {
-                    Fired::Ran { effects, .. } => {
-                        task_stats.fired.fetch_add(1, Ordering::Relaxed);
-                        let until = Instant::now() + Duration::from_millis(OWN_CHANGES_SETTLE_MS);
-                        for path in effects {
-                            own.insert(path.clone(), until);
-                        }
-                    }
-                    Fired::Refused { denied: true, .. } => {
-                        task_stats.denied.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Fired::Refused { .. } => {
-                        task_stats.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                notifier.notify(json!({
-                    "subscription": task_id, "proposal": proposal, "seq": seq,
-                    "changes": [change], "fired": fired_as.json(),
-                }));
             }
         }
-    });
-    register(call, &id, info.clone(), stats, watcher, stop, task);
-    Ok(info)
+    }
+
+    /// Journal one change and fire the reaction for it (or refuse it over the rate); `false`
+    /// when the watch is over.
+    async fn react(&self, change: Change, dropped: u64, firings: &mut Firings) -> bool {
+        if self.shared.clock.now_ms() >= self.expires_at {
+            self.stats.end("expired");
+            return false;
+        }
+        if firings.fired >= self.firings_max {
+            self.stats.end("firings_max reached");
+            return false;
+        }
+        // The session may have ended while the last firing ran.
+        if self.stop.is_cancelled() {
+            return false;
+        }
+        let per_minute = self.per_minute;
+        let refused = (!firings.bucket.take(self.shared.clock.now_ms()))
+            .then(|| EventsError::RateLimited { per_minute }.code().to_owned());
+        let event = Event::EventsDelivered {
+            subscription: self.id.clone(),
+            proposal: self.proposal,
+            changes: vec![change.clone()],
+            lagged: dropped,
+            refused: refused.clone(),
+        };
+        let seq = match journal(&self.shared, self.session, event).await {
+            Ok(seq) => seq,
+            Err(e) => {
+                tracing::warn!(
+                    code = e.code(),
+                    "cannot journal a reaction's event; it ends"
+                );
+                self.stats.end("its events could not be journaled");
+                return false;
+            }
+        };
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+        let (id, proposal) = (&self.id, self.proposal);
+        if let Some(code) = refused {
+            self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
+            self.notifier.notify(json!({
+                "subscription": id, "proposal": proposal, "seq": seq,
+                "changes": [change], "refused": code,
+                "message": format!("over {per_minute} firings a minute: not run"),
+            }));
+            return true;
+        }
+        firings.fired += 1;
+        let relative = self.watched.relative(Path::new(&change.path));
+        let fired_as = fire(
+            self.runner.as_ref(),
+            &self.shared,
+            &self.reaction,
+            &change,
+            &relative,
+            &self.hooks,
+            proposal,
+        )
+        .await;
+        match &fired_as {
+            Fired::Ran { effects, .. } => {
+                self.stats.fired.fetch_add(1, Ordering::Relaxed);
+                let until = Instant::now() + Duration::from_millis(OWN_CHANGES_SETTLE_MS);
+                for path in effects {
+                    firings.own.insert(path.clone(), until);
+                }
+            }
+            Fired::Refused { denied: true, .. } => {
+                self.stats.denied.fetch_add(1, Ordering::Relaxed);
+            }
+            Fired::Refused { .. } => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.notifier.notify(json!({
+            "subscription": id, "proposal": proposal, "seq": seq,
+            "changes": [change], "fired": fired_as.json(),
+        }));
+        true
+    }
 }
 
 /// A token bucket of `per_minute` firings, refilled continuously. Credit is kept in
