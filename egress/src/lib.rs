@@ -60,7 +60,7 @@
 /// One connection: its head, its judgement, its relay.
 mod connection;
 /// Why a connection was refused, with stable codes; why a network is malformed.
-pub mod error;
+mod error;
 /// The allowlist, bounded name resolution, the range check and the connect.
 mod judge;
 /// The parent's side: the runtime and a command's proxy.

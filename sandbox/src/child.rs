@@ -749,8 +749,8 @@ fn run_init(
     aido_confine::no_new_privs()?;
     aido_confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
     aido_confine::seccomp(&plan.seccomp)?;
-    // The command's connects come to init (see `connect`): its filter goes on between fork
-    // and exec, and its listener comes back over this pair.
+    // The command's connects come to init (see aido-confine's `connect`): its filter goes on
+    // between fork and exec, and its listener comes back over this pair.
     let (listener_ours, listener_theirs) = UnixStream::pair()
         .map_err(|error| SpawnError::setup_io(Step::Seccomp, &error, "a socket pair"))?;
     let connect_filter = aido_confine::connect_program();

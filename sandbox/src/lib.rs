@@ -44,7 +44,7 @@
 //! | capabilities, no-new-privs | bounding set, securebits, capset; `PR_SET_NO_NEW_PRIVS` | `sandbox_setup_failed` |
 //! | Landlock | read-only `/`, all rights on the roots, no TCP (ABI 4+), scoped signals and abstract sockets (ABI 6+) | `sandbox_unavailable` (`landlock_abi_vN`): a hard floor, never best effort |
 //! | seccomp | EPERM deny list (ptrace, mount, namespaces, bpf, io_uring, keyrings, datagram Unix sockets …), `clone3` → ENOSYS, every x32 call (`__X32_SYSCALL_BIT`) → EPERM, another architecture's calls (i386 `int 0x80`) kill the process | `sandbox_unavailable` (`seccomp_filter`) |
-//! | connects | the command's `connect` goes to init (a seccomp user notification), which connects it itself: a host Unix socket only when the profile names it ([`Profile::unix_sockets`]), the command's own always (see `connect`) | `sandbox_unavailable` (`seccomp_user_notification`) |
+//! | connects | the command's `connect` goes to init (a seccomp user notification), which connects it itself: a host Unix socket only when the profile names it ([`Profile::unix_sockets`]), the command's own always (see aido-confine's `connect`) | `sandbox_unavailable` (`seccomp_user_notification`) |
 //! | rlimits | nproc, as, fsize, nofile, cpu, core | `sandbox_setup_failed` (`rlimit`) |
 //! | cgroup | pids, memory, cpu per spawn: v2 subtree, or v1 on hybrid hosts | `sandbox_unavailable` (`cgroup_v2_pids`, …) when demanded |
 //! | environment, fds, session | cleared + allowlist; fds ≥ 3 close-on-exec; `setsid` | — |
