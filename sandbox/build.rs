@@ -1,5 +1,8 @@
 //! `AIDO_SANDBOX_SOURCE_HASH`: a hash of this crate's sources, so aido can tell whether a
-//! sandbox helper binary beside it speaks exactly its protocol (see `host_exe`).
+//! sandbox helper binary beside it speaks exactly its protocol (see `host_exe`), and of
+//! aido-confine's, whose layers the child applies and whose types travel in the plan. The other
+//! crates split out of it (aido-egress, aido-globs, aido-changes) run in the parent only and send
+//! nothing to the child, so they are no part of that protocol.
 
 use std::path::Path;
 
@@ -20,6 +23,7 @@ fn visit(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
 fn main() {
     let mut files = Vec::new();
     visit(Path::new("src"), &mut files);
+    visit(Path::new("../confine/src"), &mut files);
     files.sort();
     // FNV-1a, 64 bits, over each file's path and bytes.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -31,5 +35,6 @@ fn main() {
         }
     }
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=../confine/src");
     println!("cargo:rustc-env=AIDO_SANDBOX_SOURCE_HASH={hash:016x}");
 }

@@ -14,10 +14,6 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("journal", &["journal", "writer"]),
     ("snapshots", &["btrfs", "manifest", "store", "tree"]),
     ("vm", &["libvirt", "machine", "native", "ocr"]),
-    ("sandbox", &["cgroup", "profile"]),
-    ("sandbox", &["globs", "plan"]),
-    ("sandbox", &["child", "expose"]),
-    ("sandbox", &["egress::connection", "egress::proxy"]),
     ("mcp", &["http", "server", "stdio"]),
     (
         "bench",

@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use crate::cgroup::Cgroup;
-use crate::child::CHILD_ARG;
-use crate::egress::{EgressLog, EgressPolicy, EgressRecord, EgressTotals, Proxy};
+use aido_confine::Cgroup;
+use aido_egress::{EgressLog, EgressPolicy, EgressRecord, EgressTotals, Proxy};
+
 use crate::error::{SpawnError, Step};
 use crate::plan::{self, Resolved};
 use crate::profile::{Exit, Profile, Request, Usage, WriteMode};
+use crate::protocol::CHILD_ARG;
 use crate::protocol::{
     Control as Frame, Launch, Live, Netns, Report, read_json, read_json_with_fd, write_frame,
     write_json,
@@ -339,7 +340,7 @@ impl Sandbox {
         if let Some(cgroup) = &cgroup
             && let Err(error) = cgroup.join(child.id())
         {
-            return Err(fail(&mut child, error));
+            return Err(fail(&mut child, error.into()));
         }
         let pidfd = rustix::process::Pid::from_raw(child.id() as i32)
             .ok_or_else(|| SpawnError::protocol("the sandbox child has pid 0"))

@@ -30,20 +30,16 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use crate::confine;
 use crate::error::{SpawnError, Step};
 use crate::mounts;
 use crate::profile::{Exit, Usage};
 use crate::protocol::{
-    Launch, Netns, Plan, Report, read_frame, read_json_with_fd, write_json, write_json_with_fd,
+    CHILD_ARG, Launch, Netns, Plan, RELAY_ARG, Report, control_socket, read_frame,
+    read_json_with_fd, write_json, write_json_with_fd,
 };
 
-/// `argv[1]` that makes an executable act as the sandbox child instead of itself.
-pub const CHILD_ARG: &str = "__aido_sandbox";
 /// `argv[2]` of the second re-exec, which becomes init.
 const INIT_ARG: &str = "init";
-/// The second argument that makes the child a relay of an exposed port ([`crate::Exposed`]).
-pub(crate) const RELAY_ARG: &str = "relay";
 /// `argv[2]` of a short-lived helper that only holds a new user namespace whose maps the child
 /// writes: the idmapping of a command's walls.
 const USERNS_ARG: &str = "userns";
@@ -119,12 +115,6 @@ pub fn run_child_if_requested() {
         Some(arg) if arg == RELAY_ARG => crate::expose::relay_main(),
         _ => child_main(),
     }
-}
-
-/// Our standard input (the control socket) as a socket we own.
-pub(crate) fn control_socket() -> Option<UnixStream> {
-    let fd: OwnedFd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
-    Some(UnixStream::from(fd))
 }
 
 /// The sandbox child: see the module docs. Its exit code carries nothing; the reports do.
@@ -204,7 +194,7 @@ fn network_namespace(
                 return Ok(false);
             }
             // Up before it is shared: a command in a pooled namespace cannot change it.
-            crate::egress::loopback_up()?;
+            crate::loopback::loopback_up()?;
             let seed = std::fs::File::open("/proc/self/ns/net").map_err(|error| {
                 SpawnError::setup_io(Step::Network, &error, "/proc/self/ns/net")
             })?;
@@ -310,7 +300,7 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
             .map_err(|errno| SpawnError::unavailable(name, format!("unshare: {errno}")))?;
     }
     if !has_netns {
-        crate::egress::loopback_up()?;
+        crate::loopback::loopback_up()?;
     }
     if launch.netns == Netns::Shared {
         // For the session's later commands: the namespace and the user namespace owning it.
@@ -326,7 +316,7 @@ fn supervise(control: &mut UnixStream) -> Result<Option<Report>, SpawnError> {
         }
     }
     if launch.egress {
-        crate::egress::open(control)?;
+        crate::loopback::open(control)?;
     }
 
     // Init reads the plan from the same socket and reports on it directly: no relay hop.
@@ -754,16 +744,16 @@ fn run_init(
     // CAP_SYS_PTRACE. The command itself is dumpable again after its exec.
     nix::sys::prctl::set_dumpable(false)
         .map_err(|errno| SpawnError::setup(Step::Capabilities, errno, "PR_SET_DUMPABLE"))?;
-    confine::set_rlimits(&plan.rlimits)?;
-    confine::drop_capabilities()?;
-    confine::no_new_privs()?;
-    confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
-    confine::seccomp(&plan.seccomp)?;
-    // The command's connects come to init (see `connect`): its filter goes on between fork
-    // and exec, and its listener comes back over this pair.
+    aido_confine::set_rlimits(&plan.rlimits)?;
+    aido_confine::drop_capabilities()?;
+    aido_confine::no_new_privs()?;
+    aido_confine::landlock(plan.landlock_abi_min, &plan.writable_roots)?;
+    aido_confine::seccomp(&plan.seccomp)?;
+    // The command's connects come to init (see aido-confine's `connect`): its filter goes on
+    // between fork and exec, and its listener comes back over this pair.
     let (listener_ours, listener_theirs) = UnixStream::pair()
         .map_err(|error| SpawnError::setup_io(Step::Seccomp, &error, "a socket pair"))?;
-    let connect_filter = crate::connect::program();
+    let connect_filter = aido_confine::connect_program();
 
     let program = plan.argv[0].clone();
     let mut command = Command::new(resolve_program(&program, plan)?);
@@ -823,7 +813,7 @@ fn run_init(
             ));
         }
     };
-    let judge = crate::connect::Judge::new(&plan.unix_sockets);
+    let judge = aido_confine::Judge::new(&plan.unix_sockets);
     std::thread::Builder::new()
         .name("aido-connects".into())
         .spawn(move || judge.serve(listener))

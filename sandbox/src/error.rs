@@ -202,6 +202,66 @@ impl SpawnError {
     }
 }
 
+/// A malformed network is a malformed request.
+impl From<aido_egress::NetworkInvalid> for SpawnError {
+    fn from(error: aido_egress::NetworkInvalid) -> Self {
+        SpawnError::invalid(error.to_string())
+    }
+}
+
+/// Deny globs that cannot be expanded refuse the request.
+impl From<aido_globs::ExpandError> for SpawnError {
+    fn from(error: aido_globs::ExpandError) -> Self {
+        SpawnError::invalid(error.reason)
+    }
+}
+
+/// Each way a change set cannot be taken is a code of its own, with the same fields.
+impl From<aido_changes::ChangesError> for SpawnError {
+    fn from(error: aido_changes::ChangesError) -> Self {
+        use aido_changes::ChangesError;
+        match error {
+            ChangesError::Unreadable { path, detail } => {
+                SpawnError::ChangesUnreadable { path, detail }
+            }
+            ChangesError::TooLarge { what, max, key } => {
+                SpawnError::ChangesTooLarge { what, max, key }
+            }
+            ChangesError::LayersUnsafe { path, detail } => {
+                SpawnError::LayersUnsafe { path, detail }
+            }
+        }
+    }
+}
+
+/// A missing layer is `sandbox_unavailable`; a failed one `sandbox_setup_failed` at its step.
+impl From<aido_confine::ConfineError> for SpawnError {
+    fn from(error: aido_confine::ConfineError) -> Self {
+        use aido_confine::{ConfineError, Layer};
+        match error {
+            ConfineError::Unavailable { missing, detail } => {
+                SpawnError::SandboxUnavailable { missing, detail }
+            }
+            ConfineError::SetupFailed {
+                layer,
+                errno,
+                detail,
+            } => SpawnError::SetupFailed {
+                step: match layer {
+                    Layer::Rlimit => Step::Rlimit,
+                    Layer::Capabilities => Step::Capabilities,
+                    Layer::NoNewPrivs => Step::NoNewPrivs,
+                    Layer::Landlock => Step::Landlock,
+                    Layer::Seccomp => Step::Seccomp,
+                    Layer::Cgroup => Step::Cgroup,
+                },
+                errno,
+                detail,
+            },
+        }
+    }
+}
+
 /// A refusal carries the whole error, as the journal and the agent read it.
 fn details(error: &SpawnError) -> Option<serde_json::Value> {
     serde_json::to_value(error).ok()

@@ -74,8 +74,8 @@ impl Exposed {
         let (control, theirs) =
             UnixStream::pair().map_err(|error| failed(&error, "a control socket"))?;
         let mut child = Command::new(exe)
-            .arg(crate::child::CHILD_ARG)
-            .arg(crate::child::RELAY_ARG)
+            .arg(crate::protocol::CHILD_ARG)
+            .arg(crate::protocol::RELAY_ARG)
             .env_clear()
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
@@ -123,7 +123,7 @@ impl Exposed {
 
 /// The relay process (see the module docs). Exits when aido closes the control socket.
 pub(crate) fn relay_main() -> ! {
-    let Some(control) = crate::child::control_socket() else {
+    let Some(control) = crate::protocol::control_socket() else {
         std::process::exit(120);
     };
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);

@@ -27,6 +27,11 @@
 //! ones that changed, with the same answer as a full walk. A glob match created by the
 //! command itself is for the write judgement of the overlay layer (point 3 of issue 9).
 //!
+//! Four crates hold what is not the re-exec path itself: aido-confine the per-process layers
+//! and cgroups, aido-egress the egress proxy, aido-globs the deny-glob index and aido-changes
+//! the reading of an overlay run's layers. This crate re-exports what its callers use, so they
+//! name `aido_sandbox::` paths only.
+//!
 //! # Layers and how each fails
 //!
 //! | layer | how | when the host lacks it |
@@ -39,7 +44,7 @@
 //! | capabilities, no-new-privs | bounding set, securebits, capset; `PR_SET_NO_NEW_PRIVS` | `sandbox_setup_failed` |
 //! | Landlock | read-only `/`, all rights on the roots, no TCP (ABI 4+), scoped signals and abstract sockets (ABI 6+) | `sandbox_unavailable` (`landlock_abi_vN`): a hard floor, never best effort |
 //! | seccomp | EPERM deny list (ptrace, mount, namespaces, bpf, io_uring, keyrings, datagram Unix sockets …), `clone3` → ENOSYS, every x32 call (`__X32_SYSCALL_BIT`) → EPERM, another architecture's calls (i386 `int 0x80`) kill the process | `sandbox_unavailable` (`seccomp_filter`) |
-//! | connects | the command's `connect` goes to init (a seccomp user notification), which connects it itself: a host Unix socket only when the profile names it ([`Profile::unix_sockets`]), the command's own always (see `connect`) | `sandbox_unavailable` (`seccomp_user_notification`) |
+//! | connects | the command's `connect` goes to init (a seccomp user notification), which connects it itself: a host Unix socket only when the profile names it ([`Profile::unix_sockets`]), the command's own always (see aido-confine's `connect`) | `sandbox_unavailable` (`seccomp_user_notification`) |
 //! | rlimits | nproc, as, fsize, nofile, cpu, core | `sandbox_setup_failed` (`rlimit`) |
 //! | cgroup | pids, memory, cpu per spawn: v2 subtree, or v1 on hybrid hosts | `sandbox_unavailable` (`cgroup_v2_pids`, …) when demanded |
 //! | environment, fds, session | cleared + allowlist; fds ≥ 3 close-on-exec; `setsid` | — |
@@ -65,24 +70,18 @@
 
 /// Background commands: started, fed, stopped and waited for apart.
 mod background;
-/// cgroup v2 availability (limits on the whole tree).
-mod cgroup;
-/// What an overlay run changed, read from its upper layers.
-mod changes;
 /// The sandbox child and init: the re-exec entry points.
 mod child;
-/// Per-process layers: rlimits, capabilities, no-new-privileges, Landlock, seccomp.
-mod confine;
-/// Every connect of a command judged by init: host Unix sockets only when the policy names them.
-mod connect;
-/// The egress proxy: a confined command's only way out.
-pub mod egress;
+/// Deny globs of a profile: the index its sandboxes share, warmed ahead of a command.
+mod deny;
 /// Coded errors and setup steps.
 mod error;
 /// A background command's port exposed on the host's loopback.
 mod expose;
-/// Deny globs expanded once and then incrementally.
-mod globs;
+/// What an overlay run changed, with the sandbox's errors.
+mod layers;
+/// The command's network namespace, in the child: its loopback, the egress proxy's socket.
+mod loopback;
 /// The mount tree init builds and pivots into.
 mod mounts;
 /// The pool of empty network namespaces lent to commands without network.
@@ -100,24 +99,25 @@ mod tmp;
 /// The explicit escape hatch: a command run without the sandbox (`[processes] unconfined`).
 mod unconfined;
 
+pub use aido_changes::{CHANGED_ENTRIES_MAX, Change, ChangeCaps, Upper};
+pub use aido_confine::{CgroupLimits, Rlimits, leftovers_of_gone_processes};
+/// The egress proxy (aido-egress): a confined command's only way out.
+pub use aido_egress as egress;
+pub use aido_egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
+pub use aido_globs::{ExpandStats, set_single_command, single_command};
 pub use background::{Control, Ended, OnEnd, Output, StartOptions, Started};
-pub use cgroup::leftovers_of_gone_processes;
-pub use changes::{
-    CHANGED_ENTRIES_MAX, Change, ChangeCaps, Upper, check_owned, collect as collect_changes,
-    open_layers,
-};
 pub use child::{
-    BUILD_ID, BUILD_ID_ARG, CHILD_ARG, HELPER_NAME, child_main, host_exe, run_child_if_requested,
+    BUILD_ID, BUILD_ID_ARG, HELPER_NAME, child_main, host_exe, run_child_if_requested,
 };
-pub use egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};
+pub use deny::GlobIndex;
 pub use error::{SpawnError, Step};
 pub use expose::Exposed;
-pub use globs::{ExpandStats, GlobIndex, set_single_command, single_command};
+pub use layers::{check_owned, collect_changes, open_layers};
 pub use netns::SharedNetwork;
 pub use profile::{
-    CgroupLimits, Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, Rlimits, RunAs, Usage,
-    WriteMode,
+    Exit, LANDLOCK_ABI_KNOWN_MAX, Outcome, Profile, Request, RunAs, Usage, WriteMode,
 };
+pub use protocol::CHILD_ARG;
 pub use spawn::{DRAIN_MS, SETUP_GRACE_MS, Sandbox, discard_standby, settle};
 pub use tmp::SharedTmp;
 pub use unconfined::run_unconfined;

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
+use aido_globs::{GlobIndex, is_glob};
+
 use crate::error::SpawnError;
-use crate::globs::GlobIndex;
 use crate::profile::{LANDLOCK_ABI_KNOWN_MAX, Profile, Request, WriteMode};
 use crate::protocol::{Hidden, Plan};
 
@@ -161,8 +162,8 @@ pub(crate) fn resolve(
     }
     // Where the egress proxy is, for the tools that read it (it is not the boundary: the
     // namespace has no other way out).
-    if let crate::egress::Network::Proxy { .. } = profile.network {
-        let proxy = format!("http://127.0.0.1:{}", crate::egress::EGRESS_PORT);
+    if let aido_egress::Network::Proxy { .. } = profile.network {
+        let proxy = format!("http://127.0.0.1:{}", aido_egress::EGRESS_PORT);
         for name in [
             "HTTP_PROXY",
             "HTTPS_PROXY",
@@ -208,7 +209,7 @@ pub(crate) fn resolve(
             landlock_abi_min: profile.landlock_abi_min,
             rlimits: profile.rlimits,
             tmp_bytes_max: profile.tmp_bytes_max,
-            seccomp: crate::confine::seccomp_wire()?,
+            seccomp: aido_confine::seccomp_wire()?,
             live: None,
             walls,
             covers,
@@ -452,12 +453,6 @@ fn expand_home(
         paths.push(base);
     }
     Ok(paths)
-}
-
-pub(crate) fn is_glob(path: &Path) -> bool {
-    path.to_string_lossy()
-        .chars()
-        .any(|character| matches!(character, '*' | '?' | '[' | '{'))
 }
 
 fn deny_one(

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use aido_confine::{CgroupLimits, Rlimits};
 use serde::{Deserialize, Serialize};
 
 /// The highest Landlock ABI the pinned `landlock` crate (0.4.4) can enforce.
@@ -46,7 +47,7 @@ pub struct Profile {
     pub writes: WriteMode,
     /// The command's network: none, or only aido's egress proxy (see [`crate::egress`]).
     #[serde(default)]
-    pub network: crate::egress::Network,
+    pub network: aido_egress::Network,
     /// Host directories the command may read besides what the host lets any user read (the
     /// policy's read walls). With [`Profile::run_as`] these and the writable roots are the
     /// only host files the command owns; without it, they change nothing.
@@ -93,53 +94,6 @@ pub enum WriteMode {
     },
 }
 
-/// Limits set with `setrlimit` on the command (soft = hard).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rlimits {
-    /// `RLIMIT_NPROC`: processes of the sandbox's user (counted per user namespace).
-    pub processes_max: u64,
-    /// `RLIMIT_AS`: address space of each process.
-    pub address_space_bytes_max: u64,
-    /// `RLIMIT_FSIZE`: the largest file a process may write.
-    pub file_size_bytes_max: u64,
-    /// `RLIMIT_NOFILE`: open descriptors per process.
-    pub open_files_max: u64,
-    /// `RLIMIT_CPU`: CPU seconds per process.
-    pub cpu_time_s_max: u64,
-}
-
-impl Default for Rlimits {
-    fn default() -> Self {
-        Rlimits {
-            processes_max: 256,
-            address_space_bytes_max: 4 << 30,
-            file_size_bytes_max: 1 << 30,
-            open_files_max: 1024,
-            cpu_time_s_max: 600,
-        }
-    }
-}
-
-/// cgroup v2 limits on the whole tree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CgroupLimits {
-    /// `pids.max`.
-    pub pids_max: u64,
-    /// `memory.max` (and `memory.swap.max` = 0).
-    pub memory_bytes_max: u64,
-    /// `cpu.max` as a percentage of one CPU.
-    pub cpu_percent_max: u32,
-}
-
-impl CgroupLimits {
-    /// Whether a spawn's cgroup with these limits can be made here (one is made and removed).
-    pub fn probe(&self) -> Result<(), crate::SpawnError> {
-        crate::cgroup::Cgroup::create(self).map(drop)
-    }
-}
-
 impl Profile {
     /// A profile with the given writable roots and the deny list every profile should start
     /// from: credentials in `$HOME` and the host's secret files.
@@ -153,7 +107,7 @@ impl Profile {
             cgroup: None,
             tmp_bytes_max: 256 << 20,
             writes: WriteMode::Direct,
-            network: crate::egress::Network::None,
+            network: aido_egress::Network::None,
             readable_roots: Vec::new(),
             run_as: None,
             shared_tmp: None,
@@ -274,11 +228,11 @@ pub struct Outcome {
     /// Wall time from spawn to the end of the tree.
     pub duration_ms: u64,
     /// Every connection the command attempted through the egress proxy, admitted or refused
-    /// (empty without [`crate::egress::Network::Proxy`]).
+    /// (empty without [`aido_egress::Network::Proxy`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub egress: Vec<crate::egress::EgressRecord>,
+    pub egress: Vec<aido_egress::EgressRecord>,
     /// Every connection to the egress proxy counted, recorded or not (`None` without
-    /// [`crate::egress::Network::Proxy`]).
+    /// [`aido_egress::Network::Proxy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress_totals: Option<crate::egress::EgressTotals>,
+    pub egress_totals: Option<aido_egress::EgressTotals>,
 }

@@ -12,10 +12,24 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use aido_confine::Rlimits;
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpawnError;
-use crate::profile::{Exit, Rlimits, Usage, WriteMode};
+use crate::profile::{Exit, Usage, WriteMode};
+
+/// `argv[1]` that makes an executable act as the sandbox child instead of itself.
+pub const CHILD_ARG: &str = "__aido_sandbox";
+/// The second argument that makes the child a relay of an exposed port ([`crate::Exposed`]).
+pub(crate) const RELAY_ARG: &str = "relay";
+
+/// Our standard input (the control socket) as a socket we own: how every re-exec of the
+/// sandbox (child, init, relay) reaches its parent.
+pub(crate) fn control_socket() -> Option<std::os::unix::net::UnixStream> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    Some(std::os::unix::net::UnixStream::from(fd))
+}
 
 /// The largest frame either side accepts (the plan, or the stdin bytes).
 pub(crate) const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -34,7 +48,7 @@ pub(crate) struct Plan {
     pub(crate) rlimits: Rlimits,
     pub(crate) tmp_bytes_max: u64,
     /// The seccomp filters, compiled by the parent.
-    pub(crate) seccomp: Vec<Vec<crate::confine::Instruction>>,
+    pub(crate) seccomp: Vec<Vec<aido_confine::Instruction>>,
     /// A background command: init keeps reading [`Control`] frames after the start.
     #[serde(default)]
     pub(crate) live: Option<Live>,

@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use crate::cgroup::{Cgroup, Hierarchy};
-use crate::child::CHILD_ARG;
+use aido_confine::{Cgroup, CgroupLimits, Hierarchy};
+
+use crate::deny::GlobIndex;
 use crate::error::{SpawnError, Step};
-use crate::globs::GlobIndex;
 use crate::plan::{self, Resolved};
-use crate::profile::{CgroupLimits, Exit, Outcome, Profile, Request, Usage, WriteMode};
+use crate::profile::{Exit, Outcome, Profile, Request, Usage, WriteMode};
+use crate::protocol::CHILD_ARG;
 use crate::protocol::{
     Launch, Netns, Report, read_json, read_json_with_fd, write_frame, write_json,
     write_json_with_fd,
@@ -293,7 +294,7 @@ impl Sandbox {
         resolved: &Resolved,
         request: &Request,
         cgroup: Option<Cgroup>,
-        egress: Option<crate::egress::EgressPolicy>,
+        egress: Option<aido_egress::EgressPolicy>,
     ) -> Result<Outcome, SpawnError> {
         let outputs = Outputs::start(&mut child, request);
 
@@ -587,7 +588,7 @@ pub(crate) fn create_layers(
 /// What a run's conversation leaves besides its result.
 struct Talk {
     /// The egress proxy, when the command has network.
-    proxy: Option<crate::egress::Proxy>,
+    proxy: Option<aido_egress::Proxy>,
     /// The network namespace lent to the run or seeded by it.
     netns: Option<OwnedFd>,
     /// The user namespace owning a shared namespace the run joins.
@@ -605,7 +606,7 @@ fn converse(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    egress: Option<crate::egress::EgressPolicy>,
+    egress: Option<aido_egress::EgressPolicy>,
     netns: Netns,
     talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {
@@ -663,7 +664,7 @@ fn converse_until_report(
     child: &mut Child,
     resolved: &Resolved,
     request: &Request,
-    mut egress: Option<crate::egress::EgressPolicy>,
+    mut egress: Option<aido_egress::EgressPolicy>,
     netns: Netns,
     talk: &mut Talk,
 ) -> Result<(Exit, Usage), SpawnError> {
@@ -714,7 +715,7 @@ fn converse_until_report(
                         "an egress frame without its socket, or one not asked for",
                     ));
                 };
-                match crate::egress::Proxy::start(fd, policy) {
+                match aido_egress::Proxy::start(fd, policy) {
                     Ok(started) => *proxy = Some(started),
                     Err(error) => {
                         let _ = child.kill();

@@ -70,7 +70,7 @@ fn the_next_child_waits_in_its_cgroup_and_a_dead_one_is_replaced() {
         Err(error) => {
             eprintln!(
                 "no cgroup here ({}): the standby is checked without one",
-                error.code()
+                aido_sandbox::SpawnError::from(error).code()
             );
             false
         }

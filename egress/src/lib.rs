@@ -12,7 +12,7 @@
 //! (loopback, private, link-local, CGNAT and metadata ranges refused unless the profile names
 //! them); the connection goes to the address that was judged, so a second DNS answer cannot
 //! rebind it. Every attempt that names a target, admitted or refused, is an [`EgressRecord`]
-//! in the command's [`crate::Outcome`], which the journal keeps; every connection is counted
+//! in the command's outcome (`aido_sandbox::Outcome`), which the journal keeps; every connection is counted
 //! in its [`EgressTotals`].
 //!
 //! # What a command's network costs aido
@@ -44,30 +44,39 @@
 //! before any target is known (over a cap, a late, large or malformed head, a connection cut
 //! by the command's end) is recorded once per code and counted every time, so a flood cannot
 //! fill the record list; the command's end cuts whatever is still open.
+//!
+//! # Example
+//!
+//! The sandbox parses a profile's network before anything is spawned, then serves the socket
+//! its child bound with [`Proxy::start`] and ends it with [`Proxy::finish`]:
+//!
+//! ```
+//! let network = aido_egress::Network::proxy(vec!["*.crates.io:443".into()], Vec::new());
+//! assert!(network.policy()?.is_some());
+//! assert!(aido_egress::Network::None.policy()?.is_none());
+//! # Ok::<(), aido_egress::NetworkInvalid>(())
+//! ```
 
 /// One connection: its head, its judgement, its relay.
 mod connection;
-/// Why a connection was refused, with stable codes.
+/// Why a connection was refused, with stable codes; why a network is malformed.
 mod error;
 /// The allowlist, bounded name resolution, the range check and the connect.
 mod judge;
-/// The child's side: the namespace's loopback and the listening socket.
-mod namespace;
-/// The parent's side: the runtime, a command's proxy, its log and its connection slots.
+/// The parent's side: the runtime and a command's proxy.
 mod proxy;
 /// Reading and parsing a request head.
 mod request;
+/// What a command's proxy shares with its connections: its phase, its log, its slots.
+mod shared;
 
 use std::collections::BTreeMap;
 
 use aido_net::NetPolicy;
 use serde::{Deserialize, Serialize};
 
-use crate::error::SpawnError;
-
-pub use error::ProxyError;
-pub(crate) use namespace::{loopback_up, open};
-pub(crate) use proxy::{EgressLog, Proxy};
+pub use error::{NetworkInvalid, ProxyError};
+pub use proxy::{EgressLog, Proxy};
 
 /// The proxy's port on the namespace's loopback (the namespace is the command's own, so any
 /// port is free; a fixed one lets the parent write the plan before the child binds it).
@@ -155,10 +164,8 @@ impl Network {
     }
 
     /// The parsed allowlist and limits of a proxy network; `None` for no network.
-    pub(crate) fn policy(&self) -> Result<Option<EgressPolicy>, SpawnError> {
-        let invalid = |reason: String| SpawnError::RequestInvalid {
-            reason: format!("network: {reason}"),
-        };
+    pub fn policy(&self) -> Result<Option<EgressPolicy>, NetworkInvalid> {
+        let invalid = |reason: String| NetworkInvalid { reason };
         match self {
             Network::None => Ok(None),
             Network::Proxy {
@@ -184,9 +191,10 @@ impl Network {
     }
 }
 
-/// What one command's proxy judges by: the allowlist and ranges, and its connection limits.
+/// What one command's proxy judges by: the allowlist and ranges, and its connection limits
+/// (made by [`Network::policy`]).
 #[derive(Clone, Debug)]
-pub(crate) struct EgressPolicy {
+pub struct EgressPolicy {
     pub(crate) net: NetPolicy,
     pub(crate) connections_max: usize,
     pub(crate) connections_total_max: usize,
@@ -251,5 +259,5 @@ pub struct EgressTotals {
 /// Connections open through every egress proxy of this process (what
 /// `connections_total_max` bounds).
 pub fn connections_open() -> usize {
-    proxy::connections_open()
+    shared::connections_open()
 }

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::error::{SpawnError, Step};
-use crate::profile::CgroupLimits;
+use crate::error::{ConfineError, Layer};
+use serde::{Deserialize, Serialize};
 
 /// The controllers a [`CgroupLimits`] needs.
 const CONTROLLERS: [&str; 3] = ["pids", "memory", "cpu"];
@@ -26,16 +26,35 @@ const REMOVE_ATTEMPTS_MAX: u32 = 50;
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// cgroup v2 limits on the whole tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupLimits {
+    /// `pids.max`.
+    pub pids_max: u64,
+    /// `memory.max` (and `memory.swap.max` = 0).
+    pub memory_bytes_max: u64,
+    /// `cpu.max` as a percentage of one CPU.
+    pub cpu_percent_max: u32,
+}
+
+impl CgroupLimits {
+    /// Whether a spawn's cgroup with these limits can be made here (one is made and removed).
+    pub fn probe(&self) -> Result<(), ConfineError> {
+        Cgroup::create(self).map(drop)
+    }
+}
+
 /// Which hierarchy the spawn's cgroup lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Hierarchy {
+pub enum Hierarchy {
     V2,
     V1,
 }
 
 /// One spawn's cgroup: one directory on v2, one per controller on v1.
 #[derive(Debug)]
-pub(crate) struct Cgroup {
+pub struct Cgroup {
     hierarchy: Hierarchy,
     directories: Vec<PathBuf>,
 }
@@ -45,7 +64,7 @@ fn membership() -> String {
 }
 
 /// Removes the empty cgroups under `parent` that an aido process which is gone left behind
-/// (killed, or exited with a standby child waiting: [`crate::spawn`]). Once per directory per
+/// (killed, or exited with a standby child waiting: `aido_sandbox`'s spawn). Once per directory per
 /// process; a cgroup with anything in it is never removed (the kernel refuses).
 fn sweep(parent: &Path) {
     static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -89,10 +108,10 @@ fn unique_name() -> String {
     )
 }
 
-fn write(path: &Path, value: &str) -> Result<(), SpawnError> {
+fn write(path: &Path, value: &str) -> Result<(), ConfineError> {
     std::fs::write(path, value).map_err(|error| {
-        SpawnError::setup_io(
-            Step::Cgroup,
+        ConfineError::setup_io(
+            Layer::Cgroup,
             &error,
             format!("{} <- {value}", path.display()),
         )
@@ -101,13 +120,13 @@ fn write(path: &Path, value: &str) -> Result<(), SpawnError> {
 
 impl Cgroup {
     /// Creates the spawn's cgroup with `limits`, on v2 if it can, else on v1.
-    pub(crate) fn create(limits: &CgroupLimits) -> Result<Self, SpawnError> {
+    pub fn create(limits: &CgroupLimits) -> Result<Self, ConfineError> {
         let membership = membership();
         let v2 = Self::create_v2(limits, &membership);
         match v2 {
             Ok(cgroup) => Ok(cgroup),
             Err(v2_missing) => Self::create_v1(limits, &membership).map_err(|v1_missing| {
-                SpawnError::unavailable(
+                ConfineError::unavailable(
                     v2_missing.0,
                     format!(
                         "{}; cgroup v1: {} ({})",
@@ -148,7 +167,7 @@ impl Cgroup {
             }
         }
         let delegation =
-            |error: SpawnError| ("cgroup_v2_delegation".to_string(), error.to_string());
+            |error: ConfineError| ("cgroup_v2_delegation".to_string(), error.to_string());
         write(
             &directory.join("cgroup.subtree_control"),
             "+pids +memory +cpu",
@@ -236,12 +255,13 @@ impl Cgroup {
         Ok(cgroup)
     }
 
-    pub(crate) fn hierarchy(&self) -> Hierarchy {
+    /// The hierarchy it lives in.
+    pub fn hierarchy(&self) -> Hierarchy {
         self.hierarchy
     }
 
     /// Moves `pid` (the sandbox child, before it has started anything) in.
-    pub(crate) fn join(&self, pid: u32) -> Result<(), SpawnError> {
+    pub fn join(&self, pid: u32) -> Result<(), ConfineError> {
         for directory in &self.directories {
             write(&directory.join("cgroup.procs"), &pid.to_string())?;
         }
@@ -249,7 +269,7 @@ impl Cgroup {
     }
 
     /// The tree's peak memory, where the kernel keeps it.
-    pub(crate) fn memory_peak_bytes(&self) -> Option<u64> {
+    pub fn memory_peak_bytes(&self) -> Option<u64> {
         let file = match self.hierarchy {
             Hierarchy::V2 => "memory.peak",
             Hierarchy::V1 => "memory.max_usage_in_bytes",
@@ -261,7 +281,7 @@ impl Cgroup {
     }
 
     /// Kills every process still inside.
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         match self.hierarchy {
             Hierarchy::V2 => {
                 for directory in &self.directories {

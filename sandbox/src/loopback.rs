@@ -1,14 +1,15 @@
 //! In the sandbox child, inside the command's new network namespace, before init starts: the
-//! loopback brought up and the proxy's listening socket bound there and sent to the parent.
+//! loopback brought up and, with [`aido_egress::Network::Proxy`], the proxy's listening socket
+//! bound there and sent to the parent (which serves it with [`aido_egress::Proxy`]).
 
 use std::net::TcpListener;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 
+use aido_egress::EGRESS_PORT;
+
 use crate::error::{SpawnError, Step};
 use crate::protocol::Report;
-
-use super::EGRESS_PORT;
 
 /// In the sandbox child, inside the new network namespace (its loopback already up): the
 /// proxy's socket bound on it and sent to the parent with a [`Report::Egress`] frame.

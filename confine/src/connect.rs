@@ -1,6 +1,6 @@
 //! Every `connect(2)` of a command is judged by init: a Unix socket by path is reached only
 //! when it is one the command bound itself or one the policy names
-//! ([`crate::Profile::unix_sockets`]).
+//! (`aido_sandbox::Profile::unix_sockets`).
 //!
 //! Landlock (below ABI 9) does not check a connect to a pathname socket, and a read-only mount
 //! does not stop one: only write permission on the socket's inode does. So the command's
@@ -45,12 +45,12 @@ const TCP_LISTEN: u32 = 10;
 /// command does not); so is a `seccomp` filter with a listener of its own, which would get the
 /// command's connects before init and could let them through. Another architecture's calls are
 /// allowed here: init's filters kill them.
-pub(crate) fn program() -> Vec<libc::sock_filter> {
-    use crate::confine::bpf::{DATA_ARCH, DATA_ARG1_LOW, DATA_NR, answer, jump, load};
+pub fn program() -> Vec<libc::sock_filter> {
+    use crate::layers::bpf::{DATA_ARCH, DATA_ARG1_LOW, DATA_NR, answer, jump, load};
     let refuse = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     [
         /* 0 */ load(DATA_ARCH),
-        /* 1 */ jump(libc::BPF_JEQ, crate::confine::AUDIT_ARCH, 0, 9),
+        /* 1 */ jump(libc::BPF_JEQ, crate::layers::AUDIT_ARCH, 0, 9),
         /* 2 */ load(DATA_NR),
         /* 3 */ jump(libc::BPF_JEQ, libc::SYS_connect as u32, 0, 1),
         /* 4 */ answer(libc::SECCOMP_RET_USER_NOTIF),
@@ -74,13 +74,15 @@ pub(crate) fn program() -> Vec<libc::sock_filter> {
 }
 
 /// What init judges connects by.
-pub(crate) struct Judge {
+pub struct Judge {
     /// The sockets the policy names, as this mount namespace resolves them.
     named: Vec<PathBuf>,
 }
 
 impl Judge {
-    pub(crate) fn new(named: &[PathBuf]) -> Self {
+    /// A judge that lets the command reach the host sockets `named` (canonical where they
+    /// resolve) and its own.
+    pub fn new(named: &[PathBuf]) -> Self {
         Self {
             named: named
                 .iter()
@@ -92,7 +94,7 @@ impl Judge {
     /// Answers the command's connects until the listener closes (the command and all its
     /// processes gone). Each connect on a thread of its own: one that blocks (a full backlog,
     /// a slow TCP handshake) holds up no other.
-    pub(crate) fn serve(self, listener: OwnedFd) {
+    pub fn serve(self, listener: OwnedFd) {
         use std::os::fd::AsFd;
         let judge = std::sync::Arc::new(self);
         let listener = std::sync::Arc::new(listener);

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::proxy::{Phase, Shared, Slot, reached};
 use super::request::{parse_head, read_head};
 use super::{EGRESS_HEAD_TIMEOUT_MS, EgressRecord, ProxyError, RELAY_BUFFER_BYTES, judge};
+use crate::shared::{Phase, Shared, Slot, reached};
 
 /// How long a refusal's answer may take to write (a client that does not read cannot hold
 /// the task).

@@ -8,6 +8,16 @@ use super::{
     EGRESS_RESOLVE_TIMEOUT_MS,
 };
 
+/// A [`crate::Network`] that cannot be served: a malformed allowlist or range, or a limit of
+/// zero. The sandbox refuses the command with it (`sandbox_request_invalid`) before anything
+/// runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("network: {reason}")]
+pub struct NetworkInvalid {
+    /// What is wrong.
+    pub reason: String,
+}
+
 /// One connection's refusal by the egress proxy.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProxyError {

@@ -26,6 +26,20 @@
 //! starts from it and checks each directory by its stamp instead of reading the whole tree
 //! again: a stat per directory instead of a `readdir` of every one. The file is only ever a
 //! starting point: a directory whose stamp changed, or that was racy, is read again.
+//!
+//! # Example
+//!
+//! ```no_run
+//! let index = aido_globs::GlobIndex::default();
+//! let home = std::path::PathBuf::from("/home/user");
+//! // Every `.env` under the home, except under `.cache` (hidden whole by the caller).
+//! let (matches, stats) = index.expand(&[home.join("**/.env")], &[home.join(".cache")])?;
+//! // A second expansion reads only the directories that changed since.
+//! let (again, _) = index.expand(&[home.join("**/.env")], &[home.join(".cache")])?;
+//! assert_eq!(matches, again);
+//! # let _ = stats;
+//! # Ok::<(), aido_globs::ExpandError>(())
+//! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -38,15 +52,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
-use crate::error::SpawnError;
-
 /// Directory entries one deny glob may visit while it is expanded (a walk this large is
 /// refused: the command does not run).
-pub(crate) const DENY_WALK_ENTRIES_MAX: usize = 4_000_000;
+pub const DENY_WALK_ENTRIES_MAX: usize = 4_000_000;
 
 /// A directory modified this recently when it was read is read again on the next expansion
 /// (when it has no watch).
-pub(crate) const RACY_WINDOW: Duration = Duration::from_secs(2);
+pub const RACY_WINDOW: Duration = Duration::from_secs(2);
 
 /// Set once a process says it runs a single command and exits (`aido exec`).
 static SINGLE_COMMAND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -61,6 +73,31 @@ pub fn set_single_command() {
 /// Whether [`set_single_command`] was called.
 pub fn single_command() -> bool {
     SINGLE_COMMAND.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Why deny globs could not be expanded (a malformed glob, a walk past
+/// [`DENY_WALK_ENTRIES_MAX`], a walker that panicked): the sandbox refuses the command with it
+/// (`sandbox_request_invalid`) before anything runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ExpandError {
+    /// What went wrong.
+    pub reason: String,
+}
+
+impl ExpandError {
+    fn new(reason: impl Into<String>) -> Self {
+        ExpandError {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Whether `path` is a glob (has `*`, `?`, `[` or `{`) rather than a literal path.
+pub fn is_glob(path: &Path) -> bool {
+    path.to_string_lossy()
+        .chars()
+        .any(|character| matches!(character, '*' | '?' | '[' | '{'))
 }
 
 /// What one directory held when it was read.
@@ -92,7 +129,7 @@ struct Stamp {
 }
 
 /// Expansions of deny globs, kept between commands (shared by every clone of a
-/// [`crate::Sandbox`]): one tree per literal prefix and set of globs under it.
+/// `aido_sandbox::Sandbox`): one tree per literal prefix and set of globs under it.
 #[derive(Debug, Default)]
 pub struct GlobIndex {
     state: Mutex<State>,
@@ -258,22 +295,11 @@ impl GlobIndex {
         }
     }
 
-    /// Expands `profile`'s deny globs (as a command's plan would, with `home` for `~`) without
-    /// running anything, so the first command does not pay the first walk of a large root.
-    /// In a single-command process ([`set_single_command`]) the answer is held for that command.
-    pub fn warm(&self, profile: &crate::Profile, home: Option<&Path>) -> Result<(), SpawnError> {
-        if single_command() {
-            self.hold_next();
-        }
-        let request = crate::Request::new(["true"], Path::new("/"));
-        crate::plan::resolve(profile, &request, home, &BTreeMap::new(), self).map(drop)
-    }
-
     /// In a process that runs one command: the next expansion (made ahead of the command,
     /// while the journal opens) is also the command's, if it asks for the same globs. Without
     /// watches a second expansion would `stat` every directory again; the one made ahead is
     /// as current as any expansion is when the command's mounts are made.
-    pub(crate) fn hold_next(&self) {
+    pub fn hold_next(&self) {
         if let Ok(mut state) = self.state.lock() {
             state.hold = true;
         }
@@ -284,16 +310,16 @@ impl GlobIndex {
     /// once expanded) share one walk. Directories in `hidden` are hidden whole by the caller,
     /// so they are not walked (aido's own home, busy with the journal, inside a user's home).
     #[allow(clippy::too_many_lines)]
-    pub(crate) fn expand(
+    pub fn expand(
         &self,
         patterns: &[PathBuf],
         hidden: &[PathBuf],
-    ) -> Result<(Vec<PathBuf>, ExpandStats), SpawnError> {
+    ) -> Result<(Vec<PathBuf>, ExpandStats), ExpandError> {
         let mut groups: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
         for pattern in patterns {
             let mut prefix = PathBuf::new();
             for component in pattern.components() {
-                if crate::plan::is_glob(Path::new(component.as_os_str())) {
+                if is_glob(Path::new(component.as_os_str())) {
                     break;
                 }
                 prefix.push(component);
@@ -306,7 +332,7 @@ impl GlobIndex {
         let mut state = self
             .state
             .lock()
-            .map_err(|_| SpawnError::invalid("the deny glob index was poisoned by a panic"))?;
+            .map_err(|_| ExpandError::new("the deny glob index was poisoned by a panic"))?;
         let state = &mut *state;
         if groups.is_empty() {
             return Ok((Vec::new(), ExpandStats::default()));
@@ -348,13 +374,13 @@ impl GlobIndex {
                         .literal_separator(true)
                         .build()
                         .map_err(|error| {
-                            SpawnError::invalid(format!("deny glob {text:?}: {error}"))
+                            ExpandError::new(format!("deny glob {text:?}: {error}"))
                         })?,
                 );
             }
             let set = builder
                 .build()
-                .map_err(|error| SpawnError::invalid(format!("deny globs {texts:?}: {error}")))?;
+                .map_err(|error| ExpandError::new(format!("deny globs {texts:?}: {error}")))?;
             let mut skip: Vec<PathBuf> = hidden
                 .iter()
                 .filter(|dir| dir.starts_with(&prefix) && **dir != prefix)
@@ -601,7 +627,7 @@ impl Walk<'_> {
         path: &mut PathBuf,
         known: Option<Dir>,
         check: bool,
-    ) -> Result<Option<Dir>, SpawnError> {
+    ) -> Result<Option<Dir>, ExpandError> {
         let Some(mut dir) = self.own(path, known, check)? else {
             return Ok(None);
         };
@@ -622,7 +648,7 @@ impl Walk<'_> {
         path: &mut PathBuf,
         known: Option<Dir>,
         workers: usize,
-    ) -> Result<Option<Dir>, SpawnError> {
+    ) -> Result<Option<Dir>, ExpandError> {
         let Some(mut top) = self.own(path, known, true)? else {
             return Ok(None);
         };
@@ -640,7 +666,7 @@ impl Walk<'_> {
         }
         let queue = Mutex::new(items.into_iter());
         let (set, skip, generation, now) = (self.set, self.skip, self.generation, self.now);
-        let parts: Vec<Result<Walked, SpawnError>> = std::thread::scope(|scope| {
+        let parts: Vec<Result<Walked, ExpandError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
                     scope.spawn(|| {
@@ -657,7 +683,7 @@ impl Walk<'_> {
                         loop {
                             let next = queue
                                 .lock()
-                                .map_err(|_| SpawnError::invalid("a deny glob walker panicked"))?
+                                .map_err(|_| ExpandError::new("a deny glob walker panicked"))?
                                 .next();
                             let Some((mut at, check, slot)) = next else {
                                 break;
@@ -673,7 +699,7 @@ impl Walk<'_> {
                 .map(|handle| {
                     handle
                         .join()
-                        .unwrap_or_else(|_| Err(SpawnError::invalid("a deny glob walker panicked")))
+                        .unwrap_or_else(|_| Err(ExpandError::new("a deny glob walker panicked")))
                 })
                 .collect()
         });
@@ -686,7 +712,7 @@ impl Walk<'_> {
             self.found.append(&mut found);
         }
         if self.visited > DENY_WALK_ENTRIES_MAX {
-            return Err(SpawnError::invalid(format!(
+            return Err(ExpandError::new(format!(
                 "deny globs under {} visit more than {DENY_WALK_ENTRIES_MAX} entries",
                 path.display()
             )));
@@ -707,7 +733,7 @@ impl Walk<'_> {
         path: &mut PathBuf,
         known: Option<Dir>,
         check: bool,
-    ) -> Result<Option<Dir>, SpawnError> {
+    ) -> Result<Option<Dir>, ExpandError> {
         let dir = match known {
             Some(mut known)
                 if !check && self.watch.as_deref().is_some_and(|w| w.unchanged(&known)) =>
@@ -753,7 +779,7 @@ impl Walk<'_> {
         };
         self.visited += dir.entries;
         if self.visited > DENY_WALK_ENTRIES_MAX {
-            return Err(SpawnError::invalid(format!(
+            return Err(ExpandError::new(format!(
                 "deny globs under {} visit more than {DENY_WALK_ENTRIES_MAX} entries",
                 path.display()
             )));

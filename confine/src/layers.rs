@@ -15,10 +15,12 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use crate::error::{SpawnError, Step};
-use crate::profile::Rlimits;
+use serde::{Deserialize, Serialize};
 
-pub(crate) fn set_rlimits(rlimits: &Rlimits) -> Result<(), SpawnError> {
+use crate::error::{ConfineError, Layer};
+
+/// Sets each of `rlimits` (soft = hard) and no core dumps.
+pub fn set_rlimits(rlimits: &Rlimits) -> Result<(), ConfineError> {
     let limits = [
         (Resource::RLIMIT_NPROC, rlimits.processes_max, "nproc"),
         (Resource::RLIMIT_AS, rlimits.address_space_bytes_max, "as"),
@@ -28,17 +30,18 @@ pub(crate) fn set_rlimits(rlimits: &Rlimits) -> Result<(), SpawnError> {
         (Resource::RLIMIT_CORE, 0, "core"),
     ];
     for (resource, value, name) in limits {
-        setrlimit(resource, value, value)
-            .map_err(|errno| SpawnError::setup(Step::Rlimit, errno, format!("{name}={value}")))?;
+        setrlimit(resource, value, value).map_err(|errno| {
+            ConfineError::setup(Layer::Rlimit, errno, format!("{name}={value}"))
+        })?;
     }
     Ok(())
 }
 
 /// Drops every capability for good: the bounding set, the three sets, and the securebits that
 /// would give uid 0 (the sandbox's own root) its capabilities back on exec.
-pub(crate) fn drop_capabilities() -> Result<(), SpawnError> {
-    let error = |error: rustix::io::Errno, detail: &str| SpawnError::SetupFailed {
-        step: Step::Capabilities,
+pub fn drop_capabilities() -> Result<(), ConfineError> {
+    let error = |error: rustix::io::Errno, detail: &str| ConfineError::SetupFailed {
+        layer: Layer::Capabilities,
         errno: error.raw_os_error(),
         detail: detail.to_string(),
     };
@@ -73,33 +76,36 @@ pub(crate) fn drop_capabilities() -> Result<(), SpawnError> {
     Ok(())
 }
 
-pub(crate) fn no_new_privs() -> Result<(), SpawnError> {
+/// `PR_SET_NO_NEW_PRIVS`: no exec gains privileges (set-id bits, file capabilities).
+pub fn no_new_privs() -> Result<(), ConfineError> {
     nix::sys::prctl::set_no_new_privs()
-        .map_err(|errno| SpawnError::setup(Step::NoNewPrivs, errno, "PR_SET_NO_NEW_PRIVS"))
+        .map_err(|errno| ConfineError::setup(Layer::NoNewPrivs, errno, "PR_SET_NO_NEW_PRIVS"))
 }
 
 /// Read-only (and executable) everywhere, everything on `writable`, read-write on the device
 /// files that must be writable; with ABI 6+ no abstract Unix sockets or signals outside the
 /// sandbox. The ABI is a hard requirement.
-pub(crate) fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), SpawnError> {
+pub fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), ConfineError> {
     let abi = abi_from(abi_min);
     let missing = || format!("landlock_abi_v{abi_min}");
-    let map = |error: RulesetError| -> SpawnError {
+    let map = |error: RulesetError| -> ConfineError {
         match &error {
             RulesetError::HandleAccesses(_) | RulesetError::Scope(_) => {
-                SpawnError::unavailable(missing(), error.to_string())
+                ConfineError::unavailable(missing(), error.to_string())
             }
-            RulesetError::CreateRuleset(_) => SpawnError::unavailable(missing(), error.to_string()),
-            _ => SpawnError::SetupFailed {
-                step: Step::Landlock,
+            RulesetError::CreateRuleset(_) => {
+                ConfineError::unavailable(missing(), error.to_string())
+            }
+            _ => ConfineError::SetupFailed {
+                layer: Layer::Landlock,
                 errno: 0,
                 detail: error.to_string(),
             },
         }
     };
     let path_fd = |path: &Path| {
-        PathFd::new(path).map_err(|error| SpawnError::SetupFailed {
-            step: Step::Landlock,
+        PathFd::new(path).map_err(|error| ConfineError::SetupFailed {
+            layer: Layer::Landlock,
             errno: 0,
             detail: format!("{path:?}: {error}"),
         })
@@ -144,7 +150,7 @@ pub(crate) fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), SpawnErr
     }
     let status = created.restrict_self().map_err(map)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(SpawnError::unavailable(
+        return Err(ConfineError::unavailable(
             missing(),
             format!("ruleset {:?}", status.ruleset),
         ));
@@ -251,14 +257,14 @@ const SOCKET_TYPE_MASK: u64 = 0xf;
 /// process on another architecture's calls (seccompiler's check of `seccomp_data.arch`), so
 /// the i386 ABI (`int 0x80`) cannot sidestep the deny list either.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
-    let failed = |error: seccompiler::BackendError| SpawnError::SetupFailed {
-        step: Step::Seccomp,
+pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, ConfineError> {
+    let failed = |error: seccompiler::BackendError| ConfineError::SetupFailed {
+        layer: Layer::Seccomp,
         errno: 0,
         detail: error.to_string(),
     };
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|error| {
-        SpawnError::unavailable(
+        ConfineError::unavailable(
             format!("seccomp_arch_{}", std::env::consts::ARCH),
             error.to_string(),
         )
@@ -346,8 +352,8 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, SpawnError> {
     let mut programs = Vec::new();
     for filter in [deny, clone3] {
         programs.push(
-            BpfProgram::try_from(filter).map_err(|error| SpawnError::SetupFailed {
-                step: Step::Seccomp,
+            BpfProgram::try_from(filter).map_err(|error| ConfineError::SetupFailed {
+                layer: Layer::Seccomp,
                 errno: 0,
                 detail: error.to_string(),
             })?,
@@ -427,13 +433,41 @@ pub(crate) mod bpf {
     }
 }
 
+/// Limits set with `setrlimit` on the command (soft = hard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rlimits {
+    /// `RLIMIT_NPROC`: processes of the sandbox's user (counted per user namespace).
+    pub processes_max: u64,
+    /// `RLIMIT_AS`: address space of each process.
+    pub address_space_bytes_max: u64,
+    /// `RLIMIT_FSIZE`: the largest file a process may write.
+    pub file_size_bytes_max: u64,
+    /// `RLIMIT_NOFILE`: open descriptors per process.
+    pub open_files_max: u64,
+    /// `RLIMIT_CPU`: CPU seconds per process.
+    pub cpu_time_s_max: u64,
+}
+
+impl Default for Rlimits {
+    fn default() -> Self {
+        Rlimits {
+            processes_max: 256,
+            address_space_bytes_max: 4 << 30,
+            file_size_bytes_max: 1 << 30,
+            open_files_max: 1024,
+            cpu_time_s_max: 600,
+        }
+    }
+}
+
 /// One BPF instruction as it travels in the plan: `(code, jt, jf, k)`.
-pub(crate) type Instruction = (u16, u8, u8, u32);
+pub type Instruction = (u16, u8, u8, u32);
 
 /// The filters, compiled once per parent process (compiling takes milliseconds; applying
 /// them, microseconds) and shipped to init in the plan.
-pub(crate) fn seccomp_wire() -> Result<Vec<Vec<Instruction>>, SpawnError> {
-    static COMPILED: std::sync::OnceLock<Result<Vec<Vec<Instruction>>, SpawnError>> =
+pub fn seccomp_wire() -> Result<Vec<Vec<Instruction>>, ConfineError> {
+    static COMPILED: std::sync::OnceLock<Result<Vec<Vec<Instruction>>, ConfineError>> =
         std::sync::OnceLock::new();
     COMPILED
         .get_or_init(|| {
@@ -450,14 +484,15 @@ pub(crate) fn seccomp_wire() -> Result<Vec<Vec<Instruction>>, SpawnError> {
         .clone()
 }
 
-pub(crate) fn seccomp(programs: &[Vec<Instruction>]) -> Result<(), SpawnError> {
+/// Loads the filters [`seccomp_wire`] compiled (in the parent), in order.
+pub fn seccomp(programs: &[Vec<Instruction>]) -> Result<(), ConfineError> {
     for program in programs {
         let program: BpfProgram = program
             .iter()
             .map(|&(code, jt, jf, k)| seccompiler::sock_filter { code, jt, jf, k })
             .collect();
         seccompiler::apply_filter(&program)
-            .map_err(|error| SpawnError::unavailable("seccomp_filter", error.to_string()))?;
+            .map_err(|error| ConfineError::unavailable("seccomp_filter", error.to_string()))?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! What a command changed, read from the upper layers of an overlay run
-//! ([`crate::WriteMode::Overlay`]).
+//! What a command changed, read from the upper layers of an overlay run (aido's sandbox with
+//! `aido_sandbox::WriteMode::Overlay`, or podman's overlay volumes).
 //!
 //! Each writable root was mounted as an overlay whose lower layer is the host directory and
 //! whose upper layer is `LAYERS/INDEX/upper` (mounted with `userxattr`, so overlay's own marks
@@ -22,6 +22,21 @@
 //! symlink, so nothing swapped into the layer's path can make aido read another tree. A file's
 //! contents are named by its directory's handle and its name ([`Upper`]). Nothing here touches
 //! the host tree.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::path::{Path, PathBuf};
+//!
+//! // The layer directory the overlay run was given, held as a handle.
+//! let layers = aido_changes::open_layers(Path::new("/var/lib/aido/layers/4711-0"))?;
+//! let roots = [PathBuf::from("/home/user/project")];
+//! let caps = aido_changes::ChangeCaps::default();
+//! for change in aido_changes::collect(&layers, &roots, caps)? {
+//!     let _host_path = change.path();
+//! }
+//! # Ok::<(), aido_changes::ChangesError>(())
+//! ```
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,7 +47,40 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::error::SpawnError;
+/// Why a command's changes could not be taken. The sandbox reports each as its own coded
+/// error (`aido_sandbox::SpawnError`: `sandbox_changes_unreadable`, `command_changes_too_large`,
+/// `sandbox_layers_unsafe`), with the same fields.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChangesError {
+    /// The changes an overlay run left in its upper layer could not be read.
+    #[error("the command's changes could not be read at {path}: {detail}")]
+    Unreadable {
+        /// The upper-layer (or host) path.
+        path: String,
+        /// The error.
+        detail: String,
+    },
+    /// An overlay run changed more than one command's change set may hold (the caps):
+    /// nothing of it is applied.
+    #[error("the command changed more than {max} {what} ({key}); none of its changes were applied")]
+    TooLarge {
+        /// `entries` or `bytes of new contents`.
+        what: String,
+        /// The cap.
+        max: u64,
+        /// The setting that sets it.
+        key: String,
+    },
+    /// A layer directory aido did not make exclusively for itself (another owner, or others
+    /// may enter it): nothing is read from it or mounted from it.
+    #[error("the layer directory {path} is not aido's own: {detail}")]
+    LayersUnsafe {
+        /// The directory.
+        path: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+}
 
 /// Entries of the upper layers [`collect`] looks at when no cap is given.
 pub const CHANGED_ENTRIES_MAX: usize = 250_000;
@@ -164,12 +212,12 @@ impl Change {
 /// The changes in the upper layers under the held layer directory `layers` (`roots[i]` is the
 /// host directory whose upper layer is `i/upper` in it), removals before creations at the
 /// same path, otherwise sorted by path. More than `caps` allows is
-/// [`SpawnError::ChangesTooLarge`], found while reading (nothing is kept past it).
+/// [`ChangesError::TooLarge`], found while reading (nothing is kept past it).
 pub fn collect(
     layers: &impl AsFd,
     roots: &[PathBuf],
     caps: ChangeCaps,
-) -> Result<Vec<Change>, SpawnError> {
+) -> Result<Vec<Change>, ChangesError> {
     let mut walk = Collect {
         out: Vec::new(),
         seen: 0,
@@ -199,7 +247,7 @@ fn open_dir(
     parent: std::os::fd::BorrowedFd<'_>,
     name: &OsStr,
     shown: &str,
-) -> Result<Option<OwnedFd>, SpawnError> {
+) -> Result<Option<OwnedFd>, ChangesError> {
     match rustix::fs::openat(
         parent,
         name,
@@ -234,18 +282,18 @@ fn mtime_ns(stat: &rustix::fs::Stat) -> i64 {
 }
 
 impl Collect {
-    fn count(&mut self, bytes: u64) -> Result<(), SpawnError> {
+    fn count(&mut self, bytes: u64) -> Result<(), ChangesError> {
         self.seen += 1;
         self.bytes = self.bytes.saturating_add(bytes);
         if self.seen > self.caps.entries_max {
-            return Err(SpawnError::ChangesTooLarge {
+            return Err(ChangesError::TooLarge {
                 what: "entries".into(),
                 max: self.caps.entries_max,
                 key: "[processes] change_files_max".into(),
             });
         }
         if self.bytes > self.caps.bytes_max {
-            return Err(SpawnError::ChangesTooLarge {
+            return Err(ChangesError::TooLarge {
                 what: "bytes of new contents".into(),
                 max: self.caps.bytes_max,
                 key: "[processes] change_bytes_max".into(),
@@ -263,7 +311,7 @@ impl Collect {
         lower: &Path,
         fresh: bool,
         depth: usize,
-    ) -> Result<(), SpawnError> {
+    ) -> Result<(), ChangesError> {
         if depth > DEPTH_MAX {
             return Err(layer_error(
                 shown,
@@ -304,7 +352,7 @@ impl Collect {
         host: &Path,
         fresh: bool,
         depth: usize,
-    ) -> Result<(), SpawnError> {
+    ) -> Result<(), ChangesError> {
         let stat = rustix::fs::statat(upper.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| layer_error(shown, &e.into()))?;
         let kind = FileType::from_raw_mode(stat.st_mode);
@@ -460,7 +508,7 @@ impl Collect {
 }
 
 /// Whether the upper file and the host file hold the same bytes.
-fn same_contents(upper: &Upper, host: &Path, shown: &Path) -> Result<bool, SpawnError> {
+fn same_contents(upper: &Upper, host: &Path, shown: &Path) -> Result<bool, ChangesError> {
     use std::io::Read;
     let mut left = upper.open().map_err(|error| layer_error(shown, &error))?;
     let Ok(mut right) = std::fs::File::open(host) else {
@@ -510,8 +558,8 @@ fn xattr_is(fd: &impl AsFd, name: &str, value: &[u8]) -> bool {
     })
 }
 
-fn layer_error(path: &Path, error: &std::io::Error) -> SpawnError {
-    SpawnError::ChangesUnreadable {
+fn layer_error(path: &Path, error: &std::io::Error) -> ChangesError {
+    ChangesError::Unreadable {
         path: path.display().to_string(),
         detail: error.to_string(),
     }
@@ -520,7 +568,7 @@ fn layer_error(path: &Path, error: &std::io::Error) -> SpawnError {
 /// Open the layer directory a maker made (mode 0700, owned by this process's user) as a
 /// handle, refusing anything else: a directory another user made, or one others may enter,
 /// or a symlink in its place.
-pub fn open_layers(path: &Path) -> Result<OwnedFd, SpawnError> {
+pub fn open_layers(path: &Path) -> Result<OwnedFd, ChangesError> {
     let fd = rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -532,11 +580,11 @@ pub fn open_layers(path: &Path) -> Result<OwnedFd, SpawnError> {
 }
 
 /// A directory held open must be this user's own, mode 0700 (no group or other bits).
-pub fn check_owned(fd: &impl AsFd, path: &Path) -> Result<(), SpawnError> {
+pub fn check_owned(fd: &impl AsFd, path: &Path) -> Result<(), ChangesError> {
     let stat = rustix::fs::fstat(fd).map_err(|e| layer_error(path, &e.into()))?;
     let me = rustix::process::geteuid().as_raw();
     if stat.st_uid != me || stat.st_mode & 0o077 != 0 {
-        return Err(SpawnError::LayersUnsafe {
+        return Err(ChangesError::LayersUnsafe {
             path: path.display().to_string(),
             detail: format!(
                 "owned by uid {} with mode {:04o}; aido needs its own, mode 0700",
