@@ -1160,21 +1160,25 @@ mod tests {
         );
     }
 
-    /// Every denial code comes out of a real input: one case per code, each judged by the real
-    /// engine over real files. (The code table itself is pinned in `aido_actions::verdict`.)
-    #[test]
-    #[allow(clippy::too_many_lines)]
-    fn every_deny_code_is_produced() {
-        struct Case {
-            code: DenyCode,
-            config: &'static str,
-            grant: Option<GrantScope>,
-            refused: Option<DenyCode>,
-            unbuilt: &'static [(Body, &'static str)],
-            primitive: &'static str,
-            args: serde_json::Value,
-        }
-        let case = |code, config, primitive, args| Case {
+    /// One input that must be refused with `code`.
+    struct DenyCase {
+        code: DenyCode,
+        config: &'static str,
+        grant: Option<GrantScope>,
+        refused: Option<DenyCode>,
+        unbuilt: &'static [(Body, &'static str)],
+        primitive: &'static str,
+        args: serde_json::Value,
+    }
+
+    /// A case with no grant, no refused grant and every body built.
+    fn case(
+        code: DenyCode,
+        config: &'static str,
+        primitive: &'static str,
+        args: serde_json::Value,
+    ) -> DenyCase {
+        DenyCase {
             code,
             config,
             grant: None,
@@ -1182,9 +1186,16 @@ mod tests {
             unbuilt: &[],
             primitive,
             args,
-        };
-        let write = |path: &str| json!({"path": path, "content": "x"});
-        let cases = [
+        }
+    }
+
+    fn write(path: &str) -> serde_json::Value {
+        json!({"path": path, "content": "x"})
+    }
+
+    /// The bodies gate's codes, and the mode's and action_enabled's.
+    fn switch_cases() -> Vec<DenyCase> {
+        vec![
             case(
                 DenyCode::VmDisabled,
                 "[vm]\nenabled = false",
@@ -1203,6 +1214,43 @@ mod tests {
                 "read_file",
                 json!({"path": "file"}),
             ),
+            case(
+                DenyCode::MemoryDisabled,
+                "[memory]\nenabled = false",
+                "recall",
+                json!({"query": "x"}),
+            ),
+            case(
+                DenyCode::ArtifactsDisabled,
+                "[artifacts]\nenabled = false",
+                "artifact_list",
+                json!({}),
+            ),
+            // The host's processes are hidden by default.
+            case(
+                DenyCode::HostProcessesHidden,
+                "",
+                "list_processes",
+                json!({"host": true}),
+            ),
+            // Read-only desktop primitives answer to desktop.enabled too (off by default).
+            case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
+            // Refused before always_allow: vm_list is meta, and listed there.
+            DenyCase {
+                unbuilt: &[(Body::Machine, "prim-vm")],
+                ..case(
+                    DenyCode::PrimitiveNotBuilt,
+                    "[actions]\nalways_allow = [\"vm_list\"]",
+                    "vm_list",
+                    json!({}),
+                )
+            },
+        ]
+    }
+
+    /// The path_walls and deny_patterns gates' codes.
+    fn path_cases() -> Vec<DenyCase> {
+        vec![
             case(
                 DenyCode::PathInvalid,
                 "",
@@ -1245,18 +1293,24 @@ mod tests {
                 "write_file",
                 write("~/.bashrc"),
             ),
-            Case {
+        ]
+    }
+
+    /// The capabilities gate's codes: a grant's scope, and a grant its store refused.
+    fn grant_cases() -> Vec<DenyCase> {
+        let mut cases = vec![
+            DenyCase {
                 grant: Some(GrantScope::primitives(["read_only"])),
                 ..case(DenyCode::CapabilityMissing, "", "write_file", write("x"))
             },
-            Case {
+            DenyCase {
                 grant: Some(GrantScope {
                     read: Some(vec!["/".into()]),
                     ..GrantScope::default()
                 }),
                 ..case(DenyCode::GrantPathOutside, "", "write_file", write("x"))
             },
-            Case {
+            DenyCase {
                 grant: Some(GrantScope {
                     hosts: Some(vec!["other.org".into()]),
                     ..GrantScope::default()
@@ -1268,68 +1322,28 @@ mod tests {
                     json!({"url": "https://example.com/"}),
                 )
             },
-            Case {
-                refused: Some(DenyCode::GrantExpired),
-                ..case(
-                    DenyCode::GrantExpired,
-                    "",
-                    "read_file",
-                    json!({"path": "x"}),
-                )
-            },
-            Case {
-                refused: Some(DenyCode::GrantExhausted),
-                ..case(DenyCode::GrantExhausted, "", "session_history", json!({}))
-            },
-            Case {
-                refused: Some(DenyCode::GrantRevoked),
-                ..case(
-                    DenyCode::GrantRevoked,
-                    "",
-                    "read_file",
-                    json!({"path": "x"}),
-                )
-            },
-            Case {
-                refused: Some(DenyCode::GrantRateLimited),
-                ..case(
-                    DenyCode::GrantRateLimited,
-                    "",
-                    "read_file",
-                    json!({"path": "x"}),
-                )
-            },
-            case(
-                DenyCode::MemoryDisabled,
-                "[memory]\nenabled = false",
-                "recall",
-                json!({"query": "x"}),
+        ];
+        for (refused, primitive, args) in [
+            (DenyCode::GrantExpired, "read_file", json!({"path": "x"})),
+            (DenyCode::GrantExhausted, "session_history", json!({})),
+            (DenyCode::GrantRevoked, "read_file", json!({"path": "x"})),
+            (
+                DenyCode::GrantRateLimited,
+                "read_file",
+                json!({"path": "x"}),
             ),
-            case(
-                DenyCode::ArtifactsDisabled,
-                "[artifacts]\nenabled = false",
-                "artifact_list",
-                json!({}),
-            ),
-            // The host's processes are hidden by default.
-            case(
-                DenyCode::HostProcessesHidden,
-                "",
-                "list_processes",
-                json!({"host": true}),
-            ),
-            // Read-only desktop primitives answer to desktop.enabled too (off by default).
-            case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
-            // Refused before always_allow: vm_list is meta, and listed there.
-            Case {
-                unbuilt: &[(Body::Machine, "prim-vm")],
-                ..case(
-                    DenyCode::PrimitiveNotBuilt,
-                    "[actions]\nalways_allow = [\"vm_list\"]",
-                    "vm_list",
-                    json!({}),
-                )
-            },
+        ] {
+            cases.push(DenyCase {
+                refused: Some(refused),
+                ..case(refused, "", primitive, args)
+            });
+        }
+        cases
+    }
+
+    /// The net_allowlist and remote_allowlist gates' codes.
+    fn reach_cases() -> Vec<DenyCase> {
+        vec![
             case(
                 DenyCode::NetDenied,
                 "",
@@ -1369,7 +1383,17 @@ mod tests {
                     {"image": "docker.io/library/alpine", "argv": ["true"], "mount": "none"},
                 ]}),
             ),
-        ];
+        ]
+    }
+
+    /// Every denial code comes out of a real input: one case per code, each judged by the real
+    /// engine over real files. (The code table itself is pinned in `aido_actions::verdict`.)
+    #[test]
+    fn every_deny_code_is_produced() {
+        let cases: Vec<DenyCase> = [switch_cases(), path_cases(), grant_cases(), reach_cases()]
+            .into_iter()
+            .flatten()
+            .collect();
         let mut covered: Vec<DenyCode> = cases.iter().map(|c| c.code).collect();
         covered.sort();
         let mut all = DenyCode::ALL.to_vec();
