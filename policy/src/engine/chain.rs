@@ -59,6 +59,7 @@ struct GateInput<'a> {
     at: &'a str,
     primitive: &'static str,
     class: SideEffectClass,
+    body: Body,
     /// The paths admitted so far, collected only when the caller hands them to a body.
     admitted: &'a mut Option<Vec<PathCheck>>,
 }
@@ -113,9 +114,12 @@ impl PolicyEngine {
             at,
             primitive: action.primitive(),
             class: action.class(),
+            body: action.body(),
             admitted,
         };
-        // The first confirmation asked stands; a later refusal still wins over it.
+        // The first confirmation asked stands; a later refusal still wins over it. The compiler
+        // unrolls this walk over a constant table and, the gates being `#[inline]`, inlines
+        // each gate: the table costs what the chain written out in one function did.
         let mut confirm = None;
         for gate in &CHAIN {
             match (gate.judge)(&mut input) {
@@ -132,9 +136,13 @@ impl PolicyEngine {
 
 /// A family this build was compiled without: nothing can run it, whatever the config allows
 /// (checked before always_allow, which holds meta primitives of such families).
+#[inline]
 fn built(input: &mut GateInput<'_>) -> Option<Verdict> {
-    let body = input.action.body();
-    let (_, feature) = input.engine.unbuilt.iter().find(|(b, _)| *b == body)?;
+    let (_, feature) = input
+        .engine
+        .unbuilt
+        .iter()
+        .find(|(b, _)| *b == input.body)?;
     input.deny(
         DenyCode::PrimitiveNotBuilt,
         format!(
@@ -146,6 +154,7 @@ fn built(input: &mut GateInput<'_>) -> Option<Verdict> {
 
 /// capabilities, first part: a grant its store refused refuses everything, meta primitives
 /// included.
+#[inline]
 fn grant_refused(input: &mut GateInput<'_>) -> Option<Verdict> {
     let (code, reason) = input.ctx.grant_refused.as_ref()?;
     input.deny(*code, reason.clone())
@@ -153,6 +162,7 @@ fn grant_refused(input: &mut GateInput<'_>) -> Option<Verdict> {
 
 /// Meta primitives listed in `actions.always_allow` skip every later gate (the config refuses
 /// anything but meta primitives in this list).
+#[inline]
 fn always_allow(input: &mut GateInput<'_>) -> Option<Verdict> {
     let listed = input
         .engine
@@ -165,10 +175,10 @@ fn always_allow(input: &mut GateInput<'_>) -> Option<Verdict> {
 /// Machines are contained and have their own switch; the host desktop is off unless enabled,
 /// and so are the memory and artifact stores and the host's process list. Which actions drive
 /// a machine is the action table's answer.
+#[inline]
 fn bodies(input: &mut GateInput<'_>) -> Option<Verdict> {
     let config = &input.engine.config;
-    let primitive = input.primitive;
-    let body = input.action.body();
+    let (primitive, body) = (input.primitive, input.body);
     if body == Body::Machine {
         if !config.vm.enabled {
             return input.deny(
@@ -206,6 +216,7 @@ fn bodies(input: &mut GateInput<'_>) -> Option<Verdict> {
 }
 
 /// readonly refuses what mutates; confirm asks before it.
+#[inline]
 fn mode(input: &mut GateInput<'_>) -> Option<Verdict> {
     let (primitive, class) = (input.primitive, input.class);
     match input.engine.config.mode {
@@ -222,6 +233,7 @@ fn mode(input: &mut GateInput<'_>) -> Option<Verdict> {
 }
 
 /// `actions.enabled` switches a primitive off; `actions.confirm` asks before it.
+#[inline]
 fn action_enabled(input: &mut GateInput<'_>) -> Option<Verdict> {
     let primitive = input.primitive;
     if input.engine.config.actions.enabled.get(primitive) == Some(&false) {
@@ -241,6 +253,7 @@ fn action_enabled(input: &mut GateInput<'_>) -> Option<Verdict> {
 
 /// A composite is judged by every leaf it could run, through the whole chain; the first
 /// denied leaf refuses the whole tree, and the first leaf's confirmation is the tree's.
+#[inline]
 fn pipeline_preflight(input: &mut GateInput<'_>) -> Option<Verdict> {
     let mut confirm = None;
     for (label, child) in input.action.children() {
@@ -263,6 +276,7 @@ fn pipeline_preflight(input: &mut GateInput<'_>) -> Option<Verdict> {
 
 /// path_walls, then deny_patterns, for each path this action touches itself (composites are
 /// judged by their leaves); then the session's grant, on the path as resolved.
+#[inline]
 fn path_walls(input: &mut GateInput<'_>) -> Option<Verdict> {
     for access in input.action.touches() {
         let check = match input
@@ -305,6 +319,7 @@ fn path_walls(input: &mut GateInput<'_>) -> Option<Verdict> {
 
 /// A network target's host and port, and an address literal's range; for an artifact's page,
 /// every origin it may connect to. Under a grant, each within the grant's hosts.
+#[inline]
 fn net_allowlist(input: &mut GateInput<'_>) -> Option<Verdict> {
     if let Some(refused) = net_target(input) {
         return Some(refused);
@@ -365,6 +380,7 @@ fn connect_origins(input: &GateInput<'_>) -> Option<Verdict> {
 
 /// An ssh_exec host named by `[ssh] hosts` (and, under a grant, within its hosts), every
 /// container image listed in `[containers] images`.
+#[inline]
 fn remote_allowlist(input: &mut GateInput<'_>) -> Option<Verdict> {
     let config = &input.engine.config;
     if let Some((code, reason)) = crate::remote::judge(config, input.action) {
@@ -391,10 +407,11 @@ fn remote_allowlist(input: &mut GateInput<'_>) -> Option<Verdict> {
 /// The session's grant: the primitive (composites are judged by their leaves). A command's
 /// file changes are judged by the walls, not by a grant's roots: under a grant that narrows
 /// paths, commands are refused rather than let reach further.
+#[inline]
 fn capabilities(input: &mut GateInput<'_>) -> Option<Verdict> {
     let grant = input.grant()?;
     let (primitive, class) = (input.primitive, input.class);
-    if grant.narrows_paths() && input.action.body() == Body::Process {
+    if grant.narrows_paths() && input.body == Body::Process {
         return input.deny(
             DenyCode::GrantPathOutside,
             format!(
