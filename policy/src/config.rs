@@ -1184,9 +1184,20 @@ fn merge(
 }
 
 impl Config {
-    #[allow(clippy::too_many_lines)]
+    /// Every value the types cannot refuse, in the order the sections are checked: the first
+    /// bad value is the error.
     fn check(&self) -> Result<(), ConfigError> {
         self.mcp.primitives()?;
+        self.check_stores()?;
+        self.check_host_fields()?;
+        self.check_telemetry()?;
+        self.check_processes()?;
+        self.check_actions()?;
+        self.check_remote()
+    }
+
+    /// `[retention]` and `[snapshots]`.
+    fn check_stores(&self) -> Result<(), ConfigError> {
         if self.retention.older_than_days > Retention::OLDER_THAN_DAYS_MAX {
             return Err(ConfigError::Value {
                 key: "retention.older_than_days".into(),
@@ -1208,6 +1219,11 @@ impl Config {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// `[processes] host_fields`: fields of the host's processes, never their environments.
+    fn check_host_fields(&self) -> Result<(), ConfigError> {
         if let Some(field) = self
             .processes
             .host_fields
@@ -1222,6 +1238,11 @@ impl Config {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// `[telemetry] metrics_listen`: loopback only.
+    fn check_telemetry(&self) -> Result<(), ConfigError> {
         if !self.telemetry.metrics_listen.is_empty() {
             let loopback = self
                 .telemetry
@@ -1238,6 +1259,11 @@ impl Config {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// `[processes]`: confinement, ids, inherited environment, cgroup limits and egress.
+    fn check_processes(&self) -> Result<(), ConfigError> {
         if !["never", "if_unavailable", "always"].contains(&self.processes.unconfined.as_str()) {
             return Err(ConfigError::Value {
                 key: "processes.unconfined".into(),
@@ -1301,6 +1327,11 @@ impl Config {
                 reason: error.to_string(),
             });
         }
+        Ok(())
+    }
+
+    /// `[actions]`: every name a primitive, and only meta primitives always allowed.
+    fn check_actions(&self) -> Result<(), ConfigError> {
         for name in &self.actions.always_allow {
             match aido_actions::Action::class_of(name) {
                 Some(aido_actions::SideEffectClass::Meta) => {}
@@ -1333,9 +1364,10 @@ impl Config {
                 });
             }
         }
-        self.check_remote()
+        Ok(())
     }
 
+    /// `[ssh] hosts` and `[containers]`.
     fn check_remote(&self) -> Result<(), ConfigError> {
         let bad = |key: &str, reason: String| ConfigError::Value {
             key: key.into(),

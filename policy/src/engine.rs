@@ -4,14 +4,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aido_actions::verdict::{DenyCode, Gate};
-use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
+use aido_actions::{AccessKind, Action, Body, Verdict};
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::config::{Config, ConfigError, Mode};
+use crate::config::{Config, ConfigError};
 use crate::grant::GrantScope;
 use crate::resolve::{
     FsResolver, PathResolver, ResolveError, is_canonical, normalize_lexically, strip_prefix_spelled,
 };
+
+/// The chain: the gates in their order, one function each.
+mod chain;
 
 /// Where the engine lives: the user's home (for `~`) and aido's own home, which agents may
 /// never touch (it holds the journal and the config).
@@ -465,274 +468,6 @@ impl PolicyEngine {
             },
         );
         (verdict, admissions)
-    }
-
-    #[allow(clippy::too_many_lines)]
-    fn judge(
-        &self,
-        action: &Action,
-        ctx: &SessionContext,
-        resolver: &dyn PathResolver,
-        at: &str,
-        admitted: &mut Option<Vec<PathCheck>>,
-    ) -> Verdict {
-        let primitive = action.primitive();
-        let class = action.class();
-        let leaf = || {
-            if at.is_empty() {
-                None
-            } else {
-                Some(at.to_owned())
-            }
-        };
-        // Reasons are formatted only here, when a gate refuses.
-        let deny = |code: DenyCode, reason: String| Verdict::Deny {
-            gate: code.gate(),
-            code,
-            reason,
-            leaf: leaf(),
-        };
-
-        // A family this build was compiled without: nothing can run it, whatever the config
-        // allows (checked before always_allow, which holds meta primitives of such families).
-        if let Some((_, feature)) = self.unbuilt.iter().find(|(b, _)| *b == action.body()) {
-            return deny(
-                DenyCode::PrimitiveNotBuilt,
-                format!("{primitive} is not built into this aido (cargo feature {feature})"),
-            );
-        }
-
-        // capabilities, first part: a grant its store refused refuses everything, meta
-        // primitives included.
-        if let Some((code, reason)) = &ctx.grant_refused {
-            return deny(*code, reason.clone());
-        }
-
-        // always_allow: meta primitives listed here skip every gate (the config refuses
-        // anything but meta primitives in this list).
-        if self.always_allow.iter().any(|name| name == primitive) {
-            return Verdict::Allow;
-        }
-        let mut confirm: Option<Verdict> = None;
-
-        // bodies: machines are contained and have their own switch; the host desktop is
-        // off unless enabled. Which actions drive a machine is the action table's answer.
-        if action.body() == Body::Machine {
-            if !self.config.vm.enabled {
-                return deny(
-                    DenyCode::VmDisabled,
-                    format!("{primitive} drives a machine and vm.enabled is false"),
-                );
-            }
-        } else if action.body() == Body::Memory && !self.config.memory.enabled {
-            return deny(
-                DenyCode::MemoryDisabled,
-                format!("{primitive} uses the memory store and memory.enabled is false"),
-            );
-        } else if action.body() == Body::Artifact && !self.config.artifacts.enabled {
-            return deny(
-                DenyCode::ArtifactsDisabled,
-                format!("{primitive} uses the artifact store and artifacts.enabled is false"),
-            );
-        } else if let Action::ListProcesses(list) = action
-            && list.host
-            && !self.config.processes.host_visible
-        {
-            return deny(
-                DenyCode::HostProcessesHidden,
-                "list_processes with host lists the host's processes and [processes] host_visible is false".into(),
-            );
-        } else if (class == SideEffectClass::Desktop || action.body() == Body::Desktop)
-            && !self.config.desktop.enabled
-        {
-            return deny(
-                DenyCode::DesktopDisabled,
-                format!("{primitive} drives a screen and desktop.enabled is false"),
-            );
-        }
-
-        // mode
-        match self.config.mode {
-            Mode::Readonly if class.mutates() => {
-                return deny(
-                    DenyCode::ModeReadonly,
-                    format!("{primitive} is {class} and the policy mode is readonly"),
-                );
-            }
-            Mode::Confirm if class.mutates() => {
-                confirm = Some(Verdict::Confirm {
-                    gate: Gate::Mode,
-                    reason: format!("{primitive} is {class} and the policy mode is confirm"),
-                    leaf: leaf(),
-                });
-            }
-            _ => {}
-        }
-
-        // action_enabled
-        if self.config.actions.enabled.get(primitive) == Some(&false) {
-            return deny(
-                DenyCode::ActionDisabled,
-                format!("{primitive} is disabled in actions.enabled"),
-            );
-        }
-        if confirm.is_none() && self.confirm.iter().any(|name| name == primitive) {
-            confirm = Some(Verdict::Confirm {
-                gate: Gate::ActionEnabled,
-                reason: format!("{primitive} is listed in actions.confirm"),
-                leaf: leaf(),
-            });
-        }
-
-        // pipeline_preflight: a composite is judged by every leaf it could run; the first
-        // denied leaf refuses the whole tree.
-        for (label, child) in action.children() {
-            let child_at = if at.is_empty() {
-                label
-            } else {
-                format!("{at}.{label}")
-            };
-            match self.judge(child, ctx, resolver, &child_at, admitted) {
-                Verdict::Allow => {}
-                d @ Verdict::Deny { .. } => return d,
-                c @ Verdict::Confirm { .. } => {
-                    confirm.get_or_insert(c);
-                }
-            }
-        }
-
-        // path_walls, then deny_patterns, for the paths this action touches itself; then the
-        // session's grant, on the path as resolved.
-        for access in action.touches() {
-            match self.check(&access.path, access.kind, ctx, resolver) {
-                Err(refusal) => return deny(refusal.code(), refusal.to_string()),
-                Ok(check)
-                    if ctx
-                        .capabilities
-                        .as_ref()
-                        .is_some_and(|g| !g.allows_path(&check.resolved, access.kind)) =>
-                {
-                    return deny(
-                        DenyCode::GrantPathOutside,
-                        format!(
-                            "{} resolves to {}, outside the roots this session was granted for {}",
-                            access.path,
-                            check.resolved.display(),
-                            if access.kind.needs_write() {
-                                "writing"
-                            } else {
-                                "reading"
-                            },
-                        ),
-                    );
-                }
-                Ok(check) => {
-                    if let Some(admitted) = admitted {
-                        admitted.push(PathCheck {
-                            given: access.path.clone(),
-                            lexical: check.lexical,
-                            resolved: check.resolved,
-                            root: check.root.to_owned(),
-                            kind: access.kind,
-                        });
-                    }
-                }
-            }
-        }
-
-        // net_allowlist: a network target's host and port, and an address literal's range.
-        match crate::net::judge(&self.net, &self.config, action) {
-            Some(Err(refusal)) => {
-                return deny(crate::net::deny_code(&refusal), refusal.to_string());
-            }
-            Some(Ok(admitted))
-                if ctx
-                    .capabilities
-                    .as_ref()
-                    .is_some_and(|g| !g.allows_target(&admitted.target)) =>
-            {
-                return deny(
-                    DenyCode::GrantHostOutside,
-                    format!(
-                        "{primitive} reaches {}:{}, which this session was not granted",
-                        admitted.target.host, admitted.target.port
-                    ),
-                );
-            }
-            _ => {}
-        }
-
-        // net_allowlist for an artifact's page: every origin it may connect to.
-        if let Action::ArtifactServe(serve) = action {
-            for origin in &serve.connect {
-                match crate::net::connect_origin(&self.net, origin) {
-                    Err(refusal) => {
-                        return deny(
-                            crate::net::deny_code(&refusal),
-                            format!("the page's connect origin {origin:?}: {refusal}"),
-                        );
-                    }
-                    Ok((_, admitted))
-                        if ctx
-                            .capabilities
-                            .as_ref()
-                            .is_some_and(|g| !g.allows_target(&admitted.target)) =>
-                    {
-                        return deny(
-                            DenyCode::GrantHostOutside,
-                            format!("the page's connect origin {origin} was not granted"),
-                        );
-                    }
-                    Ok(_) => {}
-                }
-            }
-        }
-
-        // remote_allowlist: an ssh_exec host named by [ssh] hosts (and, under a grant, within
-        // its hosts), every container image listed in [containers] images.
-        if let Some((code, reason)) = crate::remote::judge(&self.config, action) {
-            return deny(code, reason);
-        }
-        if let (Action::SshExec(ssh), Some(grant)) = (action, &ctx.capabilities)
-            && let Some(host) = crate::remote::ssh_host(&self.config, &ssh.host)
-        {
-            let within = aido_net::Target::tcp(&host.host, host.port)
-                .is_ok_and(|target| grant.allows_target(&target));
-            if !within {
-                return deny(
-                    DenyCode::GrantHostOutside,
-                    format!(
-                        "ssh_exec reaches {}:{}, which this session was not granted",
-                        host.host, host.port
-                    ),
-                );
-            }
-        }
-
-        // capabilities: composites are judged by their leaves.
-        // A command's file changes are judged by the walls, not by a grant's roots: under a
-        // grant that narrows paths, commands are refused rather than let reach further.
-        if let Some(grant) = &ctx.capabilities
-            && grant.narrows_paths()
-            && action.body() == Body::Process
-        {
-            return deny(
-                DenyCode::GrantPathOutside,
-                format!(
-                    "{primitive} is refused under a grant that narrows paths (a command's reach is the walls', not the grant's roots)"
-                ),
-            );
-        }
-        if let Some(grant) = &ctx.capabilities
-            && !grant.allows_primitive(primitive, class)
-        {
-            return deny(
-                DenyCode::CapabilityMissing,
-                format!("this session was not granted {primitive} ({class})"),
-            );
-        }
-
-        confirm.unwrap_or(Verdict::Allow)
     }
 
     /// Check one path against the walls and the deny globs. Used by the chain and again by
@@ -1425,21 +1160,25 @@ mod tests {
         );
     }
 
-    /// Every denial code comes out of a real input: one case per code, each judged by the real
-    /// engine over real files. (The code table itself is pinned in `aido_actions::verdict`.)
-    #[test]
-    #[allow(clippy::too_many_lines)]
-    fn every_deny_code_is_produced() {
-        struct Case {
-            code: DenyCode,
-            config: &'static str,
-            grant: Option<GrantScope>,
-            refused: Option<DenyCode>,
-            unbuilt: &'static [(Body, &'static str)],
-            primitive: &'static str,
-            args: serde_json::Value,
-        }
-        let case = |code, config, primitive, args| Case {
+    /// One input that must be refused with `code`.
+    struct DenyCase {
+        code: DenyCode,
+        config: &'static str,
+        grant: Option<GrantScope>,
+        refused: Option<DenyCode>,
+        unbuilt: &'static [(Body, &'static str)],
+        primitive: &'static str,
+        args: serde_json::Value,
+    }
+
+    /// A case with no grant, no refused grant and every body built.
+    fn case(
+        code: DenyCode,
+        config: &'static str,
+        primitive: &'static str,
+        args: serde_json::Value,
+    ) -> DenyCase {
+        DenyCase {
             code,
             config,
             grant: None,
@@ -1447,9 +1186,16 @@ mod tests {
             unbuilt: &[],
             primitive,
             args,
-        };
-        let write = |path: &str| json!({"path": path, "content": "x"});
-        let cases = [
+        }
+    }
+
+    fn write(path: &str) -> serde_json::Value {
+        json!({"path": path, "content": "x"})
+    }
+
+    /// The bodies gate's codes, and the mode's and action_enabled's.
+    fn switch_cases() -> Vec<DenyCase> {
+        vec![
             case(
                 DenyCode::VmDisabled,
                 "[vm]\nenabled = false",
@@ -1468,6 +1214,43 @@ mod tests {
                 "read_file",
                 json!({"path": "file"}),
             ),
+            case(
+                DenyCode::MemoryDisabled,
+                "[memory]\nenabled = false",
+                "recall",
+                json!({"query": "x"}),
+            ),
+            case(
+                DenyCode::ArtifactsDisabled,
+                "[artifacts]\nenabled = false",
+                "artifact_list",
+                json!({}),
+            ),
+            // The host's processes are hidden by default.
+            case(
+                DenyCode::HostProcessesHidden,
+                "",
+                "list_processes",
+                json!({"host": true}),
+            ),
+            // Read-only desktop primitives answer to desktop.enabled too (off by default).
+            case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
+            // Refused before always_allow: vm_list is meta, and listed there.
+            DenyCase {
+                unbuilt: &[(Body::Machine, "prim-vm")],
+                ..case(
+                    DenyCode::PrimitiveNotBuilt,
+                    "[actions]\nalways_allow = [\"vm_list\"]",
+                    "vm_list",
+                    json!({}),
+                )
+            },
+        ]
+    }
+
+    /// The path_walls and deny_patterns gates' codes.
+    fn path_cases() -> Vec<DenyCase> {
+        vec![
             case(
                 DenyCode::PathInvalid,
                 "",
@@ -1510,18 +1293,24 @@ mod tests {
                 "write_file",
                 write("~/.bashrc"),
             ),
-            Case {
+        ]
+    }
+
+    /// The capabilities gate's codes: a grant's scope, and a grant its store refused.
+    fn grant_cases() -> Vec<DenyCase> {
+        let mut cases = vec![
+            DenyCase {
                 grant: Some(GrantScope::primitives(["read_only"])),
                 ..case(DenyCode::CapabilityMissing, "", "write_file", write("x"))
             },
-            Case {
+            DenyCase {
                 grant: Some(GrantScope {
                     read: Some(vec!["/".into()]),
                     ..GrantScope::default()
                 }),
                 ..case(DenyCode::GrantPathOutside, "", "write_file", write("x"))
             },
-            Case {
+            DenyCase {
                 grant: Some(GrantScope {
                     hosts: Some(vec!["other.org".into()]),
                     ..GrantScope::default()
@@ -1533,68 +1322,28 @@ mod tests {
                     json!({"url": "https://example.com/"}),
                 )
             },
-            Case {
-                refused: Some(DenyCode::GrantExpired),
-                ..case(
-                    DenyCode::GrantExpired,
-                    "",
-                    "read_file",
-                    json!({"path": "x"}),
-                )
-            },
-            Case {
-                refused: Some(DenyCode::GrantExhausted),
-                ..case(DenyCode::GrantExhausted, "", "session_history", json!({}))
-            },
-            Case {
-                refused: Some(DenyCode::GrantRevoked),
-                ..case(
-                    DenyCode::GrantRevoked,
-                    "",
-                    "read_file",
-                    json!({"path": "x"}),
-                )
-            },
-            Case {
-                refused: Some(DenyCode::GrantRateLimited),
-                ..case(
-                    DenyCode::GrantRateLimited,
-                    "",
-                    "read_file",
-                    json!({"path": "x"}),
-                )
-            },
-            case(
-                DenyCode::MemoryDisabled,
-                "[memory]\nenabled = false",
-                "recall",
-                json!({"query": "x"}),
+        ];
+        for (refused, primitive, args) in [
+            (DenyCode::GrantExpired, "read_file", json!({"path": "x"})),
+            (DenyCode::GrantExhausted, "session_history", json!({})),
+            (DenyCode::GrantRevoked, "read_file", json!({"path": "x"})),
+            (
+                DenyCode::GrantRateLimited,
+                "read_file",
+                json!({"path": "x"}),
             ),
-            case(
-                DenyCode::ArtifactsDisabled,
-                "[artifacts]\nenabled = false",
-                "artifact_list",
-                json!({}),
-            ),
-            // The host's processes are hidden by default.
-            case(
-                DenyCode::HostProcessesHidden,
-                "",
-                "list_processes",
-                json!({"host": true}),
-            ),
-            // Read-only desktop primitives answer to desktop.enabled too (off by default).
-            case(DenyCode::DesktopDisabled, "", "screenshot", json!({})),
-            // Refused before always_allow: vm_list is meta, and listed there.
-            Case {
-                unbuilt: &[(Body::Machine, "prim-vm")],
-                ..case(
-                    DenyCode::PrimitiveNotBuilt,
-                    "[actions]\nalways_allow = [\"vm_list\"]",
-                    "vm_list",
-                    json!({}),
-                )
-            },
+        ] {
+            cases.push(DenyCase {
+                refused: Some(refused),
+                ..case(refused, "", primitive, args)
+            });
+        }
+        cases
+    }
+
+    /// The net_allowlist and remote_allowlist gates' codes.
+    fn reach_cases() -> Vec<DenyCase> {
+        vec![
             case(
                 DenyCode::NetDenied,
                 "",
@@ -1634,7 +1383,17 @@ mod tests {
                     {"image": "docker.io/library/alpine", "argv": ["true"], "mount": "none"},
                 ]}),
             ),
-        ];
+        ]
+    }
+
+    /// Every denial code comes out of a real input: one case per code, each judged by the real
+    /// engine over real files. (The code table itself is pinned in `aido_actions::verdict`.)
+    #[test]
+    fn every_deny_code_is_produced() {
+        let cases: Vec<DenyCase> = [switch_cases(), path_cases(), grant_cases(), reach_cases()]
+            .into_iter()
+            .flatten()
+            .collect();
         let mut covered: Vec<DenyCode> = cases.iter().map(|c| c.code).collect();
         covered.sort();
         let mut all = DenyCode::ALL.to_vec();

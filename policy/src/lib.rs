@@ -1,11 +1,13 @@
 //! The policy chain: every action is judged here before anything runs.
 //!
-//! The chain is a single pass over gates in a fixed order (always_allow, bodies, mode,
-//! action_enabled, pipeline_preflight, path_walls, deny_patterns, capabilities). A denial from
-//! any gate wins over a confirmation from an earlier one, and deny patterns win over every
-//! allow. The crate is pure apart from one narrow door: path resolution reads file metadata
-//! (never contents) through the [`PathResolver`] trait, so symlinks are judged by where they
-//! really point and tests or replay can substitute a resolver of their own.
+//! The chain is a single pass over gates in a fixed order, a table of one function per gate
+//! (engine/chain.rs: built, grant_refused, always_allow, bodies, mode, action_enabled,
+//! pipeline_preflight, path_walls with deny_patterns, net_allowlist, remote_allowlist,
+//! capabilities). A denial from any gate wins over a confirmation from an earlier one, and
+//! deny patterns win over every allow. The crate is pure apart from one narrow door: path
+//! resolution reads file metadata (never contents) through the [`PathResolver`] trait, so
+//! symlinks are judged by where they really point and tests or replay can substitute a
+//! resolver of their own.
 //!
 //! ```
 //! use aido_actions::Action;
@@ -23,7 +25,7 @@
 
 /// Layered configuration: built-in defaults, `~/.aido/config.toml`, `--config`, with provenance.
 pub mod config;
-/// The engine: the gates in order, and per-path checks reused by the bodies.
+/// The engine: the chain of gates in order, and per-path checks reused by the bodies.
 pub mod engine;
 /// What a capability grant lets a session do (primitives, paths, hosts), and narrowing.
 pub mod grant;

@@ -168,12 +168,10 @@ mod tests {
         }
     }
 
-    #[test]
-    #[allow(clippy::too_many_lines)]
-    fn the_gate_judges_host_port_and_address_literals() {
-        let engine =
-            engine_of("[net]\nallow = [\"localhost:*\", \"127.0.0.1:8080\", \"*.example.com\"]\n");
-        let table = [
+    /// (primitive, arguments, code) under `[net] allow = ["localhost:*", "127.0.0.1:8080",
+    /// "*.example.com"]`.
+    fn host_port_and_literal_cases() -> Vec<(&'static str, serde_json::Value, &'static str)> {
+        vec![
             (
                 "fetch_url",
                 json!({"url": "http://127.0.0.1:8080/x"}),
@@ -227,15 +225,12 @@ mod tests {
                 json!({"host": "127.0.0.1"}),
                 "net_url_invalid",
             ),
-        ];
-        for (primitive, args, expected) in table {
-            assert_eq!(
-                code(&engine, primitive, args.clone()),
-                expected,
-                "{primitive} {args}"
-            );
-        }
-        // A wide entry admits the host, but an address literal is still judged by range.
+        ]
+    }
+
+    /// A wide entry admits the host, but an address literal is still judged by range; inside
+    /// a pipeline the leaf is judged.
+    fn wide_entries_judge_address_literals_by_range() {
         let wide = engine_of("[net]\nallow = [\"*.example.com:*\", \"169.254.169.254:*\"]\n");
         assert_eq!(
             code(
@@ -255,36 +250,6 @@ mod tests {
             ),
             "allow"
         );
-        // Model endpoints are judged by the config's base URL.
-        let models = engine_of(
-            "[net]\nallow = [\"127.0.0.1:11434\"]\n[llm]\nbase_url = \"http://127.0.0.1:8080/v1\"\n",
-        );
-        let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-        assert_eq!(code(&models, "ollama_chat", chat.clone()), "allow");
-        assert_eq!(
-            code(&models, "ollama_api", json!({"endpoint": "tags"})),
-            "allow"
-        );
-        assert_eq!(
-            code(
-                &models,
-                "llm_call",
-                json!({"messages": [{"role": "user", "content": "hi"}]})
-            ),
-            "net_denied"
-        );
-        let unset = engine_of("[net]\nallow = [\"*:*\"]\n");
-        assert_eq!(
-            code(
-                &unset,
-                "llm_call",
-                json!({"messages": [{"role": "user", "content": "hi"}]})
-            ),
-            "net_url_invalid"
-        );
-        // The default Ollama address is loopback: refused unless the policy names it.
-        assert_eq!(code(&unset, "ollama_chat", chat), "net_address_refused");
-        // Inside a pipeline the leaf is judged.
         assert_eq!(
             code(
                 &wide,
@@ -293,6 +258,40 @@ mod tests {
             ),
             "net_denied"
         );
+    }
+
+    /// Model endpoints are judged by the config's base URL.
+    fn model_endpoints_are_judged_by_their_base_url() {
+        let models = engine_of(
+            "[net]\nallow = [\"127.0.0.1:11434\"]\n[llm]\nbase_url = \"http://127.0.0.1:8080/v1\"\n",
+        );
+        let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let call = json!({"messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(code(&models, "ollama_chat", chat.clone()), "allow");
+        assert_eq!(
+            code(&models, "ollama_api", json!({"endpoint": "tags"})),
+            "allow"
+        );
+        assert_eq!(code(&models, "llm_call", call.clone()), "net_denied");
+        let unset = engine_of("[net]\nallow = [\"*:*\"]\n");
+        assert_eq!(code(&unset, "llm_call", call), "net_url_invalid");
+        // The default Ollama address is loopback: refused unless the policy names it.
+        assert_eq!(code(&unset, "ollama_chat", chat), "net_address_refused");
+    }
+
+    #[test]
+    fn the_gate_judges_host_port_and_address_literals() {
+        let engine =
+            engine_of("[net]\nallow = [\"localhost:*\", \"127.0.0.1:8080\", \"*.example.com\"]\n");
+        for (primitive, args, expected) in host_port_and_literal_cases() {
+            assert_eq!(
+                code(&engine, primitive, args.clone()),
+                expected,
+                "{primitive} {args}"
+            );
+        }
+        wide_entries_judge_address_literals_by_range();
+        model_endpoints_are_judged_by_their_base_url();
     }
 
     #[test]

@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of tests may fail loudly
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use crate::support::{btrfs_volume, digest};
 use aido_snapshots::{Backend, Store, volume};
-use support::{btrfs_volume, digest};
 
 fn build(ws: &Path) {
     std::fs::create_dir_all(ws.join("dir/sub")).unwrap();

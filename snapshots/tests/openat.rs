@@ -6,14 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::support::{Volume, btrfs_volume, digest};
 use aido_snapshots::{Backend, Entry, Manifest, Step, Store};
-use support::{Volume, btrfs_volume, digest};
 
 /// The contents of every file outside the workspace: never to be found in a store.
 const SECRET: &str = "OUTSIDE-SECRET";
@@ -78,7 +76,7 @@ impl Case {
 
     /// Nothing outside changed, and nothing of it was read into the store (no file under
     /// the case's root but outside holds its bytes; symlinks are not followed).
-    fn assert_contained(&self, before: &support::Tree, what: &str) {
+    fn assert_contained(&self, before: &crate::support::Tree, what: &str) {
         assert_eq!(
             &digest(&self.outside),
             before,
