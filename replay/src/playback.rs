@@ -229,6 +229,13 @@ enum Missing {
     Tampered(String),
 }
 
+/// A recorded answer read as the type its body journaled it as; one that does not read is a
+/// damaged input, not one to render from anyway.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value, what: &str) -> Result<T, Missing> {
+    serde_json::from_value(answer)
+        .map_err(|error| Missing::Tampered(format!("the {what} does not read: {error}")))
+}
+
 /// Walks one completion's action tree over its recorded inputs.
 struct Player<'a> {
     journal: &'a Journal,
@@ -781,9 +788,11 @@ impl World for Player<'_> {
         let record = self.answer()?;
         let mut done = Executed::new(match action {
             ProcessAction::RunCommand(run) if run.background => {
-                aido_walk::process::handle_started(&record)
+                aido_walk::process::handle_started(&typed(record, "background command's start")?)
             }
-            ProcessAction::RunCommand(_) => aido_walk::process::command_ran(&record),
+            ProcessAction::RunCommand(_) => {
+                aido_walk::process::command_ran(&typed(record, "command's record")?)
+            }
             // The frames, the write, the list exactly as the live call answered.
             ProcessAction::CheckHandle(_)
             | ProcessAction::WriteStdin(_)
@@ -794,7 +803,9 @@ impl World for Player<'_> {
             | ProcessAction::ListSubscriptions(_)
             // Its firings are actions of their own (children naming it), played back each.
             | ProcessAction::WatchAndReact(_) => aido_walk::process::handle_answered(&record),
-            ProcessAction::StopHandle(_) => aido_walk::process::handle_stopped(&record),
+            ProcessAction::StopHandle(_) => {
+                aido_walk::process::handle_stopped(&typed(record, "stop's record")?)
+            }
             // Nothing connects or runs: the host's and the containers' answers as recorded.
             ProcessAction::SshExec(_) => aido_walk::remote::ssh_ran(&record),
             ProcessAction::RunInSandbox(_) => aido_walk::remote::container_ran(&record),

@@ -319,19 +319,20 @@ fn container_of(
 }
 
 /// The changes the containers of a run made to their read-write workspaces (the layer of
-/// `roots[i]` in `layers/i`), taken over for the executor to apply; none without one.
+/// `roots[i]` in `layers/i`), taken over for the executor to apply; none without one. A
+/// refusal's details show the run's result, as `render` makes it from `record`.
 async fn taken_over(
     args: &ProcessBodyArgs,
     session: &SessionContext,
-    layers: Layers,
-    roots: Vec<PathBuf>,
+    (layers, roots): (Layers, Vec<PathBuf>),
     record: &mut Value,
+    render: fn(&Value) -> aido_actions::Outcome,
 ) -> Result<Option<Pending>, Failure> {
     if roots.iter().all(|root| root.as_os_str().is_empty()) {
         return Ok(None);
     }
     record["file_changes_journaled"] = json!(true);
-    let (args, session, shown) = (args.clone(), session.clone(), record.clone());
+    let (args, session, shown) = (args.clone(), session.clone(), render(record).output);
     tokio::task::spawn_blocking(move || take_over(&args, &session, layers, &roots, &shown))
         .await
         .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
@@ -427,8 +428,9 @@ pub async fn run_in_sandbox(
         .map_err(Failure::from)?;
     ended(&mut record, &outcome, &podman);
     let roots = vec![written.unwrap_or_default()];
-    let pending = taken_over(args, session, layers, roots, &mut record).await?;
-    let mut ran = answered(aido_walk::remote::container_ran(&record), record);
+    let render = aido_walk::remote::container_ran;
+    let pending = taken_over(args, session, (layers, roots), &mut record, render).await?;
+    let mut ran = answered(render(&record), record);
     ran.pending = pending;
     Ok(ran)
 }
@@ -476,8 +478,9 @@ pub async fn run_container_group(
         ended(record, outcome, &podman);
     }
     let mut record = json!({"pod": true, "containers": records});
-    let pending = taken_over(args, session, layers, roots, &mut record).await?;
-    let mut ran = answered(aido_walk::remote::group_ran(&record), record);
+    let render = aido_walk::remote::group_ran;
+    let pending = taken_over(args, session, (layers, roots), &mut record, render).await?;
+    let mut ran = answered(render(&record), record);
     ran.pending = pending;
     Ok(ran)
 }
