@@ -353,7 +353,10 @@ impl Recovery {
                     }
                 }
                 if leaf {
-                    let mut outcome = crate::render::recovered(marker.steps.len(), &applied);
+                    let mut outcome = crate::render::recovered(aido_walk::snapshot::Recovered {
+                        steps: marker.steps.len(),
+                        applied: aido_walk::snapshot::read(&applied)?,
+                    });
                     outcome.effects = marker.effects.clone();
                     outcome.inputs.push(aido_actions::Input::Answer {
                         from: "recovery".into(),
