@@ -10,7 +10,7 @@ use aido_actions::{AccessKind, Failure, Input};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
 use aido_remote::podman::{ContainerOutcome, ContainerSpec, Mount, Podman};
 use aido_remote::ssh::{SshRequest, SshTarget};
-use aido_walk::process::{ANSWERED_BY, is_secret_name};
+use aido_walk::process::{ANSWERED_BY, EnvValue};
 use serde_json::{Value, json};
 
 use super::actor::{Pending, ProcessBodyArgs, Ran, take_over};
@@ -280,17 +280,11 @@ fn container_of(
         stdout_bytes_max: cap(container.stdout_bytes_max),
         stderr_bytes_max: cap(container.stderr_bytes_max),
     };
-    let env: serde_json::Map<String, Value> = spec
+    // Kept as a command's record keeps its environment: secret-looking values as their blake3.
+    let env: std::collections::BTreeMap<&String, EnvValue> = spec
         .env
         .iter()
-        .map(|(name, value)| {
-            let kept = if is_secret_name(name) {
-                json!({"blake3": blake3::hash(value.as_bytes()).to_hex().to_string()})
-            } else {
-                json!(value)
-            };
-            (name.clone(), kept)
-        })
+        .map(|(name, value)| (name, EnvValue::journaled(name, value)))
         .collect();
     let record = json!({
         "image": spec.image,
