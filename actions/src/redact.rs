@@ -7,7 +7,9 @@
 //! implements [`Redact`] (the `actions!` table's [`crate::Action::redact`] calls it for each
 //! variant, so a new primitive does not compile until it says what it holds), composites
 //! recurse into their children, and the replacement is done in place on the typed fields. No
-//! conversion runs, so there is nothing that can fail and leave the action as it was.
+//! conversion runs, so there is nothing that can fail and leave the action as it was. The
+//! fields that are JSON by design (a script's arguments, a reaction's, a template's context)
+//! are walked in place by [`redact_json`] for objects shaped like such actions.
 //!
 //! What counts as a secret and what replaces it are the [`Secrets`] of the caller: the
 //! runtime passes its rules (secret-looking environment names hashed, secret headers and URL
@@ -41,6 +43,8 @@
 //! ```
 
 use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
 
 use crate::{
     artifact, computer, desktop, events, fs, human, memory, meta, net, process, remote, safety,
@@ -161,9 +165,109 @@ impl Redact for safety::PolicyCheck {
     }
 }
 
-/// Argument types that hold no secret this step knows of. A text typed into a window, a
-/// message to a model or a script's arguments are data the agent chose to send; what the
-/// bodies redact of them is in their recorded answers, not here.
+/// JSON an action carries as data (a script's arguments, a reaction's arguments, a template's
+/// context, a request body, a schema): every object in it shaped like an action that holds
+/// secrets (`"type": "run_command"` with an `env`, `"type": "http_request"` with `headers`,
+/// ...) has them replaced as that action's typed fields would be; `tool` names the primitive
+/// the top object is the arguments of, when it is one (a reaction's). In place on the JSON the
+/// action already holds, so nothing is converted and nothing can fail.
+pub fn redact_json(object: &mut Map<String, Value>, tool: Option<&str>, secrets: &dyn Secrets) {
+    let kind = object
+        .get("type")
+        .and_then(Value::as_str)
+        .or(tool)
+        .map(str::to_owned);
+    let env = |env: Option<&mut Value>| {
+        if let Some(Value::Object(env)) = env {
+            for (name, value) in env.iter_mut() {
+                if let Value::String(text) = value
+                    && let Some(kept) = secrets.env_value(name, text)
+                {
+                    *text = kept;
+                }
+            }
+        }
+    };
+    match kind.as_deref() {
+        Some("run_command" | "run_in_sandbox") => env(object.get_mut("env")),
+        Some("run_container_group") => {
+            if let Some(Value::Array(containers)) = object.get_mut("containers") {
+                for container in containers {
+                    env(container.get_mut("env"));
+                }
+            }
+        }
+        Some("http_request" | "fetch_url") => {
+            if let Some(Value::String(url)) = object.get_mut("url") {
+                *url = secrets.url(url);
+            }
+            if let Some(Value::Object(headers)) = object.get_mut("headers") {
+                for (name, value) in headers.iter_mut() {
+                    if let Value::String(text) = value
+                        && let Some(kept) = secrets.header_value(name, text)
+                    {
+                        *text = kept;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    for child in object.values_mut() {
+        redact_value(child, secrets);
+    }
+}
+
+/// [`redact_json`] of every object in `value`.
+fn redact_value(value: &mut Value, secrets: &dyn Secrets) {
+    match value {
+        Value::Object(object) => redact_json(object, None, secrets),
+        Value::Array(items) => {
+            for item in items {
+                redact_value(item, secrets);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A reaction is a tool call: its arguments are that primitive's.
+impl Redact for events::WatchAndReact {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        let reaction = &mut self.reaction;
+        redact_json(&mut reaction.arguments, Some(&reaction.tool), secrets);
+    }
+}
+
+impl Redact for script::CallDefinition {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        redact_json(&mut self.args, None, secrets);
+    }
+}
+
+impl Redact for script::DefinePrimitive {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        redact_json(&mut self.input_schema, None, secrets);
+    }
+}
+
+impl Redact for tools::RenderTemplate {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        redact_json(&mut self.context, None, secrets);
+    }
+}
+
+impl Redact for net::OllamaApi {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        if let Some(body) = &mut self.body {
+            redact_json(body, None, secrets);
+        }
+    }
+}
+
+/// Argument types that hold no secret this step knows of. A text typed into a window or a
+/// message to a model are data the agent chose to send; what the bodies redact of them is in
+/// their recorded answers, not here.
 macro_rules! holds_no_secret {
     ($($ty:ty),* $(,)?) => {$(
         impl Redact for $ty {
@@ -198,7 +302,6 @@ holds_no_secret!(
     events::ListSubscriptions,
     events::Subscribe,
     events::Unsubscribe,
-    events::WatchAndReact,
     fs::ApplyPatch,
     fs::Checksum,
     fs::EditFile,
@@ -224,7 +327,6 @@ holds_no_secret!(
     meta::SessionHistory,
     net::DnsLookup,
     net::LlmCall,
-    net::OllamaApi,
     net::OllamaChat,
     net::PortCheck,
     process::CheckHandle,
@@ -234,9 +336,7 @@ holds_no_secret!(
     remote::SshExec,
     safety::Assert,
     safety::Validate,
-    script::CallDefinition,
     script::DefineFunction,
-    script::DefinePrimitive,
     script::DefinitionName,
     script::ListDefinitions,
     search::SearchAndRead,
@@ -249,7 +349,6 @@ holds_no_secret!(
     snapshot::Rewind,
     tools::Diff,
     tools::ReadLogs,
-    tools::RenderTemplate,
     vm::Computer,
     vm::ComputerToolset,
     vm::VmClick,

@@ -115,4 +115,26 @@ mod tests {
         .unwrap();
         assert_eq!(journaled(action.clone()), action);
     }
+
+    #[test]
+    fn secrets_in_json_an_action_carries_are_redacted_as_the_action_would_be() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "pipeline",
+            "steps": [
+                {"type": "call_function", "name": "deploy", "args": {"then": [
+                    {"type": "run_command", "argv": ["true"], "env": {"API_KEY": "k9", "MODE": "m"}}
+                ]}},
+                {"type": "watch_and_react", "paths": ["src"], "reaction": {
+                    "tool": "run_command",
+                    "arguments": {"argv": ["make"], "env": {"NPM_TOKEN": "n7"}}
+                }}
+            ]
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&journaled(action)).unwrap();
+        for secret in ["k9", "n7"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("\"MODE\":\"m\""), "{text}");
+    }
 }
