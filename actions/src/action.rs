@@ -159,6 +159,13 @@ macro_rules! actions {
                 out
             }
 
+            /// Replace every secret the action holds, its children's included, by what
+            /// `secrets` says (see [`crate::redact`]): in place, on the typed fields, so it
+            /// cannot fail and leave a secret behind.
+            pub fn redact(&mut self, secrets: &dyn crate::redact::Secrets) {
+                match self { $($( Self::$variant(a) => crate::redact::Redact::redact(a, secrets), )*)* }
+            }
+
             /// Parse an MCP tool call. The tree's depth and size are bounded.
             pub fn from_tool_call(name: &str, arguments: serde_json::Value) -> Result<Action, ParseError> {
                 let action = match name {

@@ -50,6 +50,8 @@ pub mod net;
 pub mod outcome;
 /// Process primitives: confined commands.
 pub mod process;
+/// Secrets out of an action before it is journaled: a typed step that cannot fail open.
+pub mod redact;
 /// ssh_exec, run_in_sandbox, run_container_group: remote hosts and containers.
 pub mod remote;
 /// Safety primitives: simulate, policy_check, pipeline, try, if, assert, validate, safe_change.

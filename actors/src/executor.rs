@@ -572,20 +572,17 @@ impl Live<'_> {
         // Running machines are snapshotted under the same id, so going back here puts them
         // back too.
         let machines = self.snapshot_machines(&id).await?;
+        let taken: aido_walk::snapshot::Taken = aido_walk::snapshot::read(&output)?;
         let event = Event::SnapshotTaken {
             snapshot: id.clone(),
-            backend: output["backend"].as_str().unwrap_or_default().to_owned(),
-            workspace: output["workspace"].as_str().unwrap_or_default().to_owned(),
+            backend: taken.backend.clone(),
+            workspace: taken.workspace.clone(),
             proposal: self.proposal,
             machines: machines.clone(),
         };
         let seq = self.record(event).await?;
-        let machines = json!(machines);
         let mut done = Executed::new(Outcome::from_output(render::snapshot_taken(
-            output.clone(),
-            &machines,
-            seq,
-            label,
+            &taken, &machines, seq, label,
         )));
         done.outcome.inputs.extend([
             Input::Random {
@@ -600,7 +597,7 @@ impl Live<'_> {
             },
             Input::Answer {
                 from: "machines".into(),
-                value: machines,
+                value: json!(machines),
             },
             Input::Appended { seq },
         ]);
@@ -630,10 +627,10 @@ impl Live<'_> {
             })
             .await?;
         // The machines the snapshot covers go back with the files, as in a rewind.
-        let machines = json!(self.restore_machines(snapshot).await?);
+        let machines = self.restore_machines(snapshot).await?;
         marker.finish();
         let mut done = Executed::new(render::snapshot_restored(
-            output.clone(),
+            &aido_walk::snapshot::read(&output)?,
             snapshot,
             &records,
             Some(&machines),
@@ -645,7 +642,7 @@ impl Live<'_> {
             },
             Input::Answer {
                 from: "machines".into(),
-                value: machines,
+                value: json!(machines),
             },
         ]);
         Ok(done)
@@ -654,7 +651,10 @@ impl Live<'_> {
     async fn list_snapshots(&self) -> Result<Executed, Failure> {
         let listed = self.snapshot_op(SnapshotOp::List).await?;
         let records = self.records()?;
-        let mut done = Executed::new(render::snapshots_listed(&listed, &records));
+        let mut done = Executed::new(render::snapshots_listed(
+            &aido_walk::snapshot::read::<Vec<_>>(&listed)?,
+            &records,
+        ));
         done.outcome.inputs.push(Input::Answer {
             from: "snapshots".into(),
             value: listed,
@@ -698,6 +698,7 @@ impl Live<'_> {
                 blobs,
             })
             .await?;
+        let applied_count = aido_walk::snapshot::read(&applied)?;
         // Machines go back to the same snapshot (their state is not replayed step by step: the
         // journal holds their inputs, not their memory).
         let machines = match &plan.snapshot {
@@ -716,13 +717,12 @@ impl Live<'_> {
         };
         let rewound_at = self.record(event).await?;
         marker.finish();
-        let machines = json!(machines);
         let mut done = Executed::new(render::rewound(&render::Rewound {
             to_seq,
             undo_target,
             proposal: self.proposal,
             plan: &plan,
-            applied: &applied,
+            applied: applied_count,
             machines: &machines,
             rewound_at,
         }));
@@ -733,7 +733,7 @@ impl Live<'_> {
             },
             Input::Answer {
                 from: "machines".into(),
-                value: machines,
+                value: json!(machines),
             },
             Input::Appended { seq: rewound_at },
         ]);

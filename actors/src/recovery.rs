@@ -335,7 +335,7 @@ impl Recovery {
         let events = match result {
             Ok(applied) => {
                 tracing::warn!(session = %marker.session, proposal = marker.proposal, "finished an interrupted restore or rewind");
-                finished(marker, &records, &applied, leaf)
+                finished(marker, &records, &applied, leaf)?
             }
             Err(failure) => {
                 let failure: Failure = RuntimeError::RecoveryFailed {
@@ -366,7 +366,7 @@ fn finished(
     records: &[aido_journal::Record],
     applied: &serde_json::Value,
     leaf: bool,
-) -> Vec<Event> {
+) -> Result<Vec<Event>, Failure> {
     let mut events = Vec::new();
     if let Some(mark) = &marker.rewind {
         let rewound = records.iter().any(
@@ -391,7 +391,10 @@ fn finished(
         }
     }
     if leaf {
-        let mut outcome = crate::render::recovered(marker.steps.len(), applied);
+        let mut outcome = crate::render::recovered(aido_walk::snapshot::Recovered {
+            steps: marker.steps.len(),
+            applied: aido_walk::snapshot::read(applied)?,
+        });
         outcome.effects = marker.effects.clone();
         outcome.inputs.push(aido_actions::Input::Answer {
             from: "recovery".into(),
@@ -402,7 +405,7 @@ fn finished(
             outcome,
             duration_ms: 0,
         });
-        return events;
+        return Ok(events);
     }
     let changes = marker
         .steps
@@ -422,7 +425,7 @@ fn finished(
         inputs: Vec::new(),
         duration_ms: 0,
     });
-    events
+    Ok(events)
 }
 
 /// The bytes of every blob the steps write.

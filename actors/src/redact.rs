@@ -1,106 +1,43 @@
-use aido_actions::{Action, SideEffectClass};
+use aido_actions::Action;
+use aido_actions::redact::Secrets;
 use aido_walk::process::is_secret_name;
-use serde_json::{Value, json};
 
-/// The action as its proposal is journaled: every `run_command` in the tree has the values of
-/// its secret-looking environment variables replaced by their blake3, and every
-/// `http_request` and `fetch_url` its secret headers and URL credentials replaced by markers,
-/// so the journal never holds them (the action ran with the real values; playback renders its
-/// result from the recorded answer and never needs them). Anything else is returned unchanged.
-pub(crate) fn journaled(action: Action) -> Action {
-    let may_hold = matches!(
-        action.primitive(),
-        "run_command" | "run_in_sandbox" | "run_container_group" | "http_request" | "fetch_url"
-    ) || action.class() == SideEffectClass::Composite;
-    if !may_hold {
-        return action;
-    }
-    let Ok(mut tree) = serde_json::to_value(&action) else {
-        return action;
-    };
-    if !redact(&mut tree) {
-        return action;
-    }
-    serde_json::from_value(tree).unwrap_or(action)
+/// The action as its proposal is journaled: every `run_command`, `run_in_sandbox` and
+/// `run_container_group` in the tree has the values of its secret-looking environment
+/// variables replaced by their blake3, and every `http_request` and `fetch_url` its secret
+/// headers and URL credentials replaced by markers, so the journal never holds them (the
+/// action ran with the real values; playback renders its result from the recorded answer and
+/// never needs them). The replacement is [`Action::redact`], done in place on the typed action:
+/// no conversion runs, so nothing can fail and leave a secret in the journal.
+pub(crate) fn journaled(mut action: Action) -> Action {
+    action.redact(&Journal);
+    action
 }
 
-/// Redact in place; true when anything changed.
-fn redact(value: &mut Value) -> bool {
-    let mut changed = false;
-    match value {
-        Value::Object(map) => {
-            let hash_env = |env: &mut serde_json::Map<String, Value>| {
-                let mut changed = false;
-                for (name, value) in env.iter_mut() {
-                    if let Value::String(text) = value
-                        && is_secret_name(name)
-                    {
-                        *value =
-                            json!(format!("blake3:{}", blake3::hash(text.as_bytes()).to_hex()));
-                        changed = true;
-                    }
-                }
-                changed
-            };
-            match map.get("type").and_then(Value::as_str) {
-                Some("run_command" | "run_in_sandbox") => {
-                    if let Some(Value::Object(env)) = map.get_mut("env") {
-                        changed |= hash_env(env);
-                    }
-                }
-                // A group's containers are not tagged: each one's env, here.
-                Some("run_container_group") => {
-                    if let Some(Value::Array(containers)) = map.get_mut("containers") {
-                        for container in containers {
-                            if let Some(Value::Object(env)) = container.get_mut("env") {
-                                changed |= hash_env(env);
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-            // A request's secret headers and its URL's userinfo and secret query values (the
-            // request went out with them; the exchange recorded is redacted the same way).
-            if matches!(
-                map.get("type").and_then(Value::as_str),
-                Some("http_request" | "fetch_url")
-            ) {
-                if let Some(Value::String(url)) = map.get_mut("url") {
-                    let kept = aido_net::redact::url_text(url);
-                    if kept != *url {
-                        *url = kept;
-                        changed = true;
-                    }
-                }
-                if let Some(Value::Object(headers)) = map.get_mut("headers") {
-                    for (name, value) in headers.iter_mut() {
-                        if let Value::String(text) = value
-                            && aido_net::redact::is_secret_header(name)
-                        {
-                            *value = json!(aido_net::redact::marker(text));
-                            changed = true;
-                        }
-                    }
-                }
-            }
-            for child in map.values_mut() {
-                changed |= redact(child);
-            }
-        }
-        Value::Array(items) => {
-            for child in items {
-                changed |= redact(child);
-            }
-        }
-        _ => {}
+/// aido's rules of what a journaled action must not hold: the names
+/// [`is_secret_name`] calls secret (the same the process body hashes in a command's record),
+/// and the headers and URL parts `aido_net::redact` hides (the same the net body hides in the
+/// exchange it records).
+struct Journal;
+
+impl Secrets for Journal {
+    fn env_value(&self, name: &str, value: &str) -> Option<String> {
+        is_secret_name(name).then(|| format!("blake3:{}", blake3::hash(value.as_bytes()).to_hex()))
     }
-    changed
+
+    fn url(&self, url: &str) -> String {
+        aido_net::redact::url_text(url)
+    }
+
+    fn header_value(&self, name: &str, value: &str) -> Option<String> {
+        aido_net::redact::is_secret_header(name).then(|| aido_net::redact::marker(value))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn request_secrets_are_redacted_also_inside_composites() {
@@ -157,5 +94,47 @@ mod tests {
             env["API_KEY"],
             format!("blake3:{}", blake3::hash(b"hunter2").to_hex())
         );
+    }
+
+    #[test]
+    fn the_action_a_simulate_names_is_redacted_too() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "simulate",
+            "action": {"type": "run_command", "argv": ["true"], "env": {"GITHUB_TOKEN": "gh5"}}
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&journaled(action)).unwrap();
+        assert!(!text.contains("gh5"), "{text}");
+    }
+
+    #[test]
+    fn an_action_without_secrets_is_journaled_as_it_came() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "run_command", "argv": ["env"], "env": {"MODE": "fast"}
+        }))
+        .unwrap();
+        assert_eq!(journaled(action.clone()), action);
+    }
+
+    #[test]
+    fn secrets_in_json_an_action_carries_are_redacted_as_the_action_would_be() {
+        let action: Action = serde_json::from_value(json!({
+            "type": "pipeline",
+            "steps": [
+                {"type": "call_function", "name": "deploy", "args": {"then": [
+                    {"type": "run_command", "argv": ["true"], "env": {"API_KEY": "k9", "MODE": "m"}}
+                ]}},
+                {"type": "watch_and_react", "paths": ["src"], "reaction": {
+                    "tool": "run_command",
+                    "arguments": {"argv": ["make"], "env": {"NPM_TOKEN": "n7"}}
+                }}
+            ]
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&journaled(action)).unwrap();
+        for secret in ["k9", "n7"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("\"MODE\":\"m\""), "{text}");
     }
 }

@@ -229,6 +229,13 @@ enum Missing {
     Tampered(String),
 }
 
+/// A recorded answer read as the type its body journaled it as; one that does not read is a
+/// damaged input, not one to render from anyway.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value, what: &str) -> Result<T, Missing> {
+    serde_json::from_value(answer)
+        .map_err(|error| Missing::Tampered(format!("the {what} does not read: {error}")))
+}
+
 /// Walks one completion's action tree over its recorded inputs.
 struct Player<'a> {
     journal: &'a Journal,
@@ -573,10 +580,10 @@ impl Player<'_> {
     fn take_snapshot(&mut self, label: Option<&str>) -> Result<Value, Missing> {
         pull!(self, Input::Random { .. } => (), "the snapshot id's random tag");
         pull!(self, Input::Clock { .. } => (), "the snapshot's time");
-        let store = self.answer()?;
-        let machines = self.answer()?;
+        let store = typed(self.answer()?, "snapshot store's answer")?;
+        let machines: Vec<String> = typed(self.answer()?, "machines' answer")?;
         let seq = self.appended()?;
-        Ok(render::snapshot_taken(store, &machines, seq, label))
+        Ok(render::snapshot_taken(&store, &machines, seq, label))
     }
 
     fn runtime(&mut self, action: &RuntimeAction) -> Played {
@@ -599,12 +606,12 @@ impl Player<'_> {
             }
             RuntimeAction::RestoreSnapshot(r) => return self.restored(&r.snapshot),
             RuntimeAction::ListSnapshots(_) => {
-                let listed = self.answer()?;
+                let listed: Vec<_> = typed(self.answer()?, "snapshot store's list")?;
                 render::snapshots_listed(&listed, self.before)
             }
             RuntimeAction::Rewind(r) => {
-                let applied = self.answer()?;
-                let machines = self.answer()?;
+                let applied = typed(self.answer()?, "rewind's applied steps")?;
+                let machines: Vec<String> = typed(self.answer()?, "machines' answer")?;
                 let rewound_at = self.appended()?;
                 let record = self.before.iter().find(|rec| rec.seq == rewound_at);
                 let (to_seq, cut, undo_target) = match record.map(|rec| &rec.event) {
@@ -639,7 +646,7 @@ impl Player<'_> {
                     undo_target,
                     proposal: self.proposal,
                     plan: &plan,
-                    applied: &applied,
+                    applied,
                     machines: &machines,
                     rewound_at,
                 })
@@ -688,11 +695,10 @@ impl Player<'_> {
     fn recovered(&mut self) -> Result<Result<Executed, Failed>, Missing> {
         let value =
             pull!(self, Input::Answer { value, .. } => value.clone(), "the recovery's answer");
-        let steps = value["steps"].as_u64().unwrap_or_default() as usize;
-        Ok(Ok(Executed::new(render::recovered(
-            steps,
-            &value["applied"],
-        ))))
+        Ok(Ok(Executed::new(render::recovered(typed(
+            value,
+            "recovery's answer",
+        )?))))
     }
 
     /// A restore's answer (its failure, when the record has one instead).
@@ -700,13 +706,16 @@ impl Player<'_> {
         if let Some(failure) = self.recorded_failure() {
             return Ok(Err(failure));
         }
-        let store = self.answer()?;
-        let machines = self.machines_answer()?;
+        let store = typed(self.answer()?, "snapshot store's answer")?;
+        let machines: Option<Vec<String>> = match self.machines_answer()? {
+            Some(machines) => Some(typed(machines, "machines' answer")?),
+            None => None,
+        };
         Ok(Ok(render::snapshot_restored(
-            store,
+            &store,
             snapshot,
             self.before,
-            machines.as_ref(),
+            machines.as_deref(),
         )))
     }
 
@@ -781,9 +790,11 @@ impl World for Player<'_> {
         let record = self.answer()?;
         let mut done = Executed::new(match action {
             ProcessAction::RunCommand(run) if run.background => {
-                aido_walk::process::handle_started(&record)
+                aido_walk::process::handle_started(&typed(record, "background command's start")?)
             }
-            ProcessAction::RunCommand(_) => aido_walk::process::command_ran(&record),
+            ProcessAction::RunCommand(_) => {
+                aido_walk::process::command_ran(&typed(record, "command's record")?)
+            }
             // The frames, the write, the list exactly as the live call answered.
             ProcessAction::CheckHandle(_)
             | ProcessAction::WriteStdin(_)
@@ -794,7 +805,9 @@ impl World for Player<'_> {
             | ProcessAction::ListSubscriptions(_)
             // Its firings are actions of their own (children naming it), played back each.
             | ProcessAction::WatchAndReact(_) => aido_walk::process::handle_answered(&record),
-            ProcessAction::StopHandle(_) => aido_walk::process::handle_stopped(&record),
+            ProcessAction::StopHandle(_) => {
+                aido_walk::process::handle_stopped(&typed(record, "stop's record")?)
+            }
             // Nothing connects or runs: the host's and the containers' answers as recorded.
             ProcessAction::SshExec(_) => aido_walk::remote::ssh_ran(&record),
             ProcessAction::RunInSandbox(_) => aido_walk::remote::container_ran(&record),

@@ -49,6 +49,8 @@ pub mod rewind;
 pub mod script;
 /// The results of search_code and search_and_read from what the search body found.
 pub mod search;
+/// The filesystem body's answers to the workspace's snapshot operations, typed.
+pub mod snapshot;
 /// diff, render_template and read_logs: results from what was read.
 pub mod tools;
 /// The composite walk over a world.

@@ -8,6 +8,13 @@
 use aido_actions::Outcome;
 use serde_json::{Value, json};
 
+pub use record::{
+    CommandEnded, CommandRecord, CommandStart, EnvValue, Exit, HandleStart, HandleState, HandleStop,
+};
+
+/// The records, typed.
+pub mod record;
+
 /// Who answers in the recorded input.
 pub const ANSWERED_BY: &str = "process";
 
@@ -69,7 +76,7 @@ pub const NO_NETWORK_HINT: &str = "this command has no network (only its own loo
     [\"host:443\"] opens hosts through aido's egress proxy.";
 
 /// Whether a command's output says a name did not resolve (curl, pip, npm, git, Python, Go).
-fn failed_to_resolve(output: &Value) -> bool {
+fn failed_to_resolve(ended: &CommandEnded) -> bool {
     const SAID: [&str; 7] = [
         "Could not resolve host",
         "Temporary failure in name resolution",
@@ -79,78 +86,77 @@ fn failed_to_resolve(output: &Value) -> bool {
         "ENOTFOUND",
         "no such host",
     ];
-    ["stdout", "stderr"].iter().any(|stream| {
-        output[stream]
-            .as_str()
-            .is_some_and(|text| SAID.iter().any(|said| text.contains(said)))
-    })
+    [&ended.stdout, &ended.stderr]
+        .iter()
+        .any(|text| SAID.iter().any(|said| text.contains(said)))
 }
 
 /// The result of a finished command, from its record.
-pub fn command_ran(record: &Value) -> Outcome {
-    let exit = &record["exit"];
-    let (exit_code, signal, timed_out) = match exit["kind"].as_str() {
-        Some("code") => (exit["value"].clone(), Value::Null, false),
-        Some("signal") => (Value::Null, exit["value"].clone(), false),
-        _ => (Value::Null, Value::Null, true),
-    };
+pub fn command_ran(record: &CommandRecord) -> Outcome {
+    let (start, ended) = (&record.start, &record.ended);
+    let (exit_code, signal, timed_out) = ended.exit.parts();
     let mut output = json!({
-        "argv": record["argv"],
-        "cwd": record["cwd"],
+        "argv": start.argv,
+        "cwd": start.cwd,
         "exit_code": exit_code,
         "signal": signal,
         "timed_out": timed_out,
-        "stdout": record["stdout"],
-        "stderr": record["stderr"],
-        "stdout_bytes_total": record["stdout_bytes_total"],
-        "stderr_bytes_total": record["stderr_bytes_total"],
-        "stdout_truncated": record["stdout_truncated"],
-        "stderr_truncated": record["stderr_truncated"],
-        "duration_ms": record["duration_ms"],
-        "usage": record["usage"],
-        "file_changes_journaled": record["file_changes_journaled"] == json!(true),
+        "stdout": ended.stdout,
+        "stderr": ended.stderr,
+        "stdout_bytes_total": ended.stdout_bytes_total,
+        "stderr_bytes_total": ended.stderr_bytes_total,
+        "stdout_truncated": ended.stdout_truncated,
+        "stderr_truncated": ended.stderr_truncated,
+        "duration_ms": ended.duration_ms,
+        "usage": ended.usage,
+        "file_changes_journaled": record.file_changes_journaled == Some(true),
     });
     // The session's shared network namespace, when it ran in one (a background command's).
-    if record["network"].is_object() {
-        output["network"] = record["network"].clone();
+    if let Some(network) = &record.network {
+        output["network"] = json!(network);
     }
     // Its connections through the egress proxy, admitted and refused, and their totals.
-    if record["egress"].is_array() {
-        output["egress"] = record["egress"].clone();
-    }
-    if record["egress_totals"].is_object() {
-        output["egress_totals"] = record["egress_totals"].clone();
-    }
+    with_egress(&mut output, &ended.egress, ended.egress_totals.as_ref());
     // Run without the sandbox, as the policy allowed, and why.
-    if record["unconfined"].is_object() {
-        output["unconfined"] = record["unconfined"].clone();
-    } else if !record["egress"].is_array() && failed_to_resolve(&output) {
+    if let Some(unconfined) = &record.unconfined {
+        output["unconfined"] = json!(unconfined);
+    } else if ended.egress.is_empty() && failed_to_resolve(ended) {
         // A command without network that tried to reach one: say why it failed, and how to
         // give it some (its tools only say they could not resolve a name).
         output["hint"] = json!(NO_NETWORK_HINT);
     }
     // A dry run: what the command changed in its throwaway layer.
-    if record["dry_run"] == json!(true) {
+    if let Some(dry) = &record.dry_run {
         output["dry_run"] = json!(true);
-        output["changes"] = record["changes"].clone();
-        output["diff_truncated"] = record["diff_truncated"].clone();
+        output["changes"] = json!(dry.changes);
+        output["diff_truncated"] = json!(dry.diff_truncated);
     }
     Outcome::from_output(output)
 }
 
+/// `egress` and `egress_totals` in `output`, when there are some.
+fn with_egress(output: &mut Value, egress: &[Value], totals: Option<&Value>) {
+    if !egress.is_empty() {
+        output["egress"] = json!(egress);
+    }
+    if let Some(totals) = totals {
+        output["egress_totals"] = totals.clone();
+    }
+}
+
 /// A background command's start, from its record: its handle and what runs.
-pub fn handle_started(record: &Value) -> Outcome {
+pub fn handle_started(record: &HandleStart) -> Outcome {
     let mut output = json!({
-        "handle": record["handle"],
+        "handle": record.handle,
         "background": true,
-        "argv": record["argv"],
-        "cwd": record["cwd"],
-        "pty": record["pty"] == json!(true),
-        "timeout_ms": record["timeout_ms"],
+        "argv": record.start.argv,
+        "cwd": record.start.cwd,
+        "pty": record.pty,
+        "timeout_ms": record.start.timeout_ms,
     });
     // Its servers reached from the host's loopback, as `http://127.0.0.1:PORT`.
-    if let Some(hosts) = record.get("exposed") {
-        output["exposed"] = hosts.clone();
+    if !record.exposed.is_empty() {
+        output["exposed"] = json!(record.exposed);
     }
     Outcome::from_output(output)
 }
@@ -163,33 +169,30 @@ pub fn handle_answered(answer: &Value) -> Outcome {
 
 /// stop_handle, from its record: how the command ended and was stopped, what its output
 /// amounted to; its applied changes are added by [`changes_applied`] as for run_command.
-pub fn handle_stopped(record: &Value) -> Outcome {
+pub fn handle_stopped(record: &HandleStop) -> Outcome {
+    let (state, buffer) = (&record.state, &record.state.buffer);
+    let end = state.end.as_ref();
     let mut output = json!({
-        "handle": record["handle"],
-        "argv": record["argv"],
-        "state": record["state"],
-        "stopped_by": record["stopped_by"],
-        "exit_code": record["exit_code"],
-        "signal": record["signal"],
-        "timed_out": record["timed_out"],
-        "duration_ms": record["duration_ms"],
-        "stdout_bytes_total": record["stdout_bytes_total"],
-        "stderr_bytes_total": record["stderr_bytes_total"],
-        "pty_bytes_total": record["pty_bytes_total"],
-        "dropped_frames": record["dropped_frames"],
-        "dropped_bytes": record["dropped_bytes"],
-        "file_changes_journaled": record["file_changes_journaled"] == json!(true),
+        "handle": record.start.handle,
+        "argv": record.start.start.argv,
+        "state": state.state,
+        "stopped_by": state.stopped_by,
+        "exit_code": end.and_then(|end| end.exit_code),
+        "signal": end.and_then(|end| end.signal),
+        "timed_out": end.map(|end| end.timed_out),
+        "duration_ms": end.map(|end| end.duration_ms),
+        "stdout_bytes_total": buffer.stdout_bytes_total,
+        "stderr_bytes_total": buffer.stderr_bytes_total,
+        "pty_bytes_total": buffer.pty_bytes_total,
+        "dropped_frames": buffer.dropped_frames,
+        "dropped_bytes": buffer.dropped_bytes,
+        "file_changes_journaled": record.file_changes_journaled,
     });
-    if !record["failed"].is_null() {
-        output["failed"] = record["failed"].clone();
+    if let Some(failed) = &state.failed {
+        output["failed"] = json!(failed);
     }
     // Every connection it tried through its egress proxy, when it had one, and their totals.
-    if record["egress"].is_array() {
-        output["egress"] = record["egress"].clone();
-    }
-    if record["egress_totals"].is_object() {
-        output["egress_totals"] = record["egress_totals"].clone();
-    }
+    with_egress(&mut output, &state.egress, state.egress_totals.as_ref());
     Outcome::from_output(output)
 }
 
@@ -210,15 +213,5 @@ mod tests {
         for name in ["PATH", "LANG", "HOME"] {
             assert!(!is_secret_name(name), "{name}");
         }
-    }
-
-    #[test]
-    fn exit_kinds_render() {
-        let ran = command_ran(&json!({"exit": {"kind": "code", "value": 3}, "stdout": "hi\n"}));
-        assert_eq!(ran.output["exit_code"], 3);
-        assert_eq!(ran.output["timed_out"], false);
-        let ran = command_ran(&json!({"exit": {"kind": "timed_out"}}));
-        assert_eq!(ran.output["timed_out"], true);
-        assert_eq!(ran.output["exit_code"], Value::Null);
     }
 }

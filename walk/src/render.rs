@@ -8,6 +8,8 @@ use aido_actions::{Condition, Effect, Failure, Outcome};
 use aido_journal::{Event, Record, SessionId};
 use serde_json::{Value, json};
 
+use crate::snapshot;
+
 /// A child's output wrapped by its composite; the text is the output as JSON.
 pub fn wrapped(mut done: Outcome, f: impl FnOnce(Value) -> Value) -> Outcome {
     let output = std::mem::take(&mut done.output);
@@ -231,8 +233,14 @@ pub fn snapshot_seq(records: &[Record], id: &str) -> Option<u64> {
 
 /// create_snapshot's output: the store's answer, the machines saved with it, the seq of its
 /// record and the label.
-pub fn snapshot_taken(mut store: Value, machines: &Value, seq: u64, label: Option<&str>) -> Value {
-    store["machines"] = machines.clone();
+pub fn snapshot_taken(
+    store: &snapshot::Taken,
+    machines: &[String],
+    seq: u64,
+    label: Option<&str>,
+) -> Value {
+    let mut store = snapshot::to_value(store);
+    store["machines"] = json!(machines);
     store["seq"] = json!(seq);
     if let Some(label) = label {
         store["label"] = json!(label);
@@ -243,13 +251,14 @@ pub fn snapshot_taken(mut store: Value, machines: &Value, seq: u64, label: Optio
 /// restore_snapshot, from the store's answer and the machines it put back (absent in records
 /// from before restores covered machines).
 pub fn snapshot_restored(
-    mut store: Value,
+    store: &snapshot::Restored,
     snapshot: &str,
     records: &[Record],
-    machines: Option<&Value>,
+    machines: Option<&[String]>,
 ) -> Outcome {
+    let mut store = snapshot::to_value(store);
     if let Some(m) = machines {
-        store["machines"] = m.clone();
+        store["machines"] = json!(m);
     }
     let mut done = Outcome::from_output(store);
     done.effects.push(Effect::SnapshotRestored {
@@ -260,12 +269,15 @@ pub fn snapshot_restored(
 }
 
 /// list_snapshots, from the store's list and the records naming each snapshot's seq.
-pub fn snapshots_listed(listed: &Value, records: &[Record]) -> Outcome {
-    let mut list = listed.as_array().cloned().unwrap_or_default();
-    for item in list.iter_mut() {
-        let id = item["id"].as_str().unwrap_or_default().to_owned();
-        item["seq"] = json!(snapshot_seq(records, &id));
-    }
+pub fn snapshots_listed(listed: &[snapshot::Listed], records: &[Record]) -> Outcome {
+    let list: Vec<Value> = listed
+        .iter()
+        .map(|item| {
+            let mut shown = snapshot::to_value(item);
+            shown["seq"] = json!(snapshot_seq(records, &item.id));
+            shown
+        })
+        .collect();
     Outcome::from_output(json!({"snapshots": list}))
 }
 
@@ -311,9 +323,9 @@ pub struct Rewound<'a> {
     /// Its plan (branch, snapshot, steps).
     pub plan: &'a crate::rewind::RewindPlan,
     /// The filesystem body's answer to applying them.
-    pub applied: &'a Value,
+    pub applied: snapshot::Applied,
     /// The machines restored.
-    pub machines: &'a Value,
+    pub machines: &'a [String],
     /// The seq of its rewound record.
     pub rewound_at: u64,
 }
@@ -340,7 +352,7 @@ pub fn rewound(r: &Rewound) -> Outcome {
     };
     let mut output = json!({"branch": branch, "method": method, "snapshot": r.plan.snapshot, "machines": r.machines,
                         "kept_through": cut, "undone": undone,
-                        "steps": steps, "applied": r.applied["applied"], "rewound_at": r.rewound_at,
+                        "steps": steps, "applied": r.applied.applied, "rewound_at": r.rewound_at,
                         "abandoned": [cut + 1, r.proposal - 1]});
     output[named] = json!(r.to_seq);
     let list = r
@@ -369,10 +381,10 @@ pub fn rewound(r: &Rewound) -> Outcome {
 
 /// The result of a restore or rewind a crash interrupted and the next start finished, from
 /// its plan's length and the filesystem body's answer to applying it.
-pub fn recovered(steps: usize, applied: &Value) -> Outcome {
+pub fn recovered(recovered: snapshot::Recovered) -> Outcome {
     Outcome {
         text: "interrupted by a crash; finished when aido started again".into(),
-        output: json!({"recovered": true, "steps": steps, "applied": applied["applied"]}),
+        output: json!({"recovered": true, "steps": recovered.steps, "applied": recovered.applied.applied}),
         ..Outcome::default()
     }
 }

@@ -10,6 +10,7 @@ use aido_snapshots::{Backend, SnapshotError, Store};
 use serde_json::{Value, json};
 
 use aido_walk::Step;
+use aido_walk::snapshot as answer;
 
 use super::error::FsError;
 use super::walls::hook::{self, Op};
@@ -95,10 +96,14 @@ impl Snapshots {
             SnapshotOp::Create { id, created_ms } => {
                 let store = self.store(walls, aido_home)?;
                 let s = store.create(&id, created_ms).map_err(failure)?;
-                Ok(
-                    json!({"snapshot": s.id, "backend": s.backend, "files": s.files, "bytes": s.bytes,
-                          "workspace": store.workspace().display().to_string(), "why": store.why()}),
-                )
+                Ok(answer::to_value(&answer::Taken {
+                    snapshot: s.id,
+                    backend: s.backend.name().to_owned(),
+                    files: s.files,
+                    bytes: s.bytes,
+                    workspace: store.workspace().display().to_string(),
+                    why: store.why().to_owned(),
+                }))
             }
             SnapshotOp::Restore { id } => {
                 let stats = self
@@ -107,22 +112,35 @@ impl Snapshots {
                     .map_err(failure)?;
                 // A btrfs restore swaps the workspace directory itself: old handles are stale.
                 walls.forget_dirs();
-                Ok(json!({"snapshot": id, "stats": stats}))
+                Ok(answer::to_value(&answer::Restored {
+                    snapshot: id,
+                    stats: json!(stats),
+                }))
             }
             SnapshotOp::List => {
                 let list = self.store(walls, aido_home)?.list().map_err(failure)?;
-                Ok(json!(list))
+                let listed: Vec<answer::Listed> = list
+                    .into_iter()
+                    .map(|s| answer::Listed {
+                        id: s.id,
+                        backend: s.backend.name().to_owned(),
+                        created_ms: s.created_ms,
+                        files: s.files,
+                        bytes: s.bytes,
+                    })
+                    .collect();
+                Ok(answer::to_value(&listed))
             }
             SnapshotOp::Delete { id } => {
                 self.store(walls, aido_home)?.delete(&id).map_err(failure)?;
-                Ok(json!({"deleted": id}))
+                Ok(answer::to_value(&answer::Deleted { deleted: id }))
             }
             SnapshotOp::Apply { steps, blobs } => {
                 let total = steps.len();
                 for step in steps {
                     self.step(step, &blobs, walls, session, aido_home, store)?;
                 }
-                Ok(json!({"applied": total}))
+                Ok(answer::to_value(&answer::Applied { applied: total }))
             }
         }
     }

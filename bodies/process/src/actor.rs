@@ -7,8 +7,12 @@ use aido_policy::{FsResolver, PolicyEngine, SessionContext};
 use aido_sandbox::{
     Change, GlobIndex, Outcome, Profile, Request, Sandbox, StartOptions, WriteMode,
 };
+use aido_walk::process::record::{
+    self, ChangeShown, CommandEnded, CommandRecord, CommandStart, Exit, HandleStart, HandleStop,
+    SessionNetwork, Unconfined,
+};
 use aido_walk::process::{
-    ANSWERED_BY, command_ran, handle_answered, handle_started, handle_stopped, is_secret_name,
+    ANSWERED_BY, command_ran, handle_answered, handle_started, handle_stopped,
 };
 use serde_json::{Value, json};
 
@@ -253,22 +257,20 @@ pub(super) async fn run_command(
         }
     };
     let mut record = record_of(&request, &profile, &outcome);
-    record["tmp"] = json!(tmp_of_record(tmp.is_some()));
-    if let Some(network) = network_record {
-        record["network"] = network;
-    }
+    record.tmp = Some(tmp_of_record(tmp.is_some()));
+    record.network = network_record;
     let changes = match changes {
-        Ok(Err(error)) => return Err(refused_whole(error, &record)),
+        Ok(Err(error)) => return Err(refused_whole(error, &command_ran(&record).output)),
         Ok(Ok(changes)) => Ok(changes),
         Err(shown) => Err(shown),
     };
     let changes = match (changes, layers) {
         (Ok(changes), Some(layers)) => {
-            let (pending, admitted) = admit(args, session, changes, &record)?;
-            record["file_changes_journaled"] = json!(true);
+            let (pending, admitted) = admit(args, session, changes, &command_ran(&record).output)?;
+            record.file_changes_journaled = Some(true);
             return Ok(recorded(
                 Executed::new(command_ran(&record)),
-                record,
+                record::to_value(&record),
                 Some(Pending {
                     changes: pending,
                     admitted,
@@ -282,35 +284,38 @@ pub(super) async fn run_command(
     };
     if let Some(mut changes) = changes {
         // What the walls and deny globs would say of each path, were the changes applied.
-        if let Some(list) = changes["changes"].as_array_mut() {
-            for change in list {
-                let path = change["path"].as_str().unwrap_or_default().to_owned();
-                let judged = args
-                    .policy
-                    .check_path(&path, AccessKind::Write, session, &FsResolver)
-                    .map(drop)
-                    .and_then(|()| match change["target"].as_str() {
-                        // A link: also where it points.
-                        Some(target) if change["change"] == "link_created" => {
-                            args.policy.check_link_target(
-                                std::path::Path::new(&path),
-                                target,
-                                session,
-                                &FsResolver,
-                            )
-                        }
-                        _ => Ok(()),
-                    });
-                if let Err(refusal) = judged {
-                    change["refused"] = json!(refusal.code().code());
-                }
-            }
+        for change in &mut changes.changes {
+            judge_shown(args, session, change);
         }
-        record["dry_run"] = json!(true);
-        record["changes"] = changes["changes"].take();
-        record["diff_truncated"] = changes["diff_truncated"].take();
+        record.dry_run = Some(changes);
     }
-    Ok(recorded(Executed::new(command_ran(&record)), record, None))
+    Ok(recorded(
+        Executed::new(command_ran(&record)),
+        record::to_value(&record),
+        None,
+    ))
+}
+
+/// Marks a dry run's change with the code the walls, the deny globs or (for a link) its
+/// target's check would refuse it with, were it applied.
+fn judge_shown(args: &ProcessBodyArgs, session: &SessionContext, change: &mut ChangeShown) {
+    let judged = args
+        .policy
+        .check_path(&change.path, AccessKind::Write, session, &FsResolver)
+        .map(drop)
+        .and_then(|()| match &change.kind {
+            // A link: also where it points.
+            record::ChangeKind::LinkCreated { target } => args.policy.check_link_target(
+                std::path::Path::new(&change.path),
+                target,
+                session,
+                &FsResolver,
+            ),
+            _ => Ok(()),
+        });
+    if let Err(refusal) = judged {
+        change.refused = Some(refusal.code().code().to_owned());
+    }
 }
 
 /// A handle primitive's result: the recorded answer is the result (playback renders it back
@@ -339,26 +344,32 @@ async fn run_unconfined(
     let mut profile = profile_of(&args.policy, &args.hidden);
     profile.writes = WriteMode::Direct;
     let mut record = record_of(request, &profile, &outcome);
-    record["profile"] = json!({"confinement": "none"});
-    record["unconfined"] = json!({"why": why});
-    record["file_changes_journaled"] = json!(false);
-    Ok(recorded(Executed::new(command_ran(&record)), record, None))
+    record.start.profile = json!({"confinement": "none"});
+    record.unconfined = Some(Unconfined {
+        why: why.to_owned(),
+    });
+    record.file_changes_journaled = Some(false);
+    Ok(recorded(
+        Executed::new(command_ran(&record)),
+        record::to_value(&record),
+        None,
+    ))
 }
 
 /// A finished run's file changes, taken over: the layer of `roots[i]` is `layers/i/upper`;
-/// its changes are read back and judged ([`admit`]) for the executor to apply. `record` (the
-/// run's, journaled with its result) is in the details of a refusal. Blocking.
+/// its changes are read back and judged ([`admit`]) for the executor to apply. `command` (the
+/// run's result or record) is in the details of a refusal. Blocking.
 pub(super) fn take_over(
     args: &ProcessBodyArgs,
     session: &SessionContext,
     layers: Layers,
     roots: &[PathBuf],
-    record: &Value,
+    command: &Value,
 ) -> Result<Pending, Failure> {
     let caps = change_caps(&args.policy);
     let changes = aido_sandbox::collect_changes(&*layers.fd, roots, caps)
-        .map_err(|error| refused_whole(error, record))?;
-    let (changes, admitted) = admit(args, session, changes, record)?;
+        .map_err(|error| refused_whole(error, command))?;
+    let (changes, admitted) = admit(args, session, changes, command)?;
     Ok(Pending {
         changes,
         admitted,
@@ -498,31 +509,30 @@ pub(super) async fn start_background(
         exposed.relays = relays;
     }
     cell.read(started.output);
-    let mut record = start_record(&request, &profile);
-    if !hosts.is_empty() {
-        record["exposed"] = json!(hosts);
-    }
-    record["tmp"] = json!(tmp_of_record(shared_tmp));
-    record["handle"] = json!(id);
-    record["background"] = json!(true);
-    record["pty"] = json!(run.pty);
-    if let Some(network) = &started.network {
-        record["network"] = network_of_record(network);
-    }
+    let record = HandleStart {
+        start: start_record(&request, &profile),
+        handle: id.clone(),
+        background: true,
+        pty: run.pty,
+        exposed: hosts,
+        tmp: Some(tmp_of_record(shared_tmp)),
+        network: started.network.as_ref().map(network_of_record),
+    };
+    let done = recorded(
+        Executed::new(handle_started(&record)),
+        record::to_value(&record),
+        None,
+    );
     args.handles.insert(
         id,
         registry,
         info,
-        record.clone(),
+        (record, profile.writable_roots),
         (started.control, started.network),
         cell,
         layers,
     );
-    Ok(recorded(
-        Executed::new(handle_started(&record)),
-        record,
-        None,
-    ))
+    Ok(done)
 }
 
 /// A background command's exposed ports: the relays, dropped when it ends.
@@ -606,42 +616,32 @@ pub(super) async fn stop_handle(
         .unwrap_or(StopHandle::GRACE_MS_DEFAULT)
         .min(StopHandle::GRACE_MS_MAX);
     let (handle, state, layers) = args.handles.stop(&stop.handle, grace_ms).await?;
-    let mut record = handle.record.clone();
-    if let Value::Object(state) = state {
-        for (key, value) in state {
-            record[key] = value;
-        }
-    }
-    record["handle"] = json!(handle.id);
+    let mut record = HandleStop {
+        start: handle.record.clone(),
+        state,
+        file_changes_journaled: false,
+    };
     let Some(layers) = layers else {
         // Stopped before: its changes went with that stop.
-        record["file_changes_journaled"] = json!(false);
-        return Ok(stopped(record, None));
+        return Ok(stopped(&record, None));
     };
-    let roots: Vec<PathBuf> = handle.record["profile"]["writable_roots"]
-        .as_array()
-        .map(|roots| {
-            roots
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|root| {
-                    let root = PathBuf::from(root);
-                    root.canonicalize().unwrap_or(root)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let roots: Vec<PathBuf> = handle
+        .roots
+        .iter()
+        .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()))
+        .collect();
     let fd = layers.fd.clone();
     let caps = change_caps(&args.policy);
+    let command = handle_stopped(&record).output;
     let changes =
         tokio::task::spawn_blocking(move || aido_sandbox::collect_changes(&*fd, &roots, caps))
             .await
             .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
-            .map_err(|error| refused_whole(error, &record))?;
-    let (pending, admitted) = admit(args, session, changes, &record)?;
-    record["file_changes_journaled"] = json!(true);
+            .map_err(|error| refused_whole(error, &command))?;
+    let (pending, admitted) = admit(args, session, changes, &command)?;
+    record.file_changes_journaled = true;
     Ok(stopped(
-        record,
+        &record,
         Some(Pending {
             changes: pending,
             admitted,
@@ -651,8 +651,12 @@ pub(super) async fn stop_handle(
     ))
 }
 
-fn stopped(record: Value, pending: Option<Pending>) -> Ran {
-    recorded(Executed::new(handle_stopped(&record)), record, pending)
+fn stopped(record: &HandleStop, pending: Option<Pending>) -> Ran {
+    recorded(
+        Executed::new(handle_stopped(record)),
+        record::to_value(record),
+        pending,
+    )
 }
 
 /// `executed` with the record it was rendered from as its answer (what playback renders from).
@@ -707,10 +711,10 @@ fn removed_tree(top: &std::path::Path) -> Result<Vec<TreeEntry>, &'static str> {
 /// A command's changes refused whole before any was judged or applied (past the policy's
 /// caps, or unreadable): the command's own result goes with the refusal, as with a refused
 /// path.
-fn refused_whole(error: aido_sandbox::SpawnError, record: &Value) -> Failure {
+fn refused_whole(error: aido_sandbox::SpawnError, command: &Value) -> Failure {
     let details = json!({
         "error": serde_json::to_value(&error).unwrap_or_default(),
-        "command": command_ran(record).output,
+        "command": command,
     });
     Failure::from(error).with_details(details)
 }
@@ -718,14 +722,14 @@ fn refused_whole(error: aido_sandbox::SpawnError, record: &Value) -> Failure {
 /// Judge every change a command made, as its own primitive would be judged: a path the walls
 /// or deny globs refuse (for a symbolic link, also one pointing into a denied path), a kind the
 /// journal cannot take over (a device, a fifo, one inside a removed directory, a name that is
-/// not UTF-8) refuses them all, and the call fails naming each, with the command's record in
+/// not UTF-8) refuses them all, and the call fails naming each, with the command's result in
 /// the details. Nothing is applied then.
 #[allow(clippy::too_many_lines)]
 fn admit(
     args: &ProcessBodyArgs,
     session: &SessionContext,
     changes: Vec<Change>,
-    record: &Value,
+    command: &Value,
 ) -> Result<(Vec<CommandChange>, aido_policy::Admissions), Failure> {
     // Each path admitted here is handed on, so the filesystem body's staging does not judge
     // it again.
@@ -870,7 +874,7 @@ fn admit(
     .with_details(json!({
         "refused": refused,
         "refused_total": count,
-        "command": command_ran(record).output,
+        "command": command,
     })))
 }
 
@@ -878,71 +882,57 @@ fn admit(
 const REFUSED_SHOWN_MAX: usize = 200;
 
 /// Which `/tmp` a command had, for the journal.
-fn tmp_of_record(shared: bool) -> &'static str {
-    if shared { "session" } else { "command" }
+fn tmp_of_record(shared: bool) -> record::Tmp {
+    if shared {
+        record::Tmp::Session
+    } else {
+        record::Tmp::Command
+    }
 }
 
 /// What the journal keeps of a command: everything its result is rendered from. Values of
 /// secret-looking variables are kept as their blake3 only.
-pub fn record_of(request: &Request, profile: &Profile, outcome: &Outcome) -> Value {
-    let mut record = start_record(request, profile);
-    let ended = json!({
-        "exit": outcome.exit,
-        "stdout": String::from_utf8_lossy(&outcome.stdout),
-        "stderr": String::from_utf8_lossy(&outcome.stderr),
-        "stdout_bytes_total": outcome.stdout_bytes_total,
-        "stderr_bytes_total": outcome.stderr_bytes_total,
-        "stdout_truncated": outcome.stdout_truncated,
-        "stderr_truncated": outcome.stderr_truncated,
-        "duration_ms": outcome.duration_ms,
-        "usage": outcome.usage,
-        "cgroup": outcome.cgroup,
-    });
-    let mut ended = ended;
-    if !outcome.egress.is_empty() {
-        ended["egress"] = json!(outcome.egress);
-    }
-    if let Some(totals) = &outcome.egress_totals {
-        ended["egress_totals"] = json!(totals);
-    }
-    if let Value::Object(ended) = ended {
-        for (key, value) in ended {
-            record[key] = value;
-        }
-    }
-    record
+pub fn record_of(request: &Request, profile: &Profile, outcome: &Outcome) -> CommandRecord {
+    let ended = CommandEnded {
+        exit: match outcome.exit {
+            aido_sandbox::Exit::Code(code) => Exit::Code(code),
+            aido_sandbox::Exit::Signal(signal) => Exit::Signal(signal),
+            aido_sandbox::Exit::TimedOut => Exit::TimedOut,
+        },
+        stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&outcome.stderr).into_owned(),
+        stdout_bytes_total: outcome.stdout_bytes_total,
+        stderr_bytes_total: outcome.stderr_bytes_total,
+        stdout_truncated: outcome.stdout_truncated,
+        stderr_truncated: outcome.stderr_truncated,
+        duration_ms: outcome.duration_ms,
+        usage: json!(outcome.usage),
+        cgroup: outcome.cgroup.clone(),
+        egress: outcome.egress.iter().map(|record| json!(record)).collect(),
+        egress_totals: outcome.egress_totals.as_ref().map(|totals| json!(totals)),
+    };
+    CommandRecord::new(start_record(request, profile), ended)
 }
 
 /// What the journal says of a command's network when it is its session's shared one: the
 /// namespace (`net:[inode]`, as `/proc/PID/ns/net` names it).
-fn network_of_record(network: &aido_sandbox::SharedNetwork) -> Value {
-    json!({"session_namespace": format!("net:[{}]", network.inode())})
+fn network_of_record(network: &aido_sandbox::SharedNetwork) -> SessionNetwork {
+    SessionNetwork {
+        session_namespace: format!("net:[{}]", network.inode()),
+    }
 }
 
 /// What the journal keeps of a command before it runs: the command line, its working
 /// directory, its environment (secret-looking values as their blake3), its input's size, its
 /// timeout and its profile.
-pub fn start_record(request: &Request, profile: &Profile) -> Value {
-    let env: serde_json::Map<String, Value> = request
-        .env
-        .iter()
-        .map(|(name, value)| {
-            let kept = if is_secret_name(name) {
-                json!({"blake3": blake3::hash(value.as_bytes()).to_hex().to_string()})
-            } else {
-                json!(value)
-            };
-            (name.clone(), kept)
-        })
-        .collect();
-    json!({
-        "argv": request.argv,
-        "cwd": request.cwd,
-        "env": env,
-        "stdin_bytes": request.stdin.len(),
-        "timeout_ms": request.timeout_ms,
-        "profile": profile,
-    })
+pub fn start_record(request: &Request, profile: &Profile) -> CommandStart {
+    CommandStart::new(
+        request.argv.clone(),
+        &request.cwd,
+        &request.env,
+        (request.stdin.len(), request.timeout_ms),
+        json!(profile),
+    )
 }
 
 impl ProcessError {
@@ -975,14 +965,15 @@ mod tests {
             egress: Vec::new(),
             egress_totals: None,
         };
-        let record = record_of(&request, &profile, &outcome);
+        let typed = record_of(&request, &profile, &outcome);
+        let record = record::to_value(&typed);
         assert_eq!(record["env"]["MODE"], "fast");
         assert!(!record.to_string().contains("hunter2"));
         assert_eq!(
             record["env"]["API_KEY"]["blake3"],
             blake3::hash(b"hunter2").to_hex().to_string()
         );
-        let ran = command_ran(&record);
+        let ran = command_ran(&typed);
         assert_eq!(ran.output["exit_code"], 0);
         assert_eq!(ran.output["stdout"], "ok\n");
     }

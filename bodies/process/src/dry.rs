@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aido_sandbox::Change;
-use serde_json::{Value, json};
+use aido_walk::process::record::{ChangeKind, ChangeShown, DryRun, FileShown};
 
 /// Largest file (each side) a dry run diffs; larger ones are described by size only.
 pub const DIFF_FILE_BYTES_MAX: u64 = 1 << 20;
@@ -133,60 +133,95 @@ pub fn remove(dir: &Path) {
 
 /// The changes as the result shows them: each with its kind and path, files with their mode,
 /// size and a unified diff when both sides are text (within `budget` bytes of diff in all).
-pub fn render(changes: &[Change], budget: usize) -> Value {
+pub fn render(changes: &[Change], budget: usize) -> DryRun {
     let mut left = budget;
     let mut truncated = false;
-    let list: Vec<Value> = changes
+    let changes = changes
         .iter()
-        .map(|change| match change {
-            Change::File {
-                path,
-                created,
-                mode,
-                bytes,
-                contents,
-                ..
-            } => {
-                let mut entry = json!({
-                    "change": if *created { "file_created" } else { "file_changed" },
-                    "path": path.display().to_string(),
-                    "mode": format!("{mode:04o}"),
-                    "bytes": bytes,
-                });
-                match diff(path, *created, contents) {
-                    Some(text) if text.len() <= left => {
-                        left -= text.len();
-                        entry["diff"] = json!(text);
+        .map(|change| {
+            let (path, kind, refused) = match change {
+                Change::File {
+                    path,
+                    created,
+                    mode,
+                    bytes,
+                    contents,
+                    ..
+                } => {
+                    let mut file = FileShown {
+                        mode: format!("{mode:04o}"),
+                        bytes: *bytes,
+                        diff: None,
+                        diff_truncated: false,
+                        binary: false,
+                    };
+                    match diff(path, *created, contents) {
+                        Some(text) if text.len() <= left => {
+                            left -= text.len();
+                            file.diff = Some(text);
+                        }
+                        Some(_) => {
+                            truncated = true;
+                            file.diff_truncated = true;
+                        }
+                        None => file.binary = true,
                     }
-                    Some(_) => {
-                        truncated = true;
-                        entry["diff_truncated"] = json!(true);
-                    }
-                    None => entry["binary"] = json!(true),
+                    let kind = if *created {
+                        ChangeKind::FileCreated(file)
+                    } else {
+                        ChangeKind::FileChanged(file)
+                    };
+                    (path, kind, None)
                 }
-                entry
-            }
-            Change::Dir { path, mode, .. } => {
-                json!({"change": "dir_created", "path": path.display().to_string(), "mode": format!("{mode:04o}")})
-            }
-            Change::DirMode { path, mode, before } => json!({
-                "change": "mode_changed",
-                "path": path.display().to_string(),
-                "mode": format!("{mode:04o}"),
-                "before": format!("{before:04o}"),
-            }),
-            Change::Symlink { path, target } => {
-                json!({"change": "link_created", "path": path.display().to_string(), "target": target.display().to_string()})
-            }
-            Change::Removed { path, dir } => {
-                json!({"change": if *dir { "dir_removed" } else { "removed" }, "path": path.display().to_string()})
-            }
-            Change::Unsupported { path, what, code } => {
-                json!({"change": "unsupported", "path": path.display().to_string(), "what": what, "refused": code})
+                Change::Dir { path, mode, .. } => (
+                    path,
+                    ChangeKind::DirCreated {
+                        mode: format!("{mode:04o}"),
+                    },
+                    None,
+                ),
+                Change::DirMode { path, mode, before } => (
+                    path,
+                    ChangeKind::ModeChanged {
+                        mode: format!("{mode:04o}"),
+                        before: format!("{before:04o}"),
+                    },
+                    None,
+                ),
+                Change::Symlink { path, target } => (
+                    path,
+                    ChangeKind::LinkCreated {
+                        target: target.display().to_string(),
+                    },
+                    None,
+                ),
+                Change::Removed { path, dir } => (
+                    path,
+                    if *dir {
+                        ChangeKind::DirRemoved
+                    } else {
+                        ChangeKind::Removed
+                    },
+                    None,
+                ),
+                Change::Unsupported { path, what, code } => (
+                    path,
+                    ChangeKind::Unsupported { what: what.clone() },
+                    Some(code.to_string()),
+                ),
+            };
+            ChangeShown {
+                path: path.display().to_string(),
+                kind,
+                refused,
             }
         })
         .collect();
-    json!({"changes": list, "diff_truncated": truncated})
+    DryRun {
+        dry_run: true,
+        changes,
+        diff_truncated: truncated,
+    }
 }
 
 /// A unified diff of the host file (empty when created) against the new contents, when both

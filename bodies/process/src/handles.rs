@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use aido_actions::Failure;
 use aido_actions::process::{CheckHandle, WriteStdin};
 use aido_sandbox::{Control, Ended, Exit, Output, SpawnError};
+use aido_walk::process::record::{
+    self, BufferStats, HandleEnd, HandleFailure, HandleStart, HandleState, HandleStatus, StoppedBy,
+};
 use serde_json::{Value, json};
 
 use super::HandleError;
@@ -174,16 +177,16 @@ impl Ring {
         cursor < self.next_seq
     }
 
-    fn stats(&self) -> Value {
-        json!({
-            "buffer_bytes": self.bytes,
-            "buffer_bytes_max": self.bytes_max,
-            "dropped_frames": self.dropped_frames,
-            "dropped_bytes": self.dropped_bytes,
-            "stdout_bytes_total": self.totals[0],
-            "stderr_bytes_total": self.totals[1],
-            "pty_bytes_total": self.totals[2],
-        })
+    fn stats(&self) -> BufferStats {
+        BufferStats {
+            buffer_bytes: self.bytes,
+            buffer_bytes_max: self.bytes_max,
+            dropped_frames: self.dropped_frames,
+            dropped_bytes: self.dropped_bytes,
+            stdout_bytes_total: self.totals[0],
+            stderr_bytes_total: self.totals[1],
+            pty_bytes_total: self.totals[2],
+        }
     }
 }
 
@@ -201,7 +204,7 @@ struct State {
     end: Option<End>,
     readers_open: u8,
     /// stop_handle collected it, and how it stopped.
-    stopped: Option<&'static str>,
+    stopped: Option<StoppedBy>,
 }
 
 /// The part of a handle the output readers and the end callback update.
@@ -319,7 +322,9 @@ pub struct Handle {
     /// Its overlay layer, taken by stop_handle.
     layers: Mutex<Option<Layers>>,
     /// The record its start was journaled with (the command, its profile).
-    pub record: Value,
+    pub record: HandleStart,
+    /// The roots its layer overlays (its profile's writable roots, as given).
+    pub roots: Vec<PathBuf>,
     registry: PathBuf,
     /// Its network namespace, which its session's later commands join while it runs.
     network: Option<aido_sandbox::SharedNetwork>,
@@ -327,7 +332,7 @@ pub struct Handle {
 
 impl Handle {
     /// Its state, with the connections it tried so far through its egress proxy, if any.
-    fn state(&self) -> Value {
+    fn state(&self) -> HandleState {
         let mut out = self.cell.with(|state| state_of(state));
         self.with_egress(&mut out);
         out
@@ -336,59 +341,58 @@ impl Handle {
     /// Adds `egress` (every attempt through its proxy so far) and `egress_totals` to `out`,
     /// when it has a proxy and `out` does not say them already (an ended command's come with
     /// its end).
-    fn with_egress(&self, out: &mut Value) {
-        if out.get("egress").is_none() {
-            let egress = self.control.egress();
-            if !egress.is_empty() {
-                out["egress"] = json!(egress);
-            }
+    fn with_egress(&self, out: &mut HandleState) {
+        if out.egress.is_empty() {
+            out.egress = self
+                .control
+                .egress()
+                .iter()
+                .map(|record| json!(record))
+                .collect();
         }
-        if out.get("egress_totals").is_none()
-            && let Some(totals) = self.control.egress_totals()
-        {
-            out["egress_totals"] = json!(totals);
+        if out.egress_totals.is_none() {
+            out.egress_totals = self.control.egress_totals().map(|totals| json!(totals));
         }
     }
 }
 
-fn state_of(state: &State) -> Value {
-    let mut out = json!({
-        "state": match (&state.stopped, Cell::settled(state)) {
-            (Some(_), _) => "stopped",
-            (None, true) => "exited",
-            (None, false) => "running",
+fn state_of(state: &State) -> HandleState {
+    let mut out = HandleState {
+        state: match (&state.stopped, Cell::settled(state)) {
+            (Some(_), _) => HandleStatus::Stopped,
+            (None, true) => HandleStatus::Exited,
+            (None, false) => HandleStatus::Running,
         },
-    });
+        end: None,
+        egress: Vec::new(),
+        egress_totals: None,
+        failed: None,
+        stopped_by: state.stopped,
+        buffer: state.ring.stats(),
+    };
     match &state.end {
         Some(End::Ended(ended)) => {
-            let (code, signal, timed_out) = match ended.exit {
-                Exit::Code(code) => (json!(code), Value::Null, false),
-                Exit::Signal(signal) => (Value::Null, json!(signal), false),
-                Exit::TimedOut => (Value::Null, Value::Null, true),
+            let (exit_code, signal, timed_out) = match ended.exit {
+                Exit::Code(code) => (Some(code), None, false),
+                Exit::Signal(signal) => (None, Some(signal), false),
+                Exit::TimedOut => (None, None, true),
             };
-            out["exit_code"] = code;
-            out["signal"] = signal;
-            out["timed_out"] = json!(timed_out);
-            out["duration_ms"] = json!(ended.duration_ms);
-            if !ended.egress.is_empty() {
-                out["egress"] = json!(ended.egress);
-            }
-            if let Some(totals) = &ended.egress_totals {
-                out["egress_totals"] = json!(totals);
-            }
+            out.end = Some(HandleEnd {
+                exit_code,
+                signal,
+                timed_out,
+                duration_ms: ended.duration_ms,
+            });
+            out.egress = ended.egress.iter().map(|record| json!(record)).collect();
+            out.egress_totals = ended.egress_totals.as_ref().map(|totals| json!(totals));
         }
         Some(End::Failed(code, message)) => {
-            out["failed"] = json!({"code": code, "message": message});
+            out.failed = Some(HandleFailure {
+                code: (*code).to_owned(),
+                message: message.clone(),
+            });
         }
         None => {}
-    }
-    if let Some(how) = state.stopped {
-        out["stopped_by"] = json!(how);
-    }
-    if let Value::Object(stats) = state.ring.stats() {
-        for (key, value) in stats {
-            out[key] = value;
-        }
     }
     out
 }
@@ -472,7 +476,7 @@ impl HandleTable {
         id: String,
         registry: PathBuf,
         info: Value,
-        record: Value,
+        (record, roots): (HandleStart, Vec<PathBuf>),
         (control, network): (Arc<Control>, Option<aido_sandbox::SharedNetwork>),
         cell: Arc<Cell>,
         layers: Layers,
@@ -485,6 +489,7 @@ impl HandleTable {
             cell,
             layers: Mutex::new(Some(layers)),
             record,
+            roots,
             registry,
             network,
         });
@@ -567,9 +572,12 @@ impl HandleTable {
                 })
                 .await;
         }
-        let answer = handle.cell.with(|state| {
-            let window = state.ring.read(cursor, bytes_max);
-            let mut out = state_of(state);
+        let (window, mut state) = handle
+            .cell
+            .with(|state| (state.ring.read(cursor, bytes_max), state_of(state)));
+        handle.with_egress(&mut state);
+        let answer = {
+            let mut out = record::to_value(&state);
             out["handle"] = json!(handle.id);
             out["cursor"] = json!(cursor);
             out["frames"] = json!(window.frames);
@@ -577,9 +585,7 @@ impl HandleTable {
             out["missed_frames"] = json!(window.missed);
             out["more"] = json!(window.more);
             out
-        });
-        let mut answer = answer;
-        handle.with_egress(&mut answer);
+        };
         Ok(answer)
     }
 
@@ -637,16 +643,16 @@ impl HandleTable {
         &self,
         id: &str,
         grace_ms: u64,
-    ) -> Result<(Arc<Handle>, Value, Option<Layers>), Failure> {
+    ) -> Result<(Arc<Handle>, HandleState, Option<Layers>), Failure> {
         let handle = self.get(id)?;
         let settled = |state: &State| Cell::settled(state);
         let how = if handle.cell.with(|state| settled(state)) {
-            "already_ended"
+            StoppedBy::AlreadyEnded
         } else {
             let _ = handle.control.terminate();
             let grace = Instant::now() + Duration::from_millis(grace_ms);
             if handle.cell.wait(grace, settled).await {
-                "term"
+                StoppedBy::Term
             } else {
                 handle.control.kill();
                 let gone = Instant::now() + Duration::from_millis(STOP_KILL_WAIT_MS);
@@ -657,7 +663,7 @@ impl HandleTable {
                     }
                     .into_failure());
                 }
-                "kill"
+                StoppedBy::Kill
             }
         };
         let state = handle.cell.with(|state| {
@@ -683,7 +689,7 @@ impl HandleTable {
                 .map(|handle| {
                     let state = handle.state();
                     let init = handle.control.init_pid();
-                    let running = state["state"] == "running";
+                    let running = state.state == HandleStatus::Running;
                     let pid = init.filter(|_| running).and_then(first_child);
                     json!({
                         "handle": handle.id,
@@ -691,8 +697,8 @@ impl HandleTable {
                         "sandbox_pid": init.filter(|_| running),
                         "argv": handle.info["argv"],
                         "cwd": handle.info["cwd"],
-                        "state": state["state"],
-                        "exit_code": state.get("exit_code").cloned().unwrap_or(Value::Null),
+                        "state": state.state,
+                        "exit_code": state.end.and_then(|end| end.exit_code),
                         "started_unix_ms": handle.info["started_unix_ms"],
                         "session": handle.info["session"],
                         "proposal": handle.info["proposal"],
@@ -708,7 +714,7 @@ impl HandleTable {
             handles
                 .values()
                 .map(|handle| {
-                    let mut out = handle.state();
+                    let mut out = record::to_value(&handle.state());
                     out["handle"] = json!(handle.id);
                     out["argv"] = handle.info["argv"].clone();
                     out["cwd"] = handle.info["cwd"].clone();

@@ -10,7 +10,7 @@ use aido_actions::{AccessKind, Failure, Input};
 use aido_policy::{FsResolver, PolicyEngine, SessionContext};
 use aido_remote::podman::{ContainerOutcome, ContainerSpec, Mount, Podman};
 use aido_remote::ssh::{SshRequest, SshTarget};
-use aido_walk::process::{ANSWERED_BY, is_secret_name};
+use aido_walk::process::{ANSWERED_BY, EnvValue};
 use serde_json::{Value, json};
 
 use super::actor::{Pending, ProcessBodyArgs, Ran, take_over};
@@ -280,17 +280,11 @@ fn container_of(
         stdout_bytes_max: cap(container.stdout_bytes_max),
         stderr_bytes_max: cap(container.stderr_bytes_max),
     };
-    let env: serde_json::Map<String, Value> = spec
+    // Kept as a command's record keeps its environment: secret-looking values as their blake3.
+    let env: std::collections::BTreeMap<&String, EnvValue> = spec
         .env
         .iter()
-        .map(|(name, value)| {
-            let kept = if is_secret_name(name) {
-                json!({"blake3": blake3::hash(value.as_bytes()).to_hex().to_string()})
-            } else {
-                json!(value)
-            };
-            (name.clone(), kept)
-        })
+        .map(|(name, value)| (name, EnvValue::journaled(name, value)))
         .collect();
     let record = json!({
         "image": spec.image,
@@ -319,19 +313,20 @@ fn container_of(
 }
 
 /// The changes the containers of a run made to their read-write workspaces (the layer of
-/// `roots[i]` in `layers/i`), taken over for the executor to apply; none without one.
+/// `roots[i]` in `layers/i`), taken over for the executor to apply; none without one. A
+/// refusal's details show the run's result, as `render` makes it from `record`.
 async fn taken_over(
     args: &ProcessBodyArgs,
     session: &SessionContext,
-    layers: Layers,
-    roots: Vec<PathBuf>,
+    (layers, roots): (Layers, Vec<PathBuf>),
     record: &mut Value,
+    render: fn(&Value) -> aido_actions::Outcome,
 ) -> Result<Option<Pending>, Failure> {
     if roots.iter().all(|root| root.as_os_str().is_empty()) {
         return Ok(None);
     }
     record["file_changes_journaled"] = json!(true);
-    let (args, session, shown) = (args.clone(), session.clone(), record.clone());
+    let (args, session, shown) = (args.clone(), session.clone(), render(record).output);
     tokio::task::spawn_blocking(move || take_over(&args, &session, layers, &roots, &shown))
         .await
         .map_err(|error| Failure::from(aido_sandbox::SpawnError::protocol(error.to_string())))?
@@ -427,8 +422,9 @@ pub async fn run_in_sandbox(
         .map_err(Failure::from)?;
     ended(&mut record, &outcome, &podman);
     let roots = vec![written.unwrap_or_default()];
-    let pending = taken_over(args, session, layers, roots, &mut record).await?;
-    let mut ran = answered(aido_walk::remote::container_ran(&record), record);
+    let render = aido_walk::remote::container_ran;
+    let pending = taken_over(args, session, (layers, roots), &mut record, render).await?;
+    let mut ran = answered(render(&record), record);
     ran.pending = pending;
     Ok(ran)
 }
@@ -476,8 +472,9 @@ pub async fn run_container_group(
         ended(record, outcome, &podman);
     }
     let mut record = json!({"pod": true, "containers": records});
-    let pending = taken_over(args, session, layers, roots, &mut record).await?;
-    let mut ran = answered(aido_walk::remote::group_ran(&record), record);
+    let render = aido_walk::remote::group_ran;
+    let pending = taken_over(args, session, (layers, roots), &mut record, render).await?;
+    let mut ran = answered(render(&record), record);
     ran.pending = pending;
     Ok(ran)
 }
