@@ -51,8 +51,8 @@ pub mod script;
 pub mod search;
 /// The filesystem body's answers to the workspace's snapshot operations, typed.
 pub mod snapshot;
-/// diff, render_template and read_logs: results from what was read.
-pub mod tools;
+/// diff, render_template and read_logs: results from what was read (`aido-toolbelt`).
+pub use aido_toolbelt as tools;
 /// The composite walk over a world.
 pub mod walk;
 

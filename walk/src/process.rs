@@ -54,21 +54,7 @@ pub fn changes_applied(outcome: &mut Outcome, answer: &Value) {
     }
 }
 
-/// Whether an environment variable's value must not be journaled (only its hash is).
-pub fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "KEY",
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "AUTH",
-    ]
-    .iter()
-    .any(|word| upper.contains(word))
-}
+pub use aido_toolbelt::redact::is_secret_name;
 
 /// What a command without network that failed to resolve a name is told.
 pub const NO_NETWORK_HINT: &str = "this command has no network (only its own loopback): names \

@@ -118,7 +118,9 @@ impl ToolError {
         }
     }
 
-    pub(crate) fn details(&self) -> Option<serde_json::Value> {
+    /// What a failure of this kind carries besides its message: the primitive, the template
+    /// and line, the bound it passed.
+    pub fn details(&self) -> Option<serde_json::Value> {
         Some(match self {
             Self::InvalidArguments { primitive, .. } => json!({"primitive": primitive}),
             Self::DiffTooLarge { side, lines, max } => {

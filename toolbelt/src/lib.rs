@@ -1,6 +1,7 @@
 //! The toolbelt's results as pure functions of their arguments and what was read: `diff`,
 //! `render_template` and `read_logs`. The filesystem body and the executor read (judging each
 //! path first) and record; playback calls the same functions with the recorded inputs.
+//! `aido-walk` re-exports it as `aido_walk::tools`.
 
 /// diff.
 pub mod diff;

@@ -1,14 +1,12 @@
 //! Secrets out of log text, before anything is matched, returned or journaled: values of
 //! secret-looking keys (`NAME=value`, `NAME: value`, `"name": "value"`, judged by the same
-//! [`crate::process::is_secret_name`] that keeps `run_command`'s secret environment values out of
+//! [`is_secret_name`] that keeps `run_command`'s secret environment values out of
 //! the journal), bearer and basic credentials, passwords in URLs, and well-known token shapes.
 //! Redacting before `grep` runs means a pattern cannot probe a secret one character at a time.
 
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
-
-use crate::process::is_secret_name;
 
 /// What a secret is replaced by.
 pub const MARK: &str = "[REDACTED]";
@@ -64,6 +62,22 @@ pub fn redact(text: &str) -> String {
 /// How many secrets a redacted text shows as redacted.
 pub fn count(redacted: &str) -> u64 {
     redacted.matches(MARK).count() as u64
+}
+
+/// Whether an environment variable's value must not be journaled (only its hash is).
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|word| upper.contains(word))
 }
 
 #[cfg(test)]
