@@ -43,6 +43,8 @@ mod pins;
 pub mod record;
 /// Removing old sessions and everything only they use; what takes the space.
 pub mod retention;
+/// How records are stored: the trees, keys, the check of a stored value, bounds, answers.
+mod stored;
 /// What was written since the last flush, so kill -9 cannot lose it.
 mod tail;
 /// Which records are on the current timeline after rewinds.

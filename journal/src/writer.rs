@@ -5,11 +5,11 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use crate::error::AppendError;
-use crate::journal::{
+use crate::record::{FORMAT_VERSION, SessionId};
+use crate::stored::{
     Appended, CommitMode, Limits, RECORD_INLINE_BYTES_MAX, Trees, check_value, key,
     prev_of_genesis, seq_of,
 };
-use crate::record::{FORMAT_VERSION, SessionId};
 
 /// What the writer thread shares with the journal's handles.
 #[derive(Debug, Default)]

@@ -4,8 +4,9 @@
 //! Removals go in sled batches of [`PRUNE_BATCH_RECORDS_MAX`] (each atomic), newest first, so
 //! a session removed whole and cut short by a crash keeps a prefix of its chain.
 
-use crate::journal::{Journal, check_value, key};
+use crate::journal::Journal;
 use crate::record::{Event, SessionId};
+use crate::stored::{check_value, key};
 
 use super::RetentionError;
 use super::scan::Scanned;

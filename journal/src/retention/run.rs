@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 
 use crate::PinGuard;
-use crate::journal::{Journal, check_value, seq_of};
+use crate::journal::Journal;
 use crate::record::{Event, SessionId, Skipped};
+use crate::stored::{check_value, seq_of};
 
 use super::audit::{Gone, sweep_audit};
 use super::compact::{compact, compact_dir};

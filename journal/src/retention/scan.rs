@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::journal::{Cut, Journal, check_value, seq_of};
+use crate::journal::{Cut, Journal};
 use crate::record::{SessionId, Skipped};
+use crate::stored::{check_value, seq_of};
 use crate::{CommitMode, Limits, OpenError};
 
 use super::{Kept, RetentionError, SnapshotRef, skipped};
@@ -118,11 +119,11 @@ impl Scanned {
     pub(crate) fn records_through(&self, journal: &Journal, through: u64) -> (u64, u64) {
         let mut count = 0;
         let mut bytes = 0;
-        let end = crate::journal::key(self.id, through.saturating_add(1));
+        let end = crate::stored::key(self.id, through.saturating_add(1));
         for (k, v) in journal
             .trees()
             .records
-            .range(crate::journal::key(self.id, 0)..end)
+            .range(crate::stored::key(self.id, 0)..end)
             .flatten()
         {
             count += 1;

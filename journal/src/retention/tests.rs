@@ -299,7 +299,7 @@ fn actions(j: &Journal, s: SessionId, n: u64, t0: u64) {
 
 fn tamper(j: &Journal, s: SessionId, seq: u64, edit: impl Fn(String) -> String) {
     let tree = j.raw_records_tree();
-    let key = crate::journal::key(s, seq);
+    let key = crate::stored::key(s, seq);
     let value = tree.get(key).unwrap().unwrap();
     let text = edit(String::from_utf8(value[32..].to_vec()).unwrap());
     let mut out = blake3::hash(text.as_bytes()).as_bytes().to_vec();
@@ -348,7 +348,7 @@ fn an_age_cut_keeps_the_chain_verifiable_and_a_tampered_cut_fails() {
 
     // Its bytes altered: broken at the cut.
     let tree = j.raw_records_tree();
-    let key = crate::journal::key(s, 15);
+    let key = crate::stored::key(s, 15);
     let original = tree.get(key).unwrap().unwrap();
     let mut flipped = original.to_vec();
     let at = flipped.len() - 5;
@@ -389,7 +389,7 @@ fn an_interrupted_cut_verifies_and_the_next_run_finishes_it() {
         .unwrap();
         assert_eq!(j.verify(s).unwrap().broken, None, "nothing removed yet");
         j.raw_records_tree()
-            .remove(crate::journal::key(s, 1))
+            .remove(crate::stored::key(s, 1))
             .unwrap();
         let report = j.verify(s).unwrap();
         assert_eq!((report.broken, report.pruned_through), (None, Some(3)));
@@ -425,13 +425,13 @@ fn live_and_damaged_sessions_are_kept_and_a_damaged_shard_is_not_swept() {
         tamper(&j, damaged, 3, |t| t.replace("\"ok\"", "\"OK\""));
         let value = j
             .raw_records_tree()
-            .get(crate::journal::key(damaged, 3))
+            .get(crate::stored::key(damaged, 3))
             .unwrap()
             .unwrap();
         let mut bad = value.to_vec();
         bad[0] ^= 1;
         j.raw_records_tree()
-            .insert(crate::journal::key(damaged, 3), bad)
+            .insert(crate::stored::key(damaged, 3), bad)
             .unwrap();
     }
     let rules = Rules {

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::journal::check_value;
 use crate::record::SessionId;
+use crate::stored::check_value;
 
 use super::mark::{Marks, expand_parts, references};
 use super::scan::{Scanned, Shard, scan_shard};
@@ -125,7 +125,7 @@ pub(crate) fn session_names(
     let mut failed = None;
     for item in trees.records.scan_prefix(s.id.as_bytes()) {
         let (k, v) = item.map_err(crate::ReadError::from)?;
-        let Ok(seq) = crate::journal::seq_of(&k) else {
+        let Ok(seq) = crate::stored::seq_of(&k) else {
             continue;
         };
         let Ok(checked) = check_value(&trees.blobs, s.id, seq, &v) else {
