@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 const KNOWN: &[(&str, &[&str])] = &[
     ("snapshots", &["btrfs", "manifest", "store", "tree"]),
     ("vm", &["libvirt", "machine", "native", "ocr"]),
-    ("mcp", &["http", "server", "stdio"]),
     (
         "bench",
         &[

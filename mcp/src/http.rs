@@ -11,9 +11,8 @@
 //! the listen stream another holds. A place idle for `session_idle` (no request, no question
 //! waiting, no stream open) is closed, its end journaled as an MCP session's is.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aido_actors::Runtime;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -22,93 +21,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::AidoServer;
-use crate::server::Place;
+use crate::place::{Stateless, close};
 
-/// Places of 2026-07-28 requests held at once; past it the longest idle one is closed first.
-pub(crate) const STATELESS_PLACES_MAX: usize = 256;
-
-/// Who a 2026-07-28 request's place is for: its grant's token (none for the operator) and the
-/// endpoint (`/`, or `/x/TOOLSETS`).
-type PlaceKey = (Option<Arc<str>>, String);
-
-/// The places of 2026-07-28 requests, by bearer and endpoint.
-pub(crate) struct Stateless {
-    places: Mutex<HashMap<PlaceKey, (Arc<Place>, Instant)>>,
-    idle: Duration,
-    /// Wakes the sweeper when the places pass their bound between two sweeps.
-    over: tokio::sync::Notify,
-}
-
-impl Stateless {
-    /// The place of `bearer` on `endpoint`, made on first use.
-    pub(crate) fn place(
-        &self,
-        runtime: &Runtime,
-        bearer: Option<Arc<str>>,
-        endpoint: String,
-    ) -> Arc<Place> {
-        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let entry = places
-            .entry((bearer, endpoint))
-            .or_insert_with(|| (Arc::new(Place::new(runtime)), now));
-        entry.1 = now;
-        let place = entry.0.clone();
-        // Many new bearers or endpoints between two sweeps: the sweeper closes the longest
-        // idle ones now (it alone closes, since closing is journaled and async).
-        if places.len() > STATELESS_PLACES_MAX {
-            self.over.notify_one();
-        }
-        place
-    }
-
-    /// Take the places idle past `idle` (all of them when `all`), and the longest idle ones
-    /// past [`STATELESS_PLACES_MAX`].
-    fn take_idle(&self, all: bool) -> Vec<Arc<Place>> {
-        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let mut gone = Vec::new();
-        places.retain(|_, (place, used)| {
-            // Held elsewhere: a request is being answered in it.
-            let busy = Arc::strong_count(place) > 1 || !place.idle();
-            let keep = !all && (busy || now.duration_since(*used) < self.idle);
-            if !keep {
-                gone.push(place.clone());
-            }
-            keep
-        });
-        while places.len() > STATELESS_PLACES_MAX {
-            let oldest = places
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(key, _)| key.clone());
-            match oldest.and_then(|key| places.remove(&key)) {
-                Some((place, _)) => gone.push(place),
-                None => break,
-            }
-        }
-        gone
-    }
-}
-
-/// Close the aido sessions of `places`, journaling `reason`.
-async fn close(places: Vec<Arc<Place>>, reason: &Mutex<String>) {
-    let reason = reason
-        .lock()
-        .map(|r| r.clone())
-        .unwrap_or_else(|_| crate::server::HTTP_SESSION_ENDED.to_owned());
-    for place in places {
-        if let Some(session) = place.session.get() {
-            session.close(&reason).await;
-        }
-    }
-}
-
-/// The capability grant token a request was authenticated with, put in the request's
-/// extensions by the server in front (`aido serve`): the MCP session that request opens runs
-/// under that grant, and [`crate::AidoServer`] refuses the session to requests with another.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GrantBearer(pub Arc<str>);
+pub use crate::place::GrantBearer;
 
 /// How the MCP endpoint is served.
 #[derive(Clone, Debug)]
@@ -128,7 +43,7 @@ pub struct McpHttp {
     pub cancel: CancellationToken,
     /// Where sessions journal their end; wait on it before stopping the runtime.
     pub tracker: TaskTracker,
-    /// What a session's end record says ([`crate::server::HTTP_SESSION_ENDED`] until the
+    /// What a session's end record says ([`crate::versions::HTTP_SESSION_ENDED`] until the
     /// server sets the reason it is stopping).
     pub end_reason: Arc<Mutex<String>>,
 }
@@ -188,6 +103,8 @@ pub fn service(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::place::{Place, STATELESS_PLACES_MAX};
+    use std::time::Instant;
 
     fn place() -> Arc<Place> {
         Arc::new(Place {

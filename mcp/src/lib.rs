@@ -31,14 +31,22 @@ pub mod http;
 pub mod listen;
 /// `input_required` (2026-07-28): asking a person through the request's retry.
 pub(crate) mod mrtr;
+/// Where a connection's calls run, and the places of 2026-07-28 HTTP requests.
+pub(crate) mod place;
 /// The bounded streaming scan that recovers a line's id, method and tool.
 pub(crate) mod scan;
+/// `aido mcp` over stdin/stdout.
+mod serve_stdio;
 /// The server: a `ServerHandler` over one aido session per connection.
 pub mod server;
 /// The stdio transport: bounded lines, every request answered, one writer to stdout.
 pub(crate) mod stdio;
 /// Tool definitions from the Action table.
 pub mod tools;
+/// The MCP revisions each transport speaks.
+pub mod versions;
 
-pub use server::{AidoServer, HTTP_PROTOCOL_VERSIONS, STDIO_PROTOCOL_VERSIONS, serve_stdio};
+pub use serve_stdio::serve_stdio;
+pub use server::AidoServer;
 pub use stdio::{BodyVerdict, id_in_flight, judge_body, not_initialized, request_bytes_max};
+pub use versions::{HTTP_PROTOCOL_VERSIONS, STDIO_PROTOCOL_VERSIONS};

@@ -18,40 +18,14 @@ use rmcp::model::{
     ProgressToken, ProtocolVersion, ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
-use rmcp::{RoleServer, ServerHandler, ServiceExt};
+use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-/// Where a connection's calls run: its aido session (opened on first use), the calls waiting
-/// for their client's `inputResponses` (2026-07-28), and its `subscriptions/listen` streams.
-/// A stdio connection and a legacy HTTP session each have one; over HTTP, 2026-07-28 requests
-/// (which carry no session id) share one per bearer and endpoint ([`crate::http::Stateless`]).
-pub(crate) struct Place {
-    pub(crate) session: Arc<OnceCell<Session>>,
-    pub(crate) pending: crate::mrtr::Pending,
-    pub(crate) listeners: Arc<crate::listen::Listeners>,
-}
-
-impl Place {
-    /// An empty place; its rounds are sealed under a key from the runtime's random facade.
-    pub(crate) fn new(runtime: &Runtime) -> Self {
-        let mut key = [0u8; crate::mrtr::KEY_BYTES];
-        runtime.clock().random(&mut key);
-        Self {
-            session: Arc::new(OnceCell::new()),
-            pending: crate::mrtr::Pending::new(key),
-            listeners: Arc::default(),
-        }
-    }
-
-    /// Whether nothing waits here: no round for its client and no listen stream.
-    pub(crate) fn idle(&self) -> bool {
-        self.pending.is_empty() && self.listeners.is_empty()
-    }
-}
-
-/// The first revision without an `initialize` handshake or sessions.
-pub const STATELESS_FROM: &str = "2026-07-28";
+pub(crate) use crate::place::Place;
+pub use crate::versions::{
+    HTTP_PROTOCOL_VERSIONS, HTTP_SESSION_ENDED, STATELESS_FROM, STDIO_PROTOCOL_VERSIONS,
+};
 
 /// Whether the request is of revision 2026-07-28 or later (stateless, `_meta` per request).
 pub(crate) fn modern(context: &RequestContext<RoleServer>) -> bool {
@@ -76,9 +50,9 @@ pub const LIST_TTL_MS_DEFINED: u64 = 60_000;
 #[derive(Clone)]
 pub struct AidoServer {
     runtime: Arc<Runtime>,
-    place: Arc<Place>,
+    pub(crate) place: Arc<Place>,
     /// Over HTTP: the places of 2026-07-28 requests, by bearer and endpoint.
-    stateless: Option<Arc<crate::http::Stateless>>,
+    stateless: Option<Arc<crate::place::Stateless>>,
     tools: Arc<Vec<Tool>>,
     level: Arc<Mutex<LoggingLevel>>,
     /// The protocol revisions this transport serves.
@@ -111,34 +85,6 @@ fn root_path(uri: &str) -> Option<std::path::PathBuf> {
         .filter(|url| url.scheme() == "file")
         .and_then(|url| url.to_file_path().ok())
 }
-
-/// The revisions `aido serve` speaks: 2025-03-26 to 2025-11-25 with an `initialize` handshake
-/// and an `Mcp-Session-Id` (one aido session per MCP session), and 2026-07-28, which has
-/// neither (SEP-2567/2575): its requests carry `_meta` and share an aido session per bearer and
-/// endpoint. A client asking for 2026-07-28 at `initialize` is offered 2025-11-25.
-pub const HTTP_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
-    ProtocolVersion::V_2025_03_26,
-    ProtocolVersion::V_2025_06_18,
-    ProtocolVersion::V_2025_11_25,
-    ProtocolVersion::V_2026_07_28,
-];
-
-/// The revisions `aido mcp` speaks on stdio: 2024-11-05 to 2025-11-25 after an `initialize`
-/// handshake, and 2026-07-28 when the first request is `server/discover` or carries its
-/// `_meta` (rmcp picks the era from it). A client asking for 2026-07-28 at `initialize` is
-/// offered 2025-11-25; any other request before either is refused (`not_initialized`) naming
-/// these.
-pub const STDIO_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
-    ProtocolVersion::V_2024_11_05,
-    ProtocolVersion::V_2025_03_26,
-    ProtocolVersion::V_2025_06_18,
-    ProtocolVersion::V_2025_11_25,
-    ProtocolVersion::V_2026_07_28,
-];
-
-/// Why an HTTP session ended, until shutdown says otherwise.
-pub const HTTP_SESSION_ENDED: &str =
-    "the MCP session ended (the client's DELETE, or idle past session_idle)";
 
 /// Ends an HTTP connection's aido session once rmcp drops its handler: the session expired,
 /// the client sent DELETE, or the server is shutting down. The close is journaled on
@@ -239,7 +185,7 @@ impl AidoServer {
         given: &Given,
         tracker: tokio_util::task::TaskTracker,
         reason: Arc<Mutex<String>>,
-        stateless: Arc<crate::http::Stateless>,
+        stateless: Arc<crate::place::Stateless>,
     ) -> Self {
         let mut server = Self::with_given(runtime, given);
         server.versions = HTTP_PROTOCOL_VERSIONS;
@@ -255,12 +201,12 @@ impl AidoServer {
     }
 
     /// The grant the request runs under: over HTTP the one it was authenticated with
-    /// ([`crate::http::GrantBearer`]); over stdio, the one the process was started with.
+    /// ([`crate::place::GrantBearer`]); over stdio, the one the process was started with.
     fn bearer(&self, context: &RequestContext<RoleServer>) -> Option<Arc<str>> {
         let bearer = context
             .extensions
             .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<crate::http::GrantBearer>())
+            .and_then(|parts| parts.extensions.get::<crate::place::GrantBearer>())
             .map(|g| g.0.clone());
         self.grant.clone().or(bearer)
     }
@@ -1343,70 +1289,5 @@ impl From<crate::mrtr::Outcome> for CallToolResponse {
             crate::mrtr::Outcome::Done(result) => (*result).into(),
             crate::mrtr::Outcome::Asked(required) => required.into(),
         }
-    }
-}
-
-/// Serve one MCP connection over stdin/stdout until the client closes it.
-pub async fn serve_stdio(
-    runtime: Arc<Runtime>,
-    grant: Option<String>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let max = crate::stdio::request_bytes_max(runtime.policy().config().limits.argument_bytes_max);
-    let server = AidoServer::new(runtime).with_grant(grant);
-    let sessions = server.place.session.clone();
-    let (transport, reader) = crate::stdio::start(
-        crate::stdio::Stdin::open(),
-        crate::stdio::Stdout::open(),
-        sessions.clone(),
-        max,
-        STDIO_PROTOCOL_VERSIONS,
-    );
-    // The reader may sit in a blocking read of stdin; it has nothing left to do once the
-    // session is over, however that came.
-    let _reader = AbortOnDrop(reader);
-    let service = match server.serve(transport).await {
-        Ok(service) => service,
-        // A client that goes away before initializing is not an error of aido's.
-        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tracing::info!("the MCP client closed the connection before initializing");
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-    };
-    // A client closing stdin ends the session; so do SIGTERM and SIGINT, and the session's
-    // last record says which.
-    let reason = tokio::select! {
-        quit = service.waiting() => format!("the client closed the connection ({quit:?})"),
-        signal = shutdown_signal() => format!("aido received {signal}"),
-    };
-    tracing::info!(%reason, "session over");
-    if let Some(session) = sessions.get() {
-        session.close(&reason).await;
-    }
-    Ok(())
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Wait for SIGTERM or SIGINT; the name of the one that came.
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        },
-        // Without signal handlers, only the client can end the session.
-        _ => std::future::pending().await,
     }
 }

@@ -256,7 +256,7 @@ const REMOVED_IN_2026: [&str; 3] = ["initialize", "ping", "logging/setLevel"];
 /// it is answered "method not found" (404 over HTTP), not as a misfit.
 fn removed_in(method: &str, revision: Option<&str>) -> bool {
     REMOVED_IN_2026.contains(&method)
-        && revision.is_some_and(|revision| revision >= crate::server::STATELESS_FROM)
+        && revision.is_some_and(|revision| revision >= crate::versions::STATELESS_FROM)
 }
 
 /// Why `params` do not fit a served method, in serde's words.
@@ -986,7 +986,7 @@ mod tests {
             (
                 LineError::NotInitialized {
                     method: "m".into(),
-                    offered: crate::server::STDIO_PROTOCOL_VERSIONS,
+                    offered: crate::versions::STDIO_PROTOCOL_VERSIONS,
                 },
                 "not_initialized",
                 -32600,
@@ -1023,7 +1023,7 @@ mod tests {
             sessions: Arc::new(OnceCell::new()),
             max: 1 << 20,
             in_flight,
-            offered: crate::server::STDIO_PROTOCOL_VERSIONS,
+            offered: crate::versions::STDIO_PROTOCOL_VERSIONS,
             initialized: false,
         }
     }
@@ -1190,7 +1190,7 @@ mod tests {
             out_write,
             Arc::new(OnceCell::new()),
             1000,
-            crate::server::STDIO_PROTOCOL_VERSIONS,
+            crate::versions::STDIO_PROTOCOL_VERSIONS,
         );
         let big = format!(
             r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"x":"{}"}},"id":9}}"#,
