@@ -1,7 +1,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::store::SnapshotError;
+use crate::error::SnapshotError;
 
 fn run(args: &[&str], paths: &[&Path]) -> Result<(), SnapshotError> {
     let mut cmd = Command::new("btrfs");

@@ -38,6 +38,8 @@
 mod btrfs;
 /// Which backend a directory supports.
 mod detect;
+/// Why a snapshot operation failed.
+mod error;
 /// Walking a tree into a manifest, and making a tree match one.
 mod manifest;
 /// The store: create, restore, list, delete.

@@ -6,11 +6,10 @@ use std::time::{Duration, SystemTime};
 use cap_std::fs::{Dir, MetadataExt};
 use serde::{Deserialize, Serialize};
 
-use crate::store::SnapshotError;
+use crate::error::SnapshotError;
 use crate::tree::{self, Hook, Step, Walk};
 
-/// Most entries one snapshot may hold.
-pub const ENTRIES_MAX: usize = 2_000_000;
+pub use crate::tree::ENTRIES_MAX;
 
 /// One entry of a tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,8 +19,10 @@ use std::sync::Arc;
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, Mode, OFlags};
 
-use crate::manifest::ENTRIES_MAX;
-use crate::store::SnapshotError;
+use crate::error::SnapshotError;
+
+/// Most entries one snapshot may hold.
+pub const ENTRIES_MAX: usize = 2_000_000;
 
 /// Most directories one path may go down through (so a walk holds at most this many handles).
 pub(crate) const DEPTH_MAX: usize = 256;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::store::SnapshotError;
+use crate::error::SnapshotError;
 
 /// What `init` made.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
