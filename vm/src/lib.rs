@@ -30,6 +30,8 @@ pub mod ocr;
 pub mod pool;
 /// The VGA text screen and finding text on it.
 pub mod screen;
+/// What to boot, and where.
+pub mod spec;
 /// Saved, prepared machines that `vm_start` and the pool start others from.
 pub mod template;
 

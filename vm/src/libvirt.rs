@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::error::VmError;
-use crate::machine::MachineSpec;
 use crate::native::{HELPER_NAME, Helper, LIBVIRT_MODE, LibvirtRequest};
+use crate::spec::MachineSpec;
 
 /// The storage pool aido keeps guest files in on a libvirt host.
 pub const POOL: &str = "aido";

@@ -1,10 +1,10 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use qapi::qmp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 use tokio::io::WriteHalf;
 use tokio::net::UnixStream;
@@ -14,6 +14,7 @@ use crate::error::VmError;
 use crate::keys;
 use crate::libvirt::Guest;
 use crate::screen::{TextMatch, TextScreen};
+pub use crate::spec::MachineSpec;
 
 /// Pause after each key release. QEMU's keyboard queue is small: keys sent in a burst are
 /// silently lost, while 4 ms apart they all arrive (measured: 191 characters intact).
@@ -27,34 +28,6 @@ const VGA_TEXT_ADDR: u64 = 0xB8000;
 const VGA_TEXT_BYTES: u64 = 4000;
 /// input-send-event absolute coordinates run from 0 to this.
 const ABS_MAX: u64 = 32767;
-
-/// What to boot.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MachineSpec {
-    /// The kernel (bzImage).
-    pub kernel: PathBuf,
-    /// The initramfs.
-    pub initrd: PathBuf,
-    /// A qcow2 base disk; the machine writes to its own overlay on it, never to the base.
-    pub disk: Option<PathBuf>,
-    /// Guest memory in MiB.
-    pub memory_mb: u32,
-    /// The kernel command line.
-    pub append: String,
-    /// How long the guest has to print `ready_marker` on its serial port.
-    pub boot_timeout_ms: u64,
-    /// The line the guest prints on ttyS0 when it is ready.
-    pub ready_marker: String,
-    /// The accelerator.
-    pub accel: Accel,
-    /// TCG's translation buffer in MiB (measured here: 16 MiB costs ~8% of boot time and saves
-    /// ~45 MB of resident memory against QEMU's default).
-    pub tcg_tb_mb: u32,
-    /// A libvirt URI (`qemu:///system`, `qemu+ssh://host/system`) to run the machine on
-    /// instead of starting QEMU here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-}
 
 /// QEMU asks for transparent huge pages on guest RAM (and TCG's translation buffer), so a
 /// guest touching a few bytes of a 2 MiB region makes all of it resident: a machine restored
@@ -72,32 +45,6 @@ fn no_huge_pages_for_qemu() {
             tracing::warn!("cannot turn transparent huge pages off for QEMU: {e}");
         }
     });
-}
-
-impl MachineSpec {
-    /// The guest built by `vm/guest/build-image DIR --framebuffer`: a 1280x800 framebuffer
-    /// console with a large font (read by OCR).
-    pub fn framebuffer(dir: &Path) -> Self {
-        let mut spec = Self::text_console(dir);
-        spec.append = "console=ttyS0 console=tty0 fbcon=font:TER16x32 quiet".into();
-        spec
-    }
-
-    /// The guest built by `vm/guest/build-image` in `dir`, in VGA text mode.
-    pub fn text_console(dir: &Path) -> Self {
-        Self {
-            kernel: dir.join("vmlinuz"),
-            initrd: dir.join("initrd.img"),
-            disk: Some(dir.join("disk.qcow2")),
-            memory_mb: 128,
-            append: "console=ttyS0 console=tty0 quiet".into(),
-            boot_timeout_ms: 60_000,
-            ready_marker: "AIDO-GUEST-READY".into(),
-            accel: Accel::detect(),
-            tcg_tb_mb: 16,
-            host: None,
-        }
-    }
 }
 
 type Qmp = qapi::futures::QapiService<qapi::futures::QmpStreamTokio<WriteHalf<UnixStream>>>;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::error::VmError;
-use crate::machine::MachineSpec;
+use crate::spec::MachineSpec;
 
 /// The helper's file name, beside the executable that starts it.
 pub const HELPER_NAME: &str = "aido-native";
