@@ -45,6 +45,10 @@ mod metadata;
 mod process;
 /// Real work (a venv, wheels, a no-op cargo rebuild, 20,000 files, 2 GiB) beside bare.
 mod realwork;
+/// One schema for every figure.
+mod record;
+/// The report, rendered from the records.
+mod render;
 /// The results file and the report rendered from it.
 mod report;
 /// Rewind through a real runtime.
@@ -1049,10 +1053,8 @@ fn conformance_only(script: &Path, results: &Path, out: &Path) -> Result<()> {
 
 /// `aido-bench render`: the report from a results file, without measuring.
 fn render(from: &Path, out: &Path) -> Result<()> {
-    let text =
-        std::fs::read_to_string(from).with_context(|| format!("reading {}", from.display()))?;
-    let document = Document::parse(&text).with_context(|| format!("parsing {}", from.display()))?;
-    write(out, &report::render(&document))?;
+    let records = record::read(from)?;
+    write(out, &render::render(&records)?)?;
     println!("rendered {} from {}", out.display(), from.display());
     Ok(())
 }
