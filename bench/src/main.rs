@@ -83,7 +83,6 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::schema::Document;
 use crate::report::{Report, SnapshotSection, VmSection};
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
@@ -107,7 +106,7 @@ enum Command {
     /// Render the report from a results file, without measuring.
     Render {
         /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
+        #[arg(long, default_value = render::RESULTS_FILE)]
         from: PathBuf,
         /// The report to write.
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -201,7 +200,7 @@ enum Command {
         #[arg(long, default_value = "tests/conformance/run")]
         script: PathBuf,
         /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
+        #[arg(long, default_value = render::RESULTS_FILE)]
         results: PathBuf,
         /// The report to write.
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -242,7 +241,7 @@ struct WriteTo {
     #[arg(long)]
     write: bool,
     /// The results file.
-    #[arg(long, default_value = report::RESULTS_FILE)]
+    #[arg(long, default_value = render::RESULTS_FILE)]
     results: PathBuf,
     /// The report to write.
     #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -299,7 +298,7 @@ struct Args {
     #[arg(long, default_value = "target/criterion")]
     criterion_dir: PathBuf,
     /// The results file to write (JSON; the report is rendered from it).
-    #[arg(long, default_value = report::RESULTS_FILE)]
+    #[arg(long, default_value = render::RESULTS_FILE)]
     results: PathBuf,
     /// The report to write.
     #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -739,17 +738,11 @@ async fn bench(args: Args) -> Result<()> {
         soak,
         realwork,
     };
-    let document = report.document();
-    // Written before it is checked, so a run's numbers survive a bug in the builders.
-    write(&args.results, &document.to_text()?)?;
-    document
-        .check()
-        .with_context(|| format!("the results in {}", args.results.display()))?;
-    write(&args.out, &report::render(&document))?;
-
-    for row in &document.rows {
-        println!("{}", report::console_line(row));
-    }
+    let records = report.records();
+    // Written before it is rendered, so a run's numbers survive a bug in the template.
+    record::write(&args.results, &records)?;
+    write(&args.out, &render::render(&records)?)?;
+    record::print(&records);
     println!(
         "wrote {} and {}",
         args.results.display(),
@@ -793,23 +786,7 @@ fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
 fn artifact_only(aido: &Path) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(artifact::run(&aido, &std::env::temp_dir()))?;
-    let run = match section {
-        artifact::ArtifactSection::Ran(run) => run,
-        artifact::ArtifactSection::Skipped(why) => bail!("not run: {why}"),
-        artifact::ArtifactSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "GET of a served {}-byte page: p50 {:.1} us, p99 {:.1} us over {} GETs; \
-         artifact_create + artifact_serve over MCP: p50 {:.1} us, p99 {:.1} us over {}",
-        run.page_bytes,
-        us(stdio::percentile(&run.gets, 50.0)),
-        us(stdio::percentile(&run.gets, 99.0)),
-        run.gets.len(),
-        us(stdio::percentile(&run.round_trips, 50.0)),
-        us(stdio::percentile(&run.round_trips, 99.0)),
-        run.round_trips.len(),
-    );
+    record::print(&report::records_of(&section, report::artifact_section));
     Ok(())
 }
 
@@ -820,33 +797,9 @@ fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) 
         node_modules: node_modules.to_owned(),
     };
     let section = block_on(process::run(&aido, &std::env::temp_dir(), &peers))?;
-    let run = match &section {
-        process::ProcessSection::Ran(run) => run,
-        process::ProcessSection::Skipped(why) => bail!("not run: {why}"),
-        process::ProcessSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let ms = |d: std::time::Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
-    for side in &run.sides {
-        match &side.times {
-            Ok(t) => println!(
-                "{:<14} `{}`: p50 {}",
-                side.name,
-                side.command,
-                ms(crate::snapshots::median(t))
-            ),
-            Err(e) => println!("{:<14} did not run: {e}", side.name),
-        }
+    if into.is_none() {
+        record::print(&report::records_of(&section, report::process_section));
     }
-    println!(
-        "run_command true over MCP: p50 {}, p99 {}; flood {} ({} bytes counted), RSS {:.1} MB -> peak {:.1} MB; per changed file {}",
-        ms(stdio::percentile(&run.run_command, 50.0)),
-        ms(stdio::percentile(&run.run_command, 99.0)),
-        ms(run.flood_time),
-        run.flood_counted,
-        run.flood_rss_before as f64 / 1e6,
-        run.flood_rss_peak as f64 / 1e6,
-        ms(run.per_file()),
-    );
     write_alone(into, &section, report::process_section_with)
 }
 
@@ -970,20 +923,14 @@ fn write_alone<S>(
 fn merge_into(
     results: &Path,
     out: &Path,
-    part: impl FnOnce(&Machine) -> (report::schema::Section, Vec<report::schema::Row>),
+    part: impl FnOnce(&Machine) -> Vec<record::Record>,
 ) -> Result<()> {
     let machine = Machine::collect("node", &std::env::temp_dir());
-    let text = std::fs::read_to_string(results)
-        .with_context(|| format!("reading {}", results.display()))?;
-    let mut document =
-        Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
-    let (section, rows) = part(&machine);
-    report::merge_section(&mut document, section, rows)?;
-    document
-        .check()
-        .with_context(|| format!("the results in {}", results.display()))?;
-    write(results, &document.to_text()?)?;
-    write(out, &report::render(&document))?;
+    let fresh = part(&machine);
+    record::print(&fresh);
+    let records = record::merge(record::read(results)?, fresh);
+    record::write(results, &records)?;
+    write(out, &render::render(&records)?)?;
     println!("wrote {} and {}", results.display(), out.display());
     Ok(())
 }
@@ -992,21 +939,7 @@ fn merge_into(
 fn script_only(aido: &Path, repeats: usize) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
-    let run = match section {
-        script::ScriptSection::Ran(run) => run,
-        script::ScriptSection::Skipped(why) => bail!("not run: {why}"),
-        script::ScriptSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "one host call of a Rhai function: median {:.1} us over {} rounds of {} host calls; \
-         the empty function {:.1} us; one file_info over MCP {:.1} us",
-        us(crate::snapshots::median(&run.per_host_call)),
-        run.per_host_call.len(),
-        run.host_calls,
-        us(crate::snapshots::median(&run.empty)),
-        us(crate::snapshots::median(&run.direct)),
-    );
+    record::print(&report::records_of(&section, report::script_section));
     Ok(())
 }
 

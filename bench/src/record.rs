@@ -18,7 +18,6 @@
 //! ```
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -108,18 +107,6 @@ impl Stats {
             ..Self::default()
         }
     }
-
-    /// Median, p99 and largest of `samples` (latencies, where the tail matters).
-    pub fn tail(samples: &[f64]) -> Self {
-        let sorted = sorted(samples);
-        Self {
-            median: median_of_sorted(&sorted),
-            p99: Some(percentile_of_sorted(&sorted, 99.0)),
-            max: sorted.last().copied(),
-            n: Some(sorted.len() as u64),
-            ..Self::default()
-        }
-    }
 }
 
 fn sorted(samples: &[f64]) -> Vec<f64> {
@@ -136,49 +123,26 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
     }
 }
 
-fn percentile_of_sorted(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// The median of durations (the lower one).
-pub fn median(values: &[Duration]) -> Duration {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n => sorted[(n - 1) / 2],
-    }
-}
-
-/// Nanoseconds of each duration.
-pub fn ns(values: &[Duration]) -> Vec<f64> {
-    values.iter().map(|d| d.as_nanos() as f64).collect()
-}
-
 /// The records of one section, built in report order.
 pub struct Section {
     /// Its id.
-    pub id: &'static str,
+    pub id: String,
     /// What it recorded so far.
     pub records: Vec<Record>,
 }
 
 impl Section {
     /// An empty section.
-    pub fn new(id: &'static str) -> Self {
+    pub fn new(id: &str) -> Self {
         Self {
-            id,
+            id: id.into(),
             records: Vec::new(),
         }
     }
 
     fn push(&mut self, row: &str, lane: Option<&str>) -> &mut Record {
         self.records.push(Record {
-            section: self.id.into(),
+            section: self.id.clone(),
             row: row.into(),
             lane: lane.map(str::to_owned),
             ..Record::default()
@@ -192,44 +156,12 @@ impl Section {
         self.push(name, None).note = Some(text.into());
     }
 
-    /// A row's lane measured as times, summarized by median and range (samples kept).
-    pub fn times(&mut self, row: &str, lane: Option<&str>, times: &[Duration]) -> &mut Record {
-        let samples = ns(times);
-        let record = self.push(row, lane);
-        record.unit = Some(Unit::Ns);
-        record.stats = Some(Stats::range(&samples));
-        if samples.len() <= 100 {
-            record.samples = samples;
-        }
-        record
-    }
-
-    /// A row's lane measured as latencies, summarized by median, p99 and max.
-    pub fn latencies(&mut self, row: &str, lane: Option<&str>, times: &[Duration]) -> &mut Record {
-        let record = self.push(row, lane);
-        record.unit = Some(Unit::Ns);
-        record.stats = Some(Stats::tail(&ns(times)));
-        record
-    }
-
     /// A row's lane with one value.
     pub fn value(&mut self, row: &str, lane: Option<&str>, unit: Unit, value: f64) -> &mut Record {
         let record = self.push(row, lane);
         record.unit = Some(unit);
         record.value = Some(value);
         record
-    }
-
-    /// A row's ratio lane (aido over the peer).
-    pub fn ratio(&mut self, row: &str, ratio: f64) {
-        self.value(row, Some(RATIO), Unit::Ratio, ratio);
-    }
-
-    /// A row that has no figure, and why.
-    pub fn error(&mut self, row: &str, what: &str, error: String) {
-        let record = self.push(row, None);
-        record.note = Some(what.into());
-        record.error = Some(error);
     }
 
     /// A detail table's line: one cell per column, in order.
