@@ -35,6 +35,8 @@ mod estimates;
 mod fetch;
 /// The temp tree both servers read.
 mod fixture;
+/// One way to spawn an MCP server and time its calls; the alternation of lanes.
+mod harness;
 /// Machine and build facts for the header.
 mod machine;
 /// recall against server-memory.
@@ -817,8 +819,8 @@ fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path
         "{} sessions held: {:.0} kB each; read_file p50 over HTTP {:.0} µs, over stdio {:.0} µs",
         run.held,
         grown as f64 / 1024.0 / run.held.max(1) as f64,
-        crate::stdio::percentile(&run.http, 50.0).as_secs_f64() * 1e6,
-        crate::stdio::percentile(&run.stdio, 50.0).as_secs_f64() * 1e6,
+        crate::harness::percentile(&run.http, 50.0).as_secs_f64() * 1e6,
+        crate::harness::percentile(&run.stdio, 50.0).as_secs_f64() * 1e6,
     );
     write_alone(into, &section, report::serve_section_with)
 }

@@ -676,7 +676,7 @@ pub(crate) fn serve_section_with(
         },
         ratio,
     ));
-    let p99 = |d: &[Duration]| once(crate::stdio::percentile(d, 99.0));
+    let p99 = |d: &[Duration]| once(crate::harness::percentile(d, 99.0));
     rows.push(beside(
         row(
             S,
@@ -774,7 +774,7 @@ pub(crate) fn serve_section_with(
             ),
             (
                 "held_p50_us",
-                us(crate::stdio::percentile(&run.while_held, 50.0)),
+                us(crate::harness::percentile(&run.while_held, 50.0)),
             ),
             ("telemetry_calls", tel_calls),
             ("dropped", dropped),
@@ -810,8 +810,8 @@ pub(crate) fn artifact_section(
     };
     let latency = |values: &[Duration]| Value {
         unit: Unit::Ns,
-        median: ns(crate::stdio::percentile(values, 50.0)),
-        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        median: ns(crate::harness::percentile(values, 50.0)),
+        p99: Some(ns(crate::harness::percentile(values, 99.0))),
         max: values.iter().max().map(|d| ns(*d)),
         n: Some(values.len() as u64),
         ..Value::default()
@@ -909,8 +909,8 @@ pub(crate) fn process_section_with(
     }
     let p50 = |values: &[Duration]| Value {
         unit: Unit::Ns,
-        median: ns(crate::stdio::percentile(values, 50.0)),
-        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        median: ns(crate::harness::percentile(values, 50.0)),
+        p99: Some(ns(crate::harness::percentile(values, 99.0))),
         max: values.iter().max().map(|d| ns(*d)),
         n: Some(values.len() as u64),
         ..Value::default()
@@ -977,7 +977,7 @@ pub(crate) fn process_section_with(
                 s.name.clone(),
                 format!("`{}`", s.command),
                 ms(crate::snapshots::median(times)),
-                ms(crate::stdio::percentile(times, 99.0)),
+                ms(crate::harness::percentile(times, 99.0)),
                 times.len().to_string(),
             ],
             Err(e) => vec![

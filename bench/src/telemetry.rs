@@ -168,13 +168,12 @@ pub(crate) fn figures(calls: usize, rounds: usize) -> Result<Figures> {
         reads(&on.session, calls / 10 + 1, &mut Vec::new()).await?;
         let (mut times_off, mut times_on) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            // Alternate which side goes first, so drift lands on both.
-            if round % 2 == 0 {
-                reads(&off.session, calls, &mut times_off).await?;
-                reads(&on.session, calls, &mut times_on).await?;
-            } else {
-                reads(&on.session, calls, &mut times_on).await?;
-                reads(&off.session, calls, &mut times_off).await?;
+            for side in crate::harness::alternate(round, 2) {
+                if side == 0 {
+                    reads(&off.session, calls, &mut times_off).await?;
+                } else {
+                    reads(&on.session, calls, &mut times_on).await?;
+                }
             }
         }
         let figures = Figures {
