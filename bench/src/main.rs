@@ -753,107 +753,62 @@ async fn bench(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// `aido-bench fetch`: the fetch section alone, its figures printed.
+/// `aido-bench fetch`: the fetch section alone.
 fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(fetch::run(&aido, python, &std::env::temp_dir(), repeats))?;
-    let run = match section {
-        fetch::FetchSection::Ran(run) => run,
-        fetch::FetchSection::Skipped(why) => bail!("not run: {why}"),
-        fetch::FetchSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "fetch_url vs {}: median {:.2} ms / {:.2} ms over {} fetches each",
-        run.peer,
-        ms(crate::snapshots::median(&run.aido)),
-        ms(crate::snapshots::median(&run.peer_times)),
-        run.aido.len()
-    );
-    for p in &run.pages {
-        println!(
-            "  {:<7} {:>8} HTML bytes: aido {:.2} ms, {} bytes to the agent; peer {:.2} ms, {} bytes",
-            p.name,
-            p.html_bytes,
-            ms(p.aido_median),
-            p.aido_bytes,
-            ms(p.peer_median),
-            p.peer_bytes
-        );
-    }
-    Ok(())
+    alone(None, &section, |s, rows, _| report::fetch_section(s, rows))
 }
 
-/// `aido-bench artifact`: the artifact section alone, its figures printed.
+/// `aido-bench artifact`: the artifact section alone.
 fn artifact_only(aido: &Path) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(artifact::run(&aido, &std::env::temp_dir()))?;
-    record::print(&report::records_of(&section, report::artifact_section));
-    Ok(())
+    alone(None, &section, |s, rows, _| {
+        report::artifact_section(s, rows)
+    })
 }
 
-/// `aido-bench process`: the process section alone, its figures printed.
+/// `aido-bench script`: the script section alone.
+fn script_only(aido: &Path, repeats: usize) -> Result<()> {
+    let aido = built(aido)?;
+    let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
+    alone(None, &section, |s, rows, _| report::script_section(s, rows))
+}
+
+/// `aido-bench desktop`: the desktop section alone.
+fn desktop_only() -> Result<()> {
+    let section = desktop::run();
+    alone(None, &section, |s, rows, _| {
+        report::desktop_section(s, rows)
+    })
+}
+
+/// `aido-bench process`: the process section alone.
 fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let peers = process::Peers {
         node_modules: node_modules.to_owned(),
     };
     let section = block_on(process::run(&aido, &std::env::temp_dir(), &peers))?;
-    if into.is_none() {
-        record::print(&report::records_of(&section, report::process_section));
-    }
-    write_alone(into, &section, report::process_section_with)
+    alone(into, &section, report::process_section_with)
 }
 
-/// `aido-bench serve`: the serve section alone, its figures printed (and written with `into`).
+/// `aido-bench serve`: the serve section alone.
 fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(serve::run(&aido, &std::env::temp_dir(), calls, 4, hold))?;
-    let run = match &section {
-        serve::ServeSection::Ran(run) => run,
-        serve::ServeSection::Skipped(why) => bail!("not run: {why}"),
-        serve::ServeSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let grown = run.rss_held.saturating_sub(run.rss_before);
-    println!(
-        "{} sessions held: {:.0} kB each; read_file p50 over HTTP {:.0} µs, over stdio {:.0} µs",
-        run.held,
-        grown as f64 / 1024.0 / run.held.max(1) as f64,
-        crate::harness::percentile(&run.http, 50.0).as_secs_f64() * 1e6,
-        crate::harness::percentile(&run.stdio, 50.0).as_secs_f64() * 1e6,
-    );
-    write_alone(into, &section, report::serve_section_with)
+    alone(into, &section, report::serve_section_with)
 }
 
-/// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
+/// `aido-bench soak`: the soak section alone.
 fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(soak::run(&aido, &std::env::temp_dir(), options))?;
-    let run = match &section {
-        soak::SoakSection::Ran(run) => run,
-        soak::SoakSection::Skipped(why) => bail!("not run: {why}"),
-        soak::SoakSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let mb = |b: u64| b as f64 / 1e6;
-    for side in &run.sides {
-        let marks: Vec<String> = run
-            .marks()
-            .iter()
-            .map(|&n| format!("{n}: {:.1} MB", mb(side.at(n))))
-            .collect();
-        println!(
-            "{:<5} RSS {}; peak {:.1} MB; {:.0} calls/s; {:.1} MB on disk",
-            side.transport,
-            marks.join(", "),
-            mb(side.peak),
-            run.options.calls as f64 / side.took.as_secs_f64().max(1e-9),
-            mb(side.disk_bytes),
-        );
-    }
-    write_alone(into, &section, report::soak_section_with)
+    alone(into, &section, report::soak_section_with)
 }
 
-/// `aido-bench realwork`: the real-work section alone, its figures printed.
+/// `aido-bench realwork`: the real-work section alone.
 fn realwork_only(
     aido: &Path,
     options: &realwork::Options,
@@ -861,62 +816,20 @@ fn realwork_only(
 ) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(realwork::run(&aido, &std::env::temp_dir(), options))?;
-    let run = match &section {
-        realwork::RealworkSection::Ran(run) => run,
-        realwork::RealworkSection::Skipped(why) => bail!("not run: {why}"),
-        realwork::RealworkSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    for w in &run.workloads {
-        println!(
-            "{:<11} aido {:>9.1} ms, bare {:>9.1} ms (medians of {}), ratio {:.2}x; journal {} for {} written{}; aido memory +{:.1} MB",
-            w.id,
-            ms(crate::snapshots::median(&w.aido)),
-            ms(crate::snapshots::median(&w.bare)),
-            w.aido.len(),
-            w.ratio(),
-            report::format_bytes(w.journal_bytes),
-            report::format_bytes(w.changed_bytes),
-            w.journal_per_byte()
-                .map_or_else(String::new, |p| format!(" ({p:.2} bytes per byte)")),
-            w.rss_growth as f64 / 1e6,
-        );
-        if w.id == "cargo_noop" {
-            println!(
-                "            margin over {}x bare: {:.1} ms (goal: under {} ms)",
-                realwork::NOOP_FACTOR,
-                w.margin_ns(realwork::NOOP_FACTOR) / 1e6,
-                realwork::NOOP_PLUS.as_millis()
-            );
-        }
-    }
-    let big = &run.big;
-    println!("one 2 GiB file: {}", big.one_file);
-    println!(
-        "2 GiB set   aido {:.1} ms, bare {:.1} ms; rewind {:.1} ms; aido RSS {:.1} MB -> peak {:.1} MB; journal {} allocated, {} apparent",
-        ms(big.aido),
-        ms(big.bare),
-        ms(big.rewind),
-        big.rss_before as f64 / 1e6,
-        big.rss_peak as f64 / 1e6,
-        report::format_bytes(big.journal_bytes),
-        report::format_bytes(big.journal_apparent_bytes),
-    );
-    write_alone(into, &section, report::realwork::section_with)
+    alone(into, &section, report::realwork::section_with)
 }
 
-/// With `into` (the results file and the report), [`merge_into`] the section measured on its
-/// own.
-fn write_alone<S>(
-    into: Option<(&Path, &Path)>,
-    section: &S,
-    build: report::Build<S>,
-) -> Result<()> {
+/// A section measured on its own: its records printed as JSON lines; with `into` (the
+/// results file and the report) also [`merge_into`] the results, saying when it was measured.
+fn alone<S>(into: Option<(&Path, &Path)>, section: &S, build: report::Build<S>) -> Result<()> {
     match into {
         Some((results, out)) => merge_into(results, out, |machine| {
             report::alone(section, build, &machine.commit, &machine.date)
         }),
-        None => Ok(()),
+        None => {
+            record::print(&report::records_of(section, build));
+            Ok(())
+        }
     }
 }
 
@@ -934,46 +847,6 @@ fn merge_into(
     record::write(results, &records)?;
     write(out, &render::render(&records)?)?;
     println!("wrote {} and {}", results.display(), out.display());
-    Ok(())
-}
-
-/// `aido-bench script`: the script section alone, its figures printed.
-fn script_only(aido: &Path, repeats: usize) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
-    record::print(&report::records_of(&section, report::script_section));
-    Ok(())
-}
-
-/// `aido-bench desktop`: the desktop section alone, its figures printed.
-#[allow(clippy::print_stdout)]
-fn desktop_only() -> Result<()> {
-    let lanes = match desktop::run() {
-        desktop::DesktopSection::Ran(lanes) => lanes,
-        desktop::DesktopSection::Skipped(why) => bail!("not run: {why}"),
-    };
-    let ms = |v: &[std::time::Duration]| crate::snapshots::median(v).as_secs_f64() * 1e3;
-    for (backend, lane) in lanes {
-        match lane {
-            Err(e) => println!("{backend}: {e}"),
-            Ok(l) => {
-                let peer = |p: &Result<(String, Vec<std::time::Duration>), String>| match p {
-                    Ok((name, times)) => format!("{name} {:.2} ms", ms(times)),
-                    Err(e) => e.clone(),
-                };
-                println!(
-                    "{backend} ({}, {}x{}): screenshot {:.2} ms (peer {}); keypress to pixels {:.2} ms (peer {})",
-                    l.server,
-                    l.screen[0],
-                    l.screen[1],
-                    ms(&l.shot),
-                    peer(&l.peer_shot),
-                    ms(&l.key),
-                    peer(&l.peer_key),
-                );
-            }
-        }
-    }
     Ok(())
 }
 

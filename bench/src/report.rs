@@ -192,9 +192,9 @@ pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> Vec<R
 }
 
 /// The records of a section run alone, without the sentence saying when.
-pub fn records_of<S>(measured: &S, build: fn(&S, &mut Vec<Row>) -> Section) -> Vec<Record> {
+pub fn records_of<S>(measured: &S, build: Build<S>) -> Vec<Record> {
     let mut rows = Vec::new();
-    let section = build(measured, &mut rows);
+    let section = build(measured, &mut rows, &[]);
     records(section, &rows)
 }
 
