@@ -22,14 +22,7 @@ pub const GETS: usize = 2000;
 pub const ROUND_TRIPS: usize = 50;
 
 /// How the section ran, or why it did not.
-pub enum ArtifactSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(ArtifactRun),
-}
+pub type ArtifactSection = crate::harness::Run<ArtifactRun>;
 
 /// What the section measured.
 pub struct ArtifactRun {

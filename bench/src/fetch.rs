@@ -25,14 +25,7 @@ pub const WINDOW_CHARS: u64 = 5000;
 pub const PAGES: &[(&str, usize)] = &[("small", 10), ("medium", 200), ("large", 2000)];
 
 /// How the section ran, or why it did not.
-pub enum FetchSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(FetchRun),
-}
+pub type FetchSection = crate::harness::Run<FetchRun>;
 
 /// What the section measured.
 pub struct FetchRun {

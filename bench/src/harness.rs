@@ -16,6 +16,16 @@ use serde_json::Value;
 /// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How a section ran: measured, or why not.
+pub enum Run<T> {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(T),
+}
+
 /// The order in which round `round` runs `lanes` lanes: forward on even rounds, backward on
 /// odd ones (A B, B A, A B, ...), so neither side always goes first.
 pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {

@@ -40,14 +40,7 @@ const PEER_BATCH: usize = 500;
 const LIMIT: usize = 10;
 
 /// How the section ran, or why it did not.
-pub enum MemorySection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(MemoryRun),
-}
+pub type MemorySection = crate::harness::Run<MemoryRun>;
 
 /// What the section measured.
 pub struct MemoryRun {

@@ -40,14 +40,7 @@ pub const FILES: usize = 101;
 pub const CHANGE_REPEATS: usize = 15;
 
 /// How the section ran, or why it did not.
-pub enum ProcessSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(Box<ProcessRun>),
-}
+pub type ProcessSection = crate::harness::Run<Box<ProcessRun>>;
 
 /// One side of the spawn comparison.
 pub struct Side {

@@ -56,14 +56,7 @@ pub struct Options {
 }
 
 /// How the section ran, or why it did not.
-pub enum RealworkSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(Box<RealworkRun>),
-}
+pub type RealworkSection = crate::harness::Run<Box<RealworkRun>>;
 
 /// One workload, through aido and bare.
 pub struct Workload {

@@ -19,14 +19,7 @@ use crate::harness::Server;
 pub const HOST_CALLS: usize = 100;
 
 /// How the section ran, or why it did not.
-pub enum ScriptSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(ScriptRun),
-}
+pub type ScriptSection = crate::harness::Run<ScriptRun>;
 
 /// What the section measured.
 pub struct ScriptRun {

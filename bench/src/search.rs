@@ -32,14 +32,7 @@ pub const PATTERNS: &[&str] = &[r"fn new_with_\w+", r"todo!\(", r"impl Drop for"
 pub const READ_PATTERNS: &[&str] = &[r"fn try_search_fwd\(", r"fn next_state\(", r"fn is_match\("];
 
 /// How the section ran, or why it did not.
-pub enum SearchSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(SearchRun),
-}
+pub type SearchSection = crate::harness::Run<SearchRun>;
 
 /// What the section measured.
 pub struct SearchRun {

@@ -20,14 +20,7 @@ use tokio::io::AsyncBufReadExt;
 use crate::harness::Server;
 
 /// How the section ran, or why it did not.
-pub enum ServeSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(ServeRun),
-}
+pub type ServeSection = crate::harness::Run<ServeRun>;
 
 /// What the section measured.
 pub struct ServeRun {

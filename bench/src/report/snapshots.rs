@@ -8,15 +8,7 @@ use crate::rewind::{RewindOutcome, RewindRun};
 use crate::snapshots::{BtrfsStatus, Method, Results, RowOutcome};
 
 /// The snapshot section's state in one run.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SnapshotSection {
-    /// Measured (some rows may still be skipped or failed).
-    Ran(Box<Results>),
-    /// Not run (`--skip-snapshots`), and why.
-    Skipped(String),
-    /// The section could not start (the tree could not be written, ...).
-    Failed(String),
-}
+pub type SnapshotSection = crate::harness::Run<Box<Results>>;
 
 /// A method's part of a row id.
 fn slug(method: Method) -> String {

@@ -7,15 +7,7 @@ use super::{format_bytes, format_duration, once, part, row, samples, table};
 use crate::vm::{Body, Results, Screen, faster_revert};
 
 /// The VM section's state in one run.
-#[derive(Clone, Debug, PartialEq)]
-pub enum VmSection {
-    /// Measured (some parts may still have failed).
-    Ran(Box<Results>),
-    /// Not run (`--skip-vm`), and why.
-    Skipped(String),
-    /// The section could not start (the guest images could not be built, ...).
-    Failed(String),
-}
+pub type VmSection = crate::harness::Run<Box<Results>>;
 
 const S: &str = "vm";
 /// The bodies whose memory is judged, in report order.
