@@ -19,18 +19,6 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("sandbox", &["child", "expose"]),
     ("sandbox", &["egress::connection", "egress::proxy"]),
     ("mcp", &["http", "server", "stdio"]),
-    (
-        "bench",
-        &[
-            "fetch",
-            "process",
-            "realwork",
-            "report",
-            "rewind",
-            "script",
-            "snapshots",
-        ],
-    ),
 ];
 
 fn workspace() -> PathBuf {
