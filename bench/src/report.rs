@@ -165,6 +165,44 @@ fn criterion(estimate: &Option<Estimate>) -> Outcome {
     }
 }
 
+/// The run when the section was measured; otherwise each of `ids` (id, what) pushed as not
+/// run (or failed), and `None`.
+fn ran<'a, T>(
+    measured: &'a crate::harness::Run<T>,
+    section: &str,
+    ids: &[(&str, &str)],
+    rows: &mut Vec<Row>,
+) -> Option<&'a T> {
+    use crate::harness::Run;
+    let outcome = match measured {
+        Run::Ran(run) => return Some(run),
+        Run::Skipped(why) => Outcome::NotRun(why.clone()),
+        Run::Failed(why) => Outcome::Failed(why.clone()),
+    };
+    for (id, what) in ids {
+        rows.push(row(section, *id, *what, outcome.clone()));
+    }
+    None
+}
+
+/// aido's samples beside a peer's, with the ratio of their medians.
+fn versus(
+    section: &str,
+    id: &str,
+    what: &str,
+    aido: &[Duration],
+    peer: &str,
+    theirs: &[Duration],
+) -> Row {
+    let (ours, theirs) = (samples(aido), samples(theirs));
+    let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
+    let peer = Peer {
+        name: peer.into(),
+        value: theirs,
+    };
+    beside(row(section, id, what, Outcome::Measured(ours)), peer, ratio)
+}
+
 /// A detail table from string literals and rows of cells.
 pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Table {
     Table {
@@ -217,26 +255,25 @@ pub(crate) fn soak_section_with(
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
 ) -> Section {
-    use crate::soak::SoakSection;
     const S: &str = "soak";
     let ids = [
         ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
         ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
     ];
-    let run = match soak {
-        SoakSection::Ran(run) => run,
-        SoakSection::Skipped(why) | SoakSection::Failed(why) => {
-            for (_, max, growth) in ids {
-                for id in [max, growth] {
-                    let outcome = match soak {
-                        SoakSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                        _ => Outcome::Failed(why.clone()),
-                    };
-                    rows.push(row(S, id, "see the soak section", outcome));
-                }
-            }
-            return section(S, extra, Vec::new());
-        }
+    let Some(run) = ran(
+        soak,
+        S,
+        &ids.iter()
+            .flat_map(|(_, max, growth)| {
+                [
+                    (*max, "see the soak section"),
+                    (*growth, "see the soak section"),
+                ]
+            })
+            .collect::<Vec<_>>(),
+        rows,
+    ) else {
+        return section(S, extra, Vec::new());
     };
     let [warm, quarter, half, all] = run.marks();
     let bytes = |b: u64| Value {
@@ -350,31 +387,19 @@ pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Ta
 /// The search section: search_code beside rg (time per search), and search_and_read beside
 /// the calls it saves (bytes).
 fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) -> Section {
-    use crate::search::{PATTERNS, SearchSection};
+    use crate::search::PATTERNS;
     const S: &str = "search";
     let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
-    let run = match search {
-        SearchSection::Ran(run) => run,
-        SearchSection::Skipped(why) | SearchSection::Failed(why) => {
-            let outcome = match search {
-                SearchSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "search_code_vs_rg", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(search, S, &[("search_code_vs_rg", what)], rows) else {
+        return section(S, &[], Vec::new());
     };
-    let aido = samples(&run.aido);
-    let rg = samples(&run.rg);
-    // aido's time over rg's: 1.25 or less is at least 0.8x rg's speed.
-    let ratio = (rg.median > 0.0).then(|| aido.median / rg.median);
-    rows.push(beside(
-        row(S, "search_code_vs_rg", what, Outcome::Measured(aido)),
-        Peer {
-            name: "rg".into(),
-            value: rg,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "search_code_vs_rg",
+        what,
+        &run.aido,
+        "rg",
+        &run.rg,
     ));
     let bytes = |n: usize| Value {
         unit: Unit::Bytes,
@@ -438,35 +463,18 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
 /// The memory section: aido's recall beside server-memory's search_nodes (time per query),
 /// and what each found.
 fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) -> Section {
-    use crate::memory::MemorySection;
     const S: &str = "memory";
     let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
-    let run = match memory {
-        MemorySection::Ran(run) => run,
-        MemorySection::Skipped(why) | MemorySection::Failed(why) => {
-            let outcome = match memory {
-                MemorySection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "memory_recall_vs_server_memory", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(memory, S, &[("memory_recall_vs_server_memory", what)], rows) else {
+        return section(S, &[], Vec::new());
     };
-    let aido = samples(&run.aido);
-    let peer = samples(&run.peer_times);
-    let ratio = (peer.median > 0.0).then(|| aido.median / peer.median);
-    rows.push(beside(
-        row(
-            S,
-            "memory_recall_vs_server_memory",
-            what,
-            Outcome::Measured(aido),
-        ),
-        Peer {
-            name: run.peer.clone(),
-            value: peer,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "memory_recall_vs_server_memory",
+        what,
+        &run.aido,
+        &run.peer,
+        &run.peer_times,
     ));
     let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
     let cells = run
@@ -510,35 +518,18 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
 /// The fetch section: fetch_url beside mcp-server-fetch's fetch (time per fetch), and the
 /// bytes each hands the agent per page.
 pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<Row>) -> Section {
-    use crate::fetch::FetchSection;
     const S: &str = "fetch";
     let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
-    let run = match fetch {
-        FetchSection::Ran(run) => run,
-        FetchSection::Skipped(why) | FetchSection::Failed(why) => {
-            let outcome = match fetch {
-                FetchSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "fetch_url_vs_mcp_server_fetch", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(fetch, S, &[("fetch_url_vs_mcp_server_fetch", what)], rows) else {
+        return section(S, &[], Vec::new());
     };
-    let aido = samples(&run.aido);
-    let peer = samples(&run.peer_times);
-    let ratio = (peer.median > 0.0).then(|| aido.median / peer.median);
-    rows.push(beside(
-        row(
-            S,
-            "fetch_url_vs_mcp_server_fetch",
-            what,
-            Outcome::Measured(aido),
-        ),
-        Peer {
-            name: run.peer.clone(),
-            value: peer,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "fetch_url_vs_mcp_server_fetch",
+        what,
+        &run.aido,
+        &run.peer,
+        &run.peer_times,
     ));
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     let cells = run
@@ -583,35 +574,23 @@ pub(crate) fn script_section(
     script: &crate::script::ScriptSection,
     rows: &mut Vec<Row>,
 ) -> Section {
-    use crate::script::ScriptSection;
     const S: &str = "script";
     let what = "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call";
-    let run = match script {
-        ScriptSection::Ran(run) => run,
-        ScriptSection::Skipped(why) | ScriptSection::Failed(why) => {
-            let outcome = match script {
-                ScriptSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "script_host_call_vs_direct_call", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(
+        script,
+        S,
+        &[("script_host_call_vs_direct_call", what)],
+        rows,
+    ) else {
+        return section(S, &[], Vec::new());
     };
-    let ours = samples(&run.per_host_call);
-    let direct = samples(&run.direct);
-    let ratio = (direct.median > 0.0).then(|| ours.median / direct.median);
-    rows.push(beside(
-        row(
-            S,
-            "script_host_call_vs_direct_call",
-            what,
-            Outcome::Measured(ours),
-        ),
-        Peer {
-            name: "`file_info` over MCP".into(),
-            value: direct,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "script_host_call_vs_direct_call",
+        what,
+        &run.per_host_call,
+        "`file_info` over MCP",
+        &run.direct,
     ));
     let us = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e6);
     section(
@@ -638,7 +617,6 @@ pub(crate) fn serve_section_with(
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
 ) -> Section {
-    use crate::serve::ServeSection;
     const S: &str = "serve";
     let ids = [
         "serve_http_read_file_vs_stdio",
@@ -647,18 +625,8 @@ pub(crate) fn serve_section_with(
         "serve_sessions_held_memory",
         "serve_telemetry_on_vs_off",
     ];
-    let run = match serve {
-        ServeSection::Ran(run) => run,
-        ServeSection::Skipped(why) | ServeSection::Failed(why) => {
-            for id in ids {
-                let outcome = match serve {
-                    ServeSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                    _ => Outcome::Failed(why.clone()),
-                };
-                rows.push(row(S, id, "see the serve section", outcome));
-            }
-            return section(S, extra, Vec::new());
-        }
+    let Some(run) = ran(serve, S, &ids.map(|id| (id, "see the serve section")), rows) else {
+        return section(S, extra, Vec::new());
     };
     let http = samples(&run.http);
     let stdio = samples(&run.stdio);
@@ -792,21 +760,19 @@ pub(crate) fn artifact_section(
     artifact: &crate::artifact::ArtifactSection,
     rows: &mut Vec<Row>,
 ) -> Section {
-    use crate::artifact::ArtifactSection;
     const S: &str = "artifact";
     let get_what = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
     let trip_what = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
-    let run = match artifact {
-        ArtifactSection::Ran(run) => run,
-        ArtifactSection::Skipped(why) | ArtifactSection::Failed(why) => {
-            let outcome = match artifact {
-                ArtifactSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "artifact_get", get_what, outcome.clone()));
-            rows.push(row(S, "artifact_create_serve", trip_what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(
+        artifact,
+        S,
+        &[
+            ("artifact_get", get_what),
+            ("artifact_create_serve", trip_what),
+        ],
+        rows,
+    ) else {
+        return section(S, &[], Vec::new());
     };
     let latency = |values: &[Duration]| Value {
         unit: Unit::Ns,
@@ -855,7 +821,7 @@ pub(crate) fn process_section_with(
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
 ) -> Section {
-    use crate::process::{FILES, FLOOD_BYTES, ProcessSection};
+    use crate::process::{FILES, FLOOD_BYTES};
     const S: &str = "process";
     let ids = [
         "process_exec_vs_srt",
@@ -865,18 +831,13 @@ pub(crate) fn process_section_with(
         "process_changes_per_file",
         "process_dev_server_round_trip",
     ];
-    let run = match process {
-        ProcessSection::Ran(run) => run,
-        ProcessSection::Skipped(why) | ProcessSection::Failed(why) => {
-            for id in ids {
-                let outcome = match process {
-                    ProcessSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                    _ => Outcome::Failed(why.clone()),
-                };
-                rows.push(row(S, id, "see the process section", outcome));
-            }
-            return section(S, extra, Vec::new());
-        }
+    let Some(run) = ran(
+        process,
+        S,
+        &ids.map(|id| (id, "see the process section")),
+        rows,
+    ) else {
+        return section(S, extra, Vec::new());
     };
     let side = |name: &str| run.sides.iter().find(|s| s.name == name);
     let exec_what = |peer: &str| {
