@@ -456,6 +456,16 @@ struct Args {
     vm_pool_size: usize,
 }
 
+impl Args {
+    /// The node_modules the peers are installed in (the filesystem peer's).
+    fn node_modules(&self) -> PathBuf {
+        self.peer_dir
+            .ancestors()
+            .find(|p| p.ends_with("node_modules"))
+            .map_or_else(|| PathBuf::from("bench/node_modules"), Path::to_path_buf)
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match &cli.command {
@@ -521,7 +531,6 @@ fn main() -> Result<()> {
     block_on(bench(cli.args))?
 }
 
-#[allow(clippy::too_many_lines)]
 async fn bench(args: Args) -> Result<()> {
     let aido = std::fs::canonicalize(&args.aido)
         .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;
@@ -552,169 +561,52 @@ async fn bench(args: Args) -> Result<()> {
         files: args.files,
         file_bytes: args.file_bytes,
     };
-    let mut stdio = vec![
-        stdio::run(
-            &setup,
-            Placement {
-                label: "the default temp dir".into(),
-                dir: temp.clone(),
-                fs: machine.temp_fs.clone(),
-            },
-        )
-        .await?,
-    ];
-    let tmpfs = Placement {
-        label: "the tmpfs dir".into(),
-        dir: args.tmpfs_dir.clone(),
-        fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
-    };
-    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
-        Ok(()) => stdio::run(&setup, tmpfs).await?,
-        Err(reason) => {
-            eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
-            StdioRun {
-                place: tmpfs,
-                outcome: Outcome::Skipped(reason),
-            }
-        }
-    });
+    let stdio = stdio_runs(&setup, &args, &machine, &temp).await?;
 
-    let snapshots = if args.skip_snapshots {
-        SnapshotSection::Skipped("`--skip-snapshots`".into())
-    } else {
-        snapshot_section(&args, &temp).await?
-    };
+    let snapshots = snapshot_section(&args, &temp).await?;
+    let vm = vm_section(&args, &temp).await?;
 
-    let vm = if args.skip_vm {
-        VmSection::Skipped("`--skip-vm`".into())
-    } else {
-        vm_section(&args, &temp).await?
-    };
-
-    let search = if args.skip_search {
-        search::SearchSection::Skipped("`--skip-search`".into())
-    } else {
-        search::run(&setup.aido, &temp, args.search_repeats).await
-    };
-    if let search::SearchSection::Failed(why) = &search {
-        eprintln!("aido-bench: the search section failed: {why}");
-    }
-
-    let memory = if args.skip_memory {
-        memory::MemorySection::Skipped("`--skip-memory`".into())
-    } else {
-        eprintln!("aido-bench: memory: recall against server-memory");
-        memory::run(
-            &setup.aido,
-            &args.node,
-            &args.memory_peer_dir,
-            &temp,
-            args.memories,
-            args.memory_queries,
-            args.memory_repeats,
-        )
-        .await
-    };
-    if let memory::MemorySection::Failed(why) = &memory {
-        eprintln!("aido-bench: the memory section failed: {why}");
-    }
-
-    let fetch = if args.skip_fetch {
-        fetch::FetchSection::Skipped("`--skip-fetch`".into())
-    } else {
-        eprintln!("aido-bench: fetch: fetch_url against mcp-server-fetch");
-        fetch::run(
-            &setup.aido,
-            &args.fetch_peer_python,
-            &temp,
-            args.fetch_repeats,
-        )
-        .await
-    };
-    if let fetch::FetchSection::Failed(why) = &fetch {
-        eprintln!("aido-bench: the fetch section failed: {why}");
-    }
-
-    let script = if args.skip_script {
-        script::ScriptSection::Skipped("`--skip-script`".into())
-    } else {
-        eprintln!("aido-bench: script: a Rhai function's per-host-call overhead");
-        script::run(&setup.aido, &temp, args.script_repeats).await
-    };
-    if let script::ScriptSection::Failed(why) = &script {
-        eprintln!("aido-bench: the script section failed: {why}");
-    }
-
-    let serve = if args.skip_serve {
-        serve::ServeSection::Skipped("`--skip-serve`".into())
-    } else {
-        eprintln!("aido-bench: serve: HTTP beside stdio, sessions held, telemetry on vs off");
-        serve::run(&setup.aido, &temp, args.serve_calls, 4, args.serve_hold).await
-    };
-    if let serve::ServeSection::Failed(why) = &serve {
-        eprintln!("aido-bench: the serve section failed: {why}");
-    }
+    let (a, t) = (&setup.aido, temp.as_path());
+    let search = step(
+        args.skip_search,
+        "search",
+        search::run(a, t, args.search_repeats),
+    )
+    .await;
+    let (node, dir) = (&args.node, &args.memory_peer_dir);
+    let (n, queries, repeats) = (args.memories, args.memory_queries, args.memory_repeats);
+    let memory = memory::run(a, node, dir, t, n, queries, repeats);
+    let memory = step(args.skip_memory, "memory", memory).await;
+    let fetch = fetch::run(a, &args.fetch_peer_python, t, args.fetch_repeats);
+    let fetch = step(args.skip_fetch, "fetch", fetch).await;
+    let script = step(
+        args.skip_script,
+        "script",
+        script::run(a, t, args.script_repeats),
+    )
+    .await;
+    let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
+    let serve = step(args.skip_serve, "serve", serve).await;
     let desktop = if args.skip_desktop {
         desktop::DesktopSection::Skipped("`--skip-desktop`".into())
     } else {
-        eprintln!("aido-bench: desktop: screenshots and keypress to pixels per backend");
+        eprintln!("aido-bench: desktop");
         tokio::task::spawn_blocking(desktop::run).await?
     };
-    let artifact = if args.skip_artifact {
-        artifact::ArtifactSection::Skipped("`--skip-artifact`".into())
-    } else {
-        eprintln!("aido-bench: artifact: serving latency and create + serve over MCP");
-        artifact::run(&setup.aido, &temp).await
+    let artifact = step(args.skip_artifact, "artifact", artifact::run(a, t)).await;
+    let peers = process::Peers {
+        node_modules: args.node_modules(),
     };
-    if let artifact::ArtifactSection::Failed(why) = &artifact {
-        eprintln!("aido-bench: the artifact section failed: {why}");
-    }
-
-    let process = if args.skip_process {
-        process::ProcessSection::Skipped("`--skip-process`".into())
-    } else {
-        eprintln!("aido-bench: process: aido exec beside srt and codex, run_command, a flood");
-        process::run(
-            &setup.aido,
-            &temp,
-            &process::Peers {
-                node_modules: args
-                    .peer_dir
-                    .ancestors()
-                    .find(|p| p.ends_with("node_modules"))
-                    .map_or_else(|| PathBuf::from("bench/node_modules"), Path::to_path_buf),
-            },
-        )
-        .await
+    let process = step(args.skip_process, "process", process::run(a, t, &peers)).await;
+    let options = soak::Options {
+        calls: args.soak_calls.max(20),
+        large_bytes: args.soak_large_bytes,
+        large_every: args.soak_large_every.max(1),
     };
-    if let process::ProcessSection::Failed(why) = &process {
-        eprintln!("aido-bench: the process section failed: {why}");
-    }
-
-    let soak = if args.skip_soak {
-        soak::SoakSection::Skipped("`--skip-soak`".into())
-    } else {
-        eprintln!("aido-bench: soak: memory over many mixed calls, stdio and HTTP");
-        let options = soak::Options {
-            calls: args.soak_calls.max(20),
-            large_bytes: args.soak_large_bytes,
-            large_every: args.soak_large_every.max(1),
-        };
-        soak::run(&setup.aido, &temp, options).await
-    };
-    if let soak::SoakSection::Failed(why) = &soak {
-        eprintln!("aido-bench: the soak section failed: {why}");
-    }
-
-    let realwork = if args.skip_realwork {
-        realwork::RealworkSection::Skipped("`--skip-realwork`".into())
-    } else {
-        eprintln!("aido-bench: realwork: a venv, wheels, a no-op rebuild, 20,000 files, 2 GiB");
-        realwork::run(&setup.aido, &temp, &args.realwork.options()).await
-    };
-    if let realwork::RealworkSection::Failed(why) = &realwork {
-        eprintln!("aido-bench: the realwork section failed: {why}");
-    }
+    let soak = step(args.skip_soak, "soak", soak::run(a, t, options)).await;
+    let options = args.realwork.options();
+    let realwork = realwork::run(a, t, &options);
+    let realwork = step(args.skip_realwork, "realwork", realwork).await;
 
     let report = Report {
         machine,
@@ -740,17 +632,7 @@ async fn bench(args: Args) -> Result<()> {
         soak,
         realwork,
     };
-    let records = report.records();
-    // Written before it is rendered, so a run's numbers survive a bug in the template.
-    record::write(&args.results, &records)?;
-    write(&args.out, &render::render(&records)?)?;
-    record::print(&records);
-    println!(
-        "wrote {} and {}",
-        args.results.display(),
-        args.out.display()
-    );
-    Ok(())
+    finish(&args, &report)
 }
 
 /// `aido-bench fetch`: the fetch section alone.
@@ -875,11 +757,83 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// The stdio comparison in the default temp dir, then on tmpfs (unless that is missing).
+async fn stdio_runs(
+    setup: &Setup,
+    args: &Args,
+    machine: &Machine,
+    temp: &Path,
+) -> Result<Vec<StdioRun>> {
+    let mut stdio = vec![
+        stdio::run(
+            setup,
+            Placement {
+                label: "the default temp dir".into(),
+                dir: temp.to_path_buf(),
+                fs: machine.temp_fs.clone(),
+            },
+        )
+        .await?,
+    ];
+    let tmpfs = Placement {
+        label: "the tmpfs dir".into(),
+        dir: args.tmpfs_dir.clone(),
+        fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
+    };
+    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
+        Ok(()) => stdio::run(setup, tmpfs).await?,
+        Err(reason) => {
+            eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
+            StdioRun {
+                place: tmpfs,
+                outcome: Outcome::Skipped(reason),
+            }
+        }
+    });
+
+    Ok(stdio)
+}
+
+/// Writes the run's records and renders the report from them.
+fn finish(args: &Args, report: &Report) -> Result<()> {
+    let records = report.records();
+    // Written before it is rendered, so a run's numbers survive a bug in the template.
+    record::write(&args.results, &records)?;
+    write(&args.out, &render::render(&records)?)?;
+    record::print(&records);
+    println!(
+        "wrote {} and {}",
+        args.results.display(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Runs a section unless `--skip-NAME` was given, saying which runs and what failed.
+async fn step<T>(
+    skip: bool,
+    name: &str,
+    run: impl std::future::Future<Output = harness::Run<T>>,
+) -> harness::Run<T> {
+    if skip {
+        return harness::Run::Skipped(format!("`--skip-{name}`"));
+    }
+    eprintln!("aido-bench: {name}");
+    let out = run.await;
+    if let harness::Run::Failed(why) = &out {
+        eprintln!("aido-bench: the {name} section failed: {why}");
+    }
+    out
+}
+
 /// Runs the snapshot and rewind benchmarks on their own thread (they block, and the rewind
 /// sessions run their own multi-threaded runtime), while this one waits for Ctrl-C or SIGTERM:
 /// a stop request lets the section return through its guards, which unmount and remove what it
 /// made.
 async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
+    if args.skip_snapshots {
+        return Ok(SnapshotSection::Skipped("`--skip-snapshots`".into()));
+    }
     let options = snapshots::Options {
         tree: tree::TreeSpec {
             files: args.tree_files.max(1),
@@ -916,6 +870,9 @@ async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
 /// Runs the VM benchmarks on their own thread and runtime, stoppable like the snapshot section
 /// (every QEMU it started is stopped on the way out).
 async fn vm_section(args: &Args, temp: &Path) -> Result<VmSection> {
+    if args.skip_vm {
+        return Ok(VmSection::Skipped("`--skip-vm`".into()));
+    }
     let options = vm::Options {
         build_image: args.vm_build_image.clone(),
         boots: args.vm_boots.max(1),
