@@ -1369,15 +1369,13 @@ impl Report {
                             latency(m),
                         ));
                     }
-                    journal.push(format!(
-                        "After run {} ({place}), `aido replay` found {} record(s) in {} \
-                         session(s) of aido's journal, and `aido replay verify` accepted the \
-                         hash chain of {} of them.",
-                        k + 1,
-                        check.records,
-                        check.sessions,
-                        check.verified
-                    ));
+                    journal.push(vec![
+                        (k + 1).to_string(),
+                        place.clone(),
+                        check.records.to_string(),
+                        check.sessions.to_string(),
+                        check.verified.to_string(),
+                    ]);
                 }
                 (StdioOutcome::Skipped(why), _) => {
                     rows.push(row(S, &id, what, Outcome::NotRun(why.clone())));
@@ -1399,8 +1397,8 @@ impl Report {
             ("warmup", p.warmup.to_string()),
             ("calls", p.calls.to_string()),
             ("rounds", p.rounds.to_string()),
-            ("journal", journal.join("\n\n")),
         ];
-        section(S, &params, Vec::new())
+        let columns = ["run", "place", "records", "sessions", "verified"];
+        section(S, &params, vec![("journal", table(&columns, journal))])
     }
 }

@@ -120,12 +120,12 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
             ));
         }
     }
-    let said: Vec<String> = r
+    let said: Vec<Vec<String>> = r
         .rows
         .iter()
         .filter_map(|x| {
             let t = x.timings()?;
-            Some(format!("- {} ({}): {}", x.method.label(), x.fs, t.note))
+            Some(vec![x.method.label(), x.fs.clone(), t.note.clone()])
         })
         .collect();
     let tools: Vec<String> = r
@@ -151,13 +151,8 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
         BtrfsStatus::Mounted { bytes } => ("btrfs_bytes", format_bytes(*bytes)),
         BtrfsStatus::Unavailable(why) => ("btrfs_missing", why.clone()),
     });
-    if !said.is_empty() {
-        params.push((
-            "said",
-            format!("What each method said about itself:\n\n{}", said.join("\n")),
-        ));
-    }
-    section(S, &params, Vec::new())
+    let said = table(&["method", "file system", "said"], said);
+    section(S, &params, vec![("said", said)])
 }
 
 fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
