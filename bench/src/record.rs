@@ -123,6 +123,11 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
     }
 }
 
+/// Nanoseconds of each duration.
+pub fn ns(values: &[std::time::Duration]) -> Vec<f64> {
+    values.iter().map(|d| d.as_nanos() as f64).collect()
+}
+
 /// The records of one section, built in report order.
 pub struct Section {
     /// Its id.
@@ -161,6 +166,20 @@ impl Section {
         let record = self.push(row, lane);
         record.unit = Some(unit);
         record.value = Some(value);
+        record
+    }
+
+    /// A row's lane summarized by `stats`.
+    pub fn stats(
+        &mut self,
+        row: &str,
+        lane: Option<&str>,
+        unit: Unit,
+        stats: Stats,
+    ) -> &mut Record {
+        let record = self.push(row, lane);
+        record.unit = Some(unit);
+        record.stats = Some(stats);
         record
     }
 
