@@ -628,21 +628,13 @@ pub(crate) fn serve_section_with(
     let Some(run) = ran(serve, S, &ids.map(|id| (id, "see the serve section")), rows) else {
         return section(S, extra, Vec::new());
     };
-    let http = samples(&run.http);
-    let stdio = samples(&run.stdio);
-    let ratio = (stdio.median > 0.0).then(|| http.median / stdio.median);
-    rows.push(beside(
-        row(
-            S,
-            ids[0],
-            "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
-            Outcome::Measured(http),
-        ),
-        Peer {
-            name: "the same over aido's stdio (`aido mcp`)".into(),
-            value: stdio,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        ids[0],
+        "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
+        &run.http,
+        "the same over aido's stdio (`aido mcp`)",
+        &run.stdio,
     ));
     let p99 = |d: &[Duration]| once(crate::harness::percentile(d, 99.0));
     rows.push(beside(
@@ -850,16 +842,7 @@ pub(crate) fn process_section_with(
         let what = exec_what(&side(peer_name).map_or(peer_name.to_owned(), |s| s.command.clone()));
         let outcome = match (&exec, side(peer_name).map(|s| &s.times)) {
             (Some(Ok(ours)), Some(Ok(theirs))) => {
-                let (ours, theirs) = (samples(ours), samples(theirs));
-                let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
-                rows.push(beside(
-                    row(S, id, what, Outcome::Measured(ours)),
-                    Peer {
-                        name: peer_name.into(),
-                        value: theirs,
-                    },
-                    ratio,
-                ));
+                rows.push(versus(S, id, &what, ours, peer_name, theirs));
                 continue;
             }
             (Some(Err(e)), _) => Outcome::Failed(format!("aido exec: {e}")),
@@ -917,16 +900,8 @@ pub(crate) fn process_section_with(
             Outcome::NotRun("this results file has no dev-server figures yet".into()),
         )
     } else {
-        let (ours, theirs) = (samples(&run.dev_server), samples(&run.dev_server_bare));
-        let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
-        beside(
-            row(S, ids[5], dev_what, Outcome::Measured(ours)),
-            Peer {
-                name: "bare".into(),
-                value: theirs,
-            },
-            ratio,
-        )
+        let (ours, bare) = (&run.dev_server, &run.dev_server_bare);
+        versus(S, ids[5], &dev_what, ours, "bare", bare)
     };
     rows.push(dev);
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
