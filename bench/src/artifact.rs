@@ -12,10 +12,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// GETs of the served page timed.
 pub const GETS: usize = 2000;
@@ -23,14 +22,7 @@ pub const GETS: usize = 2000;
 pub const ROUND_TRIPS: usize = 50;
 
 /// How the section ran, or why it did not.
-pub enum ArtifactSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(ArtifactRun),
-}
+pub type ArtifactSection = crate::harness::Run<ArtifactRun>;
 
 /// What the section measured.
 pub struct ArtifactRun {
@@ -74,12 +66,14 @@ async fn measure(aido: &Path, temp: &Path) -> Result<ArtifactRun> {
     // The first round trip starts the listener; it is timed with the rest.
     for _ in 0..ROUND_TRIPS {
         let start = Instant::now();
-        let made = call(&ours, "artifact_create", json!({"files": files})).await?;
+        let made = ours
+            .json("artifact_create", json!({"files": files}))
+            .await?;
         let id = made["manifest"]["id"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let served = call(&ours, "artifact_serve", json!({"id": id})).await?;
+        let served = ours.json("artifact_serve", json!({"id": id})).await?;
         round_trips.push(start.elapsed());
         url = served["url"].as_str().unwrap_or_default().to_owned();
     }
@@ -153,21 +147,4 @@ fn get_one(
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
     Ok(())
-}
-
-/// One call; its structured content.
-async fn call(server: &Server, tool: &str, arguments: Value) -> Result<Value> {
-    let arguments: JsonObject = match arguments {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call(tool, arguments).await?;
-    if result.is_error == Some(true) {
-        bail!(
-            "{} {tool} failed: {:?}",
-            server.name,
-            result.structured_content
-        );
-    }
-    Ok(result.structured_content.unwrap_or(Value::Null))
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::report::schema::{Outcome, Row, Section, Unit, Value};
+use crate::record::{self, Record, Unit};
 
 /// What the suite said.
 pub struct ConformanceRun {
@@ -61,40 +61,20 @@ fn parse(text: &str) -> Result<ConformanceRun> {
     })
 }
 
-/// The section and its rows.
-pub fn section(run: &ConformanceRun, commit: &str, date: &str) -> (Section, Vec<Row>) {
-    const S: &str = "conformance";
-    let count = |n: u64| {
-        Outcome::Measured(Value {
-            unit: Unit::Count,
-            median: n as f64,
-            ..Value::default()
-        })
-    };
-    let rows = vec![
-        crate::report::row(
-            S,
-            "conformance_passed",
-            "required server scenarios of `@modelcontextprotocol/conformance` passed against `aido serve` (streamable HTTP), 2025-11-25 and 2026-07-28 together",
-            count(run.passed),
-        ),
-        crate::report::row(
-            S,
-            "conformance_failed",
-            "required server scenarios failed",
-            count(run.failed),
-        ),
-    ];
-    let section = crate::report::section(
-        S,
-        &[
-            ("line", run.line.clone()),
-            ("commit", commit.to_owned()),
-            ("date", date.to_owned()),
-        ],
-        Vec::new(),
-    );
-    (section, rows)
+/// The section's records.
+pub fn section(run: &ConformanceRun, commit: &str, date: &str) -> Vec<Record> {
+    let mut s = record::Section::new("conformance");
+    s.fact("line", run.line.clone());
+    s.fact("commit", commit);
+    s.fact("date", date);
+    s.value("conformance_passed", None, Unit::Count, run.passed as f64)
+        .what(
+            "required server scenarios of `@modelcontextprotocol/conformance` passed against \
+         `aido serve` (streamable HTTP), 2025-11-25 and 2026-07-28 together",
+        );
+    s.value("conformance_failed", None, Unit::Count, run.failed as f64)
+        .what("required server scenarios failed");
+    s.records
 }
 
 #[cfg(test)]

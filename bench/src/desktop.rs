@@ -86,7 +86,12 @@ pub fn run() -> DesktopSection {
     DesktopSection::Ran(lanes)
 }
 
-#[allow(clippy::too_many_lines)]
+/// A peer's command line: the program and its arguments.
+type Argv = (&'static str, Vec<&'static str>);
+
+/// A lane's peer: its label and times, or why it did not run.
+type Peer = Result<(String, Vec<Duration>), String>;
+
 fn lane(server: Server, need: &[&str], terminal: Vec<String>) -> Result<Lane, String> {
     let missing: Vec<&str> = need.iter().copied().filter(|p| !installed(p)).collect();
     if !missing.is_empty() {
@@ -113,120 +118,16 @@ fn lane(server: Server, need: &[&str], terminal: Vec<String>) -> Result<Lane, St
         .session()
         .map(aido_desktop::session::OwnedSession::env)
         .unwrap_or_default();
-    let tool = |program: &str| {
+    let tool = |(program, args): &Argv| {
         let mut c = Command::new(program);
-        c.env_remove("DISPLAY")
+        c.args(args)
+            .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY")
             .envs(env.iter().map(|(k, v)| (k, v)));
         c
     };
-
-    // Screenshots.
-    let mut shot = Vec::with_capacity(SHOTS);
-    for _ in 0..SHOTS + 2 {
-        let start = Instant::now();
-        desktop
-            .screenshot()
-            .map_err(|e| format!("screenshot: {e}"))?;
-        shot.push(start.elapsed());
-    }
-    shot.drain(..2);
-    let peer_argv: Option<(&str, Vec<&str>)> = match server {
-        Server::Sway => installed("grim").then(|| ("grim", vec!["-"])),
-        Server::Xvfb => {
-            if installed("import") {
-                Some(("import", vec!["-window", "root", "png:-"]))
-            } else if installed("scrot") {
-                Some(("scrot", vec!["-"]))
-            } else {
-                None
-            }
-        }
-    };
-    let peer_shot = match peer_argv {
-        None => Err("not run: neither grim nor import/scrot is installed".into()),
-        Some((program, args)) => (|| {
-            let mut times = Vec::with_capacity(SHOTS);
-            for _ in 0..SHOTS + 2 {
-                let start = Instant::now();
-                let out = tool(program)
-                    .args(&args)
-                    .output()
-                    .map_err(|e| format!("{program}: {e}"))?;
-                times.push(start.elapsed());
-                if !out.status.success() || !out.stdout.starts_with(b"\x89PNG") {
-                    return Err(format!(
-                        "{program} failed: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    ));
-                }
-            }
-            times.drain(..2);
-            Ok((format!("`{program} {}`", args.join(" ")), times))
-        })(),
-    };
-
-    // Keypress to pixels: alternate characters so every press changes the terminal.
-    let region = term.rect;
-    let pixels = move |desktop: &mut Desktop| -> Result<Vec<u8>, String> {
-        let (frame, _) = desktop.frame().map_err(|e| format!("capture: {e}"))?;
-        let mut out = Vec::new();
-        let x0 = region.x.max(0) as u32;
-        let y0 = region.y.max(0) as u32;
-        let x1 = (x0 + region.width).min(frame.width);
-        let y1 = (y0 + region.height).min(frame.height);
-        for y in y0..y1 {
-            let row = (y * frame.width) as usize * 3;
-            out.extend_from_slice(&frame.rgb[row + x0 as usize * 3..row + x1 as usize * 3]);
-        }
-        Ok(out)
-    };
-    let wait_change =
-        |desktop: &mut Desktop, before: &[u8], start: Instant| -> Result<Duration, String> {
-            loop {
-                if pixels(desktop)? != before {
-                    return Ok(start.elapsed());
-                }
-                if start.elapsed() > KEY_TIMEOUT {
-                    return Err("the keypress never showed on the screen".into());
-                }
-            }
-        };
-    let mut key = Vec::with_capacity(KEYS);
-    for i in 0..KEYS {
-        let before = pixels(&mut desktop)?;
-        let c = if i % 2 == 0 { "a" } else { "b" };
-        let start = Instant::now();
-        desktop
-            .type_text(c, None)
-            .map_err(|e| format!("type_text: {e}"))?;
-        key.push(wait_change(&mut desktop, &before, start)?);
-    }
-    let peer_key_argv: Option<(&str, Vec<&str>)> = match server {
-        Server::Sway => installed("wtype").then(|| ("wtype", vec!["--"])),
-        Server::Xvfb => installed("xdotool").then(|| ("xdotool", vec!["type", "--"])),
-    };
-    let peer_key = match peer_key_argv {
-        None => Err("not run: neither wtype nor xdotool is installed".into()),
-        Some((program, args)) => (|| {
-            let mut times = Vec::with_capacity(KEYS);
-            for i in 0..KEYS {
-                let before = pixels(&mut desktop)?;
-                let c = if i % 2 == 0 { "c" } else { "d" };
-                let start = Instant::now();
-                let status = tool(program)
-                    .args(&args)
-                    .arg(c)
-                    .status()
-                    .map_err(|e| format!("{program}: {e}"))?;
-                if !status.success() {
-                    return Err(format!("{program} failed ({status})"));
-                }
-                times.push(wait_change(&mut desktop, &before, start)?);
-            }
-            Ok((format!("`{program} {} c`", args.join(" ")), times))
-        })(),
-    };
+    let (shot, peer_shot) = screenshots(&mut desktop, shot_peer(server), &tool)?;
+    let (key, peer_key) = keypresses(&mut desktop, term.rect, key_peer(server), &tool)?;
     Ok(Lane {
         server: desktop.capabilities().server.clone(),
         screen: desktop.capabilities().screen,
@@ -235,4 +136,137 @@ fn lane(server: Server, need: &[&str], terminal: Vec<String>) -> Result<Lane, St
         key,
         peer_key,
     })
+}
+
+/// The command-line screenshot tool for `server`, if one is installed.
+fn shot_peer(server: Server) -> Result<Argv, String> {
+    match server {
+        Server::Sway if installed("grim") => Ok(("grim", vec!["-"])),
+        Server::Xvfb if installed("import") => Ok(("import", vec!["-window", "root", "png:-"])),
+        Server::Xvfb if installed("scrot") => Ok(("scrot", vec!["-"])),
+        _ => Err("not run: neither grim nor import/scrot is installed".into()),
+    }
+}
+
+/// The command-line typing tool for `server`, if one is installed.
+fn key_peer(server: Server) -> Result<Argv, String> {
+    match server {
+        Server::Sway if installed("wtype") => Ok(("wtype", vec!["--"])),
+        Server::Xvfb if installed("xdotool") => Ok(("xdotool", vec!["type", "--"])),
+        _ => Err("not run: neither wtype nor xdotool is installed".into()),
+    }
+}
+
+/// Two warm-ups and [`SHOTS`] timed screenshots, aido and the peer alternating.
+fn screenshots(
+    desktop: &mut Desktop,
+    peer: Result<Argv, String>,
+    tool: &dyn Fn(&Argv) -> Command,
+) -> Result<(Vec<Duration>, Peer), String> {
+    let (mut ours, mut theirs) = (
+        Vec::new(),
+        peer.as_ref().map(|_| Vec::new()).map_err(Clone::clone),
+    );
+    for i in 0..SHOTS + 2 {
+        for lane in crate::harness::alternate(i, 2) {
+            let start = Instant::now();
+            if lane == 0 {
+                desktop
+                    .screenshot()
+                    .map_err(|e| format!("screenshot: {e}"))?;
+                ours.push(start.elapsed());
+            } else if let (Ok(argv), Ok(times)) = (&peer, &mut theirs) {
+                let out = tool(argv)
+                    .output()
+                    .map_err(|e| format!("{}: {e}", argv.0))?;
+                times.push(start.elapsed());
+                if !out.status.success() || !out.stdout.starts_with(b"\x89PNG") {
+                    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+                    theirs = Err(format!("{} failed: {stderr}", argv.0));
+                }
+            }
+        }
+    }
+    ours.drain(..2);
+    let theirs = theirs.and_then(|mut times| {
+        times.drain(..2);
+        let (program, args) = peer?;
+        Ok((format!("`{program} {}`", args.join(" ")), times))
+    });
+    Ok((ours, theirs))
+}
+
+/// [`KEYS`] keypresses each, aido's `type_text` and the peer's alternating, each timed until
+/// the terminal's pixels change (the characters alternate, so every press changes them).
+fn keypresses(
+    desktop: &mut Desktop,
+    region: aido_desktop::Rect,
+    peer: Result<Argv, String>,
+    tool: &dyn Fn(&Argv) -> Command,
+) -> Result<(Vec<Duration>, Peer), String> {
+    let (mut ours, mut theirs) = (
+        Vec::new(),
+        peer.as_ref().map(|_| Vec::new()).map_err(Clone::clone),
+    );
+    for i in 0..KEYS {
+        for lane in crate::harness::alternate(i, 2) {
+            let before = pixels(desktop, region)?;
+            let start = Instant::now();
+            if lane == 0 {
+                let c = if i % 2 == 0 { "a" } else { "b" };
+                desktop
+                    .type_text(c, None)
+                    .map_err(|e| format!("type_text: {e}"))?;
+                ours.push(wait_change(desktop, region, &before, start)?);
+            } else if let (Ok(argv), Ok(times)) = (&peer, &mut theirs) {
+                let c = if i % 2 == 0 { "c" } else { "d" };
+                let status = tool(argv)
+                    .arg(c)
+                    .status()
+                    .map_err(|e| format!("{}: {e}", argv.0))?;
+                if status.success() {
+                    times.push(wait_change(desktop, region, &before, start)?);
+                } else {
+                    theirs = Err(format!("{} failed ({status})", argv.0));
+                }
+            }
+        }
+    }
+    let theirs = theirs.and_then(|times| {
+        let (program, args) = peer?;
+        Ok((format!("`{program} {} c`", args.join(" ")), times))
+    });
+    Ok((ours, theirs))
+}
+
+/// The terminal's pixels, from the backend's capture (no encode).
+fn pixels(desktop: &mut Desktop, region: aido_desktop::Rect) -> Result<Vec<u8>, String> {
+    let (frame, _) = desktop.frame().map_err(|e| format!("capture: {e}"))?;
+    let mut out = Vec::new();
+    let x0 = region.x.max(0) as u32;
+    let y0 = region.y.max(0) as u32;
+    let x1 = (x0 + region.width).min(frame.width);
+    let y1 = (y0 + region.height).min(frame.height);
+    for y in y0..y1 {
+        let row = (y * frame.width) as usize * 3;
+        out.extend_from_slice(&frame.rgb[row + x0 as usize * 3..row + x1 as usize * 3]);
+    }
+    Ok(out)
+}
+
+/// How long from `start` until the terminal's pixels differ from `before`.
+fn wait_change(
+    desktop: &mut Desktop,
+    region: aido_desktop::Rect,
+    before: &[u8],
+    start: Instant,
+) -> Result<Duration, String> {
+    loop {
+        if pixels(desktop, region)? != before {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > KEY_TIMEOUT {
+            return Err("the keypress never showed on the screen".into());
+        }
+    }
 }

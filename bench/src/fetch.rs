@@ -16,7 +16,7 @@ use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// Characters asked of each side per fetch (mcp-server-fetch's default `max_length`).
 pub const WINDOW_CHARS: u64 = 5000;
@@ -25,14 +25,7 @@ pub const WINDOW_CHARS: u64 = 5000;
 pub const PAGES: &[(&str, usize)] = &[("small", 10), ("medium", 200), ("large", 2000)];
 
 /// How the section ran, or why it did not.
-pub enum FetchSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(FetchRun),
-}
+pub type FetchSection = crate::harness::Run<FetchRun>;
 
 /// What the section measured.
 pub struct FetchRun {
@@ -218,25 +211,19 @@ async fn measure(
         let url = format!("http://127.0.0.1:{port}/{name}");
         let (mut ours_times, mut theirs_times) = (Vec::new(), Vec::new());
         let (mut aido_bytes, mut peer_bytes) = (0, 0);
-        for _ in 0..repeats.max(1) {
-            let start = Instant::now();
-            let got = call(
-                &ours,
-                "fetch_url",
-                json!({"url": url, "length": WINDOW_CHARS}),
-            )
-            .await?;
-            ours_times.push(start.elapsed());
-            aido_bytes = got;
-            let start = Instant::now();
-            let got = call(
-                &theirs,
-                "fetch",
-                json!({"url": url, "max_length": WINDOW_CHARS}),
-            )
-            .await?;
-            theirs_times.push(start.elapsed());
-            peer_bytes = got;
+        for round in 0..repeats.max(1) {
+            for lane in crate::harness::alternate(round, 2) {
+                let start = Instant::now();
+                if lane == 0 {
+                    let arguments = json!({"url": url, "length": WINDOW_CHARS});
+                    aido_bytes = call(&ours, "fetch_url", arguments).await?;
+                    ours_times.push(start.elapsed());
+                } else {
+                    let arguments = json!({"url": url, "max_length": WINDOW_CHARS});
+                    peer_bytes = call(&theirs, "fetch", arguments).await?;
+                    theirs_times.push(start.elapsed());
+                }
+            }
         }
         pages.push(Page {
             name: (*name).to_owned(),

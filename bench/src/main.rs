@@ -35,6 +35,8 @@ mod estimates;
 mod fetch;
 /// The temp tree both servers read.
 mod fixture;
+/// One way to spawn an MCP server and time its calls; the alternation of lanes.
+mod harness;
 /// Machine and build facts for the header.
 mod machine;
 /// recall against server-memory.
@@ -45,6 +47,10 @@ mod metadata;
 mod process;
 /// Real work (a venv, wheels, a no-op cargo rebuild, 20,000 files, 2 GiB) beside bare.
 mod realwork;
+/// One schema for every figure.
+mod record;
+/// The report, rendered from the records.
+mod render;
 /// The results file and the report rendered from it.
 mod report;
 /// Rewind through a real runtime.
@@ -79,7 +85,6 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::schema::Document;
 use crate::report::{Report, SnapshotSection, VmSection};
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
@@ -103,7 +108,7 @@ enum Command {
     /// Render the report from a results file, without measuring.
     Render {
         /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
+        #[arg(long, default_value = render::RESULTS_FILE)]
         from: PathBuf,
         /// The report to write.
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -197,7 +202,7 @@ enum Command {
         #[arg(long, default_value = "tests/conformance/run")]
         script: PathBuf,
         /// The results file.
-        #[arg(long, default_value = report::RESULTS_FILE)]
+        #[arg(long, default_value = render::RESULTS_FILE)]
         results: PathBuf,
         /// The report to write.
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -238,7 +243,7 @@ struct WriteTo {
     #[arg(long)]
     write: bool,
     /// The results file.
-    #[arg(long, default_value = report::RESULTS_FILE)]
+    #[arg(long, default_value = render::RESULTS_FILE)]
     results: PathBuf,
     /// The report to write.
     #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -295,7 +300,7 @@ struct Args {
     #[arg(long, default_value = "target/criterion")]
     criterion_dir: PathBuf,
     /// The results file to write (JSON; the report is rendered from it).
-    #[arg(long, default_value = report::RESULTS_FILE)]
+    #[arg(long, default_value = render::RESULTS_FILE)]
     results: PathBuf,
     /// The report to write.
     #[arg(long, default_value = "docs/BENCHMARKS.md")]
@@ -451,6 +456,16 @@ struct Args {
     vm_pool_size: usize,
 }
 
+impl Args {
+    /// The node_modules the peers are installed in (the filesystem peer's).
+    fn node_modules(&self) -> PathBuf {
+        self.peer_dir
+            .ancestors()
+            .find(|p| p.ends_with("node_modules"))
+            .map_or_else(|| PathBuf::from("bench/node_modules"), Path::to_path_buf)
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match &cli.command {
@@ -516,7 +531,6 @@ fn main() -> Result<()> {
     block_on(bench(cli.args))?
 }
 
-#[allow(clippy::too_many_lines)]
 async fn bench(args: Args) -> Result<()> {
     let aido = std::fs::canonicalize(&args.aido)
         .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;
@@ -547,169 +561,52 @@ async fn bench(args: Args) -> Result<()> {
         files: args.files,
         file_bytes: args.file_bytes,
     };
-    let mut stdio = vec![
-        stdio::run(
-            &setup,
-            Placement {
-                label: "the default temp dir".into(),
-                dir: temp.clone(),
-                fs: machine.temp_fs.clone(),
-            },
-        )
-        .await?,
-    ];
-    let tmpfs = Placement {
-        label: "the tmpfs dir".into(),
-        dir: args.tmpfs_dir.clone(),
-        fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
-    };
-    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
-        Ok(()) => stdio::run(&setup, tmpfs).await?,
-        Err(reason) => {
-            eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
-            StdioRun {
-                place: tmpfs,
-                outcome: Outcome::Skipped(reason),
-            }
-        }
-    });
+    let stdio = stdio_runs(&setup, &args, &machine, &temp).await?;
 
-    let snapshots = if args.skip_snapshots {
-        SnapshotSection::Skipped("`--skip-snapshots`".into())
-    } else {
-        snapshot_section(&args, &temp).await?
-    };
+    let snapshots = snapshot_section(&args, &temp).await?;
+    let vm = vm_section(&args, &temp).await?;
 
-    let vm = if args.skip_vm {
-        VmSection::Skipped("`--skip-vm`".into())
-    } else {
-        vm_section(&args, &temp).await?
-    };
-
-    let search = if args.skip_search {
-        search::SearchSection::Skipped("`--skip-search`".into())
-    } else {
-        search::run(&setup.aido, &temp, args.search_repeats).await
-    };
-    if let search::SearchSection::Failed(why) = &search {
-        eprintln!("aido-bench: the search section failed: {why}");
-    }
-
-    let memory = if args.skip_memory {
-        memory::MemorySection::Skipped("`--skip-memory`".into())
-    } else {
-        eprintln!("aido-bench: memory: recall against server-memory");
-        memory::run(
-            &setup.aido,
-            &args.node,
-            &args.memory_peer_dir,
-            &temp,
-            args.memories,
-            args.memory_queries,
-            args.memory_repeats,
-        )
-        .await
-    };
-    if let memory::MemorySection::Failed(why) = &memory {
-        eprintln!("aido-bench: the memory section failed: {why}");
-    }
-
-    let fetch = if args.skip_fetch {
-        fetch::FetchSection::Skipped("`--skip-fetch`".into())
-    } else {
-        eprintln!("aido-bench: fetch: fetch_url against mcp-server-fetch");
-        fetch::run(
-            &setup.aido,
-            &args.fetch_peer_python,
-            &temp,
-            args.fetch_repeats,
-        )
-        .await
-    };
-    if let fetch::FetchSection::Failed(why) = &fetch {
-        eprintln!("aido-bench: the fetch section failed: {why}");
-    }
-
-    let script = if args.skip_script {
-        script::ScriptSection::Skipped("`--skip-script`".into())
-    } else {
-        eprintln!("aido-bench: script: a Rhai function's per-host-call overhead");
-        script::run(&setup.aido, &temp, args.script_repeats).await
-    };
-    if let script::ScriptSection::Failed(why) = &script {
-        eprintln!("aido-bench: the script section failed: {why}");
-    }
-
-    let serve = if args.skip_serve {
-        serve::ServeSection::Skipped("`--skip-serve`".into())
-    } else {
-        eprintln!("aido-bench: serve: HTTP beside stdio, sessions held, telemetry on vs off");
-        serve::run(&setup.aido, &temp, args.serve_calls, 4, args.serve_hold).await
-    };
-    if let serve::ServeSection::Failed(why) = &serve {
-        eprintln!("aido-bench: the serve section failed: {why}");
-    }
+    let (a, t) = (&setup.aido, temp.as_path());
+    let search = step(
+        args.skip_search,
+        "search",
+        search::run(a, t, args.search_repeats),
+    )
+    .await;
+    let (node, dir) = (&args.node, &args.memory_peer_dir);
+    let (n, queries, repeats) = (args.memories, args.memory_queries, args.memory_repeats);
+    let memory = memory::run(a, node, dir, t, n, queries, repeats);
+    let memory = step(args.skip_memory, "memory", memory).await;
+    let fetch = fetch::run(a, &args.fetch_peer_python, t, args.fetch_repeats);
+    let fetch = step(args.skip_fetch, "fetch", fetch).await;
+    let script = step(
+        args.skip_script,
+        "script",
+        script::run(a, t, args.script_repeats),
+    )
+    .await;
+    let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
+    let serve = step(args.skip_serve, "serve", serve).await;
     let desktop = if args.skip_desktop {
         desktop::DesktopSection::Skipped("`--skip-desktop`".into())
     } else {
-        eprintln!("aido-bench: desktop: screenshots and keypress to pixels per backend");
+        eprintln!("aido-bench: desktop");
         tokio::task::spawn_blocking(desktop::run).await?
     };
-    let artifact = if args.skip_artifact {
-        artifact::ArtifactSection::Skipped("`--skip-artifact`".into())
-    } else {
-        eprintln!("aido-bench: artifact: serving latency and create + serve over MCP");
-        artifact::run(&setup.aido, &temp).await
+    let artifact = step(args.skip_artifact, "artifact", artifact::run(a, t)).await;
+    let peers = process::Peers {
+        node_modules: args.node_modules(),
     };
-    if let artifact::ArtifactSection::Failed(why) = &artifact {
-        eprintln!("aido-bench: the artifact section failed: {why}");
-    }
-
-    let process = if args.skip_process {
-        process::ProcessSection::Skipped("`--skip-process`".into())
-    } else {
-        eprintln!("aido-bench: process: aido exec beside srt and codex, run_command, a flood");
-        process::run(
-            &setup.aido,
-            &temp,
-            &process::Peers {
-                node_modules: args
-                    .peer_dir
-                    .ancestors()
-                    .find(|p| p.ends_with("node_modules"))
-                    .map_or_else(|| PathBuf::from("bench/node_modules"), Path::to_path_buf),
-            },
-        )
-        .await
+    let process = step(args.skip_process, "process", process::run(a, t, &peers)).await;
+    let options = soak::Options {
+        calls: args.soak_calls.max(20),
+        large_bytes: args.soak_large_bytes,
+        large_every: args.soak_large_every.max(1),
     };
-    if let process::ProcessSection::Failed(why) = &process {
-        eprintln!("aido-bench: the process section failed: {why}");
-    }
-
-    let soak = if args.skip_soak {
-        soak::SoakSection::Skipped("`--skip-soak`".into())
-    } else {
-        eprintln!("aido-bench: soak: memory over many mixed calls, stdio and HTTP");
-        let options = soak::Options {
-            calls: args.soak_calls.max(20),
-            large_bytes: args.soak_large_bytes,
-            large_every: args.soak_large_every.max(1),
-        };
-        soak::run(&setup.aido, &temp, options).await
-    };
-    if let soak::SoakSection::Failed(why) = &soak {
-        eprintln!("aido-bench: the soak section failed: {why}");
-    }
-
-    let realwork = if args.skip_realwork {
-        realwork::RealworkSection::Skipped("`--skip-realwork`".into())
-    } else {
-        eprintln!("aido-bench: realwork: a venv, wheels, a no-op rebuild, 20,000 files, 2 GiB");
-        realwork::run(&setup.aido, &temp, &args.realwork.options()).await
-    };
-    if let realwork::RealworkSection::Failed(why) = &realwork {
-        eprintln!("aido-bench: the realwork section failed: {why}");
-    }
+    let soak = step(args.skip_soak, "soak", soak::run(a, t, options)).await;
+    let options = args.realwork.options();
+    let realwork = realwork::run(a, t, &options);
+    let realwork = step(args.skip_realwork, "realwork", realwork).await;
 
     let report = Report {
         machine,
@@ -735,166 +632,65 @@ async fn bench(args: Args) -> Result<()> {
         soak,
         realwork,
     };
-    let document = report.document();
-    // Written before it is checked, so a run's numbers survive a bug in the builders.
-    write(&args.results, &document.to_text()?)?;
-    document
-        .check()
-        .with_context(|| format!("the results in {}", args.results.display()))?;
-    write(&args.out, &report::render(&document))?;
-
-    for row in &document.rows {
-        println!("{}", report::console_line(row));
-    }
-    println!(
-        "wrote {} and {}",
-        args.results.display(),
-        args.out.display()
-    );
-    Ok(())
+    finish(&args, &report)
 }
 
-/// `aido-bench fetch`: the fetch section alone, its figures printed.
+/// `aido-bench fetch`: the fetch section alone.
 fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(fetch::run(&aido, python, &std::env::temp_dir(), repeats))?;
-    let run = match section {
-        fetch::FetchSection::Ran(run) => run,
-        fetch::FetchSection::Skipped(why) => bail!("not run: {why}"),
-        fetch::FetchSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "fetch_url vs {}: median {:.2} ms / {:.2} ms over {} fetches each",
-        run.peer,
-        ms(crate::snapshots::median(&run.aido)),
-        ms(crate::snapshots::median(&run.peer_times)),
-        run.aido.len()
-    );
-    for p in &run.pages {
-        println!(
-            "  {:<7} {:>8} HTML bytes: aido {:.2} ms, {} bytes to the agent; peer {:.2} ms, {} bytes",
-            p.name,
-            p.html_bytes,
-            ms(p.aido_median),
-            p.aido_bytes,
-            ms(p.peer_median),
-            p.peer_bytes
-        );
-    }
-    Ok(())
+    alone(None, &section, |s, rows, _| report::fetch_section(s, rows))
 }
 
-/// `aido-bench artifact`: the artifact section alone, its figures printed.
+/// `aido-bench artifact`: the artifact section alone.
 fn artifact_only(aido: &Path) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(artifact::run(&aido, &std::env::temp_dir()))?;
-    let run = match section {
-        artifact::ArtifactSection::Ran(run) => run,
-        artifact::ArtifactSection::Skipped(why) => bail!("not run: {why}"),
-        artifact::ArtifactSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "GET of a served {}-byte page: p50 {:.1} us, p99 {:.1} us over {} GETs; \
-         artifact_create + artifact_serve over MCP: p50 {:.1} us, p99 {:.1} us over {}",
-        run.page_bytes,
-        us(stdio::percentile(&run.gets, 50.0)),
-        us(stdio::percentile(&run.gets, 99.0)),
-        run.gets.len(),
-        us(stdio::percentile(&run.round_trips, 50.0)),
-        us(stdio::percentile(&run.round_trips, 99.0)),
-        run.round_trips.len(),
-    );
-    Ok(())
+    alone(None, &section, |s, rows, _| {
+        report::artifact_section(s, rows)
+    })
 }
 
-/// `aido-bench process`: the process section alone, its figures printed.
+/// `aido-bench script`: the script section alone.
+fn script_only(aido: &Path, repeats: usize) -> Result<()> {
+    let aido = built(aido)?;
+    let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
+    alone(None, &section, |s, rows, _| report::script_section(s, rows))
+}
+
+/// `aido-bench desktop`: the desktop section alone.
+fn desktop_only() -> Result<()> {
+    let section = desktop::run();
+    alone(None, &section, |s, rows, _| {
+        report::desktop_section(s, rows)
+    })
+}
+
+/// `aido-bench process`: the process section alone.
 fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let peers = process::Peers {
         node_modules: node_modules.to_owned(),
     };
     let section = block_on(process::run(&aido, &std::env::temp_dir(), &peers))?;
-    let run = match &section {
-        process::ProcessSection::Ran(run) => run,
-        process::ProcessSection::Skipped(why) => bail!("not run: {why}"),
-        process::ProcessSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let ms = |d: std::time::Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
-    for side in &run.sides {
-        match &side.times {
-            Ok(t) => println!(
-                "{:<14} `{}`: p50 {}",
-                side.name,
-                side.command,
-                ms(crate::snapshots::median(t))
-            ),
-            Err(e) => println!("{:<14} did not run: {e}", side.name),
-        }
-    }
-    println!(
-        "run_command true over MCP: p50 {}, p99 {}; flood {} ({} bytes counted), RSS {:.1} MB -> peak {:.1} MB; per changed file {}",
-        ms(stdio::percentile(&run.run_command, 50.0)),
-        ms(stdio::percentile(&run.run_command, 99.0)),
-        ms(run.flood_time),
-        run.flood_counted,
-        run.flood_rss_before as f64 / 1e6,
-        run.flood_rss_peak as f64 / 1e6,
-        ms(run.per_file()),
-    );
-    write_alone(into, &section, report::process_section_with)
+    alone(into, &section, report::process_section_with)
 }
 
-/// `aido-bench serve`: the serve section alone, its figures printed (and written with `into`).
+/// `aido-bench serve`: the serve section alone.
 fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(serve::run(&aido, &std::env::temp_dir(), calls, 4, hold))?;
-    let run = match &section {
-        serve::ServeSection::Ran(run) => run,
-        serve::ServeSection::Skipped(why) => bail!("not run: {why}"),
-        serve::ServeSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let grown = run.rss_held.saturating_sub(run.rss_before);
-    println!(
-        "{} sessions held: {:.0} kB each; read_file p50 over HTTP {:.0} µs, over stdio {:.0} µs",
-        run.held,
-        grown as f64 / 1024.0 / run.held.max(1) as f64,
-        crate::stdio::percentile(&run.http, 50.0).as_secs_f64() * 1e6,
-        crate::stdio::percentile(&run.stdio, 50.0).as_secs_f64() * 1e6,
-    );
-    write_alone(into, &section, report::serve_section_with)
+    alone(into, &section, report::serve_section_with)
 }
 
-/// `aido-bench soak`: the soak section alone, its figures printed (and written with `into`).
+/// `aido-bench soak`: the soak section alone.
 fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(soak::run(&aido, &std::env::temp_dir(), options))?;
-    let run = match &section {
-        soak::SoakSection::Ran(run) => run,
-        soak::SoakSection::Skipped(why) => bail!("not run: {why}"),
-        soak::SoakSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let mb = |b: u64| b as f64 / 1e6;
-    for side in &run.sides {
-        let marks: Vec<String> = run
-            .marks()
-            .iter()
-            .map(|&n| format!("{n}: {:.1} MB", mb(side.at(n))))
-            .collect();
-        println!(
-            "{:<5} RSS {}; peak {:.1} MB; {:.0} calls/s; {:.1} MB on disk",
-            side.transport,
-            marks.join(", "),
-            mb(side.peak),
-            run.options.calls as f64 / side.took.as_secs_f64().max(1e-9),
-            mb(side.disk_bytes),
-        );
-    }
-    write_alone(into, &section, report::soak_section_with)
+    alone(into, &section, report::soak_section_with)
 }
 
-/// `aido-bench realwork`: the real-work section alone, its figures printed.
+/// `aido-bench realwork`: the real-work section alone.
 fn realwork_only(
     aido: &Path,
     options: &realwork::Options,
@@ -902,62 +698,20 @@ fn realwork_only(
 ) -> Result<()> {
     let aido = built(aido)?;
     let section = block_on(realwork::run(&aido, &std::env::temp_dir(), options))?;
-    let run = match &section {
-        realwork::RealworkSection::Ran(run) => run,
-        realwork::RealworkSection::Skipped(why) => bail!("not run: {why}"),
-        realwork::RealworkSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    for w in &run.workloads {
-        println!(
-            "{:<11} aido {:>9.1} ms, bare {:>9.1} ms (medians of {}), ratio {:.2}x; journal {} for {} written{}; aido memory +{:.1} MB",
-            w.id,
-            ms(crate::snapshots::median(&w.aido)),
-            ms(crate::snapshots::median(&w.bare)),
-            w.aido.len(),
-            w.ratio(),
-            report::format_bytes(w.journal_bytes),
-            report::format_bytes(w.changed_bytes),
-            w.journal_per_byte()
-                .map_or_else(String::new, |p| format!(" ({p:.2} bytes per byte)")),
-            w.rss_growth as f64 / 1e6,
-        );
-        if w.id == "cargo_noop" {
-            println!(
-                "            margin over {}x bare: {:.1} ms (goal: under {} ms)",
-                realwork::NOOP_FACTOR,
-                w.margin_ns(realwork::NOOP_FACTOR) / 1e6,
-                realwork::NOOP_PLUS.as_millis()
-            );
-        }
-    }
-    let big = &run.big;
-    println!("one 2 GiB file: {}", big.one_file);
-    println!(
-        "2 GiB set   aido {:.1} ms, bare {:.1} ms; rewind {:.1} ms; aido RSS {:.1} MB -> peak {:.1} MB; journal {} allocated, {} apparent",
-        ms(big.aido),
-        ms(big.bare),
-        ms(big.rewind),
-        big.rss_before as f64 / 1e6,
-        big.rss_peak as f64 / 1e6,
-        report::format_bytes(big.journal_bytes),
-        report::format_bytes(big.journal_apparent_bytes),
-    );
-    write_alone(into, &section, report::realwork::section_with)
+    alone(into, &section, report::realwork::section_with)
 }
 
-/// With `into` (the results file and the report), [`merge_into`] the section measured on its
-/// own.
-fn write_alone<S>(
-    into: Option<(&Path, &Path)>,
-    section: &S,
-    build: report::Build<S>,
-) -> Result<()> {
+/// A section measured on its own: its records printed as JSON lines; with `into` (the
+/// results file and the report) also [`merge_into`] the results, saying when it was measured.
+fn alone<S>(into: Option<(&Path, &Path)>, section: &S, build: report::Build<S>) -> Result<()> {
     match into {
         Some((results, out)) => merge_into(results, out, |machine| {
             report::alone(section, build, &machine.commit, &machine.date)
         }),
-        None => Ok(()),
+        None => {
+            record::print(&report::records_of(section, build));
+            Ok(())
+        }
     }
 }
 
@@ -966,75 +720,15 @@ fn write_alone<S>(
 fn merge_into(
     results: &Path,
     out: &Path,
-    part: impl FnOnce(&Machine) -> (report::schema::Section, Vec<report::schema::Row>),
+    part: impl FnOnce(&Machine) -> Vec<record::Record>,
 ) -> Result<()> {
     let machine = Machine::collect("node", &std::env::temp_dir());
-    let text = std::fs::read_to_string(results)
-        .with_context(|| format!("reading {}", results.display()))?;
-    let mut document =
-        Document::parse(&text).with_context(|| format!("parsing {}", results.display()))?;
-    let (section, rows) = part(&machine);
-    report::merge_section(&mut document, section, rows)?;
-    document
-        .check()
-        .with_context(|| format!("the results in {}", results.display()))?;
-    write(results, &document.to_text()?)?;
-    write(out, &report::render(&document))?;
+    let fresh = part(&machine);
+    record::print(&fresh);
+    let records = record::merge(record::read(results)?, fresh);
+    record::write(results, &records)?;
+    write(out, &render::render(&records)?)?;
     println!("wrote {} and {}", results.display(), out.display());
-    Ok(())
-}
-
-/// `aido-bench script`: the script section alone, its figures printed.
-fn script_only(aido: &Path, repeats: usize) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
-    let run = match section {
-        script::ScriptSection::Ran(run) => run,
-        script::ScriptSection::Skipped(why) => bail!("not run: {why}"),
-        script::ScriptSection::Failed(why) => bail!("failed: {why}"),
-    };
-    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "one host call of a Rhai function: median {:.1} us over {} rounds of {} host calls; \
-         the empty function {:.1} us; one file_info over MCP {:.1} us",
-        us(crate::snapshots::median(&run.per_host_call)),
-        run.per_host_call.len(),
-        run.host_calls,
-        us(crate::snapshots::median(&run.empty)),
-        us(crate::snapshots::median(&run.direct)),
-    );
-    Ok(())
-}
-
-/// `aido-bench desktop`: the desktop section alone, its figures printed.
-#[allow(clippy::print_stdout)]
-fn desktop_only() -> Result<()> {
-    let lanes = match desktop::run() {
-        desktop::DesktopSection::Ran(lanes) => lanes,
-        desktop::DesktopSection::Skipped(why) => bail!("not run: {why}"),
-    };
-    let ms = |v: &[std::time::Duration]| crate::snapshots::median(v).as_secs_f64() * 1e3;
-    for (backend, lane) in lanes {
-        match lane {
-            Err(e) => println!("{backend}: {e}"),
-            Ok(l) => {
-                let peer = |p: &Result<(String, Vec<std::time::Duration>), String>| match p {
-                    Ok((name, times)) => format!("{name} {:.2} ms", ms(times)),
-                    Err(e) => e.clone(),
-                };
-                println!(
-                    "{backend} ({}, {}x{}): screenshot {:.2} ms (peer {}); keypress to pixels {:.2} ms (peer {})",
-                    l.server,
-                    l.screen[0],
-                    l.screen[1],
-                    ms(&l.shot),
-                    peer(&l.peer_shot),
-                    ms(&l.key),
-                    peer(&l.peer_key),
-                );
-            }
-        }
-    }
     Ok(())
 }
 
@@ -1049,10 +743,8 @@ fn conformance_only(script: &Path, results: &Path, out: &Path) -> Result<()> {
 
 /// `aido-bench render`: the report from a results file, without measuring.
 fn render(from: &Path, out: &Path) -> Result<()> {
-    let text =
-        std::fs::read_to_string(from).with_context(|| format!("reading {}", from.display()))?;
-    let document = Document::parse(&text).with_context(|| format!("parsing {}", from.display()))?;
-    write(out, &report::render(&document))?;
+    let records = record::read(from)?;
+    write(out, &render::render(&records)?)?;
     println!("rendered {} from {}", out.display(), from.display());
     Ok(())
 }
@@ -1065,11 +757,83 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// The stdio comparison in the default temp dir, then on tmpfs (unless that is missing).
+async fn stdio_runs(
+    setup: &Setup,
+    args: &Args,
+    machine: &Machine,
+    temp: &Path,
+) -> Result<Vec<StdioRun>> {
+    let mut stdio = vec![
+        stdio::run(
+            setup,
+            Placement {
+                label: "the default temp dir".into(),
+                dir: temp.to_path_buf(),
+                fs: machine.temp_fs.clone(),
+            },
+        )
+        .await?,
+    ];
+    let tmpfs = Placement {
+        label: "the tmpfs dir".into(),
+        dir: args.tmpfs_dir.clone(),
+        fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
+    };
+    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
+        Ok(()) => stdio::run(setup, tmpfs).await?,
+        Err(reason) => {
+            eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
+            StdioRun {
+                place: tmpfs,
+                outcome: Outcome::Skipped(reason),
+            }
+        }
+    });
+
+    Ok(stdio)
+}
+
+/// Writes the run's records and renders the report from them.
+fn finish(args: &Args, report: &Report) -> Result<()> {
+    let records = report.records();
+    // Written before it is rendered, so a run's numbers survive a bug in the template.
+    record::write(&args.results, &records)?;
+    write(&args.out, &render::render(&records)?)?;
+    record::print(&records);
+    println!(
+        "wrote {} and {}",
+        args.results.display(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Runs a section unless `--skip-NAME` was given, saying which runs and what failed.
+async fn step<T>(
+    skip: bool,
+    name: &str,
+    run: impl std::future::Future<Output = harness::Run<T>>,
+) -> harness::Run<T> {
+    if skip {
+        return harness::Run::Skipped(format!("`--skip-{name}`"));
+    }
+    eprintln!("aido-bench: {name}");
+    let out = run.await;
+    if let harness::Run::Failed(why) = &out {
+        eprintln!("aido-bench: the {name} section failed: {why}");
+    }
+    out
+}
+
 /// Runs the snapshot and rewind benchmarks on their own thread (they block, and the rewind
 /// sessions run their own multi-threaded runtime), while this one waits for Ctrl-C or SIGTERM:
 /// a stop request lets the section return through its guards, which unmount and remove what it
 /// made.
 async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
+    if args.skip_snapshots {
+        return Ok(SnapshotSection::Skipped("`--skip-snapshots`".into()));
+    }
     let options = snapshots::Options {
         tree: tree::TreeSpec {
             files: args.tree_files.max(1),
@@ -1106,6 +870,9 @@ async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
 /// Runs the VM benchmarks on their own thread and runtime, stoppable like the snapshot section
 /// (every QEMU it started is stopped on the way out).
 async fn vm_section(args: &Args, temp: &Path) -> Result<VmSection> {
+    if args.skip_vm {
+        return Ok(VmSection::Skipped("`--skip-vm`".into()));
+    }
     let options = vm::Options {
         build_image: args.vm_build_image.clone(),
         boots: args.vm_boots.max(1),

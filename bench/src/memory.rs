@@ -9,13 +9,12 @@
 //! it is meant to find and others that share a word.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// Words the texts are made of.
 const VOCABULARY: &[&str] = &[
@@ -41,14 +40,7 @@ const PEER_BATCH: usize = 500;
 const LIMIT: usize = 10;
 
 /// How the section ran, or why it did not.
-pub enum MemorySection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(MemoryRun),
-}
+pub type MemorySection = crate::harness::Run<MemoryRun>;
 
 /// What the section measured.
 pub struct MemoryRun {
@@ -169,7 +161,7 @@ async fn measure(
 
     eprintln!("aido-bench:   filling both with {memories} memories");
     for i in 0..memories {
-        call(&ours, "remember", json!({"text": text(i)})).await?;
+        ours.json("remember", json!({"text": text(i)})).await?;
     }
     let mut i = 0;
     while i < memories {
@@ -177,7 +169,9 @@ async fn measure(
         let entities: Vec<Value> = (i..end)
             .map(|k| json!({"name": format!("m{k}"), "entityType": "note", "observations": [text(k)]}))
             .collect();
-        call(&theirs, "create_entities", json!({"entities": entities})).await?;
+        theirs
+            .json("create_entities", json!({"entities": entities}))
+            .await?;
         i = end;
     }
 
@@ -186,36 +180,25 @@ async fn measure(
     let mut found = Vec::new();
     let (mut aido_times, mut peer_times) = (Vec::new(), Vec::new());
     for round in 0..repeats.max(1) {
-        for &i in &picked {
+        for (q, &i) in picked.iter().enumerate() {
             let asked = query(i);
-            let start = Instant::now();
-            let recalled = call(
-                &ours,
-                "recall",
-                json!({"query": asked, "limit": LIMIT, "terms": "all"}),
-            )
-            .await?;
-            aido_times.push(start.elapsed());
-            let start = Instant::now();
-            let searched = call(&theirs, "search_nodes", json!({"query": asked})).await?;
-            peer_times.push(start.elapsed());
+            let (mut recalled, mut searched) = (Value::Null, Value::Null);
+            for lane in crate::harness::alternate(round * picked.len() + q, 2) {
+                if lane == 0 {
+                    let arguments = json!({"query": asked, "limit": LIMIT, "terms": "all"});
+                    let took;
+                    (recalled, took) = ours.timed("recall", arguments).await?;
+                    aido_times.push(took);
+                } else {
+                    let took;
+                    (searched, took) = theirs
+                        .timed("search_nodes", json!({"query": asked}))
+                        .await?;
+                    peer_times.push(took);
+                }
+            }
             if round == 0 {
-                let mark = format!("note {i}:");
-                let results = recalled["results"].as_array().cloned().unwrap_or_default();
-                let entities = peer_entities(&searched);
-                found.push(Found {
-                    query: asked,
-                    aido_results: results.len(),
-                    aido_found: results.iter().any(|r| {
-                        r["memory"]["text"]
-                            .as_str()
-                            .is_some_and(|t| t.starts_with(&mark))
-                    }),
-                    peer_results: entities.len(),
-                    peer_found: entities
-                        .iter()
-                        .any(|e| e["name"].as_str() == Some(format!("m{i}").as_str())),
-                });
+                found.push(what_each_found(i, asked, &recalled, &searched));
             }
         }
     }
@@ -231,30 +214,28 @@ async fn measure(
 }
 
 /// The entities of a search_nodes answer (structured, or the JSON of its text).
-fn peer_entities(answer: &Value) -> Vec<Value> {
-    answer["entities"].as_array().cloned().unwrap_or_default()
+/// What each side answered the query made from memory `i`.
+fn what_each_found(i: usize, query: String, recalled: &Value, searched: &Value) -> Found {
+    let mark = format!("note {i}:");
+    let results = recalled["results"].as_array().cloned().unwrap_or_default();
+    let entities = peer_entities(searched);
+    Found {
+        query,
+        aido_results: results.len(),
+        aido_found: results.iter().any(|r| {
+            r["memory"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&mark))
+        }),
+        peer_results: entities.len(),
+        peer_found: entities
+            .iter()
+            .any(|e| e["name"].as_str() == Some(format!("m{i}").as_str())),
+    }
 }
 
-/// One call; its structured result, or the JSON of its first text block.
-async fn call(server: &Server, tool: &str, arguments: Value) -> Result<Value> {
-    let arguments: JsonObject = match arguments {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call(tool, arguments).await?;
-    let text = result
-        .content
-        .first()
-        .and_then(|block| block.as_text())
-        .map(|block| block.text.clone())
-        .unwrap_or_default();
-    if result.is_error == Some(true) {
-        bail!("{} {tool} failed: {text}", server.name);
-    }
-    Ok(match result.structured_content {
-        Some(value) => value,
-        None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    })
+fn peer_entities(answer: &Value) -> Vec<Value> {
+    answer["entities"].as_array().cloned().unwrap_or_default()
 }
 
 #[cfg(test)]

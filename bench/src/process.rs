@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// Spawns of `true` per side (each peer takes about half a second through node).
 pub const SPAWNS: usize = 30;
@@ -40,14 +40,7 @@ pub const FILES: usize = 101;
 pub const CHANGE_REPEATS: usize = 15;
 
 /// How the section ran, or why it did not.
-pub enum ProcessSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(Box<ProcessRun>),
-}
+pub type ProcessSection = crate::harness::Run<Box<ProcessRun>>;
 
 /// One side of the spawn comparison.
 pub struct Side {
@@ -254,13 +247,7 @@ fn spawns(aido: &Path, work: &Path, peers: &Peers) -> Result<Vec<Side>> {
     }
     let per_round = SPAWNS.div_ceil(SPAWN_ROUNDS);
     for round in 0..SPAWN_ROUNDS {
-        // Alternate which side goes first, so drift hits all alike.
-        let order: Vec<usize> = if round % 2 == 0 {
-            (0..specs.len()).collect()
-        } else {
-            (0..specs.len()).rev().collect()
-        };
-        for i in order {
+        for i in crate::harness::alternate(round, specs.len()) {
             let (_, spec) = &specs[i];
             let Ok((program, args)) = spec else { continue };
             let Ok(times) = &mut sides[i].times else {

@@ -25,7 +25,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// The sandbox's own PATH; the bare runs get the same.
 const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -56,14 +56,7 @@ pub struct Options {
 }
 
 /// How the section ran, or why it did not.
-pub enum RealworkSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(Box<RealworkRun>),
-}
+pub type RealworkSection = crate::harness::Run<Box<RealworkRun>>;
 
 /// One workload, through aido and bare.
 pub struct Workload {
@@ -464,12 +457,10 @@ async fn venv(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
 }
 
 /// The order of round k's two sides: `true` is aido.
-fn sides(k: usize) -> [bool; 2] {
-    if k.is_multiple_of(2) {
-        [true, false]
-    } else {
-        [false, true]
-    }
+fn sides(k: usize) -> impl Iterator<Item = bool> {
+    crate::harness::alternate(k, 2)
+        .into_iter()
+        .map(|lane| lane == 0)
 }
 
 async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
@@ -841,12 +832,6 @@ mod tests {
         // Margins over 1.2x: 0, 20 ms, 10 ms.
         assert!((w.margin_ns(1.2) - 10e6).abs() < 1.0);
         assert_eq!(w.journal_per_byte(), Some(3.0));
-    }
-
-    #[test]
-    fn rounds_alternate_which_side_goes_first() {
-        assert_eq!(sides(0), [true, false]);
-        assert_eq!(sides(1), [false, true]);
     }
 
     #[test]

@@ -1,12 +1,7 @@
-//! The results of one run as data ([`schema::Document`], written to docs/benchmarks.json),
-//! and docs/BENCHMARKS.md rendered from that data alone.
-//!
-//! The design decision: measuring and reporting meet only in the results file. Each section's
-//! builder here turns what the harness measured into rows (a value with its unit, judged
-//! against the one target table) and blocks (its prose and detail tables); the renderer knows
-//! no row by name. `aido-bench render` re-renders a committed file without measuring, and a
-//! test renders the committed docs/benchmarks.json and compares it with the committed
-//! docs/BENCHMARKS.md, so the two never drift.
+//! Each section's builder: what the harness measured, turned into records (crate::record) —
+//! rows (a value with its unit, a peer's, a ratio), the facts its prose names and its detail
+//! tables. The goals are in bench/targets.toml and the prose in bench/report.md.j2; nothing
+//! here writes markdown.
 
 use std::time::Duration;
 
@@ -17,21 +12,18 @@ use crate::stdio::{Measured, Outcome as StdioOutcome, Plan, StdioRun};
 
 /// The real-work section.
 pub(crate) mod realwork;
-/// The generic renderer, and the number formats.
-mod render;
 /// The results file's types.
 pub mod schema;
 /// The snapshot and rewind sections.
 mod snapshots;
-/// Every target, in one table.
-mod targets;
-/// Sections' prose as templates.
+/// A section's facts and tables as records.
 mod template;
 /// The VM section.
 mod vm;
 
-pub use render::{RESULTS_FILE, console_line, format_bytes, format_duration, format_ns, render};
-use schema::{Block, Document, Fact, Outcome, Peer, Row, SCHEMA, Section, Table, Unit, Value};
+use crate::record::Record;
+pub use crate::render::{format_bytes, format_duration, format_ns, thousands};
+use schema::{Outcome, Peer, Row, Section, Table, Unit, Value};
 pub use snapshots::SnapshotSection;
 pub use vm::VmSection;
 
@@ -110,25 +102,20 @@ pub(crate) fn row(
     outcome: Outcome,
 ) -> Row {
     let id = id.into();
-    let mut row = Row {
-        target: targets::target(&id),
+    Row {
         id,
         section: section.into(),
         what: what.into(),
         outcome,
         peer: None,
         ratio: None,
-        result: schema::Verdict::NotRun,
-    };
-    row.result = row.judge();
-    row
+    }
 }
 
 /// `row` beside its peer, with the ratio of the two, judged again.
 fn beside(mut row: Row, peer: Peer, ratio: Option<f64>) -> Row {
     row.peer = Some(peer);
     row.ratio = ratio;
-    row.result = row.judge();
     row
 }
 
@@ -178,8 +165,42 @@ fn criterion(estimate: &Option<Estimate>) -> Outcome {
     }
 }
 
-fn text(s: impl Into<String>) -> Block {
-    Block::Text(s.into())
+/// The run when the section was measured; otherwise each of `ids` (id, what) pushed as not
+/// run (or failed), and `None`.
+fn ran<'a, T>(
+    measured: &'a crate::harness::Run<T>,
+    section: &str,
+    ids: &[(&str, &str)],
+    rows: &mut Vec<Row>,
+) -> Option<&'a T> {
+    use crate::harness::Run;
+    let outcome = match measured {
+        Run::Ran(run) => return Some(run),
+        Run::Skipped(why) => Outcome::NotRun(why.clone()),
+        Run::Failed(why) => Outcome::Failed(why.clone()),
+    };
+    for (id, what) in ids {
+        rows.push(row(section, *id, *what, outcome.clone()));
+    }
+    None
+}
+
+/// aido's samples beside a peer's, with the ratio of their medians.
+fn versus(
+    section: &str,
+    id: &str,
+    what: &str,
+    aido: &[Duration],
+    peer: &str,
+    theirs: &[Duration],
+) -> Row {
+    let (ours, theirs) = (samples(aido), samples(theirs));
+    let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
+    let peer = Peer {
+        name: peer.into(),
+        value: theirs,
+    };
+    beside(row(section, id, what, Outcome::Measured(ours)), peer, ratio)
 }
 
 /// A detail table from string literals and rows of cells.
@@ -190,91 +211,40 @@ pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Table {
     }
 }
 
-/// Every section's prose, by section id (see [`template`]).
-const NOTES: &[(&str, &str)] = &[
-    ("policy", include_str!("report/notes/policy.md")),
-    ("journal", include_str!("report/notes/journal.md")),
-    ("stdio", include_str!("report/notes/stdio.md")),
-    ("snapshots", include_str!("report/notes/snapshots.md")),
-    ("rewind", include_str!("report/notes/rewind.md")),
-    ("vm", include_str!("report/notes/vm.md")),
-    ("search", include_str!("report/notes/search.md")),
-    ("memory", include_str!("report/notes/memory.md")),
-    ("fetch", include_str!("report/notes/fetch.md")),
-    ("script", include_str!("report/notes/script.md")),
-    ("serve", include_str!("report/notes/serve.md")),
-    ("desktop", include_str!("report/notes/desktop.md")),
-    ("artifact", include_str!("report/notes/artifact.md")),
-    ("process", include_str!("report/notes/process.md")),
-    ("soak", include_str!("report/notes/soak.md")),
-    ("realwork", include_str!("report/notes/realwork.md")),
-    ("conformance", include_str!("report/notes/conformance.md")),
-    ("reproduce", include_str!("report/notes/reproduce.md")),
-];
-
-/// Puts `section` and its `rows` into `document`: where an earlier one of the same id was
-/// (its rows replaced in place), or else before the closing section. For the sections that
-/// can be measured on their own (`aido-bench conformance`, `aido-bench process --write`).
-pub fn merge_section(
-    document: &mut Document,
-    section: Section,
-    rows: Vec<Row>,
-) -> anyhow::Result<()> {
-    let id = section.id.clone();
-    let row_at = document.rows.iter().position(|r| r.section == id);
-    document.rows.retain(|r| r.section != id);
-    let at = match document.sections.iter().position(|s| s.id == id) {
-        Some(at) => {
-            document.sections[at] = section;
-            at
-        }
-        None => {
-            let at = document
-                .sections
-                .iter()
-                .position(|s| s.id == "reproduce")
-                .unwrap_or(document.sections.len());
-            document.sections.insert(at, section);
-            at
-        }
-    };
-    // Rows in section order: where the old ones were, else after the sections before it.
-    let before: Vec<&str> = document.sections[..at]
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
-    let row_at = row_at.unwrap_or_else(|| {
-        document
-            .rows
-            .iter()
-            .rposition(|r| before.contains(&r.section.as_str()))
-            .map_or(0, |i| i + 1)
-    });
-    for (k, row) in rows.into_iter().enumerate() {
-        document.rows.insert(row_at + k, row);
-    }
-    if document.sections.is_empty() {
-        anyhow::bail!("the document has no sections");
-    }
-    Ok(())
-}
-
 /// A section's builder, with extra parameters for its notes.
 pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, String)]) -> Section;
 
 /// A section measured on its own (`aido-bench NAME --write`), saying when (its notes have
 /// the sentence with `{alone_commit}` and `{alone_date}`).
-pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> (Section, Vec<Row>) {
+pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> Vec<Record> {
     let mut rows = Vec::new();
     let section = build(
         section,
         &mut rows,
         &[
-            ("alone_commit", commit.to_owned()),
+            ("alone_commit", format!("`{commit}`")),
             ("alone_date", date.to_owned()),
         ],
     );
-    (section, rows)
+    records(section, &rows)
+}
+
+/// The records of a section run alone, without the sentence saying when.
+pub fn records_of<S>(measured: &S, build: Build<S>) -> Vec<Record> {
+    let mut rows = Vec::new();
+    let section = build(measured, &mut rows, &[]);
+    records(section, &rows)
+}
+
+/// A section's records: its facts and tables, then its rows.
+fn records(section: Section, rows: &[Row]) -> Vec<Record> {
+    let mut out = section.records;
+    out.extend(
+        rows.iter()
+            .filter(|r| r.section == section.id)
+            .flat_map(Row::records),
+    );
+    out
 }
 
 /// The soak section: per transport, the largest resident memory after warm-up and its growth
@@ -285,26 +255,25 @@ pub(crate) fn soak_section_with(
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
 ) -> Section {
-    use crate::soak::SoakSection;
     const S: &str = "soak";
     let ids = [
         ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
         ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
     ];
-    let run = match soak {
-        SoakSection::Ran(run) => run,
-        SoakSection::Skipped(why) | SoakSection::Failed(why) => {
-            for (_, max, growth) in ids {
-                for id in [max, growth] {
-                    let outcome = match soak {
-                        SoakSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                        _ => Outcome::Failed(why.clone()),
-                    };
-                    rows.push(row(S, id, "see the soak section", outcome));
-                }
-            }
-            return section(S, extra, Vec::new());
-        }
+    let Some(run) = ran(
+        soak,
+        S,
+        &ids.iter()
+            .flat_map(|(_, max, growth)| {
+                [
+                    (*max, "see the soak section"),
+                    (*growth, "see the soak section"),
+                ]
+            })
+            .collect::<Vec<_>>(),
+        rows,
+    ) else {
+        return section(S, extra, Vec::new());
     };
     let [warm, quarter, half, all] = run.marks();
     let bytes = |b: u64| Value {
@@ -312,7 +281,7 @@ pub(crate) fn soak_section_with(
         median: b as f64,
         ..Value::default()
     };
-    let thousands = |n: usize| render::thousands(n as f64);
+    let thousands = |n: usize| thousands(n as f64);
     let server = |transport: &str| match transport {
         "stdio" => "`aido mcp` on stdio",
         _ => "`aido serve` over HTTP",
@@ -386,7 +355,8 @@ pub(crate) fn soak_section_with(
         "journal and audit on disk (MB)".to_owned(),
     ];
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-    let (bound, growth) = targets::soak_bounds();
+    let bound = crate::render::limit("soak_stdio_rss_max").unwrap_or_default();
+    let growth = crate::render::limit("soak_stdio_rss_growth").unwrap_or_default();
     section(
         S,
         &[
@@ -411,38 +381,25 @@ pub(crate) fn soak_section_with(
 
 /// Section `id` from its template.
 pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
-    let template = NOTES.iter().find(|(n, _)| *n == id).map_or("", |(_, t)| t);
-    template::section(id, template, params, tables)
+    template::section(id, params, tables)
 }
 
 /// The search section: search_code beside rg (time per search), and search_and_read beside
 /// the calls it saves (bytes).
 fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) -> Section {
-    use crate::search::{PATTERNS, SearchSection};
+    use crate::search::PATTERNS;
     const S: &str = "search";
     let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
-    let run = match search {
-        SearchSection::Ran(run) => run,
-        SearchSection::Skipped(why) | SearchSection::Failed(why) => {
-            let outcome = match search {
-                SearchSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "search_code_vs_rg", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(search, S, &[("search_code_vs_rg", what)], rows) else {
+        return section(S, &[], Vec::new());
     };
-    let aido = samples(&run.aido);
-    let rg = samples(&run.rg);
-    // aido's time over rg's: 1.25 or less is at least 0.8x rg's speed.
-    let ratio = (rg.median > 0.0).then(|| aido.median / rg.median);
-    rows.push(beside(
-        row(S, "search_code_vs_rg", what, Outcome::Measured(aido)),
-        Peer {
-            name: "rg".into(),
-            value: rg,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "search_code_vs_rg",
+        what,
+        &run.aido,
+        "rg",
+        &run.rg,
     ));
     let bytes = |n: usize| Value {
         unit: Unit::Bytes,
@@ -506,35 +463,18 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
 /// The memory section: aido's recall beside server-memory's search_nodes (time per query),
 /// and what each found.
 fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) -> Section {
-    use crate::memory::MemorySection;
     const S: &str = "memory";
     let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
-    let run = match memory {
-        MemorySection::Ran(run) => run,
-        MemorySection::Skipped(why) | MemorySection::Failed(why) => {
-            let outcome = match memory {
-                MemorySection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "memory_recall_vs_server_memory", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(memory, S, &[("memory_recall_vs_server_memory", what)], rows) else {
+        return section(S, &[], Vec::new());
     };
-    let aido = samples(&run.aido);
-    let peer = samples(&run.peer_times);
-    let ratio = (peer.median > 0.0).then(|| aido.median / peer.median);
-    rows.push(beside(
-        row(
-            S,
-            "memory_recall_vs_server_memory",
-            what,
-            Outcome::Measured(aido),
-        ),
-        Peer {
-            name: run.peer.clone(),
-            value: peer,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "memory_recall_vs_server_memory",
+        what,
+        &run.aido,
+        &run.peer,
+        &run.peer_times,
     ));
     let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
     let cells = run
@@ -577,36 +517,19 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
 
 /// The fetch section: fetch_url beside mcp-server-fetch's fetch (time per fetch), and the
 /// bytes each hands the agent per page.
-fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<Row>) -> Section {
-    use crate::fetch::FetchSection;
+pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<Row>) -> Section {
     const S: &str = "fetch";
     let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
-    let run = match fetch {
-        FetchSection::Ran(run) => run,
-        FetchSection::Skipped(why) | FetchSection::Failed(why) => {
-            let outcome = match fetch {
-                FetchSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "fetch_url_vs_mcp_server_fetch", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(fetch, S, &[("fetch_url_vs_mcp_server_fetch", what)], rows) else {
+        return section(S, &[], Vec::new());
     };
-    let aido = samples(&run.aido);
-    let peer = samples(&run.peer_times);
-    let ratio = (peer.median > 0.0).then(|| aido.median / peer.median);
-    rows.push(beside(
-        row(
-            S,
-            "fetch_url_vs_mcp_server_fetch",
-            what,
-            Outcome::Measured(aido),
-        ),
-        Peer {
-            name: run.peer.clone(),
-            value: peer,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "fetch_url_vs_mcp_server_fetch",
+        what,
+        &run.aido,
+        &run.peer,
+        &run.peer_times,
     ));
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     let cells = run
@@ -647,36 +570,27 @@ fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<Row>) -> Sec
 
 /// The script section: one host call of a Rhai function (the function's time with N host
 /// calls less its time with none, over N), beside one direct call of the same primitive.
-fn script_section(script: &crate::script::ScriptSection, rows: &mut Vec<Row>) -> Section {
-    use crate::script::ScriptSection;
+pub(crate) fn script_section(
+    script: &crate::script::ScriptSection,
+    rows: &mut Vec<Row>,
+) -> Section {
     const S: &str = "script";
     let what = "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call";
-    let run = match script {
-        ScriptSection::Ran(run) => run,
-        ScriptSection::Skipped(why) | ScriptSection::Failed(why) => {
-            let outcome = match script {
-                ScriptSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "script_host_call_vs_direct_call", what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(
+        script,
+        S,
+        &[("script_host_call_vs_direct_call", what)],
+        rows,
+    ) else {
+        return section(S, &[], Vec::new());
     };
-    let ours = samples(&run.per_host_call);
-    let direct = samples(&run.direct);
-    let ratio = (direct.median > 0.0).then(|| ours.median / direct.median);
-    rows.push(beside(
-        row(
-            S,
-            "script_host_call_vs_direct_call",
-            what,
-            Outcome::Measured(ours),
-        ),
-        Peer {
-            name: "`file_info` over MCP".into(),
-            value: direct,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        "script_host_call_vs_direct_call",
+        what,
+        &run.per_host_call,
+        "`file_info` over MCP",
+        &run.direct,
     ));
     let us = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e6);
     section(
@@ -703,7 +617,6 @@ pub(crate) fn serve_section_with(
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
 ) -> Section {
-    use crate::serve::ServeSection;
     const S: &str = "serve";
     let ids = [
         "serve_http_read_file_vs_stdio",
@@ -712,36 +625,18 @@ pub(crate) fn serve_section_with(
         "serve_sessions_held_memory",
         "serve_telemetry_on_vs_off",
     ];
-    let run = match serve {
-        ServeSection::Ran(run) => run,
-        ServeSection::Skipped(why) | ServeSection::Failed(why) => {
-            for id in ids {
-                let outcome = match serve {
-                    ServeSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                    _ => Outcome::Failed(why.clone()),
-                };
-                rows.push(row(S, id, "see the serve section", outcome));
-            }
-            return section(S, extra, Vec::new());
-        }
+    let Some(run) = ran(serve, S, &ids.map(|id| (id, "see the serve section")), rows) else {
+        return section(S, extra, Vec::new());
     };
-    let http = samples(&run.http);
-    let stdio = samples(&run.stdio);
-    let ratio = (stdio.median > 0.0).then(|| http.median / stdio.median);
-    rows.push(beside(
-        row(
-            S,
-            ids[0],
-            "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
-            Outcome::Measured(http),
-        ),
-        Peer {
-            name: "the same over aido's stdio (`aido mcp`)".into(),
-            value: stdio,
-        },
-        ratio,
+    rows.push(versus(
+        S,
+        ids[0],
+        "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
+        &run.http,
+        "the same over aido's stdio (`aido mcp`)",
+        &run.stdio,
     ));
-    let p99 = |d: &[Duration]| once(crate::stdio::percentile(d, 99.0));
+    let p99 = |d: &[Duration]| once(crate::harness::percentile(d, 99.0));
     rows.push(beside(
         row(
             S,
@@ -839,7 +734,7 @@ pub(crate) fn serve_section_with(
             ),
             (
                 "held_p50_us",
-                us(crate::stdio::percentile(&run.while_held, 50.0)),
+                us(crate::harness::percentile(&run.while_held, 50.0)),
             ),
             ("telemetry_calls", tel_calls),
             ("dropped", dropped),
@@ -853,27 +748,28 @@ pub(crate) fn serve_section_with(
 
 /// The artifact section: GETs of a served page (p50, p99) and artifact_create +
 /// artifact_serve over MCP.
-fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<Row>) -> Section {
-    use crate::artifact::ArtifactSection;
+pub(crate) fn artifact_section(
+    artifact: &crate::artifact::ArtifactSection,
+    rows: &mut Vec<Row>,
+) -> Section {
     const S: &str = "artifact";
     let get_what = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
     let trip_what = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
-    let run = match artifact {
-        ArtifactSection::Ran(run) => run,
-        ArtifactSection::Skipped(why) | ArtifactSection::Failed(why) => {
-            let outcome = match artifact {
-                ArtifactSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                _ => Outcome::Failed(why.clone()),
-            };
-            rows.push(row(S, "artifact_get", get_what, outcome.clone()));
-            rows.push(row(S, "artifact_create_serve", trip_what, outcome));
-            return section(S, &[], Vec::new());
-        }
+    let Some(run) = ran(
+        artifact,
+        S,
+        &[
+            ("artifact_get", get_what),
+            ("artifact_create_serve", trip_what),
+        ],
+        rows,
+    ) else {
+        return section(S, &[], Vec::new());
     };
     let latency = |values: &[Duration]| Value {
         unit: Unit::Ns,
-        median: ns(crate::stdio::percentile(values, 50.0)),
-        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        median: ns(crate::harness::percentile(values, 50.0)),
+        p99: Some(ns(crate::harness::percentile(values, 99.0))),
         max: values.iter().max().map(|d| ns(*d)),
         n: Some(values.len() as u64),
         ..Value::default()
@@ -903,7 +799,10 @@ fn artifact_section(artifact: &crate::artifact::ArtifactSection, rows: &mut Vec<
 
 /// The process section: `aido exec -- true` beside srt and codex (and a bare spawn),
 /// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
-fn process_section(process: &crate::process::ProcessSection, rows: &mut Vec<Row>) -> Section {
+pub(crate) fn process_section(
+    process: &crate::process::ProcessSection,
+    rows: &mut Vec<Row>,
+) -> Section {
     process_section_with(process, rows, &[])
 }
 
@@ -914,7 +813,7 @@ pub(crate) fn process_section_with(
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
 ) -> Section {
-    use crate::process::{FILES, FLOOD_BYTES, ProcessSection};
+    use crate::process::{FILES, FLOOD_BYTES};
     const S: &str = "process";
     let ids = [
         "process_exec_vs_srt",
@@ -924,18 +823,13 @@ pub(crate) fn process_section_with(
         "process_changes_per_file",
         "process_dev_server_round_trip",
     ];
-    let run = match process {
-        ProcessSection::Ran(run) => run,
-        ProcessSection::Skipped(why) | ProcessSection::Failed(why) => {
-            for id in ids {
-                let outcome = match process {
-                    ProcessSection::Skipped(_) => Outcome::NotRun(why.clone()),
-                    _ => Outcome::Failed(why.clone()),
-                };
-                rows.push(row(S, id, "see the process section", outcome));
-            }
-            return section(S, extra, Vec::new());
-        }
+    let Some(run) = ran(
+        process,
+        S,
+        &ids.map(|id| (id, "see the process section")),
+        rows,
+    ) else {
+        return section(S, extra, Vec::new());
     };
     let side = |name: &str| run.sides.iter().find(|s| s.name == name);
     let exec_what = |peer: &str| {
@@ -948,16 +842,7 @@ pub(crate) fn process_section_with(
         let what = exec_what(&side(peer_name).map_or(peer_name.to_owned(), |s| s.command.clone()));
         let outcome = match (&exec, side(peer_name).map(|s| &s.times)) {
             (Some(Ok(ours)), Some(Ok(theirs))) => {
-                let (ours, theirs) = (samples(ours), samples(theirs));
-                let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
-                rows.push(beside(
-                    row(S, id, what, Outcome::Measured(ours)),
-                    Peer {
-                        name: peer_name.into(),
-                        value: theirs,
-                    },
-                    ratio,
-                ));
+                rows.push(versus(S, id, &what, ours, peer_name, theirs));
                 continue;
             }
             (Some(Err(e)), _) => Outcome::Failed(format!("aido exec: {e}")),
@@ -968,8 +853,8 @@ pub(crate) fn process_section_with(
     }
     let p50 = |values: &[Duration]| Value {
         unit: Unit::Ns,
-        median: ns(crate::stdio::percentile(values, 50.0)),
-        p99: Some(ns(crate::stdio::percentile(values, 99.0))),
+        median: ns(crate::harness::percentile(values, 50.0)),
+        p99: Some(ns(crate::harness::percentile(values, 99.0))),
         max: values.iter().max().map(|d| ns(*d)),
         n: Some(values.len() as u64),
         ..Value::default()
@@ -1015,16 +900,8 @@ pub(crate) fn process_section_with(
             Outcome::NotRun("this results file has no dev-server figures yet".into()),
         )
     } else {
-        let (ours, theirs) = (samples(&run.dev_server), samples(&run.dev_server_bare));
-        let ratio = (theirs.median > 0.0).then(|| ours.median / theirs.median);
-        beside(
-            row(S, ids[5], dev_what, Outcome::Measured(ours)),
-            Peer {
-                name: "bare".into(),
-                value: theirs,
-            },
-            ratio,
-        )
+        let (ours, bare) = (&run.dev_server, &run.dev_server_bare);
+        versus(S, ids[5], &dev_what, ours, "bare", bare)
     };
     rows.push(dev);
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
@@ -1036,7 +913,7 @@ pub(crate) fn process_section_with(
                 s.name.clone(),
                 format!("`{}`", s.command),
                 ms(crate::snapshots::median(times)),
-                ms(crate::stdio::percentile(times, 99.0)),
+                ms(crate::harness::percentile(times, 99.0)),
                 times.len().to_string(),
             ],
             Err(e) => vec![
@@ -1086,7 +963,10 @@ pub(crate) fn process_section_with(
 /// The desktop section: per backend, a screenshot beside grim / import, and a keypress to
 /// pixels beside wtype / xdotool.
 #[allow(clippy::too_many_lines)]
-fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>) -> Section {
+pub(crate) fn desktop_section(
+    desktop: &crate::desktop::DesktopSection,
+    rows: &mut Vec<Row>,
+) -> Section {
     use crate::desktop::{DesktopSection, KEYS, SHOTS};
     const S: &str = "desktop";
     let ids = |backend: &str| {
@@ -1223,8 +1103,8 @@ fn desktop_section(desktop: &crate::desktop::DesktopSection, rows: &mut Vec<Row>
 }
 
 impl Report {
-    /// The results file's contents.
-    pub fn document(&self) -> Document {
+    /// Every record of the run, in report order.
+    pub fn records(&self) -> Vec<Record> {
         let m = &self.machine;
         let mut rows = Vec::new();
         let mut sections = vec![
@@ -1244,31 +1124,32 @@ impl Report {
         sections.push(process_section(&self.process, &mut rows));
         sections.push(soak_section_with(&self.soak, &mut rows, &[]));
         sections.push(realwork::section_with(&self.realwork, &mut rows, &[]));
-        sections.push(section("reproduce", &[], Vec::new()));
-        Document {
-            schema: SCHEMA,
-            source: format!("measured by aido-bench at commit {}", m.commit),
-            date: m.date.clone(),
-            machine: [
-                ("CPUs (nproc)", m.cpus.to_string()),
-                ("CPU model", m.cpu_model.clone()),
-                ("memory", m.memory.clone()),
-                ("kernel", m.kernel.clone()),
-                ("file system under the temp dir", m.temp_fs.clone()),
-                ("rustc", m.rustc.clone()),
-                ("node (for the peer)", m.node.clone()),
-                ("git commit", format!("`{}`", m.commit)),
-                ("date", m.date.clone()),
-            ]
-            .into_iter()
-            .map(|(fact, value)| Fact {
-                fact: fact.into(),
-                value,
-            })
-            .collect(),
-            rows,
-            sections,
+        let mut run = crate::record::Section::new("run");
+        run.fact(
+            "source",
+            format!("measured by aido-bench at commit {}", m.commit),
+        );
+        run.fact("date", m.date.clone());
+        let mut machine = crate::record::Section::new("machine");
+        for (fact, value) in [
+            ("CPUs (nproc)", m.cpus.to_string()),
+            ("CPU model", m.cpu_model.clone()),
+            ("memory", m.memory.clone()),
+            ("kernel", m.kernel.clone()),
+            ("file system under the temp dir", m.temp_fs.clone()),
+            ("rustc", m.rustc.clone()),
+            ("node (for the peer)", m.node.clone()),
+            ("git commit", format!("`{}`", m.commit)),
+            ("date", m.date.clone()),
+        ] {
+            machine.fact(fact, value);
         }
+        let mut out = run.records;
+        out.extend(machine.records);
+        for section in sections {
+            out.extend(records(section, &rows));
+        }
+        out
     }
 
     fn policy(&self, rows: &mut Vec<Row>) -> Section {
@@ -1303,7 +1184,7 @@ impl Report {
                     "one `std::fs::symlink_metadata` call on a file in the temp dir ({}), \
                      median of batches of {BATCH} calls ({} calls in all)",
                     m.fs,
-                    render::thousands(m.calls as f64)
+                    thousands(m.calls as f64)
                 ),
                 Outcome::Measured(Value {
                     unit: Unit::Ns,
@@ -1463,15 +1344,13 @@ impl Report {
                             latency(m),
                         ));
                     }
-                    journal.push(format!(
-                        "After run {} ({place}), `aido replay` found {} record(s) in {} \
-                         session(s) of aido's journal, and `aido replay verify` accepted the \
-                         hash chain of {} of them.",
-                        k + 1,
-                        check.records,
-                        check.sessions,
-                        check.verified
-                    ));
+                    journal.push(vec![
+                        (k + 1).to_string(),
+                        place.clone(),
+                        check.records.to_string(),
+                        check.sessions.to_string(),
+                        check.verified.to_string(),
+                    ]);
                 }
                 (StdioOutcome::Skipped(why), _) => {
                     rows.push(row(S, &id, what, Outcome::NotRun(why.clone())));
@@ -1493,315 +1372,8 @@ impl Report {
             ("warmup", p.warmup.to_string()),
             ("calls", p.calls.to_string()),
             ("rounds", p.rounds.to_string()),
-            ("journal", journal.join("\n\n")),
         ];
-        section(S, &params, Vec::new())
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::stdio::{JournalCheck, Placement};
-    use schema::Verdict;
-
-    fn estimate(id: &str, median_ns: f64, elements: Option<u64>) -> Estimate {
-        Estimate {
-            id: id.into(),
-            median_ns,
-            low_ns: median_ns * 0.9,
-            high_ns: median_ns * 1.1,
-            elements,
-            written: None,
-        }
-    }
-
-    fn measured(name: &str, tool: &str, micros: u64) -> Measured {
-        Measured {
-            name: name.into(),
-            tool: tool.into(),
-            latencies: vec![Duration::from_micros(micros); 4],
-        }
-    }
-
-    fn run(label: &str, dir: &str, fs: &str, aido_us: u64, peer_us: u64) -> StdioRun {
-        StdioRun {
-            place: Placement {
-                label: label.into(),
-                dir: dir.into(),
-                fs: fs.into(),
-            },
-            outcome: StdioOutcome::Ran {
-                measured: vec![
-                    measured("aido", "read_file", aido_us),
-                    measured("peer", "read_text_file", peer_us),
-                ],
-                journal: JournalCheck {
-                    sessions: 1,
-                    records: 10,
-                    verified: 1,
-                },
-                files: 2,
-                file_bytes: 4096,
-            },
-        }
-    }
-
-    /// The full evaluation fails (4 µs), the gates alone pass (700 ns); a metadata call costs
-    /// 900 ns; aido is 4× faster per call on tmpfs than on ext4.
-    pub(crate) fn report() -> Report {
-        Report {
-            machine: Machine::default(),
-            policy: Some(estimate(POLICY_ID, 4_000.0, None)),
-            gates: Some(estimate(GATES_ID, 700.0, None)),
-            simulate: Some(estimate(SIMULATE_ID, 1_200_000.0, None)),
-            group_commit: Some(estimate(GROUP_COMMIT_ID, 4_000_000.0, Some(400))),
-            per_record: Some(estimate(PER_RECORD_ID, 40_000_000.0, Some(400))),
-            metadata: MetadataCost {
-                calls: 100_000,
-                median_ns: 900.0,
-                fs: "ext4".into(),
-            },
-            stdio: vec![
-                run("the default temp dir", "/tmp", "ext4", 800, 400),
-                run("the tmpfs dir", "/dev/shm", "tmpfs", 200, 500),
-            ],
-            plan: Plan {
-                calls: 4,
-                rounds: 2,
-                warmup: 1,
-            },
-            peer: "peer 1.0".into(),
-            snapshots: SnapshotSection::Skipped("not asked for".into()),
-            vm: VmSection::Skipped("not asked for".into()),
-            search: crate::search::SearchSection::Skipped("not asked for".into()),
-            memory: crate::memory::MemorySection::Skipped("not asked for".into()),
-            fetch: crate::fetch::FetchSection::Skipped("not asked for".into()),
-            script: crate::script::ScriptSection::Skipped("not asked for".into()),
-            serve: crate::serve::ServeSection::Skipped("not asked for".into()),
-            desktop: crate::desktop::DesktopSection::Skipped("not asked for".into()),
-            artifact: crate::artifact::ArtifactSection::Skipped("not asked for".into()),
-            process: crate::process::ProcessSection::Skipped("not asked for".into()),
-            soak: crate::soak::SoakSection::Skipped("not asked for".into()),
-            realwork: crate::realwork::RealworkSection::Skipped("not asked for".into()),
-        }
-    }
-
-    /// The verdict of every row the target table names, in document order.
-    pub(crate) fn verdicts(doc: &Document) -> Vec<(&str, Verdict)> {
-        doc.rows
-            .iter()
-            .filter(|r| targets::summary_rank(&r.id).is_some())
-            .map(|r| (r.id.as_str(), r.result))
-            .collect()
-    }
-
-    #[test]
-    fn verdicts_follow_the_targets() {
-        let doc = report().document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        for expected in [
-            (POLICY_ID, Verdict::Fail),
-            (GATES_ID, Verdict::Pass),
-            (SIMULATE_ID, Verdict::Fail),
-            ("journal_append_8_writers", Verdict::Pass),
-            ("stdio_temp", Verdict::Fail),
-            ("stdio_tmpfs", Verdict::Informational),
-            ("snapshot_btrfs_subvolume_btrfs_create", Verdict::NotRun),
-            ("rewind_copy", Verdict::NotRun),
-            ("vm_snapshot_revert", Verdict::NotRun),
-            ("vm_rss_pool_clone", Verdict::NotRun),
-        ] {
-            assert!(v.contains(&expected), "{expected:?} not in {v:?}");
-        }
-        let journal = doc
-            .rows
-            .iter()
-            .find(|r| r.id == "journal_append_8_writers")
-            .unwrap();
-        assert!((journal.ratio.unwrap() - 10.0).abs() < 1e-9);
-        let text = render(&doc);
-        for part in [
-            "| policy: evaluate a write_file, 10 deny globs (full: gates, globs and real path \
-             resolution) | 4.00 µs median (95% CI 3.60 µs – 4.40 µs) | < 2.00 µs median | \
-             **FAIL** |",
-            "| 1 system call × 900 ns (each priced as one metadata call) | 900 ns |",
-            "| sum | 1.60 µs |",
-            "100,000/s; flush-per-record: 10,000/s; ratio **10.00×** | > 1× ratio | pass |",
-        ] {
-            assert!(text.contains(part), "missing {part:?} in\n{text}");
-        }
-    }
-
-    #[test]
-    fn both_stdio_runs_are_reported_with_their_ratios() {
-        let doc = report().document();
-        let get = |id: &str| doc.rows.iter().find(|r| r.id == id).unwrap();
-        assert!((get("stdio_temp").ratio.unwrap() - 0.5).abs() < 1e-9);
-        assert!((get("stdio_tmpfs").ratio.unwrap() - 2.5).abs() < 1e-9);
-        let text = render(&doc);
-        for part in [
-            "| stdio `read_file` round trips, files and journal in the default temp dir \
-             (`/tmp`, ext4): aido / peer 1.0 | 1,250/s; peer (`read_text_file`): 2,500/s; \
-             ratio **0.50×** | > 1× ratio | **FAIL** |",
-            "| `stdio_tmpfs_aido_latency` | aido `read_file` round trip, files and journal in \
-             the tmpfs dir (`/dev/shm`, tmpfs) | 200 µs median of 4 (p99 200 µs, max 200 µs) |",
-        ] {
-            assert!(text.contains(part), "missing {part:?} in\n{text}");
-        }
-        assert_eq!(text.matches("`aido replay verify` accepted").count(), 2);
-    }
-
-    #[test]
-    fn a_skipped_tmpfs_run_and_missing_benches_say_so() {
-        let mut r = report();
-        r.stdio[1].outcome = StdioOutcome::Skipped("/dev/shm is ext4, not tmpfs".into());
-        r.policy = None;
-        r.per_record = None;
-        let doc = r.document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        assert!(v.contains(&("stdio_tmpfs", Verdict::NotRun)));
-        assert!(v.contains(&(POLICY_ID, Verdict::NotRun)));
-        assert!(v.contains(&("journal_append_8_writers", Verdict::NotRun)));
-        let text = render(&doc);
-        assert!(
-            text.contains("| not run: /dev/shm is ext4, not tmpfs |"),
-            "{text}"
-        );
-        // The sum needs both policy rows.
-        assert!(!text.contains("| sum |"), "{text}");
-        assert_eq!(text.matches("`aido replay verify` accepted").count(), 1);
-    }
-
-    #[test]
-    fn the_real_work_section_measured_alone_lands_before_the_closing_section() {
-        let mut doc = report().document();
-        doc.rows.retain(|r| r.section != "realwork");
-        doc.sections.retain(|s| s.id != "realwork");
-        let (section, rows) = alone(
-            &crate::realwork::RealworkSection::Ran(Box::new(realwork::tests::run())),
-            realwork::section_with,
-            "abc1234",
-            "2026-12-06",
-        );
-        merge_section(&mut doc, section, rows).unwrap();
-        doc.check().unwrap();
-        let ids: Vec<&str> = doc.sections.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids[ids.len() - 2..], ["realwork", "reproduce"]);
-        let text = render::render(&doc);
-        assert!(text.contains("measured on its own by `aido-bench realwork --write`"));
-        assert!(text.contains("| `realwork_cargo_noop_margin` |"), "{text}");
-    }
-
-    #[test]
-    fn a_section_measured_alone_replaces_its_rows_in_place_and_says_when() {
-        let mut doc = report().document();
-        let order =
-            |doc: &Document| -> Vec<String> { doc.sections.iter().map(|s| s.id.clone()).collect() };
-        let sections_before = order(&doc);
-        let first_row = doc.rows.iter().position(|r| r.section == "process");
-        let ms = Duration::from_millis;
-        let run = crate::process::ProcessRun {
-            sides: vec![crate::process::Side {
-                name: "aido exec".into(),
-                command: "aido exec -- true".into(),
-                times: Ok(vec![ms(80), ms(90)]),
-            }],
-            run_command: vec![ms(9), ms(11), ms(10)],
-            flood_rss_before: 10_000_000,
-            flood_rss_peak: 16_000_000,
-            flood_time: ms(900),
-            flood_counted: 1_000_000_000,
-            one_file: vec![ms(10)],
-            many_files: vec![ms(30)],
-            dev_server: vec![ms(40), ms(42)],
-            dev_server_bare: vec![ms(30), ms(31)],
-        };
-        let (section, rows) = alone(
-            &crate::process::ProcessSection::Ran(Box::new(run)),
-            process_section_with,
-            "abc1234",
-            "2026-12-02",
-        );
-        merge_section(&mut doc, section, rows).unwrap();
-        assert_eq!(order(&doc), sections_before, "the section keeps its place");
-        assert_eq!(
-            doc.rows.iter().position(|r| r.section == "process"),
-            first_row,
-            "its rows too"
-        );
-        let row = doc
-            .rows
-            .iter()
-            .find(|r| r.id == "process_run_command_true")
-            .unwrap();
-        assert!(matches!(row.outcome, Outcome::Measured(ref v) if v.median == 10e6));
-        let text = render::render(&doc);
-        assert!(
-            text.contains(
-                "measured on its own by `aido-bench process --write`, at commit `abc1234`"
-            )
-        );
-        // A full run's section does not carry the sentence.
-        assert!(!render::render(&report().document()).contains("measured on its own"));
-    }
-}
-
-/// The committed results file and the committed report, kept in step.
-#[cfg(test)]
-mod committed {
-    use super::schema::Document;
-    use super::{render, targets};
-
-    fn read(file: &str) -> String {
-        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
-
-    #[test]
-    fn the_committed_report_is_rendered_from_the_committed_results() {
-        let document = Document::parse(&read("benchmarks.json")).unwrap();
-        let rendered = render(&document);
-        let committed = read("BENCHMARKS.md");
-        if rendered != committed {
-            let line = rendered
-                .lines()
-                .zip(committed.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or(rendered.lines().count().min(committed.lines().count()));
-            panic!(
-                "docs/BENCHMARKS.md is not what docs/benchmarks.json renders (first difference \
-                 at line {}); run `aido-bench render`",
-                line + 1
-            );
-        }
-    }
-
-    #[test]
-    fn the_committed_results_are_in_canonical_form() {
-        let text = read("benchmarks.json");
-        let canonical = Document::parse(&text).unwrap().to_text().unwrap();
-        if canonical != text {
-            let path = std::env::temp_dir().join("benchmarks.canonical.json");
-            std::fs::write(&path, &canonical).unwrap();
-            panic!(
-                "docs/benchmarks.json is not in canonical form; see {}",
-                path.display()
-            );
-        }
-    }
-
-    #[test]
-    fn the_committed_results_are_judged_against_the_target_table() {
-        let document = Document::parse(&read("benchmarks.json")).unwrap();
-        for row in &document.rows {
-            assert_eq!(row.target, targets::target(&row.id), "{}", row.id);
-        }
-        // Every target in the table has its row.
-        for (id, _) in targets::TARGETS {
-            assert!(document.rows.iter().any(|r| r.id == *id), "no row {id}");
-        }
+        let columns = ["run", "place", "records", "sessions", "verified"];
+        section(S, &params, vec![("journal", table(&columns, journal))])
     }
 }

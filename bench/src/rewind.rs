@@ -133,7 +133,7 @@ pub fn run(
                     sample.head,
                     sample.method,
                     sample.steps,
-                    crate::report::format_duration(sample.time)
+                    crate::render::format_duration(sample.time)
                 );
                 samples.push(sample);
             }

@@ -11,23 +11,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// Host calls in the measured function.
 pub const HOST_CALLS: usize = 100;
 
 /// How the section ran, or why it did not.
-pub enum ScriptSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(ScriptRun),
-}
+pub type ScriptSection = crate::harness::Run<ScriptRun>;
 
 /// What the section measured.
 pub struct ScriptRun {
@@ -76,8 +68,7 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
     let path = file.to_string_lossy().into_owned();
     let source =
         "let n = 0; for i in 0..args.n { run(\"file_info\", #{path: args.path}); n += 1; } n";
-    call(
-        &ours,
+    ours.json(
         "define_function",
         json!({"name": "bench_host_calls", "source": source}),
     )
@@ -85,15 +76,15 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
     let function = |n: usize| json!({"name": "bench_host_calls", "args": {"n": n, "path": path}});
     // Warm up: the engine's packages, the journal, the page cache.
     for _ in 0..3 {
-        call(&ours, "call_function", function(HOST_CALLS)).await?;
+        ours.json("call_function", function(HOST_CALLS)).await?;
     }
     let (mut per_host_call, mut empty, mut direct) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..repeats.max(1) {
         let start = Instant::now();
-        call(&ours, "call_function", function(0)).await?;
+        ours.json("call_function", function(0)).await?;
         let none = start.elapsed();
         let start = Instant::now();
-        let out = call(&ours, "call_function", function(HOST_CALLS)).await?;
+        let out = ours.json("call_function", function(HOST_CALLS)).await?;
         let full = start.elapsed();
         if out["result"] != json!(HOST_CALLS) {
             bail!(
@@ -106,7 +97,7 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
         let mut one = Vec::with_capacity(HOST_CALLS);
         for _ in 0..HOST_CALLS {
             let start = Instant::now();
-            call(&ours, "file_info", json!({"path": path})).await?;
+            ours.json("file_info", json!({"path": path})).await?;
             one.push(start.elapsed());
         }
         direct.push(crate::snapshots::median(&one));
@@ -118,21 +109,4 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
         empty,
         direct,
     })
-}
-
-/// One call; its structured content.
-async fn call(server: &Server, tool: &str, arguments: Value) -> Result<Value> {
-    let arguments: JsonObject = match arguments {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call(tool, arguments).await?;
-    if result.is_error == Some(true) {
-        bail!(
-            "{} {tool} failed: {:?}",
-            server.name,
-            result.structured_content
-        );
-    }
-    Ok(result.structured_content.unwrap_or(Value::Null))
 }

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// rg with search_code's walk defaults: no config file, `.gitignore` outside git too, no global
 /// git excludes, hidden files skipped.
@@ -32,14 +32,7 @@ pub const PATTERNS: &[&str] = &[r"fn new_with_\w+", r"todo!\(", r"impl Drop for"
 pub const READ_PATTERNS: &[&str] = &[r"fn try_search_fwd\(", r"fn next_state\(", r"fn is_match\("];
 
 /// How the section ran, or why it did not.
-pub enum SearchSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(SearchRun),
-}
+pub type SearchSection = crate::harness::Run<SearchRun>;
 
 /// What the section measured.
 pub struct SearchRun {
@@ -167,13 +160,17 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
         bail!("search_code and rg disagree: only aido {only_ours:?}, only rg {only_theirs:?}");
     }
     let (mut aido_times, mut rg_times) = (Vec::new(), Vec::new());
-    for _ in 0..repeats {
-        let start = Instant::now();
-        search(&server, arguments.clone()).await?;
-        aido_times.push(start.elapsed());
-        let start = Instant::now();
-        rg_plain(tree)?;
-        rg_times.push(start.elapsed());
+    for round in 0..repeats {
+        for lane in crate::harness::alternate(round, 2) {
+            let start = Instant::now();
+            if lane == 0 {
+                search(&server, arguments.clone()).await?;
+                aido_times.push(start.elapsed());
+            } else {
+                rg_plain(tree)?;
+                rg_times.push(start.elapsed());
+            }
+        }
     }
 
     let read_tree = tree

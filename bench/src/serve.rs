@@ -17,17 +17,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
-use crate::stdio::Server;
+use crate::harness::Server;
 
 /// How the section ran, or why it did not.
-pub enum ServeSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(ServeRun),
-}
+pub type ServeSection = crate::harness::Run<ServeRun>;
 
 /// What the section measured.
 pub struct ServeRun {
@@ -192,7 +185,7 @@ async fn measure(
     }
     let (mut over_http, mut over_stdio) = (Vec::new(), Vec::new());
     for round in 0..rounds.max(1) {
-        for side in [round % 2, 1 - round % 2] {
+        for side in crate::harness::alternate(round, 2) {
             for _ in 0..calls {
                 if side == 0 {
                     over_http.push(read(&http, &path, &content).await?);

@@ -201,7 +201,7 @@ pub fn run(temp: &Path, options: &Options) -> Result<Results> {
     // the peers on a plain directory beside it.
     eprintln!(
         "aido-bench: making a {} btrfs loop volume",
-        crate::report::format_bytes(options.btrfs_bytes)
+        crate::render::format_bytes(options.btrfs_bytes)
     );
     let volume = Volume::create(&base, &aido_home, options.btrfs_bytes);
     let btrfs = match &volume {
@@ -334,7 +334,7 @@ fn write_tree(tree: &Tree, dir: &Path) -> Result<()> {
     eprintln!(
         "aido-bench: wrote the tree ({} files, {}) to {} in {:.1} s",
         tree.spec.files,
-        crate::report::format_bytes(tree.spec.bytes),
+        crate::render::format_bytes(tree.spec.bytes),
         dir.display(),
         start.elapsed().as_secs_f64()
     );
@@ -360,10 +360,10 @@ fn row(
         Ok(t) => {
             eprintln!(
                 "aido-bench:   create {} (median of {}), restore {}, second create {}",
-                crate::report::format_duration(median(&t.create)),
+                crate::render::format_duration(median(&t.create)),
                 t.create.len(),
-                crate::report::format_duration(median(&t.restore)),
-                crate::report::format_duration(median(&t.second_create)),
+                crate::render::format_duration(median(&t.restore)),
+                crate::render::format_duration(median(&t.second_create)),
             );
             RowOutcome::Ran(t)
         }

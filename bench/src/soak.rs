@@ -30,14 +30,7 @@ pub struct Options {
 pub const SAMPLE_EVERY: usize = 250;
 
 /// How the section ran, or why it did not.
-pub enum SoakSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed, and how.
-    Failed(String),
-    /// Measured.
-    Ran(SoakRun),
-}
+pub type SoakSection = crate::harness::Run<SoakRun>;
 
 /// What the section measured.
 pub struct SoakRun {

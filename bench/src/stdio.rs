@@ -6,16 +6,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
 use crate::fixture::Fixture;
-
-/// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+use crate::harness::{Server, alternate, percentile};
 
 /// What every run of the comparison shares.
 pub struct Setup {
@@ -161,150 +155,6 @@ pub async fn run(setup: &Setup, place: Placement) -> Result<StdioRun> {
     })
 }
 
-/// One MCP server under test, spoken to over its stdin/stdout.
-pub struct Server {
-    /// Shown in the report.
-    pub name: String,
-    /// The tool called for a read (it differs between servers).
-    pub tool: String,
-    client: RunningService<RoleClient, ()>,
-    stderr: PathBuf,
-}
-
-impl Server {
-    /// Spawns `command`, runs the MCP handshake, and picks the first of `tools` the server lists.
-    /// The child's stderr goes to `stderr`, shown if anything fails.
-    pub async fn start(
-        name: &str,
-        mut command: tokio::process::Command,
-        stderr: PathBuf,
-        tools: &[&str],
-    ) -> Result<Self> {
-        let log = std::fs::File::create(&stderr)
-            .with_context(|| format!("creating {}", stderr.display()))?;
-        command.kill_on_drop(true);
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(Stdio::from(log))
-            .spawn()
-            .with_context(|| format!("spawning {name}"))?;
-        let client = ()
-            .serve(transport)
-            .await
-            .with_context(|| format!("MCP handshake with {name}{}", tail(&stderr)))?;
-        let listed = client
-            .peer()
-            .list_all_tools()
-            .await
-            .with_context(|| format!("tools/list on {name}{}", tail(&stderr)))?;
-        let Some(tool) = tools
-            .iter()
-            .find(|wanted| listed.iter().any(|t| t.name == **wanted))
-        else {
-            let names: Vec<_> = listed.iter().map(|t| t.name.to_string()).collect();
-            bail!("{name} lists none of {tools:?}; it has {names:?}");
-        };
-        Ok(Self {
-            name: name.to_owned(),
-            tool: (*tool).to_owned(),
-            client,
-            stderr,
-        })
-    }
-
-    /// `aido mcp` in `work/home` with its journal in `work/aido_home` (made here), nothing of
-    /// this process's environment but `PATH`, its stderr in `work/aido.stderr`; the home.
-    pub async fn aido(aido: &Path, work: &Path, tools: &[&str]) -> Result<(Self, PathBuf)> {
-        let home = work.join("home");
-        let aido_home = work.join("aido_home");
-        std::fs::create_dir_all(&home)?;
-        std::fs::create_dir_all(&aido_home)?;
-        let mut command = tokio::process::Command::new(aido);
-        command
-            .arg("mcp")
-            .env_clear()
-            .env("HOME", &home)
-            .env("AIDO_HOME", &aido_home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home);
-        let server = Self::start("aido", command, work.join("aido.stderr"), tools).await?;
-        Ok((server, home))
-    }
-
-    /// One `tools/call` of the read tool; the text of its first content block.
-    pub async fn read(&self, path: &Path) -> Result<String> {
-        let mut arguments = JsonObject::new();
-        arguments.insert(
-            "path".into(),
-            Value::String(path.to_string_lossy().into_owned()),
-        );
-        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
-        let result = self
-            .client
-            .peer()
-            .call_tool(params)
-            .await
-            .with_context(|| format!("{} {} {}", self.name, self.tool, path.display()))?;
-        let text = result
-            .content
-            .first()
-            .and_then(|block| block.as_text())
-            .map(|block| block.text.clone());
-        if result.is_error == Some(true) {
-            bail!(
-                "{} refused {} {}: {}",
-                self.name,
-                self.tool,
-                path.display(),
-                text.unwrap_or_default()
-            );
-        }
-        text.with_context(|| format!("{} returned no text for {}", self.name, path.display()))
-    }
-
-    /// One `tools/call` of `tool` with `arguments`; the whole result.
-    pub async fn call(
-        &self,
-        tool: &str,
-        arguments: JsonObject,
-    ) -> Result<rmcp::model::CallToolResult> {
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        self.client
-            .peer()
-            .call_tool(params)
-            .await
-            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))
-    }
-
-    /// Closes stdin and waits for the child to exit (SIGTERM, then kill, if it does not).
-    pub async fn stop(mut self) -> Result<()> {
-        let quit = self
-            .client
-            .close_with_timeout(SHUTDOWN_TIMEOUT)
-            .await
-            .with_context(|| format!("stopping {}", self.name))?;
-        if quit.is_none() {
-            bail!(
-                "{} did not stop within {SHUTDOWN_TIMEOUT:?}{}",
-                self.name,
-                tail(&self.stderr)
-            );
-        }
-        Ok(())
-    }
-}
-
-/// The last lines of a server's stderr, for error messages.
-fn tail(stderr: &Path) -> String {
-    let text = std::fs::read_to_string(stderr).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines.len().saturating_sub(20);
-    if lines.is_empty() {
-        String::new()
-    } else {
-        format!("\n--- its stderr ---\n{}", lines[start..].join("\n"))
-    }
-}
-
 /// How the comparison is run.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {
@@ -343,17 +193,6 @@ impl Measured {
     }
 }
 
-/// The nearest-rank percentile of unsorted samples; zero when there are none.
-pub fn percentile(samples: &[Duration], p: f64) -> Duration {
-    if samples.is_empty() {
-        return Duration::ZERO;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// Warms every server up, then runs the measured rounds in turn (round r of server 0, round r
 /// of server 1, round r+1 of server 0, ...), so drift in the machine hits both alike. Every
 /// reply is checked against the file's bytes: a mismatch ends the run with an error.
@@ -380,10 +219,10 @@ pub async fn compare(servers: &[Server], fixture: &Fixture, plan: Plan) -> Resul
         .collect();
     let per_round = plan.calls / plan.rounds;
     for round in 0..plan.rounds {
-        for (server, out) in servers.iter().zip(measured.iter_mut()) {
+        for lane in alternate(round, servers.len()) {
             for k in 0..per_round {
-                out.latencies
-                    .push(read_checked(server, fixture, round * per_round + k).await?);
+                let took = read_checked(&servers[lane], fixture, round * per_round + k).await?;
+                measured[lane].latencies.push(took);
             }
         }
     }

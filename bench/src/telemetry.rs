@@ -18,7 +18,7 @@ use aido_policy::{Environment, Layered, Source};
 use aido_telemetry::settings::Otlp;
 use aido_telemetry::{Protocol, Settings, Telemetry};
 use anyhow::{Context, Result, anyhow};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// One side: a runtime on its own temp home and journal.
 struct Side {
@@ -76,18 +76,6 @@ async fn reads(session: &Session, calls: usize, into: &mut Vec<Duration>) -> Res
     Ok(())
 }
 
-fn summary(mut times: Vec<Duration>) -> Value {
-    times.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let at = |q: f64| {
-        times
-            .get(((times.len() as f64 - 1.0) * q) as usize)
-            .map_or(0.0, |d| us(*d))
-    };
-    let mean = times.iter().map(|d| us(*d)).sum::<f64>() / times.len().max(1) as f64;
-    json!({"calls": times.len(), "mean_us": mean, "p50_us": at(0.5), "p99_us": at(0.99)})
-}
-
 /// What one run measured: every read's time with telemetry off and on.
 #[derive(Clone, Debug)]
 pub struct Figures {
@@ -97,22 +85,22 @@ pub struct Figures {
     pub dropped: u64,
 }
 
-/// Measure, print the figures as JSON.
+/// Measure, print the figures as records (JSON lines).
 pub(crate) fn run(calls: usize, rounds: usize) -> Result<()> {
+    use crate::record::{Section, Stats, Unit, ns};
     let f = figures(calls, rounds)?;
-    let (off_s, on_s) = (summary(f.off), summary(f.on));
-    let delta = |k: &str| on_s[k].as_f64().unwrap_or(0.0) - off_s[k].as_f64().unwrap_or(0.0);
-    let figures = json!({
-        "section": "telemetry",
-        "primitive": "read_file",
-        "off": off_s,
-        "on": on_s,
-        "cost_mean_us": delta("mean_us"),
-        "cost_p50_us": delta("p50_us"),
-        "cost_p99_us": delta("p99_us"),
-        "dropped_reports": f.dropped,
-    });
-    println!("{}", serde_json::to_string_pretty(&figures)?);
+    let (on, off) = (Stats::range(&ns(&f.on)), Stats::range(&ns(&f.off)));
+    let ratio = on.median / off.median.max(1.0);
+    let row = "serve_telemetry_on_vs_off";
+    let mut s = Section::new("telemetry");
+    s.stats(row, None, Unit::Ns, on).what(
+        "read_file in process with telemetry on (spans, metrics and log records to a real OTLP \
+         receiver, Prometheus registry)",
+    );
+    s.stats(row, Some("telemetry off"), Unit::Ns, off);
+    s.value(row, Some(crate::record::RATIO), Unit::Ratio, ratio);
+    s.fact("dropped", f.dropped.to_string());
+    crate::record::print(&s.records);
     Ok(())
 }
 
@@ -168,13 +156,12 @@ pub(crate) fn figures(calls: usize, rounds: usize) -> Result<Figures> {
         reads(&on.session, calls / 10 + 1, &mut Vec::new()).await?;
         let (mut times_off, mut times_on) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            // Alternate which side goes first, so drift lands on both.
-            if round % 2 == 0 {
-                reads(&off.session, calls, &mut times_off).await?;
-                reads(&on.session, calls, &mut times_on).await?;
-            } else {
-                reads(&on.session, calls, &mut times_on).await?;
-                reads(&off.session, calls, &mut times_off).await?;
+            for side in crate::harness::alternate(round, 2) {
+                if side == 0 {
+                    reads(&off.session, calls, &mut times_off).await?;
+                } else {
+                    reads(&on.session, calls, &mut times_on).await?;
+                }
             }
         }
         let figures = Figures {

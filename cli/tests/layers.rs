@@ -10,18 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Circles not broken yet, by crate directory and their files (as module paths).
-const KNOWN: &[(&str, &[&str])] = &[(
-    "bench",
-    &[
-        "fetch",
-        "process",
-        "realwork",
-        "report",
-        "rewind",
-        "script",
-        "snapshots",
-    ],
-)];
+const KNOWN: &[(&str, &[&str])] = &[];
 
 fn workspace() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -256,7 +245,7 @@ fn no_crate_holds_an_import_circle_beyond_the_known_ones() {
 /// Functions over clippy's `too-many-lines-threshold` (clippy.toml) that were there before the
 /// ratchet, each allowed by name. The count only goes down: split one, drop its allow, lower
 /// this number (a count above it is a new long function; below it, a stale number).
-const LONG_FUNCTIONS_ALLOWED: usize = 74;
+const LONG_FUNCTIONS_ALLOWED: usize = 72;
 
 #[test]
 fn long_functions_only_get_fewer() {

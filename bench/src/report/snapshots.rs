@@ -2,22 +2,13 @@
 
 use aido_snapshots::Backend;
 
-use super::render::thousands;
-use super::schema::{Block, Outcome, Row, Section};
-use super::{format_bytes, format_duration, row, samples, section, table, text};
+use super::schema::{Outcome, Row, Section};
+use super::{format_bytes, format_duration, row, samples, section, table, thousands};
 use crate::rewind::{RewindOutcome, RewindRun};
 use crate::snapshots::{BtrfsStatus, Method, Results, RowOutcome};
 
 /// The snapshot section's state in one run.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SnapshotSection {
-    /// Measured (some rows may still be skipped or failed).
-    Ran(Box<Results>),
-    /// Not run (`--skip-snapshots`), and why.
-    Skipped(String),
-    /// The section could not start (the tree could not be written, ...).
-    Failed(String),
-}
+pub type SnapshotSection = crate::harness::Run<Box<Results>>;
 
 /// A method's part of a row id.
 fn slug(method: Method) -> String {
@@ -35,11 +26,11 @@ fn rewind_id(backend: Backend) -> String {
 }
 
 /// The snapshot section and the rewind section, their rows pushed onto `rows`.
-pub(super) fn sections(section: &SnapshotSection, rows: &mut Vec<Row>) -> [Section; 2] {
-    let r = match section {
+pub(super) fn sections(measured: &SnapshotSection, rows: &mut Vec<Row>) -> [Section; 2] {
+    let r = match measured {
         SnapshotSection::Ran(r) => r,
         SnapshotSection::Skipped(why) | SnapshotSection::Failed(why) => {
-            let why = match section {
+            let why = match measured {
                 SnapshotSection::Failed(_) => format!("the section failed before measuring: {why}"),
                 _ => why.clone(),
             };
@@ -69,25 +60,15 @@ pub(super) fn sections(section: &SnapshotSection, rows: &mut Vec<Row>) -> [Secti
                 };
                 rows.push(row(section, id, what, Outcome::NotRun(why.clone())));
             }
-            let blocks = vec![text(format!("Not run: {why}.")), Block::Rows];
+            let not_run = [("not_run", why.clone())];
             return [
-                Section {
-                    id: "snapshots".into(),
-                    title: TITLE.into(),
-                    blocks: blocks.clone(),
-                },
-                Section {
-                    id: "rewind".into(),
-                    title: "Rewind".into(),
-                    blocks,
-                },
+                section("snapshots", &not_run, Vec::new()),
+                section("rewind", &not_run, Vec::new()),
             ];
         }
     };
     [snapshots(r, rows), rewind(r, rows)]
 }
-
-const TITLE: &str = "Snapshots: create and restore on a large tree";
 
 fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
     const S: &str = "snapshots";
@@ -139,12 +120,12 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
             ));
         }
     }
-    let said: Vec<String> = r
+    let said: Vec<Vec<String>> = r
         .rows
         .iter()
         .filter_map(|x| {
             let t = x.timings()?;
-            Some(format!("- {} ({}): {}", x.method.label(), x.fs, t.note))
+            Some(vec![x.method.label(), x.fs.clone(), t.note.clone()])
         })
         .collect();
     let tools: Vec<String> = r
@@ -170,13 +151,8 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
         BtrfsStatus::Mounted { bytes } => ("btrfs_bytes", format_bytes(*bytes)),
         BtrfsStatus::Unavailable(why) => ("btrfs_missing", why.clone()),
     });
-    if !said.is_empty() {
-        params.push((
-            "said",
-            format!("What each method said about itself:\n\n{}", said.join("\n")),
-        ));
-    }
-    section(S, &params, Vec::new())
+    let said = table(&["method", "file system", "said"], said);
+    section(S, &params, vec![("said", said)])
 }
 
 fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
@@ -270,174 +246,4 @@ fn rewind_row(run: &RewindRun, actions: usize) -> Row {
         ),
         outcome,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::report::render;
-    use crate::report::schema::Verdict;
-    use crate::report::tests::{report, verdicts};
-    use crate::rewind::{Options as RewindOptions, Sample};
-    use crate::snapshots::{Row as SnapshotRow, Timings};
-    use crate::tree::{ChangeSpec, TreeSpec};
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
-
-    fn timings(create: u64, restore: u64) -> Timings {
-        Timings {
-            create: vec![ms(create), ms(create + 10), ms(create - 1)],
-            sync_after_create: vec![ms(5); 3],
-            restore: vec![ms(restore), ms(restore + 20), ms(restore - 2)],
-            sync_after_restore: vec![ms(1); 3],
-            second_create: vec![ms(create / 2); 3],
-            note: "said".into(),
-        }
-    }
-
-    fn snapshot_row(method: Method, place: &str, fs: &str, outcome: RowOutcome) -> SnapshotRow {
-        SnapshotRow {
-            method,
-            place: place.into(),
-            fs: fs.into(),
-            outcome,
-        }
-    }
-
-    fn sample(to_seq: u64, millis: u64) -> Sample {
-        Sample {
-            snapshot_seq: Some(to_seq - 50),
-            files_since_snapshot: 280,
-            actions: 1000,
-            snapshots: 10,
-            head: 3000,
-            session_time: Duration::from_secs(3),
-            to_seq,
-            method: "snapshot".into(),
-            steps: 40,
-            time: ms(millis),
-        }
-    }
-
-    fn results() -> Results {
-        let temp = "a directory in the default temp dir";
-        let volume = "a btrfs subvolume";
-        Results {
-            tree: TreeSpec {
-                files: 10_000,
-                bytes: 200 << 20,
-            },
-            dirs: 100,
-            sizes: (1_000, 1_000_000),
-            change: ChangeSpec {
-                changed: 100,
-                deleted: 10,
-                added: 10,
-            },
-            repeats: 3,
-            btrfs: BtrfsStatus::Mounted { bytes: 2 << 30 },
-            rows: vec![
-                snapshot_row(
-                    Method::Aido(Backend::Copy),
-                    temp,
-                    "ext4",
-                    RowOutcome::Ran(timings(2_000, 300)),
-                ),
-                snapshot_row(
-                    Method::Git,
-                    temp,
-                    "ext4",
-                    RowOutcome::Failed("git: not found".into()),
-                ),
-                snapshot_row(
-                    Method::Aido(Backend::BtrfsSubvolume),
-                    volume,
-                    "btrfs",
-                    RowOutcome::Ran(timings(40, 250)),
-                ),
-                snapshot_row(
-                    Method::CpA,
-                    volume,
-                    "btrfs",
-                    RowOutcome::Skipped("no volume".into()),
-                ),
-            ],
-            rewind: vec![
-                RewindRun {
-                    backend: Backend::Copy,
-                    fs: "ext4".into(),
-                    outcome: RewindOutcome::Ran(vec![
-                        sample(100, 300),
-                        sample(900, 200),
-                        sample(2_500, 1_200),
-                    ]),
-                },
-                RewindRun::skipped(Backend::BtrfsSubvolume, "btrfs", "no volume".into()),
-            ],
-            rewind_asked: true,
-            rewind_options: Some(RewindOptions {
-                actions: 1000,
-                files: 300,
-                snapshot_every: 100,
-                targets: 3,
-            }),
-            tools: vec![("cp".into(), "cp (GNU coreutils) 9.1".into())],
-        }
-    }
-
-    #[test]
-    fn btrfs_rows_and_rewinds_are_judged_against_their_targets() {
-        let mut r = report();
-        r.snapshots = SnapshotSection::Ran(Box::new(results()));
-        let doc = r.document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        // create 40 ms median < 50 ms; restore 250 ms median > 200 ms.
-        assert!(v.contains(&("snapshot_btrfs_subvolume_btrfs_create", Verdict::Pass)));
-        assert!(v.contains(&("snapshot_btrfs_subvolume_btrfs_restore", Verdict::Fail)));
-        // 1.2 s max: the rewind target is for every rewind.
-        assert!(v.contains(&("rewind_copy", Verdict::Fail)));
-        assert!(v.contains(&("rewind_btrfs_subvolume", Verdict::NotRun)));
-        let text = render(&doc);
-        for part in [
-            "| `snapshot_copy_temp_create` | aido `copy`, a directory in the default temp dir \
-             (ext4): first snapshot of the tree (10,000 files, 200 MiB) | 2.00 s median of 3 \
-             (2.00 s – 2.01 s) | none (informational) | — |",
-            "| `snapshot_git_temp_restore` | git, a directory in the default temp dir (ext4): \
-             restore after 100 changed, 10 deleted, 10 added | failed: git: not found |",
-            "| `snapshot_cp_a_btrfs_create` |",
-            "| not run: no volume |",
-            "| rewind to an arbitrary seq of a 1,000-action session, `copy` backend (ext4) | \
-             300 ms median of 3 (200 ms – 1.20 s) | < 1.00 s max (every sample) | **FAIL** |",
-            "| `copy` | 3 | 3,000 | 2,500 | snapshot | 2,450 | 280 | 40 | 3.0 s (3.00 ms per \
-             action) | 1.20 s |",
-            "- aido `copy` (ext4): said",
-            "a 2.00 GiB sparse loop file",
-            "`cp -a` (cp (GNU coreutils) 9.1)",
-        ] {
-            assert!(text.contains(part), "missing {part:?} in\n{text}");
-        }
-    }
-
-    #[test]
-    fn a_skipped_section_keeps_its_judged_rows() {
-        let mut r = report();
-        r.snapshots = SnapshotSection::Skipped("`--skip-snapshots`".into());
-        let doc = r.document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        for id in [
-            "snapshot_btrfs_subvolume_btrfs_create",
-            "snapshot_btrfs_subvolume_btrfs_restore",
-            "rewind_copy",
-            "rewind_btrfs_subvolume",
-        ] {
-            assert!(v.contains(&(id, Verdict::NotRun)), "{id} in {v:?}");
-        }
-        assert!(render(&doc).contains("Not run: `--skip-snapshots`."));
-    }
 }

@@ -2,24 +2,14 @@
 //! and `find_text`, each row naming its accelerator, the reference system's figures from the
 //! issue in the target table.
 
-use super::schema::{Block, Outcome, Row, Section, Unit, Value};
-use super::{format_bytes, format_duration, once, part, row, samples, table, text};
-use crate::report::render::format_mb;
+use super::schema::{Outcome, Row, Section, Unit, Value};
+use super::{format_bytes, format_duration, once, part, row, samples, table};
 use crate::vm::{Body, Results, Screen, faster_revert};
 
 /// The VM section's state in one run.
-#[derive(Clone, Debug, PartialEq)]
-pub enum VmSection {
-    /// Measured (some parts may still have failed).
-    Ran(Box<Results>),
-    /// Not run (`--skip-vm`), and why.
-    Skipped(String),
-    /// The section could not start (the guest images could not be built, ...).
-    Failed(String),
-}
+pub type VmSection = crate::harness::Run<Box<Results>>;
 
 const S: &str = "vm";
-const TITLE: &str = "VMs (`aido-vm`): boot, snapshot revert, pool acquire, memory, find_text";
 /// The bodies whose memory is judged, in report order.
 const BODIES: [Body; 5] = [
     Body::StartedText,
@@ -72,11 +62,7 @@ pub(super) fn section(section: &VmSection, rows: &mut Vec<Row>) -> Section {
             for (id, what) in ids {
                 rows.push(row(S, id, what, Outcome::NotRun(why.clone())));
             }
-            return Section {
-                id: S.into(),
-                title: TITLE.into(),
-                blocks: vec![text(format!("Not run: {why}.")), Block::Rows],
-            };
+            return super::section(S, &[("not_run", why.clone())], Vec::new());
         }
     };
     let a = &r.accel;
@@ -415,228 +401,7 @@ fn blocks(r: &Results, memory: Vec<Vec<String>>) -> Section {
     super::section(S, &params, vec![("memory", table(&columns, memory))])
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::report::render;
-    use crate::report::schema::Verdict;
-    use crate::report::tests::{report, verdicts};
-    use crate::vm::{Boot, Counts, FbBoot, FindTimes, Loadvm, Memory, Migration, Screen, Start};
-    use crate::vm::{Find, PoolRun, Rss};
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
-
-    fn memory(mb: u64) -> Memory {
-        Memory {
-            accel: "tcg".into(),
-            guest_mb: 128,
-            rss: mb * 1_000_000,
-            hwm: mb * 1_100_000,
-            file: mb * 200_000,
-            guest_ram: Some(mb * 500_000),
-            code_buffer: Some(mb * 300_000),
-            huge: mb * 700_000,
-        }
-    }
-
-    fn find(screen: Screen, source: &str, median_ms: u64) -> Find {
-        Find {
-            screen,
-            outcome: Ok(FindTimes {
-                accel: "tcg".into(),
-                needle: "needle".into(),
-                size: if source == "ocr" {
-                    (1280, 800)
-                } else {
-                    (720, 400)
-                },
-                source: source.into(),
-                matches: 1,
-                similarity: 1.0,
-                first: ms(median_ms * 2),
-                times: vec![ms(median_ms), ms(median_ms + 1), ms(median_ms - 1)],
-                screenshot: vec![ms(3); 3],
-                read: vec![ms(1); 3],
-                words: (source == "ocr").then_some(12),
-            }),
-        }
-    }
-
-    pub(crate) fn results() -> Results {
-        Results {
-            accel: "tcg".into(),
-            accel_why: "TCG (QEMU's software emulation): no module".into(),
-            qemu: "QEMU emulator version 10.0.2".into(),
-            guest: "Debian kernel `linux-image-6.1.0-1-amd64`, busybox v1.35.0".into(),
-            guest_mb: 128,
-            thp: "madvise".into(),
-            omp_thread_limit: Some("1".into()),
-            builds: vec![
-                ("text console".into(), ms(5_000)),
-                ("framebuffer".into(), ms(5_500)),
-            ],
-            options: Counts {
-                boots: 3,
-                reverts: 3,
-                acquisitions: 3,
-                finds: 3,
-                pool_size: 2,
-            },
-            boot: Ok(Boot {
-                accel: "tcg".into(),
-                ready: vec![ms(4_000), ms(4_100), ms(3_900)],
-                prompt: vec![ms(4_200), ms(4_300), ms(4_100)],
-            }),
-            start: Ok(Start {
-                accel: "tcg".into(),
-                make: ms(6_000),
-                start: vec![ms(250), ms(260), ms(240)],
-            }),
-            loadvm: Ok(Loadvm {
-                accel: "tcg".into(),
-                save: ms(900),
-                load: vec![ms(600), ms(650), ms(620)],
-            }),
-            migration: Ok(Migration {
-                accel: "tcg".into(),
-                save: ms(700),
-                state_bytes: 40 << 20,
-                restore: vec![ms(300), ms(320), ms(310)],
-                resume: vec![ms(1); 3],
-                total: vec![ms(301), ms(321), ms(311)],
-            }),
-            pool: Ok(PoolRun {
-                accel: "tcg".into(),
-                size: 2,
-                open: ms(9_000),
-                handout: vec![ms(2), ms(3), ms(2)],
-                wall: vec![ms(60), ms(61), ms(62)],
-                refill: vec![ms(300); 3],
-            }),
-            fb_boot: Ok(FbBoot {
-                accel: "tcg".into(),
-                ready: ms(5_000),
-                banner: ms(7_000),
-            }),
-            rss: vec![
-                Rss {
-                    body: Body::StartedText,
-                    outcome: Ok(memory(100)),
-                },
-                Rss {
-                    body: Body::PoolClone,
-                    outcome: Ok(memory(90)),
-                },
-                Rss {
-                    body: Body::StartedFramebuffer,
-                    outcome: Ok(memory(140)),
-                },
-                Rss {
-                    body: Body::TextIdle,
-                    outcome: Ok(memory(120)),
-                },
-                Rss {
-                    body: Body::Framebuffer,
-                    outcome: Ok(memory(160)),
-                },
-            ],
-            find: vec![
-                find(Screen::Text, "vga_text", 5),
-                find(Screen::Framebuffer, "ocr", 900),
-            ],
-            leftover: vec![],
-            took: ms(200_000),
-        }
-    }
-
-    #[test]
-    fn the_faster_revert_is_judged_and_every_row_names_its_accelerator() {
-        let mut r = report();
-        r.vm = VmSection::Ran(Box::new(results()));
-        let doc = r.document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        for expected in [
-            ("vm_snapshot_revert", Verdict::Pass),
-            ("vm_loadvm", Verdict::Fail),
-            ("vm_migration_restore", Verdict::Pass),
-            ("vm_pool_acquire_until_running", Verdict::Pass),
-            ("vm_pool_acquire_call", Verdict::Fail),
-            ("vm_rss_vm_start_text", Verdict::Pass),
-            ("vm_rss_vm_start_framebuffer", Verdict::Pass),
-            ("vm_rss_cold_boot_framebuffer", Verdict::Fail),
-            ("vm_boot_text", Verdict::Informational),
-        ] {
-            assert!(v.contains(&expected), "{expected:?} not in {v:?}");
-        }
-        for row in doc.rows.iter().filter(|r| r.section == "vm") {
-            assert!(row.what.ends_with("(tcg)"), "{}", row.what);
-        }
-        let text = render(&doc);
-        for part in [
-            "| VM snapshot revert, the faster of `loadvm` and a migration-file restore: the \
-             migration-file restore (tcg) | 311 ms | < 500 ms median (reference system: ~2 s) \
-             | pass |",
-            "| QEMU RSS (VmRSS) per body: framebuffer guest (1280x800), cold-booted, idle at \
-             its prompt, 128 MiB guest (tcg) | 160.0 MB | < 150.0 MB median (reference \
-             system: ~256 MB) | **FAIL** |",
-            "| pool clone (restored from the template's state), running | tcg | 128 MiB | 90.0 \
-             MB (85.8 MiB) | 45.0 MB | 27.0 MB | 18.0 MB | 18.0 MB | 63.0 MB | 99.0 MB |",
-            "The section took 200 s in all",
-            "none of its QEMU processes was left",
-        ] {
-            assert!(text.contains(part), "missing {part:?} in\n{text}");
-        }
-    }
-
-    #[test]
-    fn failed_parts_say_why_and_are_not_judged() {
-        let mut results = results();
-        results.loadvm = Err("loadvm: boom".into());
-        results.migration = Err("restore: bang".into());
-        results.pool = Err("Pool::acquire: gone".into());
-        results.rss[1].outcome = Err("Pool::acquire: gone".into());
-        results.find[1].outcome = Err("no OCR engine: no eng".into());
-        results.leftover = vec![4242];
-        let mut r = report();
-        r.vm = VmSection::Ran(Box::new(results));
-        let doc = r.document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        assert!(v.contains(&("vm_snapshot_revert", Verdict::NotRun)));
-        assert!(v.contains(&("vm_pool_acquire_call", Verdict::NotRun)));
-        assert!(v.contains(&("vm_rss_pool_clone", Verdict::NotRun)));
-        let text = render(&doc);
-        for part in [
-            "| VM snapshot revert, the faster of `loadvm` and a migration-file restore (tcg) | \
-             failed: loadvm: boom; restore: bang | < 500 ms median (reference system: ~2 s) | \
-             not run |",
-            "failed: Pool::acquire: gone | < 50.0 ms median (reference system: ~200 ms) | not \
-             run |",
-            "| pool clone (restored from the template's state), running | tcg | 128 MiB | \
-             failed: Pool::acquire: gone |",
-            "failed: no OCR engine: no eng",
-            "**1 QEMU process(es) of this run were still alive at the end** and were killed \
-             then (pids 4242).",
-        ] {
-            assert!(text.contains(part), "missing {part:?} in\n{text}");
-        }
-    }
-
-    #[test]
-    fn a_skipped_section_keeps_its_judged_rows() {
-        let mut r = report();
-        r.vm = VmSection::Skipped("`--skip-vm`".into());
-        let doc = r.document();
-        doc.check().unwrap();
-        let v = verdicts(&doc);
-        for id in BODIES.map(Body::id) {
-            assert!(v.contains(&(id, Verdict::NotRun)), "{id}");
-        }
-        assert!(render(&doc).contains("Not run: `--skip-vm`."));
-    }
+/// Bytes in decimal megabytes, as the issue states its figures.
+fn format_mb(bytes: f64) -> String {
+    format!("{:.1} MB", bytes / 1e6)
 }

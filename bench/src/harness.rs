@@ -1,0 +1,239 @@
+//! The comparison harness every section shares: one way to spawn an MCP server over stdio and
+//! time its calls ([`Server`]), and one order of lanes per round ([`alternate`]: A B, B A,
+//! A B, ...) so drift on a shared machine hits aido and its peer alike.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+/// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How a section ran: measured, or why not.
+pub enum Run<T> {
+    /// Not run, and why.
+    Skipped(String),
+    /// Started and failed, and how.
+    Failed(String),
+    /// Measured.
+    Ran(T),
+}
+
+/// The order in which round `round` runs `lanes` lanes: forward on even rounds, backward on
+/// odd ones (A B, B A, A B, ...), so neither side always goes first.
+pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
+    if round.is_multiple_of(2) {
+        (0..lanes).collect()
+    } else {
+        (0..lanes).rev().collect()
+    }
+}
+
+/// The nearest-rank percentile of unsorted samples; zero when there are none.
+pub fn percentile(samples: &[Duration], p: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// One MCP server under test, spoken to over its stdin/stdout.
+pub struct Server {
+    /// Shown in the report.
+    pub name: String,
+    /// The tool called for a read (it differs between servers).
+    pub tool: String,
+    client: RunningService<RoleClient, ()>,
+    stderr: PathBuf,
+}
+
+impl Server {
+    /// Spawns `command`, runs the MCP handshake, and picks the first of `tools` the server lists.
+    /// The child's stderr goes to `stderr`, shown if anything fails.
+    pub async fn start(
+        name: &str,
+        mut command: tokio::process::Command,
+        stderr: PathBuf,
+        tools: &[&str],
+    ) -> Result<Self> {
+        let log = std::fs::File::create(&stderr)
+            .with_context(|| format!("creating {}", stderr.display()))?;
+        command.kill_on_drop(true);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("spawning {name}"))?;
+        let client = ()
+            .serve(transport)
+            .await
+            .with_context(|| format!("MCP handshake with {name}{}", tail(&stderr)))?;
+        let listed = client
+            .peer()
+            .list_all_tools()
+            .await
+            .with_context(|| format!("tools/list on {name}{}", tail(&stderr)))?;
+        let Some(tool) = tools
+            .iter()
+            .find(|wanted| listed.iter().any(|t| t.name == **wanted))
+        else {
+            let names: Vec<_> = listed.iter().map(|t| t.name.to_string()).collect();
+            bail!("{name} lists none of {tools:?}; it has {names:?}");
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            tool: (*tool).to_owned(),
+            client,
+            stderr,
+        })
+    }
+
+    /// `aido mcp` in `work/home` with its journal in `work/aido_home` (made here), nothing of
+    /// this process's environment but `PATH`, its stderr in `work/aido.stderr`; the home.
+    pub async fn aido(aido: &Path, work: &Path, tools: &[&str]) -> Result<(Self, PathBuf)> {
+        let home = work.join("home");
+        let aido_home = work.join("aido_home");
+        std::fs::create_dir_all(&home)?;
+        std::fs::create_dir_all(&aido_home)?;
+        let mut command = tokio::process::Command::new(aido);
+        command
+            .arg("mcp")
+            .env_clear()
+            .env("HOME", &home)
+            .env("AIDO_HOME", &aido_home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&home);
+        let server = Self::start("aido", command, work.join("aido.stderr"), tools).await?;
+        Ok((server, home))
+    }
+
+    /// One `tools/call` of the read tool; the text of its first content block.
+    pub async fn read(&self, path: &Path) -> Result<String> {
+        let mut arguments = JsonObject::new();
+        arguments.insert(
+            "path".into(),
+            Value::String(path.to_string_lossy().into_owned()),
+        );
+        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
+        let result = self
+            .client
+            .peer()
+            .call_tool(params)
+            .await
+            .with_context(|| format!("{} {} {}", self.name, self.tool, path.display()))?;
+        let text = result
+            .content
+            .first()
+            .and_then(|block| block.as_text())
+            .map(|block| block.text.clone());
+        if result.is_error == Some(true) {
+            bail!(
+                "{} refused {} {}: {}",
+                self.name,
+                self.tool,
+                path.display(),
+                text.unwrap_or_default()
+            );
+        }
+        text.with_context(|| format!("{} returned no text for {}", self.name, path.display()))
+    }
+
+    /// One `tools/call` of `tool` with `arguments`; the whole result.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+    ) -> Result<rmcp::model::CallToolResult> {
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        self.client
+            .peer()
+            .call_tool(params)
+            .await
+            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))
+    }
+
+    /// Closes stdin and waits for the child to exit (SIGTERM, then kill, if it does not).
+    pub async fn stop(mut self) -> Result<()> {
+        let quit = self
+            .client
+            .close_with_timeout(SHUTDOWN_TIMEOUT)
+            .await
+            .with_context(|| format!("stopping {}", self.name))?;
+        if quit.is_none() {
+            bail!(
+                "{} did not stop within {SHUTDOWN_TIMEOUT:?}{}",
+                self.name,
+                tail(&self.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The last lines of a server's stderr, for error messages.
+fn tail(stderr: &Path) -> String {
+    let text = std::fs::read_to_string(stderr).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(20);
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("\n--- its stderr ---\n{}", lines[start..].join("\n"))
+    }
+}
+
+impl Server {
+    /// One `tools/call` of `tool`: its structured content (or its first text block, parsed as
+    /// JSON when it is); a result marked as an error is an error.
+    pub async fn json(&self, tool: &str, arguments: Value) -> Result<Value> {
+        Ok(self.timed(tool, arguments).await?.0)
+    }
+
+    /// [`Server::json`] and the call's round trip time.
+    pub async fn timed(&self, tool: &str, arguments: Value) -> Result<(Value, Duration)> {
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        let start = Instant::now();
+        let result = self.call(tool, arguments).await?;
+        let took = start.elapsed();
+        let text = result
+            .content
+            .first()
+            .and_then(|block| block.as_text())
+            .map(|block| block.text.clone())
+            .unwrap_or_default();
+        if result.is_error == Some(true) {
+            bail!(
+                "{} {tool} failed: {:?} {text}",
+                self.name,
+                result.structured_content
+            );
+        }
+        let value = match result.structured_content {
+            Some(value) => value,
+            None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        };
+        Ok((value, took))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rounds_alternate_which_lane_goes_first() {
+        assert_eq!(super::alternate(0, 2), [0, 1]);
+        assert_eq!(super::alternate(1, 2), [1, 0]);
+        assert_eq!(super::alternate(2, 3), [0, 1, 2]);
+    }
+}

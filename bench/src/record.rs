@@ -1,0 +1,251 @@
+//! One schema for every figure the bench produces: a [`Record`] is one lane of one row of one
+//! section. System benches print them as JSON lines; docs/benchmarks.json is the list of them
+//! (one record a line) and docs/BENCHMARKS.md is rendered from that list alone.
+//!
+//! What a record is follows from its fields:
+//! - a measured lane has a `unit` and `samples`, `value` or `stats` (the summary, when the
+//!   samples were too many to keep or came from criterion); the row's first record carries the
+//!   row's description in `note`, a peer's lane is named by `lane`, and lane `ratio` is aido
+//!   over the peer as the section paired them;
+//! - a row that did not run has `error` ("not run: ...", "failed: ...");
+//! - a fact the section's prose names has neither unit nor error (`note`, or a plain `value`);
+//! - a detail table's cell has `row` = `TABLE:LINE` and `lane` = its column.
+//!
+//! ```text
+//! {"section":"script","row":"script_host_call_vs_direct_call","unit":"ns","samples":[...],"note":"..."}
+//! {"section":"script","row":"script_host_call_vs_direct_call","lane":"`file_info` over MCP","unit":"ns","samples":[...]}
+//! {"section":"script","row":"host_calls","value":100}
+//! ```
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The lane that holds a row's ratio (aido over the peer).
+pub const RATIO: &str = "ratio";
+
+/// One lane of one row of one section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// The section (`stdio`, `process`, `run`, `machine`).
+    pub section: String,
+    /// The row id, a fact's name, or `TABLE:LINE` for a detail table's cell.
+    pub row: String,
+    /// Whose figure: none for the row's own (aido's), a peer's name, [`RATIO`], or a column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// The unit of `samples`, `value` and `stats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
+    /// Every sample, in the order taken.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<f64>,
+    /// The one value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// The summary of samples not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Stats>,
+    /// The row's description, a fact's text, or a cell's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Why the row has no figure ("not run: ...", "failed: ...").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The unit of a record's numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// Nanoseconds.
+    Ns,
+    /// Bytes (shown in decimal megabytes, as the issue states its figures).
+    Bytes,
+    /// Operations per second.
+    PerSecond,
+    /// A plain ratio.
+    Ratio,
+    /// A count.
+    Count,
+}
+
+/// The summary of a lane's samples.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stats {
+    /// The median.
+    pub median: f64,
+    /// The smallest sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// The largest sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// The 99th percentile (nearest rank).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99: Option<f64>,
+    /// How many samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
+    /// The median's 95% confidence interval (criterion's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<[f64; 2]>,
+}
+
+impl Stats {
+    /// Median, smallest and largest of `samples`.
+    pub fn range(samples: &[f64]) -> Self {
+        let sorted = sorted(samples);
+        Self {
+            median: median_of_sorted(&sorted),
+            min: sorted.first().copied(),
+            max: sorted.last().copied(),
+            n: Some(sorted.len() as u64),
+            ..Self::default()
+        }
+    }
+}
+
+fn sorted(samples: &[f64]) -> Vec<f64> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted
+}
+
+/// The lower median (the sample at `(n - 1) / 2`), as every section has reported it.
+fn median_of_sorted(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n => sorted[(n - 1) / 2],
+    }
+}
+
+/// Nanoseconds of each duration.
+pub fn ns(values: &[std::time::Duration]) -> Vec<f64> {
+    values.iter().map(|d| d.as_nanos() as f64).collect()
+}
+
+/// The records of one section, built in report order.
+pub struct Section {
+    /// Its id.
+    pub id: String,
+    /// What it recorded so far.
+    pub records: Vec<Record>,
+}
+
+impl Section {
+    /// An empty section.
+    pub fn new(id: &str) -> Self {
+        Self {
+            id: id.into(),
+            records: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, row: &str, lane: Option<&str>) -> &mut Record {
+        self.records.push(Record {
+            section: self.id.clone(),
+            row: row.into(),
+            lane: lane.map(str::to_owned),
+            ..Record::default()
+        });
+        let last = self.records.len() - 1;
+        &mut self.records[last]
+    }
+
+    /// A fact the prose names, as text.
+    pub fn fact(&mut self, name: &str, text: impl Into<String>) {
+        self.push(name, None).note = Some(text.into());
+    }
+
+    /// A row's lane with one value.
+    pub fn value(&mut self, row: &str, lane: Option<&str>, unit: Unit, value: f64) -> &mut Record {
+        let record = self.push(row, lane);
+        record.unit = Some(unit);
+        record.value = Some(value);
+        record
+    }
+
+    /// A row's lane summarized by `stats`.
+    pub fn stats(
+        &mut self,
+        row: &str,
+        lane: Option<&str>,
+        unit: Unit,
+        stats: Stats,
+    ) -> &mut Record {
+        let record = self.push(row, lane);
+        record.unit = Some(unit);
+        record.stats = Some(stats);
+        record
+    }
+
+    /// A detail table's line: one cell per column, in order.
+    pub fn line(&mut self, table: &str, line: usize, cells: &[(&str, String)]) {
+        for (column, text) in cells {
+            self.push(&format!("{table}:{line}"), Some(column)).note = Some(text.clone());
+        }
+    }
+}
+
+impl Record {
+    /// Sets the row's description.
+    pub fn what(&mut self, what: impl Into<String>) -> &mut Self {
+        self.note = Some(what.into());
+        self
+    }
+}
+
+/// Prints records as JSON lines (what a section run alone shows).
+pub fn print(records: &[Record]) {
+    for record in records {
+        if let Ok(line) = serde_json::to_string(record) {
+            println!("{line}");
+        }
+    }
+}
+
+/// Reads a results file (a JSON list of records).
+pub fn read(path: &Path) -> Result<Vec<Record>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("the records in {}", path.display()))
+}
+
+/// Writes a results file: a JSON list, one record a line, so a diff shows what changed.
+pub fn write(path: &Path, records: &[Record]) -> Result<()> {
+    let mut text = String::from("[\n");
+    for (k, record) in records.iter().enumerate() {
+        text.push_str(&serde_json::to_string(record)?);
+        text.push_str(if k + 1 < records.len() { ",\n" } else { "\n" });
+    }
+    text.push_str("]\n");
+    std::fs::write(path, text).with_context(|| format!("{}", path.display()))
+}
+
+/// `records` with every record of `section` replaced by `fresh` (where the old ones were, or
+/// before the closing section when there were none).
+pub fn merge(records: Vec<Record>, fresh: Vec<Record>) -> Vec<Record> {
+    let Some(section) = fresh.first().map(|r| r.section.clone()) else {
+        return records;
+    };
+    let at = records
+        .iter()
+        .position(|r| r.section == section)
+        .or_else(|| records.iter().position(|r| r.section == "reproduce"))
+        .unwrap_or(records.len());
+    let mut out: Vec<Record> = Vec::with_capacity(records.len() + fresh.len());
+    let mut fresh = Some(fresh);
+    for (k, record) in records.into_iter().enumerate() {
+        if k == at {
+            out.extend(fresh.take().unwrap_or_default());
+        }
+        if record.section != section {
+            out.push(record);
+        }
+    }
+    out.extend(fresh.unwrap_or_default());
+    out
+}
