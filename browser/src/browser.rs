@@ -32,6 +32,7 @@ pub struct Browser {
     pub(crate) tabs: Vec<Tab>,
     pub(crate) current: Option<usize>,
     downloads: mpsc::Receiver<Event>,
+    product: String,
     process: Process,
 }
 
@@ -47,13 +48,8 @@ impl Browser {
                 why: "the viewport has no area".to_owned(),
             });
         }
-        let (process, url) = Process::spawn(&options).await?;
-        let cdp = Cdp::connect(
-            &url,
-            options.limits.message_bytes_max,
-            Duration::from_millis(options.limits.call_timeout_ms),
-        )
-        .await?;
+        let (mut process, cdp) = Process::spawn(&options)?;
+        let product = first_answer(&cdp, &mut process, options.limits.launch_timeout_ms).await?;
         let downloads = forward_downloads(&cdp);
         let mut browser = Self {
             cdp,
@@ -61,6 +57,7 @@ impl Browser {
             tabs: Vec::new(),
             current: None,
             downloads,
+            product,
             process,
         };
         browser.allow_downloads().await?;
@@ -72,6 +69,11 @@ impl Browser {
         };
         browser.current = Some(index);
         Ok(browser)
+    }
+
+    /// Chromium's product and version (`Chrome/156.0.8078.114`), for the record.
+    pub fn product(&self) -> &str {
+        &self.product
     }
 
     /// Whether Chromium is still running.
@@ -226,6 +228,7 @@ impl Browser {
         self.cdp
             .call("Target.closeTarget", json!({ "targetId": id }), None)
             .await?;
+        self.gone(id).await?;
         let current = self.current.map(|i| self.tabs[i].id.clone());
         self.tabs.retain(|t| t.id != id);
         self.current = match current {
@@ -279,6 +282,29 @@ impl Browser {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Wait until tab `id` is no longer listed (`Target.closeTarget` answers before the tab
+    /// is gone).
+    async fn gone(&self, id: &str) -> Result<(), BrowserError> {
+        let limits = &self.options.limits;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(limits.call_timeout_ms);
+        loop {
+            let targets = self.targets().await?;
+            if !targets
+                .iter()
+                .any(|t| t.get("targetId") == Some(&json!(id)))
+            {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(BrowserError::Timeout {
+                    what: "closing a tab",
+                    timeout_ms: limits.call_timeout_ms,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(limits.wait_poll_ms.max(1))).await;
         }
     }
 
@@ -433,6 +459,31 @@ impl Browser {
             title: field("title"),
             moved,
         })
+    }
+}
+
+/// Chromium's first answer (its version) within the launch deadline; a browser that exits
+/// or stays silent instead failed to start, and its standard error says why.
+async fn first_answer(
+    cdp: &Cdp,
+    process: &mut Process,
+    timeout_ms: u64,
+) -> Result<String, BrowserError> {
+    let asked = cdp.call("Browser.getVersion", json!({}), None);
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), asked).await {
+        Ok(Ok(version)) => Ok(version
+            .get("product")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()),
+        Ok(Err(BrowserError::Closed)) => Err(BrowserError::LaunchFailed {
+            why: format!("Chromium exited: {}", process.stderr_tail().await),
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(BrowserError::Timeout {
+            what: "Chromium's first DevTools answer",
+            timeout_ms,
+        }),
     }
 }
 

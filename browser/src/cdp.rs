@@ -1,4 +1,4 @@
-//! One DevTools connection: commands matched to their replies by id, events fanned out to
+//! One DevTools connection over Chromium's pipes: commands matched to their replies by id, events fanned out to
 //! whoever listens. Messages stay `serde_json::Value`: the few fields aido reads are picked out
 //! by name, so a newer Chromium adding fields or enum values never breaks a reply.
 
@@ -7,11 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
 use tokio::sync::{broadcast, mpsc, oneshot};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::error::BrowserError;
 
@@ -45,54 +44,58 @@ pub(crate) struct Cdp {
 }
 
 impl Cdp {
-    /// Connect to the browser's DevTools WebSocket.
-    pub(crate) async fn connect(
-        url: &str,
+    /// Speak DevTools over Chromium's pipes (`--remote-debugging-pipe`: it reads commands on
+    /// its fd 3 and writes replies and events on its fd 4, each message ended by a NUL).
+    pub(crate) fn over_pipes(
+        commands: pipe::Sender,
+        replies: pipe::Receiver,
         message_bytes_max: usize,
         call_timeout: Duration,
-    ) -> Result<Self, BrowserError> {
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(message_bytes_max))
-            .max_frame_size(Some(message_bytes_max));
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false)
-            .await
-            .map_err(|e| BrowserError::LaunchFailed {
-                why: format!("cannot connect to DevTools at {url}: {e}"),
-            })?;
-        let (mut sink, mut stream) = socket.split();
+    ) -> Self {
         let pending: Pending = Arc::default();
         let (events, _) = broadcast::channel(EVENTS_BUFFERED_MAX);
         let (outgoing, mut queue) = mpsc::channel::<String>(COMMANDS_QUEUED_MAX);
         tokio::spawn(async move {
+            let mut commands = commands;
             while let Some(text) = queue.recv().await {
-                if sink.send(Message::text(text)).await.is_err() {
+                let mut message = text.into_bytes();
+                message.push(0);
+                if commands.write_all(&message).await.is_err() {
                     break;
                 }
             }
-            let _ = sink.close().await;
         });
         let reader_pending = pending.clone();
         let reader_events = events.clone();
         tokio::spawn(async move {
-            while let Some(Ok(message)) = stream.next().await {
-                if let Message::Text(text) = message {
-                    dispatch(text.as_str(), &reader_pending, &reader_events);
+            let mut replies = BufReader::new(replies);
+            loop {
+                match read_message(&mut replies, message_bytes_max).await {
+                    Ok(Some(message)) => match std::str::from_utf8(&message) {
+                        Ok(text) => dispatch(text, &reader_pending, &reader_events),
+                        Err(_) => tracing::debug!("DevTools sent a message that is not UTF-8"),
+                    },
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the DevTools pipe failed; dropping it");
+                        break;
+                    }
                 }
             }
-            // The socket is gone: every caller still waiting learns it now.
+            // The pipe is gone: every caller still waiting learns it now.
             if let Ok(mut waiting) = reader_pending.lock() {
                 for (_, (_, reply)) in waiting.drain() {
                     let _ = reply.send(Err(BrowserError::Closed));
                 }
             }
         });
-        Ok(Self {
+        Self {
             next_id: Arc::new(AtomicU64::new(1)),
             pending,
             outgoing,
             events,
             call_timeout,
-        })
+        }
     }
 
     /// Listen to events from now on (subscribe before sending what causes them).
@@ -186,7 +189,58 @@ fn dispatch(text: &str, pending: &Pending, events: &broadcast::Sender<Event>) {
     }
 }
 
+/// One NUL-ended message, at most `bytes_max` long (longer is an error: the pipe is
+/// dropped rather than buffered without bound). `None` at the end of the pipe.
+async fn read_message<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    bytes_max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut message = Vec::new();
+    loop {
+        let buffered = reader.fill_buf().await?;
+        if buffered.is_empty() {
+            return Ok(None);
+        }
+        let (take, done) = match buffered.iter().position(|b| *b == 0) {
+            Some(end) => (end, true),
+            None => (buffered.len(), false),
+        };
+        if message.len() + take > bytes_max {
+            return Err(std::io::Error::other(format!(
+                "a DevTools message is over {bytes_max} bytes"
+            )));
+        }
+        message.extend_from_slice(&buffered[..take]);
+        reader.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(Some(message));
+        }
+    }
+}
+
 /// A duration in whole milliseconds, for error fields.
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_message;
+
+    #[tokio::test]
+    async fn messages_are_nul_ended_and_bounded() {
+        let mut input: &[u8] = b"{\"id\":1}\0{\"id\":2}\0tail";
+        assert_eq!(
+            read_message(&mut input, 64).await.unwrap().unwrap(),
+            b"{\"id\":1}"
+        );
+        assert_eq!(
+            read_message(&mut input, 64).await.unwrap().unwrap(),
+            b"{\"id\":2}"
+        );
+        // A message cut by the end of the pipe is not a message.
+        assert_eq!(read_message(&mut input, 64).await.unwrap(), None);
+        let mut long: &[u8] = b"0123456789\0";
+        assert!(read_message(&mut long, 4).await.is_err());
+    }
 }

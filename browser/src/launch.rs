@@ -1,15 +1,22 @@
-//! Starting Chromium: its flags, its process group, and the DevTools endpoint it prints.
+//! Starting Chromium: its flags, its process group, and the pipes DevTools speaks on.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use command_fds::CommandFdExt as _;
+use command_fds::FdMapping;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStderr, Command};
 
+use crate::cdp::Cdp;
 use crate::error::BrowserError;
 
 /// Debian's Chromium.
@@ -17,8 +24,8 @@ pub const CHROMIUM_PATH: &str = "/usr/bin/chromium";
 
 /// Lines of Chromium's standard error kept to explain a failed start.
 const STDERR_LINES_KEPT: usize = 20;
-/// Lines of Chromium's standard error read while waiting for the DevTools endpoint.
-const STDERR_LINES_MAX: usize = 10_000;
+/// How long a failed start waits for the end of Chromium's standard error.
+const STDERR_END_WAIT_MS: u64 = 1_000;
 
 /// How to start the browser.
 #[derive(Clone, Debug)]
@@ -62,7 +69,7 @@ impl Options {
 /// Every bound the browser keeps.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// From spawning Chromium to its DevTools endpoint answering.
+    /// From spawning Chromium to its first DevTools answer.
     pub launch_timeout_ms: u64,
     /// One DevTools command.
     pub call_timeout_ms: u64,
@@ -108,11 +115,15 @@ impl Default for Limits {
 pub(crate) struct Process {
     child: Child,
     group: Pid,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Process {
-    /// Spawn Chromium and wait for the DevTools WebSocket URL it prints.
-    pub(crate) async fn spawn(options: &Options) -> Result<(Self, String), BrowserError> {
+    /// Spawn Chromium with its DevTools on two pipes of ours (never a TCP port: a port on
+    /// loopback would let any local process, the agent's own commands included, drive the
+    /// browser around the policy).
+    pub(crate) fn spawn(options: &Options) -> Result<(Self, Cdp), BrowserError> {
         let proxy = options.proxy.ok_or(BrowserError::ProxyMissing)?;
         if !options.executable.is_file() {
             return Err(BrowserError::Unavailable {
@@ -127,6 +138,11 @@ impl Process {
                 ),
             });
         }
+        let failed = |what: &str, e: std::io::Error| BrowserError::LaunchFailed {
+            why: format!("{what}: {e}"),
+        };
+        let (chromium_reads, commands) = std::io::pipe().map_err(|e| failed("pipe", e))?;
+        let (replies, chromium_writes) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let mut command = Command::new(&options.executable);
         command
             .args(flags(options, proxy))
@@ -136,10 +152,23 @@ impl Process {
             // Chromium forks (zygote, renderers, GPU and network services): a group of its
             // own lets drop kill all of them, and none of the caller's.
             .process_group(0)
-            .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| BrowserError::LaunchFailed {
-            why: format!("cannot run {:?}: {e}", options.executable),
-        })?;
+            .kill_on_drop(true)
+            .fd_mappings(vec![
+                FdMapping {
+                    parent_fd: OwnedFd::from(chromium_reads),
+                    child_fd: 3,
+                },
+                FdMapping {
+                    parent_fd: OwnedFd::from(chromium_writes),
+                    child_fd: 4,
+                },
+            ])
+            .map_err(|e| BrowserError::LaunchFailed { why: e.to_string() })?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| failed(&format!("cannot run {:?}", options.executable), e))?;
+        // Our copies of Chromium's ends close with the command, so its exit ends the pipes.
+        drop(command);
         let group = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -147,23 +176,40 @@ impl Process {
             .ok_or_else(|| BrowserError::LaunchFailed {
                 why: "Chromium exited at once".to_owned(),
             })?;
-        let stderr = child.stderr.take();
-        let process = Self { child, group };
-        let timeout = Duration::from_millis(options.limits.launch_timeout_ms);
-        let url = match stderr {
-            Some(stderr) => tokio::time::timeout(timeout, endpoint(stderr))
-                .await
-                .map_err(|_| BrowserError::Timeout {
-                    what: "Chromium's DevTools endpoint",
-                    timeout_ms: options.limits.launch_timeout_ms,
-                })??,
-            None => {
-                return Err(BrowserError::LaunchFailed {
-                    why: "no standard error to read the DevTools endpoint from".to_owned(),
-                });
-            }
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let stderr_reader = child
+            .stderr
+            .take()
+            .map(|pipe| tokio::spawn(keep_stderr(pipe, stderr.clone())));
+        let process = Self {
+            child,
+            group,
+            stderr,
+            stderr_reader,
         };
-        Ok((process, url))
+        let commands = pipe::Sender::from_owned_fd(OwnedFd::from(commands))
+            .map_err(|e| failed("the command pipe", e))?;
+        let replies = pipe::Receiver::from_owned_fd(OwnedFd::from(replies))
+            .map_err(|e| failed("the reply pipe", e))?;
+        let cdp = Cdp::over_pipes(
+            commands,
+            replies,
+            options.limits.message_bytes_max,
+            Duration::from_millis(options.limits.call_timeout_ms),
+        );
+        Ok((process, cdp))
+    }
+
+    /// The last lines Chromium wrote to its standard error (to explain a failed start),
+    /// read to its end (for at most `STDERR_END_WAIT_MS`).
+    pub(crate) async fn stderr_tail(&mut self) -> String {
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(Duration::from_millis(STDERR_END_WAIT_MS), reader).await;
+        }
+        self.stderr
+            .lock()
+            .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join(" | "))
+            .unwrap_or_default()
     }
 
     /// Whether Chromium is still running.
@@ -207,39 +253,22 @@ fn flags(options: &Options, proxy: SocketAddr) -> Vec<String> {
             "--window-size={},{}",
             options.viewport_width, options.viewport_height
         ),
-        "--remote-debugging-address=127.0.0.1".to_owned(),
-        "--remote-debugging-port=0".to_owned(),
+        "--remote-debugging-pipe".to_owned(),
         "about:blank".to_owned(),
     ]
 }
 
-/// Read standard error until Chromium prints `DevTools listening on ws://...`; the rest of it
-/// is drained in the background so the pipe never fills.
-async fn endpoint(stderr: ChildStderr) -> Result<String, BrowserError> {
-    let mut lines = BufReader::new(stderr).lines();
-    let mut kept: Vec<String> = Vec::new();
-    for _ in 0..STDERR_LINES_MAX {
-        let Ok(Some(line)) = lines.next_line().await else {
-            break;
-        };
-        if let Some(url) = line.strip_prefix("DevTools listening on ") {
-            let url = url.trim().to_owned();
-            tokio::spawn(async move {
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::trace!(target: "aido_browser::chromium", "{line}");
-                }
-            });
-            return Ok(url);
+/// Keep the last lines of Chromium's standard error; the pipe is drained to its end so it
+/// never fills.
+async fn keep_stderr(pipe: ChildStderr, kept: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = BufReader::new(pipe).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::trace!(target: "aido_browser::chromium", "{line}");
+        if let Ok(mut kept) = kept.lock() {
+            if kept.len() == STDERR_LINES_KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(line);
         }
-        if kept.len() == STDERR_LINES_KEPT {
-            kept.remove(0);
-        }
-        kept.push(line);
     }
-    Err(BrowserError::LaunchFailed {
-        why: format!(
-            "Chromium exited before offering DevTools: {}",
-            kept.join(" | ")
-        ),
-    })
 }

@@ -8,11 +8,13 @@
 //!   no proxy are refused with `browser_proxy_missing` before anything runs.
 //! - **A private profile** (`--user-data-dir`) per browser, given by the caller, and the whole
 //!   process group killed on drop: nothing of one session outlives it.
-//! - **DevTools as plain JSON.** A small client of our own over one WebSocket speaks the ~25
-//!   DevTools methods used here and reads the fields it needs by name, so a newer Chromium
-//!   (Debian ships each new major as a security update) adding events, fields or enum values
-//!   never breaks a reply, as it does for clients that deserialize the whole protocol into
-//!   generated types.
+//! - **DevTools on a pipe, as plain JSON.** Chromium speaks DevTools on two pipes of ours
+//!   (`--remote-debugging-pipe`, fds 3 and 4), never on a TCP port that any local process (the
+//!   agent's own commands included) could reach to drive the browser around the policy. A
+//!   small client of our own speaks the ~25 methods used here and reads the fields it needs
+//!   by name, so a newer Chromium (Debian ships each new major as a security update) adding
+//!   events, fields or enum values never breaks a reply, as it can for clients that
+//!   deserialize the whole protocol into generated types.
 //! - **Typed answers.** Every operation answers with a serde type in [`answer`], so a body can
 //!   journal it and play it back without a browser.
 //!

@@ -60,6 +60,22 @@ async fn login_form_through_the_proxy() {
         .unwrap();
     assert!(browser.text().await.unwrap().url.ends_with("/login"));
 
+    // Timings for the report (printed, never asserted): a warm navigation and its text.
+    let started = Instant::now();
+    browser.navigate(&site.url("/a")).await.unwrap();
+    let navigated = started.elapsed();
+    browser.text().await.unwrap();
+    let read = started.elapsed();
+    let shot = Instant::now();
+    browser.screenshot().await.unwrap();
+    let shot = shot.elapsed();
+    let snap = Instant::now();
+    browser.snapshot().await.unwrap();
+    eprintln!(
+        "timing (warm): navigate {navigated:?}, navigate+text {read:?}, screenshot {shot:?}, snapshot {:?}",
+        snap.elapsed()
+    );
+
     let served = site.served();
     for expected in ["GET /", "GET /style.css", "POST /login"] {
         assert!(
@@ -320,7 +336,8 @@ async fn download_lands_in_the_dir() {
     assert!(proxy.seen().contains(&through));
 }
 
-/// Without a proxy nothing starts: the browser is never run unproxied.
+/// Without a proxy nothing starts: the browser is never run unproxied. A missing or failing
+/// executable is a coded error too.
 #[tokio::test]
 async fn launch_without_a_proxy_is_refused() {
     let profile = tempfile::tempdir().unwrap();
@@ -339,6 +356,14 @@ async fn launch_without_a_proxy_is_refused() {
     };
     let missing = Browser::launch(options).await.err().unwrap();
     assert_eq!(missing.code(), "browser_unavailable");
+
+    // A program that exits at once instead of speaking DevTools failed to start.
+    let options = Options {
+        executable: "/bin/false".into(),
+        ..Options::new("127.0.0.1:9".parse().unwrap(), profile.path())
+    };
+    let exited = Browser::launch(options).await.err().unwrap();
+    assert_eq!(exited.code(), "browser_launch_failed", "{exited}");
 }
 
 /// Dropping the browser kills Chromium and every process it forked.
