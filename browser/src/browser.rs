@@ -14,6 +14,8 @@ use crate::launch::{Options, Process};
 
 /// Download events kept until a caller waits for them.
 const DOWNLOAD_EVENTS_QUEUED_MAX: usize = 256;
+/// Downloads begun and not yet finished that are remembered (their URL and name).
+const DOWNLOADS_BEGUN_MAX: usize = 64;
 
 /// A tab this browser is attached to.
 #[derive(Clone, Debug)]
@@ -32,6 +34,8 @@ pub struct Browser {
     pub(crate) tabs: Vec<Tab>,
     pub(crate) current: Option<usize>,
     downloads: mpsc::Receiver<Event>,
+    /// Downloads begun and not finished: guid, URL, suggested name.
+    begun: Vec<(String, String, String)>,
     product: String,
     process: Process,
 }
@@ -57,6 +61,7 @@ impl Browser {
             tabs: Vec::new(),
             current: None,
             downloads,
+            begun: Vec::new(),
             product,
             process,
         };
@@ -83,6 +88,7 @@ impl Browser {
 
     /// Open `url` in a new tab, which becomes the current one.
     pub async fn open(&mut self, url: &str) -> Result<Navigated, BrowserError> {
+        check_url(url)?;
         if self.tabs.len() >= self.options.limits.tabs_max {
             return Err(BrowserError::TooLarge {
                 what: "the number of tabs",
@@ -99,8 +105,9 @@ impl Browser {
         self.navigate(url).await
     }
 
-    /// Load `url` in the current tab and wait for its load event.
+    /// Load `url` (http or https only) in the current tab and wait for its load event.
     pub async fn navigate(&mut self, url: &str) -> Result<Navigated, BrowserError> {
+        check_url(url)?;
         let tab = self.tab()?.clone();
         let events = self.cdp.subscribe();
         let reply = self
@@ -250,7 +257,6 @@ impl Browser {
         };
         let timeout = self.wait_timeout(timeout_ms)?;
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut begun: Vec<(String, String, String)> = Vec::new();
         loop {
             let event = tokio::time::timeout_at(deadline, self.downloads.recv())
                 .await
@@ -269,18 +275,24 @@ impl Browser {
             };
             let guid = field("guid");
             if event.method == "Browser.downloadWillBegin" {
-                begun.push((guid, field("url"), field("suggestedFilename")));
+                if self.begun.len() == DOWNLOADS_BEGUN_MAX {
+                    self.begun.remove(0);
+                }
+                self.begun
+                    .push((guid, field("url"), field("suggestedFilename")));
                 continue;
             }
-            match field("state").as_str() {
-                "completed" => return finished(&dir, guid, &begun),
-                "canceled" => {
+            let state = field("state");
+            if state == "completed" || state == "canceled" {
+                let index = self.begun.iter().position(|(g, ..)| *g == guid);
+                let begun = index.map(|i| self.begun.remove(i));
+                if state == "canceled" {
                     return Err(BrowserError::DownloadFailed {
                         guid,
                         why: "canceled".to_owned(),
                     });
                 }
-                _ => {}
+                return finished(&dir, guid, begun);
             }
         }
     }
@@ -462,6 +474,20 @@ impl Browser {
     }
 }
 
+/// Only web pages are opened: any other scheme reaches past the proxy (`file:`, `chrome:`)
+/// or runs script (`javascript:`, `data:`).
+fn check_url(url: &str) -> Result<(), BrowserError> {
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("http" | "https") => Ok(()),
+        _ => Err(BrowserError::UrlRefused {
+            url: url.to_owned(),
+        }),
+    }
+}
+
 /// Chromium's first answer (its version) within the launch deadline; a browser that exits
 /// or stays silent instead failed to start, and its standard error says why.
 async fn first_answer(
@@ -515,7 +541,7 @@ fn forward_downloads(cdp: &Cdp) -> mpsc::Receiver<Event> {
 fn finished(
     dir: &std::path::Path,
     guid: String,
-    begun: &[(String, String, String)],
+    begun: Option<(String, String, String)>,
 ) -> Result<Download, BrowserError> {
     let path: PathBuf = dir.join(&guid);
     let bytes = std::fs::metadata(&path)
@@ -524,11 +550,7 @@ fn finished(
             why: format!("cannot read {path:?}: {e}"),
         })?
         .len();
-    let (url, suggested_filename) = begun
-        .iter()
-        .find(|(g, ..)| *g == guid)
-        .map(|(_, url, name)| (url.clone(), name.clone()))
-        .unwrap_or_default();
+    let (url, suggested_filename) = begun.map(|(_, url, name)| (url, name)).unwrap_or_default();
     Ok(Download {
         guid,
         url,

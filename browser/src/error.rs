@@ -114,6 +114,13 @@ pub enum BrowserError {
         /// The bound.
         max: usize,
     },
+    /// A URL whose scheme is not http or https (`file:` would read the host's files around
+    /// the proxy, `javascript:` would run script without `allow_script`).
+    #[error("the URL {url:?} is refused: only http and https pages are opened")]
+    UrlRefused {
+        /// The URL.
+        url: String,
+    },
     /// A download was canceled or its file cannot be read.
     #[error("the download {guid} failed: {why}")]
     DownloadFailed {
@@ -143,6 +150,7 @@ aido_codes::coded!(BrowserError {
     ScriptRefused => "browser_script_refused",
     ScriptFailed => "browser_script_failed",
     TooLarge => "browser_too_large",
+    UrlRefused => "browser_url_refused",
     DownloadFailed => "browser_download_failed",
 });
 
@@ -183,6 +191,7 @@ mod tests {
                 "browser_script_refused",
                 "browser_script_failed",
                 "browser_too_large",
+                "browser_url_refused",
                 "browser_download_failed",
             ]
         );

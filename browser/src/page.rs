@@ -20,6 +20,8 @@ use crate::snapshot;
 /// Sets a field's value as typing would leave it, and says what the element was.
 const FILL_FUNCTION: &str = r"function(value) {
   const tag = this.localName;
+  const notText = ['checkbox', 'radio', 'file', 'submit', 'button', 'image', 'reset', 'hidden'];
+  if (tag === 'input' && notText.includes(this.type)) return null;
   if (tag === 'input' || tag === 'textarea') {
     const proto = tag === 'input' ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype;
     this.focus();

@@ -144,6 +144,13 @@ async fn snapshot_names_fields_and_keys_submit() {
         .unwrap();
     let refused = browser.press("Hyper").await.unwrap_err();
     assert_eq!(refused.code(), "browser_key_unknown");
+    let login = browser.snapshot().await.unwrap();
+    assert_eq!(login.title, "Welcome");
+    let not_a_field = browser
+        .fill(&reference(&login, "paragraph", ""), "x")
+        .await
+        .unwrap_err();
+    assert_eq!(not_a_field.code(), "browser_not_a_field");
     let gone = browser.click("e999999").await.unwrap_err();
     assert_eq!(gone.code(), "browser_ref_unknown");
 }
@@ -174,6 +181,16 @@ async fn navigate_back_forward() {
     assert_eq!(forward.url, site.url("/b"));
     let nowhere = browser.forward().await.unwrap();
     assert!(!nowhere.moved);
+    // Only web pages: a file would be read around the proxy, a javascript: URL is script.
+    for url in [
+        "file:///etc/passwd",
+        "javascript:document.title='x'",
+        "chrome://version",
+    ] {
+        let refused = browser.navigate(url).await.unwrap_err();
+        assert_eq!(refused.code(), "browser_url_refused", "{url}");
+    }
+    assert_eq!(browser.tabs().await.unwrap()[0].url, site.url("/b"));
     browser
         .wait_for(&Locator::Css("p#b".into()), WAIT_MS)
         .await
