@@ -249,6 +249,8 @@ fn flags(options: &Options, proxy: SocketAddr) -> Vec<String> {
         format!("--user-data-dir={}", options.profile_dir.display()),
         format!("--proxy-server=http://{proxy}"),
         "--proxy-bypass-list=<-loopback>".to_owned(),
+        // WebRTC's UDP (STUN, peer connections) cannot go through an HTTP proxy: none at all.
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned(),
         format!(
             "--window-size={},{}",
             options.viewport_width, options.viewport_height

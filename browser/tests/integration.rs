@@ -383,6 +383,26 @@ async fn launch_without_a_proxy_is_refused() {
     assert_eq!(exited.code(), "browser_launch_failed", "{exited}");
 }
 
+/// A proxy that is not there means no traffic at all: Chromium never falls back to going
+/// direct, and the page is not reached.
+#[tokio::test]
+async fn a_dead_proxy_means_no_traffic() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let options = |_proxy, profile: std::path::PathBuf| Options::new(dead_addr, profile);
+    let Some(Fixture {
+        mut browser, site, ..
+    }) = fixture(options).await
+    else {
+        return;
+    };
+    let failed = browser.navigate(&site.url("/")).await.unwrap_err();
+    assert_eq!(failed.code(), "browser_navigation_failed", "{failed}");
+    assert!(failed.to_string().contains("PROXY"), "{failed}");
+    assert!(site.served().is_empty(), "{:?}", site.served());
+}
+
 /// Dropping the browser kills Chromium and every process it forked.
 #[tokio::test]
 async fn drop_leaves_no_chromium_behind() {
