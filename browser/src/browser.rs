@@ -76,6 +76,18 @@ impl Browser {
         Ok(browser)
     }
 
+    /// Close the browser cleanly (the profile written out), waiting up to the launch
+    /// timeout; whatever is left is killed as on drop.
+    pub async fn shutdown(mut self) {
+        let closing = self.cdp.call("Browser.close", json!({}), None).await;
+        if closing.is_ok() {
+            let timeout = Duration::from_millis(self.options.limits.launch_timeout_ms);
+            if !self.process.exited(timeout).await {
+                tracing::warn!("Chromium did not exit after Browser.close; killing it");
+            }
+        }
+    }
+
     /// Chromium's product and version (`Chrome/156.0.8078.114`), for the record.
     pub fn product(&self) -> &str {
         &self.product

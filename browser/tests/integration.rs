@@ -236,6 +236,12 @@ async fn tabs_listed_switched_closed() {
     assert!(tabs[0].current);
     let missing = browser.close(&b.tab).await.unwrap_err();
     assert_eq!(missing.code(), "browser_tab_missing");
+    assert!(
+        browser.product().starts_with("Chrome/"),
+        "{}",
+        browser.product()
+    );
+    browser.shutdown().await;
 }
 
 /// A screenshot is a PNG of exactly the viewport's size.
