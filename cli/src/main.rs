@@ -991,101 +991,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             client,
             toolsets,
             project,
-        } => {
-            let project = match project {
-                Some(project) => project.clone(),
-                None => std::env::current_dir().context("the current directory")?,
-            };
-            let aido = std::env::current_exe().context("aido's own path")?;
-            let codex_home = std::env::var_os("CODEX_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
-                .context("neither CODEX_HOME nor HOME is set")?;
-            // The toolsets must exist before a client is told to ask for them.
-            aido_policy::config::McpTools {
-                toolsets: toolsets.split(',').map(str::to_owned).collect(),
-                ..Default::default()
-            }
-            .primitives()
-            .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-            for file in init::init(*client, &project, &aido, toolsets, &codex_home)? {
-                println!("wrote {}", file.display());
-            }
-            if *client == init::Client::Codex {
-                println!(
-                    "Codex has no hook that can send its own shell tool through aido: its commands run outside aido unless it uses aido's run_command."
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Undo { count, yes } => {
-            let layered = layered(&cli, &home)?;
-            let here = std::env::current_dir().context("the current directory")?;
-            let here = here.canonicalize().unwrap_or(here);
-            let chosen = undo::last_changes(&readers(&home)?, &here, *count)
-                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-            if chosen.is_empty() {
-                println!(
-                    "nothing to undo: no action changed anything in {}",
-                    here.display()
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            println!("will undo (newest first):");
-            for one in &chosen {
-                println!("  {}", one.line);
-            }
-            if !*yes && !confirmed("undo these?")? {
-                return Ok(ExitCode::from(1));
-            }
-            let runtime = tokio::runtime::Runtime::new()?;
-            for (session, seq) in undo::rewinds(&chosen) {
-                let target = aido_actions::snapshot::Rewind {
-                    to_seq: None,
-                    before_seq: Some(seq),
-                };
-                let code = runtime.block_on(rewind(layered.clone(), &home, &session, target))?;
-                if code != ExitCode::SUCCESS {
-                    return Ok(code);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => init_command(client, toolsets, project),
+        Command::Undo { count, yes } => undo_command(&cli, &home, count, yes),
         Command::Rewind {
             session,
             target,
             yes,
             dry_run,
-        } => {
-            let layered = layered(&cli, &home)?;
-            let journals = readers(&home)?;
-            let session = match session {
-                Some(session) => session.clone(),
-                None => {
-                    let here = std::env::current_dir().context("the current directory")?;
-                    let here = here.canonicalize().unwrap_or(here);
-                    undo::newest_session_in(&journals, &here)
-                        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?
-                        .ok_or_else(|| {
-                            anyhow::anyhow!(
-                                "[session_not_found] no session was started in {} or below; name one with --session (aido replay sessions)",
-                                here.display()
-                            )
-                        })?
-                }
-            };
-            let target = target.action();
-            show_rewind(&journals, &session, &target)?;
-            drop(journals);
-            if *dry_run {
-                return Ok(ExitCode::SUCCESS);
-            }
-            if !*yes && !confirmed("rewind?")? {
-                return Ok(ExitCode::from(1));
-            }
-            let runtime = tokio::runtime::Runtime::new()?;
-            runtime.block_on(rewind(layered, &home, &session, target))
-        }
+        } => rewind_command(&cli, &home, session, target, yes, dry_run),
         Command::Hook {
             client: HookClient::ClaudeCode,
             ask,
@@ -1122,26 +1035,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Codes => {
-            let mut lines: std::collections::BTreeSet<(String, &str)> =
-                aido_actions::codes::tables()
-                    .flat_map(|t| t.codes.iter().map(|c| ((*c).to_owned(), t.name)))
-                    .collect();
-            lines.extend(
-                aido_actions::DenyCode::ALL
-                    .iter()
-                    .map(|c| (c.code().to_owned(), "aido_actions::verdict::DenyCode")),
-            );
-            // A reader that stops early (`aido codes | head`) ends the listing, not a panic.
-            use std::io::Write as _;
-            let mut out = std::io::stdout().lock();
-            for (code, from) in lines {
-                if writeln!(out, "{code}\t{from}").is_err() {
-                    break;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Codes => codes_command(),
         Command::Mcp { choice } => {
             let mut layered = layered(&cli, &home)?;
             choice.apply(&mut layered.config.mcp)?;
@@ -1301,31 +1195,253 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.shutdown_timeout(std::time::Duration::from_millis(500));
             code
         }
-        Command::Vm(VmCmd::List) => vm_client::list(&home),
-        Command::Vm(VmCmd::Shot { vm, output }) => vm_client::shot(&home, vm, output),
-        Command::Vm(VmCmd::Live) => vm_client::live(&home),
-        Command::Vm(VmCmd::Type { vm, text }) => {
-            vm_client::call(&home, "vm_type", json!({"vm": vm, "text": text}))
+        Command::Vm(cmd) => vm_command(&home, cmd),
+        Command::Workspace(WorkspaceCmd::Init { path, btrfs }) => {
+            workspace_init(&home, path, btrfs)
         }
-        Command::Vm(VmCmd::Key { vm, keys }) => {
-            vm_client::call(&home, "vm_key", json!({"vm": vm, "keys": keys}))
+        Command::Config(ConfigCmd::Show { json }) => config_show(&cli, &home, json),
+        Command::Policy(PolicyCmd::Check { action }) => policy_check(&cli, &home, action),
+    }
+}
+
+/// `aido init CLIENT`: write the client's configuration for aido.
+fn init_command(
+    client: &init::Client,
+    toolsets: &str,
+    project: &Option<PathBuf>,
+) -> Result<ExitCode> {
+    let project = match project {
+        Some(project) => project.clone(),
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let aido = std::env::current_exe().context("aido's own path")?;
+    let codex_home = std::env::var_os("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
+        .context("neither CODEX_HOME nor HOME is set")?;
+    // The toolsets must exist before a client is told to ask for them.
+    aido_policy::config::McpTools {
+        toolsets: toolsets.split(',').map(str::to_owned).collect(),
+        ..Default::default()
+    }
+    .primitives()
+    .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    for file in init::init(*client, &project, &aido, toolsets, &codex_home)? {
+        println!("wrote {}", file.display());
+    }
+    if *client == init::Client::Codex {
+        println!(
+            "Codex has no hook that can send its own shell tool through aido: its commands run outside aido unless it uses aido's run_command."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `aido undo [N]`: rewind the last N actions that changed this directory.
+fn undo_command(cli: &Cli, home: &Path, count: &usize, yes: &bool) -> Result<ExitCode> {
+    let layered = layered(cli, home)?;
+    let here = std::env::current_dir().context("the current directory")?;
+    let here = here.canonicalize().unwrap_or(here);
+    let chosen = undo::last_changes(&readers(home)?, &here, *count)
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    if chosen.is_empty() {
+        println!(
+            "nothing to undo: no action changed anything in {}",
+            here.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("will undo (newest first):");
+    for one in &chosen {
+        println!("  {}", one.line);
+    }
+    if !*yes && !confirmed("undo these?")? {
+        return Ok(ExitCode::from(1));
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    for (session, seq) in undo::rewinds(&chosen) {
+        let target = aido_actions::snapshot::Rewind {
+            to_seq: None,
+            before_seq: Some(seq),
+        };
+        let code = runtime.block_on(rewind(layered.clone(), home, &session, target))?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
         }
-        Command::Vm(VmCmd::Click { vm, x, y }) => {
-            vm_client::call(&home, "vm_click", json!({"vm": vm, "x": x, "y": y}))
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `aido rewind`: show what a rewind would do, ask, and run it.
+fn rewind_command(
+    cli: &Cli,
+    home: &Path,
+    session: &Option<String>,
+    target: &RewindTo,
+    yes: &bool,
+    dry_run: &bool,
+) -> Result<ExitCode> {
+    let layered = layered(cli, home)?;
+    let journals = readers(home)?;
+    let session = match session {
+        Some(session) => session.clone(),
+        None => {
+            let here = std::env::current_dir().context("the current directory")?;
+            let here = here.canonicalize().unwrap_or(here);
+            undo::newest_session_in(&journals, &here)
+                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "[session_not_found] no session was started in {} or below; name one with --session (aido replay sessions)",
+                        here.display()
+                    )
+                })?
         }
-        Command::Vm(VmCmd::ClickText { vm, text }) => {
-            vm_client::call(&home, "vm_click_text", json!({"vm": vm, "text": text}))
+    };
+    let target = target.action();
+    show_rewind(&journals, &session, &target)?;
+    drop(journals);
+    if *dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !*yes && !confirmed("rewind?")? {
+        return Ok(ExitCode::from(1));
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(rewind(layered, home, &session, target))
+}
+
+/// `aido codes`: every code aido gives, with the enum it comes from.
+fn codes_command() -> Result<ExitCode> {
+    let mut lines: std::collections::BTreeSet<(String, &str)> = aido_actions::codes::tables()
+        .flat_map(|t| t.codes.iter().map(|c| ((*c).to_owned(), t.name)))
+        .collect();
+    lines.extend(
+        aido_actions::DenyCode::ALL
+            .iter()
+            .map(|c| (c.code().to_owned(), "aido_actions::verdict::DenyCode")),
+    );
+    // A reader that stops early (`aido codes | head`) ends the listing, not a panic.
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for (code, from) in lines {
+        if writeln!(out, "{code}\t{from}").is_err() {
+            break;
         }
-        Command::Vm(VmCmd::WaitText {
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `aido workspace init`: a snapshot-friendly workspace.
+fn workspace_init(home: &Path, path: &Path, btrfs: &Option<String>) -> Result<ExitCode> {
+    let bytes = btrfs.as_deref().map(parse_size).transpose()?;
+    let made = aido_snapshots::volume::init(path, home, bytes)
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let store = aido_snapshots::Store::open(&made.path, home)
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    println!(
+        "workspace {} ({})",
+        made.path.display(),
+        if made.subvolume {
+            "a btrfs subvolume"
+        } else {
+            "a directory"
+        }
+    );
+    if let (Some(image), Some(mount)) = (&made.image, &made.mount) {
+        println!(
+            "  btrfs image {} mounted at {}",
+            image.display(),
+            mount.display()
+        );
+    }
+    println!("  snapshot backend: {}", store.why());
+    println!(
+        "  use it: set workdir (and snapshots.workspace) to {} in {}/config.toml",
+        made.path.display(),
+        home.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `aido config show`: the effective config and where each value came from.
+fn config_show(cli: &Cli, home: &Path, json: &bool) -> Result<ExitCode> {
+    let layered = layered(cli, home)?;
+    if *json {
+        let sources: serde_json::Map<_, _> = layered
+            .sources
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    serde_json::json!(v.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"config": layered.config, "sources": sources})
+        );
+    } else {
+        println!("# effective config (AIDO_HOME = {})", home.display());
+        println!("# where each value came from:");
+        for (key, sources) in &layered.sources {
+            let names: Vec<_> = sources.iter().map(|s| s.to_string()).collect();
+            println!("#   {key:<34} {}", names.join(" + "));
+        }
+        println!("\n{}", layered.config.to_toml());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `aido policy check ACTION`: the verdict the policy gives an action (exit 0 allow, 1 deny,
+/// 3 confirm).
+fn policy_check(cli: &Cli, home: &Path, action: &str) -> Result<ExitCode> {
+    let layered = layered(cli, home)?;
+    let value: serde_json::Value =
+        serde_json::from_str(action).context("the action is not JSON")?;
+    let action: Action =
+        serde_json::from_value(value).map_err(|e| anyhow::anyhow!("[invalid_arguments] {e}"))?;
+    action
+        .check_bounds()
+        .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
+    let engine = PolicyEngine::new(&layered.config, &environment(home), &FsResolver)?;
+    let ctx = SessionContext::new(engine.workdir().to_owned());
+    let verdict = engine.evaluate(&action, &ctx, &FsResolver);
+    println!("{}", serde_json::to_string_pretty(&verdict)?);
+    Ok(match verdict {
+        Verdict::Allow => ExitCode::SUCCESS,
+        Verdict::Deny { .. } => ExitCode::from(1),
+        Verdict::Confirm { .. } => ExitCode::from(3),
+    })
+}
+
+/// `aido vm ...`: look at and drive the machines of a running aido, and build guest images.
+fn vm_command(home: &Path, cmd: &VmCmd) -> Result<ExitCode> {
+    match cmd {
+        VmCmd::List => vm_client::list(home),
+        VmCmd::Shot { vm, output } => vm_client::shot(home, vm, output),
+        VmCmd::Live => vm_client::live(home),
+        VmCmd::Type { vm, text } => {
+            vm_client::call(home, "vm_type", json!({"vm": vm, "text": text}))
+        }
+        VmCmd::Key { vm, keys } => vm_client::call(home, "vm_key", json!({"vm": vm, "keys": keys})),
+        VmCmd::Click { vm, x, y } => {
+            vm_client::call(home, "vm_click", json!({"vm": vm, "x": x, "y": y}))
+        }
+        VmCmd::ClickText { vm, text } => {
+            vm_client::call(home, "vm_click_text", json!({"vm": vm, "text": text}))
+        }
+        VmCmd::WaitText {
             vm,
             text,
             timeout_ms,
-        }) => vm_client::call(
-            &home,
+        } => vm_client::call(
+            home,
             "vm_wait_for_text",
             json!({"vm": vm, "text": text, "timeout_ms": timeout_ms}),
         ),
-        Command::Vm(VmCmd::Snapshot { vm, op, name }) => {
+        VmCmd::Snapshot { vm, op, name } => {
             let primitive = match op.as_str() {
                 "create" => "vm_snapshot_create",
                 "restore" => "vm_snapshot_restore",
@@ -1337,15 +1453,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if op != "list" {
                 args["name"] = json!(name.clone().context("a snapshot name is needed")?);
             }
-            vm_client::call(&home, primitive, args)
+            vm_client::call(home, primitive, args)
         }
-        Command::Vm(VmCmd::Pool { op }) => {
+        VmCmd::Pool { op } => {
             if op != "status" {
                 bail!("pool takes status");
             }
-            vm_client::call(&home, "vm_pool_status", json!({}))
+            vm_client::call(home, "vm_pool_status", json!({}))
         }
-        Command::Vm(VmCmd::Image(VmImageCmd::Build { force, framebuffer })) => {
+        VmCmd::Image(VmImageCmd::Build { force, framebuffer }) => {
             let out = home
                 .join("vm")
                 .join("images")
@@ -1380,83 +1496,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 manifest.trim()
             );
             Ok(ExitCode::SUCCESS)
-        }
-        Command::Workspace(WorkspaceCmd::Init { path, btrfs }) => {
-            let bytes = btrfs.as_deref().map(parse_size).transpose()?;
-            let made = aido_snapshots::volume::init(path, &home, bytes)
-                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-            let store = aido_snapshots::Store::open(&made.path, &home)
-                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-            println!(
-                "workspace {} ({})",
-                made.path.display(),
-                if made.subvolume {
-                    "a btrfs subvolume"
-                } else {
-                    "a directory"
-                }
-            );
-            if let (Some(image), Some(mount)) = (&made.image, &made.mount) {
-                println!(
-                    "  btrfs image {} mounted at {}",
-                    image.display(),
-                    mount.display()
-                );
-            }
-            println!("  snapshot backend: {}", store.why());
-            println!(
-                "  use it: set workdir (and snapshots.workspace) to {} in {}/config.toml",
-                made.path.display(),
-                home.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Config(ConfigCmd::Show { json }) => {
-            let layered = layered(&cli, &home)?;
-            if *json {
-                let sources: serde_json::Map<_, _> = layered
-                    .sources
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            serde_json::json!(v.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
-                        )
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"config": layered.config, "sources": sources})
-                );
-            } else {
-                println!("# effective config (AIDO_HOME = {})", home.display());
-                println!("# where each value came from:");
-                for (key, sources) in &layered.sources {
-                    let names: Vec<_> = sources.iter().map(|s| s.to_string()).collect();
-                    println!("#   {key:<34} {}", names.join(" + "));
-                }
-                println!("\n{}", layered.config.to_toml());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Policy(PolicyCmd::Check { action }) => {
-            let layered = layered(&cli, &home)?;
-            let value: serde_json::Value =
-                serde_json::from_str(action).context("the action is not JSON")?;
-            let action: Action = serde_json::from_value(value)
-                .map_err(|e| anyhow::anyhow!("[invalid_arguments] {e}"))?;
-            action
-                .check_bounds()
-                .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-            let engine = PolicyEngine::new(&layered.config, &environment(&home), &FsResolver)?;
-            let ctx = SessionContext::new(engine.workdir().to_owned());
-            let verdict = engine.evaluate(&action, &ctx, &FsResolver);
-            println!("{}", serde_json::to_string_pretty(&verdict)?);
-            Ok(match verdict {
-                Verdict::Allow => ExitCode::SUCCESS,
-                Verdict::Deny { .. } => ExitCode::from(1),
-                Verdict::Confirm { .. } => ExitCode::from(3),
-            })
         }
     }
 }
