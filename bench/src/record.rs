@@ -57,10 +57,11 @@ pub struct Record {
 }
 
 /// The unit of a record's numbers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     /// Nanoseconds.
+    #[default]
     Ns,
     /// Bytes (shown in decimal megabytes, as the issue states its figures).
     Bytes,

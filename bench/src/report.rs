@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::estimates::Estimate;
 use crate::machine::Machine;
-use crate::metadata::{BATCH, MetadataCost};
 use crate::stdio::{Measured, Outcome as StdioOutcome, Plan, StdioRun};
 
 /// The real-work section.
@@ -37,6 +36,9 @@ pub const SIMULATE_ID: &str = "simulate_pipeline_20_leaves";
 pub const GROUP_COMMIT_ID: &str = "journal_append_8_writers/group_commit";
 /// See [`POLICY_ID`].
 pub const PER_RECORD_ID: &str = "journal_append_8_writers/flush_per_record";
+/// See [`POLICY_ID`]: one `symlink_metadata` call, the price of a system call of the full
+/// evaluation.
+pub const METADATA_ID: &str = "metadata_call";
 
 /// Metadata calls one full evaluation in the policy bench makes: its `write_file` of
 /// `src/main.rs`, from a session in `~/project`, is resolved from the nearest anchor (`~`, the
@@ -60,8 +62,8 @@ pub struct Report {
     pub group_commit: Option<Estimate>,
     /// Criterion: journal appends flushing every record.
     pub per_record: Option<Estimate>,
-    /// The price of one metadata call, measured by the harness.
-    pub metadata: MetadataCost,
+    /// Criterion: one metadata call.
+    pub metadata: Option<Estimate>,
     /// The stdio comparison: in the default temp dir, then on tmpfs.
     pub stdio: Vec<StdioRun>,
     /// How the stdio comparison ran.
@@ -1155,7 +1157,6 @@ impl Report {
     fn policy(&self, rows: &mut Vec<Row>) -> Section {
         const S: &str = "policy";
         let n = METADATA_CALLS_PER_EVALUATION;
-        let m = &self.metadata;
         rows.extend([
             row(
                 S,
@@ -1179,23 +1180,16 @@ impl Report {
             ),
             row(
                 S,
-                "metadata_call",
+                METADATA_ID,
                 format!(
-                    "one `std::fs::symlink_metadata` call on a file in the temp dir ({}), \
-                     median of batches of {BATCH} calls ({} calls in all)",
-                    m.fs,
-                    thousands(m.calls as f64)
+                    "one `std::fs::symlink_metadata` call on a file in the temp dir ({})",
+                    self.machine.temp_fs
                 ),
-                Outcome::Measured(Value {
-                    unit: Unit::Ns,
-                    median: m.median_ns,
-                    n: Some((m.calls / BATCH) as u64),
-                    ..Value::default()
-                }),
+                criterion(&self.metadata),
             ),
         ]);
         let mut tables = Vec::new();
-        if let (Some(full), Some(gates)) = (&self.policy, &self.gates) {
+        if let (Some(full), Some(gates), Some(m)) = (&self.policy, &self.gates, &self.metadata) {
             let calls = f64::from(n) * m.median_ns;
             let cells = [
                 (
