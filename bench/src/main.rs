@@ -506,7 +506,7 @@ fn main() -> Result<()> {
                 node_modules: node_modules.clone(),
             };
             let section = block_on(process::run(&built(aido)?, t, &peers))?;
-            alone(write.files(), &section, report::process_section_with)
+            alone(write.files(), &section, report::process_section)
         }
         Some(Command::Serve {
             aido,
@@ -515,7 +515,7 @@ fn main() -> Result<()> {
             write,
         }) => {
             let section = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
-            alone(write.files(), &section, report::serve_section_with)
+            alone(write.files(), &section, report::serve_section)
         }
         Some(Command::Soak {
             aido,
@@ -530,7 +530,7 @@ fn main() -> Result<()> {
                 large_every: (*large_every).max(1),
             };
             let section = block_on(soak::run(&built(aido)?, t, options))?;
-            alone(write.files(), &section, report::soak_section_with)
+            alone(write.files(), &section, report::soak_section)
         }
         Some(Command::Realwork {
             aido,
@@ -538,7 +538,7 @@ fn main() -> Result<()> {
             write,
         }) => {
             let section = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
-            alone(write.files(), &section, report::realwork::section_with)
+            alone(write.files(), &section, report::realwork::section)
         }
     }
 }

@@ -15,8 +15,6 @@ pub(crate) mod realwork;
 pub mod schema;
 /// The snapshot and rewind sections.
 mod snapshots;
-/// A section's facts and tables as records.
-mod template;
 /// The VM section.
 mod vm;
 
@@ -252,7 +250,7 @@ fn records(section: Section, rows: &[Row]) -> Vec<Record> {
 /// The soak section: per transport, the largest resident memory after warm-up and its growth
 /// over the last three quarters of the calls, judged against the bound; a table of the marks.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn soak_section_with(
+pub(crate) fn soak_section(
     soak: &crate::soak::SoakSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -381,9 +379,27 @@ pub(crate) fn soak_section_with(
     )
 }
 
-/// Section `id` from its template.
+/// A section from its facts and detail tables.
 pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
-    template::section(id, params, tables)
+    let mut out = crate::record::Section::new(id);
+    for (name, value) in params {
+        out.fact(name, value.clone());
+    }
+    for (name, table) in tables {
+        for (k, cells) in table.cells.iter().enumerate() {
+            let cells: Vec<(&str, String)> = table
+                .columns
+                .iter()
+                .map(String::as_str)
+                .zip(cells.iter().cloned())
+                .collect();
+            out.line(name, k + 1, &cells);
+        }
+    }
+    Section {
+        id: id.into(),
+        records: out.records,
+    }
 }
 
 /// The search section: search_code beside rg (time per search), and search_and_read beside
@@ -607,14 +623,10 @@ pub(crate) fn script_section(
 }
 
 /// The serve section: read_file over HTTP beside stdio (p50 and p99, round trips per second),
-/// MCP sessions held with the server's memory, and telemetry's price per action.
-fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Section {
-    serve_section_with(serve, rows, &[])
-}
-
-/// [`serve_section`] with `extra` parameters for its notes.
+/// MCP sessions held with the server's memory, and telemetry's price per action; `extra`
+/// parameters for its notes.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn serve_section_with(
+pub(crate) fn serve_section(
     serve: &crate::serve::ServeSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -800,17 +812,10 @@ pub(crate) fn artifact_section(
 }
 
 /// The process section: `aido exec -- true` beside srt and codex (and a bare spawn),
-/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
-pub(crate) fn process_section(
-    process: &crate::process::ProcessSection,
-    rows: &mut Vec<Row>,
-) -> Section {
-    process_section_with(process, rows, &[])
-}
-
-/// [`process_section`] with `extra` parameters for its notes.
+/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file;
+/// `extra` parameters for its notes.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn process_section_with(
+pub(crate) fn process_section(
     process: &crate::process::ProcessSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -1120,12 +1125,12 @@ impl Report {
         sections.push(memory_section(&self.memory, &mut rows));
         sections.push(fetch_section(&self.fetch, &mut rows));
         sections.push(script_section(&self.script, &mut rows));
-        sections.push(serve_section(&self.serve, &mut rows));
+        sections.push(serve_section(&self.serve, &mut rows, &[]));
         sections.push(desktop_section(&self.desktop, &mut rows));
         sections.push(artifact_section(&self.artifact, &mut rows));
-        sections.push(process_section(&self.process, &mut rows));
-        sections.push(soak_section_with(&self.soak, &mut rows, &[]));
-        sections.push(realwork::section_with(&self.realwork, &mut rows, &[]));
+        sections.push(process_section(&self.process, &mut rows, &[]));
+        sections.push(soak_section(&self.soak, &mut rows, &[]));
+        sections.push(realwork::section(&self.realwork, &mut rows, &[]));
         let mut run = crate::record::Section::new("run");
         run.fact(
             "source",

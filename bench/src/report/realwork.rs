@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::schema::{Outcome, Peer, Row, Section, Unit, Value};
-use super::{beside, format_bytes, format_duration, once, row, samples, section, table};
+use super::{beside, format_bytes, format_duration, once, row, samples, table};
 use crate::realwork::{BIG_BYTES, NOOP_FACTOR, NOOP_PLUS, RealworkRun, RealworkSection, Workload};
 
 const S: &str = "realwork";
@@ -59,7 +59,7 @@ fn workload_row(w: &Workload) -> Row {
 }
 
 /// The section, its rows into `rows`; `extra` parameters for its notes.
-pub(crate) fn section_with(
+pub(crate) fn section(
     realwork: &RealworkSection,
     rows: &mut Vec<Row>,
     extra: &[(&str, String)],
@@ -74,7 +74,7 @@ pub(crate) fn section_with(
                 };
                 rows.push(row(S, id, "see the real-work section", outcome));
             }
-            return section(S, extra, Vec::new());
+            return super::section(S, extra, Vec::new());
         }
     };
     for w in &run.workloads {
@@ -135,7 +135,7 @@ pub(crate) fn section_with(
             Outcome::Measured(ratio_value(per_byte)),
         ));
     }
-    section(S, &params(run, extra), vec![("workloads", details(run))])
+    super::section(S, &params(run, extra), vec![("workloads", details(run))])
 }
 
 fn params<'a>(run: &RealworkRun, extra: &'a [(&'a str, String)]) -> Vec<(&'a str, String)> {
