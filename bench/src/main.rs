@@ -640,10 +640,10 @@ async fn bench(args: Args) -> Result<()> {
 fn alone<S>(into: Option<(&Path, &Path)>, section: &S, build: report::Build<S>) -> Result<()> {
     match into {
         Some((results, out)) => merge_into(results, out, |machine| {
-            report::alone(section, build, &machine.commit, &machine.date)
+            report::alone(section, build, Some((&machine.commit, &machine.date)))
         }),
         None => {
-            record::print(&report::records_of(section, build));
+            record::print(&report::alone(section, build, None));
             Ok(())
         }
     }

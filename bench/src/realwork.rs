@@ -81,25 +81,19 @@ pub struct Workload {
 impl Workload {
     /// The median of the pair-by-pair ratios aido / bare.
     pub fn ratio(&self) -> f64 {
-        median_f64(
-            self.aido
-                .iter()
-                .zip(&self.bare)
-                .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64().max(1e-9))
-                .collect(),
-        )
+        let ratios: Vec<f64> = (self.aido.iter().zip(&self.bare))
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64().max(1e-9))
+            .collect();
+        crate::record::Stats::range(&ratios).median
     }
 
     /// The median over the pairs of aido's time less `factor` times bare's, in nanoseconds
     /// (negative when aido is within the factor).
     pub fn margin_ns(&self, factor: f64) -> f64 {
-        median_f64(
-            self.aido
-                .iter()
-                .zip(&self.bare)
-                .map(|(a, b)| a.as_nanos() as f64 - factor * b.as_nanos() as f64)
-                .collect(),
-        )
+        let margins: Vec<f64> = (self.aido.iter().zip(&self.bare))
+            .map(|(a, b)| a.as_nanos() as f64 - factor * b.as_nanos() as f64)
+            .collect();
+        crate::record::Stats::range(&margins).median
     }
 
     /// Journal bytes per byte changed in the workspace, when anything changed.
@@ -763,14 +757,6 @@ async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
         changed_bytes: size,
         rewind,
     })
-}
-
-fn median_f64(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 0.0,
-        n => values[(n - 1) / 2],
-    }
 }
 
 #[cfg(test)]

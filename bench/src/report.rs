@@ -214,25 +214,17 @@ pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Table {
 /// A section's builder, with extra parameters for its notes.
 pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, String)]) -> Section;
 
-/// A section measured on its own (`aido-bench NAME --write`), saying when (its notes have
-/// the sentence with `{alone_commit}` and `{alone_date}`).
-pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> Vec<Record> {
-    let mut rows = Vec::new();
-    let section = build(
-        section,
-        &mut rows,
-        &[
+/// The records of a section measured on its own; with `when` (commit, date), saying when (its
+/// notes have the sentence with `{alone_commit}` and `{alone_date}`).
+pub fn alone<S>(measured: &S, build: Build<S>, when: Option<(&str, &str)>) -> Vec<Record> {
+    let extra = when.map(|(commit, date)| {
+        [
             ("alone_commit", format!("`{commit}`")),
             ("alone_date", date.to_owned()),
-        ],
-    );
-    records(section, &rows)
-}
-
-/// The records of a section run alone, without the sentence saying when.
-pub fn records_of<S>(measured: &S, build: Build<S>) -> Vec<Record> {
+        ]
+    });
     let mut rows = Vec::new();
-    let section = build(measured, &mut rows, &[]);
+    let section = build(measured, &mut rows, extra.as_ref().map_or(&[], |e| e));
     records(section, &rows)
 }
 
