@@ -162,6 +162,11 @@ impl Section {
         self.push(name, None).note = Some(text.into());
     }
 
+    /// A fact the prose names, as a raw number the template formats.
+    pub fn number(&mut self, name: &str, value: f64) {
+        self.push(name, None).value = Some(value);
+    }
+
     /// A row's lane with one value.
     pub fn value(&mut self, row: &str, lane: Option<&str>, unit: Unit, value: f64) -> &mut Record {
         let record = self.push(row, lane);

@@ -55,7 +55,7 @@ struct Table {
 #[derive(Default, Serialize)]
 struct Part {
     rows: Vec<[String; 5]>,
-    facts: BTreeMap<String, String>,
+    facts: BTreeMap<String, minijinja::Value>,
     tables: BTreeMap<String, Table>,
 }
 
@@ -93,8 +93,8 @@ pub fn render(records: &[Record]) -> Result<String> {
         } else if let Some((table, _)) = record.row.split_once(':') {
             cell(part.tables.entry(table.into()).or_default(), records, k);
         } else if record.unit.is_none() && record.error.is_none() {
-            let text = record.value.map_or(note, |v| v.to_string());
-            part.facts.insert(record.row.clone(), text);
+            part.facts
+                .insert(record.row.clone(), fact(record.value, note));
         } else if !lines.contains_key(&record.row) {
             let line = row(records, k, goal(&record.row))?;
             lines.insert(record.row.clone(), line.clone());
@@ -108,6 +108,12 @@ pub fn render(records: &[Record]) -> Result<String> {
         .map(|l| &l[1..])
         .collect();
     let mut env = minijinja::Environment::new();
+    // Number formats for the raw numbers of facts: `{{ f.calls | thousands }}`,
+    // `{{ (f.flood_ns / 1e6) | fixed(2) }}`.
+    env.add_filter("thousands", thousands);
+    env.add_filter("fixed", |value: f64, places: usize| {
+        format!("{value:.places$}")
+    });
     env.add_template("report", TEMPLATE)?;
     let context = minijinja::value::Serde(Page {
         run,
@@ -121,6 +127,16 @@ pub fn render(records: &[Record]) -> Result<String> {
         text = text.replace("\n\n\n", "\n\n");
     }
     Ok(text + "\n")
+}
+
+/// A fact as the template sees it: a whole number as an integer (shown without a point), any
+/// other number as it is, or the fact's text.
+fn fact(value: Option<f64>, note: String) -> minijinja::Value {
+    match value {
+        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => minijinja::Value::from(v as i64),
+        Some(v) => minijinja::Value::from(v),
+        None => minijinja::Value::from(note),
+    }
 }
 
 /// Adds the cell at `records[k]` to its table: a new line when its row is new.

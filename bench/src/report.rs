@@ -20,7 +20,7 @@ mod vm;
 
 use crate::record::Record;
 pub use crate::render::{format_bytes, format_duration, format_ns, thousands};
-use schema::{Outcome, Peer, Row, Section, Table, Unit, Value};
+use schema::{Fact, Outcome, Peer, Row, Section, Table, Unit, Value};
 pub use snapshots::SnapshotSection;
 pub use vm::VmSection;
 
@@ -372,10 +372,17 @@ pub(crate) fn soak_section(
 }
 
 /// A section from its facts and detail tables.
-pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
+pub(crate) fn section<F: Clone + Into<Fact>>(
+    id: &str,
+    params: &[(&str, F)],
+    tables: Vec<(&str, Table)>,
+) -> Section {
     let mut out = crate::record::Section::new(id);
     for (name, value) in params {
-        out.fact(name, value.clone());
+        match value.clone().into() {
+            Fact::Text(text) => out.fact(name, text),
+            Fact::Number(number) => out.number(name, number),
+        }
     }
     for (name, table) in tables {
         for (k, cells) in table.cells.iter().enumerate() {
@@ -401,7 +408,7 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
     const S: &str = "search";
     let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
     let Some(run) = ran(search, S, &[("search_code_vs_rg", what)], rows) else {
-        return section(S, &[], Vec::new());
+        return section::<Fact>(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -476,7 +483,7 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
     const S: &str = "memory";
     let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
     let Some(run) = ran(memory, S, &[("memory_recall_vs_server_memory", what)], rows) else {
-        return section(S, &[], Vec::new());
+        return section::<Fact>(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -531,7 +538,7 @@ pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<R
     const S: &str = "fetch";
     let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
     let Some(run) = ran(fetch, S, &[("fetch_url_vs_mcp_server_fetch", what)], rows) else {
-        return section(S, &[], Vec::new());
+        return section::<Fact>(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -592,7 +599,7 @@ pub(crate) fn script_section(
         &[("script_host_call_vs_direct_call", what)],
         rows,
     ) else {
-        return section(S, &[], Vec::new());
+        return section::<Fact>(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -770,7 +777,7 @@ pub(crate) fn artifact_section(
         ],
         rows,
     ) else {
-        return section(S, &[], Vec::new());
+        return section::<Fact>(S, &[], Vec::new());
     };
     let latency = |values: &[Duration]| Value {
         unit: Unit::Ns,
@@ -927,31 +934,28 @@ pub(crate) fn process_section(
     section(
         S,
         &[
-            ("calls", run.run_command.len().to_string()),
-            ("spawn_rounds", crate::process::SPAWN_ROUNDS.to_string()),
-            ("flood_mb", (FLOOD_BYTES / 1_000_000).to_string()),
-            ("flood_ms", ms(run.flood_time)),
-            ("flood_counted", run.flood_counted.to_string()),
+            ("calls", run.run_command.len().into()),
+            ("spawn_rounds", crate::process::SPAWN_ROUNDS.into()),
+            ("flood_mb", (FLOOD_BYTES / 1_000_000).into()),
+            ("flood_ns", ns(run.flood_time).into()),
+            ("flood_counted", run.flood_counted.into()),
+            ("rss_before", run.flood_rss_before.into()),
+            ("rss_peak", run.flood_rss_peak.into()),
+            ("files", FILES.into()),
+            ("home_dirs", crate::process::HOME_DIRS.into()),
             (
-                "rss_before_mb",
-                format!("{:.1}", run.flood_rss_before as f64 / 1e6),
+                "one_file_ns",
+                ns(crate::snapshots::median(&run.one_file)).into(),
             ),
             (
-                "rss_peak_mb",
-                format!("{:.1}", run.flood_rss_peak as f64 / 1e6),
+                "many_files_ns",
+                ns(crate::snapshots::median(&run.many_files)).into(),
             ),
-            ("files", FILES.to_string()),
-            ("home_dirs", crate::process::HOME_DIRS.to_string()),
-            ("one_file_ms", ms(crate::snapshots::median(&run.one_file))),
-            (
-                "many_files_ms",
-                ms(crate::snapshots::median(&run.many_files)),
-            ),
-            ("repeats", run.one_file.len().to_string()),
+            ("repeats", run.one_file.len().into()),
         ]
         .into_iter()
-        .chain(extra.iter().cloned())
-        .collect::<Vec<_>>(),
+        .chain(extra.iter().map(|(k, v)| (*k, Fact::from(v.clone()))))
+        .collect::<Vec<(&str, Fact)>>(),
         vec![(
             "spawns",
             table(&["side", "command", "p50 ms", "p99 ms", "spawns"], cells),
@@ -1265,7 +1269,7 @@ impl Report {
                 ),
             },
         );
-        section(S, &[], Vec::new())
+        section::<Fact>(S, &[], Vec::new())
     }
 
     fn stdio(&self, rows: &mut Vec<Row>) -> Section {

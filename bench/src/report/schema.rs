@@ -149,3 +149,36 @@ impl Row {
         out
     }
 }
+
+/// A fact the prose names: text, or a raw number the template formats.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fact {
+    /// Text shown as it is.
+    Text(String),
+    /// A number in the unit its name or the template says.
+    Number(f64),
+}
+
+impl From<String> for Fact {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl From<f64> for Fact {
+    fn from(number: f64) -> Self {
+        Self::Number(number)
+    }
+}
+
+impl From<usize> for Fact {
+    fn from(number: usize) -> Self {
+        Self::Number(number as f64)
+    }
+}
+
+impl From<u64> for Fact {
+    fn from(number: u64) -> Self {
+        Self::Number(number as f64)
+    }
+}

@@ -166,7 +166,7 @@ fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
                 Outcome::NotRun("`--skip-rewind`".into()),
             ));
         }
-        return section(S, &[("skipped", "`--skip-rewind`".into())], Vec::new());
+        return section(S, &[("skipped", "`--skip-rewind`".to_owned())], Vec::new());
     };
     let mut sessions = Vec::new();
     for run in &r.rewind {
