@@ -108,11 +108,17 @@ pub fn render(records: &[Record]) -> Result<String> {
         .map(|l| &l[1..])
         .collect();
     let mut env = minijinja::Environment::new();
-    // Number formats for the raw numbers of facts: `{{ f.calls | thousands }}`,
-    // `{{ (f.flood_ns / 1e6) | fixed(2) }}`.
-    env.add_filter("thousands", thousands);
-    env.add_filter("fixed", |value: f64, places: usize| {
-        format!("{value:.places$}")
+    // Number formats for the raw numbers of facts: `{{ f.calls | thousands }}`, and
+    // `{{ f.flood_ns | fixed(2, 1e6) }}` (in ms, two places). A section that did not run has
+    // no facts: its prose shows nothing there.
+    let number = |value: minijinja::Value| f64::try_from(value).ok();
+    env.add_filter("thousands", move |value| {
+        number(value).map(thousands).unwrap_or_default()
+    });
+    env.add_filter("fixed", move |value, places: usize, per: Option<f64>| {
+        number(value)
+            .map(|v| format!("{:.places$}", v / per.unwrap_or(1.0)))
+            .unwrap_or_default()
     });
     env.add_template("report", TEMPLATE)?;
     let context = minijinja::value::Serde(Page {

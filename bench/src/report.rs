@@ -352,21 +352,18 @@ pub(crate) fn soak_section(
     section(
         S,
         &[
-            ("calls", thousands(all)),
-            ("every", run.options.large_every.to_string()),
-            (
-                "large_mib",
-                format!("{:.0}", run.options.large_bytes as f64 / (1 << 20) as f64),
-            ),
-            ("sample_every", crate::soak::SAMPLE_EVERY.to_string()),
-            ("warm", thousands(warm)),
-            ("quarter", thousands(quarter)),
-            ("bound_mb", format!("{:.0}", bound / 1e6)),
-            ("growth_mb", format!("{:.0}", growth / 1e6)),
+            ("calls", all.into()),
+            ("every", run.options.large_every.into()),
+            ("large_bytes", run.options.large_bytes.into()),
+            ("sample_every", crate::soak::SAMPLE_EVERY.into()),
+            ("warm", warm.into()),
+            ("quarter", quarter.into()),
+            ("bound", bound.into()),
+            ("growth", growth.into()),
         ]
         .into_iter()
-        .chain(extra.iter().cloned())
-        .collect::<Vec<_>>(),
+        .chain(extra.iter().map(|(k, v)| (*k, Fact::from(v.clone()))))
+        .collect::<Vec<(&str, Fact)>>(),
         vec![("soak", table(&columns, cells))],
     )
 }
@@ -609,14 +606,13 @@ pub(crate) fn script_section(
         "`file_info` over MCP",
         &run.direct,
     ));
-    let us = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e6);
     section(
         S,
         &[
-            ("host_calls", run.host_calls.to_string()),
-            ("rounds", run.per_host_call.len().to_string()),
-            ("empty_us", us(crate::snapshots::median(&run.empty))),
-        ],
+            ("host_calls", run.host_calls.into()),
+            ("rounds", run.per_host_call.len().into()),
+            ("empty_ns", ns(crate::snapshots::median(&run.empty)).into()),
+        ] as &[(&str, Fact)],
         Vec::new(),
     )
 }
