@@ -1356,13 +1356,13 @@ impl Report {
                 }
             }
         }
-        let params = [
-            ("peer", self.peer.clone()),
-            ("files", files.to_string()),
-            ("file_bytes", file_bytes.to_string()),
-            ("warmup", p.warmup.to_string()),
-            ("calls", p.calls.to_string()),
-            ("rounds", p.rounds.to_string()),
+        let params: [(&str, Fact); 6] = [
+            ("peer", self.peer.clone().into()),
+            ("files", files.into()),
+            ("file_bytes", file_bytes.into()),
+            ("warmup", p.warmup.into()),
+            ("calls", p.calls.into()),
+            ("rounds", p.rounds.into()),
         ];
         let columns = ["run", "place", "records", "sessions", "verified"];
         section(S, &params, vec![("journal", table(&columns, journal))])
