@@ -463,13 +463,13 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
     section(
         S,
         &[
-            ("patterns", PATTERNS.len().to_string()),
-            ("tree", run.tree.clone()),
-            ("files", run.files.to_string()),
-            ("hits", run.hits.to_string()),
-            ("repeats", run.aido.len().to_string()),
-            ("read_tree", run.read_tree.clone()),
-        ],
+            ("patterns", PATTERNS.len().into()),
+            ("tree", run.tree.clone().into()),
+            ("files", run.files.into()),
+            ("hits", run.hits.into()),
+            ("repeats", run.aido.len().into()),
+            ("read_tree", run.read_tree.clone().into()),
+        ] as &[(&str, Fact)],
         vec![("reads", reads)],
     )
 }
@@ -518,13 +518,13 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
     section(
         S,
         &[
-            ("memories", run.memories.to_string()),
-            ("queries", run.queries.len().to_string()),
-            ("calls", run.aido.len().to_string()),
-            ("peer", run.peer.clone()),
-            ("aido_found", count(|q| q.aido_found).to_string()),
-            ("peer_found", count(|q| q.peer_found).to_string()),
-        ],
+            ("memories", run.memories.into()),
+            ("queries", run.queries.len().into()),
+            ("calls", run.aido.len().into()),
+            ("peer", run.peer.clone().into()),
+            ("aido_found", count(|q| q.aido_found).into()),
+            ("peer_found", count(|q| q.peer_found).into()),
+        ] as &[(&str, Fact)],
         vec![("found", found)],
     )
 }
@@ -574,10 +574,10 @@ pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<R
     section(
         S,
         &[
-            ("peer", run.peer.clone()),
-            ("calls", run.aido.len().to_string()),
-            ("pages", run.pages.len().to_string()),
-        ],
+            ("peer", run.peer.clone().into()),
+            ("calls", run.aido.len().into()),
+            ("pages", run.pages.len().into()),
+        ] as &[(&str, Fact)],
         vec![("pages", pages)],
     )
 }
@@ -726,31 +726,30 @@ pub(crate) fn serve_section(
             Outcome::Failed(why.clone()),
         )),
     }
-    let us = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e6);
-    let (dropped, tel_calls) = match &run.telemetry {
-        Ok(t) => (t.dropped.to_string(), t.on.len().to_string()),
-        Err(_) => ("-".into(), "0".into()),
+    let (dropped, tel_calls): (Fact, Fact) = match &run.telemetry {
+        Ok(t) => (t.dropped.into(), t.on.len().into()),
+        Err(_) => ("-".to_owned().into(), 0_usize.into()),
     };
     section(
         S,
         &[
-            ("calls", run.http.len().to_string()),
-            ("rounds", run.rounds.to_string()),
-            ("held", run.held.to_string()),
+            ("calls", run.http.len().into()),
+            ("rounds", run.rounds.into()),
+            ("held", run.held.into()),
             (
-                "per_session_kb",
-                format!("{:.0}", grown as f64 / 1024.0 / run.held.max(1) as f64),
+                "per_session_bytes",
+                (grown as f64 / run.held.max(1) as f64).into(),
             ),
             (
-                "held_p50_us",
-                us(crate::harness::percentile(&run.while_held, 50.0)),
+                "held_p50_ns",
+                ns(crate::harness::percentile(&run.while_held, 50.0)).into(),
             ),
             ("telemetry_calls", tel_calls),
             ("dropped", dropped),
         ]
         .into_iter()
-        .chain(extra.iter().cloned())
-        .collect::<Vec<_>>(),
+        .chain(extra.iter().map(|(k, v)| (*k, Fact::from(v.clone()))))
+        .collect::<Vec<(&str, Fact)>>(),
         Vec::new(),
     )
 }
@@ -798,10 +797,10 @@ pub(crate) fn artifact_section(
     section(
         S,
         &[
-            ("gets", run.gets.len().to_string()),
-            ("round_trips", run.round_trips.len().to_string()),
-            ("page_bytes", run.page_bytes.to_string()),
-        ],
+            ("gets", run.gets.len().into()),
+            ("round_trips", run.round_trips.len().into()),
+            ("page_bytes", run.page_bytes.into()),
+        ] as &[(&str, Fact)],
         Vec::new(),
     )
 }

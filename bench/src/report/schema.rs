@@ -177,6 +177,12 @@ impl From<usize> for Fact {
     }
 }
 
+impl From<u32> for Fact {
+    fn from(number: u32) -> Self {
+        Self::Number(f64::from(number))
+    }
+}
+
 impl From<u64> for Fact {
     fn from(number: u64) -> Self {
         Self::Number(number as f64)
