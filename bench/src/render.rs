@@ -118,6 +118,9 @@ pub fn render(records: &[Record]) -> Result<String> {
     env.add_filter("bytes", move |value| {
         number(value).map_or_else(String::new, |v| format_bytes(v as u64))
     });
+    env.add_filter("duration", move |value| {
+        number(value).map_or_else(String::new, format_ns)
+    });
     env.add_filter("fixed", move |value, places: usize, per: Option<f64>| {
         number(value)
             .map(|v| format!("{:.places$}", v / per.unwrap_or(1.0)))
