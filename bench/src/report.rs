@@ -999,10 +999,10 @@ pub(crate) fn desktop_section(
             return section(
                 S,
                 &[
-                    ("lanes", "Not run.".into()),
-                    ("shots", SHOTS.to_string()),
-                    ("keys", KEYS.to_string()),
-                ],
+                    ("lanes", "Not run.".to_owned().into()),
+                    ("shots", SHOTS.into()),
+                    ("keys", KEYS.into()),
+                ] as &[(&str, Fact)],
                 vec![("lanes", table(&["lane", "server"], Vec::new()))],
             );
         }
@@ -1079,11 +1079,12 @@ pub(crate) fn desktop_section(
                 format!(
                     "{} lane(s) ran.",
                     lanes.iter().filter(|(_, l)| l.is_ok()).count()
-                ),
+                )
+                .into(),
             ),
-            ("shots", SHOTS.to_string()),
-            ("keys", KEYS.to_string()),
-        ],
+            ("shots", SHOTS.into()),
+            ("keys", KEYS.into()),
+        ] as &[(&str, Fact)],
         vec![(
             "lanes",
             table(
@@ -1212,7 +1213,7 @@ impl Report {
                 table(&["part of the full evaluation", "time"], cells),
             ));
         }
-        section(S, &[("calls", n.to_string())], tables)
+        section(S, &[("calls", Fact::from(n))], tables)
     }
 
     fn journal(&self, rows: &mut Vec<Row>) -> Section {
