@@ -212,15 +212,15 @@ pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Table {
 }
 
 /// A section's builder, with extra parameters for its notes.
-pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, String)]) -> Section;
+pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, Fact)]) -> Section;
 
 /// The records of a section measured on its own; with `when` (commit, date), saying when (its
 /// notes have the sentence with `{alone_commit}` and `{alone_date}`).
 pub fn alone<S>(measured: &S, build: Build<S>, when: Option<(&str, &str)>) -> Vec<Record> {
     let extra = when.map(|(commit, date)| {
         [
-            ("alone_commit", format!("`{commit}`")),
-            ("alone_date", date.to_owned()),
+            ("alone_commit", format!("`{commit}`").into()),
+            ("alone_date", date.to_owned().into()),
         ]
     });
     let mut rows = Vec::new();
@@ -245,7 +245,7 @@ fn records(section: Section, rows: &[Row]) -> Vec<Record> {
 pub(crate) fn soak_section(
     soak: &crate::soak::SoakSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     const S: &str = "soak";
     let ids = [
@@ -362,21 +362,17 @@ pub(crate) fn soak_section(
             ("growth", growth.into()),
         ]
         .into_iter()
-        .chain(extra.iter().map(|(k, v)| (*k, Fact::from(v.clone()))))
+        .chain(extra.iter().cloned())
         .collect::<Vec<(&str, Fact)>>(),
         vec![("soak", table(&columns, cells))],
     )
 }
 
 /// A section from its facts and detail tables.
-pub(crate) fn section<F: Clone + Into<Fact>>(
-    id: &str,
-    params: &[(&str, F)],
-    tables: Vec<(&str, Table)>,
-) -> Section {
+pub(crate) fn section(id: &str, params: &[(&str, Fact)], tables: Vec<(&str, Table)>) -> Section {
     let mut out = crate::record::Section::new(id);
     for (name, value) in params {
-        match value.clone().into() {
+        match value.clone() {
             Fact::Text(text) => out.fact(name, text),
             Fact::Number(number) => out.number(name, number),
         }
@@ -405,7 +401,7 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
     const S: &str = "search";
     let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
     let Some(run) = ran(search, S, &[("search_code_vs_rg", what)], rows) else {
-        return section::<Fact>(S, &[], Vec::new());
+        return section(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -469,7 +465,7 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
             ("hits", run.hits.into()),
             ("repeats", run.aido.len().into()),
             ("read_tree", run.read_tree.clone().into()),
-        ] as &[(&str, Fact)],
+        ],
         vec![("reads", reads)],
     )
 }
@@ -480,7 +476,7 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
     const S: &str = "memory";
     let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
     let Some(run) = ran(memory, S, &[("memory_recall_vs_server_memory", what)], rows) else {
-        return section::<Fact>(S, &[], Vec::new());
+        return section(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -524,7 +520,7 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
             ("peer", run.peer.clone().into()),
             ("aido_found", count(|q| q.aido_found).into()),
             ("peer_found", count(|q| q.peer_found).into()),
-        ] as &[(&str, Fact)],
+        ],
         vec![("found", found)],
     )
 }
@@ -535,7 +531,7 @@ pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<R
     const S: &str = "fetch";
     let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
     let Some(run) = ran(fetch, S, &[("fetch_url_vs_mcp_server_fetch", what)], rows) else {
-        return section::<Fact>(S, &[], Vec::new());
+        return section(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -577,7 +573,7 @@ pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<R
             ("peer", run.peer.clone().into()),
             ("calls", run.aido.len().into()),
             ("pages", run.pages.len().into()),
-        ] as &[(&str, Fact)],
+        ],
         vec![("pages", pages)],
     )
 }
@@ -596,7 +592,7 @@ pub(crate) fn script_section(
         &[("script_host_call_vs_direct_call", what)],
         rows,
     ) else {
-        return section::<Fact>(S, &[], Vec::new());
+        return section(S, &[], Vec::new());
     };
     rows.push(versus(
         S,
@@ -612,7 +608,7 @@ pub(crate) fn script_section(
             ("host_calls", run.host_calls.into()),
             ("rounds", run.per_host_call.len().into()),
             ("empty_ns", ns(crate::snapshots::median(&run.empty)).into()),
-        ] as &[(&str, Fact)],
+        ],
         Vec::new(),
     )
 }
@@ -624,7 +620,7 @@ pub(crate) fn script_section(
 pub(crate) fn serve_section(
     serve: &crate::serve::ServeSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     const S: &str = "serve";
     let ids = [
@@ -748,7 +744,7 @@ pub(crate) fn serve_section(
             ("dropped", dropped),
         ]
         .into_iter()
-        .chain(extra.iter().map(|(k, v)| (*k, Fact::from(v.clone()))))
+        .chain(extra.iter().cloned())
         .collect::<Vec<(&str, Fact)>>(),
         Vec::new(),
     )
@@ -772,7 +768,7 @@ pub(crate) fn artifact_section(
         ],
         rows,
     ) else {
-        return section::<Fact>(S, &[], Vec::new());
+        return section(S, &[], Vec::new());
     };
     let latency = |values: &[Duration]| Value {
         unit: Unit::Ns,
@@ -800,7 +796,7 @@ pub(crate) fn artifact_section(
             ("gets", run.gets.len().into()),
             ("round_trips", run.round_trips.len().into()),
             ("page_bytes", run.page_bytes.into()),
-        ] as &[(&str, Fact)],
+        ],
         Vec::new(),
     )
 }
@@ -812,7 +808,7 @@ pub(crate) fn artifact_section(
 pub(crate) fn process_section(
     process: &crate::process::ProcessSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     use crate::process::{FILES, FLOOD_BYTES};
     const S: &str = "process";
@@ -949,7 +945,7 @@ pub(crate) fn process_section(
             ("repeats", run.one_file.len().into()),
         ]
         .into_iter()
-        .chain(extra.iter().map(|(k, v)| (*k, Fact::from(v.clone()))))
+        .chain(extra.iter().cloned())
         .collect::<Vec<(&str, Fact)>>(),
         vec![(
             "spawns",
@@ -1002,7 +998,7 @@ pub(crate) fn desktop_section(
                     ("lanes", "Not run.".to_owned().into()),
                     ("shots", SHOTS.into()),
                     ("keys", KEYS.into()),
-                ] as &[(&str, Fact)],
+                ],
                 vec![("lanes", table(&["lane", "server"], Vec::new()))],
             );
         }
@@ -1084,7 +1080,7 @@ pub(crate) fn desktop_section(
             ),
             ("shots", SHOTS.into()),
             ("keys", KEYS.into()),
-        ] as &[(&str, Fact)],
+        ],
         vec![(
             "lanes",
             table(
@@ -1265,7 +1261,7 @@ impl Report {
                 ),
             },
         );
-        section::<Fact>(S, &[], Vec::new())
+        section(S, &[], Vec::new())
     }
 
     fn stdio(&self, rows: &mut Vec<Row>) -> Section {

@@ -62,7 +62,7 @@ fn workload_row(w: &Workload) -> Row {
 pub(crate) fn section(
     realwork: &RealworkSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     let run = match realwork {
         RealworkSection::Ran(run) => run,
@@ -138,7 +138,7 @@ pub(crate) fn section(
     super::section(S, &params(run, extra), vec![("workloads", details(run))])
 }
 
-fn params<'a>(run: &RealworkRun, extra: &[(&'a str, String)]) -> Vec<(&'a str, Fact)> {
+fn params<'a>(run: &RealworkRun, extra: &[(&'a str, Fact)]) -> Vec<(&'a str, Fact)> {
     let big = &run.big;
     let rounds = |id: &str| {
         run.workloads
@@ -161,8 +161,7 @@ fn params<'a>(run: &RealworkRun, extra: &[(&'a str, String)]) -> Vec<(&'a str, F
         ("big_journal_apparent", big.journal_apparent_bytes.into()),
         ("one_file", big.one_file.clone().into()),
     ];
-    let extra = extra.iter().map(|(k, v)| (*k, Fact::from(v.clone())));
-    owned.into_iter().chain(extra).collect()
+    owned.into_iter().chain(extra.iter().cloned()).collect()
 }
 
 fn details(run: &RealworkRun) -> super::schema::Table {

@@ -60,7 +60,7 @@ pub(super) fn sections(measured: &SnapshotSection, rows: &mut Vec<Row>) -> [Sect
                 };
                 rows.push(row(section, id, what, Outcome::NotRun(why.clone())));
             }
-            let not_run = [("not_run", why.clone())];
+            let not_run = [("not_run", why.clone().into())];
             return [
                 section("snapshots", &not_run, Vec::new()),
                 section("rewind", &not_run, Vec::new()),
@@ -166,7 +166,11 @@ fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
                 Outcome::NotRun("`--skip-rewind`".into()),
             ));
         }
-        return section(S, &[("skipped", "`--skip-rewind`".to_owned())], Vec::new());
+        return section(
+            S,
+            &[("skipped", "`--skip-rewind`".to_owned().into())],
+            Vec::new(),
+        );
     };
     let mut sessions = Vec::new();
     for run in &r.rewind {

@@ -62,7 +62,7 @@ pub(super) fn section(section: &VmSection, rows: &mut Vec<Row>) -> Section {
             for (id, what) in ids {
                 rows.push(row(S, id, what, Outcome::NotRun(why.clone())));
             }
-            return super::section(S, &[("not_run", why.clone())], Vec::new());
+            return super::section(S, &[("not_run", why.clone().into())], Vec::new());
         }
     };
     let a = &r.accel;
