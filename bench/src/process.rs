@@ -308,15 +308,7 @@ pub(crate) fn status_bytes(pid: u32, field: &str) -> Result<u64> {
 }
 
 async fn call(server: &Server, arguments: Value) -> Result<Value> {
-    let arguments: JsonObject = match arguments {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call("run_command", arguments).await?;
-    if result.is_error == Some(true) {
-        bail!("run_command failed: {:?}", result.structured_content);
-    }
-    let out = result.structured_content.unwrap_or(Value::Null);
+    let out = server.json("run_command", arguments).await?;
     if out["exit_code"] != json!(0) {
         bail!("run_command did not exit 0: {out}");
     }
