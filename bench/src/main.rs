@@ -5,8 +5,8 @@
 //! (`@modelcontextprotocol/server-filesystem`), both spawned by one rmcp client and driven in
 //! alternating rounds, twice: with the files and aido's journal in the default temp dir, then on
 //! tmpfs, so the price of a durable journal shows. It puts the result beside the criterion
-//! benches of the policy and the journal, each against its target, and prices one metadata
-//! system call (the difference between the two policy evaluation benches). Then it times
+//! benches of the policy (with the price of one metadata system call, the difference between
+//! the two policy evaluation benches) and the journal, each against its target. Then it times
 //! snapshot create and restore on a large tree with every snapshot backend (btrfs on a loop
 //! volume it mounts and unmounts) against `cp -a` and git, and `rewind` in sessions of many
 //! actions through a real runtime. Last, whole machines (the `aido-vm` crate, on this machine's
@@ -41,8 +41,6 @@ mod harness;
 mod machine;
 /// recall against server-memory.
 mod memory;
-/// The price of one metadata system call.
-mod metadata;
 /// Confined commands beside srt and codex, a flood, changes per file.
 mod process;
 /// Real work (a venv, wheels, a no-op cargo rebuild, 20,000 files, 2 GiB) beside bare.
@@ -323,9 +321,6 @@ struct Args {
     /// The tmpfs directory for the second stdio run (skipped if it is missing or not tmpfs).
     #[arg(long, default_value = "/dev/shm")]
     tmpfs_dir: PathBuf,
-    /// `symlink_metadata` calls timed to price one metadata call.
-    #[arg(long, default_value_t = 100_000)]
-    metadata_calls: usize,
     /// Leave out the snapshot and rewind benchmarks.
     #[arg(long)]
     skip_snapshots: bool,
@@ -468,28 +463,50 @@ impl Args {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    let temp = std::env::temp_dir();
+    let t = temp.as_path();
     match &cli.command {
-        Some(Command::Render { from, out }) => return render(from, out),
+        None => block_on(bench(cli.args))?,
+        Some(Command::Render { from, out }) => render(from, out),
         Some(Command::Conformance {
             script,
             results,
             out,
-        }) => return conformance_only(script, results, out),
+        }) => conformance_only(script, results, out),
+        Some(Command::Telemetry { calls, rounds }) => {
+            telemetry::run((*calls).max(1), (*rounds).max(1))
+        }
+        Some(Command::Desktop) => alone(None, &desktop::run(), |s, rows, _| {
+            report::desktop_section(s, rows)
+        }),
         Some(Command::Fetch {
             aido,
             python,
             repeats,
-        }) => return fetch_only(aido, python, *repeats),
-        Some(Command::Script { aido, repeats }) => return script_only(aido, *repeats),
-        Some(Command::Desktop) => return desktop_only(),
-        Some(Command::Artifact { aido }) => return artifact_only(aido),
+        }) => {
+            let section = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
+            alone(None, &section, |s, rows, _| report::fetch_section(s, rows))
+        }
+        Some(Command::Script { aido, repeats }) => {
+            let section = block_on(script::run(&built(aido)?, t, *repeats))?;
+            alone(None, &section, |s, rows, _| report::script_section(s, rows))
+        }
+        Some(Command::Artifact { aido }) => {
+            let section = block_on(artifact::run(&built(aido)?, t))?;
+            alone(None, &section, |s, rows, _| {
+                report::artifact_section(s, rows)
+            })
+        }
         Some(Command::Process {
             aido,
             node_modules,
             write,
         }) => {
-            let into = write.files();
-            return process_only(aido, node_modules, into);
+            let peers = process::Peers {
+                node_modules: node_modules.clone(),
+            };
+            let section = block_on(process::run(&built(aido)?, t, &peers))?;
+            alone(write.files(), &section, report::process_section)
         }
         Some(Command::Serve {
             aido,
@@ -497,8 +514,8 @@ fn main() -> Result<()> {
             hold,
             write,
         }) => {
-            let into = write.files();
-            return serve_only(aido, *calls, *hold, into);
+            let section = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
+            alone(write.files(), &section, report::serve_section)
         }
         Some(Command::Soak {
             aido,
@@ -512,42 +529,25 @@ fn main() -> Result<()> {
                 large_bytes: *large_bytes,
                 large_every: (*large_every).max(1),
             };
-            let into = write.files();
-            return soak_only(aido, options, into);
+            let section = block_on(soak::run(&built(aido)?, t, options))?;
+            alone(write.files(), &section, report::soak_section)
         }
         Some(Command::Realwork {
             aido,
             realwork,
             write,
         }) => {
-            let into = write.files();
-            return realwork_only(aido, &realwork.options(), into);
+            let section = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
+            alone(write.files(), &section, report::realwork::section)
         }
-        Some(Command::Telemetry { calls, rounds }) => {
-            return telemetry::run((*calls).max(1), (*rounds).max(1));
-        }
-        None => {}
     }
-    block_on(bench(cli.args))?
 }
 
 async fn bench(args: Args) -> Result<()> {
-    let aido = std::fs::canonicalize(&args.aido)
-        .with_context(|| format!("the aido binary {} (build it first)", args.aido.display()))?;
+    let aido = built(&args.aido)?;
     let (peer_entry, peer) = peer_package(&args.peer_dir)?;
     let temp = std::env::temp_dir();
     let machine = Machine::collect(&args.node, &temp);
-
-    // First, while nothing else runs: the price of the metadata calls the full policy
-    // evaluation makes and the gates-only evaluation does not.
-    let metadata = metadata::measure(&temp, args.metadata_calls, machine.temp_fs.clone())?;
-    eprintln!(
-        "aido-bench: std::fs::symlink_metadata on a file in {} ({}): {} median over {} calls",
-        temp.display(),
-        metadata.fs,
-        report::format_ns(metadata.median_ns),
-        metadata.calls
-    );
 
     let setup = Setup {
         aido,
@@ -615,7 +615,7 @@ async fn bench(args: Args) -> Result<()> {
         simulate: estimates::read(&args.criterion_dir, report::SIMULATE_ID)?,
         group_commit: estimates::read(&args.criterion_dir, report::GROUP_COMMIT_ID)?,
         per_record: estimates::read(&args.criterion_dir, report::PER_RECORD_ID)?,
-        metadata,
+        metadata: estimates::read(&args.criterion_dir, report::METADATA_ID)?,
         stdio,
         plan: setup.plan,
         peer,
@@ -635,81 +635,15 @@ async fn bench(args: Args) -> Result<()> {
     finish(&args, &report)
 }
 
-/// `aido-bench fetch`: the fetch section alone.
-fn fetch_only(aido: &Path, python: &Path, repeats: usize) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(fetch::run(&aido, python, &std::env::temp_dir(), repeats))?;
-    alone(None, &section, |s, rows, _| report::fetch_section(s, rows))
-}
-
-/// `aido-bench artifact`: the artifact section alone.
-fn artifact_only(aido: &Path) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(artifact::run(&aido, &std::env::temp_dir()))?;
-    alone(None, &section, |s, rows, _| {
-        report::artifact_section(s, rows)
-    })
-}
-
-/// `aido-bench script`: the script section alone.
-fn script_only(aido: &Path, repeats: usize) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(script::run(&aido, &std::env::temp_dir(), repeats))?;
-    alone(None, &section, |s, rows, _| report::script_section(s, rows))
-}
-
-/// `aido-bench desktop`: the desktop section alone.
-fn desktop_only() -> Result<()> {
-    let section = desktop::run();
-    alone(None, &section, |s, rows, _| {
-        report::desktop_section(s, rows)
-    })
-}
-
-/// `aido-bench process`: the process section alone.
-fn process_only(aido: &Path, node_modules: &Path, into: Option<(&Path, &Path)>) -> Result<()> {
-    let aido = built(aido)?;
-    let peers = process::Peers {
-        node_modules: node_modules.to_owned(),
-    };
-    let section = block_on(process::run(&aido, &std::env::temp_dir(), &peers))?;
-    alone(into, &section, report::process_section_with)
-}
-
-/// `aido-bench serve`: the serve section alone.
-fn serve_only(aido: &Path, calls: usize, hold: usize, into: Option<(&Path, &Path)>) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(serve::run(&aido, &std::env::temp_dir(), calls, 4, hold))?;
-    alone(into, &section, report::serve_section_with)
-}
-
-/// `aido-bench soak`: the soak section alone.
-fn soak_only(aido: &Path, options: soak::Options, into: Option<(&Path, &Path)>) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(soak::run(&aido, &std::env::temp_dir(), options))?;
-    alone(into, &section, report::soak_section_with)
-}
-
-/// `aido-bench realwork`: the real-work section alone.
-fn realwork_only(
-    aido: &Path,
-    options: &realwork::Options,
-    into: Option<(&Path, &Path)>,
-) -> Result<()> {
-    let aido = built(aido)?;
-    let section = block_on(realwork::run(&aido, &std::env::temp_dir(), options))?;
-    alone(into, &section, report::realwork::section_with)
-}
-
 /// A section measured on its own: its records printed as JSON lines; with `into` (the
 /// results file and the report) also [`merge_into`] the results, saying when it was measured.
 fn alone<S>(into: Option<(&Path, &Path)>, section: &S, build: report::Build<S>) -> Result<()> {
     match into {
         Some((results, out)) => merge_into(results, out, |machine| {
-            report::alone(section, build, &machine.commit, &machine.date)
+            report::alone(section, build, Some((&machine.commit, &machine.date)))
         }),
         None => {
-            record::print(&report::records_of(section, build));
+            record::print(&report::alone(section, build, None));
             Ok(())
         }
     }

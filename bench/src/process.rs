@@ -261,9 +261,11 @@ fn spawns(aido: &Path, work: &Path, peers: &Peers) -> Result<Vec<Side>> {
     Ok(sides)
 }
 
-/// The pid of our child process named `comm`.
-fn child_pid(comm: &str) -> Result<u32> {
+/// The pid of our newest live child process named `comm` (an earlier workload's server may
+/// still be a zombie).
+pub(crate) fn child_pid(comm: &str) -> Result<u32> {
     let me = std::process::id();
+    let mut newest: Option<(u64, u32)> = None;
     for entry in std::fs::read_dir("/proc")?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -271,20 +273,26 @@ fn child_pid(comm: &str) -> Result<u32> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        // pid (comm) state ppid ...
+        // pid (comm) state ppid ... starttime (the 22nd field)
         let Some((head, rest)) = stat.rsplit_once(") ") else {
             continue;
         };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
         let name = head.split_once(" (").map_or("", |(_, n)| n);
-        let ppid = rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok());
-        if name == comm && ppid == Some(me) {
-            return Ok(pid);
+        let (Some(state), Some(ppid), Some(start)) = (
+            fields.first(),
+            fields.get(1).and_then(|p| p.parse::<u32>().ok()),
+            fields.get(19).and_then(|s| s.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        if name == comm && ppid == me && *state != "Z" && newest.is_none_or(|(s, _)| start > s) {
+            newest = Some((start, pid));
         }
     }
-    bail!("no child process named {comm}")
+    newest
+        .map(|(_, pid)| pid)
+        .with_context(|| format!("no live child process named {comm}"))
 }
 
 /// A `/proc/pid/status` field in bytes.
@@ -300,15 +308,7 @@ pub(crate) fn status_bytes(pid: u32, field: &str) -> Result<u64> {
 }
 
 async fn call(server: &Server, arguments: Value) -> Result<Value> {
-    let arguments: JsonObject = match arguments {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call("run_command", arguments).await?;
-    if result.is_error == Some(true) {
-        bail!("run_command failed: {:?}", result.structured_content);
-    }
-    let out = result.structured_content.unwrap_or(Value::Null);
+    let out = server.json("run_command", arguments).await?;
     if out["exit_code"] != json!(0) {
         bail!("run_command did not exit 0: {out}");
     }

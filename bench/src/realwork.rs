@@ -81,25 +81,19 @@ pub struct Workload {
 impl Workload {
     /// The median of the pair-by-pair ratios aido / bare.
     pub fn ratio(&self) -> f64 {
-        median_f64(
-            self.aido
-                .iter()
-                .zip(&self.bare)
-                .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64().max(1e-9))
-                .collect(),
-        )
+        let ratios: Vec<f64> = (self.aido.iter().zip(&self.bare))
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64().max(1e-9))
+            .collect();
+        crate::record::Stats::range(&ratios).median
     }
 
     /// The median over the pairs of aido's time less `factor` times bare's, in nanoseconds
     /// (negative when aido is within the factor).
     pub fn margin_ns(&self, factor: f64) -> f64 {
-        median_f64(
-            self.aido
-                .iter()
-                .zip(&self.bare)
-                .map(|(a, b)| a.as_nanos() as f64 - factor * b.as_nanos() as f64)
-                .collect(),
-        )
+        let margins: Vec<f64> = (self.aido.iter().zip(&self.bare))
+            .map(|(a, b)| a.as_nanos() as f64 - factor * b.as_nanos() as f64)
+            .collect();
+        crate::record::Stats::range(&margins).median
     }
 
     /// Journal bytes per byte changed in the workspace, when anything changed.
@@ -218,7 +212,7 @@ impl Bench {
             std::fs::write(aido_home.join("config.toml"), config)?;
         }
         let (server, home) = Server::aido(aido, dir.path(), &["run_command"]).await?;
-        let pid = newest_child("aido")?;
+        let pid = crate::process::child_pid("aido")?;
         let bare = dir.path().join("bare");
         std::fs::create_dir_all(&bare)?;
         // The sandbox and the journal warm up before anything is timed.
@@ -289,40 +283,6 @@ impl Bench {
     fn rss(&self, field: &str) -> Result<u64> {
         crate::process::status_bytes(self.pid, field)
     }
-}
-
-/// The pid of our newest live child process named `comm` (an earlier workload's server may
-/// still be a zombie).
-fn newest_child(comm: &str) -> Result<u32> {
-    let me = std::process::id();
-    let mut newest: Option<(u64, u32)> = None;
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ... starttime (the 22nd field)
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let name = head.split_once(" (").map_or("", |(_, n)| n);
-        let (Some(state), Some(ppid), Some(start)) = (
-            fields.first(),
-            fields.get(1).and_then(|p| p.parse::<u32>().ok()),
-            fields.get(19).and_then(|s| s.parse::<u64>().ok()),
-        ) else {
-            continue;
-        };
-        if name == comm && ppid == me && *state != "Z" && newest.is_none_or(|(s, _)| start > s) {
-            newest = Some((start, pid));
-        }
-    }
-    newest
-        .map(|(_, pid)| pid)
-        .with_context(|| format!("no live child process named {comm}"))
 }
 
 /// A tool call that must succeed; its seq and structured result.
@@ -797,14 +757,6 @@ async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
         changed_bytes: size,
         rewind,
     })
-}
-
-fn median_f64(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 0.0,
-        n => values[(n - 1) / 2],
-    }
 }
 
 #[cfg(test)]

@@ -57,10 +57,11 @@ pub struct Record {
 }
 
 /// The unit of a record's numbers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     /// Nanoseconds.
+    #[default]
     Ns,
     /// Bytes (shown in decimal megabytes, as the issue states its figures).
     Bytes,
@@ -159,6 +160,11 @@ impl Section {
     /// A fact the prose names, as text.
     pub fn fact(&mut self, name: &str, text: impl Into<String>) {
         self.push(name, None).note = Some(text.into());
+    }
+
+    /// A fact the prose names, as a raw number the template formats.
+    pub fn number(&mut self, name: &str, value: f64) {
+        self.push(name, None).value = Some(value);
     }
 
     /// A row's lane with one value.

@@ -55,7 +55,7 @@ struct Table {
 #[derive(Default, Serialize)]
 struct Part {
     rows: Vec<[String; 5]>,
-    facts: BTreeMap<String, String>,
+    facts: BTreeMap<String, minijinja::Value>,
     tables: BTreeMap<String, Table>,
 }
 
@@ -93,8 +93,8 @@ pub fn render(records: &[Record]) -> Result<String> {
         } else if let Some((table, _)) = record.row.split_once(':') {
             cell(part.tables.entry(table.into()).or_default(), records, k);
         } else if record.unit.is_none() && record.error.is_none() {
-            let text = record.value.map_or(note, |v| v.to_string());
-            part.facts.insert(record.row.clone(), text);
+            part.facts
+                .insert(record.row.clone(), fact(record.value, note));
         } else if !lines.contains_key(&record.row) {
             let line = row(records, k, goal(&record.row))?;
             lines.insert(record.row.clone(), line.clone());
@@ -108,6 +108,24 @@ pub fn render(records: &[Record]) -> Result<String> {
         .map(|l| &l[1..])
         .collect();
     let mut env = minijinja::Environment::new();
+    // Number formats for the raw numbers of facts: `{{ f.calls | thousands }}`, and
+    // `{{ f.flood_ns | fixed(2, 1e6) }}` (in ms, two places). A section that did not run has
+    // no facts: its prose shows nothing there.
+    let number = |value: minijinja::Value| f64::try_from(value).ok();
+    env.add_filter("thousands", move |value| {
+        number(value).map(thousands).unwrap_or_default()
+    });
+    env.add_filter("bytes", move |value| {
+        number(value).map_or_else(String::new, |v| format_bytes(v as u64))
+    });
+    env.add_filter("duration", move |value| {
+        number(value).map_or_else(String::new, format_ns)
+    });
+    env.add_filter("fixed", move |value, places: usize, per: Option<f64>| {
+        number(value)
+            .map(|v| format!("{:.places$}", v / per.unwrap_or(1.0)))
+            .unwrap_or_default()
+    });
     env.add_template("report", TEMPLATE)?;
     let context = minijinja::value::Serde(Page {
         run,
@@ -121,6 +139,16 @@ pub fn render(records: &[Record]) -> Result<String> {
         text = text.replace("\n\n\n", "\n\n");
     }
     Ok(text + "\n")
+}
+
+/// A fact as the template sees it: a whole number as an integer (shown without a point), any
+/// other number as it is, or the fact's text.
+fn fact(value: Option<f64>, note: String) -> minijinja::Value {
+    match value {
+        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => minijinja::Value::from(v as i64),
+        Some(v) => minijinja::Value::from(v),
+        None => minijinja::Value::from(note),
+    }
 }
 
 /// Adds the cell at `records[k]` to its table: a new line when its row is new.

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::estimates::Estimate;
 use crate::machine::Machine;
-use crate::metadata::{BATCH, MetadataCost};
 use crate::stdio::{Measured, Outcome as StdioOutcome, Plan, StdioRun};
 
 /// The real-work section.
@@ -16,14 +15,12 @@ pub(crate) mod realwork;
 pub mod schema;
 /// The snapshot and rewind sections.
 mod snapshots;
-/// A section's facts and tables as records.
-mod template;
 /// The VM section.
 mod vm;
 
 use crate::record::Record;
 pub use crate::render::{format_bytes, format_duration, format_ns, thousands};
-use schema::{Outcome, Peer, Row, Section, Table, Unit, Value};
+use schema::{Fact, Outcome, Peer, Row, Section, Table, Unit, Value};
 pub use snapshots::SnapshotSection;
 pub use vm::VmSection;
 
@@ -37,6 +34,9 @@ pub const SIMULATE_ID: &str = "simulate_pipeline_20_leaves";
 pub const GROUP_COMMIT_ID: &str = "journal_append_8_writers/group_commit";
 /// See [`POLICY_ID`].
 pub const PER_RECORD_ID: &str = "journal_append_8_writers/flush_per_record";
+/// See [`POLICY_ID`]: one `symlink_metadata` call, the price of a system call of the full
+/// evaluation.
+pub const METADATA_ID: &str = "metadata_call";
 
 /// Metadata calls one full evaluation in the policy bench makes: its `write_file` of
 /// `src/main.rs`, from a session in `~/project`, is resolved from the nearest anchor (`~`, the
@@ -60,8 +60,8 @@ pub struct Report {
     pub group_commit: Option<Estimate>,
     /// Criterion: journal appends flushing every record.
     pub per_record: Option<Estimate>,
-    /// The price of one metadata call, measured by the harness.
-    pub metadata: MetadataCost,
+    /// Criterion: one metadata call.
+    pub metadata: Option<Estimate>,
     /// The stdio comparison: in the default temp dir, then on tmpfs.
     pub stdio: Vec<StdioRun>,
     /// How the stdio comparison ran.
@@ -212,27 +212,19 @@ pub(crate) fn table(columns: &[&str], cells: Vec<Vec<String>>) -> Table {
 }
 
 /// A section's builder, with extra parameters for its notes.
-pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, String)]) -> Section;
+pub(crate) type Build<S> = fn(&S, &mut Vec<Row>, &[(&str, Fact)]) -> Section;
 
-/// A section measured on its own (`aido-bench NAME --write`), saying when (its notes have
-/// the sentence with `{alone_commit}` and `{alone_date}`).
-pub fn alone<S>(section: &S, build: Build<S>, commit: &str, date: &str) -> Vec<Record> {
+/// The records of a section measured on its own; with `when` (commit, date), saying when (its
+/// notes have the sentence with `{alone_commit}` and `{alone_date}`).
+pub fn alone<S>(measured: &S, build: Build<S>, when: Option<(&str, &str)>) -> Vec<Record> {
+    let extra = when.map(|(commit, date)| {
+        [
+            ("alone_commit", format!("`{commit}`").into()),
+            ("alone_date", date.to_owned().into()),
+        ]
+    });
     let mut rows = Vec::new();
-    let section = build(
-        section,
-        &mut rows,
-        &[
-            ("alone_commit", format!("`{commit}`")),
-            ("alone_date", date.to_owned()),
-        ],
-    );
-    records(section, &rows)
-}
-
-/// The records of a section run alone, without the sentence saying when.
-pub fn records_of<S>(measured: &S, build: Build<S>) -> Vec<Record> {
-    let mut rows = Vec::new();
-    let section = build(measured, &mut rows, &[]);
+    let section = build(measured, &mut rows, extra.as_ref().map_or(&[], |e| e));
     records(section, &rows)
 }
 
@@ -250,10 +242,10 @@ fn records(section: Section, rows: &[Row]) -> Vec<Record> {
 /// The soak section: per transport, the largest resident memory after warm-up and its growth
 /// over the last three quarters of the calls, judged against the bound; a table of the marks.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn soak_section_with(
+pub(crate) fn soak_section(
     soak: &crate::soak::SoakSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     const S: &str = "soak";
     let ids = [
@@ -360,28 +352,46 @@ pub(crate) fn soak_section_with(
     section(
         S,
         &[
-            ("calls", thousands(all)),
-            ("every", run.options.large_every.to_string()),
-            (
-                "large_mib",
-                format!("{:.0}", run.options.large_bytes as f64 / (1 << 20) as f64),
-            ),
-            ("sample_every", crate::soak::SAMPLE_EVERY.to_string()),
-            ("warm", thousands(warm)),
-            ("quarter", thousands(quarter)),
-            ("bound_mb", format!("{:.0}", bound / 1e6)),
-            ("growth_mb", format!("{:.0}", growth / 1e6)),
+            ("calls", all.into()),
+            ("every", run.options.large_every.into()),
+            ("large_bytes", run.options.large_bytes.into()),
+            ("sample_every", crate::soak::SAMPLE_EVERY.into()),
+            ("warm", warm.into()),
+            ("quarter", quarter.into()),
+            ("bound", bound.into()),
+            ("growth", growth.into()),
         ]
         .into_iter()
         .chain(extra.iter().cloned())
-        .collect::<Vec<_>>(),
+        .collect::<Vec<(&str, Fact)>>(),
         vec![("soak", table(&columns, cells))],
     )
 }
 
-/// Section `id` from its template.
-pub(crate) fn section(id: &str, params: &[(&str, String)], tables: Vec<(&str, Table)>) -> Section {
-    template::section(id, params, tables)
+/// A section from its facts and detail tables.
+pub(crate) fn section(id: &str, params: &[(&str, Fact)], tables: Vec<(&str, Table)>) -> Section {
+    let mut out = crate::record::Section::new(id);
+    for (name, value) in params {
+        match value.clone() {
+            Fact::Text(text) => out.fact(name, text),
+            Fact::Number(number) => out.number(name, number),
+        }
+    }
+    for (name, table) in tables {
+        for (k, cells) in table.cells.iter().enumerate() {
+            let cells: Vec<(&str, String)> = table
+                .columns
+                .iter()
+                .map(String::as_str)
+                .zip(cells.iter().cloned())
+                .collect();
+            out.line(name, k + 1, &cells);
+        }
+    }
+    Section {
+        id: id.into(),
+        records: out.records,
+    }
 }
 
 /// The search section: search_code beside rg (time per search), and search_and_read beside
@@ -449,12 +459,12 @@ fn search_section(search: &crate::search::SearchSection, rows: &mut Vec<Row>) ->
     section(
         S,
         &[
-            ("patterns", PATTERNS.len().to_string()),
-            ("tree", run.tree.clone()),
-            ("files", run.files.to_string()),
-            ("hits", run.hits.to_string()),
-            ("repeats", run.aido.len().to_string()),
-            ("read_tree", run.read_tree.clone()),
+            ("patterns", PATTERNS.len().into()),
+            ("tree", run.tree.clone().into()),
+            ("files", run.files.into()),
+            ("hits", run.hits.into()),
+            ("repeats", run.aido.len().into()),
+            ("read_tree", run.read_tree.clone().into()),
         ],
         vec![("reads", reads)],
     )
@@ -504,12 +514,12 @@ fn memory_section(memory: &crate::memory::MemorySection, rows: &mut Vec<Row>) ->
     section(
         S,
         &[
-            ("memories", run.memories.to_string()),
-            ("queries", run.queries.len().to_string()),
-            ("calls", run.aido.len().to_string()),
-            ("peer", run.peer.clone()),
-            ("aido_found", count(|q| q.aido_found).to_string()),
-            ("peer_found", count(|q| q.peer_found).to_string()),
+            ("memories", run.memories.into()),
+            ("queries", run.queries.len().into()),
+            ("calls", run.aido.len().into()),
+            ("peer", run.peer.clone().into()),
+            ("aido_found", count(|q| q.aido_found).into()),
+            ("peer_found", count(|q| q.peer_found).into()),
         ],
         vec![("found", found)],
     )
@@ -560,9 +570,9 @@ pub(crate) fn fetch_section(fetch: &crate::fetch::FetchSection, rows: &mut Vec<R
     section(
         S,
         &[
-            ("peer", run.peer.clone()),
-            ("calls", run.aido.len().to_string()),
-            ("pages", run.pages.len().to_string()),
+            ("peer", run.peer.clone().into()),
+            ("calls", run.aido.len().into()),
+            ("pages", run.pages.len().into()),
         ],
         vec![("pages", pages)],
     )
@@ -592,30 +602,25 @@ pub(crate) fn script_section(
         "`file_info` over MCP",
         &run.direct,
     ));
-    let us = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e6);
     section(
         S,
         &[
-            ("host_calls", run.host_calls.to_string()),
-            ("rounds", run.per_host_call.len().to_string()),
-            ("empty_us", us(crate::snapshots::median(&run.empty))),
+            ("host_calls", run.host_calls.into()),
+            ("rounds", run.per_host_call.len().into()),
+            ("empty_ns", ns(crate::snapshots::median(&run.empty)).into()),
         ],
         Vec::new(),
     )
 }
 
 /// The serve section: read_file over HTTP beside stdio (p50 and p99, round trips per second),
-/// MCP sessions held with the server's memory, and telemetry's price per action.
-fn serve_section(serve: &crate::serve::ServeSection, rows: &mut Vec<Row>) -> Section {
-    serve_section_with(serve, rows, &[])
-}
-
-/// [`serve_section`] with `extra` parameters for its notes.
+/// MCP sessions held with the server's memory, and telemetry's price per action; `extra`
+/// parameters for its notes.
 #[allow(clippy::too_many_lines)]
-pub(crate) fn serve_section_with(
+pub(crate) fn serve_section(
     serve: &crate::serve::ServeSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     const S: &str = "serve";
     let ids = [
@@ -717,31 +722,30 @@ pub(crate) fn serve_section_with(
             Outcome::Failed(why.clone()),
         )),
     }
-    let us = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e6);
-    let (dropped, tel_calls) = match &run.telemetry {
-        Ok(t) => (t.dropped.to_string(), t.on.len().to_string()),
-        Err(_) => ("-".into(), "0".into()),
+    let (dropped, tel_calls): (Fact, Fact) = match &run.telemetry {
+        Ok(t) => (t.dropped.into(), t.on.len().into()),
+        Err(_) => ("-".to_owned().into(), 0_usize.into()),
     };
     section(
         S,
         &[
-            ("calls", run.http.len().to_string()),
-            ("rounds", run.rounds.to_string()),
-            ("held", run.held.to_string()),
+            ("calls", run.http.len().into()),
+            ("rounds", run.rounds.into()),
+            ("held", run.held.into()),
             (
-                "per_session_kb",
-                format!("{:.0}", grown as f64 / 1024.0 / run.held.max(1) as f64),
+                "per_session_bytes",
+                (grown as f64 / run.held.max(1) as f64).into(),
             ),
             (
-                "held_p50_us",
-                us(crate::harness::percentile(&run.while_held, 50.0)),
+                "held_p50_ns",
+                ns(crate::harness::percentile(&run.while_held, 50.0)).into(),
             ),
             ("telemetry_calls", tel_calls),
             ("dropped", dropped),
         ]
         .into_iter()
         .chain(extra.iter().cloned())
-        .collect::<Vec<_>>(),
+        .collect::<Vec<(&str, Fact)>>(),
         Vec::new(),
     )
 }
@@ -789,29 +793,22 @@ pub(crate) fn artifact_section(
     section(
         S,
         &[
-            ("gets", run.gets.len().to_string()),
-            ("round_trips", run.round_trips.len().to_string()),
-            ("page_bytes", run.page_bytes.to_string()),
+            ("gets", run.gets.len().into()),
+            ("round_trips", run.round_trips.len().into()),
+            ("page_bytes", run.page_bytes.into()),
         ],
         Vec::new(),
     )
 }
 
 /// The process section: `aido exec -- true` beside srt and codex (and a bare spawn),
-/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
+/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file;
+/// `extra` parameters for its notes.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn process_section(
     process: &crate::process::ProcessSection,
     rows: &mut Vec<Row>,
-) -> Section {
-    process_section_with(process, rows, &[])
-}
-
-/// [`process_section`] with `extra` parameters for its notes.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn process_section_with(
-    process: &crate::process::ProcessSection,
-    rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     use crate::process::{FILES, FLOOD_BYTES};
     const S: &str = "process";
@@ -928,31 +925,28 @@ pub(crate) fn process_section_with(
     section(
         S,
         &[
-            ("calls", run.run_command.len().to_string()),
-            ("spawn_rounds", crate::process::SPAWN_ROUNDS.to_string()),
-            ("flood_mb", (FLOOD_BYTES / 1_000_000).to_string()),
-            ("flood_ms", ms(run.flood_time)),
-            ("flood_counted", run.flood_counted.to_string()),
+            ("calls", run.run_command.len().into()),
+            ("spawn_rounds", crate::process::SPAWN_ROUNDS.into()),
+            ("flood_mb", (FLOOD_BYTES / 1_000_000).into()),
+            ("flood_ns", ns(run.flood_time).into()),
+            ("flood_counted", run.flood_counted.into()),
+            ("rss_before", run.flood_rss_before.into()),
+            ("rss_peak", run.flood_rss_peak.into()),
+            ("files", FILES.into()),
+            ("home_dirs", crate::process::HOME_DIRS.into()),
             (
-                "rss_before_mb",
-                format!("{:.1}", run.flood_rss_before as f64 / 1e6),
+                "one_file_ns",
+                ns(crate::snapshots::median(&run.one_file)).into(),
             ),
             (
-                "rss_peak_mb",
-                format!("{:.1}", run.flood_rss_peak as f64 / 1e6),
+                "many_files_ns",
+                ns(crate::snapshots::median(&run.many_files)).into(),
             ),
-            ("files", FILES.to_string()),
-            ("home_dirs", crate::process::HOME_DIRS.to_string()),
-            ("one_file_ms", ms(crate::snapshots::median(&run.one_file))),
-            (
-                "many_files_ms",
-                ms(crate::snapshots::median(&run.many_files)),
-            ),
-            ("repeats", run.one_file.len().to_string()),
+            ("repeats", run.one_file.len().into()),
         ]
         .into_iter()
         .chain(extra.iter().cloned())
-        .collect::<Vec<_>>(),
+        .collect::<Vec<(&str, Fact)>>(),
         vec![(
             "spawns",
             table(&["side", "command", "p50 ms", "p99 ms", "spawns"], cells),
@@ -1001,9 +995,9 @@ pub(crate) fn desktop_section(
             return section(
                 S,
                 &[
-                    ("lanes", "Not run.".into()),
-                    ("shots", SHOTS.to_string()),
-                    ("keys", KEYS.to_string()),
+                    ("lanes", "Not run.".to_owned().into()),
+                    ("shots", SHOTS.into()),
+                    ("keys", KEYS.into()),
                 ],
                 vec![("lanes", table(&["lane", "server"], Vec::new()))],
             );
@@ -1081,10 +1075,11 @@ pub(crate) fn desktop_section(
                 format!(
                     "{} lane(s) ran.",
                     lanes.iter().filter(|(_, l)| l.is_ok()).count()
-                ),
+                )
+                .into(),
             ),
-            ("shots", SHOTS.to_string()),
-            ("keys", KEYS.to_string()),
+            ("shots", SHOTS.into()),
+            ("keys", KEYS.into()),
         ],
         vec![(
             "lanes",
@@ -1118,12 +1113,12 @@ impl Report {
         sections.push(memory_section(&self.memory, &mut rows));
         sections.push(fetch_section(&self.fetch, &mut rows));
         sections.push(script_section(&self.script, &mut rows));
-        sections.push(serve_section(&self.serve, &mut rows));
+        sections.push(serve_section(&self.serve, &mut rows, &[]));
         sections.push(desktop_section(&self.desktop, &mut rows));
         sections.push(artifact_section(&self.artifact, &mut rows));
-        sections.push(process_section(&self.process, &mut rows));
-        sections.push(soak_section_with(&self.soak, &mut rows, &[]));
-        sections.push(realwork::section_with(&self.realwork, &mut rows, &[]));
+        sections.push(process_section(&self.process, &mut rows, &[]));
+        sections.push(soak_section(&self.soak, &mut rows, &[]));
+        sections.push(realwork::section(&self.realwork, &mut rows, &[]));
         let mut run = crate::record::Section::new("run");
         run.fact(
             "source",
@@ -1155,7 +1150,6 @@ impl Report {
     fn policy(&self, rows: &mut Vec<Row>) -> Section {
         const S: &str = "policy";
         let n = METADATA_CALLS_PER_EVALUATION;
-        let m = &self.metadata;
         rows.extend([
             row(
                 S,
@@ -1179,23 +1173,16 @@ impl Report {
             ),
             row(
                 S,
-                "metadata_call",
+                METADATA_ID,
                 format!(
-                    "one `std::fs::symlink_metadata` call on a file in the temp dir ({}), \
-                     median of batches of {BATCH} calls ({} calls in all)",
-                    m.fs,
-                    thousands(m.calls as f64)
+                    "one `std::fs::symlink_metadata` call on a file in the temp dir ({})",
+                    self.machine.temp_fs
                 ),
-                Outcome::Measured(Value {
-                    unit: Unit::Ns,
-                    median: m.median_ns,
-                    n: Some((m.calls / BATCH) as u64),
-                    ..Value::default()
-                }),
+                criterion(&self.metadata),
             ),
         ]);
         let mut tables = Vec::new();
-        if let (Some(full), Some(gates)) = (&self.policy, &self.gates) {
+        if let (Some(full), Some(gates), Some(m)) = (&self.policy, &self.gates, &self.metadata) {
             let calls = f64::from(n) * m.median_ns;
             let cells = [
                 (
@@ -1222,7 +1209,7 @@ impl Report {
                 table(&["part of the full evaluation", "time"], cells),
             ));
         }
-        section(S, &[("calls", n.to_string())], tables)
+        section(S, &[("calls", Fact::from(n))], tables)
     }
 
     fn journal(&self, rows: &mut Vec<Row>) -> Section {
@@ -1365,13 +1352,13 @@ impl Report {
                 }
             }
         }
-        let params = [
-            ("peer", self.peer.clone()),
-            ("files", files.to_string()),
-            ("file_bytes", file_bytes.to_string()),
-            ("warmup", p.warmup.to_string()),
-            ("calls", p.calls.to_string()),
-            ("rounds", p.rounds.to_string()),
+        let params: [(&str, Fact); 6] = [
+            ("peer", self.peer.clone().into()),
+            ("files", files.into()),
+            ("file_bytes", file_bytes.into()),
+            ("warmup", p.warmup.into()),
+            ("calls", p.calls.into()),
+            ("rounds", p.rounds.into()),
         ];
         let columns = ["run", "place", "records", "sessions", "verified"];
         section(S, &params, vec![("journal", table(&columns, journal))])

@@ -105,16 +105,6 @@ async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
     Ok(took)
 }
 
-fn rss(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .context("VmRSS")?;
-    Ok(kb * 1024)
-}
-
 #[allow(clippy::too_many_lines)]
 async fn measure(
     aido: &Path,
@@ -203,14 +193,14 @@ async fn measure(
     stdio.stop().await?;
 
     // Sessions held at once: each an initialized MCP session with its client.
-    let rss_before = rss(pid)?;
+    let rss_before = crate::process::status_bytes(pid, "VmRSS:")?;
     let mut held = Vec::with_capacity(hold);
     for i in 0..hold {
         let from = std::net::Ipv4Addr::new(127, 0, 1, (1 + i / SESSIONS_PER_ADDRESS) as u8);
         held.push(connect_from(&url, &token, from.into()).await?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_held = rss(pid)?;
+    let rss_held = crate::process::status_bytes(pid, "VmRSS:")?;
     let mut while_held = Vec::with_capacity(calls);
     for _ in 0..calls {
         while_held.push(read(&http, &path, &content).await?);

@@ -122,20 +122,6 @@ impl Transport {
     }
 }
 
-/// VmRSS and VmHWM of `pid`, in bytes.
-fn memory(pid: u32) -> Result<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-            .with_context(|| format!("{name} of {pid}"))
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
-}
-
 /// Bytes of the files under `dir`.
 fn disk(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -258,7 +244,7 @@ async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) 
         }
     };
     let started = Instant::now();
-    let mut samples = vec![(0, memory(pid)?.0)];
+    let mut samples = vec![(0, crate::process::status_bytes(pid, "VmRSS:")?)];
     for n in 1..=options.calls {
         let (tool, arguments) = call(n, &options);
         let arguments: JsonObject = match arguments {
@@ -275,11 +261,11 @@ async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) 
             bail!("call {n} ({tool}) failed: {:?}", result.structured_content);
         }
         if n.is_multiple_of(SAMPLE_EVERY) || n == options.calls {
-            samples.push((n, memory(pid)?.0));
+            samples.push((n, crate::process::status_bytes(pid, "VmRSS:")?));
         }
     }
     let took = started.elapsed();
-    let (_, peak) = memory(pid)?;
+    let peak = crate::process::status_bytes(pid, "VmHWM:")?;
     let _ = client.cancel().await;
     if let Some(mut child) = child {
         let _ = std::process::Command::new("kill")

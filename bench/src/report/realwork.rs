@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::schema::{Outcome, Peer, Row, Section, Unit, Value};
-use super::{beside, format_bytes, format_duration, once, row, samples, section, table};
+use super::schema::{Fact, Outcome, Peer, Row, Section, Unit, Value};
+use super::{beside, format_bytes, format_duration, once, row, samples, table};
 use crate::realwork::{BIG_BYTES, NOOP_FACTOR, NOOP_PLUS, RealworkRun, RealworkSection, Workload};
 
 const S: &str = "realwork";
@@ -59,10 +59,10 @@ fn workload_row(w: &Workload) -> Row {
 }
 
 /// The section, its rows into `rows`; `extra` parameters for its notes.
-pub(crate) fn section_with(
+pub(crate) fn section(
     realwork: &RealworkSection,
     rows: &mut Vec<Row>,
-    extra: &[(&str, String)],
+    extra: &[(&str, Fact)],
 ) -> Section {
     let run = match realwork {
         RealworkSection::Ran(run) => run,
@@ -74,7 +74,7 @@ pub(crate) fn section_with(
                 };
                 rows.push(row(S, id, "see the real-work section", outcome));
             }
-            return section(S, extra, Vec::new());
+            return super::section(S, extra, Vec::new());
         }
     };
     for w in &run.workloads {
@@ -135,37 +135,31 @@ pub(crate) fn section_with(
             Outcome::Measured(ratio_value(per_byte)),
         ));
     }
-    section(S, &params(run, extra), vec![("workloads", details(run))])
+    super::section(S, &params(run, extra), vec![("workloads", details(run))])
 }
 
-fn params<'a>(run: &RealworkRun, extra: &'a [(&'a str, String)]) -> Vec<(&'a str, String)> {
+fn params<'a>(run: &RealworkRun, extra: &[(&'a str, Fact)]) -> Vec<(&'a str, Fact)> {
     let big = &run.big;
     let rounds = |id: &str| {
         run.workloads
             .iter()
             .find(|w| w.id == id)
             .map_or(0, |w| w.aido.len())
-            .to_string()
     };
-    let owned: Vec<(&'a str, String)> = vec![
-        ("rounds", rounds("venv")),
-        ("noop_rounds", rounds("cargo_noop")),
-        ("wheels", run.wheels.join(", ")),
-        ("big", format_bytes(BIG_BYTES)),
-        ("big_aido", format_duration(big.aido)),
-        ("big_bare", format_duration(big.bare)),
-        ("big_rewind", format_duration(big.rewind)),
-        (
-            "rss_before_mb",
-            format!("{:.1}", big.rss_before as f64 / 1e6),
-        ),
-        ("rss_peak_mb", format!("{:.1}", big.rss_peak as f64 / 1e6)),
-        ("big_journal", format_bytes(big.journal_bytes)),
-        (
-            "big_journal_apparent",
-            format_bytes(big.journal_apparent_bytes),
-        ),
-        ("one_file", big.one_file.clone()),
+    let ns = |d: Duration| d.as_nanos() as f64;
+    let owned: Vec<(&'a str, Fact)> = vec![
+        ("rounds", rounds("venv").into()),
+        ("noop_rounds", rounds("cargo_noop").into()),
+        ("wheels", run.wheels.join(", ").into()),
+        ("big", BIG_BYTES.into()),
+        ("big_aido", ns(big.aido).into()),
+        ("big_bare", ns(big.bare).into()),
+        ("big_rewind", ns(big.rewind).into()),
+        ("rss_before", big.rss_before.into()),
+        ("rss_peak", big.rss_peak.into()),
+        ("big_journal", big.journal_bytes.into()),
+        ("big_journal_apparent", big.journal_apparent_bytes.into()),
+        ("one_file", big.one_file.clone().into()),
     ];
     owned.into_iter().chain(extra.iter().cloned()).collect()
 }

@@ -1,11 +1,10 @@
 //! What a section builder measured, before it becomes records (crate::record): its rows
 //! (value, peer, ratio), its facts and its detail tables.
 
-use serde::{Deserialize, Serialize};
+pub use crate::record::Unit;
 
 /// One measured row.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     /// Stable id (`policy_gates_write_file_10_deny_globs`, `vm_rss_pool_clone`).
     pub id: String,
@@ -16,16 +15,13 @@ pub struct Row {
     /// The value, or why there is none.
     pub outcome: Outcome,
     /// For side-by-side rows: the peer measured the same way.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<Peer>,
     /// For side-by-side rows: this row's value over the peer's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
 }
 
 /// A row's value, or why it has none.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// Measured.
     Measured(Value),
@@ -36,53 +32,28 @@ pub enum Outcome {
 }
 
 /// A measured value: the median (or the one value) and what else was measured.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Value {
     /// The unit of every number here.
     pub unit: Unit,
     /// The median, or the value when there is one.
     pub median: f64,
     /// The smallest sample.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<f64>,
     /// The largest sample.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
     /// The 99th percentile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99: Option<f64>,
     /// The median's 95% confidence interval (criterion's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci95: Option<[f64; 2]>,
     /// How many samples the median is of.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n: Option<u64>,
     /// The samples, in the order they were taken, when the report lists them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<f64>,
 }
 
-/// The unit of a [`Value`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unit {
-    /// Nanoseconds.
-    #[default]
-    Ns,
-    /// Bytes (shown in decimal megabytes, as the issue states its figures).
-    Bytes,
-    /// Operations per second.
-    PerSecond,
-    /// A plain ratio (a row's value over its peer's).
-    Ratio,
-    /// A count (scenarios, checks).
-    Count,
-}
-
 /// The peer of a side-by-side row.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Peer {
     /// Who.
     pub name: String,
@@ -108,18 +79,6 @@ pub struct Table {
     pub cells: Vec<Vec<String>>,
 }
 
-impl From<Unit> for crate::record::Unit {
-    fn from(unit: Unit) -> Self {
-        match unit {
-            Unit::Ns => Self::Ns,
-            Unit::Bytes => Self::Bytes,
-            Unit::PerSecond => Self::PerSecond,
-            Unit::Ratio => Self::Ratio,
-            Unit::Count => Self::Count,
-        }
-    }
-}
-
 impl Value {
     /// This value as a lane of `row`.
     fn record(&self, section: &str, row: &str, lane: Option<String>) -> crate::record::Record {
@@ -140,7 +99,7 @@ impl Value {
             section: section.into(),
             row: row.into(),
             lane,
-            unit: Some(self.unit.into()),
+            unit: Some(self.unit),
             samples: self.samples.clone(),
             value: bare.then_some(self.median),
             stats: (!bare).then_some(stats),
@@ -188,5 +147,44 @@ impl Row {
             out.push(r);
         }
         out
+    }
+}
+
+/// A fact the prose names: text, or a raw number the template formats.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fact {
+    /// Text shown as it is.
+    Text(String),
+    /// A number in the unit its name or the template says.
+    Number(f64),
+}
+
+impl From<String> for Fact {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl From<f64> for Fact {
+    fn from(number: f64) -> Self {
+        Self::Number(number)
+    }
+}
+
+impl From<usize> for Fact {
+    fn from(number: usize) -> Self {
+        Self::Number(number as f64)
+    }
+}
+
+impl From<u32> for Fact {
+    fn from(number: u32) -> Self {
+        Self::Number(f64::from(number))
+    }
+}
+
+impl From<u64> for Fact {
+    fn from(number: u64) -> Self {
+        Self::Number(number as f64)
     }
 }

@@ -2,7 +2,7 @@
 
 use aido_snapshots::Backend;
 
-use super::schema::{Outcome, Row, Section};
+use super::schema::{Fact, Outcome, Row, Section};
 use super::{format_bytes, format_duration, row, samples, section, table, thousands};
 use crate::rewind::{RewindOutcome, RewindRun};
 use crate::snapshots::{BtrfsStatus, Method, Results, RowOutcome};
@@ -60,7 +60,7 @@ pub(super) fn sections(measured: &SnapshotSection, rows: &mut Vec<Row>) -> [Sect
                 };
                 rows.push(row(section, id, what, Outcome::NotRun(why.clone())));
             }
-            let not_run = [("not_run", why.clone())];
+            let not_run = [("not_run", why.clone().into())];
             return [
                 section("snapshots", &not_run, Vec::new()),
                 section("rewind", &not_run, Vec::new()),
@@ -134,22 +134,22 @@ fn snapshots(r: &Results, rows: &mut Vec<Row>) -> Section {
         .map(|(name, version)| format!("{name}: `{version}`"))
         .collect();
     let cp = r.tools.iter().find(|(name, _)| name == "cp");
-    let mut params = vec![
-        ("files", thousands(r.tree.files as f64)),
-        ("bytes", format_bytes(r.tree.bytes)),
-        ("smallest", format_bytes(r.sizes.0)),
-        ("largest", format_bytes(r.sizes.1)),
-        ("dirs", r.dirs.to_string()),
-        ("repeats", r.repeats.to_string()),
-        ("changed", r.change.changed.to_string()),
-        ("deleted", r.change.deleted.to_string()),
-        ("added", r.change.added.to_string()),
-        ("tools", tools.join("; ")),
-        ("cp", cp.map_or("cp".into(), |(_, v)| v.clone())),
+    let mut params: Vec<(&str, Fact)> = vec![
+        ("files", r.tree.files.into()),
+        ("bytes", r.tree.bytes.into()),
+        ("smallest", r.sizes.0.into()),
+        ("largest", r.sizes.1.into()),
+        ("dirs", r.dirs.into()),
+        ("repeats", r.repeats.into()),
+        ("changed", r.change.changed.into()),
+        ("deleted", r.change.deleted.into()),
+        ("added", r.change.added.into()),
+        ("tools", tools.join("; ").into()),
+        ("cp", cp.map_or("cp".to_owned(), |(_, v)| v.clone()).into()),
     ];
     params.push(match &r.btrfs {
-        BtrfsStatus::Mounted { bytes } => ("btrfs_bytes", format_bytes(*bytes)),
-        BtrfsStatus::Unavailable(why) => ("btrfs_missing", why.clone()),
+        BtrfsStatus::Mounted { bytes } => ("btrfs_bytes", format_bytes(*bytes).into()),
+        BtrfsStatus::Unavailable(why) => ("btrfs_missing", why.clone().into()),
     });
     let said = table(&["method", "file system", "said"], said);
     section(S, &params, vec![("said", said)])
@@ -166,7 +166,11 @@ fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
                 Outcome::NotRun("`--skip-rewind`".into()),
             ));
         }
-        return section(S, &[("skipped", "`--skip-rewind`".into())], Vec::new());
+        return section(
+            S,
+            &[("skipped", "`--skip-rewind`".to_owned().into())],
+            Vec::new(),
+        );
     };
     let mut sessions = Vec::new();
     for run in &r.rewind {
@@ -194,20 +198,17 @@ fn rewind(r: &Results, rows: &mut Vec<Row>) -> Section {
             }
         }
     }
-    let mut params = vec![
-        ("actions", thousands(o.actions as f64)),
-        ("files", o.files.to_string()),
-        (
-            "file_bytes",
-            format_bytes(crate::rewind::file_bytes() as u64),
-        ),
-        ("dirs", crate::rewind::dirs().to_string()),
-        ("snapshot_every", o.snapshot_every.to_string()),
-        ("targets", o.targets.to_string()),
+    let mut params: Vec<(&str, Fact)> = vec![
+        ("actions", o.actions.into()),
+        ("files", o.files.into()),
+        ("file_bytes", crate::rewind::file_bytes().into()),
+        ("dirs", crate::rewind::dirs().into()),
+        ("snapshot_every", o.snapshot_every.into()),
+        ("targets", o.targets.into()),
     ];
     let mut tables = Vec::new();
     if !sessions.is_empty() {
-        params.push(("ran", String::new()));
+        params.push(("ran", String::new().into()));
         let columns = [
             "backend",
             "session",

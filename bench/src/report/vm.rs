@@ -2,7 +2,7 @@
 //! and `find_text`, each row naming its accelerator, the reference system's figures from the
 //! issue in the target table.
 
-use super::schema::{Outcome, Row, Section, Unit, Value};
+use super::schema::{Fact, Outcome, Row, Section, Unit, Value};
 use super::{format_bytes, format_duration, once, part, row, samples, table};
 use crate::vm::{Body, Results, Screen, faster_revert};
 
@@ -62,7 +62,7 @@ pub(super) fn section(section: &VmSection, rows: &mut Vec<Row>) -> Section {
             for (id, what) in ids {
                 rows.push(row(S, id, what, Outcome::NotRun(why.clone())));
             }
-            return super::section(S, &[("not_run", why.clone())], Vec::new());
+            return super::section(S, &[("not_run", why.clone().into())], Vec::new());
         }
     };
     let a = &r.accel;
@@ -355,36 +355,35 @@ fn blocks(r: &Results, memory: Vec<Vec<String>>) -> Section {
         .map(|(what, took)| format!("{what} in {}", format_duration(*took)))
         .collect();
     let o = &r.options;
-    let mut params = vec![
-        ("accel", r.accel.clone()),
-        ("accel_why", r.accel_why.clone()),
-        ("qemu", r.qemu.clone()),
-        ("builds", builds.join(", ")),
-        ("guest", r.guest.clone()),
-        ("guest_mb", r.guest_mb.to_string()),
+    let omp = r.omp_thread_limit.as_deref();
+    let mut params: Vec<(&str, Fact)> = vec![
+        ("accel", r.accel.clone().into()),
+        ("accel_why", r.accel_why.clone().into()),
+        ("qemu", r.qemu.clone().into()),
+        ("builds", builds.join(", ").into()),
+        ("guest", r.guest.clone().into()),
+        ("guest_mb", r.guest_mb.into()),
         (
             "omp",
-            r.omp_thread_limit
-                .as_deref()
-                .map_or("unset".to_owned(), |v| format!("`{v}`")),
+            omp.map_or("unset".to_owned(), |v| format!("`{v}`")).into(),
         ),
-        ("took", format_duration(r.took)),
-        ("boots", o.boots.to_string()),
-        ("reverts", o.reverts.to_string()),
-        ("acquisitions", o.acquisitions.to_string()),
-        ("finds", o.finds.to_string()),
-        ("pool_size", o.pool_size.to_string()),
-        ("thp", r.thp.clone()),
+        ("took", format_duration(r.took).into()),
+        ("boots", o.boots.into()),
+        ("reverts", o.reverts.into()),
+        ("acquisitions", o.acquisitions.into()),
+        ("finds", o.finds.into()),
+        ("pool_size", o.pool_size.into()),
+        ("thp", r.thp.clone().into()),
     ];
     if r.leftover.is_empty() {
-        params.push(("none_left", String::new()));
+        params.push(("none_left", String::new().into()));
     } else {
         let pids: Vec<String> = r.leftover.iter().map(u32::to_string).collect();
-        params.push(("left", r.leftover.len().to_string()));
-        params.push(("left_pids", pids.join(", ")));
+        params.push(("left", r.leftover.len().into()));
+        params.push(("left_pids", pids.join(", ").into()));
     }
     if r.accel == "tcg" {
-        params.push(("tcg", String::new()));
+        params.push(("tcg", String::new().into()));
     }
     let columns = [
         "body",
