@@ -26,11 +26,10 @@
 //! # Example
 //!
 //! ```no_run
-//! use std::path::{Path, PathBuf};
-//!
 //! // The layer directory the overlay run was given, held as a handle.
-//! let layers = aido_changes::open_layers(Path::new("/var/lib/aido/layers/4711-0"))?;
-//! let roots = [PathBuf::from("/home/user/project")];
+//! let home = std::env::home_dir().unwrap_or_default();
+//! let layers = aido_changes::open_layers(&home.join(".aido/layers/4711-0"))?;
+//! let roots = [home.join("project")];
 //! let caps = aido_changes::ChangeCaps::default();
 //! for change in aido_changes::collect(&layers, &roots, caps)? {
 //!     let _host_path = change.path();

@@ -31,7 +31,7 @@
 //!
 //! ```no_run
 //! let index = aido_globs::GlobIndex::default();
-//! let home = std::path::PathBuf::from("/home/user");
+//! let home = std::env::home_dir().unwrap_or_default();
 //! // Every `.env` under the home, except under `.cache` (hidden whole by the caller).
 //! let (matches, stats) = index.expand(&[home.join("**/.env")], &[home.join(".cache")])?;
 //! // A second expansion reads only the directories that changed since.

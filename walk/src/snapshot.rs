@@ -113,11 +113,11 @@ mod tests {
         }
         same::<Taken>(
             json!({"snapshot": "s-1a2b", "backend": "reflink", "files": 3,
-            "bytes": 120, "workspace": "/home/user/project", "why": "reflink works here"}),
+            "bytes": 120, "workspace": "/agent-home/project", "why": "reflink works here"}),
         );
         same::<Taken>(
             json!({"snapshot": "s-1a2b", "backend": "btrfs_subvolume", "files": null,
-            "bytes": null, "workspace": "/home/user/project", "why": "a subvolume"}),
+            "bytes": null, "workspace": "/agent-home/project", "why": "a subvolume"}),
         );
         same::<Restored>(json!({"snapshot": "s-1a2b", "stats": {"backend": "copy",
             "written": 2, "removed": 1, "unchanged": 4}}));
