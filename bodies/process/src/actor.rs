@@ -143,14 +143,22 @@ pub(super) fn output_bytes_max(policy: &PolicyEngine) -> usize {
     RunCommand::OUTPUT_BYTES_MAX.min(record / 8)
 }
 
-#[allow(clippy::too_many_lines)]
-pub(super) async fn run_command(
+/// What a command runs with, made the same way for a foreground and a background one: its
+/// request (its working directory judged again), its sandbox profile writing into a layer of
+/// its own (read back afterwards: a dry run returns the changes and throws the layer away;
+/// otherwise they are applied as journaled effects), and the sandbox child to run it in.
+struct Prepared {
+    request: Request,
+    profile: Profile,
+    layers: Layers,
+    exe: std::path::PathBuf,
+}
+
+fn prepare(
     args: &ProcessBodyArgs,
     run: &RunCommand,
     session: &SessionContext,
-    origin: &Origin,
-    ticket: &Ticket,
-) -> Result<Ran, Failure> {
+) -> Result<Prepared, Failure> {
     check_expose(args, run)?;
     // The walls were judged by the policy; the body checks the directory it will use again.
     let cwd = args
@@ -172,8 +180,6 @@ pub(super) async fn run_command(
     )
     .map_err(ProcessError::into_failure)?;
     let mut profile = profile_of(&args.policy, &args.hidden);
-    // Every command writes into a layer of its own, read back afterwards: a dry run returns
-    // the changes and throws the layer away; otherwise they are applied as journaled effects.
     let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;
     profile.writes = WriteMode::Overlay {
         layers_dir: layers.dir.clone(),
@@ -184,6 +190,28 @@ pub(super) async fn run_command(
         }
         .into_failure()
     })?;
+    Ok(Prepared {
+        request,
+        profile,
+        layers,
+        exe,
+    })
+}
+
+#[allow(clippy::too_many_lines)]
+pub(super) async fn run_command(
+    args: &ProcessBodyArgs,
+    run: &RunCommand,
+    session: &SessionContext,
+    origin: &Origin,
+    ticket: &Ticket,
+) -> Result<Ran, Failure> {
+    let Prepared {
+        request,
+        mut profile,
+        layers,
+        exe,
+    } = prepare(args, run, session)?;
     // Past this the command runs: the caller waits for its answer.
     if !ticket.commit() {
         return Err(Failure::new(
@@ -399,37 +427,13 @@ pub(super) async fn start_background(
         }
         .into_failure());
     }
-    check_expose(args, run)?;
-    let cwd = args
-        .policy
-        .check_path(&run.cwd_given(), AccessKind::Read, session, &FsResolver)
-        .map_err(|refusal| Failure::new(refusal.code().code(), refusal.to_string()))?
-        .resolved;
-    if !cwd.is_dir() {
-        return Err(ProcessError::InvalidCommand {
-            why: format!("cwd {} is not a directory", cwd.display()),
-        }
-        .into_failure());
-    }
-    let request = request_of(
-        run,
-        &cwd,
-        output_bytes_max(&args.policy),
-        user_env(args, run),
-    )
-    .map_err(ProcessError::into_failure)?;
     // With `[processes] egress`, the command has its own egress proxy for as long as it runs.
-    let mut profile = profile_of(&args.policy, &args.hidden);
-    let layers = Layers::new(&args.layers).map_err(|error| Layers::failure(&args.layers, error))?;
-    profile.writes = WriteMode::Overlay {
-        layers_dir: layers.dir.clone(),
-    };
-    let (exe, _) = aido_sandbox::host_exe().map_err(|error| {
-        ProcessError::ExecutableMissing {
-            why: error.to_string(),
-        }
-        .into_failure()
-    })?;
+    let Prepared {
+        request,
+        mut profile,
+        layers,
+        exe,
+    } = prepare(args, run, session)?;
     let info = json!({
         "argv": request.argv,
         "cwd": request.cwd,
