@@ -165,26 +165,10 @@ async fn measure(
 ) -> Result<FetchRun> {
     let (port, server) = serve().await?;
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
-    let config = work.path().join("config.toml");
-    std::fs::write(&config, format!("[net]\nallow = [\"127.0.0.1:{port}\"]\n"))?;
-    let mut command = tokio::process::Command::new(aido);
-    command
-        .arg("mcp")
-        .arg("--config")
-        .arg(&config)
-        .env_clear()
-        .env("HOME", &home)
-        .env("AIDO_HOME", &aido_home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(&home);
-    let ours = Server::start(
-        "aido",
-        command,
-        work.path().join("aido.stderr"),
+    let (ours, home) = Server::aido_with(
+        aido,
+        work.path(),
+        Some(&format!("[net]\nallow = [\"127.0.0.1:{port}\"]\n")),
         &["fetch_url"],
     )
     .await?;

@@ -100,13 +100,28 @@ impl Server {
     /// `aido mcp` in `work/home` with its journal in `work/aido_home` (made here), nothing of
     /// this process's environment but `PATH`, its stderr in `work/aido.stderr`; the home.
     pub async fn aido(aido: &Path, work: &Path, tools: &[&str]) -> Result<(Self, PathBuf)> {
+        Self::aido_with(aido, work, None, tools).await
+    }
+
+    /// [`Server::aido`] with `config` (TOML) as its `--config` file, when given.
+    pub async fn aido_with(
+        aido: &Path,
+        work: &Path,
+        config: Option<&str>,
+        tools: &[&str],
+    ) -> Result<(Self, PathBuf)> {
         let home = work.join("home");
         let aido_home = work.join("aido_home");
         std::fs::create_dir_all(&home)?;
         std::fs::create_dir_all(&aido_home)?;
         let mut command = tokio::process::Command::new(aido);
+        command.arg("mcp");
+        if let Some(config) = config {
+            let file = work.join("config.toml");
+            std::fs::write(&file, config)?;
+            command.arg("--config").arg(file);
+        }
         command
-            .arg("mcp")
             .env_clear()
             .env("HOME", &home)
             .env("AIDO_HOME", &aido_home)

@@ -127,25 +127,7 @@ async fn measure(
         bail!("no memories or no queries asked for");
     }
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
-    let mut command = tokio::process::Command::new(aido);
-    command
-        .arg("mcp")
-        .env_clear()
-        .env("HOME", &home)
-        .env("AIDO_HOME", &aido_home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(&home);
-    let ours = Server::start(
-        "aido",
-        command,
-        work.path().join("aido.stderr"),
-        &["recall"],
-    )
-    .await?;
+    let (ours, _) = Server::aido(aido, work.path(), &["recall"]).await?;
     let mut command = tokio::process::Command::new(node);
     command
         .arg(entry)

@@ -44,27 +44,9 @@ pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> ScriptSection {
 
 async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
+    let (ours, home) = Server::aido(aido, work.path(), &["call_function"]).await?;
     let file = home.join("f.txt");
     std::fs::write(&file, "one line\n")?;
-    let mut command = tokio::process::Command::new(aido);
-    command
-        .arg("mcp")
-        .env_clear()
-        .env("HOME", &home)
-        .env("AIDO_HOME", &aido_home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(&home);
-    let ours = Server::start(
-        "aido",
-        command,
-        work.path().join("aido.stderr"),
-        &["call_function"],
-    )
-    .await?;
     let path = file.to_string_lossy().into_owned();
     let source =
         "let n = 0; for i in 0..args.n { run(\"file_info\", #{path: args.path}); n += 1; } n";

@@ -109,29 +109,13 @@ pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> SearchSection {
 
 async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Result<SearchRun> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
-    let config = work.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!("[paths]\nread = [{:?}]\n", tree.display().to_string()),
-    )?;
-    let mut command = tokio::process::Command::new(aido);
-    command
-        .arg("mcp")
-        .arg("--config")
-        .arg(&config)
-        .env_clear()
-        .env("HOME", &home)
-        .env("AIDO_HOME", &aido_home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(&home);
-    let server = Server::start(
-        "aido",
-        command,
-        work.path().join("aido.stderr"),
+    let (server, _) = Server::aido_with(
+        aido,
+        work.path(),
+        Some(&format!(
+            "[paths]\nread = [{:?}]\n",
+            tree.display().to_string()
+        )),
         &["search_code"],
     )
     .await?;
