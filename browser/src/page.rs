@@ -193,16 +193,7 @@ impl Browser {
         let needle =
             serde_json::to_string(text).map_err(|e| BrowserError::protocol("wait_for_text", e))?;
         let probe = format!("!!document.body && document.body.innerText.includes({needle})");
-        self.poll("the text", timeout_ms, |browser| {
-            let probe = probe.clone();
-            async move {
-                browser
-                    .internal_eval(&probe)
-                    .await
-                    .map(|v| v == json!(true))
-            }
-        })
-        .await
+        self.poll_true("the text", &probe, timeout_ms).await
     }
 
     /// Wait until an element is on the page: a snapshot's reference still attached, or a
@@ -219,16 +210,7 @@ impl Browser {
                 let probe = format!("!!document.querySelector({selector})");
                 // A selector that does not parse throws at once: say so, do not wait.
                 self.internal_eval(&probe).await?;
-                self.poll("the element", timeout_ms, |browser| {
-                    let probe = probe.clone();
-                    async move {
-                        browser
-                            .internal_eval(&probe)
-                            .await
-                            .map(|v| v == json!(true))
-                    }
-                })
-                .await
+                self.poll_true("the element", &probe, timeout_ms).await
             }
             Locator::Ref(reference) => {
                 backend_id(reference)?;
@@ -441,6 +423,19 @@ impl Browser {
 
     /// Ask `probe` every `wait_poll_ms` until it says yes or the deadline passes. A page in
     /// the middle of a navigation has no context to ask: that counts as "not yet".
+    /// [`Self::poll`] until the page-side expression `probe` is true.
+    async fn poll_true(
+        &self,
+        what: &'static str,
+        probe: &str,
+        timeout_ms: u64,
+    ) -> Result<Found, BrowserError> {
+        self.poll(what, timeout_ms, |browser| async move {
+            browser.internal_eval(probe).await.map(|v| v == json!(true))
+        })
+        .await
+    }
+
     async fn poll<'a, F, Fut>(
         &'a self,
         what: &'static str,
