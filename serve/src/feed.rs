@@ -142,20 +142,12 @@ pub struct Feed {
     inner: Arc<Inner>,
 }
 
-/// The UTC calendar day of `ms` since the epoch, as `YYYY-MM-DD`.
+/// The UTC calendar day of `ms` since the epoch, as `YYYY-MM-DD` (the date part of the
+/// toolbelt's RFC 3339 time).
 pub fn utc_day(ms: u64) -> String {
-    // Howard Hinnant's days-to-civil.
-    let days = (ms / 86_400_000) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    let mut time = aido_toolbelt::logs::format_rfc3339(ms);
+    time.truncate("YYYY-MM-DD".len());
+    time
 }
 
 /// The day files' writer.
