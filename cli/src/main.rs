@@ -991,14 +991,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             client,
             toolsets,
             project,
-        } => init_command(client, toolsets, project),
-        Command::Undo { count, yes } => undo_command(&cli, &home, count, yes),
+        } => init_command(*client, toolsets, project),
+        Command::Undo { count, yes } => undo_command(&cli, &home, *count, *yes),
         Command::Rewind {
             session,
             target,
             yes,
             dry_run,
-        } => rewind_command(&cli, &home, session, target, yes, dry_run),
+        } => rewind_command(&cli, &home, session, target, *yes, *dry_run),
         Command::Hook {
             client: HookClient::ClaudeCode,
             ask,
@@ -1199,14 +1199,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Workspace(WorkspaceCmd::Init { path, btrfs }) => {
             workspace_init(&home, path, btrfs)
         }
-        Command::Config(ConfigCmd::Show { json }) => config_show(&cli, &home, json),
+        Command::Config(ConfigCmd::Show { json }) => config_show(&cli, &home, *json),
         Command::Policy(PolicyCmd::Check { action }) => policy_check(&cli, &home, action),
     }
 }
 
 /// `aido init CLIENT`: write the client's configuration for aido.
 fn init_command(
-    client: &init::Client,
+    client: init::Client,
     toolsets: &str,
     project: &Option<PathBuf>,
 ) -> Result<ExitCode> {
@@ -1226,10 +1226,10 @@ fn init_command(
     }
     .primitives()
     .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
-    for file in init::init(*client, &project, &aido, toolsets, &codex_home)? {
+    for file in init::init(client, &project, &aido, toolsets, &codex_home)? {
         println!("wrote {}", file.display());
     }
-    if *client == init::Client::Codex {
+    if client == init::Client::Codex {
         println!(
             "Codex has no hook that can send its own shell tool through aido: its commands run outside aido unless it uses aido's run_command."
         );
@@ -1238,11 +1238,11 @@ fn init_command(
 }
 
 /// `aido undo [N]`: rewind the last N actions that changed this directory.
-fn undo_command(cli: &Cli, home: &Path, count: &usize, yes: &bool) -> Result<ExitCode> {
+fn undo_command(cli: &Cli, home: &Path, count: usize, yes: bool) -> Result<ExitCode> {
     let layered = layered(cli, home)?;
     let here = std::env::current_dir().context("the current directory")?;
     let here = here.canonicalize().unwrap_or(here);
-    let chosen = undo::last_changes(&readers(home)?, &here, *count)
+    let chosen = undo::last_changes(&readers(home)?, &here, count)
         .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
     if chosen.is_empty() {
         println!(
@@ -1255,7 +1255,7 @@ fn undo_command(cli: &Cli, home: &Path, count: &usize, yes: &bool) -> Result<Exi
     for one in &chosen {
         println!("  {}", one.line);
     }
-    if !*yes && !confirmed("undo these?")? {
+    if !yes && !confirmed("undo these?")? {
         return Ok(ExitCode::from(1));
     }
     let runtime = tokio::runtime::Runtime::new()?;
@@ -1278,8 +1278,8 @@ fn rewind_command(
     home: &Path,
     session: &Option<String>,
     target: &RewindTo,
-    yes: &bool,
-    dry_run: &bool,
+    yes: bool,
+    dry_run: bool,
 ) -> Result<ExitCode> {
     let layered = layered(cli, home)?;
     let journals = readers(home)?;
@@ -1301,10 +1301,10 @@ fn rewind_command(
     let target = target.action();
     show_rewind(&journals, &session, &target)?;
     drop(journals);
-    if *dry_run {
+    if dry_run {
         return Ok(ExitCode::SUCCESS);
     }
-    if !*yes && !confirmed("rewind?")? {
+    if !yes && !confirmed("rewind?")? {
         return Ok(ExitCode::from(1));
     }
     let runtime = tokio::runtime::Runtime::new()?;
@@ -1365,9 +1365,9 @@ fn workspace_init(home: &Path, path: &Path, btrfs: &Option<String>) -> Result<Ex
 }
 
 /// `aido config show`: the effective config and where each value came from.
-fn config_show(cli: &Cli, home: &Path, json: &bool) -> Result<ExitCode> {
+fn config_show(cli: &Cli, home: &Path, json: bool) -> Result<ExitCode> {
     let layered = layered(cli, home)?;
-    if *json {
+    if json {
         let sources: serde_json::Map<_, _> = layered
             .sources
             .iter()
