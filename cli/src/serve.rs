@@ -107,7 +107,7 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
         writeln!(out, "aido serve: Mission Control at {}/mc/", serving.base)?;
         out.flush()?;
     }
-    let signal = shutdown_signal().await;
+    let signal = aido_mcp::shutdown_signal().await;
     if std::fs::read_to_string(&url_file).is_ok_and(|text| text.trim() == serving.base) {
         let _ = std::fs::remove_file(&url_file);
     }
@@ -121,21 +121,6 @@ pub async fn serve(layered: Layered, home: &Path, args: ServeArgs) -> Result<()>
         telemetry.shutdown().await;
     }
     Ok(())
-}
-
-/// Wait for SIGTERM or SIGINT; the name of the one that came.
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        },
-        _ => std::future::pending().await,
-    }
 }
 
 /// `[fleet]` as Mission Control takes it (`~` in paths is HOME).

@@ -46,7 +46,7 @@ pub mod tools;
 /// The MCP revisions each transport speaks.
 pub mod versions;
 
-pub use serve_stdio::serve_stdio;
+pub use serve_stdio::{serve_stdio, shutdown_signal};
 pub use server::AidoServer;
 pub use stdio::{BodyVerdict, id_in_flight, judge_body, not_initialized, request_bytes_max};
 pub use versions::{HTTP_PROTOCOL_VERSIONS, STDIO_PROTOCOL_VERSIONS};

@@ -58,8 +58,8 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Wait for SIGTERM or SIGINT; the name of the one that came.
-async fn shutdown_signal() -> &'static str {
+/// Wait for SIGTERM or SIGINT; the name of the one that came (`aido serve` waits on it too).
+pub async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     match (
         signal(SignalKind::terminate()),

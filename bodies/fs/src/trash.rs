@@ -59,26 +59,12 @@ pub fn decode_path(text: &str) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
-/// `YYYY-MM-DDThh:mm:ss` (UTC) for a Unix time in milliseconds.
+/// `YYYY-MM-DDThh:mm:ss` (UTC) for a Unix time in milliseconds: the toolbelt's RFC 3339 time
+/// to the second, without its zone.
 pub fn deletion_date(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let mut time = aido_walk::tools::logs::format_rfc3339(unix_ms);
+    time.truncate("YYYY-MM-DDThh:mm:ss".len());
+    time
 }
 
 /// Most `.trashinfo` files looked at when looking for an item to restore.
