@@ -14,20 +14,20 @@ use aido_journal::Journal;
 use aido_policy::{Config, Environment, PolicyEngine};
 
 use crate::clock::Clock;
-#[cfg(feature = "prim-desktop")]
-use crate::desktop::{DesktopBody, DesktopBodyArgs};
 use crate::faults::Faults;
-use crate::fs::{FsBody, FsBodyArgs};
+#[cfg(feature = "prim-desktop")]
+use aido_body_desktop::{DesktopBody, DesktopBodyArgs};
+use aido_body_fs::{FsBody, FsBodyArgs};
 #[cfg(feature = "prim-memory")]
-use crate::memory::{MemoryBody, MemoryBodyArgs};
+use aido_body_memory::{MemoryBody, MemoryBodyArgs};
 #[cfg(feature = "prim-net")]
-use crate::net::{NetBody, NetBodyArgs};
+use aido_body_net::{NetBody, NetBodyArgs};
 #[cfg(feature = "prim-process")]
-use crate::process::{ProcessBody, ProcessBodyArgs, SessionTmps};
+use aido_body_process::{ProcessBody, ProcessBodyArgs, SessionTmps};
 #[cfg(feature = "prim-search")]
-use crate::search::{SearchBody, SearchBodyArgs};
+use aido_body_search::{SearchBody, SearchBodyArgs};
 #[cfg(feature = "prim-vm")]
-use crate::vm::{VmBody, VmBodyArgs};
+use aido_body_vm::{VmBody, VmBodyArgs};
 
 /// The memory store's file in AIDO_HOME (shared by every aido process of that home).
 pub const MEMORY_FILE: &str = "memory.sqlite";
@@ -93,7 +93,7 @@ impl Bodies {
             policy: policy.clone(),
             limits: from.config.limits.clone(),
             clock: from.clock.clone(),
-            trash: crate::fs::actor::home_trash(&from.env.home),
+            trash: aido_body_fs::actor::home_trash(&from.env.home),
             faults: from.faults.clone(),
             aido_home: aido_home.clone(),
             blobs: from.journal.blob_store(),
@@ -188,16 +188,16 @@ impl Bodies {
 #[cfg(feature = "prim-process")]
 fn process_args(from: &From<'_>) -> (ProcessBodyArgs, Arc<SessionTmps>) {
     let aido_home = &from.env.aido_home;
-    let layers = crate::process::layers_base(aido_home, from.policy.write_roots());
+    let layers = aido_body_process::layers_base(aido_home, from.policy.write_roots());
     let tmps = Arc::new(SessionTmps::new(&layers));
     let args = ProcessBodyArgs {
         policy: from.policy.clone(),
         hidden: vec![aido_home.clone(), from.journal.path().to_owned()],
         globs: Arc::new(aido_sandbox::GlobIndex::persisted(
-            aido_home.join(crate::process::DENY_GLOBS_FILE),
+            aido_home.join(aido_body_process::DENY_GLOBS_FILE),
         )),
         layers,
-        handles: Arc::new(crate::process::HandleTable::new(
+        handles: Arc::new(aido_body_process::HandleTable::new(
             aido_home.join(HANDLES_DIR),
         )),
         tmps: Arc::clone(&tmps),

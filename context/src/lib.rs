@@ -39,19 +39,6 @@ pub mod observe;
 /// The state every actor of a runtime shares.
 pub mod shared;
 
-#[cfg(feature = "prim-desktop")]
-use aido_body_desktop as desktop;
-use aido_body_fs as fs;
-#[cfg(feature = "prim-memory")]
-use aido_body_memory as memory;
-#[cfg(feature = "prim-net")]
-use aido_body_net as net;
-#[cfg(feature = "prim-process")]
-use aido_body_process as process;
-#[cfg(feature = "prim-search")]
-use aido_body_search as search;
-#[cfg(feature = "prim-vm")]
-use aido_body_vm as vm;
 /// The clock and id facade (`aido-call`'s).
 pub use aido_call::clock;
 /// Fault injection (`aido-call`'s).

@@ -69,7 +69,7 @@ pub struct Shared {
     pub events: crate::events::subscriptions::Subscriptions,
     /// Each session's shared `/tmp` (the process body's too), let go when the session ends.
     #[cfg(feature = "prim-process")]
-    pub tmps: Arc<crate::process::SessionTmps>,
+    pub tmps: Arc<aido_body_process::SessionTmps>,
 }
 
 impl Shared {
