@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    artifact, computer, desktop, events, fs, human, memory, meta, net, process, remote, safety,
-    script, search, snapshot, tools, vm,
+    artifact, browser, computer, desktop, events, fs, human, memory, meta, net, process, remote,
+    safety, script, search, snapshot, tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -535,6 +535,46 @@ actions! {
         /// Anthropic's computer_toolset_20260801 on the host desktop: a turn's member calls run in order, stopping at the first failure.
         DesktopComputerToolset(computer::ComputerToolset) = "desktop_computer_toolset", Desktop;
     }
+    /// The browser body: one headless Chromium per session, every request through aido's
+    /// egress proxy and judged by `[net]`. What a page did on a server cannot be rewound.
+    Browser => BrowserAction {
+        /// Open an http(s) URL (judged by [net]) in the session's browser, started on first use with a private profile; every request it makes goes through aido's egress proxy.
+        BrowserNavigate(browser::Navigate) = "browser_navigate", Network;
+        /// Go back one entry in the current tab's history.
+        BrowserBack(browser::NoArgs) = "browser_back", Network;
+        /// Go forward one entry in the current tab's history.
+        BrowserForward(browser::NoArgs) = "browser_forward", Network;
+        /// The browser's tabs: id, URL, title, which is current.
+        BrowserTabs(browser::NoArgs) = "browser_tabs", ReadOnly;
+        /// Make a tab the current one.
+        BrowserSwitchTab(browser::Tab) = "browser_switch_tab", ReadOnly;
+        /// Close a tab.
+        BrowserCloseTab(browser::Tab) = "browser_close_tab", Network;
+        /// Click an element by its snapshot reference (`ref`) or a point (`x`, `y`).
+        BrowserClick(browser::Click) = "browser_click", Network;
+        /// Type text into the focused element as key presses.
+        BrowserType(browser::TypeText) = "browser_type", Network;
+        /// Press a key (`Enter`, `Tab`, `Escape`, `ArrowDown`, a character).
+        BrowserPress(browser::Press) = "browser_press", Network;
+        /// Scroll the page by CSS pixels.
+        BrowserScroll(browser::Scroll) = "browser_scroll", Network;
+        /// Set a form field's value by its snapshot reference.
+        BrowserFill(browser::Fill) = "browser_fill", Network;
+        /// Choose an option of a select element by its value or text.
+        BrowserSelect(browser::Select) = "browser_select", Network;
+        /// Wait (bounded) until the page shows a text or an element matches a CSS selector.
+        BrowserWaitFor(browser::WaitFor) = "browser_wait_for", ReadOnly;
+        /// The page as an accessibility tree: role, name, value, states, and a `ref` for each element to act on.
+        BrowserSnapshot(browser::NoArgs) = "browser_snapshot", ReadOnly;
+        /// The page's visible text (size-capped).
+        BrowserText(browser::NoArgs) = "browser_text", ReadOnly;
+        /// A PNG of the current tab's viewport.
+        BrowserScreenshot(browser::NoArgs) = "browser_screenshot", ReadOnly;
+        /// Run JavaScript in the page; refused unless [browser] allow_script is true.
+        BrowserEvaluate(browser::Evaluate) = "browser_evaluate", Network;
+        /// Close the session's browser (its profile goes with it).
+        BrowserClose(browser::NoArgs) = "browser_close", Network;
+    }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
     Human => HumanAction {
@@ -600,9 +640,10 @@ actions! {
 
 impl Action {
     /// Whether the action changes something no rewind can take back (the host desktop: a
-    /// keystroke, a click or a notification cannot be undone). Simulate says so per leaf.
+    /// keystroke, a click or a notification cannot be undone; a browser: what a page did on
+    /// a server). Simulate says so per leaf.
     pub fn irreversible(&self) -> bool {
-        self.body() == Body::Desktop && self.class().mutates()
+        matches!(self.body(), Body::Desktop | Body::Browser) && self.class().mutates()
     }
 
     /// How deeply composites may nest.
@@ -899,6 +940,24 @@ mod tests {
             ("artifact_save", SideEffectClass::FsWrite),
             ("artifact_stop", SideEffectClass::Network),
             ("artifact_destroy", SideEffectClass::Destructive),
+            ("browser_navigate", SideEffectClass::Network),
+            ("browser_back", SideEffectClass::Network),
+            ("browser_forward", SideEffectClass::Network),
+            ("browser_tabs", SideEffectClass::ReadOnly),
+            ("browser_switch_tab", SideEffectClass::ReadOnly),
+            ("browser_close_tab", SideEffectClass::Network),
+            ("browser_click", SideEffectClass::Network),
+            ("browser_type", SideEffectClass::Network),
+            ("browser_press", SideEffectClass::Network),
+            ("browser_scroll", SideEffectClass::Network),
+            ("browser_fill", SideEffectClass::Network),
+            ("browser_select", SideEffectClass::Network),
+            ("browser_wait_for", SideEffectClass::ReadOnly),
+            ("browser_snapshot", SideEffectClass::ReadOnly),
+            ("browser_text", SideEffectClass::ReadOnly),
+            ("browser_screenshot", SideEffectClass::ReadOnly),
+            ("browser_evaluate", SideEffectClass::Network),
+            ("browser_close", SideEffectClass::Network),
         ];
         assert_eq!(
             table.len(),

@@ -19,6 +19,8 @@ pub mod action;
 /// Artifact primitives: artifact_create, artifact_list, artifact_serve, artifact_save,
 /// artifact_stop, artifact_destroy.
 pub mod artifact;
+/// Browser primitives: navigate, tabs, click, type, fill, wait, snapshot, text, screenshot.
+pub mod browser;
 /// Change sets: what a command changed, path by path, before and after.
 pub mod changes;
 /// Side-effect classes and the MCP hints derived from them.
@@ -73,9 +75,9 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, ArtifactAction, Body, DesktopAction, FsAction, HumanAction, MemoryAction, NetAction,
-    ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction,
-    TreeAction, VmAction, primitives,
+    Action, ArtifactAction, Body, BrowserAction, DesktopAction, FsAction, HumanAction,
+    MemoryAction, NetAction, ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction,
+    ScriptAction, SearchAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

@@ -47,8 +47,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::{
-    artifact, computer, desktop, events, fs, human, memory, meta, net, process, remote, safety,
-    script, search, snapshot, tools, vm,
+    artifact, browser, computer, desktop, events, fs, human, memory, meta, net, process, remote,
+    safety, script, search, snapshot, tools, vm,
 };
 
 /// What is secret and what the journal keeps instead.
@@ -108,6 +108,12 @@ impl Redact for net::HttpRequest {
                 *value = kept;
             }
         }
+    }
+}
+
+impl Redact for browser::Navigate {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        self.url = secrets.url(&self.url);
     }
 }
 
@@ -282,6 +288,16 @@ holds_no_secret!(
     artifact::ArtifactSave,
     artifact::ArtifactServe,
     artifact::ArtifactTarget,
+    browser::Click,
+    browser::Evaluate,
+    browser::Fill,
+    browser::NoArgs,
+    browser::Press,
+    browser::Scroll,
+    browser::Select,
+    browser::Tab,
+    browser::TypeText,
+    browser::WaitFor,
     computer::Computer,
     computer::ComputerToolset,
     desktop::Click,

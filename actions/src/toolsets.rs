@@ -203,6 +203,30 @@ pub const TOOLSETS: &[(&str, &str, &[&str])] = &[
             "desktop_computer_toolset",
         ],
     ),
+    (
+        "browser",
+        "a headless browser, every request through the egress proxy",
+        &[
+            "browser_navigate",
+            "browser_back",
+            "browser_forward",
+            "browser_tabs",
+            "browser_switch_tab",
+            "browser_close_tab",
+            "browser_click",
+            "browser_type",
+            "browser_press",
+            "browser_scroll",
+            "browser_fill",
+            "browser_select",
+            "browser_wait_for",
+            "browser_snapshot",
+            "browser_text",
+            "browser_screenshot",
+            "browser_evaluate",
+            "browser_close",
+        ],
+    ),
 ];
 
 /// Profiles: names for several toolsets and single tools at once. `coding` is what a coding

@@ -145,6 +145,10 @@ deny_codes! {
     NetSchemeRefused = "net_scheme_refused", NetAllowlist;
     /// An artifact action while `artifacts.enabled` is false.
     ArtifactsDisabled = "artifacts_disabled", Bodies;
+    /// A browser action while `browser.enabled` is false.
+    BrowserDisabled = "browser_disabled", Bodies;
+    /// browser_evaluate while `browser.allow_script` is false.
+    BrowserScriptDisabled = "browser_script_disabled", Bodies;
     /// An ssh_exec host that no `[[ssh.hosts]]` entry names (the default names none).
     SshHostNotAllowed = "ssh_host_not_allowed", RemoteAllowlist;
     /// A container image that `[containers] images` does not list (the default lists none).
@@ -192,6 +196,8 @@ impl DenyCode {
             Self::NetUrlInvalid => "none: give an http(s) URL or a host",
             Self::NetSchemeRefused => "none: only http and https URLs are fetched",
             Self::ArtifactsDisabled => "[artifacts] enabled",
+            Self::BrowserDisabled => "[browser] enabled",
+            Self::BrowserScriptDisabled => "[browser] allow_script",
             Self::SshHostNotAllowed => "[[ssh.hosts]]",
             Self::ContainerImageNotAllowed => "[containers] images",
         }
@@ -381,6 +387,12 @@ mod tests {
             (
                 DenyCode::ArtifactsDisabled,
                 "artifacts_disabled",
+                Gate::Bodies,
+            ),
+            (DenyCode::BrowserDisabled, "browser_disabled", Gate::Bodies),
+            (
+                DenyCode::BrowserScriptDisabled,
+                "browser_script_disabled",
                 Gate::Bodies,
             ),
             (

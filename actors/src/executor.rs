@@ -8,9 +8,9 @@ use std::convert::Infallible;
 use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
-    Action, ArtifactAction, Condition, DesktopAction, Effect, Failure, FsAction, HumanAction,
-    Input, MemoryAction, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction,
-    SearchAction, VmAction,
+    Action, ArtifactAction, BrowserAction, Condition, DesktopAction, Effect, Failure, FsAction,
+    HumanAction, Input, MemoryAction, NetAction, Outcome, ProcessAction, RuntimeAction,
+    ScriptAction, SearchAction, VmAction,
 };
 use aido_journal::Event;
 use aido_policy::FsResolver;
@@ -18,6 +18,8 @@ use aido_walk::walk::Answer;
 use aido_walk::{Executed, Failed, World, rewind_cut, rewind_plan};
 use serde_json::json;
 
+#[cfg(feature = "prim-browser")]
+use crate::browser::BrowserMsg;
 use crate::call::Call;
 #[cfg(feature = "prim-desktop")]
 use crate::desktop::DesktopMsg;
@@ -165,6 +167,15 @@ impl World for Live<'_> {
             Desktop,
             action,
             Live::desktop(self, action).await
+        ))
+    }
+
+    async fn browser(&mut self, action: BrowserAction) -> Answer<Executed, Infallible> {
+        Ok(family!(
+            "prim-browser",
+            Browser,
+            action,
+            Live::browser(self, action).await
         ))
     }
 
@@ -458,6 +469,26 @@ impl Live<'_> {
         Ok(recorded(
             aido_walk::desktop::render(&action, &answer),
             aido_walk::desktop::ANSWER_FROM,
+            answer,
+        ))
+    }
+
+    /// Ask the browser body. Its answer (the page's typed answer and every connection the page
+    /// made through the egress proxy) is the result's input; the result is rendered from it,
+    /// as playback renders it (playback opens no browser).
+    #[cfg(feature = "prim-browser")]
+    async fn browser(&self, action: BrowserAction) -> Result<Executed, Failure> {
+        let asked = action.clone();
+        let answer = self
+            .ask(&self.shared.bodies.browser, |reply| BrowserMsg::Run {
+                action: Box::new(asked),
+                session: self.session.to_string(),
+                reply,
+            })
+            .await?;
+        Ok(recorded(
+            aido_walk::browser::render(&action, &answer),
+            aido_walk::browser::ANSWER_FROM,
             answer,
         ))
     }

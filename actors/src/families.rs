@@ -55,6 +55,11 @@ pub const FAMILIES: &[Family] = &[
         built: cfg!(feature = "prim-desktop"),
     },
     Family {
+        body: Body::Browser,
+        feature: "prim-browser",
+        built: cfg!(feature = "prim-browser"),
+    },
+    Family {
         body: Body::Script,
         feature: "prim-script",
         built: cfg!(feature = "prim-script"),

@@ -91,6 +91,9 @@ pub(crate) use aido_context::call;
 /// A change set applied as part of an action: staged, marked, applied.
 #[cfg(any(feature = "prim-process", feature = "prim-artifact"))]
 mod change_sets;
+/// The browser body: one headless Chromium per session through aido-browser.
+#[cfg(feature = "prim-browser")]
+pub use aido_body_browser as browser;
 /// The desktop body: a host display through aido-desktop.
 #[cfg(feature = "prim-desktop")]
 pub use aido_body_desktop as desktop;

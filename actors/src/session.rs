@@ -634,6 +634,15 @@ impl Session {
         self.actor.stop(Some(reason.to_owned()));
         #[cfg(feature = "prim-process")]
         self.shared.tmps.end(&self.id.to_string());
+        // Its browser closes and its profile goes (a body that is down has none open).
+        #[cfg(feature = "prim-browser")]
+        let _ = self
+            .shared
+            .bodies
+            .browser
+            .cast(crate::browser::BrowserMsg::End {
+                session: self.id.to_string(),
+            });
     }
 
     /// Stop this handle's actor without ending the session: for a person who resumed a

@@ -15,6 +15,8 @@ use aido_policy::{Config, Environment, PolicyEngine};
 
 use crate::clock::Clock;
 use crate::faults::Faults;
+#[cfg(feature = "prim-browser")]
+use aido_body_browser::{BrowserBody, BrowserBodyArgs};
 #[cfg(feature = "prim-desktop")]
 use aido_body_desktop::{DesktopBody, DesktopBodyArgs};
 use aido_body_fs::{FsBody, FsBodyArgs};
@@ -31,6 +33,9 @@ use aido_body_vm::{VmBody, VmBodyArgs};
 
 /// The memory store's file in AIDO_HOME (shared by every aido process of that home).
 pub const MEMORY_FILE: &str = "memory.sqlite";
+
+/// The browser body's private profiles in AIDO_HOME (one directory per open session).
+pub const BROWSER_DIR: &str = "browser";
 
 /// The background commands' registry in AIDO_HOME (one file per live handle, and the lost).
 pub const HANDLES_DIR: &str = "handles";
@@ -82,6 +87,9 @@ pub struct Bodies {
     /// The desktop body.
     #[cfg(feature = "prim-desktop")]
     pub desktop: Slot<DesktopBody>,
+    /// The browser body.
+    #[cfg(feature = "prim-browser")]
+    pub browser: Slot<BrowserBody>,
 }
 
 impl Bodies {
@@ -150,6 +158,14 @@ impl Bodies {
                 },
                 None,
             ),
+            #[cfg(feature = "prim-browser")]
+            browser: Slot::new(
+                BrowserBodyArgs {
+                    policy: policy.clone(),
+                    profiles: aido_home.join(BROWSER_DIR),
+                },
+                None,
+            ),
         };
         Built {
             bodies,
@@ -174,6 +190,8 @@ impl Bodies {
             &self.net,
             #[cfg(feature = "prim-desktop")]
             &self.desktop,
+            #[cfg(feature = "prim-browser")]
+            &self.browser,
         ]
     }
 

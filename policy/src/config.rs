@@ -220,6 +220,20 @@ redirects_max = 10
 # Most port_check calls per minute (it is a scanner).
 port_checks_per_minute_max = 60
 
+[browser]
+# The browser_* primitives: one headless Chromium per session, started on its first browser
+# call with a private profile under AIDO_HOME/browser, and closed with the session. Every
+# request it makes, loopback included, goes through aido's egress proxy and is judged by [net]
+# above (allow and allow_ranges), as fetch_url is; with [net] allow empty it reaches nothing.
+enabled = true
+# browser_evaluate runs the agent's JavaScript in the page: refused unless this is true.
+allow_script = false
+# The Chromium executable (Debian's package).
+executable = "/usr/bin/chromium"
+# The viewport every tab gets, in CSS pixels.
+width = 1280
+height = 800
+
 [ssh]
 # Hosts ssh_exec may reach, each a table: name (what the agent calls it; default its host),
 # host, port (default 22), user, host_key (the server's key as an OpenSSH public key line, or
@@ -401,6 +415,8 @@ pub struct Config {
     pub memory: Memory,
     /// Artifacts: the store's caps and the listener.
     pub artifacts: Artifacts,
+    /// The browser body.
+    pub browser: Browser,
     /// What list_processes may show of the host.
     pub processes: Processes,
     /// The network primitives' allowlist and bounds.
@@ -706,6 +722,22 @@ pub struct Computer {
 pub struct Memory {
     /// Whether memory actions (remember, recall, forget, list_memory) may run.
     pub enabled: bool,
+}
+
+/// `[browser]`: the browser body's switch, its script switch and its Chromium.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Browser {
+    /// Whether browser actions may run.
+    pub enabled: bool,
+    /// Whether browser_evaluate may run the agent's JavaScript.
+    pub allow_script: bool,
+    /// The Chromium executable.
+    pub executable: String,
+    /// The viewport's width, in CSS pixels.
+    pub width: u32,
+    /// The viewport's height.
+    pub height: u32,
 }
 
 /// `[artifacts]`: the artifact store's caps and the listener that serves them.

@@ -1226,6 +1226,19 @@ mod tests {
                 "artifact_list",
                 json!({}),
             ),
+            case(
+                DenyCode::BrowserDisabled,
+                "[browser]\nenabled = false",
+                "browser_snapshot",
+                json!({}),
+            ),
+            // Script evaluation is off by default.
+            case(
+                DenyCode::BrowserScriptDisabled,
+                "",
+                "browser_evaluate",
+                json!({"script": "1"}),
+            ),
             // The host's processes are hidden by default.
             case(
                 DenyCode::HostProcessesHidden,

@@ -12,7 +12,11 @@ pub fn judge(
     config: &Config,
     action: &Action,
 ) -> Option<Result<Admitted, NetError>> {
-    // Asked of every action: only a network one is copied to be routed.
+    // Asked of every action: only a network one is copied to be routed. A browser's
+    // navigation names its URL; every other request of the page is judged by its proxy.
+    if let Action::BrowserNavigate(a) = action {
+        return Some(Target::from_url(&a.url).and_then(|(_, t)| net.admit(&t)));
+    }
     if action.body() != Body::Net {
         return None;
     }

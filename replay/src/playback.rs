@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
-    Action, ArtifactAction, Body, Condition, DesktopAction, Failure, FsAction, HumanAction, Input,
-    MemoryAction, Meta, NetAction, Outcome, ProcessAction, RuntimeAction, ScriptAction,
-    SearchAction, VmAction,
+    Action, ArtifactAction, Body, BrowserAction, Condition, DesktopAction, Failure, FsAction,
+    HumanAction, Input, MemoryAction, Meta, NetAction, Outcome, ProcessAction, RuntimeAction,
+    ScriptAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -944,6 +944,25 @@ impl World for Player<'_> {
             }
         };
         Ok(Ok(Executed::new(aido_walk::desktop::render(
+            &action, &answer,
+        ))))
+    }
+
+    /// What the browser body answered (the page's answer, the connections it made): no
+    /// browser is opened and no page is fetched again.
+    async fn browser(&mut self, action: BrowserAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("the browser body's answer")? {
+            Input::Answer { from, value } if from == aido_walk::browser::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the browser body's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::browser::render(
             &action, &answer,
         ))))
     }

@@ -21,6 +21,8 @@
 
 /// The artifact primitives' results from the artifact body's recorded answer.
 pub mod artifact;
+/// The browser primitives' results, rendered from the browser body's recorded answers.
+pub mod browser;
 /// Anthropic's computer-use tools: parameters, coordinate scaling, results from the answer.
 pub mod computer;
 /// Desktop primitives' results from the desktop body's recorded answer.

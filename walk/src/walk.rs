@@ -10,9 +10,9 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, ArtifactAction, Condition, DesktopAction, FsAction, HumanAction, Input, MemoryAction,
-    NetAction, Outcome, ProcessAction, Routed, RuntimeAction, ScriptAction, SearchAction,
-    SideEffectClass, TreeAction, VmAction,
+    Action, ArtifactAction, BrowserAction, Condition, DesktopAction, FsAction, HumanAction, Input,
+    MemoryAction, NetAction, Outcome, ProcessAction, Routed, RuntimeAction, ScriptAction,
+    SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -139,6 +139,13 @@ pub trait World: Send {
         action: DesktopAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Run a browser primitive (browser_navigate, browser_click, browser_snapshot, ...). Its
+    /// result is [`crate::browser::render`] of the browser body's answer, which is recorded.
+    fn browser(
+        &mut self,
+        action: BrowserAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
     /// [`crate::human::render`] of the recorded answer.
     fn human(
@@ -212,6 +219,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Process(a) => world.process(a).await?.map_err(Failed::leaf),
             Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
             Routed::Desktop(a) => world.desktop(a).await?.map_err(Failed::leaf),
+            Routed::Browser(a) => world.browser(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Net(a) => world.net(a).await?.map_err(Failed::leaf),
             Routed::Script(a) => world.script(a).await?.map_err(Failed::leaf),
@@ -493,6 +501,10 @@ mod tests {
 
         async fn desktop(&mut self, _action: DesktopAction) -> Answer<Executed, String> {
             Err("no desktop here".into())
+        }
+
+        async fn browser(&mut self, _action: BrowserAction) -> Answer<Executed, String> {
+            Err("no browser here".into())
         }
 
         async fn script(&mut self, _action: ScriptAction) -> Answer<Executed, String> {

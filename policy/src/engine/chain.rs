@@ -196,6 +196,16 @@ fn bodies(input: &mut GateInput<'_>) -> Option<Verdict> {
             DenyCode::ArtifactsDisabled,
             format!("{primitive} uses the artifact store and artifacts.enabled is false"),
         );
+    } else if body == Body::Browser && !config.browser.enabled {
+        return input.deny(
+            DenyCode::BrowserDisabled,
+            format!("{primitive} drives the browser and browser.enabled is false"),
+        );
+    } else if matches!(input.action, Action::BrowserEvaluate(_)) && !config.browser.allow_script {
+        return input.deny(
+            DenyCode::BrowserScriptDisabled,
+            format!("{primitive} runs the agent's JavaScript in the page and browser.allow_script is false"),
+        );
     } else if let Action::ListProcesses(list) = input.action
         && list.host
         && !config.processes.host_visible
