@@ -93,6 +93,11 @@ impl Browser {
         &self.product
     }
 
+    /// Chromium's (first) process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// Whether Chromium is still running.
     pub fn running(&mut self) -> bool {
         self.process.running()

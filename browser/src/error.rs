@@ -129,6 +129,13 @@ pub enum BrowserError {
         /// Why.
         why: String,
     },
+    /// The confinement Chromium runs in (Landlock: files, TCP, scopes; no capabilities)
+    /// cannot be built here: the browser is never started without it.
+    #[error("the browser cannot be confined here, so it is not started: {why}")]
+    Unconfined {
+        /// What is missing.
+        why: String,
+    },
 }
 
 aido_codes::coded!(BrowserError {
@@ -152,6 +159,7 @@ aido_codes::coded!(BrowserError {
     TooLarge => "browser_too_large",
     UrlRefused => "browser_url_refused",
     DownloadFailed => "browser_download_failed",
+    Unconfined => "browser_unconfined",
 });
 
 impl BrowserError {
@@ -193,6 +201,7 @@ mod tests {
                 "browser_too_large",
                 "browser_url_refused",
                 "browser_download_failed",
+                "browser_unconfined",
             ]
         );
         assert_eq!(BrowserError::ProxyMissing.code(), "browser_proxy_missing");

@@ -114,6 +114,8 @@ impl Default for Limits {
 /// The running Chromium: its whole process group is killed when this drops.
 pub(crate) struct Process {
     child: Child,
+    /// Chromium's TMPDIR, removed with it.
+    _tmp: tempfile::TempDir,
     group: Pid,
     stderr: Arc<Mutex<VecDeque<String>>>,
     stderr_reader: Option<tokio::task::JoinHandle<()>>,
@@ -141,9 +143,11 @@ impl Process {
         let failed = |what: &str, e: std::io::Error| BrowserError::LaunchFailed {
             why: format!("{what}: {e}"),
         };
+        let confine = Confinement::new(options, proxy.port())?;
         let (chromium_reads, commands) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let (replies, chromium_writes) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let mut command = Command::new(&options.executable);
+        let tmp = confine.apply(&mut command);
         command
             .args(flags(options, proxy))
             .stdin(Stdio::null())
@@ -182,6 +186,7 @@ impl Process {
             .take()
             .map(|pipe| tokio::spawn(keep_stderr(pipe, stderr.clone())));
         let process = Self {
+            _tmp: tmp,
             child,
             group,
             stderr,
@@ -212,6 +217,11 @@ impl Process {
             .unwrap_or_default()
     }
 
+    /// Chromium's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.group.as_raw().unsigned_abs()
+    }
+
     /// Whether Chromium is still running.
     pub(crate) fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -232,6 +242,86 @@ impl Drop for Process {
         // without dropping this, Chromium still goes: it exits, every process of it, when
         // its DevTools pipe closes (measured on 156: 0.13 s).
         let _ = killpg(self.group, Signal::SIGKILL);
+    }
+}
+
+/// What Chromium runs in, made before the fork: a Landlock domain (read-only everywhere but
+/// its profile and download directory, TCP connect only to the proxy's port, no TCP bind, no
+/// abstract sockets or signals outside it), no capabilities when aido runs as root, and an
+/// environment of its own (HOME and the XDG directories inside the profile, TMPDIR a short
+/// directory of its own in the system temp dir), since
+/// Chromium's own sandbox is off (`--no-sandbox`: it needs privileges aido does not give it).
+struct Confinement {
+    walls: aido_confine::PreparedLandlock,
+    root: bool,
+    env: Vec<(&'static str, PathBuf)>,
+    tmp: tempfile::TempDir,
+}
+
+impl Confinement {
+    fn new(options: &Options, proxy_port: u16) -> Result<Self, BrowserError> {
+        let unconfined = |why: String| BrowserError::Unconfined { why };
+        let profile = &options.profile_dir;
+        // A short path of its own: Chromium's singleton socket goes there, and a Unix socket's
+        // path has at most 107 bytes (a profile deep in AIDO_HOME is longer).
+        let tmp = tempfile::Builder::new()
+            .prefix("aido-browser-")
+            .tempdir()
+            .map_err(|e| unconfined(format!("a temporary directory: {e}")))?;
+        let env = vec![
+            ("HOME", profile.clone()),
+            ("TMPDIR", tmp.path().to_owned()),
+            ("XDG_CONFIG_HOME", profile.join("config")),
+            ("XDG_CACHE_HOME", profile.join("cache")),
+            ("XDG_DATA_HOME", profile.join("data")),
+        ];
+        for (_, dir) in &env {
+            std::fs::create_dir_all(dir).map_err(|e| unconfined(format!("{dir:?}: {e}")))?;
+        }
+        let mut writable = vec![profile.clone(), tmp.path().to_owned()];
+        if let Some(downloads) = &options.download_dir {
+            std::fs::create_dir_all(downloads)
+                .map_err(|e| unconfined(format!("{downloads:?}: {e}")))?;
+            writable.push(downloads.clone());
+        }
+        let walls = aido_confine::PreparedLandlock::new(6, &writable, &[proxy_port])
+            .map_err(|e| unconfined(e.to_string()))?;
+        Ok(Self {
+            walls,
+            root: nix::unistd::geteuid().is_root(),
+            env,
+            tmp,
+        })
+    }
+
+    /// Set the environment, and enter the confinement in the child before Chromium runs; the
+    /// temporary directory is the caller's to keep while Chromium runs.
+    fn apply(self, command: &mut Command) -> tempfile::TempDir {
+        let Self {
+            walls,
+            root,
+            env,
+            tmp,
+        } = self;
+        command
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LANG", "C.UTF-8");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut walls = walls;
+        // Between fork and exec the hook makes system calls only (capset, prctl,
+        // landlock_restrict_self; an error's text is made only on the way out); the ruleset
+        // was built, and its memory allocated, before the fork.
+        aido_sys::before_exec(command.as_std_mut(), move || {
+            if root {
+                aido_confine::drop_capabilities()
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+            walls.enter()
+        });
+        tmp
     }
 }
 

@@ -439,3 +439,43 @@ async fn drop_leaves_no_chromium_behind() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Chromium and every process it forks run confined: no new privileges (so the Landlock domain
+/// entered before exec holds) and no capabilities; Chromium's environment is its profile's.
+#[tokio::test]
+async fn chromium_runs_confined() {
+    let Some(Fixture {
+        mut browser,
+        site,
+        profile,
+        ..
+    }) = fixture(Options::new).await
+    else {
+        return;
+    };
+    browser.navigate(&site.url("/a")).await.unwrap();
+    let marker = profile.path().to_string_lossy().into_owned();
+    let running = support::processes_with(&marker);
+    assert!(running.len() >= 2, "Chromium and its children: {running:?}");
+    for pid in &running {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue; // gone meanwhile
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(field("NoNewPrivs:"), "1", "process {pid}");
+        assert_eq!(field("CapEff:"), "0000000000000000", "process {pid}");
+    }
+    let environ = std::fs::read(format!("/proc/{}/environ", browser.pid())).unwrap();
+    let home = format!("HOME={marker}");
+    assert!(
+        environ.split(|b| *b == 0).any(|v| v == home.as_bytes()),
+        "Chromium's HOME is its profile"
+    );
+}

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 use nix::sys::resource::{Resource, setrlimit};
 use rustix::thread::{CapabilitiesSecureBits, CapabilitySet, CapabilitySets};
@@ -156,6 +156,101 @@ pub fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), ConfineError> {
         ));
     }
     Ok(())
+}
+
+/// A Landlock domain made ready before a fork and entered by the child just before it runs
+/// its program ([`PreparedLandlock::enter`]: two system calls, no allocation), for a program
+/// aido starts without its sandbox child (the browser): read-only (and executable) everywhere,
+/// everything on `writable`, the device files, **TCP connect only to `connect_ports` and no TCP
+/// bind** (ABI 4+), and no abstract Unix sockets or signals outside the domain (ABI 6+). The
+/// ABI is a hard requirement: a kernel without it is `sandbox_unavailable`, never a weaker rule.
+pub struct PreparedLandlock(Option<landlock::RulesetCreated>);
+
+impl PreparedLandlock {
+    /// Build the ruleset (in the parent).
+    pub fn new(
+        abi_min: u8,
+        writable: &[PathBuf],
+        connect_ports: &[u16],
+    ) -> Result<Self, ConfineError> {
+        let abi_min = abi_min.max(6);
+        let abi = abi_from(abi_min);
+        let missing = || format!("landlock_abi_v{abi_min}");
+        let map = |error: RulesetError| -> ConfineError {
+            match &error {
+                RulesetError::HandleAccesses(_)
+                | RulesetError::Scope(_)
+                | RulesetError::CreateRuleset(_) => {
+                    ConfineError::unavailable(missing(), error.to_string())
+                }
+                _ => ConfineError::SetupFailed {
+                    layer: Layer::Landlock,
+                    errno: 0,
+                    detail: error.to_string(),
+                },
+            }
+        };
+        let path_fd = |path: &Path| {
+            PathFd::new(path).map_err(|error| ConfineError::SetupFailed {
+                layer: Layer::Landlock,
+                errno: 0,
+                detail: format!("{path:?}: {error}"),
+            })
+        };
+        let mut created = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(map)?
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(map)?
+            .scope(Scope::from_all(abi))
+            .map_err(map)?
+            .create()
+            .map_err(map)?
+            .add_rule(PathBeneath::new(
+                path_fd(Path::new("/"))?,
+                AccessFs::from_read(abi),
+            ))
+            .map_err(map)?;
+        for directory in writable {
+            created = created
+                .add_rule(PathBeneath::new(
+                    path_fd(directory)?,
+                    AccessFs::from_all(abi),
+                ))
+                .map_err(map)?;
+        }
+        for device in ["/dev/null", "/dev/zero", "/dev/full"] {
+            created = created
+                .add_rule(PathBeneath::new(
+                    path_fd(Path::new(device))?,
+                    AccessFs::from_file(abi),
+                ))
+                .map_err(map)?;
+        }
+        for port in connect_ports {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .map_err(map)?;
+        }
+        Ok(Self(Some(created)))
+    }
+
+    /// Enter the domain (in the child, between fork and exec): no-new-privileges, then the
+    /// ruleset, which must be fully enforced.
+    pub fn enter(&mut self) -> std::io::Result<()> {
+        let ruleset = self
+            .0
+            .take()
+            .ok_or_else(|| std::io::Error::other("the Landlock domain was entered already"))?;
+        let status = ruleset.restrict_self().map_err(std::io::Error::other)?;
+        if status.ruleset != RulesetStatus::FullyEnforced {
+            return Err(std::io::Error::other(
+                "the Landlock ruleset is not fully enforced",
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn abi_from(abi_min: u8) -> ABI {

@@ -108,3 +108,23 @@ fn setattr(tree: BorrowedFd<'_>, flags: libc::c_uint, attr: &MountAttr) -> std::
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Run `hook` in the child of `command`'s fork, just before it executes its program
+/// (`CommandExt::pre_exec`), for a hook that only makes system calls on memory prepared
+/// before the fork (entering a Landlock domain made in the parent, dropping capabilities): it
+/// must not allocate, lock or touch another thread's state, since after a fork in a
+/// multi-threaded process only async-signal-safe work is sound. An error from it fails the
+/// spawn, so a program is never run without what the hook sets up.
+pub fn before_exec(
+    command: &mut std::process::Command,
+    hook: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) {
+    use std::os::unix::process::CommandExt as _;
+    #[allow(unsafe_code)]
+    // SAFETY: the contract above is the one `pre_exec` states; every caller in this workspace
+    // passes a hook that makes system calls only (see its own comment), on state built before
+    // the fork.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
