@@ -25,8 +25,9 @@ pub const NETWORK_HOSTS_MAX: usize = 64;
 /// The most restarts a budget may allow within its window.
 pub const RESTARTS_MAX: u32 = 100;
 /// How long a stdio downstream may live: the sandbox kills it past this (its request's
-/// timeout), and the next call starts a new one.
-pub const LIFETIME_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
+/// timeout, at most the sandbox's one day), and the next call starts a new one (counted as
+/// a crash).
+pub const LIFETIME_MS_MAX: u64 = 24 * 3600 * 1000;
 
 /// One downstream MCP server: a `[[downstream]]` entry.
 ///

@@ -1,0 +1,356 @@
+//! `@modelcontextprotocol/server-everything` as a downstream, in the sandbox (and once over
+//! streamable HTTP).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aido_gateway::{Declining, Downstream, DownstreamConfig, RestartBudget, ToolClass};
+use serde_json::json;
+
+use crate::support::{Fixture, Recorder, everything_script, object, sandbox, text, wait_until};
+
+fn config(fixture: &Fixture, script: &std::path::Path) -> DownstreamConfig {
+    let mut config = DownstreamConfig::stdio(
+        "everything",
+        "node",
+        [script.display().to_string(), "stdio".into()],
+    );
+    config.writable = vec![fixture.work.clone()];
+    config
+}
+
+async fn start(fixture: &Fixture) -> Option<Downstream> {
+    let script = everything_script()?;
+    let downstream = Downstream::start(config(fixture, &script), sandbox(), None).await;
+    Some(downstream.unwrap_or_else(|error| panic!("start ({}): {error}", error.code())))
+}
+
+pub async fn lists_tools() {
+    let fixture = Fixture::new();
+    let Some(everything) = start(&fixture).await else {
+        return;
+    };
+    let tools = everything.tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+    for expected in [
+        "everything__echo",
+        "everything__get-sum",
+        "everything__trigger-long-running-operation",
+        "everything__trigger-elicitation-request",
+    ] {
+        assert!(names.contains(&expected), "{expected} not in {names:?}");
+    }
+    for tool in &tools {
+        assert!(tool.name.len() <= aido_gateway::config::TOOL_NAME_LEN_MAX);
+        assert_eq!(aido_gateway::server_of(&tool.name), Some("everything"));
+        assert_eq!(tool.toolset, "everything");
+    }
+    let sum = tools
+        .iter()
+        .find(|tool| tool.name == "everything__get-sum")
+        .unwrap();
+    assert_eq!(sum.original(), "get-sum");
+    assert_eq!(sum.class, ToolClass::Read);
+    let annotations = sum.annotations().unwrap();
+    assert_eq!(annotations.read_only_hint, Some(true));
+    assert_eq!(annotations.idempotent_hint, Some(true));
+    assert!(sum.tool.description.is_some());
+    assert!(sum.tool.input_schema.contains_key("properties"));
+    assert_eq!(sum.exposed().name, "everything__get-sum");
+    let elicitation = tools
+        .iter()
+        .find(|tool| tool.original() == "trigger-elicitation-request")
+        .unwrap();
+    assert_eq!(elicitation.class, ToolClass::Write);
+}
+
+pub async fn echo_and_sum() {
+    let fixture = Fixture::new();
+    let Some(everything) = start(&fixture).await else {
+        return;
+    };
+    let echoed = everything
+        .call(
+            "everything__echo",
+            object(json!({"message": "hello from aido"})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("hello from aido"), "{echoed:?}");
+    let sum = everything
+        .call(
+            "everything__get-sum",
+            object(json!({"a": 2, "b": 40})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&sum).contains("42"), "{sum:?}");
+    // The result is the journal's input: it round-trips through JSON unchanged.
+    let journaled = serde_json::to_value(&sum).unwrap();
+    let replayed: aido_gateway::CallToolResult = serde_json::from_value(journaled).unwrap();
+    assert_eq!(replayed, sum);
+    // It runs confined: the sandbox's environment (its own HOME, none of the parent's
+    // variables), not the test's.
+    let env = everything
+        .call("everything__get-env", None, Arc::new(Declining))
+        .await
+        .unwrap();
+    let env = text(&env);
+    assert!(env.contains("\"HOME\": \"/tmp\""), "{env}");
+    assert!(!env.contains(crate::support::DOWNSTREAMS_VAR), "{env}");
+}
+
+pub async fn errors() {
+    let fixture = Fixture::new();
+    let Some(everything) = start(&fixture).await else {
+        return;
+    };
+    let error = everything
+        .call(
+            "everything__get-sum",
+            object(json!({"a": "not a number"})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.code(),
+            "downstream_tool_failed" | "downstream_refused"
+        ),
+        "{error}"
+    );
+    let failure = aido_codes::Failure::from(error);
+    assert!(!failure.message.is_empty());
+    eprintln!("the downstream's own error: {}", failure.message);
+    let error = everything
+        .call("everything__no-such-tool", None, Arc::new(Declining))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "downstream_tool_unknown");
+    let error = everything
+        .call_within(
+            "everything__trigger-long-running-operation",
+            object(json!({"duration": 5, "steps": 5})),
+            Arc::new(Declining),
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "downstream_timeout", "{error}");
+    // A timeout is not a crash: the server still answers.
+    let echoed = everything
+        .call(
+            "everything__echo",
+            object(json!({"message": "still here"})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("still here"));
+}
+
+pub async fn progress() {
+    let fixture = Fixture::new();
+    let Some(everything) = start(&fixture).await else {
+        return;
+    };
+    let recorder = Arc::new(Recorder::default());
+    let result = everything
+        .call(
+            "everything__trigger-long-running-operation",
+            object(json!({"duration": 1, "steps": 4})),
+            recorder.clone(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&result).contains("completed"), "{result:?}");
+    let progress = recorder.progress.lock().unwrap().clone();
+    assert_eq!(progress.len(), 4, "{progress:?}");
+    for (step, progress) in progress.iter().enumerate() {
+        assert_eq!(progress.server, "everything");
+        assert_eq!(progress.progress, (step + 1) as f64);
+        assert_eq!(progress.total, Some(4.0));
+    }
+}
+
+pub async fn elicitation() {
+    let fixture = Fixture::new();
+    let Some(everything) = start(&fixture).await else {
+        return;
+    };
+    let recorder = Recorder::answering(json!({"name": "Ada Lovelace", "check": true}));
+    let result = everything
+        .call(
+            "everything__trigger-elicitation-request",
+            None,
+            recorder.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(recorder.elicitations.lock().unwrap().len(), 1);
+    assert!(text(&result).contains("Ada Lovelace"), "{result:?}");
+    // Declined: the server says so in its result.
+    let result = everything
+        .call(
+            "everything__trigger-elicitation-request",
+            None,
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(
+        text(&result).to_lowercase().contains("decline"),
+        "{result:?}"
+    );
+}
+
+/// Kills the sandbox's init (the server's whole tree) from outside, as a crash would.
+fn kill(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+pub async fn crash_and_restart() {
+    let fixture = Fixture::new();
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let mut config = config(&fixture, &script);
+    config.restarts = RestartBudget {
+        count: 1,
+        window_secs: 600,
+    };
+    let everything = Arc::new(Downstream::start(config, sandbox(), None).await.unwrap());
+    let first = everything.pid().await.unwrap();
+    // A call in flight when the server dies is answered with the crash.
+    let recorder = Arc::new(Recorder::default());
+    let call = tokio::spawn({
+        let (everything, recorder) = (everything.clone(), recorder.clone());
+        async move {
+            everything
+                .call(
+                    "everything__trigger-long-running-operation",
+                    object(json!({"duration": 20, "steps": 40})),
+                    recorder,
+                )
+                .await
+        }
+    });
+    assert!(wait_until(|| recorder.progress_count() > 0, Duration::from_secs(10)).await);
+    kill(first);
+    let error = call.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), "downstream_crashed", "{error}");
+    // The next call restarts it (one restart in the budget).
+    let echoed = everything
+        .call(
+            "everything__echo",
+            object(json!({"message": "back"})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("back"));
+    let second = everything.pid().await.unwrap();
+    assert_ne!(first, second);
+    // A crash between calls is found by the next call, and the budget is spent.
+    kill(second);
+    assert!(
+        wait_until(
+            || std::fs::metadata(format!("/proc/{second}")).is_err(),
+            Duration::from_secs(10)
+        )
+        .await
+    );
+    let error = everything
+        .call(
+            "everything__echo",
+            object(json!({"message": "again"})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "downstream_unavailable", "{error}");
+    let error = everything.tools().await.unwrap_err();
+    assert_eq!(error.code(), "downstream_unavailable", "{error}");
+}
+
+pub async fn filtered() {
+    let fixture = Fixture::new();
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let mut config = config(&fixture, &script);
+    config.tools = Some(vec!["echo".into(), "get-s*".into()]);
+    config.toolset = Some("demo".into());
+    let everything = Downstream::start(config, sandbox(), None).await.unwrap();
+    let tools = everything.tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        vec![
+            "everything__echo",
+            "everything__get-structured-content",
+            "everything__get-sum"
+        ]
+    );
+    assert!(tools.iter().all(|tool| tool.toolset == "demo"));
+    let error = everything
+        .call("everything__get-env", None, Arc::new(Declining))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "downstream_tool_unknown");
+}
+
+/// server-everything's streamable HTTP transport, started as a plain fixture process on a
+/// free port of loopback; the gateway reaches it with a bearer token from a file.
+pub async fn http() {
+    let fixture = Fixture::new();
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("node")
+        .arg(&script)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let listening = wait_until(
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(listening, "server-everything did not listen on {port}");
+    let token = fixture.work.join("token");
+    std::fs::write(&token, "a-test-token\n").unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let config = DownstreamConfig::http("remote", &url, Some(token));
+    let remote = Downstream::start(config, sandbox(), None).await;
+    let remote = remote.unwrap_or_else(|error| panic!("{}: {error}", error.code()));
+    assert_eq!(remote.pid().await, None);
+    let sum = remote
+        .call(
+            "remote__get-sum",
+            object(json!({"a": 1, "b": 2})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&sum).contains('3'), "{sum:?}");
+    drop(remote);
+    let _ = server.kill();
+    let _ = server.wait();
+}
