@@ -100,6 +100,29 @@ pub async fn echo_and_sum() {
     let env = text(&env);
     assert!(env.contains("\"HOME\": \"/tmp\""), "{env}");
     assert!(!env.contains(crate::support::DOWNSTREAMS_VAR), "{env}");
+    // No network hosts listed: no proxy, no network at all.
+    assert!(!env.contains("HTTPS_PROXY"), "{env}");
+}
+
+/// With hosts listed the server gets an egress proxy of its own (its only way out).
+pub async fn behind_its_proxy() {
+    let fixture = Fixture::new();
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let mut config = config(&fixture, &script);
+    config.network = vec!["registry.npmjs.org:443".into()];
+    let everything = Downstream::start(config, sandbox(), None).await;
+    let everything = everything.unwrap_or_else(|error| panic!("{}: {error}", error.code()));
+    let env = everything
+        .call("everything__get-env", None, Arc::new(Declining))
+        .await
+        .unwrap();
+    let env = text(&env);
+    assert!(
+        env.contains("\"HTTPS_PROXY\": \"http://127.0.0.1:"),
+        "{env}"
+    );
 }
 
 pub async fn errors() {

@@ -49,6 +49,10 @@ const TESTS: &[(&str, Test)] = &[
         Box::pin(everything::filtered())
     }),
     (
+        "everything_with_network_hosts_runs_behind_its_own_egress_proxy",
+        || Box::pin(everything::behind_its_proxy()),
+    ),
+    (
         "everything_over_streamable_http_with_a_bearer_token",
         || Box::pin(everything::http()),
     ),
