@@ -24,8 +24,16 @@ pub(crate) struct Calls {
     next: Mutex<u64>,
 }
 
-/// One call in flight: its number, its progress token, its upstream.
-type Entry = (u64, ProgressToken, Arc<dyn Upstream>);
+/// One call in flight.
+struct Entry {
+    id: u64,
+    token: ProgressToken,
+    upstream: Arc<dyn Upstream>,
+    /// The last progress forwarded: rmcp handles each notification on a task of its own, so
+    /// they may come out of order; one that does not go beyond it is dropped (progress only
+    /// grows), and the upstream sees a growing sequence.
+    last: Option<f64>,
+}
 
 /// Removes its call from [`Calls`] when the call ends, however it ends.
 pub(crate) struct Registered {
@@ -36,7 +44,7 @@ pub(crate) struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         if let Ok(mut entries) = self.calls.entries.lock() {
-            entries.retain(|(id, _, _)| *id != self.id);
+            entries.retain(|entry| entry.id != self.id);
         }
     }
 }
@@ -58,7 +66,12 @@ impl Calls {
             *next
         };
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.push((id, token(&sent), upstream));
+        entries.push(Entry {
+            id,
+            token: token(&sent),
+            upstream,
+            last: None,
+        });
         drop(entries);
         let registered = Registered {
             calls: Arc::clone(self),
@@ -67,13 +80,21 @@ impl Calls {
         Ok((sent, registered))
     }
 
-    async fn by_token(&self, token: &ProgressToken) -> Option<Arc<dyn Upstream>> {
+    /// The upstream of the call `token` belongs to, if `progress` goes beyond what it was
+    /// last sent.
+    async fn for_progress(
+        &self,
+        token: &ProgressToken,
+        progress: f64,
+    ) -> Option<Arc<dyn Upstream>> {
         drop(self.registering.lock().await);
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .iter()
-            .find(|(_, candidate, _)| candidate == token)
-            .map(|(_, _, upstream)| Arc::clone(upstream))
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = entries.iter_mut().find(|entry| entry.token == *token)?;
+        if entry.last.is_some_and(|last| progress <= last) {
+            return None;
+        }
+        entry.last = Some(progress);
+        Some(Arc::clone(&entry.upstream))
     }
 
     /// The upstream of the latest call in flight: an elicitation over stdio names no call,
@@ -81,7 +102,7 @@ impl Calls {
     async fn latest(&self) -> Option<Arc<dyn Upstream>> {
         drop(self.registering.lock().await);
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.last().map(|(_, _, upstream)| Arc::clone(upstream))
+        entries.last().map(|entry| Arc::clone(&entry.upstream))
     }
 }
 
@@ -109,7 +130,11 @@ impl rmcp::ClientHandler for Relay {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Some(upstream) = self.calls.by_token(&params.progress_token).await {
+        if let Some(upstream) = self
+            .calls
+            .for_progress(&params.progress_token, params.progress)
+            .await
+        {
             let progress = Progress {
                 server: self.server.clone(),
                 progress: params.progress,

@@ -190,11 +190,13 @@ pub async fn progress() {
         .await
         .unwrap();
     assert!(text(&result).contains("completed"), "{result:?}");
+    // Four steps, a quarter of a second apart: each is forwarded, in order (one overtaken
+    // by the next would be dropped, never sent out of order).
     let progress = recorder.progress.lock().unwrap().clone();
-    assert_eq!(progress.len(), 4, "{progress:?}");
-    for (step, progress) in progress.iter().enumerate() {
+    let steps: Vec<f64> = progress.iter().map(|progress| progress.progress).collect();
+    assert_eq!(steps, vec![1.0, 2.0, 3.0, 4.0], "{progress:?}");
+    for progress in &progress {
         assert_eq!(progress.server, "everything");
-        assert_eq!(progress.progress, (step + 1) as f64);
         assert_eq!(progress.total, Some(4.0));
     }
 }
@@ -329,6 +331,15 @@ pub async fn filtered() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), "downstream_tool_unknown");
+    // Dropped, the server is shut down: its input closed, its tree gone.
+    let pid = everything.pid().await.unwrap();
+    drop(everything);
+    let gone = wait_until(
+        || std::fs::metadata(format!("/proc/{pid}")).is_err(),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(gone, "the sandbox init {pid} outlived its downstream");
 }
 
 /// server-everything's streamable HTTP transport, started as a plain fixture process on a

@@ -45,9 +45,10 @@ const TESTS: &[(&str, Test)] = &[
         "everything_a_crash_answers_the_call_restarts_then_spends_the_budget",
         || Box::pin(everything::crash_and_restart()),
     ),
-    ("everything_the_tools_entry_filters_the_list", || {
-        Box::pin(everything::filtered())
-    }),
+    (
+        "everything_the_tools_entry_filters_the_list_and_a_drop_ends_the_server",
+        || Box::pin(everything::filtered()),
+    ),
     (
         "everything_with_network_hosts_runs_behind_its_own_egress_proxy",
         || Box::pin(everything::behind_its_proxy()),
