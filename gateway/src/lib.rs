@@ -62,6 +62,8 @@ pub mod config;
 pub mod downstream;
 /// The error enums and their codes.
 pub mod error;
+/// Several downstreams behind one name space, routed by namespaced tool name.
+pub mod gateway;
 /// The streamable HTTP transport and its token file.
 pub(crate) mod http;
 /// A stdio downstream's sandboxed process and its streams.
@@ -76,6 +78,7 @@ pub mod upstream;
 pub use config::{DownstreamConfig, RestartBudget, ToolFilter, Transport, validate_all};
 pub use downstream::Downstream;
 pub use error::{ConfigError, DownstreamError};
+pub use gateway::Gateway;
 pub use tools::{DownstreamTool, ToolClass, classify, server_of};
 pub use upstream::{BoxFuture, Declining, Progress, Upstream, declined};
 

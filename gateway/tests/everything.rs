@@ -388,3 +388,48 @@ pub async fn http() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// Several entries behind one gateway: a tool routed by its namespaced name; an entry that
+/// cannot start is reported and left out, the others run.
+pub async fn routed() {
+    let fixture = Fixture::new();
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let mut ghost = DownstreamConfig::stdio("ghost", "aido-no-such-mcp-server", ["--stdio"]);
+    ghost.writable = vec![fixture.work.clone()];
+    let entries = vec![config(&fixture, &script), ghost];
+    let (gateway, failed) = aido_gateway::Gateway::start(entries, &sandbox())
+        .await
+        .unwrap();
+    assert_eq!(gateway.names().collect::<Vec<_>>(), vec!["everything"]);
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].code(), "downstream_command_missing");
+    assert_eq!(failed[0].server(), Some("ghost"));
+    let tools = gateway.tools().await;
+    assert_eq!(tools.len(), 1);
+    assert!(tools[0].1.as_ref().unwrap().len() > 5);
+    let sum = gateway
+        .call(
+            "everything__get-sum",
+            object(json!({"a": 20, "b": 22})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&sum).contains("42"));
+    for name in ["ghost__echo", "echo", "__echo"] {
+        let error = gateway
+            .call(name, None, Arc::new(Declining))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "downstream_tool_unknown", "{name}");
+    }
+    // Entries are checked together before anything starts.
+    let twice = vec![config(&fixture, &script), config(&fixture, &script)];
+    let error = aido_gateway::Gateway::start(twice, &sandbox())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.code(), "downstream_name_duplicate");
+}

@@ -54,6 +54,10 @@ const TESTS: &[(&str, Test)] = &[
         || Box::pin(everything::behind_its_proxy()),
     ),
     (
+        "a_gateway_routes_by_namespaced_name_and_reports_what_did_not_start",
+        || Box::pin(everything::routed()),
+    ),
+    (
         "everything_over_streamable_http_with_a_bearer_token",
         || Box::pin(everything::http()),
     ),
