@@ -342,8 +342,42 @@ pub async fn filtered() {
     assert!(gone, "the sandbox init {pid} outlived its downstream");
 }
 
-/// server-everything's streamable HTTP transport, started as a plain fixture process on a
-/// free port of loopback; the gateway reaches it with a bearer token from a file.
+/// server-everything's streamable HTTP transport: a plain fixture process (not the
+/// gateway's to confine), killed when the test ends however it ends.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    async fn start(script: &std::path::Path, port: u16) -> HttpServer {
+        let child = std::process::Command::new("node")
+            .arg(script)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let listening = wait_until(
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            Duration::from_secs(20),
+        )
+        .await;
+        assert!(listening, "server-everything did not listen on {port}");
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP downstream reached with a bearer token from a file; when its server goes away the
+/// call says so, and the next call connects again.
 pub async fn http() {
     let fixture = Fixture::new();
     let Some(script) = everything_script() else {
@@ -354,23 +388,10 @@ pub async fn http() {
         .local_addr()
         .unwrap()
         .port();
-    let mut server = std::process::Command::new("node")
-        .arg(&script)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let listening = wait_until(
-        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
-        Duration::from_secs(20),
-    )
-    .await;
-    assert!(listening, "server-everything did not listen on {port}");
+    let server = HttpServer::start(&script, port).await;
     let token = fixture.work.join("token");
     std::fs::write(&token, "a-test-token\n").unwrap();
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
     let config = DownstreamConfig::http("remote", &url, Some(token));
     let remote = Downstream::start(config, sandbox(), None).await;
     let remote = remote.unwrap_or_else(|error| panic!("{}: {error}", error.code()));
@@ -384,9 +405,26 @@ pub async fn http() {
         .await
         .unwrap();
     assert!(text(&sum).contains('3'), "{sum:?}");
-    drop(remote);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
+    let error = remote
+        .call(
+            "remote__get-sum",
+            object(json!({"a": 1, "b": 2})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "downstream_crashed", "{error}");
+    let _server = HttpServer::start(&script, port).await;
+    let sum = remote
+        .call(
+            "remote__get-sum",
+            object(json!({"a": 2, "b": 2})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&sum).contains('4'), "{sum:?}");
 }
 
 /// Several entries behind one gateway: a tool routed by its namespaced name; an entry that

@@ -58,7 +58,7 @@ const TESTS: &[(&str, Test)] = &[
         || Box::pin(everything::routed()),
     ),
     (
-        "everything_over_streamable_http_with_a_bearer_token",
+        "everything_over_streamable_http_with_a_bearer_token_and_a_reconnect",
         || Box::pin(everything::http()),
     ),
     (
