@@ -11,6 +11,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::time::Instant;
 
 use crate::config::{DownstreamConfig, ToolFilter, Transport};
@@ -19,6 +20,10 @@ use crate::process::Process;
 use crate::relay::{Calls, Relay};
 use crate::tools::{DownstreamTool, namespace};
 use crate::upstream::Upstream;
+
+/// The largest message a downstream may send (one line on stdio, one response or event over
+/// HTTP); a longer one closes its connection, as a crash.
+pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// How long a crashed process is given to report its end, for the error's message.
 const END_REPORT_WAIT_MS: u64 = 500;
@@ -350,7 +355,10 @@ impl Downstream {
                     })?;
                 let (process, streams) =
                     Process::start(server, &self.sandbox, &self.profile, &request).await?;
-                let served = tokio::time::timeout(deadline, relay.serve(streams)).await;
+                let (stdout, stdin) = streams;
+                let transport = AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
+                    .with_max_line_length(MESSAGE_BYTES_MAX);
+                let served = tokio::time::timeout(deadline, relay.serve(transport)).await;
                 match served {
                     Err(_) => return Err(timeout("the MCP handshake")),
                     Ok(Err(error)) => {
@@ -367,7 +375,7 @@ impl Downstream {
                 }
             }
             Transport::Http { url, token_file } => {
-                let transport = crate::http::transport(server, url, token_file)?;
+                let transport = crate::http::transport(server, url, token_file, MESSAGE_BYTES_MAX)?;
                 match tokio::time::timeout(deadline, relay.serve(transport)).await {
                     Err(_) => return Err(timeout("the MCP handshake")),
                     Ok(Err(error)) => {

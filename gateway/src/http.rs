@@ -12,13 +12,17 @@ use crate::error::DownstreamError;
 /// The largest token file read.
 pub const TOKEN_BYTES_MAX: u64 = 16 * 1024;
 
-/// The transport to `url`, with the token of `token_file` when there is one.
+/// The transport to `url`, with the token of `token_file` when there is one, refusing a
+/// response or an event larger than `message_bytes_max`.
 pub(crate) fn transport(
     server: &str,
     url: &str,
     token_file: Option<&Path>,
+    message_bytes_max: usize,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, DownstreamError> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    config.max_json_response_size = message_bytes_max;
+    config.max_sse_event_size = message_bytes_max;
     if let Some(path) = token_file {
         config = config.auth_header(read_token(server, path)?);
     }

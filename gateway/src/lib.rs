@@ -35,6 +35,12 @@
 //!   outnumber `restarts.count`, and is `downstream_unavailable` past that. A failed restart
 //!   counts as a crash. Dropping a [`Downstream`] closes the server's input and kills its
 //!   tree after a grace.
+//! - **Bounds.** A message of a downstream is at most [`downstream::MESSAGE_BYTES_MAX`]
+//!   (16 MiB; longer closes its connection, as a crash), a list at most
+//!   [`tools::TOOLS_MAX`] tools, a call and a start within their entry's deadlines
+//!   (`call_timeout_ms`, `start_timeout_ms`), a stdio server's life within the sandbox's
+//!   one-day request bound ([`config::LIFETIME_MS_MAX`]), of its standard error only kept
+//!   for messages its last 4 KiB.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), aido_gateway::DownstreamError> {
