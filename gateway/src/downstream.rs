@@ -8,9 +8,11 @@ use std::time::Duration;
 use aido_sandbox::{Profile, Sandbox};
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientNotification, ClientRequest, JsonObject, RequestId,
+    ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::time::Instant;
 
@@ -186,7 +188,12 @@ impl Downstream {
             Ok(sent) => sent,
             Err(error) => return Err(self.failed(&connection, error, &what, timeout).await),
         };
+        let mut abandoned = Abandoned {
+            peer: Some(peer),
+            id: handle.id.clone(),
+        };
         let answer = handle.await_response().await;
+        abandoned.peer = None;
         drop(registered);
         match answer {
             Ok(ServerResult::CallToolResult(result)) => self.tool_result(tool, result),
@@ -427,5 +434,30 @@ impl Downstream {
             .filter(|tool| self.filter.admits(&tool.name))
             .collect();
         namespace(&self.config.name, self.config.toolset(), admitted)
+    }
+}
+
+/// Tells the downstream to cancel a request whose caller went away (the call's future was
+/// dropped before the answer came); disarmed by taking `peer` once the answer is in.
+struct Abandoned {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let reason = Some("the caller abandoned the call".to_owned());
+        let cancelled = CancelledNotificationParam::new(Some(self.id.clone()), reason);
+        let notification =
+            ClientNotification::CancelledNotification(CancelledNotification::new(cancelled));
+        runtime.spawn(async move {
+            let _ = peer.send_notification(notification).await;
+        });
     }
 }
