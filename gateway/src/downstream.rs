@@ -2,7 +2,8 @@
 //! tools listed, its tools called, a crash detected and answered, restarts within a budget.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aido_sandbox::{Profile, Sandbox};
@@ -56,7 +57,10 @@ struct Connection {
     generation: u64,
     service: RunningService<RoleClient, Relay>,
     process: Option<Process>,
-    tools: Vec<DownstreamTool>,
+    /// The last list, filtered and namespaced.
+    tools: Mutex<Arc<Vec<DownstreamTool>>>,
+    /// Set when the downstream says its list changed: the next look at it lists again.
+    tools_changed: Arc<AtomicBool>,
 }
 
 impl Connection {
@@ -112,7 +116,8 @@ impl Downstream {
     /// Its tools as exposed (filtered by the entry's `tools`, namespaced), as listed by the
     /// current connection; restarts it first if it crashed (within the budget).
     pub async fn tools(&self) -> Result<Vec<DownstreamTool>, DownstreamError> {
-        Ok(self.connection().await?.tools.clone())
+        let connection = self.connection().await?;
+        Ok(self.listed(&connection).await?.to_vec())
     }
 
     /// The host pid of the sandbox init its server runs under (`None` over HTTP, or while
@@ -160,14 +165,13 @@ impl Downstream {
         timeout: Duration,
     ) -> Result<CallToolResult, DownstreamError> {
         let connection = self.connection().await?;
-        let tool = connection
-            .tools
-            .iter()
-            .find(|tool| tool.name == name)
-            .ok_or_else(|| DownstreamError::ToolUnknown {
+        let tools = self.listed(&connection).await?;
+        let tool = tools.iter().find(|tool| tool.name == name).ok_or_else(|| {
+            DownstreamError::ToolUnknown {
                 server: self.config.name.clone(),
                 name: name.to_owned(),
-            })?;
+            }
+        })?;
         let what = format!("tools/call {}", tool.original());
         let mut params = CallToolRequestParams::new(tool.original().to_owned());
         if let Some(arguments) = arguments {
@@ -341,100 +345,140 @@ impl Downstream {
     /// all within `start_timeout_ms`.
     async fn connect(&self) -> Result<Connection, DownstreamError> {
         let server = self.config.name.as_str();
+        let tools_changed = Arc::new(AtomicBool::new(false));
         let relay = Relay {
             server: server.to_owned(),
             calls: Arc::clone(&self.calls),
+            tools_changed: Arc::clone(&tools_changed),
         };
         let deadline = Duration::from_millis(self.config.start_timeout_ms);
-        let timeout = |what: &str| DownstreamError::Timeout {
-            server: server.to_owned(),
-            what: what.to_owned(),
-            timeout_ms: self.config.start_timeout_ms,
-        };
         let (service, process) = match self.config.transport()? {
             Transport::Stdio { .. } => {
-                let request = self
-                    .config
-                    .request()
-                    .ok_or_else(|| DownstreamError::Protocol {
-                        server: server.to_owned(),
-                        why: "a stdio downstream without a command".into(),
-                    })?;
-                let (process, streams) =
-                    Process::start(server, &self.sandbox, &self.profile, &request).await?;
-                let (stdout, stdin) = streams;
-                let transport = AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
-                    .with_max_line_length(MESSAGE_BYTES_MAX);
-                let served = tokio::time::timeout(deadline, relay.serve(transport)).await;
-                match served {
-                    Err(_) => return Err(timeout("the MCP handshake")),
-                    Ok(Err(error)) => {
-                        process
-                            .wait_end(Duration::from_millis(END_REPORT_WAIT_MS))
-                            .await;
-                        return Err(DownstreamError::HandshakeFailed {
-                            server: server.to_owned(),
-                            why: error.to_string(),
-                            stderr: process.stderr_tail(),
-                        });
-                    }
-                    Ok(Ok(service)) => (service, Some(process)),
-                }
+                let (service, process) = self.connect_stdio(relay, deadline).await?;
+                (service, Some(process))
             }
             Transport::Http { url, token_file } => {
                 let transport = crate::http::transport(server, url, token_file, MESSAGE_BYTES_MAX)?;
-                match tokio::time::timeout(deadline, relay.serve(transport)).await {
-                    Err(_) => return Err(timeout("the MCP handshake")),
-                    Ok(Err(error)) => {
-                        return Err(DownstreamError::HandshakeFailed {
-                            server: server.to_owned(),
-                            why: error.to_string(),
-                            stderr: String::new(),
-                        });
-                    }
-                    Ok(Ok(service)) => (service, None),
-                }
+                let served = tokio::time::timeout(deadline, relay.serve(transport)).await;
+                (self.served(served, None)?, None)
             }
         };
-        let mut connection = Connection {
+        let connection = Connection {
             generation: 0,
             service,
             process,
-            tools: Vec::new(),
+            tools: Mutex::default(),
+            tools_changed,
         };
-        connection.tools = self.list(&connection, deadline).await?;
+        // Not through `failed`: the state is held while a connection is made.
+        let tools = self.list(&connection, deadline).await.map_err(|error| {
+            DownstreamError::HandshakeFailed {
+                server: server.to_owned(),
+                why: format!("tools/list: {error}"),
+                stderr: connection
+                    .process
+                    .as_ref()
+                    .map(Process::stderr_tail)
+                    .unwrap_or_default(),
+            }
+        })?;
+        *lock(&connection.tools) = Arc::new(tools?);
         Ok(connection)
     }
 
-    /// The connection's tools, filtered and namespaced.
+    /// The process in the sandbox and the handshake over its standard output and input.
+    async fn connect_stdio(
+        &self,
+        relay: Relay,
+        deadline: Duration,
+    ) -> Result<(RunningService<RoleClient, Relay>, Process), DownstreamError> {
+        let server = self.config.name.as_str();
+        let request = self
+            .config
+            .request()
+            .ok_or_else(|| DownstreamError::Protocol {
+                server: server.to_owned(),
+                why: "a stdio downstream without a command".into(),
+            })?;
+        let (process, (stdout, stdin)) =
+            Process::start(server, &self.sandbox, &self.profile, &request).await?;
+        let transport = AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
+            .with_max_line_length(MESSAGE_BYTES_MAX);
+        let served = tokio::time::timeout(deadline, relay.serve(transport)).await;
+        if let Ok(Err(_)) = &served {
+            // Its standard error says why; give it a moment to be read.
+            process
+                .wait_end(Duration::from_millis(END_REPORT_WAIT_MS))
+                .await;
+        }
+        let service = self.served(served, Some(&process))?;
+        Ok((service, process))
+    }
+
+    /// The handshake's outcome as a service or a coded error.
+    fn served<E: std::fmt::Display>(
+        &self,
+        served: Result<Result<RunningService<RoleClient, Relay>, E>, tokio::time::error::Elapsed>,
+        process: Option<&Process>,
+    ) -> Result<RunningService<RoleClient, Relay>, DownstreamError> {
+        match served {
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(error)) => Err(DownstreamError::HandshakeFailed {
+                server: self.config.name.clone(),
+                why: error.to_string(),
+                stderr: process.map(Process::stderr_tail).unwrap_or_default(),
+            }),
+            Err(_) => Err(DownstreamError::Timeout {
+                server: self.config.name.clone(),
+                what: "the MCP handshake".into(),
+                timeout_ms: self.config.start_timeout_ms,
+            }),
+        }
+    }
+
+    /// The connection's tools, listed again first when the downstream said they changed.
+    async fn listed(
+        &self,
+        connection: &Connection,
+    ) -> Result<Arc<Vec<DownstreamTool>>, DownstreamError> {
+        if connection.tools_changed.swap(false, Ordering::SeqCst) {
+            let deadline = Duration::from_millis(self.config.start_timeout_ms);
+            let listed = match self.list(connection, deadline).await {
+                Ok(listed) => listed,
+                Err(error) => {
+                    connection.tools_changed.store(true, Ordering::SeqCst);
+                    return Err(self.failed(connection, error, "tools/list", deadline).await);
+                }
+            };
+            *lock(&connection.tools) = Arc::new(listed?);
+        }
+        Ok(Arc::clone(&lock(&connection.tools)))
+    }
+
+    /// The downstream's tools, filtered and namespaced (the outer error is the request's,
+    /// the inner one the namespacing's).
     async fn list(
         &self,
         connection: &Connection,
         deadline: Duration,
-    ) -> Result<Vec<DownstreamTool>, DownstreamError> {
+    ) -> Result<Result<Vec<DownstreamTool>, DownstreamError>, ServiceError> {
         let listed = tokio::time::timeout(deadline, connection.service.peer().list_all_tools())
             .await
-            .map_err(|_| DownstreamError::Timeout {
-                server: self.config.name.clone(),
-                what: "tools/list".into(),
-                timeout_ms: deadline.as_millis() as u64,
-            })?;
-        // Not through `failed`: the state is held while a connection is made.
-        let tools = listed.map_err(|error| DownstreamError::HandshakeFailed {
-            server: self.config.name.clone(),
-            why: format!("tools/list: {error}"),
-            stderr: connection
-                .process
-                .as_ref()
-                .map(Process::stderr_tail)
-                .unwrap_or_default(),
-        })?;
-        let admitted = tools
+            .map_err(|_| ServiceError::Timeout { timeout: deadline })??;
+        let admitted = listed
             .into_iter()
             .filter(|tool| self.filter.admits(&tool.name))
             .collect();
-        namespace(&self.config.name, self.config.toolset(), admitted)
+        Ok(namespace(
+            &self.config.name,
+            self.config.toolset(),
+            admitted,
+        ))
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Tells the downstream to cancel a request whose caller went away (the call's future was

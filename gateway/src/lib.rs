@@ -19,7 +19,9 @@
 //!   with 8 hex digits of a hash of the original: deterministic, and checked unique. Each
 //!   [`DownstreamTool`] keeps the downstream's own tool (name, description, schemas,
 //!   annotations) and a [`ToolClass`] from its annotations, with the protocol's cautious
-//!   defaults (destructive, open-world) for missing hints; a policy may override it.
+//!   defaults (destructive, open-world) for missing hints; a policy may override it. The
+//!   list is taken at each connection, and again when the downstream says it changed
+//!   (`notifications/tools/list_changed`).
 //! - **Typed results for playback.** A call answers with rmcp's whole `CallToolResult`
 //!   (serde), so the runtime can journal it as the call's input and play it back without
 //!   the server. The downstream's own failures keep their words: an `isError` result is

@@ -2,6 +2,7 @@
 //! (elicitation) and relays the downstream's progress and elicitations to the upstream of the
 //! call they belong to.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -111,6 +112,8 @@ impl Calls {
 pub(crate) struct Relay {
     pub(crate) server: String,
     pub(crate) calls: Arc<Calls>,
+    /// Set when the downstream says its tool list changed.
+    pub(crate) tools_changed: Arc<AtomicBool>,
 }
 
 impl rmcp::ClientHandler for Relay {
@@ -143,6 +146,10 @@ impl rmcp::ClientHandler for Relay {
             };
             upstream.progress(progress).await;
         }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
     }
 
     fn get_info(&self) -> ClientConfig {
