@@ -238,6 +238,9 @@ impl Downstream {
             if connection.alive() {
                 return Ok(Arc::clone(connection));
             }
+            let why = connection.process.as_ref().and_then(Process::ended);
+            let why = why.unwrap_or_else(|| "its connection closed".into());
+            tracing::warn!(server = %self.config.name, %why, "downstream ended between calls");
             state.connection = None;
             state.crashes.push_back(Instant::now());
         }
@@ -247,12 +250,19 @@ impl Downstream {
         state.generation += 1;
         match self.connect().await {
             Ok(mut connection) => {
+                tracing::info!(
+                    server = %self.config.name,
+                    generation = state.generation,
+                    crashes = state.crashes.len(),
+                    "downstream restarted"
+                );
                 connection.generation = state.generation;
                 let connection = Arc::new(connection);
                 state.connection = Some(Arc::clone(&connection));
                 Ok(connection)
             }
             Err(error) => {
+                tracing::warn!(server = %self.config.name, code = error.code(), %error, "downstream restart failed");
                 state.crashes.push_back(Instant::now());
                 Err(error)
             }
@@ -331,6 +341,7 @@ impl Downstream {
             .as_ref()
             .is_some_and(|live| live.generation == connection.generation);
         if current {
+            tracing::warn!(server = %self.config.name, %why, %stderr, "downstream crashed");
             state.connection = None;
             state.crashes.push_back(Instant::now());
         }
