@@ -127,11 +127,14 @@ impl Downstream {
         state.connection.as_ref()?.process.as_ref()?.pid()
     }
 
-    /// Shuts the server down now (input closed, then killed after a grace); the next call
-    /// starts it again, not counted against the restart budget.
+    /// Shuts the server down now (its connection closed, its input closed, its tree killed
+    /// after a grace); calls in flight end with `downstream_crashed`. The next call starts
+    /// it again, not counted against the restart budget.
     pub async fn stop(&self) {
         let mut state = self.state.lock().await;
-        state.connection = None;
+        if let Some(connection) = state.connection.take() {
+            connection.service.cancellation_token().cancel();
+        }
     }
 
     /// Calls the tool named `name` (its namespaced name) with `arguments`, within the entry's

@@ -471,3 +471,52 @@ pub async fn routed() {
         .unwrap();
     assert_eq!(error.code(), "downstream_name_duplicate");
 }
+
+/// `stop` ends the server and the calls in flight; the next call starts it again, which a
+/// budget of no restarts at all still allows (a stop is not a crash).
+pub async fn stopped() {
+    let fixture = Fixture::new();
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let mut config = config(&fixture, &script);
+    config.restarts = RestartBudget {
+        count: 0,
+        window_secs: 600,
+    };
+    let everything = Arc::new(Downstream::start(config, sandbox(), None).await.unwrap());
+    let first = everything.pid().await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let call = tokio::spawn({
+        let (everything, recorder) = (everything.clone(), recorder.clone());
+        async move {
+            everything
+                .call(
+                    "everything__trigger-long-running-operation",
+                    object(json!({"duration": 20, "steps": 40})),
+                    recorder,
+                )
+                .await
+        }
+    });
+    assert!(wait_until(|| recorder.progress_count() > 0, Duration::from_secs(10)).await);
+    everything.stop().await;
+    let error = call.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), "downstream_crashed", "{error}");
+    let gone = wait_until(
+        || std::fs::metadata(format!("/proc/{first}")).is_err(),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(gone, "the stopped server's init {first} is still there");
+    let echoed = everything
+        .call(
+            "everything__echo",
+            object(json!({"message": "started again"})),
+            Arc::new(Declining),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("started again"));
+    assert_ne!(everything.pid().await, Some(first));
+}

@@ -54,6 +54,10 @@ const TESTS: &[(&str, Test)] = &[
         || Box::pin(everything::behind_its_proxy()),
     ),
     (
+        "everything_stop_ends_the_calls_in_flight_and_is_not_a_crash",
+        || Box::pin(everything::stopped()),
+    ),
+    (
         "a_gateway_routes_by_namespaced_name_and_reports_what_did_not_start",
         || Box::pin(everything::routed()),
     ),
