@@ -32,7 +32,8 @@ pub const LIFETIME_MS_MAX: u64 = 24 * 3600 * 1000;
 /// One downstream MCP server: a `[[downstream]]` entry.
 ///
 /// Either `command` (with `args` and `env`): a stdio server started inside aido's sandbox; or
-/// `url` (with `token_file`): a streamable HTTP server.
+/// `url` (with `token_file`): a streamable HTTP server, which aido reaches itself, so the
+/// sandbox's fields (`args`, `env`, `cwd`, `writable`, `network`, `deny`) are refused with it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DownstreamConfig {
@@ -214,9 +215,16 @@ impl DownstreamConfig {
                 Ok(Transport::Stdio { command })
             }
             (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
-                if !self.args.is_empty() || !self.env.is_empty() || !self.writable.is_empty() {
+                // aido reaches an HTTP server itself: nothing of a sandbox applies to it.
+                let sandboxed = !self.args.is_empty()
+                    || !self.env.is_empty()
+                    || !self.writable.is_empty()
+                    || !self.network.is_empty()
+                    || !self.deny.is_empty()
+                    || self.cwd.is_some();
+                if sandboxed {
                     return Err(invalid(
-                        "args, env and writable are for a command, not a url",
+                        "args, env, cwd, writable, network and deny are for a command, not a url",
                     ));
                 }
                 Ok(Transport::Http {
@@ -410,6 +418,7 @@ mod tests {
             r#"downstream = [{name = "x", command = "a", url = "http://h/"}]"#,
             r#"downstream = [{name = "x", url = "ftp://h/"}]"#,
             r#"downstream = [{name = "x", command = "a", token_file = "/t"}]"#,
+            r#"downstream = [{name = "x", url = "http://h/", network = ["h:80"]}]"#,
             r#"downstream = [{name = "x", command = "a", restarts = {count = 1, window_secs = 0}}]"#,
             r#"downstream = [{name = "x", command = "a", tools = ["a[b"]}]"#,
             r#"downstream = [{name = "x", command = "a", writable = ["relative"]}]"#,
