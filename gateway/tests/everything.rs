@@ -520,3 +520,57 @@ pub async fn stopped() {
     assert!(text(&echoed).contains("started again"));
     assert_ne!(everything.pid().await, Some(first));
 }
+
+/// Calls run side by side on one server, and each call's progress goes to its own upstream.
+pub async fn concurrent() {
+    let fixture = Fixture::new();
+    let Some(everything) = start(&fixture).await else {
+        return;
+    };
+    let everything = Arc::new(everything);
+    let (fast, slow) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+    let long = |recorder: Arc<Recorder>, steps: u32| {
+        let everything = everything.clone();
+        async move {
+            everything
+                .call(
+                    "everything__trigger-long-running-operation",
+                    object(json!({"duration": 1, "steps": steps})),
+                    recorder,
+                )
+                .await
+        }
+    };
+    let sums = (0..5).map(|i| {
+        let everything = everything.clone();
+        async move {
+            let sum = everything
+                .call(
+                    "everything__get-sum",
+                    object(json!({"a": i, "b": 1000})),
+                    Arc::new(Declining),
+                )
+                .await
+                .unwrap();
+            assert!(text(&sum).contains(&(i + 1000).to_string()), "{sum:?}");
+        }
+    });
+    let (first, second, ()) = tokio::join!(long(fast.clone(), 2), long(slow.clone(), 5), async {
+        for sum in sums {
+            sum.await;
+        }
+    });
+    first.unwrap();
+    second.unwrap();
+    let totals = |recorder: &Recorder| -> Vec<Option<f64>> {
+        recorder
+            .progress
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|p| p.total)
+            .collect()
+    };
+    assert_eq!(totals(&fast), vec![Some(2.0); 2]);
+    assert_eq!(totals(&slow), vec![Some(5.0); 5]);
+}

@@ -90,6 +90,7 @@ pub async fn status_inside_and_outside() {
         ),
         "{error}"
     );
+    // The server's own words come back (this reads the downstream's text, not ours).
     let message = aido_codes::Failure::from(error).message;
     assert!(message.contains("outside"), "{message}");
 }

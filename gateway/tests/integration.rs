@@ -54,6 +54,10 @@ const TESTS: &[(&str, Test)] = &[
         || Box::pin(everything::behind_its_proxy()),
     ),
     (
+        "everything_calls_run_side_by_side_each_with_its_own_progress",
+        || Box::pin(everything::concurrent()),
+    ),
+    (
         "everything_stop_ends_the_calls_in_flight_and_is_not_a_crash",
         || Box::pin(everything::stopped()),
     ),
