@@ -47,9 +47,17 @@ pub async fn status_inside_and_outside() {
     config.deny = vec![fixture.outside.display().to_string()];
     config.tools = Some(vec![
         "git_status".into(),
-        "git_log".into(),
+        "git_add".into(),
         "git_commit".into(),
     ]);
+    for (name, value) in [
+        ("GIT_AUTHOR_NAME", "aido"),
+        ("GIT_AUTHOR_EMAIL", "aido@example.com"),
+        ("GIT_COMMITTER_NAME", "aido"),
+        ("GIT_COMMITTER_EMAIL", "aido@example.com"),
+    ] {
+        config.env.insert(name.into(), value.into());
+    }
     let git = Downstream::start(config, sandbox(), None).await;
     let git = git.unwrap_or_else(|error| panic!("start ({}): {error}", error.code()));
     let tools = git.tools().await.unwrap();
@@ -93,4 +101,30 @@ pub async fn status_inside_and_outside() {
     // The server's own words come back (this reads the downstream's text, not ours).
     let message = aido_codes::Failure::from(error).message;
     assert!(message.contains("outside"), "{message}");
+
+    // Inside the walls it writes: a commit lands in the host's repository.
+    let repo_path = inside.display().to_string();
+    git.call(
+        "git__git_add",
+        object(json!({"repo_path": repo_path, "files": ["new.txt"]})),
+        Arc::new(Declining),
+    )
+    .await
+    .unwrap();
+    git.call(
+        "git__git_commit",
+        object(json!({"repo_path": repo_path, "message": "committed through the gateway"})),
+        Arc::new(Declining),
+    )
+    .await
+    .unwrap();
+    let log = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%s"])
+        .current_dir(&inside)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).trim(),
+        "committed through the gateway"
+    );
 }

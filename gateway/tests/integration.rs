@@ -70,7 +70,7 @@ const TESTS: &[(&str, Test)] = &[
         || Box::pin(everything::http()),
     ),
     (
-        "git_status_works_inside_the_walls_and_fails_outside",
+        "git_status_and_commit_work_inside_the_walls_and_a_repo_outside_fails",
         || Box::pin(git::status_inside_and_outside()),
     ),
     ("a_command_that_does_not_exist_is_a_coded_error", || {
