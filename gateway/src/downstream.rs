@@ -127,6 +127,13 @@ impl Downstream {
         state.connection.as_ref()?.process.as_ref()?.pid()
     }
 
+    /// Whether its server runs and its connection is open (a crash not yet seen by a call
+    /// shows here as soon as the process has ended or the transport has closed).
+    pub async fn running(&self) -> bool {
+        let state = self.state.lock().await;
+        state.connection.as_ref().is_some_and(|c| c.alive())
+    }
+
     /// Shuts the server down now (its connection closed, its input closed, its tree killed
     /// after a grace); calls in flight end with `downstream_crashed`. The next call starts
     /// it again, not counted against the restart budget.
