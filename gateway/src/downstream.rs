@@ -208,6 +208,11 @@ impl Downstream {
         };
         let answer = handle.await_response().await;
         abandoned.peer = None;
+        // rmcp hands each notification to a task of its own and the answer straight to us, so
+        // the progress the downstream sent just before its answer may still be on its way:
+        // one yield lets it through most of the time. What comes after the registration is
+        // gone is dropped (the answer supersedes it).
+        tokio::task::yield_now().await;
         drop(registered);
         match answer {
             Ok(ServerResult::CallToolResult(result)) => self.tool_result(tool, result),

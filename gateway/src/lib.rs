@@ -30,7 +30,8 @@
 //! - **The caller's side of a call is a trait.** Progress notifications and elicitation
 //!   requests of the downstream go to the [`Upstream`] passed with the call (progress by
 //!   the call's progress token; an elicitation, which over stdio names no call, to the call
-//!   that started last).
+//!   that started last). Progress is forwarded while the call runs and in order: a
+//!   notification overtaken by a later one, or by the call's answer, is dropped.
 //! - **Supervision without actors.** A crash (the process ended, the transport closed)
 //!   answers the calls in flight with `downstream_crashed`; the next call restarts the
 //!   server, as long as the crashes within the entry's `restarts.window_secs` do not

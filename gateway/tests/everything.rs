@@ -190,11 +190,12 @@ pub async fn progress() {
         .await
         .unwrap();
     assert!(text(&result).contains("completed"), "{result:?}");
-    // Four steps, a quarter of a second apart: each is forwarded, in order (one overtaken
-    // by the next would be dropped, never sent out of order).
+    // Four steps, a quarter of a second apart: forwarded in order. The last one is sent
+    // just before the answer and may be overtaken by it (then it is dropped).
     let progress = recorder.progress.lock().unwrap().clone();
     let steps: Vec<f64> = progress.iter().map(|progress| progress.progress).collect();
-    assert_eq!(steps, vec![1.0, 2.0, 3.0, 4.0], "{progress:?}");
+    assert!(steps.starts_with(&[1.0, 2.0, 3.0]), "{progress:?}");
+    assert!(steps.len() <= 4 && steps.is_sorted(), "{progress:?}");
     for progress in &progress {
         assert_eq!(progress.server, "everything");
         assert_eq!(progress.total, Some(4.0));
@@ -573,6 +574,14 @@ pub async fn concurrent() {
             .map(|p| p.total)
             .collect()
     };
-    assert_eq!(totals(&fast), vec![Some(2.0); 2]);
-    assert_eq!(totals(&slow), vec![Some(5.0); 5]);
+    // Each call's progress only (the last step of each may be overtaken by its answer).
+    let (fast, slow) = (totals(&fast), totals(&slow));
+    assert!(
+        matches!(fast.len(), 1..=2) && fast.iter().all(|t| *t == Some(2.0)),
+        "{fast:?}"
+    );
+    assert!(
+        matches!(slow.len(), 4..=5) && slow.iter().all(|t| *t == Some(5.0)),
+        "{slow:?}"
+    );
 }
