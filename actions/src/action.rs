@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Access, Touches};
 use crate::class::SideEffectClass;
 use crate::{
-    artifact, browser, computer, desktop, events, fs, human, memory, meta, net, process, remote,
-    safety, script, search, snapshot, tools, vm,
+    artifact, browser, computer, desktop, downstream, events, fs, human, memory, meta, net,
+    process, remote, safety, script, search, snapshot, tools, vm,
 };
 
 /// A primitive as the surfaces see it: its name, class, description and argument schema.
@@ -575,6 +575,12 @@ actions! {
         /// Close the session's browser (its profile goes with it).
         BrowserClose(browser::NoArgs) = "browser_close", Network;
     }
+    /// The gateway: other MCP servers (`[[downstream]]`), each started in aido's sandbox.
+    /// What a downstream did cannot be rewound.
+    Gateway => GatewayAction {
+        /// Call a downstream MCP server's tool by its namespaced name (`server__tool`) with its own arguments; the tool list names each such tool, judged and journaled like aido's own.
+        DownstreamCall(downstream::DownstreamCall) = "downstream_call", Network;
+    }
     /// A person, asked through the client's elicitation (form mode), or out of band with
     /// `aido answer` when the client cannot ask.
     Human => HumanAction {
@@ -643,7 +649,8 @@ impl Action {
     /// keystroke, a click or a notification cannot be undone; a browser: what a page did on
     /// a server). Simulate says so per leaf.
     pub fn irreversible(&self) -> bool {
-        matches!(self.body(), Body::Desktop | Body::Browser) && self.class().mutates()
+        matches!(self.body(), Body::Desktop | Body::Browser | Body::Gateway)
+            && self.class().mutates()
     }
 
     /// How deeply composites may nest.
@@ -958,6 +965,7 @@ mod tests {
             ("browser_screenshot", SideEffectClass::ReadOnly),
             ("browser_evaluate", SideEffectClass::Network),
             ("browser_close", SideEffectClass::Network),
+            ("downstream_call", SideEffectClass::Network),
         ];
         assert_eq!(
             table.len(),

@@ -35,6 +35,8 @@ pub mod computer;
 pub mod condition;
 /// Host desktop primitives: screenshot, click, type_text, windows, clipboard, notifications.
 pub mod desktop;
+/// Calls of downstream MCP servers' tools through the gateway.
+pub mod downstream;
 /// Events and processes: subscribe, unsubscribe, list_subscriptions, watch_and_react,
 /// list_processes.
 pub mod events;
@@ -75,9 +77,9 @@ pub mod vm;
 
 pub use access::{Access, AccessKind};
 pub use action::{
-    Action, ArtifactAction, Body, BrowserAction, DesktopAction, FsAction, HumanAction,
-    MemoryAction, NetAction, ParseError, PrimitiveSpec, ProcessAction, Routed, RuntimeAction,
-    ScriptAction, SearchAction, TreeAction, VmAction, primitives,
+    Action, ArtifactAction, Body, BrowserAction, DesktopAction, FsAction, GatewayAction,
+    HumanAction, MemoryAction, NetAction, ParseError, PrimitiveSpec, ProcessAction, Routed,
+    RuntimeAction, ScriptAction, SearchAction, TreeAction, VmAction, primitives,
 };
 pub use class::SideEffectClass;
 pub use condition::Condition;

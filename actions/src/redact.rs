@@ -47,8 +47,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::{
-    artifact, browser, computer, desktop, events, fs, human, memory, meta, net, process, remote,
-    safety, script, search, snapshot, tools, vm,
+    artifact, browser, computer, desktop, downstream, events, fs, human, memory, meta, net,
+    process, remote, safety, script, search, snapshot, tools, vm,
 };
 
 /// What is secret and what the journal keeps instead.
@@ -299,6 +299,7 @@ holds_no_secret!(
     browser::TypeText,
     browser::WaitFor,
     computer::Computer,
+    downstream::DownstreamCall,
     computer::ComputerToolset,
     desktop::Click,
     desktop::ClickText,

@@ -227,6 +227,11 @@ pub const TOOLSETS: &[(&str, &str, &[&str])] = &[
             "browser_close",
         ],
     ),
+    (
+        "gateway",
+        "tools of downstream MCP servers ([[downstream]]), listed under their own namespaced names",
+        &["downstream_call"],
+    ),
 ];
 
 /// Profiles: names for several toolsets and single tools at once. `coding` is what a coding

@@ -149,6 +149,8 @@ deny_codes! {
     BrowserDisabled = "browser_disabled", Bodies;
     /// browser_evaluate while `browser.allow_script` is false.
     BrowserScriptDisabled = "browser_script_disabled", Bodies;
+    /// A downstream tool its `[[downstream]]` entry refuses (`deny_tools`).
+    DownstreamToolDenied = "downstream_tool_denied", Bodies;
     /// An ssh_exec host that no `[[ssh.hosts]]` entry names (the default names none).
     SshHostNotAllowed = "ssh_host_not_allowed", RemoteAllowlist;
     /// A container image that `[containers] images` does not list (the default lists none).
@@ -198,6 +200,8 @@ impl DenyCode {
             Self::ArtifactsDisabled => "[artifacts] enabled",
             Self::BrowserDisabled => "[browser] enabled",
             Self::BrowserScriptDisabled => "[browser] allow_script",
+            // Each entry's deny_tools.
+            Self::DownstreamToolDenied => "downstream",
             Self::SshHostNotAllowed => "[[ssh.hosts]]",
             Self::ContainerImageNotAllowed => "[containers] images",
         }
@@ -393,6 +397,11 @@ mod tests {
             (
                 DenyCode::BrowserScriptDisabled,
                 "browser_script_disabled",
+                Gate::Bodies,
+            ),
+            (
+                DenyCode::DownstreamToolDenied,
+                "downstream_tool_denied",
                 Gate::Bodies,
             ),
             (

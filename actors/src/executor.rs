@@ -9,8 +9,8 @@ use aido_actions::meta::SessionHistory;
 use aido_actions::snapshot::{RandomBytes, RewindTarget};
 use aido_actions::{
     Action, ArtifactAction, BrowserAction, Condition, DesktopAction, Effect, Failure, FsAction,
-    HumanAction, Input, MemoryAction, NetAction, Outcome, ProcessAction, RuntimeAction,
-    ScriptAction, SearchAction, VmAction,
+    GatewayAction, HumanAction, Input, MemoryAction, NetAction, Outcome, ProcessAction,
+    RuntimeAction, ScriptAction, SearchAction, VmAction,
 };
 use aido_journal::Event;
 use aido_policy::FsResolver;
@@ -26,6 +26,8 @@ use crate::desktop::DesktopMsg;
 use crate::error::{RewindError, RuntimeError};
 use crate::fs::intent::Intents;
 use crate::fs::{FsMsg, SnapshotOp, Step};
+#[cfg(feature = "prim-gateway")]
+use crate::gateway::GatewayMsg;
 #[cfg(feature = "prim-memory")]
 use crate::memory::{MemoryCall, MemoryMsg};
 #[cfg(feature = "prim-net")]
@@ -39,6 +41,8 @@ use crate::search::SearchMsg;
 #[cfg(feature = "prim-vm")]
 use crate::vm::VmMsg;
 use aido_call::{Body, Reply, Slot};
+#[cfg(feature = "prim-gateway")]
+use std::sync::Arc;
 
 /// A family's leaf: its body's call when this build holds the family (the cargo feature
 /// `$feature`), else `primitive_not_built`. The policy's `bodies` gate refuses an unbuilt
@@ -176,6 +180,15 @@ impl World for Live<'_> {
             Browser,
             action,
             Live::browser(self, action).await
+        ))
+    }
+
+    async fn gateway(&mut self, action: GatewayAction) -> Answer<Executed, Infallible> {
+        Ok(family!(
+            "prim-gateway",
+            Gateway,
+            action,
+            Live::gateway(self, action).await
         ))
     }
 
@@ -489,6 +502,30 @@ impl Live<'_> {
         Ok(recorded(
             aido_walk::browser::render(&action, &answer),
             aido_walk::browser::ANSWER_FROM,
+            answer,
+        ))
+    }
+
+    /// Ask the gateway body. The server's whole result is the result's input; the result is
+    /// rendered from it, as playback renders it (playback starts no server). The server's
+    /// progress and questions go to the call's own surface.
+    #[cfg(feature = "prim-gateway")]
+    async fn gateway(&self, action: GatewayAction) -> Result<Executed, Failure> {
+        let GatewayAction::DownstreamCall(call) = action.clone();
+        let upstream = Arc::new(crate::gateway_relay::Relay {
+            progress: self.hooks.progress.clone(),
+            asker: self.hooks.asker.clone(),
+        });
+        let answer = self
+            .ask(&self.shared.bodies.gateway, |reply| GatewayMsg::Run {
+                call: Box::new(call),
+                upstream,
+                reply,
+            })
+            .await?;
+        Ok(recorded(
+            aido_walk::downstream::render(&action, &answer),
+            aido_walk::downstream::ANSWER_FROM,
             answer,
         ))
     }

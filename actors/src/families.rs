@@ -60,6 +60,11 @@ pub const FAMILIES: &[Family] = &[
         built: cfg!(feature = "prim-browser"),
     },
     Family {
+        body: Body::Gateway,
+        feature: "prim-gateway",
+        built: cfg!(feature = "prim-gateway"),
+    },
+    Family {
         body: Body::Script,
         feature: "prim-script",
         built: cfg!(feature = "prim-script"),

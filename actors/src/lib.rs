@@ -97,6 +97,9 @@ pub use aido_body_browser as browser;
 /// The desktop body: a host display through aido-desktop.
 #[cfg(feature = "prim-desktop")]
 pub use aido_body_desktop as desktop;
+/// The gateway body: the downstream MCP servers of `[[downstream]]`.
+#[cfg(feature = "prim-gateway")]
+pub use aido_body_gateway as gateway;
 /// The clock and id facade (`aido-call`'s).
 pub use aido_call::clock;
 /// Errors of the runtime itself (not of actions) (`aido-context`'s).
@@ -105,6 +108,9 @@ pub use aido_context::error;
 mod executor;
 /// Which primitive families (cargo features `prim-*`) this build holds.
 pub mod families;
+/// A downstream call's progress and questions, relayed to the call's surface.
+#[cfg(feature = "prim-gateway")]
+mod gateway_relay;
 /// The filesystem body (`aido-body-fs`).
 pub use aido_body_fs as fs;
 /// Fault injection for tests and the seeded simulation (`aido-call`'s).

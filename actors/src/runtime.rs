@@ -16,6 +16,10 @@ use crate::shared::Shared;
 #[cfg(feature = "prim-vm")]
 use crate::vm::VmMsg;
 
+/// How long a tool list waits for the downstream servers to list theirs.
+#[cfg(feature = "prim-gateway")]
+const DOWNSTREAM_LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a runtime is built from.
 pub struct RuntimeOptions {
     /// The effective config.
@@ -291,6 +295,55 @@ impl Runtime {
         #[cfg(feature = "prim-script")]
         return crate::script::tool_call(&self.shared.scripts, name, args);
         #[cfg(not(feature = "prim-script"))]
+        {
+            let _ = (name, args);
+            None
+        }
+    }
+
+    /// The tools of the downstream MCP servers (`[[downstream]]`), listed afresh, each as the
+    /// MCP tool JSON a client is shown (its namespaced name, the server's own description,
+    /// schemas and annotations). Empty without downstreams, or in a build without
+    /// prim-gateway.
+    pub async fn downstream_tools(&self) -> Vec<serde_json::Value> {
+        #[cfg(feature = "prim-gateway")]
+        {
+            let listed = self
+                .shared
+                .bodies
+                .gateway
+                .ask(DOWNSTREAM_LIST_TIMEOUT, |reply| {
+                    crate::gateway::GatewayMsg::Tools { reply }
+                })
+                .await
+                .unwrap_or_default();
+            listed
+                .iter()
+                .filter_map(|tool| serde_json::to_value(tool.exposed()).ok())
+                .collect()
+        }
+        #[cfg(not(feature = "prim-gateway"))]
+        Vec::new()
+    }
+
+    /// The action a call of the downstream tool `name` is (a `downstream_call`); `None` when
+    /// no downstream listed a tool of that name.
+    pub fn downstream_call(
+        &self,
+        name: &str,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<aido_actions::Action> {
+        #[cfg(feature = "prim-gateway")]
+        {
+            let known = self.shared.bodies.downstream_tools.read().ok()?;
+            known.iter().any(|tool| tool.name == name).then(|| {
+                aido_actions::Action::DownstreamCall(aido_actions::downstream::DownstreamCall {
+                    tool: name.to_owned(),
+                    arguments: args.clone(),
+                })
+            })
+        }
+        #[cfg(not(feature = "prim-gateway"))]
         {
             let _ = (name, args);
             None

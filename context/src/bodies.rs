@@ -20,6 +20,8 @@ use aido_body_browser::{BrowserBody, BrowserBodyArgs};
 #[cfg(feature = "prim-desktop")]
 use aido_body_desktop::{DesktopBody, DesktopBodyArgs};
 use aido_body_fs::{FsBody, FsBodyArgs};
+#[cfg(feature = "prim-gateway")]
+use aido_body_gateway::{GatewayBody, GatewayBodyArgs};
 #[cfg(feature = "prim-memory")]
 use aido_body_memory::{MemoryBody, MemoryBodyArgs};
 #[cfg(feature = "prim-net")]
@@ -90,6 +92,12 @@ pub struct Bodies {
     /// The browser body.
     #[cfg(feature = "prim-browser")]
     pub browser: Slot<BrowserBody>,
+    /// The gateway body (the downstream MCP servers).
+    #[cfg(feature = "prim-gateway")]
+    pub gateway: Slot<GatewayBody>,
+    /// The downstream tools last listed.
+    #[cfg(feature = "prim-gateway")]
+    pub downstream_tools: aido_body_gateway::Registry,
 }
 
 impl Bodies {
@@ -109,6 +117,8 @@ impl Bodies {
         };
         #[cfg(feature = "prim-process")]
         let (process, tmps) = process_args(from);
+        #[cfg(feature = "prim-gateway")]
+        let downstream_tools = aido_body_gateway::Registry::default();
         let bodies = Bodies {
             fs: Slot::new(fs, Some(from.faults.clone())),
             #[cfg(feature = "prim-vm")]
@@ -166,6 +176,23 @@ impl Bodies {
                 },
                 None,
             ),
+            #[cfg(feature = "prim-gateway")]
+            gateway: Slot::new(
+                GatewayBodyArgs {
+                    policy: policy.clone(),
+                    // Without the executable to re-run, every stdio server's start is refused
+                    // (downstream_sandbox_failed): they never run unconfined.
+                    sandbox: aido_sandbox::Sandbox::new(
+                        aido_sandbox::host_exe()
+                            .map(|(exe, _)| exe)
+                            .unwrap_or_default(),
+                    ),
+                    registry: downstream_tools.clone(),
+                },
+                None,
+            ),
+            #[cfg(feature = "prim-gateway")]
+            downstream_tools,
         };
         Built {
             bodies,
@@ -192,6 +219,8 @@ impl Bodies {
             &self.desktop,
             #[cfg(feature = "prim-browser")]
             &self.browser,
+            #[cfg(feature = "prim-gateway")]
+            &self.gateway,
         ]
     }
 

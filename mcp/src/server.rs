@@ -810,6 +810,16 @@ impl ServerHandler for AidoServer {
         if defined {
             tools.extend(crate::tools::defined(&self.runtime));
         }
+        // The downstream servers' tools, under their namespaced names: calls of downstream_call.
+        if self.gives("downstream_call") {
+            tools.extend(
+                self.runtime
+                    .downstream_tools()
+                    .await
+                    .into_iter()
+                    .filter_map(|tool| serde_json::from_value::<rmcp::model::Tool>(tool).ok()),
+            );
+        }
         if self.narrowed.get().is_some() {
             tools.retain(|tool| Action::class_of(&tool.name).is_none() || self.gives(&tool.name));
         }
@@ -1002,10 +1012,13 @@ impl ServerHandler for AidoServer {
         }
         // A defined function or custom primitive is a tool of its own name (never a
         // built-in's: define refuses those names).
+        // A downstream server's tool is one of its namespaced name (never a built-in's: a
+        // server's name never holds `__`, a built-in's never does).
         let defined = match &arguments {
-            Value::Object(args) if Action::class_of(&request.name).is_none() => {
-                self.runtime.defined_call(&request.name, args.clone())
-            }
+            Value::Object(args) if Action::class_of(&request.name).is_none() => self
+                .runtime
+                .defined_call(&request.name, args.clone())
+                .or_else(|| self.runtime.downstream_call(&request.name, args)),
             _ => None,
         };
         let parsed = match defined {

@@ -8,6 +8,13 @@ pub const DEFAULTS_TOML: &str = r#"
 mode = "normal"
 # Relative paths in actions are resolved against this directory.
 workdir = "~"
+# Other MCP servers whose tools aido offers beside its own, each started inside aido's sandbox
+# (the gateway), as [[downstream]] tables: name, command and args (stdio) or url and token_file
+# (streamable HTTP), tools (names or globs to expose), toolset, network (hosts its egress proxy
+# admits), writable (its walls), deny, restarts, call_timeout_ms, start_timeout_ms; and for the
+# policy: deny_tools (names or globs refused, downstream_tool_denied) and classes (a tool's
+# class instead of the one its annotations give, e.g. { git_status = "read_only" }).
+downstream = []
 
 [paths]
 # Roots an agent may read from (write roots are readable too).
@@ -399,6 +406,8 @@ pub struct Config {
     pub mode: Mode,
     /// Where relative paths start.
     pub workdir: String,
+    /// `[[downstream]]`: the gateway's other MCP servers.
+    pub downstream: Vec<Downstream>,
     /// Path walls and deny globs.
     pub paths: Paths,
     /// Per-primitive switches.
@@ -722,6 +731,23 @@ pub struct Computer {
 pub struct Memory {
     /// Whether memory actions (remember, recall, forget, list_memory) may run.
     pub enabled: bool,
+}
+
+/// A `[[downstream]]` entry as the policy reads it: its name, the tools it refuses and the
+/// classes it gives; the rest (how to start the server) is the gateway's to read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Downstream {
+    /// The server's name, the first part of its tools' namespaced names.
+    pub name: String,
+    /// Tools (their own names, or globs) refused: `downstream_tool_denied`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_tools: Vec<String>,
+    /// A tool's class (by its own name) instead of the one its annotations give.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub classes: BTreeMap<String, aido_actions::SideEffectClass>,
+    /// Everything else of the entry: the gateway's.
+    #[serde(flatten)]
+    pub server: toml::Table,
 }
 
 /// `[browser]`: the browser body's switch, its script switch and its Chromium.

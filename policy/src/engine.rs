@@ -1,10 +1,10 @@
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aido_actions::verdict::{DenyCode, Gate};
-use aido_actions::{AccessKind, Action, Body, Verdict};
+use aido_actions::{AccessKind, Action, Body, SideEffectClass, Verdict};
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::{Config, ConfigError};
@@ -279,9 +279,53 @@ pub struct PolicyEngine {
     unbuilt: Vec<(Body, &'static str)>,
     /// `[net] allow` and `allow_ranges`, compiled.
     net: aido_net::NetPolicy,
+    /// Each `[[downstream]]` entry's refused tools, compiled, and the classes it gives.
+    downstream: BTreeMap<String, (GlobSet, BTreeMap<String, SideEffectClass>)>,
+    /// The classes the gateway found in the downstream tools' annotations, by namespaced name
+    /// (set by the runtime once the servers list their tools).
+    downstream_classes: std::sync::RwLock<BTreeMap<String, SideEffectClass>>,
 }
 
 impl PolicyEngine {
+    /// The classes of the downstream tools, by namespaced name, as the gateway found them in
+    /// their annotations (a `[[downstream]]` entry's `classes` still wins).
+    pub fn set_downstream_classes(&self, classes: BTreeMap<String, SideEffectClass>) {
+        if let Ok(mut known) = self.downstream_classes.write() {
+            *known = classes;
+        }
+    }
+
+    /// The class the policy judges `action` by: the table's, but for a downstream call its
+    /// tool's (the entry's `classes`, else its annotations', else `network`, the cautious
+    /// class: it changes the world, beyond aido).
+    pub fn class_of(&self, action: &Action) -> SideEffectClass {
+        let Action::DownstreamCall(call) = action else {
+            return action.class();
+        };
+        let own = call.tool.split_once("__").map_or("", |(_, tool)| tool);
+        if let Some(class) = self
+            .downstream
+            .get(call.server())
+            .and_then(|(_, classes)| classes.get(own))
+        {
+            return *class;
+        }
+        self.downstream_classes
+            .read()
+            .ok()
+            .and_then(|known| known.get(&call.tool).copied())
+            .unwrap_or(SideEffectClass::Network)
+    }
+
+    /// Whether the `[[downstream]]` entry of a downstream call refuses its tool (by the tool's
+    /// own name, or its namespaced one).
+    pub fn downstream_denied(&self, call: &aido_actions::downstream::DownstreamCall) -> bool {
+        let own = call.tool.split_once("__").map_or("", |(_, tool)| tool);
+        self.downstream
+            .get(call.server())
+            .is_some_and(|(deny, _)| deny.is_match(own) || deny.is_match(&call.tool))
+    }
+
     /// Compile `config`: expand `~`, resolve the roots, build the deny globs.
     pub fn new(
         config: &Config,
@@ -378,6 +422,8 @@ impl PolicyEngine {
             protect_globs,
             unbuilt: Vec::new(),
             net,
+            downstream: compile_downstream(&config.downstream)?,
+            downstream_classes: Default::default(),
         })
     }
 
@@ -673,7 +719,43 @@ impl PolicyEngine {
     }
 }
 
-/// Expand a leading `~` or `~/`; `None` for `~user`. Borrows a path without `~`.
+/// Each `[[downstream]]` entry's refused tools as a glob set (of the tools' own names) and
+/// its classes, by server name; a name given twice is refused.
+type DownstreamRules = BTreeMap<String, (GlobSet, BTreeMap<String, SideEffectClass>)>;
+
+fn compile_downstream(
+    entries: &[crate::config::Downstream],
+) -> Result<DownstreamRules, ConfigError> {
+    let mut rules = DownstreamRules::new();
+    for entry in entries {
+        let key = format!("downstream.{}.deny_tools", entry.name);
+        let mut builder = GlobSetBuilder::new();
+        for pattern in &entry.deny_tools {
+            let glob = GlobBuilder::new(pattern)
+                .build()
+                .map_err(|e| ConfigError::Value {
+                    key: key.clone(),
+                    reason: e.to_string(),
+                })?;
+            builder.add(glob);
+        }
+        let set = builder.build().map_err(|e| ConfigError::Value {
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
+        if rules
+            .insert(entry.name.clone(), (set, entry.classes.clone()))
+            .is_some()
+        {
+            return Err(ConfigError::Value {
+                key: "downstream".into(),
+                reason: format!("two [[downstream]] entries are named {:?}", entry.name),
+            });
+        }
+    }
+    Ok(rules)
+}
+
 /// A glob set from configured patterns (`~/` is the home; `dir/**` matches `dir` too), with
 /// the pattern behind each glob, for messages.
 fn compile_globs<'p>(
@@ -1231,6 +1313,12 @@ mod tests {
                 "[browser]\nenabled = false",
                 "browser_snapshot",
                 json!({}),
+            ),
+            case(
+                DenyCode::DownstreamToolDenied,
+                "[[downstream]]\nname = \"git\"\ncommand = \"mcp-server-git\"\ndeny_tools = [\"git_commit\"]",
+                "downstream_call",
+                json!({"tool": "git__git_commit"}),
             ),
             // Script evaluation is off by default.
             case(

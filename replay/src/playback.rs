@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use aido_actions::fs::{Encoding, HashAlgorithm};
 use aido_actions::{
     Action, ArtifactAction, Body, BrowserAction, Condition, DesktopAction, Failure, FsAction,
-    HumanAction, Input, MemoryAction, Meta, NetAction, Outcome, ProcessAction, RuntimeAction,
-    ScriptAction, SearchAction, VmAction,
+    GatewayAction, HumanAction, Input, MemoryAction, Meta, NetAction, Outcome, ProcessAction,
+    RuntimeAction, ScriptAction, SearchAction, VmAction,
 };
 use aido_journal::{Event, Journal, Record, SessionId};
 use aido_walk::fs::FsError;
@@ -963,6 +963,24 @@ impl World for Player<'_> {
             }
         };
         Ok(Ok(Executed::new(aido_walk::browser::render(
+            &action, &answer,
+        ))))
+    }
+
+    /// What the downstream server answered: no server is started and nothing is called.
+    async fn gateway(&mut self, action: GatewayAction) -> Answer<Executed, Missing> {
+        let answer = match self.pull("the downstream's answer")? {
+            Input::Answer { from, value } if from == aido_walk::downstream::ANSWER_FROM => {
+                value.clone()
+            }
+            other => {
+                return Err(Missing::Unrecorded(format!(
+                    "expected the downstream's answer but the record has {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                )));
+            }
+        };
+        Ok(Ok(Executed::new(aido_walk::downstream::render(
             &action, &answer,
         ))))
     }

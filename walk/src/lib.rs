@@ -27,6 +27,8 @@ pub mod browser;
 pub mod computer;
 /// Desktop primitives' results from the desktop body's recorded answer.
 pub mod desktop;
+/// A downstream tool's result, rendered from the server's recorded answer.
+pub mod downstream;
 /// The runtime's own failures and a rewind's.
 pub mod error;
 /// The filesystem primitives' errors and results.

@@ -10,9 +10,9 @@ use std::pin::Pin;
 
 use aido_actions::Failure;
 use aido_actions::{
-    Action, ArtifactAction, BrowserAction, Condition, DesktopAction, FsAction, HumanAction, Input,
-    MemoryAction, NetAction, Outcome, ProcessAction, Routed, RuntimeAction, ScriptAction,
-    SearchAction, SideEffectClass, TreeAction, VmAction,
+    Action, ArtifactAction, BrowserAction, Condition, DesktopAction, FsAction, GatewayAction,
+    HumanAction, Input, MemoryAction, NetAction, Outcome, ProcessAction, Routed, RuntimeAction,
+    ScriptAction, SearchAction, SideEffectClass, TreeAction, VmAction,
 };
 
 use crate::render;
@@ -146,6 +146,13 @@ pub trait World: Send {
         action: BrowserAction,
     ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
 
+    /// Call a downstream MCP server's tool (downstream_call). Its result is
+    /// [`crate::downstream::render`] of the server's answer, which is recorded.
+    fn gateway(
+        &mut self,
+        action: GatewayAction,
+    ) -> impl Future<Output = Answer<Executed, Self::Stop>> + Send;
+
     /// Ask a human (ask_human, confirm, ask_multiple_choice, check_answer). Its result is
     /// [`crate::human::render`] of the recorded answer.
     fn human(
@@ -220,6 +227,7 @@ pub fn walk<'a, W: World>(world: &'a mut W, action: &'a Action, at: String) -> W
             Routed::Search(a) => world.search(a).await?.map_err(Failed::leaf),
             Routed::Desktop(a) => world.desktop(a).await?.map_err(Failed::leaf),
             Routed::Browser(a) => world.browser(a).await?.map_err(Failed::leaf),
+            Routed::Gateway(a) => world.gateway(a).await?.map_err(Failed::leaf),
             Routed::Human(a) => world.human(a).await?.map_err(Failed::leaf),
             Routed::Net(a) => world.net(a).await?.map_err(Failed::leaf),
             Routed::Script(a) => world.script(a).await?.map_err(Failed::leaf),
@@ -505,6 +513,10 @@ mod tests {
 
         async fn browser(&mut self, _action: BrowserAction) -> Answer<Executed, String> {
             Err("no browser here".into())
+        }
+
+        async fn gateway(&mut self, _action: GatewayAction) -> Answer<Executed, String> {
+            Err("no gateway here".into())
         }
 
         async fn script(&mut self, _action: ScriptAction) -> Answer<Executed, String> {

@@ -113,7 +113,7 @@ impl PolicyEngine {
             resolver,
             at,
             primitive: action.primitive(),
-            class: action.class(),
+            class: self.class_of(action),
             body: action.body(),
             admitted,
         };
@@ -205,6 +205,17 @@ fn bodies(input: &mut GateInput<'_>) -> Option<Verdict> {
         return input.deny(
             DenyCode::BrowserScriptDisabled,
             format!("{primitive} runs the agent's JavaScript in the page and browser.allow_script is false"),
+        );
+    } else if let Action::DownstreamCall(call) = input.action
+        && input.engine.downstream_denied(call)
+    {
+        return input.deny(
+            DenyCode::DownstreamToolDenied,
+            format!(
+                "{} is refused by the deny_tools of [[downstream]] {:?}",
+                call.tool,
+                call.server()
+            ),
         );
     } else if let Action::ListProcesses(list) = input.action
         && list.host

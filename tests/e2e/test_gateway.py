@@ -1,0 +1,159 @@
+"""The gateway over real MCP: `aido mcp` driven by the official Python SDK client, with
+`@modelcontextprotocol/server-everything` (npm) as a `[[downstream]]` server that aido starts
+inside its own sandbox.
+
+Its tools are listed under namespaced names with their own annotations; each call is an aido
+action: judged by the class its annotations (or the entry's `classes`) give, refused by the
+entry's `deny_tools`, journaled with the server's whole result, and played back without the
+server. Its progress reaches the client's progress token, its question (elicitation) is asked
+of the client and the answer goes back, and a server killed mid-session is restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+
+from conftest import describe
+from helpers import err, ok, text_of
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+
+def everything() -> Path:
+    """server-everything's script, from the directory scripts/test prepares."""
+    base = os.environ.get("AIDO_TEST_DOWNSTREAMS")
+    script = Path(base) / SCRIPT if base else None
+    if script is not None and script.is_file():
+        return script
+    print(f"server-everything is missing: AIDO_TEST_DOWNSTREAMS={base!r} (scripts/test prepares it)")
+    assert os.environ.get("CI") is None, "CI must have the downstream servers"
+    pytest.fail("server-everything is missing (see above)")
+
+
+def config(script: Path, mode: str = "normal", classes: str = "") -> str:
+    return f"""mode = "{mode}"
+
+[[downstream]]
+name = "everything"
+command = "node"
+args = ["{script}", "stdio"]
+deny_tools = ["get-env"]
+classes = {{ {classes} }}
+"""
+
+
+def server_pids(script: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(script).encode() in cmdline and b"node" in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+async def test_a_downstream_server_s_tools_pass_through_aido(world):
+    script = everything()
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"color": "blue", "number": 7, "pets": "cats"})
+
+    async with world.session(config=config(script), elicitation_callback=answer) as s:
+        tools = {t.name: t for t in (await s.session.list_tools()).tools}
+        assert {"downstream_call", "everything__echo", "everything__get-sum"} <= set(tools), sorted(tools)
+        assert "echo" in (tools["everything__echo"].description or "").lower()
+
+        echoed = await s.call("everything__echo", {"message": "through aido"})
+        ok(echoed)
+        assert "through aido" in text_of(echoed), text_of(echoed)
+        summed = await s.call("everything__get-sum", {"a": 2, "b": 40})
+        assert "42" in text_of(summed), text_of(summed)
+
+        # The entry's deny list: refused by the policy, the server never asked.
+        denied = err(await s.call("everything__get-env", {}), "downstream_tool_denied")
+        assert denied["gate"] == "bodies", denied
+        # The server's own refusal keeps its words beside aido's code.
+        bad = err(await s.call("everything__get-sum", {"a": "two"}))
+        assert bad["code"] in {"downstream_tool_failed", "downstream_refused"}, bad
+        assert "a" in bad["message"], bad
+
+        # Its progress reaches this call's progress token.
+        seen: list[float] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            seen.append(done)
+
+        long = await s.session.call_tool(
+            "everything__trigger-long-running-operation",
+            {"duration": 1, "steps": 3},
+            progress_callback=progress,
+        )
+        ok(long)
+        assert len(seen) >= 2, seen
+
+        # Its question is asked of this client; the answer goes back to it.
+        elicited = await s.call("everything__trigger-elicitation-request", {})
+        ok(elicited)
+        assert asked, "the downstream's question reached the client"
+        assert "blue" in text_of(elicited), text_of(elicited)
+
+        # Killed, it is restarted: the next calls work again.
+        before = server_pids(script)
+        assert before, "the server runs"
+        for pid in before:
+            os.kill(pid, signal.SIGKILL)
+        answered = None
+        for _ in range(3):
+            answered = await s.call("everything__echo", {"message": "again"})
+            if not answered.is_error:
+                break
+            assert answered.structured_content["code"] == "downstream_crashed", answered
+            await anyio.sleep(0.2)
+        ok(answered)
+        assert set(server_pids(script)).isdisjoint(before)
+
+    # The journal holds every call: playback renders each result without the server.
+    reproduced = 0
+    for session in world.run_json("replay", "sessions", "--json"):
+        proc = world.run("replay", "playback", session["id"], "--json")
+        assert proc.returncode == 0, describe(proc)
+        played = json.loads(proc.stdout)
+        assert played["mismatches"] == [], describe(proc)
+        assert played["not_reproducible"] == [], describe(proc)
+        reproduced += played["reproduced"]
+    assert reproduced >= 5, reproduced
+
+
+async def test_readonly_mode_runs_a_read_only_downstream_tool_and_refuses_the_rest(world):
+    script = everything()
+    readonly = config(script, mode="readonly", classes='"echo" = "destructive"')
+    async with world.session(config=readonly) as s:
+        # get-sum's annotations say read-only; toggle-simulated-logging's do not; echo's do,
+        # but the entry's classes say destructive.
+        ok(await s.call("everything__get-sum", {"a": 1, "b": 2}))
+        refused = err(await s.call("everything__toggle-simulated-logging", {}), "mode_readonly")
+        assert "readonly" in refused["message"], refused
+        err(await s.call("everything__echo", {"message": "x"}), "mode_readonly")
+        # What simulate says of a downstream call: irreversible.
+        simulated = ok(
+            await s.call(
+                "simulate",
+                {"action": {"type": "downstream_call", "tool": "everything__echo", "arguments": {"message": "x"}}},
+            )
+        )
+        assert simulated["leaves"][0]["irreversible"] is True, simulated
