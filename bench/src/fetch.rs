@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::Server;
+use crate::record::{Record, Section};
 
 /// Characters asked of each side per fetch (mcp-server-fetch's default `max_length`).
 pub const WINDOW_CHARS: u64 = 5000;
@@ -252,6 +253,48 @@ async fn call(server: &Server, tool: &str, arguments: Value) -> Result<usize> {
         .as_ref()
         .map_or(0, |v| v.to_string().len());
     Ok(content + structured)
+}
+
+/// The section's records: fetch_url beside mcp-server-fetch's fetch (time per fetch), and the
+/// bytes each hands the agent per page.
+pub fn records(fetch: &FetchSection) -> Vec<Record> {
+    let mut s = Section::new("fetch");
+    let row = "fetch_url_vs_mcp_server_fetch";
+    let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
+    let Some(run) = s.ran(fetch, &[(row, what)]) else {
+        return s.finish();
+    };
+    s.versus(row, what, &run.aido, &run.peer, &run.peer_times);
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
+    let cells = run
+        .pages
+        .iter()
+        .map(|p| {
+            vec![
+                format!("`{}`", p.name),
+                p.html_bytes.to_string(),
+                ms(p.aido_median),
+                ms(p.peer_median),
+                p.aido_bytes.to_string(),
+                p.peer_bytes.to_string(),
+            ]
+        })
+        .collect();
+    s.fact("peer", run.peer.clone());
+    s.numbers(&[
+        ("calls", run.aido.len() as f64),
+        ("pages", run.pages.len() as f64),
+    ]);
+    let columns = [
+        "page",
+        "HTML bytes",
+        "aido median (ms)",
+        "mcp-server-fetch median (ms)",
+        "bytes to the agent, aido",
+        "bytes to the agent, mcp-server-fetch",
+    ];
+    s.table("pages", &columns, cells);
+    s.finish()
 }
 
 #[cfg(test)]

@@ -245,6 +245,20 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let samples: Vec<Duration> = [5, 1, 4, 2, 3, 10, 9, 8, 7, 6]
+            .map(Duration::from_millis)
+            .into();
+        let p = |q| super::percentile(&samples, q);
+        assert_eq!(p(50.0), Duration::from_millis(5));
+        assert_eq!(p(99.0), Duration::from_millis(10));
+        assert_eq!(p(10.0), Duration::from_millis(1));
+        assert_eq!(super::percentile(&[], 50.0), Duration::ZERO);
+    }
+
     #[test]
     fn rounds_alternate_which_lane_goes_first() {
         assert_eq!(super::alternate(0, 2), [0, 1]);

@@ -120,6 +120,33 @@ fn run(program: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
+impl Machine {
+    /// The run's header: where and when it was measured, and the machine's facts.
+    pub fn records(&self) -> Vec<crate::record::Record> {
+        let mut run = crate::record::Section::new("run");
+        let source = format!("measured by aido-bench at commit {}", self.commit);
+        run.fact("source", source);
+        run.fact("date", self.date.clone());
+        let mut machine = crate::record::Section::new("machine");
+        for (fact, value) in [
+            ("CPUs (nproc)", self.cpus.to_string()),
+            ("CPU model", self.cpu_model.clone()),
+            ("memory", self.memory.clone()),
+            ("kernel", self.kernel.clone()),
+            ("file system under the temp dir", self.temp_fs.clone()),
+            ("rustc", self.rustc.clone()),
+            ("node (for the peer)", self.node.clone()),
+            ("git commit", format!("`{}`", self.commit)),
+            ("date", self.date.clone()),
+        ] {
+            machine.fact(fact, value);
+        }
+        let mut out = run.records;
+        out.extend(machine.records);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,9 +14,9 @@
 //! `find_text` on a text-mode and a framebuffer screen. `bench/run` builds everything and runs
 //! it.
 //!
-//! The measurements land in one results file, docs/benchmarks.json (the `report::schema`
-//! types); docs/BENCHMARKS.md is rendered from that file alone, so `render` redraws the report
-//! of a committed run without measuring anything.
+//! The measurements land in one results file, docs/benchmarks.json (every section emits its
+//! `record::Record`s directly); docs/BENCHMARKS.md is rendered from that file alone, so
+//! `render` redraws the report of a committed run without measuring anything.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido \
@@ -49,8 +49,6 @@ mod realwork;
 mod record;
 /// The report, rendered from the records.
 mod render;
-/// The results file and the report rendered from it.
-mod report;
 /// Rewind through a real runtime.
 mod rewind;
 /// A Rhai function's per-host-call overhead.
@@ -83,8 +81,10 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::{Report, SnapshotSection, VmSection};
+use crate::record::Record;
+use crate::snapshots::SnapshotSection;
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
+use crate::vm::VmSection;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -476,26 +476,22 @@ fn main() -> Result<()> {
         Some(Command::Telemetry { calls, rounds }) => {
             telemetry::run((*calls).max(1), (*rounds).max(1))
         }
-        Some(Command::Desktop) => alone(None, &desktop::run(), |s, rows, _| {
-            report::desktop_section(s, rows)
-        }),
+        Some(Command::Desktop) => alone(None, desktop::records(&desktop::run())),
         Some(Command::Fetch {
             aido,
             python,
             repeats,
         }) => {
             let section = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
-            alone(None, &section, |s, rows, _| report::fetch_section(s, rows))
+            alone(None, fetch::records(&section))
         }
         Some(Command::Script { aido, repeats }) => {
             let section = block_on(script::run(&built(aido)?, t, *repeats))?;
-            alone(None, &section, |s, rows, _| report::script_section(s, rows))
+            alone(None, script::records(&section))
         }
         Some(Command::Artifact { aido }) => {
             let section = block_on(artifact::run(&built(aido)?, t))?;
-            alone(None, &section, |s, rows, _| {
-                report::artifact_section(s, rows)
-            })
+            alone(None, artifact::records(&section))
         }
         Some(Command::Process {
             aido,
@@ -506,7 +502,7 @@ fn main() -> Result<()> {
                 node_modules: node_modules.clone(),
             };
             let section = block_on(process::run(&built(aido)?, t, &peers))?;
-            alone(write.files(), &section, report::process_section)
+            alone(write.files(), process::records(&section))
         }
         Some(Command::Serve {
             aido,
@@ -515,7 +511,7 @@ fn main() -> Result<()> {
             write,
         }) => {
             let section = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
-            alone(write.files(), &section, report::serve_section)
+            alone(write.files(), serve::records(&section))
         }
         Some(Command::Soak {
             aido,
@@ -530,7 +526,7 @@ fn main() -> Result<()> {
                 large_every: (*large_every).max(1),
             };
             let section = block_on(soak::run(&built(aido)?, t, options))?;
-            alone(write.files(), &section, report::soak_section)
+            alone(write.files(), soak::records(&section))
         }
         Some(Command::Realwork {
             aido,
@@ -538,7 +534,7 @@ fn main() -> Result<()> {
             write,
         }) => {
             let section = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
-            alone(write.files(), &section, report::realwork::section)
+            alone(write.files(), realwork::records(&section))
         }
     }
 }
@@ -562,91 +558,86 @@ async fn bench(args: Args) -> Result<()> {
         file_bytes: args.file_bytes,
     };
     let stdio = stdio_runs(&setup, &args, &machine, &temp).await?;
-
-    let snapshots = snapshot_section(&args, &temp).await?;
-    let vm = vm_section(&args, &temp).await?;
+    let mut records = machine.records();
+    records.extend(estimates::records(&args.criterion_dir, &machine.temp_fs)?);
+    records.extend(stdio::records(&stdio, setup.plan, &peer));
+    records.extend(snapshots::records(&snapshot_section(&args, &temp).await?));
+    records.extend(vm::records(&vm_section(&args, &temp).await?));
 
     let (a, t) = (&setup.aido, temp.as_path());
-    let search = step(
-        args.skip_search,
-        "search",
-        search::run(a, t, args.search_repeats),
-    )
-    .await;
+    let search = search::run(a, t, args.search_repeats);
+    records.extend(search::records(
+        &step(args.skip_search, "search", search).await,
+    ));
     let (node, dir) = (&args.node, &args.memory_peer_dir);
     let (n, queries, repeats) = (args.memories, args.memory_queries, args.memory_repeats);
     let memory = memory::run(a, node, dir, t, n, queries, repeats);
-    let memory = step(args.skip_memory, "memory", memory).await;
+    records.extend(memory::records(
+        &step(args.skip_memory, "memory", memory).await,
+    ));
     let fetch = fetch::run(a, &args.fetch_peer_python, t, args.fetch_repeats);
-    let fetch = step(args.skip_fetch, "fetch", fetch).await;
-    let script = step(
-        args.skip_script,
-        "script",
-        script::run(a, t, args.script_repeats),
-    )
-    .await;
+    records.extend(fetch::records(&step(args.skip_fetch, "fetch", fetch).await));
+    let script = script::run(a, t, args.script_repeats);
+    records.extend(script::records(
+        &step(args.skip_script, "script", script).await,
+    ));
     let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
-    let serve = step(args.skip_serve, "serve", serve).await;
+    records.extend(serve::records(&step(args.skip_serve, "serve", serve).await));
     let desktop = if args.skip_desktop {
         desktop::DesktopSection::Skipped("`--skip-desktop`".into())
     } else {
         eprintln!("aido-bench: desktop");
         tokio::task::spawn_blocking(desktop::run).await?
     };
+    records.extend(desktop::records(&desktop));
     let artifact = step(args.skip_artifact, "artifact", artifact::run(a, t)).await;
+    records.extend(artifact::records(&artifact));
     let peers = process::Peers {
         node_modules: args.node_modules(),
     };
     let process = step(args.skip_process, "process", process::run(a, t, &peers)).await;
+    records.extend(process::records(&process));
     let options = soak::Options {
         calls: args.soak_calls.max(20),
         large_bytes: args.soak_large_bytes,
         large_every: args.soak_large_every.max(1),
     };
     let soak = step(args.skip_soak, "soak", soak::run(a, t, options)).await;
+    records.extend(soak::records(&soak));
     let options = args.realwork.options();
     let realwork = realwork::run(a, t, &options);
-    let realwork = step(args.skip_realwork, "realwork", realwork).await;
-
-    let report = Report {
-        machine,
-        policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
-        gates: estimates::read(&args.criterion_dir, report::GATES_ID)?,
-        simulate: estimates::read(&args.criterion_dir, report::SIMULATE_ID)?,
-        group_commit: estimates::read(&args.criterion_dir, report::GROUP_COMMIT_ID)?,
-        per_record: estimates::read(&args.criterion_dir, report::PER_RECORD_ID)?,
-        metadata: estimates::read(&args.criterion_dir, report::METADATA_ID)?,
-        stdio,
-        plan: setup.plan,
-        peer,
-        snapshots,
-        vm,
-        search,
-        memory,
-        fetch,
-        script,
-        serve,
-        desktop,
-        artifact,
-        process,
-        soak,
-        realwork,
-    };
-    finish(&args, &report)
+    records.extend(realwork::records(
+        &step(args.skip_realwork, "realwork", realwork).await,
+    ));
+    finish(&args, &records)
 }
 
 /// A section measured on its own: its records printed as JSON lines; with `into` (the
 /// results file and the report) also [`merge_into`] the results, saying when it was measured.
-fn alone<S>(into: Option<(&Path, &Path)>, section: &S, build: report::Build<S>) -> Result<()> {
-    match into {
-        Some((results, out)) => merge_into(results, out, |machine| {
-            report::alone(section, build, Some((&machine.commit, &machine.date)))
-        }),
-        None => {
-            record::print(&report::alone(section, build, None));
-            Ok(())
+fn alone(into: Option<(&Path, &Path)>, records: Vec<Record>) -> Result<()> {
+    let Some((results, out)) = into else {
+        record::print(&records);
+        return Ok(());
+    };
+    merge_into(results, out, |machine| {
+        let mut records = records;
+        let section = records
+            .first()
+            .map(|r| r.section.clone())
+            .unwrap_or_default();
+        for (row, note) in [
+            ("alone_commit", format!("`{}`", machine.commit)),
+            ("alone_date", machine.date.clone()),
+        ] {
+            records.push(Record {
+                section: section.clone(),
+                row: row.into(),
+                note: Some(note),
+                ..Record::default()
+            });
         }
-    }
+        record::ordered(records)
+    })
 }
 
 /// Puts one section, measured on its own, into the results file (replacing the one there)
@@ -729,12 +720,11 @@ async fn stdio_runs(
 }
 
 /// Writes the run's records and renders the report from them.
-fn finish(args: &Args, report: &Report) -> Result<()> {
-    let records = report.records();
+fn finish(args: &Args, records: &[Record]) -> Result<()> {
     // Written before it is rendered, so a run's numbers survive a bug in the template.
-    record::write(&args.results, &records)?;
-    write(&args.out, &render::render(&records)?)?;
-    record::print(&records);
+    record::write(&args.results, records)?;
+    write(&args.out, &render::render(records)?)?;
+    record::print(records);
     println!(
         "wrote {} and {}",
         args.results.display(),

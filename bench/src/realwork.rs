@@ -26,6 +26,7 @@ use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::Server;
+use crate::record::{Record, Section, Stats, Unit};
 
 /// The sandbox's own PATH; the bare runs get the same.
 const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -757,6 +758,134 @@ async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
         changed_bytes: size,
         rewind,
     })
+}
+
+/// The section's records: each workload through `run_command` beside the same command bare
+/// (paired rounds, the ratio pair by pair), the journal's bytes per byte changed, and aido's
+/// memory for a 2 GiB change set.
+pub fn records(realwork: &RealworkSection) -> Vec<Record> {
+    let mut s = Section::new("realwork");
+    let ids = [
+        "realwork_venv",
+        "realwork_wheels",
+        "realwork_cargo_noop",
+        "realwork_cargo_noop_margin",
+        "realwork_loop",
+        "realwork_big_file",
+        "realwork_big_file_memory",
+    ];
+    let Some(run) = s.ran(realwork, &ids.map(|id| (id, "see the real-work section"))) else {
+        return s.finish();
+    };
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    for w in &run.workloads {
+        let row = format!("realwork_{}", w.id);
+        s.times(&row, None, &w.aido).what(format!(
+            "real work: {} through `run_command` over MCP / the same command bare, wall time per run",
+            w.name
+        ));
+        s.times(&row, Some("bare"), &w.bare);
+        s.ratio(&row, Some(round(w.ratio())));
+        if w.id == "cargo_noop" {
+            let margin = Stats {
+                median: w.margin_ns(NOOP_FACTOR),
+                n: Some(w.aido.len() as u64),
+                ..Stats::default()
+            };
+            s.lane("realwork_cargo_noop_margin", None, Unit::Ns, margin, Vec::new())
+                .what(format!(
+                    "real work: the no-op `cargo build` through aido less {NOOP_FACTOR} × bare, median over the pairs (the goal: at most {NOOP_FACTOR}× bare plus {})",
+                    crate::render::format_duration(NOOP_PLUS)
+                ));
+        }
+    }
+    let big = &run.big;
+    s.once("realwork_big_file", None, big.aido).what(
+        "real work: one command writing a 2 GiB change set (two 1 GiB files) through `run_command` / bare, wall time",
+    );
+    s.once("realwork_big_file", Some("bare"), big.bare);
+    let ratio = big.aido.as_secs_f64() / big.bare.as_secs_f64().max(1e-9);
+    s.ratio("realwork_big_file", Some(round(ratio)));
+    let grown = big.rss_peak.saturating_sub(big.rss_before);
+    s.value("realwork_big_file_memory", None, Unit::Bytes, grown as f64).what(
+        "real work: aido's peak resident memory (VmHWM) after a command's 2 GiB change set (two 1 GiB files), less its resident memory before",
+    );
+    let big_per_byte = big.journal_bytes as f64 / big.changed_bytes.max(1) as f64;
+    for (id, name, per_byte) in run
+        .workloads
+        .iter()
+        .filter_map(|w| w.journal_per_byte().map(|p| (w.id, w.name.as_str(), p)))
+        .chain([(
+            "big_file",
+            "a 2 GiB change set (two 1 GiB files)",
+            big_per_byte,
+        )])
+    {
+        let row = format!("realwork_journal_per_byte_{id}");
+        s.value(&row, None, Unit::Ratio, round(per_byte)).what(format!(
+            "real work: journal bytes per byte changed, {name} (AIDO_HOME's allocated growth / the bytes of the files written)"
+        ));
+    }
+    let rounds = |id: &str| {
+        let w = run.workloads.iter().find(|w| w.id == id);
+        w.map_or(0, |w| w.aido.len()) as f64
+    };
+    s.numbers(&[
+        ("rounds", rounds("venv")),
+        ("noop_rounds", rounds("cargo_noop")),
+    ]);
+    s.fact("wheels", run.wheels.join(", "));
+    let ns = |d: Duration| d.as_nanos() as f64;
+    s.numbers(&[
+        ("big", BIG_BYTES as f64),
+        ("big_aido", ns(big.aido)),
+        ("big_bare", ns(big.bare)),
+        ("big_rewind", ns(big.rewind)),
+        ("rss_before", big.rss_before as f64),
+        ("rss_peak", big.rss_peak as f64),
+        ("big_journal", big.journal_bytes as f64),
+        ("big_journal_apparent", big.journal_apparent_bytes as f64),
+    ]);
+    s.fact("one_file", big.one_file.clone());
+    let cells = workloads(run);
+    let columns = [
+        "workload",
+        "command",
+        "aido ms (median)",
+        "bare ms (median)",
+        "pairs",
+        "ratio (median of pairs)",
+        "journal grew (allocated, all pairs)",
+        "files written (bytes, all pairs)",
+        "journal bytes per byte",
+        "aido memory growth MB",
+    ];
+    s.table("workloads", &columns, cells);
+    s.finish()
+}
+
+/// The workloads' detail table.
+fn workloads(run: &RealworkRun) -> Vec<Vec<String>> {
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    let bytes = crate::render::format_bytes;
+    run.workloads
+        .iter()
+        .map(|w| {
+            vec![
+                w.name.clone(),
+                format!("`{}`", w.command),
+                ms(crate::snapshots::median(&w.aido)),
+                ms(crate::snapshots::median(&w.bare)),
+                w.aido.len().to_string(),
+                format!("{:.2}", w.ratio()),
+                bytes(w.journal_bytes),
+                bytes(w.changed_bytes),
+                w.journal_per_byte()
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.2}")),
+                format!("{:.1}", w.rss_growth as f64 / 1e6),
+            ]
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -19,8 +19,12 @@
 
 use std::path::Path;
 
+use std::time::Duration;
+
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::harness::Run;
 
 /// The lane that holds a row's ratio (aido over the peer).
 pub const RATIO: &str = "ratio";
@@ -110,6 +114,20 @@ impl Stats {
     }
 }
 
+impl Stats {
+    /// Latencies: the nearest-rank median and p99, the largest, and how many.
+    pub fn latency(times: &[Duration]) -> Self {
+        let at = |p| crate::harness::percentile(times, p).as_nanos() as f64;
+        Self {
+            median: at(50.0),
+            p99: Some(at(99.0)),
+            max: times.iter().max().map(|d| d.as_nanos() as f64),
+            n: Some(times.len() as u64),
+            ..Self::default()
+        }
+    }
+}
+
 fn sorted(samples: &[f64]) -> Vec<f64> {
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
@@ -125,7 +143,7 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
 }
 
 /// Nanoseconds of each duration.
-pub fn ns(values: &[std::time::Duration]) -> Vec<f64> {
+pub fn ns(values: &[Duration]) -> Vec<f64> {
     values.iter().map(|d| d.as_nanos() as f64).collect()
 }
 
@@ -167,6 +185,13 @@ impl Section {
         self.push(name, None).value = Some(value);
     }
 
+    /// Facts the prose names, as raw numbers the template formats.
+    pub fn numbers(&mut self, facts: &[(&str, f64)]) {
+        for (name, value) in facts {
+            self.number(name, *value);
+        }
+    }
+
     /// A row's lane with one value.
     pub fn value(&mut self, row: &str, lane: Option<&str>, unit: Unit, value: f64) -> &mut Record {
         let record = self.push(row, lane);
@@ -175,18 +200,112 @@ impl Section {
         record
     }
 
-    /// A row's lane summarized by `stats`.
-    pub fn stats(
+    /// A row's lane summarized by `stats` (its median alone is a plain `value`), with the
+    /// samples it summarizes when they are kept.
+    pub fn lane(
         &mut self,
         row: &str,
         lane: Option<&str>,
         unit: Unit,
         stats: Stats,
+        samples: Vec<f64>,
     ) -> &mut Record {
         let record = self.push(row, lane);
         record.unit = Some(unit);
-        record.stats = Some(stats);
+        record.samples = samples;
+        if stats
+            == (Stats {
+                median: stats.median,
+                ..Stats::default()
+            })
+        {
+            record.value = Some(stats.median);
+        } else {
+            record.stats = Some(stats);
+        }
         record
+    }
+
+    /// A row's lane of timed samples, in the order taken: median, range and count, and every
+    /// sample.
+    pub fn times(&mut self, row: &str, lane: Option<&str>, times: &[Duration]) -> &mut Record {
+        let samples = ns(times);
+        self.lane(row, lane, Unit::Ns, Stats::range(&samples), samples)
+    }
+
+    /// A row's lane of one timed value.
+    pub fn once(&mut self, row: &str, lane: Option<&str>, time: Duration) -> &mut Record {
+        self.value(row, lane, Unit::Ns, time.as_nanos() as f64)
+    }
+
+    /// A row's ratio lane (aido over the peer), when there is one.
+    pub fn ratio(&mut self, row: &str, ratio: Option<f64>) {
+        if let Some(ratio) = ratio {
+            self.value(row, Some(RATIO), Unit::Ratio, ratio);
+        }
+    }
+
+    /// aido's timed samples beside a peer's, and the ratio of their medians.
+    pub fn versus(
+        &mut self,
+        row: &str,
+        what: impl Into<String>,
+        ours: &[Duration],
+        peer: &str,
+        theirs: &[Duration],
+    ) {
+        let (a, b) = (median(&ns(ours)), median(&ns(theirs)));
+        self.times(row, None, ours).what(what);
+        self.times(row, Some(peer), theirs);
+        self.ratio(row, (b > 0.0).then(|| a / b));
+    }
+
+    /// A row that did not run, and why.
+    pub fn not_run(&mut self, row: &str, what: impl Into<String>, why: &str) {
+        self.push(row, None).error = Some(format!("not run: {why}"));
+        self.what(what);
+    }
+
+    /// A row that started and failed, and how.
+    pub fn failed(&mut self, row: &str, what: impl Into<String>, why: &str) {
+        self.push(row, None).error = Some(format!("failed: {why}"));
+        self.what(what);
+    }
+
+    /// Sets the description of the last row.
+    fn what(&mut self, what: impl Into<String>) {
+        if let Some(last) = self.records.last_mut() {
+            last.note = Some(what.into());
+        }
+    }
+
+    /// The measured run of a section; when it was skipped or failed, each of `rows` (id,
+    /// description) says so, and `None`.
+    pub fn ran<'a, T>(&mut self, run: &'a Run<T>, rows: &[(&str, &str)]) -> Option<&'a T> {
+        for (row, what) in rows {
+            match run {
+                Run::Ran(_) => {}
+                Run::Skipped(why) => self.not_run(row, *what, why),
+                Run::Failed(why) => self.failed(row, *what, why),
+            }
+        }
+        match run {
+            Run::Ran(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A detail table: its columns, and its lines of cells.
+    pub fn table(&mut self, name: &str, columns: &[&str], lines: Vec<Vec<String>>) {
+        for (k, cells) in lines.into_iter().enumerate() {
+            let cells: Vec<(&str, String)> = columns.iter().copied().zip(cells).collect();
+            self.line(name, k + 1, &cells);
+        }
+    }
+
+    /// The records in report order: facts, then table cells, then rows.
+    pub fn finish(self) -> Vec<Record> {
+        ordered(self.records)
     }
 
     /// A detail table's line: one cell per column, in order.
@@ -203,6 +322,23 @@ impl Record {
         self.note = Some(what.into());
         self
     }
+}
+
+/// Records of one section in report order: its facts, then its tables' cells, then its rows.
+pub fn ordered(records: Vec<Record>) -> Vec<Record> {
+    let rank = |r: &Record| match (r.unit.is_some() || r.error.is_some(), r.row.contains(':')) {
+        (true, _) => 2,
+        (false, true) => 1,
+        (false, false) => 0,
+    };
+    let mut records = records;
+    records.sort_by_key(rank);
+    records
+}
+
+/// The lower median of unsorted samples; zero when there are none.
+pub fn median(samples: &[f64]) -> f64 {
+    median_of_sorted(&sorted(samples))
 }
 
 /// Prints records as JSON lines (what a section run alone shows).

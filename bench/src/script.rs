@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::harness::Server;
+use crate::record::{Record, Section, median, ns};
 
 /// Host calls in the measured function.
 pub const HOST_CALLS: usize = 100;
@@ -91,4 +92,27 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
         empty,
         direct,
     })
+}
+
+/// The section's records: one host call of a Rhai function (its time with N host calls less
+/// its time with none, over N) beside one direct call of the same primitive.
+pub fn records(script: &ScriptSection) -> Vec<Record> {
+    let mut s = Section::new("script");
+    let row = "script_host_call_vs_direct_call";
+    let what = "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call";
+    if let Some(run) = s.ran(script, &[(row, what)]) {
+        s.versus(
+            row,
+            what,
+            &run.per_host_call,
+            "`file_info` over MCP",
+            &run.direct,
+        );
+        s.numbers(&[
+            ("host_calls", run.host_calls as f64),
+            ("rounds", run.per_host_call.len() as f64),
+            ("empty_ns", median(&ns(&run.empty))),
+        ]);
+    }
+    s.finish()
 }

@@ -18,6 +18,8 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
 use crate::harness::Server;
+use crate::harness::percentile;
+use crate::record::{Record, Section, Stats, Unit};
 
 /// How the section ran, or why it did not.
 pub type ServeSection = crate::harness::Run<ServeRun>;
@@ -229,4 +231,91 @@ async fn measure(
         while_held,
         telemetry,
     })
+}
+
+/// The section's records: read_file over HTTP beside stdio (p50 and p99, round trips per
+/// second), MCP sessions held with the server's memory, and telemetry's price per action.
+pub fn records(serve: &ServeSection) -> Vec<Record> {
+    let mut s = Section::new("serve");
+    let ids = [
+        "serve_http_read_file_vs_stdio",
+        "serve_http_read_file_p99",
+        "serve_http_round_trips_per_second",
+        "serve_sessions_held_memory",
+        "serve_telemetry_on_vs_off",
+    ];
+    let Some(run) = s.ran(serve, &ids.map(|id| (id, "see the serve section"))) else {
+        return s.finish();
+    };
+    s.versus(
+        ids[0],
+        "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
+        &run.http,
+        "the same over aido's stdio (`aido mcp`)",
+        &run.stdio,
+    );
+    let p99 = |d: &[Duration]| percentile(d, 99.0).as_nanos() as f64;
+    s.value(ids[1], None, Unit::Ns, p99(&run.http))
+        .what("read_file round trip over HTTP, p99");
+    s.value(ids[1], Some("stdio, p99"), Unit::Ns, p99(&run.stdio));
+    let per_second = |d: &[Duration]| {
+        let busy: Duration = d.iter().sum();
+        Stats {
+            median: if busy.is_zero() {
+                0.0
+            } else {
+                d.len() as f64 / busy.as_secs_f64()
+            },
+            n: Some(d.len() as u64),
+            ..Stats::default()
+        }
+    };
+    let unit = Unit::PerSecond;
+    s.lane(ids[2], None, unit, per_second(&run.http), Vec::new())
+        .what("read_file round trips per second over HTTP, one client in sequence");
+    s.lane(
+        ids[2],
+        Some("stdio"),
+        unit,
+        per_second(&run.stdio),
+        Vec::new(),
+    );
+    let grown = run.rss_held.saturating_sub(run.rss_before);
+    s.value(ids[3], None, Unit::Bytes, run.rss_held as f64)
+        .what(format!(
+            "resident memory of `aido serve` holding {} initialized MCP sessions (grown from {:.1} MB)",
+            run.held,
+            run.rss_before as f64 / 1e6
+        ));
+    match &run.telemetry {
+        Ok(t) => s.versus(
+            ids[4],
+            "read_file in process with telemetry on (spans, metrics and log records to a real OTLP receiver, Prometheus registry), median",
+            &t.on,
+            "telemetry off",
+            &t.off,
+        ),
+        Err(why) => s.failed(ids[4], "read_file with telemetry on vs off", why),
+    }
+    s.numbers(&[
+        ("calls", run.http.len() as f64),
+        ("rounds", run.rounds as f64),
+        ("held", run.held as f64),
+        ("per_session_bytes", grown as f64 / run.held.max(1) as f64),
+        (
+            "held_p50_ns",
+            percentile(&run.while_held, 50.0).as_nanos() as f64,
+        ),
+    ]);
+    match &run.telemetry {
+        Ok(t) => s.numbers(&[
+            ("telemetry_calls", t.on.len() as f64),
+            ("dropped", t.dropped as f64),
+        ]),
+        Err(_) => {
+            s.number("telemetry_calls", 0.0);
+            s.fact("dropped", "-");
+        }
+    }
+    s.finish()
 }

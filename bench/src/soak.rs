@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::record::{Record, Section, Stats, Unit};
 use anyhow::{Context, Result, bail};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, JsonObject};
@@ -280,6 +281,104 @@ async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) 
         took,
         disk_bytes: disk(&aido_home),
     })
+}
+
+/// The section's records: per transport, the largest resident memory after warm-up and its
+/// growth over the last three quarters of the calls, judged against the bound; a table of the
+/// marks.
+pub fn records(soak: &SoakSection) -> Vec<Record> {
+    let mut s = Section::new("soak");
+    let ids = [
+        ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
+        ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
+    ];
+    let see = "see the soak section";
+    let rows: Vec<(&str, &str)> = ids
+        .iter()
+        .flat_map(|(_, m, g)| [(*m, see), (*g, see)])
+        .collect();
+    let Some(run) = s.ran(soak, &rows) else {
+        return s.finish();
+    };
+    let [warm, quarter, half, all] = run.marks();
+    let thousands = |n: usize| crate::render::thousands(n as f64);
+    let mut cells = Vec::new();
+    for (transport, max_id, growth_id) in ids {
+        let Some(side) = run.sides.iter().find(|s| s.transport == transport) else {
+            for id in [max_id, growth_id] {
+                s.failed(id, see, &format!("no {transport} run"));
+            }
+            continue;
+        };
+        let server = match transport {
+            "stdio" => "`aido mcp` on stdio",
+            _ => "`aido serve` over HTTP",
+        };
+        let after: Vec<f64> = side
+            .samples
+            .iter()
+            .filter(|(n, _)| *n >= warm)
+            .map(|(_, rss)| *rss as f64)
+            .collect();
+        let max = side.max_from(warm) as f64;
+        let stats = Stats {
+            median: max,
+            max: Some(max),
+            min: after.iter().copied().reduce(f64::min),
+            n: Some(after.len() as u64),
+            ..Stats::default()
+        };
+        s.lane(max_id, None, Unit::Bytes, stats, after).what(format!(
+            "{server}: the largest resident memory (VmRSS) sampled from call {} to call {} of {} mixed calls",
+            thousands(warm),
+            thousands(all),
+            thousands(all)
+        ));
+        let growth = side.at(all).saturating_sub(side.at(quarter));
+        s.value(growth_id, None, Unit::Bytes, growth as f64)
+            .what(format!(
+                "{server}: resident memory at call {} less at call {}",
+                thousands(all),
+                thousands(quarter)
+            ));
+        let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+        cells.push(vec![
+            transport.to_owned(),
+            mb(side.at(0)),
+            mb(side.at(warm)),
+            mb(side.at(quarter)),
+            mb(side.at(half)),
+            mb(side.at(all)),
+            mb(side.peak),
+            format!("{:.0}", all as f64 / side.took.as_secs_f64().max(1e-9)),
+            format!("{:.0}", side.disk_bytes as f64 / 1e6),
+        ]);
+    }
+    let limit = |row| crate::render::limit(row).unwrap_or_default();
+    s.numbers(&[
+        ("calls", all as f64),
+        ("every", run.options.large_every as f64),
+        ("large_bytes", run.options.large_bytes as f64),
+        ("sample_every", SAMPLE_EVERY as f64),
+        ("warm", warm as f64),
+        ("quarter", quarter as f64),
+        ("bound", limit("soak_stdio_rss_max")),
+        ("growth", limit("soak_stdio_rss_growth")),
+    ]);
+    let columns = [
+        "transport".to_owned(),
+        "RSS at start (MB)".to_owned(),
+        format!("after {} calls", thousands(warm)),
+        thousands(quarter),
+        thousands(half),
+        thousands(all),
+        "peak, VmHWM (MB)".to_owned(),
+        "calls/s".to_owned(),
+        "journal and audit on disk (MB)".to_owned(),
+    ];
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    s.table("soak", &columns, cells);
+    s.finish()
 }
 
 #[cfg(test)]
