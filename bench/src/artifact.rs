@@ -37,10 +37,7 @@ pub struct ArtifactRun {
 
 /// Runs the section.
 pub async fn run(aido: &Path, temp: &Path) -> ArtifactSection {
-    match measure(aido, temp).await {
-        Ok(run) => ArtifactSection::Ran(run),
-        Err(error) => ArtifactSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp).await.into()
 }
 
 fn page() -> String {

@@ -11,9 +11,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::record::{Record, Section};
 use aido_desktop::session::{Server, SessionOptions, installed};
 use aido_desktop::{Desktop, Limits, Options, SessionMode, gate::Rules};
+
+use crate::record::{Record, Section};
 
 /// Screenshots timed per tool and lane.
 pub const SHOTS: usize = 20;

@@ -128,10 +128,7 @@ pub async fn run(aido: &Path, peer_python: &Path, temp: &Path, repeats: usize) -
         Ok(version) => format!("`mcp-server-fetch` {version}"),
         Err(error) => return FetchSection::Skipped(format!("{error:#}")),
     };
-    match measure(aido, peer_python, peer, temp, repeats).await {
-        Ok(run) => FetchSection::Ran(run),
-        Err(error) => FetchSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, peer_python, peer, temp, repeats).await.into()
 }
 
 async fn peer_version(python: &Path) -> Result<String> {

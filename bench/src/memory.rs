@@ -107,10 +107,9 @@ pub async fn run(
         Ok(found) => found,
         Err(error) => return MemorySection::Skipped(format!("{error:#}")),
     };
-    match measure(aido, node, &entry, peer, temp, memories, queries, repeats).await {
-        Ok(run) => MemorySection::Ran(run),
-        Err(error) => MemorySection::Failed(format!("{error:#}")),
-    }
+    measure(aido, node, &entry, peer, temp, memories, queries, repeats)
+        .await
+        .into()
 }
 
 #[allow(clippy::too_many_arguments)]

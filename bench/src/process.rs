@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{Server, status_bytes};
 use crate::record::{Record, Section, Stats, Unit, median, ns};
 
 /// Spawns of `true` per side (each peer takes about half a second through node).
@@ -99,10 +99,7 @@ pub async fn run(aido: &Path, temp: &Path, peers: &Peers) -> ProcessSection {
     let node_modules =
         std::fs::canonicalize(&peers.node_modules).unwrap_or_else(|_| peers.node_modules.clone());
     let peers = &Peers { node_modules };
-    match measure(aido, temp, peers).await {
-        Ok(run) => ProcessSection::Ran(Box::new(run)),
-        Err(error) => ProcessSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp, peers).await.map(Box::new).into()
 }
 
 /// Codex's native binary inside its npm package (the launcher script only spawns it).
@@ -262,52 +259,6 @@ fn spawns(aido: &Path, work: &Path, peers: &Peers) -> Result<Vec<Side>> {
     Ok(sides)
 }
 
-/// The pid of our newest live child process named `comm` (an earlier workload's server may
-/// still be a zombie).
-pub(crate) fn child_pid(comm: &str) -> Result<u32> {
-    let me = std::process::id();
-    let mut newest: Option<(u64, u32)> = None;
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ... starttime (the 22nd field)
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let name = head.split_once(" (").map_or("", |(_, n)| n);
-        let (Some(state), Some(ppid), Some(start)) = (
-            fields.first(),
-            fields.get(1).and_then(|p| p.parse::<u32>().ok()),
-            fields.get(19).and_then(|s| s.parse::<u64>().ok()),
-        ) else {
-            continue;
-        };
-        if name == comm && ppid == me && *state != "Z" && newest.is_none_or(|(s, _)| start > s) {
-            newest = Some((start, pid));
-        }
-    }
-    newest
-        .map(|(_, pid)| pid)
-        .with_context(|| format!("no live child process named {comm}"))
-}
-
-/// A `/proc/pid/status` field in bytes.
-pub(crate) fn status_bytes(pid: u32, field: &str) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("{field} of {pid}"))?;
-    Ok(kib * 1024)
-}
-
 async fn call(server: &Server, arguments: Value) -> Result<Value> {
     let out = server.json("run_command", arguments).await?;
     if out["exit_code"] != json!(0) {
@@ -334,7 +285,7 @@ async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> 
     };
 
     let (ours, home) = Server::aido(aido, work.path(), &["run_command"]).await?;
-    let pid = child_pid("aido")?;
+    let pid = ours.pid;
 
     for _ in 0..20 {
         call(&ours, json!({"argv": ["true"]})).await?;

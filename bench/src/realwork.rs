@@ -144,10 +144,7 @@ pub async fn run(aido: &Path, temp: &Path, options: &Options) -> RealworkSection
             options.inputs.display()
         ));
     }
-    match measure(aido, temp, options).await {
-        Ok(run) => RealworkSection::Ran(Box::new(run)),
-        Err(e) => RealworkSection::Failed(format!("{e:#}")),
-    }
+    measure(aido, temp, options).await.map(Box::new).into()
 }
 
 async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<RealworkRun> {
@@ -213,7 +210,7 @@ impl Bench {
             std::fs::write(aido_home.join("config.toml"), config)?;
         }
         let (server, home) = Server::aido(aido, dir.path(), &["run_command"]).await?;
-        let pid = crate::process::child_pid("aido")?;
+        let pid = server.pid;
         let bare = dir.path().join("bare");
         std::fs::create_dir_all(&bare)?;
         // The sandbox and the journal warm up before anything is timed.
@@ -282,7 +279,7 @@ impl Bench {
     }
 
     fn rss(&self, field: &str) -> Result<u64> {
-        crate::process::status_bytes(self.pid, field)
+        crate::harness::status_bytes(self.pid, field)
     }
 }
 

@@ -37,10 +37,7 @@ pub struct ScriptRun {
 /// Runs the section: `repeats` rounds, each timing the empty function, the function with
 /// [`HOST_CALLS`] host calls, and [`HOST_CALLS`] direct calls.
 pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> ScriptSection {
-    match measure(aido, temp, repeats).await {
-        Ok(run) => ScriptSection::Ran(run),
-        Err(error) => ScriptSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp, repeats).await.into()
 }
 
 async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> {

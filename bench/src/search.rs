@@ -102,10 +102,7 @@ pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> SearchSection {
     let Some(tree) = registry_tree() else {
         return SearchSection::Skipped("no cargo registry sources to search".into());
     };
-    match measure(aido, temp, &tree, repeats).await {
-        Ok(run) => SearchSection::Ran(run),
-        Err(error) => SearchSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp, &tree, repeats).await.into()
 }
 
 async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Result<SearchRun> {

@@ -5,20 +5,13 @@
 //! telemetry's price per action, on vs off.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::model::JsonObject;
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 
-use crate::harness::Server;
-use crate::harness::percentile;
+use crate::harness::{Http, Server, aido_command, percentile, status_bytes};
 use crate::record::{Record, Section, Stats, Unit};
 
 /// How the section ran, or why it did not.
@@ -51,47 +44,19 @@ pub async fn run(
     rounds: usize,
     hold: usize,
 ) -> ServeSection {
-    match measure(aido, temp, calls, rounds, hold).await {
-        Ok(run) => ServeSection::Ran(run),
-        Err(error) => ServeSection::Failed(format!("{error:#}")),
-    }
-}
-
-type Client = RunningService<rmcp::RoleClient, ()>;
-
-async fn connect(url: &str, token: &str) -> Result<Client> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    ().serve(transport)
-        .await
-        .context("the MCP handshake over HTTP")
+    measure(aido, temp, calls, rounds, hold).await.into()
 }
 
 /// Sessions one source address opens: the server holds at most 256 connections per peer
 /// address, and each held session has its standing stream and a pooled connection.
 const SESSIONS_PER_ADDRESS: usize = 100;
 
-/// Like [`connect`], its connections made from `from` (another loopback address: the server
-/// counts its per-peer cap by address, so a thousand sessions come from ten addresses, as
-/// they would from ten machines).
-async fn connect_from(url: &str, token: &str, from: std::net::IpAddr) -> Result<Client> {
-    let http = reqwest::Client::builder()
-        .local_address(from)
-        .build()
-        .context("an HTTP client bound to a loopback address")?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
-    let transport = StreamableHttpClientTransport::with_client(http, config);
-    ().serve(transport)
-        .await
-        .with_context(|| format!("the MCP handshake over HTTP from {from}"))
-}
-
-async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
+/// One read_file over HTTP, checked against `want`; its round trip.
+async fn read(http: &Server, path: &str, want: &str) -> Result<Duration> {
     let mut arguments = JsonObject::new();
     arguments.insert("path".into(), Value::String(path.to_owned()));
-    let params = CallToolRequestParams::new("read_file").with_arguments(arguments);
     let started = Instant::now();
-    let result = client.peer().call_tool(params).await?;
+    let result = http.call("read_file", arguments).await?;
     let took = started.elapsed();
     let got = result
         .structured_content
@@ -107,7 +72,6 @@ async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
     Ok(took)
 }
 
-#[allow(clippy::too_many_lines)]
 async fn measure(
     aido: &Path,
     temp: &Path,
@@ -116,56 +80,16 @@ async fn measure(
     hold: usize,
 ) -> Result<ServeRun> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
+    let serve = Http::start(aido, work.path()).await?;
     let content = "a line of the file read over HTTP and over stdio\n".repeat(20);
-    let file = home.join("f.txt");
+    let file = work.path().join("home/f.txt");
     std::fs::write(&file, &content)?;
     let path = file.to_string_lossy().into_owned();
 
-    let command = |sub: &str| {
-        let mut c = tokio::process::Command::new(aido);
-        c.arg(sub)
-            .env_clear()
-            .env("HOME", &home)
-            .env("AIDO_HOME", &aido_home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home)
-            .kill_on_drop(true);
-        c
-    };
-    // aido serve, its URL and token from its first two lines.
-    let mut serve = command("serve");
-    serve
-        .args(["--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(std::fs::File::create(
-            work.path().join("serve.stderr"),
-        )?));
-    let mut child = serve.spawn().context("spawning aido serve")?;
-    let pid = child.id().context("aido serve's pid")?;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
-    let first = lines.next_line().await?.unwrap_or_default();
-    let second = lines.next_line().await?.unwrap_or_default();
-    let url = first
-        .strip_prefix("aido serve: MCP at ")
-        .with_context(|| format!("aido serve said {first:?}"))?
-        .trim()
-        .to_owned();
-    let token_file = second
-        .strip_prefix("aido serve: bearer token in ")
-        .with_context(|| format!("aido serve said {second:?}"))?
-        .trim()
-        .to_owned();
-    let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
-
-    let http = connect(&url, &token).await?;
+    let http = serve.server("read_file").await?;
     let stdio = Server::start(
         "aido",
-        command("mcp"),
+        aido_command(aido, work.path(), "mcp")?,
         work.path().join("mcp.stderr"),
         &["read_file"],
     )
@@ -195,14 +119,14 @@ async fn measure(
     stdio.stop().await?;
 
     // Sessions held at once: each an initialized MCP session with its client.
-    let rss_before = crate::process::status_bytes(pid, "VmRSS:")?;
+    let rss_before = status_bytes(serve.pid, "VmRSS:")?;
     let mut held = Vec::with_capacity(hold);
     for i in 0..hold {
         let from = std::net::Ipv4Addr::new(127, 0, 1, (1 + i / SESSIONS_PER_ADDRESS) as u8);
-        held.push(connect_from(&url, &token, from.into()).await?);
+        held.push(serve.session(Some(from.into())).await?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_held = crate::process::status_bytes(pid, "VmRSS:")?;
+    let rss_held = status_bytes(serve.pid, "VmRSS:")?;
     let mut while_held = Vec::with_capacity(calls);
     for _ in 0..calls {
         while_held.push(read(&http, &path, &content).await?);
@@ -211,12 +135,8 @@ async fn measure(
     for client in held {
         let _ = client.cancel().await;
     }
-    let _ = http.cancel().await;
-    // SIGTERM through the CLI's own signal path (bounded drain), then reap.
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+    let _ = http.stop().await;
+    serve.stop().await;
 
     let telemetry = crate::telemetry::measure(calls.max(200), rounds.max(2))
         .await

@@ -4,17 +4,14 @@
 //! calls served: nothing may be kept per call beyond the journal on disk.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::record::{Record, Section, Stats, Unit};
 use anyhow::{Context, Result, bail};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::model::JsonObject;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+
+use crate::harness::{Http, Server, aido_command, status_bytes};
+use crate::record::{Record, Section, Stats, Unit};
 
 /// How the soak runs.
 #[derive(Clone, Copy, Debug)]
@@ -175,111 +172,55 @@ fn call(n: usize, options: &Options) -> (&'static str, Value) {
     }
 }
 
-#[allow(clippy::too_many_lines)]
 async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) -> Result<Side> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(home.join("fixture"))?;
-    std::fs::create_dir_all(&aido_home)?;
-    std::fs::write(
-        home.join("fixture/a.txt"),
-        "a line of a small file\n".repeat(40),
-    )?;
-    std::fs::write(
-        home.join("fixture/b.txt"),
-        "another small file\n".repeat(10),
-    )?;
-    let command = |sub: &str| {
-        let mut c = tokio::process::Command::new(aido);
-        c.arg(sub)
-            .env_clear()
-            .env("HOME", &home)
-            .env("AIDO_HOME", &aido_home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home)
-            .kill_on_drop(true);
-        c
-    };
-    let stderr = std::fs::File::create(work.path().join("aido.stderr"))?;
-    let (client, pid, child) = match transport {
+    let fixture = work.path().join("home/fixture");
+    std::fs::create_dir_all(&fixture)?;
+    std::fs::write(fixture.join("a.txt"), "a line of a small file\n".repeat(40))?;
+    std::fs::write(fixture.join("b.txt"), "another small file\n".repeat(10))?;
+    let (server, http) = match transport {
         Transport::Stdio => {
-            let (process, _) = TokioChildProcess::builder(command("mcp"))
-                .stderr(Stdio::from(stderr))
-                .spawn()
-                .context("spawning aido mcp")?;
-            let pid = process.id().context("aido mcp's pid")?;
-            let client = ().serve(process).await.context("the MCP handshake")?;
-            (client, pid, None)
+            let command = aido_command(aido, work.path(), "mcp")?;
+            let stderr = work.path().join("aido.stderr");
+            (Server::start("aido mcp", command, stderr, &[]).await?, None)
         }
         Transport::Http => {
-            let mut serve = command("serve");
-            serve
-                .args(["--listen", "127.0.0.1:0"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::from(stderr));
-            let mut child = serve.spawn().context("spawning aido serve")?;
-            let pid = child.id().context("aido serve's pid")?;
-            let stdout = child.stdout.take().context("stdout")?;
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            let first = lines.next_line().await?.unwrap_or_default();
-            let second = lines.next_line().await?.unwrap_or_default();
-            let url = first
-                .strip_prefix("aido serve: MCP at ")
-                .with_context(|| format!("aido serve said {first:?}"))?
-                .trim()
-                .to_owned();
-            let token_file = second
-                .strip_prefix("aido serve: bearer token in ")
-                .with_context(|| format!("aido serve said {second:?}"))?
-                .trim()
-                .to_owned();
-            let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
-            let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
-            let client =
-                ().serve(StreamableHttpClientTransport::from_config(config))
-                    .await
-                    .context("the MCP handshake over HTTP")?;
-            (client, pid, Some(child))
+            let http = Http::start(aido, work.path()).await?;
+            (http.server("").await?, Some(http))
         }
     };
+    let pid = server.pid;
     let started = Instant::now();
-    let mut samples = vec![(0, crate::process::status_bytes(pid, "VmRSS:")?)];
+    let mut samples = vec![(0, status_bytes(pid, "VmRSS:")?)];
     for n in 1..=options.calls {
         let (tool, arguments) = call(n, &options);
         let arguments: JsonObject = match arguments {
             Value::Object(map) => map,
             _ => JsonObject::new(),
         };
-        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
-        let result = client
-            .peer()
-            .call_tool(params)
+        let result = server
+            .call(tool, arguments)
             .await
-            .with_context(|| format!("call {n} ({tool})"))?;
+            .with_context(|| format!("call {n}"))?;
         if result.is_error == Some(true) {
             bail!("call {n} ({tool}) failed: {:?}", result.structured_content);
         }
         if n.is_multiple_of(SAMPLE_EVERY) || n == options.calls {
-            samples.push((n, crate::process::status_bytes(pid, "VmRSS:")?));
+            samples.push((n, status_bytes(pid, "VmRSS:")?));
         }
     }
     let took = started.elapsed();
-    let peak = crate::process::status_bytes(pid, "VmHWM:")?;
-    let _ = client.cancel().await;
-    if let Some(mut child) = child {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+    let peak = status_bytes(pid, "VmHWM:")?;
+    let _ = server.stop().await;
+    if let Some(http) = http {
+        http.stop().await;
     }
     Ok(Side {
         transport: transport.name(),
         samples,
         peak,
         took,
-        disk_bytes: disk(&aido_home),
+        disk_bytes: disk(&work.path().join("aido_home")),
     })
 }
 
