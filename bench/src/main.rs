@@ -82,9 +82,7 @@ use serde_json::Value;
 
 use crate::machine::Machine;
 use crate::record::Record;
-use crate::snapshots::SnapshotSection;
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
-use crate::vm::VmSection;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -561,8 +559,14 @@ async fn bench(args: Args) -> Result<()> {
     let mut records = machine.records();
     records.extend(estimates::records(&args.criterion_dir, &machine.temp_fs)?);
     records.extend(stdio::records(&stdio, setup.plan, &peer));
-    records.extend(snapshots::records(&snapshot_section(&args, &temp).await?));
-    records.extend(vm::records(&vm_section(&args, &temp).await?));
+    let (options, at) = (snapshot_options(&args), temp.clone());
+    let snaps = blocking(args.skip_snapshots, "snapshots", move || {
+        snapshots::run(&at, &options)
+    });
+    records.extend(snapshots::records(&snaps.await?));
+    let (options, at) = (vm_options(&args), temp.clone());
+    let vm = blocking(args.skip_vm, "vm", move || vm::run_blocking(&at, &options));
+    records.extend(vm::records(&vm.await?));
 
     let (a, t) = (&setup.aido, temp.as_path());
     let search = search::run(a, t, args.search_repeats);
@@ -750,15 +754,9 @@ async fn step<T>(
     out
 }
 
-/// Runs the snapshot and rewind benchmarks on their own thread (they block, and the rewind
-/// sessions run their own multi-threaded runtime), while this one waits for Ctrl-C or SIGTERM:
-/// a stop request lets the section return through its guards, which unmount and remove what it
-/// made.
-async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
-    if args.skip_snapshots {
-        return Ok(SnapshotSection::Skipped("`--skip-snapshots`".into()));
-    }
-    let options = snapshots::Options {
+/// The snapshot and rewind benchmarks' options.
+fn snapshot_options(args: &Args) -> snapshots::Options {
+    snapshots::Options {
         tree: tree::TreeSpec {
             files: args.tree_files.max(1),
             bytes: args.tree_bytes,
@@ -776,64 +774,53 @@ async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
             snapshot_every: args.rewind_snapshot_every.max(1),
             targets: args.rewind_targets.max(1),
         }),
-    };
-    let temp = temp.to_owned();
-    let outcome = interruptible("aido-bench-snapshots", "snapshot benchmark", move || {
-        snapshots::run(&temp, &options)
-    })
-    .await?;
-    Ok(match outcome {
-        Ok(results) => SnapshotSection::Ran(Box::new(results)),
-        Err(e) => {
-            eprintln!("aido-bench: the snapshot section failed: {e:#}");
-            SnapshotSection::Failed(format!("{e:#}"))
-        }
-    })
+    }
 }
 
-/// Runs the VM benchmarks on their own thread and runtime, stoppable like the snapshot section
-/// (every QEMU it started is stopped on the way out).
-async fn vm_section(args: &Args, temp: &Path) -> Result<VmSection> {
-    if args.skip_vm {
-        return Ok(VmSection::Skipped("`--skip-vm`".into()));
-    }
-    let options = vm::Options {
+/// The VM benchmarks' options.
+fn vm_options(args: &Args) -> vm::Options {
+    vm::Options {
         build_image: args.vm_build_image.clone(),
         boots: args.vm_boots.max(1),
         reverts: args.vm_reverts.max(1),
         acquisitions: args.vm_acquisitions.max(1),
         finds: args.vm_finds.max(1),
         pool_size: args.vm_pool_size.max(1),
-    };
-    let temp = temp.to_owned();
-    let outcome = interruptible("aido-bench-vm", "VM benchmark", move || {
-        vm::run_blocking(&temp, &options)
-    })
-    .await?;
-    Ok(match outcome {
-        Ok(results) => VmSection::Ran(Box::new(results)),
-        Err(e) => {
-            eprintln!("aido-bench: the VM section failed: {e:#}");
-            VmSection::Failed(format!("{e:#}"))
-        }
-    })
+    }
+}
+
+/// Runs a section that blocks (the snapshot and rewind benchmarks, whose rewind sessions run
+/// their own multi-threaded runtime; the VM benchmarks) on its own thread, stoppable: see
+/// [`interruptible`]. Unless `--skip-NAME` was given.
+async fn blocking<T: Send + 'static>(
+    skip: bool,
+    name: &'static str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<harness::Run<Box<T>>> {
+    if skip {
+        return Ok(harness::Run::Skipped(format!("`--skip-{name}`")));
+    }
+    let run = harness::Run::from(interruptible(name, work).await?.map(Box::new));
+    if let harness::Run::Failed(why) = &run {
+        eprintln!("aido-bench: the {name} section failed: {why}");
+    }
+    Ok(run)
 }
 
 /// Runs `work` on a thread of its own while this one waits for Ctrl-C or SIGTERM: a stop
 /// request lets the work return through its guards, which undo what it made. `Err` when
 /// interrupted (or the thread panicked); `Ok(Err)` when the work failed by itself.
 async fn interruptible<T: Send + 'static>(
-    thread: &str,
     section: &'static str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<Result<T>> {
     let (done, finished) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
-        .name(thread.into())
+        .name(format!("aido-bench-{section}"))
         .spawn(move || {
             let _ = done.send(work());
         })
-        .with_context(|| format!("starting the {section} thread"))?;
+        .with_context(|| format!("starting the {section} section's thread"))?;
     let interrupt = tokio::spawn(async move {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -847,7 +834,7 @@ async fn interruptible<T: Send + 'static>(
             _ = tokio::signal::ctrl_c() => {}
             _ = terminated => {}
         }
-        eprintln!("aido-bench: interrupted; cleaning up the {section}");
+        eprintln!("aido-bench: interrupted; cleaning up the {section} section");
         stop::request();
     });
     let outcome = finished.await;
@@ -855,7 +842,7 @@ async fn interruptible<T: Send + 'static>(
     match outcome {
         Ok(Err(e)) if stop::requested() => Err(e),
         Ok(result) => Ok(result),
-        Err(_) => bail!("the {section} thread panicked"),
+        Err(_) => bail!("the {section} section's thread panicked"),
     }
 }
 
