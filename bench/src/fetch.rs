@@ -210,8 +210,8 @@ async fn measure(
         pages.push(Page {
             name: (*name).to_owned(),
             html_bytes: html(*paragraphs).len(),
-            aido_median: crate::snapshots::median(&ours_times),
-            peer_median: crate::snapshots::median(&theirs_times),
+            aido_median: crate::harness::median(&ours_times),
+            peer_median: crate::harness::median(&theirs_times),
             aido_bytes,
             peer_bytes,
         });

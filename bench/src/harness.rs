@@ -48,6 +48,12 @@ pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
     }
 }
 
+/// The median (the lower middle for an even count, the nearest-rank 50th percentile); zero
+/// when empty.
+pub fn median(values: &[Duration]) -> Duration {
+    percentile(values, 50.0)
+}
+
 /// The nearest-rank percentile of unsorted samples; zero when there are none.
 pub fn percentile(samples: &[Duration], p: f64) -> Duration {
     if samples.is_empty() {
@@ -371,6 +377,14 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    #[test]
+    fn medians() {
+        let ms = Duration::from_millis;
+        assert_eq!(super::median(&[]), Duration::ZERO);
+        assert_eq!(super::median(&[ms(3), ms(1), ms(2)]), ms(2));
+        assert_eq!(super::median(&[ms(4), ms(1), ms(3), ms(2)]), ms(2));
+    }
 
     #[test]
     fn percentile_is_nearest_rank() {

@@ -81,8 +81,8 @@ pub struct ProcessRun {
 impl ProcessRun {
     /// The journaling cost per changed file: the median difference over the extra files.
     pub fn per_file(&self) -> Duration {
-        let one = crate::snapshots::median(&self.one_file);
-        let many = crate::snapshots::median(&self.many_files);
+        let one = crate::harness::median(&self.one_file);
+        let many = crate::harness::median(&self.many_files);
         many.saturating_sub(one) / (FILES as u32 - 1)
     }
 }
@@ -493,7 +493,7 @@ pub fn records(process: &ProcessSection) -> Vec<Record> {
             Ok(times) => vec![
                 s.name.clone(),
                 format!("`{}`", s.command),
-                ms(crate::snapshots::median(times)),
+                ms(crate::harness::median(times)),
                 ms(crate::harness::percentile(times, 99.0)),
                 times.len().to_string(),
             ],

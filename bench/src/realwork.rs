@@ -871,8 +871,8 @@ fn workloads(run: &RealworkRun) -> Vec<Vec<String>> {
             vec![
                 w.name.clone(),
                 format!("`{}`", w.command),
-                ms(crate::snapshots::median(&w.aido)),
-                ms(crate::snapshots::median(&w.bare)),
+                ms(crate::harness::median(&w.aido)),
+                ms(crate::harness::median(&w.bare)),
                 w.aido.len().to_string(),
                 format!("{:.2}", w.ratio()),
                 bytes(w.journal_bytes),

@@ -391,3 +391,95 @@ pub fn merge(records: Vec<Record>, fresh: Vec<Record>) -> Vec<Record> {
     out.extend(fresh.unwrap_or_default());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ms(values: &[u64]) -> Vec<Duration> {
+        values.iter().map(|v| Duration::from_millis(*v)).collect()
+    }
+
+    #[test]
+    fn a_row_beside_its_peer_has_three_lanes_and_the_ratio_of_the_medians() {
+        let mut s = Section::new("x");
+        s.versus("r", "what", &ms(&[3, 1, 2, 4]), "peer", &ms(&[4, 8]));
+        let records = s.finish();
+        assert_eq!(records.len(), 3);
+        let [own, peer, ratio] = &records[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (own.lane.as_deref(), own.note.as_deref()),
+            (None, Some("what"))
+        );
+        assert_eq!(own.samples, [3e6, 1e6, 2e6, 4e6]);
+        let stats = own.stats.clone().unwrap();
+        // The lower median, the range and the count.
+        assert_eq!(
+            (stats.median, stats.min, stats.max),
+            (2e6, Some(1e6), Some(4e6))
+        );
+        assert_eq!(stats.n, Some(4));
+        assert_eq!(peer.lane.as_deref(), Some("peer"));
+        assert_eq!(ratio.lane.as_deref(), Some(RATIO));
+        assert_eq!(ratio.value, Some(0.5));
+    }
+
+    #[test]
+    fn a_median_alone_is_a_plain_value() {
+        let mut s = Section::new("x");
+        let median = Stats {
+            median: 7.0,
+            ..Stats::default()
+        };
+        s.lane("a", None, Unit::Bytes, median, Vec::new());
+        s.lane(
+            "b",
+            None,
+            Unit::Bytes,
+            Stats::latency(&ms(&[1, 2])),
+            Vec::new(),
+        );
+        assert_eq!(
+            (s.records[0].value, s.records[0].stats.is_none()),
+            (Some(7.0), true)
+        );
+        let latency = s.records[1].stats.clone().unwrap();
+        assert_eq!((latency.median, latency.p99), (1e6, Some(2e6)));
+    }
+
+    #[test]
+    fn a_section_that_did_not_run_says_why_on_every_row() {
+        let mut s = Section::new("x");
+        let rows = [("a", "row a"), ("b", "row b")];
+        let skipped: Run<()> = Run::Skipped("`--skip-x`".into());
+        assert!(s.ran(&skipped, &rows).is_none());
+        let failed: Run<()> = Run::from(Err(anyhow::anyhow!("inner").context("outer")));
+        assert!(s.ran(&failed, &rows[..1]).is_none());
+        let errors: Vec<_> = s.records.iter().map(|r| r.error.as_deref()).collect();
+        assert_eq!(
+            errors,
+            [
+                Some("not run: `--skip-x`"),
+                Some("not run: `--skip-x`"),
+                Some("failed: outer: inner")
+            ]
+        );
+        assert_eq!(s.records[1].note.as_deref(), Some("row b"));
+        assert_eq!(s.ran(&Run::Ran(5), &rows), Some(&5));
+    }
+
+    #[test]
+    fn facts_come_before_table_cells_and_cells_before_rows() {
+        let mut s = Section::new("x");
+        s.value("row", None, Unit::Count, 1.0);
+        s.table("t", &["c"], vec![vec!["cell".into()]]);
+        s.fact("f", "text");
+        s.number("n", 2.0);
+        let rows: Vec<_> = s.finish().into_iter().map(|r| r.row).collect();
+        assert_eq!(rows, ["f", "n", "t:1", "row"]);
+    }
+}

@@ -80,7 +80,7 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
             ours.json("file_info", json!({"path": path})).await?;
             one.push(start.elapsed());
         }
-        direct.push(crate::snapshots::median(&one));
+        direct.push(crate::harness::median(&one));
     }
     ours.stop().await?;
     Ok(ScriptRun {

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use aido_snapshots::{Backend, Store};
 use anyhow::{Context, Result, bail};
 
+use crate::harness::median;
 use crate::machine;
 use crate::record::{Record, Section};
 use crate::render::{format_bytes, format_duration, thousands};
@@ -155,16 +156,6 @@ pub struct Results {
     pub rewind_options: Option<rewind::Options>,
     /// `cp --version`, `git --version`, `btrfs --version` (first lines).
     pub tools: Vec<(String, String)>,
-}
-
-/// The median (the lower middle for an even count); zero when empty.
-pub fn median(values: &[Duration]) -> Duration {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n => sorted[(n - 1) / 2],
-    }
 }
 
 /// Runs the section in a fresh temp dir under `temp`; everything it makes is removed (and
@@ -953,14 +944,6 @@ mod tests {
             btrfs_bytes: 1 << 30,
             rewind: None,
         }
-    }
-
-    #[test]
-    fn medians() {
-        let ms = Duration::from_millis;
-        assert_eq!(median(&[]), Duration::ZERO);
-        assert_eq!(median(&[ms(3), ms(1), ms(2)]), ms(2));
-        assert_eq!(median(&[ms(4), ms(1), ms(3), ms(2)]), ms(2));
     }
 
     /// Every method that runs anywhere gives back the tree, twice in a row.

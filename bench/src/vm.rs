@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool, Template};
 use anyhow::{Context, Result, bail, ensure};
 
+use crate::harness::median;
 use crate::record::{Record, Section, Unit};
 use crate::render::{format_bytes, format_duration};
-use crate::snapshots::median;
 use crate::stop;
 
 /// How long a guest has to show its prompt or a line it was asked to print.
