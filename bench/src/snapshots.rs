@@ -826,7 +826,7 @@ fn snapshot_records(r: &Results, s: &mut Section) {
     let cp = r.tools.iter().find(|(name, _)| name == "cp");
     s.fact("cp", cp.map_or("cp".to_owned(), |(_, v)| v.clone()));
     match &r.btrfs {
-        BtrfsStatus::Mounted { bytes } => s.fact("btrfs_bytes", format_bytes(*bytes)),
+        BtrfsStatus::Mounted { bytes } => s.number("btrfs_bytes", *bytes as f64),
         BtrfsStatus::Unavailable(why) => s.fact("btrfs_missing", why.clone()),
     }
     let said = r

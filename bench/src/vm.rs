@@ -1606,7 +1606,7 @@ fn facts(r: &Results, s: &mut Section) {
     s.number("guest_mb", f64::from(r.guest_mb));
     let omp = r.omp_thread_limit.as_deref();
     s.fact("omp", omp.map_or("unset".to_owned(), |v| format!("`{v}`")));
-    s.fact("took", format_duration(r.took));
+    s.number("took", r.took.as_nanos() as f64);
     s.numbers(&[
         ("boots", o.boots as f64),
         ("reverts", o.reverts as f64),
