@@ -9,7 +9,7 @@
 //! the peer's default) as markdown.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
@@ -191,22 +191,21 @@ async fn measure(
     let (mut aido_all, mut peer_all, mut pages) = (Vec::new(), Vec::new(), Vec::new());
     for (name, paragraphs) in PAGES {
         let url = format!("http://127.0.0.1:{port}/{name}");
-        let (mut ours_times, mut theirs_times) = (Vec::new(), Vec::new());
         let (mut aido_bytes, mut peer_bytes) = (0, 0);
-        for round in 0..repeats.max(1) {
-            for lane in crate::harness::alternate(round, 2) {
-                let start = Instant::now();
-                if lane == 0 {
-                    let arguments = json!({"url": url, "length": WINDOW_CHARS});
-                    aido_bytes = call(&ours, "fetch_url", arguments).await?;
-                    ours_times.push(start.elapsed());
-                } else {
-                    let arguments = json!({"url": url, "max_length": WINDOW_CHARS});
-                    peer_bytes = call(&theirs, "fetch", arguments).await?;
-                    theirs_times.push(start.elapsed());
-                }
-            }
-        }
+        let (ours_times, theirs_times) = crate::harness::paired(
+            repeats.max(1),
+            async || {
+                let arguments = json!({"url": url, "length": WINDOW_CHARS});
+                aido_bytes = call(&ours, "fetch_url", arguments).await?;
+                Ok(())
+            },
+            async || {
+                let arguments = json!({"url": url, "max_length": WINDOW_CHARS});
+                peer_bytes = call(&theirs, "fetch", arguments).await?;
+                Ok(())
+            },
+        )
+        .await?;
         pages.push(Page {
             name: (*name).to_owned(),
             html_bytes: html(*paragraphs).len(),

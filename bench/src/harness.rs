@@ -48,6 +48,29 @@ pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
     }
 }
 
+/// Times `rounds` rounds of two lanes, aido's (`ours`) and its peer's (`theirs`), in the order
+/// [`alternate`] gives, each call timed whole; the two lanes' times.
+pub async fn paired(
+    rounds: usize,
+    mut ours: impl AsyncFnMut() -> Result<()>,
+    mut theirs: impl AsyncFnMut() -> Result<()>,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for lane in alternate(round, 2) {
+            let start = Instant::now();
+            if lane == 0 {
+                ours().await?;
+            } else {
+                theirs().await?;
+            }
+            times[lane].push(start.elapsed());
+        }
+    }
+    let [ours, theirs] = times;
+    Ok((ours, theirs))
+}
+
 /// The median (the lower middle for an even count, the nearest-rank 50th percentile); zero
 /// when empty.
 pub fn median(values: &[Duration]) -> Duration {
@@ -377,6 +400,36 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    #[test]
+    fn paired_lanes_alternate_and_each_call_is_timed() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let lane = |name: &'static str| {
+            let order = &order;
+            async move || {
+                order.borrow_mut().push(name);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                anyhow::Ok(())
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let (ours, theirs) = runtime
+            .block_on(super::paired(3, lane("aido"), lane("peer")))
+            .unwrap();
+        assert_eq!(
+            *order.borrow(),
+            ["aido", "peer", "peer", "aido", "aido", "peer"]
+        );
+        assert_eq!((ours.len(), theirs.len()), (3, 3));
+        assert!(
+            ours.iter()
+                .chain(&theirs)
+                .all(|t| *t >= Duration::from_millis(2))
+        );
+    }
 
     #[test]
     fn medians() {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
@@ -141,19 +141,12 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
         let only_theirs = theirs.difference(&ours).take(5).collect::<Vec<_>>();
         bail!("search_code and rg disagree: only aido {only_ours:?}, only rg {only_theirs:?}");
     }
-    let (mut aido_times, mut rg_times) = (Vec::new(), Vec::new());
-    for round in 0..repeats {
-        for lane in crate::harness::alternate(round, 2) {
-            let start = Instant::now();
-            if lane == 0 {
-                search(&server, arguments.clone()).await?;
-                aido_times.push(start.elapsed());
-            } else {
-                rg_plain(tree)?;
-                rg_times.push(start.elapsed());
-            }
-        }
-    }
+    let (aido_times, rg_times) = crate::harness::paired(
+        repeats,
+        async || search(&server, arguments.clone()).await.map(drop),
+        async || rg_plain(tree).map(drop),
+    )
+    .await?;
 
     let read_tree = tree
         .read_dir()?
