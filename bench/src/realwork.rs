@@ -26,6 +26,7 @@ use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::Server;
+use crate::machine::{Usage, usage};
 use crate::record::{Record, Section, Stats, Unit};
 
 /// The sandbox's own PATH; the bare runs get the same.
@@ -275,7 +276,7 @@ impl Bench {
     }
 
     fn journal(&self) -> Result<Usage> {
-        usage(&self.aido_home)
+        Ok(usage(&self.aido_home)?)
     }
 
     fn rss(&self, field: &str) -> Result<u64> {
@@ -334,33 +335,6 @@ async fn bare(shell: &str, cwd: &Path, home: &Path, env: &[(&str, String)]) -> R
         );
     }
     Ok(took)
-}
-
-/// Bytes under a path: apparent (file sizes) and allocated (blocks).
-#[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    apparent: u64,
-    allocated: u64,
-}
-
-fn usage(path: &Path) -> Result<Usage> {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = Usage::default();
-    let mut stack = vec![path.to_owned()];
-    while let Some(p) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&p) else {
-            continue; // gone meanwhile
-        };
-        total.allocated += meta.blocks() * 512;
-        if meta.is_file() {
-            total.apparent += meta.len();
-        } else if meta.is_dir() {
-            for entry in std::fs::read_dir(&p)?.flatten() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    Ok(total)
 }
 
 /// What the timed runs through aido grew: the journal and the workspace.
@@ -589,65 +563,11 @@ async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> R
     })
 }
 
-/// A journaled ext4 on a loop device, made for the loop and gone with this value (aido-bench
-/// as root, with e2fsprogs): a root file system may be ext4 without a journal, where ext4
-/// skips recently deleted inodes one by one when it allocates, which makes creating 20,000
-/// files after 20,000 were removed slow and noisy for both sides.
-struct Ext4 {
-    mount: PathBuf,
-    image: PathBuf,
-}
-
-impl Ext4 {
-    fn make(temp: &Path) -> Result<Self> {
-        let run = |program: &str, args: &[&std::ffi::OsStr]| -> Result<()> {
-            let out = std::process::Command::new(program).args(args).output()?;
-            if !out.status.success() {
-                bail!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim());
-            }
-            Ok(())
-        };
-        let id = std::process::id();
-        let image = temp.join(format!("aido-bench-ext4-{id}.img"));
-        let mount = temp.join(format!("aido-bench-ext4-{id}"));
-        std::fs::File::create(&image)?.set_len(4 << 30)?;
-        let made = Self {
-            mount: mount.clone(),
-            image: image.clone(),
-        };
-        run(
-            "mkfs.ext4",
-            &["-q".as_ref(), "-F".as_ref(), image.as_os_str()],
-        )?;
-        std::fs::create_dir_all(&mount)?;
-        run(
-            "mount",
-            &[
-                "-o".as_ref(),
-                "loop".as_ref(),
-                image.as_os_str(),
-                mount.as_os_str(),
-            ],
-        )?;
-        Ok(made)
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(&self.mount)
-            .status();
-        let _ = std::fs::remove_dir(&self.mount);
-        let _ = std::fs::remove_file(&self.image);
-    }
-}
-
 async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
     // Declared before the bench, so it is unmounted after the bench's server and files.
-    let ext4 = Ext4::make(temp);
+    let ext4 = crate::volume::Ext4::create(temp, 4 << 30);
     let (place, on) = match &ext4 {
-        Ok(ext4) => (ext4.mount.clone(), "on a journaled ext4".to_owned()),
+        Ok(ext4) => (ext4.mount().to_owned(), "on a journaled ext4".to_owned()),
         Err(e) => {
             eprintln!("aido-bench: the loop runs in the temp dir: no ext4 loop device ({e:#})");
             (
@@ -910,16 +830,5 @@ mod tests {
         // Margins over 1.2x: 0, 20 ms, 10 ms.
         assert!((w.margin_ns(1.2) - 10e6).abs() < 1.0);
         assert_eq!(w.journal_per_byte(), Some(3.0));
-    }
-
-    #[test]
-    fn usage_counts_files_and_blocks() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a"), vec![1u8; 5000]).unwrap();
-        std::fs::create_dir(dir.path().join("d")).unwrap();
-        std::fs::write(dir.path().join("d/b"), b"xy").unwrap();
-        let u = usage(dir.path()).unwrap();
-        assert_eq!(u.apparent, 5002);
-        assert!(u.allocated >= 5002, "{u:?}");
     }
 }

@@ -120,21 +120,6 @@ impl Transport {
     }
 }
 
-/// Bytes of the files under `dir`.
-fn disk(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => disk(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// The `n`th call (from 1): its tool and arguments. One in `large_every` is large, a
 /// `stat_files` of paths (kept inline in the record, so its records are large) and a
 /// `write_file` of new contents (kept as a blob) in turn; the others read, write, stat, describe and checksum small files.
@@ -220,7 +205,7 @@ async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) 
         samples,
         peak,
         took,
-        disk_bytes: disk(&work.path().join("aido_home")),
+        disk_bytes: crate::machine::usage(&work.path().join("aido_home"))?.apparent,
     })
 }
 
