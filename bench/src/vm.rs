@@ -1261,9 +1261,6 @@ enum Fig<'a> {
     Bytes(u64),
 }
 
-/// Rows of one part: id, description, and the figure of the part.
-type Rows<T> = [(&'static str, String, fn(&T) -> Fig<'_>); 4];
-
 /// A row of a part that may have failed, its description naming its accelerator.
 fn row(s: &mut Section, id: &str, what: String, accel: &str, fig: Result<Fig<'_>, &String>) {
     let what = format!("{what} ({accel})");
@@ -1278,7 +1275,6 @@ fn row(s: &mut Section, id: &str, what: String, accel: &str, fig: Result<Fig<'_>
 
 /// The section's records: boot, snapshot revert, pool acquire, QEMU memory per body and
 /// `find_text`, each row naming its accelerator.
-#[allow(clippy::too_many_lines)]
 pub fn records(section: &VmSection) -> Vec<Record> {
     let mut s = Section::new("vm");
     let r = match section {
@@ -1309,64 +1305,34 @@ pub fn records(section: &VmSection) -> Vec<Record> {
             return s.finish();
         }
     };
+    boot_rows(r, &mut s);
+    pool_rows(r, &mut s);
+    let memory = memory_rows(r, &mut s);
+    find_rows(r, &mut s);
+    facts(r, &mut s);
+    let columns = [
+        "body",
+        "accelerator",
+        "guest memory",
+        "VmRSS",
+        "guest RAM resident",
+        "TCG translation buffer resident",
+        "the rest",
+        "of which RssFile",
+        "in transparent huge pages",
+        "VmHWM (peak)",
+    ];
+    s.table("memory", &columns, memory);
+    s.finish()
+}
+
+/// The rows of the boots, the starts from a template and the reverts.
+fn boot_rows(r: &Results, s: &mut Section) {
     let a = &r.accel;
     let mb = r.guest_mb;
     let boot = r.boot.as_ref().map_or(a, |b| &b.accel);
-    row(
-        &mut s,
-        "vm_boot_text",
-        format!(
-            "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, text \
-             console, {mb} MiB guest"
-        ),
-        boot,
-        r.boot.as_ref().map(|b| Fig::Times(&b.prompt)),
-    );
-    row(
-        &mut s,
-        "vm_boot_text_ready",
-        "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
-         (`Machine::booted_in`), text console"
-            .into(),
-        boot,
-        r.boot.as_ref().map(|b| Fig::Times(&b.ready)),
-    );
     let fb = r.fb_boot.as_ref().map_or(a, |b| &b.accel);
-    row(
-        &mut s,
-        "vm_boot_framebuffer",
-        "VM boot to prompt, framebuffer guest: `Machine::boot` call to the shell's banner \
-         `BusyBox` read by OCR (one boot)"
-            .into(),
-        fb,
-        r.fb_boot.as_ref().map(|b| Fig::Once(b.banner)),
-    );
-    row(
-        &mut s,
-        "vm_boot_framebuffer_ready",
-        "VM boot, framebuffer guest, QEMU's exec to the ready line (one boot)".into(),
-        fb,
-        r.fb_boot.as_ref().map(|b| Fig::Once(b.ready)),
-    );
     let start = r.start.as_ref().map_or(a, |t| &t.accel);
-    row(
-        &mut s,
-        "vm_start",
-        format!(
-            "VM start from the image's template (`vm_start`: `Template::start`, a new QEMU \
-             restored from the saved state, `cont`, until the guest has printed its new \
-             identity), text console, {mb} MiB guest"
-        ),
-        start,
-        r.start.as_ref().map(|t| Fig::Times(&t.start)),
-    );
-    row(
-        &mut s,
-        "vm_start_template",
-        "VM template made once: a boot, the prompt, the save".into(),
-        start,
-        r.start.as_ref().map(|t| Fig::Once(t.make)),
-    );
     let faster = faster_revert(&r.loadvm, &r.migration);
     let revert = r
         .loadvm
@@ -1378,79 +1344,137 @@ pub fn records(section: &VmSection) -> Vec<Record> {
         (Err(a), Err(b)) => format!("{a}; {b}"),
         _ => "no revert path measured".into(),
     };
-    row(
-        &mut s,
-        "vm_snapshot_revert",
-        format!(
-            "VM snapshot revert, the faster of `loadvm` and a migration-file restore{}",
-            faster.map_or(String::new(), |(which, _)| format!(": {which}"))
-        ),
-        revert,
-        faster.map(|(_, t)| Fig::Once(t)).ok_or(&both),
-    );
     let load = r.loadvm.as_ref().map_or(a, |l| &l.accel);
-    row(
-        &mut s,
-        "vm_savevm",
-        format!("VM `savevm {SNAPSHOT}` once (RAM and device state into the disk overlay)"),
-        load,
-        r.loadvm.as_ref().map(|l| Fig::Once(l.save)),
-    );
-    row(
-        &mut s,
-        "vm_loadvm",
-        "VM snapshot revert: `loadvm` (HMP) of a snapshot `savevm` took once, after changing \
-         the screen"
-            .into(),
-        load,
-        r.loadvm.as_ref().map(|l| Fig::Times(&l.load)),
-    );
+    let (boot_, fb_, start_) = (r.boot.as_ref(), r.fb_boot.as_ref(), r.start.as_ref());
+    let load_ = r.loadvm.as_ref();
+    let rows = [
+        (
+            "vm_boot_text",
+            format!(
+                "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, \
+                 text console, {mb} MiB guest"
+            ),
+            boot,
+            boot_.map(|b| Fig::Times(&b.prompt)),
+        ),
+        (
+            "vm_boot_text_ready",
+            "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
+             (`Machine::booted_in`), text console"
+                .into(),
+            boot,
+            boot_.map(|b| Fig::Times(&b.ready)),
+        ),
+        (
+            "vm_boot_framebuffer",
+            "VM boot to prompt, framebuffer guest: `Machine::boot` call to the shell's banner \
+             `BusyBox` read by OCR (one boot)"
+                .into(),
+            fb,
+            fb_.map(|b| Fig::Once(b.banner)),
+        ),
+        (
+            "vm_boot_framebuffer_ready",
+            "VM boot, framebuffer guest, QEMU's exec to the ready line (one boot)".into(),
+            fb,
+            fb_.map(|b| Fig::Once(b.ready)),
+        ),
+        (
+            "vm_start",
+            format!(
+                "VM start from the image's template (`vm_start`: `Template::start`, a new QEMU \
+                 restored from the saved state, `cont`, until the guest has printed its new \
+                 identity), text console, {mb} MiB guest"
+            ),
+            start,
+            start_.map(|t| Fig::Times(&t.start)),
+        ),
+        (
+            "vm_start_template",
+            "VM template made once: a boot, the prompt, the save".into(),
+            start,
+            start_.map(|t| Fig::Once(t.make)),
+        ),
+        (
+            "vm_snapshot_revert",
+            format!(
+                "VM snapshot revert, the faster of `loadvm` and a migration-file restore{}",
+                faster.map_or(String::new(), |(which, _)| format!(": {which}"))
+            ),
+            revert,
+            faster.map(|(_, t)| Fig::Once(t)).ok_or(&both),
+        ),
+        (
+            "vm_savevm",
+            format!("VM `savevm {SNAPSHOT}` once (RAM and device state into the disk overlay)"),
+            load,
+            load_.map(|l| Fig::Once(l.save)),
+        ),
+        (
+            "vm_loadvm",
+            "VM snapshot revert: `loadvm` (HMP) of a snapshot `savevm` took once, after \
+             changing the screen"
+                .into(),
+            load,
+            load_.map(|l| Fig::Times(&l.load)),
+        ),
+    ];
+    for (id, what, accel, fig) in rows {
+        row(s, id, what, accel, fig);
+    }
+}
+
+/// The rows of the migration-file path and of the pool.
+fn pool_rows(r: &Results, s: &mut Section) {
+    let a = &r.accel;
     let mig = r.migration.as_ref().map_or(a, |m| &m.accel);
     let state = r.migration.as_ref().map_or(String::new(), |m| {
         format!(" of {}", format_bytes(m.state_bytes))
     });
-    let migration: Rows<Migration> = [
+    let pool = r.pool.as_ref().map_or(a, |p| &p.accel);
+    let n = r.options.pool_size;
+    let acquire = "VM pool acquire";
+    let (mig_, pool_) = (r.migration.as_ref(), r.pool.as_ref());
+    let rows = [
         (
             "vm_migration_save",
             format!(
-                "VM `Machine::save_state` once (the machine paused, its state written to a file{state})"
+                "VM `Machine::save_state` once (the machine paused, its state written to a \
+                 file{state})"
             ),
-            |m| Fig::Once(m.save),
+            mig,
+            mig_.map(|m| Fig::Once(m.save)),
         ),
         (
             "vm_migration_restore",
             "VM snapshot revert: migration-file restore (`Machine::restore`: a new QEMU loads \
              the saved state; then `resume`), total"
                 .into(),
-            |m| Fig::Times(&m.total),
+            mig,
+            mig_.map(|m| Fig::Times(&m.total)),
         ),
         (
             "vm_migration_restore_only",
             "VM migration-file restore, `Machine::restore` alone (new QEMU, QMP, incoming \
              migration)"
                 .into(),
-            |m| Fig::Times(&m.restore),
+            mig,
+            mig_.map(|m| Fig::Times(&m.restore)),
         ),
         (
             "vm_migration_resume",
             "VM migration-file restore, `resume` alone".into(),
-            |m| Fig::Times(&m.resume),
+            mig,
+            mig_.map(|m| Fig::Times(&m.resume)),
         ),
-    ];
-    for (id, what, fig) in migration {
-        row(&mut s, id, what, mig, r.migration.as_ref().map(fig));
-    }
-    let pool = r.pool.as_ref().map_or(a, |p| &p.accel);
-    let n = r.options.pool_size;
-    let acquire = "VM pool acquire";
-    let pool_rows: Rows<PoolRun> = [
         (
             "vm_pool_open",
             format!(
                 "VM `Pool::open` with {n} warm clones, the first time (the template's boot to \
                  its prompt, its state saved, each clone restored paused)"
             ),
-            |p| Fig::Once(p.open),
+            pool,
+            pool_.map(|p| Fig::Once(p.open)),
         ),
         (
             "vm_pool_acquire_until_running",
@@ -1458,7 +1482,8 @@ pub fn records(section: &VmSection) -> Vec<Record> {
                 "{acquire}, until the clone runs (the Duration `Pool::acquire` returns: a \
                  paused clone popped, `cont`), pool of {n}"
             ),
-            |p| Fig::Times(&p.handout),
+            pool,
+            pool_.map(|p| Fig::Times(&p.handout)),
         ),
         (
             "vm_pool_acquire_call",
@@ -1467,17 +1492,24 @@ pub fn records(section: &VmSection) -> Vec<Record> {
                  is written to its serial console, the call returns once the guest has printed \
                  it), pool of {n}"
             ),
-            |p| Fig::Times(&p.wall),
+            pool,
+            pool_.map(|p| Fig::Times(&p.wall)),
         ),
         (
             "vm_pool_refill",
             "VM `Pool::refill` after each acquisition (one clone restored)".into(),
-            |p| Fig::Times(&p.refill),
+            pool,
+            pool_.map(|p| Fig::Times(&p.refill)),
         ),
     ];
-    for (id, what, fig) in pool_rows {
-        row(&mut s, id, what, pool, r.pool.as_ref().map(fig));
+    for (id, what, accel, fig) in rows {
+        row(s, id, what, accel, fig);
     }
+}
+
+/// The rows of QEMU's memory per body; the memory table's lines.
+fn memory_rows(r: &Results, s: &mut Section) -> Vec<Vec<String>> {
+    let (a, mb) = (&r.accel, r.guest_mb);
     let mut memory = Vec::new();
     for x in &r.rss {
         let accel = x.outcome.as_ref().map_or(a, |m| &m.accel);
@@ -1486,7 +1518,7 @@ pub fn records(section: &VmSection) -> Vec<Record> {
             x.body.label()
         );
         row(
-            &mut s,
+            s,
             x.body.id(),
             what,
             accel,
@@ -1520,6 +1552,12 @@ pub fn records(section: &VmSection) -> Vec<Record> {
         }
         memory.push(line);
     }
+    memory
+}
+
+/// The rows of `find_text` and its parts, per screen.
+fn find_rows(r: &Results, s: &mut Section) {
+    let a = &r.accel;
     for f in &r.find {
         let id = match f.screen {
             Screen::Text => "vm_find_text_text",
@@ -1542,7 +1580,7 @@ pub fn records(section: &VmSection) -> Vec<Record> {
         let screen = f.screen.label();
         let o = f.outcome.as_ref();
         row(
-            &mut s,
+            s,
             id,
             format!("VM `find_text` on a {screen}{how}"),
             accel,
@@ -1550,7 +1588,7 @@ pub fn records(section: &VmSection) -> Vec<Record> {
         );
         let what = format!("VM `find_text` on a {screen}, the first call (not in the median)");
         row(
-            &mut s,
+            s,
             &format!("{id}_first"),
             what,
             accel,
@@ -1558,7 +1596,7 @@ pub fn records(section: &VmSection) -> Vec<Record> {
         );
         let what = format!("VM the PNG screenshot an agent gets (vm_screenshot) alone, {screen}");
         row(
-            &mut s,
+            s,
             &format!("{id}_screenshot"),
             what,
             accel,
@@ -1566,28 +1604,13 @@ pub fn records(section: &VmSection) -> Vec<Record> {
         );
         let what = format!("VM the reader alone, {screen}");
         row(
-            &mut s,
+            s,
             &format!("{id}_reader"),
             what,
             accel,
             o.map(|t| Fig::Times(&t.read)),
         );
     }
-    facts(r, &mut s);
-    let columns = [
-        "body",
-        "accelerator",
-        "guest memory",
-        "VmRSS",
-        "guest RAM resident",
-        "TCG translation buffer resident",
-        "the rest",
-        "of which RssFile",
-        "in transparent huge pages",
-        "VmHWM (peak)",
-    ];
-    s.table("memory", &columns, memory);
-    s.finish()
 }
 
 /// The facts the section's prose names.
