@@ -18,7 +18,6 @@
 //! ```
 
 use std::path::Path;
-
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -112,9 +111,7 @@ impl Stats {
             ..Self::default()
         }
     }
-}
 
-impl Stats {
     /// Latencies: the nearest-rank median and p99, the largest, and how many.
     pub fn latency(times: &[Duration]) -> Self {
         let at = |p| crate::harness::percentile(times, p).as_nanos() as f64;
@@ -213,12 +210,11 @@ impl Section {
         let record = self.push(row, lane);
         record.unit = Some(unit);
         record.samples = samples;
-        if stats
-            == (Stats {
-                median: stats.median,
-                ..Stats::default()
-            })
-        {
+        let alone = Stats {
+            median: stats.median,
+            ..Stats::default()
+        };
+        if stats == alone {
             record.value = Some(stats.median);
         } else {
             record.stats = Some(stats);
