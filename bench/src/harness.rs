@@ -122,6 +122,24 @@ pub fn aido_command(aido: &Path, work: &Path, sub: &str) -> Result<tokio::proces
     Ok(command)
 }
 
+/// Runs `command` to its end: its output, or an error naming it, its exit status and its
+/// stderr.
+pub fn exec(command: &mut std::process::Command) -> Result<std::process::Output> {
+    let out = command
+        .output()
+        .with_context(|| format!("running {:?}", command.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} {:?} failed ({}): {}",
+            command.get_program(),
+            command.get_args().collect::<Vec<_>>(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out)
+}
+
 /// A `/proc/PID/status` field (`VmRSS:`, `VmHWM:`) in bytes.
 pub fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

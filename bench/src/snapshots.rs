@@ -495,20 +495,9 @@ fn sync_fs(dir: &Path) -> Result<Duration> {
 }
 
 /// Runs a command to success, or says what it printed.
-fn exec(cmd: &mut Command) -> Result<()> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {:?}", cmd.get_program()))?;
-    if !out.status.success() {
-        bail!(
-            "{:?} {:?} failed ({}): {}",
-            cmd.get_program(),
-            cmd.get_args().collect::<Vec<_>>(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
+/// [`crate::harness::exec`], its output dropped.
+fn exec(command: &mut Command) -> Result<()> {
+    crate::harness::exec(command).map(drop)
 }
 
 fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {

@@ -262,17 +262,11 @@ pub struct JournalCheck {
 /// Runs `aido replay sessions --json` and `aido replay verify` on every session (after aido
 /// has exited: the journal is locked while it runs).
 pub fn check_journal(aido: &Path, aido_home: &Path) -> Result<JournalCheck> {
-    let output = std::process::Command::new(aido)
-        .args(["replay", "sessions", "--json"])
-        .env("AIDO_HOME", aido_home)
-        .output()
-        .context("running aido replay sessions")?;
-    if !output.status.success() {
-        bail!(
-            "aido replay sessions failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    let output = crate::harness::exec(
+        std::process::Command::new(aido)
+            .args(["replay", "sessions", "--json"])
+            .env("AIDO_HOME", aido_home),
+    )?;
     let sessions: Value =
         serde_json::from_slice(&output.stdout).context("aido replay sessions --json")?;
     let sessions = sessions.as_array().cloned().unwrap_or_default();

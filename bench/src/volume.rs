@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use aido_snapshots::volume;
 
+use crate::harness::exec;
+
 /// A mounted btrfs loop volume; unmounted on drop (the loop device goes with it: `mount -o
 /// loop` sets autoclear).
 pub struct Volume {
@@ -64,14 +66,18 @@ impl Ext4 {
             image: temp.join(format!("aido-bench-ext4-{id}.img")),
         };
         std::fs::File::create(&made.image)?.set_len(bytes)?;
-        run(Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&made.image))?;
+        exec(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-F"])
+                .arg(&made.image),
+        )?;
         std::fs::create_dir_all(made.mount())?;
-        run(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&made.image)
-            .arg(made.mount()))?;
+        exec(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&made.image)
+                .arg(made.mount()),
+        )?;
         Ok(made)
     }
 
@@ -92,16 +98,6 @@ impl Drop for Ext4 {
         let _ = std::fs::remove_dir(&mount);
         let _ = std::fs::remove_file(&self.image);
     }
-}
-
-/// Runs `command`; its stderr is the error when it fails.
-fn run(command: &mut Command) -> anyhow::Result<()> {
-    let out = command.output()?;
-    if !out.status.success() {
-        let program = command.get_program().to_string_lossy().into_owned();
-        anyhow::bail!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
 }
 
 /// Unmounts its path on drop if something is mounted there.
