@@ -150,8 +150,6 @@ pub struct Results {
     pub rows: Vec<Row>,
     /// The rewind runs (empty when skipped).
     pub rewind: Vec<RewindRun>,
-    /// Whether the rewind benchmark was asked for.
-    pub rewind_asked: bool,
     /// The rewind options, when asked for.
     pub rewind_options: Option<rewind::Options>,
     /// `cp --version`, `git --version`, `btrfs --version` (first lines).
@@ -258,7 +256,6 @@ pub fn run(temp: &Path, options: &Options) -> Result<Results> {
         btrfs,
         rows,
         rewind: rewind_runs,
-        rewind_asked: options.rewind.is_some(),
         rewind_options: options.rewind.clone(),
         tools: [("cp", "cp"), ("git", "git"), ("btrfs-progs", "btrfs")]
             .into_iter()
