@@ -624,22 +624,12 @@ fn alone(into: Option<(&Path, &Path)>, records: Vec<Record>) -> Result<()> {
         return Ok(());
     };
     merge_into(results, out, |machine| {
+        let section = records.first().map_or("", |r| r.section.as_str());
+        let mut when = record::Section::new(section);
+        when.fact("alone_commit", format!("`{}`", machine.commit));
+        when.fact("alone_date", machine.date.clone());
         let mut records = records;
-        let section = records
-            .first()
-            .map(|r| r.section.clone())
-            .unwrap_or_default();
-        for (row, note) in [
-            ("alone_commit", format!("`{}`", machine.commit)),
-            ("alone_date", machine.date.clone()),
-        ] {
-            records.push(Record {
-                section: section.clone(),
-                row: row.into(),
-                note: Some(note),
-                ..Record::default()
-            });
-        }
+        records.extend(when.records);
         record::ordered(records)
     })
 }
