@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::harness::Server;
+use crate::record::{Record, Section, Stats, Unit};
 
 /// GETs of the served page timed.
 pub const GETS: usize = 2000;
@@ -36,10 +37,7 @@ pub struct ArtifactRun {
 
 /// Runs the section.
 pub async fn run(aido: &Path, temp: &Path) -> ArtifactSection {
-    match measure(aido, temp).await {
-        Ok(run) => ArtifactSection::Ran(run),
-        Err(error) => ArtifactSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp).await.into()
 }
 
 fn page() -> String {
@@ -147,4 +145,26 @@ fn get_one(
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
     Ok(())
+}
+
+/// The section's records: GETs of a served page (p50, p99) and artifact_create +
+/// artifact_serve over MCP.
+pub fn records(artifact: &ArtifactSection) -> Vec<Record> {
+    let mut s = Section::new("artifact");
+    let get = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
+    let trip = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
+    let rows = [("artifact_get", get), ("artifact_create_serve", trip)];
+    let Some(run) = s.ran(artifact, &rows) else {
+        return s.finish();
+    };
+    for ((row, what), times) in rows.into_iter().zip([&run.gets, &run.round_trips]) {
+        s.lane(row, None, Unit::Ns, Stats::latency(times), Vec::new())
+            .what(what);
+    }
+    s.numbers(&[
+        ("gets", run.gets.len() as f64),
+        ("round_trips", run.round_trips.len() as f64),
+        ("page_bytes", run.page_bytes as f64),
+    ]);
+    s.finish()
 }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use aido_desktop::session::{Server, SessionOptions, installed};
 use aido_desktop::{Desktop, Limits, Options, SessionMode, gate::Rules};
 
+use crate::record::{Record, Section};
+
 /// Screenshots timed per tool and lane.
 pub const SHOTS: usize = 20;
 /// Keypresses timed per tool and lane.
@@ -269,4 +271,92 @@ fn wait_change(
             return Err("the keypress never showed on the screen".into());
         }
     }
+}
+
+/// The section's records: per backend, a screenshot beside grim / import, and a keypress to
+/// pixels beside wtype / xdotool.
+pub fn records(desktop: &DesktopSection) -> Vec<Record> {
+    let mut s = Section::new("desktop");
+    let ids = |backend: &str| {
+        [
+            format!("desktop_screenshot_{backend}"),
+            format!("desktop_keypress_to_pixels_{backend}"),
+        ]
+    };
+    let whats = |backend: &str| {
+        [
+            format!(
+                "desktop screenshot ({backend} backend: capture, blackout, PNG) / the command-line tool on the same screen, time per screenshot"
+            ),
+            format!(
+                "desktop keypress to pixels ({backend} backend: type_text of one character until the terminal's pixels change) / the same character from the command-line tool, time per keypress"
+            ),
+        ]
+    };
+    let lanes = match desktop {
+        DesktopSection::Ran(lanes) => lanes,
+        DesktopSection::Skipped(why) => {
+            for backend in ["wlr", "x11"] {
+                for (id, what) in ids(backend).iter().zip(whats(backend)) {
+                    s.not_run(id, what, why);
+                }
+            }
+            s.fact("lanes", "Not run.");
+            s.numbers(&[("shots", SHOTS as f64), ("keys", KEYS as f64)]);
+            return s.finish();
+        }
+    };
+    let mut cells = Vec::new();
+    for (backend, lane) in lanes {
+        let rows = ids(backend).into_iter().zip(whats(backend));
+        match lane {
+            Ok(l) => {
+                for ((id, what), (ours, peer)) in
+                    rows.zip([(&l.shot, &l.peer_shot), (&l.key, &l.peer_key)])
+                {
+                    match peer {
+                        Ok((name, times)) => s.versus(&id, what, ours, name, times),
+                        Err(_) => {
+                            s.times(&id, None, ours).what(what);
+                        }
+                    }
+                }
+                let why = |p: &Result<(String, Vec<Duration>), String>| match p {
+                    Ok((name, _)) => name.clone(),
+                    Err(e) => e.clone(),
+                };
+                cells.push(vec![
+                    format!("`{backend}`"),
+                    l.server.clone(),
+                    format!("{}x{}", l.screen[0], l.screen[1]),
+                    why(&l.peer_shot),
+                    why(&l.peer_key),
+                ]);
+            }
+            Err(e) => {
+                for (id, what) in rows {
+                    if e.starts_with("not run") {
+                        s.not_run(&id, what, e);
+                    } else {
+                        s.failed(&id, what, e);
+                    }
+                }
+                let mut line = vec![format!("`{backend}`"), e.clone()];
+                line.resize(5, String::new());
+                cells.push(line);
+            }
+        }
+    }
+    let ran = lanes.iter().filter(|(_, l)| l.is_ok()).count();
+    s.fact("lanes", format!("{ran} lane(s) ran."));
+    s.numbers(&[("shots", SHOTS as f64), ("keys", KEYS as f64)]);
+    let columns = [
+        "backend",
+        "server",
+        "screen",
+        "screenshot peer",
+        "keypress peer",
+    ];
+    s.table("lanes", &columns, cells);
+    s.finish()
 }

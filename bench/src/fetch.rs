@@ -9,7 +9,7 @@
 //! the peer's default) as markdown.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::Server;
+use crate::record::{Record, Section};
 
 /// Characters asked of each side per fetch (mcp-server-fetch's default `max_length`).
 pub const WINDOW_CHARS: u64 = 5000;
@@ -127,10 +128,7 @@ pub async fn run(aido: &Path, peer_python: &Path, temp: &Path, repeats: usize) -
         Ok(version) => format!("`mcp-server-fetch` {version}"),
         Err(error) => return FetchSection::Skipped(format!("{error:#}")),
     };
-    match measure(aido, peer_python, peer, temp, repeats).await {
-        Ok(run) => FetchSection::Ran(run),
-        Err(error) => FetchSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, peer_python, peer, temp, repeats).await.into()
 }
 
 async fn peer_version(python: &Path) -> Result<String> {
@@ -193,27 +191,26 @@ async fn measure(
     let (mut aido_all, mut peer_all, mut pages) = (Vec::new(), Vec::new(), Vec::new());
     for (name, paragraphs) in PAGES {
         let url = format!("http://127.0.0.1:{port}/{name}");
-        let (mut ours_times, mut theirs_times) = (Vec::new(), Vec::new());
         let (mut aido_bytes, mut peer_bytes) = (0, 0);
-        for round in 0..repeats.max(1) {
-            for lane in crate::harness::alternate(round, 2) {
-                let start = Instant::now();
-                if lane == 0 {
-                    let arguments = json!({"url": url, "length": WINDOW_CHARS});
-                    aido_bytes = call(&ours, "fetch_url", arguments).await?;
-                    ours_times.push(start.elapsed());
-                } else {
-                    let arguments = json!({"url": url, "max_length": WINDOW_CHARS});
-                    peer_bytes = call(&theirs, "fetch", arguments).await?;
-                    theirs_times.push(start.elapsed());
-                }
-            }
-        }
+        let (ours_times, theirs_times) = crate::harness::paired(
+            repeats.max(1),
+            async || {
+                let arguments = json!({"url": url, "length": WINDOW_CHARS});
+                aido_bytes = call(&ours, "fetch_url", arguments).await?;
+                Ok(())
+            },
+            async || {
+                let arguments = json!({"url": url, "max_length": WINDOW_CHARS});
+                peer_bytes = call(&theirs, "fetch", arguments).await?;
+                Ok(())
+            },
+        )
+        .await?;
         pages.push(Page {
             name: (*name).to_owned(),
             html_bytes: html(*paragraphs).len(),
-            aido_median: crate::snapshots::median(&ours_times),
-            peer_median: crate::snapshots::median(&theirs_times),
+            aido_median: crate::harness::median(&ours_times),
+            peer_median: crate::harness::median(&theirs_times),
             aido_bytes,
             peer_bytes,
         });
@@ -252,6 +249,48 @@ async fn call(server: &Server, tool: &str, arguments: Value) -> Result<usize> {
         .as_ref()
         .map_or(0, |v| v.to_string().len());
     Ok(content + structured)
+}
+
+/// The section's records: fetch_url beside mcp-server-fetch's fetch (time per fetch), and the
+/// bytes each hands the agent per page.
+pub fn records(fetch: &FetchSection) -> Vec<Record> {
+    let mut s = Section::new("fetch");
+    let row = "fetch_url_vs_mcp_server_fetch";
+    let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
+    let Some(run) = s.ran(fetch, &[(row, what)]) else {
+        return s.finish();
+    };
+    s.versus(row, what, &run.aido, &run.peer, &run.peer_times);
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
+    let cells = run
+        .pages
+        .iter()
+        .map(|p| {
+            vec![
+                format!("`{}`", p.name),
+                p.html_bytes.to_string(),
+                ms(p.aido_median),
+                ms(p.peer_median),
+                p.aido_bytes.to_string(),
+                p.peer_bytes.to_string(),
+            ]
+        })
+        .collect();
+    s.fact("peer", run.peer.clone());
+    s.numbers(&[
+        ("calls", run.aido.len() as f64),
+        ("pages", run.pages.len() as f64),
+    ]);
+    let columns = [
+        "page",
+        "HTML bytes",
+        "aido median (ms)",
+        "mcp-server-fetch median (ms)",
+        "bytes to the agent, aido",
+        "bytes to the agent, mcp-server-fetch",
+    ];
+    s.table("pages", &columns, cells);
+    s.finish()
 }
 
 #[cfg(test)]

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 
 /// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -26,6 +28,16 @@ pub enum Run<T> {
     Ran(T),
 }
 
+impl<T> From<Result<T>> for Run<T> {
+    /// A measurement's result: measured, or failed with the error's whole chain.
+    fn from(result: Result<T>) -> Self {
+        match result {
+            Ok(t) => Self::Ran(t),
+            Err(e) => Self::Failed(format!("{e:#}")),
+        }
+    }
+}
+
 /// The order in which round `round` runs `lanes` lanes: forward on even rounds, backward on
 /// odd ones (A B, B A, A B, ...), so neither side always goes first.
 pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
@@ -34,6 +46,35 @@ pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
     } else {
         (0..lanes).rev().collect()
     }
+}
+
+/// Times `rounds` rounds of two lanes, aido's (`ours`) and its peer's (`theirs`), in the order
+/// [`alternate`] gives, each call timed whole; the two lanes' times.
+pub async fn paired(
+    rounds: usize,
+    mut ours: impl AsyncFnMut() -> Result<()>,
+    mut theirs: impl AsyncFnMut() -> Result<()>,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for lane in alternate(round, 2) {
+            let start = Instant::now();
+            if lane == 0 {
+                ours().await?;
+            } else {
+                theirs().await?;
+            }
+            times[lane].push(start.elapsed());
+        }
+    }
+    let [ours, theirs] = times;
+    Ok((ours, theirs))
+}
+
+/// The median (the lower middle for an even count, the nearest-rank 50th percentile); zero
+/// when empty.
+pub fn median(values: &[Duration]) -> Duration {
+    percentile(values, 50.0)
 }
 
 /// The nearest-rank percentile of unsorted samples; zero when there are none.
@@ -47,14 +88,147 @@ pub fn percentile(samples: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// One MCP server under test, spoken to over its stdin/stdout.
+/// An MCP client session.
+pub type Client = RunningService<RoleClient, ()>;
+
+/// One MCP server under test, spoken to over its stdin/stdout (or one HTTP session).
 pub struct Server {
     /// Shown in the report.
     pub name: String,
     /// The tool called for a read (it differs between servers).
     pub tool: String,
-    client: RunningService<RoleClient, ()>,
+    /// The server process.
+    pub pid: u32,
+    client: Client,
     stderr: PathBuf,
+}
+
+/// `aido SUB` with `work/home` as its home and `work/aido_home` as its AIDO_HOME (both made
+/// here), nothing of this process's environment but `PATH`, killed when dropped.
+pub fn aido_command(aido: &Path, work: &Path, sub: &str) -> Result<tokio::process::Command> {
+    let home = work.join("home");
+    let aido_home = work.join("aido_home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&aido_home)?;
+    let mut command = tokio::process::Command::new(aido);
+    command
+        .arg(sub)
+        .env_clear()
+        .env("HOME", &home)
+        .env("AIDO_HOME", &aido_home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&home)
+        .kill_on_drop(true);
+    Ok(command)
+}
+
+/// Runs `command` to its end: its output, or an error naming it, its exit status and its
+/// stderr.
+pub fn exec(command: &mut std::process::Command) -> Result<std::process::Output> {
+    let out = command
+        .output()
+        .with_context(|| format!("running {:?}", command.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} {:?} failed ({}): {}",
+            command.get_program(),
+            command.get_args().collect::<Vec<_>>(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out)
+}
+
+/// A `/proc/PID/status` field (`VmRSS:`, `VmHWM:`) in bytes.
+pub fn status_bytes(pid: u32, field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{field} of {pid}"))?;
+    Ok(kib * 1024)
+}
+
+/// `aido serve` on a loopback port (its URL and bearer token from its first two lines),
+/// spoken to over streamable HTTP.
+pub struct Http {
+    /// The server process.
+    pub pid: u32,
+    child: tokio::process::Child,
+    url: String,
+    token: String,
+    stderr: PathBuf,
+}
+
+impl Http {
+    /// Starts `aido serve` in `work` (as [`aido_command`]), its stderr in `work/serve.stderr`.
+    pub async fn start(aido: &Path, work: &Path) -> Result<Self> {
+        let stderr = work.join("serve.stderr");
+        let mut command = aido_command(aido, work, "serve")?;
+        command
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(&stderr)?));
+        let mut child = command.spawn().context("spawning aido serve")?;
+        let pid = child.id().context("aido serve's pid")?;
+        let stdout = child.stdout.take().context("aido serve's stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let mut said = async |prefix: &str| -> Result<String> {
+            let line = lines.next_line().await?.unwrap_or_default();
+            let rest = line.strip_prefix(prefix);
+            let rest = rest.with_context(|| format!("aido serve said {line:?}{}", tail(&stderr)));
+            Ok(rest?.trim().to_owned())
+        };
+        let url = said("aido serve: MCP at ").await?;
+        let token_file = said("aido serve: bearer token in ").await?;
+        let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
+        Ok(Self {
+            pid,
+            child,
+            url,
+            token,
+            stderr,
+        })
+    }
+
+    /// A new initialized MCP session, its connections made from `from` when given (another
+    /// loopback address: the server caps connections per peer address).
+    pub async fn session(&self, from: Option<std::net::IpAddr>) -> Result<Client> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone())
+            .auth_header(self.token.clone());
+        let mut http = reqwest::Client::builder();
+        if let Some(from) = from {
+            http = http.local_address(from);
+        }
+        let http = http.build().context("an HTTP client")?;
+        let transport = StreamableHttpClientTransport::with_client(http, config);
+        ().serve(transport)
+            .await
+            .with_context(|| format!("the MCP handshake over HTTP{}", tail(&self.stderr)))
+    }
+
+    /// One session as a [`Server`] whose read tool is `tool`.
+    pub async fn server(&self, tool: &str) -> Result<Server> {
+        Ok(Server {
+            name: "aido serve".into(),
+            tool: tool.into(),
+            pid: self.pid,
+            client: self.session(None).await?,
+            stderr: self.stderr.clone(),
+        })
+    }
+
+    /// SIGTERM through the CLI's own signal path (a bounded drain), then reaps it.
+    pub async fn stop(mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, self.child.wait()).await;
+    }
 }
 
 impl Server {
@@ -73,25 +247,34 @@ impl Server {
             .stderr(Stdio::from(log))
             .spawn()
             .with_context(|| format!("spawning {name}"))?;
+        let pid = transport.id().with_context(|| format!("{name}'s pid"))?;
         let client = ()
             .serve(transport)
             .await
             .with_context(|| format!("MCP handshake with {name}{}", tail(&stderr)))?;
-        let listed = client
-            .peer()
-            .list_all_tools()
-            .await
-            .with_context(|| format!("tools/list on {name}{}", tail(&stderr)))?;
-        let Some(tool) = tools
-            .iter()
-            .find(|wanted| listed.iter().any(|t| t.name == **wanted))
-        else {
-            let names: Vec<_> = listed.iter().map(|t| t.name.to_string()).collect();
-            bail!("{name} lists none of {tools:?}; it has {names:?}");
+        // No tools named: no tools/list either (the soak's first memory sample follows the
+        // handshake alone).
+        let tool = if tools.is_empty() {
+            ""
+        } else {
+            let listed = client
+                .peer()
+                .list_all_tools()
+                .await
+                .with_context(|| format!("tools/list on {name}{}", tail(&stderr)))?;
+            let Some(tool) = tools
+                .iter()
+                .find(|wanted| listed.iter().any(|t| t.name == **wanted))
+            else {
+                let names: Vec<_> = listed.iter().map(|t| t.name.to_string()).collect();
+                bail!("{name} lists none of {tools:?}; it has {names:?}");
+            };
+            tool
         };
         Ok(Self {
             name: name.to_owned(),
             tool: (*tool).to_owned(),
+            pid,
             client,
             stderr,
         })
@@ -110,25 +293,14 @@ impl Server {
         config: Option<&str>,
         tools: &[&str],
     ) -> Result<(Self, PathBuf)> {
-        let home = work.join("home");
-        let aido_home = work.join("aido_home");
-        std::fs::create_dir_all(&home)?;
-        std::fs::create_dir_all(&aido_home)?;
-        let mut command = tokio::process::Command::new(aido);
-        command.arg("mcp");
+        let mut command = aido_command(aido, work, "mcp")?;
         if let Some(config) = config {
             let file = work.join("config.toml");
             std::fs::write(&file, config)?;
             command.arg("--config").arg(file);
         }
-        command
-            .env_clear()
-            .env("HOME", &home)
-            .env("AIDO_HOME", &aido_home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home);
         let server = Self::start("aido", command, work.join("aido.stderr"), tools).await?;
-        Ok((server, home))
+        Ok((server, work.join("home")))
     }
 
     /// One `tools/call` of the read tool; the text of its first content block.
@@ -245,6 +417,58 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn paired_lanes_alternate_and_each_call_is_timed() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let lane = |name: &'static str| {
+            let order = &order;
+            async move || {
+                order.borrow_mut().push(name);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                anyhow::Ok(())
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let (ours, theirs) = runtime
+            .block_on(super::paired(3, lane("aido"), lane("peer")))
+            .unwrap();
+        assert_eq!(
+            *order.borrow(),
+            ["aido", "peer", "peer", "aido", "aido", "peer"]
+        );
+        assert_eq!((ours.len(), theirs.len()), (3, 3));
+        assert!(
+            ours.iter()
+                .chain(&theirs)
+                .all(|t| *t >= Duration::from_millis(2))
+        );
+    }
+
+    #[test]
+    fn medians() {
+        let ms = Duration::from_millis;
+        assert_eq!(super::median(&[]), Duration::ZERO);
+        assert_eq!(super::median(&[ms(3), ms(1), ms(2)]), ms(2));
+        assert_eq!(super::median(&[ms(4), ms(1), ms(3), ms(2)]), ms(2));
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let samples: Vec<Duration> = [5, 1, 4, 2, 3, 10, 9, 8, 7, 6]
+            .map(Duration::from_millis)
+            .into();
+        let p = |q| super::percentile(&samples, q);
+        assert_eq!(p(50.0), Duration::from_millis(5));
+        assert_eq!(p(99.0), Duration::from_millis(10));
+        assert_eq!(p(10.0), Duration::from_millis(1));
+        assert_eq!(super::percentile(&[], 50.0), Duration::ZERO);
+    }
+
     #[test]
     fn rounds_alternate_which_lane_goes_first() {
         assert_eq!(super::alternate(0, 2), [0, 1]);

@@ -120,9 +120,77 @@ fn run(program: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
+impl Machine {
+    /// The run's header: where and when it was measured, and the machine's facts.
+    pub fn records(&self) -> Vec<crate::record::Record> {
+        let mut run = crate::record::Section::new("run");
+        let source = format!("measured by aido-bench at commit {}", self.commit);
+        run.fact("source", source);
+        run.fact("date", self.date.clone());
+        let mut machine = crate::record::Section::new("machine");
+        for (fact, value) in [
+            ("CPUs (nproc)", self.cpus.to_string()),
+            ("CPU model", self.cpu_model.clone()),
+            ("memory", self.memory.clone()),
+            ("kernel", self.kernel.clone()),
+            ("file system under the temp dir", self.temp_fs.clone()),
+            ("rustc", self.rustc.clone()),
+            ("node (for the peer)", self.node.clone()),
+            ("git commit", format!("`{}`", self.commit)),
+            ("date", self.date.clone()),
+        ] {
+            machine.fact(fact, value);
+        }
+        let mut out = run.records;
+        out.extend(machine.records);
+        out
+    }
+}
+
+/// Bytes under a path: apparent (file sizes) and allocated (blocks).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    /// The regular files' sizes.
+    pub apparent: u64,
+    /// The blocks allocated to everything under it.
+    pub allocated: u64,
+}
+
+/// [`Usage`] of everything under `path` (not following symlinks).
+pub fn usage(path: &Path) -> std::io::Result<Usage> {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = Usage::default();
+    let mut stack = vec![path.to_owned()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue; // gone meanwhile
+        };
+        total.allocated += meta.blocks() * 512;
+        if meta.is_file() {
+            total.apparent += meta.len();
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&p)?.flatten() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_counts_files_and_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), vec![1u8; 5000]).unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/b"), b"xy").unwrap();
+        let u = usage(dir.path()).unwrap();
+        assert_eq!(u.apparent, 5002);
+        assert!(u.allocated >= 5002, "{u:?}");
+    }
 
     #[test]
     fn field_takes_the_first_match() {

@@ -14,9 +14,9 @@
 //! `find_text` on a text-mode and a framebuffer screen. `bench/run` builds everything and runs
 //! it.
 //!
-//! The measurements land in one results file, docs/benchmarks.json (the `report::schema`
-//! types); docs/BENCHMARKS.md is rendered from that file alone, so `render` redraws the report
-//! of a committed run without measuring anything.
+//! The measurements land in one results file, docs/benchmarks.json (every section emits its
+//! `record::Record`s directly); docs/BENCHMARKS.md is rendered from that file alone, so
+//! `render` redraws the report of a committed run without measuring anything.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido \
@@ -49,8 +49,6 @@ mod realwork;
 mod record;
 /// The report, rendered from the records.
 mod render;
-/// The results file and the report rendered from it.
-mod report;
 /// Rewind through a real runtime.
 mod rewind;
 /// A Rhai function's per-host-call overhead.
@@ -83,7 +81,7 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::{Report, SnapshotSection, VmSection};
+use crate::record::Record;
 use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
 
 #[derive(Parser, Debug)]
@@ -476,26 +474,22 @@ fn main() -> Result<()> {
         Some(Command::Telemetry { calls, rounds }) => {
             telemetry::run((*calls).max(1), (*rounds).max(1))
         }
-        Some(Command::Desktop) => alone(None, &desktop::run(), |s, rows, _| {
-            report::desktop_section(s, rows)
-        }),
+        Some(Command::Desktop) => alone(None, desktop::records(&desktop::run())),
         Some(Command::Fetch {
             aido,
             python,
             repeats,
         }) => {
             let section = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
-            alone(None, &section, |s, rows, _| report::fetch_section(s, rows))
+            alone(None, fetch::records(&section))
         }
         Some(Command::Script { aido, repeats }) => {
             let section = block_on(script::run(&built(aido)?, t, *repeats))?;
-            alone(None, &section, |s, rows, _| report::script_section(s, rows))
+            alone(None, script::records(&section))
         }
         Some(Command::Artifact { aido }) => {
             let section = block_on(artifact::run(&built(aido)?, t))?;
-            alone(None, &section, |s, rows, _| {
-                report::artifact_section(s, rows)
-            })
+            alone(None, artifact::records(&section))
         }
         Some(Command::Process {
             aido,
@@ -506,7 +500,7 @@ fn main() -> Result<()> {
                 node_modules: node_modules.clone(),
             };
             let section = block_on(process::run(&built(aido)?, t, &peers))?;
-            alone(write.files(), &section, report::process_section)
+            alone(write.files(), process::records(&section))
         }
         Some(Command::Serve {
             aido,
@@ -515,7 +509,7 @@ fn main() -> Result<()> {
             write,
         }) => {
             let section = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
-            alone(write.files(), &section, report::serve_section)
+            alone(write.files(), serve::records(&section))
         }
         Some(Command::Soak {
             aido,
@@ -530,7 +524,7 @@ fn main() -> Result<()> {
                 large_every: (*large_every).max(1),
             };
             let section = block_on(soak::run(&built(aido)?, t, options))?;
-            alone(write.files(), &section, report::soak_section)
+            alone(write.files(), soak::records(&section))
         }
         Some(Command::Realwork {
             aido,
@@ -538,7 +532,7 @@ fn main() -> Result<()> {
             write,
         }) => {
             let section = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
-            alone(write.files(), &section, report::realwork::section)
+            alone(write.files(), realwork::records(&section))
         }
     }
 }
@@ -562,91 +556,82 @@ async fn bench(args: Args) -> Result<()> {
         file_bytes: args.file_bytes,
     };
     let stdio = stdio_runs(&setup, &args, &machine, &temp).await?;
-
-    let snapshots = snapshot_section(&args, &temp).await?;
-    let vm = vm_section(&args, &temp).await?;
+    let mut records = machine.records();
+    records.extend(estimates::records(&args.criterion_dir, &machine.temp_fs)?);
+    records.extend(stdio::records(&stdio, setup.plan, &peer));
+    let (options, at) = (snapshot_options(&args), temp.clone());
+    let snaps = blocking(args.skip_snapshots, "snapshots", move || {
+        snapshots::run(&at, &options)
+    });
+    records.extend(snapshots::records(&snaps.await?));
+    let (options, at) = (vm_options(&args), temp.clone());
+    let vm = blocking(args.skip_vm, "vm", move || vm::run_blocking(&at, &options));
+    records.extend(vm::records(&vm.await?));
 
     let (a, t) = (&setup.aido, temp.as_path());
-    let search = step(
-        args.skip_search,
-        "search",
-        search::run(a, t, args.search_repeats),
-    )
-    .await;
+    let search = search::run(a, t, args.search_repeats);
+    records.extend(search::records(
+        &step(args.skip_search, "search", search).await,
+    ));
     let (node, dir) = (&args.node, &args.memory_peer_dir);
     let (n, queries, repeats) = (args.memories, args.memory_queries, args.memory_repeats);
     let memory = memory::run(a, node, dir, t, n, queries, repeats);
-    let memory = step(args.skip_memory, "memory", memory).await;
+    records.extend(memory::records(
+        &step(args.skip_memory, "memory", memory).await,
+    ));
     let fetch = fetch::run(a, &args.fetch_peer_python, t, args.fetch_repeats);
-    let fetch = step(args.skip_fetch, "fetch", fetch).await;
-    let script = step(
-        args.skip_script,
-        "script",
-        script::run(a, t, args.script_repeats),
-    )
-    .await;
+    records.extend(fetch::records(&step(args.skip_fetch, "fetch", fetch).await));
+    let script = script::run(a, t, args.script_repeats);
+    records.extend(script::records(
+        &step(args.skip_script, "script", script).await,
+    ));
     let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
-    let serve = step(args.skip_serve, "serve", serve).await;
+    records.extend(serve::records(&step(args.skip_serve, "serve", serve).await));
     let desktop = if args.skip_desktop {
         desktop::DesktopSection::Skipped("`--skip-desktop`".into())
     } else {
         eprintln!("aido-bench: desktop");
         tokio::task::spawn_blocking(desktop::run).await?
     };
+    records.extend(desktop::records(&desktop));
     let artifact = step(args.skip_artifact, "artifact", artifact::run(a, t)).await;
+    records.extend(artifact::records(&artifact));
     let peers = process::Peers {
         node_modules: args.node_modules(),
     };
     let process = step(args.skip_process, "process", process::run(a, t, &peers)).await;
+    records.extend(process::records(&process));
     let options = soak::Options {
         calls: args.soak_calls.max(20),
         large_bytes: args.soak_large_bytes,
         large_every: args.soak_large_every.max(1),
     };
     let soak = step(args.skip_soak, "soak", soak::run(a, t, options)).await;
+    records.extend(soak::records(&soak));
     let options = args.realwork.options();
     let realwork = realwork::run(a, t, &options);
-    let realwork = step(args.skip_realwork, "realwork", realwork).await;
-
-    let report = Report {
-        machine,
-        policy: estimates::read(&args.criterion_dir, report::POLICY_ID)?,
-        gates: estimates::read(&args.criterion_dir, report::GATES_ID)?,
-        simulate: estimates::read(&args.criterion_dir, report::SIMULATE_ID)?,
-        group_commit: estimates::read(&args.criterion_dir, report::GROUP_COMMIT_ID)?,
-        per_record: estimates::read(&args.criterion_dir, report::PER_RECORD_ID)?,
-        metadata: estimates::read(&args.criterion_dir, report::METADATA_ID)?,
-        stdio,
-        plan: setup.plan,
-        peer,
-        snapshots,
-        vm,
-        search,
-        memory,
-        fetch,
-        script,
-        serve,
-        desktop,
-        artifact,
-        process,
-        soak,
-        realwork,
-    };
-    finish(&args, &report)
+    records.extend(realwork::records(
+        &step(args.skip_realwork, "realwork", realwork).await,
+    ));
+    finish(&args, &records)
 }
 
 /// A section measured on its own: its records printed as JSON lines; with `into` (the
 /// results file and the report) also [`merge_into`] the results, saying when it was measured.
-fn alone<S>(into: Option<(&Path, &Path)>, section: &S, build: report::Build<S>) -> Result<()> {
-    match into {
-        Some((results, out)) => merge_into(results, out, |machine| {
-            report::alone(section, build, Some((&machine.commit, &machine.date)))
-        }),
-        None => {
-            record::print(&report::alone(section, build, None));
-            Ok(())
-        }
-    }
+fn alone(into: Option<(&Path, &Path)>, records: Vec<Record>) -> Result<()> {
+    let Some((results, out)) = into else {
+        record::print(&records);
+        return Ok(());
+    };
+    merge_into(results, out, |machine| {
+        let section = records.first().map_or("", |r| r.section.as_str());
+        let mut when = record::Section::new(section);
+        when.fact("alone_commit", format!("`{}`", machine.commit));
+        when.fact("alone_date", machine.date.clone());
+        let mut records = records;
+        records.extend(when.records);
+        record::ordered(records)
+    })
 }
 
 /// Puts one section, measured on its own, into the results file (replacing the one there)
@@ -729,12 +714,11 @@ async fn stdio_runs(
 }
 
 /// Writes the run's records and renders the report from them.
-fn finish(args: &Args, report: &Report) -> Result<()> {
-    let records = report.records();
+fn finish(args: &Args, records: &[Record]) -> Result<()> {
     // Written before it is rendered, so a run's numbers survive a bug in the template.
-    record::write(&args.results, &records)?;
-    write(&args.out, &render::render(&records)?)?;
-    record::print(&records);
+    record::write(&args.results, records)?;
+    write(&args.out, &render::render(records)?)?;
+    record::print(records);
     println!(
         "wrote {} and {}",
         args.results.display(),
@@ -760,15 +744,9 @@ async fn step<T>(
     out
 }
 
-/// Runs the snapshot and rewind benchmarks on their own thread (they block, and the rewind
-/// sessions run their own multi-threaded runtime), while this one waits for Ctrl-C or SIGTERM:
-/// a stop request lets the section return through its guards, which unmount and remove what it
-/// made.
-async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
-    if args.skip_snapshots {
-        return Ok(SnapshotSection::Skipped("`--skip-snapshots`".into()));
-    }
-    let options = snapshots::Options {
+/// The snapshot and rewind benchmarks' options.
+fn snapshot_options(args: &Args) -> snapshots::Options {
+    snapshots::Options {
         tree: tree::TreeSpec {
             files: args.tree_files.max(1),
             bytes: args.tree_bytes,
@@ -786,64 +764,53 @@ async fn snapshot_section(args: &Args, temp: &Path) -> Result<SnapshotSection> {
             snapshot_every: args.rewind_snapshot_every.max(1),
             targets: args.rewind_targets.max(1),
         }),
-    };
-    let temp = temp.to_owned();
-    let outcome = interruptible("aido-bench-snapshots", "snapshot benchmark", move || {
-        snapshots::run(&temp, &options)
-    })
-    .await?;
-    Ok(match outcome {
-        Ok(results) => SnapshotSection::Ran(Box::new(results)),
-        Err(e) => {
-            eprintln!("aido-bench: the snapshot section failed: {e:#}");
-            SnapshotSection::Failed(format!("{e:#}"))
-        }
-    })
+    }
 }
 
-/// Runs the VM benchmarks on their own thread and runtime, stoppable like the snapshot section
-/// (every QEMU it started is stopped on the way out).
-async fn vm_section(args: &Args, temp: &Path) -> Result<VmSection> {
-    if args.skip_vm {
-        return Ok(VmSection::Skipped("`--skip-vm`".into()));
-    }
-    let options = vm::Options {
+/// The VM benchmarks' options.
+fn vm_options(args: &Args) -> vm::Options {
+    vm::Options {
         build_image: args.vm_build_image.clone(),
         boots: args.vm_boots.max(1),
         reverts: args.vm_reverts.max(1),
         acquisitions: args.vm_acquisitions.max(1),
         finds: args.vm_finds.max(1),
         pool_size: args.vm_pool_size.max(1),
-    };
-    let temp = temp.to_owned();
-    let outcome = interruptible("aido-bench-vm", "VM benchmark", move || {
-        vm::run_blocking(&temp, &options)
-    })
-    .await?;
-    Ok(match outcome {
-        Ok(results) => VmSection::Ran(Box::new(results)),
-        Err(e) => {
-            eprintln!("aido-bench: the VM section failed: {e:#}");
-            VmSection::Failed(format!("{e:#}"))
-        }
-    })
+    }
+}
+
+/// Runs a section that blocks (the snapshot and rewind benchmarks, whose rewind sessions run
+/// their own multi-threaded runtime; the VM benchmarks) on its own thread, stoppable: see
+/// [`interruptible`]. Unless `--skip-NAME` was given.
+async fn blocking<T: Send + 'static>(
+    skip: bool,
+    name: &'static str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<harness::Run<Box<T>>> {
+    if skip {
+        return Ok(harness::Run::Skipped(format!("`--skip-{name}`")));
+    }
+    let run = harness::Run::from(interruptible(name, work).await?.map(Box::new));
+    if let harness::Run::Failed(why) = &run {
+        eprintln!("aido-bench: the {name} section failed: {why}");
+    }
+    Ok(run)
 }
 
 /// Runs `work` on a thread of its own while this one waits for Ctrl-C or SIGTERM: a stop
 /// request lets the work return through its guards, which undo what it made. `Err` when
 /// interrupted (or the thread panicked); `Ok(Err)` when the work failed by itself.
 async fn interruptible<T: Send + 'static>(
-    thread: &str,
     section: &'static str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<Result<T>> {
     let (done, finished) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
-        .name(thread.into())
+        .name(format!("aido-bench-{section}"))
         .spawn(move || {
             let _ = done.send(work());
         })
-        .with_context(|| format!("starting the {section} thread"))?;
+        .with_context(|| format!("starting the {section} section's thread"))?;
     let interrupt = tokio::spawn(async move {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -857,7 +824,7 @@ async fn interruptible<T: Send + 'static>(
             _ = tokio::signal::ctrl_c() => {}
             _ = terminated => {}
         }
-        eprintln!("aido-bench: interrupted; cleaning up the {section}");
+        eprintln!("aido-bench: interrupted; cleaning up the {section} section");
         stop::request();
     });
     let outcome = finished.await;
@@ -865,7 +832,7 @@ async fn interruptible<T: Send + 'static>(
     match outcome {
         Ok(Err(e)) if stop::requested() => Err(e),
         Ok(result) => Ok(result),
-        Err(_) => bail!("the {section} thread panicked"),
+        Err(_) => bail!("the {section} section's thread panicked"),
     }
 }
 

@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::harness::Server;
+use crate::record::{Record, Section};
 
 /// Words the texts are made of.
 const VOCABULARY: &[&str] = &[
@@ -106,10 +107,9 @@ pub async fn run(
         Ok(found) => found,
         Err(error) => return MemorySection::Skipped(format!("{error:#}")),
     };
-    match measure(aido, node, &entry, peer, temp, memories, queries, repeats).await {
-        Ok(run) => MemorySection::Ran(run),
-        Err(error) => MemorySection::Failed(format!("{error:#}")),
-    }
+    measure(aido, node, &entry, peer, temp, memories, queries, repeats)
+        .await
+        .into()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -218,6 +218,52 @@ fn what_each_found(i: usize, query: String, recalled: &Value, searched: &Value) 
 
 fn peer_entities(answer: &Value) -> Vec<Value> {
     answer["entities"].as_array().cloned().unwrap_or_default()
+}
+
+/// The section's records: aido's recall beside server-memory's search_nodes (time per query),
+/// and what each found.
+pub fn records(memory: &MemorySection) -> Vec<Record> {
+    let mut s = Section::new("memory");
+    let row = "memory_recall_vs_server_memory";
+    let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
+    let Some(run) = s.ran(memory, &[(row, what)]) else {
+        return s.finish();
+    };
+    s.versus(row, what, &run.aido, &run.peer, &run.peer_times);
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    let cells = run
+        .queries
+        .iter()
+        .map(|q| {
+            vec![
+                format!("`{}`", q.query),
+                q.aido_results.to_string(),
+                yes(q.aido_found),
+                q.peer_results.to_string(),
+                yes(q.peer_found),
+            ]
+        })
+        .collect();
+    let count = |f: fn(&Found) -> bool| run.queries.iter().filter(|q| f(q)).count() as f64;
+    s.numbers(&[
+        ("memories", run.memories as f64),
+        ("queries", run.queries.len() as f64),
+        ("calls", run.aido.len() as f64),
+    ]);
+    s.fact("peer", run.peer.clone());
+    s.numbers(&[
+        ("aido_found", count(|q| q.aido_found)),
+        ("peer_found", count(|q| q.peer_found)),
+    ]);
+    let columns = [
+        "query",
+        "aido results (at most 10)",
+        "aido found its memory",
+        "server-memory results",
+        "server-memory found it",
+    ];
+    s.table("found", &columns, cells);
+    s.finish()
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{Server, status_bytes};
+use crate::record::{Record, Section, Stats, Unit, median, ns};
 
 /// Spawns of `true` per side (each peer takes about half a second through node).
 pub const SPAWNS: usize = 30;
@@ -80,8 +81,8 @@ pub struct ProcessRun {
 impl ProcessRun {
     /// The journaling cost per changed file: the median difference over the extra files.
     pub fn per_file(&self) -> Duration {
-        let one = crate::snapshots::median(&self.one_file);
-        let many = crate::snapshots::median(&self.many_files);
+        let one = crate::harness::median(&self.one_file);
+        let many = crate::harness::median(&self.many_files);
         many.saturating_sub(one) / (FILES as u32 - 1)
     }
 }
@@ -98,10 +99,7 @@ pub async fn run(aido: &Path, temp: &Path, peers: &Peers) -> ProcessSection {
     let node_modules =
         std::fs::canonicalize(&peers.node_modules).unwrap_or_else(|_| peers.node_modules.clone());
     let peers = &Peers { node_modules };
-    match measure(aido, temp, peers).await {
-        Ok(run) => ProcessSection::Ran(Box::new(run)),
-        Err(error) => ProcessSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp, peers).await.map(Box::new).into()
 }
 
 /// Codex's native binary inside its npm package (the launcher script only spawns it).
@@ -261,52 +259,6 @@ fn spawns(aido: &Path, work: &Path, peers: &Peers) -> Result<Vec<Side>> {
     Ok(sides)
 }
 
-/// The pid of our newest live child process named `comm` (an earlier workload's server may
-/// still be a zombie).
-pub(crate) fn child_pid(comm: &str) -> Result<u32> {
-    let me = std::process::id();
-    let mut newest: Option<(u64, u32)> = None;
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ... starttime (the 22nd field)
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let name = head.split_once(" (").map_or("", |(_, n)| n);
-        let (Some(state), Some(ppid), Some(start)) = (
-            fields.first(),
-            fields.get(1).and_then(|p| p.parse::<u32>().ok()),
-            fields.get(19).and_then(|s| s.parse::<u64>().ok()),
-        ) else {
-            continue;
-        };
-        if name == comm && ppid == me && *state != "Z" && newest.is_none_or(|(s, _)| start > s) {
-            newest = Some((start, pid));
-        }
-    }
-    newest
-        .map(|(_, pid)| pid)
-        .with_context(|| format!("no live child process named {comm}"))
-}
-
-/// A `/proc/pid/status` field in bytes.
-pub(crate) fn status_bytes(pid: u32, field: &str) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("{field} of {pid}"))?;
-    Ok(kib * 1024)
-}
-
 async fn call(server: &Server, arguments: Value) -> Result<Value> {
     let out = server.json("run_command", arguments).await?;
     if out["exit_code"] != json!(0) {
@@ -333,7 +285,7 @@ async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> 
     };
 
     let (ours, home) = Server::aido(aido, work.path(), &["run_command"]).await?;
-    let pid = child_pid("aido")?;
+    let pid = ours.pid;
 
     for _ in 0..20 {
         call(&ours, json!({"argv": ["true"]})).await?;
@@ -473,4 +425,103 @@ async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, V
     stop.insert("handle".into(), json!(handle));
     ours.call("stop_handle", stop).await?;
     Ok((through, direct))
+}
+
+/// The section's records: `aido exec -- true` beside srt and codex (and a bare spawn),
+/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
+pub fn records(process: &ProcessSection) -> Vec<Record> {
+    let mut s = Section::new("process");
+    let ids = [
+        "process_exec_vs_srt",
+        "process_exec_vs_codex",
+        "process_run_command_true",
+        "process_flood_memory",
+        "process_changes_per_file",
+        "process_dev_server_round_trip",
+    ];
+    let Some(run) = s.ran(process, &ids.map(|id| (id, "see the process section"))) else {
+        return s.finish();
+    };
+    let side = |name: &str| run.sides.iter().find(|s| s.name == name);
+    let exec = side("aido exec").map(|s| &s.times);
+    for (id, peer) in [(ids[0], "srt"), (ids[1], "codex sandbox")] {
+        let command = side(peer).map_or(peer.to_owned(), |s| s.command.clone());
+        let what = format!(
+            "`aido exec -- true` (a whole aido process: policy, a journal session, the sandbox, the journaled result) / `{command}` on the same command, wall time per spawn"
+        );
+        match (exec, side(peer).map(|s| &s.times)) {
+            (Some(Ok(ours)), Some(Ok(theirs))) => s.versus(id, what, ours, peer, theirs),
+            (Some(Err(e)), _) => s.failed(id, what, &format!("aido exec: {e}")),
+            (_, Some(Err(e))) => s.not_run(id, what, &format!("{peer} does not run here: {e}")),
+            _ => s.failed(id, what, "a side is missing"),
+        }
+    }
+    let latency = Stats::latency(&run.run_command);
+    s.lane(ids[2], None, Unit::Ns, latency, Vec::new()).what(
+        "`run_command` of `true` over MCP (stdio), end to end: judged, journaled, confined in the sandbox, its overlay layer read, the result journaled",
+    );
+    let grown = run.flood_rss_peak.saturating_sub(run.flood_rss_before);
+    s.value(ids[3], None, Unit::Bytes, grown as f64).what(format!(
+        "aido's peak resident memory (VmHWM) after `run_command` of a {} MB output flood, less its resident memory before",
+        FLOOD_BYTES / 1_000_000
+    ));
+    s.once(ids[4], None, run.per_file()).what(format!(
+        "journaling a command's file changes, per file changed: (median of a command writing {FILES} new files - median of one writing 1) / {}",
+        FILES - 1
+    ));
+    let dev_what = format!(
+        "the dev-server workflow: `run_command` of a Python client fetching a page from a background `python3 -m http.server` on the session's loopback / the same client run bare against one on the host, {} round trips each, alternately",
+        run.dev_server.len()
+    );
+    if run.dev_server.is_empty() || run.dev_server_bare.is_empty() {
+        let why = "this results file has no dev-server figures yet";
+        s.not_run(ids[5], dev_what, why);
+    } else {
+        s.versus(
+            ids[5],
+            dev_what,
+            &run.dev_server,
+            "bare",
+            &run.dev_server_bare,
+        );
+    }
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
+    let cells = run
+        .sides
+        .iter()
+        .map(|s| match &s.times {
+            Ok(times) => vec![
+                s.name.clone(),
+                format!("`{}`", s.command),
+                ms(crate::harness::median(times)),
+                ms(crate::harness::percentile(times, 99.0)),
+                times.len().to_string(),
+            ],
+            Err(e) => vec![
+                s.name.clone(),
+                format!("`{}`", s.command),
+                format!("did not run: {e}"),
+                "-".into(),
+                "0".into(),
+            ],
+        })
+        .collect();
+    let median_ns = |d: &[Duration]| median(&ns(d));
+    s.numbers(&[
+        ("calls", run.run_command.len() as f64),
+        ("spawn_rounds", SPAWN_ROUNDS as f64),
+        ("flood_mb", (FLOOD_BYTES / 1_000_000) as f64),
+        ("flood_ns", run.flood_time.as_nanos() as f64),
+        ("flood_counted", run.flood_counted as f64),
+        ("rss_before", run.flood_rss_before as f64),
+        ("rss_peak", run.flood_rss_peak as f64),
+        ("files", FILES as f64),
+        ("home_dirs", HOME_DIRS as f64),
+        ("one_file_ns", median_ns(&run.one_file)),
+        ("many_files_ns", median_ns(&run.many_files)),
+        ("repeats", run.one_file.len() as f64),
+    ]);
+    let columns = ["side", "command", "p50 ms", "p99 ms", "spawns"];
+    s.table("spawns", &columns, cells);
+    s.finish()
 }

@@ -26,6 +26,8 @@ use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::Server;
+use crate::machine::{Usage, usage};
+use crate::record::{Record, Section, Stats, Unit};
 
 /// The sandbox's own PATH; the bare runs get the same.
 const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -143,10 +145,7 @@ pub async fn run(aido: &Path, temp: &Path, options: &Options) -> RealworkSection
             options.inputs.display()
         ));
     }
-    match measure(aido, temp, options).await {
-        Ok(run) => RealworkSection::Ran(Box::new(run)),
-        Err(e) => RealworkSection::Failed(format!("{e:#}")),
-    }
+    measure(aido, temp, options).await.map(Box::new).into()
 }
 
 async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<RealworkRun> {
@@ -212,7 +211,7 @@ impl Bench {
             std::fs::write(aido_home.join("config.toml"), config)?;
         }
         let (server, home) = Server::aido(aido, dir.path(), &["run_command"]).await?;
-        let pid = crate::process::child_pid("aido")?;
+        let pid = server.pid;
         let bare = dir.path().join("bare");
         std::fs::create_dir_all(&bare)?;
         // The sandbox and the journal warm up before anything is timed.
@@ -277,11 +276,11 @@ impl Bench {
     }
 
     fn journal(&self) -> Result<Usage> {
-        usage(&self.aido_home)
+        Ok(usage(&self.aido_home)?)
     }
 
     fn rss(&self, field: &str) -> Result<u64> {
-        crate::process::status_bytes(self.pid, field)
+        crate::harness::status_bytes(self.pid, field)
     }
 }
 
@@ -336,33 +335,6 @@ async fn bare(shell: &str, cwd: &Path, home: &Path, env: &[(&str, String)]) -> R
         );
     }
     Ok(took)
-}
-
-/// Bytes under a path: apparent (file sizes) and allocated (blocks).
-#[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    apparent: u64,
-    allocated: u64,
-}
-
-fn usage(path: &Path) -> Result<Usage> {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = Usage::default();
-    let mut stack = vec![path.to_owned()];
-    while let Some(p) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&p) else {
-            continue; // gone meanwhile
-        };
-        total.allocated += meta.blocks() * 512;
-        if meta.is_file() {
-            total.apparent += meta.len();
-        } else if meta.is_dir() {
-            for entry in std::fs::read_dir(&p)?.flatten() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    Ok(total)
 }
 
 /// What the timed runs through aido grew: the journal and the workspace.
@@ -591,65 +563,11 @@ async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> R
     })
 }
 
-/// A journaled ext4 on a loop device, made for the loop and gone with this value (aido-bench
-/// as root, with e2fsprogs): a root file system may be ext4 without a journal, where ext4
-/// skips recently deleted inodes one by one when it allocates, which makes creating 20,000
-/// files after 20,000 were removed slow and noisy for both sides.
-struct Ext4 {
-    mount: PathBuf,
-    image: PathBuf,
-}
-
-impl Ext4 {
-    fn make(temp: &Path) -> Result<Self> {
-        let run = |program: &str, args: &[&std::ffi::OsStr]| -> Result<()> {
-            let out = std::process::Command::new(program).args(args).output()?;
-            if !out.status.success() {
-                bail!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim());
-            }
-            Ok(())
-        };
-        let id = std::process::id();
-        let image = temp.join(format!("aido-bench-ext4-{id}.img"));
-        let mount = temp.join(format!("aido-bench-ext4-{id}"));
-        std::fs::File::create(&image)?.set_len(4 << 30)?;
-        let made = Self {
-            mount: mount.clone(),
-            image: image.clone(),
-        };
-        run(
-            "mkfs.ext4",
-            &["-q".as_ref(), "-F".as_ref(), image.as_os_str()],
-        )?;
-        std::fs::create_dir_all(&mount)?;
-        run(
-            "mount",
-            &[
-                "-o".as_ref(),
-                "loop".as_ref(),
-                image.as_os_str(),
-                mount.as_os_str(),
-            ],
-        )?;
-        Ok(made)
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(&self.mount)
-            .status();
-        let _ = std::fs::remove_dir(&self.mount);
-        let _ = std::fs::remove_file(&self.image);
-    }
-}
-
 async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
     // Declared before the bench, so it is unmounted after the bench's server and files.
-    let ext4 = Ext4::make(temp);
+    let ext4 = crate::volume::Ext4::create(temp, 4 << 30);
     let (place, on) = match &ext4 {
-        Ok(ext4) => (ext4.mount.clone(), "on a journaled ext4".to_owned()),
+        Ok(ext4) => (ext4.mount().to_owned(), "on a journaled ext4".to_owned()),
         Err(e) => {
             eprintln!("aido-bench: the loop runs in the temp dir: no ext4 loop device ({e:#})");
             (
@@ -759,6 +677,134 @@ async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
     })
 }
 
+/// The section's records: each workload through `run_command` beside the same command bare
+/// (paired rounds, the ratio pair by pair), the journal's bytes per byte changed, and aido's
+/// memory for a 2 GiB change set.
+pub fn records(realwork: &RealworkSection) -> Vec<Record> {
+    let mut s = Section::new("realwork");
+    let ids = [
+        "realwork_venv",
+        "realwork_wheels",
+        "realwork_cargo_noop",
+        "realwork_cargo_noop_margin",
+        "realwork_loop",
+        "realwork_big_file",
+        "realwork_big_file_memory",
+    ];
+    let Some(run) = s.ran(realwork, &ids.map(|id| (id, "see the real-work section"))) else {
+        return s.finish();
+    };
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    for w in &run.workloads {
+        let row = format!("realwork_{}", w.id);
+        s.times(&row, None, &w.aido).what(format!(
+            "real work: {} through `run_command` over MCP / the same command bare, wall time per run",
+            w.name
+        ));
+        s.times(&row, Some("bare"), &w.bare);
+        s.ratio(&row, Some(round(w.ratio())));
+        if w.id == "cargo_noop" {
+            let margin = Stats {
+                median: w.margin_ns(NOOP_FACTOR),
+                n: Some(w.aido.len() as u64),
+                ..Stats::default()
+            };
+            s.lane("realwork_cargo_noop_margin", None, Unit::Ns, margin, Vec::new())
+                .what(format!(
+                    "real work: the no-op `cargo build` through aido less {NOOP_FACTOR} × bare, median over the pairs (the goal: at most {NOOP_FACTOR}× bare plus {})",
+                    crate::render::format_duration(NOOP_PLUS)
+                ));
+        }
+    }
+    let big = &run.big;
+    s.once("realwork_big_file", None, big.aido).what(
+        "real work: one command writing a 2 GiB change set (two 1 GiB files) through `run_command` / bare, wall time",
+    );
+    s.once("realwork_big_file", Some("bare"), big.bare);
+    let ratio = big.aido.as_secs_f64() / big.bare.as_secs_f64().max(1e-9);
+    s.ratio("realwork_big_file", Some(round(ratio)));
+    let grown = big.rss_peak.saturating_sub(big.rss_before);
+    s.value("realwork_big_file_memory", None, Unit::Bytes, grown as f64).what(
+        "real work: aido's peak resident memory (VmHWM) after a command's 2 GiB change set (two 1 GiB files), less its resident memory before",
+    );
+    let big_per_byte = big.journal_bytes as f64 / big.changed_bytes.max(1) as f64;
+    for (id, name, per_byte) in run
+        .workloads
+        .iter()
+        .filter_map(|w| w.journal_per_byte().map(|p| (w.id, w.name.as_str(), p)))
+        .chain([(
+            "big_file",
+            "a 2 GiB change set (two 1 GiB files)",
+            big_per_byte,
+        )])
+    {
+        let row = format!("realwork_journal_per_byte_{id}");
+        s.value(&row, None, Unit::Ratio, round(per_byte)).what(format!(
+            "real work: journal bytes per byte changed, {name} (AIDO_HOME's allocated growth / the bytes of the files written)"
+        ));
+    }
+    let rounds = |id: &str| {
+        let w = run.workloads.iter().find(|w| w.id == id);
+        w.map_or(0, |w| w.aido.len()) as f64
+    };
+    s.numbers(&[
+        ("rounds", rounds("venv")),
+        ("noop_rounds", rounds("cargo_noop")),
+    ]);
+    s.fact("wheels", run.wheels.join(", "));
+    let ns = |d: Duration| d.as_nanos() as f64;
+    s.numbers(&[
+        ("big", BIG_BYTES as f64),
+        ("big_aido", ns(big.aido)),
+        ("big_bare", ns(big.bare)),
+        ("big_rewind", ns(big.rewind)),
+        ("rss_before", big.rss_before as f64),
+        ("rss_peak", big.rss_peak as f64),
+        ("big_journal", big.journal_bytes as f64),
+        ("big_journal_apparent", big.journal_apparent_bytes as f64),
+    ]);
+    s.fact("one_file", big.one_file.clone());
+    let cells = workloads(run);
+    let columns = [
+        "workload",
+        "command",
+        "aido ms (median)",
+        "bare ms (median)",
+        "pairs",
+        "ratio (median of pairs)",
+        "journal grew (allocated, all pairs)",
+        "files written (bytes, all pairs)",
+        "journal bytes per byte",
+        "aido memory growth MB",
+    ];
+    s.table("workloads", &columns, cells);
+    s.finish()
+}
+
+/// The workloads' detail table.
+fn workloads(run: &RealworkRun) -> Vec<Vec<String>> {
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    let bytes = crate::render::format_bytes;
+    run.workloads
+        .iter()
+        .map(|w| {
+            vec![
+                w.name.clone(),
+                format!("`{}`", w.command),
+                ms(crate::harness::median(&w.aido)),
+                ms(crate::harness::median(&w.bare)),
+                w.aido.len().to_string(),
+                format!("{:.2}", w.ratio()),
+                bytes(w.journal_bytes),
+                bytes(w.changed_bytes),
+                w.journal_per_byte()
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.2}")),
+                format!("{:.1}", w.rss_growth as f64 / 1e6),
+            ]
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -784,16 +830,5 @@ mod tests {
         // Margins over 1.2x: 0, 20 ms, 10 ms.
         assert!((w.margin_ns(1.2) - 10e6).abs() < 1.0);
         assert_eq!(w.journal_per_byte(), Some(3.0));
-    }
-
-    #[test]
-    fn usage_counts_files_and_blocks() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a"), vec![1u8; 5000]).unwrap();
-        std::fs::create_dir(dir.path().join("d")).unwrap();
-        std::fs::write(dir.path().join("d/b"), b"xy").unwrap();
-        let u = usage(dir.path()).unwrap();
-        assert_eq!(u.apparent, 5002);
-        assert!(u.allocated >= 5002, "{u:?}");
     }
 }

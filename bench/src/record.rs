@@ -18,9 +18,12 @@
 //! ```
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::harness::Run;
 
 /// The lane that holds a row's ratio (aido over the peer).
 pub const RATIO: &str = "ratio";
@@ -108,6 +111,18 @@ impl Stats {
             ..Self::default()
         }
     }
+
+    /// Latencies: the nearest-rank median and p99, the largest, and how many.
+    pub fn latency(times: &[Duration]) -> Self {
+        let at = |p| crate::harness::percentile(times, p).as_nanos() as f64;
+        Self {
+            median: at(50.0),
+            p99: Some(at(99.0)),
+            max: times.iter().max().map(|d| d.as_nanos() as f64),
+            n: Some(times.len() as u64),
+            ..Self::default()
+        }
+    }
 }
 
 fn sorted(samples: &[f64]) -> Vec<f64> {
@@ -125,7 +140,7 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
 }
 
 /// Nanoseconds of each duration.
-pub fn ns(values: &[std::time::Duration]) -> Vec<f64> {
+pub fn ns(values: &[Duration]) -> Vec<f64> {
     values.iter().map(|d| d.as_nanos() as f64).collect()
 }
 
@@ -167,6 +182,13 @@ impl Section {
         self.push(name, None).value = Some(value);
     }
 
+    /// Facts the prose names, as raw numbers the template formats.
+    pub fn numbers(&mut self, facts: &[(&str, f64)]) {
+        for (name, value) in facts {
+            self.number(name, *value);
+        }
+    }
+
     /// A row's lane with one value.
     pub fn value(&mut self, row: &str, lane: Option<&str>, unit: Unit, value: f64) -> &mut Record {
         let record = self.push(row, lane);
@@ -175,18 +197,111 @@ impl Section {
         record
     }
 
-    /// A row's lane summarized by `stats`.
-    pub fn stats(
+    /// A row's lane summarized by `stats` (its median alone is a plain `value`), with the
+    /// samples it summarizes when they are kept.
+    pub fn lane(
         &mut self,
         row: &str,
         lane: Option<&str>,
         unit: Unit,
         stats: Stats,
+        samples: Vec<f64>,
     ) -> &mut Record {
         let record = self.push(row, lane);
         record.unit = Some(unit);
-        record.stats = Some(stats);
+        record.samples = samples;
+        let alone = Stats {
+            median: stats.median,
+            ..Stats::default()
+        };
+        if stats == alone {
+            record.value = Some(stats.median);
+        } else {
+            record.stats = Some(stats);
+        }
         record
+    }
+
+    /// A row's lane of timed samples, in the order taken: median, range and count, and every
+    /// sample.
+    pub fn times(&mut self, row: &str, lane: Option<&str>, times: &[Duration]) -> &mut Record {
+        let samples = ns(times);
+        self.lane(row, lane, Unit::Ns, Stats::range(&samples), samples)
+    }
+
+    /// A row's lane of one timed value.
+    pub fn once(&mut self, row: &str, lane: Option<&str>, time: Duration) -> &mut Record {
+        self.value(row, lane, Unit::Ns, time.as_nanos() as f64)
+    }
+
+    /// A row's ratio lane (aido over the peer), when there is one.
+    pub fn ratio(&mut self, row: &str, ratio: Option<f64>) {
+        if let Some(ratio) = ratio {
+            self.value(row, Some(RATIO), Unit::Ratio, ratio);
+        }
+    }
+
+    /// aido's timed samples beside a peer's, and the ratio of their medians.
+    pub fn versus(
+        &mut self,
+        row: &str,
+        what: impl Into<String>,
+        ours: &[Duration],
+        peer: &str,
+        theirs: &[Duration],
+    ) {
+        let (a, b) = (median(&ns(ours)), median(&ns(theirs)));
+        self.times(row, None, ours).what(what);
+        self.times(row, Some(peer), theirs);
+        self.ratio(row, (b > 0.0).then(|| a / b));
+    }
+
+    /// A row that did not run, and why.
+    pub fn not_run(&mut self, row: &str, what: impl Into<String>, why: &str) {
+        self.push(row, None).error = Some(format!("not run: {why}"));
+        self.what(what);
+    }
+
+    /// A row that started and failed, and how.
+    pub fn failed(&mut self, row: &str, what: impl Into<String>, why: &str) {
+        self.push(row, None).error = Some(format!("failed: {why}"));
+        self.what(what);
+    }
+
+    /// Sets the description of the last row.
+    fn what(&mut self, what: impl Into<String>) {
+        if let Some(last) = self.records.last_mut() {
+            last.note = Some(what.into());
+        }
+    }
+
+    /// The measured run of a section; when it was skipped or failed, each of `rows` (id,
+    /// description) says so, and `None`.
+    pub fn ran<'a, T>(&mut self, run: &'a Run<T>, rows: &[(&str, &str)]) -> Option<&'a T> {
+        for (row, what) in rows {
+            match run {
+                Run::Ran(_) => {}
+                Run::Skipped(why) => self.not_run(row, *what, why),
+                Run::Failed(why) => self.failed(row, *what, why),
+            }
+        }
+        match run {
+            Run::Ran(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A detail table: its columns, and its lines of cells.
+    pub fn table(&mut self, name: &str, columns: &[&str], lines: Vec<Vec<String>>) {
+        for (k, cells) in lines.into_iter().enumerate() {
+            let cells: Vec<(&str, String)> = columns.iter().copied().zip(cells).collect();
+            self.line(name, k + 1, &cells);
+        }
+    }
+
+    /// The records in report order: facts, then table cells, then rows.
+    pub fn finish(self) -> Vec<Record> {
+        ordered(self.records)
     }
 
     /// A detail table's line: one cell per column, in order.
@@ -203,6 +318,23 @@ impl Record {
         self.note = Some(what.into());
         self
     }
+}
+
+/// Records of one section in report order: its facts, then its tables' cells, then its rows.
+pub fn ordered(records: Vec<Record>) -> Vec<Record> {
+    let rank = |r: &Record| match (r.unit.is_some() || r.error.is_some(), r.row.contains(':')) {
+        (true, _) => 2,
+        (false, true) => 1,
+        (false, false) => 0,
+    };
+    let mut records = records;
+    records.sort_by_key(rank);
+    records
+}
+
+/// The lower median of unsorted samples; zero when there are none.
+pub fn median(samples: &[f64]) -> f64 {
+    median_of_sorted(&sorted(samples))
 }
 
 /// Prints records as JSON lines (what a section run alone shows).
@@ -254,4 +386,96 @@ pub fn merge(records: Vec<Record>, fresh: Vec<Record>) -> Vec<Record> {
     }
     out.extend(fresh.unwrap_or_default());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ms(values: &[u64]) -> Vec<Duration> {
+        values.iter().map(|v| Duration::from_millis(*v)).collect()
+    }
+
+    #[test]
+    fn a_row_beside_its_peer_has_three_lanes_and_the_ratio_of_the_medians() {
+        let mut s = Section::new("x");
+        s.versus("r", "what", &ms(&[3, 1, 2, 4]), "peer", &ms(&[4, 8]));
+        let records = s.finish();
+        assert_eq!(records.len(), 3);
+        let [own, peer, ratio] = &records[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (own.lane.as_deref(), own.note.as_deref()),
+            (None, Some("what"))
+        );
+        assert_eq!(own.samples, [3e6, 1e6, 2e6, 4e6]);
+        let stats = own.stats.clone().unwrap();
+        // The lower median, the range and the count.
+        assert_eq!(
+            (stats.median, stats.min, stats.max),
+            (2e6, Some(1e6), Some(4e6))
+        );
+        assert_eq!(stats.n, Some(4));
+        assert_eq!(peer.lane.as_deref(), Some("peer"));
+        assert_eq!(ratio.lane.as_deref(), Some(RATIO));
+        assert_eq!(ratio.value, Some(0.5));
+    }
+
+    #[test]
+    fn a_median_alone_is_a_plain_value() {
+        let mut s = Section::new("x");
+        let median = Stats {
+            median: 7.0,
+            ..Stats::default()
+        };
+        s.lane("a", None, Unit::Bytes, median, Vec::new());
+        s.lane(
+            "b",
+            None,
+            Unit::Bytes,
+            Stats::latency(&ms(&[1, 2])),
+            Vec::new(),
+        );
+        assert_eq!(
+            (s.records[0].value, s.records[0].stats.is_none()),
+            (Some(7.0), true)
+        );
+        let latency = s.records[1].stats.clone().unwrap();
+        assert_eq!((latency.median, latency.p99), (1e6, Some(2e6)));
+    }
+
+    #[test]
+    fn a_section_that_did_not_run_says_why_on_every_row() {
+        let mut s = Section::new("x");
+        let rows = [("a", "row a"), ("b", "row b")];
+        let skipped: Run<()> = Run::Skipped("`--skip-x`".into());
+        assert!(s.ran(&skipped, &rows).is_none());
+        let failed: Run<()> = Run::from(Err(anyhow::anyhow!("inner").context("outer")));
+        assert!(s.ran(&failed, &rows[..1]).is_none());
+        let errors: Vec<_> = s.records.iter().map(|r| r.error.as_deref()).collect();
+        assert_eq!(
+            errors,
+            [
+                Some("not run: `--skip-x`"),
+                Some("not run: `--skip-x`"),
+                Some("failed: outer: inner")
+            ]
+        );
+        assert_eq!(s.records[1].note.as_deref(), Some("row b"));
+        assert_eq!(s.ran(&Run::Ran(5), &rows), Some(&5));
+    }
+
+    #[test]
+    fn facts_come_before_table_cells_and_cells_before_rows() {
+        let mut s = Section::new("x");
+        s.value("row", None, Unit::Count, 1.0);
+        s.table("t", &["c"], vec![vec!["cell".into()]]);
+        s.fact("f", "text");
+        s.number("n", 2.0);
+        let rows: Vec<_> = s.finish().into_iter().map(|r| r.row).collect();
+        assert_eq!(rows, ["f", "n", "t:1", "row"]);
+    }
 }

@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::harness::Server;
+use crate::record::{Record, Section, median, ns};
 
 /// Host calls in the measured function.
 pub const HOST_CALLS: usize = 100;
@@ -36,10 +37,7 @@ pub struct ScriptRun {
 /// Runs the section: `repeats` rounds, each timing the empty function, the function with
 /// [`HOST_CALLS`] host calls, and [`HOST_CALLS`] direct calls.
 pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> ScriptSection {
-    match measure(aido, temp, repeats).await {
-        Ok(run) => ScriptSection::Ran(run),
-        Err(error) => ScriptSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp, repeats).await.into()
 }
 
 async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> {
@@ -82,7 +80,7 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
             ours.json("file_info", json!({"path": path})).await?;
             one.push(start.elapsed());
         }
-        direct.push(crate::snapshots::median(&one));
+        direct.push(crate::harness::median(&one));
     }
     ours.stop().await?;
     Ok(ScriptRun {
@@ -91,4 +89,27 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
         empty,
         direct,
     })
+}
+
+/// The section's records: one host call of a Rhai function (its time with N host calls less
+/// its time with none, over N) beside one direct call of the same primitive.
+pub fn records(script: &ScriptSection) -> Vec<Record> {
+    let mut s = Section::new("script");
+    let row = "script_host_call_vs_direct_call";
+    let what = "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call";
+    if let Some(run) = s.ran(script, &[(row, what)]) {
+        s.versus(
+            row,
+            what,
+            &run.per_host_call,
+            "`file_info` over MCP",
+            &run.direct,
+        );
+        s.numbers(&[
+            ("host_calls", run.host_calls as f64),
+            ("rounds", run.per_host_call.len() as f64),
+            ("empty_ns", median(&ns(&run.empty))),
+        ]);
+    }
+    s.finish()
 }

@@ -7,13 +7,14 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::Server;
+use crate::record::{Record, Section, Unit};
 
 /// rg with search_code's walk defaults: no config file, `.gitignore` outside git too, no global
 /// git excludes, hidden files skipped.
@@ -101,10 +102,7 @@ pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> SearchSection {
     let Some(tree) = registry_tree() else {
         return SearchSection::Skipped("no cargo registry sources to search".into());
     };
-    match measure(aido, temp, &tree, repeats).await {
-        Ok(run) => SearchSection::Ran(run),
-        Err(error) => SearchSection::Failed(format!("{error:#}")),
-    }
+    measure(aido, temp, &tree, repeats).await.into()
 }
 
 async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Result<SearchRun> {
@@ -143,19 +141,12 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
         let only_theirs = theirs.difference(&ours).take(5).collect::<Vec<_>>();
         bail!("search_code and rg disagree: only aido {only_ours:?}, only rg {only_theirs:?}");
     }
-    let (mut aido_times, mut rg_times) = (Vec::new(), Vec::new());
-    for round in 0..repeats {
-        for lane in crate::harness::alternate(round, 2) {
-            let start = Instant::now();
-            if lane == 0 {
-                search(&server, arguments.clone()).await?;
-                aido_times.push(start.elapsed());
-            } else {
-                rg_plain(tree)?;
-                rg_times.push(start.elapsed());
-            }
-        }
-    }
+    let (aido_times, rg_times) = crate::harness::paired(
+        repeats,
+        async || search(&server, arguments.clone()).await.map(drop),
+        async || rg_plain(tree).map(drop),
+    )
+    .await?;
 
     let read_tree = tree
         .read_dir()?
@@ -352,4 +343,55 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
         calls_without: calls,
         bytes_without: total,
     })
+}
+
+/// The section's records: search_code beside rg (time per search), and search_and_read beside
+/// the calls it saves (bytes).
+pub fn records(search: &SearchSection) -> Vec<Record> {
+    let mut s = Section::new("search");
+    let row = "search_code_vs_rg";
+    let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
+    let Some(run) = s.ran(search, &[(row, what)]) else {
+        return s.finish();
+    };
+    s.versus(row, what, &run.aido, "rg", &run.rg);
+    s.number("patterns", PATTERNS.len() as f64);
+    s.fact("tree", run.tree.clone());
+    s.numbers(&[
+        ("files", run.files as f64),
+        ("hits", run.hits as f64),
+        ("repeats", run.aido.len() as f64),
+    ]);
+    s.fact("read_tree", run.read_tree.clone());
+    let mut cells = Vec::new();
+    for (k, case) in run.reads.iter().enumerate() {
+        let row = format!("search_and_read_bytes_{}", k + 1);
+        s.value(&row, None, Unit::Bytes, case.bytes as f64).what(format!(
+            "`search_and_read` `{}` (1 call) / search_code + read_file ({} calls), bytes received",
+            case.pattern, case.calls_without
+        ));
+        let without = case.bytes_without as f64;
+        s.value(&row, Some("search_code + read_file"), Unit::Bytes, without);
+        s.ratio(&row, (without > 0.0).then(|| case.bytes as f64 / without));
+        cells.push(vec![
+            format!("`{}`", case.pattern),
+            case.definitions.to_string(),
+            case.callers.to_string(),
+            "1".into(),
+            case.bytes.to_string(),
+            case.calls_without.to_string(),
+            case.bytes_without.to_string(),
+        ]);
+    }
+    let columns = [
+        "pattern",
+        "definitions",
+        "callers",
+        "search_and_read calls",
+        "its bytes",
+        "calls without it",
+        "their bytes",
+    ];
+    s.table("reads", &columns, cells);
+    s.finish()
 }

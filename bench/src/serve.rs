@@ -5,19 +5,14 @@
 //! telemetry's price per action, on vs off.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::model::JsonObject;
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 
-use crate::harness::Server;
+use crate::harness::{Http, Server, aido_command, percentile, status_bytes};
+use crate::record::{Record, Section, Stats, Unit};
 
 /// How the section ran, or why it did not.
 pub type ServeSection = crate::harness::Run<ServeRun>;
@@ -49,47 +44,19 @@ pub async fn run(
     rounds: usize,
     hold: usize,
 ) -> ServeSection {
-    match measure(aido, temp, calls, rounds, hold).await {
-        Ok(run) => ServeSection::Ran(run),
-        Err(error) => ServeSection::Failed(format!("{error:#}")),
-    }
-}
-
-type Client = RunningService<rmcp::RoleClient, ()>;
-
-async fn connect(url: &str, token: &str) -> Result<Client> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    ().serve(transport)
-        .await
-        .context("the MCP handshake over HTTP")
+    measure(aido, temp, calls, rounds, hold).await.into()
 }
 
 /// Sessions one source address opens: the server holds at most 256 connections per peer
 /// address, and each held session has its standing stream and a pooled connection.
 const SESSIONS_PER_ADDRESS: usize = 100;
 
-/// Like [`connect`], its connections made from `from` (another loopback address: the server
-/// counts its per-peer cap by address, so a thousand sessions come from ten addresses, as
-/// they would from ten machines).
-async fn connect_from(url: &str, token: &str, from: std::net::IpAddr) -> Result<Client> {
-    let http = reqwest::Client::builder()
-        .local_address(from)
-        .build()
-        .context("an HTTP client bound to a loopback address")?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
-    let transport = StreamableHttpClientTransport::with_client(http, config);
-    ().serve(transport)
-        .await
-        .with_context(|| format!("the MCP handshake over HTTP from {from}"))
-}
-
-async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
+/// One read_file over HTTP, checked against `want`; its round trip.
+async fn read(http: &Server, path: &str, want: &str) -> Result<Duration> {
     let mut arguments = JsonObject::new();
     arguments.insert("path".into(), Value::String(path.to_owned()));
-    let params = CallToolRequestParams::new("read_file").with_arguments(arguments);
     let started = Instant::now();
-    let result = client.peer().call_tool(params).await?;
+    let result = http.call("read_file", arguments).await?;
     let took = started.elapsed();
     let got = result
         .structured_content
@@ -105,7 +72,6 @@ async fn read(client: &Client, path: &str, want: &str) -> Result<Duration> {
     Ok(took)
 }
 
-#[allow(clippy::too_many_lines)]
 async fn measure(
     aido: &Path,
     temp: &Path,
@@ -114,56 +80,16 @@ async fn measure(
     hold: usize,
 ) -> Result<ServeRun> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&aido_home)?;
+    let serve = Http::start(aido, work.path()).await?;
     let content = "a line of the file read over HTTP and over stdio\n".repeat(20);
-    let file = home.join("f.txt");
+    let file = work.path().join("home/f.txt");
     std::fs::write(&file, &content)?;
     let path = file.to_string_lossy().into_owned();
 
-    let command = |sub: &str| {
-        let mut c = tokio::process::Command::new(aido);
-        c.arg(sub)
-            .env_clear()
-            .env("HOME", &home)
-            .env("AIDO_HOME", &aido_home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home)
-            .kill_on_drop(true);
-        c
-    };
-    // aido serve, its URL and token from its first two lines.
-    let mut serve = command("serve");
-    serve
-        .args(["--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(std::fs::File::create(
-            work.path().join("serve.stderr"),
-        )?));
-    let mut child = serve.spawn().context("spawning aido serve")?;
-    let pid = child.id().context("aido serve's pid")?;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
-    let first = lines.next_line().await?.unwrap_or_default();
-    let second = lines.next_line().await?.unwrap_or_default();
-    let url = first
-        .strip_prefix("aido serve: MCP at ")
-        .with_context(|| format!("aido serve said {first:?}"))?
-        .trim()
-        .to_owned();
-    let token_file = second
-        .strip_prefix("aido serve: bearer token in ")
-        .with_context(|| format!("aido serve said {second:?}"))?
-        .trim()
-        .to_owned();
-    let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
-
-    let http = connect(&url, &token).await?;
+    let http = serve.server("read_file").await?;
     let stdio = Server::start(
         "aido",
-        command("mcp"),
+        aido_command(aido, work.path(), "mcp")?,
         work.path().join("mcp.stderr"),
         &["read_file"],
     )
@@ -193,14 +119,14 @@ async fn measure(
     stdio.stop().await?;
 
     // Sessions held at once: each an initialized MCP session with its client.
-    let rss_before = crate::process::status_bytes(pid, "VmRSS:")?;
+    let rss_before = status_bytes(serve.pid, "VmRSS:")?;
     let mut held = Vec::with_capacity(hold);
     for i in 0..hold {
         let from = std::net::Ipv4Addr::new(127, 0, 1, (1 + i / SESSIONS_PER_ADDRESS) as u8);
-        held.push(connect_from(&url, &token, from.into()).await?);
+        held.push(serve.session(Some(from.into())).await?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_held = crate::process::status_bytes(pid, "VmRSS:")?;
+    let rss_held = status_bytes(serve.pid, "VmRSS:")?;
     let mut while_held = Vec::with_capacity(calls);
     for _ in 0..calls {
         while_held.push(read(&http, &path, &content).await?);
@@ -209,12 +135,8 @@ async fn measure(
     for client in held {
         let _ = client.cancel().await;
     }
-    let _ = http.cancel().await;
-    // SIGTERM through the CLI's own signal path (bounded drain), then reap.
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+    let _ = http.stop().await;
+    serve.stop().await;
 
     let telemetry = crate::telemetry::measure(calls.max(200), rounds.max(2))
         .await
@@ -229,4 +151,91 @@ async fn measure(
         while_held,
         telemetry,
     })
+}
+
+/// The section's records: read_file over HTTP beside stdio (p50 and p99, round trips per
+/// second), MCP sessions held with the server's memory, and telemetry's price per action.
+pub fn records(serve: &ServeSection) -> Vec<Record> {
+    let mut s = Section::new("serve");
+    let ids = [
+        "serve_http_read_file_vs_stdio",
+        "serve_http_read_file_p99",
+        "serve_http_round_trips_per_second",
+        "serve_sessions_held_memory",
+        "serve_telemetry_on_vs_off",
+    ];
+    let Some(run) = s.ran(serve, &ids.map(|id| (id, "see the serve section"))) else {
+        return s.finish();
+    };
+    s.versus(
+        ids[0],
+        "read_file round trip over streamable HTTP (`aido serve`, one session, rmcp client), median",
+        &run.http,
+        "the same over aido's stdio (`aido mcp`)",
+        &run.stdio,
+    );
+    let p99 = |d: &[Duration]| percentile(d, 99.0).as_nanos() as f64;
+    s.value(ids[1], None, Unit::Ns, p99(&run.http))
+        .what("read_file round trip over HTTP, p99");
+    s.value(ids[1], Some("stdio, p99"), Unit::Ns, p99(&run.stdio));
+    let per_second = |d: &[Duration]| {
+        let busy: Duration = d.iter().sum();
+        Stats {
+            median: if busy.is_zero() {
+                0.0
+            } else {
+                d.len() as f64 / busy.as_secs_f64()
+            },
+            n: Some(d.len() as u64),
+            ..Stats::default()
+        }
+    };
+    let unit = Unit::PerSecond;
+    s.lane(ids[2], None, unit, per_second(&run.http), Vec::new())
+        .what("read_file round trips per second over HTTP, one client in sequence");
+    s.lane(
+        ids[2],
+        Some("stdio"),
+        unit,
+        per_second(&run.stdio),
+        Vec::new(),
+    );
+    let grown = run.rss_held.saturating_sub(run.rss_before);
+    s.value(ids[3], None, Unit::Bytes, run.rss_held as f64)
+        .what(format!(
+            "resident memory of `aido serve` holding {} initialized MCP sessions (grown from {:.1} MB)",
+            run.held,
+            run.rss_before as f64 / 1e6
+        ));
+    match &run.telemetry {
+        Ok(t) => s.versus(
+            ids[4],
+            "read_file in process with telemetry on (spans, metrics and log records to a real OTLP receiver, Prometheus registry), median",
+            &t.on,
+            "telemetry off",
+            &t.off,
+        ),
+        Err(why) => s.failed(ids[4], "read_file with telemetry on vs off", why),
+    }
+    s.numbers(&[
+        ("calls", run.http.len() as f64),
+        ("rounds", run.rounds as f64),
+        ("held", run.held as f64),
+        ("per_session_bytes", grown as f64 / run.held.max(1) as f64),
+        (
+            "held_p50_ns",
+            percentile(&run.while_held, 50.0).as_nanos() as f64,
+        ),
+    ]);
+    match &run.telemetry {
+        Ok(t) => s.numbers(&[
+            ("telemetry_calls", t.on.len() as f64),
+            ("dropped", t.dropped as f64),
+        ]),
+        Err(_) => {
+            s.number("telemetry_calls", 0.0);
+            s.fact("dropped", "-");
+        }
+    }
+    s.finish()
 }

@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 use aido_snapshots::{Backend, Store};
 use anyhow::{Context, Result, bail};
 
+use crate::harness::median;
 use crate::machine;
-use crate::rewind::{self, RewindRun};
+use crate::record::{Record, Section};
+use crate::render::{format_bytes, format_duration, thousands};
+use crate::rewind::{self, RewindOutcome, RewindRun};
 use crate::stop;
 use crate::tree::{ChangeSpec, Tree, TreeSpec};
 use crate::volume::Volume;
@@ -147,22 +150,10 @@ pub struct Results {
     pub rows: Vec<Row>,
     /// The rewind runs (empty when skipped).
     pub rewind: Vec<RewindRun>,
-    /// Whether the rewind benchmark was asked for.
-    pub rewind_asked: bool,
     /// The rewind options, when asked for.
     pub rewind_options: Option<rewind::Options>,
     /// `cp --version`, `git --version`, `btrfs --version` (first lines).
     pub tools: Vec<(String, String)>,
-}
-
-/// The median (the lower middle for an even count); zero when empty.
-pub fn median(values: &[Duration]) -> Duration {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n => sorted[(n - 1) / 2],
-    }
 }
 
 /// Runs the section in a fresh temp dir under `temp`; everything it makes is removed (and
@@ -265,7 +256,6 @@ pub fn run(temp: &Path, options: &Options) -> Result<Results> {
         btrfs,
         rows,
         rewind: rewind_runs,
-        rewind_asked: options.rewind.is_some(),
         rewind_options: options.rewind.clone(),
         tools: [("cp", "cp"), ("git", "git"), ("btrfs-progs", "btrfs")]
             .into_iter()
@@ -502,20 +492,9 @@ fn sync_fs(dir: &Path) -> Result<Duration> {
 }
 
 /// Runs a command to success, or says what it printed.
-fn exec(cmd: &mut Command) -> Result<()> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {:?}", cmd.get_program()))?;
-    if !out.status.success() {
-        bail!(
-            "{:?} {:?} failed ({}): {}",
-            cmd.get_program(),
-            cmd.get_args().collect::<Vec<_>>(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
+/// [`crate::harness::exec`], its output dropped.
+fn exec(command: &mut Command) -> Result<()> {
+    crate::harness::exec(command).map(drop)
 }
 
 fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
@@ -710,6 +689,225 @@ impl Subject for BtrfsBare {
     }
 }
 
+/// The snapshot section's state in one run.
+pub type SnapshotSection = crate::harness::Run<Box<Results>>;
+
+/// A method's part of a row id.
+fn slug(method: Method) -> String {
+    match method {
+        Method::Aido(b) => b.to_string(),
+        Method::CpA => "cp_a".into(),
+        Method::Git => "git".into(),
+        Method::BtrfsBare => "btrfs_bare".into(),
+    }
+}
+
+/// The records of the snapshot section and of the rewind section.
+pub fn records(measured: &SnapshotSection) -> Vec<Record> {
+    let (mut snaps, mut rewinds) = (Section::new("snapshots"), Section::new("rewind"));
+    let r = match measured {
+        SnapshotSection::Ran(r) => r,
+        SnapshotSection::Skipped(why) | SnapshotSection::Failed(why) => {
+            let why = match measured {
+                SnapshotSection::Failed(_) => format!("the section failed before measuring: {why}"),
+                _ => why.clone(),
+            };
+            // The judged rows still stand in the summary, saying why they have no value.
+            let what = |step| format!("aido `btrfs_subvolume`: {step}");
+            let row = "snapshot_btrfs_subvolume_btrfs";
+            snaps.not_run(
+                &format!("{row}_create"),
+                what("first snapshot of the tree"),
+                &why,
+            );
+            snaps.not_run(
+                &format!("{row}_restore"),
+                what("restore after the change"),
+                &why,
+            );
+            for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
+                let what = format!("rewind to an arbitrary seq, `{backend}` backend");
+                rewinds.not_run(&format!("rewind_{backend}"), what, &why);
+            }
+            snaps.fact("not_run", why.clone());
+            rewinds.fact("not_run", why);
+            let mut out = snaps.finish();
+            out.extend(rewinds.finish());
+            return out;
+        }
+    };
+    snapshot_records(r, &mut snaps);
+    rewind_records(r, &mut rewinds);
+    let mut out = snaps.finish();
+    out.extend(rewinds.finish());
+    out
+}
+
+fn snapshot_records(r: &Results, s: &mut Section) {
+    let tree = format!(
+        "{} files, {}",
+        thousands(r.tree.files as f64),
+        format_bytes(r.tree.bytes)
+    );
+    let c = r.change;
+    let steps: [(&str, String); 5] = [
+        ("create", format!("first snapshot of the tree ({tree})")),
+        (
+            "restore",
+            format!(
+                "restore after {} changed, {} deleted, {} added",
+                c.changed, c.deleted, c.added
+            ),
+        ),
+        (
+            "second_create",
+            "second snapshot, of the changed tree, the first kept".into(),
+        ),
+        ("sync_after_create", "`sync -f` right after create".into()),
+        ("sync_after_restore", "`sync -f` right after restore".into()),
+    ];
+    for x in &r.rows {
+        // The rows in the temp dir come first; the ones on the btrfs volume after them.
+        let place = if x.place.contains("temp dir") {
+            "temp"
+        } else {
+            "btrfs"
+        };
+        for (step, words) in &steps {
+            let row = format!("snapshot_{}_{place}_{step}", slug(x.method));
+            let what = format!("{}, {} ({}): {words}", x.method.label(), x.place, x.fs);
+            match &x.outcome {
+                RowOutcome::Ran(t) => {
+                    let times = match *step {
+                        "create" => &t.create,
+                        "restore" => &t.restore,
+                        "second_create" => &t.second_create,
+                        "sync_after_create" => &t.sync_after_create,
+                        _ => &t.sync_after_restore,
+                    };
+                    s.times(&row, None, times).what(what);
+                }
+                RowOutcome::Skipped(why) => s.not_run(&row, what, why),
+                RowOutcome::Failed(why) => s.failed(&row, what, why),
+            }
+        }
+    }
+    s.numbers(&[
+        ("files", r.tree.files as f64),
+        ("bytes", r.tree.bytes as f64),
+        ("smallest", r.sizes.0 as f64),
+        ("largest", r.sizes.1 as f64),
+        ("dirs", r.dirs as f64),
+        ("repeats", r.repeats as f64),
+        ("changed", c.changed as f64),
+        ("deleted", c.deleted as f64),
+        ("added", c.added as f64),
+    ]);
+    let tools: Vec<String> = r
+        .tools
+        .iter()
+        .map(|(name, version)| format!("{name}: `{version}`"))
+        .collect();
+    s.fact("tools", tools.join("; "));
+    let cp = r.tools.iter().find(|(name, _)| name == "cp");
+    s.fact("cp", cp.map_or("cp".to_owned(), |(_, v)| v.clone()));
+    match &r.btrfs {
+        BtrfsStatus::Mounted { bytes } => s.number("btrfs_bytes", *bytes as f64),
+        BtrfsStatus::Unavailable(why) => s.fact("btrfs_missing", why.clone()),
+    }
+    let said = r
+        .rows
+        .iter()
+        .filter_map(|x| {
+            let t = x.timings()?;
+            Some(vec![x.method.label(), x.fs.clone(), t.note.clone()])
+        })
+        .collect();
+    s.table("said", &["method", "file system", "said"], said);
+}
+
+fn rewind_records(r: &Results, s: &mut Section) {
+    let Some(o) = &r.rewind_options else {
+        for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
+            let what = format!("rewind to an arbitrary seq, `{backend}` backend");
+            s.not_run(&format!("rewind_{backend}"), what, "`--skip-rewind`");
+        }
+        s.fact("skipped", "`--skip-rewind`");
+        return;
+    };
+    let mut sessions = Vec::new();
+    for run in &r.rewind {
+        let row = format!("rewind_{}", run.backend);
+        let what = format!(
+            "rewind to an arbitrary seq of a {}-action session, `{}` backend ({})",
+            thousands(o.actions as f64),
+            run.backend,
+            run.fs
+        );
+        let samples = match &run.outcome {
+            RewindOutcome::Ran(samples) if !samples.is_empty() => samples,
+            RewindOutcome::Ran(_) => {
+                s.failed(&row, what, "no rewinds");
+                continue;
+            }
+            RewindOutcome::Skipped(why) => {
+                s.not_run(&row, what, why);
+                continue;
+            }
+            RewindOutcome::Failed(why) => {
+                s.failed(&row, what, why);
+                continue;
+            }
+        };
+        let times: Vec<Duration> = samples.iter().map(|x| x.time).collect();
+        s.times(&row, None, &times).what(what);
+        for (k, x) in samples.iter().enumerate() {
+            let seq = |q: u64| thousands(q as f64);
+            sessions.push(vec![
+                format!("`{}`", run.backend),
+                (k + 1).to_string(),
+                seq(x.head),
+                seq(x.to_seq),
+                x.method.clone(),
+                x.snapshot_seq.map_or("none".to_owned(), seq),
+                x.snapshot_seq
+                    .map_or("—".to_owned(), |_| x.files_since_snapshot.to_string()),
+                x.steps.to_string(),
+                format!(
+                    "{:.1} s ({} per action)",
+                    x.session_time.as_secs_f64(),
+                    format_duration(x.session_time / x.actions.max(1) as u32)
+                ),
+                format_duration(x.time),
+            ]);
+        }
+    }
+    s.numbers(&[
+        ("actions", o.actions as f64),
+        ("files", o.files as f64),
+        ("file_bytes", rewind::file_bytes() as f64),
+        ("dirs", rewind::dirs() as f64),
+        ("snapshot_every", o.snapshot_every as f64),
+        ("targets", o.targets as f64),
+    ]);
+    if !sessions.is_empty() {
+        s.fact("ran", "");
+        let columns = [
+            "backend",
+            "session",
+            "seqs in the session",
+            "rewind to seq",
+            "method",
+            "snapshot restored (taken at seq)",
+            "files written since that snapshot",
+            "steps",
+            "the session's actions took",
+            "rewind",
+        ];
+        s.table("sessions", &columns, sessions);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -732,14 +930,6 @@ mod tests {
             btrfs_bytes: 1 << 30,
             rewind: None,
         }
-    }
-
-    #[test]
-    fn medians() {
-        let ms = Duration::from_millis;
-        assert_eq!(median(&[]), Duration::ZERO);
-        assert_eq!(median(&[ms(3), ms(1), ms(2)]), ms(2));
-        assert_eq!(median(&[ms(4), ms(1), ms(3), ms(2)]), ms(2));
     }
 
     /// Every method that runs anywhere gives back the tree, twice in a row.

@@ -4,16 +4,14 @@
 //! calls served: nothing may be kept per call beyond the journal on disk.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::model::JsonObject;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+
+use crate::harness::{Http, Server, aido_command, status_bytes};
+use crate::record::{Record, Section, Stats, Unit};
 
 /// How the soak runs.
 #[derive(Clone, Copy, Debug)]
@@ -122,21 +120,6 @@ impl Transport {
     }
 }
 
-/// Bytes of the files under `dir`.
-fn disk(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => disk(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// The `n`th call (from 1): its tool and arguments. One in `large_every` is large, a
 /// `stat_files` of paths (kept inline in the record, so its records are large) and a
 /// `write_file` of new contents (kept as a blob) in turn; the others read, write, stat, describe and checksum small files.
@@ -174,112 +157,154 @@ fn call(n: usize, options: &Options) -> (&'static str, Value) {
     }
 }
 
-#[allow(clippy::too_many_lines)]
 async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) -> Result<Side> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let home = work.path().join("home");
-    let aido_home = work.path().join("aido_home");
-    std::fs::create_dir_all(home.join("fixture"))?;
-    std::fs::create_dir_all(&aido_home)?;
-    std::fs::write(
-        home.join("fixture/a.txt"),
-        "a line of a small file\n".repeat(40),
-    )?;
-    std::fs::write(
-        home.join("fixture/b.txt"),
-        "another small file\n".repeat(10),
-    )?;
-    let command = |sub: &str| {
-        let mut c = tokio::process::Command::new(aido);
-        c.arg(sub)
-            .env_clear()
-            .env("HOME", &home)
-            .env("AIDO_HOME", &aido_home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home)
-            .kill_on_drop(true);
-        c
-    };
-    let stderr = std::fs::File::create(work.path().join("aido.stderr"))?;
-    let (client, pid, child) = match transport {
+    let fixture = work.path().join("home/fixture");
+    std::fs::create_dir_all(&fixture)?;
+    std::fs::write(fixture.join("a.txt"), "a line of a small file\n".repeat(40))?;
+    std::fs::write(fixture.join("b.txt"), "another small file\n".repeat(10))?;
+    let (server, http) = match transport {
         Transport::Stdio => {
-            let (process, _) = TokioChildProcess::builder(command("mcp"))
-                .stderr(Stdio::from(stderr))
-                .spawn()
-                .context("spawning aido mcp")?;
-            let pid = process.id().context("aido mcp's pid")?;
-            let client = ().serve(process).await.context("the MCP handshake")?;
-            (client, pid, None)
+            let command = aido_command(aido, work.path(), "mcp")?;
+            let stderr = work.path().join("aido.stderr");
+            (Server::start("aido mcp", command, stderr, &[]).await?, None)
         }
         Transport::Http => {
-            let mut serve = command("serve");
-            serve
-                .args(["--listen", "127.0.0.1:0"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::from(stderr));
-            let mut child = serve.spawn().context("spawning aido serve")?;
-            let pid = child.id().context("aido serve's pid")?;
-            let stdout = child.stdout.take().context("stdout")?;
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            let first = lines.next_line().await?.unwrap_or_default();
-            let second = lines.next_line().await?.unwrap_or_default();
-            let url = first
-                .strip_prefix("aido serve: MCP at ")
-                .with_context(|| format!("aido serve said {first:?}"))?
-                .trim()
-                .to_owned();
-            let token_file = second
-                .strip_prefix("aido serve: bearer token in ")
-                .with_context(|| format!("aido serve said {second:?}"))?
-                .trim()
-                .to_owned();
-            let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
-            let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
-            let client =
-                ().serve(StreamableHttpClientTransport::from_config(config))
-                    .await
-                    .context("the MCP handshake over HTTP")?;
-            (client, pid, Some(child))
+            let http = Http::start(aido, work.path()).await?;
+            (http.server("").await?, Some(http))
         }
     };
+    let pid = server.pid;
     let started = Instant::now();
-    let mut samples = vec![(0, crate::process::status_bytes(pid, "VmRSS:")?)];
+    let mut samples = vec![(0, status_bytes(pid, "VmRSS:")?)];
     for n in 1..=options.calls {
         let (tool, arguments) = call(n, &options);
         let arguments: JsonObject = match arguments {
             Value::Object(map) => map,
             _ => JsonObject::new(),
         };
-        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
-        let result = client
-            .peer()
-            .call_tool(params)
+        let result = server
+            .call(tool, arguments)
             .await
-            .with_context(|| format!("call {n} ({tool})"))?;
+            .with_context(|| format!("call {n}"))?;
         if result.is_error == Some(true) {
             bail!("call {n} ({tool}) failed: {:?}", result.structured_content);
         }
         if n.is_multiple_of(SAMPLE_EVERY) || n == options.calls {
-            samples.push((n, crate::process::status_bytes(pid, "VmRSS:")?));
+            samples.push((n, status_bytes(pid, "VmRSS:")?));
         }
     }
     let took = started.elapsed();
-    let peak = crate::process::status_bytes(pid, "VmHWM:")?;
-    let _ = client.cancel().await;
-    if let Some(mut child) = child {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+    let peak = status_bytes(pid, "VmHWM:")?;
+    let _ = server.stop().await;
+    if let Some(http) = http {
+        http.stop().await;
     }
     Ok(Side {
         transport: transport.name(),
         samples,
         peak,
         took,
-        disk_bytes: disk(&aido_home),
+        disk_bytes: crate::machine::usage(&work.path().join("aido_home"))?.apparent,
     })
+}
+
+/// The section's records: per transport, the largest resident memory after warm-up and its
+/// growth over the last three quarters of the calls, judged against the bound; a table of the
+/// marks.
+pub fn records(soak: &SoakSection) -> Vec<Record> {
+    let mut s = Section::new("soak");
+    let ids = [
+        ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
+        ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
+    ];
+    let see = "see the soak section";
+    let rows: Vec<(&str, &str)> = ids
+        .iter()
+        .flat_map(|(_, m, g)| [(*m, see), (*g, see)])
+        .collect();
+    let Some(run) = s.ran(soak, &rows) else {
+        return s.finish();
+    };
+    let [warm, quarter, half, all] = run.marks();
+    let thousands = |n: usize| crate::render::thousands(n as f64);
+    let mut cells = Vec::new();
+    for (transport, max_id, growth_id) in ids {
+        let Some(side) = run.sides.iter().find(|s| s.transport == transport) else {
+            for id in [max_id, growth_id] {
+                s.failed(id, see, &format!("no {transport} run"));
+            }
+            continue;
+        };
+        let server = match transport {
+            "stdio" => "`aido mcp` on stdio",
+            _ => "`aido serve` over HTTP",
+        };
+        let after: Vec<f64> = side
+            .samples
+            .iter()
+            .filter(|(n, _)| *n >= warm)
+            .map(|(_, rss)| *rss as f64)
+            .collect();
+        let max = side.max_from(warm) as f64;
+        let stats = Stats {
+            median: max,
+            max: Some(max),
+            min: after.iter().copied().reduce(f64::min),
+            n: Some(after.len() as u64),
+            ..Stats::default()
+        };
+        s.lane(max_id, None, Unit::Bytes, stats, after).what(format!(
+            "{server}: the largest resident memory (VmRSS) sampled from call {} to call {} of {} mixed calls",
+            thousands(warm),
+            thousands(all),
+            thousands(all)
+        ));
+        let growth = side.at(all).saturating_sub(side.at(quarter));
+        s.value(growth_id, None, Unit::Bytes, growth as f64)
+            .what(format!(
+                "{server}: resident memory at call {} less at call {}",
+                thousands(all),
+                thousands(quarter)
+            ));
+        let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+        cells.push(vec![
+            transport.to_owned(),
+            mb(side.at(0)),
+            mb(side.at(warm)),
+            mb(side.at(quarter)),
+            mb(side.at(half)),
+            mb(side.at(all)),
+            mb(side.peak),
+            format!("{:.0}", all as f64 / side.took.as_secs_f64().max(1e-9)),
+            format!("{:.0}", side.disk_bytes as f64 / 1e6),
+        ]);
+    }
+    let limit = |row| crate::render::limit(row).unwrap_or_default();
+    s.numbers(&[
+        ("calls", all as f64),
+        ("every", run.options.large_every as f64),
+        ("large_bytes", run.options.large_bytes as f64),
+        ("sample_every", SAMPLE_EVERY as f64),
+        ("warm", warm as f64),
+        ("quarter", quarter as f64),
+        ("bound", limit("soak_stdio_rss_max")),
+        ("growth", limit("soak_stdio_rss_growth")),
+    ]);
+    let columns = [
+        "transport".to_owned(),
+        "RSS at start (MB)".to_owned(),
+        format!("after {} calls", thousands(warm)),
+        thousands(quarter),
+        thousands(half),
+        thousands(all),
+        "peak, VmHWM (MB)".to_owned(),
+        "calls/s".to_owned(),
+        "journal and audit on disk (MB)".to_owned(),
+    ];
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    s.table("soak", &columns, cells);
+    s.finish()
 }
 
 #[cfg(test)]

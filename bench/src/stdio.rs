@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::fixture::Fixture;
-use crate::harness::{Server, alternate, percentile};
+use crate::harness::{Server, alternate};
+use crate::record::{Record, Section, Stats, Unit};
 
 /// What every run of the comparison shares.
 pub struct Setup {
@@ -186,11 +187,6 @@ impl Measured {
         }
         self.latencies.len() as f64 / busy.as_secs_f64()
     }
-
-    /// The nearest-rank percentile `p` (0 < p <= 100).
-    pub fn percentile(&self, p: f64) -> Duration {
-        percentile(&self.latencies, p)
-    }
 }
 
 /// Warms every server up, then runs the measured rounds in turn (round r of server 0, round r
@@ -266,17 +262,11 @@ pub struct JournalCheck {
 /// Runs `aido replay sessions --json` and `aido replay verify` on every session (after aido
 /// has exited: the journal is locked while it runs).
 pub fn check_journal(aido: &Path, aido_home: &Path) -> Result<JournalCheck> {
-    let output = std::process::Command::new(aido)
-        .args(["replay", "sessions", "--json"])
-        .env("AIDO_HOME", aido_home)
-        .output()
-        .context("running aido replay sessions")?;
-    if !output.status.success() {
-        bail!(
-            "aido replay sessions failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    let output = crate::harness::exec(
+        std::process::Command::new(aido)
+            .args(["replay", "sessions", "--json"])
+            .env("AIDO_HOME", aido_home),
+    )?;
     let sessions: Value =
         serde_json::from_slice(&output.stdout).context("aido replay sessions --json")?;
     let sessions = sessions.as_array().cloned().unwrap_or_default();
@@ -302,21 +292,85 @@ pub fn check_journal(aido: &Path, aido_home: &Path) -> Result<JournalCheck> {
     Ok(check)
 }
 
+/// The stdio section's records: aido's round trips per second beside the peer's, and each
+/// side's latency, per run; the journal each run left.
+pub fn records(runs: &[StdioRun], plan: Plan, peer: &str) -> Vec<Record> {
+    let mut s = Section::new("stdio");
+    let (files, file_bytes) = runs
+        .iter()
+        .find_map(|run| match run.outcome {
+            Outcome::Ran {
+                files, file_bytes, ..
+            } => Some((files, file_bytes)),
+            Outcome::Skipped(_) => None,
+        })
+        .unwrap_or_default();
+    let mut journal = Vec::new();
+    for (k, run) in runs.iter().enumerate() {
+        // The first run is in the default temp dir, the second on tmpfs.
+        let id = match k {
+            0 => "stdio_temp".to_owned(),
+            1 => "stdio_tmpfs".to_owned(),
+            _ => format!("stdio_{}", k + 1),
+        };
+        let place = format!(
+            "files and journal in {} (`{}`, {})",
+            run.place.label,
+            run.place.dir.display(),
+            run.place.fs
+        );
+        let what = format!("stdio `read_file` round trips, {place}: aido / {peer}");
+        match (&run.outcome, run.pair()) {
+            (Outcome::Ran { journal: check, .. }, Some((aido, them))) => {
+                s.value(&id, None, Unit::PerSecond, aido.per_second())
+                    .what(what);
+                let lane = format!("{} (`{}`)", them.name, them.tool);
+                s.value(&id, Some(&lane), Unit::PerSecond, them.per_second());
+                s.ratio(&id, run.ratio());
+                for (who, m) in [("aido", aido), ("peer", them)] {
+                    let row = format!("{id}_{who}_latency");
+                    s.lane(
+                        &row,
+                        None,
+                        Unit::Ns,
+                        Stats::latency(&m.latencies),
+                        Vec::new(),
+                    )
+                    .what(format!("{} `{}` round trip, {place}", m.name, m.tool));
+                }
+                journal.push(vec![
+                    (k + 1).to_string(),
+                    place.clone(),
+                    check.records.to_string(),
+                    check.sessions.to_string(),
+                    check.verified.to_string(),
+                ]);
+            }
+            (Outcome::Skipped(why), _) => s.not_run(&id, what, why),
+            (Outcome::Ran { .. }, None) => {
+                s.failed(&id, what, "the run measured no pair of servers");
+            }
+        }
+    }
+    s.fact("peer", peer);
+    s.numbers(&[
+        ("files", files as f64),
+        ("file_bytes", file_bytes as f64),
+        ("warmup", plan.warmup as f64),
+        ("calls", plan.calls as f64),
+        ("rounds", plan.rounds as f64),
+    ]);
+    let columns = ["run", "place", "records", "sessions", "verified"];
+    s.table("journal", &columns, journal);
+    s.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ms(values: &[u64]) -> Vec<Duration> {
         values.iter().map(|v| Duration::from_millis(*v)).collect()
-    }
-
-    #[test]
-    fn percentile_is_nearest_rank() {
-        let samples = ms(&[5, 1, 4, 2, 3, 10, 9, 8, 7, 6]);
-        assert_eq!(percentile(&samples, 50.0), Duration::from_millis(5));
-        assert_eq!(percentile(&samples, 99.0), Duration::from_millis(10));
-        assert_eq!(percentile(&samples, 10.0), Duration::from_millis(1));
-        assert_eq!(percentile(&[], 50.0), Duration::ZERO);
     }
 
     #[test]

@@ -93,11 +93,11 @@ pub(crate) fn run(calls: usize, rounds: usize) -> Result<()> {
     let ratio = on.median / off.median.max(1.0);
     let row = "serve_telemetry_on_vs_off";
     let mut s = Section::new("telemetry");
-    s.stats(row, None, Unit::Ns, on).what(
+    s.lane(row, None, Unit::Ns, on, Vec::new()).what(
         "read_file in process with telemetry on (spans, metrics and log records to a real OTLP \
          receiver, Prometheus registry)",
     );
-    s.stats(row, Some("telemetry off"), Unit::Ns, off);
+    s.lane(row, Some("telemetry off"), Unit::Ns, off, Vec::new());
     s.value(row, Some(crate::record::RATIO), Unit::Ratio, ratio);
     s.fact("dropped", f.dropped.to_string());
     crate::record::print(&s.records);

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool, Template};
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::snapshots::median;
+use crate::harness::median;
+use crate::record::{Record, Section, Unit};
+use crate::render::{format_bytes, format_duration};
 use crate::stop;
 
 /// How long a guest has to show its prompt or a line it was asked to print.
@@ -1238,6 +1240,419 @@ async fn reap_leftovers() -> Vec<u32> {
             .status();
     }
     left
+}
+
+/// The VM section's state in one run.
+pub type VmSection = crate::harness::Run<Box<Results>>;
+
+/// The bodies whose memory is judged, in report order.
+const BODIES: [Body; 5] = [
+    Body::StartedText,
+    Body::PoolClone,
+    Body::StartedFramebuffer,
+    Body::TextIdle,
+    Body::Framebuffer,
+];
+
+/// A VM row's figure.
+enum Fig<'a> {
+    Times(&'a [Duration]),
+    Once(Duration),
+    Bytes(u64),
+}
+
+/// A row of a part that may have failed, its description naming its accelerator.
+fn row(s: &mut Section, id: &str, what: String, accel: &str, fig: Result<Fig<'_>, &String>) {
+    let what = format!("{what} ({accel})");
+    let record = match fig {
+        Ok(Fig::Times(times)) => s.times(id, None, times),
+        Ok(Fig::Once(time)) => s.once(id, None, time),
+        Ok(Fig::Bytes(bytes)) => s.value(id, None, Unit::Bytes, bytes as f64),
+        Err(why) => return s.failed(id, what, why),
+    };
+    record.what(what);
+}
+
+/// The section's records: boot, snapshot revert, pool acquire, QEMU memory per body and
+/// `find_text`, each row naming its accelerator.
+pub fn records(section: &VmSection) -> Vec<Record> {
+    let mut s = Section::new("vm");
+    let r = match section {
+        VmSection::Ran(r) => r,
+        VmSection::Skipped(why) | VmSection::Failed(why) => {
+            let why = match section {
+                VmSection::Failed(_) => format!("the section failed before measuring: {why}"),
+                _ => why.clone(),
+            };
+            // The judged rows still stand in the summary, saying why they have no value.
+            s.not_run("vm_snapshot_revert", "VM snapshot revert", &why);
+            let pool = "VM pool acquire";
+            s.not_run(
+                "vm_pool_acquire_until_running",
+                format!("{pool}, until the clone runs"),
+                &why,
+            );
+            s.not_run(
+                "vm_pool_acquire_call",
+                format!("{pool}, the whole call"),
+                &why,
+            );
+            for b in BODIES {
+                let what = format!("QEMU RSS (VmRSS) per body: {}", b.label());
+                s.not_run(b.id(), what, &why);
+            }
+            s.fact("not_run", why);
+            return s.finish();
+        }
+    };
+    boot_rows(r, &mut s);
+    pool_rows(r, &mut s);
+    let memory = memory_rows(r, &mut s);
+    find_rows(r, &mut s);
+    facts(r, &mut s);
+    let columns = [
+        "body",
+        "accelerator",
+        "guest memory",
+        "VmRSS",
+        "guest RAM resident",
+        "TCG translation buffer resident",
+        "the rest",
+        "of which RssFile",
+        "in transparent huge pages",
+        "VmHWM (peak)",
+    ];
+    s.table("memory", &columns, memory);
+    s.finish()
+}
+
+/// The rows of the boots, the starts from a template and the reverts.
+fn boot_rows(r: &Results, s: &mut Section) {
+    let a = &r.accel;
+    let mb = r.guest_mb;
+    let boot = r.boot.as_ref().map_or(a, |b| &b.accel);
+    let fb = r.fb_boot.as_ref().map_or(a, |b| &b.accel);
+    let start = r.start.as_ref().map_or(a, |t| &t.accel);
+    let faster = faster_revert(&r.loadvm, &r.migration);
+    let revert = r
+        .loadvm
+        .as_ref()
+        .map(|l| &l.accel)
+        .or_else(|_| r.migration.as_ref().map(|m| &m.accel))
+        .unwrap_or(a);
+    let both = match (&r.loadvm, &r.migration) {
+        (Err(a), Err(b)) => format!("{a}; {b}"),
+        _ => "no revert path measured".into(),
+    };
+    let load = r.loadvm.as_ref().map_or(a, |l| &l.accel);
+    let (boot_, fb_, start_) = (r.boot.as_ref(), r.fb_boot.as_ref(), r.start.as_ref());
+    let load_ = r.loadvm.as_ref();
+    let rows = [
+        (
+            "vm_boot_text",
+            format!(
+                "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, \
+                 text console, {mb} MiB guest"
+            ),
+            boot,
+            boot_.map(|b| Fig::Times(&b.prompt)),
+        ),
+        (
+            "vm_boot_text_ready",
+            "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
+             (`Machine::booted_in`), text console"
+                .into(),
+            boot,
+            boot_.map(|b| Fig::Times(&b.ready)),
+        ),
+        (
+            "vm_boot_framebuffer",
+            "VM boot to prompt, framebuffer guest: `Machine::boot` call to the shell's banner \
+             `BusyBox` read by OCR (one boot)"
+                .into(),
+            fb,
+            fb_.map(|b| Fig::Once(b.banner)),
+        ),
+        (
+            "vm_boot_framebuffer_ready",
+            "VM boot, framebuffer guest, QEMU's exec to the ready line (one boot)".into(),
+            fb,
+            fb_.map(|b| Fig::Once(b.ready)),
+        ),
+        (
+            "vm_start",
+            format!(
+                "VM start from the image's template (`vm_start`: `Template::start`, a new QEMU \
+                 restored from the saved state, `cont`, until the guest has printed its new \
+                 identity), text console, {mb} MiB guest"
+            ),
+            start,
+            start_.map(|t| Fig::Times(&t.start)),
+        ),
+        (
+            "vm_start_template",
+            "VM template made once: a boot, the prompt, the save".into(),
+            start,
+            start_.map(|t| Fig::Once(t.make)),
+        ),
+        (
+            "vm_snapshot_revert",
+            format!(
+                "VM snapshot revert, the faster of `loadvm` and a migration-file restore{}",
+                faster.map_or(String::new(), |(which, _)| format!(": {which}"))
+            ),
+            revert,
+            faster.map(|(_, t)| Fig::Once(t)).ok_or(&both),
+        ),
+        (
+            "vm_savevm",
+            format!("VM `savevm {SNAPSHOT}` once (RAM and device state into the disk overlay)"),
+            load,
+            load_.map(|l| Fig::Once(l.save)),
+        ),
+        (
+            "vm_loadvm",
+            "VM snapshot revert: `loadvm` (HMP) of a snapshot `savevm` took once, after \
+             changing the screen"
+                .into(),
+            load,
+            load_.map(|l| Fig::Times(&l.load)),
+        ),
+    ];
+    for (id, what, accel, fig) in rows {
+        row(s, id, what, accel, fig);
+    }
+}
+
+/// The rows of the migration-file path and of the pool.
+fn pool_rows(r: &Results, s: &mut Section) {
+    let a = &r.accel;
+    let mig = r.migration.as_ref().map_or(a, |m| &m.accel);
+    let state = r.migration.as_ref().map_or(String::new(), |m| {
+        format!(" of {}", format_bytes(m.state_bytes))
+    });
+    let pool = r.pool.as_ref().map_or(a, |p| &p.accel);
+    let n = r.options.pool_size;
+    let acquire = "VM pool acquire";
+    let (mig_, pool_) = (r.migration.as_ref(), r.pool.as_ref());
+    let rows = [
+        (
+            "vm_migration_save",
+            format!(
+                "VM `Machine::save_state` once (the machine paused, its state written to a \
+                 file{state})"
+            ),
+            mig,
+            mig_.map(|m| Fig::Once(m.save)),
+        ),
+        (
+            "vm_migration_restore",
+            "VM snapshot revert: migration-file restore (`Machine::restore`: a new QEMU loads \
+             the saved state; then `resume`), total"
+                .into(),
+            mig,
+            mig_.map(|m| Fig::Times(&m.total)),
+        ),
+        (
+            "vm_migration_restore_only",
+            "VM migration-file restore, `Machine::restore` alone (new QEMU, QMP, incoming \
+             migration)"
+                .into(),
+            mig,
+            mig_.map(|m| Fig::Times(&m.restore)),
+        ),
+        (
+            "vm_migration_resume",
+            "VM migration-file restore, `resume` alone".into(),
+            mig,
+            mig_.map(|m| Fig::Times(&m.resume)),
+        ),
+        (
+            "vm_pool_open",
+            format!(
+                "VM `Pool::open` with {n} warm clones, the first time (the template's boot to \
+                 its prompt, its state saved, each clone restored paused)"
+            ),
+            pool,
+            pool_.map(|p| Fig::Once(p.open)),
+        ),
+        (
+            "vm_pool_acquire_until_running",
+            format!(
+                "{acquire}, until the clone runs (the Duration `Pool::acquire` returns: a \
+                 paused clone popped, `cont`), pool of {n}"
+            ),
+            pool,
+            pool_.map(|p| Fig::Times(&p.handout)),
+        ),
+        (
+            "vm_pool_acquire_call",
+            format!(
+                "{acquire}, the whole `Pool::acquire` call (the clone runs, its identity line \
+                 is written to its serial console, the call returns once the guest has printed \
+                 it), pool of {n}"
+            ),
+            pool,
+            pool_.map(|p| Fig::Times(&p.wall)),
+        ),
+        (
+            "vm_pool_refill",
+            "VM `Pool::refill` after each acquisition (one clone restored)".into(),
+            pool,
+            pool_.map(|p| Fig::Times(&p.refill)),
+        ),
+    ];
+    for (id, what, accel, fig) in rows {
+        row(s, id, what, accel, fig);
+    }
+}
+
+/// The rows of QEMU's memory per body; the memory table's lines.
+fn memory_rows(r: &Results, s: &mut Section) -> Vec<Vec<String>> {
+    let (a, mb) = (&r.accel, r.guest_mb);
+    let mut memory = Vec::new();
+    for x in &r.rss {
+        let accel = x.outcome.as_ref().map_or(a, |m| &m.accel);
+        let what = format!(
+            "QEMU RSS (VmRSS) per body: {}, {mb} MiB guest",
+            x.body.label()
+        );
+        row(
+            s,
+            x.body.id(),
+            what,
+            accel,
+            x.outcome.as_ref().map(|m| Fig::Bytes(m.rss)),
+        );
+        let mut line = vec![
+            x.body.label().to_owned(),
+            accel.clone(),
+            format!("{mb} MiB"),
+        ];
+        match &x.outcome {
+            Ok(m) => {
+                let rest = m
+                    .rss
+                    .saturating_sub(m.guest_ram.unwrap_or(0) + m.code_buffer.unwrap_or(0));
+                let mb = |v: Option<u64>| v.map_or("—".to_owned(), |b| format_mb(b as f64));
+                line.extend([
+                    format!("{} ({})", format_mb(m.rss as f64), format_bytes(m.rss)),
+                    mb(m.guest_ram),
+                    mb(m.code_buffer),
+                    mb(Some(rest)),
+                    mb(Some(m.file)),
+                    mb(Some(m.huge)),
+                    mb(Some(m.hwm)),
+                ]);
+            }
+            Err(e) => {
+                line.push(format!("failed: {e}"));
+                line.resize(10, String::new());
+            }
+        }
+        memory.push(line);
+    }
+    memory
+}
+
+/// The rows of `find_text` and its parts, per screen.
+fn find_rows(r: &Results, s: &mut Section) {
+    let a = &r.accel;
+    for f in &r.find {
+        let id = match f.screen {
+            Screen::Text => "vm_find_text_text",
+            Screen::Framebuffer => "vm_find_text_framebuffer",
+        };
+        let accel = f.outcome.as_ref().map_or(a, |t| &t.accel);
+        let how = f.outcome.as_ref().map_or(String::new(), |t| {
+            format!(
+                ", {}x{}, needle `{}`, read by {}{}, {} match(es), best similarity {:.2}",
+                t.size.0,
+                t.size.1,
+                t.needle,
+                t.source,
+                t.words
+                    .map_or(String::new(), |w| format!(" ({w} words on the screen)")),
+                t.matches,
+                t.similarity
+            )
+        });
+        let screen = f.screen.label();
+        let o = f.outcome.as_ref();
+        row(
+            s,
+            id,
+            format!("VM `find_text` on a {screen}{how}"),
+            accel,
+            o.map(|t| Fig::Times(&t.times)),
+        );
+        let what = format!("VM `find_text` on a {screen}, the first call (not in the median)");
+        row(
+            s,
+            &format!("{id}_first"),
+            what,
+            accel,
+            o.map(|t| Fig::Once(t.first)),
+        );
+        let what = format!("VM the PNG screenshot an agent gets (vm_screenshot) alone, {screen}");
+        row(
+            s,
+            &format!("{id}_screenshot"),
+            what,
+            accel,
+            o.map(|t| Fig::Times(&t.screenshot)),
+        );
+        let what = format!("VM the reader alone, {screen}");
+        row(
+            s,
+            &format!("{id}_reader"),
+            what,
+            accel,
+            o.map(|t| Fig::Times(&t.read)),
+        );
+    }
+}
+
+/// The facts the section's prose names.
+fn facts(r: &Results, s: &mut Section) {
+    let builds: Vec<String> = r
+        .builds
+        .iter()
+        .map(|(what, took)| format!("{what} in {}", format_duration(*took)))
+        .collect();
+    let o = &r.options;
+    s.fact("accel", r.accel.clone());
+    s.fact("accel_why", r.accel_why.clone());
+    s.fact("qemu", r.qemu.clone());
+    s.fact("builds", builds.join(", "));
+    s.fact("guest", r.guest.clone());
+    s.number("guest_mb", f64::from(r.guest_mb));
+    let omp = r.omp_thread_limit.as_deref();
+    s.fact("omp", omp.map_or("unset".to_owned(), |v| format!("`{v}`")));
+    s.number("took", r.took.as_nanos() as f64);
+    s.numbers(&[
+        ("boots", o.boots as f64),
+        ("reverts", o.reverts as f64),
+        ("acquisitions", o.acquisitions as f64),
+        ("finds", o.finds as f64),
+        ("pool_size", o.pool_size as f64),
+    ]);
+    s.fact("thp", r.thp.clone());
+    if r.leftover.is_empty() {
+        s.fact("none_left", "");
+    } else {
+        let pids: Vec<String> = r.leftover.iter().map(u32::to_string).collect();
+        s.number("left", r.leftover.len() as f64);
+        s.fact("left_pids", pids.join(", "));
+    }
+    if r.accel == "tcg" {
+        s.fact("tcg", "");
+    }
+}
+
+/// Bytes in decimal megabytes, as the issue states its figures.
+fn format_mb(bytes: f64) -> String {
+    format!("{:.1} MB", bytes / 1e6)
 }
 
 #[cfg(test)]
