@@ -12,8 +12,10 @@ workdir = "~"
 # (the gateway), as [[downstream]] tables: name, command and args (stdio) or url and token_file
 # (streamable HTTP), tools (names or globs to expose), toolset, network (hosts its egress proxy
 # admits), writable (its walls), deny, restarts, call_timeout_ms, start_timeout_ms; and for the
-# policy: deny_tools (names or globs refused, downstream_tool_denied) and classes (a tool's
-# class instead of the one its annotations give, e.g. { git_status = "read_only" }).
+# policy: deny_tools (names or globs refused, downstream_tool_denied), classes (a tool's class
+# instead of the one its annotations give, e.g. { git_status = "read_only" }), path_arguments
+# (arguments holding paths, judged by the walls) and url_arguments (holding URLs, judged by
+# [net]).
 downstream = []
 
 [paths]
@@ -745,6 +747,13 @@ pub struct Downstream {
     /// A tool's class (by its own name) instead of the one its annotations give.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub classes: BTreeMap<String, aido_actions::SideEffectClass>,
+    /// Arguments (top-level, by name) that hold paths: judged by the walls like a path of
+    /// aido's own primitives (read for a read-only tool, written otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_arguments: Vec<String>,
+    /// Arguments that hold URLs: judged by `[net]` like fetch_url's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub url_arguments: Vec<String>,
     /// Everything else of the entry: the gateway's.
     #[serde(flatten)]
     pub server: toml::Table,

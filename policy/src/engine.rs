@@ -317,6 +317,59 @@ impl PolicyEngine {
             .unwrap_or(SideEffectClass::Network)
     }
 
+    /// The values of a downstream call's arguments that its entry names in `names` (each a
+    /// string, or an array of strings).
+    fn downstream_arguments(
+        &self,
+        call: &aido_actions::downstream::DownstreamCall,
+        names: fn(&crate::config::Downstream) -> &Vec<String>,
+    ) -> Vec<String> {
+        let Some(entry) = self
+            .config
+            .downstream
+            .iter()
+            .find(|entry| entry.name == call.server())
+        else {
+            return Vec::new();
+        };
+        let mut values = Vec::new();
+        for name in names(entry) {
+            match call.arguments.get(name) {
+                Some(serde_json::Value::String(value)) => values.push(value.clone()),
+                Some(serde_json::Value::Array(items)) => values.extend(
+                    items
+                        .iter()
+                        .filter_map(serde_json::Value::as_str)
+                        .map(str::to_owned),
+                ),
+                _ => {}
+            }
+        }
+        values
+    }
+
+    /// What an action touches as the walls judge it: [`Action::touches`], and for a downstream
+    /// call the paths its entry's `path_arguments` hold (read by a read-only tool, written by
+    /// any other).
+    pub fn touches_of(&self, action: &Action, class: SideEffectClass) -> Vec<aido_actions::Access> {
+        let mut touches = action.touches();
+        if let Action::DownstreamCall(call) = action {
+            for path in self.downstream_arguments(call, |entry| &entry.path_arguments) {
+                touches.push(if class.mutates() {
+                    aido_actions::Access::write(&path)
+                } else {
+                    aido_actions::Access::read(&path)
+                });
+            }
+        }
+        touches
+    }
+
+    /// The URLs a downstream call's arguments hold, as its entry's `url_arguments` names them.
+    pub fn downstream_urls(&self, call: &aido_actions::downstream::DownstreamCall) -> Vec<String> {
+        self.downstream_arguments(call, |entry| &entry.url_arguments)
+    }
+
     /// Whether the `[[downstream]]` entry of a downstream call refuses its tool (by the tool's
     /// own name, or its namespaced one).
     pub fn downstream_denied(&self, call: &aido_actions::downstream::DownstreamCall) -> bool {

@@ -151,6 +151,59 @@ mod tests {
         assert_eq!(code(&off, "artifact_list", json!({})), "artifacts_disabled");
     }
 
+    /// A downstream entry's path and URL arguments are judged as aido's own paths and URLs:
+    /// a read-only tool's path is read, any other's written; a URL by `[net]`.
+    #[test]
+    fn downstream_path_and_url_arguments_are_judged() {
+        let engine = engine_of(
+            "[net]\nallow = [\"api.example.com\"]\n\
+             [[downstream]]\nname = \"git\"\ncommand = \"mcp-server-git\"\n\
+             path_arguments = [\"repo_path\"]\nurl_arguments = [\"remote\"]\n",
+        );
+        let call = |args: serde_json::Value| json!({"tool": "git__git_status", "arguments": args});
+        let inside = std::env::temp_dir().join("repo").display().to_string();
+        assert_eq!(
+            code(
+                &engine,
+                "downstream_call",
+                call(json!({"repo_path": inside}))
+            ),
+            "allow"
+        );
+        assert_eq!(
+            code(
+                &engine,
+                "downstream_call",
+                call(json!({"repo_path": "/etc"}))
+            ),
+            "path_outside_walls"
+        );
+        assert_eq!(
+            code(
+                &engine,
+                "downstream_call",
+                call(json!({"remote": "https://api.example.com/x"}))
+            ),
+            "allow"
+        );
+        assert_eq!(
+            code(
+                &engine,
+                "downstream_call",
+                call(json!({"remote": "https://evil.example/x"}))
+            ),
+            "net_denied"
+        );
+        assert_eq!(
+            code(
+                &engine,
+                "downstream_call",
+                call(json!({"remote": "http://169.254.169.254/"}))
+            ),
+            "net_denied"
+        );
+    }
+
     #[test]
     fn the_default_policy_refuses_all_network() {
         let engine = PolicyEngine::new(

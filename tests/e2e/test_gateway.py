@@ -157,3 +157,72 @@ async def test_readonly_mode_runs_a_read_only_downstream_tool_and_refuses_the_re
             )
         )
         assert simulated["leaves"][0]["irreversible"] is True, simulated
+
+
+def git_server() -> Path:
+    base = os.environ.get("AIDO_TEST_DOWNSTREAMS")
+    server = Path(base) / "venv" / "bin" / "mcp-server-git" if base else None
+    if server is not None and server.is_file():
+        return server
+    print(f"mcp-server-git is missing: AIDO_TEST_DOWNSTREAMS={base!r} (scripts/test prepares it)")
+    assert os.environ.get("CI") is None, "CI must have the downstream servers"
+    pytest.fail("mcp-server-git is missing (see above)")
+
+
+@pytest.fixture
+def repos(world) -> Any:
+    """A git repository inside the walls and one outside, under /var/tmp (the sandbox the
+    server runs in hides /tmp)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="aido-e2e-git-", dir="/var/tmp"))
+    made = {}
+    for name in ("inside", "outside"):
+        repo = base / name
+        repo.mkdir()
+        run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
+        run("init", "-q", "-b", "main")
+        (repo / "README").write_text(f"{name}\n")
+        run("-c", "user.name=t", "-c", "user.email=t@e", "add", "README")
+        run("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "first")
+        (repo / "new.txt").write_text("untracked\n")
+        made[name] = repo
+    yield made
+    shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_mcp_server_git_works_inside_the_walls_and_is_refused_outside(world, repos):
+    server = git_server()
+    inside, outside = repos["inside"], repos["outside"]
+    config = f"""[paths]
+read = ["~", "{inside}"]
+write = ["~", "{inside}"]
+
+[[downstream]]
+name = "git"
+command = "{server}"
+writable = ["{inside}"]
+path_arguments = ["repo_path"]
+classes = {{ git_status = "read_only", git_log = "read_only" }}
+"""
+    async with world.session(config=config) as s:
+        tools = {t.name for t in (await s.session.list_tools()).tools}
+        assert {"git__git_status", "git__git_log", "git__git_add"} <= tools, sorted(tools)
+        status = await s.call("git__git_status", {"repo_path": str(inside)})
+        ok(status)
+        assert "new.txt" in text_of(status), text_of(status)
+        # The repository outside aido's walls: refused by the policy, the server never asked.
+        refused = err(await s.call("git__git_status", {"repo_path": str(outside)}), "path_outside_walls")
+        assert str(outside) in refused["message"], refused
+        # Inside: a change through the server lands in the repository.
+        ok(await s.call("git__git_add", {"repo_path": str(inside), "files": ["new.txt"]}))
+        staged = await s.call("git__git_status", {"repo_path": str(inside)})
+        assert "new file" in text_of(staged) or "Changes to be committed" in text_of(staged), text_of(staged)
+    for session in world.run_json("replay", "sessions", "--json"):
+        proc = world.run("replay", "playback", session["id"], "--json")
+        assert proc.returncode == 0, describe(proc)
+        played = json.loads(proc.stdout)
+        assert played["mismatches"] == [] and played["not_reproducible"] == [], describe(proc)
+        assert played["reproduced"] >= 3, describe(proc)

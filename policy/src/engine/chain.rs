@@ -299,7 +299,7 @@ fn pipeline_preflight(input: &mut GateInput<'_>) -> Option<Verdict> {
 /// judged by their leaves); then the session's grant, on the path as resolved.
 #[inline]
 fn path_walls(input: &mut GateInput<'_>) -> Option<Verdict> {
-    for access in input.action.touches() {
+    for access in input.engine.touches_of(input.action, input.class) {
         let check = match input
             .engine
             .check(&access.path, access.kind, input.ctx, input.resolver)
@@ -351,6 +351,9 @@ fn net_allowlist(input: &mut GateInput<'_>) -> Option<Verdict> {
 /// The target a network action names (`None` for any other action).
 fn net_target(input: &GateInput<'_>) -> Option<Verdict> {
     let engine = input.engine;
+    if let Action::DownstreamCall(call) = input.action {
+        return downstream_urls(input, call);
+    }
     match crate::net::judge(&engine.net, &engine.config, input.action)? {
         Err(refusal) => input.deny(crate::net::deny_code(&refusal), refusal.to_string()),
         Ok(admitted)
@@ -368,6 +371,37 @@ fn net_target(input: &GateInput<'_>) -> Option<Verdict> {
         }
         Ok(_) => None,
     }
+}
+
+/// The URLs a downstream call's arguments hold (its entry's `url_arguments`), each judged as
+/// fetch_url's URL is.
+fn downstream_urls(
+    input: &GateInput<'_>,
+    call: &aido_actions::downstream::DownstreamCall,
+) -> Option<Verdict> {
+    let engine = input.engine;
+    for url in engine.downstream_urls(call) {
+        match aido_net::Target::from_url(&url).and_then(|(_, target)| engine.net.admit(&target)) {
+            Err(refusal) => {
+                return input.deny(
+                    crate::net::deny_code(&refusal),
+                    format!("{}'s argument {url:?}: {refusal}", call.tool),
+                );
+            }
+            Ok(admitted)
+                if input
+                    .grant()
+                    .is_some_and(|grant| !grant.allows_target(&admitted.target)) =>
+            {
+                return input.deny(
+                    DenyCode::GrantHostOutside,
+                    format!("{}'s argument {url:?} was not granted", call.tool),
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+    None
 }
 
 /// The origins an artifact's page may connect to (`artifact_serve`'s `connect`).
