@@ -234,7 +234,12 @@ impl Session {
         let Some(observer) = self.shared.observer.get().cloned() else {
             return self.run_inner(action, hooks, parent, &mut seen).await;
         };
-        let (primitive, class) = (action.primitive(), action.class());
+        // A downstream call is judged, and reported, by its tool's class.
+        let (primitive, class) = (action.primitive(), self.shared.policy.class_of(&action));
+        let downstream = match &action {
+            Action::DownstreamCall(call) => Some((call.server().to_owned(), call.tool.clone())),
+            _ => None,
+        };
         let (trace_parent, transport) = (hooks.trace_parent.clone(), hooks.transport);
         let started_unix_ms = self.shared.clock.now_ms();
         let started = std::time::Instant::now();
@@ -256,6 +261,7 @@ impl Session {
             duration_us,
             trace_parent,
             transport,
+            downstream,
         });
         result
     }

@@ -67,6 +67,8 @@ pub struct ActionReport {
     pub trace_parent: Option<String>,
     /// The transport it came over (`pipe` for stdio, `tcp` for HTTP), when the surface says.
     pub transport: Option<&'static str>,
+    /// For a downstream call: the downstream server and its namespaced tool.
+    pub downstream: Option<(String, String)>,
 }
 
 /// One journal write of a session (a proposal, an outcome, a confirmation answer ...).

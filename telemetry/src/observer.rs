@@ -132,9 +132,14 @@ fn span(
     };
     let start = UNIX_EPOCH + Duration::from_millis(report.started_unix_ms);
     let end = start + Duration::from_micros(report.duration_us);
+    // A downstream call is named by its tool (`tools/call git__git_status`) and its server.
+    let tool = report
+        .downstream
+        .as_ref()
+        .map_or_else(|| report.primitive.to_owned(), |(_, tool)| tool.clone());
     let mut attributes = vec![
         KeyValue::new(MCP_METHOD_NAME, TOOLS_CALL),
-        KeyValue::new(GEN_AI_TOOL_NAME, report.primitive),
+        KeyValue::new(GEN_AI_TOOL_NAME, tool.clone()),
         KeyValue::new(GEN_AI_OPERATION_NAME, EXECUTE_TOOL),
         KeyValue::new(MCP_SESSION_ID, report.session.to_string()),
         KeyValue::new(AIDO_CLASS, report.class.name()),
@@ -152,6 +157,9 @@ fn span(
     if let Some(transport) = report.transport {
         attributes.push(KeyValue::new(NETWORK_TRANSPORT, transport));
     }
+    if let Some((server, _)) = &report.downstream {
+        attributes.push(KeyValue::new(AIDO_DOWNSTREAM_SERVER, server.clone()));
+    }
     if let aido_actors::Judged::Denied(gate) = report.judged {
         attributes.push(KeyValue::new(AIDO_GATE, gate.name()));
     }
@@ -160,7 +168,7 @@ fn span(
         attributes.push(KeyValue::new(AIDO_ERROR_CODE, code.clone()));
     }
     let mut span = tracer
-        .span_builder(format!("{TOOLS_CALL} {}", report.primitive))
+        .span_builder(format!("{TOOLS_CALL} {tool}"))
         .with_kind(SpanKind::Server)
         .with_start_time(start)
         .with_attributes(attributes)

@@ -27,6 +27,8 @@ pub const AIDO_JOURNAL_PREV_HASH: &str = "aido.journal.prev_hash";
 pub const AIDO_JOURNAL_KIND: &str = "aido.journal.kind";
 /// The primitive (metric label).
 pub const AIDO_PRIMITIVE: &str = "aido.primitive";
+/// A downstream call's server (`[[downstream]]` name).
+pub const AIDO_DOWNSTREAM_SERVER: &str = "aido.downstream.server";
 /// The side-effect class (`read_only`, `fs_write`, ...).
 pub const AIDO_CLASS: &str = "aido.class";
 /// The verdict (`allow`, `deny`, `confirm_approved`, ...).

@@ -313,3 +313,31 @@ async def test_a_stdio_runtime_serves_metrics_on_loopback_for_prometheus(world: 
                 proc.kill()
     bad = world.run("config", "show", config='[telemetry]\nmetrics_listen = "0.0.0.0:9464"\n')
     assert bad.returncode != 0 and "telemetry.metrics_listen" in bad.stderr, bad.stderr
+
+
+async def test_a_downstream_call_is_a_span_named_by_its_tool_and_server(world: World) -> None:
+    from test_gateway import everything
+
+    script = everything()
+    port = free_port()
+    settings = OtelTapHttpProtobufReceiverSettings(http_port=port)
+    async with OtelTapHttpProtobufReceiver(settings) as receiver:
+        tap = Tap(receiver)
+        await tap.started()
+        config = f"""[telemetry]
+otlp_endpoint = "http://127.0.0.1:{port}"
+
+[[downstream]]
+name = "everything"
+command = "node"
+args = ["{script}", "stdio"]
+"""
+        async with world.session(config=config) as aido:
+            ok(await aido.call("everything__echo", {"message": "traced"}))
+            span = await tap.find(tap.spans, lambda s: s.name == "tools/call everything__echo")
+            a = attrs(span)
+            assert a["gen_ai.tool.name"] == "everything__echo", a
+            assert a["aido.downstream.server"] == "everything", a
+            # Judged, and reported, by the class its annotations give (read-only).
+            assert a["aido.class"] == "read_only", a
+        tap.stop()
