@@ -106,6 +106,8 @@ pub fn unbuilt() -> Vec<(Body, &'static str)> {
         feature = "prim-human",
         feature = "prim-net",
         feature = "prim-desktop",
+        feature = "prim-browser",
+        feature = "prim-gateway",
         feature = "prim-script",
         feature = "prim-artifact"
     ),

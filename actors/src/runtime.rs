@@ -43,7 +43,11 @@ pub use crate::bodies::MEMORY_FILE;
 pub use crate::shared::{DefinedTool, QUESTIONS_FILE, SCRIPTS_DIR, VERSION};
 
 /// How long a look at a body for a person (a machine's screen, its names) may wait.
-#[cfg(feature = "prim-vm")]
+#[cfg(any(
+    feature = "prim-vm",
+    feature = "prim-browser",
+    feature = "prim-gateway"
+))]
 const LOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runtime {
@@ -347,6 +351,59 @@ impl Runtime {
         {
             let _ = (name, args);
             None
+        }
+    }
+
+    /// The downstream servers (name, running, pid, tools' count), for Mission Control; empty
+    /// without them or in a build without prim-gateway.
+    pub async fn downstream_status(&self) -> Vec<serde_json::Value> {
+        #[cfg(feature = "prim-gateway")]
+        return self
+            .shared
+            .bodies
+            .gateway
+            .ask(LOOK_TIMEOUT, |reply| crate::gateway::GatewayMsg::Status {
+                reply,
+            })
+            .await
+            .unwrap_or_default();
+        #[cfg(not(feature = "prim-gateway"))]
+        Vec::new()
+    }
+
+    /// The open browsers (session, tabs), for Mission Control; empty in a build without
+    /// prim-browser.
+    pub async fn browser_sessions(&self) -> Vec<serde_json::Value> {
+        #[cfg(feature = "prim-browser")]
+        return self
+            .shared
+            .bodies
+            .browser
+            .ask(LOOK_TIMEOUT, |reply| crate::browser::BrowserMsg::Status {
+                reply,
+            })
+            .await
+            .unwrap_or_default();
+        #[cfg(not(feature = "prim-browser"))]
+        Vec::new()
+    }
+
+    /// A PNG of a session's browser's current tab; not journaled (a look, not an action).
+    pub async fn browser_peek(&self, session: &str) -> Result<Vec<u8>, aido_actions::Failure> {
+        #[cfg(feature = "prim-browser")]
+        return self
+            .shared
+            .bodies
+            .browser
+            .ask(LOOK_TIMEOUT, |reply| crate::browser::BrowserMsg::Peek {
+                session: session.to_owned(),
+                reply,
+            })
+            .await;
+        #[cfg(not(feature = "prim-browser"))]
+        {
+            let _ = session;
+            Err(crate::families::not_built(aido_actions::Body::Browser))
         }
     }
 

@@ -221,6 +221,44 @@ async function refreshMachines() {
   }
 }
 
+// --- browsers and downstream servers ----------------------------------------------------------
+async function refreshBrowsers() {
+  let v;
+  try { v = await getJson(`${base()}browsers`); } catch (e) {
+    $("browser-none").textContent = String(e.message || e);
+    $("browser-none").hidden = false;
+    return;
+  }
+  $("browser-none").textContent = "No browser is open.";
+  $("browser-none").hidden = v.browsers.length > 0;
+  const figures = [];
+  for (const b of v.browsers) {
+    const current = (b.tabs || []).find((t) => t.current) || {};
+    const caption = `${b.session.slice(0, 8)} · ${current.title || ""} ${current.url || (b.busy ? "(busy)" : "")}`;
+    const img = el("img", { alt: `browser of session ${b.session}`, "data-testid": "browser-thumbnail", "data-session": b.session });
+    figures.push(el("figure", {}, img, el("figcaption", {}, caption)));
+    if (!b.busy) {
+      call(`${base()}browsers/${encodeURIComponent(b.session)}/screen.png?width=320`)
+        .then((r) => (r.ok ? r.blob() : null))
+        .then((blob) => { if (blob) img.src = URL.createObjectURL(blob); })
+        .catch(() => {});
+    }
+  }
+  $("browser-grid").replaceChildren(...figures);
+}
+
+async function refreshDownstreams() {
+  let v;
+  try { v = await getJson(`${base()}downstreams`); } catch (e) {
+    $("downstream-none").textContent = String(e.message || e);
+    $("downstream-none").hidden = false;
+    return;
+  }
+  $("downstream-none").hidden = v.servers.length > 0;
+  $("downstream-list").replaceChildren(...v.servers.map((s) =>
+    el("li", { "data-server": s.name }, `${s.name}: ${s.running ? "running" : "stopped"}, pid ${s.pid ?? "-"}, ${s.tools} tools`)));
+}
+
 function openLive(name) {
   state.live.name = name;
   $("live-name").textContent = name;
@@ -372,7 +410,7 @@ function startTail() {
 
 // --- the loop ------------------------------------------------------------------------------
 async function refreshAll() {
-  const parts = [refreshFleet, refreshQuestions, refreshSessions, refreshMachines, refreshTimeline];
+  const parts = [refreshFleet, refreshQuestions, refreshSessions, refreshMachines, refreshBrowsers, refreshDownstreams, refreshTimeline];
   await Promise.all(parts.map((f) => f().catch((e) => { if (String(e).includes("unauthorized")) throw e; console.warn(f.name, e); })));
 }
 

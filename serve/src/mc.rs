@@ -22,6 +22,10 @@
 //!   ([`aido_actors::human::answer_stored`]);
 //! - `GET /mc/api/vms`, `GET /mc/api/vms/NAME/screen.png[?width=W]`: the machines and the
 //!   warm pool, and a machine's screen (a thumbnail with `width`); looking is not journaled;
+//! - `GET /mc/api/downstreams`: the gateway's downstream MCP servers (name, running, pid,
+//!   tools);
+//! - `GET /mc/api/browsers`, `GET /mc/api/browsers/SESSION/screen.png[?width=W]`: the open
+//!   browsers (session, tabs) and a session's current tab; looking is not journaled;
 //! - `GET /mc/api/recent?after=N`: the last records the feed saw (the live tail of a peer);
 //! - `GET /mc/api/fleet`: this runtime and the others of `[fleet]` (a static list and a
 //!   discovery file), each asked by this server with its own token; `/mc/api/fleet/P/...`
@@ -108,6 +112,9 @@ pub(crate) fn api() -> Router<Shared> {
         )
         .route("/mc/api/vms", get(vms))
         .route("/mc/api/vms/{name}/screen.png", get(screen))
+        .route("/mc/api/downstreams", get(downstreams))
+        .route("/mc/api/browsers", get(browsers))
+        .route("/mc/api/browsers/{session}/screen.png", get(browser_screen))
         .route("/mc/api/recent", get(recent))
         .route("/mc/api/fleet", get(fleet))
         .route("/mc/api/fleet/{peer}/{*rest}", get(to_peer).post(to_peer))
@@ -907,6 +914,67 @@ async fn screen(
         .into_response()
 }
 
+// --- downstream servers and browsers ------------------------------------------------------
+
+async fn downstreams(State(shared): State<Shared>) -> Response {
+    axum::Json(json!({"servers": shared.runtime.downstream_status().await})).into_response()
+}
+
+async fn browsers(State(shared): State<Shared>) -> Response {
+    axum::Json(json!({"browsers": shared.runtime.browser_sessions().await})).into_response()
+}
+
+#[derive(Deserialize)]
+struct BrowserScreenQuery {
+    #[cfg_attr(
+        not(feature = "prim-vm"),
+        expect(dead_code, reason = "thumbnails need prim-vm's image")
+    )]
+    width: Option<u32>,
+}
+
+/// A session's browser's current tab as a PNG (a thumbnail `width` wide in a build with
+/// prim-vm, which has the image decoder; the whole viewport otherwise).
+async fn browser_screen(
+    State(shared): State<Shared>,
+    UrlPath(session): UrlPath<String>,
+    Query(q): Query<BrowserScreenQuery>,
+) -> Response {
+    let png = match shared.runtime.browser_peek(&session).await {
+        Ok(png) => png,
+        Err(f) => {
+            let status = if f.code == "browser_not_open" {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::BAD_GATEWAY
+            };
+            return coded(status, &f.code, f.message);
+        }
+    };
+    #[cfg(feature = "prim-vm")]
+    let png = match q.width {
+        Some(w) => {
+            let w = w.clamp(16, THUMBNAIL_WIDTH_MAX);
+            match tokio::task::spawn_blocking(move || thumbnail(&png, w)).await {
+                Ok(Ok(small)) => small,
+                Ok(Err(e)) => return coded(StatusCode::BAD_GATEWAY, "mc_thumbnail_failed", e),
+                Err(e) => return internal(e).into_response(),
+            }
+        }
+        None => png,
+    };
+    #[cfg(not(feature = "prim-vm"))]
+    let _ = q;
+    (
+        [
+            (header::CONTENT_TYPE, "image/png"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        png,
+    )
+        .into_response()
+}
+
 #[cfg(not(feature = "prim-vm"))]
 async fn screen() -> Response {
     HttpError::NotBuilt("prim-vm").into_response()
@@ -1086,6 +1154,7 @@ fn passable(method: &Method, rest: &str) -> bool {
         ["sessions", _] | ["sessions", _, "records", _] => get,
         ["sessions", _, "rewind"] => true,
         ["vms", _, "screen.png"] => get,
+        ["downstreams"] | ["browsers"] | ["browsers", _, "screen.png"] => get,
         ["questions", _] => *method == Method::POST,
         _ => false,
     }

@@ -18,11 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import types
 
 from conftest import describe
 from helpers import err, ok, text_of
+from test_browser import chromium_ready
+from test_mission import watched_page
+from test_serve import sdk, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -226,3 +230,43 @@ classes = {{ git_status = "read_only", git_log = "read_only" }}
         played = json.loads(proc.stdout)
         assert played["mismatches"] == [] and played["not_reproducible"] == [], describe(proc)
         assert played["reproduced"] >= 3, describe(proc)
+
+
+async def test_mission_control_shows_the_downstream_servers_and_the_open_browsers(world):
+    """`aido serve`'s Mission Control API lists the gateway's servers and each session's open
+    browser with its tabs, and gives a thumbnail of its current tab (looking journals
+    nothing)."""
+    if not chromium_ready():
+        pytest.fail("chromium is missing (see above)")
+    script = everything()
+    with watched_page() as port:
+        config = world.write_config(
+            f"""[net]
+allow = ["127.0.0.1:{port}"]
+
+[[downstream]]
+name = "everything"
+command = "node"
+args = ["{script}", "stdio"]
+"""
+        )
+        with serve(world, "--config", str(config)) as served:
+            async with sdk(served) as session, httpx2.AsyncClient(timeout=30) as http:
+                opened = await session.call_tool("browser_navigate", {"url": f"http://127.0.0.1:{port}/"})
+                assert not opened.is_error, opened
+                api = f"{served.base}/mc/api"
+                servers = (await http.get(f"{api}/downstreams", headers=served.headers())).json()["servers"]
+                assert [s["name"] for s in servers] == ["everything"], servers
+                assert servers[0]["running"] is True and servers[0]["tools"] >= 10, servers
+                browsers = (await http.get(f"{api}/browsers", headers=served.headers())).json()["browsers"]
+                assert len(browsers) == 1, browsers
+                tabs = browsers[0]["tabs"]
+                assert any(t["current"] and t["title"] == "Watched" for t in tabs), tabs
+                shot = await http.get(
+                    f"{api}/browsers/{browsers[0]['session']}/screen.png?width=320", headers=served.headers()
+                )
+                assert shot.status_code == 200 and shot.content.startswith(b"\x89PNG"), shot.status_code
+                missing = await http.get(f"{api}/browsers/nobody/screen.png", headers=served.headers())
+                assert missing.status_code == 404 and missing.json()["code"] == "browser_not_open"
+                # Without the token: nothing.
+                assert (await http.get(f"{api}/browsers")).status_code == 401

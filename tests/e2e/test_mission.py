@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,33 @@ from conftest import REPO, World, describe
 from helpers import ok, seq_of
 from test_serve import Served, sdk, serve
 from test_telemetry import Tap, attrs, free_port
+
+
+@contextmanager
+def watched_page() -> Any:
+    """A page on 127.0.0.1 for the agent's browser; yields its port."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            body = b"<title>Watched</title><h1>A page under watch</h1>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    try:
+        yield site.server_address[1]
+    finally:
+        site.shutdown()
+        site.server_close()
 
 pytestmark = pytest.mark.anyio
 
@@ -145,7 +172,10 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
             three = stack.enter_context(serve(world, env={**otlp, "AIDO_HOME": str(homes[2])}))
             discovery = world.root / "fleet" / "peers.jsonl"
             discovery.parent.mkdir()
+            # A page the agent's browser opens (the net allowlist names it).
+            page = stack.enter_context(watched_page())
             config = world.write_config(
+                f'[net]\nallow = ["127.0.0.1:{page}"]\n\n'
                 "[fleet]\n"
                 f'peers = [{{ url = "{two.base}", token_file = "{two.token_file}" }}]\n'
                 f'discovery = "{discovery}"\n'
@@ -217,6 +247,14 @@ async def test_mission_control_in_a_browser_over_a_fleet_of_three(world: World) 
                 assert live[0]["w"] == 720, live
                 await browser.ado("screenshot", path=str(shots / "mission-control-live.png"), selector="#live")
                 await browser.ado("click", selector="#live-close")
+
+                # The agent's browser: listed with its page, its thumbnail rendered.
+                ok(await session.call_tool("browser_navigate", {"url": f"http://127.0.0.1:{page}/"}))
+                await browser.ado(
+                    "wait", selector="[data-testid=browser-thumbnail][src^='blob:']", timeout_ms=20000
+                )
+                captions = (await browser.ado("texts", selector="[data-testid=browsers] figcaption"))["texts"]
+                assert any("Watched" in c for c in captions), captions
 
                 # A question no client can show: answered on the page, received by the agent.
                 asked: dict[str, Any] = {}

@@ -60,6 +60,19 @@ pub enum BrowserMsg {
         /// The session.
         session: String,
     },
+    /// Each open browser: its session and its tabs (for Mission Control; looking is not
+    /// journaled). A browser busy with a call is listed without its tabs.
+    Status {
+        /// One object per open browser.
+        reply: Reply<Vec<Value>>,
+    },
+    /// A PNG of a session's current tab (for Mission Control; not journaled).
+    Peek {
+        /// The session.
+        session: String,
+        /// The PNG.
+        reply: Reply<Vec<u8>>,
+    },
 }
 
 impl Body for BrowserBody {
@@ -90,6 +103,47 @@ impl Body for BrowserBody {
                 calls.task(reply, Turn::Shared, commits, move |_ticket| async move {
                     let mut open = seat.lock().await;
                     run(&args, &mut open, &session, *action).await
+                });
+            }
+            BrowserMsg::Status { reply } => {
+                let seats: Vec<(String, Seat)> = self
+                    .sessions
+                    .iter()
+                    .map(|(session, seat)| (session.clone(), seat.clone()))
+                    .collect();
+                calls.task(reply, Turn::Shared, false, move |_ticket| async move {
+                    let mut open = Vec::new();
+                    for (session, seat) in seats {
+                        let Ok(mut held) = seat.try_lock() else {
+                            open.push(json!({"session": session, "busy": true}));
+                            continue;
+                        };
+                        if let Some(browser) = held.as_mut().map(|open| &mut open.browser) {
+                            let tabs = browser.tabs().await.unwrap_or_default();
+                            open.push(json!({"session": session, "busy": false, "tabs": tabs}));
+                        }
+                    }
+                    Ok(open)
+                });
+            }
+            BrowserMsg::Peek { session, reply } => {
+                let seat = self.sessions.get(&session).cloned();
+                calls.task(reply, Turn::Shared, false, move |_ticket| async move {
+                    let Some(seat) = seat else {
+                        return Err(BrowserBodyError::NotOpen {
+                            primitive: "a look at its screen",
+                        }
+                        .into());
+                    };
+                    let mut held = seat.lock().await;
+                    let Some(open) = held.as_mut() else {
+                        return Err(BrowserBodyError::NotOpen {
+                            primitive: "a look at its screen",
+                        }
+                        .into());
+                    };
+                    let shot = open.browser.screenshot().await.map_err(Failure::from)?;
+                    Ok(shot.png)
                 });
             }
             BrowserMsg::End { session } => {

@@ -59,6 +59,12 @@ pub enum GatewayMsg {
         /// The tools.
         reply: Reply<Vec<DownstreamTool>>,
     },
+    /// Each server: its name, whether it runs, its process id, its tools' count (for
+    /// Mission Control; looking is not journaled).
+    Status {
+        /// One object per server.
+        reply: Reply<Vec<Value>>,
+    },
 }
 
 /// The entries of the policy's `[[downstream]]` as the gateway reads them; an entry it cannot
@@ -181,6 +187,25 @@ impl Body for GatewayBody {
             GatewayMsg::Tools { reply } => {
                 calls.task(reply, Turn::Shared, false, move |_ticket| async move {
                     Ok(Self::list(&gateway, &policy, &registry).await)
+                });
+            }
+            GatewayMsg::Status { reply } => {
+                calls.task(reply, Turn::Shared, false, move |_ticket| async move {
+                    let known = registry.read().map(|t| t.clone()).unwrap_or_default();
+                    let mut servers = Vec::new();
+                    for name in gateway.names() {
+                        let Some(downstream) = gateway.downstream(name) else {
+                            continue;
+                        };
+                        let tools = known.iter().filter(|tool| tool.server == name).count();
+                        servers.push(serde_json::json!({
+                            "name": name,
+                            "running": downstream.running().await,
+                            "pid": downstream.pid().await,
+                            "tools": tools,
+                        }));
+                    }
+                    Ok(servers)
                 });
             }
         }
