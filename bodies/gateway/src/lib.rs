@@ -75,6 +75,13 @@ pub fn entries(policy: &PolicyEngine) -> Vec<DownstreamConfig> {
         let mut table = entry.server.clone();
         table.insert("name".into(), toml::Value::String(entry.name.clone()));
         match toml::Value::Table(table).try_into::<DownstreamConfig>() {
+            // aido reaches an HTTP server itself: its URL is judged by `[net]` like any.
+            Ok(config) if let Some(refusal) = url_refused(policy, &config) => tracing::error!(
+                downstream = %entry.name,
+                code = %aido_policy::net::deny_code(&refusal).code(),
+                "[[downstream]] {:?} is left out: its url: {refusal}",
+                entry.name
+            ),
             Ok(config) => read.push(config),
             Err(error) => tracing::error!(
                 downstream = %entry.name,
@@ -85,6 +92,14 @@ pub fn entries(policy: &PolicyEngine) -> Vec<DownstreamConfig> {
         }
     }
     read
+}
+
+/// Why `[net]` refuses an HTTP entry's URL (`None` for a stdio entry, or an admitted URL).
+fn url_refused(policy: &PolicyEngine, config: &DownstreamConfig) -> Option<aido_net::NetError> {
+    let url = config.url.as_deref()?;
+    aido_net::Target::from_url(url)
+        .and_then(|(_, target)| policy.net().admit(&target))
+        .err()
 }
 
 /// The policy class of a tool of this gateway class: what it reads is read-only; anything
