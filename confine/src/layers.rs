@@ -528,6 +528,9 @@ pub(crate) mod bpf {
     }
 }
 
+/// No limit (`RLIM_INFINITY`), for a limit a cgroup sets better.
+pub const RLIMIT_UNLIMITED: u64 = u64::MAX;
+
 /// Limits set with `setrlimit` on the command (soft = hard).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

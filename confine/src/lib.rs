@@ -38,6 +38,6 @@ pub use cgroup::{Cgroup, CgroupLimits, Hierarchy, leftovers_of_gone_processes};
 pub use connect::{Judge, program as connect_program};
 pub use error::{ConfineError, Layer};
 pub use layers::{
-    Instruction, PreparedLandlock, Rlimits, drop_capabilities, landlock, no_new_privs, seccomp,
-    seccomp_wire, set_rlimits,
+    Instruction, PreparedLandlock, RLIMIT_UNLIMITED, Rlimits, drop_capabilities, landlock,
+    no_new_privs, seccomp, seccomp_wire, set_rlimits,
 };

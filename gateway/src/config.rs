@@ -28,6 +28,10 @@ pub const RESTARTS_MAX: u32 = 100;
 /// timeout, at most the sandbox's one day), and the next call starts a new one (counted as
 /// a crash).
 pub const LIFETIME_MS_MAX: u64 = 24 * 3600 * 1000;
+/// Processes a downstream's tree may have, when it runs in a cgroup.
+pub const CGROUP_PIDS_MAX: u64 = 512;
+/// Memory a downstream's tree may use, when it runs in a cgroup (a browser server needs room).
+pub const CGROUP_MEMORY_BYTES_MAX: u64 = 4 << 30;
 
 /// One downstream MCP server: a `[[downstream]]` entry.
 ///
@@ -284,6 +288,18 @@ impl DownstreamConfig {
         let mut profile = aido_sandbox::Profile::new(self.writable.clone());
         profile.deny.extend(self.deny.iter().cloned());
         profile.network = self.network();
+        // Its tree in a cgroup of its own where one can be made (memory, processes, CPU):
+        // then no address-space limit, which stops servers built on V8 (node's fetch,
+        // Chromium) that reserve large virtual ranges they never touch.
+        let limits = aido_sandbox::CgroupLimits {
+            pids_max: CGROUP_PIDS_MAX,
+            memory_bytes_max: CGROUP_MEMORY_BYTES_MAX,
+            cpu_percent_max: 100,
+        };
+        if limits.probe().is_ok() {
+            profile.cgroup = Some(limits);
+            profile.rlimits.address_space_bytes_max = aido_sandbox::RLIMIT_UNLIMITED;
+        }
         profile
     }
 

@@ -929,7 +929,7 @@ fn a_memory_hog_is_bounded_by_the_cgroup_too() {
         memory_bytes_max: 128 << 20,
         cpu_percent_max: 100,
     });
-    // Touch every page, so the address-space limit (4 GiB by default) is not what stops it.
+    // Touch every page, so an address-space limit is not what stops it.
     let request = aido_sandbox::Request::new(
         [
             "python3",

@@ -270,3 +270,45 @@ args = ["{script}", "stdio"]
                 assert missing.status_code == 404 and missing.json()["code"] == "browser_not_open"
                 # Without the token: nothing.
                 assert (await http.get(f"{api}/browsers")).status_code == 401
+
+
+async def test_playwright_mcp_as_a_downstream_browser_reaches_only_what_its_entry_allows(world):
+    """`@playwright/mcp` (npm) driving Debian's Chromium, started by aido as a downstream inside
+    its sandbox: the page on 127.0.0.1 its entry's `network` names loads through the server's
+    own egress proxy; a host it does not name is refused there and never reached."""
+    if not chromium_ready():
+        pytest.fail("chromium is missing (see above)")
+    base = os.environ.get("AIDO_TEST_DOWNSTREAMS")
+    cli = Path(base) / "node_modules" / "@playwright" / "mcp" / "cli.js" if base else None
+    if cli is None or not cli.is_file():
+        print(f"@playwright/mcp is missing: AIDO_TEST_DOWNSTREAMS={base!r} (scripts/test prepares it)")
+        assert os.environ.get("CI") is None, "CI must have the downstream servers"
+        pytest.fail("@playwright/mcp is missing (see above)")
+    with watched_page() as port:
+        # Its proxy is known inside the sandbox only (HTTP_PROXY): a shell hands it over.
+        launch = (
+            f"exec node {cli} --headless --browser chromium --executable-path /usr/bin/chromium "
+            '--no-sandbox --isolated --proxy-server "$HTTP_PROXY" --proxy-bypass "<-loopback>"'
+        )
+        config = f"""[[downstream]]
+name = "pw"
+command = "sh"
+args = ["-c", {json.dumps(launch)}]
+network = ["127.0.0.1:{port}"]
+start_timeout_ms = 60000
+"""
+        async with world.session(config=config) as s:
+            tools = {t.name for t in (await s.session.list_tools()).tools}
+            assert {"pw__browser_navigate", "pw__browser_snapshot"} <= tools, sorted(tools)
+            opened = await s.call("pw__browser_navigate", {"url": f"http://127.0.0.1:{port}/"})
+            ok(opened)
+            assert "Page Title: Watched" in text_of(opened), text_of(opened)
+            # The proxy answers a plain-HTTP request it refuses with 403 (X-Aido-Code net_denied).
+            away = await s.call("pw__browser_navigate", {"url": "http://denied.example/"})
+            said = text_of(away)
+            assert "HTTP status: 403" in said or "ERR_" in said, said[:2000]
+    played = world.run_json("replay", "sessions", "--json")
+    for session in played:
+        proc = world.run("replay", "playback", session["id"], "--json")
+        assert proc.returncode == 0, describe(proc)
+        assert json.loads(proc.stdout)["mismatches"] == [], describe(proc)

@@ -847,3 +847,15 @@ async def test_the_clients_first_root_is_the_project_and_a_changed_list_is_follo
     changed = world.run_json("replay", "what-if", sid, "--policy", str(other), "--json")
     paths = json.dumps(changed)
     assert "a.txt" in paths and "b.txt" not in paths, changed
+
+
+def test_node_s_own_fetch_runs_as_in_the_user_s_shell(world):
+    """V8 reserves a large virtual range for every WebAssembly memory (node's fetch parses HTTP
+    with one); the command's cgroup bounds its memory, not an address-space limit that would
+    refuse the reservation."""
+    script = (
+        "WebAssembly.instantiate(new Uint8Array([0,97,115,109,1,0,0,0,5,3,1,0,1]))"
+        ".then(() => console.log('wasm ok'), e => console.log('wasm failed: ' + e.message))"
+    )
+    proc = world.run("exec", "--", "node", "-e", script)
+    assert proc.returncode == 0 and "wasm ok" in proc.stdout, (proc.stdout, proc.stderr)
