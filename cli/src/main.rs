@@ -87,7 +87,8 @@ struct ToolChoice {
 
 impl ToolChoice {
     /// `[mcp]` with this choice over it, and the primitives it gives a client.
-    fn apply(&self, given: &mut aido_policy::config::McpTools) -> Result<Vec<&'static str>> {
+    fn apply(&self, config: &mut aido_policy::Config) -> Result<Vec<&'static str>> {
+        let given = &mut config.mcp;
         if !self.toolsets.is_empty() {
             given.toolsets = self.toolsets.clone();
         }
@@ -96,7 +97,8 @@ impl ToolChoice {
         }
         given.read_only |= self.read_only;
         given
-            .primitives()
+            .given(&config.downstream)
+            .map(|(primitives, _)| primitives)
             .map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))
     }
 }
@@ -1026,7 +1028,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let mut layered = layered(&cli, &home)?;
-            let given = choice.apply(&mut layered.config.mcp)?;
+            let given = choice.apply(&mut layered.config)?;
             let listed = tools::given(&given);
             if *json {
                 println!("{}", serde_json::json!({ "tools": listed }));
@@ -1038,7 +1040,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Codes => codes_command(),
         Command::Mcp { choice } => {
             let mut layered = layered(&cli, &home)?;
-            choice.apply(&mut layered.config.mcp)?;
+            choice.apply(&mut layered.config)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let served = runtime.block_on(mcp(layered, &home));
             // The stdin reader may still be blocked in a read that will never return (the

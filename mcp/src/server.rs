@@ -65,6 +65,9 @@ pub struct AidoServer {
     transport: &'static str,
     /// The primitives this server lists and accepts (`[mcp]`).
     enabled: Arc<std::collections::BTreeSet<&'static str>>,
+    /// The downstream toolsets and tools `[mcp]` names (all of them when it gives
+    /// `downstream_call`).
+    downstream: Arc<std::collections::BTreeSet<String>>,
     /// Over HTTP, an endpoint `/mcp/x/TOOLSETS` narrows them for its session (at `initialize`;
     /// never wider than `enabled`).
     narrowed: Arc<std::sync::OnceLock<std::collections::BTreeSet<&'static str>>>,
@@ -119,19 +122,15 @@ impl Drop for Closer {
 pub(crate) struct Given {
     tools: Arc<Vec<Tool>>,
     enabled: Arc<std::collections::BTreeSet<&'static str>>,
+    downstream: Arc<std::collections::BTreeSet<String>>,
 }
 
 impl Given {
     pub(crate) fn of(runtime: &Runtime) -> Self {
         // Checked when the config was loaded; were it not, nothing is given (never all).
-        let enabled: std::collections::BTreeSet<&'static str> = runtime
-            .policy()
-            .config()
-            .mcp
-            .primitives()
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
+        let config = runtime.policy().config();
+        let (enabled, downstream) = config.mcp.given(&config.downstream).unwrap_or_default();
+        let enabled: std::collections::BTreeSet<&'static str> = enabled.into_iter().collect();
         let tools = crate::tools::tools()
             .iter()
             .filter(|tool| enabled.contains(tool.name.as_ref()))
@@ -140,6 +139,7 @@ impl Given {
         Self {
             tools: Arc::new(tools),
             enabled: Arc::new(enabled),
+            downstream: Arc::new(downstream),
         }
     }
 }
@@ -158,6 +158,7 @@ impl AidoServer {
             runtime,
             tools: given.tools.clone(),
             enabled: given.enabled.clone(),
+            downstream: given.downstream.clone(),
             narrowed: Arc::default(),
             // Until the client sets a level, only refusals and failures are sent.
             level: Arc::new(Mutex::new(LoggingLevel::Notice)),
@@ -257,6 +258,27 @@ impl AidoServer {
     }
 
     /// Whether this session may list and call `primitive`.
+    /// Whether this server gives the downstream tool `name` (namespaced): all of them with
+    /// `downstream_call`, else those `[mcp]` names by tool or by their entry's toolset. An
+    /// endpoint that narrows the toolsets gives them only with `downstream_call`.
+    fn gives_downstream(&self, name: &str) -> bool {
+        if self.gives("downstream_call") {
+            return true;
+        }
+        if self.narrowed.get().is_some() {
+            return false;
+        }
+        let server = name.split_once("__").map_or("", |(server, _)| server);
+        self.downstream.contains(name)
+            || self
+                .runtime
+                .policy()
+                .config()
+                .downstream
+                .iter()
+                .any(|entry| entry.name == server && self.downstream.contains(entry.toolset()))
+    }
+
     fn gives(&self, primitive: &str) -> bool {
         self.enabled.contains(primitive)
             && self
@@ -811,13 +833,14 @@ impl ServerHandler for AidoServer {
             tools.extend(crate::tools::defined(&self.runtime));
         }
         // The downstream servers' tools, under their namespaced names: calls of downstream_call.
-        if self.gives("downstream_call") {
+        if self.gives("downstream_call") || !self.downstream.is_empty() {
             tools.extend(
                 self.runtime
                     .downstream_tools()
                     .await
                     .into_iter()
-                    .filter_map(|tool| serde_json::from_value::<rmcp::model::Tool>(tool).ok()),
+                    .filter_map(|tool| serde_json::from_value::<rmcp::model::Tool>(tool).ok())
+                    .filter(|tool| self.gives_downstream(&tool.name)),
             );
         }
         if self.narrowed.get().is_some() {
@@ -832,8 +855,19 @@ impl ServerHandler for AidoServer {
             self.place.session.get().cloned()
         };
         if let Some(scope) = session.as_ref().and_then(Session::capabilities) {
+            let policy = self.runtime.policy();
             tools.retain(|tool| match Action::class_of(&tool.name) {
                 Some(class) => scope.allows_primitive(&tool.name, class),
+                // A downstream tool: as the capabilities gate judges its call.
+                None if tool.name.contains("__") => {
+                    let call = Action::DownstreamCall(aido_actions::downstream::DownstreamCall {
+                        tool: tool.name.to_string(),
+                        arguments: Default::default(),
+                    });
+                    let class = policy.class_of(&call);
+                    scope.allows_primitive("downstream_call", class)
+                        || scope.allows_primitive(&tool.name, class)
+                }
                 None => true,
             });
         }
@@ -1044,7 +1078,10 @@ impl ServerHandler for AidoServer {
         // Nor can a composite's step (or a defined function) reach one.
         let outside = std::iter::once((String::new(), &action))
             .chain(action.leaves())
-            .find(|(_, leaf)| !self.gives(leaf.primitive()))
+            .find(|(_, leaf)| match leaf {
+                Action::DownstreamCall(call) => !self.gives_downstream(&call.tool),
+                _ => !self.gives(leaf.primitive()),
+            })
             .map(|(at, leaf)| {
                 let at = if at.is_empty() {
                     at

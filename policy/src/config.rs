@@ -476,6 +476,39 @@ impl McpTools {
         vec!["all".into()]
     }
 
+    /// The primitives these settings give, in table order, and the downstream names they give:
+    /// a name that is a `[[downstream]]` entry's toolset (its `toolset`, else its name) or a
+    /// namespaced tool of one (`git__git_status`) gives those downstream tools only.
+    pub fn given(
+        &self,
+        downstream: &[Downstream],
+    ) -> Result<(Vec<&'static str>, std::collections::BTreeSet<String>), ConfigError> {
+        let is_downstream = |name: &str| {
+            downstream.iter().any(|entry| {
+                entry.toolset() == name
+                    || name
+                        .split_once("__")
+                        .is_some_and(|(server, _)| server == entry.name)
+            })
+        };
+        let (theirs, ours): (Vec<&String>, Vec<&String>) =
+            self.toolsets.iter().partition(|name| is_downstream(name));
+        let (their_tools, our_tools): (Vec<&String>, Vec<&String>) =
+            self.tools.iter().partition(|name| is_downstream(name));
+        let narrowed = Self {
+            toolsets: ours.into_iter().cloned().collect(),
+            tools: our_tools.into_iter().cloned().collect(),
+            read_only: self.read_only,
+        };
+        let primitives = if narrowed.toolsets.is_empty() && narrowed.tools.is_empty() {
+            Vec::new()
+        } else {
+            narrowed.primitives()?
+        };
+        let names = theirs.into_iter().chain(their_tools).cloned().collect();
+        Ok((primitives, names))
+    }
+
     /// The primitives these settings give, in table order.
     pub fn primitives(&self) -> Result<Vec<&'static str>, ConfigError> {
         let mut given = aido_actions::toolsets::resolve(self.toolsets.iter().map(String::as_str))
@@ -757,6 +790,16 @@ pub struct Downstream {
     /// Everything else of the entry: the gateway's.
     #[serde(flatten)]
     pub server: toml::Table,
+}
+
+impl Downstream {
+    /// The toolset its tools are in: its `toolset`, else its name.
+    pub fn toolset(&self) -> &str {
+        self.server
+            .get("toolset")
+            .and_then(toml::Value::as_str)
+            .unwrap_or(&self.name)
+    }
 }
 
 /// `[browser]`: the browser body's switch, its script switch and its Chromium.
@@ -1254,7 +1297,7 @@ impl Config {
     /// Every value the types cannot refuse, in the order the sections are checked: the first
     /// bad value is the error.
     fn check(&self) -> Result<(), ConfigError> {
-        self.mcp.primitives()?;
+        self.mcp.given(&self.downstream)?;
         self.check_stores()?;
         self.check_host_fields()?;
         self.check_telemetry()?;

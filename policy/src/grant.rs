@@ -144,13 +144,19 @@ impl GrantScope {
     /// primitive or class names).
     pub fn check(&self) -> Result<(), String> {
         for name in self.primitives.iter().flatten() {
+            // A downstream tool by its namespaced name (`server__tool`): the server's tools are
+            // known only when it runs, so the form is what is checked.
+            let downstream = name
+                .split_once("__")
+                .is_some_and(|(server, tool)| !server.is_empty() && !tool.is_empty());
             let known = Action::class_of(name).is_some()
+                || downstream
                 || SideEffectClass::ALL
                     .iter()
                     .any(|class| class.name() == name);
             if !known {
                 return Err(format!(
-                    "primitives: {name} is neither a primitive nor a class"
+                    "primitives: {name} is neither a primitive, a class nor a downstream tool (server__tool)"
                 ));
             }
         }

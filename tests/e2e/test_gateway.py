@@ -312,3 +312,28 @@ start_timeout_ms = 60000
         proc = world.run("replay", "playback", session["id"], "--json")
         assert proc.returncode == 0, describe(proc)
         assert json.loads(proc.stdout)["mismatches"] == [], describe(proc)
+
+
+async def test_toolsets_and_grants_narrow_downstream_tools_like_aido_s_own(world):
+    script = everything()
+    base = config(script)
+    # A client given the coding profile and the entry's toolset: the server's tools, not the
+    # gateway's every tool; the coding profile alone: none of them, and a call is refused.
+    narrowed = base + '\n[mcp]\ntoolsets = ["coding", "everything"]\n'
+    async with world.session(config=narrowed) as s:
+        tools = {t.name for t in (await s.session.list_tools()).tools}
+        assert "everything__echo" in tools and "downstream_call" not in tools, sorted(tools)
+        ok(await s.call("everything__echo", {"message": "given by its toolset"}))
+    coding = base + '\n[mcp]\ntoolsets = ["coding"]\n'
+    async with world.session(config=coding) as s:
+        tools = {t.name for t in (await s.session.list_tools()).tools}
+        assert not any(name.startswith("everything__") for name in tools), sorted(tools)
+        err(await s.call("everything__echo", {"message": "x"}), "tool_not_enabled")
+    # A grant naming one downstream tool: that one listed and run, another refused.
+    async with world.session(config=base) as s:
+        minted = await s.ok("grant_mint", {"primitives": ["everything__echo", "grant_list"]})
+    async with world.session(config=base, env={"AIDO_GRANT": minted["token"]}) as child:
+        tools = {t.name for t in (await child.session.list_tools()).tools}
+        assert "everything__echo" in tools and "everything__get-sum" not in tools, sorted(tools)
+        ok(await child.call("everything__echo", {"message": "granted"}))
+        err(await child.call("everything__get-sum", {"a": 1, "b": 2}), "capability_missing")

@@ -474,7 +474,12 @@ fn capabilities(input: &mut GateInput<'_>) -> Option<Verdict> {
             ),
         );
     }
-    if !grant.allows_primitive(primitive, class) {
+    // A downstream tool is granted with downstream_call, or by its own namespaced name.
+    let downstream = match input.action {
+        Action::DownstreamCall(call) => grant.allows_primitive(&call.tool, class),
+        _ => false,
+    };
+    if !downstream && !grant.allows_primitive(primitive, class) {
         return input.deny(
             DenyCode::CapabilityMissing,
             format!("this session was not granted {primitive} ({class})"),
