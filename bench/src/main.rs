@@ -566,7 +566,7 @@ async fn bench(args: Args) -> Result<()> {
     records.extend(snapshots::records(&snaps.await?));
     let (options, at) = (vm_options(&args), temp.clone());
     let vm = blocking(args.skip_vm, "vm", move || vm::run_blocking(&at, &options));
-    records.extend(vm::records(&vm.await?));
+    records.extend(vm::records(vm.await?));
 
     let (a, t) = (&setup.aido, temp.as_path());
     let search = search::run(a, t, args.search_repeats);
@@ -786,11 +786,11 @@ async fn blocking<T: Send + 'static>(
     skip: bool,
     name: &'static str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<harness::Run<Box<T>>> {
+) -> Result<harness::Run<T>> {
     if skip {
         return Ok(harness::Run::Skipped(format!("`--skip-{name}`")));
     }
-    let run = harness::Run::from(interruptible(name, work).await?.map(Box::new));
+    let run = harness::Run::from(interruptible(name, work).await?);
     if let harness::Run::Failed(why) = &run {
         eprintln!("aido-bench: the {name} section failed: {why}");
     }

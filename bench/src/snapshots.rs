@@ -690,7 +690,7 @@ impl Subject for BtrfsBare {
 }
 
 /// The snapshot section's state in one run.
-pub type SnapshotSection = crate::harness::Run<Box<Results>>;
+pub type SnapshotSection = crate::harness::Run<Results>;
 
 /// A method's part of a row id.
 fn slug(method: Method) -> String {
