@@ -563,7 +563,7 @@ async fn bench(args: Args) -> Result<()> {
     let snaps = blocking(args.skip_snapshots, "snapshots", move || {
         snapshots::run(&at, &options)
     });
-    records.extend(snapshots::records(&snaps.await?));
+    records.extend(snapshots::records(snaps.await?));
     let (options, at) = (vm_options(&args), temp.clone());
     let vm = blocking(args.skip_vm, "vm", move || vm::run_blocking(&at, &options));
     records.extend(vm::records(vm.await?));

@@ -304,6 +304,15 @@ impl Section {
         ordered(self.records)
     }
 
+    /// The number of `table`'s next line.
+    pub fn next_line(&self, table: &str) -> usize {
+        let prefix = format!("{table}:");
+        let mut lines: Vec<&str> = self.records.iter().map(|r| r.row.as_str()).collect();
+        lines.retain(|row| row.starts_with(&prefix));
+        lines.dedup();
+        lines.len() + 1
+    }
+
     /// A detail table's line: one cell per column, in order.
     pub fn line(&mut self, table: &str, line: usize, cells: &[(&str, String)]) {
         for (column, text) in cells {

@@ -18,6 +18,9 @@ use aido_snapshots::Backend;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
+use crate::harness::Run;
+use crate::record::Section;
+use crate::render::{format_duration, thousands};
 use crate::stop;
 use crate::tree::mix;
 
@@ -64,39 +67,6 @@ pub struct Sample {
     pub time: Duration,
 }
 
-/// What a backend's rewind run gave.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RewindOutcome {
-    /// Every session ran and every rewind gave back the recorded tree.
-    Ran(Vec<Sample>),
-    /// Not run.
-    Skipped(String),
-    /// Failed.
-    Failed(String),
-}
-
-/// The rewind benchmark on one backend.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RewindRun {
-    /// The snapshot backend of the workspace.
-    pub backend: Backend,
-    /// The workspace's filesystem.
-    pub fs: String,
-    /// What happened.
-    pub outcome: RewindOutcome,
-}
-
-impl RewindRun {
-    /// A run that did not happen.
-    pub fn skipped(backend: Backend, fs: &str, reason: String) -> Self {
-        Self {
-            backend,
-            fs: fs.into(),
-            outcome: RewindOutcome::Skipped(reason),
-        }
-    }
-}
-
 /// Runs `options.targets` sessions with their workspaces under `work` (on the filesystem
 /// measured) and their journals under `journals` (the temp dir), on `backend`.
 pub fn run(
@@ -104,10 +74,9 @@ pub fn run(
     backend: Backend,
     work: &Path,
     journals: &Path,
-    fs: &str,
-) -> Result<RewindRun> {
+) -> Result<Vec<Sample>> {
     eprintln!(
-        "aido-bench: rewind on {backend} ({fs}): {} sessions of {} actions",
+        "aido-bench: rewind on {backend}: {} sessions of {} actions",
         options.targets, options.actions
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -122,39 +91,105 @@ pub fn run(
             home: work.join(format!("s{k}")).join("home"),
             aido_home: journals.join(format!("s{k}")).join("aido-home"),
         };
-        match runtime.block_on(session(options, backend, &dirs, k)) {
-            Ok(sample) => {
-                eprintln!(
-                    "aido-bench:   session {k}: {} actions in {:.1} s, rewind to seq {} of {} by {} \
-                     ({} steps) in {}",
-                    sample.actions,
-                    sample.session_time.as_secs_f64(),
-                    sample.to_seq,
-                    sample.head,
-                    sample.method,
-                    sample.steps,
-                    crate::render::format_duration(sample.time)
-                );
-                samples.push(sample);
-            }
-            Err(_) if stop::requested() => bail!("interrupted"),
-            Err(e) => {
-                eprintln!("aido-bench:   failed: {e:#}");
-                return Ok(RewindRun {
-                    backend,
-                    fs: fs.into(),
-                    outcome: RewindOutcome::Failed(format!("{e:#}")),
-                });
-            }
-        }
+        let sample = runtime.block_on(session(options, backend, &dirs, k))?;
+        eprintln!(
+            "aido-bench:   session {k}: {} actions in {:.1} s, rewind to seq {} of {} by {} \
+             ({} steps) in {}",
+            sample.actions,
+            sample.session_time.as_secs_f64(),
+            sample.to_seq,
+            sample.head,
+            sample.method,
+            sample.steps,
+            format_duration(sample.time)
+        );
+        samples.push(sample);
         // The session's files and journal are done with.
         let _ = std::fs::remove_dir_all(dirs.aido_home.parent().unwrap_or(&dirs.aido_home));
     }
-    Ok(RewindRun {
-        backend,
-        fs: fs.into(),
-        outcome: RewindOutcome::Ran(samples),
-    })
+    Ok(samples)
+}
+
+/// The row of `backend`'s rewinds on `fs` and its sessions' lines, or why there are none.
+pub fn record(
+    s: &mut Section,
+    options: &Options,
+    backend: Backend,
+    fs: &str,
+    run: Run<Vec<Sample>>,
+) {
+    let row = format!("rewind_{backend}");
+    let what = format!(
+        "rewind to an arbitrary seq of a {}-action session, `{backend}` backend ({fs})",
+        thousands(options.actions as f64)
+    );
+    let samples = match run {
+        Run::Ran(samples) if !samples.is_empty() => samples,
+        Run::Ran(_) => return s.failed(&row, what, "no rewinds"),
+        Run::Skipped(why) => return s.not_run(&row, what, &why),
+        Run::Failed(why) => return s.failed(&row, what, &why),
+    };
+    let times: Vec<Duration> = samples.iter().map(|x| x.time).collect();
+    s.times(&row, None, &times).what(what);
+    for (k, x) in samples.iter().enumerate() {
+        let seq = |q: u64| thousands(q as f64);
+        let session = format_duration(x.session_time / x.actions.max(1) as u32);
+        let cells = [
+            format!("`{backend}`"),
+            (k + 1).to_string(),
+            seq(x.head),
+            seq(x.to_seq),
+            x.method.clone(),
+            x.snapshot_seq.map_or("none".to_owned(), seq),
+            x.snapshot_seq
+                .map_or("—".to_owned(), |_| x.files_since_snapshot.to_string()),
+            x.steps.to_string(),
+            format!(
+                "{:.1} s ({session} per action)",
+                x.session_time.as_secs_f64()
+            ),
+            format_duration(x.time),
+        ];
+        let cells: Vec<(&str, String)> = COLUMNS.into_iter().zip(cells).collect();
+        let line = s.next_line("sessions");
+        s.line("sessions", line, &cells);
+    }
+}
+
+/// The sessions table's columns.
+const COLUMNS: [&str; 10] = [
+    "backend",
+    "session",
+    "seqs in the session",
+    "rewind to seq",
+    "method",
+    "snapshot restored (taken at seq)",
+    "files written since that snapshot",
+    "steps",
+    "the session's actions took",
+    "rewind",
+];
+
+/// The facts the section's prose names; with no options (`--skip-rewind`), each row says so.
+pub fn facts(s: &mut Section, options: Option<&Options>) {
+    let Some(o) = options else {
+        for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
+            let what = format!("rewind to an arbitrary seq, `{backend}` backend");
+            s.not_run(&format!("rewind_{backend}"), what, "`--skip-rewind`");
+        }
+        return s.fact("skipped", "`--skip-rewind`");
+    };
+    s.numbers(&[
+        ("actions", o.actions as f64),
+        ("files", o.files as f64),
+        ("file_bytes", file_bytes() as f64),
+        ("dirs", dirs() as f64),
+        ("snapshot_every", o.snapshot_every as f64),
+        ("targets", o.targets as f64),
+    ]);
+    if s.next_line("sessions") > 1 {
+        s.fact("ran", "");
+    }
 }
 
 struct Dirs {
@@ -443,19 +478,10 @@ mod tests {
             snapshot_every: 10,
             targets: 2,
         };
-        let run = run(
-            &options,
-            Backend::Copy,
-            &base.join("work"),
-            &base.join("journals"),
-            "test-fs",
-        )
-        .unwrap();
-        let RewindOutcome::Ran(samples) = &run.outcome else {
-            panic!("{run:?}");
-        };
+        let (work, journals) = (base.join("work"), base.join("journals"));
+        let samples = run(&options, Backend::Copy, &work, &journals).unwrap();
         assert_eq!(samples.len(), 2);
-        for s in samples {
+        for s in &samples {
             assert_eq!((s.actions, s.snapshots), (40, 4));
             assert!(s.to_seq >= 1 && s.to_seq <= s.head, "{s:?}");
             if s.method == "snapshot" {
@@ -467,6 +493,17 @@ mod tests {
                 );
             }
         }
-        assert!(matches!(&run.outcome, RewindOutcome::Ran(samples) if !samples.is_empty()));
+        let mut section = Section::new("rewind");
+        record(
+            &mut section,
+            &options,
+            Backend::Copy,
+            "fs",
+            Run::Ran(samples),
+        );
+        let records = section.finish();
+        assert_eq!(records.iter().filter(|r| r.row == "sessions:2").count(), 10);
+        let row = records.iter().find(|r| r.row == "rewind_copy").unwrap();
+        assert_eq!(row.samples.len(), 2);
     }
 }
