@@ -480,16 +480,19 @@ fn main() -> Result<()> {
             python,
             repeats,
         }) => {
-            let section = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
-            alone(None, fetch::records(&section))
+            let run = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
+            alone(None, record::section("fetch", &fetch::ROWS, run))
         }
         Some(Command::Script { aido, repeats }) => {
-            let section = block_on(script::run(&built(aido)?, t, *repeats))?;
-            alone(None, script::records(&section))
+            let run = block_on(script::run(&built(aido)?, t, *repeats))?;
+            alone(None, record::section("script", &script::ROWS, run.into()))
         }
         Some(Command::Artifact { aido }) => {
-            let section = block_on(artifact::run(&built(aido)?, t))?;
-            alone(None, artifact::records(&section))
+            let run = block_on(artifact::run(&built(aido)?, t))?;
+            alone(
+                None,
+                record::section("artifact", &artifact::ROWS, run.into()),
+            )
         }
         Some(Command::Process {
             aido,
@@ -499,8 +502,9 @@ fn main() -> Result<()> {
             let peers = process::Peers {
                 node_modules: node_modules.clone(),
             };
-            let section = block_on(process::run(&built(aido)?, t, &peers))?;
-            alone(write.files(), process::records(&section))
+            let run = block_on(process::run(&built(aido)?, t, &peers))?;
+            let records = record::section("process", &process::ROWS, run.into());
+            alone(write.files(), records)
         }
         Some(Command::Serve {
             aido,
@@ -508,8 +512,11 @@ fn main() -> Result<()> {
             hold,
             write,
         }) => {
-            let section = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
-            alone(write.files(), serve::records(&section))
+            let run = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
+            alone(
+                write.files(),
+                record::section("serve", &serve::ROWS, run.into()),
+            )
         }
         Some(Command::Soak {
             aido,
@@ -523,16 +530,22 @@ fn main() -> Result<()> {
                 large_bytes: *large_bytes,
                 large_every: (*large_every).max(1),
             };
-            let section = block_on(soak::run(&built(aido)?, t, options))?;
-            alone(write.files(), soak::records(&section))
+            let run = block_on(soak::run(&built(aido)?, t, options))?;
+            alone(
+                write.files(),
+                record::section("soak", &soak::ROWS, run.into()),
+            )
         }
         Some(Command::Realwork {
             aido,
             realwork,
             write,
         }) => {
-            let section = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
-            alone(write.files(), realwork::records(&section))
+            let run = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
+            alone(
+                write.files(),
+                record::section("realwork", &realwork::ROWS, run),
+            )
         }
     }
 }
@@ -570,23 +583,17 @@ async fn bench(args: Args) -> Result<()> {
 
     let (a, t) = (&setup.aido, temp.as_path());
     let search = search::run(a, t, args.search_repeats);
-    records.extend(search::records(
-        &step(args.skip_search, "search", search).await,
-    ));
+    records.extend(step(args.skip_search, "search", &search::ROWS, search).await);
     let (node, dir) = (&args.node, &args.memory_peer_dir);
     let (n, queries, repeats) = (args.memories, args.memory_queries, args.memory_repeats);
     let memory = memory::run(a, node, dir, t, n, queries, repeats);
-    records.extend(memory::records(
-        &step(args.skip_memory, "memory", memory).await,
-    ));
+    records.extend(step(args.skip_memory, "memory", &memory::ROWS, memory).await);
     let fetch = fetch::run(a, &args.fetch_peer_python, t, args.fetch_repeats);
-    records.extend(fetch::records(&step(args.skip_fetch, "fetch", fetch).await));
+    records.extend(step(args.skip_fetch, "fetch", &fetch::ROWS, fetch).await);
     let script = script::run(a, t, args.script_repeats);
-    records.extend(script::records(
-        &step(args.skip_script, "script", script).await,
-    ));
+    records.extend(step(args.skip_script, "script", &script::ROWS, script).await);
     let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
-    records.extend(serve::records(&step(args.skip_serve, "serve", serve).await));
+    records.extend(step(args.skip_serve, "serve", &serve::ROWS, serve).await);
     let desktop = if args.skip_desktop {
         desktop::DesktopSection::Skipped("`--skip-desktop`".into())
     } else {
@@ -594,25 +601,23 @@ async fn bench(args: Args) -> Result<()> {
         tokio::task::spawn_blocking(desktop::run).await?
     };
     records.extend(desktop::records(&desktop));
-    let artifact = step(args.skip_artifact, "artifact", artifact::run(a, t)).await;
-    records.extend(artifact::records(&artifact));
+    let artifact = artifact::run(a, t);
+    records.extend(step(args.skip_artifact, "artifact", &artifact::ROWS, artifact).await);
     let peers = process::Peers {
         node_modules: args.node_modules(),
     };
-    let process = step(args.skip_process, "process", process::run(a, t, &peers)).await;
-    records.extend(process::records(&process));
+    let process = process::run(a, t, &peers);
+    records.extend(step(args.skip_process, "process", &process::ROWS, process).await);
     let options = soak::Options {
         calls: args.soak_calls.max(20),
         large_bytes: args.soak_large_bytes,
         large_every: args.soak_large_every.max(1),
     };
-    let soak = step(args.skip_soak, "soak", soak::run(a, t, options)).await;
-    records.extend(soak::records(&soak));
+    let soak = soak::run(a, t, options);
+    records.extend(step(args.skip_soak, "soak", &soak::ROWS, soak).await);
     let options = args.realwork.options();
     let realwork = realwork::run(a, t, &options);
-    records.extend(realwork::records(
-        &step(args.skip_realwork, "realwork", realwork).await,
-    ));
+    records.extend(step(args.skip_realwork, "realwork", &realwork::ROWS, realwork).await);
     finish(&args, &records)
 }
 
@@ -727,21 +732,24 @@ fn finish(args: &Args, records: &[Record]) -> Result<()> {
     Ok(())
 }
 
-/// Runs a section unless `--skip-NAME` was given, saying which runs and what failed.
-async fn step<T>(
+/// Runs section `name` unless `--skip-NAME` was given, saying which runs and what failed; its
+/// records, or its judged `rows` saying why it has none.
+async fn step<R: Into<harness::Run<Vec<Record>>>>(
     skip: bool,
     name: &str,
-    run: impl std::future::Future<Output = harness::Run<T>>,
-) -> harness::Run<T> {
-    if skip {
-        return harness::Run::Skipped(format!("`--skip-{name}`"));
-    }
-    eprintln!("aido-bench: {name}");
-    let out = run.await;
+    rows: &[(&str, &str)],
+    run: impl std::future::Future<Output = R>,
+) -> Vec<Record> {
+    let out = if skip {
+        harness::Run::Skipped(format!("`--skip-{name}`"))
+    } else {
+        eprintln!("aido-bench: {name}");
+        run.await.into()
+    };
     if let harness::Run::Failed(why) = &out {
         eprintln!("aido-bench: the {name} section failed: {why}");
     }
-    out
+    record::section(name, rows, out)
 }
 
 /// The snapshot and rewind benchmarks' options.

@@ -25,7 +25,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{Run, Server};
 use crate::machine::{Usage, usage};
 use crate::record::{Record, Section, Stats, Unit};
 
@@ -57,8 +57,16 @@ pub struct Options {
     pub noop_rounds: usize,
 }
 
-/// How the section ran, or why it did not.
-pub type RealworkSection = crate::harness::Run<Box<RealworkRun>>;
+/// The judged rows, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 7] = [
+    ("realwork_venv", "see the real-work section"),
+    ("realwork_wheels", "see the real-work section"),
+    ("realwork_cargo_noop", "see the real-work section"),
+    ("realwork_cargo_noop_margin", "see the real-work section"),
+    ("realwork_loop", "see the real-work section"),
+    ("realwork_big_file", "see the real-work section"),
+    ("realwork_big_file_memory", "see the real-work section"),
+];
 
 /// One workload, through aido and bare.
 pub struct Workload {
@@ -126,29 +134,21 @@ pub struct BigFile {
     pub rewind: Duration,
 }
 
-/// What the section measured.
-pub struct RealworkRun {
-    /// Venv, wheels, no-op rebuild, loop.
-    pub workloads: Vec<Workload>,
-    /// The 2 GiB change set.
-    pub big: BigFile,
-    /// The wheels installed, by file name.
-    pub wheels: Vec<String>,
-}
-
-/// Runs the section.
-pub async fn run(aido: &Path, temp: &Path, options: &Options) -> RealworkSection {
+/// Runs the section: each workload through `run_command` beside the same command bare (paired
+/// rounds, the ratio pair by pair), the journal's bytes per byte changed, and aido's memory for
+/// a 2 GiB change set.
+pub async fn run(aido: &Path, temp: &Path, options: &Options) -> Run<Vec<Record>> {
     let wheels = options.inputs.join("wheels");
     if !wheels.is_dir() || !options.inputs.join("crate/Cargo.lock").is_file() {
-        return RealworkSection::Skipped(format!(
+        return Run::Skipped(format!(
             "the inputs are not prepared in {} (run tests/realwork/prepare)",
             options.inputs.display()
         ));
     }
-    measure(aido, temp, options).await.map(Box::new).into()
+    measure(aido, temp, options).await.into()
 }
 
-async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<RealworkRun> {
+async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<Vec<Record>> {
     // Not under /tmp: the sandbox gives every command a private /tmp of its own.
     let temp = if temp.starts_with("/tmp") {
         Path::new("/var/tmp")
@@ -181,11 +181,7 @@ async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<Realwork
     workloads.push(file_loop(aido, temp, rounds).await.context("file loop")?);
     eprintln!("aido-bench: real work: one 2 GiB file");
     let big = big_file(aido, temp).await.context("2 GiB file")?;
-    Ok(RealworkRun {
-        workloads,
-        big,
-        wheels,
-    })
+    Ok(records(&workloads, &big, &wheels))
 }
 
 /// One fresh `aido mcp` with its work dir (`home/`, `aido_home/`, `bare/`), its pid, and the
@@ -677,25 +673,11 @@ async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
     })
 }
 
-/// The section's records: each workload through `run_command` beside the same command bare
-/// (paired rounds, the ratio pair by pair), the journal's bytes per byte changed, and aido's
-/// memory for a 2 GiB change set.
-pub fn records(realwork: &RealworkSection) -> Vec<Record> {
+/// The section's records.
+fn records(workloads: &[Workload], big: &BigFile, wheels: &[String]) -> Vec<Record> {
     let mut s = Section::new("realwork");
-    let ids = [
-        "realwork_venv",
-        "realwork_wheels",
-        "realwork_cargo_noop",
-        "realwork_cargo_noop_margin",
-        "realwork_loop",
-        "realwork_big_file",
-        "realwork_big_file_memory",
-    ];
-    let Some(run) = s.ran(realwork, &ids.map(|id| (id, "see the real-work section"))) else {
-        return s.finish();
-    };
     let round = |x: f64| (x * 100.0).round() / 100.0;
-    for w in &run.workloads {
+    for w in workloads {
         let row = format!("realwork_{}", w.id);
         s.times(&row, None, &w.aido).what(format!(
             "real work: {} through `run_command` over MCP / the same command bare, wall time per run",
@@ -716,7 +698,6 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
                 ));
         }
     }
-    let big = &run.big;
     s.once("realwork_big_file", None, big.aido).what(
         "real work: one command writing a 2 GiB change set (two 1 GiB files) through `run_command` / bare, wall time",
     );
@@ -728,8 +709,7 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
         "real work: aido's peak resident memory (VmHWM) after a command's 2 GiB change set (two 1 GiB files), less its resident memory before",
     );
     let big_per_byte = big.journal_bytes as f64 / big.changed_bytes.max(1) as f64;
-    for (id, name, per_byte) in run
-        .workloads
+    for (id, name, per_byte) in workloads
         .iter()
         .filter_map(|w| w.journal_per_byte().map(|p| (w.id, w.name.as_str(), p)))
         .chain([(
@@ -744,14 +724,14 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
         ));
     }
     let rounds = |id: &str| {
-        let w = run.workloads.iter().find(|w| w.id == id);
+        let w = workloads.iter().find(|w| w.id == id);
         w.map_or(0, |w| w.aido.len()) as f64
     };
     s.numbers(&[
         ("rounds", rounds("venv")),
         ("noop_rounds", rounds("cargo_noop")),
     ]);
-    s.fact("wheels", run.wheels.join(", "));
+    s.fact("wheels", wheels.join(", "));
     let ns = |d: Duration| d.as_nanos() as f64;
     s.numbers(&[
         ("big", BIG_BYTES as f64),
@@ -764,7 +744,7 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
         ("big_journal_apparent", big.journal_apparent_bytes as f64),
     ]);
     s.fact("one_file", big.one_file.clone());
-    let cells = workloads(run);
+    let cells = workloads_table(workloads);
     let columns = [
         "workload",
         "command",
@@ -782,10 +762,10 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
 }
 
 /// The workloads' detail table.
-fn workloads(run: &RealworkRun) -> Vec<Vec<String>> {
+fn workloads_table(workloads: &[Workload]) -> Vec<Vec<String>> {
     let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
     let bytes = crate::render::format_bytes;
-    run.workloads
+    workloads
         .iter()
         .map(|w| {
             vec![

@@ -329,6 +329,17 @@ impl Record {
     }
 }
 
+/// A section's records: those it made when it ran, or each of its judged `rows` (id,
+/// description) saying why it did not run or how it failed.
+pub fn section(id: &str, rows: &[(&str, &str)], run: Run<Vec<Record>>) -> Vec<Record> {
+    if let Run::Ran(records) = run {
+        return records;
+    }
+    let mut s = Section::new(id);
+    s.ran(&run, rows);
+    s.finish()
+}
+
 /// Records of one section in report order: its facts, then its tables' cells, then its rows.
 pub fn ordered(records: Vec<Record>) -> Vec<Record> {
     let rank = |r: &Record| match (r.unit.is_some() || r.error.is_some(), r.row.contains(':')) {
@@ -475,6 +486,11 @@ mod tests {
         );
         assert_eq!(s.records[1].note.as_deref(), Some("row b"));
         assert_eq!(s.ran(&Run::Ran(5), &rows), Some(&5));
+        let measured = vec![Record::default()];
+        assert_eq!(section("x", &rows, Run::Ran(measured.clone())), measured);
+        let failed = section("x", &rows, Run::Failed("gone".into()));
+        assert_eq!(failed.len(), 2);
+        assert_eq!(failed[1].error.as_deref(), Some("failed: gone"));
     }
 
     #[test]

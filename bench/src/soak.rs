@@ -27,21 +27,8 @@ pub struct Options {
 /// RSS is read every this many calls (and at the marks).
 pub const SAMPLE_EVERY: usize = 250;
 
-/// How the section ran, or why it did not.
-pub type SoakSection = crate::harness::Run<SoakRun>;
-
-/// What the section measured.
-pub struct SoakRun {
-    /// How it ran.
-    pub options: Options,
-    /// stdio, then HTTP.
-    pub sides: Vec<Side>,
-}
-
 /// One transport's run.
 pub struct Side {
-    /// `stdio` or `HTTP`.
-    pub transport: &'static str,
     /// (calls served, VmRSS bytes) every [`SAMPLE_EVERY`] calls, from the first.
     pub samples: Vec<(usize, u64)>,
     /// VmHWM at the end: the largest resident memory of the whole run.
@@ -52,18 +39,19 @@ pub struct Side {
     pub disk_bytes: u64,
 }
 
-impl SoakRun {
-    /// The calls after which memory counts as warmed up (a twentieth of the run).
-    pub fn warm(&self) -> usize {
-        (self.options.calls / 20).max(1)
-    }
-
-    /// The marks the report names: warmed up, a quarter, half, all.
-    pub fn marks(&self) -> [usize; 4] {
-        let n = self.options.calls;
-        [self.warm(), n / 4, n / 2, n]
-    }
+/// The marks the report names, of `calls`: warmed up (a twentieth of the run), a quarter,
+/// half, all.
+fn marks(calls: usize) -> [usize; 4] {
+    [(calls / 20).max(1), calls / 4, calls / 2, calls]
 }
+
+/// The judged rows, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 4] = [
+    ("soak_stdio_rss_max", "see the soak section"),
+    ("soak_stdio_rss_growth", "see the soak section"),
+    ("soak_http_rss_max", "see the soak section"),
+    ("soak_http_rss_growth", "see the soak section"),
+];
 
 impl Side {
     /// VmRSS at the sample taken at `calls` (the nearest one not before it).
@@ -86,10 +74,18 @@ impl Side {
     }
 }
 
-/// Runs the section in fresh directories under `temp`.
-pub async fn run(aido: &Path, temp: &Path, options: Options) -> SoakSection {
-    let mut sides = Vec::new();
-    for transport in [Transport::Stdio, Transport::Http] {
+/// Runs the section in fresh directories under `temp`: per transport, the largest resident
+/// memory after warm-up and its growth over the last three quarters of the calls, judged
+/// against the bound; a table of the marks.
+pub async fn run(aido: &Path, temp: &Path, options: Options) -> Result<Vec<Record>> {
+    let mut s = Section::new("soak");
+    let [warm, quarter, half, all] = marks(options.calls);
+    let thousands = |n: usize| crate::render::thousands(n as f64);
+    let mut cells = Vec::new();
+    for (transport, [max_id, growth_id]) in [
+        (Transport::Stdio, [ROWS[0].0, ROWS[1].0]),
+        (Transport::Http, [ROWS[2].0, ROWS[3].0]),
+    ] {
         eprintln!(
             "aido-bench: soak over {}: {} calls, one in {} of ~{} bytes",
             transport.name(),
@@ -97,12 +93,78 @@ pub async fn run(aido: &Path, temp: &Path, options: Options) -> SoakSection {
             options.large_every,
             options.large_bytes
         );
-        match soak(aido, temp, transport, options).await {
-            Ok(side) => sides.push(side),
-            Err(e) => return SoakSection::Failed(format!("{}: {e:#}", transport.name())),
-        }
+        let side = soak(aido, temp, transport, options)
+            .await
+            .context(transport.name())?;
+        let server = match transport {
+            Transport::Stdio => "`aido mcp` on stdio",
+            Transport::Http => "`aido serve` over HTTP",
+        };
+        let after: Vec<f64> = side
+            .samples
+            .iter()
+            .filter(|(n, _)| *n >= warm)
+            .map(|(_, rss)| *rss as f64)
+            .collect();
+        let max = side.max_from(warm) as f64;
+        let stats = Stats {
+            median: max,
+            max: Some(max),
+            min: after.iter().copied().reduce(f64::min),
+            n: Some(after.len() as u64),
+            ..Stats::default()
+        };
+        s.lane(max_id, None, Unit::Bytes, stats, after).what(format!(
+            "{server}: the largest resident memory (VmRSS) sampled from call {} to call {} of {} mixed calls",
+            thousands(warm),
+            thousands(all),
+            thousands(all)
+        ));
+        let growth = side.at(all).saturating_sub(side.at(quarter));
+        s.value(growth_id, None, Unit::Bytes, growth as f64)
+            .what(format!(
+                "{server}: resident memory at call {} less at call {}",
+                thousands(all),
+                thousands(quarter)
+            ));
+        let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+        cells.push(vec![
+            transport.name().to_owned(),
+            mb(side.at(0)),
+            mb(side.at(warm)),
+            mb(side.at(quarter)),
+            mb(side.at(half)),
+            mb(side.at(all)),
+            mb(side.peak),
+            format!("{:.0}", all as f64 / side.took.as_secs_f64().max(1e-9)),
+            format!("{:.0}", side.disk_bytes as f64 / 1e6),
+        ]);
     }
-    SoakSection::Ran(SoakRun { options, sides })
+    let limit = |row| crate::render::limit(row).unwrap_or_default();
+    s.numbers(&[
+        ("calls", all as f64),
+        ("every", options.large_every as f64),
+        ("large_bytes", options.large_bytes as f64),
+        ("sample_every", SAMPLE_EVERY as f64),
+        ("warm", warm as f64),
+        ("quarter", quarter as f64),
+        ("bound", limit("soak_stdio_rss_max")),
+        ("growth", limit("soak_stdio_rss_growth")),
+    ]);
+    let columns = [
+        "transport".to_owned(),
+        "RSS at start (MB)".to_owned(),
+        format!("after {} calls", thousands(warm)),
+        thousands(quarter),
+        thousands(half),
+        thousands(all),
+        "peak, VmHWM (MB)".to_owned(),
+        "calls/s".to_owned(),
+        "journal and audit on disk (MB)".to_owned(),
+    ];
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    s.table("soak", &columns, cells);
+    Ok(s.finish())
 }
 
 #[derive(Clone, Copy)]
@@ -201,110 +263,11 @@ async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) 
         http.stop().await;
     }
     Ok(Side {
-        transport: transport.name(),
         samples,
         peak,
         took,
         disk_bytes: crate::machine::usage(&work.path().join("aido_home"))?.apparent,
     })
-}
-
-/// The section's records: per transport, the largest resident memory after warm-up and its
-/// growth over the last three quarters of the calls, judged against the bound; a table of the
-/// marks.
-pub fn records(soak: &SoakSection) -> Vec<Record> {
-    let mut s = Section::new("soak");
-    let ids = [
-        ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
-        ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
-    ];
-    let see = "see the soak section";
-    let rows: Vec<(&str, &str)> = ids
-        .iter()
-        .flat_map(|(_, m, g)| [(*m, see), (*g, see)])
-        .collect();
-    let Some(run) = s.ran(soak, &rows) else {
-        return s.finish();
-    };
-    let [warm, quarter, half, all] = run.marks();
-    let thousands = |n: usize| crate::render::thousands(n as f64);
-    let mut cells = Vec::new();
-    for (transport, max_id, growth_id) in ids {
-        let Some(side) = run.sides.iter().find(|s| s.transport == transport) else {
-            for id in [max_id, growth_id] {
-                s.failed(id, see, &format!("no {transport} run"));
-            }
-            continue;
-        };
-        let server = match transport {
-            "stdio" => "`aido mcp` on stdio",
-            _ => "`aido serve` over HTTP",
-        };
-        let after: Vec<f64> = side
-            .samples
-            .iter()
-            .filter(|(n, _)| *n >= warm)
-            .map(|(_, rss)| *rss as f64)
-            .collect();
-        let max = side.max_from(warm) as f64;
-        let stats = Stats {
-            median: max,
-            max: Some(max),
-            min: after.iter().copied().reduce(f64::min),
-            n: Some(after.len() as u64),
-            ..Stats::default()
-        };
-        s.lane(max_id, None, Unit::Bytes, stats, after).what(format!(
-            "{server}: the largest resident memory (VmRSS) sampled from call {} to call {} of {} mixed calls",
-            thousands(warm),
-            thousands(all),
-            thousands(all)
-        ));
-        let growth = side.at(all).saturating_sub(side.at(quarter));
-        s.value(growth_id, None, Unit::Bytes, growth as f64)
-            .what(format!(
-                "{server}: resident memory at call {} less at call {}",
-                thousands(all),
-                thousands(quarter)
-            ));
-        let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
-        cells.push(vec![
-            transport.to_owned(),
-            mb(side.at(0)),
-            mb(side.at(warm)),
-            mb(side.at(quarter)),
-            mb(side.at(half)),
-            mb(side.at(all)),
-            mb(side.peak),
-            format!("{:.0}", all as f64 / side.took.as_secs_f64().max(1e-9)),
-            format!("{:.0}", side.disk_bytes as f64 / 1e6),
-        ]);
-    }
-    let limit = |row| crate::render::limit(row).unwrap_or_default();
-    s.numbers(&[
-        ("calls", all as f64),
-        ("every", run.options.large_every as f64),
-        ("large_bytes", run.options.large_bytes as f64),
-        ("sample_every", SAMPLE_EVERY as f64),
-        ("warm", warm as f64),
-        ("quarter", quarter as f64),
-        ("bound", limit("soak_stdio_rss_max")),
-        ("growth", limit("soak_stdio_rss_growth")),
-    ]);
-    let columns = [
-        "transport".to_owned(),
-        "RSS at start (MB)".to_owned(),
-        format!("after {} calls", thousands(warm)),
-        thousands(quarter),
-        thousands(half),
-        thousands(all),
-        "peak, VmHWM (MB)".to_owned(),
-        "calls/s".to_owned(),
-        "journal and audit on disk (MB)".to_owned(),
-    ];
-    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-    s.table("soak", &columns, cells);
-    s.finish()
 }
 
 #[cfg(test)]
@@ -323,13 +286,8 @@ mod tests {
         assert_eq!(call(10, &options).0, "write_file");
         assert_eq!(call(20, &options).0, "stat_files");
         assert!((1..10).all(|n| size(n) < 1_000));
-        let run = SoakRun {
-            options,
-            sides: Vec::new(),
-        };
-        assert_eq!(run.marks(), [1_000, 5_000, 10_000, 20_000]);
+        assert_eq!(marks(options.calls), [1_000, 5_000, 10_000, 20_000]);
         let side = Side {
-            transport: "stdio",
             samples: vec![(0, 1), (250, 5), (500, 3), (750, 4)],
             peak: 9,
             took: Duration::ZERO,
