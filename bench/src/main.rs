@@ -82,7 +82,7 @@ use serde_json::Value;
 
 use crate::machine::Machine;
 use crate::record::Record;
-use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
+use crate::stdio::{Placement, Plan, Setup};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -567,11 +567,12 @@ async fn bench(args: Args) -> Result<()> {
         },
         files: args.files,
         file_bytes: args.file_bytes,
+        peer,
     };
     let stdio = stdio_runs(&setup, &args, &machine, &temp).await?;
     let mut records = machine.records();
     records.extend(estimates::records(&args.criterion_dir, &machine.temp_fs)?);
-    records.extend(stdio::records(&stdio, setup.plan, &peer));
+    records.extend(stdio);
     let (options, at) = (snapshot_options(&args), temp.clone());
     let snaps = blocking(args.skip_snapshots, "snapshots", move || {
         snapshots::run(&at, &options)
@@ -687,35 +688,28 @@ async fn stdio_runs(
     args: &Args,
     machine: &Machine,
     temp: &Path,
-) -> Result<Vec<StdioRun>> {
-    let mut stdio = vec![
-        stdio::run(
-            setup,
-            Placement {
-                label: "the default temp dir".into(),
-                dir: temp.to_path_buf(),
-                fs: machine.temp_fs.clone(),
-            },
-        )
-        .await?,
-    ];
+) -> Result<Vec<Record>> {
+    let mut s = record::Section::new("stdio");
+    let place = Placement {
+        label: "the default temp dir".into(),
+        dir: temp.to_path_buf(),
+        fs: machine.temp_fs.clone(),
+    };
+    stdio::run(&mut s, 0, setup, &place).await?;
     let tmpfs = Placement {
         label: "the tmpfs dir".into(),
         dir: args.tmpfs_dir.clone(),
         fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
     };
-    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
-        Ok(()) => stdio::run(setup, tmpfs).await?,
+    match machine::check_tmpfs(&args.tmpfs_dir) {
+        Ok(()) => stdio::run(&mut s, 1, setup, &tmpfs).await?,
         Err(reason) => {
             eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
-            StdioRun {
-                place: tmpfs,
-                outcome: Outcome::Skipped(reason),
-            }
+            stdio::skipped(&mut s, 1, &setup.peer, &tmpfs, &reason);
         }
-    });
-
-    Ok(stdio)
+    }
+    stdio::facts(&mut s, setup);
+    Ok(s.finish())
 }
 
 /// Writes the run's records and renders the report from them.
