@@ -7,13 +7,10 @@
 //! workspace is compared with the state the harness recorded for the target.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aido_actions::Action;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session, SystemClock};
-use aido_journal::{CommitMode, Journal, Limits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
 use aido_snapshots::Backend;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
@@ -266,23 +263,8 @@ async fn session(options: &Options, backend: Backend, dirs: &Dirs, k: usize) -> 
         ws.display(),
         backend.name()
     );
-    let config = Layered::from_layers(&[(Source::File("aido-bench".into()), &config)])?.config;
-    let journal = Journal::open(
-        &dirs.aido_home.join("journal"),
-        Limits::default(),
-        CommitMode::Group,
-    )?;
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home,
-            aido_home: dirs.aido_home.clone(),
-        },
-        journal,
-        clock: Arc::new(SystemClock::default()),
-    })
-    .await?;
-    let session = runtime.open_session(Some("aido-bench".into())).await?;
+    let aido_home = dirs.aido_home.clone();
+    let (_, runtime, session) = crate::fixture::runtime(&config, home, aido_home).await?;
     let result = drive(
         options,
         backend,

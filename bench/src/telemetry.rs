@@ -8,13 +8,11 @@
 //! cargo run --release -p aido-bench -- telemetry --calls 5000 --rounds 6
 //! ```
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aido_actions::Action;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session, SystemClock};
-use aido_journal::{CommitMode, Journal, Limits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
+use aido_journal::Journal;
 use aido_telemetry::settings::Otlp;
 use aido_telemetry::{Protocol, Settings, Telemetry};
 use anyhow::{Context, Result, anyhow};
@@ -34,26 +32,7 @@ async fn side() -> Result<Side> {
     std::fs::create_dir_all(&home)?;
     std::fs::write(home.join("f.txt"), "telemetry bench\n".repeat(64))?;
     let toml = format!("workdir = \"{}\"\n", home.display());
-    let config = Layered::from_layers(&[(Source::File("bench".into()), &toml)])
-        .map_err(|e| anyhow!("{e}"))?
-        .config;
-    let journal = Journal::open(
-        &aido_home.join("journal"),
-        Limits::default(),
-        CommitMode::Group,
-    )?;
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment { home, aido_home },
-        journal: journal.clone(),
-        clock: Arc::new(SystemClock::default()),
-    })
-    .await
-    .map_err(|e| anyhow!("{e}"))?;
-    let session = runtime
-        .open_session(Some("bench".into()))
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
+    let (journal, runtime, session) = crate::fixture::runtime(&toml, home, aido_home).await?;
     Ok(Side {
         _dir: dir,
         journal,
