@@ -1,11 +1,5 @@
-//! Artifacts: how fast a served artifact answers, and what making and serving one costs an
-//! agent.
-//!
-//! aido makes an artifact (an HTML page and a script) over MCP and serves it; the harness
-//! then GETs the page from the listener on 127.0.0.1 over one keep-alive connection, the way a
-//! browser tab loads it (the Host check, the route, the manifest lookup, the file read and its
-//! blake3 check, the headers), and times each GET. Beside it: `artifact_create` followed by
-//! `artifact_serve` over MCP, the agent's whole round trip from files to a URL.
+//! Artifacts: GETs of a served artifact page over one keep-alive connection, and
+//! `artifact_create` + `artifact_serve` over MCP.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;

@@ -1,12 +1,5 @@
-//! The desktop body, per backend, on an owned headless session of each kind (Xvfb + openbox
-//! for x11, sway for wlr), each with a real terminal (xterm, foot) running `cat`:
-//!
-//! - screenshot latency: `Desktop::screenshot` (the window list, the capture, the blackout,
-//!   the PNG encode) beside the usual command-line tool on the same screen writing a PNG to
-//!   stdout (`grim -` on sway, ImageMagick's `import -window root png:-` on Xvfb, or `scrot`);
-//! - keypress to pixels: one character typed into the focused terminal until the terminal's
-//!   pixels change (polled with the backend's capture, no encode), beside the same character
-//!   sent by `wtype` / `xdotool type` and polled the same way.
+//! The desktop body per backend on owned headless sessions (sway, Xvfb + openbox), each with a
+//! terminal: a screenshot beside grim / import, a keypress to pixels beside wtype / xdotool.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -1,12 +1,5 @@
-//! Fetch: aido's `fetch_url` against the reference `mcp-server-fetch` (PyPI) on the same
-//! local pages: the latency of one fetch, and the bytes each hands the agent for it.
-//!
-//! The pages are served by a small HTTP server of the harness on 127.0.0.1 (one thread,
-//! `Connection: close`), generated HTML of three sizes with a head, a script and a style
-//! the converters should drop. aido runs with a policy naming that one address and port;
-//! the peer with `--ignore-robots-txt` (it would otherwise fetch /robots.txt first) and
-//! `--allow-private-ips` (its own guard refuses loopback without it). Both are asked for the first 5,000 characters (`length` / `max_length`,
-//! the peer's default) as markdown.
+//! Fetch: aido's `fetch_url` against `mcp-server-fetch` on the same local pages (served by the
+//! harness on 127.0.0.1): the time per fetch, and the bytes each hands the agent.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,22 +1,7 @@
-//! `aido-bench`: the side-by-side benchmark harness behind docs/BENCHMARKS.md.
-//!
-//! It measures aido where an agent feels it — `read_file` round trips over MCP stdio — against
-//! a peer that does the same read without a policy or a journal
-//! (`@modelcontextprotocol/server-filesystem`), both spawned by one rmcp client and driven in
-//! alternating rounds, twice: with the files and aido's journal in the default temp dir, then on
-//! tmpfs, so the price of a durable journal shows. It puts the result beside the criterion
-//! benches of the policy (with the price of one metadata system call, the difference between
-//! the two policy evaluation benches) and the journal, each against its target. Then it times
-//! snapshot create and restore on a large tree with every snapshot backend (btrfs on a loop
-//! volume it mounts and unmounts) against `cp -a` and git, and `rewind` in sessions of many
-//! actions through a real runtime. Last, whole machines (the `aido-vm` crate, on this machine's
-//! accelerator): boot to a prompt, snapshot revert, pool acquire, QEMU's memory per body and
-//! `find_text` on a text-mode and a framebuffer screen. `bench/run` builds everything and runs
-//! it.
-//!
-//! The measurements land in one results file, docs/benchmarks.json (every section emits its
-//! `record::Record`s directly); docs/BENCHMARKS.md is rendered from that file alone, so
-//! `render` redraws the report of a committed run without measuring anything.
+//! `aido-bench`: the side-by-side benchmark harness behind docs/BENCHMARKS.md. Every section
+//! emits `record::Record`s into one results file, docs/benchmarks.json; the report is rendered
+//! from that file alone (`render` redraws it without measuring). `bench/run` builds everything
+//! and runs it.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido \

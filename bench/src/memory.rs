@@ -1,12 +1,5 @@
-//! Memory: aido's `recall` against `@modelcontextprotocol/server-memory`'s `search_nodes`, each
-//! holding the same memories, in alternating rounds: the latency of one recall, and what each
-//! finds for the same queries.
-//!
-//! Both are filled with the same texts first: aido one `remember` per memory (as an agent
-//! stores them, each journaled), the peer with `create_entities` in batches (one entity per
-//! memory, its text the one observation). Every text names its number (`note 1234:`) and five
-//! words drawn from a fixed vocabulary, so a query of two words of one memory has one memory
-//! it is meant to find and others that share a word.
+//! Memory: aido's `recall` against server-memory's `search_nodes`, both holding the same
+//! memories, in alternating rounds; and what each finds for the same queries.
 
 use std::path::Path;
 

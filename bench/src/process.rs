@@ -1,13 +1,6 @@
-//! Processes: what a confined command costs, beside the sandboxes coding agents ship.
-//!
-//! Side by side, in alternating rounds on the same machine, the same command (`true`): a bare
-//! spawn, `aido exec -- true` (a whole aido process: policy, journal session, sandbox, the
-//! journaled result), Anthropic's sandbox-runtime CLI (`srt true`, bubblewrap and its proxies)
-//! and Codex's sandbox (`codex sandbox true`, its native binary: bubblewrap, seccomp). Then
-//! inside one `aido mcp` over stdio: `run_command` of `true` end to end (the agent's round
-//! trip: judged, journaled, confined, its overlay layer read, the result journaled), a 1 GB
-//! output flood with aido's resident memory before and after, and the cost of journaling a
-//! command's file changes, per file changed (commands writing 1 and 101 new files).
+//! Processes: `true` spawned bare, through `aido exec`, srt and codex in alternating rounds;
+//! then in one `aido mcp`: `run_command` of `true`, a 1 GB output flood's memory, the cost per
+//! changed file, and a dev server's round trip. The report's process section says how.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

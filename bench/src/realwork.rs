@@ -1,22 +1,7 @@
-//! Real work: the commands a coding agent runs, through aido beside the same command run bare.
-//!
-//! Each workload gets a fresh `aido mcp` on stdio (the default policy; its own HOME and
-//! AIDO_HOME) and runs the same command, `/bin/sh -c` with the same environment (the
-//! sandbox's), once through `run_command` and once bare, in paired rounds that alternate which
-//! goes first, so drift on a shared machine hits both alike: creating a venv, installing pytest
-//! into one from a directory of wheels (no network), a no-op `cargo build` of a small crate
-//! already built (itoa and semver, `--offline`; its `aido mcp` has the toolchain's homes as
-//! read walls, since aido as root runs commands as an unprivileged user), and a shell loop writing 20,000 files. After
-//! each timed run through aido its changes are rewound (untimed), and after each bare run they
-//! are removed, so every round starts from the same tree. Around every timed run through aido
-//! the harness measures what the journal grew by (AIDO_HOME's allocated bytes) against what the
-//! workspace changed by (the bytes of the files the command wrote); last, in a fresh `aido mcp`,
-//! one command whose change set is 2 GiB (two 1 GiB files of different bytes: the sandbox caps
-//! a command's file size at 1 GiB, so one 2 GiB file is tried first and its outcome reported),
-//! with aido's resident memory before and its peak after.
-//!
-//! The inputs (wheels, the crate with its lock file) come from `tests/realwork/prepare`, the
-//! same directory the end-to-end tests use.
+//! Real work: a coding agent's commands (a venv, a wheel install, a no-op cargo rebuild, a
+//! 20,000-file loop) through `run_command` beside the same command bare, in paired rounds; the
+//! journal's bytes per byte changed; aido's memory for a 2 GiB change set. The report's
+//! real-work section says how.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,10 +1,5 @@
-//! Rewind through a real runtime: a session of many actions (mostly `write_file` and
-//! `edit_file` on a few hundred small files, a `create_snapshot` every so often) against a sled
-//! journal in the temp dir, then one timed `rewind` to a seq of it. Each target gets its own
-//! fresh session (a rewind abandons everything after its target, so a second rewind in the same
-//! session would start from another state); the targets are spread over the session, one per
-//! equal slice of its seqs, at a seeded random point in the slice. After each rewind the
-//! workspace is compared with the state the harness recorded for the target.
+//! Rewind through a real runtime: a fresh session of many actions per target, then one timed
+//! `rewind` to a seq of it, the workspace checked against the state recorded for that seq.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

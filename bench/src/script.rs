@@ -1,11 +1,5 @@
-//! Composite functions: what one host call of a Rhai function costs beyond the primitive it
-//! runs.
-//!
-//! aido runs a function that makes N host calls (`run("file_info", #{path})` in a loop) and
-//! the same function with none; the difference, divided by N, is the time one host call adds
-//! to a call_function (the script thread hands the child to the session, which judges,
-//! journals, runs and journals it, and hands its output back). Beside it: one `file_info`
-//! called directly over MCP, the same child's whole round trip from the agent.
+//! Composite functions: one host call of a Rhai function (a call with N host calls less one
+//! with none, over N) beside one `file_info` called directly over MCP.
 
 use std::path::Path;
 use std::time::Instant;

@@ -1,9 +1,5 @@
-//! Code search: `search_code` through aido (an MCP round trip, the policy judging the root and
-//! every file before it is opened, the call journaled) against the `rg` binary spawned on the
-//! same tree with the same patterns, in alternating rounds; and `search_and_read` against the
-//! calls an agent would otherwise make for the same answer (a content search, a read of each
-//! file with a hit, a search for each definition's callers and a read of each caller's file),
-//! counted in calls and bytes received.
+//! Code search: `search_code` through aido against `rg` on the same tree and patterns, in
+//! alternating rounds; `search_and_read` against the calls it saves, in calls and bytes.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,14 +1,6 @@
-//! Snapshot create and restore on a large tree, with every aido backend and two peers, in one
-//! run: aido's `btrfs_subvolume` backend on a btrfs subvolume, `reflink` on a plain directory
-//! of the same btrfs, and `copy` in the default temp dir; against `cp -a` and a git commit
-//! (plus checkout) of the same tree, on the same filesystems.
-//!
-//! Every method runs the same repeats. One repeat: sync; time the first snapshot of the tree
-//! (nothing of it stored yet); time a `sync -f` right after; make the change (files rewritten,
-//! deleted, added); sync; time the restore; time a `sync -f`; check the tree is the original;
-//! make the same change again; sync; time a second snapshot while the first is kept; then, not
-//! timed, put the tree back and drop everything the method stored, so the next repeat starts
-//! cold again.
+//! Snapshot create and restore on a large tree with every aido backend (btrfs on a loop
+//! volume) against `cp -a`, git and the bare btrfs commands; then the rewind sessions. The
+//! report's snapshot section gives the steps of one repeat.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

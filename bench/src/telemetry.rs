@@ -1,12 +1,5 @@
-//! Telemetry's price per action: the same `read_file` calls through two real runtimes in
-//! alternating rounds, one without an observer (telemetry off, as with no `[telemetry]`
-//! endpoint) and one with aido-telemetry on (spans, metrics and journal log records exported
-//! over OTLP/gRPC to a real receiver in this process, fake-opentelemetry-collector, drained
-//! as it goes, plus the Prometheus registry). Run alone (nothing is written):
-//!
-//! ```text
-//! cargo run --release -p aido-bench -- telemetry --calls 5000 --rounds 6
-//! ```
+//! Telemetry's price per action: `read_file` through two real runtimes in alternating rounds,
+//! one with aido-telemetry exporting over OTLP to a receiver in this process, one without.
 
 use std::time::{Duration, Instant};
 
