@@ -177,6 +177,8 @@ struct Bench {
     home: PathBuf,
     aido_home: PathBuf,
     bare: PathBuf,
+    /// aido's resident memory once started.
+    rss_start: u64,
     _dir: tempfile::TempDir,
 }
 
@@ -198,12 +200,47 @@ impl Bench {
         // The sandbox and the journal warm up before anything is timed.
         seq_call(&server, "run_command", json!({"argv": ["true"]})).await?;
         Ok(Self {
+            rss_start: crate::harness::status_bytes(pid, "VmRSS:")?,
             server,
             pid,
             home,
             aido_home: dir.path().join("aido_home"),
             bare,
             _dir: dir,
+        })
+    }
+
+    /// `rounds` pairs, the sides in the order [`sides`] gives: `ours(k)` through aido (adding
+    /// to the growth) and `theirs(k)` bare, each giving its timed run's time. The workload
+    /// (`id`, its name, its command), with aido's memory growth; the server stopped.
+    async fn pairs(
+        self,
+        (id, name, command): (&'static str, String, String),
+        rounds: usize,
+        mut ours: impl AsyncFnMut(&Self, usize, &mut Growth) -> Result<Duration>,
+        mut theirs: impl AsyncFnMut(&Self, usize) -> Result<Duration>,
+    ) -> Result<Workload> {
+        let (mut aido, mut bare, mut growth) = (Vec::new(), Vec::new(), Growth::default());
+        for k in 0..rounds {
+            for side in sides(k) {
+                if side {
+                    aido.push(ours(&self, k, &mut growth).await?);
+                } else {
+                    bare.push(theirs(&self, k).await?);
+                }
+            }
+        }
+        let rss_growth = self.rss("VmHWM:")?.saturating_sub(self.rss_start);
+        self.server.stop().await?;
+        Ok(Workload {
+            id,
+            name,
+            command,
+            aido,
+            bare,
+            journal_bytes: growth.journal,
+            changed_bytes: growth.changed,
+            rss_growth,
         })
     }
 
@@ -334,39 +371,23 @@ impl Growth {
 
 async fn venv(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
     let b = Bench::start(aido, temp, None).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = "python3 -m venv .venv";
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        let (ws, elsewhere) = (
-            b.home.join(format!("venv{k}")),
-            b.bare.join(format!("venv{k}")),
-        );
+    let what = ("venv", "create a venv (with pip)".into(), shell.into());
+    let ours = async |b: &Bench, k: usize, growth: &mut Growth| {
+        let ws = b.home.join(format!("venv{k}"));
         std::fs::create_dir_all(&ws)?;
+        let (seq, took, _) = b.measured(shell, &ws, &[], growth).await?;
+        b.rewind_before(seq).await?;
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, k: usize| {
+        let elsewhere = b.bare.join(format!("venv{k}"));
         std::fs::create_dir_all(&elsewhere)?;
-        for side in sides(k) {
-            if side {
-                let (seq, took, _) = b.measured(shell, &ws, &[], &mut growth).await?;
-                ours.push(took);
-                b.rewind_before(seq).await?;
-            } else {
-                theirs.push(bare(shell, &elsewhere, &b.bare.join("home"), &[]).await?);
-                std::fs::remove_dir_all(elsewhere.join(".venv"))?;
-            }
-        }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "venv",
-        name: "create a venv (with pip)".into(),
-        command: shell.into(),
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        let took = bare(shell, &elsewhere, &b.bare.join("home"), &[]).await?;
+        std::fs::remove_dir_all(elsewhere.join(".venv"))?;
+        Ok(took)
+    };
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 /// The order of round k's two sides: `true` is aido.
@@ -378,7 +399,6 @@ fn sides(k: usize) -> impl Iterator<Item = bool> {
 
 async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
     let b = Bench::start(aido, temp, None).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = format!(
         ".venv/bin/pip install --disable-pip-version-check --no-index --find-links {} pytest",
         inputs.join("wheels").display()
@@ -402,42 +422,40 @@ async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -
     copy_tree(&elsewhere, &pristine).await?;
     // Each timed run installs pytest into a venv that lacks it, on both sides.
     let installed = |dir: &Path| dir.join(".venv/bin/pytest").exists();
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        for side in sides(k) {
-            let dir = if side { &ws } else { &elsewhere };
-            if installed(dir) {
-                bail!("pytest is already in {} before the install", dir.display());
-            }
-            if side {
-                let (seq, took, _) = b.measured(&shell, &ws, &[], &mut growth).await?;
-                ours.push(took);
-                if !installed(&ws) {
-                    bail!("the install through aido left no pytest");
-                }
-                b.rewind_before(seq).await?;
-            } else {
-                theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
-                if !installed(&elsewhere) {
-                    bail!("the bare install left no pytest");
-                }
-                std::fs::remove_dir_all(&elsewhere)?;
-                copy_tree(&pristine, &elsewhere).await?;
-            }
+    let command = ".venv/bin/pip install --disable-pip-version-check --no-index --find-links \
+                   WHEELS pytest";
+    let what = (
+        "wheels",
+        "install pytest into the venv from a directory of wheels (no network)".into(),
+        command.into(),
+    );
+    let ours = async |b: &Bench, _, growth: &mut Growth| {
+        if installed(&ws) {
+            bail!("pytest is already in {} before the install", ws.display());
         }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "wheels",
-        name: "install pytest into the venv from a directory of wheels (no network)".into(),
-        command: ".venv/bin/pip install --disable-pip-version-check --no-index --find-links WHEELS pytest".into(),
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        let (seq, took, _) = b.measured(&shell, &ws, &[], growth).await?;
+        if !installed(&ws) {
+            bail!("the install through aido left no pytest");
+        }
+        b.rewind_before(seq).await?;
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, _| {
+        if installed(&elsewhere) {
+            bail!(
+                "pytest is already in {} before the install",
+                elsewhere.display()
+            );
+        }
+        let took = bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?;
+        if !installed(&elsewhere) {
+            bail!("the bare install left no pytest");
+        }
+        std::fs::remove_dir_all(&elsewhere)?;
+        copy_tree(&pristine, &elsewhere).await?;
+        Ok(took)
+    };
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
@@ -505,7 +523,6 @@ fn toolchain_walls(env: &[(&str, String)]) -> Result<String> {
 async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
     let env = cargo_env()?;
     let b = Bench::start(aido, temp, Some(&toolchain_walls(&env)?)).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = "cargo build --offline --locked";
     let (crate_dir, elsewhere) = (b.home.join("crate"), b.bare.join("crate"));
     for to in [&crate_dir, &elsewhere] {
@@ -515,33 +532,20 @@ async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> R
     // Built once each side, untimed.
     b.run(shell, &crate_dir, &env).await?;
     bare(shell, &elsewhere, &b.bare.join("home"), &env).await?;
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        for side in sides(k) {
-            if side {
-                let (_, took, out) = b.measured(shell, &crate_dir, &env, &mut growth).await?;
-                if out["stderr"].as_str().unwrap_or("").contains("Compiling") {
-                    bail!("the rebuild through aido compiled: {out}");
-                }
-                ours.push(took);
-            } else {
-                theirs.push(bare(shell, &elsewhere, &b.bare.join("home"), &env).await?);
-            }
+    let what = (
+        "cargo_noop",
+        "a no-op `cargo build` of a crate already built (itoa, semver; nothing compiled)".into(),
+        shell.into(),
+    );
+    let ours = async |b: &Bench, _, growth: &mut Growth| {
+        let (_, took, out) = b.measured(shell, &crate_dir, &env, growth).await?;
+        if out["stderr"].as_str().unwrap_or("").contains("Compiling") {
+            bail!("the rebuild through aido compiled: {out}");
         }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "cargo_noop",
-        name: "a no-op `cargo build` of a crate already built (itoa, semver; nothing compiled)"
-            .into(),
-        command: shell.into(),
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, _| bare(shell, &elsewhere, &b.bare.join("home"), &env).await;
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
@@ -558,43 +562,28 @@ async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> 
         }
     };
     let b = Bench::start(aido, &place, None).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = format!("mkdir d && for i in $(seq {LOOP_FILES}); do echo $i > d/f$i; done");
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        let (ws, elsewhere) = (
-            b.home.join(format!("loop{k}")),
-            b.bare.join(format!("loop{k}")),
-        );
+    let name = format!("a shell loop writing {LOOP_FILES} small files ({on})");
+    let what = ("loop", name, shell.clone());
+    let ours = async |b: &Bench, k: usize, growth: &mut Growth| {
+        let ws = b.home.join(format!("loop{k}"));
         std::fs::create_dir_all(&ws)?;
-        std::fs::create_dir_all(&elsewhere)?;
-        for side in sides(k) {
-            if side {
-                let (seq, took, _) = b.measured(&shell, &ws, &[], &mut growth).await?;
-                let made = std::fs::read_dir(ws.join("d"))?.count();
-                if made != LOOP_FILES {
-                    bail!("the loop through aido left {made} files, not {LOOP_FILES}");
-                }
-                ours.push(took);
-                b.rewind_before(seq).await?;
-            } else {
-                theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
-                std::fs::remove_dir_all(elsewhere.join("d"))?;
-            }
+        let (seq, took, _) = b.measured(&shell, &ws, &[], growth).await?;
+        let made = std::fs::read_dir(ws.join("d"))?.count();
+        if made != LOOP_FILES {
+            bail!("the loop through aido left {made} files, not {LOOP_FILES}");
         }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "loop",
-        name: format!("a shell loop writing {LOOP_FILES} small files ({on})"),
-        command: shell,
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        b.rewind_before(seq).await?;
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, k: usize| {
+        let elsewhere = b.bare.join(format!("loop{k}"));
+        std::fs::create_dir_all(&elsewhere)?;
+        let took = bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?;
+        std::fs::remove_dir_all(elsewhere.join("d"))?;
+        Ok(took)
+    };
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
