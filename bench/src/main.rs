@@ -459,7 +459,7 @@ fn main() -> Result<()> {
         Some(Command::Telemetry { calls, rounds }) => {
             telemetry::run((*calls).max(1), (*rounds).max(1))
         }
-        Some(Command::Desktop) => alone(None, desktop::records(&desktop::run())),
+        Some(Command::Desktop) => alone(None, desktop::run()),
         Some(Command::Fetch {
             aido,
             python,
@@ -580,13 +580,12 @@ async fn bench(args: Args) -> Result<()> {
     records.extend(step(args.skip_script, "script", &script::ROWS, script).await);
     let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
     records.extend(step(args.skip_serve, "serve", &serve::ROWS, serve).await);
-    let desktop = if args.skip_desktop {
-        desktop::DesktopSection::Skipped("`--skip-desktop`".into())
+    records.extend(if args.skip_desktop {
+        desktop::skipped("`--skip-desktop`")
     } else {
         eprintln!("aido-bench: desktop");
         tokio::task::spawn_blocking(desktop::run).await?
-    };
-    records.extend(desktop::records(&desktop));
+    });
     let artifact = artifact::run(a, t);
     records.extend(step(args.skip_artifact, "artifact", &artifact::ROWS, artifact).await);
     let peers = process::Peers {
