@@ -48,6 +48,27 @@ pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
     }
 }
 
+/// `rounds` rounds of `lanes` lanes in the order [`alternate`] gives, `per_round` calls of a
+/// lane in a row; `call(lane, n)` makes a lane's call `n` (counted over all rounds) and gives
+/// its time. Each lane's times, in order.
+pub async fn rounds(
+    rounds: usize,
+    lanes: usize,
+    per_round: usize,
+    mut call: impl AsyncFnMut(usize, usize) -> Result<Duration>,
+) -> Result<Vec<Vec<Duration>>> {
+    let mut times = vec![Vec::with_capacity(rounds * per_round); lanes];
+    for round in 0..rounds {
+        for lane in alternate(round, lanes) {
+            for k in 0..per_round {
+                let took = call(lane, round * per_round + k).await?;
+                times[lane].push(took);
+            }
+        }
+    }
+    Ok(times)
+}
+
 /// Times `rounds` rounds of two lanes, aido's (`ours`) and its peer's (`theirs`), in the order
 /// [`alternate`] gives, each call timed whole; the two lanes' times.
 pub async fn paired(
@@ -55,19 +76,17 @@ pub async fn paired(
     mut ours: impl AsyncFnMut() -> Result<()>,
     mut theirs: impl AsyncFnMut() -> Result<()>,
 ) -> Result<(Vec<Duration>, Vec<Duration>)> {
-    let mut times = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
-        for lane in alternate(round, 2) {
-            let start = Instant::now();
-            if lane == 0 {
-                ours().await?;
-            } else {
-                theirs().await?;
-            }
-            times[lane].push(start.elapsed());
+    let times = self::rounds(rounds, 2, 1, async |lane, _| {
+        let start = Instant::now();
+        if lane == 0 {
+            ours().await?;
+        } else {
+            theirs().await?;
         }
-    }
-    let [ours, theirs] = times;
+        Ok(start.elapsed())
+    })
+    .await?;
+    let [ours, theirs]: [Vec<Duration>; 2] = times.try_into().unwrap_or_default();
     Ok((ours, theirs))
 }
 

@@ -77,23 +77,20 @@ pub async fn run(
         read(&http, &path, &content).await?;
         stdio.read(&file).await?;
     }
-    let (mut over_http, mut over_stdio) = (Vec::new(), Vec::new());
-    for round in 0..rounds.max(1) {
-        for side in crate::harness::alternate(round, 2) {
-            for _ in 0..calls {
-                if side == 0 {
-                    over_http.push(read(&http, &path, &content).await?);
-                } else {
-                    let started = Instant::now();
-                    let got = stdio.read(&file).await?;
-                    over_stdio.push(started.elapsed());
-                    if got.is_empty() {
-                        bail!("read_file over stdio answered nothing");
-                    }
-                }
-            }
+    let times = crate::harness::rounds(rounds.max(1), 2, calls, async |side, _| {
+        if side == 0 {
+            return read(&http, &path, &content).await;
         }
-    }
+        let started = Instant::now();
+        let got = stdio.read(&file).await?;
+        let took = started.elapsed();
+        if got.is_empty() {
+            bail!("read_file over stdio answered nothing");
+        }
+        Ok(took)
+    })
+    .await?;
+    let [over_http, over_stdio]: [Vec<Duration>; 2] = times.try_into().unwrap_or_default();
     stdio.stop().await?;
 
     // Sessions held at once: each an initialized MCP session with its client.

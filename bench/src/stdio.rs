@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::fixture::Fixture;
-use crate::harness::{Server, alternate};
+use crate::harness::Server;
 use crate::record::{Section, Stats, Unit};
 
 /// What every run of the comparison shares.
@@ -211,24 +211,18 @@ pub async fn compare(servers: &[Server], fixture: &Fixture, plan: Plan) -> Resul
             read_checked(server, fixture, n).await?;
         }
     }
-    let mut measured: Vec<Measured> = servers
-        .iter()
-        .map(|s| Measured {
-            name: s.name.clone(),
-            tool: s.tool.clone(),
-            latencies: Vec::with_capacity(plan.calls),
-        })
-        .collect();
     let per_round = plan.calls / plan.rounds;
-    for round in 0..plan.rounds {
-        for lane in alternate(round, servers.len()) {
-            for k in 0..per_round {
-                let took = read_checked(&servers[lane], fixture, round * per_round + k).await?;
-                measured[lane].latencies.push(took);
-            }
-        }
-    }
-    Ok(measured)
+    let times = crate::harness::rounds(plan.rounds, servers.len(), per_round, async |lane, n| {
+        read_checked(&servers[lane], fixture, n).await
+    })
+    .await?;
+    let measured = servers.iter().zip(times);
+    let measured = measured.map(|(s, latencies)| Measured {
+        name: s.name.clone(),
+        tool: s.tool.clone(),
+        latencies,
+    });
+    Ok(measured.collect())
 }
 
 /// Reads file `n % files` through `server`, checks the text, and returns the round trip time.

@@ -126,16 +126,14 @@ pub(crate) fn figures(calls: usize, rounds: usize) -> Result<Figures> {
         // Warm both (page cache, allocator, the exporters' connections).
         reads(&off.session, calls / 10 + 1, &mut Vec::new()).await?;
         reads(&on.session, calls / 10 + 1, &mut Vec::new()).await?;
-        let (mut times_off, mut times_on) = (Vec::new(), Vec::new());
-        for round in 0..rounds {
-            for side in crate::harness::alternate(round, 2) {
-                if side == 0 {
-                    reads(&off.session, calls, &mut times_off).await?;
-                } else {
-                    reads(&on.session, calls, &mut times_on).await?;
-                }
-            }
-        }
+        let times = crate::harness::rounds(rounds, 2, calls, async |side, _| {
+            let session = if side == 0 { &off.session } else { &on.session };
+            let mut one = Vec::with_capacity(1);
+            reads(session, 1, &mut one).await?;
+            Ok(one.pop().unwrap_or_default())
+        })
+        .await?;
+        let [times_off, times_on]: [Vec<Duration>; 2] = times.try_into().unwrap_or_default();
         let figures = Figures {
             off: times_off,
             on: times_on,
