@@ -459,25 +459,30 @@ fn main() -> Result<()> {
         Some(Command::Telemetry { calls, rounds }) => {
             telemetry::run((*calls).max(1), (*rounds).max(1))
         }
-        Some(Command::Desktop) => alone(None, desktop::run()),
+        Some(Command::Desktop) => {
+            record::print(&desktop::run());
+            Ok(())
+        }
         Some(Command::Fetch {
             aido,
             python,
             repeats,
         }) => {
-            let run = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
-            alone(None, record::section("fetch", &fetch::ROWS, run))
-        }
-        Some(Command::Script { aido, repeats }) => {
-            let run = block_on(script::run(&built(aido)?, t, *repeats))?;
-            alone(None, record::section("script", &script::ROWS, run.into()))
-        }
-        Some(Command::Artifact { aido }) => {
-            let run = block_on(artifact::run(&built(aido)?, t))?;
+            let a = built(aido)?;
             alone(
                 None,
-                record::section("artifact", &artifact::ROWS, run.into()),
+                "fetch",
+                &fetch::ROWS,
+                fetch::run(&a, python, t, *repeats),
             )
+        }
+        Some(Command::Script { aido, repeats }) => {
+            let a = built(aido)?;
+            alone(None, "script", &script::ROWS, script::run(&a, t, *repeats))
+        }
+        Some(Command::Artifact { aido }) => {
+            let a = built(aido)?;
+            alone(None, "artifact", &artifact::ROWS, artifact::run(&a, t))
         }
         Some(Command::Process {
             aido,
@@ -487,9 +492,9 @@ fn main() -> Result<()> {
             let peers = process::Peers {
                 node_modules: node_modules.clone(),
             };
-            let run = block_on(process::run(&built(aido)?, t, &peers))?;
-            let records = record::section("process", &process::ROWS, run.into());
-            alone(write.files(), records)
+            let a = built(aido)?;
+            let run = process::run(&a, t, &peers);
+            alone(write.files(), "process", &process::ROWS, run)
         }
         Some(Command::Serve {
             aido,
@@ -497,11 +502,9 @@ fn main() -> Result<()> {
             hold,
             write,
         }) => {
-            let run = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
-            alone(
-                write.files(),
-                record::section("serve", &serve::ROWS, run.into()),
-            )
+            let a = built(aido)?;
+            let run = serve::run(&a, t, *calls, 4, *hold);
+            alone(write.files(), "serve", &serve::ROWS, run)
         }
         Some(Command::Soak {
             aido,
@@ -515,22 +518,19 @@ fn main() -> Result<()> {
                 large_bytes: *large_bytes,
                 large_every: (*large_every).max(1),
             };
-            let run = block_on(soak::run(&built(aido)?, t, options))?;
-            alone(
-                write.files(),
-                record::section("soak", &soak::ROWS, run.into()),
-            )
+            let a = built(aido)?;
+            let run = soak::run(&a, t, options);
+            alone(write.files(), "soak", &soak::ROWS, run)
         }
         Some(Command::Realwork {
             aido,
             realwork,
             write,
         }) => {
-            let run = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
-            alone(
-                write.files(),
-                record::section("realwork", &realwork::ROWS, run),
-            )
+            let options = realwork.options();
+            let a = built(aido)?;
+            let run = realwork::run(&a, t, &options);
+            alone(write.files(), "realwork", &realwork::ROWS, run)
         }
     }
 }
@@ -606,16 +606,22 @@ async fn bench(args: Args) -> Result<()> {
     finish(&args, &records)
 }
 
-/// A section measured on its own: its records printed as JSON lines; with `into` (the
-/// results file and the report) also [`merge_into`] the results, saying when it was measured.
-fn alone(into: Option<(&Path, &Path)>, records: Vec<Record>) -> Result<()> {
+/// Section `name` measured on its own (its judged `rows` saying why, should it not run): its
+/// records printed as JSON lines; with `into` (the results file and the report) also
+/// [`merge_into`] the results, saying when it was measured.
+fn alone<R: Into<harness::Run<Vec<Record>>>>(
+    into: Option<(&Path, &Path)>,
+    name: &str,
+    rows: &[(&str, &str)],
+    run: impl std::future::Future<Output = R>,
+) -> Result<()> {
+    let records = record::section(name, rows, block_on(run)?.into());
     let Some((results, out)) = into else {
         record::print(&records);
         return Ok(());
     };
     merge_into(results, out, |machine| {
-        let section = records.first().map_or("", |r| r.section.as_str());
-        let mut when = record::Section::new(section);
+        let mut when = record::Section::new(name);
         when.fact("alone_commit", format!("`{}`", machine.commit));
         when.fact("alone_date", machine.date.clone());
         let mut records = records;
