@@ -421,7 +421,6 @@ pub fn records(section: Run<Vec<Record>>) -> Vec<Record> {
 }
 
 /// Builds the guests in a temp dir under `temp`, measures, stops every QEMU.
-#[allow(clippy::too_many_lines)]
 async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
     let started = Instant::now();
     let boots = options.boots.max(1);
@@ -435,16 +434,7 @@ async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
         .with_context(|| format!("creating a temp dir in {}", temp.display()))?;
     let text_dir = root.path().join("guest-text");
     let fb_dir = root.path().join("guest-fb");
-    let mut builds = Vec::new();
-    for (label, dir, framebuffer) in [
-        ("text console", &text_dir, false),
-        ("framebuffer", &fb_dir, true),
-    ] {
-        eprintln!("aido-bench: building the {label} guest image");
-        let took = build_image(&options.build_image, dir, framebuffer).await?;
-        builds.push(format!("{label} in {}", format_duration(took)));
-        stop::check()?;
-    }
+    let builds = build_images(&options.build_image, &text_dir, &fb_dir).await?;
     let ocr = outcome(Ocr::start().context("starting tesseract"));
     let mut spec = MachineSpec::text_console(&text_dir);
     let mut accel_why = accel_reason(spec.accel, Path::new("/dev/kvm").exists(), &kvm_modules());
@@ -464,50 +454,8 @@ async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
     };
     let work = root.path().join("work");
     std::fs::create_dir_all(&work)?;
-    let boot_rows = [
-        (
-            "vm_boot_text",
-            format!(
-                "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, \
-                 text console, {mb} MiB guest"
-            ),
-        ),
-        (
-            "vm_boot_text_ready",
-            "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
-             (`Machine::booted_in`), text console"
-                .into(),
-        ),
-    ];
-    let (loadvm, migration) = match booted {
-        Ok((ready, prompt, machine)) => {
-            vm.rows(&boot_rows, Ok(vec![Fig::Times(prompt), Fig::Times(ready)]));
-            vm.body(COLD_TEXT, outcome(memory(&machine, mb).await));
-            stop::check()?;
-            let find = match &ocr {
-                Ok(ocr) => outcome(find_text_mode(&machine, ocr, finds).await),
-                Err(e) => Err(format!("no OCR engine, so no `find_text`: {e}")),
-            };
-            vm.find(TEXT_SCREEN, find);
-            stop::check()?;
-            eprintln!("aido-bench: migration-file restores");
-            let migration = outcome(migration(&machine, &spec, reverts, &work).await);
-            stop::check()?;
-            eprintln!("aido-bench: savevm / loadvm");
-            let loadvm = outcome(loadvm(&machine, reverts).await);
-            machine.shutdown().await;
-            stop::check()?;
-            (loadvm, migration)
-        }
-        Err(e) => {
-            let why = format!("the text-console guest did not boot: {e:#}");
-            vm.rows(&boot_rows, Err(why.clone()));
-            vm.body(COLD_TEXT, Err(why.clone()));
-            vm.find(TEXT_SCREEN, Err(why.clone()));
-            (Err(why.clone()), Err(why))
-        }
-    };
-    vm.reverts(loadvm, migration);
+    let ocr_ref = ocr.as_ref();
+    text_console(&mut vm, booted, ocr_ref, &spec, (reverts, finds), &work).await?;
 
     eprintln!("aido-bench: starts from the template ({boots} of them, as vm_start does)");
     let templates = root.path().join("templates");
@@ -565,6 +513,73 @@ async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
         ("finds", finds as f64),
         ("pool_size", pool_size as f64),
     ]);
+    host_facts(s, &leftover, spec.accel);
+    drop(root);
+    stop::check()?;
+    Ok(vm.finish())
+}
+
+/// The text-console guest: its boots' rows, then on the last machine its memory, `find_text`,
+/// the migration-file restores and `savevm`/`loadvm` (each failed, when it did not boot).
+async fn text_console(
+    vm: &mut Vm,
+    booted: Result<(Vec<Duration>, Vec<Duration>, Machine)>,
+    ocr: Result<&Ocr, &String>,
+    spec: &MachineSpec,
+    (reverts, finds): (usize, usize),
+    work: &Path,
+) -> Result<()> {
+    let boot_rows = [
+        (
+            "vm_boot_text",
+            format!(
+                "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, \
+                 text console, {} MiB guest",
+                spec.memory_mb
+            ),
+        ),
+        (
+            "vm_boot_text_ready",
+            "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
+             (`Machine::booted_in`), text console"
+                .into(),
+        ),
+    ];
+    let (loadvm, migration) = match booted {
+        Ok((ready, prompt, machine)) => {
+            vm.rows(&boot_rows, Ok(vec![Fig::Times(prompt), Fig::Times(ready)]));
+            vm.body(COLD_TEXT, outcome(memory(&machine, spec.memory_mb).await));
+            stop::check()?;
+            let find = match ocr {
+                Ok(ocr) => outcome(find_text_mode(&machine, ocr, finds).await),
+                Err(e) => Err(format!("no OCR engine, so no `find_text`: {e}")),
+            };
+            vm.find(TEXT_SCREEN, find);
+            stop::check()?;
+            eprintln!("aido-bench: migration-file restores");
+            let migration = outcome(migration(&machine, spec, reverts, work).await);
+            stop::check()?;
+            eprintln!("aido-bench: savevm / loadvm");
+            let loadvm = outcome(loadvm(&machine, reverts).await);
+            machine.shutdown().await;
+            stop::check()?;
+            (loadvm, migration)
+        }
+        Err(e) => {
+            let why = format!("the text-console guest did not boot: {e:#}");
+            vm.rows(&boot_rows, Err(why.clone()));
+            vm.body(COLD_TEXT, Err(why.clone()));
+            vm.find(TEXT_SCREEN, Err(why.clone()));
+            (Err(why.clone()), Err(why))
+        }
+    };
+    vm.reverts(loadvm, migration);
+    Ok(())
+}
+
+/// The host's huge page mode, the QEMU processes left (none, or their pids), and whether the
+/// machines ran under TCG.
+fn host_facts(s: &mut Section, leftover: &[u32], accel: Accel) {
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
     let thp = thp.ok().and_then(|t| selected(&t));
     s.fact("thp", thp.unwrap_or_else(|| "unknown".into()));
@@ -575,12 +590,9 @@ async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
         s.number("left", leftover.len() as f64);
         s.fact("left_pids", pids.join(", "));
     }
-    if spec.accel == Accel::Tcg {
+    if accel == Accel::Tcg {
         s.fact("tcg", "");
     }
-    drop(root);
-    stop::check()?;
-    Ok(vm.finish())
 }
 
 /// The pool's rows, a pool of `n`.
@@ -625,6 +637,21 @@ fn with_memory<T>(r: Result<(T, Outcome<Memory>)>) -> (Outcome<T>, Outcome<Memor
             (Err(why.clone()), Err(why))
         }
     }
+}
+
+/// Both guest images built by `script`: how long each took, in words.
+async fn build_images(script: &Path, text_dir: &Path, fb_dir: &Path) -> Result<Vec<String>> {
+    let mut builds = Vec::new();
+    for (label, dir, framebuffer) in [
+        ("text console", text_dir, false),
+        ("framebuffer", fb_dir, true),
+    ] {
+        eprintln!("aido-bench: building the {label} guest image");
+        let took = build_image(script, dir, framebuffer).await?;
+        builds.push(format!("{label} in {}", format_duration(took)));
+        stop::check()?;
+    }
+    Ok(builds)
 }
 
 async fn build_image(script: &Path, out: &Path, framebuffer: bool) -> Result<Duration> {
