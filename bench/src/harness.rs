@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 /// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
@@ -324,47 +324,31 @@ impl Server {
 
     /// One `tools/call` of the read tool; the text of its first content block.
     pub async fn read(&self, path: &Path) -> Result<String> {
-        let mut arguments = JsonObject::new();
-        arguments.insert(
-            "path".into(),
-            Value::String(path.to_string_lossy().into_owned()),
-        );
-        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
+        let result = self.call(&self.tool, json!({"path": path})).await?;
+        first_text(&result)
+            .with_context(|| format!("{} returned no text for {}", self.name, path.display()))
+    }
+
+    /// One `tools/call` of `tool` with `arguments` (an object); the whole result. A result
+    /// marked as an error is an error.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<CallToolResult> {
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let result = self
             .client
             .peer()
             .call_tool(params)
             .await
-            .with_context(|| format!("{} {} {}", self.name, self.tool, path.display()))?;
-        let text = result
-            .content
-            .first()
-            .and_then(|block| block.as_text())
-            .map(|block| block.text.clone());
+            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))?;
         if result.is_error == Some(true) {
-            bail!(
-                "{} refused {} {}: {}",
-                self.name,
-                self.tool,
-                path.display(),
-                text.unwrap_or_default()
-            );
+            let text = first_text(&result).unwrap_or_default();
+            let structured = &result.structured_content;
+            bail!("{} {tool} failed: {structured:?} {text}", self.name);
         }
-        text.with_context(|| format!("{} returned no text for {}", self.name, path.display()))
-    }
-
-    /// One `tools/call` of `tool` with `arguments`; the whole result.
-    pub async fn call(
-        &self,
-        tool: &str,
-        arguments: JsonObject,
-    ) -> Result<rmcp::model::CallToolResult> {
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        self.client
-            .peer()
-            .call_tool(params)
-            .await
-            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))
+        Ok(result)
     }
 
     /// Closes stdin and waits for the child to exit (SIGTERM, then kill, if it does not).
@@ -406,32 +390,24 @@ impl Server {
 
     /// [`Server::json`] and the call's round trip time.
     pub async fn timed(&self, tool: &str, arguments: Value) -> Result<(Value, Duration)> {
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            _ => JsonObject::new(),
-        };
         let start = Instant::now();
         let result = self.call(tool, arguments).await?;
         let took = start.elapsed();
-        let text = result
-            .content
-            .first()
-            .and_then(|block| block.as_text())
-            .map(|block| block.text.clone())
-            .unwrap_or_default();
-        if result.is_error == Some(true) {
-            bail!(
-                "{} {tool} failed: {:?} {text}",
-                self.name,
-                result.structured_content
-            );
-        }
         let value = match result.structured_content {
             Some(value) => value,
-            None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            None => {
+                let text = first_text(&result).unwrap_or_default();
+                serde_json::from_str(&text).unwrap_or(Value::String(text))
+            }
         };
         Ok((value, took))
     }
+}
+
+/// The text of a result's first content block.
+fn first_text(result: &CallToolResult) -> Option<String> {
+    let block = result.content.first()?.as_text()?;
+    Some(block.text.clone())
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::{Server, status_bytes};
@@ -391,14 +390,8 @@ fn free_port() -> Result<u16> {
 /// session's loopback, each beside the same client run bare against a server on the host.
 async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, Vec<Duration>)> {
     let port = free_port()?;
-    let mut start = JsonObject::new();
-    start.insert(
-        "shell".into(),
-        json!(format!(
-            "exec python3 -m http.server {port} --bind 127.0.0.1"
-        )),
-    );
-    start.insert("background".into(), json!(true));
+    let shell = format!("exec python3 -m http.server {port} --bind 127.0.0.1");
+    let start = json!({"shell": shell, "background": true});
     let started = ours.call("run_command", start).await?;
     let handle = started
         .structured_content
@@ -457,8 +450,7 @@ async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, V
     }
     let _ = bare_server.kill();
     let _ = bare_server.wait();
-    let mut stop = JsonObject::new();
-    stop.insert("handle".into(), json!(handle));
+    let stop = json!({"handle": handle});
     ours.call("stop_handle", stop).await?;
     Ok((through, direct))
 }

@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::{Run, Server};
@@ -101,13 +100,13 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
     .await?;
 
     let files = rg_files(tree)?;
-    let arguments = object(json!({
+    let arguments = json!({
         "patterns": PATTERNS,
         "path": tree.display().to_string(),
         "mode": "content",
         "limit": 2000,
         "bytes_max": 262_144,
-    }));
+    });
     // One unmeasured round each warms the page cache and the server.
     let first = search(&server, arguments.clone()).await?;
     let theirs = rg_hits(tree)?;
@@ -189,28 +188,18 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
     Ok(s.finish())
 }
 
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    }
-}
-
 /// Bytes of a result as the client receives it (its JSON).
 fn size(result: &rmcp::model::CallToolResult) -> usize {
     serde_json::to_string(result).map_or(0, |text| text.len())
 }
 
-async fn call(server: &Server, tool: &str, arguments: JsonObject) -> Result<(Value, usize)> {
+async fn call(server: &Server, tool: &str, arguments: Value) -> Result<(Value, usize)> {
     let result = server.call(tool, arguments).await?;
-    if result.is_error == Some(true) {
-        bail!("{tool} failed: {:?}", result.structured_content);
-    }
     let bytes = size(&result);
     Ok((result.structured_content.unwrap_or_default(), bytes))
 }
 
-async fn search(server: &Server, arguments: JsonObject) -> Result<Value> {
+async fn search(server: &Server, arguments: Value) -> Result<Value> {
     Ok(call(server, "search_code", arguments).await?.0)
 }
 
@@ -290,7 +279,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
     let (answer, bytes) = call(
         server,
         "search_and_read",
-        object(json!({"patterns": [pattern], "path": root})),
+        json!({"patterns": [pattern], "path": root}),
     )
     .await?;
     let entries = answer["found"]["entries"]
@@ -306,7 +295,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
     let (found, searched) = call(
         server,
         "search_code",
-        object(json!({"patterns": [pattern], "path": root, "mode": "content"})),
+        json!({"patterns": [pattern], "path": root, "mode": "content"}),
     )
     .await?;
     total += searched;
@@ -326,9 +315,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
         let (callers, bytes) = call(
             server,
             "search_code",
-            object(
-                json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"}),
-            ),
+            json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"}),
         )
         .await?;
         calls += 1;
@@ -346,7 +333,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
             continue;
         }
         let path = tree.join(&file).display().to_string();
-        let (_, bytes) = call(server, "read_file", object(json!({"path": path}))).await?;
+        let (_, bytes) = call(server, "read_file", json!({"path": path})).await?;
         calls += 1;
         total += bytes;
     }

@@ -8,8 +8,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
-use serde_json::Value;
 
 use crate::harness::{Http, Server, aido_command, percentile, status_bytes};
 use crate::record::{Record, Section, Stats, Unit};
@@ -29,8 +27,7 @@ const SESSIONS_PER_ADDRESS: usize = 100;
 
 /// One read_file over HTTP, checked against `want`; its round trip.
 async fn read(http: &Server, path: &str, want: &str) -> Result<Duration> {
-    let mut arguments = JsonObject::new();
-    arguments.insert("path".into(), Value::String(path.to_owned()));
+    let arguments = serde_json::json!({"path": path});
     let started = Instant::now();
     let result = http.call("read_file", arguments).await?;
     let took = started.elapsed();
