@@ -241,17 +241,14 @@ async fn session(options: &Options, backend: Backend, dirs: &Dirs, k: usize) -> 
     let ws = ws.canonicalize()?;
     let home = dirs.home.canonicalize()?;
     // The project the agent works on, there before the session.
-    let mut current: Vec<String> = (0..options.files).map(|f| file_text(f, 0, 0)).collect();
-    for (f, text) in current.iter().enumerate() {
+    let initial: Vec<String> = (0..options.files).map(|f| file_text(f, 0, 0)).collect();
+    for (f, text) in initial.iter().enumerate() {
         let path = ws.join(rel(f));
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(&path, text)?;
     }
-    let initial = current.clone();
-    let mut counters = vec![0u64; options.files];
-    let mut versions = vec![0u64; options.files];
 
     let config = format!(
         "workdir = \"{}\"\n[snapshots]\nbackend = \"{}\"\n",
@@ -260,24 +257,14 @@ async fn session(options: &Options, backend: Backend, dirs: &Dirs, k: usize) -> 
     );
     let aido_home = dirs.aido_home.clone();
     let (_, runtime, session) = crate::fixture::runtime(&config, home, aido_home).await?;
-    let result = drive(
-        options,
-        backend,
-        &runtime,
-        &session,
-        &ws,
-        k,
-        (&mut current, &mut counters, &mut versions),
-        &initial,
-    )
-    .await;
+    let result = drive(options, backend, &runtime, &session, &ws, k, &initial).await;
     session.close("done").await;
     runtime.shutdown().await;
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_lines)]
+/// The session's actions on the files (`initial` at the start), then one timed rewind to a
+/// target seq, the workspace checked against the files' texts at that seq.
 async fn drive(
     options: &Options,
     backend: Backend,
@@ -285,9 +272,10 @@ async fn drive(
     session: &Session,
     ws: &Path,
     k: usize,
-    (current, counters, versions): (&mut Vec<String>, &mut Vec<u64>, &mut Vec<u64>),
     initial: &[String],
 ) -> Result<Sample> {
+    let mut current = initial.to_vec();
+    let (mut counters, mut versions) = (vec![0u64; initial.len()], vec![0u64; initial.len()]);
     let head = || runtime.journal().head_seq(session.id());
     let mut steps = Vec::new();
     let mut snapshots = 0;
@@ -355,28 +343,9 @@ async fn drive(
     let output = ok(session, "rewind", json!({"to_seq": to_seq})).await?;
     let time = start.elapsed();
 
-    // The tree at the target: every change whose outcome record is at or before the last
-    // record the rewind kept (rewinding to an action's proposal keeps that action).
+    // Rewinding to an action's proposal keeps that action.
     let cut = output["kept_through"].as_u64().unwrap_or(to_seq);
-    let mut expected = initial.to_vec();
-    for step in steps.iter().filter(|s| s.head <= cut) {
-        expected[step.file] = step.text.clone();
-    }
-    for (f, text) in expected.iter().enumerate() {
-        let path = ws.join(rel(f));
-        let found = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {} after the rewind", path.display()))?;
-        if &found != text {
-            bail!("after the rewind to seq {to_seq}, {} differs", rel(f));
-        }
-    }
-    let (files, _) = crate::tree::count(ws)?;
-    if files != options.files {
-        bail!(
-            "after the rewind the workspace holds {files} files, not {}",
-            options.files
-        );
-    }
+    check_rewound(ws, initial, &steps, cut, to_seq)?;
     let snapshot_seq = output["snapshot"]
         .as_str()
         .and_then(|id| taken.get(id).copied());
@@ -402,6 +371,37 @@ async fn drive(
         steps: output["steps"].as_u64().unwrap_or(0),
         time,
     })
+}
+
+/// The workspace after a rewind to `to_seq` is the tree at the target: `initial` with every
+/// change whose outcome record is at or before `cut` (the last record the rewind kept).
+fn check_rewound(
+    ws: &Path,
+    initial: &[String],
+    steps: &[Step],
+    cut: u64,
+    to_seq: u64,
+) -> Result<()> {
+    let mut expected = initial.to_vec();
+    for step in steps.iter().filter(|s| s.head <= cut) {
+        expected[step.file] = step.text.clone();
+    }
+    for (f, text) in expected.iter().enumerate() {
+        let path = ws.join(rel(f));
+        let found = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} after the rewind", path.display()))?;
+        if &found != text {
+            bail!("after the rewind to seq {to_seq}, {} differs", rel(f));
+        }
+    }
+    let (files, _) = crate::tree::count(ws)?;
+    if files != initial.len() {
+        bail!(
+            "after the rewind the workspace holds {files} files, not {}",
+            initial.len()
+        );
+    }
+    Ok(())
 }
 
 async fn ok(session: &Session, primitive: &str, args: Value) -> Result<Value> {
