@@ -88,17 +88,17 @@ pub async fn run(
         Ok(found) => found,
         Err(error) => return Run::Skipped(format!("{error:#}")),
     };
-    measure(aido, node, &entry, peer, temp, memories, queries, repeats)
+    let peer = (entry.as_path(), peer);
+    measure(aido, node, peer, temp, memories, queries, repeats)
         .await
         .into()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// With server-memory's entry script and its name and version.
 async fn measure(
     aido: &Path,
     node: &str,
-    entry: &Path,
-    peer: String,
+    (entry, peer): (&Path, String),
     temp: &Path,
     memories: usize,
     queries: usize,
