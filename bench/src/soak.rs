@@ -81,24 +81,27 @@ pub async fn run(aido: &Path, temp: &Path, options: Options) -> Result<Vec<Recor
     let [warm, quarter, half, all] = marks(options.calls);
     let thousands = |n: usize| crate::render::thousands(n as f64);
     let mut cells = Vec::new();
-    for (transport, [max_id, growth_id]) in [
-        (Transport::Stdio, [ROWS[0].0, ROWS[1].0]),
-        (Transport::Http, [ROWS[2].0, ROWS[3].0]),
+    for (over_http, transport, server, [max_id, growth_id]) in [
+        (
+            false,
+            "stdio",
+            "`aido mcp` on stdio",
+            [ROWS[0].0, ROWS[1].0],
+        ),
+        (
+            true,
+            "HTTP",
+            "`aido serve` over HTTP",
+            [ROWS[2].0, ROWS[3].0],
+        ),
     ] {
         eprintln!(
             "aido-bench: soak over {}: {} calls, one in {} of ~{} bytes",
-            transport.name(),
-            options.calls,
-            options.large_every,
-            options.large_bytes
+            transport, options.calls, options.large_every, options.large_bytes
         );
-        let side = soak(aido, temp, transport, options)
+        let side = soak(aido, temp, over_http, options)
             .await
-            .context(transport.name())?;
-        let server = match transport {
-            Transport::Stdio => "`aido mcp` on stdio",
-            Transport::Http => "`aido serve` over HTTP",
-        };
+            .context(transport)?;
         let after: Vec<f64> = side
             .samples
             .iter()
@@ -128,7 +131,7 @@ pub async fn run(aido: &Path, temp: &Path, options: Options) -> Result<Vec<Recor
             ));
         let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
         cells.push(vec![
-            transport.name().to_owned(),
+            transport.to_owned(),
             mb(side.at(0)),
             mb(side.at(warm)),
             mb(side.at(quarter)),
@@ -164,21 +167,6 @@ pub async fn run(aido: &Path, temp: &Path, options: Options) -> Result<Vec<Recor
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     s.table("soak", &columns, cells);
     Ok(s.finish())
-}
-
-#[derive(Clone, Copy)]
-enum Transport {
-    Stdio,
-    Http,
-}
-
-impl Transport {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Stdio => "stdio",
-            Self::Http => "HTTP",
-        }
-    }
 }
 
 /// The `n`th call (from 1): its tool and arguments. One in `large_every` is large, a
@@ -218,22 +206,20 @@ fn call(n: usize, options: &Options) -> (&'static str, Value) {
     }
 }
 
-async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) -> Result<Side> {
+/// One transport's soak: `aido mcp` on stdio, or `aido serve` over HTTP.
+async fn soak(aido: &Path, temp: &Path, over_http: bool, options: Options) -> Result<Side> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let fixture = work.path().join("home/fixture");
     std::fs::create_dir_all(&fixture)?;
     std::fs::write(fixture.join("a.txt"), "a line of a small file\n".repeat(40))?;
     std::fs::write(fixture.join("b.txt"), "another small file\n".repeat(10))?;
-    let (server, http) = match transport {
-        Transport::Stdio => {
-            let command = aido_command(aido, work.path(), "mcp")?;
-            let stderr = work.path().join("aido.stderr");
-            (Server::start("aido mcp", command, stderr, &[]).await?, None)
-        }
-        Transport::Http => {
-            let http = Http::start(aido, work.path()).await?;
-            (http.server("").await?, Some(http))
-        }
+    let (server, http) = if over_http {
+        let http = Http::start(aido, work.path()).await?;
+        (http.server("").await?, Some(http))
+    } else {
+        let command = aido_command(aido, work.path(), "mcp")?;
+        let stderr = work.path().join("aido.stderr");
+        (Server::start("aido mcp", command, stderr, &[]).await?, None)
     };
     let pid = server.pid;
     let started = Instant::now();
