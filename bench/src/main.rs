@@ -95,8 +95,7 @@ enum Command {
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
     },
-    /// Run only the script section (a Rhai function's per-host-call overhead) and print its
-    /// figures (nothing is written).
+    /// Run only the script section and print its records as JSON lines.
     Script {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -105,17 +104,14 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         repeats: usize,
     },
-    /// Run only the artifact section (GETs of a served page, create + serve over MCP) and
-    /// print its figures (nothing is written).
+    /// Run only the artifact section and print its records as JSON lines.
     Artifact {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
         aido: PathBuf,
     },
-    /// Run only the process section (aido exec beside srt and codex, run_command, a flood,
-    /// changes per file) and print its figures; with `--write`, also put its section into the
-    /// results file (replacing the one there, saying it was measured alone) and render the
-    /// report.
+    /// Run only the process section and print its records as JSON lines (`--write`: also
+    /// into the results file, and render the report).
     Process {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -126,9 +122,8 @@ enum Command {
         #[command(flatten)]
         write: WriteTo,
     },
-    /// Run only the serve section (read_file over HTTP beside stdio, sessions held, telemetry's
-    /// price) and print its figures; with `--write`, also put its section into the results
-    /// file (replacing the one there, saying it was measured alone) and render the report.
+    /// Run only the serve section and print its records as JSON lines (`--write`: also into
+    /// the results file, and render the report).
     Serve {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -143,9 +138,8 @@ enum Command {
         #[command(flatten)]
         write: WriteTo,
     },
-    /// Run only the soak section (memory over many mixed calls, on stdio and over HTTP) and
-    /// print its figures; with `--write`, also put its section into the results file
-    /// (replacing the one there, saying it was measured alone) and render the report.
+    /// Run only the soak section and print its records as JSON lines (`--write`: also into
+    /// the results file, and render the report).
     Soak {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -162,11 +156,8 @@ enum Command {
         #[command(flatten)]
         write: WriteTo,
     },
-    /// Run only the real-work section (a venv, a wheel install, a no-op cargo rebuild and a
-    /// 20,000-file loop through run_command beside bare; journal bytes per byte changed; aido's
-    /// memory for a 2 GiB change set) and print its figures; with `--write`, also put its
-    /// section into the results file (replacing the one there, saying it was measured alone)
-    /// and render the report.
+    /// Run only the real-work section and print its records as JSON lines (`--write`: also
+    /// into the results file, and render the report).
     Realwork {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -189,7 +180,7 @@ enum Command {
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
     },
-    /// Run only the fetch section and print its figures (nothing is written).
+    /// Run only the fetch section and print its records as JSON lines.
     Fetch {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -201,11 +192,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         repeats: usize,
     },
-    /// Run only the desktop section (screenshots and keypress to pixels on owned sway and
-    /// Xvfb sessions, beside grim / import and wtype / xdotool) and print its figures.
+    /// Run only the desktop section and print its records as JSON lines.
     Desktop,
-    /// Run only the telemetry section (read_file with telemetry on vs off, in-process) and
-    /// print its figures as JSON (nothing is written).
+    /// Measure telemetry's price per action (in process) and print it as JSON lines.
     Telemetry {
         /// Reads per side per round.
         #[arg(long, default_value_t = 2000)]
