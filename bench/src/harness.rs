@@ -162,13 +162,16 @@ pub fn exec(command: &mut std::process::Command) -> Result<std::process::Output>
 /// A `/proc/PID/status` field (`VmRSS:`, `VmHWM:`) in bytes.
 pub fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("{field} of {pid}"))?;
-    Ok(kib * 1024)
+    let kib = status_kb(&status, field.trim_end_matches(':'));
+    Ok(kib.with_context(|| format!("{field} of {pid}"))? * 1024)
+}
+
+/// A `Key:   123 kB` value of a /proc/PID/status (or smaps) text, in kB.
+pub fn status_kb(status: &str, key: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().trim_end_matches("kB").trim().parse().ok())?
+    })
 }
 
 /// `aido serve` on a loopback port (its URL and bearer token from its first two lines),
@@ -442,6 +445,19 @@ mod tests {
                 .chain(&theirs)
                 .all(|t| *t >= Duration::from_millis(2))
         );
+    }
+
+    #[test]
+    fn status_values_in_kb() {
+        let status = "Name:\tqemu-system-x86\nVmHWM:\t  210000 kB\nVmRSS:\t  123456 kB\n\
+                      RssAnon:\t  100000 kB\nRssFile:\t 23456 kB\n";
+        assert_eq!(super::status_kb(status, "VmRSS"), Some(123_456));
+        assert_eq!(super::status_kb(status, "VmHWM"), Some(210_000));
+        assert_eq!(super::status_kb(status, "RssFile"), Some(23_456));
+        assert_eq!(super::status_kb(status, "RssShmem"), None);
+        assert_eq!(super::status_kb(status, "Name"), None);
+        let me = super::status_bytes(std::process::id(), "VmRSS:").unwrap();
+        assert!(me > 1 << 20, "{me}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool, Template};
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::harness::{Run, median};
+use crate::harness::{Run, median, status_kb};
 use crate::record::{Record, Section, Unit};
 use crate::render::{format_bytes, format_duration};
 use crate::stop;
@@ -816,14 +816,6 @@ fn breakdown(maps: &[Mapping], guest_mb: u32, tcg: bool) -> (Option<u64>, Option
     (ram, code)
 }
 
-/// A `Key:   123 kB` value of /proc/PID/status, in kB.
-fn status_kb(status: &str, key: &str) -> Option<u64> {
-    status.lines().find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        (k.trim() == key).then(|| v.trim().trim_end_matches("kB").trim().parse().ok())?
-    })
-}
-
 /// Width and height from a PNG's IHDR.
 fn png_size(png: &[u8]) -> Option<(u32, u32)> {
     let w = png.get(16..20)?.try_into().ok()?;
@@ -1310,17 +1302,6 @@ fn format_mb(bytes: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_values_in_kb() {
-        let status = "Name:\tqemu-system-x86\nVmHWM:\t  210000 kB\nVmRSS:\t  123456 kB\n\
-                      RssAnon:\t  100000 kB\nRssFile:\t 23456 kB\n";
-        assert_eq!(status_kb(status, "VmRSS"), Some(123_456));
-        assert_eq!(status_kb(status, "VmHWM"), Some(210_000));
-        assert_eq!(status_kb(status, "RssFile"), Some(23_456));
-        assert_eq!(status_kb(status, "RssShmem"), None);
-        assert_eq!(status_kb(status, "Name"), None);
-    }
 
     #[test]
     fn smaps_split_guest_ram_from_the_translation_buffer() {
