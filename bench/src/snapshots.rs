@@ -322,12 +322,7 @@ impl<'a> Snapshots<'a> {
             ("deleted", c.deleted as f64),
             ("added", c.added as f64),
         ]);
-        let version = |program: &str| {
-            let out = Command::new(program).arg("--version").output().ok();
-            let out = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-            let line = out.and_then(|o| o.lines().next().map(str::to_owned));
-            line.unwrap_or_else(|| "not found".into())
-        };
+        let version = |program| machine::version(program).unwrap_or_else(|| "not found".into());
         let cp = version("cp");
         let tools = [
             format!("cp: `{cp}`"),

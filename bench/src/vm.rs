@@ -499,7 +499,8 @@ async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
     let s = &mut vm.s;
     s.fact("accel", spec.accel.name());
     s.fact("accel_why", accel_why);
-    s.fact("qemu", first_line("qemu-system-x86_64", &["--version"]));
+    let qemu = crate::machine::version("qemu-system-x86_64");
+    s.fact("qemu", qemu.unwrap_or_else(|| "unknown".into()));
     s.fact("builds", builds.join(", "));
     s.fact("guest", manifest(&text_dir));
     s.number("guest_mb", f64::from(mb));
@@ -1215,20 +1216,6 @@ fn kvm_modules() -> Vec<String> {
         .unwrap_or_default();
     names.sort();
     names
-}
-
-fn first_line(program: &str, args: &[&str]) -> String {
-    std::process::Command::new(program)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// "`linux-image-…`, busybox v…" from the image's manifest.json.
