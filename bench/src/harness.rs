@@ -327,7 +327,9 @@ impl Server {
 
     /// One `tools/call` of the read tool; the text of its first content block.
     pub async fn read(&self, path: &Path) -> Result<String> {
-        let result = self.call(&self.tool, json!({"path": path})).await?;
+        let result = self
+            .call(&self.tool, json!({"path": path.to_string_lossy()}))
+            .await?;
         first_text(&result)
             .with_context(|| format!("{} returned no text for {}", self.name, path.display()))
     }
