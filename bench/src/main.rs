@@ -9,54 +9,30 @@
 //! target/release/aido-bench render --from docs/benchmarks.json --out docs/BENCHMARKS.md
 //! ```
 
-/// Artifact serving latency, and create + serve over MCP.
 mod artifact;
-/// The MCP conformance suite's count.
 mod conformance;
 mod desktop;
-/// Criterion results.
 mod estimates;
-/// fetch_url against mcp-server-fetch.
 mod fetch;
-/// The temp tree both servers read.
 mod fixture;
-/// One way to spawn an MCP server and time its calls; the alternation of lanes.
 mod harness;
-/// Machine and build facts for the header.
 mod machine;
-/// recall against server-memory.
 mod memory;
-/// Confined commands beside srt and codex, a flood, changes per file.
 mod process;
-/// Real work (a venv, wheels, a no-op cargo rebuild, 20,000 files, 2 GiB) beside bare.
 mod realwork;
-/// One schema for every figure.
 mod record;
-/// The report, rendered from the records.
 mod render;
-/// Rewind through a real runtime.
 mod rewind;
-/// A Rhai function's per-host-call overhead.
 mod script;
-/// search_code against rg, search_and_read against the calls it saves.
 mod search;
-/// `aido serve`: HTTP round trips beside stdio, sessions held, telemetry on vs off.
 mod serve;
-/// Snapshot create and restore against `cp -a` and git.
 mod snapshots;
-/// Memory over many calls, on stdio and over HTTP.
 mod soak;
-/// The stdio comparison.
 mod stdio;
-/// Stopping the snapshot section cleanly on Ctrl-C.
 mod stop;
-/// Telemetry's price per action (on vs off).
 mod telemetry;
-/// The tree the snapshot benchmark snapshots.
 mod tree;
-/// Whole machines: boot, revert, pool, memory, find_text.
 mod vm;
-/// The btrfs loop volume.
 mod volume;
 
 use std::path::{Path, PathBuf};
