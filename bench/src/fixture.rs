@@ -9,6 +9,17 @@ use aido_journal::{CommitMode, Journal, Limits};
 use aido_policy::{Environment, Layered, Source};
 use anyhow::{Context, Result};
 
+/// `temp`, or `/var/tmp` when `temp` is under `/tmp`: a sandbox gives a command a /tmp of its
+/// own (aido's a private one, codex's a fresh mount that hides what it keeps in CODEX_HOME), so
+/// the files a command works on must be elsewhere.
+pub fn outside_tmp(temp: &Path) -> &Path {
+    if temp.starts_with("/tmp") {
+        Path::new("/var/tmp")
+    } else {
+        temp
+    }
+}
+
 /// A real runtime (what `aido mcp` runs) on `home` and `aido_home`, `config` (TOML) its one
 /// config layer, its journal in `aido_home/journal`; with one session open.
 pub async fn runtime(

@@ -235,13 +235,7 @@ async fn call(server: &Server, arguments: Value) -> Result<Value> {
 }
 
 async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<Vec<Record>> {
-    // Not under /tmp: codex's sandbox mounts a fresh /tmp over it, which hides the helper
-    // aliases it keeps in CODEX_HOME (and aido's sandbox a private one, for the same reason).
-    let temp = if temp.starts_with("/tmp") {
-        Path::new("/var/tmp")
-    } else {
-        temp
-    };
+    let temp = crate::fixture::outside_tmp(temp);
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let sides = {
         let (aido, work_path) = (aido.to_owned(), work.path().to_owned());

@@ -133,12 +133,7 @@ pub async fn run(aido: &Path, temp: &Path, options: &Options) -> Run<Vec<Record>
 }
 
 async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<Vec<Record>> {
-    // Not under /tmp: the sandbox gives every command a private /tmp of its own.
-    let temp = if temp.starts_with("/tmp") {
-        Path::new("/var/tmp")
-    } else {
-        temp
-    };
+    let temp = crate::fixture::outside_tmp(temp);
     let inputs = std::fs::canonicalize(&options.inputs)?;
     let mut wheels: Vec<String> = std::fs::read_dir(inputs.join("wheels"))?
         .flatten()
