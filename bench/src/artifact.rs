@@ -1,11 +1,5 @@
-//! Artifacts: how fast a served artifact answers, and what making and serving one costs an
-//! agent.
-//!
-//! aido makes an artifact (an HTML page and a script) over MCP and serves it; the harness
-//! then GETs the page from the listener on 127.0.0.1 over one keep-alive connection, the way a
-//! browser tab loads it (the Host check, the route, the manifest lookup, the file read and its
-//! blake3 check, the headers), and times each GET. Beside it: `artifact_create` followed by
-//! `artifact_serve` over MCP, the agent's whole round trip from files to a URL.
+//! Artifacts: GETs of a served artifact page over one keep-alive connection, and
+//! `artifact_create` + `artifact_serve` over MCP.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -22,23 +16,17 @@ pub const GETS: usize = 2000;
 /// create + serve round trips timed.
 pub const ROUND_TRIPS: usize = 50;
 
-/// How the section ran, or why it did not.
-pub type ArtifactSection = crate::harness::Run<ArtifactRun>;
-
-/// What the section measured.
-pub struct ArtifactRun {
-    /// Each GET of the served page, in order.
-    pub gets: Vec<Duration>,
-    /// Each artifact_create + artifact_serve over MCP, in order.
-    pub round_trips: Vec<Duration>,
-    /// The page's size.
-    pub page_bytes: usize,
-}
-
-/// Runs the section.
-pub async fn run(aido: &Path, temp: &Path) -> ArtifactSection {
-    measure(aido, temp).await.into()
-}
+/// The judged rows, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 2] = [
+    (
+        "artifact_get",
+        "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET",
+    ),
+    (
+        "artifact_create_serve",
+        "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL",
+    ),
+];
 
 fn page() -> String {
     let rows: String = (0..100)
@@ -50,7 +38,9 @@ fn page() -> String {
     )
 }
 
-async fn measure(aido: &Path, temp: &Path) -> Result<ArtifactRun> {
+/// Runs the section: GETs of a served page (p50, p99) and artifact_create + artifact_serve
+/// over MCP.
+pub async fn run(aido: &Path, temp: &Path) -> Result<Vec<Record>> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let (ours, _home) =
         Server::aido(aido, work.path(), &["artifact_create", "artifact_serve"]).await?;
@@ -80,11 +70,17 @@ async fn measure(aido: &Path, temp: &Path) -> Result<ArtifactRun> {
         .await
         .context("the GET thread")??;
     ours.stop().await?;
-    Ok(ArtifactRun {
-        gets,
-        round_trips,
-        page_bytes: page.len(),
-    })
+    let mut s = Section::new("artifact");
+    for ((row, what), times) in ROWS.into_iter().zip([&gets, &round_trips]) {
+        s.lane(row, None, Unit::Ns, Stats::latency(times), Vec::new())
+            .what(what);
+    }
+    s.numbers(&[
+        ("gets", gets.len() as f64),
+        ("round_trips", round_trips.len() as f64),
+        ("page_bytes", page.len() as f64),
+    ]);
+    Ok(s.finish())
 }
 
 /// GET `url` `n` times over one keep-alive connection, checking each answer is the page.
@@ -145,26 +141,4 @@ fn get_one(
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
     Ok(())
-}
-
-/// The section's records: GETs of a served page (p50, p99) and artifact_create +
-/// artifact_serve over MCP.
-pub fn records(artifact: &ArtifactSection) -> Vec<Record> {
-    let mut s = Section::new("artifact");
-    let get = "a GET of a served artifact page on 127.0.0.1 (keep-alive; Host check, route, manifest, file read and blake3 check, headers), time per GET";
-    let trip = "`artifact_create` (2 files) then `artifact_serve` over MCP (stdio), the agent's round trip from files to a URL";
-    let rows = [("artifact_get", get), ("artifact_create_serve", trip)];
-    let Some(run) = s.ran(artifact, &rows) else {
-        return s.finish();
-    };
-    for ((row, what), times) in rows.into_iter().zip([&run.gets, &run.round_trips]) {
-        s.lane(row, None, Unit::Ns, Stats::latency(times), Vec::new())
-            .what(what);
-    }
-    s.numbers(&[
-        ("gets", run.gets.len() as f64),
-        ("round_trips", run.round_trips.len() as f64),
-        ("page_bytes", run.page_bytes as f64),
-    ]);
-    s.finish()
 }

@@ -1,12 +1,5 @@
-//! The desktop body, per backend, on an owned headless session of each kind (Xvfb + openbox
-//! for x11, sway for wlr), each with a real terminal (xterm, foot) running `cat`:
-//!
-//! - screenshot latency: `Desktop::screenshot` (the window list, the capture, the blackout,
-//!   the PNG encode) beside the usual command-line tool on the same screen writing a PNG to
-//!   stdout (`grim -` on sway, ImageMagick's `import -window root png:-` on Xvfb, or `scrot`);
-//! - keypress to pixels: one character typed into the focused terminal until the terminal's
-//!   pixels change (polled with the backend's capture, no encode), beside the same character
-//!   sent by `wtype` / `xdotool type` and polled the same way.
+//! The desktop body per backend on owned headless sessions (sway, Xvfb + openbox), each with a
+//! terminal: a screenshot beside grim / import, a keypress to pixels beside wtype / xdotool.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -23,36 +16,59 @@ pub const KEYS: usize = 15;
 /// The longest a keypress may take to show.
 const KEY_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How the section ran, per lane.
-pub enum DesktopSection {
-    /// Not run, and why.
-    Skipped(String),
-    /// The lanes (each may have failed or been skipped on its own).
-    Ran(Vec<(&'static str, Result<Lane, String>)>),
-}
-
 /// What one lane measured.
-pub struct Lane {
+struct Lane {
     /// What the server called itself.
-    pub server: String,
-    /// The screen.
-    pub screen: [u32; 2],
+    server: String,
+    screen: [u32; 2],
     /// Desktop::screenshot.
-    pub shot: Vec<Duration>,
+    shot: Vec<Duration>,
     /// The peer tool's name and its times (or why it did not run).
-    pub peer_shot: Result<(String, Vec<Duration>), String>,
+    peer_shot: Peer,
     /// type_text of one character until the pixels changed.
-    pub key: Vec<Duration>,
+    key: Vec<Duration>,
     /// The peer tool's keypress (or why it did not run).
-    pub peer_key: Result<(String, Vec<Duration>), String>,
+    peer_key: Peer,
 }
 
-/// Runs both lanes.
-pub fn run() -> DesktopSection {
-    if !installed("dbus-daemon") {
-        return DesktopSection::Skipped("dbus-daemon is not installed".into());
+/// A backend's rows: id and description of the screenshot row, then of the keypress row.
+fn rows(backend: &str) -> [(String, String); 2] {
+    [
+        (
+            format!("desktop_screenshot_{backend}"),
+            format!(
+                "desktop screenshot ({backend} backend: capture, blackout, PNG) / the command-line tool on the same screen, time per screenshot"
+            ),
+        ),
+        (
+            format!("desktop_keypress_to_pixels_{backend}"),
+            format!(
+                "desktop keypress to pixels ({backend} backend: type_text of one character until the terminal's pixels change) / the same character from the command-line tool, time per keypress"
+            ),
+        ),
+    ]
+}
+
+/// The section when it does not run, and why.
+pub fn skipped(why: &str) -> Vec<Record> {
+    let mut s = Section::new("desktop");
+    for backend in ["wlr", "x11"] {
+        for (id, what) in rows(backend) {
+            s.not_run(&id, what, why);
+        }
     }
-    let lanes = vec![
+    s.fact("lanes", "Not run.");
+    s.numbers(&[("shots", SHOTS as f64), ("keys", KEYS as f64)]);
+    s.finish()
+}
+
+/// Runs both lanes: per backend, a screenshot beside grim / import, and a keypress to pixels
+/// beside wtype / xdotool; a line of the lanes table each.
+pub fn run() -> Vec<Record> {
+    if !installed("dbus-daemon") {
+        return skipped("dbus-daemon is not installed");
+    }
+    let lanes = [
         (
             "wlr",
             lane(
@@ -85,7 +101,61 @@ pub fn run() -> DesktopSection {
             ),
         ),
     ];
-    DesktopSection::Ran(lanes)
+    let mut s = Section::new("desktop");
+    let mut ran = 0;
+    for (k, (backend, lane)) in lanes.into_iter().enumerate() {
+        let mut line = vec![format!("`{backend}`")];
+        match lane {
+            Ok(l) => {
+                ran += 1;
+                for ((id, what), (ours, peer)) in rows(backend)
+                    .into_iter()
+                    .zip([(&l.shot, &l.peer_shot), (&l.key, &l.peer_key)])
+                {
+                    match peer {
+                        Ok((name, times)) => s.versus(&id, what, ours, name, times),
+                        Err(_) => {
+                            s.times(&id, None, ours).what(what);
+                        }
+                    }
+                }
+                let said = |p: &Peer| match p {
+                    Ok((name, _)) => name.clone(),
+                    Err(e) => e.clone(),
+                };
+                let [w, h] = l.screen;
+                line.extend([
+                    l.server,
+                    format!("{w}x{h}"),
+                    said(&l.peer_shot),
+                    said(&l.peer_key),
+                ]);
+            }
+            Err(e) => {
+                for (id, what) in rows(backend) {
+                    if e.starts_with("not run") {
+                        s.not_run(&id, what, &e);
+                    } else {
+                        s.failed(&id, what, &e);
+                    }
+                }
+                line.push(e);
+                line.resize(5, String::new());
+            }
+        }
+        let columns = [
+            "backend",
+            "server",
+            "screen",
+            "screenshot peer",
+            "keypress peer",
+        ];
+        let cells: Vec<(&str, String)> = columns.into_iter().zip(line).collect();
+        s.line("lanes", k + 1, &cells);
+    }
+    s.fact("lanes", format!("{ran} lane(s) ran."));
+    s.numbers(&[("shots", SHOTS as f64), ("keys", KEYS as f64)]);
+    s.finish()
 }
 
 /// A peer's command line: the program and its arguments.
@@ -271,92 +341,4 @@ fn wait_change(
             return Err("the keypress never showed on the screen".into());
         }
     }
-}
-
-/// The section's records: per backend, a screenshot beside grim / import, and a keypress to
-/// pixels beside wtype / xdotool.
-pub fn records(desktop: &DesktopSection) -> Vec<Record> {
-    let mut s = Section::new("desktop");
-    let ids = |backend: &str| {
-        [
-            format!("desktop_screenshot_{backend}"),
-            format!("desktop_keypress_to_pixels_{backend}"),
-        ]
-    };
-    let whats = |backend: &str| {
-        [
-            format!(
-                "desktop screenshot ({backend} backend: capture, blackout, PNG) / the command-line tool on the same screen, time per screenshot"
-            ),
-            format!(
-                "desktop keypress to pixels ({backend} backend: type_text of one character until the terminal's pixels change) / the same character from the command-line tool, time per keypress"
-            ),
-        ]
-    };
-    let lanes = match desktop {
-        DesktopSection::Ran(lanes) => lanes,
-        DesktopSection::Skipped(why) => {
-            for backend in ["wlr", "x11"] {
-                for (id, what) in ids(backend).iter().zip(whats(backend)) {
-                    s.not_run(id, what, why);
-                }
-            }
-            s.fact("lanes", "Not run.");
-            s.numbers(&[("shots", SHOTS as f64), ("keys", KEYS as f64)]);
-            return s.finish();
-        }
-    };
-    let mut cells = Vec::new();
-    for (backend, lane) in lanes {
-        let rows = ids(backend).into_iter().zip(whats(backend));
-        match lane {
-            Ok(l) => {
-                for ((id, what), (ours, peer)) in
-                    rows.zip([(&l.shot, &l.peer_shot), (&l.key, &l.peer_key)])
-                {
-                    match peer {
-                        Ok((name, times)) => s.versus(&id, what, ours, name, times),
-                        Err(_) => {
-                            s.times(&id, None, ours).what(what);
-                        }
-                    }
-                }
-                let why = |p: &Result<(String, Vec<Duration>), String>| match p {
-                    Ok((name, _)) => name.clone(),
-                    Err(e) => e.clone(),
-                };
-                cells.push(vec![
-                    format!("`{backend}`"),
-                    l.server.clone(),
-                    format!("{}x{}", l.screen[0], l.screen[1]),
-                    why(&l.peer_shot),
-                    why(&l.peer_key),
-                ]);
-            }
-            Err(e) => {
-                for (id, what) in rows {
-                    if e.starts_with("not run") {
-                        s.not_run(&id, what, e);
-                    } else {
-                        s.failed(&id, what, e);
-                    }
-                }
-                let mut line = vec![format!("`{backend}`"), e.clone()];
-                line.resize(5, String::new());
-                cells.push(line);
-            }
-        }
-    }
-    let ran = lanes.iter().filter(|(_, l)| l.is_ok()).count();
-    s.fact("lanes", format!("{ran} lane(s) ran."));
-    s.numbers(&[("shots", SHOTS as f64), ("keys", KEYS as f64)]);
-    let columns = [
-        "backend",
-        "server",
-        "screen",
-        "screenshot peer",
-        "keypress peer",
-    ];
-    s.table("lanes", &columns, cells);
-    s.finish()
 }

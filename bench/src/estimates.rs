@@ -2,7 +2,6 @@
 //! `target/criterion/<group>/<function>/new/` (a lone `bench_function` is its own group).
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -13,8 +12,6 @@ use crate::render::format_ns;
 /// One criterion benchmark's median time per iteration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
-    /// The id, `group` or `group/function`.
-    pub id: String,
     /// Median time per iteration, nanoseconds.
     pub median_ns: f64,
     /// The median's confidence interval, nanoseconds.
@@ -23,8 +20,6 @@ pub struct Estimate {
     pub high_ns: f64,
     /// Elements per iteration, when the bench declared a throughput in elements.
     pub elements: Option<u64>,
-    /// When criterion wrote the estimate.
-    pub written: Option<SystemTime>,
 }
 
 impl Estimate {
@@ -59,12 +54,10 @@ pub fn read(dir: &Path, id: &str) -> Result<Option<Estimate>> {
         .as_ref()
         .and_then(|b| b["throughput"]["Elements"].as_u64());
     Ok(Some(Estimate {
-        id: id.to_owned(),
         median_ns: number(&median["point_estimate"])?,
         low_ns: number(&median["confidence_interval"]["lower_bound"])?,
         high_ns: number(&median["confidence_interval"]["upper_bound"])?,
         elements,
-        written: std::fs::metadata(&file).and_then(|m| m.modified()).ok(),
     }))
 }
 

@@ -1,22 +1,14 @@
-//! Fetch: aido's `fetch_url` against the reference `mcp-server-fetch` (PyPI) on the same
-//! local pages: the latency of one fetch, and the bytes each hands the agent for it.
-//!
-//! The pages are served by a small HTTP server of the harness on 127.0.0.1 (one thread,
-//! `Connection: close`), generated HTML of three sizes with a head, a script and a style
-//! the converters should drop. aido runs with a policy naming that one address and port;
-//! the peer with `--ignore-robots-txt` (it would otherwise fetch /robots.txt first) and
-//! `--allow-private-ips` (its own guard refuses loopback without it). Both are asked for the first 5,000 characters (`length` / `max_length`,
-//! the peer's default) as markdown.
+//! Fetch: aido's `fetch_url` against `mcp-server-fetch` on the same local pages (served by the
+//! harness on 127.0.0.1): the time per fetch, and the bytes each hands the agent.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::Server;
+use crate::harness::{Run, Server, median};
 use crate::record::{Record, Section};
 
 /// Characters asked of each side per fetch (mcp-server-fetch's default `max_length`).
@@ -25,36 +17,11 @@ pub const WINDOW_CHARS: u64 = 5000;
 /// The pages: a name and how many paragraphs of body it has.
 pub const PAGES: &[(&str, usize)] = &[("small", 10), ("medium", 200), ("large", 2000)];
 
-/// How the section ran, or why it did not.
-pub type FetchSection = crate::harness::Run<FetchRun>;
-
-/// What the section measured.
-pub struct FetchRun {
-    /// The peer, as "`name` version".
-    pub peer: String,
-    /// Every fetch of aido, in order, all pages.
-    pub aido: Vec<Duration>,
-    /// Every fetch of the peer.
-    pub peer_times: Vec<Duration>,
-    /// Per page.
-    pub pages: Vec<Page>,
-}
-
-/// One page's figures.
-pub struct Page {
-    /// Its name.
-    pub name: String,
-    /// Its HTML bytes.
-    pub html_bytes: usize,
-    /// aido's median fetch.
-    pub aido_median: Duration,
-    /// The peer's median fetch.
-    pub peer_median: Duration,
-    /// Bytes of aido's result (content and structuredContent, as JSON).
-    pub aido_bytes: usize,
-    /// Bytes of the peer's result.
-    pub peer_bytes: usize,
-}
+/// The judged row, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 1] = [(
+    "fetch_url_vs_mcp_server_fetch",
+    "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch",
+)];
 
 /// The HTML of a page with `paragraphs` paragraphs.
 pub fn html(paragraphs: usize) -> String {
@@ -120,13 +87,14 @@ async fn serve() -> Result<(u16, tokio::task::JoinHandle<()>)> {
     Ok((port, task))
 }
 
-/// Runs the section: every page fetched `repeats` times by each side, alternating.
-pub async fn run(aido: &Path, peer_python: &Path, temp: &Path, repeats: usize) -> FetchSection {
+/// Runs the section: every page fetched `repeats` times by each side, alternating; the time
+/// per fetch of each, and the bytes each hands the agent per page.
+pub async fn run(aido: &Path, peer_python: &Path, temp: &Path, repeats: usize) -> Run<Vec<Record>> {
     // Absolute: the peer is spawned in a temp dir (and the venv's python is a link, kept).
     let peer_python = &std::path::absolute(peer_python).unwrap_or_else(|_| peer_python.to_owned());
     let peer = match peer_version(peer_python).await {
         Ok(version) => format!("`mcp-server-fetch` {version}"),
-        Err(error) => return FetchSection::Skipped(format!("{error:#}")),
+        Err(error) => return Run::Skipped(format!("{error:#}")),
     };
     measure(aido, peer_python, peer, temp, repeats).await.into()
 }
@@ -160,7 +128,7 @@ async fn measure(
     peer: String,
     temp: &Path,
     repeats: usize,
-) -> Result<FetchRun> {
+) -> Result<Vec<Record>> {
     let (port, server) = serve().await?;
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let (ours, home) = Server::aido_with(
@@ -188,7 +156,7 @@ async fn measure(
     )
     .await?;
 
-    let (mut aido_all, mut peer_all, mut pages) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut aido_all, mut peer_all, mut cells) = (Vec::new(), Vec::new(), Vec::new());
     for (name, paragraphs) in PAGES {
         let url = format!("http://127.0.0.1:{port}/{name}");
         let (mut aido_bytes, mut peer_bytes) = (0, 0);
@@ -206,80 +174,28 @@ async fn measure(
             },
         )
         .await?;
-        pages.push(Page {
-            name: (*name).to_owned(),
-            html_bytes: html(*paragraphs).len(),
-            aido_median: crate::harness::median(&ours_times),
-            peer_median: crate::harness::median(&theirs_times),
-            aido_bytes,
-            peer_bytes,
-        });
+        let ms = |d: &[Duration]| format!("{:.2}", median(d).as_secs_f64() * 1000.0);
+        cells.push(vec![
+            format!("`{name}`"),
+            html(*paragraphs).len().to_string(),
+            ms(&ours_times),
+            ms(&theirs_times),
+            aido_bytes.to_string(),
+            peer_bytes.to_string(),
+        ]);
         aido_all.extend(ours_times);
         peer_all.extend(theirs_times);
     }
     ours.stop().await?;
     theirs.stop().await?;
     server.abort();
-    Ok(FetchRun {
-        peer,
-        aido: aido_all,
-        peer_times: peer_all,
-        pages,
-    })
-}
-
-/// One call; the bytes of its result as the agent receives it (the JSON of content and
-/// structuredContent).
-async fn call(server: &Server, tool: &str, arguments: Value) -> Result<usize> {
-    let arguments: JsonObject = match arguments {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call(tool, arguments).await?;
-    if result.is_error == Some(true) {
-        bail!(
-            "{} {tool} failed: {:?}",
-            server.name,
-            result.content.first()
-        );
-    }
-    let content = serde_json::to_string(&result.content)?.len();
-    let structured = result
-        .structured_content
-        .as_ref()
-        .map_or(0, |v| v.to_string().len());
-    Ok(content + structured)
-}
-
-/// The section's records: fetch_url beside mcp-server-fetch's fetch (time per fetch), and the
-/// bytes each hands the agent per page.
-pub fn records(fetch: &FetchSection) -> Vec<Record> {
     let mut s = Section::new("fetch");
-    let row = "fetch_url_vs_mcp_server_fetch";
-    let what = "`fetch_url` through aido (MCP, policy and address judged, journaled, htmd) / `fetch` of `mcp-server-fetch`, same local pages, first 5,000 characters as markdown, time per fetch";
-    let Some(run) = s.ran(fetch, &[(row, what)]) else {
-        return s.finish();
-    };
-    s.versus(row, what, &run.aido, &run.peer, &run.peer_times);
-    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
-    let cells = run
-        .pages
-        .iter()
-        .map(|p| {
-            vec![
-                format!("`{}`", p.name),
-                p.html_bytes.to_string(),
-                ms(p.aido_median),
-                ms(p.peer_median),
-                p.aido_bytes.to_string(),
-                p.peer_bytes.to_string(),
-            ]
-        })
-        .collect();
-    s.fact("peer", run.peer.clone());
+    let [(row, what)] = ROWS;
+    s.versus(row, what, &aido_all, &peer, &peer_all);
+    s.fact("peer", peer);
     s.numbers(&[
-        ("calls", run.aido.len() as f64),
-        ("pages", run.pages.len() as f64),
+        ("calls", aido_all.len() as f64),
+        ("pages", PAGES.len() as f64),
     ]);
     let columns = [
         "page",
@@ -290,7 +206,19 @@ pub fn records(fetch: &FetchSection) -> Vec<Record> {
         "bytes to the agent, mcp-server-fetch",
     ];
     s.table("pages", &columns, cells);
-    s.finish()
+    Ok(s.finish())
+}
+
+/// One call; the bytes of its result as the agent receives it (the JSON of content and
+/// structuredContent).
+async fn call(server: &Server, tool: &str, arguments: Value) -> Result<usize> {
+    let result = server.call(tool, arguments).await?;
+    let content = serde_json::to_string(&result.content)?.len();
+    let structured = result
+        .structured_content
+        .as_ref()
+        .map_or(0, |v| v.to_string().len());
+    Ok(content + structured)
 }
 
 #[cfg(test)]

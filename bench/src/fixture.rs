@@ -2,8 +2,47 @@
 //! between the two columns of the comparison is the server.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use aido_actors::{Runtime, RuntimeOptions, Session, SystemClock};
+use aido_journal::{CommitMode, Journal, Limits};
+use aido_policy::{Environment, Layered, Source};
 use anyhow::{Context, Result};
+
+/// `temp`, or `/var/tmp` when `temp` is under `/tmp`: a sandbox gives a command a /tmp of its
+/// own (aido's a private one, codex's a fresh mount that hides what it keeps in CODEX_HOME), so
+/// the files a command works on must be elsewhere.
+pub fn outside_tmp(temp: &Path) -> &Path {
+    if temp.starts_with("/tmp") {
+        Path::new("/var/tmp")
+    } else {
+        temp
+    }
+}
+
+/// A real runtime (what `aido mcp` runs) on `home` and `aido_home`, `config` (TOML) its one
+/// config layer, its journal in `aido_home/journal`; with one session open.
+pub async fn runtime(
+    config: &str,
+    home: PathBuf,
+    aido_home: PathBuf,
+) -> Result<(Journal, Runtime, Session)> {
+    let config = Layered::from_layers(&[(Source::File("aido-bench".into()), config)])?.config;
+    let journal = Journal::open(
+        &aido_home.join("journal"),
+        Limits::default(),
+        CommitMode::Group,
+    )?;
+    let runtime = Runtime::start(RuntimeOptions {
+        config,
+        env: Environment { home, aido_home },
+        journal: journal.clone(),
+        clock: Arc::new(SystemClock::default()),
+    })
+    .await?;
+    let session = runtime.open_session(Some("aido-bench".into())).await?;
+    Ok((journal, runtime, session))
+}
 
 /// A temp dir holding `home/` (HOME for aido, the allowed dir for the peer, with the files in
 /// `home/files/`) and `aido-home/` (AIDO_HOME: aido's journal). Removed on drop.

@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 /// How long a server gets to exit after its stdin closes (then SIGTERM, then kill).
@@ -48,6 +48,27 @@ pub fn alternate(round: usize, lanes: usize) -> Vec<usize> {
     }
 }
 
+/// `rounds` rounds of `lanes` lanes in the order [`alternate`] gives, `per_round` calls of a
+/// lane in a row; `call(lane, n)` makes a lane's call `n` (counted over all rounds) and gives
+/// its time. Each lane's times, in order.
+pub async fn rounds(
+    rounds: usize,
+    lanes: usize,
+    per_round: usize,
+    mut call: impl AsyncFnMut(usize, usize) -> Result<Duration>,
+) -> Result<Vec<Vec<Duration>>> {
+    let mut times = vec![Vec::with_capacity(rounds * per_round); lanes];
+    for round in 0..rounds {
+        for lane in alternate(round, lanes) {
+            for k in 0..per_round {
+                let took = call(lane, round * per_round + k).await?;
+                times[lane].push(took);
+            }
+        }
+    }
+    Ok(times)
+}
+
 /// Times `rounds` rounds of two lanes, aido's (`ours`) and its peer's (`theirs`), in the order
 /// [`alternate`] gives, each call timed whole; the two lanes' times.
 pub async fn paired(
@@ -55,19 +76,17 @@ pub async fn paired(
     mut ours: impl AsyncFnMut() -> Result<()>,
     mut theirs: impl AsyncFnMut() -> Result<()>,
 ) -> Result<(Vec<Duration>, Vec<Duration>)> {
-    let mut times = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
-        for lane in alternate(round, 2) {
-            let start = Instant::now();
-            if lane == 0 {
-                ours().await?;
-            } else {
-                theirs().await?;
-            }
-            times[lane].push(start.elapsed());
+    let times = self::rounds(rounds, 2, 1, async |lane, _| {
+        let start = Instant::now();
+        if lane == 0 {
+            ours().await?;
+        } else {
+            theirs().await?;
         }
-    }
-    let [ours, theirs] = times;
+        Ok(start.elapsed())
+    })
+    .await?;
+    let [ours, theirs]: [Vec<Duration>; 2] = times.try_into().unwrap_or_default();
     Ok((ours, theirs))
 }
 
@@ -143,13 +162,16 @@ pub fn exec(command: &mut std::process::Command) -> Result<std::process::Output>
 /// A `/proc/PID/status` field (`VmRSS:`, `VmHWM:`) in bytes.
 pub fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("{field} of {pid}"))?;
-    Ok(kib * 1024)
+    let kib = status_kb(&status, field.trim_end_matches(':'));
+    Ok(kib.with_context(|| format!("{field} of {pid}"))? * 1024)
+}
+
+/// A `Key:   123 kB` value of a /proc/PID/status (or smaps) text, in kB.
+pub fn status_kb(status: &str, key: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().trim_end_matches("kB").trim().parse().ok())?
+    })
 }
 
 /// `aido serve` on a loopback port (its URL and bearer token from its first two lines),
@@ -305,47 +327,33 @@ impl Server {
 
     /// One `tools/call` of the read tool; the text of its first content block.
     pub async fn read(&self, path: &Path) -> Result<String> {
-        let mut arguments = JsonObject::new();
-        arguments.insert(
-            "path".into(),
-            Value::String(path.to_string_lossy().into_owned()),
-        );
-        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
+        let result = self
+            .call(&self.tool, json!({"path": path.to_string_lossy()}))
+            .await?;
+        first_text(&result)
+            .with_context(|| format!("{} returned no text for {}", self.name, path.display()))
+    }
+
+    /// One `tools/call` of `tool` with `arguments` (an object); the whole result. A result
+    /// marked as an error is an error.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<CallToolResult> {
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let result = self
             .client
             .peer()
             .call_tool(params)
             .await
-            .with_context(|| format!("{} {} {}", self.name, self.tool, path.display()))?;
-        let text = result
-            .content
-            .first()
-            .and_then(|block| block.as_text())
-            .map(|block| block.text.clone());
+            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))?;
         if result.is_error == Some(true) {
-            bail!(
-                "{} refused {} {}: {}",
-                self.name,
-                self.tool,
-                path.display(),
-                text.unwrap_or_default()
-            );
+            let text = first_text(&result).unwrap_or_default();
+            let structured = &result.structured_content;
+            bail!("{} {tool} failed: {structured:?} {text}", self.name);
         }
-        text.with_context(|| format!("{} returned no text for {}", self.name, path.display()))
-    }
-
-    /// One `tools/call` of `tool` with `arguments`; the whole result.
-    pub async fn call(
-        &self,
-        tool: &str,
-        arguments: JsonObject,
-    ) -> Result<rmcp::model::CallToolResult> {
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        self.client
-            .peer()
-            .call_tool(params)
-            .await
-            .with_context(|| format!("{} {tool}{}", self.name, tail(&self.stderr)))
+        Ok(result)
     }
 
     /// Closes stdin and waits for the child to exit (SIGTERM, then kill, if it does not).
@@ -387,32 +395,24 @@ impl Server {
 
     /// [`Server::json`] and the call's round trip time.
     pub async fn timed(&self, tool: &str, arguments: Value) -> Result<(Value, Duration)> {
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            _ => JsonObject::new(),
-        };
         let start = Instant::now();
         let result = self.call(tool, arguments).await?;
         let took = start.elapsed();
-        let text = result
-            .content
-            .first()
-            .and_then(|block| block.as_text())
-            .map(|block| block.text.clone())
-            .unwrap_or_default();
-        if result.is_error == Some(true) {
-            bail!(
-                "{} {tool} failed: {:?} {text}",
-                self.name,
-                result.structured_content
-            );
-        }
         let value = match result.structured_content {
             Some(value) => value,
-            None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            None => {
+                let text = first_text(&result).unwrap_or_default();
+                serde_json::from_str(&text).unwrap_or(Value::String(text))
+            }
         };
         Ok((value, took))
     }
+}
+
+/// The text of a result's first content block.
+fn first_text(result: &CallToolResult) -> Option<String> {
+    let block = result.content.first()?.as_text()?;
+    Some(block.text.clone())
 }
 
 #[cfg(test)]
@@ -447,6 +447,19 @@ mod tests {
                 .chain(&theirs)
                 .all(|t| *t >= Duration::from_millis(2))
         );
+    }
+
+    #[test]
+    fn status_values_in_kb() {
+        let status = "Name:\tqemu-system-x86\nVmHWM:\t  210000 kB\nVmRSS:\t  123456 kB\n\
+                      RssAnon:\t  100000 kB\nRssFile:\t 23456 kB\n";
+        assert_eq!(super::status_kb(status, "VmRSS"), Some(123_456));
+        assert_eq!(super::status_kb(status, "VmHWM"), Some(210_000));
+        assert_eq!(super::status_kb(status, "RssFile"), Some(23_456));
+        assert_eq!(super::status_kb(status, "RssShmem"), None);
+        assert_eq!(super::status_kb(status, "Name"), None);
+        let me = super::status_bytes(std::process::id(), "VmRSS:").unwrap();
+        assert!(me > 1 << 20, "{me}");
     }
 
     #[test]

@@ -111,6 +111,11 @@ fn field(text: &str, key: &str) -> Option<String> {
     })
 }
 
+/// The first line `program --version` prints, if it runs.
+pub fn version(program: &str) -> Option<String> {
+    Some(run(program, &["--version"])?.lines().next()?.to_owned())
+}
+
 /// A command's trimmed stdout, if it ran and succeeded.
 fn run(program: &str, args: &[&str]) -> Option<String> {
     let output = Command::new(program).args(args).output().ok()?;

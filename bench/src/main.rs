@@ -1,22 +1,7 @@
-//! `aido-bench`: the side-by-side benchmark harness behind docs/BENCHMARKS.md.
-//!
-//! It measures aido where an agent feels it — `read_file` round trips over MCP stdio — against
-//! a peer that does the same read without a policy or a journal
-//! (`@modelcontextprotocol/server-filesystem`), both spawned by one rmcp client and driven in
-//! alternating rounds, twice: with the files and aido's journal in the default temp dir, then on
-//! tmpfs, so the price of a durable journal shows. It puts the result beside the criterion
-//! benches of the policy (with the price of one metadata system call, the difference between
-//! the two policy evaluation benches) and the journal, each against its target. Then it times
-//! snapshot create and restore on a large tree with every snapshot backend (btrfs on a loop
-//! volume it mounts and unmounts) against `cp -a` and git, and `rewind` in sessions of many
-//! actions through a real runtime. Last, whole machines (the `aido-vm` crate, on this machine's
-//! accelerator): boot to a prompt, snapshot revert, pool acquire, QEMU's memory per body and
-//! `find_text` on a text-mode and a framebuffer screen. `bench/run` builds everything and runs
-//! it.
-//!
-//! The measurements land in one results file, docs/benchmarks.json (every section emits its
-//! `record::Record`s directly); docs/BENCHMARKS.md is rendered from that file alone, so
-//! `render` redraws the report of a committed run without measuring anything.
+//! `aido-bench`: the side-by-side benchmark harness behind docs/BENCHMARKS.md. Every section
+//! emits `record::Record`s into one results file, docs/benchmarks.json; the report is rendered
+//! from that file alone (`render` redraws it without measuring). `bench/run` builds everything
+//! and runs it.
 //!
 //! ```text
 //! target/release/aido-bench --aido target/release/aido \
@@ -24,54 +9,30 @@
 //! target/release/aido-bench render --from docs/benchmarks.json --out docs/BENCHMARKS.md
 //! ```
 
-/// Artifact serving latency, and create + serve over MCP.
 mod artifact;
-/// The MCP conformance suite's count.
 mod conformance;
 mod desktop;
-/// Criterion results.
 mod estimates;
-/// fetch_url against mcp-server-fetch.
 mod fetch;
-/// The temp tree both servers read.
 mod fixture;
-/// One way to spawn an MCP server and time its calls; the alternation of lanes.
 mod harness;
-/// Machine and build facts for the header.
 mod machine;
-/// recall against server-memory.
 mod memory;
-/// Confined commands beside srt and codex, a flood, changes per file.
 mod process;
-/// Real work (a venv, wheels, a no-op cargo rebuild, 20,000 files, 2 GiB) beside bare.
 mod realwork;
-/// One schema for every figure.
 mod record;
-/// The report, rendered from the records.
 mod render;
-/// Rewind through a real runtime.
 mod rewind;
-/// A Rhai function's per-host-call overhead.
 mod script;
-/// search_code against rg, search_and_read against the calls it saves.
 mod search;
-/// `aido serve`: HTTP round trips beside stdio, sessions held, telemetry on vs off.
 mod serve;
-/// Snapshot create and restore against `cp -a` and git.
 mod snapshots;
-/// Memory over many calls, on stdio and over HTTP.
 mod soak;
-/// The stdio comparison.
 mod stdio;
-/// Stopping the snapshot section cleanly on Ctrl-C.
 mod stop;
-/// Telemetry's price per action (on vs off).
 mod telemetry;
-/// The tree the snapshot benchmark snapshots.
 mod tree;
-/// Whole machines: boot, revert, pool, memory, find_text.
 mod vm;
-/// The btrfs loop volume.
 mod volume;
 
 use std::path::{Path, PathBuf};
@@ -82,7 +43,7 @@ use serde_json::Value;
 
 use crate::machine::Machine;
 use crate::record::Record;
-use crate::stdio::{Outcome, Placement, Plan, Setup, StdioRun};
+use crate::stdio::{Placement, Plan, Setup};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -110,8 +71,7 @@ enum Command {
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
     },
-    /// Run only the script section (a Rhai function's per-host-call overhead) and print its
-    /// figures (nothing is written).
+    /// Run only the script section and print its records as JSON lines.
     Script {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -120,17 +80,14 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         repeats: usize,
     },
-    /// Run only the artifact section (GETs of a served page, create + serve over MCP) and
-    /// print its figures (nothing is written).
+    /// Run only the artifact section and print its records as JSON lines.
     Artifact {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
         aido: PathBuf,
     },
-    /// Run only the process section (aido exec beside srt and codex, run_command, a flood,
-    /// changes per file) and print its figures; with `--write`, also put its section into the
-    /// results file (replacing the one there, saying it was measured alone) and render the
-    /// report.
+    /// Run only the process section and print its records as JSON lines (`--write`: also
+    /// into the results file, and render the report).
     Process {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -141,9 +98,8 @@ enum Command {
         #[command(flatten)]
         write: WriteTo,
     },
-    /// Run only the serve section (read_file over HTTP beside stdio, sessions held, telemetry's
-    /// price) and print its figures; with `--write`, also put its section into the results
-    /// file (replacing the one there, saying it was measured alone) and render the report.
+    /// Run only the serve section and print its records as JSON lines (`--write`: also into
+    /// the results file, and render the report).
     Serve {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -158,9 +114,8 @@ enum Command {
         #[command(flatten)]
         write: WriteTo,
     },
-    /// Run only the soak section (memory over many mixed calls, on stdio and over HTTP) and
-    /// print its figures; with `--write`, also put its section into the results file
-    /// (replacing the one there, saying it was measured alone) and render the report.
+    /// Run only the soak section and print its records as JSON lines (`--write`: also into
+    /// the results file, and render the report).
     Soak {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -177,11 +132,8 @@ enum Command {
         #[command(flatten)]
         write: WriteTo,
     },
-    /// Run only the real-work section (a venv, a wheel install, a no-op cargo rebuild and a
-    /// 20,000-file loop through run_command beside bare; journal bytes per byte changed; aido's
-    /// memory for a 2 GiB change set) and print its figures; with `--write`, also put its
-    /// section into the results file (replacing the one there, saying it was measured alone)
-    /// and render the report.
+    /// Run only the real-work section and print its records as JSON lines (`--write`: also
+    /// into the results file, and render the report).
     Realwork {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -204,7 +156,7 @@ enum Command {
         #[arg(long, default_value = "docs/BENCHMARKS.md")]
         out: PathBuf,
     },
-    /// Run only the fetch section and print its figures (nothing is written).
+    /// Run only the fetch section and print its records as JSON lines.
     Fetch {
         /// The aido binary.
         #[arg(long, default_value = "target/release/aido")]
@@ -216,11 +168,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         repeats: usize,
     },
-    /// Run only the desktop section (screenshots and keypress to pixels on owned sway and
-    /// Xvfb sessions, beside grim / import and wtype / xdotool) and print its figures.
+    /// Run only the desktop section and print its records as JSON lines.
     Desktop,
-    /// Run only the telemetry section (read_file with telemetry on vs off, in-process) and
-    /// print its figures as JSON (nothing is written).
+    /// Measure telemetry's price per action (in process) and print it as JSON lines.
     Telemetry {
         /// Reads per side per round.
         #[arg(long, default_value_t = 2000)]
@@ -474,22 +424,30 @@ fn main() -> Result<()> {
         Some(Command::Telemetry { calls, rounds }) => {
             telemetry::run((*calls).max(1), (*rounds).max(1))
         }
-        Some(Command::Desktop) => alone(None, desktop::records(&desktop::run())),
+        Some(Command::Desktop) => {
+            record::print(&desktop::run());
+            Ok(())
+        }
         Some(Command::Fetch {
             aido,
             python,
             repeats,
         }) => {
-            let section = block_on(fetch::run(&built(aido)?, python, t, *repeats))?;
-            alone(None, fetch::records(&section))
+            let a = built(aido)?;
+            alone(
+                None,
+                "fetch",
+                &fetch::ROWS,
+                fetch::run(&a, python, t, *repeats),
+            )
         }
         Some(Command::Script { aido, repeats }) => {
-            let section = block_on(script::run(&built(aido)?, t, *repeats))?;
-            alone(None, script::records(&section))
+            let a = built(aido)?;
+            alone(None, "script", &script::ROWS, script::run(&a, t, *repeats))
         }
         Some(Command::Artifact { aido }) => {
-            let section = block_on(artifact::run(&built(aido)?, t))?;
-            alone(None, artifact::records(&section))
+            let a = built(aido)?;
+            alone(None, "artifact", &artifact::ROWS, artifact::run(&a, t))
         }
         Some(Command::Process {
             aido,
@@ -499,8 +457,9 @@ fn main() -> Result<()> {
             let peers = process::Peers {
                 node_modules: node_modules.clone(),
             };
-            let section = block_on(process::run(&built(aido)?, t, &peers))?;
-            alone(write.files(), process::records(&section))
+            let a = built(aido)?;
+            let run = process::run(&a, t, &peers);
+            alone(write.files(), "process", &process::ROWS, run)
         }
         Some(Command::Serve {
             aido,
@@ -508,8 +467,9 @@ fn main() -> Result<()> {
             hold,
             write,
         }) => {
-            let section = block_on(serve::run(&built(aido)?, t, *calls, 4, *hold))?;
-            alone(write.files(), serve::records(&section))
+            let a = built(aido)?;
+            let run = serve::run(&a, t, *calls, 4, *hold);
+            alone(write.files(), "serve", &serve::ROWS, run)
         }
         Some(Command::Soak {
             aido,
@@ -523,16 +483,19 @@ fn main() -> Result<()> {
                 large_bytes: *large_bytes,
                 large_every: (*large_every).max(1),
             };
-            let section = block_on(soak::run(&built(aido)?, t, options))?;
-            alone(write.files(), soak::records(&section))
+            let a = built(aido)?;
+            let run = soak::run(&a, t, options);
+            alone(write.files(), "soak", &soak::ROWS, run)
         }
         Some(Command::Realwork {
             aido,
             realwork,
             write,
         }) => {
-            let section = block_on(realwork::run(&built(aido)?, t, &realwork.options()))?;
-            alone(write.files(), realwork::records(&section))
+            let options = realwork.options();
+            let a = built(aido)?;
+            let run = realwork::run(&a, t, &options);
+            alone(write.files(), "realwork", &realwork::ROWS, run)
         }
     }
 }
@@ -554,78 +517,76 @@ async fn bench(args: Args) -> Result<()> {
         },
         files: args.files,
         file_bytes: args.file_bytes,
+        peer,
     };
     let stdio = stdio_runs(&setup, &args, &machine, &temp).await?;
     let mut records = machine.records();
     records.extend(estimates::records(&args.criterion_dir, &machine.temp_fs)?);
-    records.extend(stdio::records(&stdio, setup.plan, &peer));
+    records.extend(stdio);
     let (options, at) = (snapshot_options(&args), temp.clone());
     let snaps = blocking(args.skip_snapshots, "snapshots", move || {
         snapshots::run(&at, &options)
     });
-    records.extend(snapshots::records(&snaps.await?));
+    records.extend(snapshots::records(snaps.await?));
     let (options, at) = (vm_options(&args), temp.clone());
     let vm = blocking(args.skip_vm, "vm", move || vm::run_blocking(&at, &options));
-    records.extend(vm::records(&vm.await?));
+    records.extend(vm::records(vm.await?));
 
     let (a, t) = (&setup.aido, temp.as_path());
     let search = search::run(a, t, args.search_repeats);
-    records.extend(search::records(
-        &step(args.skip_search, "search", search).await,
-    ));
+    records.extend(step(args.skip_search, "search", &search::ROWS, search).await);
     let (node, dir) = (&args.node, &args.memory_peer_dir);
     let (n, queries, repeats) = (args.memories, args.memory_queries, args.memory_repeats);
     let memory = memory::run(a, node, dir, t, n, queries, repeats);
-    records.extend(memory::records(
-        &step(args.skip_memory, "memory", memory).await,
-    ));
+    records.extend(step(args.skip_memory, "memory", &memory::ROWS, memory).await);
     let fetch = fetch::run(a, &args.fetch_peer_python, t, args.fetch_repeats);
-    records.extend(fetch::records(&step(args.skip_fetch, "fetch", fetch).await));
+    records.extend(step(args.skip_fetch, "fetch", &fetch::ROWS, fetch).await);
     let script = script::run(a, t, args.script_repeats);
-    records.extend(script::records(
-        &step(args.skip_script, "script", script).await,
-    ));
+    records.extend(step(args.skip_script, "script", &script::ROWS, script).await);
     let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
-    records.extend(serve::records(&step(args.skip_serve, "serve", serve).await));
-    let desktop = if args.skip_desktop {
-        desktop::DesktopSection::Skipped("`--skip-desktop`".into())
+    records.extend(step(args.skip_serve, "serve", &serve::ROWS, serve).await);
+    records.extend(if args.skip_desktop {
+        desktop::skipped("`--skip-desktop`")
     } else {
         eprintln!("aido-bench: desktop");
         tokio::task::spawn_blocking(desktop::run).await?
-    };
-    records.extend(desktop::records(&desktop));
-    let artifact = step(args.skip_artifact, "artifact", artifact::run(a, t)).await;
-    records.extend(artifact::records(&artifact));
+    });
+    let artifact = artifact::run(a, t);
+    records.extend(step(args.skip_artifact, "artifact", &artifact::ROWS, artifact).await);
     let peers = process::Peers {
         node_modules: args.node_modules(),
     };
-    let process = step(args.skip_process, "process", process::run(a, t, &peers)).await;
-    records.extend(process::records(&process));
+    let process = process::run(a, t, &peers);
+    records.extend(step(args.skip_process, "process", &process::ROWS, process).await);
     let options = soak::Options {
         calls: args.soak_calls.max(20),
         large_bytes: args.soak_large_bytes,
         large_every: args.soak_large_every.max(1),
     };
-    let soak = step(args.skip_soak, "soak", soak::run(a, t, options)).await;
-    records.extend(soak::records(&soak));
+    let soak = soak::run(a, t, options);
+    records.extend(step(args.skip_soak, "soak", &soak::ROWS, soak).await);
     let options = args.realwork.options();
     let realwork = realwork::run(a, t, &options);
-    records.extend(realwork::records(
-        &step(args.skip_realwork, "realwork", realwork).await,
-    ));
+    records.extend(step(args.skip_realwork, "realwork", &realwork::ROWS, realwork).await);
     finish(&args, &records)
 }
 
-/// A section measured on its own: its records printed as JSON lines; with `into` (the
-/// results file and the report) also [`merge_into`] the results, saying when it was measured.
-fn alone(into: Option<(&Path, &Path)>, records: Vec<Record>) -> Result<()> {
+/// Section `name` measured on its own (its judged `rows` saying why, should it not run): its
+/// records printed as JSON lines; with `into` (the results file and the report) also
+/// [`merge_into`] the results, saying when it was measured.
+fn alone<R: Into<harness::Run<Vec<Record>>>>(
+    into: Option<(&Path, &Path)>,
+    name: &str,
+    rows: &[(&str, &str)],
+    run: impl std::future::Future<Output = R>,
+) -> Result<()> {
+    let records = record::section(name, rows, block_on(run)?.into());
     let Some((results, out)) = into else {
         record::print(&records);
         return Ok(());
     };
     merge_into(results, out, |machine| {
-        let section = records.first().map_or("", |r| r.section.as_str());
-        let mut when = record::Section::new(section);
+        let mut when = record::Section::new(name);
         when.fact("alone_commit", format!("`{}`", machine.commit));
         when.fact("alone_date", machine.date.clone());
         let mut records = records;
@@ -682,35 +643,28 @@ async fn stdio_runs(
     args: &Args,
     machine: &Machine,
     temp: &Path,
-) -> Result<Vec<StdioRun>> {
-    let mut stdio = vec![
-        stdio::run(
-            setup,
-            Placement {
-                label: "the default temp dir".into(),
-                dir: temp.to_path_buf(),
-                fs: machine.temp_fs.clone(),
-            },
-        )
-        .await?,
-    ];
+) -> Result<Vec<Record>> {
+    let mut s = record::Section::new("stdio");
+    let place = Placement {
+        label: "the default temp dir".into(),
+        dir: temp.to_path_buf(),
+        fs: machine.temp_fs.clone(),
+    };
+    stdio::run(&mut s, 0, setup, &place).await?;
     let tmpfs = Placement {
         label: "the tmpfs dir".into(),
         dir: args.tmpfs_dir.clone(),
         fs: machine::fs_type(&args.tmpfs_dir).unwrap_or_else(|| "unknown".into()),
     };
-    stdio.push(match machine::check_tmpfs(&args.tmpfs_dir) {
-        Ok(()) => stdio::run(setup, tmpfs).await?,
+    match machine::check_tmpfs(&args.tmpfs_dir) {
+        Ok(()) => stdio::run(&mut s, 1, setup, &tmpfs).await?,
         Err(reason) => {
             eprintln!("aido-bench: the tmpfs run is skipped: {reason}");
-            StdioRun {
-                place: tmpfs,
-                outcome: Outcome::Skipped(reason),
-            }
+            stdio::skipped(&mut s, 1, &setup.peer, &tmpfs, &reason);
         }
-    });
-
-    Ok(stdio)
+    }
+    stdio::facts(&mut s, setup);
+    Ok(s.finish())
 }
 
 /// Writes the run's records and renders the report from them.
@@ -727,21 +681,24 @@ fn finish(args: &Args, records: &[Record]) -> Result<()> {
     Ok(())
 }
 
-/// Runs a section unless `--skip-NAME` was given, saying which runs and what failed.
-async fn step<T>(
+/// Runs section `name` unless `--skip-NAME` was given, saying which runs and what failed; its
+/// records, or its judged `rows` saying why it has none.
+async fn step<R: Into<harness::Run<Vec<Record>>>>(
     skip: bool,
     name: &str,
-    run: impl std::future::Future<Output = harness::Run<T>>,
-) -> harness::Run<T> {
-    if skip {
-        return harness::Run::Skipped(format!("`--skip-{name}`"));
-    }
-    eprintln!("aido-bench: {name}");
-    let out = run.await;
+    rows: &[(&str, &str)],
+    run: impl std::future::Future<Output = R>,
+) -> Vec<Record> {
+    let out = if skip {
+        harness::Run::Skipped(format!("`--skip-{name}`"))
+    } else {
+        eprintln!("aido-bench: {name}");
+        run.await.into()
+    };
     if let harness::Run::Failed(why) = &out {
         eprintln!("aido-bench: the {name} section failed: {why}");
     }
-    out
+    record::section(name, rows, out)
 }
 
 /// The snapshot and rewind benchmarks' options.
@@ -786,11 +743,11 @@ async fn blocking<T: Send + 'static>(
     skip: bool,
     name: &'static str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<harness::Run<Box<T>>> {
+) -> Result<harness::Run<T>> {
     if skip {
         return Ok(harness::Run::Skipped(format!("`--skip-{name}`")));
     }
-    let run = harness::Run::from(interruptible(name, work).await?.map(Box::new));
+    let run = harness::Run::from(interruptible(name, work).await?);
     if let harness::Run::Failed(why) = &run {
         eprintln!("aido-bench: the {name} section failed: {why}");
     }

@@ -1,20 +1,12 @@
-//! Memory: aido's `recall` against `@modelcontextprotocol/server-memory`'s `search_nodes`, each
-//! holding the same memories, in alternating rounds: the latency of one recall, and what each
-//! finds for the same queries.
-//!
-//! Both are filled with the same texts first: aido one `remember` per memory (as an agent
-//! stores them, each journaled), the peer with `create_entities` in batches (one entity per
-//! memory, its text the one observation). Every text names its number (`note 1234:`) and five
-//! words drawn from a fixed vocabulary, so a query of two words of one memory has one memory
-//! it is meant to find and others that share a word.
+//! Memory: aido's `recall` against server-memory's `search_nodes`, both holding the same
+//! memories, in alternating rounds; and what each finds for the same queries.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{Run, Server};
 use crate::record::{Record, Section};
 
 /// Words the texts are made of.
@@ -40,25 +32,14 @@ const PEER_BATCH: usize = 500;
 /// Results asked of each side per query.
 const LIMIT: usize = 10;
 
-/// How the section ran, or why it did not.
-pub type MemorySection = crate::harness::Run<MemoryRun>;
-
-/// What the section measured.
-pub struct MemoryRun {
-    /// The peer, as "`name` version".
-    pub peer: String,
-    /// Memories each side holds.
-    pub memories: usize,
-    /// Every recall, in order.
-    pub aido: Vec<Duration>,
-    /// Every search_nodes, in order.
-    pub peer_times: Vec<Duration>,
-    /// What each found, one per query.
-    pub queries: Vec<Found>,
-}
+/// The judged row, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 1] = [(
+    "memory_recall_vs_server_memory",
+    "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query",
+)];
 
 /// What each side found for one query.
-pub struct Found {
+struct Found {
     /// The query.
     pub query: String,
     /// Results aido returned (at most [`LIMIT`]).
@@ -93,7 +74,7 @@ fn query(i: usize) -> String {
 }
 
 /// Runs the section with `memories` on each side and `queries` queries, each asked of both
-/// sides `repeats` times, alternating.
+/// sides `repeats` times, alternating: the time per query of each, and what each found.
 pub async fn run(
     aido: &Path,
     node: &str,
@@ -102,27 +83,27 @@ pub async fn run(
     memories: usize,
     queries: usize,
     repeats: usize,
-) -> MemorySection {
+) -> Run<Vec<Record>> {
     let (entry, peer) = match crate::peer_package(peer_dir) {
         Ok(found) => found,
-        Err(error) => return MemorySection::Skipped(format!("{error:#}")),
+        Err(error) => return Run::Skipped(format!("{error:#}")),
     };
-    measure(aido, node, &entry, peer, temp, memories, queries, repeats)
+    let peer = (entry.as_path(), peer);
+    measure(aido, node, peer, temp, memories, queries, repeats)
         .await
         .into()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// With server-memory's entry script and its name and version.
 async fn measure(
     aido: &Path,
     node: &str,
-    entry: &Path,
-    peer: String,
+    (entry, peer): (&Path, String),
     temp: &Path,
     memories: usize,
     queries: usize,
     repeats: usize,
-) -> Result<MemoryRun> {
+) -> Result<Vec<Record>> {
     if memories == 0 || queries == 0 {
         bail!("no memories or no queries asked for");
     }
@@ -186,13 +167,42 @@ async fn measure(
     }
     ours.stop().await?;
     theirs.stop().await?;
-    Ok(MemoryRun {
-        peer,
-        memories,
-        aido: aido_times,
-        peer_times,
-        queries: found,
-    })
+    let mut s = Section::new("memory");
+    let [(row, what)] = ROWS;
+    s.versus(row, what, &aido_times, &peer, &peer_times);
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    let cells = found
+        .iter()
+        .map(|q| {
+            vec![
+                format!("`{}`", q.query),
+                q.aido_results.to_string(),
+                yes(q.aido_found),
+                q.peer_results.to_string(),
+                yes(q.peer_found),
+            ]
+        })
+        .collect();
+    let count = |f: fn(&Found) -> bool| found.iter().filter(|q| f(q)).count() as f64;
+    s.numbers(&[
+        ("memories", memories as f64),
+        ("queries", found.len() as f64),
+        ("calls", aido_times.len() as f64),
+    ]);
+    s.fact("peer", peer);
+    s.numbers(&[
+        ("aido_found", count(|q| q.aido_found)),
+        ("peer_found", count(|q| q.peer_found)),
+    ]);
+    let columns = [
+        "query",
+        "aido results (at most 10)",
+        "aido found its memory",
+        "server-memory results",
+        "server-memory found it",
+    ];
+    s.table("found", &columns, cells);
+    Ok(s.finish())
 }
 
 /// The entities of a search_nodes answer (structured, or the JSON of its text).
@@ -218,52 +228,6 @@ fn what_each_found(i: usize, query: String, recalled: &Value, searched: &Value) 
 
 fn peer_entities(answer: &Value) -> Vec<Value> {
     answer["entities"].as_array().cloned().unwrap_or_default()
-}
-
-/// The section's records: aido's recall beside server-memory's search_nodes (time per query),
-/// and what each found.
-pub fn records(memory: &MemorySection) -> Vec<Record> {
-    let mut s = Section::new("memory");
-    let row = "memory_recall_vs_server_memory";
-    let what = "`recall` through aido (MCP, journaled, SQLite FTS5) / `search_nodes` of `@modelcontextprotocol/server-memory`, same memories and queries, time per query";
-    let Some(run) = s.ran(memory, &[(row, what)]) else {
-        return s.finish();
-    };
-    s.versus(row, what, &run.aido, &run.peer, &run.peer_times);
-    let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
-    let cells = run
-        .queries
-        .iter()
-        .map(|q| {
-            vec![
-                format!("`{}`", q.query),
-                q.aido_results.to_string(),
-                yes(q.aido_found),
-                q.peer_results.to_string(),
-                yes(q.peer_found),
-            ]
-        })
-        .collect();
-    let count = |f: fn(&Found) -> bool| run.queries.iter().filter(|q| f(q)).count() as f64;
-    s.numbers(&[
-        ("memories", run.memories as f64),
-        ("queries", run.queries.len() as f64),
-        ("calls", run.aido.len() as f64),
-    ]);
-    s.fact("peer", run.peer.clone());
-    s.numbers(&[
-        ("aido_found", count(|q| q.aido_found)),
-        ("peer_found", count(|q| q.peer_found)),
-    ]);
-    let columns = [
-        "query",
-        "aido results (at most 10)",
-        "aido found its memory",
-        "server-memory results",
-        "server-memory found it",
-    ];
-    s.table("found", &columns, cells);
-    s.finish()
 }
 
 #[cfg(test)]

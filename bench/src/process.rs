@@ -1,19 +1,11 @@
-//! Processes: what a confined command costs, beside the sandboxes coding agents ship.
-//!
-//! Side by side, in alternating rounds on the same machine, the same command (`true`): a bare
-//! spawn, `aido exec -- true` (a whole aido process: policy, journal session, sandbox, the
-//! journaled result), Anthropic's sandbox-runtime CLI (`srt true`, bubblewrap and its proxies)
-//! and Codex's sandbox (`codex sandbox true`, its native binary: bubblewrap, seccomp). Then
-//! inside one `aido mcp` over stdio: `run_command` of `true` end to end (the agent's round
-//! trip: judged, journaled, confined, its overlay layer read, the result journaled), a 1 GB
-//! output flood with aido's resident memory before and after, and the cost of journaling a
-//! command's file changes, per file changed (commands writing 1 and 101 new files).
+//! Processes: `true` spawned bare, through `aido exec`, srt and codex in alternating rounds;
+//! then in one `aido mcp`: `run_command` of `true`, a 1 GB output flood's memory, the cost per
+//! changed file, and a dev server's round trip. The report's process section says how.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::harness::{Server, status_bytes};
@@ -40,11 +32,18 @@ pub const FILES: usize = 101;
 /// Commands of each change size timed.
 pub const CHANGE_REPEATS: usize = 15;
 
-/// How the section ran, or why it did not.
-pub type ProcessSection = crate::harness::Run<Box<ProcessRun>>;
+/// The judged rows, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 6] = [
+    ("process_exec_vs_srt", "see the process section"),
+    ("process_exec_vs_codex", "see the process section"),
+    ("process_run_command_true", "see the process section"),
+    ("process_flood_memory", "see the process section"),
+    ("process_changes_per_file", "see the process section"),
+    ("process_dev_server_round_trip", "see the process section"),
+];
 
 /// One side of the spawn comparison.
-pub struct Side {
+struct Side {
     /// Shown in the report.
     pub name: String,
     /// The command line, as run.
@@ -53,53 +52,21 @@ pub struct Side {
     pub times: Result<Vec<Duration>, String>,
 }
 
-/// What the section measured.
-pub struct ProcessRun {
-    /// Bare spawn, `aido exec`, then the peers.
-    pub sides: Vec<Side>,
-    /// `run_command` of `true` over MCP, each round trip.
-    pub run_command: Vec<Duration>,
-    /// aido's resident set before the flood, bytes.
-    pub flood_rss_before: u64,
-    /// aido's peak resident set after the flood (VmHWM), bytes.
-    pub flood_rss_peak: u64,
-    /// The flood's round trip.
-    pub flood_time: Duration,
-    /// Bytes the command wrote, as aido counted them.
-    pub flood_counted: u64,
-    /// Commands writing one file, each round trip.
-    pub one_file: Vec<Duration>,
-    /// The dev-server workflow: `run_command` of a client fetching a page from a background
-    /// `python3 -m http.server` of the session (its loopback), each round trip.
-    pub dev_server: Vec<Duration>,
-    /// The same client run bare against the same kind of server on the host.
-    pub dev_server_bare: Vec<Duration>,
-    /// Commands writing [`FILES`] files, each round trip.
-    pub many_files: Vec<Duration>,
-}
-
-impl ProcessRun {
-    /// The journaling cost per changed file: the median difference over the extra files.
-    pub fn per_file(&self) -> Duration {
-        let one = crate::harness::median(&self.one_file);
-        let many = crate::harness::median(&self.many_files);
-        many.saturating_sub(one) / (FILES as u32 - 1)
-    }
-}
-
 /// Where the peers are installed.
 pub struct Peers {
     /// `bench/node_modules` (holds `.bin/srt` and `@openai/codex-linux-x64`).
     pub node_modules: PathBuf,
 }
 
-/// Runs the section.
-pub async fn run(aido: &Path, temp: &Path, peers: &Peers) -> ProcessSection {
+/// Runs the section: `aido exec -- true` beside srt and codex (and a bare spawn), `run_command`
+/// of `true` over MCP, a 1 GB flood's memory, the cost per changed file, and the dev-server
+/// round trip.
+pub async fn run(aido: &Path, temp: &Path, peers: &Peers) -> Result<Vec<Record>> {
     // The spawns run in a temp dir: the peers' paths must not be relative.
     let node_modules =
         std::fs::canonicalize(&peers.node_modules).unwrap_or_else(|_| peers.node_modules.clone());
     let peers = &Peers { node_modules };
-    measure(aido, temp, peers).await.map(Box::new).into()
+    measure(aido, temp, peers).await
 }
 
 /// Codex's native binary inside its npm package (the launcher script only spawns it).
@@ -267,14 +234,8 @@ async fn call(server: &Server, arguments: Value) -> Result<Value> {
     Ok(out)
 }
 
-async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> {
-    // Not under /tmp: codex's sandbox mounts a fresh /tmp over it, which hides the helper
-    // aliases it keeps in CODEX_HOME (and aido's sandbox a private one, for the same reason).
-    let temp = if temp.starts_with("/tmp") {
-        Path::new("/var/tmp")
-    } else {
-        temp
-    };
+async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<Vec<Record>> {
+    let temp = crate::fixture::outside_tmp(temp);
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let sides = {
         let (aido, work_path) = (aido.to_owned(), work.path().to_owned());
@@ -329,18 +290,86 @@ async fn measure(aido: &Path, temp: &Path, peers: &Peers) -> Result<ProcessRun> 
     }
     let (dev_server, dev_server_bare) = dev_round_trips(&ours, &home).await?;
     ours.stop().await?;
-    Ok(ProcessRun {
-        sides,
-        run_command,
-        flood_rss_before,
-        flood_rss_peak,
-        flood_time,
-        flood_counted,
-        one_file,
-        many_files,
-        dev_server,
-        dev_server_bare,
-    })
+    // The journaling cost per changed file: the median difference over the extra files.
+    let per_file = crate::harness::median(&many_files)
+        .saturating_sub(crate::harness::median(&one_file))
+        / (FILES as u32 - 1);
+    let mut s = Section::new("process");
+    spawn_rows(&mut s, &sides);
+    let latency = Stats::latency(&run_command);
+    s.lane(ROWS[2].0, None, Unit::Ns, latency, Vec::new()).what(
+        "`run_command` of `true` over MCP (stdio), end to end: judged, journaled, confined in the sandbox, its overlay layer read, the result journaled",
+    );
+    let grown = flood_rss_peak.saturating_sub(flood_rss_before);
+    s.value(ROWS[3].0, None, Unit::Bytes, grown as f64).what(format!(
+        "aido's peak resident memory (VmHWM) after `run_command` of a {} MB output flood, less its resident memory before",
+        FLOOD_BYTES / 1_000_000
+    ));
+    s.once(ROWS[4].0, None, per_file).what(format!(
+        "journaling a command's file changes, per file changed: (median of a command writing {FILES} new files - median of one writing 1) / {}",
+        FILES - 1
+    ));
+    let dev_what = format!(
+        "the dev-server workflow: `run_command` of a Python client fetching a page from a background `python3 -m http.server` on the session's loopback / the same client run bare against one on the host, {} round trips each, alternately",
+        dev_server.len()
+    );
+    s.versus(ROWS[5].0, dev_what, &dev_server, "bare", &dev_server_bare);
+    let median_ns = |d: &[Duration]| median(&ns(d));
+    s.numbers(&[
+        ("calls", run_command.len() as f64),
+        ("spawn_rounds", SPAWN_ROUNDS as f64),
+        ("flood_mb", (FLOOD_BYTES / 1_000_000) as f64),
+        ("flood_ns", flood_time.as_nanos() as f64),
+        ("flood_counted", flood_counted as f64),
+        ("rss_before", flood_rss_before as f64),
+        ("rss_peak", flood_rss_peak as f64),
+        ("files", FILES as f64),
+        ("home_dirs", HOME_DIRS as f64),
+        ("one_file_ns", median_ns(&one_file)),
+        ("many_files_ns", median_ns(&many_files)),
+        ("repeats", one_file.len() as f64),
+    ]);
+    Ok(s.finish())
+}
+
+/// `aido exec` beside each peer, and the spawns table.
+fn spawn_rows(s: &mut Section, sides: &[Side]) {
+    let side = |name: &str| sides.iter().find(|s| s.name == name);
+    let exec = side("aido exec").map(|s| &s.times);
+    for (id, peer) in [(ROWS[0].0, "srt"), (ROWS[1].0, "codex sandbox")] {
+        let command = side(peer).map_or(peer.to_owned(), |s| s.command.clone());
+        let what = format!(
+            "`aido exec -- true` (a whole aido process: policy, a journal session, the sandbox, the journaled result) / `{command}` on the same command, wall time per spawn"
+        );
+        match (exec, side(peer).map(|s| &s.times)) {
+            (Some(Ok(ours)), Some(Ok(theirs))) => s.versus(id, what, ours, peer, theirs),
+            (Some(Err(e)), _) => s.failed(id, what, &format!("aido exec: {e}")),
+            (_, Some(Err(e))) => s.not_run(id, what, &format!("{peer} does not run here: {e}")),
+            _ => s.failed(id, what, "a side is missing"),
+        }
+    }
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
+    let cells = sides
+        .iter()
+        .map(|s| match &s.times {
+            Ok(times) => vec![
+                s.name.clone(),
+                format!("`{}`", s.command),
+                ms(crate::harness::median(times)),
+                ms(crate::harness::percentile(times, 99.0)),
+                times.len().to_string(),
+            ],
+            Err(e) => vec![
+                s.name.clone(),
+                format!("`{}`", s.command),
+                format!("did not run: {e}"),
+                "-".into(),
+                "0".into(),
+            ],
+        })
+        .collect();
+    let columns = ["side", "command", "p50 ms", "p99 ms", "spawns"];
+    s.table("spawns", &columns, cells);
 }
 
 /// A port free on the host's loopback now.
@@ -355,14 +384,8 @@ fn free_port() -> Result<u16> {
 /// session's loopback, each beside the same client run bare against a server on the host.
 async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, Vec<Duration>)> {
     let port = free_port()?;
-    let mut start = JsonObject::new();
-    start.insert(
-        "shell".into(),
-        json!(format!(
-            "exec python3 -m http.server {port} --bind 127.0.0.1"
-        )),
-    );
-    start.insert("background".into(), json!(true));
+    let shell = format!("exec python3 -m http.server {port} --bind 127.0.0.1");
+    let start = json!({"shell": shell, "background": true});
     let started = ours.call("run_command", start).await?;
     let handle = started
         .structured_content
@@ -421,107 +444,7 @@ async fn dev_round_trips(ours: &Server, home: &Path) -> Result<(Vec<Duration>, V
     }
     let _ = bare_server.kill();
     let _ = bare_server.wait();
-    let mut stop = JsonObject::new();
-    stop.insert("handle".into(), json!(handle));
+    let stop = json!({"handle": handle});
     ours.call("stop_handle", stop).await?;
     Ok((through, direct))
-}
-
-/// The section's records: `aido exec -- true` beside srt and codex (and a bare spawn),
-/// `run_command` of `true` over MCP, a 1 GB flood's memory, and the cost per changed file.
-pub fn records(process: &ProcessSection) -> Vec<Record> {
-    let mut s = Section::new("process");
-    let ids = [
-        "process_exec_vs_srt",
-        "process_exec_vs_codex",
-        "process_run_command_true",
-        "process_flood_memory",
-        "process_changes_per_file",
-        "process_dev_server_round_trip",
-    ];
-    let Some(run) = s.ran(process, &ids.map(|id| (id, "see the process section"))) else {
-        return s.finish();
-    };
-    let side = |name: &str| run.sides.iter().find(|s| s.name == name);
-    let exec = side("aido exec").map(|s| &s.times);
-    for (id, peer) in [(ids[0], "srt"), (ids[1], "codex sandbox")] {
-        let command = side(peer).map_or(peer.to_owned(), |s| s.command.clone());
-        let what = format!(
-            "`aido exec -- true` (a whole aido process: policy, a journal session, the sandbox, the journaled result) / `{command}` on the same command, wall time per spawn"
-        );
-        match (exec, side(peer).map(|s| &s.times)) {
-            (Some(Ok(ours)), Some(Ok(theirs))) => s.versus(id, what, ours, peer, theirs),
-            (Some(Err(e)), _) => s.failed(id, what, &format!("aido exec: {e}")),
-            (_, Some(Err(e))) => s.not_run(id, what, &format!("{peer} does not run here: {e}")),
-            _ => s.failed(id, what, "a side is missing"),
-        }
-    }
-    let latency = Stats::latency(&run.run_command);
-    s.lane(ids[2], None, Unit::Ns, latency, Vec::new()).what(
-        "`run_command` of `true` over MCP (stdio), end to end: judged, journaled, confined in the sandbox, its overlay layer read, the result journaled",
-    );
-    let grown = run.flood_rss_peak.saturating_sub(run.flood_rss_before);
-    s.value(ids[3], None, Unit::Bytes, grown as f64).what(format!(
-        "aido's peak resident memory (VmHWM) after `run_command` of a {} MB output flood, less its resident memory before",
-        FLOOD_BYTES / 1_000_000
-    ));
-    s.once(ids[4], None, run.per_file()).what(format!(
-        "journaling a command's file changes, per file changed: (median of a command writing {FILES} new files - median of one writing 1) / {}",
-        FILES - 1
-    ));
-    let dev_what = format!(
-        "the dev-server workflow: `run_command` of a Python client fetching a page from a background `python3 -m http.server` on the session's loopback / the same client run bare against one on the host, {} round trips each, alternately",
-        run.dev_server.len()
-    );
-    if run.dev_server.is_empty() || run.dev_server_bare.is_empty() {
-        let why = "this results file has no dev-server figures yet";
-        s.not_run(ids[5], dev_what, why);
-    } else {
-        s.versus(
-            ids[5],
-            dev_what,
-            &run.dev_server,
-            "bare",
-            &run.dev_server_bare,
-        );
-    }
-    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
-    let cells = run
-        .sides
-        .iter()
-        .map(|s| match &s.times {
-            Ok(times) => vec![
-                s.name.clone(),
-                format!("`{}`", s.command),
-                ms(crate::harness::median(times)),
-                ms(crate::harness::percentile(times, 99.0)),
-                times.len().to_string(),
-            ],
-            Err(e) => vec![
-                s.name.clone(),
-                format!("`{}`", s.command),
-                format!("did not run: {e}"),
-                "-".into(),
-                "0".into(),
-            ],
-        })
-        .collect();
-    let median_ns = |d: &[Duration]| median(&ns(d));
-    s.numbers(&[
-        ("calls", run.run_command.len() as f64),
-        ("spawn_rounds", SPAWN_ROUNDS as f64),
-        ("flood_mb", (FLOOD_BYTES / 1_000_000) as f64),
-        ("flood_ns", run.flood_time.as_nanos() as f64),
-        ("flood_counted", run.flood_counted as f64),
-        ("rss_before", run.flood_rss_before as f64),
-        ("rss_peak", run.flood_rss_peak as f64),
-        ("files", FILES as f64),
-        ("home_dirs", HOME_DIRS as f64),
-        ("one_file_ns", median_ns(&run.one_file)),
-        ("many_files_ns", median_ns(&run.many_files)),
-        ("repeats", run.one_file.len() as f64),
-    ]);
-    let columns = ["side", "command", "p50 ms", "p99 ms", "spawns"];
-    s.table("spawns", &columns, cells);
-    s.finish()
 }

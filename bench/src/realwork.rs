@@ -1,31 +1,15 @@
-//! Real work: the commands a coding agent runs, through aido beside the same command run bare.
-//!
-//! Each workload gets a fresh `aido mcp` on stdio (the default policy; its own HOME and
-//! AIDO_HOME) and runs the same command, `/bin/sh -c` with the same environment (the
-//! sandbox's), once through `run_command` and once bare, in paired rounds that alternate which
-//! goes first, so drift on a shared machine hits both alike: creating a venv, installing pytest
-//! into one from a directory of wheels (no network), a no-op `cargo build` of a small crate
-//! already built (itoa and semver, `--offline`; its `aido mcp` has the toolchain's homes as
-//! read walls, since aido as root runs commands as an unprivileged user), and a shell loop writing 20,000 files. After
-//! each timed run through aido its changes are rewound (untimed), and after each bare run they
-//! are removed, so every round starts from the same tree. Around every timed run through aido
-//! the harness measures what the journal grew by (AIDO_HOME's allocated bytes) against what the
-//! workspace changed by (the bytes of the files the command wrote); last, in a fresh `aido mcp`,
-//! one command whose change set is 2 GiB (two 1 GiB files of different bytes: the sandbox caps
-//! a command's file size at 1 GiB, so one 2 GiB file is tried first and its outcome reported),
-//! with aido's resident memory before and its peak after.
-//!
-//! The inputs (wheels, the crate with its lock file) come from `tests/realwork/prepare`, the
-//! same directory the end-to-end tests use.
+//! Real work: a coding agent's commands (a venv, a wheel install, a no-op cargo rebuild, a
+//! 20,000-file loop) through `run_command` beside the same command bare, in paired rounds; the
+//! journal's bytes per byte changed; aido's memory for a 2 GiB change set. The report's
+//! real-work section says how.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{Run, Server};
 use crate::machine::{Usage, usage};
 use crate::record::{Record, Section, Stats, Unit};
 
@@ -57,8 +41,16 @@ pub struct Options {
     pub noop_rounds: usize,
 }
 
-/// How the section ran, or why it did not.
-pub type RealworkSection = crate::harness::Run<Box<RealworkRun>>;
+/// The judged rows, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 7] = [
+    ("realwork_venv", "see the real-work section"),
+    ("realwork_wheels", "see the real-work section"),
+    ("realwork_cargo_noop", "see the real-work section"),
+    ("realwork_cargo_noop_margin", "see the real-work section"),
+    ("realwork_loop", "see the real-work section"),
+    ("realwork_big_file", "see the real-work section"),
+    ("realwork_big_file_memory", "see the real-work section"),
+];
 
 /// One workload, through aido and bare.
 pub struct Workload {
@@ -126,35 +118,22 @@ pub struct BigFile {
     pub rewind: Duration,
 }
 
-/// What the section measured.
-pub struct RealworkRun {
-    /// Venv, wheels, no-op rebuild, loop.
-    pub workloads: Vec<Workload>,
-    /// The 2 GiB change set.
-    pub big: BigFile,
-    /// The wheels installed, by file name.
-    pub wheels: Vec<String>,
-}
-
-/// Runs the section.
-pub async fn run(aido: &Path, temp: &Path, options: &Options) -> RealworkSection {
+/// Runs the section: each workload through `run_command` beside the same command bare (paired
+/// rounds, the ratio pair by pair), the journal's bytes per byte changed, and aido's memory for
+/// a 2 GiB change set.
+pub async fn run(aido: &Path, temp: &Path, options: &Options) -> Run<Vec<Record>> {
     let wheels = options.inputs.join("wheels");
     if !wheels.is_dir() || !options.inputs.join("crate/Cargo.lock").is_file() {
-        return RealworkSection::Skipped(format!(
+        return Run::Skipped(format!(
             "the inputs are not prepared in {} (run tests/realwork/prepare)",
             options.inputs.display()
         ));
     }
-    measure(aido, temp, options).await.map(Box::new).into()
+    measure(aido, temp, options).await.into()
 }
 
-async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<RealworkRun> {
-    // Not under /tmp: the sandbox gives every command a private /tmp of its own.
-    let temp = if temp.starts_with("/tmp") {
-        Path::new("/var/tmp")
-    } else {
-        temp
-    };
+async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<Vec<Record>> {
+    let temp = crate::fixture::outside_tmp(temp);
     let inputs = std::fs::canonicalize(&options.inputs)?;
     let mut wheels: Vec<String> = std::fs::read_dir(inputs.join("wheels"))?
         .flatten()
@@ -181,11 +160,7 @@ async fn measure(aido: &Path, temp: &Path, options: &Options) -> Result<Realwork
     workloads.push(file_loop(aido, temp, rounds).await.context("file loop")?);
     eprintln!("aido-bench: real work: one 2 GiB file");
     let big = big_file(aido, temp).await.context("2 GiB file")?;
-    Ok(RealworkRun {
-        workloads,
-        big,
-        wheels,
-    })
+    Ok(records(&workloads, &big, &wheels))
 }
 
 /// One fresh `aido mcp` with its work dir (`home/`, `aido_home/`, `bare/`), its pid, and the
@@ -196,6 +171,8 @@ struct Bench {
     home: PathBuf,
     aido_home: PathBuf,
     bare: PathBuf,
+    /// aido's resident memory once started.
+    rss_start: u64,
     _dir: tempfile::TempDir,
 }
 
@@ -217,12 +194,47 @@ impl Bench {
         // The sandbox and the journal warm up before anything is timed.
         seq_call(&server, "run_command", json!({"argv": ["true"]})).await?;
         Ok(Self {
+            rss_start: crate::harness::status_bytes(pid, "VmRSS:")?,
             server,
             pid,
             home,
             aido_home: dir.path().join("aido_home"),
             bare,
             _dir: dir,
+        })
+    }
+
+    /// `rounds` pairs, the sides in the order [`sides`] gives: `ours(k)` through aido (adding
+    /// to the growth) and `theirs(k)` bare, each giving its timed run's time. The workload
+    /// (`id`, its name, its command), with aido's memory growth; the server stopped.
+    async fn pairs(
+        self,
+        (id, name, command): (&'static str, String, String),
+        rounds: usize,
+        mut ours: impl AsyncFnMut(&Self, usize, &mut Growth) -> Result<Duration>,
+        mut theirs: impl AsyncFnMut(&Self, usize) -> Result<Duration>,
+    ) -> Result<Workload> {
+        let (mut aido, mut bare, mut growth) = (Vec::new(), Vec::new(), Growth::default());
+        for k in 0..rounds {
+            for side in sides(k) {
+                if side {
+                    aido.push(ours(&self, k, &mut growth).await?);
+                } else {
+                    bare.push(theirs(&self, k).await?);
+                }
+            }
+        }
+        let rss_growth = self.rss("VmHWM:")?.saturating_sub(self.rss_start);
+        self.server.stop().await?;
+        Ok(Workload {
+            id,
+            name,
+            command,
+            aido,
+            bare,
+            journal_bytes: growth.journal,
+            changed_bytes: growth.changed,
+            rss_growth,
         })
     }
 
@@ -286,15 +298,8 @@ impl Bench {
 
 /// A tool call that must succeed; its seq and structured result.
 async fn seq_call(server: &Server, tool: &str, args: Value) -> Result<(u64, Value)> {
-    let arguments: JsonObject = match args {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    };
-    let result = server.call(tool, arguments).await?;
+    let result = server.call(tool, args).await?;
     let out = result.structured_content.clone().unwrap_or(Value::Null);
-    if result.is_error == Some(true) {
-        bail!("{tool} failed: {out}");
-    }
     let seq = result
         .meta
         .as_ref()
@@ -353,39 +358,23 @@ impl Growth {
 
 async fn venv(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
     let b = Bench::start(aido, temp, None).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = "python3 -m venv .venv";
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        let (ws, elsewhere) = (
-            b.home.join(format!("venv{k}")),
-            b.bare.join(format!("venv{k}")),
-        );
+    let what = ("venv", "create a venv (with pip)".into(), shell.into());
+    let ours = async |b: &Bench, k: usize, growth: &mut Growth| {
+        let ws = b.home.join(format!("venv{k}"));
         std::fs::create_dir_all(&ws)?;
+        let (seq, took, _) = b.measured(shell, &ws, &[], growth).await?;
+        b.rewind_before(seq).await?;
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, k: usize| {
+        let elsewhere = b.bare.join(format!("venv{k}"));
         std::fs::create_dir_all(&elsewhere)?;
-        for side in sides(k) {
-            if side {
-                let (seq, took, _) = b.measured(shell, &ws, &[], &mut growth).await?;
-                ours.push(took);
-                b.rewind_before(seq).await?;
-            } else {
-                theirs.push(bare(shell, &elsewhere, &b.bare.join("home"), &[]).await?);
-                std::fs::remove_dir_all(elsewhere.join(".venv"))?;
-            }
-        }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "venv",
-        name: "create a venv (with pip)".into(),
-        command: shell.into(),
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        let took = bare(shell, &elsewhere, &b.bare.join("home"), &[]).await?;
+        std::fs::remove_dir_all(elsewhere.join(".venv"))?;
+        Ok(took)
+    };
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 /// The order of round k's two sides: `true` is aido.
@@ -397,7 +386,6 @@ fn sides(k: usize) -> impl Iterator<Item = bool> {
 
 async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
     let b = Bench::start(aido, temp, None).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = format!(
         ".venv/bin/pip install --disable-pip-version-check --no-index --find-links {} pytest",
         inputs.join("wheels").display()
@@ -421,42 +409,40 @@ async fn wheel_install(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -
     copy_tree(&elsewhere, &pristine).await?;
     // Each timed run installs pytest into a venv that lacks it, on both sides.
     let installed = |dir: &Path| dir.join(".venv/bin/pytest").exists();
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        for side in sides(k) {
-            let dir = if side { &ws } else { &elsewhere };
-            if installed(dir) {
-                bail!("pytest is already in {} before the install", dir.display());
-            }
-            if side {
-                let (seq, took, _) = b.measured(&shell, &ws, &[], &mut growth).await?;
-                ours.push(took);
-                if !installed(&ws) {
-                    bail!("the install through aido left no pytest");
-                }
-                b.rewind_before(seq).await?;
-            } else {
-                theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
-                if !installed(&elsewhere) {
-                    bail!("the bare install left no pytest");
-                }
-                std::fs::remove_dir_all(&elsewhere)?;
-                copy_tree(&pristine, &elsewhere).await?;
-            }
+    let command = ".venv/bin/pip install --disable-pip-version-check --no-index --find-links \
+                   WHEELS pytest";
+    let what = (
+        "wheels",
+        "install pytest into the venv from a directory of wheels (no network)".into(),
+        command.into(),
+    );
+    let ours = async |b: &Bench, _, growth: &mut Growth| {
+        if installed(&ws) {
+            bail!("pytest is already in {} before the install", ws.display());
         }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "wheels",
-        name: "install pytest into the venv from a directory of wheels (no network)".into(),
-        command: ".venv/bin/pip install --disable-pip-version-check --no-index --find-links WHEELS pytest".into(),
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        let (seq, took, _) = b.measured(&shell, &ws, &[], growth).await?;
+        if !installed(&ws) {
+            bail!("the install through aido left no pytest");
+        }
+        b.rewind_before(seq).await?;
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, _| {
+        if installed(&elsewhere) {
+            bail!(
+                "pytest is already in {} before the install",
+                elsewhere.display()
+            );
+        }
+        let took = bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?;
+        if !installed(&elsewhere) {
+            bail!("the bare install left no pytest");
+        }
+        std::fs::remove_dir_all(&elsewhere)?;
+        copy_tree(&pristine, &elsewhere).await?;
+        Ok(took)
+    };
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
@@ -524,7 +510,6 @@ fn toolchain_walls(env: &[(&str, String)]) -> Result<String> {
 async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> Result<Workload> {
     let env = cargo_env()?;
     let b = Bench::start(aido, temp, Some(&toolchain_walls(&env)?)).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = "cargo build --offline --locked";
     let (crate_dir, elsewhere) = (b.home.join("crate"), b.bare.join("crate"));
     for to in [&crate_dir, &elsewhere] {
@@ -534,33 +519,20 @@ async fn cargo_noop(aido: &Path, temp: &Path, inputs: &Path, rounds: usize) -> R
     // Built once each side, untimed.
     b.run(shell, &crate_dir, &env).await?;
     bare(shell, &elsewhere, &b.bare.join("home"), &env).await?;
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        for side in sides(k) {
-            if side {
-                let (_, took, out) = b.measured(shell, &crate_dir, &env, &mut growth).await?;
-                if out["stderr"].as_str().unwrap_or("").contains("Compiling") {
-                    bail!("the rebuild through aido compiled: {out}");
-                }
-                ours.push(took);
-            } else {
-                theirs.push(bare(shell, &elsewhere, &b.bare.join("home"), &env).await?);
-            }
+    let what = (
+        "cargo_noop",
+        "a no-op `cargo build` of a crate already built (itoa, semver; nothing compiled)".into(),
+        shell.into(),
+    );
+    let ours = async |b: &Bench, _, growth: &mut Growth| {
+        let (_, took, out) = b.measured(shell, &crate_dir, &env, growth).await?;
+        if out["stderr"].as_str().unwrap_or("").contains("Compiling") {
+            bail!("the rebuild through aido compiled: {out}");
         }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "cargo_noop",
-        name: "a no-op `cargo build` of a crate already built (itoa, semver; nothing compiled)"
-            .into(),
-        command: shell.into(),
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, _| bare(shell, &elsewhere, &b.bare.join("home"), &env).await;
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> {
@@ -577,43 +549,28 @@ async fn file_loop(aido: &Path, temp: &Path, rounds: usize) -> Result<Workload> 
         }
     };
     let b = Bench::start(aido, &place, None).await?;
-    let rss_start = b.rss("VmRSS:")?;
     let shell = format!("mkdir d && for i in $(seq {LOOP_FILES}); do echo $i > d/f$i; done");
-    let (mut ours, mut theirs, mut growth) = (Vec::new(), Vec::new(), Growth::default());
-    for k in 0..rounds {
-        let (ws, elsewhere) = (
-            b.home.join(format!("loop{k}")),
-            b.bare.join(format!("loop{k}")),
-        );
+    let name = format!("a shell loop writing {LOOP_FILES} small files ({on})");
+    let what = ("loop", name, shell.clone());
+    let ours = async |b: &Bench, k: usize, growth: &mut Growth| {
+        let ws = b.home.join(format!("loop{k}"));
         std::fs::create_dir_all(&ws)?;
-        std::fs::create_dir_all(&elsewhere)?;
-        for side in sides(k) {
-            if side {
-                let (seq, took, _) = b.measured(&shell, &ws, &[], &mut growth).await?;
-                let made = std::fs::read_dir(ws.join("d"))?.count();
-                if made != LOOP_FILES {
-                    bail!("the loop through aido left {made} files, not {LOOP_FILES}");
-                }
-                ours.push(took);
-                b.rewind_before(seq).await?;
-            } else {
-                theirs.push(bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?);
-                std::fs::remove_dir_all(elsewhere.join("d"))?;
-            }
+        let (seq, took, _) = b.measured(&shell, &ws, &[], growth).await?;
+        let made = std::fs::read_dir(ws.join("d"))?.count();
+        if made != LOOP_FILES {
+            bail!("the loop through aido left {made} files, not {LOOP_FILES}");
         }
-    }
-    let rss_growth = b.rss("VmHWM:")?.saturating_sub(rss_start);
-    b.server.stop().await?;
-    Ok(Workload {
-        id: "loop",
-        name: format!("a shell loop writing {LOOP_FILES} small files ({on})"),
-        command: shell,
-        aido: ours,
-        bare: theirs,
-        journal_bytes: growth.journal,
-        changed_bytes: growth.changed,
-        rss_growth,
-    })
+        b.rewind_before(seq).await?;
+        Ok(took)
+    };
+    let theirs = async |b: &Bench, k: usize| {
+        let elsewhere = b.bare.join(format!("loop{k}"));
+        std::fs::create_dir_all(&elsewhere)?;
+        let took = bare(&shell, &elsewhere, &b.bare.join("home"), &[]).await?;
+        std::fs::remove_dir_all(elsewhere.join("d"))?;
+        Ok(took)
+    };
+    b.pairs(what, rounds, ours, theirs).await
 }
 
 async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
@@ -677,25 +634,11 @@ async fn big_file(aido: &Path, temp: &Path) -> Result<BigFile> {
     })
 }
 
-/// The section's records: each workload through `run_command` beside the same command bare
-/// (paired rounds, the ratio pair by pair), the journal's bytes per byte changed, and aido's
-/// memory for a 2 GiB change set.
-pub fn records(realwork: &RealworkSection) -> Vec<Record> {
+/// The section's records.
+fn records(workloads: &[Workload], big: &BigFile, wheels: &[String]) -> Vec<Record> {
     let mut s = Section::new("realwork");
-    let ids = [
-        "realwork_venv",
-        "realwork_wheels",
-        "realwork_cargo_noop",
-        "realwork_cargo_noop_margin",
-        "realwork_loop",
-        "realwork_big_file",
-        "realwork_big_file_memory",
-    ];
-    let Some(run) = s.ran(realwork, &ids.map(|id| (id, "see the real-work section"))) else {
-        return s.finish();
-    };
     let round = |x: f64| (x * 100.0).round() / 100.0;
-    for w in &run.workloads {
+    for w in workloads {
         let row = format!("realwork_{}", w.id);
         s.times(&row, None, &w.aido).what(format!(
             "real work: {} through `run_command` over MCP / the same command bare, wall time per run",
@@ -716,7 +659,6 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
                 ));
         }
     }
-    let big = &run.big;
     s.once("realwork_big_file", None, big.aido).what(
         "real work: one command writing a 2 GiB change set (two 1 GiB files) through `run_command` / bare, wall time",
     );
@@ -728,8 +670,7 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
         "real work: aido's peak resident memory (VmHWM) after a command's 2 GiB change set (two 1 GiB files), less its resident memory before",
     );
     let big_per_byte = big.journal_bytes as f64 / big.changed_bytes.max(1) as f64;
-    for (id, name, per_byte) in run
-        .workloads
+    for (id, name, per_byte) in workloads
         .iter()
         .filter_map(|w| w.journal_per_byte().map(|p| (w.id, w.name.as_str(), p)))
         .chain([(
@@ -744,14 +685,14 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
         ));
     }
     let rounds = |id: &str| {
-        let w = run.workloads.iter().find(|w| w.id == id);
+        let w = workloads.iter().find(|w| w.id == id);
         w.map_or(0, |w| w.aido.len()) as f64
     };
     s.numbers(&[
         ("rounds", rounds("venv")),
         ("noop_rounds", rounds("cargo_noop")),
     ]);
-    s.fact("wheels", run.wheels.join(", "));
+    s.fact("wheels", wheels.join(", "));
     let ns = |d: Duration| d.as_nanos() as f64;
     s.numbers(&[
         ("big", BIG_BYTES as f64),
@@ -764,7 +705,7 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
         ("big_journal_apparent", big.journal_apparent_bytes as f64),
     ]);
     s.fact("one_file", big.one_file.clone());
-    let cells = workloads(run);
+    let cells = workloads_table(workloads);
     let columns = [
         "workload",
         "command",
@@ -782,10 +723,10 @@ pub fn records(realwork: &RealworkSection) -> Vec<Record> {
 }
 
 /// The workloads' detail table.
-fn workloads(run: &RealworkRun) -> Vec<Vec<String>> {
+fn workloads_table(workloads: &[Workload]) -> Vec<Vec<String>> {
     let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
     let bytes = crate::render::format_bytes;
-    run.workloads
+    workloads
         .iter()
         .map(|w| {
             vec![

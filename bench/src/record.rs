@@ -275,22 +275,6 @@ impl Section {
         }
     }
 
-    /// The measured run of a section; when it was skipped or failed, each of `rows` (id,
-    /// description) says so, and `None`.
-    pub fn ran<'a, T>(&mut self, run: &'a Run<T>, rows: &[(&str, &str)]) -> Option<&'a T> {
-        for (row, what) in rows {
-            match run {
-                Run::Ran(_) => {}
-                Run::Skipped(why) => self.not_run(row, *what, why),
-                Run::Failed(why) => self.failed(row, *what, why),
-            }
-        }
-        match run {
-            Run::Ran(t) => Some(t),
-            _ => None,
-        }
-    }
-
     /// A detail table: its columns, and its lines of cells.
     pub fn table(&mut self, name: &str, columns: &[&str], lines: Vec<Vec<String>>) {
         for (k, cells) in lines.into_iter().enumerate() {
@@ -302,6 +286,15 @@ impl Section {
     /// The records in report order: facts, then table cells, then rows.
     pub fn finish(self) -> Vec<Record> {
         ordered(self.records)
+    }
+
+    /// The number of `table`'s next line.
+    pub fn next_line(&self, table: &str) -> usize {
+        let prefix = format!("{table}:");
+        let mut lines: Vec<&str> = self.records.iter().map(|r| r.row.as_str()).collect();
+        lines.retain(|row| row.starts_with(&prefix));
+        lines.dedup();
+        lines.len() + 1
     }
 
     /// A detail table's line: one cell per column, in order.
@@ -317,6 +310,23 @@ impl Record {
     pub fn what(&mut self, what: impl Into<String>) -> &mut Self {
         self.note = Some(what.into());
         self
+    }
+}
+
+/// A section's records: those it made when it ran, or each of its judged `rows` (id,
+/// description) saying why it did not run or how it failed.
+pub fn section(id: &str, rows: &[(&str, &str)], run: Run<Vec<Record>>) -> Vec<Record> {
+    let mut s = Section::new(id);
+    for (row, what) in rows {
+        match &run {
+            Run::Ran(_) => {}
+            Run::Skipped(why) => s.not_run(row, *what, why),
+            Run::Failed(why) => s.failed(row, *what, why),
+        }
+    }
+    match run {
+        Run::Ran(records) => records,
+        _ => s.finish(),
     }
 }
 
@@ -449,13 +459,15 @@ mod tests {
 
     #[test]
     fn a_section_that_did_not_run_says_why_on_every_row() {
-        let mut s = Section::new("x");
         let rows = [("a", "row a"), ("b", "row b")];
-        let skipped: Run<()> = Run::Skipped("`--skip-x`".into());
-        assert!(s.ran(&skipped, &rows).is_none());
-        let failed: Run<()> = Run::from(Err(anyhow::anyhow!("inner").context("outer")));
-        assert!(s.ran(&failed, &rows[..1]).is_none());
-        let errors: Vec<_> = s.records.iter().map(|r| r.error.as_deref()).collect();
+        let skipped = section("x", &rows, Run::Skipped("`--skip-x`".into()));
+        let failed = Run::from(Err(anyhow::anyhow!("inner").context("outer")));
+        let failed = section("x", &rows[..1], failed);
+        let errors: Vec<_> = skipped
+            .iter()
+            .chain(&failed)
+            .map(|r| r.error.as_deref())
+            .collect();
         assert_eq!(
             errors,
             [
@@ -464,8 +476,9 @@ mod tests {
                 Some("failed: outer: inner")
             ]
         );
-        assert_eq!(s.records[1].note.as_deref(), Some("row b"));
-        assert_eq!(s.ran(&Run::Ran(5), &rows), Some(&5));
+        assert_eq!(skipped[1].note.as_deref(), Some("row b"));
+        let measured = vec![Record::default()];
+        assert_eq!(section("x", &rows, Run::Ran(measured.clone())), measured);
     }
 
     #[test]

@@ -1,23 +1,18 @@
-//! Rewind through a real runtime: a session of many actions (mostly `write_file` and
-//! `edit_file` on a few hundred small files, a `create_snapshot` every so often) against a sled
-//! journal in the temp dir, then one timed `rewind` to a seq of it. Each target gets its own
-//! fresh session (a rewind abandons everything after its target, so a second rewind in the same
-//! session would start from another state); the targets are spread over the session, one per
-//! equal slice of its seqs, at a seeded random point in the slice. After each rewind the
-//! workspace is compared with the state the harness recorded for the target.
+//! Rewind through a real runtime: a fresh session of many actions per target, then one timed
+//! `rewind` to a seq of it, the workspace checked against the state recorded for that seq.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aido_actions::Action;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session, SystemClock};
-use aido_journal::{CommitMode, Journal, Limits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
 use aido_snapshots::Backend;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
+use crate::harness::Run;
+use crate::record::Section;
+use crate::render::{format_duration, thousands};
 use crate::stop;
 use crate::tree::mix;
 
@@ -64,39 +59,6 @@ pub struct Sample {
     pub time: Duration,
 }
 
-/// What a backend's rewind run gave.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RewindOutcome {
-    /// Every session ran and every rewind gave back the recorded tree.
-    Ran(Vec<Sample>),
-    /// Not run.
-    Skipped(String),
-    /// Failed.
-    Failed(String),
-}
-
-/// The rewind benchmark on one backend.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RewindRun {
-    /// The snapshot backend of the workspace.
-    pub backend: Backend,
-    /// The workspace's filesystem.
-    pub fs: String,
-    /// What happened.
-    pub outcome: RewindOutcome,
-}
-
-impl RewindRun {
-    /// A run that did not happen.
-    pub fn skipped(backend: Backend, fs: &str, reason: String) -> Self {
-        Self {
-            backend,
-            fs: fs.into(),
-            outcome: RewindOutcome::Skipped(reason),
-        }
-    }
-}
-
 /// Runs `options.targets` sessions with their workspaces under `work` (on the filesystem
 /// measured) and their journals under `journals` (the temp dir), on `backend`.
 pub fn run(
@@ -104,10 +66,9 @@ pub fn run(
     backend: Backend,
     work: &Path,
     journals: &Path,
-    fs: &str,
-) -> Result<RewindRun> {
+) -> Result<Vec<Sample>> {
     eprintln!(
-        "aido-bench: rewind on {backend} ({fs}): {} sessions of {} actions",
+        "aido-bench: rewind on {backend}: {} sessions of {} actions",
         options.targets, options.actions
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -122,39 +83,105 @@ pub fn run(
             home: work.join(format!("s{k}")).join("home"),
             aido_home: journals.join(format!("s{k}")).join("aido-home"),
         };
-        match runtime.block_on(session(options, backend, &dirs, k)) {
-            Ok(sample) => {
-                eprintln!(
-                    "aido-bench:   session {k}: {} actions in {:.1} s, rewind to seq {} of {} by {} \
-                     ({} steps) in {}",
-                    sample.actions,
-                    sample.session_time.as_secs_f64(),
-                    sample.to_seq,
-                    sample.head,
-                    sample.method,
-                    sample.steps,
-                    crate::render::format_duration(sample.time)
-                );
-                samples.push(sample);
-            }
-            Err(_) if stop::requested() => bail!("interrupted"),
-            Err(e) => {
-                eprintln!("aido-bench:   failed: {e:#}");
-                return Ok(RewindRun {
-                    backend,
-                    fs: fs.into(),
-                    outcome: RewindOutcome::Failed(format!("{e:#}")),
-                });
-            }
-        }
+        let sample = runtime.block_on(session(options, backend, &dirs, k))?;
+        eprintln!(
+            "aido-bench:   session {k}: {} actions in {:.1} s, rewind to seq {} of {} by {} \
+             ({} steps) in {}",
+            sample.actions,
+            sample.session_time.as_secs_f64(),
+            sample.to_seq,
+            sample.head,
+            sample.method,
+            sample.steps,
+            format_duration(sample.time)
+        );
+        samples.push(sample);
         // The session's files and journal are done with.
         let _ = std::fs::remove_dir_all(dirs.aido_home.parent().unwrap_or(&dirs.aido_home));
     }
-    Ok(RewindRun {
-        backend,
-        fs: fs.into(),
-        outcome: RewindOutcome::Ran(samples),
-    })
+    Ok(samples)
+}
+
+/// The row of `backend`'s rewinds on `fs` and its sessions' lines, or why there are none.
+pub fn record(
+    s: &mut Section,
+    options: &Options,
+    backend: Backend,
+    fs: &str,
+    run: Run<Vec<Sample>>,
+) {
+    let row = format!("rewind_{backend}");
+    let what = format!(
+        "rewind to an arbitrary seq of a {}-action session, `{backend}` backend ({fs})",
+        thousands(options.actions as f64)
+    );
+    let samples = match run {
+        Run::Ran(samples) if !samples.is_empty() => samples,
+        Run::Ran(_) => return s.failed(&row, what, "no rewinds"),
+        Run::Skipped(why) => return s.not_run(&row, what, &why),
+        Run::Failed(why) => return s.failed(&row, what, &why),
+    };
+    let times: Vec<Duration> = samples.iter().map(|x| x.time).collect();
+    s.times(&row, None, &times).what(what);
+    for (k, x) in samples.iter().enumerate() {
+        let seq = |q: u64| thousands(q as f64);
+        let session = format_duration(x.session_time / x.actions.max(1) as u32);
+        let cells = [
+            format!("`{backend}`"),
+            (k + 1).to_string(),
+            seq(x.head),
+            seq(x.to_seq),
+            x.method.clone(),
+            x.snapshot_seq.map_or("none".to_owned(), seq),
+            x.snapshot_seq
+                .map_or("—".to_owned(), |_| x.files_since_snapshot.to_string()),
+            x.steps.to_string(),
+            format!(
+                "{:.1} s ({session} per action)",
+                x.session_time.as_secs_f64()
+            ),
+            format_duration(x.time),
+        ];
+        let cells: Vec<(&str, String)> = COLUMNS.into_iter().zip(cells).collect();
+        let line = s.next_line("sessions");
+        s.line("sessions", line, &cells);
+    }
+}
+
+/// The sessions table's columns.
+const COLUMNS: [&str; 10] = [
+    "backend",
+    "session",
+    "seqs in the session",
+    "rewind to seq",
+    "method",
+    "snapshot restored (taken at seq)",
+    "files written since that snapshot",
+    "steps",
+    "the session's actions took",
+    "rewind",
+];
+
+/// The facts the section's prose names; with no options (`--skip-rewind`), each row says so.
+pub fn facts(s: &mut Section, options: Option<&Options>) {
+    let Some(o) = options else {
+        for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
+            let what = format!("rewind to an arbitrary seq, `{backend}` backend");
+            s.not_run(&format!("rewind_{backend}"), what, "`--skip-rewind`");
+        }
+        return s.fact("skipped", "`--skip-rewind`");
+    };
+    s.numbers(&[
+        ("actions", o.actions as f64),
+        ("files", o.files as f64),
+        ("file_bytes", file_bytes() as f64),
+        ("dirs", dirs() as f64),
+        ("snapshot_every", o.snapshot_every as f64),
+        ("targets", o.targets as f64),
+    ]);
+    if s.next_line("sessions") > 1 {
+        s.fact("ran", "");
+    }
 }
 
 struct Dirs {
@@ -214,58 +241,30 @@ async fn session(options: &Options, backend: Backend, dirs: &Dirs, k: usize) -> 
     let ws = ws.canonicalize()?;
     let home = dirs.home.canonicalize()?;
     // The project the agent works on, there before the session.
-    let mut current: Vec<String> = (0..options.files).map(|f| file_text(f, 0, 0)).collect();
-    for (f, text) in current.iter().enumerate() {
+    let initial: Vec<String> = (0..options.files).map(|f| file_text(f, 0, 0)).collect();
+    for (f, text) in initial.iter().enumerate() {
         let path = ws.join(rel(f));
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(&path, text)?;
     }
-    let initial = current.clone();
-    let mut counters = vec![0u64; options.files];
-    let mut versions = vec![0u64; options.files];
 
     let config = format!(
         "workdir = \"{}\"\n[snapshots]\nbackend = \"{}\"\n",
         ws.display(),
         backend.name()
     );
-    let config = Layered::from_layers(&[(Source::File("aido-bench".into()), &config)])?.config;
-    let journal = Journal::open(
-        &dirs.aido_home.join("journal"),
-        Limits::default(),
-        CommitMode::Group,
-    )?;
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment {
-            home,
-            aido_home: dirs.aido_home.clone(),
-        },
-        journal,
-        clock: Arc::new(SystemClock::default()),
-    })
-    .await?;
-    let session = runtime.open_session(Some("aido-bench".into())).await?;
-    let result = drive(
-        options,
-        backend,
-        &runtime,
-        &session,
-        &ws,
-        k,
-        (&mut current, &mut counters, &mut versions),
-        &initial,
-    )
-    .await;
+    let aido_home = dirs.aido_home.clone();
+    let (_, runtime, session) = crate::fixture::runtime(&config, home, aido_home).await?;
+    let result = drive(options, backend, &runtime, &session, &ws, k, &initial).await;
     session.close("done").await;
     runtime.shutdown().await;
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_lines)]
+/// The session's actions on the files (`initial` at the start), then one timed rewind to a
+/// target seq, the workspace checked against the files' texts at that seq.
 async fn drive(
     options: &Options,
     backend: Backend,
@@ -273,9 +272,10 @@ async fn drive(
     session: &Session,
     ws: &Path,
     k: usize,
-    (current, counters, versions): (&mut Vec<String>, &mut Vec<u64>, &mut Vec<u64>),
     initial: &[String],
 ) -> Result<Sample> {
+    let mut current = initial.to_vec();
+    let (mut counters, mut versions) = (vec![0u64; initial.len()], vec![0u64; initial.len()]);
     let head = || runtime.journal().head_seq(session.id());
     let mut steps = Vec::new();
     let mut snapshots = 0;
@@ -343,28 +343,9 @@ async fn drive(
     let output = ok(session, "rewind", json!({"to_seq": to_seq})).await?;
     let time = start.elapsed();
 
-    // The tree at the target: every change whose outcome record is at or before the last
-    // record the rewind kept (rewinding to an action's proposal keeps that action).
+    // Rewinding to an action's proposal keeps that action.
     let cut = output["kept_through"].as_u64().unwrap_or(to_seq);
-    let mut expected = initial.to_vec();
-    for step in steps.iter().filter(|s| s.head <= cut) {
-        expected[step.file] = step.text.clone();
-    }
-    for (f, text) in expected.iter().enumerate() {
-        let path = ws.join(rel(f));
-        let found = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {} after the rewind", path.display()))?;
-        if &found != text {
-            bail!("after the rewind to seq {to_seq}, {} differs", rel(f));
-        }
-    }
-    let (files, _) = crate::tree::count(ws)?;
-    if files != options.files {
-        bail!(
-            "after the rewind the workspace holds {files} files, not {}",
-            options.files
-        );
-    }
+    check_rewound(ws, initial, &steps, cut, to_seq)?;
     let snapshot_seq = output["snapshot"]
         .as_str()
         .and_then(|id| taken.get(id).copied());
@@ -390,6 +371,37 @@ async fn drive(
         steps: output["steps"].as_u64().unwrap_or(0),
         time,
     })
+}
+
+/// The workspace after a rewind to `to_seq` is the tree at the target: `initial` with every
+/// change whose outcome record is at or before `cut` (the last record the rewind kept).
+fn check_rewound(
+    ws: &Path,
+    initial: &[String],
+    steps: &[Step],
+    cut: u64,
+    to_seq: u64,
+) -> Result<()> {
+    let mut expected = initial.to_vec();
+    for step in steps.iter().filter(|s| s.head <= cut) {
+        expected[step.file] = step.text.clone();
+    }
+    for (f, text) in expected.iter().enumerate() {
+        let path = ws.join(rel(f));
+        let found = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} after the rewind", path.display()))?;
+        if &found != text {
+            bail!("after the rewind to seq {to_seq}, {} differs", rel(f));
+        }
+    }
+    let (files, _) = crate::tree::count(ws)?;
+    if files != initial.len() {
+        bail!(
+            "after the rewind the workspace holds {files} files, not {}",
+            initial.len()
+        );
+    }
+    Ok(())
 }
 
 async fn ok(session: &Session, primitive: &str, args: Value) -> Result<Value> {
@@ -443,19 +455,10 @@ mod tests {
             snapshot_every: 10,
             targets: 2,
         };
-        let run = run(
-            &options,
-            Backend::Copy,
-            &base.join("work"),
-            &base.join("journals"),
-            "test-fs",
-        )
-        .unwrap();
-        let RewindOutcome::Ran(samples) = &run.outcome else {
-            panic!("{run:?}");
-        };
+        let (work, journals) = (base.join("work"), base.join("journals"));
+        let samples = run(&options, Backend::Copy, &work, &journals).unwrap();
         assert_eq!(samples.len(), 2);
-        for s in samples {
+        for s in &samples {
             assert_eq!((s.actions, s.snapshots), (40, 4));
             assert!(s.to_seq >= 1 && s.to_seq <= s.head, "{s:?}");
             if s.method == "snapshot" {
@@ -467,6 +470,17 @@ mod tests {
                 );
             }
         }
-        assert!(matches!(&run.outcome, RewindOutcome::Ran(samples) if !samples.is_empty()));
+        let mut section = Section::new("rewind");
+        record(
+            &mut section,
+            &options,
+            Backend::Copy,
+            "fs",
+            Run::Ran(samples),
+        );
+        let records = section.finish();
+        assert_eq!(records.iter().filter(|r| r.row == "sessions:2").count(), 10);
+        let row = records.iter().find(|r| r.row == "rewind_copy").unwrap();
+        assert_eq!(row.samples.len(), 2);
     }
 }

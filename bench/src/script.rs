@@ -1,14 +1,8 @@
-//! Composite functions: what one host call of a Rhai function costs beyond the primitive it
-//! runs.
-//!
-//! aido runs a function that makes N host calls (`run("file_info", #{path})` in a loop) and
-//! the same function with none; the difference, divided by N, is the time one host call adds
-//! to a call_function (the script thread hands the child to the session, which judges,
-//! journals, runs and journals it, and hands its output back). Beside it: one `file_info`
-//! called directly over MCP, the same child's whole round trip from the agent.
+//! Composite functions: one host call of a Rhai function (a call with N host calls less one
+//! with none, over N) beside one `file_info` called directly over MCP.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -19,28 +13,16 @@ use crate::record::{Record, Section, median, ns};
 /// Host calls in the measured function.
 pub const HOST_CALLS: usize = 100;
 
-/// How the section ran, or why it did not.
-pub type ScriptSection = crate::harness::Run<ScriptRun>;
-
-/// What the section measured.
-pub struct ScriptRun {
-    /// Host calls per measured call.
-    pub host_calls: usize,
-    /// Per host call: (call with N host calls - call with none) / N, one per repeat.
-    pub per_host_call: Vec<Duration>,
-    /// A call of the function with no host call, one per repeat.
-    pub empty: Vec<Duration>,
-    /// One file_info over MCP, one per repeat (the median of HOST_CALLS calls).
-    pub direct: Vec<Duration>,
-}
+/// The judged row, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 1] = [(
+    "script_host_call_vs_direct_call",
+    "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call",
+)];
 
 /// Runs the section: `repeats` rounds, each timing the empty function, the function with
-/// [`HOST_CALLS`] host calls, and [`HOST_CALLS`] direct calls.
-pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> ScriptSection {
-    measure(aido, temp, repeats).await.into()
-}
-
-async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> {
+/// [`HOST_CALLS`] host calls, and [`HOST_CALLS`] direct calls; one host call's time (the
+/// function's with N host calls less its time with none, over N) beside one direct call's.
+pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> Result<Vec<Record>> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let (ours, home) = Server::aido(aido, work.path(), &["call_function"]).await?;
     let file = home.join("f.txt");
@@ -83,33 +65,13 @@ async fn measure(aido: &Path, temp: &Path, repeats: usize) -> Result<ScriptRun> 
         direct.push(crate::harness::median(&one));
     }
     ours.stop().await?;
-    Ok(ScriptRun {
-        host_calls: HOST_CALLS,
-        per_host_call,
-        empty,
-        direct,
-    })
-}
-
-/// The section's records: one host call of a Rhai function (its time with N host calls less
-/// its time with none, over N) beside one direct call of the same primitive.
-pub fn records(script: &ScriptSection) -> Vec<Record> {
     let mut s = Section::new("script");
-    let row = "script_host_call_vs_direct_call";
-    let what = "one host call `run(\"file_info\", ...)` inside a `call_function` (a child action: judged, journaled twice, run) / one `file_info` called over MCP, time per call";
-    if let Some(run) = s.ran(script, &[(row, what)]) {
-        s.versus(
-            row,
-            what,
-            &run.per_host_call,
-            "`file_info` over MCP",
-            &run.direct,
-        );
-        s.numbers(&[
-            ("host_calls", run.host_calls as f64),
-            ("rounds", run.per_host_call.len() as f64),
-            ("empty_ns", median(&ns(&run.empty))),
-        ]);
-    }
-    s.finish()
+    let [(row, what)] = ROWS;
+    s.versus(row, what, &per_host_call, "`file_info` over MCP", &direct);
+    s.numbers(&[
+        ("host_calls", HOST_CALLS as f64),
+        ("rounds", per_host_call.len() as f64),
+        ("empty_ns", median(&ns(&empty))),
+    ]);
+    Ok(s.finish())
 }

@@ -1,19 +1,13 @@
-//! Code search: `search_code` through aido (an MCP round trip, the policy judging the root and
-//! every file before it is opened, the call journaled) against the `rg` binary spawned on the
-//! same tree with the same patterns, in alternating rounds; and `search_and_read` against the
-//! calls an agent would otherwise make for the same answer (a content search, a read of each
-//! file with a hit, a search for each definition's callers and a read of each caller's file),
-//! counted in calls and bytes received.
+//! Code search: `search_code` through aido against `rg` on the same tree and patterns, in
+//! alternating rounds; `search_and_read` against the calls it saves, in calls and bytes.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{Run, Server};
 use crate::record::{Record, Section, Unit};
 
 /// rg with search_code's walk defaults: no config file, `.gitignore` outside git too, no global
@@ -32,29 +26,14 @@ pub const PATTERNS: &[&str] = &[r"fn new_with_\w+", r"todo!\(", r"impl Drop for"
 /// The patterns `search_and_read` is compared on, one call each.
 pub const READ_PATTERNS: &[&str] = &[r"fn try_search_fwd\(", r"fn next_state\(", r"fn is_match\("];
 
-/// How the section ran, or why it did not.
-pub type SearchSection = crate::harness::Run<SearchRun>;
-
-/// What the section measured.
-pub struct SearchRun {
-    /// The tree searched (a path shown as the report states it).
-    pub tree: String,
-    /// Files rg would search there (`rg --files`).
-    pub files: usize,
-    /// Hits both sides found.
-    pub hits: usize,
-    /// Every search_code call, in order.
-    pub aido: Vec<Duration>,
-    /// Every rg run, in order.
-    pub rg: Vec<Duration>,
-    /// The tree of the search_and_read comparison.
-    pub read_tree: String,
-    /// One case per pattern.
-    pub reads: Vec<ReadCase>,
-}
+/// The judged row, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 1] = [(
+    "search_code_vs_rg",
+    "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns",
+)];
 
 /// search_and_read against the calls it saves, for one pattern.
-pub struct ReadCase {
+struct ReadCase {
     /// The pattern.
     pub pattern: String,
     /// Definitions (entries) in the answer.
@@ -98,14 +77,16 @@ fn shown(path: &Path) -> String {
 }
 
 /// Runs the section: `repeats` alternating rounds of one search_code call and one rg run.
-pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> SearchSection {
+pub async fn run(aido: &Path, temp: &Path, repeats: usize) -> Run<Vec<Record>> {
     let Some(tree) = registry_tree() else {
-        return SearchSection::Skipped("no cargo registry sources to search".into());
+        return Run::Skipped("no cargo registry sources to search".into());
     };
     measure(aido, temp, &tree, repeats).await.into()
 }
 
-async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Result<SearchRun> {
+/// search_code beside rg (time per search), and search_and_read beside the calls it saves
+/// (bytes).
+async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Result<Vec<Record>> {
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let (server, _) = Server::aido_with(
         aido,
@@ -119,13 +100,13 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
     .await?;
 
     let files = rg_files(tree)?;
-    let arguments = object(json!({
+    let arguments = json!({
         "patterns": PATTERNS,
         "path": tree.display().to_string(),
         "mode": "content",
         "limit": 2000,
         "bytes_max": 262_144,
-    }));
+    });
     // One unmeasured round each warms the page cache and the server.
     let first = search(&server, arguments.clone()).await?;
     let theirs = rg_hits(tree)?;
@@ -163,22 +144,48 @@ async fn measure(aido: &Path, temp: &Path, tree: &Path, repeats: usize) -> Resul
         reads.push(read_case(&server, &read_tree, pattern).await?);
     }
     server.stop().await?;
-    Ok(SearchRun {
-        tree: shown(tree),
-        files,
-        hits: ours.len(),
-        aido: aido_times,
-        rg: rg_times,
-        read_tree: shown(&read_tree),
-        reads,
-    })
-}
-
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
+    let mut s = Section::new("search");
+    let [(row, what)] = ROWS;
+    s.versus(row, what, &aido_times, "rg", &rg_times);
+    s.number("patterns", PATTERNS.len() as f64);
+    s.fact("tree", shown(tree));
+    s.numbers(&[
+        ("files", files as f64),
+        ("hits", ours.len() as f64),
+        ("repeats", aido_times.len() as f64),
+    ]);
+    s.fact("read_tree", shown(&read_tree));
+    let mut cells = Vec::new();
+    for (k, case) in reads.iter().enumerate() {
+        let row = format!("search_and_read_bytes_{}", k + 1);
+        s.value(&row, None, Unit::Bytes, case.bytes as f64).what(format!(
+            "`search_and_read` `{}` (1 call) / search_code + read_file ({} calls), bytes received",
+            case.pattern, case.calls_without
+        ));
+        let without = case.bytes_without as f64;
+        s.value(&row, Some("search_code + read_file"), Unit::Bytes, without);
+        s.ratio(&row, (without > 0.0).then(|| case.bytes as f64 / without));
+        cells.push(vec![
+            format!("`{}`", case.pattern),
+            case.definitions.to_string(),
+            case.callers.to_string(),
+            "1".into(),
+            case.bytes.to_string(),
+            case.calls_without.to_string(),
+            case.bytes_without.to_string(),
+        ]);
     }
+    let columns = [
+        "pattern",
+        "definitions",
+        "callers",
+        "search_and_read calls",
+        "its bytes",
+        "calls without it",
+        "their bytes",
+    ];
+    s.table("reads", &columns, cells);
+    Ok(s.finish())
 }
 
 /// Bytes of a result as the client receives it (its JSON).
@@ -186,16 +193,13 @@ fn size(result: &rmcp::model::CallToolResult) -> usize {
     serde_json::to_string(result).map_or(0, |text| text.len())
 }
 
-async fn call(server: &Server, tool: &str, arguments: JsonObject) -> Result<(Value, usize)> {
+async fn call(server: &Server, tool: &str, arguments: Value) -> Result<(Value, usize)> {
     let result = server.call(tool, arguments).await?;
-    if result.is_error == Some(true) {
-        bail!("{tool} failed: {:?}", result.structured_content);
-    }
     let bytes = size(&result);
     Ok((result.structured_content.unwrap_or_default(), bytes))
 }
 
-async fn search(server: &Server, arguments: JsonObject) -> Result<Value> {
+async fn search(server: &Server, arguments: Value) -> Result<Value> {
     Ok(call(server, "search_code", arguments).await?.0)
 }
 
@@ -275,7 +279,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
     let (answer, bytes) = call(
         server,
         "search_and_read",
-        object(json!({"patterns": [pattern], "path": root})),
+        json!({"patterns": [pattern], "path": root}),
     )
     .await?;
     let entries = answer["found"]["entries"]
@@ -291,7 +295,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
     let (found, searched) = call(
         server,
         "search_code",
-        object(json!({"patterns": [pattern], "path": root, "mode": "content"})),
+        json!({"patterns": [pattern], "path": root, "mode": "content"}),
     )
     .await?;
     total += searched;
@@ -311,9 +315,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
         let (callers, bytes) = call(
             server,
             "search_code",
-            object(
-                json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"}),
-            ),
+            json!({"patterns": [format!(r"\b{name}\s*\(")], "path": root, "mode": "content"}),
         )
         .await?;
         calls += 1;
@@ -331,7 +333,7 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
             continue;
         }
         let path = tree.join(&file).display().to_string();
-        let (_, bytes) = call(server, "read_file", object(json!({"path": path}))).await?;
+        let (_, bytes) = call(server, "read_file", json!({"path": path})).await?;
         calls += 1;
         total += bytes;
     }
@@ -343,55 +345,4 @@ async fn read_case(server: &Server, tree: &Path, pattern: &str) -> Result<ReadCa
         calls_without: calls,
         bytes_without: total,
     })
-}
-
-/// The section's records: search_code beside rg (time per search), and search_and_read beside
-/// the calls it saves (bytes).
-pub fn records(search: &SearchSection) -> Vec<Record> {
-    let mut s = Section::new("search");
-    let row = "search_code_vs_rg";
-    let what = "`search_code` through aido (MCP, every file judged, journaled) / the `rg` binary, same tree and patterns";
-    let Some(run) = s.ran(search, &[(row, what)]) else {
-        return s.finish();
-    };
-    s.versus(row, what, &run.aido, "rg", &run.rg);
-    s.number("patterns", PATTERNS.len() as f64);
-    s.fact("tree", run.tree.clone());
-    s.numbers(&[
-        ("files", run.files as f64),
-        ("hits", run.hits as f64),
-        ("repeats", run.aido.len() as f64),
-    ]);
-    s.fact("read_tree", run.read_tree.clone());
-    let mut cells = Vec::new();
-    for (k, case) in run.reads.iter().enumerate() {
-        let row = format!("search_and_read_bytes_{}", k + 1);
-        s.value(&row, None, Unit::Bytes, case.bytes as f64).what(format!(
-            "`search_and_read` `{}` (1 call) / search_code + read_file ({} calls), bytes received",
-            case.pattern, case.calls_without
-        ));
-        let without = case.bytes_without as f64;
-        s.value(&row, Some("search_code + read_file"), Unit::Bytes, without);
-        s.ratio(&row, (without > 0.0).then(|| case.bytes as f64 / without));
-        cells.push(vec![
-            format!("`{}`", case.pattern),
-            case.definitions.to_string(),
-            case.callers.to_string(),
-            "1".into(),
-            case.bytes.to_string(),
-            case.calls_without.to_string(),
-            case.bytes_without.to_string(),
-        ]);
-    }
-    let columns = [
-        "pattern",
-        "definitions",
-        "callers",
-        "search_and_read calls",
-        "its bytes",
-        "calls without it",
-        "their bytes",
-    ];
-    s.table("reads", &columns, cells);
-    s.finish()
 }

@@ -1,14 +1,6 @@
-//! Snapshot create and restore on a large tree, with every aido backend and two peers, in one
-//! run: aido's `btrfs_subvolume` backend on a btrfs subvolume, `reflink` on a plain directory
-//! of the same btrfs, and `copy` in the default temp dir; against `cp -a` and a git commit
-//! (plus checkout) of the same tree, on the same filesystems.
-//!
-//! Every method runs the same repeats. One repeat: sync; time the first snapshot of the tree
-//! (nothing of it stored yet); time a `sync -f` right after; make the change (files rewritten,
-//! deleted, added); sync; time the restore; time a `sync -f`; check the tree is the original;
-//! make the same change again; sync; time a second snapshot while the first is kept; then, not
-//! timed, put the tree back and drop everything the method stored, so the next repeat starts
-//! cold again.
+//! Snapshot create and restore on a large tree with every aido backend (btrfs on a loop
+//! volume) against `cp -a`, git and the bare btrfs commands; then the rewind sessions. The
+//! report's snapshot section gives the steps of one repeat.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,11 +9,11 @@ use std::time::{Duration, Instant};
 use aido_snapshots::{Backend, Store};
 use anyhow::{Context, Result, bail};
 
-use crate::harness::median;
+use crate::harness::{Run, median};
 use crate::machine;
 use crate::record::{Record, Section};
 use crate::render::{format_bytes, format_duration, thousands};
-use crate::rewind::{self, RewindOutcome, RewindRun};
+use crate::rewind;
 use crate::stop;
 use crate::tree::{ChangeSpec, Tree, TreeSpec};
 use crate::volume::Volume;
@@ -70,216 +62,23 @@ impl Method {
 
 /// Every repeat's times, in order.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Timings {
+struct Timings {
     /// The first snapshot of the tree.
-    pub create: Vec<Duration>,
-    /// `sync -f` right after it.
-    pub sync_after_create: Vec<Duration>,
+    create: Vec<Duration>,
     /// The restore after the change.
-    pub restore: Vec<Duration>,
-    /// `sync -f` right after it.
-    pub sync_after_restore: Vec<Duration>,
+    restore: Vec<Duration>,
     /// A second snapshot, of the changed tree, with the first kept.
-    pub second_create: Vec<Duration>,
+    second_create: Vec<Duration>,
+    /// `sync -f` right after the create and after the restore.
+    sync_after_create: Vec<Duration>,
+    sync_after_restore: Vec<Duration>,
     /// What the method said about itself (aido: why this backend; restore counts).
-    pub note: String,
-}
-
-/// One row's result.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RowOutcome {
-    /// Measured.
-    Ran(Timings),
-    /// Not run, and why.
-    Skipped(String),
-    /// Started and failed.
-    Failed(String),
-}
-
-/// One method in one place.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    /// What.
-    pub method: Method,
-    /// Where, in words ("a btrfs subvolume").
-    pub place: String,
-    /// The filesystem type.
-    pub fs: String,
-    /// What happened.
-    pub outcome: RowOutcome,
-}
-
-impl Row {
-    /// The times, when it ran.
-    pub fn timings(&self) -> Option<&Timings> {
-        match &self.outcome {
-            RowOutcome::Ran(t) => Some(t),
-            _ => None,
-        }
-    }
-}
-
-/// The btrfs volume, or why there was none.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BtrfsStatus {
-    /// Mounted: the loop file's size.
-    Mounted {
-        /// Bytes (sparse).
-        bytes: u64,
-    },
-    /// Not available.
-    Unavailable(String),
-}
-
-/// Everything the section measured.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Results {
-    /// The tree.
-    pub tree: TreeSpec,
-    /// Leaf directories in it.
-    pub dirs: usize,
-    /// Its smallest and largest file, bytes.
-    pub sizes: (u64, u64),
-    /// The change.
-    pub change: ChangeSpec,
-    /// Repeats per method.
-    pub repeats: usize,
-    /// The btrfs volume.
-    pub btrfs: BtrfsStatus,
-    /// One per method and place.
-    pub rows: Vec<Row>,
-    /// The rewind runs (empty when skipped).
-    pub rewind: Vec<RewindRun>,
-    /// The rewind options, when asked for.
-    pub rewind_options: Option<rewind::Options>,
-    /// `cp --version`, `git --version`, `btrfs --version` (first lines).
-    pub tools: Vec<(String, String)>,
-}
-
-/// Runs the section in a fresh temp dir under `temp`; everything it makes is removed (and
-/// unmounted) on the way out, whatever the way.
-#[allow(clippy::too_many_lines)]
-pub fn run(temp: &Path, options: &Options) -> Result<Results> {
-    let root = tempfile::Builder::new()
-        .prefix("aido-bench-snapshots-")
-        .tempdir_in(temp)
-        .with_context(|| format!("creating a temp dir in {}", temp.display()))?;
-    let base = root.path().canonicalize()?;
-    let aido_home = base.join("aido-home");
-    std::fs::create_dir_all(&aido_home)?;
-    let tree = Tree::new(options.tree);
-    let mut rows = Vec::new();
-
-    // The default temp filesystem: the copy backend and both peers on one tree.
-    let plain = base.join("tempfs");
-    let ext_tree = plain.join("tree");
-    let temp_fs = machine::fs_type(&base).unwrap_or_else(|| "unknown".into());
-    write_tree(&tree, &ext_tree)?;
-    for method in [Method::Aido(Backend::Copy), Method::CpA, Method::Git] {
-        rows.push(row(
-            method,
-            "a directory in the default temp dir",
-            &temp_fs,
-            &tree,
-            &ext_tree,
-            &aido_home,
-            options,
-        )?);
-    }
-    let _ = std::fs::remove_dir_all(&plain);
-
-    // btrfs in a loop file: the subvolume backend on the workspace subvolume, reflink and
-    // the peers on a plain directory beside it.
-    eprintln!(
-        "aido-bench: making a {} btrfs loop volume",
-        crate::render::format_bytes(options.btrfs_bytes)
-    );
-    let volume = Volume::create(&base, &aido_home, options.btrfs_bytes);
-    let btrfs = match &volume {
-        Ok(v) => BtrfsStatus::Mounted { bytes: v.bytes },
-        Err(reason) => {
-            eprintln!("aido-bench: no btrfs volume: {reason}");
-            BtrfsStatus::Unavailable(reason.clone())
-        }
-    };
-    match &volume {
-        Ok(v) => rows.extend(btrfs_rows(v, &tree, &aido_home, options)?),
-        Err(_) => {
-            for (method, place) in BTRFS_ROWS {
-                rows.push(Row {
-                    method,
-                    place: place.into(),
-                    fs: "btrfs".into(),
-                    outcome: RowOutcome::Skipped(NO_VOLUME.into()),
-                });
-            }
-        }
-    }
-
-    let mut rewind_runs = Vec::new();
-    if let Some(rewind_options) = &options.rewind {
-        rewind_runs.push(rewind::run(
-            rewind_options,
-            Backend::Copy,
-            &base.join("rewind-copy"),
-            &base.join("rewind-copy"),
-            &temp_fs,
-        )?);
-        match &volume {
-            Ok(v) => {
-                let fs = machine::fs_type(v.mount()).unwrap_or_else(|| "unknown".into());
-                rewind_runs.push(rewind::run(
-                    rewind_options,
-                    Backend::BtrfsSubvolume,
-                    &v.mount().join("rewind"),
-                    &base.join("rewind-btrfs"),
-                    &fs,
-                )?);
-            }
-            Err(_) => rewind_runs.push(RewindRun::skipped(
-                Backend::BtrfsSubvolume,
-                "btrfs",
-                NO_VOLUME.into(),
-            )),
-        }
-    }
-    // Unmount before the temp dir (which holds the image and the mount point) goes.
-    drop(volume);
-    drop(root);
-
-    Ok(Results {
-        tree: options.tree,
-        dirs: tree.dirs(),
-        sizes: tree.size_range(),
-        change: options.change,
-        repeats: options.repeats,
-        btrfs,
-        rows,
-        rewind: rewind_runs,
-        rewind_options: options.rewind.clone(),
-        tools: [("cp", "cp"), ("git", "git"), ("btrfs-progs", "btrfs")]
-            .into_iter()
-            .map(|(name, program)| {
-                let version = Command::new(program)
-                    .arg("--version")
-                    .output()
-                    .ok()
-                    .and_then(|o| {
-                        String::from_utf8_lossy(&o.stdout)
-                            .lines()
-                            .next()
-                            .map(str::to_owned)
-                    })
-                    .unwrap_or_else(|| "not found".into());
-                (name.to_owned(), version)
-            })
-            .collect(),
-    })
+    note: String,
 }
 
 /// Why a btrfs row did not run (the report says once, in the snapshot section, why there was
 /// no volume).
-pub const NO_VOLUME: &str = "no btrfs volume in this run (the snapshot section says why)";
+const NO_VOLUME: &str = "no btrfs volume in this run (the snapshot section says why)";
 
 /// The rows on btrfs, and where they run.
 const BTRFS_ROWS: [(Method, &str); 5] = [
@@ -296,24 +95,244 @@ const BTRFS_ROWS: [(Method, &str); 5] = [
     (Method::Git, "a plain directory on the same btrfs"),
 ];
 
-/// Every btrfs row: the subvolume rows on the volume's workspace subvolume, the others on a
-/// plain directory beside it (removed afterwards).
-fn btrfs_rows(v: &Volume, tree: &Tree, aido_home: &Path, options: &Options) -> Result<Vec<Row>> {
-    let fs = machine::fs_type(v.mount()).unwrap_or_else(|| "unknown".into());
-    write_tree(tree, &v.subvolume)?;
-    let plain_tree = v.mount().join("plain").join("tree");
-    write_tree(tree, &plain_tree)?;
-    let mut rows = Vec::new();
-    for (method, place) in BTRFS_ROWS {
-        let dir = match method {
-            Method::Aido(Backend::BtrfsSubvolume) | Method::BtrfsBare => &v.subvolume,
-            _ => &plain_tree,
-        };
-        rows.push(row(method, place, &fs, tree, dir, aido_home, options)?);
+/// Runs the section in a fresh temp dir under `temp`; everything it makes is removed (and
+/// unmounted) on the way out, whatever the way. The snapshot section's records, then the
+/// rewind section's.
+pub fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
+    let root = tempfile::Builder::new()
+        .prefix("aido-bench-snapshots-")
+        .tempdir_in(temp)
+        .with_context(|| format!("creating a temp dir in {}", temp.display()))?;
+    let base = root.path().canonicalize()?;
+    let aido_home = base.join("aido-home");
+    std::fs::create_dir_all(&aido_home)?;
+    let tree = Tree::new(options.tree);
+    let mut bench = Snapshots::new(&tree, &aido_home, options);
+
+    // The default temp filesystem: the copy backend and both peers on one tree.
+    let plain = base.join("tempfs");
+    let ext_tree = plain.join("tree");
+    let temp_fs = machine::fs_type(&base).unwrap_or_else(|| "unknown".into());
+    write_tree(&tree, &ext_tree)?;
+    for method in [Method::Aido(Backend::Copy), Method::CpA, Method::Git] {
+        let place = "a directory in the default temp dir";
+        bench.row(method, place, &temp_fs, &ext_tree)?;
     }
-    // The trees are done with; the rewind runs need little room.
-    let _ = std::fs::remove_dir_all(v.mount().join("plain"));
-    Ok(rows)
+    let _ = std::fs::remove_dir_all(&plain);
+
+    // btrfs in a loop file: the subvolume backend on the workspace subvolume, reflink and
+    // the peers on a plain directory beside it.
+    eprintln!(
+        "aido-bench: making a {} btrfs loop volume",
+        format_bytes(options.btrfs_bytes)
+    );
+    let volume = Volume::create(&base, &aido_home, options.btrfs_bytes);
+    match &volume {
+        Ok(v) => {
+            bench.s.number("btrfs_bytes", v.bytes as f64);
+            bench.btrfs_rows(v)?;
+        }
+        Err(why) => {
+            eprintln!("aido-bench: no btrfs volume: {why}");
+            bench.s.fact("btrfs_missing", why.clone());
+            for (method, place) in BTRFS_ROWS {
+                bench.rows(method, place, "btrfs", Run::Skipped(NO_VOLUME.into()));
+            }
+        }
+    }
+
+    let mut rewinds = Section::new("rewind");
+    if let Some(o) = &options.rewind {
+        let copy = base.join("rewind-copy");
+        let samples = rewind::run(o, Backend::Copy, &copy, &copy);
+        stop::check()?;
+        rewind::record(&mut rewinds, o, Backend::Copy, &temp_fs, samples.into());
+        let btrfs = Backend::BtrfsSubvolume;
+        match &volume {
+            Ok(v) => {
+                let fs = machine::fs_type(v.mount()).unwrap_or_else(|| "unknown".into());
+                let journals = base.join("rewind-btrfs");
+                let samples = rewind::run(o, btrfs, &v.mount().join("rewind"), &journals);
+                stop::check()?;
+                rewind::record(&mut rewinds, o, btrfs, &fs, samples.into());
+            }
+            Err(_) => rewind::record(
+                &mut rewinds,
+                o,
+                btrfs,
+                "btrfs",
+                Run::Skipped(NO_VOLUME.into()),
+            ),
+        }
+    }
+    rewind::facts(&mut rewinds, options.rewind.as_ref());
+    // Unmount before the temp dir (which holds the image and the mount point) goes.
+    drop(volume);
+    drop(root);
+    let mut records = bench.facts(tree.dirs(), tree.size_range());
+    records.extend(rewinds.finish());
+    Ok(records)
+}
+
+/// The section's records as it measures them.
+struct Snapshots<'a> {
+    s: Section,
+    tree: &'a Tree,
+    aido_home: &'a Path,
+    options: &'a Options,
+    /// Each row's step and its words.
+    steps: [(&'static str, String); 5],
+}
+
+impl<'a> Snapshots<'a> {
+    fn new(tree: &'a Tree, aido_home: &'a Path, options: &'a Options) -> Self {
+        let spec = options.tree;
+        let files = format!(
+            "{} files, {}",
+            thousands(spec.files as f64),
+            format_bytes(spec.bytes)
+        );
+        let c = options.change;
+        let restore = format!(
+            "restore after {} changed, {} deleted, {} added",
+            c.changed, c.deleted, c.added
+        );
+        Self {
+            s: Section::new("snapshots"),
+            tree,
+            aido_home,
+            options,
+            steps: [
+                ("create", format!("first snapshot of the tree ({files})")),
+                ("restore", restore),
+                (
+                    "second_create",
+                    "second snapshot, of the changed tree, the first kept".into(),
+                ),
+                ("sync_after_create", "`sync -f` right after create".into()),
+                ("sync_after_restore", "`sync -f` right after restore".into()),
+            ],
+        }
+    }
+
+    /// Every btrfs row: the subvolume rows on the volume's workspace subvolume, the others on a
+    /// plain directory beside it (removed afterwards).
+    fn btrfs_rows(&mut self, v: &Volume) -> Result<()> {
+        let fs = machine::fs_type(v.mount()).unwrap_or_else(|| "unknown".into());
+        write_tree(self.tree, &v.subvolume)?;
+        let plain_tree = v.mount().join("plain").join("tree");
+        write_tree(self.tree, &plain_tree)?;
+        for (method, place) in BTRFS_ROWS {
+            let dir = match method {
+                Method::Aido(Backend::BtrfsSubvolume) | Method::BtrfsBare => &v.subvolume,
+                _ => &plain_tree,
+            };
+            self.row(method, place, &fs, dir)?;
+        }
+        // The trees are done with; the rewind runs need little room.
+        let _ = std::fs::remove_dir_all(v.mount().join("plain"));
+        Ok(())
+    }
+
+    /// Measures one method on the tree at `dir`; a failure of the method is a failed row, an
+    /// interrupt is an error.
+    fn row(&mut self, method: Method, place: &str, fs: &str, dir: &Path) -> Result<()> {
+        stop::check()?;
+        eprintln!("aido-bench: {} on {} ({fs})", method.label(), dir.display());
+        let measured = subject(method, dir, self.aido_home)
+            .and_then(|mut s| measure(s.as_mut(), self.tree, dir, self.options));
+        let run = match measured {
+            Ok(t) => {
+                eprintln!(
+                    "aido-bench:   create {} (median of {}), restore {}, second create {}",
+                    format_duration(median(&t.create)),
+                    t.create.len(),
+                    format_duration(median(&t.restore)),
+                    format_duration(median(&t.second_create)),
+                );
+                Run::Ran(t)
+            }
+            Err(_) if stop::requested() => bail!("interrupted"),
+            Err(e) => {
+                eprintln!("aido-bench:   failed: {e:#}");
+                // The next rows on this tree start from the original again.
+                if let Err(again) = rewrite(self.tree, dir) {
+                    bail!("{e:#}; rewriting the tree afterwards also failed: {again:#}");
+                }
+                Run::Failed(format!("{e:#}"))
+            }
+        };
+        self.rows(method, place, fs, run);
+        Ok(())
+    }
+
+    /// One method's rows in one place (a step each), and what it said.
+    fn rows(&mut self, method: Method, place: &str, fs: &str, run: Run<Timings>) {
+        // The rows in the temp dir come first; the ones on the btrfs volume after them.
+        let at = if place.contains("temp dir") {
+            "temp"
+        } else {
+            "btrfs"
+        };
+        for (step, words) in &self.steps {
+            let row = format!("snapshot_{}_{at}_{step}", slug(method));
+            let what = format!("{}, {place} ({fs}): {words}", method.label());
+            let t = match &run {
+                Run::Ran(t) => t,
+                Run::Skipped(why) => {
+                    self.s.not_run(&row, what, why);
+                    continue;
+                }
+                Run::Failed(why) => {
+                    self.s.failed(&row, what, why);
+                    continue;
+                }
+            };
+            let times = match *step {
+                "create" => &t.create,
+                "restore" => &t.restore,
+                "second_create" => &t.second_create,
+                "sync_after_create" => &t.sync_after_create,
+                _ => &t.sync_after_restore,
+            };
+            self.s.times(&row, None, times).what(what);
+        }
+        if let Run::Ran(t) = run {
+            let line = self.s.next_line("said");
+            let cells = [
+                ("method", method.label()),
+                ("file system", fs.to_owned()),
+                ("said", t.note),
+            ];
+            self.s.line("said", line, &cells);
+        }
+    }
+
+    /// The facts the prose names, and the section's records.
+    fn facts(mut self, dirs: usize, (smallest, largest): (u64, u64)) -> Vec<Record> {
+        let (o, c) = (self.options, self.options.change);
+        self.s.numbers(&[
+            ("files", o.tree.files as f64),
+            ("bytes", o.tree.bytes as f64),
+            ("smallest", smallest as f64),
+            ("largest", largest as f64),
+            ("dirs", dirs as f64),
+            ("repeats", o.repeats as f64),
+            ("changed", c.changed as f64),
+            ("deleted", c.deleted as f64),
+            ("added", c.added as f64),
+        ]);
+        let version = |program| machine::version(program).unwrap_or_else(|| "not found".into());
+        let cp = version("cp");
+        let tools = [
+            format!("cp: `{cp}`"),
+            format!("git: `{}`", version("git")),
+            format!("btrfs-progs: `{}`", version("btrfs")),
+        ];
+        self.s.fact("tools", tools.join("; "));
+        self.s.fact("cp", cp);
+        self.s.finish()
+    }
 }
 
 fn write_tree(tree: &Tree, dir: &Path) -> Result<()> {
@@ -324,55 +343,11 @@ fn write_tree(tree: &Tree, dir: &Path) -> Result<()> {
     eprintln!(
         "aido-bench: wrote the tree ({} files, {}) to {} in {:.1} s",
         tree.spec.files,
-        crate::render::format_bytes(tree.spec.bytes),
+        format_bytes(tree.spec.bytes),
         dir.display(),
         start.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// Measures one method on the tree at `dir`; a failure of the method is a row, an interrupt
-/// is an error.
-fn row(
-    method: Method,
-    place: &str,
-    fs: &str,
-    tree: &Tree,
-    dir: &Path,
-    aido_home: &Path,
-    options: &Options,
-) -> Result<Row> {
-    stop::check()?;
-    eprintln!("aido-bench: {} on {} ({fs})", method.label(), dir.display());
-    let measured =
-        subject(method, dir, aido_home).and_then(|mut s| measure(s.as_mut(), tree, dir, options));
-    let outcome = match measured {
-        Ok(t) => {
-            eprintln!(
-                "aido-bench:   create {} (median of {}), restore {}, second create {}",
-                crate::render::format_duration(median(&t.create)),
-                t.create.len(),
-                crate::render::format_duration(median(&t.restore)),
-                crate::render::format_duration(median(&t.second_create)),
-            );
-            RowOutcome::Ran(t)
-        }
-        Err(_) if stop::requested() => bail!("interrupted"),
-        Err(e) => {
-            eprintln!("aido-bench:   failed: {e:#}");
-            // The next rows on this tree start from the original again.
-            if let Err(again) = rewrite(tree, dir) {
-                bail!("{e:#}; rewriting the tree afterwards also failed: {again:#}");
-            }
-            RowOutcome::Failed(format!("{e:#}"))
-        }
-    };
-    Ok(Row {
-        method,
-        place: place.into(),
-        fs: fs.into(),
-        outcome,
-    })
 }
 
 /// Empties `dir` (a `.git` and any leftover of a failed method included) and writes the tree
@@ -689,9 +664,6 @@ impl Subject for BtrfsBare {
     }
 }
 
-/// The snapshot section's state in one run.
-pub type SnapshotSection = crate::harness::Run<Box<Results>>;
-
 /// A method's part of a row id.
 fn slug(method: Method) -> String {
     match method {
@@ -702,210 +674,30 @@ fn slug(method: Method) -> String {
     }
 }
 
-/// The records of the snapshot section and of the rewind section.
-pub fn records(measured: &SnapshotSection) -> Vec<Record> {
-    let (mut snaps, mut rewinds) = (Section::new("snapshots"), Section::new("rewind"));
-    let r = match measured {
-        SnapshotSection::Ran(r) => r,
-        SnapshotSection::Skipped(why) | SnapshotSection::Failed(why) => {
-            let why = match measured {
-                SnapshotSection::Failed(_) => format!("the section failed before measuring: {why}"),
-                _ => why.clone(),
-            };
-            // The judged rows still stand in the summary, saying why they have no value.
-            let what = |step| format!("aido `btrfs_subvolume`: {step}");
-            let row = "snapshot_btrfs_subvolume_btrfs";
-            snaps.not_run(
-                &format!("{row}_create"),
-                what("first snapshot of the tree"),
-                &why,
-            );
-            snaps.not_run(
-                &format!("{row}_restore"),
-                what("restore after the change"),
-                &why,
-            );
-            for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
-                let what = format!("rewind to an arbitrary seq, `{backend}` backend");
-                rewinds.not_run(&format!("rewind_{backend}"), what, &why);
-            }
-            snaps.fact("not_run", why.clone());
-            rewinds.fact("not_run", why);
-            let mut out = snaps.finish();
-            out.extend(rewinds.finish());
-            return out;
-        }
+/// The records of the snapshot section and of the rewind section; when they did not run, the
+/// judged rows say why.
+pub fn records(run: Run<Vec<Record>>) -> Vec<Record> {
+    let why = match run {
+        Run::Ran(records) => return records,
+        Run::Failed(why) => format!("the section failed before measuring: {why}"),
+        Run::Skipped(why) => why,
     };
-    snapshot_records(r, &mut snaps);
-    rewind_records(r, &mut rewinds);
+    let (mut snaps, mut rewinds) = (Section::new("snapshots"), Section::new("rewind"));
+    let what = |step| format!("aido `btrfs_subvolume`: {step}");
+    let row = "snapshot_btrfs_subvolume_btrfs";
+    let create = what("first snapshot of the tree");
+    snaps.not_run(&format!("{row}_create"), create, &why);
+    let restore = what("restore after the change");
+    snaps.not_run(&format!("{row}_restore"), restore, &why);
+    for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
+        let what = format!("rewind to an arbitrary seq, `{backend}` backend");
+        rewinds.not_run(&format!("rewind_{backend}"), what, &why);
+    }
+    snaps.fact("not_run", why.clone());
+    rewinds.fact("not_run", why);
     let mut out = snaps.finish();
     out.extend(rewinds.finish());
     out
-}
-
-fn snapshot_records(r: &Results, s: &mut Section) {
-    let tree = format!(
-        "{} files, {}",
-        thousands(r.tree.files as f64),
-        format_bytes(r.tree.bytes)
-    );
-    let c = r.change;
-    let steps: [(&str, String); 5] = [
-        ("create", format!("first snapshot of the tree ({tree})")),
-        (
-            "restore",
-            format!(
-                "restore after {} changed, {} deleted, {} added",
-                c.changed, c.deleted, c.added
-            ),
-        ),
-        (
-            "second_create",
-            "second snapshot, of the changed tree, the first kept".into(),
-        ),
-        ("sync_after_create", "`sync -f` right after create".into()),
-        ("sync_after_restore", "`sync -f` right after restore".into()),
-    ];
-    for x in &r.rows {
-        // The rows in the temp dir come first; the ones on the btrfs volume after them.
-        let place = if x.place.contains("temp dir") {
-            "temp"
-        } else {
-            "btrfs"
-        };
-        for (step, words) in &steps {
-            let row = format!("snapshot_{}_{place}_{step}", slug(x.method));
-            let what = format!("{}, {} ({}): {words}", x.method.label(), x.place, x.fs);
-            match &x.outcome {
-                RowOutcome::Ran(t) => {
-                    let times = match *step {
-                        "create" => &t.create,
-                        "restore" => &t.restore,
-                        "second_create" => &t.second_create,
-                        "sync_after_create" => &t.sync_after_create,
-                        _ => &t.sync_after_restore,
-                    };
-                    s.times(&row, None, times).what(what);
-                }
-                RowOutcome::Skipped(why) => s.not_run(&row, what, why),
-                RowOutcome::Failed(why) => s.failed(&row, what, why),
-            }
-        }
-    }
-    s.numbers(&[
-        ("files", r.tree.files as f64),
-        ("bytes", r.tree.bytes as f64),
-        ("smallest", r.sizes.0 as f64),
-        ("largest", r.sizes.1 as f64),
-        ("dirs", r.dirs as f64),
-        ("repeats", r.repeats as f64),
-        ("changed", c.changed as f64),
-        ("deleted", c.deleted as f64),
-        ("added", c.added as f64),
-    ]);
-    let tools: Vec<String> = r
-        .tools
-        .iter()
-        .map(|(name, version)| format!("{name}: `{version}`"))
-        .collect();
-    s.fact("tools", tools.join("; "));
-    let cp = r.tools.iter().find(|(name, _)| name == "cp");
-    s.fact("cp", cp.map_or("cp".to_owned(), |(_, v)| v.clone()));
-    match &r.btrfs {
-        BtrfsStatus::Mounted { bytes } => s.number("btrfs_bytes", *bytes as f64),
-        BtrfsStatus::Unavailable(why) => s.fact("btrfs_missing", why.clone()),
-    }
-    let said = r
-        .rows
-        .iter()
-        .filter_map(|x| {
-            let t = x.timings()?;
-            Some(vec![x.method.label(), x.fs.clone(), t.note.clone()])
-        })
-        .collect();
-    s.table("said", &["method", "file system", "said"], said);
-}
-
-fn rewind_records(r: &Results, s: &mut Section) {
-    let Some(o) = &r.rewind_options else {
-        for backend in [Backend::Copy, Backend::BtrfsSubvolume] {
-            let what = format!("rewind to an arbitrary seq, `{backend}` backend");
-            s.not_run(&format!("rewind_{backend}"), what, "`--skip-rewind`");
-        }
-        s.fact("skipped", "`--skip-rewind`");
-        return;
-    };
-    let mut sessions = Vec::new();
-    for run in &r.rewind {
-        let row = format!("rewind_{}", run.backend);
-        let what = format!(
-            "rewind to an arbitrary seq of a {}-action session, `{}` backend ({})",
-            thousands(o.actions as f64),
-            run.backend,
-            run.fs
-        );
-        let samples = match &run.outcome {
-            RewindOutcome::Ran(samples) if !samples.is_empty() => samples,
-            RewindOutcome::Ran(_) => {
-                s.failed(&row, what, "no rewinds");
-                continue;
-            }
-            RewindOutcome::Skipped(why) => {
-                s.not_run(&row, what, why);
-                continue;
-            }
-            RewindOutcome::Failed(why) => {
-                s.failed(&row, what, why);
-                continue;
-            }
-        };
-        let times: Vec<Duration> = samples.iter().map(|x| x.time).collect();
-        s.times(&row, None, &times).what(what);
-        for (k, x) in samples.iter().enumerate() {
-            let seq = |q: u64| thousands(q as f64);
-            sessions.push(vec![
-                format!("`{}`", run.backend),
-                (k + 1).to_string(),
-                seq(x.head),
-                seq(x.to_seq),
-                x.method.clone(),
-                x.snapshot_seq.map_or("none".to_owned(), seq),
-                x.snapshot_seq
-                    .map_or("—".to_owned(), |_| x.files_since_snapshot.to_string()),
-                x.steps.to_string(),
-                format!(
-                    "{:.1} s ({} per action)",
-                    x.session_time.as_secs_f64(),
-                    format_duration(x.session_time / x.actions.max(1) as u32)
-                ),
-                format_duration(x.time),
-            ]);
-        }
-    }
-    s.numbers(&[
-        ("actions", o.actions as f64),
-        ("files", o.files as f64),
-        ("file_bytes", rewind::file_bytes() as f64),
-        ("dirs", rewind::dirs() as f64),
-        ("snapshot_every", o.snapshot_every as f64),
-        ("targets", o.targets as f64),
-    ]);
-    if !sessions.is_empty() {
-        s.fact("ran", "");
-        let columns = [
-            "backend",
-            "session",
-            "seqs in the session",
-            "rewind to seq",
-            "method",
-            "snapshot restored (taken at seq)",
-            "files written since that snapshot",
-            "steps",
-            "the session's actions took",
-            "rewind",
-        ];
-        s.table("sessions", &columns, sessions);
-    }
 }
 
 #[cfg(test)]
@@ -932,6 +724,16 @@ mod tests {
         }
     }
 
+    /// The `restore` rows' sample counts by row, and each row's error.
+    fn restores(records: &[Record]) -> Vec<(String, usize, Option<String>)> {
+        let restores = records
+            .iter()
+            .filter(|r| r.row.ends_with("_restore") && !r.row.ends_with("after_restore"));
+        restores
+            .map(|r| (r.row.clone(), r.samples.len(), r.error.clone()))
+            .collect()
+    }
+
     /// Every method that runs anywhere gives back the tree, twice in a row.
     #[test]
     fn copy_cp_and_git_restore_the_tree() {
@@ -942,15 +744,22 @@ mod tests {
         tree.write(&ws).unwrap();
         let home = base.join("aido-home");
         std::fs::create_dir_all(&home).unwrap();
+        let options = options();
+        let mut bench = Snapshots::new(&tree, &home, &options);
+        let place = "a directory in the default temp dir";
         for method in [Method::Aido(Backend::Copy), Method::CpA, Method::Git] {
-            let row = row(method, "here", "fs", &tree, &ws, &home, &options()).unwrap();
-            let t = row.timings().unwrap_or_else(|| panic!("{row:?}"));
-            assert_eq!(t.create.len(), 2);
-            assert_eq!(t.restore.len(), 2);
-            assert_eq!(t.second_create.len(), 2);
+            bench.row(method, place, "fs", &ws).unwrap();
             assert_eq!(crate::tree::count(&ws).unwrap(), (TREE.files, TREE.bytes));
         }
         assert!(!ws.join(".git").exists());
+        let records = bench.s.finish();
+        assert_eq!(
+            restores(&records),
+            ["copy", "cp_a", "git"].map(|m| (format!("snapshot_{m}_temp_restore"), 2, None))
+        );
+        assert_eq!(records.iter().filter(|r| r.unit.is_some()).count(), 15);
+        let said: Vec<&Record> = records.iter().filter(|r| r.row == "said:3").collect();
+        assert_eq!(said[0].note.as_deref(), Some("git"));
     }
 
     /// As root with btrfs-progs: every btrfs row on a small loop volume, which is gone after.
@@ -970,20 +779,60 @@ mod tests {
         let mount = volume.mount().to_owned();
         assert!(crate::volume::is_mounted(&mount));
         let tree = Tree::new(TREE);
-        let rows = btrfs_rows(&volume, &tree, &home, &options()).unwrap();
-        let methods: Vec<Method> = rows.iter().map(|r| r.method).collect();
-        assert_eq!(methods, BTRFS_ROWS.map(|(m, _)| m));
-        for row in &rows {
-            assert_eq!(row.fs, "btrfs");
-            let t = row.timings().unwrap_or_else(|| panic!("{row:?}"));
-            assert_eq!(t.restore.len(), 2);
-        }
+        let options = options();
+        let mut bench = Snapshots::new(&tree, &home, &options);
+        bench.btrfs_rows(&volume).unwrap();
+        let slugs = BTRFS_ROWS.map(|(m, _)| slug(m));
+        assert_eq!(
+            restores(&bench.s.records),
+            slugs.map(|m| (format!("snapshot_{m}_btrfs_restore"), 2, None))
+        );
+        assert!(
+            bench
+                .s
+                .records
+                .iter()
+                .filter(|r| r.lane.as_deref() == Some("file system"))
+                .all(|r| r.note.as_deref() == Some("btrfs"))
+        );
         assert_eq!(
             crate::tree::count(&volume.subvolume).unwrap(),
             (TREE.files, TREE.bytes)
         );
         drop(volume);
         assert!(!crate::volume::is_mounted(&mount));
+    }
+
+    /// The whole section on a small tree: every row of both sections, measured or saying why
+    /// not, and the facts their prose names.
+    #[test]
+    fn the_whole_section_records_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            repeats: 1,
+            btrfs_bytes: 512 << 20,
+            rewind: Some(rewind::Options {
+                actions: 30,
+                files: 10,
+                snapshot_every: 10,
+                targets: 1,
+            }),
+            ..options()
+        };
+        let records = run(dir.path(), &options).unwrap();
+        let rows = |section: &str| {
+            let rows = records.iter().filter(|r| r.section == section);
+            rows.filter(|r| r.unit.is_some() || r.error.is_some())
+                .count()
+        };
+        assert_eq!(rows("snapshots"), 8 * 5);
+        assert_eq!(rows("rewind"), 2);
+        let copy = records.iter().find(|r| r.row == "rewind_copy").unwrap();
+        assert_eq!((copy.samples.len(), &copy.error), (1, &None));
+        let fact = |name: &str| records.iter().any(|r| r.row == name && r.unit.is_none());
+        assert!(fact("files") && fact("tools") && fact("ran") && fact("targets"));
+        assert!(fact("btrfs_bytes") || fact("btrfs_missing"));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]
@@ -1005,20 +854,17 @@ mod tests {
         let tree = Tree::new(TREE);
         let ws = dir.path().join("tree");
         tree.write(&ws).unwrap();
-        let row = row(
-            Method::Aido(Backend::BtrfsSubvolume),
-            "here",
-            "fs",
-            &tree,
-            &ws,
-            &dir.path().join("home"),
-            &options(),
-        )
-        .unwrap();
-        match &row.outcome {
-            RowOutcome::Failed(reason) => assert!(reason.contains("asked for btrfs_subvolume")),
-            RowOutcome::Ran(_) => {} // the temp dir is a btrfs subvolume on this machine
-            RowOutcome::Skipped(r) => panic!("{r}"),
+        let (home, options) = (dir.path().join("home"), options());
+        let mut bench = Snapshots::new(&tree, &home, &options);
+        let method = Method::Aido(Backend::BtrfsSubvolume);
+        bench.row(method, "here", "fs", &ws).unwrap();
+        let [(row, samples, error)] = &restores(&bench.s.records)[..] else {
+            panic!("{:?}", bench.s.records);
+        };
+        assert_eq!(row, "snapshot_btrfs_subvolume_btrfs_restore");
+        match error {
+            Some(reason) => assert!(reason.contains("failed: asked for btrfs_subvolume")),
+            None => assert_eq!(*samples, 2), // the temp dir is a btrfs subvolume here
         }
     }
 }

@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use rmcp::model::JsonObject;
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 use crate::harness::{Http, Server, aido_command, status_bytes};
@@ -27,21 +26,8 @@ pub struct Options {
 /// RSS is read every this many calls (and at the marks).
 pub const SAMPLE_EVERY: usize = 250;
 
-/// How the section ran, or why it did not.
-pub type SoakSection = crate::harness::Run<SoakRun>;
-
-/// What the section measured.
-pub struct SoakRun {
-    /// How it ran.
-    pub options: Options,
-    /// stdio, then HTTP.
-    pub sides: Vec<Side>,
-}
-
 /// One transport's run.
 pub struct Side {
-    /// `stdio` or `HTTP`.
-    pub transport: &'static str,
     /// (calls served, VmRSS bytes) every [`SAMPLE_EVERY`] calls, from the first.
     pub samples: Vec<(usize, u64)>,
     /// VmHWM at the end: the largest resident memory of the whole run.
@@ -52,18 +38,19 @@ pub struct Side {
     pub disk_bytes: u64,
 }
 
-impl SoakRun {
-    /// The calls after which memory counts as warmed up (a twentieth of the run).
-    pub fn warm(&self) -> usize {
-        (self.options.calls / 20).max(1)
-    }
-
-    /// The marks the report names: warmed up, a quarter, half, all.
-    pub fn marks(&self) -> [usize; 4] {
-        let n = self.options.calls;
-        [self.warm(), n / 4, n / 2, n]
-    }
+/// The marks the report names, of `calls`: warmed up (a twentieth of the run), a quarter,
+/// half, all.
+fn marks(calls: usize) -> [usize; 4] {
+    [(calls / 20).max(1), calls / 4, calls / 2, calls]
 }
+
+/// The judged rows, said not run when the section does not run.
+pub const ROWS: [(&str, &str); 4] = [
+    ("soak_stdio_rss_max", "see the soak section"),
+    ("soak_stdio_rss_growth", "see the soak section"),
+    ("soak_http_rss_max", "see the soak section"),
+    ("soak_http_rss_growth", "see the soak section"),
+];
 
 impl Side {
     /// VmRSS at the sample taken at `calls` (the nearest one not before it).
@@ -86,160 +73,35 @@ impl Side {
     }
 }
 
-/// Runs the section in fresh directories under `temp`.
-pub async fn run(aido: &Path, temp: &Path, options: Options) -> SoakSection {
-    let mut sides = Vec::new();
-    for transport in [Transport::Stdio, Transport::Http] {
-        eprintln!(
-            "aido-bench: soak over {}: {} calls, one in {} of ~{} bytes",
-            transport.name(),
-            options.calls,
-            options.large_every,
-            options.large_bytes
-        );
-        match soak(aido, temp, transport, options).await {
-            Ok(side) => sides.push(side),
-            Err(e) => return SoakSection::Failed(format!("{}: {e:#}", transport.name())),
-        }
-    }
-    SoakSection::Ran(SoakRun { options, sides })
-}
-
-#[derive(Clone, Copy)]
-enum Transport {
-    Stdio,
-    Http,
-}
-
-impl Transport {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Stdio => "stdio",
-            Self::Http => "HTTP",
-        }
-    }
-}
-
-/// The `n`th call (from 1): its tool and arguments. One in `large_every` is large, a
-/// `stat_files` of paths (kept inline in the record, so its records are large) and a
-/// `write_file` of new contents (kept as a blob) in turn; the others read, write, stat, describe and checksum small files.
-fn call(n: usize, options: &Options) -> (&'static str, Value) {
-    if n.is_multiple_of(options.large_every) {
-        if (n / options.large_every).is_multiple_of(2) {
-            // About 1,000 bytes each, in components a file system takes (at most 255). The
-            // answer names each path again, so the outcome's record is about twice the
-            // arguments: 400 paths a MiB keep it under `record_bytes_max` (1 MiB).
-            let part = "p".repeat(240);
-            let path = |k: usize| format!("nope/{n}/{k}/{part}/{part}/{part}/{part}");
-            let count = options.large_bytes / 2600;
-            let paths: Vec<String> = (0..count).map(path).collect();
-            return ("stat_files", json!({ "paths": paths }));
-        }
-        let content = format!("{n:012}").repeat(options.large_bytes / 12);
-        return (
-            "write_file",
-            json!({"path": format!("large/{}.txt", n % 5), "content": content}),
-        );
-    }
-    let file = format!("small/{}.txt", n % 10);
-    match n % 5 {
-        0 => (
-            "write_file",
-            json!({"path": file, "content": format!("{n}\n")}),
-        ),
-        1 => ("read_file", json!({"path": "fixture/a.txt"})),
-        2 => (
-            "stat_files",
-            json!({"paths": ["fixture/a.txt", "fixture/b.txt", "nope"]}),
-        ),
-        3 => ("file_info", json!({"path": "fixture/b.txt"})),
-        _ => ("checksum", json!({"path": "fixture/a.txt"})),
-    }
-}
-
-async fn soak(aido: &Path, temp: &Path, transport: Transport, options: Options) -> Result<Side> {
-    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
-    let fixture = work.path().join("home/fixture");
-    std::fs::create_dir_all(&fixture)?;
-    std::fs::write(fixture.join("a.txt"), "a line of a small file\n".repeat(40))?;
-    std::fs::write(fixture.join("b.txt"), "another small file\n".repeat(10))?;
-    let (server, http) = match transport {
-        Transport::Stdio => {
-            let command = aido_command(aido, work.path(), "mcp")?;
-            let stderr = work.path().join("aido.stderr");
-            (Server::start("aido mcp", command, stderr, &[]).await?, None)
-        }
-        Transport::Http => {
-            let http = Http::start(aido, work.path()).await?;
-            (http.server("").await?, Some(http))
-        }
-    };
-    let pid = server.pid;
-    let started = Instant::now();
-    let mut samples = vec![(0, status_bytes(pid, "VmRSS:")?)];
-    for n in 1..=options.calls {
-        let (tool, arguments) = call(n, &options);
-        let arguments: JsonObject = match arguments {
-            Value::Object(map) => map,
-            _ => JsonObject::new(),
-        };
-        let result = server
-            .call(tool, arguments)
-            .await
-            .with_context(|| format!("call {n}"))?;
-        if result.is_error == Some(true) {
-            bail!("call {n} ({tool}) failed: {:?}", result.structured_content);
-        }
-        if n.is_multiple_of(SAMPLE_EVERY) || n == options.calls {
-            samples.push((n, status_bytes(pid, "VmRSS:")?));
-        }
-    }
-    let took = started.elapsed();
-    let peak = status_bytes(pid, "VmHWM:")?;
-    let _ = server.stop().await;
-    if let Some(http) = http {
-        http.stop().await;
-    }
-    Ok(Side {
-        transport: transport.name(),
-        samples,
-        peak,
-        took,
-        disk_bytes: crate::machine::usage(&work.path().join("aido_home"))?.apparent,
-    })
-}
-
-/// The section's records: per transport, the largest resident memory after warm-up and its
-/// growth over the last three quarters of the calls, judged against the bound; a table of the
-/// marks.
-pub fn records(soak: &SoakSection) -> Vec<Record> {
+/// Runs the section in fresh directories under `temp`: per transport, the largest resident
+/// memory after warm-up and its growth over the last three quarters of the calls, judged
+/// against the bound; a table of the marks.
+pub async fn run(aido: &Path, temp: &Path, options: Options) -> Result<Vec<Record>> {
     let mut s = Section::new("soak");
-    let ids = [
-        ("stdio", "soak_stdio_rss_max", "soak_stdio_rss_growth"),
-        ("HTTP", "soak_http_rss_max", "soak_http_rss_growth"),
-    ];
-    let see = "see the soak section";
-    let rows: Vec<(&str, &str)> = ids
-        .iter()
-        .flat_map(|(_, m, g)| [(*m, see), (*g, see)])
-        .collect();
-    let Some(run) = s.ran(soak, &rows) else {
-        return s.finish();
-    };
-    let [warm, quarter, half, all] = run.marks();
+    let [warm, quarter, half, all] = marks(options.calls);
     let thousands = |n: usize| crate::render::thousands(n as f64);
     let mut cells = Vec::new();
-    for (transport, max_id, growth_id) in ids {
-        let Some(side) = run.sides.iter().find(|s| s.transport == transport) else {
-            for id in [max_id, growth_id] {
-                s.failed(id, see, &format!("no {transport} run"));
-            }
-            continue;
-        };
-        let server = match transport {
-            "stdio" => "`aido mcp` on stdio",
-            _ => "`aido serve` over HTTP",
-        };
+    for (over_http, transport, server, [max_id, growth_id]) in [
+        (
+            false,
+            "stdio",
+            "`aido mcp` on stdio",
+            [ROWS[0].0, ROWS[1].0],
+        ),
+        (
+            true,
+            "HTTP",
+            "`aido serve` over HTTP",
+            [ROWS[2].0, ROWS[3].0],
+        ),
+    ] {
+        eprintln!(
+            "aido-bench: soak over {}: {} calls, one in {} of ~{} bytes",
+            transport, options.calls, options.large_every, options.large_bytes
+        );
+        let side = soak(aido, temp, over_http, options)
+            .await
+            .context(transport)?;
         let after: Vec<f64> = side
             .samples
             .iter()
@@ -283,8 +145,8 @@ pub fn records(soak: &SoakSection) -> Vec<Record> {
     let limit = |row| crate::render::limit(row).unwrap_or_default();
     s.numbers(&[
         ("calls", all as f64),
-        ("every", run.options.large_every as f64),
-        ("large_bytes", run.options.large_bytes as f64),
+        ("every", options.large_every as f64),
+        ("large_bytes", options.large_bytes as f64),
         ("sample_every", SAMPLE_EVERY as f64),
         ("warm", warm as f64),
         ("quarter", quarter as f64),
@@ -304,7 +166,86 @@ pub fn records(soak: &SoakSection) -> Vec<Record> {
     ];
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     s.table("soak", &columns, cells);
-    s.finish()
+    Ok(s.finish())
+}
+
+/// The `n`th call (from 1): its tool and arguments. One in `large_every` is large, a
+/// `stat_files` of paths (kept inline in the record, so its records are large) and a
+/// `write_file` of new contents (kept as a blob) in turn; the others read, write, stat, describe and checksum small files.
+fn call(n: usize, options: &Options) -> (&'static str, Value) {
+    if n.is_multiple_of(options.large_every) {
+        if (n / options.large_every).is_multiple_of(2) {
+            // About 1,000 bytes each, in components a file system takes (at most 255). The
+            // answer names each path again, so the outcome's record is about twice the
+            // arguments: 400 paths a MiB keep it under `record_bytes_max` (1 MiB).
+            let part = "p".repeat(240);
+            let path = |k: usize| format!("nope/{n}/{k}/{part}/{part}/{part}/{part}");
+            let count = options.large_bytes / 2600;
+            let paths: Vec<String> = (0..count).map(path).collect();
+            return ("stat_files", json!({ "paths": paths }));
+        }
+        let content = format!("{n:012}").repeat(options.large_bytes / 12);
+        return (
+            "write_file",
+            json!({"path": format!("large/{}.txt", n % 5), "content": content}),
+        );
+    }
+    let file = format!("small/{}.txt", n % 10);
+    match n % 5 {
+        0 => (
+            "write_file",
+            json!({"path": file, "content": format!("{n}\n")}),
+        ),
+        1 => ("read_file", json!({"path": "fixture/a.txt"})),
+        2 => (
+            "stat_files",
+            json!({"paths": ["fixture/a.txt", "fixture/b.txt", "nope"]}),
+        ),
+        3 => ("file_info", json!({"path": "fixture/b.txt"})),
+        _ => ("checksum", json!({"path": "fixture/a.txt"})),
+    }
+}
+
+/// One transport's soak: `aido mcp` on stdio, or `aido serve` over HTTP.
+async fn soak(aido: &Path, temp: &Path, over_http: bool, options: Options) -> Result<Side> {
+    let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let fixture = work.path().join("home/fixture");
+    std::fs::create_dir_all(&fixture)?;
+    std::fs::write(fixture.join("a.txt"), "a line of a small file\n".repeat(40))?;
+    std::fs::write(fixture.join("b.txt"), "another small file\n".repeat(10))?;
+    let (server, http) = if over_http {
+        let http = Http::start(aido, work.path()).await?;
+        (http.server("").await?, Some(http))
+    } else {
+        let command = aido_command(aido, work.path(), "mcp")?;
+        let stderr = work.path().join("aido.stderr");
+        (Server::start("aido mcp", command, stderr, &[]).await?, None)
+    };
+    let pid = server.pid;
+    let started = Instant::now();
+    let mut samples = vec![(0, status_bytes(pid, "VmRSS:")?)];
+    for n in 1..=options.calls {
+        let (tool, arguments) = call(n, &options);
+        server
+            .call(tool, arguments)
+            .await
+            .with_context(|| format!("call {n} ({tool})"))?;
+        if n.is_multiple_of(SAMPLE_EVERY) || n == options.calls {
+            samples.push((n, status_bytes(pid, "VmRSS:")?));
+        }
+    }
+    let took = started.elapsed();
+    let peak = status_bytes(pid, "VmHWM:")?;
+    let _ = server.stop().await;
+    if let Some(http) = http {
+        http.stop().await;
+    }
+    Ok(Side {
+        samples,
+        peak,
+        took,
+        disk_bytes: crate::machine::usage(&work.path().join("aido_home"))?.apparent,
+    })
 }
 
 #[cfg(test)]
@@ -323,13 +264,8 @@ mod tests {
         assert_eq!(call(10, &options).0, "write_file");
         assert_eq!(call(20, &options).0, "stat_files");
         assert!((1..10).all(|n| size(n) < 1_000));
-        let run = SoakRun {
-            options,
-            sides: Vec::new(),
-        };
-        assert_eq!(run.marks(), [1_000, 5_000, 10_000, 20_000]);
+        assert_eq!(marks(options.calls), [1_000, 5_000, 10_000, 20_000]);
         let side = Side {
-            transport: "stdio",
             samples: vec![(0, 1), (250, 5), (500, 3), (750, 4)],
             peak: 9,
             took: Duration::ZERO,

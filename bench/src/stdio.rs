@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::fixture::Fixture;
-use crate::harness::{Server, alternate};
-use crate::record::{Record, Section, Stats, Unit};
+use crate::harness::Server;
+use crate::record::{Section, Stats, Unit};
 
 /// What every run of the comparison shares.
 pub struct Setup {
@@ -26,6 +26,8 @@ pub struct Setup {
     pub files: usize,
     /// Bytes per file (about).
     pub file_bytes: usize,
+    /// The peer, as "`name` version".
+    pub peer: String,
 }
 
 /// Where one run keeps the fixture and aido's journal.
@@ -39,57 +41,10 @@ pub struct Placement {
     pub fs: String,
 }
 
-/// One run of the comparison, or why it did not run.
-#[derive(Clone, Debug)]
-pub struct StdioRun {
-    /// Where it ran (or would have).
-    pub place: Placement,
-    /// What it measured.
-    pub outcome: Outcome,
-}
-
-/// A run's result.
-#[derive(Clone, Debug)]
-pub enum Outcome {
-    /// The run happened.
-    Ran {
-        /// aido first, then the peer.
-        measured: Vec<Measured>,
-        /// aido's journal afterwards.
-        journal: JournalCheck,
-        /// Files in the fixture.
-        files: usize,
-        /// Mean bytes per file.
-        file_bytes: usize,
-    },
-    /// The run was skipped, and why.
-    Skipped(String),
-}
-
-impl StdioRun {
-    /// aido's measurement and the peer's, when the run happened.
-    pub fn pair(&self) -> Option<(&Measured, &Measured)> {
-        match &self.outcome {
-            Outcome::Ran { measured, .. } => match measured.as_slice() {
-                [aido, peer] => Some((aido, peer)),
-                _ => None,
-            },
-            Outcome::Skipped(_) => None,
-        }
-    }
-
-    /// aido's round trips per second over the peer's.
-    pub fn ratio(&self) -> Option<f64> {
-        let (aido, peer) = self.pair()?;
-        let peer = peer.per_second();
-        (peer > 0.0).then(|| aido.per_second() / peer)
-    }
-}
-
 /// Runs the comparison once with the fixture and AIDO_HOME in a fresh directory under
 /// `place.dir`: both servers started, warmed up, measured in alternating rounds (every reply
-/// checked), stopped, then aido's journal read back.
-pub async fn run(setup: &Setup, place: Placement) -> Result<StdioRun> {
+/// checked), stopped, then aido's journal read back. Run `k` of the section, its rows in `s`.
+pub async fn run(s: &mut Section, k: usize, setup: &Setup, place: &Placement) -> Result<()> {
     let fixture = Fixture::create(setup.files, setup.file_bytes, Some(&place.dir))?;
     eprintln!(
         "aido-bench: stdio in {} ({}): {} files ({} bytes) in {}; {} warm-up + {} measured calls per server in {} rounds",
@@ -145,15 +100,68 @@ pub async fn run(setup: &Setup, place: Placement) -> Result<StdioRun> {
     stopped.0?;
     stopped.1?;
     let journal = check_journal(&setup.aido, &fixture.aido_home())?;
-    Ok(StdioRun {
-        place,
-        outcome: Outcome::Ran {
-            measured,
-            journal,
-            files: fixture.files.len(),
-            file_bytes: fixture.total_bytes() / fixture.files.len().max(1),
-        },
-    })
+    if k == 0 {
+        let files = fixture.files.len();
+        s.number("files", files as f64);
+        s.number("file_bytes", (fixture.total_bytes() / files.max(1)) as f64);
+    }
+    rows(s, k, &setup.peer, place, &measured, &journal);
+    Ok(())
+}
+
+/// Run `k`'s id and where it ran, in words.
+fn row_of(k: usize, place: &Placement) -> (String, String) {
+    // The first run is in the default temp dir, the second on tmpfs.
+    let id = match k {
+        0 => "stdio_temp".to_owned(),
+        1 => "stdio_tmpfs".to_owned(),
+        _ => format!("stdio_{}", k + 1),
+    };
+    let (label, dir, fs) = (&place.label, place.dir.display(), &place.fs);
+    (id, format!("files and journal in {label} (`{dir}`, {fs})"))
+}
+
+/// Run `k`, not run, and why.
+pub fn skipped(s: &mut Section, k: usize, peer: &str, place: &Placement, why: &str) {
+    let (id, place) = row_of(k, place);
+    let what = format!("stdio `read_file` round trips, {place}: aido / {peer}");
+    s.not_run(&id, what, why);
+}
+
+/// Run `k`'s rows: aido's round trips per second beside the peer's (and the ratio), each side's
+/// latency; and its line of the journal table.
+fn rows(
+    s: &mut Section,
+    k: usize,
+    peer: &str,
+    place: &Placement,
+    measured: &[Measured],
+    check: &JournalCheck,
+) {
+    let (id, place) = row_of(k, place);
+    let what = format!("stdio `read_file` round trips, {place}: aido / {peer}");
+    let [aido, them] = measured else {
+        return s.failed(&id, what, "the run measured no pair of servers");
+    };
+    let (ours, theirs) = (per_second(&aido.latencies), per_second(&them.latencies));
+    s.value(&id, None, Unit::PerSecond, ours).what(what);
+    let lane = format!("{} (`{}`)", them.name, them.tool);
+    s.value(&id, Some(&lane), Unit::PerSecond, theirs);
+    s.ratio(&id, (theirs > 0.0).then(|| ours / theirs));
+    for (who, m) in [("aido", aido), ("peer", them)] {
+        let row = format!("{id}_{who}_latency");
+        let latency = Stats::latency(&m.latencies);
+        s.lane(&row, None, Unit::Ns, latency, Vec::new())
+            .what(format!("{} `{}` round trip, {place}", m.name, m.tool));
+    }
+    let cells = [
+        ("run", (k + 1).to_string()),
+        ("place", place),
+        ("records", check.records.to_string()),
+        ("sessions", check.sessions.to_string()),
+        ("verified", check.verified.to_string()),
+    ];
+    s.line("journal", k + 1, &cells);
 }
 
 /// How the comparison is run.
@@ -178,15 +186,13 @@ pub struct Measured {
     pub latencies: Vec<Duration>,
 }
 
-impl Measured {
-    /// Round trips per second over the time spent inside calls.
-    pub fn per_second(&self) -> f64 {
-        let busy: Duration = self.latencies.iter().sum();
-        if busy.is_zero() {
-            return 0.0;
-        }
-        self.latencies.len() as f64 / busy.as_secs_f64()
+/// Round trips per second over the time spent inside calls.
+fn per_second(latencies: &[Duration]) -> f64 {
+    let busy: Duration = latencies.iter().sum();
+    if busy.is_zero() {
+        return 0.0;
     }
+    latencies.len() as f64 / busy.as_secs_f64()
 }
 
 /// Warms every server up, then runs the measured rounds in turn (round r of server 0, round r
@@ -205,24 +211,18 @@ pub async fn compare(servers: &[Server], fixture: &Fixture, plan: Plan) -> Resul
             read_checked(server, fixture, n).await?;
         }
     }
-    let mut measured: Vec<Measured> = servers
-        .iter()
-        .map(|s| Measured {
-            name: s.name.clone(),
-            tool: s.tool.clone(),
-            latencies: Vec::with_capacity(plan.calls),
-        })
-        .collect();
     let per_round = plan.calls / plan.rounds;
-    for round in 0..plan.rounds {
-        for lane in alternate(round, servers.len()) {
-            for k in 0..per_round {
-                let took = read_checked(&servers[lane], fixture, round * per_round + k).await?;
-                measured[lane].latencies.push(took);
-            }
-        }
-    }
-    Ok(measured)
+    let times = crate::harness::rounds(plan.rounds, servers.len(), per_round, async |lane, n| {
+        read_checked(&servers[lane], fixture, n).await
+    })
+    .await?;
+    let measured = servers.iter().zip(times);
+    let measured = measured.map(|(s, latencies)| Measured {
+        name: s.name.clone(),
+        tool: s.tool.clone(),
+        latencies,
+    });
+    Ok(measured.collect())
 }
 
 /// Reads file `n % files` through `server`, checks the text, and returns the round trip time.
@@ -292,82 +292,21 @@ pub fn check_journal(aido: &Path, aido_home: &Path) -> Result<JournalCheck> {
     Ok(check)
 }
 
-/// The stdio section's records: aido's round trips per second beside the peer's, and each
-/// side's latency, per run; the journal each run left.
-pub fn records(runs: &[StdioRun], plan: Plan, peer: &str) -> Vec<Record> {
-    let mut s = Section::new("stdio");
-    let (files, file_bytes) = runs
-        .iter()
-        .find_map(|run| match run.outcome {
-            Outcome::Ran {
-                files, file_bytes, ..
-            } => Some((files, file_bytes)),
-            Outcome::Skipped(_) => None,
-        })
-        .unwrap_or_default();
-    let mut journal = Vec::new();
-    for (k, run) in runs.iter().enumerate() {
-        // The first run is in the default temp dir, the second on tmpfs.
-        let id = match k {
-            0 => "stdio_temp".to_owned(),
-            1 => "stdio_tmpfs".to_owned(),
-            _ => format!("stdio_{}", k + 1),
-        };
-        let place = format!(
-            "files and journal in {} (`{}`, {})",
-            run.place.label,
-            run.place.dir.display(),
-            run.place.fs
-        );
-        let what = format!("stdio `read_file` round trips, {place}: aido / {peer}");
-        match (&run.outcome, run.pair()) {
-            (Outcome::Ran { journal: check, .. }, Some((aido, them))) => {
-                s.value(&id, None, Unit::PerSecond, aido.per_second())
-                    .what(what);
-                let lane = format!("{} (`{}`)", them.name, them.tool);
-                s.value(&id, Some(&lane), Unit::PerSecond, them.per_second());
-                s.ratio(&id, run.ratio());
-                for (who, m) in [("aido", aido), ("peer", them)] {
-                    let row = format!("{id}_{who}_latency");
-                    s.lane(
-                        &row,
-                        None,
-                        Unit::Ns,
-                        Stats::latency(&m.latencies),
-                        Vec::new(),
-                    )
-                    .what(format!("{} `{}` round trip, {place}", m.name, m.tool));
-                }
-                journal.push(vec![
-                    (k + 1).to_string(),
-                    place.clone(),
-                    check.records.to_string(),
-                    check.sessions.to_string(),
-                    check.verified.to_string(),
-                ]);
-            }
-            (Outcome::Skipped(why), _) => s.not_run(&id, what, why),
-            (Outcome::Ran { .. }, None) => {
-                s.failed(&id, what, "the run measured no pair of servers");
-            }
-        }
-    }
-    s.fact("peer", peer);
+/// The facts the section's prose names.
+pub fn facts(s: &mut Section, setup: &Setup) {
+    s.fact("peer", setup.peer.clone());
+    let plan = setup.plan;
     s.numbers(&[
-        ("files", files as f64),
-        ("file_bytes", file_bytes as f64),
         ("warmup", plan.warmup as f64),
         ("calls", plan.calls as f64),
         ("rounds", plan.rounds as f64),
     ]);
-    let columns = ["run", "place", "records", "sessions", "verified"];
-    s.table("journal", &columns, journal);
-    s.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::RATIO;
 
     fn ms(values: &[u64]) -> Vec<Duration> {
         values.iter().map(|v| Duration::from_millis(*v)).collect()
@@ -375,16 +314,12 @@ mod tests {
 
     #[test]
     fn per_second_counts_only_time_in_calls() {
-        let m = Measured {
-            name: "x".into(),
-            tool: "read_file".into(),
-            latencies: ms(&[2, 2, 2, 2]),
-        };
-        assert!((m.per_second() - 500.0).abs() < 1e-6);
+        assert!((per_second(&ms(&[2, 2, 2, 2])) - 500.0).abs() < 1e-6);
+        assert_eq!(per_second(&[]), 0.0);
     }
 
     #[test]
-    fn ratio_is_aido_over_peer_and_absent_when_skipped() {
+    fn a_run_is_aido_beside_the_peer_with_the_ratio_and_a_journal_line() {
         let place = Placement {
             label: "tmpfs".into(),
             dir: "/dev/shm".into(),
@@ -395,21 +330,35 @@ mod tests {
             tool: "read_file".into(),
             latencies: ms(&[each; 4]),
         };
-        let ran = StdioRun {
-            place: place.clone(),
-            outcome: Outcome::Ran {
-                measured: vec![measured("aido", 4), measured("peer", 1)],
-                journal: JournalCheck::default(),
-                files: 1,
-                file_bytes: 10,
-            },
+        let mut s = Section::new("stdio");
+        let pair = [measured("aido", 4), measured("peer", 1)];
+        let check = JournalCheck {
+            sessions: 1,
+            records: 8,
+            verified: 1,
         };
-        assert!((ran.ratio().unwrap() - 0.25).abs() < 1e-9);
-        assert_eq!(ran.pair().unwrap().0.name, "aido");
-        let skipped = StdioRun {
-            place,
-            outcome: Outcome::Skipped("no tmpfs".into()),
+        rows(&mut s, 1, "`peer` 1", &place, &pair, &check);
+        skipped(&mut s, 2, "`peer` 1", &place, "no tmpfs");
+        let records = s.finish();
+        let lane = |row: &str, lane: Option<&str>| {
+            let found = records
+                .iter()
+                .find(|r| r.row == row && r.lane.as_deref() == lane);
+            found.and_then(|r| r.value.or(r.stats.as_ref().map(|s| s.median)))
         };
-        assert!(skipped.pair().is_none() && skipped.ratio().is_none());
+        assert_eq!(lane("stdio_tmpfs", None), Some(250.0));
+        assert_eq!(
+            lane("stdio_tmpfs", Some("peer (`read_file`)")),
+            Some(1000.0)
+        );
+        assert_eq!(lane("stdio_tmpfs", Some(RATIO)), Some(0.25));
+        assert_eq!(lane("stdio_tmpfs_peer_latency", None), Some(1e6));
+        assert_eq!(lane("journal:2", Some("records")), None);
+        let cell = records
+            .iter()
+            .find(|r| r.row == "journal:2" && r.lane.as_deref() == Some("records"));
+        assert_eq!(cell.and_then(|r| r.note.as_deref()), Some("8"));
+        let not_run = records.iter().find(|r| r.row == "stdio_3").unwrap();
+        assert_eq!(not_run.error.as_deref(), Some("not run: no tmpfs"));
     }
 }

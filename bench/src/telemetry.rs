@@ -1,20 +1,11 @@
-//! Telemetry's price per action: the same `read_file` calls through two real runtimes in
-//! alternating rounds, one without an observer (telemetry off, as with no `[telemetry]`
-//! endpoint) and one with aido-telemetry on (spans, metrics and journal log records exported
-//! over OTLP/gRPC to a real receiver in this process, fake-opentelemetry-collector, drained
-//! as it goes, plus the Prometheus registry). Run alone (nothing is written):
-//!
-//! ```text
-//! cargo run --release -p aido-bench -- telemetry --calls 5000 --rounds 6
-//! ```
+//! Telemetry's price per action: `read_file` through two real runtimes in alternating rounds,
+//! one with aido-telemetry exporting over OTLP to a receiver in this process, one without.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aido_actions::Action;
-use aido_actors::{Hooks, Runtime, RuntimeOptions, Session, SystemClock};
-use aido_journal::{CommitMode, Journal, Limits};
-use aido_policy::{Environment, Layered, Source};
+use aido_actors::{Hooks, Runtime, Session};
+use aido_journal::Journal;
 use aido_telemetry::settings::Otlp;
 use aido_telemetry::{Protocol, Settings, Telemetry};
 use anyhow::{Context, Result, anyhow};
@@ -34,26 +25,7 @@ async fn side() -> Result<Side> {
     std::fs::create_dir_all(&home)?;
     std::fs::write(home.join("f.txt"), "telemetry bench\n".repeat(64))?;
     let toml = format!("workdir = \"{}\"\n", home.display());
-    let config = Layered::from_layers(&[(Source::File("bench".into()), &toml)])
-        .map_err(|e| anyhow!("{e}"))?
-        .config;
-    let journal = Journal::open(
-        &aido_home.join("journal"),
-        Limits::default(),
-        CommitMode::Group,
-    )?;
-    let runtime = Runtime::start(RuntimeOptions {
-        config,
-        env: Environment { home, aido_home },
-        journal: journal.clone(),
-        clock: Arc::new(SystemClock::default()),
-    })
-    .await
-    .map_err(|e| anyhow!("{e}"))?;
-    let session = runtime
-        .open_session(Some("bench".into()))
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
+    let (journal, runtime, session) = crate::fixture::runtime(&toml, home, aido_home).await?;
     Ok(Side {
         _dir: dir,
         journal,
@@ -154,16 +126,14 @@ pub(crate) fn figures(calls: usize, rounds: usize) -> Result<Figures> {
         // Warm both (page cache, allocator, the exporters' connections).
         reads(&off.session, calls / 10 + 1, &mut Vec::new()).await?;
         reads(&on.session, calls / 10 + 1, &mut Vec::new()).await?;
-        let (mut times_off, mut times_on) = (Vec::new(), Vec::new());
-        for round in 0..rounds {
-            for side in crate::harness::alternate(round, 2) {
-                if side == 0 {
-                    reads(&off.session, calls, &mut times_off).await?;
-                } else {
-                    reads(&on.session, calls, &mut times_on).await?;
-                }
-            }
-        }
+        let times = crate::harness::rounds(rounds, 2, calls, async |side, _| {
+            let session = if side == 0 { &off.session } else { &on.session };
+            let mut one = Vec::with_capacity(1);
+            reads(session, 1, &mut one).await?;
+            Ok(one.pop().unwrap_or_default())
+        })
+        .await?;
+        let [times_off, times_on]: [Vec<Duration>; 2] = times.try_into().unwrap_or_default();
         let figures = Figures {
             off: times_off,
             on: times_on,

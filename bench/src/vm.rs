@@ -1,11 +1,10 @@
-//! Whole machines (the `aido-vm` crate) on this machine, in one run: boot to a shell prompt,
-//! a start from the image's template (what `vm_start` does), snapshot revert (HMP `savevm` once, then `loadvm`; and the migration-file path: a new QEMU
-//! restored from a saved state, then `cont`), pool acquire, QEMU's resident memory per body,
-//! and `find_text` on a text-mode screen (the VGA buffer) and on a framebuffer (OCR).
-//!
-//! The guests are built by `vm/guest/build-image` into a temp dir (both variants), every QEMU
-//! is stopped on the way out (`shutdown`; `Machine`'s Drop kills it on error paths), and the
-//! section checks that none of its QEMU processes is left.
+//! Whole machines (the `aido-vm` crate) on this machine's accelerator: boot to a prompt, a
+//! start from the image's template (`vm_start`), snapshot revert (`savevm` once then `loadvm`;
+//! a new QEMU restored from a migration file), pool acquire, QEMU's memory per body, and
+//! `find_text` on a text-mode screen (the VGA buffer) and a framebuffer (OCR). The guests are
+//! built by `vm/guest/build-image` into a temp dir; every QEMU is stopped on the way out and
+//! the section checks that none is left. Rows are recorded as measured, put in report order
+//! at the end.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,7 +12,7 @@ use std::time::{Duration, Instant};
 use aido_vm::{Accel, Machine, MachineSpec, Ocr, Pool, Template};
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::harness::median;
+use crate::harness::{Run, median, status_kb};
 use crate::record::{Record, Section, Unit};
 use crate::render::{format_bytes, format_duration};
 use crate::stop;
@@ -23,7 +22,7 @@ const TEXT_TIMEOUT_MS: u64 = 60_000;
 /// An idle body is left alone this long before its memory is read.
 const SETTLE: Duration = Duration::from_secs(2);
 /// The snapshot name `savevm` takes.
-pub const SNAPSHOT: &str = "aido-bench";
+const SNAPSHOT: &str = "aido-bench";
 /// The line searched on the framebuffer screen (the OCR test's line).
 const FB_NEEDLE: &str = "dogs near the river";
 
@@ -44,160 +43,713 @@ pub struct Options {
     pub pool_size: usize,
 }
 
-/// A measurement, or why there is none.
-pub type Outcome<T> = std::result::Result<T, String>;
+/// The rows in report order (they are measured in another).
+const ROWS: [&str; 30] = [
+    "vm_boot_text",
+    "vm_boot_text_ready",
+    "vm_boot_framebuffer",
+    "vm_boot_framebuffer_ready",
+    "vm_start",
+    "vm_start_template",
+    "vm_snapshot_revert",
+    "vm_savevm",
+    "vm_loadvm",
+    "vm_migration_save",
+    "vm_migration_restore",
+    "vm_migration_restore_only",
+    "vm_migration_resume",
+    "vm_pool_open",
+    "vm_pool_acquire_until_running",
+    "vm_pool_acquire_call",
+    "vm_pool_refill",
+    "vm_rss_vm_start_text",
+    "vm_rss_pool_clone",
+    "vm_rss_vm_start_framebuffer",
+    "vm_rss_cold_boot_text",
+    "vm_rss_cold_boot_framebuffer",
+    "vm_find_text_text",
+    "vm_find_text_text_first",
+    "vm_find_text_text_screenshot",
+    "vm_find_text_text_reader",
+    "vm_find_text_framebuffer",
+    "vm_find_text_framebuffer_first",
+    "vm_find_text_framebuffer_screenshot",
+    "vm_find_text_framebuffer_reader",
+];
 
-/// Boot to prompt, text console.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Boot {
-    /// The accelerator.
-    pub accel: String,
-    /// `Machine::booted_in`: QEMU's exec until the guest's ready line on its serial port.
-    pub ready: Vec<Duration>,
-    /// From the `Machine::boot` call until `# ` is on the VGA text screen.
-    pub prompt: Vec<Duration>,
+/// The bodies whose memory is read, in report order (the memory table's lines): row, label.
+const BODIES: [(&str, &str); 5] = [
+    (
+        "vm_rss_vm_start_text",
+        "text-console guest as `vm_start` gives it (restored from the image's template), idle at its prompt",
+    ),
+    (
+        "vm_rss_pool_clone",
+        "pool clone (restored from the template's state), running",
+    ),
+    (
+        "vm_rss_vm_start_framebuffer",
+        "framebuffer guest (1280x800) as `vm_start` gives it (restored from its template), idle at its prompt",
+    ),
+    (
+        "vm_rss_cold_boot_text",
+        "text-console guest, cold-booted (`cold_boot: true`; how a template is made), idle at its prompt",
+    ),
+    (
+        "vm_rss_cold_boot_framebuffer",
+        "framebuffer guest (1280x800), cold-booted, idle at its prompt",
+    ),
+];
+const STARTED_TEXT: usize = 0;
+const POOL_CLONE: usize = 1;
+const STARTED_FB: usize = 2;
+const COLD_TEXT: usize = 3;
+const COLD_FB: usize = 4;
+
+/// The memory table's columns.
+const MEMORY_COLUMNS: [&str; 10] = [
+    "body",
+    "accelerator",
+    "guest memory",
+    "VmRSS",
+    "guest RAM resident",
+    "TCG translation buffer resident",
+    "the rest",
+    "of which RssFile",
+    "in transparent huge pages",
+    "VmHWM (peak)",
+];
+
+/// The screens `find_text` reads: row, label.
+const TEXT_SCREEN: (&str, &str) = (
+    "vm_find_text_text",
+    "text-mode screen (VGA text buffer, exact)",
+);
+const FB_SCREEN: (&str, &str) = (
+    "vm_find_text_framebuffer",
+    "framebuffer screen (tesseract OCR, fuzzy)",
+);
+
+/// A part's outcome: what it measured, or why not.
+type Outcome<T> = std::result::Result<T, String>;
+
+fn outcome<T>(r: Result<T>) -> Outcome<T> {
+    r.map_err(|e| format!("{e:#}"))
 }
 
-/// `savevm` once, `loadvm` after each change.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Loadvm {
-    /// The accelerator.
-    pub accel: String,
-    /// The one `savevm`.
-    pub save: Duration,
-    /// Each `loadvm`.
-    pub load: Vec<Duration>,
+/// One QEMU's memory in bytes, from /proc/PID/status and /proc/PID/smaps.
+struct Memory {
+    rss: u64,
+    hwm: u64,
+    /// RssFile: the mapped QEMU binary and libraries.
+    file: u64,
+    /// The guest's RAM (the anonymous mapping of exactly its size), when there is one such.
+    guest_ram: Option<u64>,
+    /// Under TCG, the translation buffer (QEMU's anonymous executable mappings).
+    code_buffer: Option<u64>,
+    /// AnonHugePages over all mappings.
+    huge: u64,
+}
+
+/// `find_text` on one screen, and its parts.
+struct FindTimes {
+    needle: String,
+    size: (u32, u32),
+    /// What read it (`vga_text`, `ocr`), the matches of the first call and the best similarity.
+    source: String,
+    matches: usize,
+    similarity: f64,
+    /// The first call (not in `times`).
+    first: Duration,
+    times: Vec<Duration>,
+    /// `screenshot_png` alone.
+    screenshot: Vec<Duration>,
+    /// The reader alone: `text_screen`, or `Ocr::words` on one screenshot.
+    read: Vec<Duration>,
+    /// Words OCR read on the screen (framebuffer only).
+    words: Option<usize>,
 }
 
 /// The migration-file path: the state saved once, a new QEMU restored from it each time.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Migration {
-    /// The accelerator.
-    pub accel: String,
-    /// `Machine::save_state`.
-    pub save: Duration,
-    /// The state file's size.
-    pub state_bytes: u64,
-    /// `Machine::restore`: a new QEMU, its QMP socket, `migrate-incoming` until completed.
-    pub restore: Vec<Duration>,
-    /// `Machine::resume` (`cont`) after it.
-    pub resume: Vec<Duration>,
-    /// Both.
-    pub total: Vec<Duration>,
+struct Migration {
+    save: Duration,
+    state_bytes: u64,
+    restore: Vec<Duration>,
+    resume: Vec<Duration>,
+    total: Vec<Duration>,
 }
 
-/// Acquisitions from a warm pool.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PoolRun {
-    /// The accelerator.
-    pub accel: String,
-    /// Clones kept warm.
-    pub size: usize,
-    /// `Pool::open`, first time: the template's boot, prompt and save, and the warm clones.
-    pub open: Duration,
-    /// The Duration `Pool::acquire` returns: until the clone runs (a warm clone popped and
-    /// `cont`).
-    pub handout: Vec<Duration>,
-    /// The whole `Pool::acquire` call (that, then the identity line written to the serial
-    /// console and waited for).
-    pub wall: Vec<Duration>,
-    /// `Pool::refill` after releasing the clone (one restore).
-    pub refill: Vec<Duration>,
+/// A row's figure.
+enum Fig {
+    Times(Vec<Duration>),
+    Once(Duration),
+    Bytes(u64),
 }
 
-/// `vm_start`'s path: the image's template made once (a boot, the prompt, the save), then
-/// machines started from it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Start {
-    /// The accelerator.
-    pub accel: String,
-    /// `Template::ensure` the first time: it boots and saves the template.
-    pub make: Duration,
-    /// Each `Template::start`: a new QEMU restored from the state, `cont`, and the new identity
-    /// written to the guest's serial shell and printed back.
-    pub start: Vec<Duration>,
+/// The section's records as it measures them; every row's description names the accelerator.
+struct Vm {
+    s: Section,
+    accel: String,
+    mb: u32,
 }
 
-/// The framebuffer guest's boot.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FbBoot {
-    /// The accelerator.
-    pub accel: String,
-    /// `Machine::booted_in`.
-    pub ready: Duration,
-    /// From the `Machine::boot` call until OCR reads the shell's banner (`BusyBox`).
-    pub banner: Duration,
-}
-
-/// Which body's memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Body {
-    /// The text-console guest as `vm_start` gives it: restored from the image's template,
-    /// idle at its prompt.
-    StartedText,
-    /// A clone acquired from the pool (restored from the template's state), running.
-    PoolClone,
-    /// The framebuffer guest as `vm_start` gives it, idle at its prompt.
-    StartedFramebuffer,
-    /// The text-console guest, cold-booted (`vm_start {"cold_boot": true}`, and the boot that
-    /// makes a template) and idle at its prompt.
-    TextIdle,
-    /// The framebuffer guest, cold-booted, idle at its prompt.
-    Framebuffer,
-}
-
-impl Body {
-    /// The name in the report.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::StartedText => {
-                "text-console guest as `vm_start` gives it (restored from the image's template), idle at its prompt"
-            }
-            Self::PoolClone => "pool clone (restored from the template's state), running",
-            Self::StartedFramebuffer => {
-                "framebuffer guest (1280x800) as `vm_start` gives it (restored from its template), idle at its prompt"
-            }
-            Self::TextIdle => {
-                "text-console guest, cold-booted (`cold_boot: true`; how a template is made), idle at its prompt"
-            }
-            Self::Framebuffer => "framebuffer guest (1280x800), cold-booted, idle at its prompt",
+impl Vm {
+    /// One part's rows (id, description), with their figures in the same order, or each failed
+    /// with why.
+    fn rows(&mut self, rows: &[(&str, String)], figs: Outcome<Vec<Fig>>) {
+        let figs: Vec<Outcome<Fig>> = match figs {
+            Ok(figs) => figs.into_iter().map(Ok).collect(),
+            Err(why) => rows.iter().map(|_| Err(why.clone())).collect(),
+        };
+        for ((id, what), fig) in rows.iter().zip(figs) {
+            let what = format!("{what} ({})", self.accel);
+            let record = match fig {
+                Ok(Fig::Times(times)) => self.s.times(id, None, &times),
+                Ok(Fig::Once(time)) => self.s.once(id, None, time),
+                Ok(Fig::Bytes(bytes)) => self.s.value(id, None, Unit::Bytes, bytes as f64),
+                Err(why) => {
+                    self.s.failed(id, what, &why);
+                    continue;
+                }
+            };
+            record.what(what);
         }
     }
 
-    /// The target's id, as printed by `aido-bench`.
-    pub fn id(self) -> &'static str {
-        match self {
-            Self::StartedText => "vm_rss_vm_start_text",
-            Self::PoolClone => "vm_rss_pool_clone",
-            Self::StartedFramebuffer => "vm_rss_vm_start_framebuffer",
-            Self::TextIdle => "vm_rss_cold_boot_text",
-            Self::Framebuffer => "vm_rss_cold_boot_framebuffer",
+    /// Body `k`'s memory: its row and its line of the memory table.
+    fn body(&mut self, k: usize, memory: Outcome<Memory>) {
+        let ((id, label), mb) = (BODIES[k], self.mb);
+        let mut line = vec![label.to_owned(), self.accel.clone(), format!("{mb} MiB")];
+        match &memory {
+            Ok(m) => {
+                let rest = m
+                    .rss
+                    .saturating_sub(m.guest_ram.unwrap_or(0) + m.code_buffer.unwrap_or(0));
+                let mb = |v: Option<u64>| v.map_or("—".to_owned(), |b| format_mb(b as f64));
+                line.extend([
+                    format!("{} ({})", format_mb(m.rss as f64), format_bytes(m.rss)),
+                    mb(m.guest_ram),
+                    mb(m.code_buffer),
+                    mb(Some(rest)),
+                    mb(Some(m.file)),
+                    mb(Some(m.huge)),
+                    mb(Some(m.hwm)),
+                ]);
+            }
+            Err(e) => {
+                line.push(format!("failed: {e}"));
+                line.resize(MEMORY_COLUMNS.len(), String::new());
+            }
+        }
+        let cells: Vec<(&str, String)> = MEMORY_COLUMNS.into_iter().zip(line).collect();
+        self.s.line("memory", k + 1, &cells);
+        let what = format!("QEMU RSS (VmRSS) per body: {label}, {mb} MiB guest");
+        self.rows(&[(id, what)], memory.map(|m| vec![Fig::Bytes(m.rss)]));
+    }
+
+    /// `find_text` on one screen: the call, the first call, the screenshot and the reader.
+    fn find(&mut self, (id, screen): (&str, &str), find: Outcome<FindTimes>) {
+        let how = find.as_ref().map_or(String::new(), |t| {
+            let words = t
+                .words
+                .map_or(String::new(), |w| format!(" ({w} words on the screen)"));
+            format!(
+                ", {}x{}, needle `{}`, read by {}{words}, {} match(es), best similarity {:.2}",
+                t.size.0, t.size.1, t.needle, t.source, t.matches, t.similarity
+            )
+        });
+        let rows = [
+            (id.to_owned(), format!("VM `find_text` on a {screen}{how}")),
+            (
+                format!("{id}_first"),
+                format!("VM `find_text` on a {screen}, the first call (not in the median)"),
+            ),
+            (
+                format!("{id}_screenshot"),
+                format!("VM the PNG screenshot an agent gets (vm_screenshot) alone, {screen}"),
+            ),
+            (
+                format!("{id}_reader"),
+                format!("VM the reader alone, {screen}"),
+            ),
+        ];
+        let rows: Vec<(&str, String)> = rows.iter().map(|(i, w)| (i.as_str(), w.clone())).collect();
+        let figs = find.map(|t| {
+            vec![
+                Fig::Times(t.times),
+                Fig::Once(t.first),
+                Fig::Times(t.screenshot),
+                Fig::Times(t.read),
+            ]
+        });
+        self.rows(&rows, figs);
+    }
+
+    /// The `savevm`/`loadvm` rows, the migration-file rows, and the faster revert of the two.
+    fn reverts(
+        &mut self,
+        loadvm: Outcome<(Duration, Vec<Duration>)>,
+        migration: Outcome<Migration>,
+    ) {
+        let faster = faster_revert(
+            loadvm.as_ref().ok().map(|(_, load)| median(load)),
+            migration.as_ref().ok().map(|m| median(&m.total)),
+        );
+        let both = match (&loadvm, &migration) {
+            (Err(a), Err(b)) => format!("{a}; {b}"),
+            _ => "no revert path measured".into(),
+        };
+        let which = faster.map_or(String::new(), |(which, _)| format!(": {which}"));
+        let what = format!(
+            "VM snapshot revert, the faster of `loadvm` and a migration-file restore{which}"
+        );
+        let revert = faster.map(|(_, t)| vec![Fig::Once(t)]).ok_or(both);
+        self.rows(&[("vm_snapshot_revert", what)], revert);
+        let rows = [
+            (
+                "vm_savevm",
+                format!("VM `savevm {SNAPSHOT}` once (RAM and device state into the disk overlay)"),
+            ),
+            (
+                "vm_loadvm",
+                "VM snapshot revert: `loadvm` (HMP) of a snapshot `savevm` took once, after \
+                 changing the screen"
+                    .into(),
+            ),
+        ];
+        let figs = loadvm.map(|(save, load)| vec![Fig::Once(save), Fig::Times(load)]);
+        self.rows(&rows, figs);
+        let state = migration.as_ref().map_or(String::new(), |m| {
+            format!(" of {}", format_bytes(m.state_bytes))
+        });
+        let rows = [
+            (
+                "vm_migration_save",
+                format!(
+                    "VM `Machine::save_state` once (the machine paused, its state written to a \
+                     file{state})"
+                ),
+            ),
+            (
+                "vm_migration_restore",
+                "VM snapshot revert: migration-file restore (`Machine::restore`: a new QEMU loads \
+                 the saved state; then `resume`), total"
+                    .into(),
+            ),
+            (
+                "vm_migration_restore_only",
+                "VM migration-file restore, `Machine::restore` alone (new QEMU, QMP, incoming \
+                 migration)"
+                    .into(),
+            ),
+            (
+                "vm_migration_resume",
+                "VM migration-file restore, `resume` alone".into(),
+            ),
+        ];
+        let figs = migration.map(|m| {
+            vec![
+                Fig::Once(m.save),
+                Fig::Times(m.total),
+                Fig::Times(m.restore),
+                Fig::Times(m.resume),
+            ]
+        });
+        self.rows(&rows, figs);
+    }
+
+    /// The records in report order: facts, the memory table by line, the rows as [`ROWS`].
+    fn finish(mut self) -> Vec<Record> {
+        let at = |r: &Record| match ROWS.iter().position(|row| *row == r.row) {
+            Some(k) => k,
+            None => r
+                .row
+                .split_once(':')
+                .and_then(|(_, n)| n.parse().ok())
+                .unwrap_or(0),
+        };
+        self.s.records.sort_by_key(at);
+        self.s.finish()
+    }
+}
+
+/// The faster revert path by median, `loadvm` on a tie: (its name, its median).
+fn faster_revert(
+    loadvm: Option<Duration>,
+    migration: Option<Duration>,
+) -> Option<(&'static str, Duration)> {
+    let loadvm = loadvm.map(|t| ("`loadvm`", t));
+    let migration = migration.map(|t| ("the migration-file restore", t));
+    [loadvm, migration]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(_, t)| *t)
+}
+
+/// Runs the section on a multi-threaded runtime of its own (2 workers, as the VM tests do).
+pub fn run_blocking(temp: &Path, options: &Options) -> Result<Vec<Record>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the VM section's runtime")?;
+    runtime.block_on(run(temp, options))
+}
+
+/// The section's records: when it did not run, the judged rows say why.
+pub fn records(section: Run<Vec<Record>>) -> Vec<Record> {
+    let why = match section {
+        Run::Ran(records) => return records,
+        Run::Failed(why) => format!("the section failed before measuring: {why}"),
+        Run::Skipped(why) => why,
+    };
+    let mut s = Section::new("vm");
+    s.not_run("vm_snapshot_revert", "VM snapshot revert", &why);
+    let pool = "VM pool acquire";
+    let until = format!("{pool}, until the clone runs");
+    s.not_run("vm_pool_acquire_until_running", until, &why);
+    s.not_run(
+        "vm_pool_acquire_call",
+        format!("{pool}, the whole call"),
+        &why,
+    );
+    for (id, label) in BODIES {
+        s.not_run(id, format!("QEMU RSS (VmRSS) per body: {label}"), &why);
+    }
+    s.fact("not_run", why);
+    s.finish()
+}
+
+/// Builds the guests in a temp dir under `temp`, measures, stops every QEMU.
+async fn run(temp: &Path, options: &Options) -> Result<Vec<Record>> {
+    let started = Instant::now();
+    let boots = options.boots.max(1);
+    let reverts = options.reverts.max(1);
+    let acquisitions = options.acquisitions.max(1);
+    let finds = options.finds.max(1);
+    let pool_size = options.pool_size.max(1);
+    let root = tempfile::Builder::new()
+        .prefix("aido-bench-vm-")
+        .tempdir_in(temp)
+        .with_context(|| format!("creating a temp dir in {}", temp.display()))?;
+    let text_dir = root.path().join("guest-text");
+    let fb_dir = root.path().join("guest-fb");
+    let builds = build_images(&options.build_image, &text_dir, &fb_dir).await?;
+    let ocr = outcome(Ocr::start().context("starting tesseract"));
+    let mut spec = MachineSpec::text_console(&text_dir);
+    let mut accel_why = accel_reason(spec.accel, Path::new("/dev/kvm").exists(), &kvm_modules());
+
+    // The text-console guest: boots, its memory, find_text, the migration file, savevm.
+    eprintln!(
+        "aido-bench: booting the text-console guest {boots} times ({})",
+        spec.accel.name()
+    );
+    let booted = boot_n(&mut spec, boots, &mut accel_why).await;
+    stop::check()?;
+    let mb = spec.memory_mb;
+    let mut vm = Vm {
+        s: Section::new("vm"),
+        accel: spec.accel.name().to_owned(),
+        mb,
+    };
+    let work = root.path().join("work");
+    std::fs::create_dir_all(&work)?;
+    let ocr_ref = ocr.as_ref();
+    text_console(&mut vm, booted, ocr_ref, &spec, (reverts, finds), &work).await?;
+
+    eprintln!("aido-bench: starts from the template ({boots} of them, as vm_start does)");
+    let templates = root.path().join("templates");
+    let rows = [
+        (
+            "vm_start",
+            format!(
+                "VM start from the image's template (`vm_start`: `Template::start`, a new QEMU \
+                 restored from the saved state, `cont`, until the guest has printed its new \
+                 identity), text console, {mb} MiB guest"
+            ),
+        ),
+        (
+            "vm_start_template",
+            "VM template made once: a boot, the prompt, the save".into(),
+        ),
+    ];
+    let (figs, mem) = with_memory(starts(&spec, &templates, boots).await);
+    vm.rows(&rows, figs);
+    vm.body(STARTED_TEXT, mem);
+    stop::check()?;
+
+    eprintln!("aido-bench: pool of {pool_size} ({acquisitions} acquisitions)");
+    let pool = root.path().join("pool");
+    let (figs, mem) = with_memory(pool_run(&spec, &pool, pool_size, acquisitions).await);
+    vm.rows(&pool_rows(pool_size), figs);
+    vm.body(POOL_CLONE, mem);
+    stop::check()?;
+
+    eprintln!("aido-bench: the framebuffer guest");
+    let mut fb_spec = MachineSpec::framebuffer(&fb_dir);
+    fb_spec.accel = spec.accel;
+    framebuffer(&mut vm, &fb_spec, ocr.as_ref(), finds).await;
+    stop::check()?;
+    eprintln!("aido-bench: the framebuffer guest from its template");
+    let mem = outcome(fb_started_memory(&fb_spec, &templates).await);
+    vm.body(STARTED_FB, mem);
+    drop(ocr);
+
+    let leftover = reap_leftovers().await;
+    let s = &mut vm.s;
+    s.fact("accel", spec.accel.name());
+    s.fact("accel_why", accel_why);
+    let qemu = crate::machine::version("qemu-system-x86_64");
+    s.fact("qemu", qemu.unwrap_or_else(|| "unknown".into()));
+    s.fact("builds", builds.join(", "));
+    s.fact("guest", manifest(&text_dir));
+    s.number("guest_mb", f64::from(mb));
+    let omp = std::env::var("OMP_THREAD_LIMIT").unwrap_or_else(|_| "1".into());
+    s.fact("omp", format!("`{omp}`"));
+    s.number("took", started.elapsed().as_nanos() as f64);
+    s.numbers(&[
+        ("boots", boots as f64),
+        ("reverts", reverts as f64),
+        ("acquisitions", acquisitions as f64),
+        ("finds", finds as f64),
+        ("pool_size", pool_size as f64),
+    ]);
+    host_facts(s, &leftover, spec.accel);
+    drop(root);
+    stop::check()?;
+    Ok(vm.finish())
+}
+
+/// The text-console guest: its boots' rows, then on the last machine its memory, `find_text`,
+/// the migration-file restores and `savevm`/`loadvm` (each failed, when it did not boot).
+async fn text_console(
+    vm: &mut Vm,
+    booted: Result<(Vec<Duration>, Vec<Duration>, Machine)>,
+    ocr: Result<&Ocr, &String>,
+    spec: &MachineSpec,
+    (reverts, finds): (usize, usize),
+    work: &Path,
+) -> Result<()> {
+    let boot_rows = [
+        (
+            "vm_boot_text",
+            format!(
+                "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, \
+                 text console, {} MiB guest",
+                spec.memory_mb
+            ),
+        ),
+        (
+            "vm_boot_text_ready",
+            "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
+             (`Machine::booted_in`), text console"
+                .into(),
+        ),
+    ];
+    let (loadvm, migration) = match booted {
+        Ok((ready, prompt, machine)) => {
+            vm.rows(&boot_rows, Ok(vec![Fig::Times(prompt), Fig::Times(ready)]));
+            vm.body(COLD_TEXT, outcome(memory(&machine, spec.memory_mb).await));
+            stop::check()?;
+            let find = match ocr {
+                Ok(ocr) => outcome(find_text_mode(&machine, ocr, finds).await),
+                Err(e) => Err(format!("no OCR engine, so no `find_text`: {e}")),
+            };
+            vm.find(TEXT_SCREEN, find);
+            stop::check()?;
+            eprintln!("aido-bench: migration-file restores");
+            let migration = outcome(migration(&machine, spec, reverts, work).await);
+            stop::check()?;
+            eprintln!("aido-bench: savevm / loadvm");
+            let loadvm = outcome(loadvm(&machine, reverts).await);
+            machine.shutdown().await;
+            stop::check()?;
+            (loadvm, migration)
+        }
+        Err(e) => {
+            let why = format!("the text-console guest did not boot: {e:#}");
+            vm.rows(&boot_rows, Err(why.clone()));
+            vm.body(COLD_TEXT, Err(why.clone()));
+            vm.find(TEXT_SCREEN, Err(why.clone()));
+            (Err(why.clone()), Err(why))
+        }
+    };
+    vm.reverts(loadvm, migration);
+    Ok(())
+}
+
+/// The host's huge page mode, the QEMU processes left (none, or their pids), and whether the
+/// machines ran under TCG.
+fn host_facts(s: &mut Section, leftover: &[u32], accel: Accel) {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    let thp = thp.ok().and_then(|t| selected(&t));
+    s.fact("thp", thp.unwrap_or_else(|| "unknown".into()));
+    if leftover.is_empty() {
+        s.fact("none_left", "");
+    } else {
+        let pids: Vec<String> = leftover.iter().map(u32::to_string).collect();
+        s.number("left", leftover.len() as f64);
+        s.fact("left_pids", pids.join(", "));
+    }
+    if accel == Accel::Tcg {
+        s.fact("tcg", "");
+    }
+}
+
+/// The pool's rows, a pool of `n`.
+fn pool_rows(n: usize) -> [(&'static str, String); 4] {
+    let acquire = "VM pool acquire";
+    [
+        (
+            "vm_pool_open",
+            format!(
+                "VM `Pool::open` with {n} warm clones, the first time (the template's boot to \
+                 its prompt, its state saved, each clone restored paused)"
+            ),
+        ),
+        (
+            "vm_pool_acquire_until_running",
+            format!(
+                "{acquire}, until the clone runs (the Duration `Pool::acquire` returns: a \
+                 paused clone popped, `cont`), pool of {n}"
+            ),
+        ),
+        (
+            "vm_pool_acquire_call",
+            format!(
+                "{acquire}, the whole `Pool::acquire` call (the clone runs, its identity line \
+                 is written to its serial console, the call returns once the guest has printed \
+                 it), pool of {n}"
+            ),
+        ),
+        (
+            "vm_pool_refill",
+            "VM `Pool::refill` after each acquisition (one clone restored)".into(),
+        ),
+    ]
+}
+
+/// A part that also read a body's memory, as two outcomes (a failed part fails both).
+fn with_memory<T>(r: Result<(T, Outcome<Memory>)>) -> (Outcome<T>, Outcome<Memory>) {
+    match r {
+        Ok((part, memory)) => (Ok(part), memory),
+        Err(e) => {
+            let why = format!("{e:#}");
+            (Err(why.clone()), Err(why))
         }
     }
 }
 
-/// One QEMU's memory, from /proc/PID/status and /proc/PID/smaps.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Memory {
-    /// The accelerator.
-    pub accel: String,
-    /// Guest memory, MiB.
-    pub guest_mb: u32,
-    /// VmRSS, bytes.
-    pub rss: u64,
-    /// VmHWM (peak RSS), bytes.
-    pub hwm: u64,
-    /// RssFile (the mapped QEMU binary and libraries), bytes.
-    pub file: u64,
-    /// Resident bytes of the guest's RAM (the anonymous mapping of exactly the guest's memory
-    /// size), when there is one such mapping.
-    pub guest_ram: Option<u64>,
-    /// Under TCG: resident bytes of the translation buffer (QEMU's anonymous executable
-    /// mappings; aido sizes the buffer with `MachineSpec::tcg_tb_mb`, QEMU's default is
-    /// 1 GiB).
-    pub code_buffer: Option<u64>,
-    /// Anonymous memory in transparent huge pages (AnonHugePages over all mappings), bytes.
-    pub huge: u64,
+/// Both guest images built by `script`: how long each took, in words.
+async fn build_images(script: &Path, text_dir: &Path, fb_dir: &Path) -> Result<Vec<String>> {
+    let mut builds = Vec::new();
+    for (label, dir, framebuffer) in [
+        ("text console", text_dir, false),
+        ("framebuffer", fb_dir, true),
+    ] {
+        eprintln!("aido-bench: building the {label} guest image");
+        let took = build_image(script, dir, framebuffer).await?;
+        builds.push(format!("{label} in {}", format_duration(took)));
+        stop::check()?;
+    }
+    Ok(builds)
+}
+
+async fn build_image(script: &Path, out: &Path, framebuffer: bool) -> Result<Duration> {
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new(script);
+    command.arg(out).kill_on_drop(true);
+    if framebuffer {
+        command.arg("--framebuffer");
+    }
+    let output = command
+        .output()
+        .await
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        bail!(
+            "{} {} failed: {}",
+            script.display(),
+            out.display(),
+            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        );
+    }
+    Ok(started.elapsed())
+}
+
+/// Boot and wait for the prompt on the VGA console; the time from the call.
+async fn boot_to_prompt(spec: &MachineSpec) -> Result<(Machine, Duration)> {
+    let started = Instant::now();
+    let machine = Machine::boot(spec).await.context("boot")?;
+    machine
+        .wait_for_text("# ", TEXT_TIMEOUT_MS)
+        .await
+        .context("waiting for the prompt on the VGA console")?;
+    Ok((machine, started.elapsed()))
+}
+
+/// `n` boots, one at a time: the ready times, the prompt times and the last machine. A failed
+/// first KVM boot falls back to TCG, as aido does.
+async fn boot_n(
+    spec: &mut MachineSpec,
+    n: usize,
+    accel_why: &mut String,
+) -> Result<(Vec<Duration>, Vec<Duration>, Machine)> {
+    let (mut ready, mut prompt) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        stop::check()?;
+        let (machine, took) = match boot_to_prompt(spec).await {
+            Ok(booted) => booted,
+            Err(e) if i == 0 && spec.accel == Accel::Kvm => {
+                accel_why.push_str(&format!(
+                    "; the first KVM boot failed ({e:#}), so every machine ran on TCG"
+                ));
+                spec.accel = Accel::Tcg;
+                boot_to_prompt(spec).await?
+            }
+            Err(e) => return Err(e),
+        };
+        let booted_in = machine.booted_in();
+        eprintln!(
+            "aido-bench:   boot {}: ready in {booted_in:?}, prompt in {took:?}",
+            i + 1
+        );
+        ready.push(booted_in);
+        prompt.push(took);
+        if i + 1 == n {
+            return Ok((ready, prompt, machine));
+        }
+        machine.shutdown().await;
+    }
+    bail!("no boot")
+}
+
+/// The machine's QEMU memory after it has been left alone for [`SETTLE`].
+async fn memory(machine: &Machine, guest_mb: u32) -> Result<Memory> {
+    tokio::time::sleep(SETTLE).await;
+    let pid = machine.pid().context("QEMU has no pid (it exited)")?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    ensure!(
+        comm.starts_with("qemu-system"),
+        "pid {pid} is {:?}, not QEMU",
+        comm.trim()
+    );
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let get = |key: &str| status_kb(&status, key).map(|kb| kb * 1024);
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let maps = mappings(&smaps);
+    let (guest_ram, code_buffer) = breakdown(&maps, guest_mb, machine.accel() == Accel::Tcg);
+    Ok(Memory {
+        rss: get("VmRSS").context("no VmRSS in /proc/PID/status")?,
+        hwm: get("VmHWM").unwrap_or(0),
+        file: get("RssFile").unwrap_or(0),
+        guest_ram: guest_ram.map(|kb| kb * 1024),
+        code_buffer: code_buffer.map(|kb| kb * 1024),
+        huge: maps.iter().map(|m| m.huge_kb * 1024).sum(),
+    })
 }
 
 /// One mapping of /proc/PID/smaps.
@@ -265,472 +817,6 @@ fn breakdown(maps: &[Mapping], guest_mb: u32, tcg: bool) -> (Option<u64>, Option
     (ram, code)
 }
 
-/// One body's memory row.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Rss {
-    /// Which.
-    pub body: Body,
-    /// What was read.
-    pub outcome: Outcome<Memory>,
-}
-
-/// Which screen `find_text` read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Screen {
-    /// VGA text mode: the text buffer, exactly.
-    Text,
-    /// A 1280x800 framebuffer: OCR.
-    Framebuffer,
-}
-
-impl Screen {
-    /// The name in the report.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Text => "text-mode screen (VGA text buffer, exact)",
-            Self::Framebuffer => "framebuffer screen (tesseract OCR, fuzzy)",
-        }
-    }
-}
-
-/// `find_text` on one screen, and its parts.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FindTimes {
-    /// The accelerator.
-    pub accel: String,
-    /// The needle.
-    pub needle: String,
-    /// The screen in pixels.
-    pub size: (u32, u32),
-    /// What read it (`vga_text`, `ocr`).
-    pub source: String,
-    /// Matches the first call returned, and the best one's similarity.
-    pub matches: usize,
-    /// See [`FindTimes::matches`].
-    pub similarity: f64,
-    /// The first call (not in [`FindTimes::times`]).
-    pub first: Duration,
-    /// Each timed call after it.
-    pub times: Vec<Duration>,
-    /// `screenshot_png` alone (QEMU's screendump).
-    pub screenshot: Vec<Duration>,
-    /// The reader alone: `text_screen` (text mode) or `Ocr::words` on one screenshot.
-    pub read: Vec<Duration>,
-    /// Words OCR read on the screen (framebuffer only).
-    pub words: Option<usize>,
-}
-
-/// `find_text` on one screen.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Find {
-    /// Which.
-    pub screen: Screen,
-    /// What was measured.
-    pub outcome: Outcome<FindTimes>,
-}
-
-/// Everything the section measured.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Results {
-    /// The accelerator the machines were started with.
-    pub accel: String,
-    /// Why that one.
-    pub accel_why: String,
-    /// `qemu-system-x86_64 --version`, first line.
-    pub qemu: String,
-    /// The guest's kernel package and busybox version (the image manifest).
-    pub guest: String,
-    /// Guest memory, MiB.
-    pub guest_mb: u32,
-    /// The host's transparent huge page mode (`always`, `madvise`, `never`).
-    pub thp: String,
-    /// `OMP_THREAD_LIMIT` as the OCR helper had it (tesseract reads it at start; the helper
-    /// gets this process's value, or 1).
-    pub omp_thread_limit: Option<String>,
-    /// The image builds: text console, framebuffer.
-    pub builds: Vec<(String, Duration)>,
-    /// The counts asked for.
-    pub options: Counts,
-    /// Boot to prompt.
-    pub boot: Outcome<Boot>,
-    /// Starts from the image's template (`vm_start`).
-    pub start: Outcome<Start>,
-    /// `savevm` / `loadvm`.
-    pub loadvm: Outcome<Loadvm>,
-    /// The migration-file restore.
-    pub migration: Outcome<Migration>,
-    /// The pool.
-    pub pool: Outcome<PoolRun>,
-    /// The framebuffer guest's boot.
-    pub fb_boot: Outcome<FbBoot>,
-    /// One per body.
-    pub rss: Vec<Rss>,
-    /// One per screen.
-    pub find: Vec<Find>,
-    /// QEMU processes of this run still alive at the end (killed then), by pid.
-    pub leftover: Vec<u32>,
-    /// The whole section.
-    pub took: Duration,
-}
-
-/// The counts a run was asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Counts {
-    /// See [`Options::boots`].
-    pub boots: usize,
-    /// See [`Options::reverts`].
-    pub reverts: usize,
-    /// See [`Options::acquisitions`].
-    pub acquisitions: usize,
-    /// See [`Options::finds`].
-    pub finds: usize,
-    /// See [`Options::pool_size`].
-    pub pool_size: usize,
-}
-
-/// The faster revert path, by median: (its name, its median).
-pub fn faster_revert(
-    loadvm: &Outcome<Loadvm>,
-    migration: &Outcome<Migration>,
-) -> Option<(&'static str, Duration)> {
-    let a = loadvm.as_ref().ok().map(|l| ("`loadvm`", median(&l.load)));
-    let b = migration
-        .as_ref()
-        .ok()
-        .map(|m| ("the migration-file restore", median(&m.total)));
-    match (a, b) {
-        (Some(a), Some(b)) => Some(if b.1 < a.1 { b } else { a }),
-        (a, b) => a.or(b),
-    }
-}
-
-fn outcome<T>(r: Result<T>) -> Outcome<T> {
-    r.map_err(|e| format!("{e:#}"))
-}
-
-/// A run that also read a body's memory, as two outcomes (a failed run fails both).
-fn with_memory<T>(r: Result<(T, Outcome<Memory>)>) -> (Outcome<T>, Outcome<Memory>) {
-    match r {
-        Ok((run, memory)) => (Ok(run), memory),
-        Err(e) => {
-            let why = format!("{e:#}");
-            (Err(why.clone()), Err(why))
-        }
-    }
-}
-
-/// Runs the section on a multi-threaded runtime of its own (2 workers, as the VM tests do).
-pub fn run_blocking(temp: &Path, options: &Options) -> Result<Results> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the VM section's runtime")?;
-    runtime.block_on(run(temp, options))
-}
-
-/// Builds the guests in a temp dir under `temp`, measures, stops every QEMU.
-#[allow(clippy::too_many_lines)]
-pub async fn run(temp: &Path, options: &Options) -> Result<Results> {
-    let started = Instant::now();
-    let root = tempfile::Builder::new()
-        .prefix("aido-bench-vm-")
-        .tempdir_in(temp)
-        .with_context(|| format!("creating a temp dir in {}", temp.display()))?;
-    let text_dir = root.path().join("guest-text");
-    let fb_dir = root.path().join("guest-fb");
-    let mut builds = Vec::new();
-    for (label, dir, framebuffer) in [
-        ("text console", &text_dir, false),
-        ("framebuffer", &fb_dir, true),
-    ] {
-        eprintln!("aido-bench: building the {label} guest image");
-        builds.push((
-            label.to_owned(),
-            build_image(&options.build_image, dir, framebuffer).await?,
-        ));
-        stop::check()?;
-    }
-    let ocr = outcome(Ocr::start().context("starting tesseract"));
-    let mut spec = MachineSpec::text_console(&text_dir);
-    let mut accel_why = accel_reason(spec.accel, Path::new("/dev/kvm").exists(), &kvm_modules());
-
-    // The text-console guest: boots, its memory, find_text, the migration file, savevm.
-    eprintln!(
-        "aido-bench: booting the text-console guest {} times ({})",
-        options.boots.max(1),
-        spec.accel.name()
-    );
-    let booted = boots(&mut spec, options.boots.max(1), &mut accel_why).await;
-    stop::check()?;
-    let work = root.path().join("work");
-    std::fs::create_dir_all(&work)?;
-    let (boot, mut rss, text_find, migration, loadvm) = match booted {
-        Ok((boot, machine)) => {
-            let memory = outcome(memory(&machine, spec.memory_mb).await);
-            stop::check()?;
-            let text_find = match &ocr {
-                Ok(ocr) => outcome(find_text_mode(&machine, ocr, options.finds.max(1)).await),
-                Err(e) => Err(format!("no OCR engine, so no `find_text`: {e}")),
-            };
-            stop::check()?;
-            eprintln!("aido-bench: migration-file restores");
-            let migration =
-                outcome(migration(&machine, &spec, options.reverts.max(1), &work).await);
-            stop::check()?;
-            eprintln!("aido-bench: savevm / loadvm");
-            let loadvm = outcome(loadvm(&machine, options.reverts.max(1)).await);
-            machine.shutdown().await;
-            stop::check()?;
-            (
-                Ok(boot),
-                vec![Rss {
-                    body: Body::TextIdle,
-                    outcome: memory,
-                }],
-                text_find,
-                migration,
-                loadvm,
-            )
-        }
-        Err(e) => {
-            let why = format!("the text-console guest did not boot: {e:#}");
-            (
-                Err(why.clone()),
-                vec![Rss {
-                    body: Body::TextIdle,
-                    outcome: Err(why.clone()),
-                }],
-                Err(why.clone()),
-                Err(why.clone()),
-                Err(why),
-            )
-        }
-    };
-
-    eprintln!(
-        "aido-bench: starts from the template ({} of them, as vm_start does)",
-        options.boots.max(1)
-    );
-    let templates = root.path().join("templates");
-    let (start, started_memory) =
-        with_memory(starts(&spec, &templates, options.boots.max(1)).await);
-    rss.insert(
-        0,
-        Rss {
-            body: Body::StartedText,
-            outcome: started_memory,
-        },
-    );
-    stop::check()?;
-
-    eprintln!(
-        "aido-bench: pool of {} ({} acquisitions)",
-        options.pool_size,
-        options.acquisitions.max(1)
-    );
-    let (pool, clone_memory) = with_memory(
-        pool_run(
-            &spec,
-            &root.path().join("pool"),
-            options.pool_size.max(1),
-            options.acquisitions.max(1),
-        )
-        .await,
-    );
-    rss.insert(
-        1,
-        Rss {
-            body: Body::PoolClone,
-            outcome: clone_memory,
-        },
-    );
-    stop::check()?;
-
-    eprintln!("aido-bench: the framebuffer guest");
-    let mut fb_spec = MachineSpec::framebuffer(&fb_dir);
-    fb_spec.accel = spec.accel;
-    let (fb_boot, fb_memory, fb_find) =
-        framebuffer(&fb_spec, ocr.as_ref(), options.finds.max(1)).await;
-    rss.push(Rss {
-        body: Body::Framebuffer,
-        outcome: fb_memory,
-    });
-    stop::check()?;
-    eprintln!("aido-bench: the framebuffer guest from its template");
-    rss.insert(
-        2,
-        Rss {
-            body: Body::StartedFramebuffer,
-            outcome: outcome(fb_started_memory(&fb_spec, &templates).await),
-        },
-    );
-    drop(ocr);
-
-    let leftover = reap_leftovers().await;
-    let guest = manifest(&text_dir);
-    drop(root);
-    stop::check()?;
-    Ok(Results {
-        accel: spec.accel.name().to_owned(),
-        accel_why,
-        qemu: first_line("qemu-system-x86_64", &["--version"]),
-        guest,
-        guest_mb: spec.memory_mb,
-        thp: std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .ok()
-            .and_then(|t| selected(&t))
-            .unwrap_or_else(|| "unknown".into()),
-        omp_thread_limit: Some(std::env::var("OMP_THREAD_LIMIT").unwrap_or_else(|_| "1".into())),
-        builds,
-        options: Counts {
-            boots: options.boots.max(1),
-            reverts: options.reverts.max(1),
-            acquisitions: options.acquisitions.max(1),
-            finds: options.finds.max(1),
-            pool_size: options.pool_size.max(1),
-        },
-        boot,
-        start,
-        loadvm,
-        migration,
-        pool,
-        fb_boot,
-        rss,
-        find: vec![
-            Find {
-                screen: Screen::Text,
-                outcome: text_find,
-            },
-            Find {
-                screen: Screen::Framebuffer,
-                outcome: fb_find,
-            },
-        ],
-        leftover,
-        took: started.elapsed(),
-    })
-}
-
-async fn build_image(script: &Path, out: &Path, framebuffer: bool) -> Result<Duration> {
-    let started = Instant::now();
-    let mut command = tokio::process::Command::new(script);
-    command.arg(out).kill_on_drop(true);
-    if framebuffer {
-        command.arg("--framebuffer");
-    }
-    let output = command
-        .output()
-        .await
-        .with_context(|| format!("running {}", script.display()))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        bail!(
-            "{} {} failed: {}",
-            script.display(),
-            out.display(),
-            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-        );
-    }
-    Ok(started.elapsed())
-}
-
-/// Boot and wait for the prompt on the VGA console; the time from the call.
-async fn boot_to_prompt(spec: &MachineSpec) -> Result<(Machine, Duration)> {
-    let started = Instant::now();
-    let machine = Machine::boot(spec).await.context("boot")?;
-    machine
-        .wait_for_text("# ", TEXT_TIMEOUT_MS)
-        .await
-        .context("waiting for the prompt on the VGA console")?;
-    Ok((machine, started.elapsed()))
-}
-
-/// `n` boots, one at a time; the last machine is kept. A failed first KVM boot falls back to
-/// TCG, as aido does.
-async fn boots(
-    spec: &mut MachineSpec,
-    n: usize,
-    accel_why: &mut String,
-) -> Result<(Boot, Machine)> {
-    let mut ready = Vec::with_capacity(n);
-    let mut prompt = Vec::with_capacity(n);
-    let mut kept = None;
-    for i in 0..n {
-        stop::check()?;
-        let (machine, took) = match boot_to_prompt(spec).await {
-            Ok(booted) => booted,
-            Err(e) if i == 0 && spec.accel == Accel::Kvm => {
-                accel_why.push_str(&format!(
-                    "; the first KVM boot failed ({e:#}), so every machine ran on TCG"
-                ));
-                spec.accel = Accel::Tcg;
-                boot_to_prompt(spec).await?
-            }
-            Err(e) => return Err(e),
-        };
-        eprintln!(
-            "aido-bench:   boot {}: ready in {:?}, prompt in {:?}",
-            i + 1,
-            machine.booted_in(),
-            took
-        );
-        ready.push(machine.booted_in());
-        prompt.push(took);
-        if i + 1 < n {
-            machine.shutdown().await;
-        } else {
-            kept = Some(machine);
-        }
-    }
-    let machine = kept.context("no boot")?;
-    Ok((
-        Boot {
-            accel: machine.accel().name().to_owned(),
-            ready,
-            prompt,
-        },
-        machine,
-    ))
-}
-
-/// The machine's QEMU memory after it has been left alone for [`SETTLE`].
-async fn memory(machine: &Machine, guest_mb: u32) -> Result<Memory> {
-    tokio::time::sleep(SETTLE).await;
-    let pid = machine.pid().context("QEMU has no pid (it exited)")?;
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    ensure!(
-        comm.starts_with("qemu-system"),
-        "pid {pid} is {:?}, not QEMU",
-        comm.trim()
-    );
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    let get = |key: &str| status_kb(&status, key).map(|kb| kb * 1024);
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
-    let maps = mappings(&smaps);
-    let (guest_ram, code_buffer) = breakdown(&maps, guest_mb, machine.accel() == Accel::Tcg);
-    Ok(Memory {
-        accel: machine.accel().name().to_owned(),
-        guest_mb,
-        rss: get("VmRSS").context("no VmRSS in /proc/PID/status")?,
-        hwm: get("VmHWM").unwrap_or(0),
-        file: get("RssFile").unwrap_or(0),
-        guest_ram: guest_ram.map(|kb| kb * 1024),
-        code_buffer: code_buffer.map(|kb| kb * 1024),
-        huge: maps.iter().map(|m| m.huge_kb * 1024).sum(),
-    })
-}
-
-/// A `Key:   123 kB` value of /proc/PID/status, in kB.
-fn status_kb(status: &str, key: &str) -> Option<u64> {
-    status.lines().find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        (k.trim() == key).then(|| v.trim().trim_end_matches("kB").trim().parse().ok())?
-    })
-}
-
 /// Width and height from a PNG's IHDR.
 fn png_size(png: &[u8]) -> Option<(u32, u32)> {
     let w = png.get(16..20)?.try_into().ok()?;
@@ -744,13 +830,42 @@ async fn timed<T, F: std::future::Future<Output = Result<T>>>(f: F) -> Result<(T
     Ok((value, started.elapsed()))
 }
 
-/// `find_text` on the text-mode screen, with its two parts timed alone.
+/// `find_text` on the text-mode screen.
 async fn find_text_mode(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTimes> {
     let needle = "aido-bench-42";
     machine
         .type_text("clear; echo aido-bench-$((6*7))\n")
         .await?;
     machine.wait_for_text(needle, TEXT_TIMEOUT_MS).await?;
+    find_times(machine, ocr, needle, n, false).await
+}
+
+/// `find_text` on the framebuffer screen.
+async fn find_framebuffer(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTimes> {
+    machine.type_text("clear\n").await?;
+    for line in [
+        "Quick brown fox 0123",
+        "jumps over 4567 lazy",
+        "dogs near the river",
+    ] {
+        machine.type_text(&format!("echo '{line}'\n")).await?;
+    }
+    machine
+        .wait_for_screen_text(FB_NEEDLE, ocr, TEXT_TIMEOUT_MS)
+        .await?;
+    find_times(machine, ocr, FB_NEEDLE, n, true).await
+}
+
+/// `needle` (on the screen) found by one untimed-in-the-median first call and `n` timed ones;
+/// then `n` PNG screenshots and `n` reads by the reader alone (the VGA text buffer, or OCR of
+/// the last screenshot on a framebuffer).
+async fn find_times(
+    machine: &Machine,
+    ocr: &Ocr,
+    needle: &str,
+    n: usize,
+    framebuffer: bool,
+) -> Result<FindTimes> {
     let (found, first) = timed(async { Ok(machine.find_text(needle, ocr).await?) }).await?;
     let best = found.first().context("find_text did not find the line")?;
     let (matches, similarity, source) = (found.len(), best.similarity, best.source.to_owned());
@@ -760,26 +875,32 @@ async fn find_text_mode(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTi
         ensure!(!found.is_empty(), "find_text lost the line");
         times.push(took);
     }
-    let mut screenshot = Vec::with_capacity(n);
-    let mut size = (0, 0);
+    let (mut screenshot, mut png) = (Vec::with_capacity(n), Vec::new());
     for _ in 0..n {
-        let (png, took) = timed(async { Ok(machine.screenshot_png().await?) }).await?;
-        size = png_size(&png).unwrap_or_default();
+        let (shot, took) = timed(async { Ok(machine.screenshot_png().await?) }).await?;
+        png = shot;
         screenshot.push(took);
     }
-    let mut read = Vec::with_capacity(n);
+    let (mut read, mut words) = (Vec::with_capacity(n), None);
     for _ in 0..n {
-        let (screen, took) = timed(async { Ok(machine.text_screen().await?) }).await?;
-        ensure!(
-            !screen.find(needle).is_empty(),
-            "the VGA buffer lost the line"
-        );
-        read.push(took);
+        let (engine, shot) = (ocr.clone(), png.clone());
+        let started = Instant::now();
+        if framebuffer {
+            let ocr = tokio::task::spawn_blocking(move || engine.words(&shot)).await;
+            words = Some(ocr.context("the OCR task")??.len());
+            read.push(started.elapsed());
+        } else {
+            let screen = machine.text_screen().await?;
+            read.push(started.elapsed());
+            ensure!(
+                !screen.find(needle).is_empty(),
+                "the VGA buffer lost the line"
+            );
+        }
     }
     Ok(FindTimes {
-        accel: machine.accel().name().to_owned(),
         needle: needle.to_owned(),
-        size,
+        size: png_size(&png).unwrap_or_default(),
         source,
         matches,
         similarity,
@@ -787,7 +908,7 @@ async fn find_text_mode(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTi
         times,
         screenshot,
         read,
-        words: None,
+        words,
     })
 }
 
@@ -810,9 +931,7 @@ async fn migration(
         let state_bytes = std::fs::metadata(&state)?.len();
         let mut clone_spec = spec.clone();
         clone_spec.disk = Some(base.clone());
-        let mut restore = Vec::with_capacity(n);
-        let mut resume = Vec::with_capacity(n);
-        let mut total = Vec::with_capacity(n);
+        let (mut restore, mut resume, mut total) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             stop::check()?;
             let started = Instant::now();
@@ -839,7 +958,6 @@ async fn migration(
             clone.shutdown().await;
         }
         Ok::<_, anyhow::Error>(Migration {
-            accel: machine.accel().name().to_owned(),
             save,
             state_bytes,
             restore,
@@ -858,7 +976,8 @@ async fn migration(
 }
 
 /// `savevm` once; then `n` times: change the screen, time `loadvm`, check the screen is back.
-async fn loadvm(machine: &Machine, n: usize) -> Result<Loadvm> {
+/// The save's time and the loads'.
+async fn loadvm(machine: &Machine, n: usize) -> Result<(Duration, Vec<Duration>)> {
     machine
         .type_text("clear; echo at-snapshot-$((2+3))\n")
         .await?;
@@ -883,11 +1002,166 @@ async fn loadvm(machine: &Machine, n: usize) -> Result<Loadvm> {
             "loadvm did not bring the saved screen back:\n{screen}"
         );
     }
-    Ok(Loadvm {
-        accel: machine.accel().name().to_owned(),
-        save,
-        load,
-    })
+    Ok((save, load))
+}
+
+/// Open a pool (its template made on first use), then `n` times: acquire, check the clone's
+/// identity, release it, refill. The figures in [`pool_rows`] order; the first clone's memory.
+async fn pool_run(
+    spec: &MachineSpec,
+    dir: &Path,
+    size: usize,
+    n: usize,
+) -> Result<(Vec<Fig>, Outcome<Memory>)> {
+    let (mut pool, open) = timed(async { Ok(Pool::open(spec, dir, size).await?) }).await?;
+    let measured = async {
+        let (mut handout, mut wall, mut refill) = (Vec::new(), Vec::new(), Vec::new());
+        let mut ids = Vec::with_capacity(n);
+        let mut clone_memory = Err("no clone acquired".to_owned());
+        for i in 0..n {
+            stop::check()?;
+            let entropy = [(i + 1) as u8; 32];
+            let started = Instant::now();
+            let (clone, took) = pool.acquire(&entropy).await.context("Pool::acquire")?;
+            wall.push(started.elapsed());
+            handout.push(took);
+            let checked = identity(&clone).await;
+            if i == 0 && checked.is_ok() {
+                clone_memory = outcome(memory(&clone, spec.memory_mb).await);
+            }
+            pool.release(clone).await;
+            ids.push(checked?);
+            let ((), took) = timed(async { Ok(pool.refill().await?) }).await?;
+            refill.push(took);
+        }
+        let mut distinct = ids.clone();
+        distinct.sort();
+        distinct.dedup();
+        ensure!(
+            distinct.len() == ids.len(),
+            "clones shared an identity: {ids:?}"
+        );
+        let figs = vec![
+            Fig::Once(open),
+            Fig::Times(handout),
+            Fig::Times(wall),
+            Fig::Times(refill),
+        ];
+        Ok::<_, anyhow::Error>((figs, clone_memory))
+    }
+    .await;
+    pool.shutdown().await;
+    measured
+}
+
+/// Make the template of `spec` under `templates`, then start `n` machines from it one at a time
+/// (each checked: at its prompt, with its own hostname). The starts and the making; the first
+/// one's memory.
+async fn starts(
+    spec: &MachineSpec,
+    templates: &Path,
+    n: usize,
+) -> Result<(Vec<Fig>, Outcome<Memory>)> {
+    let (template, make) = timed(async { Ok(Template::ensure(spec, templates).await?) }).await?;
+    ensure!(template.made(), "the template was not made by this run");
+    let mut start = Vec::with_capacity(n);
+    let mut memory_of_first = Err("no machine started".to_owned());
+    for i in 0..n {
+        stop::check()?;
+        let name = format!("bench-{i}");
+        let (machine, took) = timed(async {
+            template
+                .start(&name, &[(i + 1) as u8; 32])
+                .await
+                .context("Template::start")
+        })
+        .await?;
+        start.push(took);
+        let checked = async {
+            ensure!(
+                !machine.text_screen().await?.find("# ").is_empty(),
+                "the started machine is not at its prompt"
+            );
+            machine.type_text("echo host-$(hostname)\n").await?;
+            machine
+                .wait_for_text(&format!("host-{name}"), TEXT_TIMEOUT_MS)
+                .await
+                .context("the started machine does not have its hostname")?;
+            Ok(())
+        }
+        .await;
+        if i == 0 && checked.is_ok() {
+            memory_of_first = outcome(memory(&machine, spec.memory_mb).await);
+        }
+        machine.shutdown().await;
+        checked?;
+    }
+    Ok((vec![Fig::Times(start), Fig::Once(make)], memory_of_first))
+}
+
+/// A framebuffer machine started from its template (made now), its memory at its prompt.
+async fn fb_started_memory(spec: &MachineSpec, templates: &Path) -> Result<Memory> {
+    let template = Template::ensure(spec, templates).await?;
+    let machine = template.start("bench-fb", &[9; 32]).await?;
+    let measured = memory(&machine, spec.memory_mb).await;
+    machine.shutdown().await;
+    measured
+}
+
+/// The framebuffer guest: its boot, its memory, `find_text` by OCR.
+async fn framebuffer(vm: &mut Vm, spec: &MachineSpec, ocr: Result<&Ocr, &String>, n: usize) {
+    let rows = [
+        (
+            "vm_boot_framebuffer",
+            "VM boot to prompt, framebuffer guest: `Machine::boot` call to the shell's banner \
+             `BusyBox` read by OCR (one boot)"
+                .to_owned(),
+        ),
+        (
+            "vm_boot_framebuffer_ready",
+            "VM boot, framebuffer guest, QEMU's exec to the ready line (one boot)".into(),
+        ),
+    ];
+    let started = Instant::now();
+    let machine = match Machine::boot(spec).await {
+        Ok(m) => m,
+        Err(e) => {
+            let why = format!("the framebuffer guest did not boot: {e}");
+            vm.rows(&rows, Err(why.clone()));
+            vm.body(COLD_FB, Err(why.clone()));
+            return vm.find(FB_SCREEN, Err(why));
+        }
+    };
+    let ready = machine.booted_in();
+    let (boot, find) = match ocr {
+        Ok(ocr) => match machine
+            .wait_for_screen_text("BusyBox", ocr, TEXT_TIMEOUT_MS)
+            .await
+        {
+            Ok(_) => (
+                Ok(vec![Fig::Once(started.elapsed()), Fig::Once(ready)]),
+                None,
+            ),
+            Err(e) => {
+                let why = format!("OCR never read the shell's banner: {e}");
+                (Err(why.clone()), Some(Err(why)))
+            }
+        },
+        Err(e) => (
+            Err(format!("no OCR engine to read the banner: {e}")),
+            Some(Err(format!("no OCR engine: {e}"))),
+        ),
+    };
+    vm.rows(&rows, boot);
+    vm.body(COLD_FB, outcome(memory(&machine, spec.memory_mb).await));
+    let find = match (find, ocr) {
+        (Some(done), _) => done,
+        (None, Ok(_)) if stop::requested() => Err("interrupted".to_owned()),
+        (None, Ok(ocr)) => outcome(find_framebuffer(&machine, ocr, n).await),
+        (None, Err(e)) => Err(format!("no OCR engine: {e}")),
+    };
+    vm.find(FB_SCREEN, find);
+    machine.shutdown().await;
 }
 
 /// The clone's `AIDO-IDENTITY-...` line on its serial log.
@@ -908,227 +1182,6 @@ async fn identity(clone: &Machine) -> Result<String> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Open a pool (its template made on first use), then `n` times: acquire, check the clone's
-/// identity, release it, refill. The first clone's memory is read too.
-async fn pool_run(
-    spec: &MachineSpec,
-    dir: &Path,
-    size: usize,
-    n: usize,
-) -> Result<(PoolRun, Outcome<Memory>)> {
-    let (mut pool, open) = timed(async { Ok(Pool::open(spec, dir, size).await?) }).await?;
-    let measured = async {
-        let mut handout = Vec::with_capacity(n);
-        let mut wall = Vec::with_capacity(n);
-        let mut refill = Vec::with_capacity(n);
-        let mut ids = Vec::with_capacity(n);
-        let mut clone_memory = Err("no clone acquired".to_owned());
-        let mut accel = spec.accel.name().to_owned();
-        for i in 0..n {
-            stop::check()?;
-            let entropy = [(i + 1) as u8; 32];
-            let started = Instant::now();
-            let (clone, took) = pool.acquire(&entropy).await.context("Pool::acquire")?;
-            wall.push(started.elapsed());
-            handout.push(took);
-            accel = clone.accel().name().to_owned();
-            let checked = identity(&clone).await;
-            if i == 0 && checked.is_ok() {
-                clone_memory = outcome(memory(&clone, spec.memory_mb).await);
-            }
-            pool.release(clone).await;
-            ids.push(checked?);
-            let ((), took) = timed(async { Ok(pool.refill().await?) }).await?;
-            refill.push(took);
-        }
-        let mut distinct = ids.clone();
-        distinct.sort();
-        distinct.dedup();
-        ensure!(
-            distinct.len() == ids.len(),
-            "clones shared an identity: {ids:?}"
-        );
-        Ok::<_, anyhow::Error>((
-            PoolRun {
-                accel,
-                size,
-                open,
-                handout,
-                wall,
-                refill,
-            },
-            clone_memory,
-        ))
-    }
-    .await;
-    pool.shutdown().await;
-    measured
-}
-
-/// Make the template of `spec` under `templates`, then start `n` machines from it one at a time
-/// (each checked: at its prompt, with its own hostname). The first one's memory is read.
-async fn starts(
-    spec: &MachineSpec,
-    templates: &Path,
-    n: usize,
-) -> Result<(Start, Outcome<Memory>)> {
-    let (template, make) = timed(async { Ok(Template::ensure(spec, templates).await?) }).await?;
-    ensure!(template.made(), "the template was not made by this run");
-    let mut start = Vec::with_capacity(n);
-    let mut memory_of_first = Err("no machine started".to_owned());
-    let mut accel = spec.accel.name().to_owned();
-    for i in 0..n {
-        stop::check()?;
-        let name = format!("bench-{i}");
-        let (machine, took) = timed(async {
-            template
-                .start(&name, &[(i + 1) as u8; 32])
-                .await
-                .context("Template::start")
-        })
-        .await?;
-        start.push(took);
-        accel = machine.accel().name().to_owned();
-        let checked = async {
-            ensure!(
-                !machine.text_screen().await?.find("# ").is_empty(),
-                "the started machine is not at its prompt"
-            );
-            machine.type_text("echo host-$(hostname)\n").await?;
-            machine
-                .wait_for_text(&format!("host-{name}"), TEXT_TIMEOUT_MS)
-                .await
-                .context("the started machine does not have its hostname")?;
-            Ok(())
-        }
-        .await;
-        if i == 0 && checked.is_ok() {
-            memory_of_first = outcome(memory(&machine, spec.memory_mb).await);
-        }
-        machine.shutdown().await;
-        checked?;
-    }
-    Ok((Start { accel, make, start }, memory_of_first))
-}
-
-/// A framebuffer machine started from its template (made now), its memory at its prompt.
-async fn fb_started_memory(spec: &MachineSpec, templates: &Path) -> Result<Memory> {
-    let template = Template::ensure(spec, templates).await?;
-    let machine = template.start("bench-fb", &[9; 32]).await?;
-    let measured = memory(&machine, spec.memory_mb).await;
-    machine.shutdown().await;
-    measured
-}
-
-/// The framebuffer guest: its boot, its memory, `find_text` by OCR.
-async fn framebuffer(
-    spec: &MachineSpec,
-    ocr: std::result::Result<&Ocr, &String>,
-    n: usize,
-) -> (Outcome<FbBoot>, Outcome<Memory>, Outcome<FindTimes>) {
-    let started = Instant::now();
-    let machine = match Machine::boot(spec).await {
-        Ok(m) => m,
-        Err(e) => {
-            let why = format!("the framebuffer guest did not boot: {e}");
-            return (Err(why.clone()), Err(why.clone()), Err(why));
-        }
-    };
-    let ready = machine.booted_in();
-    let (boot, find) = match ocr {
-        Ok(ocr) => match machine
-            .wait_for_screen_text("BusyBox", ocr, TEXT_TIMEOUT_MS)
-            .await
-        {
-            Ok(_) => {
-                let boot = Ok(FbBoot {
-                    accel: machine.accel().name().to_owned(),
-                    ready,
-                    banner: started.elapsed(),
-                });
-                (boot, None)
-            }
-            Err(e) => {
-                let why = format!("OCR never read the shell's banner: {e}");
-                (Err(why.clone()), Some(Err(why)))
-            }
-        },
-        Err(e) => (
-            Err(format!("no OCR engine to read the banner: {e}")),
-            Some(Err(format!("no OCR engine: {e}"))),
-        ),
-    };
-    let memory = outcome(memory(&machine, spec.memory_mb).await);
-    let find = match (find, ocr) {
-        (Some(done), _) => done,
-        (None, Ok(_)) if stop::requested() => Err("interrupted".to_owned()),
-        (None, Ok(ocr)) => outcome(find_framebuffer(&machine, ocr, n).await),
-        (None, Err(e)) => Err(format!("no OCR engine: {e}")),
-    };
-    machine.shutdown().await;
-    (boot, memory, find)
-}
-
-/// `find_text` on the framebuffer screen, with the screendump and the OCR timed alone.
-async fn find_framebuffer(machine: &Machine, ocr: &Ocr, n: usize) -> Result<FindTimes> {
-    machine.type_text("clear\n").await?;
-    for line in [
-        "Quick brown fox 0123",
-        "jumps over 4567 lazy",
-        "dogs near the river",
-    ] {
-        machine.type_text(&format!("echo '{line}'\n")).await?;
-    }
-    machine
-        .wait_for_screen_text(FB_NEEDLE, ocr, TEXT_TIMEOUT_MS)
-        .await?;
-    let (found, first) = timed(async { Ok(machine.find_text(FB_NEEDLE, ocr).await?) }).await?;
-    let best = found.first().context("find_text did not find the line")?;
-    let (matches, similarity, source) = (found.len(), best.similarity, best.source.to_owned());
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (found, took) = timed(async { Ok(machine.find_text(FB_NEEDLE, ocr).await?) }).await?;
-        ensure!(!found.is_empty(), "find_text lost the line");
-        times.push(took);
-    }
-    let mut screenshot = Vec::with_capacity(n);
-    let mut png = Vec::new();
-    for _ in 0..n {
-        let (shot, took) = timed(async { Ok(machine.screenshot_png().await?) }).await?;
-        png = shot;
-        screenshot.push(took);
-    }
-    let size = png_size(&png).unwrap_or_default();
-    let mut read = Vec::with_capacity(n);
-    let mut words = 0;
-    for _ in 0..n {
-        let engine = ocr.clone();
-        let shot = png.clone();
-        let (read_words, took) = timed(async move {
-            tokio::task::spawn_blocking(move || engine.words(&shot))
-                .await
-                .context("the OCR task")?
-                .map_err(anyhow::Error::from)
-        })
-        .await?;
-        words = read_words.len();
-        read.push(took);
-    }
-    Ok(FindTimes {
-        accel: machine.accel().name().to_owned(),
-        needle: FB_NEEDLE.to_owned(),
-        size,
-        source,
-        matches,
-        similarity,
-        first,
-        times,
-        screenshot,
-        read,
-        words: Some(words),
-    })
 }
 
 /// Why the machines run on `accel` here.
@@ -1163,20 +1216,6 @@ fn kvm_modules() -> Vec<String> {
         .unwrap_or_default();
     names.sort();
     names
-}
-
-fn first_line(program: &str, args: &[&str]) -> String {
-    std::process::Command::new(program)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// "`linux-image-…`, busybox v…" from the image's manifest.json.
@@ -1242,414 +1281,6 @@ async fn reap_leftovers() -> Vec<u32> {
     left
 }
 
-/// The VM section's state in one run.
-pub type VmSection = crate::harness::Run<Box<Results>>;
-
-/// The bodies whose memory is judged, in report order.
-const BODIES: [Body; 5] = [
-    Body::StartedText,
-    Body::PoolClone,
-    Body::StartedFramebuffer,
-    Body::TextIdle,
-    Body::Framebuffer,
-];
-
-/// A VM row's figure.
-enum Fig<'a> {
-    Times(&'a [Duration]),
-    Once(Duration),
-    Bytes(u64),
-}
-
-/// A row of a part that may have failed, its description naming its accelerator.
-fn row(s: &mut Section, id: &str, what: String, accel: &str, fig: Result<Fig<'_>, &String>) {
-    let what = format!("{what} ({accel})");
-    let record = match fig {
-        Ok(Fig::Times(times)) => s.times(id, None, times),
-        Ok(Fig::Once(time)) => s.once(id, None, time),
-        Ok(Fig::Bytes(bytes)) => s.value(id, None, Unit::Bytes, bytes as f64),
-        Err(why) => return s.failed(id, what, why),
-    };
-    record.what(what);
-}
-
-/// The section's records: boot, snapshot revert, pool acquire, QEMU memory per body and
-/// `find_text`, each row naming its accelerator.
-pub fn records(section: &VmSection) -> Vec<Record> {
-    let mut s = Section::new("vm");
-    let r = match section {
-        VmSection::Ran(r) => r,
-        VmSection::Skipped(why) | VmSection::Failed(why) => {
-            let why = match section {
-                VmSection::Failed(_) => format!("the section failed before measuring: {why}"),
-                _ => why.clone(),
-            };
-            // The judged rows still stand in the summary, saying why they have no value.
-            s.not_run("vm_snapshot_revert", "VM snapshot revert", &why);
-            let pool = "VM pool acquire";
-            s.not_run(
-                "vm_pool_acquire_until_running",
-                format!("{pool}, until the clone runs"),
-                &why,
-            );
-            s.not_run(
-                "vm_pool_acquire_call",
-                format!("{pool}, the whole call"),
-                &why,
-            );
-            for b in BODIES {
-                let what = format!("QEMU RSS (VmRSS) per body: {}", b.label());
-                s.not_run(b.id(), what, &why);
-            }
-            s.fact("not_run", why);
-            return s.finish();
-        }
-    };
-    boot_rows(r, &mut s);
-    pool_rows(r, &mut s);
-    let memory = memory_rows(r, &mut s);
-    find_rows(r, &mut s);
-    facts(r, &mut s);
-    let columns = [
-        "body",
-        "accelerator",
-        "guest memory",
-        "VmRSS",
-        "guest RAM resident",
-        "TCG translation buffer resident",
-        "the rest",
-        "of which RssFile",
-        "in transparent huge pages",
-        "VmHWM (peak)",
-    ];
-    s.table("memory", &columns, memory);
-    s.finish()
-}
-
-/// The rows of the boots, the starts from a template and the reverts.
-fn boot_rows(r: &Results, s: &mut Section) {
-    let a = &r.accel;
-    let mb = r.guest_mb;
-    let boot = r.boot.as_ref().map_or(a, |b| &b.accel);
-    let fb = r.fb_boot.as_ref().map_or(a, |b| &b.accel);
-    let start = r.start.as_ref().map_or(a, |t| &t.accel);
-    let faster = faster_revert(&r.loadvm, &r.migration);
-    let revert = r
-        .loadvm
-        .as_ref()
-        .map(|l| &l.accel)
-        .or_else(|_| r.migration.as_ref().map(|m| &m.accel))
-        .unwrap_or(a);
-    let both = match (&r.loadvm, &r.migration) {
-        (Err(a), Err(b)) => format!("{a}; {b}"),
-        _ => "no revert path measured".into(),
-    };
-    let load = r.loadvm.as_ref().map_or(a, |l| &l.accel);
-    let (boot_, fb_, start_) = (r.boot.as_ref(), r.fb_boot.as_ref(), r.start.as_ref());
-    let load_ = r.loadvm.as_ref();
-    let rows = [
-        (
-            "vm_boot_text",
-            format!(
-                "VM boot to a shell prompt: `Machine::boot` call to `# ` on the VGA console, \
-                 text console, {mb} MiB guest"
-            ),
-            boot,
-            boot_.map(|b| Fig::Times(&b.prompt)),
-        ),
-        (
-            "vm_boot_text_ready",
-            "VM boot, QEMU's exec to the guest's `AIDO-GUEST-READY` on its serial port \
-             (`Machine::booted_in`), text console"
-                .into(),
-            boot,
-            boot_.map(|b| Fig::Times(&b.ready)),
-        ),
-        (
-            "vm_boot_framebuffer",
-            "VM boot to prompt, framebuffer guest: `Machine::boot` call to the shell's banner \
-             `BusyBox` read by OCR (one boot)"
-                .into(),
-            fb,
-            fb_.map(|b| Fig::Once(b.banner)),
-        ),
-        (
-            "vm_boot_framebuffer_ready",
-            "VM boot, framebuffer guest, QEMU's exec to the ready line (one boot)".into(),
-            fb,
-            fb_.map(|b| Fig::Once(b.ready)),
-        ),
-        (
-            "vm_start",
-            format!(
-                "VM start from the image's template (`vm_start`: `Template::start`, a new QEMU \
-                 restored from the saved state, `cont`, until the guest has printed its new \
-                 identity), text console, {mb} MiB guest"
-            ),
-            start,
-            start_.map(|t| Fig::Times(&t.start)),
-        ),
-        (
-            "vm_start_template",
-            "VM template made once: a boot, the prompt, the save".into(),
-            start,
-            start_.map(|t| Fig::Once(t.make)),
-        ),
-        (
-            "vm_snapshot_revert",
-            format!(
-                "VM snapshot revert, the faster of `loadvm` and a migration-file restore{}",
-                faster.map_or(String::new(), |(which, _)| format!(": {which}"))
-            ),
-            revert,
-            faster.map(|(_, t)| Fig::Once(t)).ok_or(&both),
-        ),
-        (
-            "vm_savevm",
-            format!("VM `savevm {SNAPSHOT}` once (RAM and device state into the disk overlay)"),
-            load,
-            load_.map(|l| Fig::Once(l.save)),
-        ),
-        (
-            "vm_loadvm",
-            "VM snapshot revert: `loadvm` (HMP) of a snapshot `savevm` took once, after \
-             changing the screen"
-                .into(),
-            load,
-            load_.map(|l| Fig::Times(&l.load)),
-        ),
-    ];
-    for (id, what, accel, fig) in rows {
-        row(s, id, what, accel, fig);
-    }
-}
-
-/// The rows of the migration-file path and of the pool.
-fn pool_rows(r: &Results, s: &mut Section) {
-    let a = &r.accel;
-    let mig = r.migration.as_ref().map_or(a, |m| &m.accel);
-    let state = r.migration.as_ref().map_or(String::new(), |m| {
-        format!(" of {}", format_bytes(m.state_bytes))
-    });
-    let pool = r.pool.as_ref().map_or(a, |p| &p.accel);
-    let n = r.options.pool_size;
-    let acquire = "VM pool acquire";
-    let (mig_, pool_) = (r.migration.as_ref(), r.pool.as_ref());
-    let rows = [
-        (
-            "vm_migration_save",
-            format!(
-                "VM `Machine::save_state` once (the machine paused, its state written to a \
-                 file{state})"
-            ),
-            mig,
-            mig_.map(|m| Fig::Once(m.save)),
-        ),
-        (
-            "vm_migration_restore",
-            "VM snapshot revert: migration-file restore (`Machine::restore`: a new QEMU loads \
-             the saved state; then `resume`), total"
-                .into(),
-            mig,
-            mig_.map(|m| Fig::Times(&m.total)),
-        ),
-        (
-            "vm_migration_restore_only",
-            "VM migration-file restore, `Machine::restore` alone (new QEMU, QMP, incoming \
-             migration)"
-                .into(),
-            mig,
-            mig_.map(|m| Fig::Times(&m.restore)),
-        ),
-        (
-            "vm_migration_resume",
-            "VM migration-file restore, `resume` alone".into(),
-            mig,
-            mig_.map(|m| Fig::Times(&m.resume)),
-        ),
-        (
-            "vm_pool_open",
-            format!(
-                "VM `Pool::open` with {n} warm clones, the first time (the template's boot to \
-                 its prompt, its state saved, each clone restored paused)"
-            ),
-            pool,
-            pool_.map(|p| Fig::Once(p.open)),
-        ),
-        (
-            "vm_pool_acquire_until_running",
-            format!(
-                "{acquire}, until the clone runs (the Duration `Pool::acquire` returns: a \
-                 paused clone popped, `cont`), pool of {n}"
-            ),
-            pool,
-            pool_.map(|p| Fig::Times(&p.handout)),
-        ),
-        (
-            "vm_pool_acquire_call",
-            format!(
-                "{acquire}, the whole `Pool::acquire` call (the clone runs, its identity line \
-                 is written to its serial console, the call returns once the guest has printed \
-                 it), pool of {n}"
-            ),
-            pool,
-            pool_.map(|p| Fig::Times(&p.wall)),
-        ),
-        (
-            "vm_pool_refill",
-            "VM `Pool::refill` after each acquisition (one clone restored)".into(),
-            pool,
-            pool_.map(|p| Fig::Times(&p.refill)),
-        ),
-    ];
-    for (id, what, accel, fig) in rows {
-        row(s, id, what, accel, fig);
-    }
-}
-
-/// The rows of QEMU's memory per body; the memory table's lines.
-fn memory_rows(r: &Results, s: &mut Section) -> Vec<Vec<String>> {
-    let (a, mb) = (&r.accel, r.guest_mb);
-    let mut memory = Vec::new();
-    for x in &r.rss {
-        let accel = x.outcome.as_ref().map_or(a, |m| &m.accel);
-        let what = format!(
-            "QEMU RSS (VmRSS) per body: {}, {mb} MiB guest",
-            x.body.label()
-        );
-        row(
-            s,
-            x.body.id(),
-            what,
-            accel,
-            x.outcome.as_ref().map(|m| Fig::Bytes(m.rss)),
-        );
-        let mut line = vec![
-            x.body.label().to_owned(),
-            accel.clone(),
-            format!("{mb} MiB"),
-        ];
-        match &x.outcome {
-            Ok(m) => {
-                let rest = m
-                    .rss
-                    .saturating_sub(m.guest_ram.unwrap_or(0) + m.code_buffer.unwrap_or(0));
-                let mb = |v: Option<u64>| v.map_or("—".to_owned(), |b| format_mb(b as f64));
-                line.extend([
-                    format!("{} ({})", format_mb(m.rss as f64), format_bytes(m.rss)),
-                    mb(m.guest_ram),
-                    mb(m.code_buffer),
-                    mb(Some(rest)),
-                    mb(Some(m.file)),
-                    mb(Some(m.huge)),
-                    mb(Some(m.hwm)),
-                ]);
-            }
-            Err(e) => {
-                line.push(format!("failed: {e}"));
-                line.resize(10, String::new());
-            }
-        }
-        memory.push(line);
-    }
-    memory
-}
-
-/// The rows of `find_text` and its parts, per screen.
-fn find_rows(r: &Results, s: &mut Section) {
-    let a = &r.accel;
-    for f in &r.find {
-        let id = match f.screen {
-            Screen::Text => "vm_find_text_text",
-            Screen::Framebuffer => "vm_find_text_framebuffer",
-        };
-        let accel = f.outcome.as_ref().map_or(a, |t| &t.accel);
-        let how = f.outcome.as_ref().map_or(String::new(), |t| {
-            format!(
-                ", {}x{}, needle `{}`, read by {}{}, {} match(es), best similarity {:.2}",
-                t.size.0,
-                t.size.1,
-                t.needle,
-                t.source,
-                t.words
-                    .map_or(String::new(), |w| format!(" ({w} words on the screen)")),
-                t.matches,
-                t.similarity
-            )
-        });
-        let screen = f.screen.label();
-        let o = f.outcome.as_ref();
-        row(
-            s,
-            id,
-            format!("VM `find_text` on a {screen}{how}"),
-            accel,
-            o.map(|t| Fig::Times(&t.times)),
-        );
-        let what = format!("VM `find_text` on a {screen}, the first call (not in the median)");
-        row(
-            s,
-            &format!("{id}_first"),
-            what,
-            accel,
-            o.map(|t| Fig::Once(t.first)),
-        );
-        let what = format!("VM the PNG screenshot an agent gets (vm_screenshot) alone, {screen}");
-        row(
-            s,
-            &format!("{id}_screenshot"),
-            what,
-            accel,
-            o.map(|t| Fig::Times(&t.screenshot)),
-        );
-        let what = format!("VM the reader alone, {screen}");
-        row(
-            s,
-            &format!("{id}_reader"),
-            what,
-            accel,
-            o.map(|t| Fig::Times(&t.read)),
-        );
-    }
-}
-
-/// The facts the section's prose names.
-fn facts(r: &Results, s: &mut Section) {
-    let builds: Vec<String> = r
-        .builds
-        .iter()
-        .map(|(what, took)| format!("{what} in {}", format_duration(*took)))
-        .collect();
-    let o = &r.options;
-    s.fact("accel", r.accel.clone());
-    s.fact("accel_why", r.accel_why.clone());
-    s.fact("qemu", r.qemu.clone());
-    s.fact("builds", builds.join(", "));
-    s.fact("guest", r.guest.clone());
-    s.number("guest_mb", f64::from(r.guest_mb));
-    let omp = r.omp_thread_limit.as_deref();
-    s.fact("omp", omp.map_or("unset".to_owned(), |v| format!("`{v}`")));
-    s.number("took", r.took.as_nanos() as f64);
-    s.numbers(&[
-        ("boots", o.boots as f64),
-        ("reverts", o.reverts as f64),
-        ("acquisitions", o.acquisitions as f64),
-        ("finds", o.finds as f64),
-        ("pool_size", o.pool_size as f64),
-    ]);
-    s.fact("thp", r.thp.clone());
-    if r.leftover.is_empty() {
-        s.fact("none_left", "");
-    } else {
-        let pids: Vec<String> = r.leftover.iter().map(u32::to_string).collect();
-        s.number("left", r.leftover.len() as f64);
-        s.fact("left_pids", pids.join(", "));
-    }
-    if r.accel == "tcg" {
-        s.fact("tcg", "");
-    }
-}
-
 /// Bytes in decimal megabytes, as the issue states its figures.
 fn format_mb(bytes: f64) -> String {
     format!("{:.1} MB", bytes / 1e6)
@@ -1658,17 +1289,6 @@ fn format_mb(bytes: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_values_in_kb() {
-        let status = "Name:\tqemu-system-x86\nVmHWM:\t  210000 kB\nVmRSS:\t  123456 kB\n\
-                      RssAnon:\t  100000 kB\nRssFile:\t 23456 kB\n";
-        assert_eq!(status_kb(status, "VmRSS"), Some(123_456));
-        assert_eq!(status_kb(status, "VmHWM"), Some(210_000));
-        assert_eq!(status_kb(status, "RssFile"), Some(23_456));
-        assert_eq!(status_kb(status, "RssShmem"), None);
-        assert_eq!(status_kb(status, "Name"), None);
-    }
 
     #[test]
     fn smaps_split_guest_ram_from_the_translation_buffer() {
@@ -1750,27 +1370,89 @@ Rss:                5416 kB\n";
 
     #[test]
     fn the_faster_revert_path_wins() {
-        let loadvm = Ok(Loadvm {
-            accel: "tcg".into(),
-            save: ms(900),
-            load: vec![ms(300), ms(320), ms(310)],
-        });
-        let migration = Ok(Migration {
-            accel: "tcg".into(),
-            save: ms(400),
-            state_bytes: 1,
-            restore: vec![ms(250); 3],
-            resume: vec![ms(1); 3],
-            total: vec![ms(251); 3],
-        });
+        let migration = "the migration-file restore";
         assert_eq!(
-            faster_revert(&loadvm, &migration),
-            Some(("the migration-file restore", ms(251)))
+            faster_revert(Some(ms(310)), Some(ms(251))),
+            Some((migration, ms(251)))
         );
         assert_eq!(
-            faster_revert(&loadvm, &Err("no".into())),
+            faster_revert(Some(ms(310)), None),
             Some(("`loadvm`", ms(310)))
         );
-        assert_eq!(faster_revert(&Err("a".into()), &Err("b".into())), None);
+        assert_eq!(
+            faster_revert(Some(ms(5)), Some(ms(5))).map(|f| f.0),
+            Some("`loadvm`")
+        );
+        assert_eq!(faster_revert(None, None), None);
+    }
+
+    #[test]
+    fn rows_land_in_report_order_and_a_failed_part_fails_each_of_its_rows() {
+        let mut vm = Vm {
+            s: Section::new("vm"),
+            accel: "tcg".into(),
+            mb: 128,
+        };
+        vm.body(COLD_TEXT, Err("no boot".into()));
+        vm.reverts(Ok((ms(900), vec![ms(300), ms(310)])), Err("gone".into()));
+        let memory = Memory {
+            rss: 100_000_000,
+            hwm: 0,
+            file: 0,
+            guest_ram: None,
+            code_buffer: None,
+            huge: 0,
+        };
+        vm.body(STARTED_TEXT, Ok(memory));
+        let records = vm.finish();
+        let rows: Vec<&str> = records
+            .iter()
+            .filter(|r| r.unit.is_some() || r.error.is_some())
+            .map(|r| r.row.as_str())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "vm_snapshot_revert",
+                "vm_savevm",
+                "vm_loadvm",
+                "vm_migration_save",
+                "vm_migration_restore",
+                "vm_migration_restore_only",
+                "vm_migration_resume",
+                "vm_rss_vm_start_text",
+                "vm_rss_cold_boot_text",
+            ]
+        );
+        let row = |id: &str| records.iter().find(|r| r.row == id).unwrap();
+        let revert = row("vm_snapshot_revert");
+        assert_eq!(revert.value, Some(300e6));
+        assert_eq!(
+            revert.note.as_deref(),
+            Some(
+                "VM snapshot revert, the faster of `loadvm` and a migration-file restore: \
+                 `loadvm` (tcg)"
+            )
+        );
+        let save = row("vm_migration_save");
+        assert_eq!(save.error.as_deref(), Some("failed: gone"));
+        assert_eq!(
+            save.note.as_deref(),
+            Some(
+                "VM `Machine::save_state` once (the machine paused, its state written to a \
+                 file) (tcg)"
+            )
+        );
+        assert_eq!(row("vm_rss_vm_start_text").value, Some(1e8));
+        // The memory table: line 1 (started) before line 4 (cold boot, failed).
+        let cells: Vec<(&str, Option<&str>)> = records
+            .iter()
+            .filter(|r| r.row.starts_with("memory:"))
+            .map(|r| (r.row.as_str(), r.note.as_deref()))
+            .collect();
+        assert_eq!(cells.len(), 20);
+        assert_eq!(cells[0], ("memory:1", Some(BODIES[0].1)));
+        assert_eq!(cells[3], ("memory:1", Some("100.0 MB (95.4 MiB)")));
+        assert_eq!(cells[13], ("memory:4", Some("failed: no boot")));
     }
 }

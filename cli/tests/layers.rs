@@ -245,7 +245,7 @@ fn no_crate_holds_an_import_circle_beyond_the_known_ones() {
 /// Functions over clippy's `too-many-lines-threshold` (clippy.toml) that were there before the
 /// ratchet, each allowed by name. The count only goes down: split one, drop its allow, lower
 /// this number (a count above it is a new long function; below it, a stale number).
-const LONG_FUNCTIONS_ALLOWED: usize = 65;
+const LONG_FUNCTIONS_ALLOWED: usize = 62;
 
 #[test]
 fn long_functions_only_get_fewer() {
