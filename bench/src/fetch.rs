@@ -49,7 +49,7 @@ pub fn html(paragraphs: usize) -> String {
 }
 
 /// Serve the pages on 127.0.0.1 until the task is dropped; its port.
-async fn serve() -> Result<(u16, tokio::task::JoinHandle<()>)> {
+pub async fn serve() -> Result<(u16, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let pages: Vec<(String, String)> = PAGES

@@ -15,6 +15,7 @@ mod desktop;
 mod estimates;
 mod fetch;
 mod fixture;
+mod gateway;
 mod harness;
 mod machine;
 mod memory;
@@ -95,6 +96,22 @@ enum Command {
         /// Where the peers are installed.
         #[arg(long, default_value = "bench/node_modules")]
         node_modules: PathBuf,
+        #[command(flatten)]
+        write: WriteTo,
+    },
+    /// Run only the gateway section (a downstream tool through aido beside the server called
+    /// directly; aido's browser beside @playwright/mcp) and print its records as JSON lines
+    /// (`--write`: also into the results file, and render the report).
+    Gateway {
+        /// The aido binary.
+        #[arg(long, default_value = "target/release/aido")]
+        aido: PathBuf,
+        /// Where the peers are installed.
+        #[arg(long, default_value = "bench/node_modules")]
+        node_modules: PathBuf,
+        /// Alternating rounds of each pair.
+        #[arg(long, default_value_t = 200)]
+        rounds: usize,
         #[command(flatten)]
         write: WriteTo,
     },
@@ -335,6 +352,12 @@ struct Args {
     /// Fetches of each page by each side in the fetch benchmark.
     #[arg(long, default_value_t = 20)]
     fetch_repeats: usize,
+    /// Leave out the gateway benchmark.
+    #[arg(long)]
+    skip_gateway: bool,
+    /// Alternating rounds of each pair in the gateway benchmark.
+    #[arg(long, default_value_t = 200)]
+    gateway_rounds: usize,
     /// Leave out the desktop benchmark (owned sway and Xvfb sessions).
     #[arg(long)]
     skip_desktop: bool,
@@ -441,6 +464,16 @@ fn main() -> Result<()> {
                 fetch::run(&a, python, t, *repeats),
             )
         }
+        Some(Command::Gateway {
+            aido,
+            node_modules,
+            rounds,
+            write,
+        }) => {
+            let a = built(aido)?;
+            let run = gateway::run(&a, t, node_modules, *rounds);
+            alone(write.files(), "gateway", &gateway::ROWS, run)
+        }
         Some(Command::Script { aido, repeats }) => {
             let a = built(aido)?;
             alone(None, "script", &script::ROWS, script::run(&a, t, *repeats))
@@ -543,6 +576,9 @@ async fn bench(args: Args) -> Result<()> {
     records.extend(step(args.skip_fetch, "fetch", &fetch::ROWS, fetch).await);
     let script = script::run(a, t, args.script_repeats);
     records.extend(step(args.skip_script, "script", &script::ROWS, script).await);
+    let node_modules = args.node_modules();
+    let gateway = gateway::run(a, t, &node_modules, args.gateway_rounds);
+    records.extend(step(args.skip_gateway, "gateway", &gateway::ROWS, gateway).await);
     let serve = serve::run(a, t, args.serve_calls, 4, args.serve_hold);
     records.extend(step(args.skip_serve, "serve", &serve::ROWS, serve).await);
     records.extend(if args.skip_desktop {
