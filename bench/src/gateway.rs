@@ -44,7 +44,11 @@ pub async fn run(
     let everything = node_modules.join("@modelcontextprotocol/server-everything/dist/index.js");
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let (gateway, direct) = gateway_pair(aido, work.path(), &everything, rounds).await?;
-    let [(added_row, added_what), (row, what), (browser_row, browser_what)] = ROWS;
+    let [
+        (added_row, added_what),
+        (row, what),
+        (browser_row, browser_what),
+    ] = ROWS;
     s.versus(row, what, &gateway, "server-everything, direct", &direct);
     let added = crate::harness::median(&gateway).saturating_sub(crate::harness::median(&direct));
     s.once(added_row, None, added).what(added_what);

@@ -14,6 +14,12 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::error::BrowserError;
 
+
+/// Chromium's answer to a page command while the tab has no active page (mid-navigation).
+const NOT_ATTACHED: &str = "Not attached to an active page";
+/// How often such a command is sent again, and how long apart: 2 s in all.
+const NOT_ATTACHED_TRIES: u32 = 40;
+const NOT_ATTACHED_WAIT_MS: u64 = 50;
 /// Events buffered for a slow listener before it starts missing them.
 const EVENTS_BUFFERED_MAX: usize = 1024;
 /// Commands queued for the writer.
@@ -108,6 +114,28 @@ impl Cdp {
     /// # Cancel safety
     /// Dropping the future forgets the reply; the command may still have run in the browser.
     pub(crate) async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        session: Option<&str>,
+    ) -> Result<Value, BrowserError> {
+        // A page command sent while the tab commits a navigation (a click that left the page)
+        // finds no active page for a moment: it is sent again, for a bounded while.
+        let mut tries = 0;
+        loop {
+            match self.send(method, params.clone(), session).await {
+                Err(BrowserError::Protocol { why, .. })
+                    if why.contains(NOT_ATTACHED) && tries < NOT_ATTACHED_TRIES =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(NOT_ATTACHED_WAIT_MS)).await;
+                }
+                answered => return answered,
+            }
+        }
+    }
+
+    async fn send(
         &self,
         method: &str,
         params: Value,

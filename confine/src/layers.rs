@@ -87,29 +87,7 @@ pub fn no_new_privs() -> Result<(), ConfineError> {
 /// sandbox. The ABI is a hard requirement.
 pub fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), ConfineError> {
     let abi = abi_from(abi_min);
-    let missing = || format!("landlock_abi_v{abi_min}");
-    let map = |error: RulesetError| -> ConfineError {
-        match &error {
-            RulesetError::HandleAccesses(_) | RulesetError::Scope(_) => {
-                ConfineError::unavailable(missing(), error.to_string())
-            }
-            RulesetError::CreateRuleset(_) => {
-                ConfineError::unavailable(missing(), error.to_string())
-            }
-            _ => ConfineError::SetupFailed {
-                layer: Layer::Landlock,
-                errno: 0,
-                detail: error.to_string(),
-            },
-        }
-    };
-    let path_fd = |path: &Path| {
-        PathFd::new(path).map_err(|error| ConfineError::SetupFailed {
-            layer: Layer::Landlock,
-            errno: 0,
-            detail: format!("{path:?}: {error}"),
-        })
-    };
+    let map = |error| ruleset_error(abi_min, error);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
@@ -151,7 +129,7 @@ pub fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), ConfineError> {
     let status = created.restrict_self().map_err(map)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(ConfineError::unavailable(
-            missing(),
+            format!("landlock_abi_v{abi_min}"),
             format!("ruleset {:?}", status.ruleset),
         ));
     }
@@ -175,28 +153,7 @@ impl PreparedLandlock {
     ) -> Result<Self, ConfineError> {
         let abi_min = abi_min.max(6);
         let abi = abi_from(abi_min);
-        let missing = || format!("landlock_abi_v{abi_min}");
-        let map = |error: RulesetError| -> ConfineError {
-            match &error {
-                RulesetError::HandleAccesses(_)
-                | RulesetError::Scope(_)
-                | RulesetError::CreateRuleset(_) => {
-                    ConfineError::unavailable(missing(), error.to_string())
-                }
-                _ => ConfineError::SetupFailed {
-                    layer: Layer::Landlock,
-                    errno: 0,
-                    detail: error.to_string(),
-                },
-            }
-        };
-        let path_fd = |path: &Path| {
-            PathFd::new(path).map_err(|error| ConfineError::SetupFailed {
-                layer: Layer::Landlock,
-                errno: 0,
-                detail: format!("{path:?}: {error}"),
-            })
-        };
+        let map = |error| ruleset_error(abi_min, error);
         let mut created = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::from_all(abi))
@@ -251,6 +208,32 @@ impl PreparedLandlock {
         }
         Ok(())
     }
+}
+
+/// A ruleset's error: the ABI `abi_min` is missing (`sandbox_unavailable`, a hard floor), or
+/// the setup failed.
+fn ruleset_error(abi_min: u8, error: RulesetError) -> ConfineError {
+    match &error {
+        RulesetError::HandleAccesses(_)
+        | RulesetError::Scope(_)
+        | RulesetError::CreateRuleset(_) => {
+            ConfineError::unavailable(format!("landlock_abi_v{abi_min}"), error.to_string())
+        }
+        _ => ConfineError::SetupFailed {
+            layer: Layer::Landlock,
+            errno: 0,
+            detail: error.to_string(),
+        },
+    }
+}
+
+/// A directory or file opened for a Landlock rule.
+fn path_fd(path: &Path) -> Result<PathFd, ConfineError> {
+    PathFd::new(path).map_err(|error| ConfineError::SetupFailed {
+        layer: Layer::Landlock,
+        errno: 0,
+        detail: format!("{path:?}: {error}"),
+    })
 }
 
 fn abi_from(abi_min: u8) -> ABI {

@@ -852,7 +852,6 @@ async fn vms() -> Response {
     HttpError::NotBuilt("prim-vm").into_response()
 }
 
-#[cfg(feature = "prim-vm")]
 #[derive(Deserialize)]
 struct ScreenQuery {
     width: Option<u32>,
@@ -882,10 +881,22 @@ async fn screen(
     UrlPath(name): UrlPath<String>,
     Query(q): Query<ScreenQuery>,
 ) -> Response {
-    let (png, _) = match shared.runtime.vm_peek(&name).await {
-        Ok(p) => p,
+    let png = shared.runtime.vm_peek(&name).await.map(|(png, _)| png);
+    png_response(png, "vm_not_found", q.width).await
+}
+
+/// A screen as a PNG answer (a thumbnail `width` wide, when asked and this build has prim-vm's
+/// image decoder; the whole screen otherwise), or the failure to take it: `not_found` is the
+/// code that is a 404.
+async fn png_response(
+    png: Result<Vec<u8>, aido_actions::Failure>,
+    not_found: &str,
+    width: Option<u32>,
+) -> Response {
+    let png = match png {
+        Ok(png) => png,
         Err(f) => {
-            let status = if f.code == "vm_not_found" {
+            let status = if f.code == not_found {
                 StatusCode::NOT_FOUND
             } else {
                 StatusCode::BAD_GATEWAY
@@ -893,7 +904,8 @@ async fn screen(
             return coded(status, &f.code, f.message);
         }
     };
-    let png = match q.width {
+    #[cfg(feature = "prim-vm")]
+    let png = match width {
         Some(w) => {
             let w = w.clamp(16, THUMBNAIL_WIDTH_MAX);
             match tokio::task::spawn_blocking(move || thumbnail(&png, w)).await {
@@ -904,6 +916,8 @@ async fn screen(
         }
         None => png,
     };
+    #[cfg(not(feature = "prim-vm"))]
+    let _ = width;
     (
         [
             (header::CONTENT_TYPE, "image/png"),
@@ -924,55 +938,14 @@ async fn browsers(State(shared): State<Shared>) -> Response {
     axum::Json(json!({"browsers": shared.runtime.browser_sessions().await})).into_response()
 }
 
-#[derive(Deserialize)]
-struct BrowserScreenQuery {
-    #[cfg_attr(
-        not(feature = "prim-vm"),
-        expect(dead_code, reason = "thumbnails need prim-vm's image")
-    )]
-    width: Option<u32>,
-}
-
-/// A session's browser's current tab as a PNG (a thumbnail `width` wide in a build with
-/// prim-vm, which has the image decoder; the whole viewport otherwise).
+/// A browser's current tab as a PNG (see [`png_response`]).
 async fn browser_screen(
     State(shared): State<Shared>,
     UrlPath(session): UrlPath<String>,
-    Query(q): Query<BrowserScreenQuery>,
+    Query(q): Query<ScreenQuery>,
 ) -> Response {
-    let png = match shared.runtime.browser_peek(&session).await {
-        Ok(png) => png,
-        Err(f) => {
-            let status = if f.code == "browser_not_open" {
-                StatusCode::NOT_FOUND
-            } else {
-                StatusCode::BAD_GATEWAY
-            };
-            return coded(status, &f.code, f.message);
-        }
-    };
-    #[cfg(feature = "prim-vm")]
-    let png = match q.width {
-        Some(w) => {
-            let w = w.clamp(16, THUMBNAIL_WIDTH_MAX);
-            match tokio::task::spawn_blocking(move || thumbnail(&png, w)).await {
-                Ok(Ok(small)) => small,
-                Ok(Err(e)) => return coded(StatusCode::BAD_GATEWAY, "mc_thumbnail_failed", e),
-                Err(e) => return internal(e).into_response(),
-            }
-        }
-        None => png,
-    };
-    #[cfg(not(feature = "prim-vm"))]
-    let _ = q;
-    (
-        [
-            (header::CONTENT_TYPE, "image/png"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        png,
-    )
-        .into_response()
+    let png = shared.runtime.browser_peek(&session).await;
+    png_response(png, "browser_not_open", q.width).await
 }
 
 #[cfg(not(feature = "prim-vm"))]

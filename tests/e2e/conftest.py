@@ -140,6 +140,19 @@ class World:
         except json.JSONDecodeError as e:
             raise AssertionError(f"`aido {' '.join(args)}` did not print JSON ({e}):\n{describe(proc)}")
 
+    def played_back(self) -> int:
+        """Play every session of this AIDO_HOME back from its journal alone (`aido replay
+        playback`): none may mismatch or be unreproducible; the number of results reproduced."""
+        reproduced = 0
+        for session in self.run_json("replay", "sessions", "--json"):
+            proc = self.run("replay", "playback", session["id"], "--json")
+            assert proc.returncode == 0, describe(proc)
+            played = json.loads(proc.stdout)
+            assert played["mismatches"] == [], describe(proc)
+            assert played["not_reproducible"] == [], describe(proc)
+            reproduced += played["reproduced"]
+        return reproduced
+
     # ---- the MCP server ----------------------------------------------------------------
     @asynccontextmanager
     async def session(

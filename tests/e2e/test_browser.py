@@ -21,7 +21,6 @@ from typing import Any, Iterator
 import anyio
 import pytest
 
-from conftest import describe
 from helpers import err, ok, text_of
 
 pytestmark = pytest.mark.anyio
@@ -180,7 +179,7 @@ async def test_a_login_form_is_filled_and_every_request_is_judged(world, site):
     pages = [seen for seen in site.seen if seen != "GET /favicon.ico"]
     assert pages == ["GET /login", "POST /welcome", "GET /links"], site.seen
     site.close()
-    played = playback(world)
+    played = world.played_back()
     assert played >= 12, played
 
 
@@ -197,17 +196,5 @@ async def test_a_redirect_to_the_metadata_address_is_refused_at_the_proxy(world,
         assert all("address" not in r for r in metadata), "the metadata address was never connected to"
     assert [seen for seen in site.seen if seen != "GET /favicon.ico"] == ["GET /to-metadata"], site.seen
     site.close()
-    assert playback(world) >= 1
+    assert world.played_back() >= 1
 
-
-def playback(world) -> int:
-    """Play every session back with the site gone; the number of results reproduced."""
-    reproduced = 0
-    for session in world.run_json("replay", "sessions", "--json"):
-        proc = world.run("replay", "playback", session["id"], "--json")
-        assert proc.returncode == 0, describe(proc)
-        played = json.loads(proc.stdout)
-        assert played["mismatches"] == [], describe(proc)
-        assert played["not_reproducible"] == [], describe(proc)
-        reproduced += played["reproduced"]
-    return reproduced
