@@ -320,3 +320,16 @@ async def test_toolsets_and_grants_narrow_downstream_tools_like_aido_s_own(world
         assert "everything__echo" in tools and "everything__get-sum" not in tools, sorted(tools)
         ok(await child.call("everything__echo", {"message": "granted"}))
         err(await child.call("everything__get-sum", {"a": 1, "b": 2}), "capability_missing")
+
+
+async def test_an_http_downstream_the_net_policy_does_not_name_is_left_out(world):
+    """aido reaches an HTTP downstream itself: `[net]` judges its URL like any, and an entry it
+    refuses is left out with the refusal's code, the other entries served."""
+    script = everything()
+    refused = config(script) + '\n[[downstream]]\nname = "remote"\nurl = "http://10.1.2.3:9/mcp"\n'
+    async with world.session(config=refused) as s:
+        tools = {t.name for t in (await s.session.list_tools()).tools}
+        assert "everything__echo" in tools, sorted(tools)
+        assert not any(name.startswith("remote__") for name in tools), sorted(tools)
+    said = world.logs[-1].read_text()
+    assert "remote" in said and "code=net_denied" in said, said[-2000:]
