@@ -14,7 +14,6 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::error::BrowserError;
 
-
 /// Chromium's answer to a page command while the tab has no active page (mid-navigation).
 const NOT_ATTACHED: &str = "Not attached to an active page";
 /// How often such a command is sent again, and how long apart: 2 s in all.

@@ -1046,8 +1046,8 @@ impl ServerHandler for AidoServer {
         }
         // A defined function or custom primitive is a tool of its own name (never a
         // built-in's: define refuses those names).
-        // A downstream server's tool is one of its namespaced name (never a built-in's: a
-        // server's name never holds `__`, a built-in's never does).
+        // A downstream server's tool is one of its namespaced name (`server__tool`; no built-in
+        // name holds `__`).
         let defined = match &arguments {
             Value::Object(args) if Action::class_of(&request.name).is_none() => self
                 .runtime
