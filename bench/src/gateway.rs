@@ -72,7 +72,7 @@ async fn gateway_pair(
     );
     let (ours, _) = Server::aido_with(aido, work, Some(&config), &["everything__echo"]).await?;
     let mut command = tokio::process::Command::new("node");
-    command.arg(everything).arg("stdio");
+    command.current_dir(work).arg(everything).arg("stdio");
     let theirs = Server::start(
         "server-everything",
         command,
@@ -110,8 +110,9 @@ async fn browser_pair(
     let url = format!("http://127.0.0.1:{port}/medium");
     let config = format!("[net]\nallow = [\"127.0.0.1:{port}\"]\n");
     let (ours, _) = Server::aido_with(aido, work, Some(&config), &["browser_navigate"]).await?;
+    // In the work dir: it writes its snapshots and console logs under the current one.
     let mut command = tokio::process::Command::new("node");
-    command.arg(playwright).args([
+    command.current_dir(work).arg(playwright).args([
         "--headless",
         "--browser",
         "chromium",
