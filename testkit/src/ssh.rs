@@ -42,13 +42,18 @@ impl LoopbackSsh {
         std::fs::create_dir_all("/run/sshd").map_err(|e| e.to_string())?;
         // UsePAM yes: without PAM, sshd refuses every login to an account whose shadow
         // password starts with "!" (a locked root, common on fresh machines), keys or not.
+        // HOME is the server's own directory: the login shell runs none of the user's start-up
+        // files (where one runs `pyenv init`, a rehash lock a killed shell left behind makes
+        // every later login wait a minute, and its complaint lands in the command's stderr).
         std::fs::write(
             d.join("sshd_config"),
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\n\
                  PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM yes\nStrictModes no\n",
+                 KbdInteractiveAuthentication no\nUsePAM yes\nStrictModes no\n\
+                 SetEnv HOME={home}\n",
                 hk = d.join("hostkey").display(),
+                home = d.display(),
                 ak = d.join("authorized_keys").display()
             ),
         )

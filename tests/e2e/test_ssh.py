@@ -47,11 +47,15 @@ class Sshd:
             self.port = s.getsockname()[1]
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         # UsePAM yes: without PAM, sshd refuses every login to a locked account ("!" in shadow,
-        # a common state of root on fresh machines), keys or not.
+        # a common state of root on fresh machines), keys or not. HOME is the server's own
+        # directory: the login shell runs none of the user's start-up files (where one runs
+        # `pyenv init`, a rehash lock a killed shell left behind makes every later login wait
+        # a minute, and its complaint lands in the command's stderr).
         (root / "sshd_config").write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {root / 'hostkey'}\n"
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\nStrictModes no\n"
+            f"SetEnv HOME={root}\n"
         )
         self.proc = subprocess.Popen(
             [str(SSHD), "-D", "-f", str(root / "sshd_config"), "-E", str(root / "sshd.log")]
