@@ -153,17 +153,6 @@ def http_get(url: str, host: str | None = None) -> tuple[int, dict[str, str], by
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
-def playback_all(world) -> int:
-    reproduced = 0
-    for session in world.run_json("replay", "sessions", "--json"):
-        proc = world.run("replay", "playback", session["id"], "--json")
-        assert proc.returncode == 0, describe(proc)
-        played = json.loads(proc.stdout)
-        assert played["mismatches"] == [], describe(proc)
-        assert played["not_reproducible"] == [], describe(proc)
-        reproduced += played["reproduced"]
-    return reproduced
-
 
 async def make(s, witness: Witness) -> dict[str, Any]:
     return await s.ok(
@@ -264,7 +253,7 @@ async def test_a_served_page_renders_in_chromium_and_cannot_reach_another_origin
     finally:
         witness.close()
     # create, serve, list, stop, and the second serve (refusals have no result to reproduce).
-    assert playback_all(world) == 5
+    assert world.played_back() == 5
 
 
 async def test_save_writes_through_the_walls_and_rewind_undoes_it(world):
@@ -296,7 +285,7 @@ async def test_save_writes_through_the_walls_and_rewind_undoes_it(world):
         assert gone["files"] == 2
         err(await s.call("artifact_serve", {"id": artifact}), "artifact_not_found")
         assert (await s.ok("artifact_list"))["artifacts"] == []
-    assert playback_all(world) >= 4
+    assert world.played_back() >= 4
 
 
 async def test_bad_input_gets_codes_and_the_server_keeps_serving(world):

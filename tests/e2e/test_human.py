@@ -44,19 +44,6 @@ def schema_of(params: Any) -> dict[str, Any]:
     return schema
 
 
-def playback_all(world) -> int:
-    """`aido replay playback --json` over every session: no mismatch, nothing unplayable; the
-    number of results reproduced."""
-    reproduced = 0
-    for s in world.run_json("replay", "sessions", "--json"):
-        proc = world.run("replay", "playback", s["id"], "--json")
-        assert proc.returncode == 0, describe(proc)
-        played = json.loads(proc.stdout)
-        assert played["mismatches"] == [], describe(proc)
-        assert played["not_reproducible"] == [], describe(proc)
-        reproduced += played["reproduced"]
-    return reproduced
-
 
 def human_inputs(world) -> list[dict[str, Any]]:
     """Every recorded `answer` input from the human, over every session."""
@@ -132,7 +119,7 @@ async def test_accepted_answers_come_back_and_playback_reproduces_them(world):
         replies["single"] = {"choice": "purple"}
         await s.err("ask_multiple_choice", {"question": "Which colour?", "choices": colours}, "human_answer_invalid")
     assert len(asked) == 5
-    assert playback_all(world) >= 5
+    assert world.played_back() >= 5
     answers = human_inputs(world)
     assert [a["value"]["action"] for a in answers] == ["accept"] * 4, answers
     assert answers[0]["value"]["answer"] == {"text": "the main branch"}
@@ -157,7 +144,7 @@ async def test_confirm_is_no_for_everything_but_an_explicit_yes(world, action, c
         assert out["approved"] is False and out["answer"] == "no", out
         assert out["reason"] == reason
         assert len(asked) == 1
-    assert playback_all(world) >= 1
+    assert world.played_back() >= 1
 
 
 @pytest.mark.parametrize("action,code", [("decline", "human_declined"), ("cancel", "human_cancelled")])
@@ -167,7 +154,7 @@ async def test_an_unanswered_question_is_a_coded_failure(world, action, code):
         await s.err("ask_human", {"question": "What should the release be called?"}, code)
         await s.err("ask_multiple_choice", {"question": "Which?", "choices": ["a", "b"]}, code)
         assert len(asked) == 2
-    assert playback_all(world) >= 2
+    assert world.played_back() >= 2
 
 
 async def test_a_question_nobody_answers_in_time_times_out_and_the_server_keeps_serving(world):
@@ -184,7 +171,7 @@ async def test_a_question_nobody_answers_in_time_times_out_and_the_server_keeps_
         await s.err("ask_human", {"question": "Later?", "timeout_ms": 10**9}, "human_timeout_too_long")
         assert len(asked) == 2
         await s.ok("read_file", {"path": "~/notes.txt"})
-    assert playback_all(world) >= 3
+    assert world.played_back() >= 3
 
 
 async def test_questions_that_ask_for_secrets_are_refused_before_anyone_is_asked(world):
@@ -214,7 +201,7 @@ async def test_questions_that_ask_for_secrets_are_refused_before_anyone_is_asked
         await s.err("ask_multiple_choice", {"question": "Which?", "choices": ["a"]}, "human_question_invalid")
         assert asked == []
         await s.ok("read_file", {"path": "~/notes.txt"})
-    assert playback_all(world) >= 11
+    assert world.played_back() >= 11
 
 
 async def test_without_elicitation_a_person_answers_with_aido_answer(world):
@@ -270,7 +257,7 @@ async def test_without_elicitation_a_person_answers_with_aido_answer(world):
         assert [q["id"] for q in world.run_json("answer", "--list", "--json")] == [sc["details"]["id"]]
     # Playback reproduces the needs_human failures and the answers, without the store.
     (world.aido_home / "questions.sqlite").rename(world.aido_home / "moved.sqlite")
-    assert playback_all(world) >= 4
+    assert world.played_back() >= 4
 
 
 async def test_the_original_call_can_wait_for_the_out_of_band_answer(world):
@@ -307,4 +294,4 @@ async def test_the_original_call_can_wait_for_the_out_of_band_answer(world):
             tg.start_soon(later)
             out = await s.ok("check_answer", {"id": qid, "wait_ms": 10_000})
         assert out["approved"] is True
-    assert playback_all(world) >= 2
+    assert world.played_back() >= 2

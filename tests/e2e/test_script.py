@@ -51,17 +51,6 @@ def records(world) -> list[dict[str, Any]]:
     return out
 
 
-def playback_all(world) -> int:
-    reproduced = 0
-    for s in world.run_json("replay", "sessions", "--json"):
-        proc = world.run("replay", "playback", s["id"], "--json")
-        assert proc.returncode == 0, describe(proc)
-        played = json.loads(proc.stdout)
-        assert played["mismatches"] == [], describe(proc)
-        assert played["not_reproducible"] == [], describe(proc)
-        reproduced += played["reproduced"]
-    return reproduced
-
 
 async def test_the_script_tools_are_listed_and_list_changed_is_advertised(world):
     async with world.session() as s:
@@ -118,7 +107,7 @@ async def test_a_defined_function_shows_up_after_the_notification_and_runs_as_it
         assert await eventually(lambda: bool(changed)), "tools/list_changed was sent on delete"
         assert "read_two" not in {t.name for t in (await s.session.list_tools()).tools}
         await s.err("call_function", {"name": "read_two"}, "script_not_found")
-    assert playback_all(world) >= 9
+    assert world.played_back() >= 9
 
 
 async def test_a_host_call_to_a_denied_path_is_refused_and_journaled_as_a_child(world):
@@ -137,7 +126,7 @@ async def test_a_host_call_to_a_denied_path_is_refused_and_journaled_as_a_child(
             assert proposed[0]["parent"] == seq_of(result)
             assert proposed[0]["verdict"]["verdict"] == "deny", proposed[0]
         assert "top secret" not in json.dumps([r for r in records(world)])
-    playback_all(world)
+    world.played_back()
 
 
 ESCAPES = [
@@ -169,7 +158,7 @@ async def test_scripts_that_try_to_escape_are_stopped_with_a_code(world):
         assert names == {name for name, _, _ in ESCAPES}
         # The server still serves.
         assert (await s.ok("read_file", {"path": "~/notes.txt"}))["content"] == "hello\nworld\n"
-    playback_all(world)
+    world.played_back()
 
 
 async def test_a_custom_primitive_checks_its_arguments_and_survives_a_restart(world):
@@ -202,5 +191,5 @@ async def test_a_custom_primitive_checks_its_arguments_and_survives_a_restart(wo
         assert listed["definitions"][0]["source"] == source
         assert (await s.ok("sizes", {"path": "~/lines.txt"}))["result"] == [len("".join(f"line{i}\n" for i in range(1, 11)))]
         await s.ok("delete_primitive", {"name": "sizes"})
-    reproduced = playback_all(world)
+    reproduced = world.played_back()
     assert reproduced >= 8, reproduced

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, describe
+from conftest import REPO
 from helpers import ok, text_of
 
 pytestmark = pytest.mark.anyio
@@ -63,17 +63,6 @@ def rg_hits(root: Path, patterns: list[str], *extra: str) -> set[tuple[str, int]
 def our_hits(found: dict) -> set[tuple[str, int]]:
     return {(f["path"], h["line"]) for f in found["found"]["files"] for h in f["hits"]}
 
-
-def playback_all(world) -> int:
-    reproduced = 0
-    for s in world.run_json("replay", "sessions", "--json"):
-        proc = world.run("replay", "playback", s["id"], "--json")
-        assert proc.returncode == 0, describe(proc)
-        played = json.loads(proc.stdout)
-        assert played["mismatches"] == [], describe(proc)
-        assert played["not_reproducible"] == [], describe(proc)
-        reproduced += played["reproduced"]
-    return reproduced
 
 
 async def test_search_code_finds_what_rg_finds_never_a_denied_file_and_playback_reproduces_it(world):
@@ -142,7 +131,7 @@ async def test_search_code_finds_what_rg_finds_never_a_denied_file_and_playback_
 
     # The tree changes; playback reproduces every search from the journal alone.
     shutil.rmtree(tree)
-    assert playback_all(world) >= 10
+    assert world.played_back() >= 10
 
 
 RUST = """pub struct Cache {
@@ -216,4 +205,4 @@ async def test_search_and_read_gives_definitions_and_callers_for_rust_and_python
         assert tight["found"]["budget_exhausted"] is True and tight["found"]["chars_used"] <= 30
         await s.err("search_and_read", {"patterns": ["x"], "callers_max": 51}, "callers_too_many")
     (world.home / "fx" / "cache.rs").write_text("gone\n")
-    assert playback_all(world) == 4
+    assert world.played_back() == 4

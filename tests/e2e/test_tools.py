@@ -13,24 +13,11 @@ import json
 
 import pytest
 
-from conftest import describe
 
 pytestmark = pytest.mark.anyio
 
 TOOLS = {"diff", "render_template", "read_logs"}
 
-
-def playback_all(world) -> int:
-    """`aido replay playback --json` over every session: results reproduced (none differ)."""
-    reproduced = 0
-    for s in world.run_json("replay", "sessions", "--json"):
-        proc = world.run("replay", "playback", s["id"], "--json")
-        assert proc.returncode == 0, describe(proc)
-        played = json.loads(proc.stdout)
-        assert played["mismatches"] == [], describe(proc)
-        assert played["not_reproducible"] == [], describe(proc)
-        reproduced += played["reproduced"]
-    return reproduced
 
 
 async def test_the_three_tools_are_listed_read_only(world):
@@ -61,7 +48,7 @@ async def test_diff_judges_both_sides_and_playback_reproduces_it(world):
         await s.err("diff", {"path": "notes.txt"}, "tool_arguments_invalid")
     export = world.run("replay", "export", world.run_json("replay", "sessions", "--json")[0]["id"], "--jsonl")
     assert "hunter2" not in export.stdout and "top secret" not in export.stdout
-    assert playback_all(world) == 4, "three diffs and the coded failure"
+    assert world.played_back() == 4, "three diffs and the coded failure"
 
 
 async def test_render_template_is_sandboxed_and_bounded_and_the_server_keeps_serving(world):
@@ -92,7 +79,7 @@ async def test_render_template_is_sandboxed_and_bounded_and_the_server_keeps_ser
         await s.err("render_template", {"template": "{{ who }}", "strict": True}, "template_undefined")
         still = await s.ok("render_template", {"template": "{{ 6 * 7 }}"})
         assert still["rendered"] == "42"
-    assert playback_all(world) == 8
+    assert world.played_back() == 8
 
 
 async def test_read_logs_redacts_filters_and_reads_aidos_own_log(world):
@@ -119,4 +106,4 @@ async def test_read_logs_redacts_filters_and_reads_aidos_own_log(world):
         assert own["returned"] >= 1, own
         assert own["path"].endswith("logs/aido.log")
     assert (world.aido_home / "logs" / "aido.log").is_file()
-    assert playback_all(world) == 7, "three reads, two coded failures, the activity, aido's log"
+    assert world.played_back() == 7, "three reads, two coded failures, the activity, aido's log"
