@@ -9,16 +9,14 @@
 
 mod common;
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use aido_actions::Action;
 use aido_actors::{Hooks, Runtime, Session};
 use serde_json::{Value, json};
 
-type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
+use aido_testkit::runner::AsyncTest as Test;
 
 const TESTS: &[(&str, Test)] = &[
     (
@@ -65,41 +63,7 @@ const TESTS: &[(&str, Test)] = &[
 
 fn main() {
     aido_sandbox::run_child_if_requested();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|arg| arg == "--list") {
-        if !args.iter().any(|arg| arg == "--ignored") {
-            for (name, _) in TESTS {
-                println!("{name}: test");
-            }
-        }
-        return;
-    }
-    let exact = args.iter().any(|arg| arg == "--exact");
-    let filters: Vec<&String> = args.iter().filter(|arg| !arg.starts_with("--")).collect();
-    let chosen: Vec<&(&str, Test)> = TESTS
-        .iter()
-        .filter(|(name, _)| {
-            filters.is_empty()
-                || filters.iter().any(|f| {
-                    if exact {
-                        *name == f.as_str()
-                    } else {
-                        name.contains(f.as_str())
-                    }
-                })
-        })
-        .collect();
-    println!("running {} tests", chosen.len());
-    for (name, test) in chosen {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let started = Instant::now();
-        runtime.block_on(test());
-        println!("test {name} ... ok ({} ms)", started.elapsed().as_millis());
-    }
+    aido_testkit::runner::run(TESTS);
 }
 
 struct Aido {

@@ -7,6 +7,8 @@
 
 /// The libvirt host the libvirt tests use.
 pub mod libvirt;
+/// A test binary's own runner, for tests that must own `main`.
+pub mod runner;
 /// A real runtime on a sled journal.
 #[cfg(feature = "runtime")]
 pub mod runtime;
