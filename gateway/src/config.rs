@@ -288,18 +288,13 @@ impl DownstreamConfig {
         let mut profile = aido_sandbox::Profile::new(self.writable.clone());
         profile.deny.extend(self.deny.iter().cloned());
         profile.network = self.network();
-        // Its tree in a cgroup of its own where one can be made (memory, processes, CPU):
-        // then no address-space limit, which stops servers built on V8 (node's fetch,
-        // Chromium) that reserve large virtual ranges they never touch.
+        // Its tree in a cgroup of its own where one can be made (memory, processes, CPU).
         let limits = aido_sandbox::CgroupLimits {
             pids_max: CGROUP_PIDS_MAX,
             memory_bytes_max: CGROUP_MEMORY_BYTES_MAX,
             cpu_percent_max: 100,
         };
-        if limits.probe().is_ok() {
-            profile.cgroup = Some(limits);
-            profile.rlimits.address_space_bytes_max = aido_sandbox::RLIMIT_UNLIMITED;
-        }
+        profile.bound_by(limits.probe().is_ok().then_some(limits));
         profile
     }
 

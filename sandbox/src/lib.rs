@@ -100,7 +100,7 @@ mod tmp;
 mod unconfined;
 
 pub use aido_changes::{CHANGED_ENTRIES_MAX, Change, ChangeCaps, Upper};
-pub use aido_confine::{CgroupLimits, RLIMIT_UNLIMITED, Rlimits, leftovers_of_gone_processes};
+pub use aido_confine::{CgroupLimits, Rlimits, leftovers_of_gone_processes};
 /// The egress proxy (aido-egress): a confined command's only way out.
 pub use aido_egress as egress;
 pub use aido_egress::{EGRESS_PORT, EgressRecord, EgressTotals, Network, ProxyError};

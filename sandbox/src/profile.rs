@@ -95,6 +95,17 @@ pub enum WriteMode {
 }
 
 impl Profile {
+    /// Bound the command's tree by a cgroup of its own (`None`: none). With one, its memory is
+    /// the cgroup's to bound and there is no address-space limit, as in the user's own shell:
+    /// it stops programs that reserve large virtual ranges they never touch (V8's WebAssembly
+    /// memories, so node's own fetch; Chromium's pointer cage).
+    pub fn bound_by(&mut self, limits: Option<CgroupLimits>) {
+        if limits.is_some() {
+            self.rlimits.address_space_bytes_max = aido_confine::RLIMIT_UNLIMITED;
+        }
+        self.cgroup = limits;
+    }
+
     /// A profile with the given writable roots and the deny list every profile should start
     /// from: credentials in `$HOME` and the host's secret files.
     pub fn new(writable_roots: Vec<PathBuf>) -> Self {

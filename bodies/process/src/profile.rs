@@ -50,13 +50,7 @@ pub fn profile_of(policy: &PolicyEngine, hidden: &[PathBuf]) -> Profile {
     let processes = &policy.config().processes;
     // A file may be as large as a whole change set may be: the policy's cap, not a fixed one.
     profile.rlimits.file_size_bytes_max = processes.change_bytes_max;
-    profile.cgroup = cgroup_of(processes);
-    // With a cgroup bounding the tree's memory, no address-space limit: it stops programs that
-    // reserve large virtual ranges they never touch (V8's WebAssembly memories, so node's own
-    // fetch; Chromium's pointer cage), which run in the user's own shell.
-    if profile.cgroup.is_some() {
-        profile.rlimits.address_space_bytes_max = aido_sandbox::RLIMIT_UNLIMITED;
-    }
+    profile.bound_by(cgroup_of(processes));
     if !processes.egress.is_empty() {
         profile.network = aido_sandbox::Network::Proxy {
             allow: processes.egress.clone(),
