@@ -190,15 +190,7 @@ impl Aido {
 
 /// Host processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("cmdline"))
-                .map(|line| String::from_utf8_lossy(&line).contains(marker))
-                .unwrap_or(false)
-        })
-        .count()
+    aido_testkit::pids_with(marker).len()
 }
 
 async fn wait_until(what: &str, cond: impl Fn() -> bool) {

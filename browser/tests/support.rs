@@ -64,26 +64,7 @@ pub fn reference(snapshot: &Snapshot, role: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {role} {name:?} in {:#?}", snapshot.nodes))
 }
 
-/// Processes whose command line contains `marker` (the profile directory).
-pub fn processes_with(marker: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(marker) {
-            found.push(pid);
-        }
-    }
-    found
-}
+pub use aido_testkit::pids_with as processes_with;
 
 /// A request's head: its request line's parts, its headers, and its body.
 struct Request {

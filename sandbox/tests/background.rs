@@ -89,15 +89,7 @@ fn read_all(output: Output) -> String {
 
 /// Host processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("cmdline"))
-                .map(|line| String::from_utf8_lossy(&line).contains(marker))
-                .unwrap_or(false)
-        })
-        .count()
+    aido_testkit::pids_with(marker).len()
 }
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

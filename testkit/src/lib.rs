@@ -15,6 +15,28 @@ pub mod runtime;
 /// An sshd of the test's own on loopback.
 pub mod ssh;
 
+/// The host's processes whose command line holds `marker` (to see that nothing of a test
+/// outlives what should have ended it).
+pub fn pids_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// A test needs `what`, which this machine lacks (`why`): outside CI it says so and the test
 /// stops (`None`); under `CI` (any value) it fails, since CI installs and starts everything
 /// the tests need.
