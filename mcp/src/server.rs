@@ -860,11 +860,7 @@ impl ServerHandler for AidoServer {
                 Some(class) => scope.allows_primitive(&tool.name, class),
                 // A downstream tool: as the capabilities gate judges its call.
                 None if tool.name.contains("__") => {
-                    let call = Action::DownstreamCall(aido_actions::downstream::DownstreamCall {
-                        tool: tool.name.to_string(),
-                        arguments: Default::default(),
-                    });
-                    let class = policy.class_of(&call);
+                    let class = policy.downstream_class(&tool.name);
                     scope.allows_primitive("downstream_call", class)
                         || scope.allows_primitive(&tool.name, class)
                 }

@@ -299,13 +299,18 @@ impl PolicyEngine {
     /// tool's (the entry's `classes`, else its annotations', else `network`, the cautious
     /// class: it changes the world, beyond aido).
     pub fn class_of(&self, action: &Action) -> SideEffectClass {
-        let Action::DownstreamCall(call) = action else {
-            return action.class();
-        };
-        let own = call.tool.split_once("__").map_or("", |(_, tool)| tool);
+        match action {
+            Action::DownstreamCall(call) => self.downstream_class(&call.tool),
+            _ => action.class(),
+        }
+    }
+
+    /// The class of the downstream tool namespaced `tool` (see [`PolicyEngine::class_of`]).
+    pub fn downstream_class(&self, tool: &str) -> SideEffectClass {
+        let (server, own) = tool.split_once("__").unwrap_or(("", ""));
         if let Some(class) = self
             .downstream
-            .get(call.server())
+            .get(server)
             .and_then(|(_, classes)| classes.get(own))
         {
             return *class;
@@ -313,7 +318,7 @@ impl PolicyEngine {
         self.downstream_classes
             .read()
             .ok()
-            .and_then(|known| known.get(&call.tool).copied())
+            .and_then(|known| known.get(tool).copied())
             .unwrap_or(SideEffectClass::Network)
     }
 
