@@ -300,8 +300,9 @@ fn covers_of(walls: &[crate::protocol::Wall], run_as: crate::RunAs) -> Vec<PathB
     use std::os::unix::fs::MetadataExt;
     let mut covers: Vec<PathBuf> = Vec::new();
     for wall in walls {
-        // Under the private /tmp the way down is made afresh, by the command's own user.
-        if wall.path.starts_with("/tmp") {
+        // Under the private /tmp and /dev/shm the way down is made afresh, by the command's
+        // own user.
+        if wall.path.starts_with("/tmp") || wall.path.starts_with("/dev/shm") {
             continue;
         }
         let mut at = PathBuf::from("/");

@@ -163,3 +163,35 @@ fn a_shared_tmpfs_is_sized_shared_by_runs_and_in_no_host_mount_table() {
     assert_eq!(refused.code(), "sandbox_request_invalid", "{refused}");
     fixture.assert_untouched();
 }
+
+/// A workspace under `/dev/shm`, which the sandbox replaces with a private tmpfs of its own,
+/// behind a directory only root may pass (tempfile's 0700): the way down is made afresh inside
+/// the private one, as under `/tmp`, and the command writes where the host sees it.
+#[test]
+fn a_root_under_dev_shm_behind_a_closed_directory_is_reached() {
+    let base = tempfile::Builder::new()
+        .prefix("aido-sandbox-shm-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let root = base.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let mut profile = aido_sandbox::Profile::new(vec![root.clone()]);
+    if rustix::process::geteuid().is_root() {
+        profile.run_as = Some(aido_sandbox::RunAs {
+            uid: 65534,
+            gid: 65534,
+        });
+    } else {
+        eprintln!("not root: run as aido's own user (no idmapped wall, no cover)");
+    }
+    let request = aido_sandbox::Request::new(["sh", "-c", "echo here > made && cat made"], &root);
+    let sandbox = Fixture::new().sandbox();
+    let outcome = match sandbox.run(&profile, &request) {
+        Ok(outcome) => outcome,
+        Err(error) => panic!("sandbox refused ({}): {error}", error.code()),
+    };
+    assert_code(&outcome, 0);
+    assert_eq!(stdout(&outcome), "here\n");
+    assert_eq!(common::read(&root.join("made")), "here\n");
+}
