@@ -574,6 +574,8 @@ actions! {
         BrowserEvaluate(browser::Evaluate) = "browser_evaluate", Network;
         /// Close the session's browser (its profile goes with it).
         BrowserClose(browser::NoArgs) = "browser_close", Network;
+        /// Anthropic's browser_toolset_20260801 on the session's browser: a turn's member calls run in order, stopping at the first failure.
+        BrowserToolset(browser::BrowserToolset) = "browser_toolset", Network;
     }
     /// The gateway: other MCP servers (`[[downstream]]`), each started in aido's sandbox.
     /// What a downstream did cannot be rewound.
@@ -965,6 +967,7 @@ mod tests {
             ("browser_screenshot", SideEffectClass::ReadOnly),
             ("browser_evaluate", SideEffectClass::Network),
             ("browser_close", SideEffectClass::Network),
+            ("browser_toolset", SideEffectClass::Network),
             ("downstream_call", SideEffectClass::Network),
         ];
         assert_eq!(

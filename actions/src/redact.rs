@@ -117,6 +117,17 @@ impl Redact for browser::Navigate {
     }
 }
 
+/// A navigation's URL as `browser_navigate`'s: its credentials and secret query values go.
+impl Redact for browser::BrowserToolset {
+    fn redact(&mut self, secrets: &dyn Secrets) {
+        for call in &mut self.actions {
+            if let Some(url) = &mut call.input.url {
+                *url = secrets.url(url);
+            }
+        }
+    }
+}
+
 impl Redact for net::FetchUrl {
     fn redact(&mut self, secrets: &dyn Secrets) {
         self.url = secrets.url(&self.url);

@@ -225,6 +225,7 @@ pub const TOOLSETS: &[(&str, &str, &[&str])] = &[
             "browser_screenshot",
             "browser_evaluate",
             "browser_close",
+            "browser_toolset",
         ],
     ),
     (

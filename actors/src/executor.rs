@@ -496,6 +496,7 @@ impl Live<'_> {
             .ask(&self.shared.bodies.browser, |reply| BrowserMsg::Run {
                 action: Box::new(asked),
                 session: self.session.to_string(),
+                context: self.ctx.clone(),
                 reply,
             })
             .await?;

@@ -36,6 +36,7 @@ pub struct Browser {
     downloads: mpsc::Receiver<Event>,
     /// Downloads begun and not finished: guid, URL, suggested name.
     begun: Vec<(String, String, String)>,
+    pub(crate) logs: crate::logs::Logs,
     product: String,
     process: Process,
 }
@@ -55,6 +56,7 @@ impl Browser {
         let (mut process, cdp) = Process::spawn(&options)?;
         let product = first_answer(&cdp, &mut process, options.limits.launch_timeout_ms).await?;
         let downloads = forward_downloads(&cdp);
+        let logs = crate::logs::Logs::listen(&cdp);
         let mut browser = Self {
             cdp,
             options,
@@ -62,6 +64,7 @@ impl Browser {
             current: None,
             downloads,
             begun: Vec::new(),
+            logs,
             product,
             process,
         };
@@ -144,6 +147,69 @@ impl Browser {
             self.loaded(events, &tab).await?;
         }
         self.navigated(&tab, true).await
+    }
+
+    /// Load the current tab's page again.
+    pub async fn reload(&mut self) -> Result<Navigated, BrowserError> {
+        let tab = self.tab()?.clone();
+        let events = self.cdp.subscribe();
+        self.cdp
+            .call("Page.reload", json!({}), Some(&tab.session))
+            .await?;
+        self.loaded(events, &tab).await?;
+        self.navigated(&tab, true).await
+    }
+
+    /// Open an empty tab (`about:blank`), which becomes the current one.
+    pub async fn new_tab(&mut self) -> Result<TabInfo, BrowserError> {
+        if self.tabs.len() >= self.options.limits.tabs_max {
+            return Err(BrowserError::TooLarge {
+                what: "the number of tabs",
+                size: self.tabs.len() + 1,
+                max: self.options.limits.tabs_max,
+            });
+        }
+        let index = self.create_tab().await?;
+        self.current = Some(index);
+        let tab = self.tabs[index].clone();
+        let page = self.navigated(&tab, false).await?;
+        Ok(TabInfo {
+            id: tab.id,
+            url: page.url,
+            title: page.title,
+            current: true,
+        })
+    }
+
+    /// The current tab's id.
+    pub fn current_tab(&self) -> Option<String> {
+        self.current.map(|i| self.tabs[i].id.clone())
+    }
+
+    /// Make tab `id` the one operations act on, without bringing it to the front (a tab
+    /// the page opened itself is attached on the way); answers which was, for
+    /// [`Self::act_on_again`].
+    pub async fn act_on(&mut self, id: &str) -> Result<Option<String>, BrowserError> {
+        let previous = self.current_tab();
+        let index = match self.tabs.iter().position(|t| t.id == id) {
+            Some(index) => index,
+            None => {
+                let known = self.targets().await?;
+                if !known.iter().any(|t| t.get("targetId") == Some(&json!(id))) {
+                    return Err(BrowserError::TabMissing { id: id.to_owned() });
+                }
+                self.attach(id.to_owned()).await?
+            }
+        };
+        self.current = Some(index);
+        Ok(previous)
+    }
+
+    /// Act on the tab [`Self::act_on`] answered again (if it is still open).
+    pub fn act_on_again(&mut self, previous: Option<String>) {
+        if let Some(index) = previous.and_then(|id| self.tabs.iter().position(|t| t.id == id)) {
+            self.current = Some(index);
+        }
     }
 
     /// Go one entry back in the current tab's history (`moved: false` if there is none).
@@ -400,9 +466,16 @@ impl Browser {
             .and_then(Value::as_str)
             .ok_or_else(|| BrowserError::protocol("Target.attachToTarget", "no sessionId"))?
             .to_owned();
-        self.cdp
-            .call("Page.enable", json!({}), Some(&session))
-            .await?;
+        // Page for loads, Runtime, Log and Network for what read_console and read_network
+        // answer.
+        for domain in [
+            "Page.enable",
+            "Runtime.enable",
+            "Log.enable",
+            "Network.enable",
+        ] {
+            self.cdp.call(domain, json!({}), Some(&session)).await?;
+        }
         let viewport = json!({
             "width": self.options.viewport_width,
             "height": self.options.viewport_height,

@@ -62,7 +62,9 @@ pub enum BrowserError {
         id: String,
     },
     /// An element reference that is malformed or names no node of the page.
-    #[error("no element {reference:?} on the page (take a new snapshot)")]
+    #[error(
+        "no element {reference:?} on the page: it is stale or was never there (read the page again for fresh references)"
+    )]
     RefUnknown {
         /// The reference (`e12`).
         reference: String,

@@ -41,10 +41,14 @@ pub mod browser;
 pub(crate) mod cdp;
 /// The error enum and its codes.
 pub mod error;
+/// Pointer gestures, drags, key chords, form fields, files, zoom.
+pub mod input;
 /// Key names as key events.
 pub(crate) mod keys;
 /// Starting Chromium: options, limits, flags, the process group.
 pub mod launch;
+/// Console messages and requests, kept per tab until read.
+pub mod logs;
 /// Input, reading and waits inside the current page.
 pub(crate) mod page;
 /// The accessibility tree flattened, with element references.
@@ -56,4 +60,6 @@ pub use answer::{
 };
 pub use browser::Browser;
 pub use error::BrowserError;
+pub use input::{Button, Gesture};
 pub use launch::{CHROMIUM_PATH, Limits, Options};
+pub use logs::{ConsoleEntry, NetworkEntry, Read};

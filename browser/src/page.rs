@@ -54,33 +54,8 @@ const SELECT_FUNCTION: &str = r"function(option) {
 impl Browser {
     /// Click the element a snapshot named (scrolled into view first), at its center.
     pub async fn click(&mut self, reference: &str) -> Result<Clicked, BrowserError> {
-        let backend = backend_id(reference)?;
-        let session = self.tab()?.session.clone();
-        let node = json!({ "backendNodeId": backend });
-        // Not every node can scroll (text nodes); its quads still say where it is.
-        let _ = self
-            .cdp
-            .call("DOM.scrollIntoViewIfNeeded", node.clone(), Some(&session))
-            .await;
-        let quads = self
-            .cdp
-            .call("DOM.getContentQuads", node, Some(&session))
-            .await
-            .map_err(|e| node_error(e, reference))?;
-        let quad = quads
-            .pointer("/quads/0")
-            .and_then(Value::as_array)
-            .filter(|q| q.len() == 8)
-            .ok_or_else(|| BrowserError::ElementMissing {
-                target: reference.to_owned(),
-            })?;
-        let coordinate = |offset: usize| {
-            (0..4)
-                .filter_map(|i| quad[i * 2 + offset].as_f64())
-                .sum::<f64>()
-                / 4.0
-        };
-        self.click_at(coordinate(0), coordinate(1)).await
+        let (x, y) = self.center_of(reference).await?;
+        self.click_at(x, y).await
     }
 
     /// Click the left button at (`x`, `y`) in CSS pixels of the viewport.
@@ -254,6 +229,14 @@ impl Browser {
         })
     }
 
+    /// The elements of the page a description names (`search bar`), best first, at most
+    /// `max` (see [`snapshot::find`]).
+    pub async fn find(&mut self, query: &str, max: usize) -> Result<Snapshot, BrowserError> {
+        let mut page = self.snapshot().await?;
+        page.nodes = snapshot::find(&page.nodes, query, max);
+        Ok(page)
+    }
+
     /// The page's visible text (cut at `text_bytes_max`).
     pub async fn text(&mut self) -> Result<PageText, BrowserError> {
         let page = self
@@ -278,14 +261,15 @@ impl Browser {
 
     /// A PNG of the current tab's viewport.
     pub async fn screenshot(&mut self) -> Result<Screenshot, BrowserError> {
+        self.capture(json!({ "format": "png" })).await
+    }
+
+    /// `Page.captureScreenshot` with these parameters, as a PNG and its size.
+    pub(crate) async fn capture(&mut self, params: Value) -> Result<Screenshot, BrowserError> {
         let session = self.tab()?.session.clone();
         let reply = self
             .cdp
-            .call(
-                "Page.captureScreenshot",
-                json!({ "format": "png" }),
-                Some(&session),
-            )
+            .call("Page.captureScreenshot", params, Some(&session))
             .await?;
         let data = reply
             .get("data")
@@ -319,11 +303,15 @@ impl Browser {
     }
 
     /// aido's own expression in the page (never the agent's).
-    async fn internal_eval(&self, expression: &str) -> Result<Value, BrowserError> {
+    pub(crate) async fn internal_eval(&self, expression: &str) -> Result<Value, BrowserError> {
         self.eval(expression, false).await
     }
 
-    async fn eval(&self, expression: &str, await_promise: bool) -> Result<Value, BrowserError> {
+    pub(crate) async fn eval(
+        &self,
+        expression: &str,
+        await_promise: bool,
+    ) -> Result<Value, BrowserError> {
         let session = self.tab()?.session.clone();
         let params = json!({
             "expression": expression,
@@ -338,7 +326,7 @@ impl Browser {
     }
 
     /// Call `function` with `argument` on the element `reference` names.
-    async fn call_on(
+    pub(crate) async fn call_on(
         &self,
         reference: &str,
         function: &str,
@@ -409,7 +397,7 @@ impl Browser {
         Ok(())
     }
 
-    fn check_chars(&self, count: usize) -> Result<(), BrowserError> {
+    pub(crate) fn check_chars(&self, count: usize) -> Result<(), BrowserError> {
         let max = self.options.limits.type_chars_max;
         if count > max {
             return Err(BrowserError::TooLarge {
@@ -468,14 +456,14 @@ impl Browser {
     }
 }
 
-fn backend_id(reference: &str) -> Result<i64, BrowserError> {
+pub(crate) fn backend_id(reference: &str) -> Result<i64, BrowserError> {
     snapshot::backend_id(reference).ok_or_else(|| BrowserError::RefUnknown {
         reference: reference.to_owned(),
     })
 }
 
 /// A DevTools refusal about a node means the reference names nothing (any more).
-fn node_error(error: BrowserError, reference: &str) -> BrowserError {
+pub(crate) fn node_error(error: BrowserError, reference: &str) -> BrowserError {
     match error {
         BrowserError::Protocol { .. } => BrowserError::RefUnknown {
             reference: reference.to_owned(),

@@ -31,9 +31,12 @@ pub(crate) fn reference(backend_id: i64) -> String {
     format!("e{backend_id}")
 }
 
-/// The backend DOM node id a reference names, if it is one.
+/// The backend DOM node id a reference names, if it is one: `e12`, or `ref_12` as the
+/// browser toolset's `read_page` and `find` write it.
 pub(crate) fn backend_id(reference: &str) -> Option<i64> {
-    let digits = reference.strip_prefix('e')?;
+    let digits = reference
+        .strip_prefix("ref_")
+        .or_else(|| reference.strip_prefix('e'))?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -79,6 +82,128 @@ pub(crate) fn flatten(ax_nodes: &[Value], nodes_max: usize) -> (Vec<Node>, bool)
         }
     }
     (out, truncated)
+}
+
+/// Words that say nothing about which element is meant.
+const FILLER: &[&str] = &[
+    "the", "a", "an", "to", "of", "for", "on", "in", "with", "and", "or", "that", "this", "my",
+];
+
+/// Roles a person acts on (lowercase).
+const ACTIONABLE: &[&str] = &[
+    "button",
+    "link",
+    "textbox",
+    "searchbox",
+    "checkbox",
+    "radio",
+    "combobox",
+    "listbox",
+    "option",
+    "menuitem",
+    "tab",
+    "slider",
+    "spinbutton",
+    "switch",
+];
+
+/// What a person calls an element, as the roles that answer to it.
+const ROLE_WORDS: &[(&str, &[&str])] = &[
+    ("button", &["button"]),
+    ("link", &["link"]),
+    ("field", &["textbox", "searchbox", "combobox", "spinbutton"]),
+    ("box", &["textbox", "searchbox", "combobox", "checkbox"]),
+    ("input", &["textbox", "searchbox", "combobox", "spinbutton"]),
+    (
+        "bar",
+        &[
+            "searchbox",
+            "textbox",
+            "combobox",
+            "progressbar",
+            "scrollbar",
+        ],
+    ),
+    ("text", &["textbox", "StaticText", "paragraph"]),
+    ("search", &["searchbox"]),
+    ("checkbox", &["checkbox"]),
+    ("check", &["checkbox"]),
+    ("radio", &["radio"]),
+    ("dropdown", &["combobox", "listbox", "menu"]),
+    ("select", &["combobox", "listbox"]),
+    ("menu", &["menu", "menubar", "menuitem", "combobox"]),
+    ("option", &["option", "menuitem"]),
+    ("heading", &["heading"]),
+    ("title", &["heading"]),
+    ("image", &["image", "img"]),
+    ("icon", &["image", "img"]),
+    ("picture", &["image", "img"]),
+    ("tab", &["tab"]),
+    ("slider", &["slider"]),
+    ("table", &["table", "grid"]),
+    ("row", &["row"]),
+    ("cell", &["cell", "gridcell"]),
+    ("list", &["list", "listbox"]),
+    ("item", &["listitem", "menuitem", "option"]),
+    ("form", &["form"]),
+    ("dialog", &["dialog", "alertdialog"]),
+];
+
+/// The elements a description names (`search bar`, `add to cart button`), best first, at most
+/// `max`: each word of the description found in an element's name or value counts twice, a
+/// word that names its role once. A word match, not a model: what is written on or for the
+/// element is what it is found by.
+pub(crate) fn find(nodes: &[Node], query: &str, max: usize) -> Vec<Node> {
+    let words: Vec<String> = query
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty() && !FILLER.contains(w))
+        .map(str::to_owned)
+        .collect();
+    let mut scored: Vec<(usize, usize, &Node)> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.reference.is_some())
+        .filter_map(|(order, node)| {
+            let said = format!(
+                "{} {}",
+                node.name.to_lowercase(),
+                node.value.as_deref().unwrap_or_default().to_lowercase()
+            );
+            let role = node.role.to_lowercase();
+            let mut named = 0;
+            let mut typed = 0;
+            for word in &words {
+                if said.contains(word.as_str()) {
+                    named += 1;
+                }
+                let roles = ROLE_WORDS
+                    .iter()
+                    .find(|(w, _)| w == word)
+                    .map(|(_, roles)| *roles)
+                    .unwrap_or_default();
+                if role == *word || roles.iter().any(|r| r.eq_ignore_ascii_case(&role)) {
+                    typed += 1;
+                }
+            }
+            // What a person can act on before what only names it (a field before its label).
+            let acts = usize::from(named > 0 && ACTIONABLE.contains(&role.as_str()));
+            let score = named * 2 + typed + acts;
+            // A role word alone names every element of that role: only with a name match,
+            // unless the description is nothing but role words.
+            let only_roles = words.iter().all(|w| ROLE_WORDS.iter().any(|(r, _)| r == w));
+            (score > 0 && (named > 0 || only_roles)).then_some((score, order, node))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored
+        .into_iter()
+        .take(max)
+        .map(|(_, _, node)| Node {
+            depth: 0,
+            ..node.clone()
+        })
+        .collect()
 }
 
 fn shown(node: &Value) -> bool {
@@ -158,10 +283,42 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn node(role: &str, name: &str, reference: i64) -> Node {
+        Node {
+            reference: Some(super::reference(reference)),
+            role: role.to_owned(),
+            name: name.to_owned(),
+            value: None,
+            depth: 1,
+            states: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn find_ranks_named_elements_and_their_roles() {
+        let nodes = vec![
+            node("heading", "Search results", 1),
+            node("searchbox", "Search docs", 2),
+            node("button", "Add to cart", 3),
+            node("link", "Cart", 4),
+            node("button", "Search", 5),
+        ];
+        let found = find(&nodes, "search bar", 20);
+        assert_eq!(found[0].reference.as_deref(), Some("e2"), "{found:?}");
+        let found = find(&nodes, "add to cart button", 20);
+        assert_eq!(found[0].reference.as_deref(), Some("e3"), "{found:?}");
+        assert_eq!(found.len(), 2, "the cart link matches too: {found:?}");
+        assert!(find(&nodes, "checkout", 20).is_empty());
+        let buttons = find(&nodes, "button", 20);
+        assert_eq!(buttons.len(), 2);
+        assert_eq!(find(&nodes, "search", 1).len(), 1);
+    }
+
     #[test]
     fn references_round_trip() {
         assert_eq!(backend_id(&reference(12)), Some(12));
-        for bad in ["", "e", "12", "e1x", "f12", "e-1"] {
+        assert_eq!(backend_id("ref_7"), Some(7));
+        for bad in ["", "e", "12", "e1x", "f12", "e-1", "ref_", "ref_x", "ref7"] {
             assert_eq!(backend_id(bad), None, "{bad}");
         }
     }

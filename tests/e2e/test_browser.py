@@ -39,6 +39,27 @@ LINKS = """<!doctype html><html><head><title>Links</title></head><body>
 <a href="http://denied.example/page">Elsewhere</a></body></html>"""
 
 
+TOOLSET = """<!doctype html><html><head><title>Order</title></head><body style="height:3000px">
+<h1>Order</h1>
+<label for="name">Name</label> <input id="name">
+<label><input type="checkbox" id="agree"> I agree to the terms</label>
+<label for="color">Color</label> <select id="color"><option value="r">Red</option><option value="b">Blue</option></select>
+<label for="file">Attachment</label> <input type="file" id="file">
+<button id="go">Place order</button>
+<p id="out">nothing yet</p>
+<script>
+const $ = id => document.getElementById(id);
+$('go').addEventListener('click', e => console.log('order shift=' + e.shiftKey + ' name=' + $('name').value
+  + ' agree=' + $('agree').checked + ' color=' + $('color').value
+  + ' files=' + [...$('file').files].map(f => f.name + ':' + f.size).join(',')));
+document.addEventListener('keydown', e => { if (e.ctrlKey && e.key === 'a') console.log('chord ctrl+a'); });
+$('out').addEventListener('dblclick', () => console.log('double clicked'));
+document.addEventListener('contextmenu', e => { console.log('right clicked'); e.preventDefault(); });
+document.addEventListener('scroll', () => { $('out').textContent = 'scrolled ' + window.scrollY; });
+</script>
+</body></html>"""
+
+
 class Site:
     """An HTTP server on 127.0.0.1 that records every request it gets."""
 
@@ -65,6 +86,8 @@ class Site:
                 seen.append(f"GET {self.path}")
                 if self.path == "/login":
                     self.reply(200, LOGIN)
+                elif self.path == "/order":
+                    self.reply(200, TOOLSET)
                 elif self.path == "/links":
                     self.reply(200, LINKS)
                 elif self.path == "/to-metadata":
@@ -198,3 +221,144 @@ async def test_a_redirect_to_the_metadata_address_is_refused_at_the_proxy(world,
     site.close()
     assert world.played_back() >= 1
 
+
+
+def member_results(result: Any) -> list[dict[str, Any]]:
+    """A browser_toolset batch's results, one per member call (run or not)."""
+    return ok(result)["answer"]["results"]
+
+
+def all_ran(results: list[dict[str, Any]]) -> None:
+    failed = [r for r in results if r["is_error"]]
+    assert not failed, json.dumps(failed, indent=1)[:4000]
+
+
+def ref_in(read: str, role: str, name: str) -> str:
+    import re
+
+    found = re.search(rf'{re.escape(role)} "{re.escape(name)}" \[(ref_\d+)\]', read)
+    assert found, f"no {role} {name!r} in:\n{read}"
+    return found.group(1)
+
+
+async def test_the_browser_toolset_runs_a_turn_of_members_as_the_sdk_names_them(world, site):
+    if not chromium_ready():
+        pytest.fail("chromium is missing (see above)")
+    (world.home / "upload.txt").write_text("attached\n")
+    config = f'[net]\nallow = ["127.0.0.1:{site.port}"]\n'
+
+    def batch(*members: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "version": "browser_toolset_20260801",
+            "actions": [{"id": f"toolu_{i}", "name": name, "input": input} for i, (name, input) in enumerate(members)],
+        }
+
+    async with world.session(config=config) as s:
+        tools = {t.name: t for t in (await s.session.list_tools()).tools}
+        assert "browser_toolset" in tools
+        member = tools["browser_toolset"].input_schema["$defs"]["BrowserMember"]
+        members = member.get("enum") or [v.get("const") or v["enum"][0] for v in member["oneOf"]]
+        assert len(members) == 31 and {"read_page", "form_input", "javascript_exec", "left_click_drag"} <= set(members), members
+
+        # A first turn: the toolset opens the browser itself (it has no "open" member).
+        first = member_results(await s.call("browser_toolset", batch(
+            ("navigate", {"url": site.url("/order")}),
+            ("read_page", {"filter": "interactive"}),
+            ("find", {"query": "agree checkbox"}),
+            ("list_tabs", {}),
+            ("screenshot", {}),
+        )))
+        assert [r["name"] for r in first] == ["navigate", "read_page", "find", "list_tabs", "screenshot"]
+        assert all(r["toolset_name"] == "browser" and r["is_error"] is False for r in first), first
+        assert first[0]["text"].startswith(f"Navigated to {site.url('/order')}"), first[0]
+        tabs = first[0]["browser_state"]["tabs"]
+        assert len(tabs) == 1 and tabs[0]["active"] is True and tabs[0]["title"] == "Order", tabs
+        read = first[1]["text"]
+        name, agree = ref_in(read, "textbox", "Name"), ref_in(read, "checkbox", "I agree to the terms")
+        color, order = ref_in(read, "combobox", "Color"), ref_in(read, "button", "Place order")
+        assert first[2]["text"].splitlines()[1].startswith(f'checkbox "I agree to the terms" [{agree}]'), first[2]
+        assert first[3]["text"].startswith("Available tabs:\n  • tab_id ") and "(current)" in first[3]["text"], first[3]
+        assert first[4]["images"] == [0]
+
+        upload = ok(await s.call("browser_toolset", batch(("find", {"query": "Attachment"}))))
+        attachment = upload["answer"]["results"][0]["text"].splitlines()[1].split("[")[1].split("]")[0]
+
+        # Fields of every kind, a click with shift held, a chord: the page's console says what it saw.
+        second = member_results(await s.call("browser_toolset", batch(
+            ("form_input", {"target": {"type": "ref", "ref": name}, "value": "alice"}),
+            ("form_input", {"target": {"type": "ref", "ref": agree}, "value": True}),
+            ("form_input", {"target": {"type": "ref", "ref": color}, "value": "Blue"}),
+            ("file_upload", {"target": {"type": "ref", "ref": attachment}, "paths": [str(world.home / "upload.txt")]}),
+            ("left_click", {"target": {"type": "ref", "ref": order}, "modifiers": "shift"}),
+            ("key", {"text": "ctrl+a"}),
+            ("right_click", {"target": {"type": "coordinate", "x": 20, "y": 20}}),
+            ("read_console", {}),
+            ("read_network", {}),
+        )))
+        all_ran(second)
+        console = second[7]["text"]
+        assert "order shift=true name=alice agree=true color=b files=upload.txt:9" in console, console
+        assert "chord ctrl+a" in console and "right clicked" in console, console
+        assert f"GET {site.url('/order')} -> 200 text/html" in second[8]["text"], second[8]
+
+        # Scrolling, zoom, hover, drag, a double click, a wait.
+        third = member_results(await s.call("browser_toolset", batch(
+            ("scroll", {"target": {"type": "coordinate", "x": 100, "y": 100}, "scroll_direction": "down", "scroll_amount": 2}),
+            ("get_page_text", {}),
+            ("zoom", {"region": [0, 0, 200, 100]}),
+            ("hover", {"target": {"type": "coordinate", "x": 50, "y": 50}}),
+            ("left_click_drag", {"from": {"type": "coordinate", "x": 10, "y": 10}, "target": {"type": "coordinate", "x": 60, "y": 40}}),
+            ("scroll_to", {"target": {"type": "ref", "ref": order}}),
+            ("wait", {"duration": 0.1}),
+        )))
+        all_ran(third)
+        assert "scrolled 200" in third[1]["text"], third[1]
+        assert third[2]["images"] == [0]
+
+        # Tabs: a new one (tab_opened), a page in it, a read of the first by its tab_id (which
+        # stays inactive), then back and close.
+        fourth = member_results(await s.call("browser_toolset", batch(
+            ("new_tab", {}),
+            ("navigate", {"url": site.url("/links")}),
+            ("list_tabs", {}),
+        )))
+        all_ran(fourth)
+        opened = fourth[0]["browser_state"]
+        new_id = opened["state_changes"][0]["tab_id"]
+        assert opened["state_changes"] == [{"type": "tab_opened", "tab_id": new_id}], opened
+        assert fourth[0]["text"] == f"Created new tab with tab_id: {new_id}, URL: about:blank. It is now the current tab."
+        assert len(fourth[2]["browser_state"]["tabs"]) == 2
+        first_id = next(t["tab_id"] for t in fourth[2]["browser_state"]["tabs"] if t["tab_id"] != new_id)
+        fifth = member_results(await s.call("browser_toolset", batch(
+            ("get_page_text", {"tab_id": first_id}),
+            ("list_tabs", {}),
+            ("switch_tab", {"tab_id": first_id}),
+            ("close_tab", {"tab_id": new_id}),
+        )))
+        all_ran(fifth)
+        assert "Place order" in fifth[0]["text"]
+        active = [t["tab_id"] for t in fifth[1]["browser_state"]["tabs"] if t.get("active")]
+        assert active == [new_id], "a read by tab_id leaves the active tab as it was"
+        assert fifth[2]["text"] == f"Switched to tab {first_id}" and fifth[3]["text"] == f"Closed tab {new_id}"
+        assert [t["tab_id"] for t in fifth[3]["browser_state"]["tabs"]] == [first_id]
+
+        # The first failure stops the turn: script is off by default, and what follows is not run.
+        stopped = await s.call("browser_toolset", batch(
+            ("javascript_exec", {"text": "document.title"}),
+            ("screenshot", {}),
+        ))
+        results = member_results(stopped)
+        assert results[0]["is_error"] is True and results[0]["code"] == "browser_script_refused", results
+        assert results[1]["message"] == "Not executed: an earlier action in this turn failed.", results
+        # A member's own contract: a coordinate where a ref is needed, refused before it runs.
+        kind = member_results(await s.call("browser_toolset", batch(("scroll_to", {"target": {"type": "coordinate", "x": 1, "y": 1}}))))
+        assert kind[0]["code"] == "browser_toolset_target_kind", kind
+        # A file outside the walls is refused by the chain before the browser sees the turn.
+        err(await s.call("browser_toolset", batch(
+            ("file_upload", {"target": {"type": "ref", "ref": attachment}, "paths": [str(world.outside / "secret.txt")]}),
+        )))
+        # An unknown member name is refused at the door.
+        err(await s.call("browser_toolset", batch(("open_devtools", {}),)))
+
+    site.close()
+    assert world.played_back() >= 8

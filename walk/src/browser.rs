@@ -15,7 +15,7 @@ pub const ANSWER_FROM: &str = "browser";
 
 /// What the page did on the network during the call: `; 3 request(s), 1 refused (net_denied
 /// example.com:443)`, or nothing when it made none.
-fn requests(recorded: &Value) -> String {
+pub(crate) fn requests(recorded: &Value) -> String {
     let Some(all) = recorded["requests"].as_array().filter(|a| !a.is_empty()) else {
         return String::new();
     };
@@ -82,6 +82,9 @@ fn snapshot(answer: &Value) -> String {
 
 /// The result of a browser primitive whose body recorded `recorded`.
 pub fn render(action: &BrowserAction, recorded: &Value) -> Outcome {
+    if let BrowserAction::BrowserToolset(batch) = action {
+        return crate::browser_toolset::render(batch, recorded);
+    }
     let answer = &recorded["answer"];
     let mut images = Vec::new();
     let mut output = recorded.clone();
@@ -162,6 +165,7 @@ pub fn render(action: &BrowserAction, recorded: &Value) -> Outcome {
                 "no browser was open".to_owned()
             }
         }
+        BrowserAction::BrowserToolset(_) => String::new(),
     };
     Outcome {
         text: text + &requests(recorded),

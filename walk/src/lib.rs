@@ -23,6 +23,8 @@
 pub mod artifact;
 /// The browser primitives' results, rendered from the browser body's recorded answers.
 pub mod browser;
+/// Anthropic's browser toolset: member contracts, page texts, a batch's result.
+pub mod browser_toolset;
 /// Anthropic's computer-use tools: parameters, coordinate scaling, results from the answer.
 pub mod computer;
 /// Desktop primitives' results from the desktop body's recorded answer.

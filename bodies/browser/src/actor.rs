@@ -52,6 +52,8 @@ pub enum BrowserMsg {
         action: Box<BrowserAction>,
         /// The caller's session (whose browser it drives).
         session: String,
+        /// What the chain admitted for the call (the files an upload hands the page).
+        context: aido_policy::SessionContext,
         /// The body's answer (what the journal records and the result renders).
         reply: Reply<Value>,
     },
@@ -94,6 +96,7 @@ impl Body for BrowserBody {
             BrowserMsg::Run {
                 action,
                 session,
+                context,
                 reply,
             } => {
                 let seat = self.sessions.entry(session.clone()).or_default().clone();
@@ -102,7 +105,7 @@ impl Body for BrowserBody {
                 let commits = action.class().mutates();
                 calls.task(reply, Turn::Shared, commits, move |_ticket| async move {
                     let mut open = seat.lock().await;
-                    run(&args, &mut open, &session, *action).await
+                    run(&args, &mut open, &session, *action, &context).await
                 });
             }
             BrowserMsg::Status { reply } => {
@@ -204,6 +207,7 @@ async fn run(
     seat: &mut Option<Open>,
     session: &str,
     action: BrowserAction,
+    context: &aido_policy::SessionContext,
 ) -> Result<Value, Failure> {
     if let BrowserAction::BrowserClose(_) = action {
         let open = seat.take();
@@ -214,18 +218,23 @@ async fn run(
         };
         return Ok(json!({"answer": {"closed": closed}, "requests": requests}));
     }
+    // The toolset has no "open" member: its first call opens the browser.
+    let opens = matches!(
+        action,
+        BrowserAction::BrowserNavigate(_) | BrowserAction::BrowserToolset(_)
+    );
     if seat.as_mut().is_some_and(|open| !open.browser.running()) {
         // Chromium is gone (crashed, killed): this call says so, the next navigation starts a
         // fresh one.
         if let Some(open) = seat.take() {
             close(open).await;
         }
-        if !matches!(action, BrowserAction::BrowserNavigate(_)) {
+        if !opens {
             return Err(BrowserBodyError::Exited.into());
         }
     }
     if seat.is_none() {
-        if !matches!(action, BrowserAction::BrowserNavigate(_)) {
+        if !opens {
             return Err(BrowserBodyError::NotOpen {
                 primitive: action.primitive(),
             }
@@ -236,7 +245,14 @@ async fn run(
     let Some(open) = seat.as_mut() else {
         return Err(BrowserBodyError::Exited.into());
     };
-    let answered = act(&mut open.browser, action).await;
+    let answered = match &action {
+        BrowserAction::BrowserToolset(batch) => {
+            super::toolset::run(&mut open.browser, batch, context)
+                .await
+                .map(|results| json!({"results": results}))
+        }
+        _ => act(&mut open.browser, action).await.map_err(Failure::from),
+    };
     // The connections this call caused, refused ones included, whether or not it succeeded.
     let records = open.proxy.log().records();
     let requests: Vec<EgressRecord> = records.get(open.answered..).unwrap_or_default().to_vec();
@@ -245,8 +261,8 @@ async fn run(
         Ok(answer) => Ok(json!({"answer": answer, "requests": requests})),
         // A failed call's connections are part of its failure (a navigation the proxy
         // refused says which host and why).
-        Err(refused) if requests.is_empty() => Err(refused.into()),
-        Err(refused) => Err(Failure::from(refused).with_details(json!({"requests": requests}))),
+        Err(refused) if requests.is_empty() => Err(refused),
+        Err(refused) => Err(refused.with_details(json!({"requests": requests}))),
     }
 }
 
@@ -277,8 +293,10 @@ async fn act(browser: &mut Browser, action: BrowserAction) -> Result<Value, Refu
         BrowserAction::BrowserText(_) => to_json(&browser.text().await?),
         BrowserAction::BrowserScreenshot(_) => to_json(&browser.screenshot().await?),
         BrowserAction::BrowserEvaluate(a) => to_json(&browser.evaluate(&a.script).await?),
-        // Handled before a browser is needed.
-        BrowserAction::BrowserClose(_) => json!({"closed": false}),
+        // Handled before a browser is needed, and by the toolset's own run.
+        BrowserAction::BrowserClose(_) | BrowserAction::BrowserToolset(_) => {
+            json!({"closed": false})
+        }
     })
 }
 

@@ -18,6 +18,8 @@
 
 /// The actor and its messages.
 pub mod actor;
+/// Anthropic's browser toolset on a session's browser.
+mod toolset;
 
 pub use actor::{BrowserBody, BrowserBodyArgs, BrowserMsg};
 
@@ -49,6 +51,19 @@ pub enum BrowserBodyError {
     /// fresh one.
     #[error("the session's browser has exited; browser_navigate starts a new one")]
     Exited,
+    /// A file to upload that the policy did not judge for this call (never handed to a page
+    /// unjudged).
+    #[error("{path:?} was not judged by the walls for this upload")]
+    UploadUnjudged {
+        /// The path as given.
+        path: String,
+    },
+    /// A file to upload that is not a regular file.
+    #[error("{path:?} is not a file that can be uploaded")]
+    UploadMissing {
+        /// The path, resolved.
+        path: std::path::PathBuf,
+    },
 }
 
 aido_actions::coded!(BrowserBodyError {
@@ -56,4 +71,6 @@ aido_actions::coded!(BrowserBodyError {
     Proxy => "browser_proxy_failed",
     Profile => "browser_profile_failed",
     Exited => "browser_exited",
+    UploadUnjudged => "browser_upload_unjudged",
+    UploadMissing => "browser_upload_missing",
 });
