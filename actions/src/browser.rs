@@ -139,7 +139,7 @@ pub struct Evaluate {
 
 /// One member of Anthropic's `browser_toolset_20260801`, by its `name` (the 31 members of
 /// anthropic-sdk-python's `BetaBrowserMemberName`, in its order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BrowserMember {
     /// Load `url` (no scheme: https), or `back`, `forward`, `reload`.
@@ -286,6 +286,23 @@ impl BrowserMember {
             self,
             Self::ListTabs | Self::NewTab | Self::SwitchTab | Self::CloseTab
         )
+    }
+}
+
+/// A plain list of the 31 names: what each member does is the toolset's, and a description per
+/// name would cost every client's context some 3 KB more.
+impl JsonSchema for BrowserMember {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "BrowserMember".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Self::ALL.iter().map(|m| m.name()).collect();
+        schemars::json_schema!({
+            "type": "string",
+            "enum": names,
+            "description": "A member of browser_toolset_20260801, with the SDK's input for it",
+        })
     }
 }
 

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::browser::Browser;
 use crate::cdp::{Cdp, Event};
 
 /// Entries of each kind kept until read.
@@ -261,20 +260,5 @@ impl Logs {
             entries: mine.into_iter().map(|r| r.entry).collect(),
             dropped: take_count(&mut kept.dropped_network, session),
         }
-    }
-}
-
-impl Browser {
-    /// The current tab's console messages and uncaught exceptions since the last read (or
-    /// since aido attached to the tab).
-    pub fn read_console(&mut self) -> Result<Read<ConsoleEntry>, crate::BrowserError> {
-        let session = self.tab()?.session.clone();
-        Ok(self.logs.console(&session))
-    }
-
-    /// The current tab's requests since the last read (or since aido attached to the tab).
-    pub fn read_network(&mut self) -> Result<Read<NetworkEntry>, crate::BrowserError> {
-        let session = self.tab()?.session.clone();
-        Ok(self.logs.network(&session))
     }
 }

@@ -15,7 +15,7 @@ pub const ANSWER_FROM: &str = "browser";
 
 /// What the page did on the network during the call: `; 3 request(s), 1 refused (net_denied
 /// example.com:443)`, or nothing when it made none.
-pub(crate) fn requests(recorded: &Value) -> String {
+fn requests(recorded: &Value) -> String {
     let Some(all) = recorded["requests"].as_array().filter(|a| !a.is_empty()) else {
         return String::new();
     };
@@ -83,7 +83,9 @@ fn snapshot(answer: &Value) -> String {
 /// The result of a browser primitive whose body recorded `recorded`.
 pub fn render(action: &BrowserAction, recorded: &Value) -> Outcome {
     if let BrowserAction::BrowserToolset(batch) = action {
-        return crate::browser_toolset::render(batch, recorded);
+        let mut done = crate::browser_toolset::render(batch, recorded);
+        done.text.push_str(&requests(recorded));
+        return done;
     }
     let answer = &recorded["answer"];
     let mut images = Vec::new();

@@ -647,13 +647,8 @@ pub fn render(batch: &BrowserToolset, recorded: &Value) -> Outcome {
     }
     output["answer"]["results"] = json!(results);
     output["failed_at"] = failed_at;
-    let requests = crate::browser::requests(recorded);
-    let mut text = paragraphs.join("\n");
-    if !requests.is_empty() {
-        text.push_str(&format!("\n(pages{})", requests));
-    }
     Outcome {
-        text,
+        text: paragraphs.join("\n"),
         output,
         images,
         ..Outcome::default()
