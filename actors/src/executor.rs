@@ -492,7 +492,7 @@ impl Live<'_> {
     #[cfg(feature = "prim-browser")]
     async fn browser(&self, action: BrowserAction) -> Result<Executed, Failure> {
         let asked = action.clone();
-        let answer = self
+        let mut answer = self
             .ask(&self.shared.bodies.browser, |reply| BrowserMsg::Run {
                 action: Box::new(asked),
                 session: self.session.to_string(),
@@ -500,6 +500,14 @@ impl Live<'_> {
                 reply,
             })
             .await?;
+        crate::browser_downloads::land(
+            &self.shared,
+            self.session,
+            self.proposal,
+            self.ctx,
+            &mut answer,
+        )
+        .await;
         Ok(recorded(
             aido_walk::browser::render(&action, &answer),
             aido_walk::browser::ANSWER_FROM,

@@ -88,8 +88,15 @@ pub mod artifact;
 pub use aido_context::bodies;
 /// One call's context, and the way it starts child actions (`aido-context`'s).
 pub(crate) use aido_context::call;
+/// A page's downloads, landed in the walls as a journaled change set.
+#[cfg(feature = "prim-browser")]
+mod browser_downloads;
 /// A change set applied as part of an action: staged, marked, applied.
-#[cfg(any(feature = "prim-process", feature = "prim-artifact"))]
+#[cfg(any(
+    feature = "prim-process",
+    feature = "prim-artifact",
+    feature = "prim-browser"
+))]
 mod change_sets;
 /// The browser body: one headless Chromium per session through aido-browser.
 #[cfg(feature = "prim-browser")]

@@ -348,36 +348,85 @@ impl Browser {
                     timeout_ms: millis(timeout),
                 })?
                 .ok_or(BrowserError::Closed)?;
-            let field = |name: &str| {
-                event
-                    .params
-                    .get(name)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let guid = field("guid");
-            if event.method == "Browser.downloadWillBegin" {
-                if self.begun.len() == DOWNLOADS_BEGUN_MAX {
-                    self.begun.remove(0);
-                }
-                self.begun
-                    .push((guid, field("url"), field("suggestedFilename")));
-                continue;
-            }
-            let state = field("state");
-            if state == "completed" || state == "canceled" {
-                let index = self.begun.iter().position(|(g, ..)| *g == guid);
-                let begun = index.map(|i| self.begun.remove(i));
-                if state == "canceled" {
-                    return Err(BrowserError::DownloadFailed {
-                        guid,
-                        why: "canceled".to_owned(),
-                    });
-                }
-                return finished(&dir, guid, begun);
+            if let Some(done) = self.download_event(&dir, &event) {
+                return done;
             }
         }
+    }
+
+    /// The downloads that finished (or failed) since the last look, without waiting for any
+    /// that has not begun; one that has begun is waited for up to `timeout_ms` in all.
+    pub async fn settle_downloads(
+        &mut self,
+        timeout_ms: u64,
+    ) -> Vec<Result<Download, BrowserError>> {
+        let Some(dir) = self.options.download_dir.clone() else {
+            return Vec::new();
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        let mut done = Vec::new();
+        loop {
+            let event = match self.downloads.try_recv() {
+                Ok(event) => event,
+                Err(_) if self.begun.is_empty() => break,
+                Err(_) => match tokio::time::timeout_at(deadline, self.downloads.recv()).await {
+                    Ok(Some(event)) => event,
+                    Ok(None) => break,
+                    Err(_) => {
+                        done.extend(self.begun.drain(..).map(|(guid, ..)| {
+                            Err(BrowserError::DownloadFailed {
+                                guid,
+                                why: format!("not finished within {timeout_ms} ms"),
+                            })
+                        }));
+                        break;
+                    }
+                },
+            };
+            if let Some(finished) = self.download_event(&dir, &event) {
+                done.push(finished);
+            }
+        }
+        done
+    }
+
+    /// Take one download event: a begun one is remembered, a finished or canceled one
+    /// answered.
+    fn download_event(
+        &mut self,
+        dir: &std::path::Path,
+        event: &Event,
+    ) -> Option<Result<Download, BrowserError>> {
+        let field = |name: &str| {
+            event
+                .params
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let guid = field("guid");
+        if event.method == "Browser.downloadWillBegin" {
+            if self.begun.len() == DOWNLOADS_BEGUN_MAX {
+                self.begun.remove(0);
+            }
+            self.begun
+                .push((guid, field("url"), field("suggestedFilename")));
+            return None;
+        }
+        let state = field("state");
+        if state != "completed" && state != "canceled" {
+            return None;
+        }
+        let index = self.begun.iter().position(|(g, ..)| *g == guid);
+        let begun = index.map(|i| self.begun.remove(i));
+        if state == "canceled" {
+            return Some(Err(BrowserError::DownloadFailed {
+                guid,
+                why: "canceled".to_owned(),
+            }));
+        }
+        Some(finished(dir, guid, begun))
     }
 
     /// Wait until tab `id` is no longer listed (`Target.closeTarget` answers before the tab

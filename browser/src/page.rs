@@ -459,13 +459,17 @@ impl Browser {
 impl Browser {
     /// The current tab's console messages and uncaught exceptions since the last read (or
     /// since aido attached to the tab).
-    pub fn read_console(&mut self) -> Result<crate::logs::Read<crate::logs::ConsoleEntry>, BrowserError> {
+    pub fn read_console(
+        &mut self,
+    ) -> Result<crate::logs::Read<crate::logs::ConsoleEntry>, BrowserError> {
         let session = self.tab()?.session.clone();
         Ok(self.logs.console(&session))
     }
 
     /// The current tab's requests since the last read (or since aido attached to the tab).
-    pub fn read_network(&mut self) -> Result<crate::logs::Read<crate::logs::NetworkEntry>, BrowserError> {
+    pub fn read_network(
+        &mut self,
+    ) -> Result<crate::logs::Read<crate::logs::NetworkEntry>, BrowserError> {
         let session = self.tab()?.session.clone();
         Ok(self.logs.network(&session))
     }

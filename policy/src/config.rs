@@ -235,8 +235,12 @@ port_checks_per_minute_max = 60
 # request it makes, loopback included, goes through aido's egress proxy and is judged by [net]
 # above (allow and allow_ranges), as fetch_url is; with [net] allow empty it reaches nothing.
 enabled = true
-# browser_evaluate runs the agent's JavaScript in the page: refused unless this is true.
+# browser_evaluate (and the browser toolset's javascript_exec) runs the agent's JavaScript in
+# the page: refused unless this is true.
 allow_script = false
+# Where a page's downloads land: a directory under the walls (relative to the workdir), each
+# file written as a journaled change set (rewind takes it away) before the agent hears of it.
+downloads = "downloads"
 # The Chromium executable (Debian's package).
 executable = "/usr/bin/chromium"
 # The viewport every tab gets, in CSS pixels.
@@ -810,6 +814,8 @@ pub struct Browser {
     pub enabled: bool,
     /// Whether browser_evaluate may run the agent's JavaScript.
     pub allow_script: bool,
+    /// Where downloads land (relative to the workdir, or absolute), judged by the walls.
+    pub downloads: String,
     /// The Chromium executable.
     pub executable: String,
     /// The viewport's width, in CSS pixels.

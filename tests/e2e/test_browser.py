@@ -60,6 +60,11 @@ document.addEventListener('scroll', () => { $('out').textContent = 'scrolled ' +
 </body></html>"""
 
 
+FILES = """<!doctype html><html><head><title>Files</title></head><body>
+<a href="/report.txt">Report</a></body></html>"""
+REPORT = "quarterly numbers\n" * 100
+
+
 class Site:
     """An HTTP server on 127.0.0.1 that records every request it gets."""
 
@@ -86,6 +91,16 @@ class Site:
                 seen.append(f"GET {self.path}")
                 if self.path == "/login":
                     self.reply(200, LOGIN)
+                elif self.path == "/files":
+                    self.reply(200, FILES)
+                elif self.path == "/report.txt":
+                    data = REPORT.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Disposition", 'attachment; filename="../../report.txt"')
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                 elif self.path == "/order":
                     self.reply(200, TOOLSET)
                 elif self.path == "/links":
@@ -342,14 +357,20 @@ async def test_the_browser_toolset_runs_a_turn_of_members_as_the_sdk_names_them(
         assert fifth[2]["text"] == f"Switched to tab {first_id}" and fifth[3]["text"] == f"Closed tab {new_id}"
         assert [t["tab_id"] for t in fifth[3]["browser_state"]["tabs"]] == [first_id]
 
-        # The first failure stops the turn: script is off by default, and what follows is not run.
+        # The first failure stops the turn: a stale reference, and what follows is not run.
         stopped = await s.call("browser_toolset", batch(
-            ("javascript_exec", {"text": "document.title"}),
+            ("left_click", {"target": {"type": "ref", "ref": "ref_999999"}}),
             ("screenshot", {}),
         ))
         results = member_results(stopped)
-        assert results[0]["is_error"] is True and results[0]["code"] == "browser_script_refused", results
+        assert results[0]["is_error"] is True and results[0]["code"] == "browser_ref_unknown", results
         assert results[1]["message"] == "Not executed: an earlier action in this turn failed.", results
+        assert results[1]["code"] == "browser_toolset_not_executed", results
+        # Script is off by default: a turn holding javascript_exec is refused whole by the policy.
+        err(await s.call("browser_toolset", batch(
+            ("screenshot", {}),
+            ("javascript_exec", {"text": "document.title"}),
+        )), "browser_script_disabled")
         # A member's own contract: a coordinate where a ref is needed, refused before it runs.
         kind = member_results(await s.call("browser_toolset", batch(("scroll_to", {"target": {"type": "coordinate", "x": 1, "y": 1}}))))
         assert kind[0]["code"] == "browser_toolset_target_kind", kind
@@ -360,5 +381,80 @@ async def test_the_browser_toolset_runs_a_turn_of_members_as_the_sdk_names_them(
         # An unknown member name is refused at the door.
         err(await s.call("browser_toolset", batch(("open_devtools", {}),)))
 
+    # With [browser] allow_script, javascript_exec answers the expression's value.
+    async with world.session(config=config + "[browser]\nallow_script = true\n") as s:
+        scripted = member_results(await s.call("browser_toolset", batch(
+            ("navigate", {"url": site.url("/order")}),
+            ("javascript_exec", {"text": "document.title + ' ' + document.querySelectorAll('input').length"}),
+        )))
+        all_ran(scripted)
+        assert scripted[1]["text"] == '"Order 3"', scripted[1]
+
+    site.close()
+    assert world.played_back() >= 8
+
+
+async def downloads_of(s: Any, first: Any) -> list[dict[str, Any]]:
+    """The landed downloads a call's answer names, or those of a later look (a download that
+    began as the click answered lands with the next call)."""
+    landed = (first.structured_content or {}).get("landed") or []
+    for _ in range(50):
+        if landed:
+            return landed
+        await anyio.sleep(0.1)
+        landed = ok(await s.call("browser_tabs")).get("landed") or []
+    return landed
+
+
+async def test_a_download_lands_in_the_walls_as_a_journaled_change_and_rewinds(world, site):
+    if not chromium_ready():
+        pytest.fail("chromium is missing (see above)")
+    config = f'[net]\nallow = ["127.0.0.1:{site.port}"]\n'
+    async with world.session(config=config) as s:
+        ok(await s.call("browser_navigate", {"url": site.url("/files")}))
+        link = ref_of(ok(await s.call("browser_snapshot")), "link", "Report")
+        clicked = await s.call("browser_click", {"ref": link})
+        ok(clicked)
+        landed = await downloads_of(s, clicked)
+        # The server's "../../report.txt" is one plain name under [browser] downloads.
+        assert len(landed) == 1 and landed[0].get("path"), landed
+        target = Path(landed[0]["path"])
+        assert target.parent == world.home / "downloads" and target.name.endswith("report.txt"), landed
+        assert not target.name.startswith("."), landed
+        assert target.read_text() == REPORT
+        assert landed[0]["bytes"] == len(REPORT)
+        # Nothing staged is left in the profile.
+        staged = list((world.aido_home / "browser").rglob("downloads/*"))
+        assert staged == [], staged
+
+        # Through the toolset: the member's browser_state says it started and completed.
+        turn = ok(await s.call("browser_toolset", {"actions": [
+            {"id": "toolu_a", "name": "left_click", "input": {"target": {"type": "ref", "ref": link.replace("e", "ref_", 1)}}},
+            {"id": "toolu_b", "name": "wait", "input": {"duration": 0.5}},
+        ]}))
+        results = turn["answer"]["results"]
+        changes = [c for r in results for c in (r.get("browser_state") or {}).get("state_changes", [])]
+        kinds = [c["type"] for c in changes]
+        assert "download_started" in kinds and "download_completed" in kinds, results
+        second = target.with_name(target.name.replace("report.txt", "report (2).txt"))
+        done = next(c for c in changes if c["type"] == "download_completed")
+        assert done["path"] == str(second) and done["size_bytes"] == len(REPORT), done
+        assert any("Downloaded" in r["text"] for r in results), results
+        assert second.read_text() == REPORT
+
+        # A rewind to before the first click takes the landed files away.
+        await s.ok("rewind", {"before_seq": clicked.meta["aido/seq"]})
+        assert not target.exists() and not second.exists()
+
+    # Landing outside the walls is refused: the download is reported, nothing lands.
+    outside = world.outside / "dl"
+    config += f'[browser]\ndownloads = "{outside}"\n'
+    async with world.session(config=config) as s:
+        ok(await s.call("browser_navigate", {"url": site.url("/files")}))
+        link = ref_of(ok(await s.call("browser_snapshot")), "link", "Report")
+        clicked = await s.call("browser_click", {"ref": link})
+        landed = await downloads_of(s, clicked)
+        assert landed and landed[0]["error"]["code"] == "path_outside_walls", landed
+        assert not outside.exists()
     site.close()
     assert world.played_back() >= 8

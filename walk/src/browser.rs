@@ -82,6 +82,24 @@ fn snapshot(answer: &Value) -> String {
 
 /// The result of a browser primitive whose body recorded `recorded`.
 pub fn render(action: &BrowserAction, recorded: &Value) -> Outcome {
+    let mut done = rendered(action, recorded);
+    // Downloads landed in the walls: a change set of the action (rewind takes them away).
+    if let Ok(effects) =
+        serde_json::from_value::<Vec<aido_actions::Effect>>(recorded["effects"].clone())
+    {
+        done.effects.extend(effects);
+    }
+    if !matches!(action, BrowserAction::BrowserToolset(_)) {
+        for entry in recorded["landed"].as_array().into_iter().flatten() {
+            done.text.push_str("; ");
+            done.text
+                .push_str(&crate::browser_toolset::landed_line(entry));
+        }
+    }
+    done
+}
+
+fn rendered(action: &BrowserAction, recorded: &Value) -> Outcome {
     if let BrowserAction::BrowserToolset(batch) = action {
         let mut done = crate::browser_toolset::render(batch, recorded);
         done.text.push_str(&requests(recorded));

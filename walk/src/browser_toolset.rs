@@ -584,6 +584,45 @@ pub fn network_lines(read: &Value) -> String {
     lines.join("\n")
 }
 
+/// What the agent reads of one landed (or refused) download.
+pub fn landed_line(entry: &Value) -> String {
+    let name = entry["name"].as_str().unwrap_or("");
+    match entry.get("error") {
+        Some(error) => format!(
+            "Download {name:?} from {} did not land: [{}] {}",
+            entry["url"].as_str().unwrap_or(""),
+            error["code"].as_str().unwrap_or(""),
+            error["message"].as_str().unwrap_or("")
+        ),
+        None => format!(
+            "Downloaded {name:?} ({} bytes) to {}",
+            entry["bytes"],
+            entry["path"].as_str().unwrap_or("")
+        ),
+    }
+}
+
+/// A download's `browser_state` changes: it started, then completed (with where it landed)
+/// or failed.
+pub fn download_changes(entry: &Value) -> Vec<Value> {
+    let id = entry["guid"].clone();
+    let url = entry["url"].clone();
+    let ended = match entry.get("error") {
+        Some(error) => json!({
+            "type": "download_failed", "download_id": id, "url": url,
+            "error": error["message"],
+        }),
+        None => json!({
+            "type": "download_completed", "download_id": id, "url": url,
+            "path": entry["path"], "size_bytes": entry["bytes"],
+        }),
+    };
+    vec![
+        json!({"type": "download_started", "download_id": id, "url": url}),
+        ended,
+    ]
+}
+
 /// The result of a batch whose body recorded `recorded`. Every member gets an entry in
 /// `results` (id, name, `toolset_name: "browser"`, is_error, text, the indexes of its
 /// images, its `browser_state`), the members after a failure the toolset's "Not executed";
@@ -622,7 +661,7 @@ pub fn render(batch: &BrowserToolset, recorded: &Value) -> Outcome {
                 }
             }
         }
-        let text = if is_error {
+        let mut text = if is_error {
             format!(
                 "Error [{}]: {}",
                 result["code"].as_str().unwrap_or_default(),
@@ -631,6 +670,28 @@ pub fn render(batch: &BrowserToolset, recorded: &Value) -> Outcome {
         } else {
             result["text"].as_str().unwrap_or_default().to_owned()
         };
+        // The downloads this member caused, where they landed (named in the text: the API
+        // does not render download changes to the model).
+        for guid in result["downloads"].as_array().cloned().unwrap_or_default() {
+            let Some(entry) = recorded["landed"]
+                .as_array()
+                .and_then(|l| l.iter().find(|e| e["guid"] == guid))
+            else {
+                continue;
+            };
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&landed_line(entry));
+            if let Some(state) = result.get_mut("browser_state") {
+                let mut changes = state["state_changes"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                changes.extend(download_changes(entry));
+                state["state_changes"] = json!(changes);
+            }
+        }
         let shown = if text.is_empty() {
             format!("image {at:?}")
         } else {

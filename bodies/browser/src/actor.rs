@@ -245,19 +245,29 @@ async fn run(
     let Some(open) = seat.as_mut() else {
         return Err(BrowserBodyError::Exited.into());
     };
+    let mut downloads = Vec::new();
     let answered = match &action {
         BrowserAction::BrowserToolset(batch) => {
-            super::toolset::run(&mut open.browser, batch, context)
+            super::toolset::run(&mut open.browser, batch, context, &mut downloads)
                 .await
                 .map(|results| json!({"results": results}))
         }
-        _ => act(&mut open.browser, action).await.map_err(Failure::from),
+        _ => {
+            let answered = act(&mut open.browser, action).await.map_err(Failure::from);
+            downloads.extend(super::downloads::settle(&mut open.browser).await);
+            answered
+        }
     };
     // The connections this call caused, refused ones included, whether or not it succeeded.
     let records = open.proxy.log().records();
     let requests: Vec<EgressRecord> = records.get(open.answered..).unwrap_or_default().to_vec();
     open.answered = records.len();
     match answered {
+        // Downloads are staged in the profile: the executor lands them in the walls as a
+        // journaled change set.
+        Ok(answer) if !downloads.is_empty() => {
+            Ok(json!({"answer": answer, "requests": requests, "downloads": downloads}))
+        }
         Ok(answer) => Ok(json!({"answer": answer, "requests": requests})),
         // A failed call's connections are part of its failure (a navigation the proxy
         // refused says which host and why).
@@ -361,6 +371,7 @@ async fn open(args: &BrowserBodyArgs, session: &str) -> Result<Open, Refused> {
         .into());
     }
     let mut options = Options::new(address, &profile);
+    options.download_dir = Some(profile.join("downloads"));
     options.executable = PathBuf::from(&config.browser.executable);
     options.allow_script = config.browser.allow_script;
     options.viewport_width = config.browser.width;

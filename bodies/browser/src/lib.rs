@@ -18,6 +18,8 @@
 
 /// The actor and its messages.
 pub mod actor;
+/// Downloads, staged for the executor to land.
+mod downloads;
 /// Anthropic's browser toolset on a session's browser.
 mod toolset;
 

@@ -27,12 +27,32 @@ pub(crate) async fn run(
     browser: &mut Browser,
     batch: &BrowserToolset,
     ctx: &SessionContext,
+    downloads: &mut Vec<Value>,
 ) -> Result<Vec<Value>, Failure> {
     pure::check_batch(batch)?;
     let mut tabs = browser.tabs().await.map_err(Failure::from)?;
     let mut results = Vec::with_capacity(batch.actions.len());
     for call in &batch.actions {
-        match member(browser, call, ctx, &mut tabs).await {
+        let done = member(browser, call, ctx, &mut tabs).await;
+        // The downloads a member caused are its own (the executor lands them; the result
+        // names them in the member's browser_state).
+        let finished = super::downloads::settle(browser).await;
+        let done = done.map(|mut result| {
+            if !finished.is_empty() {
+                result["downloads"] = json!(
+                    finished
+                        .iter()
+                        .map(|d| d["guid"].clone())
+                        .collect::<Vec<_>>()
+                );
+                if result.get("browser_state").is_none() {
+                    result["browser_state"] = pure::browser_state(&to_json(&tabs), Vec::new());
+                }
+            }
+            result
+        });
+        downloads.extend(finished);
+        match done {
             Ok(result) => results.push(result),
             Err(failure) => {
                 results.push(json!({

@@ -201,7 +201,7 @@ fn bodies(input: &mut GateInput<'_>) -> Option<Verdict> {
             DenyCode::BrowserDisabled,
             format!("{primitive} drives the browser and browser.enabled is false"),
         );
-    } else if matches!(input.action, Action::BrowserEvaluate(_)) && !config.browser.allow_script {
+    } else if runs_page_script(input.action) && !config.browser.allow_script {
         return input.deny(
             DenyCode::BrowserScriptDisabled,
             format!("{primitive} runs the agent's JavaScript in the page and browser.allow_script is false"),
@@ -486,6 +486,19 @@ fn capabilities(input: &mut GateInput<'_>) -> Option<Verdict> {
         );
     }
     None
+}
+
+/// `browser_evaluate`, or a browser toolset turn with a `javascript_exec` member: the agent's
+/// JavaScript in the page, refused whole unless `[browser] allow_script`.
+fn runs_page_script(action: &Action) -> bool {
+    match action {
+        Action::BrowserEvaluate(_) => true,
+        Action::BrowserToolset(batch) => batch
+            .actions
+            .iter()
+            .any(|call| call.name == aido_actions::browser::BrowserMember::JavascriptExec),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
