@@ -12,7 +12,7 @@ use crate::harness::{Server, paired};
 use crate::record::{Record, Section};
 
 /// The judged rows, said not run when the section does not run.
-pub const ROWS: [(&str, &str); 3] = [
+pub const ROWS: [(&str, &str); 5] = [
     (
         "gateway_call_added",
         "what aido's gateway adds to one downstream call: the median through aido less the median of the same server called directly",
@@ -25,7 +25,20 @@ pub const ROWS: [(&str, &str); 3] = [
         "browser_open_read_vs_playwright_mcp",
         "`browser_navigate` + `browser_text` of aido's browser (every request through its egress proxy, the answers journaled) / `browser_navigate` + `browser_snapshot` of `@playwright/mcp`, the same local page, Debian's Chromium both, time per open and read",
     ),
+    (
+        "gateway_call_8_downstreams_vs_1",
+        "cost growth with downstreams: `e0__echo` through aido with 8 server-everything entries running / the same with 1, time per call",
+    ),
+    (
+        "browser_4_sessions_at_once_vs_1",
+        "cost growth with sessions: 4 sessions (4 aido servers, a Chromium each) each opening and reading the page at the same time / 1 session doing it alone, time per round (2 cores)",
+    ),
 ];
+
+/// Downstream entries in the scaling row.
+const DOWNSTREAMS_MANY: usize = 8;
+/// Browser sessions at once in the scaling row.
+const SESSIONS_MANY: usize = 4;
 
 /// Calls made before the timed rounds, so both lanes are warm.
 const WARM_UP: usize = 5;
@@ -48,6 +61,8 @@ pub async fn run(
         (added_row, added_what),
         (row, what),
         (browser_row, browser_what),
+        (downstreams_row, downstreams_what),
+        (sessions_row, sessions_what),
     ] = ROWS;
     s.versus(row, what, &gateway, "server-everything, direct", &direct);
     let added = crate::harness::median(&gateway).saturating_sub(crate::harness::median(&direct));
@@ -57,7 +72,123 @@ pub async fn run(
     let work = tempfile::tempdir_in(temp).context("a temp dir")?;
     let (ours, theirs) = browser_pair(aido, work.path(), &playwright, rounds).await?;
     s.versus(browser_row, browser_what, &ours, "@playwright/mcp", &theirs);
+    let (many, one) = downstreams_pair(aido, temp, &everything, rounds).await?;
+    s.versus(downstreams_row, downstreams_what, &many, "1 downstream", &one);
+    let (many, one, rss) = sessions_pair(aido, temp, rounds / 4 + 1).await?;
+    s.versus(sessions_row, sessions_what, &many, "1 session", &one);
+    s.number("browser_session_rss_mib", rss as f64 / f64::from(1 << 20));
     Ok(s.finish())
+}
+
+/// The same downstream call through aido with one entry and with [`DOWNSTREAMS_MANY`].
+async fn downstreams_pair(
+    aido: &Path,
+    temp: &Path,
+    everything: &Path,
+    rounds: usize,
+) -> Result<(Vec<std::time::Duration>, Vec<std::time::Duration>)> {
+    let entries = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "[[downstream]]\nname = \"e{i}\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+                    everything.display().to_string()
+                )
+            })
+            .collect()
+    };
+    let many_work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let one_work = tempfile::tempdir_in(temp).context("a temp dir")?;
+    let (many, _) = Server::aido_with(
+        aido,
+        many_work.path(),
+        Some(&entries(DOWNSTREAMS_MANY)),
+        &["e0__echo"],
+    )
+    .await?;
+    let (one, _) = Server::aido_with(aido, one_work.path(), Some(&entries(1)), &["e0__echo"]).await?;
+    let message = json!({"message": "bench"});
+    for _ in 0..WARM_UP {
+        many.call("e0__echo", message.clone()).await?;
+        one.call("e0__echo", message.clone()).await?;
+    }
+    let times = paired(
+        rounds,
+        async || many.call("e0__echo", message.clone()).await.map(drop),
+        async || one.call("e0__echo", message.clone()).await.map(drop),
+    )
+    .await?;
+    many.stop().await?;
+    one.stop().await?;
+    Ok(times)
+}
+
+/// Bytes resident in the processes whose command line names `dir` (a session's Chromium: its
+/// profile is under the session's AIDO_HOME).
+fn resident_under(dir: &Path) -> u64 {
+    let needle = dir.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        })
+        .filter_map(|e| {
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            crate::harness::status_kb(&status, "VmRSS")
+        })
+        .sum::<u64>()
+        * 1024
+}
+
+/// [`SESSIONS_MANY`] sessions opening and reading the page at once, beside one alone; and the
+/// memory one session's Chromium holds.
+async fn sessions_pair(
+    aido: &Path,
+    temp: &Path,
+    rounds: usize,
+) -> Result<(Vec<std::time::Duration>, Vec<std::time::Duration>, u64)> {
+    let (port, _site) = crate::fetch::serve().await?;
+    let url = format!("http://127.0.0.1:{port}/medium");
+    let config = format!("[net]\nallow = [\"127.0.0.1:{port}\"]\n");
+    let mut works = Vec::new();
+    let mut servers = Vec::new();
+    for _ in 0..=SESSIONS_MANY {
+        let work = tempfile::tempdir_in(temp).context("a temp dir")?;
+        let (server, _) =
+            Server::aido_with(aido, work.path(), Some(&config), &["browser_navigate"]).await?;
+        works.push(work);
+        servers.push(server);
+    }
+    let open = json!({"url": url});
+    let once = async |server: &Server| -> Result<()> {
+        server.call("browser_navigate", open.clone()).await?;
+        server.call("browser_text", json!({})).await.map(drop)
+    };
+    for server in &servers {
+        once(server).await?;
+    }
+    let rss = resident_under(&works[0].path().join("aido_home"));
+    let (alone, many) = servers.split_at(1);
+    let times = paired(
+        rounds,
+        async || {
+            futures::future::try_join_all(many.iter().map(|server| once(server)))
+                .await
+                .map(drop)
+        },
+        async || once(&alone[0]).await,
+    )
+    .await?;
+    for server in servers {
+        server.stop().await?;
+    }
+    Ok((times.0, times.1, rss))
 }
 
 async fn gateway_pair(
