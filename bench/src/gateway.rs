@@ -73,7 +73,13 @@ pub async fn run(
     let (ours, theirs) = browser_pair(aido, work.path(), &playwright, rounds).await?;
     s.versus(browser_row, browser_what, &ours, "@playwright/mcp", &theirs);
     let (many, one) = downstreams_pair(aido, temp, &everything, rounds).await?;
-    s.versus(downstreams_row, downstreams_what, &many, "1 downstream", &one);
+    s.versus(
+        downstreams_row,
+        downstreams_what,
+        &many,
+        "1 downstream",
+        &one,
+    );
     let (many, one, rss) = sessions_pair(aido, temp, rounds / 4 + 1).await?;
     s.versus(sessions_row, sessions_what, &many, "1 session", &one);
     s.number("browser_session_rss_mib", rss as f64 / f64::from(1 << 20));
@@ -106,7 +112,8 @@ async fn downstreams_pair(
         &["e0__echo"],
     )
     .await?;
-    let (one, _) = Server::aido_with(aido, one_work.path(), Some(&entries(1)), &["e0__echo"]).await?;
+    let (one, _) =
+        Server::aido_with(aido, one_work.path(), Some(&entries(1)), &["e0__echo"]).await?;
     let message = json!({"message": "bench"});
     for _ in 0..WARM_UP {
         many.call("e0__echo", message.clone()).await?;
@@ -132,7 +139,12 @@ fn resident_under(dir: &Path) -> u64 {
     };
     entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter(|e| {
             std::fs::read(e.path().join("cmdline"))
                 .map(|c| String::from_utf8_lossy(&c).contains(&needle))

@@ -76,8 +76,14 @@ impl Attempt {
         self.entry.host = request.host.clone();
         self.entry.port = request.port;
         self.stage = Stage::Judging;
-        let policy = &self.shared.policy.net;
-        let judged = judge::admit(policy, &self.shared.resolvers, &request.host, request.port);
+        let policy = &self.shared.policy;
+        let judged = judge::admit(
+            &policy.net,
+            policy.grant.as_ref(),
+            &self.shared.resolvers,
+            &request.host,
+            request.port,
+        );
         let addresses = match judged.await {
             Ok(addresses) => addresses,
             Err(error) => return self.refuse(client, error).await,

@@ -85,6 +85,14 @@ pub enum ProxyError {
     /// The command ended before the connection was judged.
     #[error("the command ended before the connection was judged")]
     CommandEnded,
+    /// The allowlist admits the target, but the session's capability grant does not name it.
+    #[error("{host}:{port} is not among the hosts the session's grant names")]
+    NotGranted {
+        /// The host asked for.
+        host: String,
+        /// The port.
+        port: u16,
+    },
 }
 
 impl ProxyError {
@@ -97,7 +105,7 @@ impl ProxyError {
             Self::ConnectionsMax { .. } | Self::ConnectionsTotalMax { .. } => {
                 "503 Service Unavailable"
             }
-            Self::Net(_) => "403 Forbidden",
+            Self::Net(_) | Self::NotGranted { .. } => "403 Forbidden",
             Self::ResolveFailed { .. } | Self::ConnectFailed { .. } => "502 Bad Gateway",
             Self::ResolveTimeout { .. } | Self::ConnectTimeout { .. } => "504 Gateway Timeout",
             Self::CommandEnded => "503 Service Unavailable",
@@ -130,6 +138,7 @@ aido_codes::coded!(ProxyError {
     ConnectFailed => "egress_connect_failed",
     ConnectTimeout => "egress_connect_timeout",
     CommandEnded => "egress_command_ended",
+    NotGranted => "egress_not_granted",
 });
 
 #[cfg(test)]
@@ -189,6 +198,14 @@ mod tests {
                 "504",
             ),
             (ProxyError::CommandEnded, "egress_command_ended", "503"),
+            (
+                ProxyError::NotGranted {
+                    host: String::new(),
+                    port: 1,
+                },
+                "egress_not_granted",
+                "403",
+            ),
         ];
         for (error, code, status) in &table {
             assert_eq!(error.code(), *code);

@@ -24,12 +24,21 @@ static RESOLUTIONS: LazyLock<Arc<Semaphore>> =
 /// permits) and judges each address: the addresses that passed.
 pub(super) async fn admit(
     policy: &NetPolicy,
+    grant: Option<&NetPolicy>,
     resolvers: &Arc<Semaphore>,
     host: &str,
     port: u16,
 ) -> Result<Vec<SocketAddr>, ProxyError> {
     let target = Target::tcp(host, port).map_err(ProxyError::Net)?;
     let admitted = policy.admit(&target).map_err(ProxyError::Net)?;
+    if let Some(grant) = grant
+        && grant.admit(&target).is_err()
+    {
+        return Err(ProxyError::NotGranted {
+            host: host.to_owned(),
+            port,
+        });
+    }
     let addresses = match &admitted.target.host {
         Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
         Host::Domain(name) => resolve(resolvers, name, port).await?,

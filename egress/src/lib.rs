@@ -183,6 +183,7 @@ impl Network {
                     .map_err(|error| invalid(error.to_string()))?;
                 Ok(Some(EgressPolicy {
                     net,
+                    grant: None,
                     connections_max: *connections_max as usize,
                     connections_total_max: *connections_total_max as usize,
                 }))
@@ -196,8 +197,23 @@ impl Network {
 #[derive(Clone, Debug)]
 pub struct EgressPolicy {
     pub(crate) net: NetPolicy,
+    /// A session's capability grant, narrowing the allowlist: a target must be named by both.
+    pub(crate) grant: Option<NetPolicy>,
     pub(crate) connections_max: usize,
     pub(crate) connections_total_max: usize,
+}
+
+impl EgressPolicy {
+    /// This policy narrowed by a capability grant's hosts (`host`, `host:port`, `*.suffix`):
+    /// a target the allowlist admits is refused `egress_not_granted` unless the grant names it
+    /// too. Addresses are judged by the allowlist's ranges alone.
+    pub fn narrowed_by(mut self, hosts: &[String]) -> Result<Self, NetworkInvalid> {
+        let grant = NetPolicy::new(hosts, &[]).map_err(|error| NetworkInvalid {
+            reason: format!("the grant's hosts: {error}"),
+        })?;
+        self.grant = Some(grant);
+        Ok(self)
+    }
 }
 
 /// One connection attempt through the proxy.

@@ -72,6 +72,8 @@ class Site:
         seen: list[str] = []
         posted: list[str] = []
         self.seen, self.posted = seen, posted
+        self.extra: dict[str, str] = {}
+        site = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -91,6 +93,8 @@ class Site:
                 seen.append(f"GET {self.path}")
                 if self.path == "/login":
                     self.reply(200, LOGIN)
+                elif self.path in site.extra:
+                    self.reply(200, site.extra[self.path])
                 elif self.path == "/files":
                     self.reply(200, FILES)
                 elif self.path == "/report.txt":
@@ -458,3 +462,36 @@ async def test_a_download_lands_in_the_walls_as_a_journaled_change_and_rewinds(w
         assert not outside.exists()
     site.close()
     assert world.played_back() >= 8
+
+
+async def test_a_grant_narrows_what_the_page_itself_may_reach(world, site):
+    """`[net]` admits every port of 127.0.0.1 (`127.0.0.1:*`); a session under a grant naming only the site's
+    port opens it, and the page's own request to another port is refused at the proxy
+    (`egress_not_granted`), never reaching that server."""
+    if not chromium_ready():
+        pytest.fail("chromium is missing (see above)")
+    other = Site()
+    page = f'<title>Mixed</title><img src="{other.url("/pixel.png")}"><p>mixed</p>'
+    site.extra = {"/mixed": page}
+    config = '[net]\nallow = ["127.0.0.1:*"]\n'
+    async with world.session(config=config) as s:
+        minted = await s.ok("grant_mint", {
+            "primitives": ["browser_navigate", "browser_text", "browser_tabs"],
+            "hosts": [f"127.0.0.1:{site.port}"],
+        })
+    async with world.session(config=config, env={"AIDO_GRANT": minted["token"]}) as child:
+        opened = await child.call("browser_navigate", {"url": site.url("/mixed")})
+        seen = requests_of(opened)
+        for _ in range(50):
+            if any(r["port"] == other.port for r in seen):
+                break
+            await anyio.sleep(0.1)
+            seen += requests_of(await child.call("browser_tabs"))
+        ok(opened)
+        to_other = [r for r in seen if r["port"] == other.port]
+        assert to_other and all(r.get("code") == "egress_not_granted" for r in to_other), seen
+        assert any(r["port"] == site.port and "code" not in r for r in seen), seen
+        # The navigation's own URL is judged by the grant before the browser is asked.
+        err(await child.call("browser_navigate", {"url": other.url("/mixed")}), "grant_host_outside")
+    assert other.seen == [], other.seen
+    other.close()

@@ -240,7 +240,7 @@ async fn run(
             }
             .into());
         }
-        *seat = Some(open(args, session).await.map_err(Failure::from)?);
+        *seat = Some(open(args, session, context).await.map_err(Failure::from)?);
     }
     let Some(open) = seat.as_mut() else {
         return Err(BrowserBodyError::Exited.into());
@@ -339,9 +339,13 @@ async fn wait_for(browser: &mut Browser, a: WaitFor) -> Result<Value, Refused> {
     Ok(to_json(&found))
 }
 
-/// Start a session's browser: its proxy (judging by `[net]`), a fresh private profile, and
-/// Chromium through the proxy.
-async fn open(args: &BrowserBodyArgs, session: &str) -> Result<Open, Refused> {
+/// Start a session's browser: its proxy (judging by `[net]`, narrowed by the session's grant),
+/// a fresh private profile, and Chromium through the proxy.
+async fn open(
+    args: &BrowserBodyArgs,
+    session: &str,
+    context: &aido_policy::SessionContext,
+) -> Result<Open, Refused> {
     let config = args.policy.config();
     let net = &config.net;
     let proxy_failed = |why: String| BrowserBodyError::Proxy { why };
@@ -349,6 +353,17 @@ async fn open(args: &BrowserBodyArgs, session: &str) -> Result<Open, Refused> {
         .policy()
         .map_err(|e| proxy_failed(e.to_string()))?
         .ok_or_else(|| proxy_failed("a proxy network has a policy".into()))?;
+    // A session under a grant that names hosts: the page reaches only what both name.
+    let granted = context
+        .capabilities
+        .as_ref()
+        .and_then(|grant| grant.hosts.as_ref());
+    let policy = match granted {
+        Some(hosts) => policy
+            .narrowed_by(hosts)
+            .map_err(|e| proxy_failed(e.to_string()))?,
+        None => policy,
+    };
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
         .map_err(|e| proxy_failed(format!("binding 127.0.0.1: {e}")))?;
     let address = listener
