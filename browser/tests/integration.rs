@@ -479,3 +479,87 @@ async fn chromium_runs_confined() {
         "Chromium's HOME is its profile"
     );
 }
+
+/// What the browser toolset asks beyond the primitives: a wheel at a point that the page's
+/// position shows at once, a zoom enlarged to the viewport, a chord, the tab's requests read
+/// once, a tab acted on without becoming the active one, and a download settled without a wait.
+#[tokio::test]
+async fn toolset_input_logs_tabs_and_downloads() {
+    let downloads = tempfile::tempdir().unwrap();
+    let dir = downloads.path().join("downloads");
+    let options = |proxy, profile: std::path::PathBuf| Options {
+        download_dir: Some(dir.clone()),
+        ..Options::new(proxy, profile)
+    };
+    let Some(Fixture {
+        mut browser, site, ..
+    }) = fixture(options).await
+    else {
+        return;
+    };
+    let tall = browser.navigate(&site.url("/tall")).await.unwrap();
+    browser
+        .pointer(
+            100.0,
+            100.0,
+            aido_browser::Gesture::Wheel { dx: 0.0, dy: 300.0 },
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        browser.scroll(0.0, 0.0).await.unwrap().y > 0.0,
+        "the wheel scrolled by now"
+    );
+    let zoomed = browser.zoom([0.0, 0.0, 320.0, 200.0]).await.unwrap();
+    let (width, height) = browser.viewport();
+    assert_eq!(
+        (zoomed.width, zoomed.height),
+        (width, height.min(800)),
+        "4x of 320x200"
+    );
+    assert_eq!(browser.keys("ctrl+a Tab", 2).await.unwrap(), 4);
+    assert_eq!(
+        browser.keys("hyper+x", 1).await.unwrap_err().code(),
+        "browser_key_unknown"
+    );
+    let network = browser.read_network().unwrap();
+    assert!(
+        network
+            .entries
+            .iter()
+            .any(|e| e.url == site.url("/tall") && e.status == Some(200)),
+        "{network:?}"
+    );
+    assert!(
+        browser.read_network().unwrap().entries.is_empty(),
+        "read once"
+    );
+
+    let blank = browser.new_tab().await.unwrap();
+    assert_eq!((blank.url.as_str(), blank.current), ("about:blank", true));
+    let previous = browser.act_on(&tall.tab).await.unwrap();
+    assert!(browser.text().await.unwrap().url.ends_with("/tall"));
+    browser.act_on_again(previous);
+    assert_eq!(browser.current_tab().as_deref(), Some(blank.id.as_str()));
+
+    browser.navigate(&site.url("/download")).await.unwrap();
+    assert!(
+        browser.settle_downloads(WAIT_MS).await.is_empty(),
+        "none begun"
+    );
+    let snapshot = browser.snapshot().await.unwrap();
+    let link = reference(&snapshot, "link", "Get the report");
+    let found = browser.find("report link", 20).await.unwrap();
+    assert_eq!(found.nodes[0].reference.as_deref(), Some(link.as_str()));
+    browser.click(&link.replace('e', "ref_")).await.unwrap();
+    let mut settled = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while settled.is_empty() && Instant::now() < deadline {
+        settled = browser.settle_downloads(WAIT_MS).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let download = settled.pop().unwrap().unwrap();
+    assert_eq!(std::fs::read(&download.path).unwrap(), support::REPORT);
+    browser.shutdown().await;
+}
