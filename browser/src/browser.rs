@@ -109,13 +109,7 @@ impl Browser {
     /// Open `url` in a new tab, which becomes the current one.
     pub async fn open(&mut self, url: &str) -> Result<Navigated, BrowserError> {
         check_url(url)?;
-        if self.tabs.len() >= self.options.limits.tabs_max {
-            return Err(BrowserError::TooLarge {
-                what: "the number of tabs",
-                size: self.tabs.len() + 1,
-                max: self.options.limits.tabs_max,
-            });
-        }
+        self.room_for_a_tab()?;
         let index = self.create_tab().await?;
         self.current = Some(index);
         let tab = &self.tabs[index];
@@ -162,13 +156,7 @@ impl Browser {
 
     /// Open an empty tab (`about:blank`), which becomes the current one.
     pub async fn new_tab(&mut self) -> Result<TabInfo, BrowserError> {
-        if self.tabs.len() >= self.options.limits.tabs_max {
-            return Err(BrowserError::TooLarge {
-                what: "the number of tabs",
-                size: self.tabs.len() + 1,
-                max: self.options.limits.tabs_max,
-            });
-        }
+        self.room_for_a_tab()?;
         let index = self.create_tab().await?;
         self.current = Some(index);
         let tab = self.tabs[index].clone();
@@ -179,6 +167,18 @@ impl Browser {
             title: page.title,
             current: true,
         })
+    }
+
+    /// Refused `browser_too_large` when `tabs_max` tabs are open.
+    fn room_for_a_tab(&self) -> Result<(), BrowserError> {
+        if self.tabs.len() >= self.options.limits.tabs_max {
+            return Err(BrowserError::TooLarge {
+                what: "the number of tabs",
+                size: self.tabs.len() + 1,
+                max: self.options.limits.tabs_max,
+            });
+        }
+        Ok(())
     }
 
     /// The current tab's id.

@@ -179,27 +179,27 @@ async fn act(
 ) -> Result<Value, Failure> {
     use BrowserMember as M;
     let input = &call.input;
-    let name = call.name.name();
-    let given = |field: &'static str| BrowserToolsetError::InputMissing {
-        member: name,
-        field,
-    };
-    let failed = |e: aido_browser::BrowserError| Failure::from(e);
     Ok(match call.name {
         M::Navigate => navigate(browser, input.url.as_deref().unwrap_or_default()).await?,
         M::ListTabs => text(""),
         M::NewTab => {
-            browser.new_tab().await.map_err(failed)?;
+            browser.new_tab().await.map_err(Failure::from)?;
             text("")
         }
         M::SwitchTab => {
-            let id = input.tab_id.as_deref().ok_or_else(|| given("tab_id"))?;
-            browser.switch(id).await.map_err(failed)?;
+            let id = input
+                .tab_id
+                .as_deref()
+                .ok_or_else(|| missing(call, "tab_id"))?;
+            browser.switch(id).await.map_err(Failure::from)?;
             text("")
         }
         M::CloseTab => {
-            let id = input.tab_id.as_deref().ok_or_else(|| given("tab_id"))?;
-            browser.close(id).await.map_err(failed)?;
+            let id = input
+                .tab_id
+                .as_deref()
+                .ok_or_else(|| missing(call, "tab_id"))?;
+            browser.close(id).await.map_err(Failure::from)?;
             text("")
         }
         M::ReadPage
@@ -228,14 +228,9 @@ async fn page(
     use BrowserMember as M;
     let input = &call.input;
     let name = call.name.name();
-    let given = |field: &'static str| BrowserToolsetError::InputMissing {
-        member: name,
-        field,
-    };
-    let failed = |e: aido_browser::BrowserError| Failure::from(e);
     Ok(match call.name {
         M::ReadPage => {
-            let snapshot = to_json(&browser.snapshot().await.map_err(failed)?);
+            let snapshot = to_json(&browser.snapshot().await.map_err(Failure::from)?);
             let read = pure::read_page(
                 &snapshot,
                 input.depth,
@@ -253,7 +248,7 @@ async fn page(
             }
         }
         M::GetPageText => {
-            let page = browser.text().await.map_err(failed)?;
+            let page = browser.text().await.map_err(Failure::from)?;
             let cut = if page.truncated {
                 "\n[cut at the text's bound]"
             } else {
@@ -265,7 +260,7 @@ async fn page(
             ))
         }
         M::ReadConsole => {
-            let mut read = to_json(&browser.read_console().map_err(failed)?);
+            let mut read = to_json(&browser.read_console().map_err(Failure::from)?);
             // Credential-like values out before the journal and the model see them.
             for entry in read["entries"].as_array_mut().into_iter().flatten() {
                 let line = entry["text"].as_str().unwrap_or_default();
@@ -274,7 +269,7 @@ async fn page(
             json!({ "text": pure::console_lines(&read) })
         }
         M::ReadNetwork => {
-            let mut read = to_json(&browser.read_network().map_err(failed)?);
+            let mut read = to_json(&browser.read_network().map_err(Failure::from)?);
             for entry in read["entries"].as_array_mut().into_iter().flatten() {
                 let url = entry["url"].as_str().unwrap_or_default();
                 entry["url"] = json!(aido_walk::tools::redact::redact(url));
@@ -282,28 +277,34 @@ async fn page(
             json!({ "text": pure::network_lines(&read) })
         }
         M::Find => {
-            let query = input.query.as_deref().ok_or_else(|| given("query"))?;
-            let found = browser.find(query, FIND_MAX).await.map_err(failed)?;
+            let query = input
+                .query
+                .as_deref()
+                .ok_or_else(|| missing(call, "query"))?;
+            let found = browser.find(query, FIND_MAX).await.map_err(Failure::from)?;
             text(pure::found(&to_json(&found), query))
         }
         M::FormInput => {
             let reference = reference_of(call)?;
-            let value = input.value.clone().ok_or_else(|| given("value"))?;
+            let value = input.value.clone().ok_or_else(|| missing(call, "value"))?;
             let filled = browser
                 .form_input(reference, &value)
                 .await
-                .map_err(failed)?;
+                .map_err(Failure::from)?;
             text(format!("Set {reference} to {:?}.", filled.value))
         }
         M::FileUpload => upload(browser, call, ctx).await?,
         M::ScrollTo => {
             let reference = reference_of(call)?;
-            browser.scroll_into_view(reference).await.map_err(failed)?;
+            browser
+                .scroll_into_view(reference)
+                .await
+                .map_err(Failure::from)?;
             text(format!("Scrolled {reference} into view."))
         }
-        M::Screenshot => png(&browser.screenshot().await.map_err(failed)?),
+        M::Screenshot => png(&browser.screenshot().await.map_err(Failure::from)?),
         M::Zoom => {
-            let [x0, y0, x1, y1] = input.region.ok_or_else(|| given("region"))?;
+            let [x0, y0, x1, y1] = input.region.ok_or_else(|| missing(call, "region"))?;
             let (width, height) = browser.viewport();
             if x1 > i64::from(width) || y1 > i64::from(height) {
                 return Err(BrowserToolsetError::ValueInvalid {
@@ -315,7 +316,7 @@ async fn page(
                 .into());
             }
             let region = [x0 as f64, y0 as f64, x1 as f64, y1 as f64];
-            png(&browser.zoom(region).await.map_err(failed)?)
+            png(&browser.zoom(region).await.map_err(Failure::from)?)
         }
         _ => unreachable_member(call)?,
     })
@@ -326,11 +327,6 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
     use BrowserMember as M;
     let input = &call.input;
     let name = call.name.name();
-    let given = |field: &'static str| BrowserToolsetError::InputMissing {
-        member: name,
-        field,
-    };
-    let failed = |e: aido_browser::BrowserError| Failure::from(e);
     Ok(match call.name {
         M::LeftClick | M::RightClick | M::MiddleClick | M::DoubleClick | M::TripleClick => {
             let (button, count, done) = match call.name {
@@ -349,7 +345,7 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
                     input.modifiers.as_deref(),
                 )
                 .await
-                .map_err(failed)?;
+                .map_err(Failure::from)?;
             text(format!("{done} {what}."))
         }
         M::Hover | M::MouseMove => {
@@ -357,7 +353,7 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
             browser
                 .pointer(x, y, Gesture::Move, None)
                 .await
-                .map_err(failed)?;
+                .map_err(Failure::from)?;
             text(format!("Moved the pointer to {what}."))
         }
         M::LeftMouseDown | M::LeftMouseUp => {
@@ -367,13 +363,16 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
             } else {
                 (Gesture::Up, "released")
             };
-            browser.pointer(x, y, gesture, None).await.map_err(failed)?;
+            browser
+                .pointer(x, y, gesture, None)
+                .await
+                .map_err(Failure::from)?;
             text(format!("Left mouse button {done} at {what}."))
         }
         M::LeftClickDrag => {
             let (from, start) = point(browser, name, target_of(call, "from")?).await?;
             let (to, end) = point(browser, name, target_of(call, "target")?).await?;
-            browser.drag(from, to).await.map_err(failed)?;
+            browser.drag(from, to).await.map_err(Failure::from)?;
             text(format!("Dragged from {start} to {end}."))
         }
         M::Scroll => {
@@ -382,7 +381,7 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
             let by = NOTCH_PX * f64::from(notches);
             let direction = input
                 .scroll_direction
-                .ok_or_else(|| given("scroll_direction"))?;
+                .ok_or_else(|| missing(call, "scroll_direction"))?;
             let (dx, dy, way) = match direction {
                 ScrollDirection::Up => (0.0, -by, "up"),
                 ScrollDirection::Down => (0.0, by, "down"),
@@ -392,7 +391,7 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
             browser
                 .pointer(x, y, Gesture::Wheel { dx, dy }, None)
                 .await
-                .map_err(failed)?;
+                .map_err(Failure::from)?;
             text(format!("Scrolled {way} {notches} notch(es) at {what}."))
         }
         _ => unreachable_member(call)?,
@@ -403,22 +402,16 @@ async fn pointer(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, 
 async fn keyboard(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value, Failure> {
     use BrowserMember as M;
     let input = &call.input;
-    let name = call.name.name();
-    let given = |field: &'static str| BrowserToolsetError::InputMissing {
-        member: name,
-        field,
-    };
-    let failed = |e: aido_browser::BrowserError| Failure::from(e);
     Ok(match call.name {
         M::Type => {
-            let typed = input.text.as_deref().ok_or_else(|| given("text"))?;
-            let count = browser.type_text(typed).await.map_err(failed)?;
+            let typed = input.text.as_deref().ok_or_else(|| missing(call, "text"))?;
+            let count = browser.type_text(typed).await.map_err(Failure::from)?;
             text(format!("Typed {count} character(s)."))
         }
         M::Key => {
-            let keys = input.text.as_deref().ok_or_else(|| given("text"))?;
+            let keys = input.text.as_deref().ok_or_else(|| missing(call, "text"))?;
             let repeat = input.repeat.unwrap_or(1);
-            browser.keys(keys, repeat).await.map_err(failed)?;
+            browser.keys(keys, repeat).await.map_err(Failure::from)?;
             let times = if repeat > 1 {
                 format!(" {repeat} times")
             } else {
@@ -427,26 +420,36 @@ async fn keyboard(browser: &mut Browser, call: &BrowserToolUse) -> Result<Value,
             text(format!("Pressed {keys}{times}."))
         }
         M::HoldKey => {
-            let keys = input.text.as_deref().ok_or_else(|| given("text"))?;
-            let seconds = input.duration.ok_or_else(|| given("duration"))?;
+            let keys = input.text.as_deref().ok_or_else(|| missing(call, "text"))?;
+            let seconds = input.duration.ok_or_else(|| missing(call, "duration"))?;
             browser
                 .hold_keys(keys, std::time::Duration::from_secs_f64(seconds.max(0.0)))
                 .await
-                .map_err(failed)?;
+                .map_err(Failure::from)?;
             text(format!("Held {keys} for {seconds}s."))
         }
         M::Wait => {
-            let seconds = input.duration.ok_or_else(|| given("duration"))?;
+            let seconds = input.duration.ok_or_else(|| missing(call, "duration"))?;
             tokio::time::sleep(std::time::Duration::from_secs_f64(seconds.max(0.0))).await;
             text(format!("Waited {seconds}s."))
         }
         M::JavascriptExec => {
-            let script = input.text.as_deref().ok_or_else(|| given("text"))?;
-            let value = browser.evaluate(script).await.map_err(failed)?;
+            let script = input.text.as_deref().ok_or_else(|| missing(call, "text"))?;
+            let value = browser.evaluate(script).await.map_err(Failure::from)?;
             text(serde_json::to_string(&value.value).unwrap_or_default())
         }
         _ => unreachable_member(call)?,
     })
+}
+
+/// A field the member needs and was not given (its contract is checked first, so only a
+/// defect of this file gets here).
+fn missing(call: &BrowserToolUse, field: &'static str) -> Failure {
+    BrowserToolsetError::InputMissing {
+        member: call.name.name(),
+        field,
+    }
+    .into()
 }
 
 /// A member sent to the wrong group: a defect of this file, answered as a coded failure.
