@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,6 +40,10 @@ pub struct Options {
     pub profile_dir: PathBuf,
     /// Where downloads land (created if missing). `None`: downloads are refused.
     pub download_dir: Option<PathBuf>,
+    /// Directories Chromium may read beyond the system's ([`SYSTEM_READABLE`]), its profile
+    /// and its temporary directory: where the files a page may be given to upload are. Home
+    /// directories, aido's own home and the rest of the machine stay unreadable to it.
+    pub readable: Vec<PathBuf>,
     /// Whether `evaluate` may run the agent's JavaScript in the page.
     pub allow_script: bool,
     /// The viewport every tab gets, in CSS pixels.
@@ -58,6 +62,7 @@ impl Options {
             proxy: Some(proxy),
             profile_dir: profile_dir.into(),
             download_dir: None,
+            readable: Vec::new(),
             allow_script: false,
             viewport_width: 1280,
             viewport_height: 800,
@@ -251,6 +256,25 @@ impl Drop for Process {
 /// environment of its own (HOME and the XDG directories inside the profile, TMPDIR a short
 /// directory of its own in the system temp dir), since
 /// Chromium's own sandbox is off (`--no-sandbox`: it needs privileges aido does not give it).
+/// What Chromium reads of the system: its program and libraries, configuration (fonts, TLS
+/// roots, locales), the kernel's views and the device files. Not `/home`, `/root`, `/tmp`,
+/// `/var` beyond the font cache, or anything else.
+pub const SYSTEM_READABLE: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/opt/google",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/var/cache/fontconfig",
+    "/run/systemd/resolve",
+];
+
 struct Confinement {
     walls: aido_confine::PreparedLandlock,
     root: bool,
@@ -284,7 +308,13 @@ impl Confinement {
                 .map_err(|e| unconfined(format!("{downloads:?}: {e}")))?;
             writable.push(downloads.clone());
         }
-        let walls = aido_confine::PreparedLandlock::new(6, &writable, &[proxy_port])
+        let readable: Vec<PathBuf> = SYSTEM_READABLE
+            .iter()
+            .map(PathBuf::from)
+            .chain(options.executable.parent().map(Path::to_path_buf))
+            .chain(options.readable.iter().cloned())
+            .collect();
+        let walls = aido_confine::PreparedLandlock::reading(6, &readable, &writable, &[proxy_port])
             .map_err(|e| unconfined(e.to_string()))?;
         Ok(Self {
             walls,

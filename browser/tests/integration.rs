@@ -480,6 +480,48 @@ async fn chromium_runs_confined() {
     );
 }
 
+/// Chromium reads only the system's files, its own and the directories it is given: a file
+/// handed to an upload from there is read by the page; one from anywhere else (a home
+/// directory, aido's own) is not, whoever names it.
+#[tokio::test]
+async fn chromium_reads_only_what_it_is_given() {
+    let given = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let allowed = given.path().join("allowed.txt");
+    let secret = elsewhere.path().join("secret.txt");
+    std::fs::write(&allowed, "given").unwrap();
+    std::fs::write(&secret, "aido-test-secret").unwrap();
+    let readable = vec![given.path().to_path_buf()];
+    let options = |proxy, profile: std::path::PathBuf| Options {
+        allow_script: true,
+        readable: readable.clone(),
+        ..Options::new(proxy, profile)
+    };
+    let Some(Fixture {
+        mut browser, site, ..
+    }) = fixture(options).await
+    else {
+        return;
+    };
+    browser.navigate(&site.url("/upload")).await.unwrap();
+    let found = browser.find("Attachment", 20).await.unwrap();
+    let input = found.nodes[0].reference.clone().unwrap();
+    let read = "document.getElementById('f').files[0].text()";
+    browser
+        .set_files(&input, &[allowed.display().to_string()])
+        .await
+        .unwrap();
+    assert_eq!(browser.evaluate(read).await.unwrap().value, "given");
+    let handed = browser
+        .set_files(&input, &[secret.display().to_string()])
+        .await;
+    let read_back = browser.evaluate(read).await;
+    assert!(
+        handed.is_err() || read_back.as_ref().is_err(),
+        "the page read a file outside what Chromium is given: {read_back:?}"
+    );
+}
+
 /// What the browser toolset asks beyond the primitives: a wheel at a point that the page's
 /// position shows at once, a zoom enlarged to the viewport, a chord, the tab's requests read
 /// once, a tab acted on without becoming the active one, and a download settled without a wait.

@@ -214,6 +214,10 @@ fn page(request: &Request) -> Page {
             html("<!doctype html><title>Page B</title><p id=b>This is page B</p>".to_owned())
         }
         ("GET", "/tall") => html(TALL.to_owned()),
+        ("GET", "/upload") => html(
+            "<!doctype html><title>Upload</title><label for=f>Attachment</label> <input type=file id=f>"
+                .to_owned(),
+        ),
         ("GET", "/download") => html(
             "<!doctype html><title>Files</title><a href=/file.txt>Get the report</a>".to_owned(),
         ),

@@ -138,16 +138,27 @@ pub fn landlock(abi_min: u8, writable: &[PathBuf]) -> Result<(), ConfineError> {
 
 /// A Landlock domain made ready before a fork and entered by the child just before it runs
 /// its program ([`PreparedLandlock::enter`]: two system calls, no allocation), for a program
-/// aido starts without its sandbox child (the browser): read-only (and executable) everywhere,
-/// everything on `writable`, the device files, **TCP connect only to `connect_ports` and no TCP
+/// aido starts without its sandbox child (the browser): read-only (and executable) everywhere
+/// or beneath the directories it names, everything on `writable`, the device files, **TCP connect only to `connect_ports` and no TCP
 /// bind** (ABI 4+), and no abstract Unix sockets or signals outside the domain (ABI 6+). The
 /// ABI is a hard requirement: a kernel without it is `sandbox_unavailable`, never a weaker rule.
 pub struct PreparedLandlock(Option<landlock::RulesetCreated>);
 
 impl PreparedLandlock {
-    /// Build the ruleset (in the parent).
+    /// Build the ruleset (in the parent), reads allowed everywhere.
     pub fn new(
         abi_min: u8,
+        writable: &[PathBuf],
+        connect_ports: &[u16],
+    ) -> Result<Self, ConfineError> {
+        Self::reading(abi_min, &[PathBuf::from("/")], writable, connect_ports)
+    }
+
+    /// Build the ruleset (in the parent), reads (and execution) allowed only beneath
+    /// `readable` (a path that does not exist is left out) and the writable directories.
+    pub fn reading(
+        abi_min: u8,
+        readable: &[PathBuf],
         writable: &[PathBuf],
         connect_ports: &[u16],
     ) -> Result<Self, ConfineError> {
@@ -163,12 +174,15 @@ impl PreparedLandlock {
             .scope(Scope::from_all(abi))
             .map_err(map)?
             .create()
-            .map_err(map)?
-            .add_rule(PathBeneath::new(
-                path_fd(Path::new("/"))?,
-                AccessFs::from_read(abi),
-            ))
             .map_err(map)?;
+        for directory in readable.iter().filter(|d| d.exists()) {
+            created = created
+                .add_rule(PathBeneath::new(
+                    path_fd(directory)?,
+                    AccessFs::from_read(abi),
+                ))
+                .map_err(map)?;
+        }
         for directory in writable {
             created = created
                 .add_rule(PathBeneath::new(

@@ -248,7 +248,12 @@ async fn run(
     let mut downloads = Vec::new();
     let answered = match &action {
         BrowserAction::BrowserToolset(batch) => {
-            super::toolset::run(&mut open.browser, batch, context, &mut downloads)
+            let uploads = open.profile.join("uploads");
+            let given = super::toolset::Given {
+                ctx: context,
+                uploads: &uploads,
+            };
+            super::toolset::run(&mut open.browser, batch, &given, &mut downloads)
                 .await
                 .map(|results| json!({"results": results}))
         }

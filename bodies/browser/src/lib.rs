@@ -66,6 +66,12 @@ pub enum BrowserBodyError {
         /// The path, resolved.
         path: std::path::PathBuf,
     },
+    /// A file to upload could not be copied where Chromium may read it.
+    #[error("a file to upload could not be copied for the browser: {why}")]
+    UploadCopy {
+        /// Why.
+        why: String,
+    },
 }
 
 aido_actions::coded!(BrowserBodyError {
@@ -75,4 +81,5 @@ aido_actions::coded!(BrowserBodyError {
     Exited => "browser_exited",
     UploadUnjudged => "browser_upload_unjudged",
     UploadMissing => "browser_upload_missing",
+    UploadCopy => "browser_upload_copy_failed",
 });

@@ -18,6 +18,16 @@ use serde_json::{Value, json};
 
 use super::BrowserBodyError;
 
+/// What a turn runs with besides the browser: what the chain admitted for it (the files an
+/// upload names), and where the copies of those files are made for Chromium.
+pub(crate) struct Given<'a> {
+    /// The call's context.
+    pub ctx: &'a SessionContext,
+    /// A directory of the session's profile, where uploads are copied: Chromium reads nothing
+    /// of the walls itself.
+    pub uploads: &'a std::path::Path,
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
@@ -26,14 +36,14 @@ fn to_json<T: serde::Serialize>(value: &T) -> Value {
 pub(crate) async fn run(
     browser: &mut Browser,
     batch: &BrowserToolset,
-    ctx: &SessionContext,
+    given: &Given<'_>,
     downloads: &mut Vec<Value>,
 ) -> Result<Vec<Value>, Failure> {
     pure::check_batch(batch)?;
     let mut tabs = browser.tabs().await.map_err(Failure::from)?;
     let mut results = Vec::with_capacity(batch.actions.len());
     for call in &batch.actions {
-        let done = member(browser, call, ctx, &mut tabs).await;
+        let done = member(browser, call, given, &mut tabs).await;
         // The downloads a member caused are its own (the executor lands them; the result
         // names them in the member's browser_state).
         let finished = super::downloads::settle(browser).await;
@@ -73,7 +83,7 @@ pub(crate) async fn run(
 async fn member(
     browser: &mut Browser,
     call: &BrowserToolUse,
-    ctx: &SessionContext,
+    given: &Given<'_>,
     tabs: &mut Vec<TabInfo>,
 ) -> Result<Value, Failure> {
     pure::check(call)?;
@@ -81,7 +91,7 @@ async fn member(
         (Some(id), false) => Some(browser.act_on(id).await.map_err(Failure::from)?),
         _ => None,
     };
-    let done = act(browser, call, ctx).await;
+    let done = act(browser, call, given).await;
     if let Some(previous) = on_other_tab {
         browser.act_on_again(previous);
     }
@@ -175,7 +185,7 @@ fn reference_of(call: &BrowserToolUse) -> Result<&str, Failure> {
 async fn act(
     browser: &mut Browser,
     call: &BrowserToolUse,
-    ctx: &SessionContext,
+    given: &Given<'_>,
 ) -> Result<Value, Failure> {
     use BrowserMember as M;
     let input = &call.input;
@@ -211,7 +221,7 @@ async fn act(
         | M::FileUpload
         | M::ScrollTo
         | M::Screenshot
-        | M::Zoom => page(browser, call, ctx).await?,
+        | M::Zoom => page(browser, call, given).await?,
         M::Type | M::Key | M::HoldKey | M::Wait | M::JavascriptExec => {
             keyboard(browser, call).await?
         }
@@ -223,7 +233,7 @@ async fn act(
 async fn page(
     browser: &mut Browser,
     call: &BrowserToolUse,
-    ctx: &SessionContext,
+    given: &Given<'_>,
 ) -> Result<Value, Failure> {
     use BrowserMember as M;
     let input = &call.input;
@@ -293,7 +303,7 @@ async fn page(
                 .map_err(Failure::from)?;
             text(format!("Set {reference} to {:?}.", filled.value))
         }
-        M::FileUpload => upload(browser, call, ctx).await?,
+        M::FileUpload => upload(browser, call, given).await?,
         M::ScrollTo => {
             let reference = reference_of(call)?;
             browser
@@ -480,33 +490,75 @@ async fn navigate(browser: &mut Browser, url: &str) -> Result<Value, Failure> {
 }
 
 /// `file_upload`: every path is one the chain judged as a read (the walls and the deny
-/// globs), resolved as it resolved it, and a regular file; then the file input holds them.
+/// globs), resolved as it resolved it, and a regular file; aido copies each into the profile
+/// (Chromium may read nothing of the walls itself), under its own name, and the file input
+/// holds the copies.
 async fn upload(
     browser: &mut Browser,
     call: &BrowserToolUse,
-    ctx: &SessionContext,
+    given: &Given<'_>,
 ) -> Result<Value, Failure> {
     let reference = reference_of(call)?;
-    let mut files = Vec::new();
-    for given in call.input.paths.iter().flatten() {
-        let Some(check) = ctx.admitted(given, AccessKind::Read) else {
-            return Err(BrowserBodyError::UploadUnjudged {
-                path: given.clone(),
-            }
-            .into());
+    let mut sources = Vec::new();
+    for path in call.input.paths.iter().flatten() {
+        let Some(check) = given.ctx.admitted(path, AccessKind::Read) else {
+            return Err(BrowserBodyError::UploadUnjudged { path: path.clone() }.into());
         };
         let resolved = check.resolved.clone();
         if !resolved.is_file() {
             return Err(BrowserBodyError::UploadMissing { path: resolved }.into());
         }
-        files.push(resolved.display().to_string());
+        sources.push(resolved);
     }
+    let staging = given.uploads.to_owned();
+    let copies = tokio::task::spawn_blocking(move || stage_uploads(&staging, &sources))
+        .await
+        .map_err(|e| Failure::from(BrowserBodyError::UploadCopy { why: e.to_string() }))??;
+    let names: Vec<String> = copies
+        .iter()
+        .filter_map(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let files: Vec<String> = copies.iter().map(|c| c.display().to_string()).collect();
     let count = browser
         .set_files(reference, &files)
         .await
         .map_err(Failure::from)?;
     Ok(text(format!(
         "Set {count} file(s) on {reference}: {}.",
-        files.join(", ")
+        names.join(", ")
     )))
+}
+
+/// Copy `sources` into a fresh directory under `staging`, each under its own name.
+fn stage_uploads(
+    staging: &std::path::Path,
+    sources: &[std::path::PathBuf],
+) -> Result<Vec<std::path::PathBuf>, Failure> {
+    let failed = |why: String| Failure::from(BrowserBodyError::UploadCopy { why });
+    std::fs::create_dir_all(staging).map_err(|e| failed(format!("{staging:?}: {e}")))?;
+    let mut copies = Vec::with_capacity(sources.len());
+    for (index, source) in sources.iter().enumerate() {
+        let dir = staging.join(format!("{}-{index}", std::process::id()));
+        let dir = unique_dir(&dir).map_err(|e| failed(format!("{dir:?}: {e}")))?;
+        let name = source.file_name().unwrap_or_default();
+        let copy = dir.join(name);
+        std::fs::copy(source, &copy).map_err(|e| failed(format!("{source:?}: {e}")))?;
+        copies.push(copy);
+    }
+    Ok(copies)
+}
+
+/// `base`, or `base.1`, `base.2`, ...: the first that could be made anew.
+fn unique_dir(base: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let mut candidate = base.to_owned();
+    for n in 1.. {
+        match std::fs::create_dir(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                candidate = base.with_extension(n.to_string());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the loop returns")
 }
