@@ -82,7 +82,7 @@ pub async fn run(
     );
     let (many, one, rss) = sessions_pair(aido, temp, rounds / 4 + 1).await?;
     s.versus(sessions_row, sessions_what, &many, "1 session", &one);
-    s.number("browser_session_rss_mib", rss as f64 / f64::from(1 << 20));
+    s.number("browser_session_pss_mib", rss as f64 / f64::from(1 << 20));
     Ok(s.finish())
 }
 
@@ -130,8 +130,9 @@ async fn downstreams_pair(
     Ok(times)
 }
 
-/// Bytes resident in the processes whose command line names `dir` (a session's Chromium: its
-/// profile is under the session's AIDO_HOME).
+/// Bytes the processes whose command line names `dir` hold (a session's Chromium: its profile
+/// is under the session's AIDO_HOME), as their proportional set sizes: pages shared between
+/// them (Chromium's code, its zygote's) counted once.
 fn resident_under(dir: &Path) -> u64 {
     let needle = dir.display().to_string();
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -151,8 +152,8 @@ fn resident_under(dir: &Path) -> u64 {
                 .unwrap_or(false)
         })
         .filter_map(|e| {
-            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
-            crate::harness::status_kb(&status, "VmRSS")
+            let rollup = std::fs::read_to_string(e.path().join("smaps_rollup")).ok()?;
+            crate::harness::status_kb(&rollup, "Pss")
         })
         .sum::<u64>()
         * 1024
