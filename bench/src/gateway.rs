@@ -191,7 +191,7 @@ async fn sessions_pair(
     let times = paired(
         rounds,
         async || {
-            futures::future::try_join_all(many.iter().map(|server| once(server)))
+            futures::future::try_join_all(many.iter().map(&once))
                 .await
                 .map(drop)
         },
