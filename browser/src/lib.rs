@@ -62,4 +62,4 @@ pub use browser::Browser;
 pub use error::BrowserError;
 pub use input::{Button, Gesture};
 pub use launch::{CHROMIUM_PATH, Limits, Options};
-pub use logs::{ConsoleEntry, NetworkEntry, Read};
+pub use logs::{ConsoleEntry, Dialog, NetworkEntry, Read};

@@ -1,5 +1,8 @@
 //! What each tab's page logged and requested, kept from DevTools' events until read: console
-//! messages and uncaught exceptions, and the requests with their status, type and timing.
+//! messages and uncaught exceptions, the requests with their status, type and timing, and the
+//! JavaScript dialogs the page opened. A dialog would block the page (and every later call on
+//! it) until answered: each is answered at once, an alert or a leave-page question accepted, a
+//! confirm or a prompt dismissed (the page hears "no"), and kept for the next call to report.
 //! Bounded per browser (the oldest go first, and a read says how many were dropped).
 
 use std::collections::VecDeque;
@@ -46,6 +49,17 @@ pub struct NetworkEntry {
     pub failed: Option<String>,
 }
 
+/// A JavaScript dialog the page opened, and how it was answered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dialog {
+    /// `alert`, `confirm`, `prompt` or `beforeunload`.
+    pub kind: String,
+    /// What it said (cut at 2,000 characters).
+    pub message: String,
+    /// Whether it was accepted (an alert, a leave-page question) or dismissed.
+    pub accepted: bool,
+}
+
 /// What one read takes: the entries since the last read, and how many were dropped for the
 /// bound meanwhile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,6 +80,7 @@ struct Pending {
 #[derive(Default)]
 struct Kept {
     console: VecDeque<(String, ConsoleEntry)>,
+    dialogs: VecDeque<Dialog>,
     network: VecDeque<Pending>,
     /// Per session: entries dropped since its last read.
     dropped_console: Vec<(String, usize)>,
@@ -120,9 +135,13 @@ impl Logs {
         let logs = Self::default();
         let mut events = cdp.subscribe();
         let kept = logs.clone();
+        let answering = cdp.clone();
         tokio::spawn(async move {
             loop {
                 match events.recv().await {
+                    Ok(event) if event.method == "Page.javascriptDialogOpening" => {
+                        kept.answer_dialog(&answering, &event);
+                    }
                     Ok(event) => kept.take_event(&event),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "browser log events were missed");
@@ -132,6 +151,53 @@ impl Logs {
             }
         });
         logs
+    }
+
+    /// Answer a dialog at once (on a task of its own: the listener keeps reading events), and
+    /// keep it for the next call to report.
+    fn answer_dialog(&self, cdp: &Cdp, event: &Event) {
+        let kind = event
+            .params
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("alert")
+            .to_owned();
+        let accepted = kind == "alert" || kind == "beforeunload";
+        let message = cut(event
+            .params
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned());
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.dialogs.len() == ENTRIES_MAX {
+                kept.dialogs.pop_front();
+            }
+            kept.dialogs.push_back(Dialog {
+                kind,
+                message,
+                accepted,
+            });
+        }
+        let cdp = cdp.clone();
+        let session = event.session.clone();
+        tokio::spawn(async move {
+            let answer = serde_json::json!({ "accept": accepted });
+            if let Err(e) = cdp
+                .call("Page.handleJavaScriptDialog", answer, session.as_deref())
+                .await
+            {
+                tracing::warn!(error = %e, "a page's dialog could not be answered");
+            }
+        });
+    }
+
+    /// The dialogs answered since the last look.
+    pub(crate) fn dialogs(&self) -> Vec<Dialog> {
+        self.kept
+            .lock()
+            .map(|mut kept| kept.dialogs.drain(..).collect())
+            .unwrap_or_default()
     }
 
     fn take_event(&self, event: &Event) {

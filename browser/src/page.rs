@@ -466,6 +466,12 @@ impl Browser {
         Ok(self.logs.console(&session))
     }
 
+    /// The JavaScript dialogs pages opened since the last look, each answered already (an
+    /// alert or a leave-page question accepted, a confirm or a prompt dismissed).
+    pub fn dialogs(&mut self) -> Vec<crate::logs::Dialog> {
+        self.logs.dialogs()
+    }
+
     /// The current tab's requests since the last read (or since aido attached to the tab).
     pub fn read_network(
         &mut self,

@@ -60,6 +60,11 @@ document.addEventListener('scroll', () => { $('out').textContent = 'scrolled ' +
 </body></html>"""
 
 
+DIALOGS = """<!doctype html><html><head><title>Dialogs</title></head><body>
+<button id="wipe" onclick="document.getElementById('out').textContent = confirm('Delete everything?') ? 'wiped' : 'kept'">Wipe</button>
+<button id="hello" onclick="alert('Hello there'); document.getElementById('out').textContent = 'greeted'">Greet</button>
+<p id="out">untouched</p></body></html>"""
+
 FILES = """<!doctype html><html><head><title>Files</title></head><body>
 <a href="/report.txt">Report</a></body></html>"""
 REPORT = "quarterly numbers\n" * 100
@@ -95,6 +100,8 @@ class Site:
                     self.reply(200, LOGIN)
                 elif self.path in site.extra:
                     self.reply(200, site.extra[self.path])
+                elif self.path == "/dialogs":
+                    self.reply(200, DIALOGS)
                 elif self.path == "/files":
                     self.reply(200, FILES)
                 elif self.path == "/report.txt":
@@ -495,3 +502,34 @@ async def test_a_grant_narrows_what_the_page_itself_may_reach(world, site):
         err(await child.call("browser_navigate", {"url": other.url("/mixed")}), "grant_host_outside")
     assert other.seen == [], other.seen
     other.close()
+
+
+async def test_a_dialog_is_answered_at_once_and_said(world, site):
+    """A page's confirm() is dismissed and its alert() accepted at once, so the page never
+    blocks the next call; each result says what the dialog said and how it was answered."""
+    if not chromium_ready():
+        pytest.fail("chromium is missing (see above)")
+    config = f'[net]\nallow = ["127.0.0.1:{site.port}"]\n'
+    async with world.session(config=config) as s:
+        turn = member_results(await s.call("browser_toolset", {"actions": [
+            {"id": "toolu_1", "name": "navigate", "input": {"url": site.url("/dialogs")}},
+            {"id": "toolu_2", "name": "find", "input": {"query": "Wipe button"}},
+        ]}))
+        wipe = turn[1]["text"].splitlines()[1].split("[")[1].split("]")[0]
+        clicked = member_results(await s.call("browser_toolset", {"actions": [
+            {"id": "toolu_3", "name": "left_click", "input": {"target": {"type": "ref", "ref": wipe}}},
+            {"id": "toolu_4", "name": "get_page_text", "input": {}},
+        ]}))
+        all_ran(clicked)
+        said = 'The page opened a confirm dialog saying "Delete everything?"; it was dismissed.'
+        assert said in clicked[0]["text"], clicked[0]
+        assert clicked[0]["dialogs"] == [{"kind": "confirm", "message": "Delete everything?", "accepted": False}]
+        assert "kept" in clicked[1]["text"], clicked[1]
+        # Through the primitives: an alert, accepted; the page goes on.
+        greet = ref_of(ok(await s.call("browser_snapshot")), "button", "Greet")
+        greeted = await s.call("browser_click", {"ref": greet})
+        ok(greeted)
+        assert 'alert dialog saying "Hello there"; it was accepted' in text_of(greeted), text_of(greeted)
+        ok(await s.call("browser_wait_for", {"text": "greeted", "timeout_ms": 5000}))
+    site.close()
+    assert world.played_back() >= 4

@@ -90,6 +90,15 @@ pub fn render(action: &BrowserAction, recorded: &Value) -> Outcome {
         done.effects.extend(effects);
     }
     if !matches!(action, BrowserAction::BrowserToolset(_)) {
+        for dialog in recorded["answer"]["dialogs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            done.text.push_str("; ");
+            done.text
+                .push_str(&crate::browser_toolset::dialog_line(dialog));
+        }
         for entry in recorded["landed"].as_array().into_iter().flatten() {
             done.text.push_str("; ");
             done.text

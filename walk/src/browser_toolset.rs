@@ -584,6 +584,21 @@ pub fn network_lines(read: &Value) -> String {
     lines.join("\n")
 }
 
+/// What the agent reads of a JavaScript dialog the page opened (`{kind, message, accepted}`),
+/// which the browser answered at once.
+pub fn dialog_line(dialog: &Value) -> String {
+    let answered = if dialog["accepted"] == Value::Bool(true) {
+        "accepted"
+    } else {
+        "dismissed"
+    };
+    format!(
+        "The page opened a {} dialog saying {:?}; it was {answered}.",
+        dialog["kind"].as_str().unwrap_or("dialog"),
+        dialog["message"].as_str().unwrap_or("")
+    )
+}
+
 /// What the agent reads of one landed (or refused) download.
 pub fn landed_line(entry: &Value) -> String {
     let name = entry["name"].as_str().unwrap_or("");

@@ -260,7 +260,13 @@ async fn run(
         _ => {
             let answered = act(&mut open.browser, action).await.map_err(Failure::from);
             downloads.extend(super::downloads::settle(&mut open.browser).await);
-            answered
+            let dialogs = open.browser.dialogs();
+            answered.map(|mut answer| {
+                if !dialogs.is_empty() && answer.is_object() {
+                    answer["dialogs"] = to_json(&dialogs);
+                }
+                answer
+            })
         }
     };
     // The connections this call caused, refused ones included, whether or not it succeeded.

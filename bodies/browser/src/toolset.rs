@@ -47,7 +47,20 @@ pub(crate) async fn run(
         // The downloads a member caused are its own (the executor lands them; the result
         // names them in the member's browser_state).
         let finished = super::downloads::settle(browser).await;
+        let dialogs = browser.dialogs();
         let done = done.map(|mut result| {
+            // The dialogs the member's page opened, answered already: said in its text.
+            if !dialogs.is_empty() {
+                let mut text = result["text"].as_str().unwrap_or_default().to_owned();
+                for dialog in &dialogs {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&pure::dialog_line(&to_json(dialog)));
+                }
+                result["text"] = json!(text);
+                result["dialogs"] = to_json(&dialogs);
+            }
             if !finished.is_empty() {
                 result["downloads"] = json!(
                     finished
