@@ -158,6 +158,11 @@ impl Browser {
     pub async fn new_tab(&mut self) -> Result<TabInfo, BrowserError> {
         self.room_for_a_tab()?;
         let index = self.create_tab().await?;
+        self.make_current(index).await
+    }
+
+    /// Make tab `index` the current one; what it shows.
+    async fn make_current(&mut self, index: usize) -> Result<TabInfo, BrowserError> {
         self.current = Some(index);
         let tab = self.tabs[index].clone();
         let page = self.navigated(&tab, false).await?;
@@ -297,15 +302,7 @@ impl Browser {
         self.cdp
             .call("Target.activateTarget", json!({ "targetId": id }), None)
             .await?;
-        self.current = Some(index);
-        let tab = self.tabs[index].clone();
-        let page = self.navigated(&tab, false).await?;
-        Ok(TabInfo {
-            id: tab.id,
-            url: page.url,
-            title: page.title,
-            current: true,
-        })
+        self.make_current(index).await
     }
 
     /// Close tab `id`. If it was the current one, the first remaining tab becomes current
