@@ -191,21 +191,25 @@ impl Browser {
         self.current.map(|i| self.tabs[i].id.clone())
     }
 
+    /// Where tab `id` is among the attached tabs; a tab the page opened itself (a popup) is
+    /// attached on the way.
+    async fn tab_index(&mut self, id: &str) -> Result<usize, BrowserError> {
+        if let Some(index) = self.tabs.iter().position(|t| t.id == id) {
+            return Ok(index);
+        }
+        let known = self.targets().await?;
+        if !known.iter().any(|t| t.get("targetId") == Some(&json!(id))) {
+            return Err(BrowserError::TabMissing { id: id.to_owned() });
+        }
+        self.attach(id.to_owned()).await
+    }
+
     /// Make tab `id` the one operations act on, without bringing it to the front (a tab
     /// the page opened itself is attached on the way); answers which was, for
     /// [`Self::act_on_again`].
     pub async fn act_on(&mut self, id: &str) -> Result<Option<String>, BrowserError> {
         let previous = self.current_tab();
-        let index = match self.tabs.iter().position(|t| t.id == id) {
-            Some(index) => index,
-            None => {
-                let known = self.targets().await?;
-                if !known.iter().any(|t| t.get("targetId") == Some(&json!(id))) {
-                    return Err(BrowserError::TabMissing { id: id.to_owned() });
-                }
-                self.attach(id.to_owned()).await?
-            }
-        };
+        let index = self.tab_index(id).await?;
         self.current = Some(index);
         Ok(previous)
     }
@@ -289,16 +293,7 @@ impl Browser {
     /// Make tab `id` the current one (and the front one). A tab the page opened itself (a
     /// popup) is attached on the way.
     pub async fn switch(&mut self, id: &str) -> Result<TabInfo, BrowserError> {
-        let index = match self.tabs.iter().position(|t| t.id == id) {
-            Some(index) => index,
-            None => {
-                let known = self.targets().await?;
-                if !known.iter().any(|t| t.get("targetId") == Some(&json!(id))) {
-                    return Err(BrowserError::TabMissing { id: id.to_owned() });
-                }
-                self.attach(id.to_owned()).await?
-            }
-        };
+        let index = self.tab_index(id).await?;
         self.cdp
             .call("Target.activateTarget", json!({ "targetId": id }), None)
             .await?;

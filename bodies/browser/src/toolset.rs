@@ -550,28 +550,16 @@ fn stage_uploads(
     let failed = |why: String| Failure::from(BrowserBodyError::UploadCopy { why });
     std::fs::create_dir_all(staging).map_err(|e| failed(format!("{staging:?}: {e}")))?;
     let mut copies = Vec::with_capacity(sources.len());
-    for (index, source) in sources.iter().enumerate() {
-        let dir = staging.join(format!("{}-{index}", std::process::id()));
-        let dir = unique_dir(&dir).map_err(|e| failed(format!("{dir:?}: {e}")))?;
-        let name = source.file_name().unwrap_or_default();
-        let copy = dir.join(name);
+    for source in sources {
+        // Kept: the page reads the file when it submits, and the profile goes at close.
+        let dir = tempfile::Builder::new()
+            .prefix("upload-")
+            .tempdir_in(staging)
+            .map_err(|e| failed(format!("{staging:?}: {e}")))?
+            .keep();
+        let copy = dir.join(source.file_name().unwrap_or_default());
         std::fs::copy(source, &copy).map_err(|e| failed(format!("{source:?}: {e}")))?;
         copies.push(copy);
     }
     Ok(copies)
-}
-
-/// `base`, or `base.1`, `base.2`, ...: the first that could be made anew.
-fn unique_dir(base: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-    let mut candidate = base.to_owned();
-    for n in 1.. {
-        match std::fs::create_dir(&candidate) {
-            Ok(()) => return Ok(candidate),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                candidate = base.with_extension(n.to_string());
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable!("the loop returns")
 }
